@@ -1,0 +1,176 @@
+import { badClock, checkClock, checkCost, checkNumber, checkOptions } from "../errors.js";
+import {
+  type Clock,
+  type Decision,
+  type Limiter,
+  systemClock,
+  type WaitOptions,
+} from "../limiter.js";
+import { cleanMs, fits, wholeUnits } from "../numeric.js";
+import { WaitQueue } from "../wait.js";
+
+/** Options of {@link TokenBucket}. */
+export interface TokenBucketOptions {
+  /** Most tokens the bucket holds, and so the largest burst (> 0, fractions allowed). */
+  readonly capacity: number;
+  /** Tokens added per second, continuously (>= 0; 0 never refills: a fixed quota). */
+  readonly refillPerSecond: number;
+  /**
+   * Time source in milliseconds.
+   * @default () => performance.now()
+   */
+  readonly clock?: Clock | undefined;
+}
+
+const WHERE = "TokenBucket";
+
+/**
+ * A token bucket holding up to `capacity` tokens, initially full, refilled
+ * continuously at `refillPerSecond` tokens per second; each allowed request takes
+ * `cost` tokens. The definition of RFC 2697 (single-rate token bucket, "committed
+ * burst size" = capacity, "committed information rate" = refillPerSecond), with a
+ * continuous instead of a per-tick refill, as Go's `golang.org/x/time/rate`.
+ *
+ * Good for: APIs that allow short bursts up to `capacity` while holding a long-run
+ * average of `refillPerSecond`. Watch out: a full bucket admits `capacity` requests
+ * at once; use a `LeakyBucket` with `wait` for a smooth outflow.
+ *
+ * The refill is lazy and O(1): the bucket stores the tokens at an anchor time and
+ * computes `min(capacity, tokens + elapsedMs * refillPerSecond / 1000)` when asked;
+ * no timers run and only allowed requests move the anchor, so no error accumulates
+ * from checks. A denied request changes nothing. A clock that goes backwards adds
+ * nothing (the bucket treats time as standing still at the latest reading). A
+ * `refillPerSecond` of 0 is a fixed quota: once spent, `retryAfterMs` is `Infinity`.
+ *
+ * @throws {TypeError} If `options` is not an object, `capacity` or `refillPerSecond`
+ *   is not a number, or `clock` is not a function.
+ * @throws {RangeError} If `capacity` is not a finite number > 0 or `refillPerSecond`
+ *   is not a finite number >= 0.
+ * @example
+ * const bucket = new TokenBucket({ capacity: 10, refillPerSecond: 5 })
+ * bucket.consume().allowed //=> true
+ */
+export class TokenBucket implements Limiter {
+  /** Most tokens the bucket holds. */
+  readonly capacity: number;
+  /** Tokens added per second. */
+  readonly refillPerSecond: number;
+  /** The time source, in milliseconds. */
+  readonly clock: Clock;
+
+  /** Tokens at `anchorMs`; negative while reservations hold units in debt. */
+  private tokens: number;
+  /** Time (ms) at which `tokens` was exact. Never moves back. */
+  private anchorMs: number;
+  /** Latest clock reading seen; earlier readings are treated as this one. */
+  private seenMs = Number.NEGATIVE_INFINITY;
+  private queue: WaitQueue | undefined;
+
+  constructor(options: TokenBucketOptions) {
+    const o = checkOptions<TokenBucketOptions>(WHERE, options);
+    this.capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    this.refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    this.clock = checkClock(WHERE, o.clock, systemClock);
+    this.tokens = this.capacity;
+    this.anchorMs = Number.NEGATIVE_INFINITY;
+  }
+
+  /** Reads the clock; a reading behind the latest one counts as the latest one. */
+  private now(): number {
+    const t = this.clock();
+    if (typeof t !== "number" || t - t !== 0) throw badClock(WHERE, t);
+    if (t > this.seenMs) this.seenMs = t;
+    return this.seenMs;
+  }
+
+  /** Tokens available at `now` (>= anchor), without storing them. */
+  private tokensAt(now: number): number {
+    const elapsed = now - this.anchorMs;
+    // anchorMs is -Infinity only while the bucket was never used: it is full.
+    if (elapsed === Number.POSITIVE_INFINITY) return this.capacity;
+    const tokens = this.tokens + (elapsed * this.refillPerSecond) / 1000;
+    return tokens < this.capacity ? tokens : this.capacity;
+  }
+
+  /** `consume(cost).allowed`, without allocating. */
+  allow(cost?: number): boolean {
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const now = this.now();
+    const tokens = this.tokensAt(now);
+    if (!fits(c, tokens)) return false;
+    if (c > 0) this.take(tokens, c, now);
+    return true;
+  }
+
+  /** Takes `cost` tokens when available and says so; a denial changes nothing. */
+  consume(cost?: number): Decision {
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
+  }
+
+  /** What `consume(cost)` would answer now, changing nothing. */
+  peek(cost?: number): Decision {
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
+  }
+
+  /** Refills the bucket: back to the fresh, full state. Pending waiters keep waiting. */
+  reset(): void {
+    this.tokens = this.capacity;
+    this.anchorMs = Number.NEGATIVE_INFINITY;
+  }
+
+  /** True when the bucket is full and nobody waits: a new bucket would decide the same. */
+  isIdle(): boolean {
+    return (
+      this.tokensAt(this.now()) >= this.capacity &&
+      (this.queue === undefined || this.queue.size === 0)
+    );
+  }
+
+  /**
+   * Waits until `cost` tokens can be taken, first-in, first-out behind earlier waiters,
+   * and resolves with the granting decision. See {@link Limiter.wait}.
+   */
+  wait(cost?: number, options?: WaitOptions): Promise<Decision> {
+    this.queue ??= new WaitQueue(WHERE, this);
+    return this.queue.wait(cost, options);
+  }
+
+  private take(tokens: number, cost: number, now: number): void {
+    const left = tokens - cost;
+    // Within the tolerance a request may take a hair more than is there: never go negative.
+    this.tokens = left > 0 ? left : 0;
+    this.anchorMs = now;
+  }
+
+  private decide(cost: number, take: boolean): Decision {
+    const now = this.now();
+    const tokens = this.tokensAt(now);
+    const capacity = this.capacity;
+    const rate = this.refillPerSecond;
+    if (fits(cost, tokens)) {
+      const left = tokens - cost > 0 ? tokens - cost : 0;
+      if (take && cost > 0) this.take(tokens, cost, now);
+      return {
+        allowed: true,
+        limit: capacity,
+        remaining: wholeUnits(left, capacity),
+        retryAfterMs: 0,
+        resetAfterMs: this.msUntil(capacity - left, rate),
+      };
+    }
+    const never = !fits(cost, capacity) || rate === 0;
+    return {
+      allowed: false,
+      limit: capacity,
+      remaining: wholeUnits(tokens, capacity),
+      retryAfterMs: never ? Number.POSITIVE_INFINITY : this.msUntil(cost - tokens, rate),
+      resetAfterMs: this.msUntil(capacity - tokens, rate),
+    };
+  }
+
+  /** Milliseconds until `missing` tokens have refilled at `rate` per second. */
+  private msUntil(missing: number, rate: number): number {
+    if (!(missing > 0)) return 0;
+    return rate === 0 ? Number.POSITIVE_INFINITY : cleanMs((missing * 1000) / rate);
+  }
+}

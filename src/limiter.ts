@@ -1,0 +1,117 @@
+/**
+ * A source of time in milliseconds. It should be monotonic; a reading that goes
+ * backwards is treated as the latest reading seen (time stands still), so it never
+ * adds capacity. The default is {@link systemClock}.
+ *
+ * Inject one for tests (a manual clock) or to replay recorded traffic at its own
+ * timestamps (explicit time).
+ */
+export type Clock = () => number;
+
+/**
+ * The default clock: `performance.now()`, milliseconds on the process's monotonic
+ * clock (it does not jump with wall-clock changes).
+ */
+export const systemClock: Clock = () => performance.now();
+
+/**
+ * The answer to one request for `cost` units.
+ *
+ * All durations are relative: milliseconds from the moment of the decision.
+ */
+export interface Decision {
+  /** The request may proceed; its cost was taken (for `peek`: would be taken). */
+  readonly allowed: boolean;
+  /** The limiter's size: `capacity` for the buckets, `limit` for the windows. */
+  readonly limit: number;
+  /**
+   * Whole units still available now, after this decision:
+   * `max(0, floor(available + 1e-9))`, never above `limit`.
+   */
+  readonly remaining: number;
+  /**
+   * 0 when allowed; otherwise milliseconds from now until the same cost would be
+   * allowed with no other traffic; `Infinity` when it never can (cost above the
+   * limit, or a rate of 0 with too little left).
+   */
+  readonly retryAfterMs: number;
+  /**
+   * Milliseconds from now until the limiter is back to its fresh state with no
+   * further traffic (bucket full or empty, windows empty); 0 if fresh now;
+   * `Infinity` when it never will be (a rate of 0 after any use).
+   */
+  readonly resetAfterMs: number;
+}
+
+/** Options of `wait`. */
+export interface WaitOptions {
+  /** Cancels the wait: the promise rejects with `signal.reason` and gives back what it held. */
+  readonly signal?: AbortSignal | undefined;
+  /**
+   * The longest wait accepted, in milliseconds (>= 0). A request that would have to wait
+   * longer rejects at once with a `RateLimitError`, taking nothing.
+   * @default Infinity
+   */
+  readonly maxWaitMs?: number | undefined;
+}
+
+/** Options of `reserve`. */
+export interface ReserveOptions {
+  /**
+   * The longest delay accepted, in milliseconds (>= 0); a longer one gives
+   * `ok: false` and reserves nothing.
+   * @default Infinity
+   */
+  readonly maxWaitMs?: number | undefined;
+}
+
+/**
+ * A claim on future capacity, as in Go's `rate.Reservation`: the units are taken
+ * now (the bucket may go into debt) and may be used after `delayMs`.
+ */
+export interface Reservation {
+  /** False when the cost can never fit or the delay would pass `maxWaitMs`; nothing was taken. */
+  readonly ok: boolean;
+  /** Milliseconds to wait before acting; 0 when it can proceed now; `Infinity` when not ok. */
+  readonly delayMs: number;
+  /**
+   * Gives back the reserved units, as far as later reservations allow (units that later
+   * reservations already count on stay taken). Calling it twice, or on a reservation that
+   * is not ok, does nothing.
+   */
+  cancel(): void;
+}
+
+/**
+ * One rate limiter with one state (no key). Implemented by all five algorithms and
+ * by {@link allOf}.
+ *
+ * `cost` is a finite number >= 0 and defaults to 1; fractions are allowed and 0 is
+ * a free probe that is always allowed. A non-number cost throws `TypeError`; NaN, a
+ * negative or an infinite cost throws `RangeError`. A cost above the limit is not
+ * an error: it is denied with `retryAfterMs: Infinity`.
+ */
+export interface Limiter {
+  /** `consume(cost).allowed`, without allocating a {@link Decision}. */
+  allow(cost?: number): boolean;
+  /** Takes `cost` units when they are available; a denied request changes nothing. */
+  consume(cost?: number): Decision;
+  /** What `consume(cost)` would answer now; changes nothing. */
+  peek(cost?: number): Decision;
+  /** Forgets all usage: back to the fresh state. */
+  reset(): void;
+  /**
+   * True when the state equals a fresh one, so that dropping this limiter and
+   * creating a new one later would change no decision.
+   */
+  isIdle(): boolean;
+  /**
+   * Resolves with the granting {@link Decision} once `cost` units were taken,
+   * waiting first-in, first-out behind earlier waiters of this limiter.
+   *
+   * Rejects (never throws) with `TypeError`/`RangeError` for a bad cost or option,
+   * `RangeError` when the cost can never fit, `RateLimitError` when the wait would
+   * exceed `maxWaitMs` or never end, and `signal.reason` when aborted.
+   */
+  wait(cost?: number, options?: WaitOptions): Promise<Decision>;
+}

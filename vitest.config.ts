@@ -1,0 +1,8 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    coverage: { provider: "v8", include: ["src/**/*.ts"], reporter: ["text-summary"] },
+  },
+});
