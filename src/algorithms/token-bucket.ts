@@ -75,6 +75,15 @@ export class TokenBucket implements Limiter {
     this.anchorMs = Number.NEGATIVE_INFINITY;
   }
 
+  /** A new, full bucket with the same options (clock included). */
+  clone(): TokenBucket {
+    return new TokenBucket({
+      capacity: this.capacity,
+      refillPerSecond: this.refillPerSecond,
+      clock: this.clock,
+    });
+  }
+
   /** Reads the clock; a reading behind the latest one counts as the latest one. */
   private now(): number {
     const t = this.clock();
