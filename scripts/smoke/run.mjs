@@ -1,0 +1,27 @@
+// `npm run smoke`: the built package imported as ESM and CommonJS under Node, and as
+// ESM under Bun and Deno (npm packages `bun` and `deno`, pinned in devDependencies).
+import { spawnSync } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const bin = (name) => join(here, "..", "..", "node_modules", ".bin", name);
+const runs = [
+  ["node", [join(here, "esm.mjs")]],
+  ["node", [join(here, "cjs.cjs")]],
+  [bin("bun"), [join(here, "esm.mjs")]],
+  [bin("deno"), ["run", "--allow-read", "--allow-env", join(here, "esm.mjs")]],
+  ...(process.env.SMOKE_EXTRA ? JSON.parse(process.env.SMOKE_EXTRA) : []),
+];
+let failed = 0;
+for (const [cmd, args] of runs) {
+  const r = spawnSync(cmd, args, { encoding: "utf8", env: { ...process.env, NO_COLOR: "1" } });
+  const label = `${cmd.split("/").pop()} ${args.at(-1).split("/").pop()}`;
+  if (r.status === 0) {
+    console.log(`${label}: ${r.stdout.trim()}`);
+  } else {
+    failed++;
+    console.error(`${label}: FAILED (exit ${r.status})\n${r.stdout}${r.stderr}${r.error ?? ""}`);
+  }
+}
+if (failed > 0) process.exit(1);
