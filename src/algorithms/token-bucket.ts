@@ -6,8 +6,9 @@ import {
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
-import { cleanMs, fits, wholeUnits } from "../numeric.js";
+import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
+import { bucketDecision, tokensAfter, tokensAt } from "./bucket-math.js";
 
 /** Options of {@link TokenBucket}. */
 export interface TokenBucketOptions {
@@ -94,11 +95,7 @@ export class TokenBucket implements Limiter {
 
   /** Tokens available at `now` (>= anchor), without storing them. */
   private tokensAt(now: number): number {
-    const elapsed = now - this.anchorMs;
-    // anchorMs is -Infinity only while the bucket was never used: it is full.
-    if (elapsed === Number.POSITIVE_INFINITY) return this.capacity;
-    const tokens = this.tokens + (elapsed * this.refillPerSecond) / 1000;
-    return tokens < this.capacity ? tokens : this.capacity;
+    return tokensAt(this.tokens, this.anchorMs, now, this.capacity, this.refillPerSecond);
   }
 
   /** `consume(cost).allowed`, without allocating. */
@@ -145,41 +142,15 @@ export class TokenBucket implements Limiter {
   }
 
   private take(tokens: number, cost: number, now: number): void {
-    const left = tokens - cost;
-    // Within the tolerance a request may take a hair more than is there: never go negative.
-    this.tokens = left > 0 ? left : 0;
+    this.tokens = tokensAfter(tokens, cost);
     this.anchorMs = now;
   }
 
   private decide(cost: number, take: boolean): Decision {
     const now = this.now();
     const tokens = this.tokensAt(now);
-    const capacity = this.capacity;
-    const rate = this.refillPerSecond;
-    if (fits(cost, tokens)) {
-      const left = tokens - cost > 0 ? tokens - cost : 0;
-      if (take && cost > 0) this.take(tokens, cost, now);
-      return {
-        allowed: true,
-        limit: capacity,
-        remaining: wholeUnits(left, capacity),
-        retryAfterMs: 0,
-        resetAfterMs: this.msUntil(capacity - left, rate),
-      };
-    }
-    const never = !fits(cost, capacity) || rate === 0;
-    return {
-      allowed: false,
-      limit: capacity,
-      remaining: wholeUnits(tokens, capacity),
-      retryAfterMs: never ? Number.POSITIVE_INFINITY : this.msUntil(cost - tokens, rate),
-      resetAfterMs: this.msUntil(capacity - tokens, rate),
-    };
-  }
-
-  /** Milliseconds until `missing` tokens have refilled at `rate` per second. */
-  private msUntil(missing: number, rate: number): number {
-    if (!(missing > 0)) return 0;
-    return rate === 0 ? Number.POSITIVE_INFINITY : cleanMs((missing * 1000) / rate);
+    const decision = bucketDecision(cost, tokens, this.capacity, this.refillPerSecond);
+    if (take && decision.allowed && cost > 0) this.take(tokens, cost, now);
+    return decision;
   }
 }
