@@ -1,0 +1,171 @@
+import { checkCost, describe } from "./errors.js";
+import type { Decision, Limiter, WaitOptions } from "./limiter.js";
+import { WaitQueue } from "./wait.js";
+
+const WHERE = "allOf";
+
+/**
+ * A limiter made of several parts, all of which must allow: see {@link allOf}.
+ */
+export class AllOf implements Limiter {
+  /** The parts, in the order given. */
+  readonly parts: readonly Limiter[];
+  private queue: WaitQueue | undefined;
+
+  /**
+   * @throws {RangeError} With no parts, or when a part is given twice.
+   * @throws {TypeError} When a part is not a limiter.
+   */
+  constructor(parts: readonly Limiter[]) {
+    if (parts.length === 0) {
+      throw new RangeError(`${WHERE}: needs at least one limiter, got none`);
+    }
+    parts.forEach((part, i) => {
+      if (!isLimiter(part)) {
+        throw new TypeError(`${WHERE}: part ${i} must be a Limiter, got ${describe(part)}`);
+      }
+      const first = parts.indexOf(part);
+      if (first !== i) {
+        // A part twice would be charged twice after one check: all-or-nothing would break.
+        throw new RangeError(`${WHERE}: part ${i} is the same limiter as part ${first}`);
+      }
+    });
+    this.parts = [...parts];
+  }
+
+  /**
+   * A fresh composite of fresh copies of every part (for `KeyedLimiter`).
+   * @throws {TypeError} When a part has no `clone()`.
+   */
+  clone(): AllOf {
+    return new AllOf(
+      this.parts.map((part, i) => {
+        const clone = (part as { clone?: unknown }).clone;
+        if (typeof clone !== "function") {
+          throw new TypeError(`${WHERE}: part ${i} has no clone(), so it cannot be copied`);
+        }
+        return clone.call(part) as Limiter;
+      }),
+    );
+  }
+
+  /** `consume(cost).allowed`: true, and every part charged, only when every part allows. */
+  allow(cost?: number): boolean {
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) if (!parts[i]!.peek(c).allowed) return false;
+    for (let i = 0; i < parts.length; i++) parts[i]!.allow(c);
+    return true;
+  }
+
+  /** Takes `cost` from every part when all allow, from none otherwise. */
+  consume(cost?: number): Decision {
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
+  }
+
+  /** What `consume(cost)` would answer now; changes nothing. */
+  peek(cost?: number): Decision {
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
+  }
+
+  /** Resets every part. */
+  reset(): void {
+    for (const part of this.parts) part.reset();
+  }
+
+  /** True when every part is idle and nobody waits on the composite. */
+  isIdle(): boolean {
+    if (this.queue !== undefined && this.queue.size > 0) return false;
+    for (const part of this.parts) if (!part.isIdle()) return false;
+    return true;
+  }
+
+  /**
+   * Waits first-in, first-out until every part allows `cost` at once, then takes it from
+   * all. Waiting holds nothing. See {@link Limiter.wait}.
+   */
+  wait(cost?: number, options?: WaitOptions): Promise<Decision> {
+    try {
+      const c = checkCost(`${WHERE}.wait`, cost);
+      // A part whose limit is below the cost makes the wait endless, whatever the others say.
+      for (const part of this.parts) {
+        const d = part.peek(c);
+        if (d.retryAfterMs === Number.POSITIVE_INFINITY && c > d.limit) {
+          throw new RangeError(`${WHERE}.wait: cost ${c} exceeds limit ${d.limit}`);
+        }
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.queue ??= new WaitQueue(WHERE, this);
+    return this.queue.wait(cost, options);
+  }
+
+  private decide(cost: number, take: boolean): Decision {
+    const parts = this.parts;
+    const decisions = parts.map((part) => part.peek(cost));
+    const allowed = decisions.every((d) => d.allowed);
+    if (allowed && take) {
+      for (let i = 0; i < parts.length; i++) decisions[i] = parts[i]!.consume(cost);
+    } else if (!allowed) {
+      // Nothing is taken: parts that would allow report their state without the cost.
+      for (let i = 0; i < parts.length; i++) {
+        if (decisions[i]!.allowed) decisions[i] = parts[i]!.peek(0);
+      }
+    }
+    return combine(allowed, decisions);
+  }
+}
+
+/** Field by field: least remaining (and its limit), largest retryAfterMs and resetAfterMs. */
+function combine(allowed: boolean, decisions: readonly Decision[]): Decision {
+  let least = decisions[0]!;
+  let retryAfterMs = 0;
+  let resetAfterMs = 0;
+  for (const d of decisions) {
+    if (d.remaining < least.remaining) least = d;
+    if (d.retryAfterMs > retryAfterMs) retryAfterMs = d.retryAfterMs;
+    if (d.resetAfterMs > resetAfterMs) resetAfterMs = d.resetAfterMs;
+  }
+  return {
+    allowed,
+    limit: least.limit,
+    remaining: least.remaining,
+    retryAfterMs: allowed ? 0 : retryAfterMs,
+    resetAfterMs,
+  };
+}
+
+function isLimiter(value: unknown): value is Limiter {
+  if (typeof value !== "object" || value === null) return false;
+  const o = value as Record<string, unknown>;
+  return ["allow", "consume", "peek", "reset", "isIdle", "wait"].every(
+    (m) => typeof o[m] === "function",
+  );
+}
+
+/**
+ * A limiter that allows a request only when every one of `limiters` allows it, and then
+ * takes the cost from all of them; when any part denies, no part is charged (all parts
+ * are peeked first, then all consumed). For layered limits such as 10 per second AND
+ * 1000 per hour.
+ *
+ * Its {@link Decision}: `allowed` when all allow; `remaining` the least of the parts'
+ * (after the cost when allowed, without taking it when denied) and `limit` of that part
+ * (the first such part on a tie); `retryAfterMs` and `resetAfterMs` the largest of the
+ * parts'. `isIdle` when all parts are idle; `reset` resets all; `clone` clones all, so an
+ * `allOf` of built-in limiters works as a `KeyedLimiter` policy. The parts must be
+ * distinct and used only through the composite (a part consumed elsewhere between the
+ * check and the charge could still deny its share).
+ *
+ * @throws {RangeError} With no limiters, or the same limiter twice.
+ * @throws {TypeError} When an argument is not a limiter.
+ * @example
+ * const perKey = new KeyedLimiter(allOf(
+ *   new TokenBucket({ capacity: 10, refillPerSecond: 10 }),
+ *   new FixedWindow({ limit: 1000, windowMs: 3_600_000 }),
+ * ))
+ */
+export function allOf(...limiters: Limiter[]): AllOf {
+  return new AllOf(limiters);
+}

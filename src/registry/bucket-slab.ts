@@ -1,0 +1,284 @@
+import { bucketDecision, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
+import type { TokenBucket } from "../algorithms/token-bucket.js";
+import { badClock } from "../errors.js";
+import type { Clock, Decision } from "../limiter.js";
+import { fits } from "../numeric.js";
+import type { KeyStore, KeyStoreStats } from "./store.js";
+import { EVICT_SCAN, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
+
+const FIRST_SLOTS = 16;
+/** Number of state doubles per slot: tokens, then anchorMs. */
+const STRIDE = 2;
+
+/**
+ * The fast path of {@link KeyedLimiter} for a `TokenBucket` policy: no object per key.
+ *
+ * A `Map<string, number>` maps each key to a slot; a slot's state is two doubles in one
+ * `Float64Array` slab (`tokens`, `anchorMs`, the fields of `TokenBucket`), decided by the
+ * same free functions (`bucket-math.ts`), so every decision is bit for bit the one a
+ * `TokenBucket` of its own would give. The slab grows by doubling up to `maxKeys` slots
+ * and never shrinks; dropped slots go to a free list threaded through the slab itself
+ * (a free slot's `tokens` double holds the next free slot), so reuse costs no memory.
+ * Memory per key beyond the key string: one Map entry (about 28 bytes), 16 bytes of slab
+ * and 8 bytes of the slot-to-key array (to delete a dropped key from the Map).
+ *
+ * The clock is read once per call, and its high-water mark is kept for the whole store,
+ * not per key: a reading behind the latest one any key has seen counts as the latest.
+ * With a monotonic clock (the default) that equals one high-water per key.
+ * @internal
+ */
+export class BucketSlab implements KeyStore {
+  readonly capacity: number;
+  readonly refillPerSecond: number;
+  private readonly clock: Clock;
+  private readonly maxKeys: number;
+  private readonly index = new Map<string, number>();
+  /** Slot to key; `undefined` marks a free slot. */
+  private keys: (string | undefined)[] = [];
+  /** `[tokens, anchorMs]` per slot; a free slot's tokens double is the next free slot. */
+  private state: Float64Array;
+  private slots: number;
+  /** Slots ever handed out: slots at or above it were never used. */
+  private highWater = 0;
+  /** Head of the free list, -1 when empty. */
+  private free = -1;
+  private count = 0;
+  private seenMs = Number.NEGATIVE_INFINITY;
+  /** Next slot the incremental sweep looks at. */
+  private cursor = 0;
+  private countdown = SWEEP_EVERY;
+  /** One-entry cache of the last key used, for a hot key's repeated calls. */
+  private lastKey: string | undefined;
+  private lastSlot = 0;
+  /** Keys with a wait queue; a key with waiters is never idle. */
+  private waiting: Map<string, { readonly size: number }> | undefined;
+  private created = 0;
+  private evictedIdle = 0;
+  private evictedLossy = 0;
+
+  constructor(policy: TokenBucket, maxKeys: number) {
+    this.capacity = policy.capacity;
+    this.refillPerSecond = policy.refillPerSecond;
+    this.clock = policy.clock;
+    this.maxKeys = maxKeys;
+    this.slots = Math.min(FIRST_SLOTS, maxKeys);
+    this.state = new Float64Array(this.slots * STRIDE);
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  get stats(): KeyStoreStats {
+    return {
+      created: this.created,
+      evictedIdle: this.evictedIdle,
+      evictedLossy: this.evictedLossy,
+      slots: this.slots,
+    };
+  }
+
+  /** Registers the wait queues by key, so that keys with waiters are not idle. */
+  trackWaiters(waiting: Map<string, { readonly size: number }>): void {
+    this.waiting = waiting;
+  }
+
+  /** Reads the clock once; a reading behind the latest one counts as the latest. */
+  private now(): number {
+    const t = this.clock();
+    if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
+    if (t > this.seenMs) this.seenMs = t;
+    return this.seenMs;
+  }
+
+  private slotOf(key: string): number | undefined {
+    return key === this.lastKey ? this.lastSlot : this.index.get(key);
+  }
+
+  allow(key: string, cost: number): boolean {
+    const now = this.now();
+    if (--this.countdown === 0) this.step(now);
+    const slot = this.slotOf(key);
+    const st = this.state;
+    if (slot === undefined) {
+      if (!fits(cost, this.capacity)) return false;
+      if (cost > 0) this.store(this.insert(key, now), tokensAfter(this.capacity, cost), now);
+      return true;
+    }
+    const s = slot * STRIDE;
+    const tokens = tokensAt(st[s]!, st[s + 1]!, now, this.capacity, this.refillPerSecond);
+    if (!fits(cost, tokens)) return false;
+    if (cost > 0) {
+      st[s] = tokensAfter(tokens, cost);
+      st[s + 1] = now;
+    }
+    this.lastKey = key;
+    this.lastSlot = slot;
+    return true;
+  }
+
+  consume(key: string, cost: number): Decision {
+    return this.decide(key, cost, true);
+  }
+
+  peek(key: string, cost: number): Decision {
+    return this.decide(key, cost, false);
+  }
+
+  private decide(key: string, cost: number, take: boolean): Decision {
+    const now = this.now();
+    if (--this.countdown === 0) this.step(now);
+    const slot = this.slotOf(key);
+    const st = this.state;
+    const s = slot === undefined ? -1 : slot * STRIDE;
+    const tokens =
+      s < 0
+        ? this.capacity
+        : tokensAt(st[s]!, st[s + 1]!, now, this.capacity, this.refillPerSecond);
+    const decision = bucketDecision(cost, tokens, this.capacity, this.refillPerSecond);
+    if (take && decision.allowed && cost > 0) {
+      if (slot === undefined) this.store(this.insert(key, now), tokensAfter(tokens, cost), now);
+      else {
+        st[s] = tokensAfter(tokens, cost);
+        st[s + 1] = now;
+        this.lastKey = key;
+        this.lastSlot = slot;
+      }
+    }
+    return decision;
+  }
+
+  reset(key: string): void {
+    const slot = this.index.get(key);
+    if (slot !== undefined) this.drop(slot);
+  }
+
+  clear(): void {
+    this.index.clear();
+    this.keys = [];
+    this.slots = Math.min(FIRST_SLOTS, this.maxKeys);
+    this.state = new Float64Array(this.slots * STRIDE);
+    this.highWater = 0;
+    this.free = -1;
+    this.count = 0;
+    this.cursor = 0;
+    this.lastKey = undefined;
+  }
+
+  sweep(): number {
+    const now = this.now();
+    let dropped = 0;
+    for (let slot = 0; slot < this.highWater; slot++) {
+      if (this.keys[slot] !== undefined && this.isIdle(slot, now)) {
+        this.drop(slot);
+        dropped++;
+      }
+    }
+    this.evictedIdle += dropped;
+    return dropped;
+  }
+
+  /** True when the slot's bucket is full again and its key has no waiters. */
+  private isIdle(slot: number, now: number): boolean {
+    const s = slot * STRIDE;
+    const st = this.state;
+    if (tokensAt(st[s]!, st[s + 1]!, now, this.capacity, this.refillPerSecond) < this.capacity) {
+      return false;
+    }
+    const waiting = this.waiting;
+    if (waiting === undefined || waiting.size === 0) return true;
+    const queue = waiting.get(this.keys[slot]!);
+    return queue === undefined || queue.size === 0;
+  }
+
+  /** The incremental sweep: looks at the next few slots and drops the idle ones. */
+  private step(now: number): void {
+    this.countdown = SWEEP_EVERY;
+    const n = this.highWater < SWEEP_CHUNK ? this.highWater : SWEEP_CHUNK;
+    for (let i = 0; i < n; i++) {
+      const slot = this.cursor;
+      this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
+      if (this.keys[slot] !== undefined && this.isIdle(slot, now)) {
+        this.drop(slot);
+        this.evictedIdle++;
+      }
+    }
+  }
+
+  private store(slot: number, tokens: number, now: number): void {
+    const s = slot * STRIDE;
+    this.state[s] = tokens;
+    this.state[s + 1] = now;
+  }
+
+  /** Takes a slot for a new key, making room first when the store is full. */
+  private insert(key: string, now: number): number {
+    if (this.count >= this.maxKeys) this.makeRoom(now);
+    let slot = this.free;
+    if (slot >= 0) {
+      this.free = this.state[slot * STRIDE]!;
+      this.keys[slot] = key;
+    } else {
+      if (this.highWater === this.slots) this.grow();
+      slot = this.highWater++;
+      this.keys.push(key);
+    }
+    this.index.set(key, slot);
+    this.count++;
+    this.created++;
+    return slot;
+  }
+
+  /**
+   * Frees at least one slot: drops every idle key among the next `EVICT_SCAN` used slots
+   * from the sweep cursor; when none of them is idle, drops the one closest to idle
+   * (fewest missing tokens: smallest `resetAfterMs`, as every key shares one rate).
+   */
+  private makeRoom(now: number): void {
+    let victim = -1;
+    let victimMissing = Number.POSITIVE_INFINITY;
+    let freed = 0;
+    let seen = 0;
+    const st = this.state;
+    for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
+      const slot = this.cursor;
+      this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
+      if (this.keys[slot] === undefined) continue;
+      seen++;
+      if (this.isIdle(slot, now)) {
+        this.drop(slot);
+        freed++;
+        continue;
+      }
+      const s = slot * STRIDE;
+      const missing =
+        this.capacity - tokensAt(st[s]!, st[s + 1]!, now, this.capacity, this.refillPerSecond);
+      if (victim < 0 || missing < victimMissing) {
+        victim = slot;
+        victimMissing = missing;
+      }
+    }
+    this.evictedIdle += freed;
+    if (freed === 0 && victim >= 0) {
+      this.drop(victim);
+      this.evictedLossy++;
+    }
+  }
+
+  private drop(slot: number): void {
+    const key = this.keys[slot]!;
+    this.index.delete(key);
+    this.keys[slot] = undefined;
+    this.state[slot * STRIDE] = this.free;
+    this.free = slot;
+    this.count--;
+    if (this.lastKey === key) this.lastKey = undefined;
+  }
+
+  private grow(): void {
+    this.slots = Math.min(this.slots * 2, this.maxKeys);
+    const state = new Float64Array(this.slots * STRIDE);
+    state.set(this.state);
+    this.state = state;
+  }
+}

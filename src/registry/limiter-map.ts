@@ -1,0 +1,159 @@
+import type { Decision, Limiter, WaitOptions } from "../limiter.js";
+import type { KeyStore, KeyStoreStats } from "./store.js";
+import { EVICT_SCAN, SWEEP_EVERY } from "./store.js";
+
+/** Entries one incremental sweep step looks at (each `isIdle` reads a clock). */
+const CHUNK = 4;
+
+/**
+ * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key,
+ * made by `make(key)` (a policy function, or the policy's `clone()`).
+ *
+ * A key is stored only when its limiter is not idle after the call that created it (a
+ * denied or free first request keeps nothing), so `make` may be called again for a key
+ * that was never kept or was dropped. The incremental sweep walks the Map with one live
+ * iterator (Map iterators survive deletions and insertions).
+ * @internal
+ */
+export class LimiterMap implements KeyStore {
+  private readonly map = new Map<string, Limiter>();
+  private iter: MapIterator<[string, Limiter]> | undefined;
+  private countdown = SWEEP_EVERY;
+  private created = 0;
+  private evictedIdle = 0;
+  private evictedLossy = 0;
+
+  constructor(
+    private readonly make: (key: string) => Limiter,
+    private readonly maxKeys: number,
+  ) {}
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  get stats(): KeyStoreStats {
+    return {
+      created: this.created,
+      evictedIdle: this.evictedIdle,
+      evictedLossy: this.evictedLossy,
+      slots: 0,
+    };
+  }
+
+  allow(key: string, cost: number): boolean {
+    if (--this.countdown === 0) this.step();
+    const limiter = this.map.get(key);
+    if (limiter !== undefined) return limiter.allow(cost);
+    const fresh = this.make(key);
+    const allowed = fresh.allow(cost);
+    if (!fresh.isIdle()) this.insert(key, fresh);
+    return allowed;
+  }
+
+  consume(key: string, cost: number): Decision {
+    if (--this.countdown === 0) this.step();
+    const limiter = this.map.get(key);
+    if (limiter !== undefined) return limiter.consume(cost);
+    const fresh = this.make(key);
+    const decision = fresh.consume(cost);
+    if (!fresh.isIdle()) this.insert(key, fresh);
+    return decision;
+  }
+
+  peek(key: string, cost: number): Decision {
+    if (--this.countdown === 0) this.step();
+    return (this.map.get(key) ?? this.make(key)).peek(cost);
+  }
+
+  /** The limiter of `key`, created and kept if there is none (for `wait`). */
+  wait(key: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
+    let limiter = this.map.get(key);
+    if (limiter === undefined) {
+      limiter = this.make(key);
+      this.insert(key, limiter);
+    }
+    return limiter.wait(cost, options);
+  }
+
+  reset(key: string): void {
+    this.map.get(key)?.reset();
+  }
+
+  clear(): void {
+    this.map.clear();
+    this.iter = undefined;
+  }
+
+  sweep(): number {
+    let dropped = 0;
+    for (const [key, limiter] of this.map) {
+      if (limiter.isIdle()) {
+        this.map.delete(key);
+        dropped++;
+      }
+    }
+    this.evictedIdle += dropped;
+    return dropped;
+  }
+
+  /** The next entry of the live sweep iterator, starting over at the end. */
+  private next(): [string, Limiter] | undefined {
+    let r = this.iter?.next();
+    if (r === undefined || r.done === true) {
+      this.iter = this.map.entries();
+      r = this.iter.next();
+    }
+    return r.done === true ? undefined : r.value;
+  }
+
+  private step(): void {
+    this.countdown = SWEEP_EVERY;
+    const n = this.map.size < CHUNK ? this.map.size : CHUNK;
+    for (let i = 0; i < n; i++) {
+      const entry = this.next();
+      if (entry === undefined) return;
+      if (entry[1].isIdle()) {
+        this.map.delete(entry[0]);
+        this.evictedIdle++;
+      }
+    }
+  }
+
+  private insert(key: string, limiter: Limiter): void {
+    if (this.map.size >= this.maxKeys) this.makeRoom();
+    this.map.set(key, limiter);
+    this.created++;
+  }
+
+  /**
+   * Frees at least one entry: drops every idle limiter among the next `EVICT_SCAN`
+   * entries; when none is idle, drops the one with the smallest `resetAfterMs`.
+   */
+  private makeRoom(): void {
+    let victim: string | undefined;
+    let victimResetMs = Number.POSITIVE_INFINITY;
+    let freed = 0;
+    const n = this.map.size < EVICT_SCAN ? this.map.size : EVICT_SCAN;
+    for (let i = 0; i < n; i++) {
+      const entry = this.next();
+      if (entry === undefined) break;
+      const [key, limiter] = entry;
+      if (limiter.isIdle()) {
+        this.map.delete(key);
+        freed++;
+        continue;
+      }
+      const resetMs = limiter.peek(0).resetAfterMs;
+      if (victim === undefined || resetMs < victimResetMs) {
+        victim = key;
+        victimResetMs = resetMs;
+      }
+    }
+    this.evictedIdle += freed;
+    if (freed === 0 && victim !== undefined) {
+      this.map.delete(victim);
+      this.evictedLossy++;
+    }
+  }
+}

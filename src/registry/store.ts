@@ -1,0 +1,43 @@
+import type { Decision } from "../limiter.js";
+
+/**
+ * Counters of a {@link KeyedLimiter}, since it was created (`clear()` keeps them).
+ */
+export interface KeyedLimiterStats {
+  /** Keys whose state was created (a key dropped and used again counts again). */
+  readonly created: number;
+  /** Keys dropped because their state was fresh again: lossless, no decision changed. */
+  readonly evictedIdle: number;
+  /**
+   * Keys dropped while still in use, because `maxKeys` was reached and none of the
+   * keys looked at was idle: the one closest to idle went. Its next request starts fresh.
+   */
+  readonly evictedLossy: number;
+  /** Slots allocated in the fast path's state slab (it never shrinks); 0 on the generic path. */
+  readonly slots: number;
+}
+
+/** @internal The stats of one store. */
+export type KeyStoreStats = KeyedLimiterStats;
+
+/**
+ * @internal One way of keeping per-key state. Keys and costs arrive validated; `cost`
+ * is a number. Each store sweeps itself incrementally and keeps `size <= maxKeys`.
+ */
+export interface KeyStore {
+  readonly size: number;
+  readonly stats: KeyStoreStats;
+  allow(key: string, cost: number): boolean;
+  consume(key: string, cost: number): Decision;
+  peek(key: string, cost: number): Decision;
+  reset(key: string): void;
+  clear(): void;
+  sweep(): number;
+}
+
+/** Calls between two incremental sweep steps. */
+export const SWEEP_EVERY = 16;
+/** Entries one incremental sweep step looks at. */
+export const SWEEP_CHUNK = 8;
+/** Entries looked at, when full, for idle keys or else the one closest to idle. */
+export const EVICT_SCAN = 32;
