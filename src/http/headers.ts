@@ -1,0 +1,271 @@
+import { describe } from "../errors.js";
+import type { Decision } from "../limiter.js";
+import { TOLERANCE } from "../numeric.js";
+
+/**
+ * The largest Integer a Structured Field can carry (RFC 9651 section 3.3.1: at most 15
+ * digits). Counts and seconds above it are written as this value (about 31.7 million years).
+ */
+export const MAX_SF_INTEGER = 999_999_999_999_999;
+
+/** The problem type of draft-ietf-httpapi-ratelimit-headers-10, section 5.1. */
+export const QUOTA_EXCEEDED_TYPE = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/** Options of {@link rateLimitHeaders}. */
+export interface RateLimitHeadersOptions {
+  /**
+   * Name of the quota policy, sent as a Structured Field String: printable ASCII
+   * (0x20-0x7E), at least one character; `"` and `\` are escaped.
+   */
+  readonly policy: string;
+  /**
+   * The policy's time window in whole seconds (an integer >= 1), sent as
+   * `RateLimit-Policy: ...;w=<windowSeconds>`; omitted when undefined (`w` is optional).
+   */
+  readonly windowSeconds?: number | undefined;
+  /**
+   * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
+   * (reset in delta seconds, never an epoch) for older clients.
+   * @default false
+   */
+  readonly legacy?: boolean | undefined;
+  /**
+   * Send the draft-10 `RateLimit-Policy` and `RateLimit` fields.
+   * @default true
+   */
+  readonly draft?: boolean | undefined;
+}
+
+/**
+ * Whole seconds from a duration in milliseconds, rounded up, so that a client waiting that
+ * long is never early; a duration within a relative 1e-9 of a whole second counts as that
+ * second, so float noise never adds one (1000.0000000000031 ms gives 1, not 2).
+ * 0 and negative durations give 0; the result is at most {@link MAX_SF_INTEGER}.
+ * @throws {RangeError} for NaN or `Infinity` (callers decide what "never" means).
+ */
+export function ceilSeconds(ms: number): number {
+  if (!(ms > 0)) {
+    if (Number.isNaN(ms)) throw new RangeError(`ceilSeconds: ms must not be NaN, got NaN`);
+    return 0;
+  }
+  if (ms === Number.POSITIVE_INFINITY) {
+    throw new RangeError(`ceilSeconds: ms must be finite, got Infinity`);
+  }
+  const seconds = ms / 1000;
+  const nearest = Math.round(seconds);
+  const whole =
+    Math.abs(seconds - nearest) <= TOLERANCE * (seconds > 1 ? seconds : 1)
+      ? nearest
+      : Math.ceil(seconds);
+  return whole < MAX_SF_INTEGER ? whole : MAX_SF_INTEGER;
+}
+
+/**
+ * Checks that `value` can be sent as a Structured Field String (RFC 9651 section 3.3.3):
+ * printable ASCII only. Returns it.
+ * @throws {TypeError} for a non-string; {RangeError} for an empty or non-ASCII string.
+ */
+export function checkPolicyName(where: string, value: unknown): string {
+  const range = "a non-empty string of printable ASCII (0x20-0x7E)";
+  if (typeof value !== "string") {
+    throw new TypeError(`${where}: policy must be ${range}, got ${describe(value)}`);
+  }
+  if (!/^[\x20-\x7e]+$/.test(value)) {
+    throw new RangeError(`${where}: policy must be ${range}, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/**
+ * Checks an optional `windowSeconds`: an integer from 1 to {@link MAX_SF_INTEGER}
+ * (draft-10 section 3.1.3: "non-negative, non-zero, Integer").
+ */
+export function checkWindowSeconds(where: string, value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  const range = `an integer from 1 to ${MAX_SF_INTEGER}`;
+  if (typeof value !== "number") {
+    throw new TypeError(`${where}: windowSeconds must be ${range}, got ${describe(value)}`);
+  }
+  if (!Number.isInteger(value) || value < 1 || value > MAX_SF_INTEGER) {
+    throw new RangeError(`${where}: windowSeconds must be ${range}, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** A Structured Field String: `"` + text with `\` and `"` escaped + `"`. */
+export function sfString(text: string): string {
+  return `"${text.replace(/[\\"]/g, "\\$&")}"`;
+}
+
+/** A count as a Structured Field Integer: floor (with the 1e-9 tolerance), 0 to the max. */
+function sfCount(value: number): number {
+  const whole = Math.floor(value + TOLERANCE);
+  return whole <= 0 ? 0 : whole < MAX_SF_INTEGER ? whole : MAX_SF_INTEGER;
+}
+
+/** Checks one numeric Decision field: a number, not NaN (Infinity allowed where noted). */
+function checkField(name: string, value: unknown, infinite: boolean): number {
+  if (typeof value !== "number") {
+    throw new TypeError(
+      `rateLimitHeaders: decision.${name} must be a number, got ${describe(value)}`,
+    );
+  }
+  if (Number.isNaN(value) || (!infinite && !Number.isFinite(value))) {
+    throw new RangeError(
+      `rateLimitHeaders: decision.${name} must be a ${infinite ? "" : "finite "}number, got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Seconds the `RateLimit` reset (`t`) and `X-RateLimit-Reset` report, or `undefined` to
+ * leave them out:
+ * - allowed: `ceil(resetAfterMs / 1000)`, the time until the limiter is back to its fresh
+ *   state, so `r` units spread over `t` seconds never overstate the rate (draft-10
+ *   section 8.5 warns against a high remaining/reset ratio);
+ * - denied: the `Retry-After` value, because "the Retry-After field value SHOULD NOT
+ *   reference a point in time earlier than the reset parameter" (section 6); when the
+ *   retry is `Infinity`, the reset time if finite;
+ * - `undefined` when that time is `Infinity` (a quota that never refills): the draft's
+ *   example of "a partition key that has no time window reset" has no `t`.
+ */
+function resetSeconds(decision: Decision, retryAfter: number | undefined): number | undefined {
+  if (!decision.allowed && retryAfter !== undefined) return retryAfter;
+  const reset = decision.resetAfterMs;
+  return reset === Number.POSITIVE_INFINITY ? undefined : ceilSeconds(reset);
+}
+
+/**
+ * The value of `Retry-After` (delay-seconds, RFC 9110 section 10.2.3) for a denied
+ * decision: `ceil(retryAfterMs / 1000)` as {@link ceilSeconds}, at least 1 (a client told
+ * 0 would retry at once); `undefined` when the decision is allowed or the retry is
+ * `Infinity` (waiting cannot help: do not invite a retry).
+ */
+export function retryAfterSeconds(decision: Decision): number | undefined {
+  if (decision.allowed) return undefined;
+  const ms = checkField("retryAfterMs", decision.retryAfterMs, true);
+  if (ms === Number.POSITIVE_INFINITY) return undefined;
+  const seconds = ceilSeconds(ms);
+  return seconds < 1 ? 1 : seconds;
+}
+
+/**
+ * The rate-limit response headers for one {@link Decision}, as a plain object
+ * (`{ name: value }`) to hand to `res.setHeader`, `new Headers()` or any framework.
+ *
+ * Follows draft-ietf-httpapi-ratelimit-headers-10 (Structured Fields, RFC 9651):
+ * - `RateLimit-Policy: "<policy>";q=<limit>;w=<windowSeconds>` (`q` = whole `limit`;
+ *   `w` only when `windowSeconds` is given);
+ * - `RateLimit: "<policy>";r=<remaining>;t=<seconds>` (`t` as described on reset
+ *   seconds: time to fresh state when allowed, the Retry-After value when denied, left out
+ *   when never);
+ * - `Retry-After: <seconds>` on a denial: `ceil(retryAfterMs / 1000)` without float
+ *   noise, at least 1, never sent when `retryAfterMs` is `Infinity`;
+ * - with `legacy`, `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
+ *   (same numbers; reset in delta seconds).
+ *
+ * Numbers are whole and never negative: a negative `remaining` or duration (a custom
+ * limiter, clock skew in a store) reads 0; values above {@link MAX_SF_INTEGER} are capped.
+ *
+ * @throws {TypeError} If `decision` is not an object with a boolean `allowed` and number
+ *   fields, or an option has the wrong type.
+ * @throws {RangeError} If a decision field is NaN, `limit`/`remaining` is infinite, or an
+ *   option is out of range (see {@link RateLimitHeadersOptions}).
+ * @example
+ * rateLimitHeaders(
+ *   { allowed: false, limit: 10, remaining: 0, retryAfterMs: 4200, resetAfterMs: 60000 },
+ *   { policy: "default", windowSeconds: 60 },
+ * )
+ * //=> { "RateLimit-Policy": '"default";q=10;w=60', RateLimit: '"default";r=0;t=5', "Retry-After": "5" }
+ */
+export function rateLimitHeaders(
+  decision: Decision,
+  options: RateLimitHeadersOptions,
+): Record<string, string> {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`rateLimitHeaders: options must be an object, got ${describe(options)}`);
+  }
+  const policy = checkPolicyName("rateLimitHeaders", options.policy);
+  const windowSeconds = checkWindowSeconds("rateLimitHeaders", options.windowSeconds);
+  return buildHeaders(
+    decision,
+    sfString(policy),
+    windowSeconds,
+    options.draft !== false,
+    options.legacy === true,
+  );
+}
+
+/**
+ * {@link rateLimitHeaders} with validated, pre-quoted options: the per-request path of the
+ * middleware, which validated them once at construction.
+ */
+export function buildHeaders(
+  decision: Decision,
+  quotedPolicy: string,
+  windowSeconds: number | undefined,
+  draft: boolean,
+  legacy: boolean,
+): Record<string, string> {
+  if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
+    throw new TypeError(
+      `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
+    );
+  }
+  const limit = sfCount(checkField("limit", decision.limit, false));
+  const remaining = sfCount(checkField("remaining", decision.remaining, false));
+  checkField("resetAfterMs", decision.resetAfterMs, true);
+  const retryAfter = retryAfterSeconds(decision);
+  const reset = resetSeconds(decision, retryAfter);
+  const headers: Record<string, string> = {};
+  if (draft) {
+    headers["RateLimit-Policy"] =
+      windowSeconds === undefined
+        ? `${quotedPolicy};q=${limit}`
+        : `${quotedPolicy};q=${limit};w=${windowSeconds}`;
+    headers["RateLimit"] =
+      reset === undefined
+        ? `${quotedPolicy};r=${remaining}`
+        : `${quotedPolicy};r=${remaining};t=${reset}`;
+  }
+  if (legacy) {
+    headers["X-RateLimit-Limit"] = String(limit);
+    headers["X-RateLimit-Remaining"] = String(remaining);
+    if (reset !== undefined) headers["X-RateLimit-Reset"] = String(reset);
+  }
+  if (retryAfter !== undefined) headers["Retry-After"] = String(retryAfter);
+  return headers;
+}
+
+/**
+ * The default 429 body: an RFC 9457 problem (`application/problem+json`) of the draft's
+ * `quota-exceeded` type, naming the violated policy. When `retryAfterMs` is `Infinity`
+ * the detail says that the request can never succeed at this cost, so no retry helps.
+ */
+export function quotaExceededProblem(
+  decision: Decision,
+  policy: string,
+  cost: number,
+): Record<string, unknown> {
+  const retryAfter = retryAfterSeconds(decision);
+  const detail =
+    retryAfter === undefined
+      ? `This request (cost ${cost}) can never succeed at this cost: policy ${JSON.stringify(policy)} will never have ${cost} units available (quota ${sfCount(decision.limit)}). Retrying will not help.`
+      : `Quota exceeded; retry after ${retryAfter} second${retryAfter === 1 ? "" : "s"}.`;
+  return {
+    type: QUOTA_EXCEEDED_TYPE,
+    title: "Request cannot be satisfied as assigned quota has been exceeded",
+    status: 429,
+    detail,
+    "violated-policies": [policy],
+  };
+}
+
+/** The 503 body sent with `failure: 'closed'` when the limiter fails (RFC 9457, `about:blank`). */
+export const UNAVAILABLE_PROBLEM = {
+  type: "about:blank",
+  title: "Service Unavailable",
+  status: 503,
+  detail: "The rate limiter is unavailable, so the request was refused.",
+} as const;

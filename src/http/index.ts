@@ -1,0 +1,35 @@
+/**
+ * `tollgate/http`: 429 responses, `Retry-After` and the IETF RateLimit header fields
+ * (draft-ietf-httpapi-ratelimit-headers-10) for node:http, Express and fetch handlers.
+ * No runtime dependencies; loads nothing unless imported.
+ */
+export {
+  type ClientKeyConfig,
+  type ProxyHeader,
+  type TrustProxy,
+  UNKNOWN_CLIENT_KEY,
+} from "./client-key.js";
+export type {
+  CommonRateLimitOptions,
+  FailureInfo,
+  FailureMode,
+  HeaderMode,
+  KeyedConsumer,
+} from "./core.js";
+export { type FetchHandler, type FetchRateLimitOptions, withRateLimit } from "./fetch.js";
+export {
+  ceilSeconds,
+  MAX_SF_INTEGER,
+  QUOTA_EXCEEDED_TYPE,
+  quotaExceededProblem,
+  type RateLimitHeadersOptions,
+  rateLimitHeaders,
+  retryAfterSeconds,
+} from "./headers.js";
+export { ipKey } from "./ip.js";
+export {
+  type NextFunction,
+  type RateLimitMiddleware,
+  type RateLimitOptions,
+  rateLimit,
+} from "./node.js";

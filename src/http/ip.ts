@@ -1,0 +1,207 @@
+/**
+ * IP address parsing, normalization and prefix grouping for client keys. Pure functions,
+ * no `node:net`, so the same code runs in Node, Bun, Deno and Workers.
+ *
+ * An address is held as eight 16-bit groups (IPv6) or one 32-bit number (IPv4).
+ * IPv4-mapped IPv6 (`::ffff:192.0.2.1`, RFC 4291 section 2.5.5.2) is folded to IPv4,
+ * so a dual-stack server keys one client the same way on both stacks.
+ */
+
+/** A parsed address: IPv4 as an unsigned 32-bit number, IPv6 as eight 16-bit groups. */
+export type ParsedIp = { readonly v4: number } | { readonly v6: readonly number[] };
+
+/** Parses strict dotted-quad IPv4 (`0`-`255`, no leading zeros); -1 when it is not one. */
+function parseV4(text: string): number {
+  let value = 0;
+  let part = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i <= text.length; i++) {
+    const c = i < text.length ? text.charCodeAt(i) : 46; // a final "." closes the last part
+    if (c >= 48 && c <= 57) {
+      if (digits > 0 && part === 0) return -1; // leading zero: octal in some parsers
+      part = part * 10 + (c - 48);
+      if (++digits > 3 || part > 255) return -1;
+    } else if (c === 46) {
+      if (digits === 0) return -1;
+      value = value * 256 + part;
+      part = 0;
+      digits = 0;
+      if (i < text.length && ++dots > 3) return -1;
+    } else {
+      return -1;
+    }
+  }
+  return dots === 3 ? value : -1;
+}
+
+/** Parses IPv6 text (RFC 4291 section 2.2, `::` and a trailing dotted quad allowed). */
+function parseV6(text: string): number[] | undefined {
+  const zone = text.indexOf("%");
+  if (zone !== -1) text = text.slice(0, zone); // fe80::1%eth0: the zone names a local link
+  const halves = text.split("::");
+  if (halves.length > 2) return undefined;
+  const head = groupsOf(halves[0]!);
+  const tail = halves.length === 2 ? groupsOf(halves[1]!) : [];
+  if (head === undefined || tail === undefined) return undefined;
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 2 ? missing < 1 : missing !== 0) return undefined;
+  return [...head, ...new Array<number>(missing).fill(0), ...tail];
+}
+
+/** The 16-bit groups of one side of `::`; a dotted quad at the end counts as two. */
+function groupsOf(text: string): number[] | undefined {
+  if (text === "") return [];
+  const parts = text.split(":");
+  const groups: number[] = [];
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!;
+    if (i === parts.length - 1 && part.includes(".")) {
+      const v4 = parseV4(part);
+      if (v4 < 0) return undefined;
+      groups.push(Math.floor(v4 / 65536), v4 % 65536);
+    } else {
+      if (!/^[0-9a-fA-F]{1,4}$/.test(part)) return undefined;
+      groups.push(Number.parseInt(part, 16));
+    }
+  }
+  return groups;
+}
+
+/**
+ * Parses an IPv4 or IPv6 address; IPv4-mapped IPv6 becomes IPv4. Surrounding brackets
+ * (`[::1]`) and a zone (`%eth0`) are accepted; anything else (ports, host names,
+ * `unknown`) gives `undefined`.
+ */
+export function parseIp(text: string): ParsedIp | undefined {
+  if (text.length > 0 && text.charCodeAt(0) === 91 && text.endsWith("]")) text = text.slice(1, -1);
+  if (!text.includes(":")) {
+    const v4 = parseV4(text);
+    return v4 < 0 ? undefined : { v4 };
+  }
+  const v6 = parseV6(text);
+  if (v6 === undefined) return undefined;
+  if (v6[0] === 0 && v6[1] === 0 && v6[2] === 0 && v6[3] === 0 && v6[4] === 0 && v6[5] === 0xffff) {
+    return { v4: v6[6]! * 65536 + v6[7]! };
+  }
+  return { v6 };
+}
+
+/**
+ * Reads the address out of one hop of `X-Forwarded-For` or one `for=` of `Forwarded`:
+ * trims, unquotes, and drops a port (`192.0.2.1:4711`, `"[2001:db8::17]:4711"`).
+ */
+export function parseHop(text: string): ParsedIp | undefined {
+  let hop = text.trim();
+  if (hop.length >= 2 && hop.startsWith('"') && hop.endsWith('"')) hop = hop.slice(1, -1);
+  if (hop.startsWith("[")) {
+    const end = hop.indexOf("]");
+    return end === -1 ? undefined : parseIp(hop.slice(1, end));
+  }
+  const colon = hop.indexOf(":");
+  if (colon !== -1 && colon === hop.lastIndexOf(":")) hop = hop.slice(0, colon); // IPv4:port
+  return parseIp(hop);
+}
+
+/** Dotted-quad text of an IPv4 number. */
+function formatV4(v4: number): string {
+  return `${v4 >>> 24}.${(v4 >>> 16) & 255}.${(v4 >>> 8) & 255}.${v4 & 255}`;
+}
+
+/** RFC 5952 text of eight groups: lower case, longest run (>= 2) of zero groups as `::`. */
+function formatV6(groups: readonly number[]): string {
+  let bestStart = -1;
+  let bestLength = 1;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLength) {
+      bestStart = i;
+      bestLength = j - i;
+    }
+    i = j;
+  }
+  const hex = groups.map((g) => g.toString(16));
+  if (bestStart === -1) return hex.join(":");
+  return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLength).join(":")}`;
+}
+
+/** The first `prefix` bits of eight groups, the rest zero. */
+function maskV6(groups: readonly number[], prefix: number): number[] {
+  return groups.map((g, i) => {
+    const keep = prefix - i * 16;
+    if (keep >= 16) return g;
+    if (keep <= 0) return 0;
+    return g & (0xffff << (16 - keep)) & 0xffff;
+  });
+}
+
+/**
+ * The text form of a parsed address used as a rate-limit key: IPv4 as dotted quad;
+ * IPv6 cut to its first `ipv6Prefix` bits and written `2001:db8:1:2::/64` (RFC 5952),
+ * or without `/128` when the whole address counts.
+ */
+export function formatKey(ip: ParsedIp, ipv6Prefix: number): string {
+  if ("v4" in ip) return formatV4(ip.v4);
+  if (ipv6Prefix >= 128) return formatV6(ip.v6);
+  return `${formatV6(maskV6(ip.v6, ipv6Prefix))}/${ipv6Prefix}`;
+}
+
+/**
+ * The rate-limit key of an address: IPv4 (and IPv4-mapped IPv6) as dotted quad, IPv6
+ * grouped by its first `ipv6Prefix` bits (default 64: one key per customer network, since
+ * a single host typically gets a whole /64 and can pick any address in it, RFC 6177).
+ * `undefined` when `address` is not an IP address.
+ *
+ * @example
+ * ipKey("::ffff:203.0.113.7")       //=> "203.0.113.7"
+ * ipKey("2001:db8:1:2:aaaa::1")     //=> "2001:db8:1:2::/64"
+ * ipKey("2001:db8::1", 128)         //=> "2001:db8::1"
+ */
+export function ipKey(address: string | undefined, ipv6Prefix = 64): string | undefined {
+  if (typeof address !== "string") return undefined;
+  const ip = parseIp(address);
+  return ip === undefined ? undefined : formatKey(ip, ipv6Prefix);
+}
+
+/** A trusted range: an address family, its bits and a prefix length. */
+export interface IpRange {
+  readonly ip: ParsedIp;
+  readonly prefix: number;
+}
+
+/**
+ * Parses `192.0.2.1`, `10.0.0.0/8`, `::1` or `fd00::/8` into a range; `undefined` when
+ * malformed or the prefix is out of range (0-32 for IPv4, 0-128 for IPv6).
+ */
+export function parseRange(text: string): IpRange | undefined {
+  const slash = text.indexOf("/");
+  const ip = parseIp(slash === -1 ? text : text.slice(0, slash));
+  if (ip === undefined) return undefined;
+  const max = "v4" in ip ? 32 : 128;
+  if (slash === -1) return { ip, prefix: max };
+  const bits = text.slice(slash + 1);
+  if (!/^\d{1,3}$/.test(bits)) return undefined;
+  // An IPv4-mapped range (::ffff:10.0.0.0/104) is held as IPv4: drop the 96 mapped bits.
+  const prefix = Number(bits) - (max === 32 && text.includes(":") ? 96 : 0);
+  return prefix >= 0 && prefix <= max ? { ip, prefix } : undefined;
+}
+
+/** True when `ip` lies inside `range` (same family, same first `prefix` bits). */
+export function inRange(ip: ParsedIp, range: IpRange): boolean {
+  const r = range.ip;
+  if ("v4" in ip) {
+    if (!("v4" in r)) return false;
+    if (range.prefix === 0) return true;
+    const shift = 32 - range.prefix;
+    return Math.floor(ip.v4 / 2 ** shift) === Math.floor(r.v4 / 2 ** shift);
+  }
+  if (!("v6" in r)) return false;
+  const a = maskV6(ip.v6, range.prefix);
+  const b = maskV6(r.v6, range.prefix);
+  return a.every((g, i) => g === b[i]);
+}

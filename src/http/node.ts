@@ -1,0 +1,188 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Decision } from "../limiter.js";
+import { clientKey } from "./client-key.js";
+import {
+  type CommonConfig,
+  type CommonRateLimitOptions,
+  checkCommonOptions,
+  checkFunction,
+  headersFor,
+  isThenable,
+  LIST_FIELDS,
+  report,
+} from "./core.js";
+import { quotaExceededProblem, UNAVAILABLE_PROBLEM } from "./headers.js";
+
+/** A connect-style `next`: call it to pass the request on. */
+export type NextFunction = (error?: unknown) => void;
+
+/** A connect-style middleware, usable with node:http, Express, connect and Polka. */
+export type RateLimitMiddleware<
+  Req extends IncomingMessage = IncomingMessage,
+  Res extends ServerResponse = ServerResponse,
+> = (req: Req, res: Res, next: NextFunction) => void;
+
+/** Options of {@link rateLimit}: the shared ones plus request hooks for node requests. */
+export interface RateLimitOptions<
+  Req extends IncomingMessage = IncomingMessage,
+  Res extends ServerResponse = ServerResponse,
+> extends CommonRateLimitOptions {
+  /**
+   * The key a request is counted under. `clientKey` is the default: the client's address
+   * (see `trustProxy`), IPv6 grouped by `ipv6Prefix`, or `"unknown"` when there is none.
+   * @default (req, clientKey) => clientKey
+   */
+  readonly key?: ((req: Req, clientKey: string) => string) | undefined;
+  /**
+   * Units this request costs (a finite number >= 0).
+   * @default 1
+   */
+  readonly cost?: ((req: Req) => number) | undefined;
+  /** Return true to let a request through unchecked (no cost, no headers). */
+  readonly skip?: ((req: Req) => boolean) | undefined;
+  /**
+   * Answers a limited request instead of the default 429. The rate-limit headers
+   * (and `Retry-After`) are already set on `res`; call `next()` to let it through anyway.
+   */
+  readonly onLimited?:
+    | ((req: Req, res: Res, next: NextFunction, decision: Decision) => void)
+    | undefined;
+}
+
+const WHERE = "rateLimit";
+
+/**
+ * A connect-style middleware `(req, res, next)` for node:http and Express that counts each
+ * request against `limiter` under its key and either passes it on with the rate-limit
+ * headers set, or answers `429 Too Many Requests` with `Retry-After` and an
+ * `application/problem+json` body (draft-10 `quota-exceeded`).
+ *
+ * The limiter may answer synchronously (no promise is created then) or asynchronously.
+ * When it throws or rejects, `failure` decides: `'open'` calls `next()` without headers,
+ * `'closed'` answers 503; `onError` is told either way and the server never crashes.
+ * Errors thrown by `key`, `cost` or `skip` are handled the same way.
+ *
+ * With plain node:http, call it in the request listener with your handler as `next`.
+ *
+ * @throws {TypeError} If `options` or an option has the wrong type (`limiter` missing or
+ *   without `consume`, a hook that is not a function).
+ * @throws {RangeError} If an option is out of range (`policy` not printable ASCII,
+ *   `windowSeconds` not a whole number >= 1, an unknown `headers`/`failure`/`proxyHeader`
+ *   value, a bad `trustProxy` entry, `ipv6Prefix` outside 1-128).
+ * @example
+ * const limit = rateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })) })
+ * http.createServer((req, res) => limit(req, res, () => res.end("ok")))
+ */
+export function rateLimit<
+  Req extends IncomingMessage = IncomingMessage,
+  Res extends ServerResponse = ServerResponse,
+>(options: RateLimitOptions<Req, Res>): RateLimitMiddleware<Req, Res> {
+  const config = checkCommonOptions(WHERE, options);
+  const keyOf = checkFunction<RateLimitOptions<Req, Res>["key"]>(WHERE, "key", options.key);
+  const costOf = checkFunction<RateLimitOptions<Req, Res>["cost"]>(WHERE, "cost", options.cost);
+  const skip = checkFunction<RateLimitOptions<Req, Res>["skip"]>(WHERE, "skip", options.skip);
+  const onLimited = checkFunction<RateLimitOptions<Req, Res>["onLimited"]>(
+    WHERE,
+    "onLimited",
+    options.onLimited,
+  );
+  const forwardedName = config.client.header;
+
+  return (req, res, next) => {
+    let key: string | undefined;
+    let cost = 1;
+    let result: Decision | PromiseLike<Decision>;
+    try {
+      if (skip?.(req) === true) {
+        next();
+        return;
+      }
+      const client = clientKey(
+        req.socket?.remoteAddress,
+        config.client.hops === 0 ? undefined : headerText(req.headers[forwardedName]),
+        config.client,
+      );
+      key = keyOf === undefined ? client : keyOf(req, client);
+      if (costOf !== undefined) cost = costOf(req);
+      result = config.limiter.consume(key, cost);
+    } catch (error) {
+      fail(config, error, key, res, next);
+      return;
+    }
+    if (isThenable(result)) {
+      const k = key;
+      result.then(
+        (decision) => decide(config, decision, k, cost, req, res, next, onLimited),
+        (error: unknown) => fail(config, error, k, res, next),
+      );
+    } else {
+      decide(config, result, key, cost, req, res, next, onLimited);
+    }
+  };
+}
+
+/** A header value as one string (node gives string[] for repeated `set-cookie`-like fields). */
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(",") : value;
+}
+
+/** Sets headers on `res`; the List fields are appended to any value already there. */
+function setHeaders(res: ServerResponse, headers: Record<string, string>): void {
+  for (const name in headers) {
+    const value = headers[name]!;
+    const previous = LIST_FIELDS.has(name) ? res.getHeader(name) : undefined;
+    if (previous === undefined) res.setHeader(name, value);
+    else res.setHeader(name, [...(Array.isArray(previous) ? previous : [String(previous)]), value]);
+  }
+}
+
+/** Sends the headers and either passes the request on or answers 429. */
+function decide<Req extends IncomingMessage, Res extends ServerResponse>(
+  config: CommonConfig,
+  decision: Decision,
+  key: string,
+  cost: number,
+  req: Req,
+  res: Res,
+  next: NextFunction,
+  onLimited: RateLimitOptions<Req, Res>["onLimited"],
+): void {
+  let headers: Record<string, string>;
+  try {
+    headers = headersFor(config, decision); // throws for a malformed decision
+  } catch (error) {
+    fail(config, error, key, res, next);
+    return;
+  }
+  if (res.headersSent) return; // the request was answered meanwhile (an async limiter)
+  setHeaders(res, headers);
+  if (decision.allowed) {
+    next();
+  } else if (onLimited !== undefined) {
+    onLimited(req, res, next, decision);
+  } else {
+    send(res, 429, quotaExceededProblem(decision, config.policy, cost));
+  }
+}
+
+/** Reports a failure, then lets the request through (`'open'`) or answers 503 (`'closed'`). */
+function fail(
+  config: CommonConfig,
+  error: unknown,
+  key: string | undefined,
+  res: ServerResponse,
+  next: NextFunction,
+): void {
+  report(config, error, key);
+  if (config.failure === "open") next();
+  else if (!res.headersSent) send(res, 503, UNAVAILABLE_PROBLEM);
+}
+
+/** Ends `res` with an `application/problem+json` body. */
+function send(res: ServerResponse, status: number, problem: object): void {
+  const body = JSON.stringify(problem);
+  res.statusCode = status;
+  res.setHeader("Content-Type", "application/problem+json");
+  res.setHeader("Content-Length", Buffer.byteLength(body));
+  res.end(body);
+}

@@ -1,0 +1,371 @@
+import fc from "fast-check";
+import { describe, expect, test } from "vitest";
+import {
+  ceilSeconds,
+  MAX_SF_INTEGER,
+  QUOTA_EXCEEDED_TYPE,
+  quotaExceededProblem,
+  rateLimitHeaders,
+  retryAfterSeconds,
+  sfString,
+} from "../../src/http/headers.js";
+import type { Decision } from "../../src/limiter.js";
+
+const denied = (retryAfterMs: number, resetAfterMs = 60_000, remaining = 0): Decision => ({
+  allowed: false,
+  limit: 10,
+  remaining,
+  retryAfterMs,
+  resetAfterMs,
+});
+const allowed = (remaining: number, resetAfterMs: number, limit = 10): Decision => ({
+  allowed: true,
+  limit,
+  remaining,
+  retryAfterMs: 0,
+  resetAfterMs,
+});
+
+describe("rateLimitHeaders", () => {
+  // decision, options, expected headers (exactly: nothing more, nothing less)
+  const steps: Array<[string, Decision, Parameters<typeof rateLimitHeaders>[1], object]> = [
+    [
+      "float noise never adds a second: 1000.0000000000031 ms -> 1",
+      denied(1000.0000000000031, 1000.0000000000031),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=1', "Retry-After": "1" },
+    ],
+    [
+      "300 ms rounds up to 1",
+      denied(300),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=1', "Retry-After": "1" },
+    ],
+    [
+      "59995 ms rounds up to 60",
+      denied(59995),
+      { policy: "default", windowSeconds: 60 },
+      {
+        "RateLimit-Policy": '"default";q=10;w=60',
+        RateLimit: '"default";r=0;t=60',
+        "Retry-After": "60",
+      },
+    ],
+    [
+      "exactly 5 s is 5, not 6",
+      denied(5000),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=5', "Retry-After": "5" },
+    ],
+    [
+      "4999.999999999 ms (float short of 5 s) is 5",
+      denied(4999.999999999),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=5', "Retry-After": "5" },
+    ],
+    [
+      "5001 ms is 6 (never early)",
+      denied(5001),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=6', "Retry-After": "6" },
+    ],
+    [
+      "a denial with retryAfterMs 0 still says at least 1",
+      denied(0),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=1', "Retry-After": "1" },
+    ],
+    [
+      "Infinity: no Retry-After; t is the finite reset",
+      denied(Number.POSITIVE_INFINITY, 30_000, 10),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=10;t=30' },
+    ],
+    [
+      "Infinity with a quota that never refills: no Retry-After, no t",
+      denied(Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0' },
+    ],
+    [
+      "allowed: t is the time to the fresh state, rounded up",
+      allowed(7, 2500),
+      { policy: "burst", windowSeconds: 10 },
+      { "RateLimit-Policy": '"burst";q=10;w=10', RateLimit: '"burst";r=7;t=3' },
+    ],
+    [
+      "allowed and fresh: t=0",
+      allowed(10, 0),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=10;t=0' },
+    ],
+    [
+      "allowed, never refills: no t",
+      allowed(3, Number.POSITIVE_INFINITY),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=3' },
+    ],
+    [
+      "legacy adds X-RateLimit-* with the reset in delta seconds",
+      denied(4200),
+      { policy: "default", legacy: true },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=5',
+        "X-RateLimit-Limit": "10",
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": "5",
+        "Retry-After": "5",
+      },
+    ],
+    [
+      "legacy only (draft: false)",
+      allowed(4, 6000),
+      { policy: "default", legacy: true, draft: false },
+      { "X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "4", "X-RateLimit-Reset": "6" },
+    ],
+    [
+      "legacy without a reset when it never comes",
+      allowed(4, Number.POSITIVE_INFINITY),
+      { policy: "default", legacy: true, draft: false },
+      { "X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "4" },
+    ],
+    [
+      "none: only Retry-After on a denial",
+      denied(1500),
+      { policy: "default", draft: false },
+      { "Retry-After": "2" },
+    ],
+    [
+      "negative durations and remaining (clock skew, custom limiter) read 0",
+      { allowed: true, limit: 10, remaining: -3, retryAfterMs: 0, resetAfterMs: -250 },
+      { policy: "default", legacy: true },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=0',
+        "X-RateLimit-Limit": "10",
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": "0",
+      },
+    ],
+    [
+      "fractional limit is floored to an Integer (capacity 2.5 -> q=2)",
+      allowed(1, 1000, 2.5),
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=2', RateLimit: '"default";r=1;t=1' },
+    ],
+    [
+      "huge numbers are capped at the largest Structured Field Integer, never 1e+21",
+      denied(1e25, 1e25, 0),
+      { policy: "default" },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: `"default";r=0;t=${MAX_SF_INTEGER}`,
+        "Retry-After": String(MAX_SF_INTEGER),
+      },
+    ],
+    [
+      "policy names are Structured Field Strings: quotes and backslashes escaped",
+      allowed(1, 1000, 1e18),
+      { policy: 'a "b" \\c' },
+      {
+        "RateLimit-Policy": `"a \\"b\\" \\\\c";q=${MAX_SF_INTEGER}`,
+        RateLimit: '"a \\"b\\" \\\\c";r=1;t=1',
+      },
+    ],
+  ];
+  test.each(steps)("%s", (_name, decision, options, expected) => {
+    expect(rateLimitHeaders(decision, options)).toStrictEqual(expected);
+  });
+
+  test("Retry-After is never earlier than t on a denial (draft-10 section 6)", () => {
+    fc.assert(
+      fc.property(fc.double({ min: 0, max: 1e9, noNaN: true }), (ms) => {
+        const headers = rateLimitHeaders(denied(ms, ms * 2), { policy: "p" });
+        const t = Number(/;t=(\d+)/.exec(headers["RateLimit"]!)![1]);
+        return Number(headers["Retry-After"]) >= t;
+      }),
+    );
+  });
+
+  const bad: Array<{ name: string; decision: unknown; options: unknown; error: Error }> = [
+    {
+      name: "options missing",
+      decision: allowed(1, 0),
+      options: undefined,
+      error: new TypeError("rateLimitHeaders: options must be an object, got undefined"),
+    },
+    {
+      name: "policy missing",
+      decision: allowed(1, 0),
+      options: {},
+      error: new TypeError(
+        "rateLimitHeaders: policy must be a non-empty string of printable ASCII (0x20-0x7E), got undefined",
+      ),
+    },
+    {
+      name: "policy not ASCII",
+      decision: allowed(1, 0),
+      options: { policy: "café" },
+      error: new RangeError(
+        'rateLimitHeaders: policy must be a non-empty string of printable ASCII (0x20-0x7E), got "café" (string)',
+      ),
+    },
+    {
+      name: "policy with a newline (header injection)",
+      decision: allowed(1, 0),
+      options: { policy: "a\r\nX-Evil: 1" },
+      error: new RangeError(
+        'rateLimitHeaders: policy must be a non-empty string of printable ASCII (0x20-0x7E), got "a\\r\\nX-Evil: 1" (string)',
+      ),
+    },
+    {
+      name: "windowSeconds 0",
+      decision: allowed(1, 0),
+      options: { policy: "p", windowSeconds: 0 },
+      error: new RangeError(
+        "rateLimitHeaders: windowSeconds must be an integer from 1 to 999999999999999, got 0",
+      ),
+    },
+    {
+      name: "windowSeconds fractional",
+      decision: allowed(1, 0),
+      options: { policy: "p", windowSeconds: 1.5 },
+      error: new RangeError(
+        "rateLimitHeaders: windowSeconds must be an integer from 1 to 999999999999999, got 1.5",
+      ),
+    },
+    {
+      name: "windowSeconds a string",
+      decision: allowed(1, 0),
+      options: { policy: "p", windowSeconds: "60" },
+      error: new TypeError(
+        'rateLimitHeaders: windowSeconds must be an integer from 1 to 999999999999999, got "60" (string)',
+      ),
+    },
+    {
+      name: "decision not an object",
+      decision: null,
+      options: { policy: "p" },
+      error: new TypeError(
+        "rateLimitHeaders: decision must be an object with a boolean allowed, got null",
+      ),
+    },
+    {
+      name: "remaining NaN",
+      decision: { ...allowed(1, 0), remaining: Number.NaN },
+      options: { policy: "p" },
+      error: new RangeError(
+        "rateLimitHeaders: decision.remaining must be a finite number, got NaN",
+      ),
+    },
+    {
+      name: "limit a string",
+      decision: { ...allowed(1, 0), limit: "10" },
+      options: { policy: "p" },
+      error: new TypeError('rateLimitHeaders: decision.limit must be a number, got "10" (string)'),
+    },
+    {
+      name: "retryAfterMs NaN on a denial",
+      decision: denied(Number.NaN),
+      options: { policy: "p" },
+      error: new RangeError("rateLimitHeaders: decision.retryAfterMs must be a number, got NaN"),
+    },
+    {
+      name: "resetAfterMs NaN",
+      decision: { ...allowed(1, 0), resetAfterMs: Number.NaN },
+      options: { policy: "p" },
+      error: new RangeError("rateLimitHeaders: decision.resetAfterMs must be a number, got NaN"),
+    },
+  ];
+  test.each(bad)("rejects $name", ({ decision, options, error }) => {
+    const call = () =>
+      rateLimitHeaders(decision as Decision, options as Parameters<typeof rateLimitHeaders>[1]);
+    expect(call).toThrow(error);
+    expect(call).toThrow(error.constructor as typeof Error);
+  });
+});
+
+describe("ceilSeconds", () => {
+  test.each([
+    { name: "0", ms: 0, seconds: 0 },
+    { name: "negative", ms: -5, seconds: 0 },
+    { name: "1 ms", ms: 1, seconds: 1 },
+    { name: "1000 ms", ms: 1000, seconds: 1 },
+    { name: "1000.0000000000031 ms", ms: 1000.0000000000031, seconds: 1 },
+    { name: "1000.5 ms", ms: 1000.5, seconds: 2 },
+    { name: "1001 ms", ms: 1001, seconds: 2 },
+    { name: "0.1 + 0.2 s in ms", ms: (0.1 + 0.2) * 1000 * 10, seconds: 3 },
+    { name: "one day", ms: 86_400_000, seconds: 86_400 },
+  ])("$name -> $seconds", ({ ms, seconds }) => {
+    expect(ceilSeconds(ms)).toBe(seconds);
+  });
+
+  test("matches a naive model: whole seconds, never early, at most one second late", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1e9 }), (ms) => {
+        // Integer ms: the exact answer is ceil(ms / 1000) computed in integers.
+        const expected = Math.floor((ms + 999) / 1000);
+        return ceilSeconds(ms) === expected;
+      }),
+    );
+  });
+
+  test("noise of a few ulps on a whole number of seconds never adds a second", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1e6 }), fc.integer({ min: -4, max: 4 }), (s, ulps) => {
+        const ms = s * 1000 * (1 + ulps * Number.EPSILON);
+        return ceilSeconds(ms) === s;
+      }),
+    );
+  });
+
+  test("NaN and Infinity are errors, not numbers", () => {
+    expect(() => ceilSeconds(Number.NaN)).toThrow(
+      new RangeError("ceilSeconds: ms must not be NaN, got NaN"),
+    );
+    expect(() => ceilSeconds(Number.POSITIVE_INFINITY)).toThrow(
+      new RangeError("ceilSeconds: ms must be finite, got Infinity"),
+    );
+  });
+});
+
+describe("retryAfterSeconds", () => {
+  test("undefined when allowed or never", () => {
+    expect(retryAfterSeconds(allowed(1, 1000))).toBeUndefined();
+    expect(retryAfterSeconds(denied(Number.POSITIVE_INFINITY))).toBeUndefined();
+    expect(retryAfterSeconds(denied(2001))).toBe(3);
+  });
+});
+
+describe("quotaExceededProblem", () => {
+  test("names the draft's problem type and the violated policy", () => {
+    expect(quotaExceededProblem(denied(4200), "default", 1)).toStrictEqual({
+      type: QUOTA_EXCEEDED_TYPE,
+      title: "Request cannot be satisfied as assigned quota has been exceeded",
+      status: 429,
+      detail: "Quota exceeded; retry after 5 seconds.",
+      "violated-policies": ["default"],
+    });
+    expect(QUOTA_EXCEEDED_TYPE).toBe(
+      "https://iana.org/assignments/http-problem-types#quota-exceeded",
+    );
+  });
+
+  test("says a request that can never succeed at its cost will never succeed", () => {
+    const problem = quotaExceededProblem(denied(Number.POSITIVE_INFINITY), "default", 12);
+    expect(problem["detail"]).toBe(
+      'This request (cost 12) can never succeed at this cost: policy "default" will never have 12 units available (quota 10). Retrying will not help.',
+    );
+  });
+});
+
+describe("sfString", () => {
+  test.each([
+    { name: "plain", text: "default", sf: '"default"' },
+    { name: "quote", text: 'a"b', sf: '"a\\"b"' },
+    { name: "backslash", text: "a\\b", sf: '"a\\\\b"' },
+  ])("$name", ({ text, sf }) => {
+    expect(sfString(text)).toBe(sf);
+  });
+});

@@ -1,0 +1,133 @@
+import fc from "fast-check";
+import { describe, expect, test } from "vitest";
+import { formatKey, inRange, ipKey, parseHop, parseIp, parseRange } from "../../src/http/ip.js";
+
+describe("ipKey", () => {
+  test.each([
+    { name: "IPv4", address: "203.0.113.7", key: "203.0.113.7" },
+    { name: "IPv4 0.0.0.0", address: "0.0.0.0", key: "0.0.0.0" },
+    { name: "IPv4 255s", address: "255.255.255.255", key: "255.255.255.255" },
+    { name: "IPv4-mapped IPv6 -> IPv4", address: "::ffff:203.0.113.7", key: "203.0.113.7" },
+    { name: "IPv4-mapped, hex form", address: "::ffff:cb00:7107", key: "203.0.113.7" },
+    { name: "IPv4-mapped, upper case", address: "::FFFF:127.0.0.1", key: "127.0.0.1" },
+    { name: "IPv4-mapped, long form", address: "0:0:0:0:0:ffff:7f00:1", key: "127.0.0.1" },
+    {
+      name: "IPv6 grouped by /64",
+      address: "2001:db8:1:2:aaaa:bbbb:cccc:dddd",
+      key: "2001:db8:1:2::/64",
+    },
+    { name: "same /64, other host", address: "2001:db8:1:2::1", key: "2001:db8:1:2::/64" },
+    { name: "IPv6 loopback", address: "::1", key: "::/64" },
+    {
+      name: "IPv6 upper case and leading zeros",
+      address: "2001:0DB8:0001:0002::1",
+      key: "2001:db8:1:2::/64",
+    },
+    { name: "IPv6 with zone", address: "fe80::1%eth0", key: "fe80::/64" },
+    { name: "IPv6 in brackets", address: "[2001:db8::1]", key: "2001:db8::/64" },
+    { name: "IPv4 tail in IPv6 (not mapped)", address: "64:ff9b::192.0.2.33", key: "64:ff9b::/64" },
+    { name: "not an address", address: "example.com", key: undefined },
+    { name: "empty", address: "", key: undefined },
+    { name: "IPv4 out of range", address: "256.1.1.1", key: undefined },
+    { name: "IPv4 leading zero (octal elsewhere)", address: "010.1.1.1", key: undefined },
+    { name: "IPv4 three parts", address: "1.2.3", key: undefined },
+    { name: "IPv4 five parts", address: "1.2.3.4.5", key: undefined },
+    { name: "IPv4 trailing dot", address: "1.2.3.4.", key: undefined },
+    { name: "IPv4 with port", address: "1.2.3.4:80", key: undefined },
+    { name: "IPv6 two ::", address: "1::2::3", key: undefined },
+    { name: "IPv6 nine groups", address: "1:2:3:4:5:6:7:8:9", key: undefined },
+    { name: "IPv6 seven groups", address: "1:2:3:4:5:6:7", key: undefined },
+    { name: "IPv6 :: with eight groups", address: "1:2:3:4::5:6:7:8", key: undefined },
+    { name: "IPv6 group too long", address: "12345::1", key: undefined },
+    { name: "IPv6 bad hex", address: "g::1", key: undefined },
+    { name: "undefined", address: undefined, key: undefined },
+  ])("$name: $address -> $key", ({ address, key }) => {
+    expect(ipKey(address)).toBe(key);
+  });
+
+  test.each([
+    { prefix: 128, key: "2001:db8:1:2:aaaa:bbbb:cccc:dddd" },
+    { prefix: 56, key: "2001:db8:1::/56" },
+    { prefix: 48, key: "2001:db8:1::/48" },
+    { prefix: 63, key: "2001:db8:1:2::/63" },
+    { prefix: 1, key: "::/1" },
+  ])("ipv6Prefix $prefix", ({ prefix, key }) => {
+    expect(ipKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd", prefix)).toBe(key);
+  });
+
+  test("RFC 5952: the longest zero run is compressed, the first on a tie, never a single group", () => {
+    expect(ipKey("2001:db8:0:0:1:0:0:1", 128)).toBe("2001:db8::1:0:0:1");
+    expect(ipKey("2001:0:0:1:0:0:0:1", 128)).toBe("2001:0:0:1::1");
+    expect(ipKey("2001:db8:0:1:1:1:1:1", 128)).toBe("2001:db8:0:1:1:1:1:1");
+    expect(ipKey("::", 128)).toBe("::");
+  });
+
+  test("every IPv4 address round-trips, also through its mapped IPv6 form", () => {
+    fc.assert(
+      fc.property(fc.ipV4(), (address) => {
+        return ipKey(address) === address && ipKey(`::ffff:${address}`) === address;
+      }),
+    );
+  });
+
+  test("IPv6 keys are equal exactly when the first 64 bits are (model: full groups)", () => {
+    const group = fc.integer({ min: 0, max: 0xffff });
+    const groups = fc.array(group, { minLength: 4, maxLength: 4 });
+    const full = (g: number[]) => g.map((x) => x.toString(16).padStart(4, "0")).join(":");
+    fc.assert(
+      fc.property(groups, groups, groups, groups, (headA, tailA, headB, tailB) => {
+        if (full(headA) === "0000:0000:0000:0000") return true; // ::ffff:… is IPv4-mapped
+        const a = ipKey(`${full(headA)}:${full(tailA)}`);
+        const a2 = ipKey(`${full(headA)}:${full(tailB)}`);
+        const b = ipKey(`${full(headB)}:${full(tailB)}`);
+        return a === a2 && (a === b) === (full(headA) === full(headB));
+      }),
+    );
+  });
+});
+
+describe("parseHop", () => {
+  test.each([
+    { hop: " 192.0.2.1 ", key: "192.0.2.1" },
+    { hop: "192.0.2.1:4711", key: "192.0.2.1" },
+    { hop: '"[2001:db8:cafe::17]:4711"', key: "2001:db8:cafe::/64" },
+    { hop: "[2001:db8::1]", key: "2001:db8::/64" },
+    { hop: "2001:db8::1", key: "2001:db8::/64" },
+    { hop: "unknown", key: undefined },
+    { hop: "_hidden", key: undefined },
+    { hop: "[2001:db8::1", key: undefined },
+    { hop: "", key: undefined },
+  ])("$hop", ({ hop, key }) => {
+    const ip = parseHop(hop);
+    expect(ip === undefined ? undefined : formatKey(ip, 64)).toBe(key);
+  });
+});
+
+describe("parseRange / inRange", () => {
+  test.each([
+    { range: "10.0.0.0/8", address: "10.200.1.1", inside: true },
+    { range: "10.0.0.0/8", address: "11.0.0.1", inside: false },
+    { range: "10.0.0.0/8", address: "::ffff:10.0.0.1", inside: true },
+    { range: "192.0.2.1", address: "192.0.2.1", inside: true },
+    { range: "192.0.2.1", address: "192.0.2.2", inside: false },
+    { range: "0.0.0.0/0", address: "8.8.8.8", inside: true },
+    { range: "0.0.0.0/0", address: "::1", inside: false },
+    { range: "::1", address: "::1", inside: true },
+    { range: "fd00::/8", address: "fd12:3456::1", inside: true },
+    { range: "fd00::/8", address: "fe80::1", inside: false },
+    { range: "::ffff:10.0.0.0/104", address: "10.1.2.3", inside: true },
+    { range: "::/0", address: "2001:db8::1", inside: true },
+    { range: "2001:db8::/32", address: "10.0.0.1", inside: false },
+    { range: "172.16.0.0/12", address: "172.31.255.255", inside: true },
+    { range: "172.16.0.0/12", address: "172.32.0.0", inside: false },
+  ])("$address in $range: $inside", ({ range, address, inside }) => {
+    expect(inRange(parseIp(address)!, parseRange(range)!)).toBe(inside);
+  });
+
+  test.each(["10.0.0.0/33", "::/129", "10.0.0.0/", "10.0.0.0/a", "nonsense", "10.0.0.0/-1"])(
+    "rejects %s",
+    (range) => {
+      expect(parseRange(range)).toBeUndefined();
+    },
+  );
+});
