@@ -1,0 +1,166 @@
+import { checkClock, checkCost, checkNumber, checkOptions } from "../errors.js";
+import {
+  type Clock,
+  type Decision,
+  type Limiter,
+  systemClock,
+  type WaitOptions,
+} from "../limiter.js";
+import { fits, wholeUnits } from "../numeric.js";
+import { WaitQueue } from "../wait.js";
+import { readClock, windowIndex } from "./time.js";
+
+/** Options of {@link FixedWindow}. */
+export interface FixedWindowOptions {
+  /** Most units allowed per window (> 0, fractions allowed). */
+  readonly limit: number;
+  /** Window length in milliseconds (> 0); longer than 2^31-1 ms is fine (no timers). */
+  readonly windowMs: number;
+  /**
+   * Time source in milliseconds; windows are aligned to multiples of `windowMs` on it.
+   * @default () => performance.now()
+   */
+  readonly clock?: Clock | undefined;
+}
+
+const WHERE = "FixedWindow";
+
+/**
+ * A fixed-window counter: time is cut into windows `[k * windowMs, (k + 1) * windowMs)`
+ * aligned to the clock's zero, `k = floor(t / windowMs)`, and at most `limit` units
+ * are allowed in each. The count starts again at 0 when the window index changes; the
+ * boundary instant belongs to the new window. Units are the caller's; times are ms.
+ *
+ * The classic counter of memcached/Redis `INCR` + `EXPIRE` rate limiting, kept lazily:
+ * one index and one count, no timers, so windows longer than 2^31-1 ms work.
+ *
+ * Good for: the cheapest check and the smallest state (two numbers), quotas per
+ * calendar-like period. Watch out: up to `2 * limit` can pass within `windowMs`
+ * around a boundary (the end of one window and the start of the next).
+ *
+ * A denied request is told to retry when the window ends
+ * (`retryAfterMs = (k + 1) * windowMs - t`), or `Infinity` for a cost above `limit`;
+ * `resetAfterMs` is the time until the window ends while it has a count, else 0.
+ * A denied request changes nothing. A clock that goes backwards stands still at its
+ * latest reading, so it never returns to an earlier window or resets one early.
+ *
+ * @throws {TypeError} If `options` is not an object, `limit` or `windowMs` is not a
+ *   number, or `clock` is not a function.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0.
+ * @example
+ * const window = new FixedWindow({ limit: 100, windowMs: 60_000 })
+ * window.consume().remaining //=> 99
+ */
+export class FixedWindow implements Limiter {
+  /** Most units allowed per window. */
+  readonly limit: number;
+  /** Window length in milliseconds. */
+  readonly windowMs: number;
+  /** The time source, in milliseconds. */
+  readonly clock: Clock;
+
+  /** Index of the window `count` belongs to; `-Infinity` while unused. */
+  private index = Number.NEGATIVE_INFINITY;
+  /** Units taken in window `index`. */
+  private count = 0;
+  /** Latest clock reading seen; earlier readings are treated as this one. */
+  private seenMs = Number.NEGATIVE_INFINITY;
+  private queue: WaitQueue | undefined;
+
+  constructor(options: FixedWindowOptions) {
+    const o = checkOptions<FixedWindowOptions>(WHERE, options);
+    this.limit = checkNumber(WHERE, "limit", o.limit, 0, false);
+    this.windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
+    this.clock = checkClock(WHERE, o.clock, systemClock);
+  }
+
+  /**
+   * A new, unused window with the same options (clock included); the state is not
+   * copied. A keyed registry uses it to make one limiter per key.
+   */
+  clone(): FixedWindow {
+    return new FixedWindow({ limit: this.limit, windowMs: this.windowMs, clock: this.clock });
+  }
+
+  /** `consume(cost).allowed`, without allocating. */
+  allow(cost?: number): boolean {
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const now = this.now();
+    if (c === 0) return true;
+    const k = windowIndex(now, this.windowMs);
+    const used = k === this.index ? this.count : 0;
+    if (!fits(c, this.limit - used)) return false;
+    this.index = k;
+    this.count = used + c;
+    return true;
+  }
+
+  /** Takes `cost` units of this window when they fit and says so; a denial changes nothing. */
+  consume(cost?: number): Decision {
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
+  }
+
+  /** What `consume(cost)` would answer now, changing nothing. */
+  peek(cost?: number): Decision {
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
+  }
+
+  /** Forgets the count: back to the fresh state. Pending waiters keep waiting. */
+  reset(): void {
+    this.index = Number.NEGATIVE_INFINITY;
+    this.count = 0;
+  }
+
+  /** True when the current window has no count and nobody waits. */
+  isIdle(): boolean {
+    const k = windowIndex(this.now(), this.windowMs);
+    return (
+      (k !== this.index || this.count === 0) && (this.queue === undefined || this.queue.size === 0)
+    );
+  }
+
+  /**
+   * Waits until `cost` fits, first-in, first-out behind earlier waiters, and resolves
+   * with the granting decision. See {@link Limiter.wait}. A plain `consume` does not
+   * queue: it may take free units of the window while others wait.
+   */
+  wait(cost?: number, options?: WaitOptions): Promise<Decision> {
+    this.queue ??= new WaitQueue(WHERE, this);
+    return this.queue.wait(cost, options);
+  }
+
+  /** Reads the clock; a reading behind the latest one counts as the latest one. */
+  private now(): number {
+    this.seenMs = readClock(WHERE, this.clock, this.seenMs);
+    return this.seenMs;
+  }
+
+  private decide(cost: number, take: boolean): Decision {
+    const now = this.now();
+    const limit = this.limit;
+    const k = windowIndex(now, this.windowMs);
+    const used = k === this.index ? this.count : 0;
+    const endsInMs = (k + 1) * this.windowMs - now;
+    if (cost === 0 || fits(cost, limit - used)) {
+      const after = used + cost;
+      if (take && cost > 0) {
+        this.index = k;
+        this.count = after;
+      }
+      return {
+        allowed: true,
+        limit,
+        remaining: wholeUnits(limit - after, limit),
+        retryAfterMs: 0,
+        resetAfterMs: after > 0 ? endsInMs : 0,
+      };
+    }
+    return {
+      allowed: false,
+      limit,
+      remaining: wholeUnits(limit - used, limit),
+      retryAfterMs: fits(cost, limit) ? endsInMs : Number.POSITIVE_INFINITY,
+      resetAfterMs: used > 0 ? endsInMs : 0,
+    };
+  }
+}

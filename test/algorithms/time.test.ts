@@ -1,0 +1,58 @@
+import { describe, expect, test } from "vitest";
+import { readClock, windowIndex } from "../../src/algorithms/time.js";
+
+describe("windowIndex", () => {
+  test.each([
+    { name: "start of window 0", t: 0, w: 1000, k: 0 },
+    { name: "last ms of window 0", t: 999, w: 1000, k: 0 },
+    { name: "boundary belongs to the new window", t: 1000, w: 1000, k: 1 },
+    { name: "negative time", t: -1, w: 1000, k: -1 },
+    { name: "negative boundary", t: -1000, w: 1000, k: -1 },
+    { name: "window longer than a timer can wait", t: 2 ** 33, w: 2 ** 32, k: 2 },
+    { name: "just before a 2^32 ms boundary", t: 2 ** 33 - 1, w: 2 ** 32, k: 1 },
+    // floor(t / w) is 88056 here, but 88057 * w === t: the boundary instant is window 88057.
+    {
+      name: "division rounding below a boundary",
+      t: 318254.6718251185,
+      w: 3.6141893526365707,
+      k: 88057,
+    },
+    // floor(t / w) is 80225 here, but t < 80225 * w: still window 80224.
+    {
+      name: "division rounding above a boundary",
+      t: 346503.91549296654,
+      w: 4.3191513305449245,
+      k: 80224,
+    },
+  ])("$name", ({ t, w, k }) => {
+    const index = windowIndex(t, w);
+    expect(index).toBe(k);
+    expect(index * w).toBeLessThanOrEqual(t);
+    expect((index + 1) * w).toBeGreaterThan(t);
+  });
+
+  test("the rounding cases really are ones a plain floor gets wrong", () => {
+    expect(88057 * 3.6141893526365707).toBe(318254.6718251185);
+    expect(Math.floor(318254.6718251185 / 3.6141893526365707)).toBe(88056);
+    expect(80225 * 4.3191513305449245).toBeGreaterThan(346503.91549296654);
+    expect(Math.floor(346503.91549296654 / 4.3191513305449245)).toBe(80225);
+  });
+});
+
+describe("readClock", () => {
+  test("keeps the latest reading when the clock goes backwards", () => {
+    expect(readClock("X", () => 5, Number.NEGATIVE_INFINITY)).toBe(5);
+    expect(readClock("X", () => 3, 5)).toBe(5);
+    expect(readClock("X", () => 8, 5)).toBe(8);
+  });
+
+  test.each([
+    { name: "NaN", reading: Number.NaN, error: RangeError, got: "NaN" },
+    { name: "-Infinity", reading: Number.NEGATIVE_INFINITY, error: RangeError, got: "-Infinity" },
+    { name: "a string", reading: "1", error: TypeError, got: '"1" (string)' },
+  ])("rejects $name", ({ reading, error, got }) => {
+    const read = () => readClock("X", () => reading as number, 0);
+    expect(read).toThrow(error);
+    expect(read).toThrow(`X: clock must return a finite number of milliseconds, got ${got}`);
+  });
+});
