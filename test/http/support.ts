@@ -2,34 +2,24 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import type { Decision } from "../../src/limiter.js";
+import { KeyedLimiter } from "../../src/registry.js";
 import type { ManualClock } from "../support/manual-clock.js";
 
 /**
- * A stand-in for KeyedLimiter while it is being written: one TokenBucket per key on a
- * shared manual clock, plus a log of the keys and costs it was asked about.
+ * A KeyedLimiter of TokenBuckets on a manual clock that also records the keys and costs it
+ * was asked about, so tests can assert which client key the middleware computed.
  */
-export class BucketPerKey {
-  readonly buckets = new Map<string, TokenBucket>();
-  readonly calls: Array<[key: string, cost: number]> = [];
+export class RecordingLimiter {
+  readonly keyed: KeyedLimiter;
+  readonly calls: Array<[key: string, cost: number | undefined]> = [];
 
-  constructor(
-    private readonly capacity: number,
-    private readonly refillPerSecond: number,
-    private readonly clock: ManualClock,
-  ) {}
+  constructor(capacity: number, refillPerSecond: number, clock: ManualClock) {
+    this.keyed = new KeyedLimiter(new TokenBucket({ capacity, refillPerSecond, clock }));
+  }
 
-  consume(key: string, cost = 1): Decision {
+  consume(key: string, cost?: number): Decision {
     this.calls.push([key, cost]);
-    let bucket = this.buckets.get(key);
-    if (bucket === undefined) {
-      bucket = new TokenBucket({
-        capacity: this.capacity,
-        refillPerSecond: this.refillPerSecond,
-        clock: this.clock,
-      });
-      this.buckets.set(key, bucket);
-    }
-    return bucket.consume(cost);
+    return this.keyed.consume(key, cost);
   }
 }
 
@@ -54,10 +44,10 @@ export function close(server: Server): Promise<void> {
 /** The rate-limit headers of a response, by lower-case name, for compact assertions. */
 export function limitHeaders(response: Response): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [name, value] of response.headers) {
+  response.headers.forEach((value, name) => {
     if (name.startsWith("ratelimit") || name.startsWith("x-ratelimit") || name === "retry-after") {
       out[name] = value;
     }
-  }
+  });
   return out;
 }

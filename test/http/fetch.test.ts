@@ -1,0 +1,211 @@
+import { describe, expect, test, vi } from "vitest";
+import { type FetchRateLimitOptions, withRateLimit } from "../../src/http/fetch.js";
+import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
+import { manualClock } from "../support/manual-clock.js";
+import { limitHeaders, RecordingLimiter } from "./support.js";
+
+const ok = () => new Response("ok");
+const get = (headers: Record<string, string> = {}) =>
+  new Request("http://example.test/", { headers });
+/** What Deno.serve passes as the second argument. */
+const denoInfo = (hostname: string) => ({ remoteAddr: { hostname, port: 1234, transport: "tcp" } });
+/** What Bun.serve passes as the second argument (only requestIP matters here). */
+const bunServer = (address: string) => ({
+  requestIP: () => ({ address, family: "IPv4", port: 1 }),
+});
+
+describe("withRateLimit (called directly under Node)", () => {
+  test("step table: headers on allowed responses, then 429 with Retry-After and a problem body", async () => {
+    const clock = manualClock();
+    const limiter = new RecordingLimiter(2, 1, clock);
+    const handler = withRateLimit<unknown[]>(ok, { limiter, windowSeconds: 2 });
+    // atMs, status, RateLimit
+    const steps = [
+      [0, 200, '"default";r=1;t=1'],
+      [0, 200, '"default";r=0;t=2'],
+      [500, 429, '"default";r=0;t=1'],
+      [1000, 200, '"default";r=0;t=2'],
+    ] as const;
+    for (const [i, [atMs, status, rateLimit]] of steps.entries()) {
+      clock.set(atMs);
+      const response = (await handler(get(), denoInfo("192.0.2.7")))!;
+      expect(response.status, `step ${i}`).toBe(status);
+      expect(response.headers.get("ratelimit"), `step ${i}`).toBe(rateLimit);
+      expect(response.headers.get("ratelimit-policy"), `step ${i}`).toBe('"default";q=2;w=2');
+      if (status === 429) {
+        expect(response.headers.get("retry-after"), `step ${i}`).toBe("1");
+        expect(response.headers.get("content-type")).toBe("application/problem+json");
+        expect((await response.json()).type, `step ${i}`).toBe(QUOTA_EXCEEDED_TYPE);
+      } else {
+        expect(await response.text(), `step ${i}`).toBe("ok");
+      }
+    }
+    expect(new Set(limiter.calls.map(([key]) => key))).toStrictEqual(new Set(["192.0.2.7"]));
+  });
+
+  test.each([
+    { name: "Deno info.remoteAddr", args: [denoInfo("::ffff:192.0.2.8")], key: "192.0.2.8" },
+    { name: "Bun server.requestIP", args: [bunServer("2001:db8::5")], key: "2001:db8::/64" },
+    {
+      name: "@hono/node-server env.incoming",
+      args: [{ incoming: { socket: { remoteAddress: "192.0.2.9" } } }],
+      key: "192.0.2.9",
+    },
+    { name: "nothing (a bare Request)", args: [], key: "unknown" },
+    { name: "Bun requestIP answering null", args: [{ requestIP: () => null }], key: "unknown" },
+  ])("finds the peer address from $name", async ({ args, key }) => {
+    const limiter = new RecordingLimiter(5, 1, manualClock());
+    const handler = withRateLimit<unknown[]>(ok, { limiter });
+    await handler(get(), ...args);
+    expect(limiter.calls).toStrictEqual([[key, 1]]);
+  });
+
+  test("remoteAddress overrides the runtime lookup (Workers: cf-connecting-ip)", async () => {
+    const limiter = new RecordingLimiter(5, 1, manualClock());
+    const handler = withRateLimit(ok, {
+      limiter,
+      remoteAddress: (request) => request.headers.get("cf-connecting-ip") ?? undefined,
+    });
+    await handler(get({ "cf-connecting-ip": "198.51.100.1" }));
+    expect(limiter.calls).toStrictEqual([["198.51.100.1", 1]]);
+  });
+
+  test("trustProxy: a forged X-Forwarded-For is ignored when off, the right hop used when on", async () => {
+    const off = new RecordingLimiter(5, 1, manualClock());
+    const on = new RecordingLimiter(5, 1, manualClock());
+    const forged = get({ "x-forwarded-for": "6.6.6.6, 203.0.113.9" });
+    await withRateLimit<unknown[]>(ok, { limiter: off })(forged, denoInfo("10.0.0.2"));
+    await withRateLimit<unknown[]>(ok, { limiter: on, trustProxy: ["10.0.0.0/8"] })(
+      get({ "x-forwarded-for": "6.6.6.6, 203.0.113.9" }),
+      denoInfo("10.0.0.2"),
+    );
+    expect(off.calls).toStrictEqual([["10.0.0.2", 1]]);
+    expect(on.calls).toStrictEqual([["203.0.113.9", 1]]);
+  });
+
+  test("a cost that can never fit: 429 without Retry-After, body says it can never succeed", async () => {
+    const limiter = new RecordingLimiter(2, 1, manualClock());
+    const handler = withRateLimit(ok, { limiter, cost: () => 5 });
+    const response = (await handler(get()))!;
+    expect(response.status).toBe(429);
+    expect(limitHeaders(response)).toStrictEqual({
+      "ratelimit-policy": '"default";q=2',
+      ratelimit: '"default";r=2;t=0',
+    });
+    expect((await response.json()).detail).toMatch(/can never succeed at this cost/);
+  });
+
+  test("rejecting limiter: 503 with failure 'closed', handler called with 'open', onError told", async () => {
+    const outage = new Error("store down");
+    const limiter = { consume: () => Promise.reject(outage) };
+    const onError = vi.fn();
+    const handler = vi.fn(ok);
+    const closed = (await withRateLimit(handler, { limiter, failure: "closed", onError })(get()))!;
+    expect(closed.status).toBe(503);
+    expect(handler).not.toHaveBeenCalled();
+    const open = (await withRateLimit(handler, { limiter, onError })(get()))!;
+    expect(open.status).toBe(200);
+    expect(limitHeaders(open)).toStrictEqual({});
+    expect(onError.mock.calls).toStrictEqual([
+      [outage, { failure: "closed", key: "unknown" }],
+      [outage, { failure: "open", key: "unknown" }],
+    ]);
+  });
+
+  test("a response with immutable headers (Response.redirect) is copied to add the headers", async () => {
+    const limiter = new RecordingLimiter(2, 1, manualClock());
+    const handler = withRateLimit(() => Response.redirect("http://example.test/next", 302), {
+      limiter,
+    });
+    const response = (await handler(get()))!;
+    expect(response.status).toBe(302);
+    expect(response.headers.get("location")).toBe("http://example.test/next");
+    expect(response.headers.get("ratelimit")).toBe('"default";r=1;t=1');
+  });
+
+  test("a handler that returns undefined (Bun after server.upgrade) passes it through", async () => {
+    const limiter = new RecordingLimiter(2, 1, manualClock());
+    expect(await withRateLimit(() => undefined, { limiter })(get())).toBeUndefined();
+  });
+
+  test("errors thrown by the handler propagate unchanged (they are not limiter failures)", async () => {
+    const onError = vi.fn();
+    const boom = new Error("handler bug");
+    const handler = withRateLimit(
+      () => {
+        throw boom;
+      },
+      { limiter: new RecordingLimiter(2, 1, manualClock()), onError },
+    );
+    await expect(handler(get())).rejects.toBe(boom);
+    expect(onError).not.toHaveBeenCalled();
+  });
+
+  test("onLimited answers, and still gets the headers; skip bypasses the limiter", async () => {
+    const limiter = new RecordingLimiter(1, 1, manualClock());
+    const handler = withRateLimit(ok, {
+      limiter,
+      skip: (request) => new URL(request.url).pathname === "/health",
+      onLimited: (_request, decision) =>
+        new Response(`wait ${decision.retryAfterMs} ms`, { status: 429 }),
+    });
+    await handler(get());
+    const limited = (await handler(get()))!;
+    expect(await limited.text()).toBe("wait 1000 ms");
+    expect(limited.headers.get("retry-after")).toBe("1");
+    const health = (await handler(new Request("http://example.test/health")))!;
+    expect(health.status).toBe(200);
+    expect(limitHeaders(health)).toStrictEqual({});
+    expect(limiter.calls).toHaveLength(2);
+  });
+
+  test("two wrappers (two policies) append to the same List fields", async () => {
+    const clock = manualClock();
+    const inner = withRateLimit(ok, {
+      limiter: new RecordingLimiter(100, 0, clock),
+      policy: "daily",
+    });
+    const outer = withRateLimit(inner, {
+      limiter: new RecordingLimiter(5, 1, clock),
+      policy: "burst",
+    });
+    const response = (await outer(get()))!;
+    expect(response.headers.get("ratelimit")).toBe('"daily";r=99, "burst";r=4;t=1');
+  });
+
+  test.each([
+    {
+      name: "handler not a function",
+      handler: "nope",
+      options: { limiter: new RecordingLimiter(1, 1, manualClock()) },
+      error: new TypeError('withRateLimit: handler must be a function, got "nope" (string)'),
+    },
+    {
+      name: "no limiter",
+      handler: ok,
+      options: {},
+      error: new TypeError(
+        "withRateLimit: limiter must be an object with a consume(key, cost) method, got undefined",
+      ),
+    },
+    {
+      name: "remoteAddress not a function",
+      handler: ok,
+      options: { limiter: new RecordingLimiter(1, 1, manualClock()), remoteAddress: "x" },
+      error: new TypeError('withRateLimit: remoteAddress must be a function, got "x" (string)'),
+    },
+    {
+      name: "failure unknown",
+      handler: ok,
+      options: { limiter: new RecordingLimiter(1, 1, manualClock()), failure: "retry" },
+      error: new RangeError(
+        'withRateLimit: failure must be one of "open", "closed", got "retry" (string)',
+      ),
+    },
+  ])("rejects $name", ({ handler, options, error }) => {
+    const call = () =>
+      withRateLimit(handler as typeof ok, options as unknown as FetchRateLimitOptions);
+    expect(call).toThrow(error);
+    expect(call).toThrow(error.constructor as typeof Error);
+  });
+});
