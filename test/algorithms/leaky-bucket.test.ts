@@ -1,0 +1,299 @@
+import fc from "fast-check";
+import { describe, expect, test, vi } from "vitest";
+import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { RateLimitError } from "../../src/errors.js";
+import { describeSharedValidation } from "../support/limiter-checks.js";
+import { manualClock } from "../support/manual-clock.js";
+import { runSteps } from "../support/steps.js";
+import { expectDenialChangesNothing, timeline } from "../support/timeline.js";
+
+const INF = Number.POSITIVE_INFINITY;
+
+describe("LeakyBucket step tables", () => {
+  // Each row: atMs, cost, allowed, remaining, retryAfterMs, resetAfterMs (until empty).
+  test("the level drains at leakPerSecond", () => {
+    // capacity 3, 10/s: one unit drains per 100 ms.
+    runSteps(
+      (clock) => new LeakyBucket({ capacity: 3, leakPerSecond: 10, clock }),
+      [
+        [0, 1, true, 2, 0, 100],
+        [0, 2, true, 0, 0, 300], // the last slot
+        [0, 1, false, 0, 100, 300],
+        [50, 1, false, 0, 50, 250],
+        [100, 1, true, 0, 0, 300],
+        [400, 3, true, 0, 0, 300],
+        [700, 0, true, 3, 0, 0], // cost 0 at the instant it is empty
+      ],
+    );
+  });
+
+  test("a cost above capacity is denied with Infinity and takes nothing", () => {
+    runSteps(
+      (clock) => new LeakyBucket({ capacity: 3, leakPerSecond: 10, clock }),
+      [
+        [0, 5, false, 3, INF, 0],
+        [0, 3.0000001, false, 3, INF, 0],
+        [0, 3, true, 0, 0, 300],
+      ],
+    );
+  });
+
+  test("a clock going backwards drains nothing and counts from the latest reading", () => {
+    const { limiter, clock } = runSteps(
+      (clock) => new LeakyBucket({ capacity: 2, leakPerSecond: 1, clock }),
+      [
+        [1000, 2, true, 0, 0, 2000],
+        [500, 1, false, 0, 1000, 2000], // time stands still at 1000
+        [1500, 1, false, 0, 500, 1500],
+        [1200, 1, false, 0, 500, 1500], // still counted from 1500, the latest reading
+        [2000, 1, true, 0, 0, 2000],
+      ],
+    );
+    clock.set(-5000);
+    expect(limiter.peek(1)).toMatchObject({ allowed: false, retryAfterMs: 1000 });
+  });
+
+  test("a leak of 0 never drains", () => {
+    const { limiter } = runSteps(
+      (clock) => new LeakyBucket({ capacity: 2, leakPerSecond: 0, clock }),
+      [
+        [0, 1, true, 1, 0, INF],
+        [1e12, 1, true, 0, 0, INF],
+        [2e12, 1, false, 0, INF, INF],
+        [3e12, 0, true, 0, 0, INF],
+      ],
+    );
+    limiter.reset();
+    expect(limiter.peek(0)).toMatchObject({ allowed: true, remaining: 2, resetAfterMs: 0 });
+  });
+
+  test("fractional costs and the exact instant they fit", () => {
+    const { limiter, clock } = runSteps(
+      (clock) => new LeakyBucket({ capacity: 1, leakPerSecond: 10 / 3, clock }),
+      [
+        [0, 0.25, true, 0, 0, 75],
+        [0, 0.75, true, 0, 0, 300],
+        [0, 0.5, false, 0, 150, 300],
+      ],
+    );
+    clock.set(150);
+    expect(limiter.allow(0.5)).toBe(true);
+  });
+
+  test("huge values: capacity 1e15 at 1e12 per second", () => {
+    runSteps(
+      (clock) => new LeakyBucket({ capacity: 1e15, leakPerSecond: 1e12, clock }),
+      [
+        [0, 1e15, true, 0, 0, 1_000_000],
+        [1, 1e9, true, 0, 0, 1_000_000],
+        [1, 1, false, 0, 1e-9],
+        [1_000_001, 1e15, true, 0, 0, 1_000_000],
+      ],
+    );
+  });
+
+  test("peek changes nothing; reset, isIdle and clone", () => {
+    const clock = manualClock();
+    const bucket = new LeakyBucket({ capacity: 4, leakPerSecond: 2, clock });
+    expect(bucket.isIdle()).toBe(true);
+    expect(bucket.peek(4)).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 2000 });
+    expect(bucket.isIdle()).toBe(true);
+    expect(bucket.consume(3)).toMatchObject({ remaining: 1, resetAfterMs: 1500 });
+    const copy = bucket.clone();
+    expect(copy).toMatchObject({ capacity: 4, leakPerSecond: 2, clock });
+    expect(copy.isIdle()).toBe(true);
+    clock.set(1499);
+    expect(bucket.isIdle()).toBe(false);
+    clock.set(1500);
+    expect(bucket.isIdle()).toBe(true);
+    bucket.consume(4);
+    bucket.reset();
+    expect(bucket.isIdle()).toBe(true);
+    expect(bucket.consume(4).allowed).toBe(true);
+  });
+});
+
+describe("LeakyBucket wait", () => {
+  test("resolves once enough has drained; rejects a cost above capacity", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    try {
+      vi.setSystemTime(0);
+      const bucket = new LeakyBucket({ capacity: 2, leakPerSecond: 4, clock: () => Date.now() });
+      bucket.consume(2);
+      await expect(bucket.wait(3)).rejects.toThrow(
+        new RangeError("LeakyBucket.wait: cost 3 exceeds limit 2"),
+      );
+      await expect(bucket.wait(1, { maxWaitMs: 249 })).rejects.toBeInstanceOf(RateLimitError);
+      const granted = bucket.wait(1);
+      await vi.advanceTimersByTimeAsync(249);
+      expect(bucket.peek().allowed).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      await expect(granted).resolves.toMatchObject({ allowed: true, remaining: 0 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe("LeakyBucket validation", () => {
+  const base = { capacity: 1, leakPerSecond: 1 };
+  const gt0 = "must be a finite number > 0, got";
+  const ge0 = "must be a finite number >= 0, got";
+  test.each([
+    {
+      name: "no options",
+      options: undefined,
+      error: TypeError,
+      message: "options must be an object, got undefined",
+    },
+    {
+      name: "null options",
+      options: null,
+      error: TypeError,
+      message: "options must be an object, got null",
+    },
+    {
+      name: "capacity missing",
+      options: { leakPerSecond: 1 },
+      error: TypeError,
+      message: `capacity ${gt0} undefined`,
+    },
+    {
+      name: "capacity string",
+      options: { ...base, capacity: "10" },
+      error: TypeError,
+      message: `capacity ${gt0} "10" (string)`,
+    },
+    {
+      name: "capacity 0",
+      options: { ...base, capacity: 0 },
+      error: RangeError,
+      message: `capacity ${gt0} 0`,
+    },
+    {
+      name: "capacity negative",
+      options: { ...base, capacity: -1 },
+      error: RangeError,
+      message: `capacity ${gt0} -1`,
+    },
+    {
+      name: "capacity NaN",
+      options: { ...base, capacity: Number.NaN },
+      error: RangeError,
+      message: `capacity ${gt0} NaN`,
+    },
+    {
+      name: "capacity Infinity",
+      options: { ...base, capacity: INF },
+      error: RangeError,
+      message: `capacity ${gt0} Infinity`,
+    },
+    {
+      name: "leakPerSecond missing",
+      options: { capacity: 1 },
+      error: TypeError,
+      message: `leakPerSecond ${ge0} undefined`,
+    },
+    {
+      name: "leakPerSecond string",
+      options: { ...base, leakPerSecond: "1/s" },
+      error: TypeError,
+      message: `leakPerSecond ${ge0} "1/s" (string)`,
+    },
+    {
+      name: "leakPerSecond negative",
+      options: { ...base, leakPerSecond: -0.5 },
+      error: RangeError,
+      message: `leakPerSecond ${ge0} -0.5`,
+    },
+    {
+      name: "leakPerSecond NaN",
+      options: { ...base, leakPerSecond: Number.NaN },
+      error: RangeError,
+      message: `leakPerSecond ${ge0} NaN`,
+    },
+    {
+      name: "leakPerSecond Infinity",
+      options: { ...base, leakPerSecond: INF },
+      error: RangeError,
+      message: `leakPerSecond ${ge0} Infinity`,
+    },
+    {
+      name: "clock not a function",
+      options: { ...base, clock: 5 },
+      error: TypeError,
+      message: "clock must be a function returning milliseconds, got 5",
+    },
+    {
+      name: "first problem wins",
+      options: { capacity: 0, leakPerSecond: -1, clock: 1 },
+      error: RangeError,
+      message: `capacity ${gt0} 0`,
+    },
+    {
+      name: "leakPerSecond before clock",
+      options: { capacity: 1, leakPerSecond: -1, clock: 1 },
+      error: RangeError,
+      message: `leakPerSecond ${ge0} -1`,
+    },
+  ])("$name", ({ options, error, message }) => {
+    const make = () => new LeakyBucket(options as never);
+    expect(make).toThrow(error);
+    expect(make).toThrow(`LeakyBucket: ${message}`);
+  });
+});
+
+describeSharedValidation(
+  "LeakyBucket",
+  (clock) => new LeakyBucket({ capacity: 1, leakPerSecond: 1, clock }),
+);
+
+describe("LeakyBucket properties", () => {
+  const params = fc.record({
+    capacity: fc.oneof(
+      fc.integer({ min: 1, max: 20 }),
+      fc.double({ min: 0.1, max: 50, noNaN: true }),
+    ),
+    rate: fc.oneof(fc.integer({ min: 0, max: 50 }), fc.double({ min: 0, max: 100, noNaN: true })),
+  });
+  const calls = fc.array(
+    fc.record({
+      dt: fc.oneof(
+        fc.integer({ min: -300, max: 800 }),
+        fc.double({ min: 0, max: 800, noNaN: true }),
+      ),
+      cost: fc.oneof(fc.integer({ min: 0, max: 25 }), fc.double({ min: 0, max: 25, noNaN: true })),
+      op: fc.constantFrom("consume", "peek", "allow"),
+    }),
+    { maxLength: 100 },
+  );
+
+  test("the meter decides exactly as a TokenBucket of the same capacity and rate", () => {
+    fc.assert(
+      fc.property(params, calls, ({ capacity, rate }, timeline) => {
+        const clock = manualClock(1000);
+        const leaky = new LeakyBucket({ capacity, leakPerSecond: rate, clock });
+        const token = new TokenBucket({ capacity, refillPerSecond: rate, clock });
+        timeline.forEach(({ dt, cost, op }, i) => {
+          clock.advance(dt);
+          const where = `call ${i}: ${op}(${cost}) at ${clock()} ms`;
+          if (op === "allow") expect(leaky.allow(cost), where).toBe(token.allow(cost));
+          else expect(leaky[op](cost), where).toEqual(token[op](cost));
+          expect(leaky.isIdle(), where).toBe(token.isIdle());
+        });
+      }),
+    );
+  });
+
+  test("a denied call leaves peek unchanged", () => {
+    fc.assert(
+      fc.property(params, timeline, ({ capacity, rate }, calls) => {
+        expectDenialChangesNothing(
+          (clock) => new LeakyBucket({ capacity, leakPerSecond: rate, clock }),
+          calls,
+        );
+      }),
+    );
+  });
+});
