@@ -1,0 +1,106 @@
+import { windowIndex } from "../algorithms/time.js";
+import { checkNumber, checkOptions } from "../errors.js";
+import type { Decision } from "../limiter.js";
+import { fits, wholeUnits } from "../numeric.js";
+import {
+  checkRedisOptions,
+  RedisLimiter,
+  type RedisLimiterOptions,
+  replyArray,
+  replyNumber,
+} from "./limiter.js";
+import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
+import { checkAgreement } from "./token-bucket.js";
+
+/** Options of {@link RedisFixedWindow}: those of `FixedWindow` (no `clock`) plus the Redis ones. */
+export interface RedisFixedWindowOptions extends RedisLimiterOptions {
+  /** Most units allowed per window and key (> 0, fractions allowed). */
+  readonly limit: number;
+  /** Window length in milliseconds (> 0); windows are aligned to multiples of it on Redis's clock (Unix epoch). */
+  readonly windowMs: number;
+}
+
+const WHERE = "RedisFixedWindow";
+
+/**
+ * A `FixedWindow` per key, shared through Redis: at most `limit` units per key in each
+ * window `[k * windowMs, (k + 1) * windowMs)` of Redis's clock (Unix epoch ms, so a
+ * 60 000 ms window is a calendar minute). Decisions are the in-memory `FixedWindow`'s
+ * for the same timeline, computed atomically by one Lua script.
+ *
+ * Good for: the cheapest shared quota per period. Watch out: up to `2 * limit` can pass
+ * within `windowMs` around a boundary.
+ *
+ * The key expires exactly at its window's end; later traffic in the same window never
+ * extends it (no `INCR` then `EXPIRE` race: count and expiry are written together).
+ * @throws {TypeError} If `options` is not an object or an option has the wrong type.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, or a Redis
+ *   option is out of range.
+ * @example
+ * const limiter = new RedisFixedWindow({ client: fromNodeRedis(redis), limit: 100, windowMs: 60_000 })
+ * await limiter.allow("ip:203.0.113.7") //=> true
+ */
+export class RedisFixedWindow extends RedisLimiter {
+  /** Most units per window and key. */
+  readonly limit: number;
+  /** Window length in milliseconds. */
+  readonly windowMs: number;
+  protected readonly where = WHERE;
+  protected readonly script = FIXED_WINDOW_SCRIPT;
+  protected readonly size: number;
+  private readonly config: readonly string[];
+
+  constructor(options: RedisFixedWindowOptions) {
+    const o = checkOptions<RedisFixedWindowOptions>(WHERE, options);
+    const limit = checkNumber(WHERE, "limit", o.limit, 0, false);
+    const windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
+    super(checkRedisOptions(WHERE, o, "tollgate:fixed-window:"));
+    this.limit = limit;
+    this.windowMs = windowMs;
+    this.size = limit;
+    this.config = [String(limit), String(windowMs)];
+  }
+
+  protected configArgs(): readonly string[] {
+    return this.config;
+  }
+
+  protected decode(reply: unknown, cost: number): Decision {
+    const [allowed, used, now] = replyArray(reply, 3);
+    return checkAgreement(
+      fixedWindowDecision(cost, replyNumber(used), replyNumber(now), this.limit, this.windowMs),
+      allowed,
+    );
+  }
+}
+
+/**
+ * `FixedWindow`'s decision for `cost` at `nowMs` with `used` units already taken in
+ * now's window (as `consume` answers: after the cost when it fits).
+ */
+export function fixedWindowDecision(
+  cost: number,
+  used: number,
+  nowMs: number,
+  limit: number,
+  windowMs: number,
+): Decision {
+  const endsInMs = (windowIndex(nowMs, windowMs) + 1) * windowMs - nowMs;
+  if (cost === 0 || fits(cost, limit - used)) {
+    const after = used + cost;
+    return {
+      allowed: true,
+      limit,
+      remaining: wholeUnits(limit - after, limit),
+      retryAfterMs: 0,
+      resetAfterMs: after > 0 ? endsInMs : 0,
+    };
+  }
+  return {
+    allowed: false,
+    limit,
+    remaining: wholeUnits(limit - used, limit),
+    retryAfterMs: fits(cost, limit) ? endsInMs : Number.POSITIVE_INFINITY,
+    resetAfterMs: used > 0 ? endsInMs : 0,
+  };
+}

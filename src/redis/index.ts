@@ -1,0 +1,36 @@
+/**
+ * `tollgate/redis`: the five algorithms with their state in Redis (or Valkey), shared
+ * by every process that uses the same server and prefix, decided atomically by one Lua
+ * script per algorithm on the server's clock. No runtime dependencies: bring a client
+ * through {@link fromIoredis}, {@link fromNodeRedis} or your own {@link RedisLike}.
+ * @module
+ */
+export {
+  fromIoredis,
+  fromNodeRedis,
+  type IoredisClientLike,
+  type NodeRedisClientLike,
+  type RedisKey,
+  type RedisLike,
+} from "./client.js";
+export { RateLimitStoreError, StoreTimeoutError } from "./errors.js";
+export { RedisFixedWindow, type RedisFixedWindowOptions } from "./fixed-window.js";
+export { RedisLeakyBucket, type RedisLeakyBucketOptions } from "./leaky-bucket.js";
+export {
+  type DecisionSource,
+  FAIL_CLOSED_RETRY_AFTER_MS,
+  type FailurePolicy,
+  type FallbackLimiter,
+  type RedisDecision,
+  RedisLimiter,
+  type RedisLimiterOptions,
+  type RedisOperation,
+  type StoreFailureEvent,
+  type StoreRecoveryEvent,
+} from "./limiter.js";
+export {
+  RedisSlidingWindowCounter,
+  type RedisSlidingWindowCounterOptions,
+} from "./sliding-window-counter.js";
+export { RedisSlidingWindowLog, type RedisSlidingWindowLogOptions } from "./sliding-window-log.js";
+export { RedisTokenBucket, type RedisTokenBucketOptions } from "./token-bucket.js";

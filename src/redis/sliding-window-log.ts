@@ -1,0 +1,107 @@
+import { checkNumber, checkOptions } from "../errors.js";
+import type { Decision } from "../limiter.js";
+import { fits, wholeUnits } from "../numeric.js";
+import {
+  checkRedisOptions,
+  RedisLimiter,
+  type RedisLimiterOptions,
+  replyArray,
+  replyNumber,
+} from "./limiter.js";
+import { SLIDING_WINDOW_LOG_SCRIPT } from "./lua/sliding-window-log.js";
+import { checkAgreement } from "./token-bucket.js";
+
+/**
+ * Options of {@link RedisSlidingWindowLog}: those of `SlidingWindowLog` (no `clock`)
+ * plus the Redis ones.
+ */
+export interface RedisSlidingWindowLogOptions extends RedisLimiterOptions {
+  /** Most units in any window of `windowMs`, per key (> 0, fractions allowed). */
+  readonly limit: number;
+  /** Window length in milliseconds (> 0). */
+  readonly windowMs: number;
+}
+
+const WHERE = "RedisSlidingWindowLog";
+
+/**
+ * A `SlidingWindowLog` per key, shared through Redis: each allowed request is logged
+ * with its time and cost, an entry counts while it is younger than `windowMs`, and a
+ * request is allowed when the logged units plus `cost` fit in `limit`. Decisions are
+ * the in-memory class's for the same timeline, computed atomically by one Lua script
+ * on Redis's clock.
+ *
+ * Good for: an exact shared rolling limit. Watch out: memory per key grows with the
+ * number of requests in a window (at most `max(64, ceil(limit))` entries of 16 bytes, later ones
+ * merged into the newest as in-memory), and each decision costs O(entries dropped).
+ *
+ * The key (a list) expires when its newest entry leaves the window, and is deleted as
+ * soon as it is empty.
+ * @throws {TypeError} If `options` is not an object or an option has the wrong type.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, or a Redis
+ *   option is out of range.
+ * @example
+ * const limiter = new RedisSlidingWindowLog({ client: fromNodeRedis(redis), limit: 5, windowMs: 1000 })
+ * await limiter.allow("login:alice") //=> true
+ */
+export class RedisSlidingWindowLog extends RedisLimiter {
+  /** Most units in any window, per key. */
+  readonly limit: number;
+  /** Window length in milliseconds. */
+  readonly windowMs: number;
+  protected readonly where = WHERE;
+  protected readonly script = SLIDING_WINDOW_LOG_SCRIPT;
+  protected readonly size: number;
+  private readonly config: readonly string[];
+
+  constructor(options: RedisSlidingWindowLogOptions) {
+    const o = checkOptions<RedisSlidingWindowLogOptions>(WHERE, options);
+    const limit = checkNumber(WHERE, "limit", o.limit, 0, false);
+    const windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
+    super(checkRedisOptions(WHERE, o, "tollgate:sliding-window-log:"));
+    this.limit = limit;
+    this.windowMs = windowMs;
+    this.size = limit;
+    this.config = [String(limit), String(windowMs)];
+  }
+
+  protected configArgs(): readonly string[] {
+    return this.config;
+  }
+
+  protected decode(reply: unknown, cost: number): Decision {
+    const [allowed, available, newestLeave, now, retryLeave] = replyArray(reply, 5);
+    const a = replyNumber(available);
+    const newest = replyNumber(newestLeave);
+    const t = replyNumber(now);
+    const limit = this.limit;
+    if (cost === 0 || fits(cost, a)) {
+      return checkAgreement(
+        {
+          allowed: true,
+          limit,
+          remaining: wholeUnits(a - cost, limit),
+          retryAfterMs: 0,
+          // As SlidingWindowLog: a taken cost leaves at now + windowMs, the newest entry.
+          resetAfterMs: cost > 0 ? t + this.windowMs - t : leavesInMs(newest, t),
+        },
+        allowed,
+      );
+    }
+    return checkAgreement(
+      {
+        allowed: false,
+        limit,
+        remaining: wholeUnits(a, limit),
+        retryAfterMs: fits(cost, limit) ? replyNumber(retryLeave) - t : Number.POSITIVE_INFINITY,
+        resetAfterMs: leavesInMs(newest, t),
+      },
+      allowed,
+    );
+  }
+}
+
+/** Milliseconds from `nowMs` until the newest entry leaves (at `newestLeaveMs`); 0 for an empty log. */
+function leavesInMs(newestLeaveMs: number, nowMs: number): number {
+  return newestLeaveMs === Number.NEGATIVE_INFINITY ? 0 : newestLeaveMs - nowMs;
+}

@@ -1,0 +1,83 @@
+import { bucketDecision } from "../algorithms/bucket-math.js";
+import { checkNumber, checkOptions } from "../errors.js";
+import type { Decision } from "../limiter.js";
+import {
+  checkRedisOptions,
+  RedisLimiter,
+  type RedisLimiterOptions,
+  replyArray,
+  replyNumber,
+} from "./limiter.js";
+import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
+
+/** Options of {@link RedisTokenBucket}: those of `TokenBucket` (no `clock`) plus the Redis ones. */
+export interface RedisTokenBucketOptions extends RedisLimiterOptions {
+  /** Most tokens a key's bucket holds, and so the largest burst (> 0, fractions allowed). */
+  readonly capacity: number;
+  /** Tokens added per second, continuously (>= 0; 0 never refills: a fixed quota). */
+  readonly refillPerSecond: number;
+}
+
+const WHERE = "RedisTokenBucket";
+
+/**
+ * A `TokenBucket` per key, shared by every process using the same Redis and prefix:
+ * each key's bucket holds up to `capacity` tokens, starts full, and refills at
+ * `refillPerSecond` tokens per second. Decisions are the in-memory `TokenBucket`'s for
+ * the same timeline, computed atomically by one Lua script on Redis's clock.
+ *
+ * Good for: one shared burst-plus-rate limit across a fleet. Watch out: one round trip
+ * per decision; choose a failure policy (`failure`) for when Redis is away.
+ *
+ * A full bucket has no key; any other state expires exactly when the bucket would be
+ * full again (capped by `maxTtlMs`, which only a rate of 0 or a very slow refill reaches).
+ * @throws {TypeError} If `options` is not an object or an option has the wrong type.
+ * @throws {RangeError} If `capacity` is not a finite number > 0, `refillPerSecond` not a
+ *   finite number >= 0, or a Redis option is out of range.
+ * @example
+ * const limiter = new RedisTokenBucket({ client: fromIoredis(redis), capacity: 10, refillPerSecond: 1 })
+ * await limiter.consume("user:42") //=> { allowed: true, limit: 10, remaining: 9, …, source: 'redis' }
+ */
+export class RedisTokenBucket extends RedisLimiter {
+  /** Most tokens a bucket holds. */
+  readonly capacity: number;
+  /** Tokens added per second. */
+  readonly refillPerSecond: number;
+  protected readonly where = WHERE;
+  protected readonly script = TOKEN_BUCKET_SCRIPT;
+  protected readonly size: number;
+  private readonly config: readonly string[];
+
+  constructor(options: RedisTokenBucketOptions) {
+    const o = checkOptions<RedisTokenBucketOptions>(WHERE, options);
+    const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    super(checkRedisOptions(WHERE, o, "tollgate:token-bucket:"));
+    this.capacity = capacity;
+    this.refillPerSecond = refillPerSecond;
+    this.size = capacity;
+    this.config = [String(capacity), String(refillPerSecond)];
+  }
+
+  protected configArgs(): readonly string[] {
+    return this.config;
+  }
+
+  protected decode(reply: unknown, cost: number): Decision {
+    const [allowed, tokens] = replyArray(reply, 2);
+    const decision = bucketDecision(cost, replyNumber(tokens), this.capacity, this.refillPerSecond);
+    return checkAgreement(decision, allowed);
+  }
+}
+
+/**
+ * Checks that the script's verdict equals the one recomputed in TypeScript from the
+ * state it returned (they run the same arithmetic); a mismatch is a bug, reported as
+ * a store failure rather than a silently inconsistent decision.
+ */
+export function checkAgreement(decision: Decision, allowed: unknown): Decision {
+  if (decision.allowed !== (replyNumber(allowed) === 1)) {
+    throw new TypeError(`script and decision disagree: script allowed=${String(allowed)}`);
+  }
+  return decision;
+}

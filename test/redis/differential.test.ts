@@ -1,0 +1,171 @@
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Clock, Limiter } from "../../src/limiter.js";
+import {
+  RedisFixedWindow,
+  RedisLeakyBucket,
+  type RedisLike,
+  type RedisLimiter,
+  RedisSlidingWindowCounter,
+  RedisSlidingWindowLog,
+  RedisTokenBucket,
+} from "../../src/redis/index.js";
+import { manualClock } from "../support/manual-clock.js";
+import { ioredisAdapter, type TestClient, uniquePrefix } from "../support/redis-clients.js";
+import { useRedis } from "../support/redis-server.js";
+
+// The same random timelines through the in-memory class and its Redis twin (explicit
+// time): every decision must be identical, field by field, floats included.
+
+const redis = useRedis();
+let conn: TestClient;
+beforeAll(async () => {
+  if (redis.available) conn = await ioredisAdapter.connect(redis.url());
+});
+afterAll(async () => {
+  await conn?.close();
+});
+
+interface Twin {
+  readonly name: string;
+  /** Options: [size, rateOrWindow]. */
+  readonly options: fc.Arbitrary<[number, number]>;
+  memory(clock: Clock, a: number, b: number): Limiter;
+  redis(client: RedisLike, clock: Clock, prefix: string, a: number, b: number): RedisLimiter;
+}
+
+const size = fc.oneof(fc.integer({ min: 1, max: 10 }), fc.constantFrom(0.5, 2.5, 7.25, 1e6));
+const rate = fc.oneof(fc.integer({ min: 0, max: 20 }), fc.constantFrom(0.3, 1000 / 7, 1e5));
+const windowMs = fc.oneof(fc.integer({ min: 1, max: 2000 }), fc.constantFrom(0.5, 1000 / 3));
+
+// Keys of explicit-time limiters live maxTtlMs after their last write: keep the test garbage short.
+const maxTtlMs = 60_000;
+
+const TWINS: readonly Twin[] = [
+  {
+    name: "TokenBucket",
+    options: fc.tuple(size, rate),
+    memory: (clock, capacity, refillPerSecond) =>
+      new TokenBucket({ capacity, refillPerSecond, clock }),
+    redis: (client, clock, prefix, capacity, refillPerSecond) =>
+      new RedisTokenBucket({ client, clock, prefix, capacity, refillPerSecond, maxTtlMs }),
+  },
+  {
+    name: "LeakyBucket",
+    options: fc.tuple(size, rate),
+    memory: (clock, capacity, leakPerSecond) => new LeakyBucket({ capacity, leakPerSecond, clock }),
+    redis: (client, clock, prefix, capacity, leakPerSecond) =>
+      new RedisLeakyBucket({ client, clock, prefix, capacity, leakPerSecond, maxTtlMs }),
+  },
+  {
+    name: "FixedWindow",
+    options: fc.tuple(size, windowMs),
+    memory: (clock, limit, w) => new FixedWindow({ limit, windowMs: w, clock }),
+    redis: (client, clock, prefix, limit, w) =>
+      new RedisFixedWindow({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+  },
+  {
+    name: "SlidingWindowLog",
+    options: fc.tuple(size, windowMs),
+    memory: (clock, limit, w) => new SlidingWindowLog({ limit, windowMs: w, clock }),
+    redis: (client, clock, prefix, limit, w) =>
+      new RedisSlidingWindowLog({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+  },
+  {
+    name: "SlidingWindowCounter",
+    options: fc.tuple(size, windowMs),
+    memory: (clock, limit, w) => new SlidingWindowCounter({ limit, windowMs: w, clock }),
+    redis: (client, clock, prefix, limit, w) =>
+      new RedisSlidingWindowCounter({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+  },
+];
+
+const step = fc.record({
+  dtMs: fc.oneof(
+    fc.integer({ min: 0, max: 1500 }),
+    fc.constant(0),
+    fc.double({ min: 0, max: 3000, noNaN: true }),
+  ),
+  cost: fc.oneof(
+    fc.constantFrom(0, 1, 1, 1, 2, 0.5, 0.25, 3),
+    fc.double({ min: 0, max: 12, noNaN: true }),
+  ),
+  op: fc.constantFrom("consume", "consume", "consume", "allow", "peek", "reset"),
+});
+// Small times, and epoch-sized ones as Redis's TIME gives.
+const start = fc.oneof(fc.integer({ min: 0, max: 10_000 }), fc.constant(1_764_480_000_123.25));
+
+describe.skipIf(!redis.available)("Redis twin decides as the in-memory class", () => {
+  test.each(TWINS)(
+    "$name: random timelines",
+    async (twin) => {
+      await fc.assert(
+        fc.asyncProperty(
+          twin.options,
+          start,
+          fc.array(step, { minLength: 1, maxLength: 40 }),
+          async ([a, b], t0, steps) => {
+            const clock = manualClock(t0);
+            const memory = twin.memory(clock, a, b);
+            const shared = twin.redis(conn.client, clock, uniquePrefix(twin.name), a, b);
+            for (const [i, s] of steps.entries()) {
+              clock.advance(s.dtMs);
+              const where = `step ${i} at ${clock()} ${s.op}(${s.cost})`;
+              if (s.op === "reset") {
+                memory.reset();
+                await shared.reset("k");
+              } else if (s.op === "allow") {
+                expect(await shared.allow("k", s.cost), where).toBe(memory.allow(s.cost));
+              } else {
+                const expected = s.op === "peek" ? memory.peek(s.cost) : memory.consume(s.cost);
+                const actual =
+                  s.op === "peek" ? shared.peek("k", s.cost) : shared.consume("k", s.cost);
+                expect(await actual, where).toEqual({ ...expected, source: "redis" });
+              }
+            }
+          },
+        ),
+        { numRuns: Number(process.env["FC_RUNS"] ?? 60) },
+      );
+    },
+    60_000,
+  );
+
+  // Long, dense timelines: the log's running-total rebase and its merging beyond 64 entries.
+  test.each(TWINS)(
+    "$name: long dense timelines",
+    async (twin) => {
+      const dense = fc.record({
+        dtMs: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 40 })),
+        cost: fc.constantFrom(1e-3, 1e-3, 1e-3, 0.01, 0.1, 0.25, 0.5, 1),
+        op: fc.constantFrom("consume", "consume", "consume", "peek"),
+      });
+      await fc.assert(
+        fc.asyncProperty(
+          fc.tuple(fc.constantFrom(3, 10, 100), fc.constantFrom(500, 1000, 3.5)),
+          fc.array(dense, { minLength: 100, maxLength: 400 }),
+          async ([a, b], steps) => {
+            const clock = manualClock(1000);
+            const memory = twin.memory(clock, a, b);
+            const shared = twin.redis(conn.client, clock, uniquePrefix(twin.name), a, b);
+            for (const [i, s] of steps.entries()) {
+              clock.advance(s.dtMs);
+              const where = `step ${i} at ${clock()} ${s.op}(${s.cost})`;
+              const expected = s.op === "peek" ? memory.peek(s.cost) : memory.consume(s.cost);
+              const actual =
+                s.op === "peek" ? shared.peek("k", s.cost) : shared.consume("k", s.cost);
+              expect(await actual, where).toEqual({ ...expected, source: "redis" });
+            }
+          },
+        ),
+        { numRuns: Math.ceil(Number(process.env["FC_RUNS"] ?? 60) / 6) },
+      );
+    },
+    60_000,
+  );
+});

@@ -1,0 +1,61 @@
+import { Redis } from "ioredis";
+import { createClient } from "redis";
+import { fromIoredis, fromNodeRedis, type RedisLike } from "../../src/redis/client.js";
+
+/** A connected test client: the adapter under test plus raw commands for inspection. */
+export interface TestClient {
+  /** The adapter the limiters use. */
+  readonly client: RedisLike;
+  /** Any Redis command, for inspecting state (`PTTL`, `SCRIPT FLUSH`, …). */
+  command(...args: string[]): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** One client library with its adapter. */
+export interface Adapter {
+  readonly name: string;
+  connect(url: string): Promise<TestClient>;
+}
+
+/** ioredis through {@link fromIoredis}. */
+export const ioredisAdapter: Adapter = {
+  name: "ioredis",
+  async connect(url) {
+    const redis = new Redis(url, { lazyConnect: true });
+    await redis.connect();
+    return {
+      client: fromIoredis(redis),
+      command: (name, ...args) => redis.call(name, ...args),
+      close: async () => {
+        redis.disconnect();
+      },
+    };
+  },
+};
+
+/** node-redis through {@link fromNodeRedis}. */
+export const nodeRedisAdapter: Adapter = {
+  name: "node-redis",
+  async connect(url) {
+    const redis = createClient({ url });
+    redis.on("error", () => {});
+    await redis.connect();
+    return {
+      client: fromNodeRedis(redis),
+      command: (...args) => redis.sendCommand(args),
+      close: async () => {
+        redis.destroy();
+      },
+    };
+  },
+};
+
+/** Both adapters: every contract test runs once per entry. */
+export const ADAPTERS: readonly Adapter[] = [ioredisAdapter, nodeRedisAdapter];
+
+let counter = 0;
+/** A prefix no other test uses, so tests can share one server without flushing it. */
+export function uniquePrefix(name = "t"): string {
+  counter++;
+  return `tollgate-test:${process.pid}:${Date.now().toString(36)}:${name}:${counter}:`;
+}
