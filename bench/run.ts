@@ -1,56 +1,30 @@
 /**
- * `npm run bench`: the per-check cost of a single TokenBucket next to a bare
- * `performance.now()` call, measured in one run. (The full report against peers
- * lives in the other bench files once they land.)
+ * `npm run bench`: the whole benchmark in one run. Prints a Markdown report to stdout (the
+ * machine line first), writes the raw numbers to bench/results/<timestamp>.json, and shows
+ * progress on stderr when it is a terminal.
  *
- * Each task runs an inner loop of BATCH calls so tinybench's own per-call overhead
- * does not dominate a ~50 ns operation; ns/op = task mean latency / BATCH.
+ *   npm run bench                  sections 1-5 (floors, algorithms, peers, memory, Redis)
+ *   npm run bench -- --quick       every section briefly, smaller key sets (CI smoke test)
+ *   npm run bench:http             section 6, the HTTP experiment (autocannon)
+ *   npm run bench -- --http        the same as bench:http
+ *   npm run bench -- --all         sections 1-6
+ *
+ * Every comparison is a ratio to a reference row measured in the same run (a bare
+ * `performance.now()`, the naive `Map` token bucket, a bare Redis `PING`, the server with
+ * no limiter). Each timing group and each memory variant runs in a fresh child process.
+ * @module
  */
-import os from "node:os";
-import { Bench } from "tinybench";
-import { TokenBucket } from "../src/index.js";
+import { type BenchOptions, runBench } from "./support/runner.js";
 
-const quick = process.argv.includes("--quick");
-const BATCH = 1000;
-
-let sink = 0;
-const bucket = new TokenBucket({ capacity: 1e12, refillPerSecond: 1e9 });
-let fixed = 0;
-const fixedBucket = new TokenBucket({ capacity: 1e12, refillPerSecond: 1e9, clock: () => fixed });
-
-const bench = new Bench({ time: quick ? 50 : 1000, warmup: true });
-bench
-  .add("performance.now()", () => {
-    for (let i = 0; i < BATCH; i++) sink += performance.now();
-  })
-  .add("TokenBucket.allow()", () => {
-    for (let i = 0; i < BATCH; i++) if (bucket.allow()) sink++;
-  })
-  .add("TokenBucket.allow(), fixed clock", () => {
-    fixed++;
-    for (let i = 0; i < BATCH; i++) if (fixedBucket.allow()) sink++;
-  })
-  .add("TokenBucket.consume()", () => {
-    for (let i = 0; i < BATCH; i++) sink += bucket.consume().remaining;
-  });
-
-await bench.run();
-console.log(
-  `Node ${process.version}, ${os.cpus()[0]?.model ?? "unknown CPU"}, ${os.cpus().length} cores`,
-);
-console.log("");
-console.log("| operation | ns/op | x performance.now() |");
-console.log("|---|---:|---:|");
-const ns = (name: string) => {
-  const task = bench.getTask(name);
-  const r = task?.result;
-  if (r === undefined || r.state !== "completed")
-    throw new Error(`bench task ${name} did not complete`);
-  return (r.latency.mean * 1e6) / BATCH;
+const argv = process.argv.slice(2);
+const options: BenchOptions = {
+  quick: argv.includes("--quick"),
+  core: !argv.includes("--http") || argv.includes("--all"),
+  http: argv.includes("--http") || argv.includes("--all"),
 };
-const base = ns("performance.now()");
-for (const task of bench.tasks) {
-  const v = ns(task.name);
-  console.log(`| ${task.name} | ${v.toFixed(1)} | ${(v / base).toFixed(2)} |`);
+const unknown = argv.filter((a) => !["--quick", "--http", "--all"].includes(a));
+if (unknown.length > 0) {
+  console.error(`bench: unknown option ${unknown.join(" ")} (use --quick, --http, --all)`);
+  process.exit(2);
 }
-if (sink === 0.5) console.log("");
+await runBench(options);

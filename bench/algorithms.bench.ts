@@ -1,0 +1,321 @@
+/**
+ * Sections 1 and 2 of `npm run bench`: the floors (a bare `performance.now()`, `Map.get` on
+ * 100k keys, the naive `Map` token bucket that is the reference row) and the per-check cost
+ * of each of the five algorithms: a single limiter's `allow()`/`consume()`, and
+ * `KeyedLimiter.allow(key)` with one hot key, 100k and 1M keys in random order.
+ *
+ * Each group runs in a fresh child process (see bench/support/worker.ts), so one
+ * algorithm's classes never make another's call sites polymorphic.
+ *
+ * Policies are chosen so the measured path is the common one, an allowed check on a key
+ * that already has state: capacities/limits of 1e12 that are never reached, and rates or
+ * windows so slow that no key becomes idle (and is dropped and recreated) during the run.
+ * The exception is `SlidingWindowLog`, which keeps one entry per allowed request: its limit
+ * is 1000, so with one hot key all calls after the first 1000 are denials (the report says so).
+ * @module
+ */
+import {
+  FixedWindow,
+  LeakyBucket,
+  type Limiter,
+  SlidingWindowCounter,
+  SlidingWindowLog,
+  TokenBucket,
+} from "../src/index.js";
+import { KeyedLimiter } from "../src/registry.js";
+import { accessSequence, type KeyPattern, keyPatterns, SEQUENCE_LENGTH } from "./support/keys.js";
+import { BATCH, type TimedTask } from "./support/measure.js";
+import { NaiveTokenBuckets } from "./support/naive.js";
+
+/** Keeps results observable so the JIT cannot drop the work. */
+export const sink = { value: 0 };
+const MASK = SEQUENCE_LENGTH - 1;
+
+/**
+ * The five algorithms with the options every benchmark copy uses, and whether a hot key
+ * is denied (only the log, see the module comment).
+ */
+export const ALGORITHMS = [
+  {
+    name: "TokenBucket",
+    make: () => new TokenBucket({ capacity: 1e12, refillPerSecond: 1e-3 }),
+    deniesHot: false,
+  },
+  {
+    name: "LeakyBucket",
+    make: () => new LeakyBucket({ capacity: 1e12, leakPerSecond: 1e-3 }),
+    deniesHot: false,
+  },
+  {
+    name: "FixedWindow",
+    make: () => new FixedWindow({ limit: 1e12, windowMs: 1e9 }),
+    deniesHot: false,
+  },
+  {
+    name: "SlidingWindowLog",
+    make: () => new SlidingWindowLog({ limit: 1000, windowMs: 1e9 }),
+    deniesHot: true,
+  },
+  {
+    name: "SlidingWindowCounter",
+    make: () => new SlidingWindowCounter({ limit: 1e12, windowMs: 1e9 }),
+    deniesHot: false,
+  },
+] as const;
+
+/** Name of one of the five algorithms. */
+export type AlgorithmName = (typeof ALGORITHMS)[number]["name"];
+
+/** A new limiter of algorithm `name` with its benchmark options. */
+export function makeLimiter(name: AlgorithmName): Limiter & { clone(): Limiter } {
+  return ALGORITHMS.find((a) => a.name === name)!.make();
+}
+
+/** A `KeyedLimiter` whose policy copies `makeLimiter(name)`, sized for `keys` keys. */
+export function makeKeyed(name: AlgorithmName, keys: number, viaFunction = false): KeyedLimiter {
+  const template = makeLimiter(name);
+  const policy = viaFunction ? () => template.clone() : template;
+  return new KeyedLimiter(policy, { maxKeys: Math.max(keys, 1) });
+}
+
+/** A note when `denied` of `total` calls were denied although all should be allowed. */
+function deniedNote(denied: number, total: number): string | undefined {
+  return denied === 0 ? undefined : `${denied} of ${total} calls were denied`;
+}
+
+// ---------------------------------------------------------------------------------------
+// Section 1: floors and the naive reference.
+
+function nowTask(): TimedTask {
+  return {
+    id: "floor.performance-now",
+    name: "performance.now()",
+    prepare: () => ({
+      run: () => {
+        let s = 0;
+        for (let i = 0; i < BATCH; i++) s += performance.now();
+        sink.value += s;
+      },
+    }),
+  };
+}
+
+function dateNowTask(): TimedTask {
+  return {
+    id: "floor.date-now",
+    name: "Date.now() (the clock of three peers)",
+    prepare: () => ({
+      run: () => {
+        let s = 0;
+        for (let i = 0; i < BATCH; i++) s += Date.now();
+        sink.value += s;
+      },
+    }),
+  };
+}
+
+function mapGetTask(pattern: KeyPattern): TimedTask {
+  return {
+    id: "floor.map-get",
+    name: `Map.get, ${pattern.label}`,
+    prepare: () => {
+      const { keys, seq } = accessSequence(pattern);
+      const map = new Map<string, number>();
+      for (const [i, key] of keys.entries()) map.set(key, i);
+      let at = 0;
+      return {
+        run: () => {
+          let s = 0;
+          for (let i = 0; i < BATCH; i++) {
+            s += map.get(seq[at]!)!;
+            at = (at + 1) & MASK;
+          }
+          sink.value += s;
+        },
+      };
+    },
+  };
+}
+
+function naiveTask(pattern: KeyPattern): TimedTask {
+  return {
+    id: `naive.${pattern.id}`,
+    name: `naive Map token bucket, ${pattern.label}`,
+    prepare: () => {
+      const { keys, seq } = accessSequence(pattern);
+      const naive = new NaiveTokenBuckets(1e12, 1e-3);
+      for (const key of keys) naive.allow(key);
+      let at = 0;
+      let denied = 0;
+      let total = 0;
+      return {
+        run: () => {
+          let n = 0;
+          for (let i = 0; i < BATCH; i++) {
+            if (naive.allow(seq[at]!)) n++;
+            at = (at + 1) & MASK;
+          }
+          denied += BATCH - n;
+          total += BATCH;
+        },
+        check: () => deniedNote(denied, total),
+      };
+    },
+  };
+}
+
+/** Section 1: performance.now(), Date.now(), Map.get on the medium key space, naive map. */
+export function floorTasks(quick: boolean): TimedTask[] {
+  const patterns = keyPatterns(quick);
+  return [nowTask(), dateNowTask(), mapGetTask(patterns[1]!), ...patterns.map((p) => naiveTask(p))];
+}
+
+// ---------------------------------------------------------------------------------------
+// Section 2: the five algorithms.
+
+function singleAllowTask(name: AlgorithmName, denies: boolean): TimedTask {
+  return {
+    id: `${name}.single.allow`,
+    name: `${name}.allow()`,
+    prepare: () => {
+      const limiter = makeLimiter(name);
+      let denied = 0;
+      let total = 0;
+      return {
+        run: () => {
+          let n = 0;
+          for (let i = 0; i < BATCH; i++) if (limiter.allow()) n++;
+          denied += BATCH - n;
+          total += BATCH;
+        },
+        check: () => (denies ? undefined : deniedNote(denied, total)),
+      };
+    },
+  };
+}
+
+function singleConsumeTask(name: AlgorithmName, denies: boolean): TimedTask {
+  return {
+    id: `${name}.single.consume`,
+    name: `${name}.consume()`,
+    prepare: () => {
+      const limiter = makeLimiter(name);
+      let denied = 0;
+      let total = 0;
+      return {
+        run: () => {
+          let n = 0;
+          let s = 0;
+          for (let i = 0; i < BATCH; i++) {
+            const d = limiter.consume();
+            if (d.allowed) n++;
+            s += d.remaining;
+          }
+          sink.value += s;
+          denied += BATCH - n;
+          total += BATCH;
+        },
+        check: () => (denies ? undefined : deniedNote(denied, total)),
+      };
+    },
+  };
+}
+
+function keyedAllowTask(
+  name: AlgorithmName,
+  pattern: KeyPattern,
+  denies: boolean,
+  viaFunction: boolean,
+): TimedTask {
+  const path = viaFunction ? "fn" : "keyed";
+  return {
+    id: `${name}.${path}.allow.${pattern.id}`,
+    name: `${viaFunction ? `KeyedLimiter((key) => new ${name})` : `KeyedLimiter(${name})`}.allow(key), ${pattern.label}`,
+    prepare: () => {
+      const { keys, seq } = accessSequence(pattern);
+      const keyed = makeKeyed(name, keys.length, viaFunction);
+      for (const key of keys) keyed.allow(key);
+      let at = 0;
+      let denied = 0;
+      let total = 0;
+      return {
+        run: () => {
+          let n = 0;
+          for (let i = 0; i < BATCH; i++) {
+            if (keyed.allow(seq[at]!)) n++;
+            at = (at + 1) & MASK;
+          }
+          denied += BATCH - n;
+          total += BATCH;
+        },
+        check: () => {
+          if (keyed.size !== keys.length) {
+            return `size is ${keyed.size}, expected ${keys.length}: keys were dropped and recreated`;
+          }
+          return denies ? undefined : deniedNote(denied, total);
+        },
+      };
+    },
+  };
+}
+
+function keyedConsumeTask(name: AlgorithmName, pattern: KeyPattern, denies: boolean): TimedTask {
+  return {
+    id: `${name}.keyed.consume.${pattern.id}`,
+    name: `KeyedLimiter(${name}).consume(key), ${pattern.label}`,
+    prepare: () => {
+      const { keys, seq } = accessSequence(pattern);
+      const keyed = makeKeyed(name, keys.length);
+      for (const key of keys) keyed.consume(key);
+      let at = 0;
+      let denied = 0;
+      let total = 0;
+      return {
+        run: () => {
+          let n = 0;
+          let s = 0;
+          for (let i = 0; i < BATCH; i++) {
+            const d = keyed.consume(seq[at]!);
+            if (d.allowed) n++;
+            s += d.remaining;
+            at = (at + 1) & MASK;
+          }
+          sink.value += s;
+          denied += BATCH - n;
+          total += BATCH;
+        },
+        check: () => (denies ? undefined : deniedNote(denied, total)),
+      };
+    },
+  };
+}
+
+/**
+ * Section 2 for one algorithm: single `allow()`/`consume()`, keyed `allow(key)` on the three
+ * key patterns, keyed `consume(key)` on the hot key.
+ */
+export function algorithmTasks(name: AlgorithmName, quick: boolean): TimedTask[] {
+  const spec = ALGORITHMS.find((a) => a.name === name)!;
+  const patterns = keyPatterns(quick);
+  const tasks = [singleAllowTask(name, spec.deniesHot), singleConsumeTask(name, spec.deniesHot)];
+  tasks.push(
+    keyedAllowTask(name, patterns[0]!, spec.deniesHot, false),
+    keyedAllowTask(name, patterns[1]!, false, false),
+    keyedAllowTask(name, patterns[2]!, false, false),
+    keyedConsumeTask(name, patterns[0]!, spec.deniesHot),
+  );
+  return tasks;
+}
+
+/**
+ * The per-key policy function path (`(key) => new TokenBucket(...)`), which bypasses the
+ * TokenBucket fast path: one limiter object per key in a Map. Hot key and the medium set.
+ */
+export function policyFunctionTasks(quick: boolean): TimedTask[] {
+  const patterns = keyPatterns(quick);
+  return [
+    keyedAllowTask("TokenBucket", patterns[0]!, false, true),
+    keyedAllowTask("TokenBucket", patterns[1]!, false, true),
+    keyedAllowTask("TokenBucket", patterns[2]!, false, true),
+  ];
+}

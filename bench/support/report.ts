@@ -1,0 +1,516 @@
+/**
+ * Renders a run's results as the Markdown report of `npm run bench`, and evaluates the
+ * issue's targets as ratios measured in that same run.
+ * @module
+ */
+import { ALGORITHMS } from "../algorithms.bench.js";
+import type { MemoryResult } from "../memory.js";
+import { PEERS } from "../peers.js";
+import { int, ns, ratio, table, us } from "./format.js";
+import { keyPatterns } from "./keys.js";
+import { type Machine, machineLine } from "./machine.js";
+import type { Timing } from "./measure.js";
+
+/** Redis section results, in microseconds and operations per second. */
+export interface RedisResults {
+  /** Where the Redis came from (REDIS_URL, private server). */
+  readonly origin: string;
+  /** Client library and algorithm measured, for the report. */
+  readonly subject: string;
+  readonly ping: RedisRow;
+  readonly consume: RedisRow;
+  /** Requests in flight in the throughput rows. */
+  readonly inFlight: number;
+}
+
+/** One Redis operation: sequential latency and throughput with many in flight. */
+export interface RedisRow {
+  readonly p50Us: number;
+  readonly p99Us: number;
+  readonly meanUs: number;
+  readonly opsPerSecond: number;
+}
+
+/** HTTP section results. */
+export interface HttpResults {
+  readonly rows: readonly HttpRow[];
+  readonly connections: number;
+  readonly durationSeconds: number;
+  /** Anything the harness wants printed under the table. */
+  readonly notes: readonly string[];
+}
+
+/** One server variant under autocannon. */
+export interface HttpRow {
+  readonly id: "none" | "memory" | "redis" | string;
+  readonly name: string;
+  readonly requestsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** Non-2xx responses (a limiter that denied would show here). */
+  readonly non2xx: number;
+  readonly errors: number;
+}
+
+/** Everything one run produced. */
+export interface RunResults {
+  readonly startedAt: string;
+  readonly command: string;
+  readonly quick: boolean;
+  readonly machine: Machine;
+  readonly method: string;
+  readonly timings: Readonly<Record<string, Timing>>;
+  readonly failures: readonly { readonly part: string; readonly error: string }[];
+  readonly memory?: { readonly keys: number; readonly results: readonly MemoryResult[] };
+  readonly redis?: RedisResults | { readonly skipped: string };
+  readonly http?: HttpResults | { readonly skipped: string };
+  readonly extra?: Readonly<Record<string, unknown>>;
+}
+
+/** One target of the issue: what it compares, the limit, the measured value. */
+export interface Target {
+  readonly target: string;
+  readonly measured: string;
+  /** Undefined when it could not be measured in this run. */
+  readonly met: boolean | undefined;
+  readonly value: number | undefined;
+}
+
+const HOT_LIMIT = 1.3;
+const MEDIUM_LIMIT = 0.6;
+const LARGE_LIMIT = 0.8;
+const RLF_LIMIT = 0.25;
+const BYTES_LIMIT = 64;
+const HTTP_LIMIT = 0.05;
+
+function timingOf(r: RunResults, id: string): number | undefined {
+  return r.timings[id]?.nsPerOp;
+}
+
+function div(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined || b === undefined || !(b > 0) ? undefined : a / b;
+}
+
+function target(
+  name: string,
+  value: number | undefined,
+  limit: number,
+  show: (v: number) => string,
+): Target {
+  return {
+    target: name,
+    value,
+    measured: value === undefined ? "not measured" : show(value),
+    met: value === undefined ? undefined : value <= limit,
+  };
+}
+
+const x = (v: number) => `${v.toFixed(2)}x`;
+
+/** The issue's targets, evaluated on this run. */
+export function targets(r: RunResults): Target[] {
+  const tb = (p: string) => timingOf(r, `TokenBucket.keyed.allow.${p}`);
+  const out: Target[] = [
+    target(
+      `keyed TokenBucket, hot key <= ${HOT_LIMIT}x performance.now()`,
+      div(tb("hot"), timingOf(r, "floor.performance-now")),
+      HOT_LIMIT,
+      x,
+    ),
+    target(
+      `keyed TokenBucket, ${label(r, 1)} <= ${MEDIUM_LIMIT}x naive map`,
+      div(tb("medium"), timingOf(r, "naive.medium")),
+      MEDIUM_LIMIT,
+      x,
+    ),
+    target(
+      `keyed TokenBucket, ${label(r, 2)} <= ${LARGE_LIMIT}x naive map`,
+      div(tb("large"), timingOf(r, "naive.large")),
+      LARGE_LIMIT,
+      x,
+    ),
+  ];
+  // Faster than every peer on every pattern: the worst (largest) tollgate/peer ratio.
+  let worst: number | undefined;
+  let worstWhere = "";
+  let complete = true;
+  for (const peer of PEERS) {
+    for (const p of keyPatterns(r.quick)) {
+      const v = div(tb(p.id), timingOf(r, `peer.${peer.id}.${p.id}`));
+      if (v === undefined) complete = false;
+      else if (worst === undefined || v > worst) {
+        worst = v;
+        worstWhere = `${peer.id}, ${p.label}`;
+      }
+    }
+  }
+  out.push({
+    target: "faster than every peer on every key pattern (tollgate/peer < 1)",
+    value: complete ? worst : undefined,
+    measured:
+      complete && worst !== undefined ? `worst ${x(worst)} (${worstWhere})` : "not measured",
+    met: complete && worst !== undefined ? worst < 1 : undefined,
+  });
+  let rlf: number | undefined;
+  for (const p of keyPatterns(r.quick)) {
+    const v = div(tb(p.id), timingOf(r, `peer.rlf.${p.id}`));
+    if (v !== undefined && (rlf === undefined || v > rlf)) rlf = v;
+  }
+  out.push(
+    target(
+      ">= 4x faster than rate-limiter-flexible (tollgate/rlf <= 0.25, worst pattern)",
+      rlf,
+      RLF_LIMIT,
+      (v) => `${x(v)} (${(1 / v).toFixed(1)}x faster)`,
+    ),
+  );
+  const mem = r.memory?.results.find((m) => m.id === "tollgate.TokenBucket");
+  out.push(
+    target(
+      `memory <= ${BYTES_LIMIT} B per key beyond the key string (KeyedLimiter(TokenBucket))`,
+      mem?.ok === true ? mem.measured.bytesPerKey : undefined,
+      BYTES_LIMIT,
+      (v) => `${v.toFixed(1)} B`,
+    ),
+  );
+  const http = r.http !== undefined && "rows" in r.http ? r.http : undefined;
+  const none = http?.rows.find((row) => row.id === "none")?.requestsPerSecond;
+  const memory = http?.rows.find((row) => row.id === "memory")?.requestsPerSecond;
+  out.push(
+    target(
+      `HTTP: tollgate in-process costs <= ${HTTP_LIMIT * 100}% of no-limiter throughput`,
+      none !== undefined && memory !== undefined ? 1 - memory / none : undefined,
+      HTTP_LIMIT,
+      (v) => `${(v * 100).toFixed(1)}% fewer req/s`,
+    ),
+  );
+  return out;
+}
+
+function label(r: RunResults, index: number): string {
+  return keyPatterns(r.quick)[index]!.label;
+}
+
+function rme(t: Timing | undefined): string {
+  return t === undefined ? "–" : `±${t.rmePercent.toFixed(1)}%`;
+}
+
+function floorsSection(r: RunResults): string[] {
+  const now = timingOf(r, "floor.performance-now");
+  const ids = [
+    "floor.performance-now",
+    "floor.date-now",
+    "floor.map-get",
+    ...keyPatterns(r.quick).map((p) => `naive.${p.id}`),
+  ];
+  const rows = ids.flatMap((id) => {
+    const t = r.timings[id];
+    if (t === undefined) return [];
+    const name = id.startsWith("naive.") ? `**${t.name}** (reference)` : t.name;
+    return [[name, ns(t.nsPerOp), rme(t), ratio(t.nsPerOp, now)]];
+  });
+  return [
+    "## 1. Floors",
+    "",
+    table(["operation", "ns/op", "±", "x performance.now()"], "lrrr", rows),
+  ];
+}
+
+function algorithmsSection(r: RunResults): string[] {
+  const patterns = keyPatterns(r.quick);
+  const headers = [
+    "algorithm",
+    "allow()",
+    "consume()",
+    ...patterns.map((p) => `keyed allow, ${p.label}`),
+    "keyed consume, 1 hot key",
+  ];
+  const rows: string[][] = ALGORITHMS.map((a) => [
+    a.name,
+    ns(timingOf(r, `${a.name}.single.allow`)),
+    ns(timingOf(r, `${a.name}.single.consume`)),
+    ...patterns.map((p) => ns(timingOf(r, `${a.name}.keyed.allow.${p.id}`))),
+    ns(timingOf(r, `${a.name}.keyed.consume.hot`)),
+  ]);
+  rows.push([
+    "TokenBucket, policy function `(key) => new TokenBucket`",
+    "",
+    "",
+    ...patterns.map((p) => ns(timingOf(r, `TokenBucket.fn.allow.${p.id}`))),
+    "",
+  ]);
+  rows.push([
+    "naive Map token bucket (reference)",
+    "",
+    "",
+    ...patterns.map((p) => ns(timingOf(r, `naive.${p.id}`))),
+    "",
+  ]);
+  const now = timingOf(r, "floor.performance-now");
+  const ratioRows = [...ALGORITHMS.map((a) => a.name), "TokenBucket.fn"].map((name) => {
+    const path = name === "TokenBucket.fn" ? "TokenBucket.fn" : `${name}.keyed`;
+    const cell = (p: string, ref: number | undefined) =>
+      ratio(timingOf(r, `${path}.allow.${p}`), ref);
+    return [
+      name === "TokenBucket.fn" ? "TokenBucket, policy function" : name,
+      cell("hot", now),
+      cell("medium", timingOf(r, "naive.medium")),
+      cell("large", timingOf(r, "naive.large")),
+    ];
+  });
+  return [
+    "## 2. Per-check cost of the five algorithms (ns/op)",
+    "",
+    table(headers, `l${"r".repeat(headers.length - 1)}`, rows),
+    "",
+    "Keyed `allow(key)` as a ratio to the reference rows of section 1 (lower is better):",
+    "",
+    table(
+      [
+        "KeyedLimiter policy",
+        "1 hot key / performance.now()",
+        `${patterns[1]!.label} / naive map`,
+        `${patterns[2]!.label} / naive map`,
+      ],
+      "lrrr",
+      ratioRows,
+    ),
+    "",
+    "Policies: buckets of capacity 1e12 refilling/leaking at 0.001/s, windows of limit 1e12 and " +
+      "1e9 ms, so every timed check is an allowed check of a key that already has state and no " +
+      "key turns idle (and is dropped and recreated) during the run. `SlidingWindowLog` keeps one " +
+      "entry per allowed request, so it has limit 1000: on one hot key every call after the first " +
+      "1000 is a denial (the common case for a hot key anyway); on the random key sets its calls are allowed.",
+  ];
+}
+
+function peersSection(r: RunResults): string[] {
+  const patterns = keyPatterns(r.quick);
+  const tb = patterns.map((p) => timingOf(r, `TokenBucket.keyed.allow.${p.id}`));
+  const fw = patterns.map((p) => timingOf(r, `FixedWindow.keyed.allow.${p.id}`));
+  const headers = [
+    "limiter",
+    ...patterns.map((p) => `ns/op, ${p.label}`),
+    ...patterns.map((p) => `tollgate/peer, ${p.label}`),
+  ];
+  const rows: string[][] = [
+    [
+      "**tollgate KeyedLimiter(TokenBucket).allow**",
+      ...tb.map((v) => ns(v)),
+      ...patterns.map(() => ""),
+    ],
+    [
+      "tollgate KeyedLimiter(FixedWindow).allow",
+      ...fw.map((v) => ns(v)),
+      ...patterns.map(() => ""),
+    ],
+  ];
+  const variants = [
+    ...PEERS.map((p) => ({ id: p.id, name: `${p.name} ${p.version}`, sameAs: p.sameAs })),
+  ];
+  // The awaited @fastify/rate-limit row goes right after the bare one.
+  const at = variants.findIndex((v) => v.id === "fastify");
+  variants.splice(at + 1, 0, {
+    id: "fastify-awaited",
+    name: "@fastify/rate-limit LocalStore.incr, awaited as the plugin does",
+    sameAs: "FixedWindow",
+  });
+  const like: string[][] = [];
+  for (const v of variants) {
+    const peer = patterns.map((p) => timingOf(r, `peer.${v.id}.${p.id}`));
+    rows.push([
+      v.name,
+      ...peer.map((value) => ns(value)),
+      ...peer.map((value, i) => ratio(tb[i], value)),
+    ]);
+    const same = v.sameAs === "TokenBucket" ? tb : fw;
+    like.push([
+      `${v.name} vs tollgate ${v.sameAs}`,
+      ...peer.map((value, i) => ratio(same[i], value)),
+    ]);
+  }
+  return [
+    "## 3. Against peers, same key patterns",
+    "",
+    table(headers, `l${"r".repeat(headers.length - 1)}`, rows),
+    "",
+    "tollgate/peer is tollgate's `KeyedLimiter(TokenBucket).allow` time divided by the peer's " +
+      "(below 1: tollgate is faster; 0.25x = 4 times faster). Like for like, against the tollgate " +
+      "algorithm doing the same job (three peers are fixed windows):",
+    "",
+    table(["peer", ...patterns.map((p) => p.label)], `l${"r".repeat(patterns.length)}`, like),
+    "",
+    "Each peer is called the way its own middleware calls it: rate-limiter-flexible and " +
+      "express-rate-limit return promises, awaited one by one; @fastify/rate-limit's store is " +
+      "timed bare (synchronous callback, its best case) and wrapped in a promise as the plugin " +
+      "does; limiter has no keyed store, so one `TokenBucket` per key in a `Map`. Limits are " +
+      "never reached and windows outlast the run, so every call is an allowed hit on an existing " +
+      "key; the @fastify/rate-limit LRU is sized to hold every key.",
+  ];
+}
+
+function memorySection(r: RunResults): string[] {
+  if (r.memory === undefined) return [];
+  const naive = r.memory.results.find((m) => m.id === "naive");
+  const naiveBytes = naive?.ok === true ? naive.measured.bytesPerKey : undefined;
+  const rows = r.memory.results.map((m) => {
+    if (!m.ok) return [m.name, "failed", "", ""];
+    const { bytesPerKey, keyStringBytes } = m.measured;
+    return [
+      m.kind === "reference" ? `**${m.name}**` : m.name,
+      bytesPerKey.toFixed(1),
+      (bytesPerKey + keyStringBytes).toFixed(1),
+      ratio(bytesPerKey, naiveBytes),
+    ];
+  });
+  const strings = r.memory.results.find((m) => m.ok);
+  const stringBytes = strings?.ok === true ? strings.measured.keyStringBytes.toFixed(1) : "–";
+  return [
+    `## 4. Memory per key at ${int(r.memory.keys)} keys`,
+    "",
+    table(
+      ["structure", "bytes/key, without key string", "bytes/key, with key string", "x naive map"],
+      "lrrr",
+      rows,
+    ),
+    "",
+    `Each structure filled with one check per key in a fresh \`node --expose-gc\` process; heap ` +
+      `(\`heapUsed + external\`, so ArrayBuffer slabs count) after two full GCs. A key string ` +
+      `(\`10.a.b.c\`) takes ${stringBytes} B of V8 heap. rate-limiter-flexible stores a prefixed ` +
+      "copy of each key and one `setTimeout` per key; both count in its bytes.",
+  ];
+}
+
+function redisSection(r: RunResults): string[] {
+  if (r.redis === undefined) return [];
+  if ("skipped" in r.redis) {
+    return ["## 5. Redis", "", `Redis rows skipped: ${r.redis.skipped}.`];
+  }
+  const redis = r.redis;
+  const inProcess = timingOf(r, "TokenBucket.keyed.consume.hot");
+  const row = (name: string, v: RedisRow) => [
+    name,
+    v.p50Us.toFixed(1),
+    v.p99Us.toFixed(1),
+    int(v.opsPerSecond),
+  ];
+  return [
+    "## 5. Redis",
+    "",
+    table(
+      [
+        "operation",
+        "p50 µs, sequential",
+        "p99 µs, sequential",
+        `ops/s, ${redis.inFlight} in flight`,
+      ],
+      "lrrr",
+      [row("bare `PING` (reference)", redis.ping), row(`${redis.subject}`, redis.consume)],
+    ),
+    "",
+    table(["ratio", "value"], "lr", [
+      ["Redis consume p50 / PING p50", ratio(redis.consume.p50Us, redis.ping.p50Us)],
+      [
+        "Redis consume p50 / in-process `KeyedLimiter(TokenBucket).consume`, hot key",
+        ratio(redis.consume.p50Us * 1000, inProcess),
+      ],
+      ["in-process consume, ns", ns(inProcess)],
+    ]),
+    "",
+    `Server: ${redis.origin}. Same connection for PING and consume.`,
+  ];
+}
+
+/** The HTTP section: measured table beside the article's figures. */
+export function httpSection(r: RunResults): string[] {
+  if (r.http === undefined) return [];
+  if ("skipped" in r.http) return ["## 6. HTTP", "", `HTTP rows skipped: ${r.http.skipped}.`];
+  const http = r.http;
+  const none = http.rows.find((row) => row.id === "none");
+  const article: Record<string, string> = { none: "92,400", memory: "51,800", redis: "14,200" };
+  const rows = http.rows.map((row) => {
+    const overheadUs =
+      none === undefined || row.id === "none"
+        ? undefined
+        : (1 / row.requestsPerSecond - 1 / none.requestsPerSecond) * 1e9;
+    return [
+      row.name,
+      int(row.requestsPerSecond),
+      row.p50Ms.toFixed(2),
+      row.p99Ms.toFixed(2),
+      overheadUs === undefined ? "–" : us(overheadUs),
+      ratio(row.requestsPerSecond, none?.requestsPerSecond),
+      article[row.id] ?? "",
+    ];
+  });
+  return [
+    "## 6. HTTP",
+    "",
+    table(
+      [
+        "server (node:http)",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "overhead µs/request",
+        "x no limiter",
+        "article (FastAPI, 4 vCPU) req/s",
+      ],
+      "lrrrrrr",
+      rows,
+    ),
+    "",
+    `autocannon, ${http.connections} connections, ${http.durationSeconds} s after warm-up, ` +
+      "server in a second process. Overhead per request = 1/(req/s) - 1/(req/s without a " +
+      "limiter): the extra time one core spends per request.",
+    ...http.notes.map((n) => `\n${n}`),
+  ];
+}
+
+function targetsSection(r: RunResults): string[] {
+  const list = targets(r);
+  const rows = list.map((t) => [
+    t.target,
+    t.measured,
+    t.met === undefined ? "–" : t.met ? "met" : "**missed**",
+  ]);
+  return [
+    "## Targets (issue 9), measured in this run",
+    "",
+    r.quick
+      ? "Quick mode: short runs and smaller key sets; indicative only, never asserted."
+      : "Ratios from this run; nothing is asserted (the numbers are the product).",
+    "",
+    table(["target", "measured", ""], "lrl", rows),
+  ];
+}
+
+function notesSection(r: RunResults): string[] {
+  const notes = Object.values(r.timings)
+    .filter((t) => t.note !== undefined)
+    .map((t) => `- ${t.name}: ${t.note}`);
+  const failures = r.failures.map((f) => `- **${f.part} failed**: ${f.error.split("\n")[0]}`);
+  if (notes.length === 0 && failures.length === 0) return [];
+  return ["## Problems seen in this run", "", ...failures, ...notes];
+}
+
+/** The whole Markdown report. */
+export function renderReport(r: RunResults): string {
+  const parts: string[][] = [
+    [
+      `# tollgate benchmark${r.quick ? " (quick)" : ""}`,
+      "",
+      `**${machineLine(r.machine)}**`,
+      "",
+      `\`${r.command}\` · ${r.startedAt} · ${r.method}`,
+    ],
+  ];
+  if (r.timings["floor.performance-now"] !== undefined) {
+    parts.push(floorsSection(r), algorithmsSection(r), peersSection(r));
+  }
+  parts.push(memorySection(r), redisSection(r), httpSection(r), targetsSection(r), notesSection(r));
+  return `${parts
+    .filter((p) => p.length > 0)
+    .map((p) => p.join("\n"))
+    .join("\n\n")}\n`;
+}

@@ -1,0 +1,109 @@
+/**
+ * The body of bench/run.ts: runs the sections, prints the Markdown report to stdout and
+ * writes the JSON results. A section that fails is reported (and the exit status is 1) but
+ * does not stop the others.
+ * @module
+ */
+import { readFileSync } from "node:fs";
+import { measureMemory, memoryKeys } from "../memory.js";
+import { runChild } from "./child.js";
+import { GROUPS } from "./groups.js";
+import { runHttpSection } from "./http-section.js";
+import { machine } from "./machine.js";
+import { budget, type Timing } from "./measure.js";
+import { Progress } from "./progress.js";
+import { runRedisSection } from "./redis-section.js";
+import { type RunResults, renderReport, targets } from "./report.js";
+import { writeResults } from "./results.js";
+
+/** What to run. */
+export interface BenchOptions {
+  /** Short runs and smaller key sets (the CI smoke test). */
+  readonly quick: boolean;
+  /** Sections 1-5. */
+  readonly core: boolean;
+  /** Section 6 (HTTP). */
+  readonly http: boolean;
+}
+
+function tinybenchVersion(): string {
+  const file = new URL("../../node_modules/tinybench/package.json", import.meta.url);
+  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+}
+
+function commandLine(options: BenchOptions): string {
+  if (!options.core) return `npm run bench:http${options.quick ? " -- --quick" : ""}`;
+  const flags = [options.quick ? "--quick" : "", options.http ? "--all" : ""].filter(Boolean);
+  return `npm run bench${flags.length > 0 ? ` -- ${flags.join(" ")}` : ""}`;
+}
+
+/** Runs the benchmark; sets `process.exitCode` to 1 if any part failed. */
+export async function runBench(options: BenchOptions): Promise<RunResults> {
+  const started = new Date();
+  const progress = new Progress();
+  const b = budget(options.quick);
+  const timings: Record<string, Timing> = {};
+  const failures: { part: string; error: string }[] = [];
+  let memory: RunResults["memory"];
+  let redis: RunResults["redis"];
+  let http: RunResults["http"];
+
+  if (options.core) {
+    for (const [index, group] of GROUPS.entries()) {
+      const where = `group ${index + 1}/${GROUPS.length} ${group.id}`;
+      progress.update(`${where}: starting`);
+      try {
+        const result = (await runChild(
+          "support/worker.ts",
+          [group.id, ...(options.quick ? ["--quick"] : [])],
+          {
+            onTask: (m) => progress.update(`${where}: ${m.index + 1}/${m.total} ${m.name}`),
+          },
+        )) as Timing[];
+        for (const t of result) timings[t.id] = t;
+      } catch (error) {
+        failures.push({ part: `timing group ${group.id}`, error: (error as Error).message });
+      }
+    }
+    const results = await measureMemory(options.quick, (i, total, v) =>
+      progress.update(`memory ${i + 1}/${total}: ${v.name}`),
+    );
+    for (const m of results) if (!m.ok) failures.push({ part: `memory ${m.id}`, error: m.error });
+    memory = { keys: memoryKeys(options.quick), results };
+    progress.update("Redis");
+    try {
+      redis = await runRedisSection(options.quick, (text) => progress.update(`Redis: ${text}`));
+    } catch (error) {
+      failures.push({ part: "Redis section", error: (error as Error).message });
+    }
+  }
+  if (options.http) {
+    progress.update("HTTP");
+    try {
+      http = await runHttpSection(options.quick, (text) => progress.update(`HTTP: ${text}`));
+    } catch (error) {
+      failures.push({ part: "HTTP section", error: (error as Error).message });
+    }
+  }
+  progress.done();
+
+  const results: RunResults = {
+    startedAt: `${started.toISOString().slice(0, 16)}Z`,
+    command: commandLine(options),
+    quick: options.quick,
+    machine: machine(),
+    method:
+      `tinybench ${tinybenchVersion()}, mean of timed calls of 1000 checks each, ` +
+      `${b.timeMs} ms per row after ${b.warmupMs} ms warm-up, each group in a fresh process`,
+    timings,
+    failures,
+    ...(memory === undefined ? {} : { memory }),
+    ...(redis === undefined ? {} : { redis }),
+    ...(http === undefined ? {} : { http }),
+  };
+  process.stdout.write(renderReport(results));
+  const file = await writeResults({ ...results, targets: targets(results) }, started);
+  process.stdout.write(`\nRaw results: ${file}\n`);
+  if (failures.length > 0) process.exitCode = 1;
+  return results;
+}
