@@ -1,0 +1,217 @@
+/**
+ * The HTTP overhead benchmark (issue 6): the same node:http "hello" server measured with
+ * autocannon with and without the `tollgate/http` middleware in front of it.
+ *
+ * Variants (row ids follow bench/support/report.ts):
+ * - `none`: the bare server;
+ * - `memory`: `rateLimit({ limiter: new KeyedLimiter(TokenBucket) })`, every request allowed
+ *   (key from the socket address, one decision, the two draft-10 headers);
+ * - `denied`: the same middleware with a bucket that is always empty: every request gets the
+ *   429 with `Retry-After` and the problem+json body (the handler never runs).
+ *
+ * Each server runs in its own child process (`fork` through tsx), started once; the rounds
+ * interleave the variants (none, memory, denied, none, ...) so a noisy neighbour hurts all
+ * of them alike, and every measurement follows a 1 s warm-up. autocannon runs in this
+ * process on the same machine, so client and server share the cores: the absolute req/s
+ * are a floor, the overhead per request (1/rps - 1/rps of `none`) is the number to read.
+ *
+ * Run: `npx tsx bench/http.bench.ts [--duration 10] [--connections 100] [--rounds 2]
+ * [--quick]`. `runHttpBench(options)` is the entry point for the bench runner.
+ * @module
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { createServer, type Server, type ServerResponse } from "node:http";
+import { createRequire } from "node:module";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { TokenBucket } from "../src/algorithms/token-bucket.js";
+import { rateLimit } from "../src/http/node.js";
+import { KeyedLimiter } from "../src/registry.js";
+
+/** One server variant under autocannon (the shape of bench/support/report.ts `HttpRow`). */
+export interface HttpBenchRow {
+  readonly id: string;
+  readonly name: string;
+  readonly requestsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly non2xx: number;
+  readonly errors: number;
+}
+
+/** What {@link runHttpBench} returns (the shape of bench/support/report.ts `HttpResults`). */
+export interface HttpBenchResults {
+  readonly rows: readonly HttpBenchRow[];
+  readonly connections: number;
+  readonly durationSeconds: number;
+  readonly notes: readonly string[];
+}
+
+/** Options of {@link runHttpBench}. */
+export interface HttpBenchOptions {
+  /** Seconds measured per variant and round (after a 1 s warm-up). @default 10 (2 with quick) */
+  readonly durationSeconds?: number;
+  /** Concurrent connections. @default 100 */
+  readonly connections?: number;
+  /** Interleaved rounds; the rows average them. @default 2 (1 with quick) */
+  readonly rounds?: number;
+  /** Shorter runs for a smoke test. */
+  readonly quick?: boolean;
+  /** Progress lines (variant and round). */
+  readonly progress?: (text: string) => void;
+}
+
+const VARIANTS = [
+  { id: "none", name: "no limiter" },
+  { id: "memory", name: "tollgate/http, in-memory KeyedLimiter (allowed)" },
+  { id: "denied", name: "tollgate/http, every request a 429" },
+] as const;
+
+/** The part of autocannon's result used here. */
+interface AutocannonResult {
+  requests: { average: number };
+  latency: { p50: number; p99: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+type Autocannon = (options: {
+  url: string;
+  connections: number;
+  duration: number;
+}) => Promise<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
+
+/** Child side: serves one variant on 127.0.0.1:0 and reports the port over IPC. */
+function serve(variant: string): void {
+  const hello = (res: ServerResponse) => {
+    res.setHeader("Content-Type", "text/plain");
+    res.end("hello\n");
+  };
+  let server: Server;
+  if (variant === "none") {
+    server = createServer((_req, res) => hello(res));
+  } else {
+    const bucket =
+      variant === "denied"
+        ? new TokenBucket({ capacity: 1, refillPerSecond: 1e-9 }) // spent by the first request
+        : new TokenBucket({ capacity: 1e12, refillPerSecond: 1e12 });
+    const limit = rateLimit({ limiter: new KeyedLimiter(bucket), windowSeconds: 60 });
+    server = createServer((req, res) => limit(req, res, () => hello(res)));
+  }
+  server.keepAliveTimeout = 60_000;
+  server.listen(0, "127.0.0.1", () => {
+    process.send?.({ port: (server.address() as AddressInfo).port });
+  });
+}
+
+/** Parent side: forks a server for `variant` and resolves with it and its URL. */
+function startServer(variant: string): Promise<{ child: ChildProcess; url: string }> {
+  const file = fileURLToPath(import.meta.url);
+  return new Promise((resolve, reject) => {
+    const child = fork(file, ["--serve", variant], {
+      execArgv: ["--import", "tsx"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    child.once("error", reject);
+    child.once("exit", (code) =>
+      reject(new Error(`http bench: ${variant} server exited (${code})`)),
+    );
+    child.once("message", (message: { port: number }) => {
+      resolve({ child, url: `http://127.0.0.1:${message.port}/` });
+    });
+  });
+}
+
+/**
+ * Measures every variant and returns one row each (means over the rounds).
+ * @throws {Error} If a server cannot start.
+ */
+export async function runHttpBench(options: HttpBenchOptions = {}): Promise<HttpBenchResults> {
+  const quick = options.quick === true;
+  const durationSeconds = options.durationSeconds ?? (quick ? 2 : 10);
+  const connections = options.connections ?? 100;
+  const rounds = options.rounds ?? (quick ? 1 : 2);
+  const progress = options.progress ?? (() => {});
+  const servers = new Map<string, { child: ChildProcess; url: string }>();
+  const samples = new Map<string, AutocannonResult[]>();
+  try {
+    for (const v of VARIANTS) servers.set(v.id, await startServer(v.id));
+    for (let round = 1; round <= rounds; round++) {
+      for (const v of VARIANTS) {
+        const { url } = servers.get(v.id)!;
+        progress(`${v.id}, round ${round}/${rounds}`);
+        await autocannon({ url, connections, duration: 1 }); // warm-up: JIT, sockets
+        const result = await autocannon({ url, connections, duration: durationSeconds });
+        samples.set(v.id, [...(samples.get(v.id) ?? []), result]);
+      }
+    }
+  } finally {
+    for (const { child } of servers.values()) {
+      child.removeAllListeners("exit");
+      child.kill();
+    }
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const rows = VARIANTS.map((v) => {
+    const s = samples.get(v.id)!;
+    return {
+      id: v.id,
+      name: v.name,
+      requestsPerSecond: mean(s.map((r) => r.requests.average)),
+      p50Ms: mean(s.map((r) => r.latency.p50)),
+      p99Ms: mean(s.map((r) => r.latency.p99)),
+      non2xx: s.reduce((a, r) => a + r.non2xx, 0),
+      errors: s.reduce((a, r) => a + r.errors + r.timeouts, 0),
+    };
+  });
+  return {
+    rows,
+    connections,
+    durationSeconds,
+    notes: [
+      `${rounds} interleaved round(s) per variant, averaged; one client address (one key).`,
+      "autocannon shares the machine with the server process: read the overhead per request.",
+    ],
+  };
+}
+
+/** Command line: prints the rows and the overhead per request. */
+async function main(argv: string[]): Promise<void> {
+  const value = (flag: string) => {
+    const i = argv.indexOf(flag);
+    if (i === -1) return undefined;
+    const n = Number(argv[i + 1]);
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`${flag} must be an integer >= 1`);
+    return n;
+  };
+  const duration = value("--duration");
+  const connections = value("--connections");
+  const rounds = value("--rounds");
+  const results = await runHttpBench({
+    quick: argv.includes("--quick"),
+    ...(duration === undefined ? {} : { durationSeconds: duration }),
+    ...(connections === undefined ? {} : { connections }),
+    ...(rounds === undefined ? {} : { rounds }),
+    progress: (text) => process.stderr.write(`${text}\n`),
+  });
+  const none = results.rows.find((r) => r.id === "none")!;
+  console.log(
+    `autocannon: ${results.connections} connections, ${results.durationSeconds} s per run (${results.notes[0]})`,
+  );
+  for (const row of results.rows) {
+    const overheadUs = (1 / row.requestsPerSecond - 1 / none.requestsPerSecond) * 1e6;
+    console.log(
+      `${row.name.padEnd(50)} ${row.requestsPerSecond.toFixed(0).padStart(7)} req/s  ` +
+        `p50 ${row.p50Ms} ms  p99 ${row.p99Ms} ms  non-2xx ${row.non2xx}  errors ${row.errors}` +
+        (row.id === "none" ? "" : `  overhead ${overheadUs.toFixed(2)} µs/request`),
+    );
+  }
+}
+
+const argv = process.argv.slice(2);
+if (argv[0] === "--serve") {
+  serve(argv[1] ?? "none");
+} else if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  await main(argv);
+}
