@@ -1,0 +1,137 @@
+import { checkNumber } from "../errors.js";
+
+/**
+ * A bounded reorder buffer: puts items that arrive roughly in time order back in time
+ * order, holding each for at most `windowMs` of log time.
+ *
+ * Servers write an access-log line when a request ends, so timestamps (request starts)
+ * step back by up to the longest request time; some logs are shuffled within a minute.
+ * The buffer keeps items in a min-heap by `(timeMs, arrival)` and releases every item
+ * whose time is at least `windowMs` behind the latest time pushed, so an item arriving
+ * up to `windowMs` late still takes its place. Memory: the items of one window.
+ *
+ * An item older than the last released one ("too late", more than `windowMs` behind) is
+ * released at once at the last released time: for the limiters the clock stands still,
+ * as API.md treats a clock going backwards. Counts: `reordered` items arrived behind an
+ * earlier-pushed time and were put in order; `late` items were too late even for the
+ * window. A window of 0 releases everything at once (no reordering; every step back is late).
+ */
+export class ReorderBuffer<T> {
+  /** How far behind the latest time an item may arrive and still be ordered, in ms (>= 0). */
+  readonly windowMs: number;
+  /** Items that arrived behind an earlier item's time and were put in order. */
+  reordered = 0;
+  /** Items that arrived behind the last released time and were released at that time. */
+  late = 0;
+  /** Most items held at once. */
+  peakSize = 0;
+
+  private readonly emit: (timeMs: number, item: T) => void;
+  private readonly times: number[] = [];
+  private readonly seqs: number[] = [];
+  private readonly items: T[] = [];
+  private seq = 0;
+  private latestMs = Number.NEGATIVE_INFINITY;
+  private releasedMs = Number.NEGATIVE_INFINITY;
+
+  /**
+   * @param windowMs How long (log time, ms) an item may trail the latest one and still be
+   *   put in order; a finite number >= 0.
+   * @param emit Called with each item in time order, with the time to process it at.
+   * @throws {TypeError} If `windowMs` is not a number.
+   * @throws {RangeError} If `windowMs` is not a finite number >= 0.
+   */
+  constructor(windowMs: number, emit: (timeMs: number, item: T) => void) {
+    this.windowMs = checkNumber("ReorderBuffer", "windowMs", windowMs, 0, true);
+    this.emit = emit;
+  }
+
+  /** Items held now. */
+  get size(): number {
+    return this.times.length;
+  }
+
+  /** The time of the last released item (-Infinity before the first). */
+  get lastReleasedMs(): number {
+    return this.releasedMs;
+  }
+
+  /** Adds an item with its time (ms); releases every item that is now `windowMs` behind. */
+  push(timeMs: number, item: T): void {
+    if (timeMs < this.releasedMs) {
+      this.late++;
+      this.emit(this.releasedMs, item);
+      return;
+    }
+    if (timeMs < this.latestMs) this.reordered++;
+    else this.latestMs = timeMs;
+    this.insert(timeMs, item);
+    if (this.times.length > this.peakSize) this.peakSize = this.times.length;
+    const releaseTo = this.latestMs - this.windowMs;
+    while (this.times.length > 0 && this.times[0]! <= releaseTo) this.release();
+  }
+
+  /** Releases every held item, in order (at the end of the input). */
+  flush(): void {
+    while (this.times.length > 0) this.release();
+  }
+
+  private release(): void {
+    const timeMs = this.times[0]!;
+    const item = this.items[0]!;
+    const lastTime = this.times.pop()!;
+    const lastSeq = this.seqs.pop()!;
+    const lastItem = this.items.pop()!;
+    if (this.times.length > 0) this.siftDown(lastTime, lastSeq, lastItem);
+    this.releasedMs = timeMs;
+    this.emit(timeMs, item);
+  }
+
+  private before(t1: number, s1: number, t2: number, s2: number): boolean {
+    return t1 < t2 || (t1 === t2 && s1 < s2);
+  }
+
+  private insert(timeMs: number, item: T): void {
+    const seq = this.seq++;
+    let i = this.times.length;
+    this.times.push(timeMs);
+    this.seqs.push(seq);
+    this.items.push(item);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!this.before(timeMs, seq, this.times[parent]!, this.seqs[parent]!)) break;
+      this.times[i] = this.times[parent]!;
+      this.seqs[i] = this.seqs[parent]!;
+      this.items[i] = this.items[parent]!;
+      i = parent;
+    }
+    this.times[i] = timeMs;
+    this.seqs[i] = seq;
+    this.items[i] = item;
+  }
+
+  /** Places (t, s, item) from the root down, the root having been removed. */
+  private siftDown(t: number, s: number, item: T): void {
+    const n = this.times.length;
+    let i = 0;
+    for (;;) {
+      let child = 2 * i + 1;
+      if (child >= n) break;
+      const right = child + 1;
+      if (
+        right < n &&
+        this.before(this.times[right]!, this.seqs[right]!, this.times[child]!, this.seqs[child]!)
+      ) {
+        child = right;
+      }
+      if (!this.before(this.times[child]!, this.seqs[child]!, t, s)) break;
+      this.times[i] = this.times[child]!;
+      this.seqs[i] = this.seqs[child]!;
+      this.items[i] = this.items[child]!;
+      i = child;
+    }
+    this.times[i] = t;
+    this.seqs[i] = s;
+    this.items[i] = item;
+  }
+}

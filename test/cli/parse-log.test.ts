@@ -1,0 +1,293 @@
+import { describe, expect, test } from "vitest";
+import {
+  detectFormat,
+  jsonLineParser,
+  type LogRecord,
+  parseClfTime,
+  parseCombined,
+  parseCommon,
+  parseJsonTime,
+} from "../../src/cli/parse-log.js";
+
+const T = Date.UTC(2015, 4, 17, 10, 5, 3); // 17/May/2015:10:05:03 +0000
+
+const UA = "Mozilla/5.0 (X11; Linux x86_64; rv:26.0) Gecko/20100101 Firefox/26.0";
+
+describe("parseClfTime", () => {
+  test.each([
+    { name: "UTC", text: "17/May/2015:10:05:03 +0000", ms: T },
+    { name: "east of UTC", text: "17/May/2015:12:05:03 +0200", ms: T },
+    { name: "west of UTC, half-hour zone", text: "17/May/2015:06:35:03 -0330", ms: T },
+    { name: "fraction of a second", text: "17/May/2015:10:05:03.250 +0000", ms: T + 250 },
+    {
+      name: "across midnight",
+      text: "01/Jan/2016:00:30:00 +0100",
+      ms: Date.UTC(2015, 11, 31, 23, 30),
+    },
+    {
+      name: "29 Feb of a leap year",
+      text: "29/Feb/2016:00:00:00 +0000",
+      ms: Date.UTC(2016, 1, 29),
+    },
+  ])("$name", ({ text, ms }) => {
+    expect(parseClfTime(text)).toBe(ms);
+  });
+
+  test.each([
+    { name: "31 Feb", text: "31/Feb/2015:10:05:03 +0000" },
+    { name: "29 Feb of a common year", text: "29/Feb/2015:10:05:03 +0000" },
+    { name: "day 0", text: "00/May/2015:10:05:03 +0000" },
+    { name: "hour 24", text: "17/May/2015:24:00:00 +0000" },
+    { name: "minute 60", text: "17/May/2015:10:60:00 +0000" },
+    { name: "unknown month", text: "17/Mai/2015:10:05:03 +0000" },
+    { name: "month in capitals", text: "17/MAY/2015:10:05:03 +0000" },
+    { name: "no zone", text: "17/May/2015:10:05:03" },
+    { name: "zone +2400", text: "17/May/2015:10:05:03 +2400" },
+    { name: "ISO instead of CLF", text: "2015-05-17T10:05:03Z" },
+    { name: "empty", text: "" },
+  ])("$name is NaN", ({ text }) => {
+    expect(parseClfTime(text)).toBeNaN();
+  });
+});
+
+const record = (host: string | undefined, user: string | undefined, timeMs = T): LogRecord => ({
+  timeMs,
+  host,
+  user,
+  fields: undefined,
+});
+
+describe("parseCombined", () => {
+  test.each([
+    {
+      name: "a line of the excerpt",
+      line: `100.64.0.216 - - [17/May/2015:10:05:03 +0000] "GET /presentations/logstash-monitorama-2013/images/kibana-search.png HTTP/1.1" 200 203023 "http://semicomplete.com/presentations/logstash-monitorama-2013/" "${UA}"`,
+      want: record("100.64.0.216", undefined),
+    },
+    {
+      name: "authenticated user, size -",
+      line: `192.0.2.7 - alice [17/May/2015:10:05:03 +0000] "GET /robots.txt HTTP/1.1" 304 - "-" "curl/8.0"`,
+      want: record("192.0.2.7", "alice"),
+    },
+    {
+      name: "IPv6 host",
+      line: `2001:db8::1 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/2.0" 200 5 "-" "${UA}"`,
+      want: record("2001:db8::1", undefined),
+    },
+    {
+      name: "IPv4-mapped IPv6 host",
+      line: `::ffff:192.0.2.1 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "-"`,
+      want: record("::ffff:192.0.2.1", undefined),
+    },
+    {
+      name: "host name (HostnameLookups On)",
+      line: `crawl-66-249-73-135.googlebot.com - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "-"`,
+      want: record("crawl-66-249-73-135.googlebot.com", undefined),
+    },
+    {
+      name: "escaped quotes and spaces in the user agent",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "Evil \\"quoted\\" agent (with spaces)"`,
+      want: record("192.0.2.7", undefined),
+    },
+    {
+      name: "escaped quote in the request",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET /search?q=\\"a b\\" HTTP/1.1" 200 5 "-" "-"`,
+      want: record("192.0.2.7", undefined),
+    },
+    {
+      name: "raw quote in the request (attack traffic)",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET /x" onmouseover="alert(1) HTTP/1.1" 400 226 "-" "-"`,
+      want: record("192.0.2.7", undefined),
+    },
+    {
+      name: "empty request (a client that sent nothing)",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "-" 408 - "-" "-"`,
+      want: record("192.0.2.7", undefined),
+    },
+    {
+      name: "extra trailing fields (nginx with request time)",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "${UA}" "198.51.100.4" 0.004`,
+      want: record("192.0.2.7", undefined),
+    },
+    {
+      name: "user with an escaped-looking name",
+      line: `192.0.2.7 - bob@example.com [17/May/2015:10:05:03 +0200] "POST /login HTTP/1.1" 302 0 "https://example.com/" "-"`,
+      want: record("192.0.2.7", "bob@example.com", T - 2 * 3_600_000),
+    },
+  ])("$name", ({ line, want }) => {
+    expect(parseCombined(line)).toEqual(want);
+  });
+
+  test.each([
+    { name: "blank line", line: "   ", reason: "blank line" },
+    {
+      name: "leading space",
+      line: ` 192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "-"`,
+      reason: "line starts with a space (no host field)",
+    },
+    {
+      name: "no time",
+      line: `192.0.2.7 - - "GET / HTTP/1.1" 200 5 "-" "-"`,
+      reason: "expected `host ident user [time]` at the start",
+    },
+    {
+      name: "truncated in the time",
+      line: "192.0.2.7 - - [17/May/2015:10:05",
+      reason: "unterminated [time] field",
+    },
+    {
+      name: "bad time",
+      line: `192.0.2.7 - - [31/Feb/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "-"`,
+      reason: "bad time [31/Feb/2015:10:05:03 +0000] (expected dd/Mon/yyyy:HH:MM:SS +hhmm)",
+    },
+    {
+      name: "request not quoted",
+      line: "192.0.2.7 - - [17/May/2015:10:05:03 +0000] GET / 200 5",
+      reason: 'expected a quoted "request" after the time',
+    },
+    {
+      name: "status not a number",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" OK 5 "-" "-"`,
+      reason: 'expected a quoted "request" followed by status and size',
+    },
+    {
+      name: "truncated in the request",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET /very/long`,
+      reason: 'expected a quoted "request" followed by status and size',
+    },
+    {
+      name: "common line read as combined",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5`,
+      reason:
+        'expected "referer" "user-agent" after the size (is this Common Log Format? try --format common)',
+    },
+    {
+      name: "unterminated user agent",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "Mozilla`,
+      reason:
+        'expected "referer" "user-agent" after the size (is this Common Log Format? try --format common)',
+    },
+    {
+      name: "JSON line",
+      line: `{"time":"2015-05-17T10:05:03Z","ip":"192.0.2.7"}`,
+      reason: "expected `host ident user [time]` at the start",
+    },
+  ])("$name is skipped: $reason", ({ line, reason }) => {
+    expect(parseCombined(line)).toBe(reason);
+  });
+});
+
+describe("parseCommon", () => {
+  test.each([
+    {
+      name: "Common Log Format",
+      line: `192.0.2.7 - frank [17/May/2015:10:05:03 +0000] "GET /apache_pb.gif HTTP/1.0" 200 2326`,
+      want: record("192.0.2.7", "frank"),
+    },
+    {
+      name: "IPv6 host, size -",
+      line: `[2001:db8::1] - - [17/May/2015:10:05:03 +0000] "HEAD / HTTP/1.1" 304 -`,
+      want: record("[2001:db8::1]", undefined),
+    },
+    {
+      name: "request with spaces in the path",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET /a b c HTTP/1.1" 404 12`,
+      want: record("192.0.2.7", undefined),
+    },
+  ])("$name", ({ line, want }) => {
+    expect(parseCommon(line)).toEqual(want);
+  });
+
+  test("a combined line is refused with a hint", () => {
+    expect(
+      parseCommon(`192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "-"`),
+    ).toBe("text after the size field (is this Combined Log Format? try --format combined)");
+  });
+});
+
+describe("JSON lines", () => {
+  const parse = jsonLineParser();
+  test.each([
+    {
+      name: "ISO time with Z",
+      line: `{"time":"2015-05-17T10:05:03Z","ip":"192.0.2.7","user":"alice"}`,
+      timeMs: T,
+      host: "192.0.2.7",
+      user: "alice",
+    },
+    {
+      name: "ISO time with offset and fraction",
+      line: `{"timestamp":"2015-05-17T12:05:03.5+02:00","remote_addr":"2001:db8::1"}`,
+      timeMs: T + 500,
+      host: "2001:db8::1",
+      user: undefined,
+    },
+    {
+      name: "epoch milliseconds, @timestamp",
+      line: `{"@timestamp":${T},"clientip":"192.0.2.7","remote_user":"-"}`,
+      timeMs: T,
+      host: "192.0.2.7",
+      user: undefined,
+    },
+  ])("$name", ({ line, timeMs, host, user }) => {
+    const r = parse(line);
+    expect(r).toMatchObject({ timeMs, host, user });
+    expect(typeof r !== "string" && r.fields).toEqual(JSON.parse(line));
+  });
+
+  test("--time-field picks the field", () => {
+    const r = jsonLineParser("start")(`{"time":"garbage","start":${T}}`);
+    expect(r).toMatchObject({ timeMs: T });
+  });
+
+  test.each([
+    { name: "not JSON", line: "{oops", reason: /^not JSON \(/ },
+    { name: "an array", line: "[1,2]", reason: /^not a JSON object$/ },
+    {
+      name: "no time",
+      line: `{"ip":"192.0.2.7"}`,
+      reason: /^no time field \(time, timestamp, @timestamp, ts\)$/,
+    },
+    {
+      name: "time without zone",
+      line: `{"time":"2015-05-17T10:05:03"}`,
+      reason:
+        /^bad time time="2015-05-17T10:05:03" \(expected ISO 8601 with a zone, or epoch ms\)$/,
+    },
+    {
+      name: "time as a loose date string",
+      line: `{"time":"May 17 2015"}`,
+      reason: /^bad time time="May 17 2015"/,
+    },
+    { name: "time as a numeric string", line: `{"time":"1431857103000"}`, reason: /^bad time/ },
+    { name: "time null", line: `{"time":null}`, reason: /^bad time time=null/ },
+    { name: "blank", line: "", reason: /^blank line$/ },
+  ])("$name is skipped", ({ line, reason }) => {
+    expect(parse(line)).toMatch(reason);
+  });
+
+  test("parseJsonTime refuses non-finite numbers", () => {
+    expect(parseJsonTime(Number.POSITIVE_INFINITY)).toBeNaN();
+    expect(parseJsonTime(Number.NaN)).toBeNaN();
+    expect(parseJsonTime(0)).toBe(0);
+  });
+});
+
+describe("detectFormat", () => {
+  test.each([
+    {
+      name: "combined",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "-"`,
+      format: "combined",
+    },
+    {
+      name: "common",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5`,
+      format: "common",
+    },
+    { name: "jsonl", line: `  {"time": 0}`, format: "jsonl" },
+    { name: "garbage defaults to combined", line: "hello world", format: "combined" },
+  ])("$name", ({ line, format }) => {
+    expect(detectFormat(line)).toBe(format);
+  });
+});
