@@ -123,3 +123,17 @@ export function useRedis(): RedisHandle {
     url: () => url,
   };
 }
+
+/**
+ * Whether this run can start (and so stop) a private redis-server, for the tests that
+ * stop Redis mid-run. With `CI=true` a missing binary is an error, never a skip.
+ */
+export function canStartRedis(): boolean {
+  const probe = spawnSync(REDIS_BINARY, ["--version"], { stdio: "ignore" });
+  if (probe.status === 0) return true;
+  if (process.env["CI"] === "true") {
+    throw new Error("CI=true but redis-server is not on PATH: the failure tests need to stop one");
+  }
+  console.warn("redis-server not on PATH: the stop-the-server tests are skipped");
+  return false;
+}

@@ -1,0 +1,459 @@
+import { afterEach, describe, expect, test, vi } from "vitest";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import {
+  FAIL_CLOSED_RETRY_AFTER_MS,
+  type FailurePolicy,
+  RateLimitStoreError,
+  RedisFixedWindow,
+  RedisLeakyBucket,
+  type RedisLike,
+  RedisSlidingWindowCounter,
+  RedisSlidingWindowLog,
+  RedisTokenBucket,
+  type StoreFailureEvent,
+  StoreTimeoutError,
+} from "../../src/redis/index.js";
+import { KeyedLimiter } from "../../src/registry.js";
+
+/** A client that fails the test if the limiter ever calls it. */
+const untouchable: RedisLike = {
+  evalSha: () => {
+    throw new Error("no call expected");
+  },
+  evalScript: () => {
+    throw new Error("no call expected");
+  },
+};
+
+/** A client whose every call rejects with `error`. */
+function failing(error: unknown): RedisLike {
+  return {
+    evalSha: () => Promise.reject(error),
+    evalScript: () => Promise.reject(error),
+  };
+}
+
+/** A client answering each call with the next reply (a function may throw). */
+function scripted(...replies: (unknown | (() => unknown))[]): RedisLike {
+  const next = async () => {
+    const r = replies.shift();
+    return typeof r === "function" ? (r as () => unknown)() : r;
+  };
+  return { evalSha: next, evalScript: next };
+}
+
+const base = { client: untouchable };
+
+describe("constructor validation", () => {
+  test.each([
+    {
+      name: "options null",
+      make: () => new RedisTokenBucket(null as never),
+      error: TypeError,
+      message: "RedisTokenBucket: options must be an object, got null",
+    },
+    {
+      name: "capacity a string",
+      make: () => new RedisTokenBucket({ ...base, capacity: "10" as never, refillPerSecond: 1 }),
+      error: TypeError,
+      message: 'RedisTokenBucket: capacity must be a finite number > 0, got "10" (string)',
+    },
+    {
+      name: "capacity 0, before a bad client",
+      make: () =>
+        new RedisTokenBucket({ client: undefined as never, capacity: 0, refillPerSecond: 1 }),
+      error: RangeError,
+      message: "RedisTokenBucket: capacity must be a finite number > 0, got 0",
+    },
+    {
+      name: "refillPerSecond -1",
+      make: () => new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: -1 }),
+      error: RangeError,
+      message: "RedisTokenBucket: refillPerSecond must be a finite number >= 0, got -1",
+    },
+    {
+      name: "leakPerSecond NaN",
+      make: () => new RedisLeakyBucket({ ...base, capacity: 1, leakPerSecond: Number.NaN }),
+      error: RangeError,
+      message: "RedisLeakyBucket: leakPerSecond must be a finite number >= 0, got NaN",
+    },
+    {
+      name: "windowMs Infinity",
+      make: () => new RedisFixedWindow({ ...base, limit: 1, windowMs: Number.POSITIVE_INFINITY }),
+      error: RangeError,
+      message: "RedisFixedWindow: windowMs must be a finite number > 0, got Infinity",
+    },
+    {
+      name: "limit -1",
+      make: () => new RedisSlidingWindowLog({ ...base, limit: -1, windowMs: 1 }),
+      error: RangeError,
+      message: "RedisSlidingWindowLog: limit must be a finite number > 0, got -1",
+    },
+    {
+      name: "windowMs a string",
+      make: () => new RedisSlidingWindowCounter({ ...base, limit: 1, windowMs: "1" as never }),
+      error: TypeError,
+      message: 'RedisSlidingWindowCounter: windowMs must be a finite number > 0, got "1" (string)',
+    },
+    {
+      name: "client missing",
+      make: () =>
+        new RedisTokenBucket({ client: undefined as never, capacity: 1, refillPerSecond: 1 }),
+      error: TypeError,
+      message:
+        "RedisTokenBucket: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got undefined",
+    },
+    {
+      name: "a raw ioredis-shaped client",
+      make: () =>
+        new RedisTokenBucket({
+          client: { evalsha() {}, eval() {} } as never,
+          capacity: 1,
+          refillPerSecond: 1,
+        }),
+      error: TypeError,
+      message:
+        "RedisTokenBucket: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got an object",
+    },
+    {
+      name: "prefix a number",
+      make: () =>
+        new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1, prefix: 1 as never }),
+      error: TypeError,
+      message: "RedisTokenBucket: prefix must be a string, got 1",
+    },
+    {
+      name: "timeoutMs 0",
+      make: () => new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1, timeoutMs: 0 }),
+      error: RangeError,
+      message: "RedisTokenBucket: timeoutMs must be a finite number > 0, got 0",
+    },
+    {
+      name: "timeoutMs beyond a timer",
+      make: () =>
+        new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1, timeoutMs: 2 ** 31 }),
+      error: RangeError,
+      message: "RedisTokenBucket: timeoutMs must be at most 2147483647, got 2147483648",
+    },
+    {
+      name: "failure 'open'",
+      make: () =>
+        new RedisTokenBucket({
+          ...base,
+          capacity: 1,
+          refillPerSecond: 1,
+          failure: "open" as never,
+        }),
+      error: RangeError,
+      message: `RedisTokenBucket: failure must be 'throw', 'allow', 'deny' or a fallback limiter (consume, peek, reset), got "open" (string)`,
+    },
+    {
+      name: "failure a bare Limiter-less object",
+      make: () =>
+        new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1, failure: {} as never }),
+      error: TypeError,
+      message:
+        "RedisTokenBucket: failure must be 'throw', 'allow', 'deny' or a fallback limiter (consume, peek, reset), got an object",
+    },
+    {
+      name: "onError a number",
+      make: () =>
+        new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1, onError: 1 as never }),
+      error: TypeError,
+      message: "RedisTokenBucket: onError must be a function, got 1",
+    },
+    {
+      name: "onRecover a string",
+      make: () =>
+        new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1, onRecover: "x" as never }),
+      error: TypeError,
+      message: 'RedisTokenBucket: onRecover must be a function, got "x" (string)',
+    },
+    {
+      name: "maxTtlMs Infinity",
+      make: () =>
+        new RedisTokenBucket({
+          ...base,
+          capacity: 1,
+          refillPerSecond: 1,
+          maxTtlMs: Number.POSITIVE_INFINITY,
+        }),
+      error: RangeError,
+      message: "RedisTokenBucket: maxTtlMs must be a finite number > 0, got Infinity",
+    },
+    {
+      name: "clock a string",
+      make: () =>
+        new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1, clock: "x" as never }),
+      error: TypeError,
+      message:
+        'RedisTokenBucket: clock must be a function returning milliseconds, got "x" (string)',
+    },
+  ])("$name", ({ make, error, message }) => {
+    expect(make).toThrow(error);
+    expect(make).toThrow(message);
+  });
+
+  test("a KeyedLimiter is a valid fallback", () => {
+    const fallback = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1 }));
+    expect(
+      new RedisTokenBucket({ ...base, capacity: 4, refillPerSecond: 1, failure: fallback }).failure,
+    ).toBe(fallback);
+  });
+});
+
+describe("call validation rejects, never throws, and sends nothing", () => {
+  const bucket = new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1 });
+  const nanClock = new RedisTokenBucket({
+    ...base,
+    capacity: 1,
+    refillPerSecond: 1,
+    clock: () => Number.NaN,
+  });
+  test.each([
+    {
+      name: "a negative cost",
+      call: () => bucket.consume("k", -1),
+      error: RangeError,
+      message: "RedisTokenBucket.consume: cost must be a finite number >= 0, got -1",
+    },
+    {
+      name: "an infinite cost",
+      call: () => bucket.peek("k", Number.POSITIVE_INFINITY),
+      error: RangeError,
+      message: "RedisTokenBucket.peek: cost must be a finite number >= 0, got Infinity",
+    },
+    {
+      name: "a string cost",
+      call: () => bucket.allow("k", "1" as never),
+      error: TypeError,
+      message: 'RedisTokenBucket.allow: cost must be a finite number >= 0, got "1" (string)',
+    },
+    {
+      name: "a number key",
+      call: () => bucket.consume(1 as never),
+      error: TypeError,
+      message: "RedisTokenBucket.consume: key must be a string, got 1",
+    },
+    {
+      name: "a null key to reset",
+      call: () => bucket.reset(null as never),
+      error: TypeError,
+      message: "RedisTokenBucket.reset: key must be a string, got null",
+    },
+    {
+      name: "an explicit clock reading NaN",
+      call: () => nanClock.consume("k"),
+      error: RangeError,
+      message:
+        "RedisTokenBucket.consume: clock must return a finite number of milliseconds, got NaN",
+    },
+  ])("$name", async ({ call, error, message }) => {
+    let pending: Promise<unknown> | undefined;
+    expect(() => {
+      pending = call();
+    }).not.toThrow();
+    const reason = await pending?.catch((e: unknown) => e);
+    expect(reason).toBeInstanceOf(error);
+    expect((reason as Error).message).toBe(message);
+  });
+});
+
+describe("failure policy", () => {
+  const cause = new Error("connect ECONNREFUSED 127.0.0.1:1");
+  const make = (
+    failure: FailurePolicy | undefined,
+    events: StoreFailureEvent[],
+    client = failing(cause),
+  ) =>
+    new RedisTokenBucket({
+      client,
+      capacity: 10,
+      refillPerSecond: 1,
+      ...(failure === undefined ? {} : { failure }),
+      onError: (event) => events.push(event),
+    });
+
+  test("'throw' (the default) rejects with RateLimitStoreError, cause set, and reports it", async () => {
+    const events: StoreFailureEvent[] = [];
+    const error = await make(undefined, events)
+      .consume("k")
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RateLimitStoreError);
+    expect(error).toBeInstanceOf(Error);
+    const e = error as RateLimitStoreError;
+    expect(e.name).toBe("RateLimitStoreError");
+    expect(e.message).toBe(
+      "RedisTokenBucket.consume: Redis failed: connect ECONNREFUSED 127.0.0.1:1",
+    );
+    expect(e.cause).toBe(cause);
+    expect(e.operation).toBe("RedisTokenBucket.consume");
+    expect(e.timedOut).toBe(false);
+    expect(events).toEqual([{ error: e, operation: "consume", key: "k", outcome: "throw" }]);
+  });
+
+  test("'allow' fails open and says so", async () => {
+    const events: StoreFailureEvent[] = [];
+    const limiter = make("allow", events);
+    expect(await limiter.consume("k", 2)).toEqual({
+      allowed: true,
+      limit: 10,
+      remaining: 8,
+      retryAfterMs: 0,
+      resetAfterMs: 0,
+      source: "failOpen",
+    });
+    expect(await limiter.peek("k", 20)).toMatchObject({
+      allowed: true,
+      remaining: 0,
+      source: "failOpen",
+    });
+    expect(await limiter.allow("k")).toBe(true);
+    expect(events.map((e) => [e.operation, e.outcome])).toEqual([
+      ["consume", "failOpen"],
+      ["peek", "failOpen"],
+      ["allow", "failOpen"],
+    ]);
+  });
+
+  test("'deny' fails closed and says so", async () => {
+    const events: StoreFailureEvent[] = [];
+    const limiter = make("deny", events);
+    expect(await limiter.consume("k")).toEqual({
+      allowed: false,
+      limit: 10,
+      remaining: 0,
+      retryAfterMs: FAIL_CLOSED_RETRY_AFTER_MS,
+      resetAfterMs: 0,
+      source: "failClosed",
+    });
+    expect(await limiter.allow("k")).toBe(false);
+    expect(events.map((e) => e.outcome)).toEqual(["failClosed", "failClosed"]);
+  });
+
+  test("a fallback limiter decides locally, per key, and peek takes nothing", async () => {
+    const events: StoreFailureEvent[] = [];
+    const fallback = new KeyedLimiter(new TokenBucket({ capacity: 2, refillPerSecond: 0 }));
+    const limiter = make(fallback, events);
+    expect(await limiter.peek("a")).toMatchObject({
+      allowed: true,
+      remaining: 1,
+      source: "fallback",
+    });
+    expect(await limiter.consume("a")).toMatchObject({
+      allowed: true,
+      remaining: 1,
+      source: "fallback",
+    });
+    expect(await limiter.consume("a")).toMatchObject({
+      allowed: true,
+      remaining: 0,
+      source: "fallback",
+    });
+    expect(await limiter.consume("a")).toMatchObject({
+      allowed: false,
+      limit: 2,
+      retryAfterMs: Number.POSITIVE_INFINITY,
+      source: "fallback",
+    });
+    expect(await limiter.consume("b")).toMatchObject({
+      allowed: true,
+      remaining: 1,
+      source: "fallback",
+    });
+    expect(events).toHaveLength(5);
+    expect(events.every((e) => e.outcome === "fallback" && e.error.cause === cause)).toBe(true);
+  });
+
+  test("reset rejects whatever the policy (a lost reset must not pass silently) and resets the fallback", async () => {
+    const events: StoreFailureEvent[] = [];
+    const fallback = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 0 }));
+    fallback.consume("k");
+    const limiter = make(fallback, events);
+    const error = await limiter.reset("k").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RateLimitStoreError);
+    expect((error as Error).message).toBe(
+      "RedisTokenBucket.reset: Redis failed: connect ECONNREFUSED 127.0.0.1:1",
+    );
+    expect(fallback.peek("k", 0).remaining).toBe(1);
+    expect(events.map((e) => [e.operation, e.outcome])).toEqual([["reset", "throw"]]);
+  });
+
+  test("an unexpected reply is a store failure, not a wrong answer", async () => {
+    const events: StoreFailureEvent[] = [];
+    const error = await make(undefined, events, scripted("OK"))
+      .consume("k")
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RateLimitStoreError);
+    expect((error as Error).message).toBe(
+      'RedisTokenBucket.consume: Redis failed: unexpected reply "OK" (string)',
+    );
+  });
+
+  test("a script verdict that disagrees with the arithmetic is a store failure", async () => {
+    const events: StoreFailureEvent[] = [];
+    // 10 tokens available, yet the script says denied.
+    const error = await make(undefined, events, scripted([0, "10"]))
+      .consume("k")
+      .catch((e: unknown) => e);
+    expect((error as Error).message).toBe(
+      "RedisTokenBucket.consume: Redis failed: script and decision disagree: script allowed=0",
+    );
+  });
+
+  test("onRecover reports the first success after failures, once", async () => {
+    const recovered: unknown[] = [];
+    const limiter = new RedisTokenBucket({
+      client: scripted(
+        () => {
+          throw cause;
+        },
+        () => {
+          throw cause;
+        },
+        [1, "10"],
+        [1, "9"],
+      ),
+      capacity: 10,
+      refillPerSecond: 1,
+      failure: "allow",
+      onRecover: (event) => recovered.push(event),
+    });
+    expect((await limiter.consume("k")).source).toBe("failOpen");
+    expect((await limiter.consume("k")).source).toBe("failOpen");
+    expect(await limiter.consume("k")).toMatchObject({ source: "redis", remaining: 9 });
+    expect(await limiter.consume("k")).toMatchObject({ source: "redis", remaining: 8 });
+    expect(recovered).toEqual([{ operation: "consume", failedCalls: 2 }]);
+  });
+
+  describe("timeout", () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    test("a call slower than timeoutMs is a failure with timedOut set", async () => {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      const events: StoreFailureEvent[] = [];
+      const hanging: RedisLike = {
+        evalSha: () => new Promise(() => {}),
+        evalScript: () => new Promise(() => {}),
+      };
+      const limiter = new RedisTokenBucket({
+        client: hanging,
+        capacity: 10,
+        refillPerSecond: 1,
+        timeoutMs: 50,
+        failure: "deny",
+        onError: (event) => events.push(event),
+      });
+      const pending = limiter.consume("k");
+      await vi.advanceTimersByTimeAsync(50);
+      expect(await pending).toMatchObject({ allowed: false, source: "failClosed" });
+      expect(events).toHaveLength(1);
+      const error = events[0]!.error;
+      expect(error.message).toBe("RedisTokenBucket.consume: Redis did not answer within 50 ms");
+      expect(error.timedOut).toBe(true);
+      expect(error.cause).toBeInstanceOf(StoreTimeoutError);
+    });
+  });
+});
