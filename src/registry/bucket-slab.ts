@@ -32,6 +32,11 @@ export class BucketSlab implements KeyStore {
   readonly refillPerSecond: number;
   private readonly clock: Clock;
   private readonly maxKeys: number;
+  /**
+   * `[capacity, refillPerSecond]` as raw doubles: read from here, V8 keeps the refill
+   * arithmetic unboxed (read from object fields, it boxed one HeapNumber per call).
+   */
+  private readonly params: Float64Array;
   private readonly index = new Map<string, number>();
   /** Slot to key; `undefined` marks a free slot. */
   private keys: (string | undefined)[] = [];
@@ -61,6 +66,7 @@ export class BucketSlab implements KeyStore {
     this.refillPerSecond = policy.refillPerSecond;
     this.clock = policy.clock;
     this.maxKeys = maxKeys;
+    this.params = new Float64Array([policy.capacity, policy.refillPerSecond]);
     this.slots = Math.min(FIRST_SLOTS, maxKeys);
     this.state = new Float64Array(this.slots * STRIDE);
   }
@@ -91,22 +97,15 @@ export class BucketSlab implements KeyStore {
     return this.seenMs;
   }
 
-  private slotOf(key: string): number | undefined {
-    return key === this.lastKey ? this.lastSlot : this.index.get(key);
-  }
-
   allow(key: string, cost: number): boolean {
     const now = this.now();
-    if (--this.countdown === 0) this.step(now);
-    const slot = this.slotOf(key);
+    if (--this.countdown === 0) this.step();
+    const slot = key === this.lastKey ? this.lastSlot : this.index.get(key);
+    if (slot === undefined) return this.allowNew(key, cost, now);
     const st = this.state;
-    if (slot === undefined) {
-      if (!fits(cost, this.capacity)) return false;
-      if (cost > 0) this.store(this.insert(key, now), tokensAfter(this.capacity, cost), now);
-      return true;
-    }
     const s = slot * STRIDE;
-    const tokens = tokensAt(st[s]!, st[s + 1]!, now, this.capacity, this.refillPerSecond);
+    const p = this.params;
+    const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[0]!, p[1]!);
     if (!fits(cost, tokens)) return false;
     if (cost > 0) {
       st[s] = tokensAfter(tokens, cost);
@@ -114,6 +113,13 @@ export class BucketSlab implements KeyStore {
     }
     this.lastKey = key;
     this.lastSlot = slot;
+    return true;
+  }
+
+  /** `allow` for a key without state: a fresh, full bucket. */
+  private allowNew(key: string, cost: number, now: number): boolean {
+    if (!fits(cost, this.capacity)) return false;
+    if (cost > 0) this.store(this.insert(key, now), tokensAfter(this.capacity, cost), now);
     return true;
   }
 
@@ -127,15 +133,13 @@ export class BucketSlab implements KeyStore {
 
   private decide(key: string, cost: number, take: boolean): Decision {
     const now = this.now();
-    if (--this.countdown === 0) this.step(now);
-    const slot = this.slotOf(key);
+    if (--this.countdown === 0) this.step();
+    const slot = key === this.lastKey ? this.lastSlot : this.index.get(key);
+    const p = this.params;
     const st = this.state;
     const s = slot === undefined ? -1 : slot * STRIDE;
-    const tokens =
-      s < 0
-        ? this.capacity
-        : tokensAt(st[s]!, st[s + 1]!, now, this.capacity, this.refillPerSecond);
-    const decision = bucketDecision(cost, tokens, this.capacity, this.refillPerSecond);
+    const tokens = s < 0 ? p[0]! : tokensAt(st[s]!, st[s + 1]!, now, p[0]!, p[1]!);
+    const decision = bucketDecision(cost, tokens, p[0]!, p[1]!);
     if (take && decision.allowed && cost > 0) {
       if (slot === undefined) this.store(this.insert(key, now), tokensAfter(tokens, cost), now);
       else {
@@ -182,9 +186,8 @@ export class BucketSlab implements KeyStore {
   private isIdle(slot: number, now: number): boolean {
     const s = slot * STRIDE;
     const st = this.state;
-    if (tokensAt(st[s]!, st[s + 1]!, now, this.capacity, this.refillPerSecond) < this.capacity) {
-      return false;
-    }
+    const p = this.params;
+    if (tokensAt(st[s]!, st[s + 1]!, now, p[0]!, p[1]!) < p[0]!) return false;
     const waiting = this.waiting;
     if (waiting === undefined || waiting.size === 0) return true;
     const queue = waiting.get(this.keys[slot]!);
@@ -192,7 +195,9 @@ export class BucketSlab implements KeyStore {
   }
 
   /** The incremental sweep: looks at the next few slots and drops the idle ones. */
-  private step(now: number): void {
+  private step(): void {
+    // The latest reading (this call's, read just before); no double crosses a call.
+    const now = this.seenMs;
     this.countdown = SWEEP_EVERY;
     const n = this.highWater < SWEEP_CHUNK ? this.highWater : SWEEP_CHUNK;
     for (let i = 0; i < n; i++) {
@@ -252,7 +257,7 @@ export class BucketSlab implements KeyStore {
       }
       const s = slot * STRIDE;
       const missing =
-        this.capacity - tokensAt(st[s]!, st[s + 1]!, now, this.capacity, this.refillPerSecond);
+        this.params[0]! - tokensAt(st[s]!, st[s + 1]!, now, this.params[0]!, this.params[1]!);
       if (victim < 0 || missing < victimMissing) {
         victim = slot;
         victimMissing = missing;

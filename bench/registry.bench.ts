@@ -1,0 +1,297 @@
+/**
+ * The keyed registry benchmark (issue 4): `KeyedLimiter.allow(key)` with one `TokenBucket`
+ * policy next to its reference rows, measured in one run:
+ * - a bare `performance.now()` call (the one clock read every check needs);
+ * - a naive `Map<string, { tokens, last }>` token bucket, the baseline most code starts with;
+ * at one hot key, 100k keys and 1M keys in random order; plus the generic path (a per-key
+ * policy function), `consume` (which allocates the Decision) and bytes per key at 1M keys.
+ *
+ * Keys (`10.a.b.c`, like IPv4 clients) and the random access sequence are generated before
+ * timing; the registry and the map are filled with every key before timing, so the rows
+ * measure checks of existing keys. Each timed call runs BATCH checks (tinybench's own cost per
+ * call would otherwise dominate); ns/op = mean latency / BATCH.
+ *
+ * Run: `npx tsx bench/registry.bench.ts [--quick]`. `runRegistryBench()` is the entry point
+ * for the bench runner; it returns the rows and prints nothing unless asked to.
+ * @module
+ */
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import { Bench } from "tinybench";
+import { TokenBucket } from "../src/algorithms/token-bucket.js";
+import { allOf } from "../src/composite.js";
+import { KeyedLimiter } from "../src/registry.js";
+
+const BATCH = 1000;
+/** Accesses in one random sequence (a power of two: the cursor wraps with a mask). */
+const SEQUENCE = 1 << 20;
+const MASK = SEQUENCE - 1;
+/** One bucket shape for every row: every check is allowed and no key turns idle while timed. */
+const CAPACITY = 1e12;
+const REFILL_PER_SECOND = 1e6;
+
+/** One row of the report. */
+export interface RegistryRow {
+  readonly id: string;
+  readonly name: string;
+  /** Mean nanoseconds per check. */
+  readonly nsPerOp: number;
+  /** Relative margin of error of the mean, percent. */
+  readonly rmePercent: number;
+}
+
+/** The whole report: timing rows, the target ratios, and bytes per key at 1M keys. */
+export interface RegistryReport {
+  readonly rows: readonly RegistryRow[];
+  /** Ratios the issue sets targets for (lower is better). */
+  readonly ratios: Readonly<Record<string, number>>;
+  /** Bytes per key beyond the key strings, by structure, at `memoryKeys` keys. */
+  readonly bytesPerKey: Readonly<Record<string, number>>;
+  /** Bytes allocated per call on an existing key, by call. */
+  readonly bytesPerCall: Readonly<Record<string, number>>;
+  readonly memoryKeys: number;
+}
+
+/** `10.a.b.c` for i < 2^24. */
+function keyOf(i: number): string {
+  return `10.${(i >>> 16) & 255}.${(i >>> 8) & 255}.${i & 255}`;
+}
+
+function makeKeys(count: number): string[] {
+  const keys: string[] = [];
+  for (let i = 0; i < count; i++) keys.push(keyOf(i));
+  return keys;
+}
+
+/** SEQUENCE references to `keys`, uniformly random (seeded xorshift32), or the one key. */
+function sequenceOf(keys: readonly string[]): string[] {
+  let x = 0x9e3779b9;
+  const seq: string[] = [];
+  for (let i = 0; i < SEQUENCE; i++) {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    seq.push(keys[x % keys.length]!);
+  }
+  return seq;
+}
+
+/** The naive reference: a Map from key to a plain object, refilled on every call. */
+class NaiveMap {
+  private readonly map = new Map<string, { tokens: number; last: number }>();
+  allow(key: string): boolean {
+    const now = performance.now();
+    let s = this.map.get(key);
+    if (s === undefined) {
+      s = { tokens: CAPACITY, last: now };
+      this.map.set(key, s);
+    }
+    s.tokens = Math.min(CAPACITY, s.tokens + ((now - s.last) * REFILL_PER_SECOND) / 1000);
+    s.last = now;
+    if (s.tokens < 1) return false;
+    s.tokens -= 1;
+    return true;
+  }
+}
+
+const bucket = () => new TokenBucket({ capacity: CAPACITY, refillPerSecond: REFILL_PER_SECOND });
+
+/** A check of one key, and how to build the structure it runs against. */
+interface Subject {
+  readonly id: string;
+  readonly name: string;
+  make(keyCount: number): (key: string) => unknown;
+}
+
+const subjects: readonly Subject[] = [
+  {
+    id: "naive",
+    name: "naive Map<string, {tokens, last}>",
+    make: () => {
+      const naive = new NaiveMap();
+      return (key) => naive.allow(key);
+    },
+  },
+  {
+    id: "keyed",
+    name: "KeyedLimiter(TokenBucket).allow",
+    make: (n) => {
+      const keyed = new KeyedLimiter(bucket(), { maxKeys: Math.max(n, 1) });
+      return (key) => keyed.allow(key);
+    },
+  },
+  {
+    id: "keyed-consume",
+    name: "KeyedLimiter(TokenBucket).consume",
+    make: (n) => {
+      const keyed = new KeyedLimiter(bucket(), { maxKeys: Math.max(n, 1) });
+      return (key) => keyed.consume(key);
+    },
+  },
+  {
+    id: "keyed-fn",
+    name: "KeyedLimiter(key => new TokenBucket).allow",
+    make: (n) => {
+      const keyed = new KeyedLimiter(() => bucket(), { maxKeys: Math.max(n, 1) });
+      return (key) => keyed.allow(key);
+    },
+  },
+  {
+    id: "keyed-allof",
+    name: "KeyedLimiter(allOf(TokenBucket x2)).allow",
+    make: (n) => {
+      const keyed = new KeyedLimiter(allOf(bucket(), bucket()), { maxKeys: Math.max(n, 1) });
+      return (key) => keyed.allow(key);
+    },
+  },
+];
+
+async function time(name: string, run: () => void, timeMs: number): Promise<RegistryRow> {
+  const bench = new Bench({ time: timeMs, warmup: true, warmupTime: timeMs / 3, throws: true });
+  bench.add(name, run);
+  await bench.run();
+  const r = bench.getTask(name)?.result;
+  if (r === undefined || r.state !== "completed") throw new Error(`${name}: did not complete`);
+  return { id: "", name, nsPerOp: (r.latency.mean * 1e6) / BATCH, rmePercent: r.latency.rme };
+}
+
+let sink = 0;
+
+/** Runs every row; `quick` shrinks key counts (100k -> 10k, 1M -> 100k) and time (CI smoke). */
+export async function runRegistryBench(
+  options: { quick?: boolean; print?: boolean; only?: readonly string[] } = {},
+): Promise<RegistryReport> {
+  const quick = options.quick ?? false;
+  const timeMs = quick ? 50 : 1000;
+  const sizes = [
+    { id: "hot", label: "1 hot key", keys: 1 },
+    {
+      id: "100k",
+      label: quick ? "10k keys, random" : "100k keys, random",
+      keys: quick ? 1e4 : 1e5,
+    },
+    { id: "1M", label: quick ? "100k keys, random" : "1M keys, random", keys: quick ? 1e5 : 1e6 },
+  ];
+  const rows: RegistryRow[] = [];
+  const add = (row: RegistryRow, id: string) => {
+    rows.push({ ...row, id });
+    if (options.print) console.log(`${row.name.padEnd(64)} ${row.nsPerOp.toFixed(1)} ns/op`);
+  };
+  add(
+    await time(
+      "performance.now()",
+      () => {
+        for (let i = 0; i < BATCH; i++) sink += performance.now();
+      },
+      timeMs,
+    ),
+    "now",
+  );
+  for (const size of sizes) {
+    const keys = makeKeys(size.keys);
+    const seq = sequenceOf(keys);
+    for (const subject of subjects) {
+      if (options.only !== undefined && !options.only.includes(subject.id)) continue;
+      const check = subject.make(keys.length);
+      for (const key of keys) check(key); // every key exists before timing
+      let cursor = 0;
+      const run = () => {
+        for (let i = 0; i < BATCH; i++) {
+          if (check(seq[cursor]!) !== false) sink++;
+          cursor = (cursor + 1) & MASK;
+        }
+      };
+      add(await time(`${subject.name}, ${size.label}`, run, timeMs), `${subject.id}/${size.id}`);
+    }
+  }
+  const ns = (id: string) => rows.find((r) => r.id === id)?.nsPerOp ?? Number.NaN;
+  const ratios = {
+    "keyed hot / performance.now()": ns("keyed/hot") / ns("now"),
+    "keyed 100k / naive 100k": ns("keyed/100k") / ns("naive/100k"),
+    "keyed 1M / naive 1M": ns("keyed/1M") / ns("naive/1M"),
+    "keyed-fn 100k / naive 100k": ns("keyed-fn/100k") / ns("naive/100k"),
+    "keyed-fn 1M / naive 1M": ns("keyed-fn/1M") / ns("naive/1M"),
+  };
+  const memoryKeys = quick ? 1e5 : 1e6;
+  const bytesPerKey = measureBytesPerKey(memoryKeys);
+  const bytesPerCall = measureBytesPerCall();
+  if (options.print) {
+    console.log("ratios", ratios);
+    console.log(`bytes per key at ${memoryKeys} keys (beyond the key strings)`, bytesPerKey);
+    console.log("bytes allocated per call on an existing key", bytesPerCall);
+  }
+  return { rows, ratios, bytesPerKey, bytesPerCall, memoryKeys };
+}
+
+/** `global.gc`, exposed at run time (no `--expose-gc` flag needed). */
+function gcFunction(): () => void {
+  setFlagsFromString("--expose-gc");
+  return runInNewContext("gc") as () => void;
+}
+
+function heapBytes(gc: () => void): number {
+  gc();
+  gc();
+  const m = process.memoryUsage();
+  return m.heapUsed + m.external;
+}
+
+/** Bytes per key beyond the key strings: each structure filled with `n` existing keys. */
+export function measureBytesPerKey(n: number): Record<string, number> {
+  const gc = gcFunction();
+  const keys = makeKeys(n);
+  const out: Record<string, number> = {};
+  const structures: Record<string, () => { allow(key: string): unknown }> = {
+    "naive Map<string, {tokens, last}>": () => new NaiveMap(),
+    "KeyedLimiter(TokenBucket)": () => new KeyedLimiter(bucket(), { maxKeys: n }),
+    "KeyedLimiter(key => new TokenBucket)": () => new KeyedLimiter(() => bucket(), { maxKeys: n }),
+  };
+  for (const [name, make] of Object.entries(structures)) {
+    const before = heapBytes(gc);
+    const structure = make();
+    for (const key of keys) structure.allow(key);
+    out[name] = Math.round(((heapBytes(gc) - before) / n) * 10) / 10;
+    if (structure.allow(keys[0]!) === 2) sink++; // keeps the structure alive until measured
+  }
+  return out;
+}
+
+/** Bytes allocated per call on an existing hot key (the minimum of a few samples). */
+export function measureBytesPerCall(): Record<string, number> {
+  const gc = gcFunction();
+  const keyed = new KeyedLimiter(bucket(), { maxKeys: 16 });
+  const calls: Record<string, () => unknown> = {
+    "KeyedLimiter.allow": () => keyed.allow("10.0.0.1"),
+    "KeyedLimiter.consume": () => keyed.consume("10.0.0.1"),
+  };
+  const out: Record<string, number> = {};
+  const n = 10_000;
+  for (const [name, call] of Object.entries(calls)) {
+    for (let i = 0; i < 100_000; i++) call(); // optimize first
+    let least = Number.POSITIVE_INFINITY;
+    for (let round = 0; round < 5; round++) {
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      for (let i = 0; i < n; i++) call();
+      const bytes = (process.memoryUsage().heapUsed - before) / n;
+      if (bytes >= 0 && bytes < least) least = bytes;
+    }
+    out[name] = Math.round(least * 10) / 10;
+  }
+  return out;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const only = process.argv
+    .find((a) => a.startsWith("--only="))
+    ?.slice(7)
+    .split(",");
+  await runRegistryBench({
+    quick: process.argv.includes("--quick"),
+    print: true,
+    ...(only === undefined ? {} : { only }),
+  });
+  if (sink === 0.5) console.log("");
+}
