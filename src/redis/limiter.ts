@@ -68,7 +68,7 @@ export interface StoreFailureEvent {
 export interface StoreRecoveryEvent {
   /** The call that succeeded. */
   readonly operation: RedisOperation;
-  /** Calls that failed in a row before it. */
+  /** Calls of this limiter that failed in a row before it. */
   readonly failedCalls: number;
 }
 
@@ -83,7 +83,10 @@ export interface RedisLimiterOptions {
   readonly prefix?: string | undefined;
   /**
    * Longest wait for Redis per call, in milliseconds (> 0); then the call counts as a
-   * failure (the command may still run on the server). @default 1000
+   * failure. The command itself is not cancelled: a client that queues commands while
+   * disconnected may still run it later and take units then. To fail fast instead,
+   * turn the client's offline queue off (ioredis `enableOfflineQueue: false`,
+   * node-redis `disableOfflineQueue: true`). @default 1000
    */
   readonly timeoutMs?: number | undefined;
   /** What to do when Redis fails; see {@link FailurePolicy}. @default 'throw' */

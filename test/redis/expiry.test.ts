@@ -1,0 +1,221 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import {
+  RedisFixedWindow,
+  RedisLeakyBucket,
+  type RedisLike,
+  type RedisLimiter,
+  RedisSlidingWindowCounter,
+  RedisSlidingWindowLog,
+  RedisTokenBucket,
+} from "../../src/redis/index.js";
+import { ioredisAdapter, type TestClient, uniquePrefix } from "../support/redis-clients.js";
+import { useRedis } from "../support/redis-server.js";
+
+// Expiry on the server's clock (the production mode): every key has a TTL, and it ends
+// when the state becomes fresh. Redis keeps expiry times in whole milliseconds and the
+// scripts time requests to the microsecond, so a key expires at the first whole ms at
+// or after the fresh instant, and PTTL (counted from the current whole ms) can read one
+// more than the time until fresh rounded up.
+
+const redis = useRedis();
+let c: TestClient;
+beforeAll(async () => {
+  if (redis.available) c = await ioredisAdapter.connect(redis.url());
+});
+afterAll(async () => {
+  await c?.close();
+});
+
+/** Redis's clock in ms (microsecond resolution). */
+async function serverNow(): Promise<number> {
+  const [s, us] = (await c.command("TIME")) as [string, string];
+  return Number(s) * 1000 + Number(us) / 1000;
+}
+
+const HOUR = 3_600_000;
+type Op = readonly ["consume" | "peek" | "reset", number];
+
+const CASES: readonly {
+  name: string;
+  make: (client: RedisLike, prefix: string) => RedisLimiter;
+  ops: readonly Op[];
+}[] = [
+  {
+    name: "RedisTokenBucket",
+    make: (client, prefix) =>
+      new RedisTokenBucket({ client, prefix, capacity: 3, refillPerSecond: 0.5 }),
+    ops: [
+      ["peek", 1],
+      ["consume", 1],
+      ["consume", 1.5],
+      ["consume", 5],
+      ["peek", 1],
+      ["consume", 0.5],
+      ["consume", 1],
+      ["reset", 0],
+      ["consume", 3],
+    ],
+  },
+  {
+    name: "RedisLeakyBucket",
+    make: (client, prefix) =>
+      new RedisLeakyBucket({ client, prefix, capacity: 3, leakPerSecond: 0.5 }),
+    ops: [
+      ["consume", 2],
+      ["consume", 1],
+      ["consume", 1],
+      ["peek", 0.5],
+      ["reset", 0],
+      ["consume", 0.25],
+    ],
+  },
+  {
+    name: "RedisFixedWindow",
+    make: (client, prefix) => new RedisFixedWindow({ client, prefix, limit: 3, windowMs: HOUR }),
+    ops: [
+      ["peek", 1],
+      ["consume", 1],
+      ["consume", 1],
+      ["consume", 2],
+      ["consume", 1],
+      ["reset", 0],
+      ["consume", 0.5],
+    ],
+  },
+  {
+    name: "RedisSlidingWindowLog",
+    make: (client, prefix) =>
+      new RedisSlidingWindowLog({ client, prefix, limit: 3, windowMs: 5000 }),
+    ops: [
+      ["peek", 1],
+      ["consume", 1],
+      ["consume", 1],
+      ["consume", 2],
+      ["consume", 0.5],
+      ["reset", 0],
+      ["consume", 1],
+    ],
+  },
+  {
+    name: "RedisSlidingWindowCounter",
+    make: (client, prefix) =>
+      new RedisSlidingWindowCounter({ client, prefix, limit: 3, windowMs: HOUR }),
+    ops: [
+      ["peek", 1],
+      ["consume", 1],
+      ["consume", 1.5],
+      ["consume", 2],
+      ["reset", 0],
+      ["consume", 1],
+    ],
+  },
+];
+
+describe.skipIf(!redis.available)("expiry on the server's clock", () => {
+  test.each(CASES)(
+    "$name: after every operation each key has 0 < PTTL <= time until fresh",
+    async ({ make, ops }) => {
+      const prefix = uniquePrefix();
+      const limiter = make(c.client, prefix);
+      for (const [i, [op, cost]] of ops.entries()) {
+        const before = await serverNow();
+        const d = op === "reset" ? undefined : await limiter[op]("k", cost);
+        if (op === "reset") await limiter.reset("k");
+        if (d?.allowed && op === "consume" && cost > 0) {
+          // Lossless: the key outlives the state it holds.
+          const expireAt = Number(await c.command("PEXPIRETIME", `${prefix}k`));
+          expect(expireAt, `step ${i}`).toBeGreaterThanOrEqual(before + d.resetAfterMs);
+        }
+        const untilFresh = (await limiter.peek("k", 0)).resetAfterMs;
+        const keys = (await c.command("KEYS", `${prefix}*`)) as string[];
+        if (untilFresh === 0) {
+          expect(keys, `step ${i}: a fresh state has no key`).toEqual([]);
+          continue;
+        }
+        expect(keys, `step ${i}`).toEqual([`${prefix}k`]);
+        const pttl = Number(await c.command("PTTL", `${prefix}k`));
+        expect(pttl, `step ${i}: PTTL`).toBeGreaterThan(0);
+        expect(pttl, `step ${i}: PTTL`).toBeLessThanOrEqual(Math.ceil(untilFresh) + 1);
+      }
+    },
+  );
+
+  test("steady traffic does not extend a fixed window: every hit keeps the key's end at the window's end", async () => {
+    const prefix = uniquePrefix();
+    const window = new RedisFixedWindow({ client: c.client, prefix, limit: 100, windowMs: HOUR });
+    const ends = new Set<number>();
+    for (let i = 0; i < 20; i++) {
+      await window.consume("k");
+      ends.add(Number(await c.command("PEXPIRETIME", `${prefix}k`)));
+    }
+    // One end for all hits (unless this test straddles the top of an hour: then two).
+    expect(ends.size).toBeLessThanOrEqual(2);
+    for (const end of ends) expect(end % HOUR, "ends on a window boundary").toBe(0);
+    const last = [...ends].pop()!;
+    expect(last - (await serverNow())).toBeLessThanOrEqual(HOUR);
+  });
+
+  test("a sliding counter's key outlives the current window: the previous window stays readable to its end", async () => {
+    const prefix = uniquePrefix();
+    const counter = new RedisSlidingWindowCounter({
+      client: c.client,
+      prefix,
+      limit: 100,
+      windowMs: HOUR,
+    });
+    await counter.consume("k", 10);
+    const now = await serverNow();
+    const end = Number(await c.command("PEXPIRETIME", `${prefix}k`));
+    const currentWindowEnd = (Math.floor(now / HOUR) + 1) * HOUR;
+    expect(end).toBe(currentWindowEnd + HOUR);
+  });
+
+  test("a sliding counter, explicit time: at the last instant of the next window the previous one still counts", async () => {
+    let t = 999;
+    const counter = new RedisSlidingWindowCounter({
+      client: c.client,
+      prefix: uniquePrefix(),
+      limit: 10,
+      windowMs: 1000,
+      clock: () => t,
+      maxTtlMs: 60_000,
+    });
+    await counter.consume("k", 10);
+    t = 1999; // window 1, e = 999: the previous window weighs 10 * 1 / 1000
+    expect(await counter.peek("k", 0)).toMatchObject({ remaining: 9, resetAfterMs: 1 });
+    expect((await counter.consume("k", 10)).allowed).toBe(false);
+    t = 2000;
+    expect(await counter.peek("k", 0)).toMatchObject({ remaining: 10, resetAfterMs: 0 });
+  });
+
+  test("a key never lives without an expiry, even at a rate of 0 (capped by maxTtlMs)", async () => {
+    const prefix = uniquePrefix();
+    const quota = new RedisTokenBucket({
+      client: c.client,
+      prefix,
+      capacity: 5,
+      refillPerSecond: 0,
+      maxTtlMs: 90_000,
+    });
+    expect((await quota.consume("k")).resetAfterMs).toBe(Number.POSITIVE_INFINITY);
+    const pttl = Number(await c.command("PTTL", `${prefix}k`));
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(90_000);
+  });
+
+  test("an explicit clock makes keys live maxTtlMs after their last write", async () => {
+    const prefix = uniquePrefix();
+    const bucket = new RedisTokenBucket({
+      client: c.client,
+      prefix,
+      capacity: 5,
+      refillPerSecond: 1000,
+      clock: () => 0,
+      maxTtlMs: 30_000,
+    });
+    await bucket.consume("k");
+    const pttl = Number(await c.command("PTTL", `${prefix}k`));
+    expect(pttl).toBeGreaterThan(1000); // not the 1 ms the bucket takes to refill
+    expect(pttl).toBeLessThanOrEqual(30_000);
+  });
+});
