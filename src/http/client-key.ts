@@ -3,6 +3,7 @@ import {
   formatKey,
   type IpRange,
   inRange,
+  ipKey,
   type ParsedIp,
   parseHop,
   parseIp,
@@ -167,6 +168,9 @@ export function clientKey(
   forwarded: string | null | undefined,
   config: ClientKeyConfig,
 ): string {
+  if (config.hops === 0 || typeof forwarded !== "string" || forwarded === "") {
+    return ipKey(peer, config.ipv6Prefix) ?? UNKNOWN_CLIENT_KEY; // no proxy involved
+  }
   const ip = clientIp(peer, forwarded, config);
   return ip === undefined ? UNKNOWN_CLIENT_KEY : formatKey(ip, config.ipv6Prefix);
 }

@@ -35,37 +35,62 @@ function parseV4(text: string): number {
   return dots === 3 ? value : -1;
 }
 
-/** Parses IPv6 text (RFC 4291 section 2.2, `::` and a trailing dotted quad allowed). */
-function parseV6(text: string): number[] | undefined {
-  const zone = text.indexOf("%");
-  if (zone !== -1) text = text.slice(0, zone); // fe80::1%eth0: the zone names a local link
-  const halves = text.split("::");
-  if (halves.length > 2) return undefined;
-  const head = groupsOf(halves[0]!);
-  const tail = halves.length === 2 ? groupsOf(halves[1]!) : [];
-  if (head === undefined || tail === undefined) return undefined;
-  const missing = 8 - head.length - tail.length;
-  if (halves.length === 2 ? missing < 1 : missing !== 0) return undefined;
-  return [...head, ...new Array<number>(missing).fill(0), ...tail];
+/** The value of a hex digit, or -1. */
+function hexDigit(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48;
+  if (c >= 97 && c <= 102) return c - 87;
+  if (c >= 65 && c <= 70) return c - 55;
+  return -1;
 }
 
-/** The 16-bit groups of one side of `::`; a dotted quad at the end counts as two. */
-function groupsOf(text: string): number[] | undefined {
-  if (text === "") return [];
-  const parts = text.split(":");
+/**
+ * Parses IPv6 text (RFC 4291 section 2.2: groups of 1-4 hex digits, one `::` for a run of
+ * zero groups, a trailing dotted quad) in one pass; a `%zone` suffix is ignored (it names a
+ * local link, not a host). `undefined` when malformed.
+ */
+function parseV6(text: string): number[] | undefined {
+  let end = text.indexOf("%");
+  if (end === -1) end = text.length;
   const groups: number[] = [];
-  for (let i = 0; i < parts.length; i++) {
-    const part = parts[i]!;
-    if (i === parts.length - 1 && part.includes(".")) {
-      const v4 = parseV4(part);
+  let gap = -1; // where `::` stands, as an index into groups
+  let i = 0;
+  if (text.charCodeAt(0) === 58) {
+    if (text.charCodeAt(1) !== 58) return undefined;
+    gap = 0;
+    i = 2;
+  }
+  while (i < end) {
+    let value = 0;
+    let j = i;
+    for (let h = j < end ? hexDigit(text.charCodeAt(j)) : -1; h >= 0; ) {
+      value = value * 16 + h;
+      j++;
+      h = j < end ? hexDigit(text.charCodeAt(j)) : -1;
+    }
+    if (j < end && text.charCodeAt(j) === 46) {
+      const v4 = parseV4(text.slice(i, end)); // a dotted quad ends the address
       if (v4 < 0) return undefined;
-      groups.push(Math.floor(v4 / 65536), v4 % 65536);
-    } else {
-      if (!/^[0-9a-fA-F]{1,4}$/.test(part)) return undefined;
-      groups.push(Number.parseInt(part, 16));
+      groups.push(v4 >>> 16, v4 & 0xffff);
+      break;
+    }
+    if (j === i || j - i > 4 || groups.length === 8) return undefined;
+    groups.push(value);
+    if (j === end) break;
+    if (text.charCodeAt(j) !== 58 || j + 1 === end) return undefined;
+    i = j + 1;
+    if (text.charCodeAt(i) === 58) {
+      if (gap !== -1) return undefined;
+      gap = groups.length;
+      i++;
     }
   }
-  return groups;
+  if (gap === -1) return groups.length === 8 ? groups : undefined;
+  if (groups.length > 7) return undefined;
+  const out = [0, 0, 0, 0, 0, 0, 0, 0];
+  const tail = groups.length - gap;
+  for (let k = 0; k < gap; k++) out[k] = groups[k]!;
+  for (let k = 0; k < tail; k++) out[8 - tail + k] = groups[gap + k]!;
+  return out;
 }
 
 /**
@@ -78,6 +103,10 @@ export function parseIp(text: string): ParsedIp | undefined {
   if (!text.includes(":")) {
     const v4 = parseV4(text);
     return v4 < 0 ? undefined : { v4 };
+  }
+  if (text.startsWith("::ffff:") && text.includes(".")) {
+    const v4 = parseV4(text.slice(7)); // the common dual-stack peer, without the IPv6 parse
+    if (v4 >= 0) return { v4 };
   }
   const v6 = parseV6(text);
   if (v6 === undefined) return undefined;
@@ -164,6 +193,9 @@ export function formatKey(ip: ParsedIp, ipv6Prefix: number): string {
  */
 export function ipKey(address: string | undefined, ipv6Prefix = 64): string | undefined {
   if (typeof address !== "string") return undefined;
+  // Fast paths for the usual peers: strict dotted quads are already in canonical form.
+  if (!address.includes(":")) return parseV4(address) < 0 ? undefined : address;
+  if (address.startsWith("::ffff:") && parseV4(address.slice(7)) >= 0) return address.slice(7);
   const ip = parseIp(address);
   return ip === undefined ? undefined : formatKey(ip, ipv6Prefix);
 }

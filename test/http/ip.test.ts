@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { formatKey, inRange, ipKey, parseHop, parseIp, parseRange } from "../../src/http/ip.js";
@@ -82,6 +83,25 @@ describe("ipKey", () => {
         const b = ipKey(`${full(headB)}:${full(tailB)}`);
         return a === a2 && (a === b) === (full(headA) === full(headB));
       }),
+    );
+  });
+});
+
+describe("parseIp against node:net as the reference", () => {
+  test("accepts exactly what node:net.isIP accepts (random strings over the address alphabet)", () => {
+    const alphabet = fc.constantFrom(..."0123456789abcdefABCDEF:.".split(""), "::", "ffff:");
+    fc.assert(
+      fc.property(fc.array(alphabet, { maxLength: 40 }), (parts) => {
+        const text = parts.join("");
+        return (parseIp(text) !== undefined) === (isIP(text) !== 0);
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+
+  test("accepts every address fast-check generates, in every notation", () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.ipV4(), fc.ipV6()), (address) => parseIp(address) !== undefined),
     );
   });
 });
