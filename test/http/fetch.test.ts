@@ -1,3 +1,4 @@
+import { Hono } from "hono";
 import { describe, expect, test, vi } from "vitest";
 import { type FetchRateLimitOptions, withRateLimit } from "../../src/http/fetch.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
@@ -171,6 +172,25 @@ describe("withRateLimit (called directly under Node)", () => {
     });
     const response = (await outer(get()))!;
     expect(response.headers.get("ratelimit")).toBe('"daily";r=99, "burst";r=4;t=1');
+  });
+
+  test("wraps a Hono app's fetch (Hono on Deno passes Deno's info as env)", async () => {
+    const app = new Hono();
+    app.get("/", (c) => c.text("hono"));
+    const limiter = new RecordingLimiter(1, 1, manualClock());
+    const handler = withRateLimit(app.fetch, { limiter });
+    const first = (await handler(get(), denoInfo("192.0.2.10")))!;
+    expect([first.status, await first.text(), first.headers.get("ratelimit")]).toStrictEqual([
+      200,
+      "hono",
+      '"default";r=0;t=1',
+    ]);
+    const second = (await handler(get(), denoInfo("192.0.2.10")))!;
+    expect([second.status, second.headers.get("retry-after")]).toStrictEqual([429, "1"]);
+    expect(limiter.calls).toStrictEqual([
+      ["192.0.2.10", 1],
+      ["192.0.2.10", 1],
+    ]);
   });
 
   test.each([
