@@ -183,6 +183,8 @@ function send(res: ServerResponse, status: number, problem: object): void {
   const body = JSON.stringify(problem);
   res.statusCode = status;
   res.setHeader("Content-Type", "application/problem+json");
-  res.setHeader("Content-Length", Buffer.byteLength(body));
+  // The body is ASCII (the policy name is checked to be), so its length is its byte count;
+  // no Buffer, so the same code runs under Bun's and Deno's node:http.
+  res.setHeader("Content-Length", body.length);
   res.end(body);
 }
