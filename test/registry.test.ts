@@ -1,0 +1,554 @@
+import { spawnSync } from "node:child_process";
+import fc from "fast-check";
+import { afterEach, describe, expect, test, vi } from "vitest";
+import { FixedWindow } from "../src/algorithms/fixed-window.js";
+import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
+import { TokenBucket } from "../src/algorithms/token-bucket.js";
+import { allOf } from "../src/composite.js";
+import { RateLimitError } from "../src/errors.js";
+import type { Clock, Limiter } from "../src/limiter.js";
+import { DEFAULT_MAX_KEYS, KeyedLimiter } from "../src/registry.js";
+import { MapOfLimiters } from "./support/keyed-model.js";
+import { type ManualClock, manualClock } from "./support/manual-clock.js";
+
+/** A bucket of 3 refilled at 1 token per second: full again 3 s after it is emptied. */
+const bucketOf3 = (clock: Clock) => new TokenBucket({ capacity: 3, refillPerSecond: 1, clock });
+
+/** The two storage paths every behaviour must hold on. */
+const paths = [
+  {
+    name: "fast path (TokenBucket policy)",
+    make: (clock: Clock, maxKeys?: number) =>
+      new KeyedLimiter(bucketOf3(clock), maxKeys === undefined ? {} : { maxKeys }),
+  },
+  {
+    name: "generic path (policy function)",
+    make: (clock: Clock, maxKeys?: number) =>
+      new KeyedLimiter(() => bucketOf3(clock), maxKeys === undefined ? {} : { maxKeys }),
+  },
+  {
+    name: "generic path (allOf policy)",
+    make: (clock: Clock, maxKeys?: number) =>
+      new KeyedLimiter(
+        allOf(bucketOf3(clock), new TokenBucket({ capacity: 100, refillPerSecond: 100, clock })),
+        maxKeys === undefined ? {} : { maxKeys },
+      ),
+  },
+] as const;
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe.each(paths)("$name", ({ make }) => {
+  test("creates a key's state lazily, on its first charged request", () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    expect(keyed.size).toBe(0);
+    expect(keyed.consume("a", 0).allowed, "a free probe keeps nothing").toBe(true);
+    expect(keyed.consume("a", 4).allowed, "a denied first request keeps nothing").toBe(false);
+    expect(keyed.size).toBe(0);
+    expect(keyed.allow("a")).toBe(true);
+    expect(keyed.size).toBe(1);
+    expect(keyed.consume("b", 2)).toEqual({
+      allowed: true,
+      limit: 3,
+      remaining: 1,
+      retryAfterMs: 0,
+      resetAfterMs: 2000,
+    });
+    expect(keyed.size).toBe(2);
+    expect(keyed.stats).toMatchObject({ created: 2, evictedIdle: 0, evictedLossy: 0 });
+  });
+
+  test("peek answers like a fresh limiter for an unknown key and keeps nothing", () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    expect(keyed.peek("x", 2)).toEqual({
+      allowed: true,
+      limit: 3,
+      remaining: 1,
+      retryAfterMs: 0,
+      resetAfterMs: 2000,
+    });
+    expect(keyed.peek("x", 5)).toMatchObject({ allowed: false, retryAfterMs: Infinity });
+    expect(keyed.size).toBe(0);
+    keyed.consume("x", 3);
+    expect(keyed.peek("x")).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 1000 });
+    expect(keyed.peek("x")).toMatchObject({ allowed: false, remaining: 0 });
+  });
+
+  test("keys are independent", () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    expect(keyed.consume("a", 3).allowed).toBe(true);
+    expect(keyed.allow("a")).toBe(false);
+    expect(keyed.allow("b")).toBe(true);
+    expect(keyed.peek("b")).toMatchObject({ remaining: 1 });
+  });
+
+  test("reset(key) forgets one key, clear() forgets all", () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    keyed.consume("a", 3);
+    keyed.consume("b", 3);
+    keyed.reset("a");
+    keyed.reset("never-seen");
+    expect(keyed.consume("a", 3).allowed, "a starts fresh").toBe(true);
+    expect(keyed.allow("b"), "b is untouched").toBe(false);
+    keyed.clear();
+    expect(keyed.size).toBe(0);
+    expect(keyed.consume("b", 3).allowed).toBe(true);
+  });
+
+  test("sweep drops exactly the idle keys and says how many", () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    keyed.consume("one", 1); // full again after 1 s
+    keyed.consume("two", 2); // after 2 s
+    keyed.consume("three", 3); // after 3 s
+    const steps = [
+      // atMs, dropped by sweep(), size after
+      [500, 0, 3],
+      [1000, 1, 2],
+      [1999, 0, 2],
+      [2000, 1, 1],
+      [3000, 1, 0],
+    ] as const;
+    steps.forEach(([atMs, dropped, size], i) => {
+      clock.set(atMs);
+      expect(keyed.sweep(), `step ${i}: dropped`).toBe(dropped);
+      expect(keyed.size, `step ${i}: size`).toBe(size);
+    });
+    expect(keyed.stats.evictedIdle).toBe(3);
+  });
+
+  test("a bucket of 3 that spent all 3 tokens is kept 1 s later and dropped 3 s later", () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    expect(keyed.consume("client", 3).allowed).toBe(true);
+    clock.advance(1000);
+    expect(keyed.sweep()).toBe(0);
+    expect(keyed.size).toBe(1);
+    expect(keyed.peek("client", 2).allowed, "only 1 token is back").toBe(false);
+    clock.advance(2000);
+    expect(keyed.sweep()).toBe(1);
+    expect(keyed.size).toBe(0);
+  });
+
+  test("the incremental sweep drops idle keys during normal calls, without sweep()", () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    for (let i = 0; i < 100; i++) keyed.consume(`k${i}`, 3);
+    clock.advance(3000);
+    // Calls on one other key drive the sweep: a few entries every few calls.
+    for (let i = 0; i < 1000; i++) keyed.peek("other");
+    expect(keyed.size).toBe(0);
+    expect(keyed.stats.evictedIdle).toBe(100);
+  });
+
+  test("10 cycles of 10,000 expired keys leave size 0 and nothing grows", () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    const slots: number[] = [];
+    for (let cycle = 0; cycle < 10; cycle++) {
+      for (let i = 0; i < 10_000; i++) keyed.allow(`c${cycle}-k${i}`);
+      expect(keyed.size, `cycle ${cycle}: all kept while in use`).toBe(10_000);
+      clock.advance(1000); // one token per key: full again after 1 s
+      keyed.sweep();
+      expect(keyed.size, `cycle ${cycle}`).toBe(0);
+      slots.push(keyed.stats.slots);
+    }
+    expect(new Set(slots).size, `slab slots per cycle: ${slots.join(",")}`).toBe(1);
+    expect(keyed.stats).toMatchObject({ created: 100_000, evictedIdle: 100_000, evictedLossy: 0 });
+  });
+
+  test("a flood of 20,000 new keys never exceeds maxKeys, and the limited client stays limited", () => {
+    const clock = manualClock();
+    const keyed = make(clock, 1000);
+    expect(keyed.consume("abuser", 3).allowed).toBe(true);
+    expect(keyed.allow("abuser")).toBe(false);
+    clock.advance(10); // not idle: the abuser needs 3 s to be full again
+    for (let i = 0; i < 20_000; i++) {
+      keyed.allow(`flood-${i}`);
+      if (keyed.size > 1000) throw new Error(`size ${keyed.size} after flood key ${i}`);
+    }
+    expect(keyed.size).toBe(1000);
+    expect(keyed.allow("abuser"), "the limited client was not forgotten").toBe(false);
+    expect(keyed.peek("abuser")).toMatchObject({ remaining: 0 });
+    // 20,001 keys arrived, 1000 are kept, none was ever idle: 19,001 lossy evictions.
+    expect(keyed.stats.evictedLossy).toBe(19_001);
+  });
+
+  test("when full, idle keys make room before any key in use is dropped", () => {
+    const clock = manualClock();
+    const keyed = make(clock, 10);
+    for (let i = 0; i < 10; i++) keyed.allow(`old-${i}`);
+    clock.advance(1000); // all ten are full again
+    for (let i = 0; i < 10; i++) keyed.allow(`new-${i}`);
+    expect(keyed.size).toBe(10);
+    expect(keyed.stats).toMatchObject({ evictedIdle: 10, evictedLossy: 0 });
+  });
+
+  test("rejects a key that is not a string, for every method", async () => {
+    const keyed = make(manualClock());
+    const message = "KeyedLimiter: key must be a string, got 42";
+    const bad = 42 as unknown as string;
+    expect(() => keyed.allow(bad)).toThrow(new TypeError(message));
+    expect(() => keyed.consume(bad)).toThrow(new TypeError(message));
+    expect(() => keyed.peek(bad)).toThrow(new TypeError(message));
+    expect(() => keyed.reset(bad)).toThrow(new TypeError(message));
+    await expect(keyed.wait(bad)).rejects.toThrow(new TypeError(message));
+    expect(keyed.size).toBe(0);
+  });
+
+  test.each([
+    { name: "a string", cost: "1", error: TypeError, got: '"1" (string)' },
+    { name: "NaN", cost: Number.NaN, error: RangeError, got: "NaN" },
+    { name: "a negative number", cost: -1, error: RangeError, got: "-1" },
+    { name: "Infinity", cost: Number.POSITIVE_INFINITY, error: RangeError, got: "Infinity" },
+  ])("rejects a cost that is $name and keeps nothing", async ({ cost, error, got }) => {
+    const keyed = make(manualClock());
+    const c = cost as number;
+    const message = `KeyedLimiter: cost must be a finite number >= 0, got ${got}`;
+    expect(() => keyed.allow("a", c)).toThrow(new error(message));
+    expect(() => keyed.consume("a", c)).toThrow(new error(message));
+    expect(() => keyed.peek("a", c)).toThrow(new error(message));
+    await expect(keyed.wait("a", c)).rejects.toThrow(
+      new error(`KeyedLimiter.wait: cost must be a finite number >= 0, got ${got}`),
+    );
+    expect(keyed.size).toBe(0);
+  });
+
+  test("wait resolves once the key's tokens are back, first-in, first-out per key", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+    const clock = manualClock();
+    const keyed = make(clock);
+    keyed.consume("a", 3);
+    const order: string[] = [];
+    const big = keyed.wait("a", 2).then((d) => order.push(`big ${d.remaining}`));
+    const small = keyed.wait("a", 1).then((d) => order.push(`small ${d.remaining}`));
+    const other = keyed.wait("b", 3).then((d) => order.push(`other ${d.remaining}`));
+    await other;
+    expect(order, "another key does not wait").toEqual(["other 0"]);
+    clock.advance(2000);
+    await vi.advanceTimersByTimeAsync(2000);
+    await big;
+    clock.advance(1000);
+    await vi.advanceTimersByTimeAsync(1000);
+    await small;
+    expect(order).toEqual(["other 0", "big 0", "small 0"]);
+  });
+
+  test("wait rejects a cost above the capacity and a wait past maxWaitMs", async () => {
+    const clock = manualClock();
+    const keyed = make(clock);
+    await expect(keyed.wait("a", 4)).rejects.toThrow(RangeError);
+    keyed.consume("a", 3);
+    const late = keyed.wait("a", 1, { maxWaitMs: 999 });
+    await expect(late).rejects.toBeInstanceOf(RateLimitError);
+    await expect(late).rejects.toMatchObject({ decision: { retryAfterMs: 1000 } });
+  });
+
+  test("a key with a pending waiter is not idle", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+    const clock = manualClock();
+    const keyed = make(clock);
+    keyed.consume("a", 3);
+    const waiting = keyed.wait("a", 3);
+    clock.advance(5000); // the bucket is full, but its waiter has not been served yet
+    expect(keyed.sweep()).toBe(0);
+    expect(keyed.size).toBe(1);
+    await vi.advanceTimersByTimeAsync(3000);
+    await expect(waiting).resolves.toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  test("a clock going backwards adds nothing", () => {
+    const clock = manualClock(10_000);
+    const keyed = make(clock);
+    keyed.consume("a", 3);
+    clock.set(0);
+    expect(keyed.allow("a")).toBe(false);
+    expect(keyed.peek("a")).toMatchObject({ retryAfterMs: 1000 });
+    clock.set(11_000);
+    expect(keyed.allow("a")).toBe(true);
+  });
+
+  test("the background sweep drops idle keys during quiet periods", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+    const clock = manualClock();
+    const keyed = make(clock);
+    for (let i = 0; i < 5; i++) keyed.allow(`k${i}`);
+    clock.advance(1000);
+    expect(keyed.size).toBe(5);
+    vi.advanceTimersByTime(60_000);
+    expect(keyed.size).toBe(0);
+  });
+});
+
+describe("KeyedLimiter construction", () => {
+  test("defaults maxKeys to a finite bound", () => {
+    const keyed = new KeyedLimiter(bucketOf3(manualClock()));
+    expect(keyed.maxKeys).toBe(DEFAULT_MAX_KEYS);
+    expect(Number.isFinite(DEFAULT_MAX_KEYS)).toBe(true);
+  });
+
+  const policy = bucketOf3(manualClock());
+  test.each([
+    {
+      name: "a policy that is a number",
+      make: () => new KeyedLimiter(5 as never),
+      error: TypeError,
+      message:
+        "KeyedLimiter: policy must be a limiter with clone() or a function (key) => Limiter, got 5",
+    },
+    {
+      name: "a limiter without clone()",
+      make: () =>
+        new KeyedLimiter({
+          allow: () => true,
+          consume: () => undefined,
+          peek: () => undefined,
+          reset: () => undefined,
+          isIdle: () => true,
+          wait: () => undefined,
+        } as never),
+      error: TypeError,
+      message:
+        "KeyedLimiter: policy must be a limiter with clone() or a function (key) => Limiter, got an object",
+    },
+    {
+      name: "options that are not an object",
+      make: () => new KeyedLimiter(policy, 10 as never),
+      error: TypeError,
+      message: "KeyedLimiter: options must be an object, got 10",
+    },
+    {
+      name: "maxKeys 0",
+      make: () => new KeyedLimiter(policy, { maxKeys: 0 }),
+      error: RangeError,
+      message: "KeyedLimiter: maxKeys must be an integer from 1 to 268435456, got 0",
+    },
+    {
+      name: "maxKeys 1.5",
+      make: () => new KeyedLimiter(policy, { maxKeys: 1.5 }),
+      error: RangeError,
+      message: "KeyedLimiter: maxKeys must be an integer from 1 to 268435456, got 1.5",
+    },
+    {
+      name: "maxKeys as a string",
+      make: () => new KeyedLimiter(policy, { maxKeys: "10" as never }),
+      error: TypeError,
+      message: 'KeyedLimiter: maxKeys must be an integer from 1 to 268435456, got "10" (string)',
+    },
+    {
+      name: "sweepIntervalMs 0",
+      make: () => new KeyedLimiter(policy, { sweepIntervalMs: 0 }),
+      error: RangeError,
+      message: "KeyedLimiter: sweepIntervalMs must be a number > 0 (Infinity for no timer), got 0",
+    },
+    {
+      name: "sweepIntervalMs NaN",
+      make: () => new KeyedLimiter(policy, { sweepIntervalMs: Number.NaN }),
+      error: RangeError,
+      message:
+        "KeyedLimiter: sweepIntervalMs must be a number > 0 (Infinity for no timer), got NaN",
+    },
+  ])("rejects $name", ({ make, error, message }) => {
+    expect(make).toThrow(new error(message));
+  });
+
+  test("a policy function that throws leaves the registry unchanged", () => {
+    const clock = manualClock();
+    const keyed = new KeyedLimiter((key) => {
+      if (key === "bad") throw new Error("no plan for bad");
+      return bucketOf3(clock);
+    });
+    keyed.consume("good", 3);
+    expect(() => keyed.consume("bad")).toThrow(new Error("no plan for bad"));
+    expect(() => keyed.allow("bad")).toThrow(new Error("no plan for bad"));
+    expect(keyed.size).toBe(1);
+    expect(keyed.allow("good")).toBe(false);
+  });
+
+  test("a policy function that returns a non-limiter is a clear TypeError", () => {
+    const keyed = new KeyedLimiter(() => ({ allow: () => true }) as never);
+    expect(() => keyed.allow("k")).toThrow(
+      new TypeError(
+        'KeyedLimiter: policy must return a Limiter (allow, consume, peek, reset, isIdle, wait) for key "k", got an object',
+      ),
+    );
+    expect(keyed.size).toBe(0);
+  });
+
+  test("calls a policy function once per key while the key is kept", () => {
+    const clock = manualClock();
+    const made: string[] = [];
+    const keyed = new KeyedLimiter((key) => {
+      made.push(key);
+      return key.startsWith("vip")
+        ? new TokenBucket({ capacity: 10, refillPerSecond: 1, clock })
+        : bucketOf3(clock);
+    });
+    for (let i = 0; i < 5; i++) keyed.allow("vip-1");
+    for (let i = 0; i < 5; i++) keyed.allow("user-1");
+    expect(made).toEqual(["vip-1", "user-1"]);
+    expect(keyed.peek("vip-1", 0)).toMatchObject({ limit: 10, remaining: 5 });
+    expect(keyed.peek("user-1", 0)).toMatchObject({ limit: 3, remaining: 0 });
+  });
+
+  test("every key copies the policy's configuration, not its usage", () => {
+    const clock = manualClock();
+    const policy = bucketOf3(clock);
+    policy.consume(3);
+    const keyed = new KeyedLimiter(policy);
+    expect(keyed.consume("a")).toMatchObject({ allowed: true, limit: 3, remaining: 2 });
+  });
+
+  test("the registry's timer does not keep a process alive", () => {
+    // A child that only creates a registry (with a key, so the timer has work) must exit
+    // on its own; the spawn timeout only stops a child that hangs, it measures nothing.
+    const source = [
+      'import { KeyedLimiter } from "./src/registry.ts";',
+      'import { TokenBucket } from "./src/algorithms/token-bucket.ts";',
+      "const keyed = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1 }), { sweepIntervalMs: 1000 });",
+      'keyed.allow("a");',
+      'console.log("created", keyed.size);',
+    ].join("\n");
+    const child = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", source],
+      {
+        cwd: new URL("..", import.meta.url),
+        encoding: "utf8",
+        timeout: 20_000,
+      },
+    );
+    expect(child.stderr).toBe("");
+    expect(child.signal, "the child had to be killed: the timer held it open").toBeNull();
+    expect(child.status).toBe(0);
+    expect(child.stdout).toBe("created 1\n");
+  }, 30_000);
+});
+
+describe("KeyedLimiter fast path", () => {
+  test("takes the slab path for a TokenBucket policy only", () => {
+    const clock = manualClock();
+    expect(new KeyedLimiter(bucketOf3(clock)).stats.slots).toBeGreaterThan(0);
+    expect(new KeyedLimiter(() => bucketOf3(clock)).stats.slots).toBe(0);
+    class Custom extends TokenBucket {}
+    const custom = new Custom({ capacity: 3, refillPerSecond: 1, clock });
+    expect(new KeyedLimiter(custom).stats.slots, "a subclass may override anything").toBe(0);
+  });
+
+  test("reads the clock once per call", () => {
+    let reads = 0;
+    const clock = () => {
+      reads++;
+      return 0;
+    };
+    const keyed = new KeyedLimiter(bucketOf3(clock));
+    keyed.allow("a");
+    keyed.consume("a");
+    keyed.peek("b");
+    expect(reads).toBe(3);
+  });
+
+  test.each([
+    { name: "NaN", reading: Number.NaN, error: RangeError, got: "NaN" },
+    { name: "a string", reading: "5", error: TypeError, got: '"5" (string)' },
+  ])("rejects a clock reading that is $name", ({ reading, error, got }) => {
+    const keyed = new KeyedLimiter(bucketOf3(() => reading as number));
+    expect(() => keyed.allow("a")).toThrow(
+      new error(`KeyedLimiter: clock must return a finite number of milliseconds, got ${got}`),
+    );
+  });
+});
+
+/** One step of a random timeline. */
+interface Step {
+  readonly dtMs: number;
+  readonly key: number;
+  readonly cost: number;
+  readonly op: "allow" | "consume" | "peek" | "sweep" | "burst";
+}
+
+const stepArb: fc.Arbitrary<Step> = fc.record({
+  dtMs: fc.oneof(
+    fc.constant(0),
+    fc.integer({ min: 0, max: 400 }),
+    fc.integer({ min: 0, max: 5000 }),
+  ),
+  key: fc.integer({ min: 0, max: 7 }),
+  cost: fc.integer({ min: 0, max: 4 }),
+  op: fc.constantFrom("allow", "consume", "consume", "peek", "sweep", "burst"),
+});
+
+const algorithms: readonly {
+  name: string;
+  policy: (clock: ManualClock) => Limiter & { clone(): Limiter };
+}[] = [
+  {
+    name: "TokenBucket",
+    policy: (clock) => new TokenBucket({ capacity: 4, refillPerSecond: 2, clock }),
+  },
+  {
+    name: "LeakyBucket",
+    policy: (clock) => new LeakyBucket({ capacity: 3, leakPerSecond: 1, clock }),
+  },
+  { name: "FixedWindow", policy: (clock) => new FixedWindow({ limit: 3, windowMs: 1000, clock }) },
+  {
+    name: "allOf(TokenBucket, FixedWindow)",
+    policy: (clock) =>
+      allOf(
+        new TokenBucket({ capacity: 4, refillPerSecond: 2, clock }),
+        new FixedWindow({ limit: 6, windowMs: 3000, clock }),
+      ),
+  },
+];
+
+describe.each(algorithms)("eviction changes no decision: $name", ({ policy }) => {
+  const policies = [
+    {
+      via: "policy limiter",
+      keyed: (clock: ManualClock) => new KeyedLimiter(policy(clock), { maxKeys: 64 }),
+    },
+    {
+      via: "policy function",
+      keyed: (clock: ManualClock) => new KeyedLimiter(() => policy(clock).clone(), { maxKeys: 64 }),
+    },
+  ];
+  test.each(policies)(
+    "same decisions as a Map that never forgets, via $via",
+    ({ keyed: makeKeyed }) => {
+      let evicted = 0;
+      fc.assert(
+        fc.property(fc.array(stepArb, { minLength: 1, maxLength: 120 }), (steps) => {
+          const clock = manualClock(1_000_000);
+          const keyed = makeKeyed(clock);
+          const template = policy(clock);
+          const model = new MapOfLimiters(() => template.clone());
+          steps.forEach(({ dtMs, key, cost, op }, i) => {
+            clock.advance(dtMs);
+            const k = `key-${key}`;
+            const where = `step ${i} (${op} ${k} cost ${cost} at ${clock()})`;
+            if (op === "allow") expect(keyed.allow(k, cost), where).toBe(model.allow(k, cost));
+            else if (op === "consume")
+              expect(keyed.consume(k, cost), where).toEqual(model.consume(k, cost));
+            else if (op === "peek") expect(keyed.peek(k, cost), where).toEqual(model.peek(k, cost));
+            else if (op === "sweep") keyed.sweep();
+            else {
+              // 40 free probes of other keys drive the incremental sweep.
+              for (let j = 0; j < 40; j++) expect(keyed.allow(`probe-${j % 3}`, 0)).toBe(true);
+            }
+            expect(keyed.size, where).toBeLessThanOrEqual(8);
+          });
+          evicted += keyed.stats.evictedIdle;
+          expect(keyed.stats.evictedLossy).toBe(0);
+        }),
+        { numRuns: 150 },
+      );
+      expect(evicted, "the timelines did evict idle keys").toBeGreaterThan(0);
+    },
+  );
+});
