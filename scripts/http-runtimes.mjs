@@ -16,7 +16,10 @@ const distDir = args[0]
   : new URL("../dist/", import.meta.url);
 
 const { KeyedLimiter, TokenBucket } = await import(new URL("index.js", distDir).href);
-const { withRateLimit, QUOTA_EXCEEDED_TYPE } = await import(new URL("http.js", distDir).href);
+const { rateLimit, withRateLimit, QUOTA_EXCEEDED_TYPE } = await import(
+  new URL("http.js", distDir).href
+);
+const { createServer } = await import("node:http");
 
 let checks = 0;
 function check(what, actual, expected) {
@@ -130,6 +133,31 @@ try {
     "http://127.0.0.1/next",
     '"default";r=1;t=1',
   ]);
+
+  // 6. The connect-style middleware on the runtime's node:http compatibility layer.
+  now = 0;
+  const nodeLimiter = recording();
+  const limit = rateLimit({ limiter: nodeLimiter });
+  const nodeServer = createServer((req, res) => limit(req, res, () => res.end("ok")));
+  await new Promise((resolve) => nodeServer.listen(0, "127.0.0.1", resolve));
+  servers.push({ stop: () => new Promise((resolve) => nodeServer.close(resolve)) });
+  const nodeUrl = `http://127.0.0.1:${nodeServer.address().port}`;
+  const seen = [];
+  for (let i = 0; i < 3; i++) {
+    const response = await fetch(nodeUrl, { headers: { connection: "close" } });
+    await response.text();
+    seen.push([
+      response.status,
+      response.headers.get("ratelimit"),
+      response.headers.get("retry-after"),
+    ]);
+  }
+  check("node:http middleware", seen, [
+    [200, '"default";r=1;t=1', null],
+    [200, '"default";r=0;t=2', null],
+    [429, '"default";r=0;t=1', "1"],
+  ]);
+  check("node:http peer address", [...new Set(nodeLimiter.keys)], ["127.0.0.1"]);
 } finally {
   for (const server of servers) await server.stop();
 }
