@@ -14,6 +14,8 @@
  * is 1000, so with one hot key all calls after the first 1000 are denials (the report says so).
  * @module
  */
+
+import { allOf } from "../src/composite.js";
 import {
   FixedWindow,
   LeakyBucket,
@@ -221,19 +223,37 @@ function singleConsumeTask(name: AlgorithmName, denies: boolean): TimedTask {
   };
 }
 
+/** How a keyed task's registry is built: the policy kind and its label. */
+type KeyedPath = "keyed" | "fn" | "allOf";
+
+function keyedFor(path: KeyedPath, name: AlgorithmName, keys: number): KeyedLimiter {
+  if (path === "allOf") {
+    // Two limits on every key, as "10/s and 1000/hour" would be.
+    return new KeyedLimiter(allOf(makeLimiter(name), makeLimiter(name)), {
+      maxKeys: Math.max(keys, 1),
+    });
+  }
+  return makeKeyed(name, keys, path === "fn");
+}
+
+function keyedLabel(path: KeyedPath, name: AlgorithmName): string {
+  if (path === "fn") return `KeyedLimiter((key) => new ${name})`;
+  if (path === "allOf") return `KeyedLimiter(allOf(${name}, ${name}))`;
+  return `KeyedLimiter(${name})`;
+}
+
 function keyedAllowTask(
   name: AlgorithmName,
   pattern: KeyPattern,
   denies: boolean,
-  viaFunction: boolean,
+  path: KeyedPath,
 ): TimedTask {
-  const path = viaFunction ? "fn" : "keyed";
   return {
     id: `${name}.${path}.allow.${pattern.id}`,
-    name: `${viaFunction ? `KeyedLimiter((key) => new ${name})` : `KeyedLimiter(${name})`}.allow(key), ${pattern.label}`,
+    name: `${keyedLabel(path, name)}.allow(key), ${pattern.label}`,
     prepare: () => {
       const { keys, seq } = accessSequence(pattern);
-      const keyed = makeKeyed(name, keys.length, viaFunction);
+      const keyed = keyedFor(path, name, keys.length);
       for (const key of keys) keyed.allow(key);
       let at = 0;
       let denied = 0;
@@ -299,9 +319,9 @@ export function algorithmTasks(name: AlgorithmName, quick: boolean): TimedTask[]
   const patterns = keyPatterns(quick);
   const tasks = [singleAllowTask(name, spec.deniesHot), singleConsumeTask(name, spec.deniesHot)];
   tasks.push(
-    keyedAllowTask(name, patterns[0]!, spec.deniesHot, false),
-    keyedAllowTask(name, patterns[1]!, false, false),
-    keyedAllowTask(name, patterns[2]!, false, false),
+    keyedAllowTask(name, patterns[0]!, spec.deniesHot, "keyed"),
+    keyedAllowTask(name, patterns[1]!, false, "keyed"),
+    keyedAllowTask(name, patterns[2]!, false, "keyed"),
     keyedConsumeTask(name, patterns[0]!, spec.deniesHot),
   );
   return tasks;
@@ -309,13 +329,13 @@ export function algorithmTasks(name: AlgorithmName, quick: boolean): TimedTask[]
 
 /**
  * The per-key policy function path (`(key) => new TokenBucket(...)`), which bypasses the
- * TokenBucket fast path: one limiter object per key in a Map. Hot key and the medium set.
+ * TokenBucket fast path: one limiter object per key in a Map.
  */
 export function policyFunctionTasks(quick: boolean): TimedTask[] {
-  const patterns = keyPatterns(quick);
-  return [
-    keyedAllowTask("TokenBucket", patterns[0]!, false, true),
-    keyedAllowTask("TokenBucket", patterns[1]!, false, true),
-    keyedAllowTask("TokenBucket", patterns[2]!, false, true),
-  ];
+  return keyPatterns(quick).map((p) => keyedAllowTask("TokenBucket", p, false, "fn"));
+}
+
+/** `KeyedLimiter(allOf(TokenBucket, TokenBucket))`: two limits per key, on the three patterns. */
+export function allOfTasks(quick: boolean): TimedTask[] {
+  return keyPatterns(quick).map((p) => keyedAllowTask("TokenBucket", p, false, "allOf"));
 }

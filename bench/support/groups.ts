@@ -6,6 +6,7 @@
 import {
   ALGORITHMS,
   algorithmTasks,
+  allOfTasks,
   floorTasks,
   policyFunctionTasks,
 } from "../algorithms.bench.js";
@@ -30,6 +31,7 @@ export const GROUPS: readonly Group[] = [
     }),
   ),
   { id: "TokenBucket.fn", section: "algorithms", tasks: policyFunctionTasks },
+  { id: "TokenBucket.allOf", section: "algorithms", tasks: allOfTasks },
   ...PEER_GROUPS.map(
     (id): Group => ({ id: `peer.${id}`, section: "peers", tasks: (quick) => peerTasks(id, quick) }),
   ),

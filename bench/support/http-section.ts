@@ -1,13 +1,21 @@
 /**
- * Section 6 (`npm run bench:http`). Placeholder until bench/http.bench.ts lands.
+ * Section 6 (`npm run bench:http`): the HTTP experiment of bench/http.bench.ts (node:http,
+ * autocannon, each server in its own process), reported beside the source article's figures.
  * @module
  */
+import { runHttpBench } from "../http.bench.js";
 import type { HttpResults } from "./report.js";
 
-/** Runs the HTTP rows, or says why they were skipped. */
+/** Runs the HTTP rows (full: 100 connections, 10 s per variant after a warm-up). */
 export async function runHttpSection(
-  _quick: boolean,
-  _progress: (text: string) => void,
+  quick: boolean,
+  progress: (text: string) => void,
 ): Promise<HttpResults | { skipped: string }> {
-  return { skipped: "bench/http.bench.ts is not in this tree yet" };
+  const results = await runHttpBench({ quick, progress });
+  return {
+    rows: results.rows,
+    connections: results.connections,
+    durationSeconds: results.durationSeconds,
+    notes: results.notes,
+  };
 }
