@@ -1,0 +1,58 @@
+import { describe, expect, test } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../../src/registry.js";
+import { manualClock } from "../support/manual-clock.js";
+
+// The Map-of-limiters store is reached through KeyedLimiter with any other policy.
+describe("LimiterMap (KeyedLimiter generic path)", () => {
+  test("copies a non-bucket policy per key with clone()", () => {
+    const clock = manualClock();
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 1000, clock }));
+    expect(keyed.stats.slots).toBe(0);
+    expect(keyed.consume("a", 2)).toMatchObject({ allowed: true, limit: 2, remaining: 0 });
+    expect(keyed.allow("a")).toBe(false);
+    expect(keyed.allow("b")).toBe(true);
+    clock.set(1000);
+    expect(keyed.sweep()).toBe(2);
+  });
+
+  test("when full and nothing is idle, the limiter with the smallest resetAfterMs goes", () => {
+    const clock = manualClock();
+    const keyed = new KeyedLimiter(
+      (key) =>
+        key === "slow"
+          ? new TokenBucket({ capacity: 10, refillPerSecond: 0.1, clock }) // 10 s per token
+          : new TokenBucket({ capacity: 10, refillPerSecond: 10, clock }), // 100 ms per token
+      { maxKeys: 2 },
+    );
+    keyed.consume("slow", 1); // resetAfterMs 10,000
+    keyed.consume("fast", 5); // resetAfterMs 500
+    keyed.consume("new", 1);
+    expect(keyed.stats.evictedLossy).toBe(1);
+    expect(keyed.peek("fast", 0).remaining, "fast was dropped: fresh again").toBe(10);
+    expect(keyed.peek("slow", 0).remaining).toBe(9);
+  });
+
+  test("a limiter that is idle right after its first call is not kept", () => {
+    const clock = manualClock();
+    let made = 0;
+    const keyed = new KeyedLimiter(() => {
+      made++;
+      return new TokenBucket({ capacity: 1, refillPerSecond: 1, clock });
+    });
+    expect(keyed.allow("a", 0)).toBe(true);
+    expect(keyed.allow("a", 2)).toBe(false);
+    expect(keyed.size).toBe(0);
+    expect(made).toBe(2);
+  });
+
+  test("wait keeps the key's limiter while it waits", async () => {
+    const clock = manualClock();
+    const keyed = new KeyedLimiter(
+      () => new TokenBucket({ capacity: 1, refillPerSecond: 1, clock }),
+    );
+    await expect(keyed.wait("a")).resolves.toMatchObject({ allowed: true, remaining: 0 });
+    expect(keyed.size).toBe(1);
+  });
+});
