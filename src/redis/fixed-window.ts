@@ -2,15 +2,10 @@ import { windowIndex } from "../algorithms/time.js";
 import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { fits, wholeUnits } from "../numeric.js";
-import {
-  checkRedisOptions,
-  RedisLimiter,
-  type RedisLimiterOptions,
-  replyArray,
-  replyNumber,
-} from "./limiter.js";
+import { RedisLimiter } from "./limiter.js";
 import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
-import { checkAgreement } from "./token-bucket.js";
+import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 
 /** Options of {@link RedisFixedWindow}: those of `FixedWindow` (no `clock`) plus the Redis ones. */
 export interface RedisFixedWindowOptions extends RedisLimiterOptions {

@@ -16,18 +16,18 @@ export {
 export { RateLimitStoreError, StoreTimeoutError } from "./errors.js";
 export { RedisFixedWindow, type RedisFixedWindowOptions } from "./fixed-window.js";
 export { RedisLeakyBucket, type RedisLeakyBucketOptions } from "./leaky-bucket.js";
+export { RedisLimiter } from "./limiter.js";
+export type { RedisLimiterOptions } from "./options.js";
 export {
   type DecisionSource,
   FAIL_CLOSED_RETRY_AFTER_MS,
   type FailurePolicy,
   type FallbackLimiter,
   type RedisDecision,
-  RedisLimiter,
-  type RedisLimiterOptions,
   type RedisOperation,
   type StoreFailureEvent,
   type StoreRecoveryEvent,
-} from "./limiter.js";
+} from "./policy.js";
 export {
   RedisSlidingWindowCounter,
   type RedisSlidingWindowCounterOptions,

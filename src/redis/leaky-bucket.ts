@@ -1,15 +1,10 @@
 import { bucketDecision } from "../algorithms/bucket-math.js";
 import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import {
-  checkRedisOptions,
-  RedisLimiter,
-  type RedisLimiterOptions,
-  replyArray,
-  replyNumber,
-} from "./limiter.js";
+import { RedisLimiter } from "./limiter.js";
 import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
-import { checkAgreement } from "./token-bucket.js";
+import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 
 /** Options of {@link RedisLeakyBucket}: those of `LeakyBucket` (no `clock`) plus the Redis ones. */
 export interface RedisLeakyBucketOptions extends RedisLimiterOptions {

@@ -1,15 +1,10 @@
 import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { fits, wholeUnits } from "../numeric.js";
-import {
-  checkRedisOptions,
-  RedisLimiter,
-  type RedisLimiterOptions,
-  replyArray,
-  replyNumber,
-} from "./limiter.js";
+import { RedisLimiter } from "./limiter.js";
 import { SLIDING_WINDOW_LOG_SCRIPT } from "./lua/sliding-window-log.js";
-import { checkAgreement } from "./token-bucket.js";
+import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 
 /**
  * Options of {@link RedisSlidingWindowLog}: those of `SlidingWindowLog` (no `clock`)

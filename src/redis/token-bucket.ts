@@ -1,14 +1,10 @@
 import { bucketDecision } from "../algorithms/bucket-math.js";
 import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import {
-  checkRedisOptions,
-  RedisLimiter,
-  type RedisLimiterOptions,
-  replyArray,
-  replyNumber,
-} from "./limiter.js";
+import { RedisLimiter } from "./limiter.js";
 import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
+import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 
 /** Options of {@link RedisTokenBucket}: those of `TokenBucket` (no `clock`) plus the Redis ones. */
 export interface RedisTokenBucketOptions extends RedisLimiterOptions {
@@ -68,16 +64,4 @@ export class RedisTokenBucket extends RedisLimiter {
     const decision = bucketDecision(cost, replyNumber(tokens), this.capacity, this.refillPerSecond);
     return checkAgreement(decision, allowed);
   }
-}
-
-/**
- * Checks that the script's verdict equals the one recomputed in TypeScript from the
- * state it returned (they run the same arithmetic); a mismatch is a bug, reported as
- * a store failure rather than a silently inconsistent decision.
- */
-export function checkAgreement(decision: Decision, allowed: unknown): Decision {
-  if (decision.allowed !== (replyNumber(allowed) === 1)) {
-    throw new TypeError(`script and decision disagree: script allowed=${String(allowed)}`);
-  }
-  return decision;
 }

@@ -1,0 +1,36 @@
+import { describe } from "../errors.js";
+import type { Decision } from "../limiter.js";
+
+/** Reads a number from a script reply: an integer, or a float sent as a `%.17g` string. */
+export function replyNumber(value: unknown): number {
+  if (typeof value === "number") return value;
+  if (typeof value === "string" || value instanceof Uint8Array) {
+    const text = String(value);
+    if (text === "inf") return Number.POSITIVE_INFINITY;
+    if (text === "-inf") return Number.NEGATIVE_INFINITY;
+    const n = Number(text);
+    if (text !== "" && !Number.isNaN(n)) return n;
+  }
+  throw new TypeError(`unexpected reply element ${describe(value)}`);
+}
+
+/** The reply of a script as an array of at least `length` elements. */
+export function replyArray(value: unknown, length: number): unknown[] {
+  if (!Array.isArray(value) || value.length < length) {
+    throw new TypeError(`unexpected reply ${describe(value)}`);
+  }
+  return value;
+}
+
+/**
+ * Checks that the script's verdict equals the one recomputed in TypeScript from the
+ * state it returned (they run the same arithmetic); a mismatch is a bug, reported as
+ * a store failure rather than a silently inconsistent decision.
+ * @throws {TypeError} When they disagree.
+ */
+export function checkAgreement(decision: Decision, allowed: unknown): Decision {
+  if (decision.allowed !== (replyNumber(allowed) === 1)) {
+    throw new TypeError(`script and decision disagree: script allowed=${String(allowed)}`);
+  }
+  return decision;
+}
