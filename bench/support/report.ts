@@ -58,7 +58,8 @@ export interface RunResults {
   readonly command: string;
   readonly quick: boolean;
   readonly machine: Machine;
-  readonly method: string;
+  /** How the in-process rows were timed; absent when only the HTTP section ran. */
+  readonly method?: string;
   readonly timings: Readonly<Record<string, Timing>>;
   readonly failures: readonly { readonly part: string; readonly error: string }[];
   readonly memory?: { readonly keys: number; readonly results: readonly MemoryResult[] };
@@ -69,6 +70,8 @@ export interface RunResults {
 
 /** One target of the issue: what it compares, the limit, the measured value. */
 export interface Target {
+  /** The part of the run that measures it. */
+  readonly section: "core" | "http";
   readonly target: string;
   readonly measured: string;
   /** Undefined when it could not be measured in this run. */
@@ -96,8 +99,10 @@ function target(
   value: number | undefined,
   limit: number,
   show: (v: number) => string,
+  section: "core" | "http" = "core",
 ): Target {
   return {
+    section,
     target: name,
     value,
     measured: value === undefined ? "not measured" : show(value),
@@ -145,6 +150,7 @@ export function targets(r: RunResults): Target[] {
     }
   }
   out.push({
+    section: "core",
     target: "faster than every peer on every key pattern (tollgate/peer < 1)",
     value: complete ? worst : undefined,
     measured:
@@ -182,6 +188,7 @@ export function targets(r: RunResults): Target[] {
       none !== undefined && memory !== undefined ? 1 - memory / none : undefined,
       HTTP_LIMIT,
       (v) => `${(v * 100).toFixed(1)}% fewer req/s`,
+      "http",
     ),
   );
   return out;
@@ -489,7 +496,8 @@ export function httpSection(r: RunResults): string[] {
 }
 
 function targetsSection(r: RunResults): string[] {
-  const list = targets(r);
+  const ran = { core: r.method !== undefined, http: r.http !== undefined };
+  const list = targets(r).filter((t) => ran[t.section]);
   const rows = list.map((t) => [
     t.target,
     t.measured,
@@ -523,7 +531,7 @@ export function renderReport(r: RunResults): string {
       "",
       `**${machineLine(r.machine)}**`,
       "",
-      `\`${r.command}\` · ${r.startedAt} · ${r.method}`,
+      [`\`${r.command}\``, r.startedAt, r.method].filter(Boolean).join(" · "),
     ],
   ];
   if (r.timings["floor.performance-now"] !== undefined) {

@@ -33,8 +33,9 @@ function tinybenchVersion(): string {
 
 function commandLine(options: BenchOptions): string {
   if (!options.core) return `npm run bench:http${options.quick ? " -- --quick" : ""}`;
-  const flags = [options.quick ? "--quick" : "", options.http ? "--all" : ""].filter(Boolean);
-  return `npm run bench${flags.length > 0 ? ` -- ${flags.join(" ")}` : ""}`;
+  const flags = [options.quick ? "--quick" : "", options.http && !options.quick ? "--all" : ""];
+  const given = flags.filter(Boolean);
+  return `npm run bench${given.length > 0 ? ` -- ${given.join(" ")}` : ""}`;
 }
 
 /** Runs the benchmark; sets `process.exitCode` to 1 if any part failed. */
@@ -92,9 +93,13 @@ export async function runBench(options: BenchOptions): Promise<RunResults> {
     command: commandLine(options),
     quick: options.quick,
     machine: machine(),
-    method:
-      `tinybench ${tinybenchVersion()}, mean of timed calls of 1000 checks each, ` +
-      `${b.timeMs} ms per row after ${b.warmupMs} ms warm-up, each group in a fresh process`,
+    ...(options.core
+      ? {
+          method:
+            `tinybench ${tinybenchVersion()}, mean of timed calls of 1000 checks each, ` +
+            `${b.timeMs} ms per row after ${b.warmupMs} ms warm-up, each group in a fresh process`,
+        }
+      : {}),
     timings,
     failures,
     ...(memory === undefined ? {} : { memory }),
