@@ -1,4 +1,5 @@
 export { TokenBucket, type TokenBucketOptions } from "./algorithms/token-bucket.js";
+export { AllOf, allOf } from "./composite.js";
 export { RateLimitError } from "./errors.js";
 export {
   type Clock,
@@ -9,3 +10,10 @@ export {
   systemClock,
   type WaitOptions,
 } from "./limiter.js";
+export {
+  type CloneableLimiter,
+  DEFAULT_MAX_KEYS,
+  KeyedLimiter,
+  type KeyedLimiterOptions,
+  type KeyedLimiterStats,
+} from "./registry.js";

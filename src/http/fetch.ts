@@ -17,10 +17,10 @@ import { quotaExceededProblem, UNAVAILABLE_PROBLEM } from "./headers.js";
  * a Workers `fetch`. Extra arguments (Deno's `info`, Bun's `server`, Hono's `env`) pass
  * through unchanged. It may return `undefined` (Bun, after `server.upgrade`).
  */
-export type FetchHandler<Args extends unknown[] = unknown[]> = (
-  request: Request,
-  ...args: Args
-) => Response | undefined | Promise<Response | undefined>;
+export type FetchHandler<
+  Args extends unknown[] = unknown[],
+  Result extends Response | undefined = Response | undefined,
+> = (request: Request, ...args: Args) => Result | Promise<Result>;
 
 /** Options of {@link withRateLimit}: the shared ones plus request hooks for `Request`s. */
 export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
@@ -94,10 +94,13 @@ function runtimeAddress(request: Request, args: readonly unknown[]): string | un
  * const limiter = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 }))
  * Deno.serve(withRateLimit((request) => new Response("ok"), { limiter }))
  */
-export function withRateLimit<Args extends unknown[]>(
-  handler: FetchHandler<Args>,
+export function withRateLimit<
+  Args extends unknown[],
+  Result extends Response | undefined = Response,
+>(
+  handler: FetchHandler<Args, Result>,
   options: FetchRateLimitOptions<Args>,
-): (request: Request, ...args: Args) => Promise<Response | undefined> {
+): (request: Request, ...args: Args) => Promise<Result | Response> {
   if (typeof handler !== "function") {
     throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
   }
@@ -144,14 +147,14 @@ export function withRateLimit<Args extends unknown[]>(
 }
 
 /** Reports a failure, then calls the handler (`'open'`) or answers 503 (`'closed'`). */
-function failed<Args extends unknown[]>(
+function failed<Args extends unknown[], Result extends Response | undefined>(
   config: CommonConfig,
   error: unknown,
   key: string | undefined,
-  handler: FetchHandler<Args>,
+  handler: FetchHandler<Args, Result>,
   request: Request,
   args: Args,
-): Promise<Response | undefined> | Response | undefined {
+): Result | Promise<Result> | Response {
   report(config, error, key);
   return config.failure === "open"
     ? handler(request, ...args)
@@ -171,10 +174,10 @@ function problem(status: number, body: object, headers: Record<string, string>):
  * immutable, a copy with the same status, headers and body stream is returned; when even
  * that is impossible (a 101 upgrade), the response goes out unchanged.
  */
-function withHeaders(
-  response: Response | undefined,
+function withHeaders<Result extends Response | undefined>(
+  response: Result,
   headers: Record<string, string>,
-): Response | undefined {
+): Result | Response {
   if (response === undefined || response === null) return response;
   try {
     apply(response.headers, headers);
