@@ -1,10 +1,94 @@
 /**
  * Section 6 (`npm run bench:http`): the HTTP experiment of bench/http.bench.ts (node:http,
- * autocannon, each server in its own process), reported beside the source article's figures.
+ * autocannon, each server in its own process), reported beside the source article's
+ * figures. When that harness has no `tollgate/redis` row, this module adds one the same
+ * way: a server in a second process (bench/support/http-redis-server.ts) rate limiting
+ * every request through `RedisTokenBucket` on the bench's Redis, warmed up for 1 s, then
+ * measured for the same duration and connections.
  * @module
  */
+import { fork } from "node:child_process";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 import { runHttpBench } from "../http.bench.js";
-import type { HttpResults } from "./report.js";
+import { benchRedis } from "./redis-server.js";
+import type { HttpResults, HttpRow } from "./report.js";
+
+/** The part of autocannon's result used here. */
+interface AutocannonResult {
+  requests: { average: number };
+  latency: { p50: number; p99: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+type Autocannon = (options: {
+  url: string;
+  connections: number;
+  duration: number;
+}) => Promise<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
+
+/** Starts the Redis-limited server for `redisUrl`; resolves with its URL and a stop function. */
+function startRedisServer(redisUrl: string): Promise<{ url: string; stop: () => void }> {
+  const file = fileURLToPath(new URL("./http-redis-server.ts", import.meta.url));
+  return new Promise((resolve, reject) => {
+    const child = fork(file, [redisUrl], {
+      execArgv: ["--import", "tsx"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    const onExit = (code: number | null) =>
+      reject(new Error(`http bench: the Redis server exited (${code})`));
+    child.once("error", reject);
+    child.once("exit", onExit);
+    child.once("message", (message: { port: number }) => {
+      resolve({
+        url: `http://127.0.0.1:${message.port}/`,
+        stop: () => {
+          child.off("exit", onExit);
+          child.kill();
+        },
+      });
+    });
+  });
+}
+
+/** Measures the `tollgate/redis` row, or says why it was skipped. */
+async function redisRow(
+  quick: boolean,
+  durationSeconds: number,
+  connections: number,
+  progress: (text: string) => void,
+): Promise<HttpRow | { skipped: string }> {
+  const available = await benchRedis();
+  if (!available.ok) return { skipped: available.reason };
+  const rounds = quick ? 1 : 2;
+  try {
+    const server = await startRedisServer(available.redis.url);
+    try {
+      const samples: AutocannonResult[] = [];
+      for (let round = 1; round <= rounds; round++) {
+        progress(`redis, round ${round}/${rounds}`);
+        await autocannon({ url: server.url, connections, duration: 1 }); // warm-up
+        samples.push(await autocannon({ url: server.url, connections, duration: durationSeconds }));
+      }
+      const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+      return {
+        id: "redis",
+        name: "tollgate/http + tollgate/redis RedisTokenBucket (allowed)",
+        requestsPerSecond: mean(samples.map((s) => s.requests.average)),
+        p50Ms: mean(samples.map((s) => s.latency.p50)),
+        p99Ms: mean(samples.map((s) => s.latency.p99)),
+        non2xx: samples.reduce((a, s) => a + s.non2xx, 0),
+        errors: samples.reduce((a, s) => a + s.errors + s.timeouts, 0),
+      };
+    } finally {
+      server.stop();
+    }
+  } finally {
+    await available.redis.stop();
+  }
+}
 
 /** Runs the HTTP rows (full: 100 connections, 10 s per variant after a warm-up). */
 export async function runHttpSection(
@@ -12,10 +96,23 @@ export async function runHttpSection(
   progress: (text: string) => void,
 ): Promise<HttpResults | { skipped: string }> {
   const results = await runHttpBench({ quick, progress });
+  const rows: HttpRow[] = [...results.rows];
+  const notes = [...results.notes];
+  if (!rows.some((row) => row.id === "redis")) {
+    const redis = await redisRow(quick, results.durationSeconds, results.connections, progress);
+    if ("skipped" in redis) notes.push(`The tollgate/redis row was skipped: ${redis.skipped}.`);
+    else {
+      rows.push(redis);
+      notes.push(
+        "The tollgate/redis row ran after the others (bench/support/http-section.ts), against " +
+          "a private redis-server on the same machine: one round trip per request.",
+      );
+    }
+  }
   return {
-    rows: results.rows,
+    rows,
     connections: results.connections,
     durationSeconds: results.durationSeconds,
-    notes: results.notes,
+    notes,
   };
 }
