@@ -1,3 +1,4 @@
+import { LeakyBucket } from "./algorithms/leaky-bucket.js";
 import { TokenBucket } from "./algorithms/token-bucket.js";
 import { checkCost, checkInteger, checkOptions, describe } from "./errors.js";
 import type { Decision, Limiter, WaitOptions } from "./limiter.js";
@@ -20,7 +21,7 @@ export interface KeyedLimiterOptions {
    * Most keys kept at once (an integer from 1 to 2^28). When a new key arrives at the bound,
    * idle keys go first; if none of the keys looked at is idle, the one closest to idle goes
    * (a lossy eviction, counted in `stats.evictedLossy`). Memory at the bound, beyond the key
-   * strings: about 56 bytes per key with a `TokenBucket` policy (so about 56 MB at the
+   * strings: about 56 bytes per key with a `TokenBucket` or `LeakyBucket` policy (so about 56 MB at the
    * default), and one Map entry plus one limiter object per key (about 150 to 250 bytes)
    * on the generic path.
    * @default 1_000_000
@@ -97,8 +98,8 @@ function armSweepTimer(ref: WeakRef<KeyedLimiter>, periodMs: number): void {
  * `policy` is either a limiter whose configuration, clock included, every key copies
  * (its `clone()`; its own usage is ignored), or a function `(key) => Limiter` called when
  * a key without kept state is used, for per-key policies (plans, tiers) and custom
- * limiters. A `TokenBucket` policy takes the fast path: no object per key, state in a
- * `Float64Array` slab, decisions bit for bit those of a `TokenBucket` per key, with one
+ * limiters. A `TokenBucket` or `LeakyBucket` policy takes the fast path: no object per
+ * key, state in a `Float64Array` slab, decisions bit for bit those of one bucket per key, with one
  * clock reading per call and one clock high-water mark for the whole registry (a reading
  * behind the latest one seen by any key counts as that latest one; with a monotonic clock
  * this is the same as per key). Any other policy keeps a `Map<string, Limiter>`.
@@ -143,7 +144,17 @@ export class KeyedLimiter {
         : checkInteger(WHERE, "maxKeys", o.maxKeys, 1, MAX_KEYS_LIMIT);
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
     if (policy instanceof TokenBucket && policy.constructor === TokenBucket) {
-      this.slab = new BucketSlab(policy, this.maxKeys);
+      this.slab = new BucketSlab(
+        policy.capacity,
+        policy.refillPerSecond,
+        policy.clock,
+        this.maxKeys,
+      );
+      this.slab.trackWaiters(this.waiting);
+      this.store = this.slab;
+    } else if (policy instanceof LeakyBucket && policy.constructor === LeakyBucket) {
+      // As a meter a leaky bucket is a token bucket: its free room is the tokens.
+      this.slab = new BucketSlab(policy.capacity, policy.leakPerSecond, policy.clock, this.maxKeys);
       this.slab.trackWaiters(this.waiting);
       this.store = this.slab;
     } else if (typeof policy === "function") {

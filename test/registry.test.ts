@@ -432,9 +432,13 @@ describe("KeyedLimiter construction", () => {
 });
 
 describe("KeyedLimiter fast path", () => {
-  test("takes the slab path for a TokenBucket policy only", () => {
+  test("takes the slab path for a TokenBucket or LeakyBucket policy only", () => {
     const clock = manualClock();
     expect(new KeyedLimiter(bucketOf3(clock)).stats.slots).toBeGreaterThan(0);
+    const leaky = new LeakyBucket({ capacity: 3, leakPerSecond: 1, clock });
+    expect(new KeyedLimiter(leaky).stats.slots).toBeGreaterThan(0);
+    const window = new FixedWindow({ limit: 3, windowMs: 1000, clock });
+    expect(new KeyedLimiter(window).stats.slots).toBe(0);
     expect(new KeyedLimiter(() => bucketOf3(clock)).stats.slots).toBe(0);
     class Custom extends TokenBucket {}
     const custom = new Custom({ capacity: 3, refillPerSecond: 1, clock });

@@ -1,5 +1,4 @@
 import { bucketDecision, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
-import type { TokenBucket } from "../algorithms/token-bucket.js";
 import { badClock } from "../errors.js";
 import type { Clock, Decision } from "../limiter.js";
 import { fits } from "../numeric.js";
@@ -11,7 +10,8 @@ const FIRST_SLOTS = 16;
 const STRIDE = 2;
 
 /**
- * The fast path of {@link KeyedLimiter} for a `TokenBucket` policy: no object per key.
+ * The fast path of {@link KeyedLimiter} for a `TokenBucket` or `LeakyBucket` policy (as a
+ * meter a leaky bucket's free room is a token bucket's tokens): no object per key.
  *
  * A `Map<string, number>` maps each key to a slot; a slot's state is two doubles in one
  * `Float64Array` slab (`tokens`, `anchorMs`, the fields of `TokenBucket`), decided by the
@@ -28,8 +28,6 @@ const STRIDE = 2;
  * @internal
  */
 export class BucketSlab implements KeyStore {
-  readonly capacity: number;
-  readonly refillPerSecond: number;
   private readonly clock: Clock;
   private readonly maxKeys: number;
   /**
@@ -61,12 +59,15 @@ export class BucketSlab implements KeyStore {
   private evictedIdle = 0;
   private evictedLossy = 0;
 
-  constructor(policy: TokenBucket, maxKeys: number) {
-    this.capacity = policy.capacity;
-    this.refillPerSecond = policy.refillPerSecond;
-    this.clock = policy.clock;
+  /**
+   * @param capacity The bucket size (`capacity` of either bucket).
+   * @param ratePerSecond `refillPerSecond` of a `TokenBucket`, `leakPerSecond` of a
+   *   `LeakyBucket` (whose free room is a token bucket's tokens).
+   */
+  constructor(capacity: number, ratePerSecond: number, clock: Clock, maxKeys: number) {
+    this.clock = clock;
     this.maxKeys = maxKeys;
-    this.params = new Float64Array([policy.capacity, policy.refillPerSecond]);
+    this.params = new Float64Array([capacity, ratePerSecond]);
     this.slots = Math.min(FIRST_SLOTS, maxKeys);
     this.state = new Float64Array(this.slots * STRIDE);
   }
@@ -118,8 +119,9 @@ export class BucketSlab implements KeyStore {
 
   /** `allow` for a key without state: a fresh, full bucket. */
   private allowNew(key: string, cost: number, now: number): boolean {
-    if (!fits(cost, this.capacity)) return false;
-    if (cost > 0) this.store(this.insert(key, now), tokensAfter(this.capacity, cost), now);
+    const capacity = this.params[0]!;
+    if (!fits(cost, capacity)) return false;
+    if (cost > 0) this.store(this.insert(key, now), tokensAfter(capacity, cost), now);
     return true;
   }
 
