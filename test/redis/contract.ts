@@ -26,6 +26,9 @@ export interface Algorithm {
   redis(client: RedisLike, prefix: string, clock?: Clock): RedisLimiter;
 }
 
+/** Explicit-clock keys live maxTtlMs after their last write: keep test garbage short on a shared Redis. */
+const TEST_TTL_MS = 60_000;
+
 type Step = readonly [
   atMs: number,
   cost: number,
@@ -42,7 +45,14 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
       name: "TokenBucket { capacity: 3, refillPerSecond: 10 }",
       memory: (clock) => new TokenBucket({ capacity: 3, refillPerSecond: 10, clock }),
       redis: (client, prefix, clock) =>
-        new RedisTokenBucket({ client, prefix, clock, capacity: 3, refillPerSecond: 10 }),
+        new RedisTokenBucket({
+          client,
+          prefix,
+          clock,
+          maxTtlMs: TEST_TTL_MS,
+          capacity: 3,
+          refillPerSecond: 10,
+        }),
     },
     steps: [
       [0, 1, true, 2, 0, 100],
@@ -59,7 +69,14 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
       name: "LeakyBucket { capacity: 2, leakPerSecond: 1 }",
       memory: (clock) => new LeakyBucket({ capacity: 2, leakPerSecond: 1, clock }),
       redis: (client, prefix, clock) =>
-        new RedisLeakyBucket({ client, prefix, clock, capacity: 2, leakPerSecond: 1 }),
+        new RedisLeakyBucket({
+          client,
+          prefix,
+          clock,
+          maxTtlMs: TEST_TTL_MS,
+          capacity: 2,
+          leakPerSecond: 1,
+        }),
     },
     steps: [
       [0, 2, true, 0, 0, 2000],
@@ -73,7 +90,14 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
       name: "FixedWindow { limit: 2, windowMs: 1000 }",
       memory: (clock) => new FixedWindow({ limit: 2, windowMs: 1000, clock }),
       redis: (client, prefix, clock) =>
-        new RedisFixedWindow({ client, prefix, clock, limit: 2, windowMs: 1000 }),
+        new RedisFixedWindow({
+          client,
+          prefix,
+          clock,
+          maxTtlMs: TEST_TTL_MS,
+          limit: 2,
+          windowMs: 1000,
+        }),
     },
     steps: [
       [0, 1, true, 1, 0, 1000],
@@ -88,7 +112,14 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
       name: "SlidingWindowLog { limit: 3, windowMs: 1000 }",
       memory: (clock) => new SlidingWindowLog({ limit: 3, windowMs: 1000, clock }),
       redis: (client, prefix, clock) =>
-        new RedisSlidingWindowLog({ client, prefix, clock, limit: 3, windowMs: 1000 }),
+        new RedisSlidingWindowLog({
+          client,
+          prefix,
+          clock,
+          maxTtlMs: TEST_TTL_MS,
+          limit: 3,
+          windowMs: 1000,
+        }),
     },
     steps: [
       [0, 2, true, 1, 0, 1000],
@@ -104,7 +135,14 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
       name: "SlidingWindowCounter { limit: 4, windowMs: 1000 }",
       memory: (clock) => new SlidingWindowCounter({ limit: 4, windowMs: 1000, clock }),
       redis: (client, prefix, clock) =>
-        new RedisSlidingWindowCounter({ client, prefix, clock, limit: 4, windowMs: 1000 }),
+        new RedisSlidingWindowCounter({
+          client,
+          prefix,
+          clock,
+          maxTtlMs: TEST_TTL_MS,
+          limit: 4,
+          windowMs: 1000,
+        }),
     },
     steps: [
       [0, 4, true, 0, 0, 2000],
@@ -341,6 +379,7 @@ export function describeAdapterContract(adapter: Adapter, redis: RedisHandle): v
         capacity: 2,
         refillPerSecond: 1,
         clock: () => Date.now() - 10_000,
+        maxTtlMs: TEST_TTL_MS,
       });
       await explicit.consume("k2", 2);
       expect((await onTime.peek("k2", 2)).allowed).toBe(true);
