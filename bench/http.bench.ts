@@ -4,6 +4,8 @@
  *
  * Variants (row ids follow bench/support/report.ts):
  * - `none`: the bare server;
+ * - `headers`: the bare server setting the same two header fields by hand (what node:http
+ *   itself costs for them, apart from the limiter);
  * - `memory`: `rateLimit({ limiter: new KeyedLimiter(TokenBucket) })`, every request allowed
  *   (key from the socket address, one decision, the two draft-10 headers);
  * - `denied`: the same middleware with a bucket that is always empty: every request gets the
@@ -37,6 +39,12 @@ export interface HttpBenchRow {
   readonly p99Ms: number;
   readonly non2xx: number;
   readonly errors: number;
+  /**
+   * CPU time (user + system) the server process spent per request while measured, in µs:
+   * less sensitive to other load on the machine than req/s, since it counts only the
+   * server's own work.
+   */
+  readonly cpuUsPerRequest: number;
 }
 
 /** What {@link runHttpBench} returns (the shape of bench/support/report.ts `HttpResults`). */
@@ -63,6 +71,7 @@ export interface HttpBenchOptions {
 
 const VARIANTS = [
   { id: "none", name: "no limiter" },
+  { id: "headers", name: "no limiter, the same two headers set by hand" },
   { id: "memory", name: "tollgate/http, in-memory KeyedLimiter (allowed)" },
   { id: "denied", name: "tollgate/http, every request a 429" },
 ] as const;
@@ -91,6 +100,12 @@ function serve(variant: string): void {
   let server: Server;
   if (variant === "none") {
     server = createServer((_req, res) => hello(res));
+  } else if (variant === "headers") {
+    server = createServer((_req, res) => {
+      res.setHeader("RateLimit-Policy", '"default";q=1000000000000;w=60');
+      res.setHeader("RateLimit", '"default";r=999999999999;t=1');
+      hello(res);
+    });
   } else {
     const bucket =
       variant === "denied"
@@ -99,6 +114,14 @@ function serve(variant: string): void {
     const limit = rateLimit({ limiter: new KeyedLimiter(bucket), windowSeconds: 60 });
     server = createServer((req, res) => limit(req, res, () => hello(res)));
   }
+  let requests = 0;
+  server.on("request", () => {
+    requests++;
+  });
+  process.on("message", () => {
+    const cpu = process.cpuUsage();
+    process.send?.({ cpuUs: cpu.user + cpu.system, requests });
+  });
   server.keepAliveTimeout = 60_000;
   server.listen(0, "127.0.0.1", () => {
     process.send?.({ port: (server.address() as AddressInfo).port });
@@ -123,6 +146,14 @@ function startServer(variant: string): Promise<{ child: ChildProcess; url: strin
   });
 }
 
+/** Asks a server child for its CPU time (µs) and requests served so far. */
+function cpuOf(child: ChildProcess): Promise<{ cpuUs: number; requests: number }> {
+  return new Promise((resolve) => {
+    child.once("message", resolve);
+    child.send("cpu");
+  });
+}
+
 /**
  * Measures every variant and returns one row each (means over the rounds).
  * @throws {Error} If a server cannot start.
@@ -135,15 +166,23 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
   const progress = options.progress ?? (() => {});
   const servers = new Map<string, { child: ChildProcess; url: string }>();
   const samples = new Map<string, AutocannonResult[]>();
+  const cpu = new Map<string, { cpuUs: number; requests: number }>();
   try {
     for (const v of VARIANTS) servers.set(v.id, await startServer(v.id));
     for (let round = 1; round <= rounds; round++) {
       for (const v of VARIANTS) {
-        const { url } = servers.get(v.id)!;
+        const { url, child } = servers.get(v.id)!;
         progress(`${v.id}, round ${round}/${rounds}`);
         await autocannon({ url, connections, duration: 1 }); // warm-up: JIT, sockets
+        const before = await cpuOf(child);
         const result = await autocannon({ url, connections, duration: durationSeconds });
+        const after = await cpuOf(child);
         samples.set(v.id, [...(samples.get(v.id) ?? []), result]);
+        const sum = cpu.get(v.id) ?? { cpuUs: 0, requests: 0 };
+        cpu.set(v.id, {
+          cpuUs: sum.cpuUs + after.cpuUs - before.cpuUs,
+          requests: sum.requests + after.requests - before.requests,
+        });
       }
     }
   } finally {
@@ -163,6 +202,7 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
       p99Ms: mean(s.map((r) => r.latency.p99)),
       non2xx: s.reduce((a, r) => a + r.non2xx, 0),
       errors: s.reduce((a, r) => a + r.errors + r.timeouts, 0),
+      cpuUsPerRequest: cpu.get(v.id)!.cpuUs / cpu.get(v.id)!.requests,
     };
   });
   return {
@@ -171,7 +211,8 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
     durationSeconds,
     notes: [
       `${rounds} interleaved round(s) per variant, averaged; one client address (one key).`,
-      "autocannon shares the machine with the server process: read the overhead per request.",
+      "autocannon shares the machine with the server process: read the overhead per request,",
+      "and the server's own CPU time per request (process.cpuUsage in the server child).",
     ],
   };
 }
@@ -201,10 +242,15 @@ async function main(argv: string[]): Promise<void> {
   );
   for (const row of results.rows) {
     const overheadUs = (1 / row.requestsPerSecond - 1 / none.requestsPerSecond) * 1e6;
+    const cpuExtra = row.cpuUsPerRequest - none.cpuUsPerRequest;
     console.log(
       `${row.name.padEnd(50)} ${row.requestsPerSecond.toFixed(0).padStart(7)} req/s  ` +
-        `p50 ${row.p50Ms} ms  p99 ${row.p99Ms} ms  non-2xx ${row.non2xx}  errors ${row.errors}` +
-        (row.id === "none" ? "" : `  overhead ${overheadUs.toFixed(2)} µs/request`),
+        `p50 ${row.p50Ms.toFixed(1)} ms  p99 ${row.p99Ms.toFixed(1)} ms  ` +
+        `server CPU ${row.cpuUsPerRequest.toFixed(1)} µs/request` +
+        (row.id === "none"
+          ? ""
+          : ` (${cpuExtra >= 0 ? "+" : ""}${cpuExtra.toFixed(1)})  throughput overhead ${overheadUs.toFixed(1)} µs/request`) +
+        `  non-2xx ${row.non2xx}  errors ${row.errors}`,
     );
   }
 }
