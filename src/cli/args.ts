@@ -1,0 +1,203 @@
+import { parseArgs } from "node:util";
+import { type KeySpec, parseKeySpec } from "./keys.js";
+import { LOG_FORMATS, type LogFormat } from "./parse-log.js";
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  comparePolicies,
+  numberOrText,
+  type PolicySpec,
+  singlePolicy,
+  UsageError,
+} from "./policy.js";
+import { DEFAULT_REORDER_WINDOW_MS } from "./replay.js";
+
+/** `tollgate replay …`, read and checked. */
+export interface ReplayCommand {
+  readonly kind: "replay";
+  /** A path, or `-` for standard input. */
+  readonly file: string;
+  /** The policies, the one drawn in the chart first. */
+  readonly policies: readonly PolicySpec[];
+  readonly key: KeySpec;
+  readonly format: LogFormat | "auto";
+  readonly timeField: string | undefined;
+  readonly top: number;
+  readonly svg: string | undefined;
+  readonly json: boolean;
+  readonly reorderWindowMs: number;
+  readonly maxKeys: number | undefined;
+}
+
+/** What the command line asks for: a help text, or a replay. */
+export type Command = { readonly kind: "help"; readonly text: string } | ReplayCommand;
+
+/** The help of `tollgate` and `tollgate replay`. */
+export const HELP = `Usage: tollgate replay <file|-> --algorithm <name> [policy options] [options]
+
+Replays an access log through a rate-limit policy, offline, using each line's
+timestamp as the clock, and reports who would have been limited, when and how often.
+
+Algorithms and their policy options (the constructors' options):
+  token-bucket            --capacity <n> --refill-per-second <n>
+  leaky-bucket            --capacity <n> --leak-per-second <n>
+  fixed-window            --limit <n> --window-ms <n>
+  sliding-window-log      --limit <n> --window-ms <n>
+  sliding-window-counter  --limit <n> --window-ms <n>
+
+Options:
+  -a, --algorithm <name>     the algorithm (with --compare: the one charted first)
+      --compare              run all five with equivalent options, one row each:
+                             limit = capacity, windowMs = capacity * 1000 / rate,
+                             or capacity = limit, rate = limit * 1000 / windowMs
+      --key <k>              client key: ip (default), ip24 (IPv4 /24, IPv6 /64),
+                             ip64 (IPv6 /64), user, or a JSON field name
+      --format <f>           combined, common or jsonl (default: guessed from the
+                             first line); a .gz file is decompressed
+      --time-field <name>    jsonl: the time field, ISO 8601 with a zone or epoch ms
+                             (default: time, timestamp, @timestamp or ts)
+      --reorder-window-ms <n>  how far a line may trail the latest time and still be
+                             put in order (default ${DEFAULT_REORDER_WINDOW_MS}); later lines are decided at
+                             the latest time (the clock stands still) and counted
+      --top <n>              keys listed by denials (default 10, 0 for none)
+      --max-keys <n>         keys each registry holds at most (default 1000000)
+      --json                 print the report as JSON
+      --svg <file>           write a chart of allowed and denied requests per minute
+  -h, --help                 this help
+
+Exit codes: 0 done; 2 bad usage or unreadable input (or no line parsed); 1 a bug.
+Example:
+  tollgate replay access.log --algorithm token-bucket --capacity 10 --refill-per-second 1
+`;
+
+const OPTIONS = {
+  algorithm: { type: "string", short: "a" },
+  capacity: { type: "string" },
+  "refill-per-second": { type: "string" },
+  "leak-per-second": { type: "string" },
+  limit: { type: "string" },
+  "window-ms": { type: "string" },
+  compare: { type: "boolean" },
+  key: { type: "string" },
+  format: { type: "string" },
+  "time-field": { type: "string" },
+  "reorder-window-ms": { type: "string" },
+  top: { type: "string" },
+  "max-keys": { type: "string" },
+  json: { type: "boolean" },
+  svg: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** A whole number from `min` to `max`, or a UsageError naming the flag. */
+function integerOption(
+  flag: string,
+  text: string | undefined,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  if (text === undefined) return fallback;
+  const value = numberOrText(text);
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw new UsageError(
+      `${flag} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Reads the command line (without `node` and the script).
+ * @throws {UsageError} For anything wrong: unknown option, missing file, unknown
+ *   algorithm or format, invalid policy option (the constructor's own message).
+ */
+export function parseCommand(argv: readonly string[]): Command {
+  if (argv.length === 0) throw new UsageError(`missing command\n\n${HELP}`);
+  const [command, ...rest] = argv;
+  if (command === "-h" || command === "--help" || command === "help") {
+    return { kind: "help", text: HELP };
+  }
+  if (command !== "replay") {
+    throw new UsageError(`unknown command ${JSON.stringify(command)} (the command is replay)`);
+  }
+  let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
+  try {
+    parsed = parseArgs({ args: rest, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\nsee tollgate replay --help`);
+  }
+  const v = parsed.values;
+  if (v.help) return { kind: "help", text: HELP };
+  if (parsed.positionals.length !== 1) {
+    throw new UsageError(
+      parsed.positionals.length === 0
+        ? "missing the log file (a path, or - for standard input)"
+        : `one log file expected, got ${parsed.positionals.length}: ${parsed.positionals.join(" ")}`,
+    );
+  }
+
+  const algorithm = v.algorithm;
+  if (algorithm !== undefined && !(ALGORITHMS as readonly string[]).includes(algorithm)) {
+    throw new UsageError(
+      `unknown algorithm ${JSON.stringify(algorithm)} (one of ${ALGORITHMS.join(", ")})`,
+    );
+  }
+  const raw = {
+    capacity: numberOrText(v.capacity),
+    refillPerSecond: numberOrText(v["refill-per-second"]),
+    leakPerSecond: numberOrText(v["leak-per-second"]),
+    limit: numberOrText(v.limit),
+    windowMs: numberOrText(v["window-ms"]),
+  };
+  let policies: PolicySpec[];
+  if (v.compare) {
+    policies = comparePolicies(raw);
+    const first = policies.findIndex((p) => p.algorithm === (algorithm ?? "token-bucket"));
+    policies.unshift(...policies.splice(first, 1));
+  } else if (algorithm === undefined) {
+    throw new UsageError(`missing --algorithm (one of ${ALGORITHMS.join(", ")}), or --compare`);
+  } else {
+    policies = [singlePolicy(algorithm as AlgorithmName, raw)];
+  }
+
+  const format = v.format ?? "auto";
+  if (format !== "auto" && !(LOG_FORMATS as readonly string[]).includes(format)) {
+    throw new UsageError(`unknown format ${JSON.stringify(format)} (combined, common or jsonl)`);
+  }
+  if (v["time-field"] !== undefined && format !== "jsonl" && format !== "auto") {
+    throw new UsageError("--time-field applies to --format jsonl only");
+  }
+  const key = parseKeySpec(v.key ?? "ip");
+  if (typeof key !== "string" && (format === "combined" || format === "common")) {
+    throw new UsageError(
+      `--key ${key.field}: ${format} lines have no named fields (use ip, ip24, ip64 or user)`,
+    );
+  }
+  let reorderWindowMs = DEFAULT_REORDER_WINDOW_MS;
+  if (v["reorder-window-ms"] !== undefined) {
+    const value = numberOrText(v["reorder-window-ms"]);
+    if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
+      throw new UsageError(
+        `--reorder-window-ms must be a finite number >= 0, got ${JSON.stringify(v["reorder-window-ms"])}`,
+      );
+    }
+    reorderWindowMs = value;
+  }
+  return {
+    kind: "replay",
+    file: parsed.positionals[0]!,
+    policies,
+    key,
+    format: format as LogFormat | "auto",
+    timeField: v["time-field"],
+    top: integerOption("--top", v.top, 10, 0, 1_000_000),
+    svg: v.svg,
+    json: v.json ?? false,
+    reorderWindowMs,
+    maxKeys:
+      v["max-keys"] === undefined
+        ? undefined
+        : integerOption("--max-keys", v["max-keys"], 0, 1, 2 ** 28),
+  };
+}

@@ -1,0 +1,379 @@
+import { createInterface } from "node:readline";
+import type { Readable } from "node:stream";
+import { KeyedLimiter } from "../registry.js";
+import { type KeySpec, keyFunction, keySpecName } from "./keys.js";
+import { detectFormat, type LineParser, type LogFormat, parserFor } from "./parse-log.js";
+import { type AlgorithmName, buildLimiter, type PolicySpec } from "./policy.js";
+import { ReorderBuffer } from "./reorder.js";
+
+/** Options of {@link replay}. */
+export interface ReplayOptions {
+  /** The policies to run side by side on the same lines (one, or five for `--compare`). */
+  readonly policies: readonly PolicySpec[];
+  /**
+   * The line format; `auto` guesses it from the first non-blank line (see `detectFormat`).
+   * @default "auto"
+   */
+  readonly format?: LogFormat | "auto" | undefined;
+  /** JSON lines: the time field (default: the first of time, timestamp, @timestamp, ts). */
+  readonly timeField?: string | undefined;
+  /**
+   * How lines are grouped into clients.
+   * @default "ip"
+   */
+  readonly key?: KeySpec | undefined;
+  /**
+   * How far (log time, ms) a line may trail the latest one and still be put in order.
+   * @default 60_000
+   */
+  readonly reorderWindowMs?: number | undefined;
+  /**
+   * Keys listed in `top`, by denials.
+   * @default 10
+   */
+  readonly topN?: number | undefined;
+  /** Collect allowed/denied per minute of the first policy (for the chart). */
+  readonly series?: boolean | undefined;
+  /**
+   * Bound of each registry (`KeyedLimiter` `maxKeys`); a replay that reaches it evicts
+   * keys in use, which changes decisions (counted in `lossyEvictions`).
+   * @default 1_000_000
+   */
+  readonly maxKeys?: number | undefined;
+  /**
+   * Skipped lines kept as examples, with line number and reason.
+   * @default 5
+   */
+  readonly badLineSamples?: number | undefined;
+  /** Called every `progressEvery` lines (for a progress display). */
+  readonly onProgress?: ((linesRead: number) => void) | undefined;
+  /** @default 65_536 */
+  readonly progressEvery?: number | undefined;
+}
+
+/** A line that was skipped: its 1-based number, why, and its start. */
+export interface BadLine {
+  readonly line: number;
+  readonly reason: string;
+  /** The line's first 160 characters. */
+  readonly text: string;
+}
+
+/** What one policy decided over the whole log. */
+export interface PolicyResult {
+  readonly algorithm: AlgorithmName;
+  readonly options: Readonly<Record<string, number>>;
+  readonly derived: boolean;
+  readonly allowed: number;
+  readonly denied: number;
+  /** Most keys the registry held at once (idle keys swept every simulated minute). */
+  readonly peakLiveKeys: number;
+  /** Keys dropped while in use because `maxKeys` was reached (each may change decisions). */
+  readonly lossyEvictions: number;
+}
+
+/** One client in the top list. */
+export interface KeyReport {
+  readonly key: string;
+  readonly requests: number;
+  /** Most requests in one calendar minute (UTC, by replay time). */
+  readonly peakPerMinute: number;
+  /** Denials per policy, in the order of `results`. */
+  readonly denied: readonly number[];
+}
+
+/** Allowed and denied requests of the first policy per minute, sorted by minute. */
+export interface MinuteSeries {
+  /** Start of each minute, epoch ms (only minutes with requests). */
+  readonly minuteMs: readonly number[];
+  readonly allowed: readonly number[];
+  readonly denied: readonly number[];
+}
+
+/** The outcome of a replay: the numbers behind the text and JSON reports. */
+export interface ReplayReport {
+  readonly format: LogFormat;
+  readonly key: string;
+  readonly lines: {
+    readonly read: number;
+    readonly parsed: number;
+    /** Lines that did not parse (blank lines included). */
+    readonly skipped: number;
+    /** Parsed lines without a key (user `-`, JSON field missing): not replayed. */
+    readonly unkeyed: number;
+    readonly samples: readonly BadLine[];
+  };
+  /** First and last request time (epoch ms) of the parsed lines; undefined if none. */
+  readonly firstMs: number | undefined;
+  readonly lastMs: number | undefined;
+  readonly reorder: {
+    readonly windowMs: number;
+    readonly reordered: number;
+    readonly late: number;
+    readonly peakBuffered: number;
+  };
+  readonly distinctKeys: number;
+  readonly results: readonly PolicyResult[];
+  readonly top: readonly KeyReport[];
+  readonly series: MinuteSeries | undefined;
+}
+
+const MINUTE_MS = 60_000;
+/**
+ * The default reorder window, in ms: one minute, since servers that log at request end
+ * step back by the longest request time, and some logs shuffle lines within a minute (the
+ * elastic/examples sample does, by up to 59 s).
+ */
+export const DEFAULT_REORDER_WINDOW_MS = 60_000;
+
+interface KeyStats {
+  /** The key, as its own string (see {@link ownString}). */
+  readonly key: string;
+  requests: number;
+  minute: number;
+  inMinute: number;
+  peakPerMinute: number;
+  denied: number[];
+}
+
+/**
+ * A copy of `text` that does not share memory with the string it was cut from. V8 cuts
+ * substrings of 13 characters or more as views of their parent (here a line, itself a
+ * view of a 64 KiB chunk of the file), so a key kept for the whole replay would keep its
+ * chunk alive (a replay of 1 M lines with 20,000 keys held 24 MB more heap). Slicing a
+ * concatenation copies the characters.
+ */
+function ownString(text: string): string {
+  return ` ${text}`.slice(1);
+}
+
+interface Lane {
+  readonly spec: PolicySpec;
+  readonly registry: KeyedLimiter;
+  allowed: number;
+  denied: number;
+  peakLiveKeys: number;
+}
+
+/**
+ * Replays an access log through rate-limit policies, offline: each line's timestamp is
+ * the limiters' clock (explicit time), lines are put in time order within a bounded
+ * reorder window, and every request (cost 1) is checked against each policy's
+ * `KeyedLimiter` under its client key.
+ *
+ * Streaming: lines are read one at a time; memory is the reorder window's lines, the
+ * live keys of each registry, and small counters per distinct key (requests, peak per
+ * minute, denials per policy) for the top list. Each registry is swept once per simulated
+ * minute, as its background timer would in a server; `peakLiveKeys` is the most keys it
+ * held after any request.
+ *
+ * @throws The input stream's error (unreadable file, bad gzip data), as a rejection; the
+ *   stream is then destroyed.
+ */
+export function replay(input: Readable, options: ReplayOptions): Promise<ReplayReport> {
+  const keySpec = options.key ?? "ip";
+  const keyOf = keyFunction(keySpec);
+  const topN = options.topN ?? 10;
+  const sampleLimit = options.badLineSamples ?? 5;
+  const progressEvery = options.progressEvery ?? 65_536;
+  let format: LogFormat | undefined = options.format === "auto" ? undefined : options.format;
+  let parse: LineParser | undefined =
+    format === undefined ? undefined : parserFor(format, options.timeField);
+
+  let nowMs = Number.NEGATIVE_INFINITY;
+  const clock = () => nowMs;
+  const lanes: Lane[] = options.policies.map((spec) => ({
+    spec,
+    registry: new KeyedLimiter(buildLimiter(spec.algorithm, spec.options, clock), {
+      maxKeys: options.maxKeys,
+      sweepIntervalMs: Number.POSITIVE_INFINITY,
+    }),
+    allowed: 0,
+    denied: 0,
+    peakLiveKeys: 0,
+  }));
+  const perKey = new Map<string, KeyStats>();
+  const series = options.series ? new Map<number, [number, number]>() : undefined;
+  let sweptMinute = Number.NaN;
+
+  const lines = { read: 0, parsed: 0, skipped: 0, unkeyed: 0, samples: [] as BadLine[] };
+  let firstMs = Number.POSITIVE_INFINITY;
+  let lastMs = Number.NEGATIVE_INFINITY;
+
+  const decide = (timeMs: number, key: string): void => {
+    if (timeMs > nowMs) nowMs = timeMs;
+    const minute = Math.floor(nowMs / MINUTE_MS);
+    if (minute !== sweptMinute) {
+      for (const lane of lanes) lane.registry.sweep();
+      sweptMinute = minute;
+    }
+    let stats = perKey.get(key);
+    if (stats === undefined) {
+      const own = ownString(key);
+      stats = {
+        key: own,
+        requests: 0,
+        minute,
+        inMinute: 0,
+        peakPerMinute: 0,
+        denied: lanes.map(() => 0),
+      };
+      perKey.set(own, stats);
+    }
+    // The registries get the key's own copy, so that no kept key pins a chunk of the file.
+    key = stats.key;
+    stats.requests++;
+    if (stats.minute !== minute) {
+      stats.minute = minute;
+      stats.inMinute = 0;
+    }
+    if (++stats.inMinute > stats.peakPerMinute) stats.peakPerMinute = stats.inMinute;
+    let firstAllowed = true;
+    for (let i = 0; i < lanes.length; i++) {
+      const lane = lanes[i]!;
+      const allowed = lane.registry.allow(key);
+      if (allowed) lane.allowed++;
+      else {
+        lane.denied++;
+        stats.denied[i]!++;
+      }
+      if (i === 0) firstAllowed = allowed;
+      const size = lane.registry.size;
+      if (size > lane.peakLiveKeys) lane.peakLiveKeys = size;
+    }
+    if (series !== undefined) {
+      let bucket = series.get(minute);
+      if (bucket === undefined) series.set(minute, (bucket = [0, 0]));
+      bucket[firstAllowed ? 0 : 1]++;
+    }
+  };
+
+  const buffer = new ReorderBuffer<string>(
+    options.reorderWindowMs ?? DEFAULT_REORDER_WINDOW_MS,
+    decide,
+  );
+
+  const onLine = (line: string): void => {
+    const number = ++lines.read;
+    if (number % progressEvery === 0) options.onProgress?.(number);
+    if (parse === undefined) {
+      if (line.trim() === "") {
+        skip(number, "blank line", line);
+        return;
+      }
+      format = detectFormat(line);
+      parse = parserFor(format, options.timeField);
+    }
+    const record = parse(line);
+    if (typeof record === "string") {
+      skip(number, record, line);
+      return;
+    }
+    lines.parsed++;
+    if (record.timeMs < firstMs) firstMs = record.timeMs;
+    if (record.timeMs > lastMs) lastMs = record.timeMs;
+    const key = keyOf(record);
+    if (key === undefined) {
+      lines.unkeyed++;
+      return;
+    }
+    buffer.push(record.timeMs, key);
+  };
+  const skip = (number: number, reason: string, line: string): void => {
+    lines.skipped++;
+    if (lines.samples.length < sampleLimit) {
+      lines.samples.push({ line: number, reason, text: line.slice(0, 160) });
+    }
+  };
+
+  return new Promise<ReplayReport>((resolve, reject) => {
+    let failed = false;
+    const fail = (error: unknown) => {
+      if (failed) return;
+      failed = true;
+      rl.close();
+      input.destroy();
+      reject(error);
+    };
+    input.once("error", fail);
+    const rl = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
+    // readline re-emits the input's errors on the interface: without this, a read error
+    // in the middle of the log would be an unhandled 'error' event.
+    rl.once("error", fail);
+    rl.on("line", (line: string) => {
+      if (failed) return;
+      try {
+        onLine(line);
+      } catch (error) {
+        fail(error);
+      }
+    });
+    rl.once("close", () => {
+      if (failed) return;
+      try {
+        buffer.flush();
+        resolve(finish());
+      } catch (error) {
+        reject(error);
+      }
+    });
+  });
+
+  function finish(): ReplayReport {
+    const results: PolicyResult[] = lanes.map((lane) => ({
+      algorithm: lane.spec.algorithm,
+      options: lane.spec.options,
+      derived: lane.spec.derived,
+      allowed: lane.allowed,
+      denied: lane.denied,
+      peakLiveKeys: lane.peakLiveKeys,
+      lossyEvictions: lane.registry.stats.evictedLossy,
+    }));
+    return {
+      format: format ?? "combined",
+      key: keySpecName(keySpec),
+      lines,
+      firstMs: lines.parsed > 0 ? firstMs : undefined,
+      lastMs: lines.parsed > 0 ? lastMs : undefined,
+      reorder: {
+        windowMs: buffer.windowMs,
+        reordered: buffer.reordered,
+        late: buffer.late,
+        peakBuffered: buffer.peakSize,
+      },
+      distinctKeys: perKey.size,
+      results,
+      top: topKeys(perKey, topN),
+      series: series === undefined ? undefined : toSeries(series),
+    };
+  }
+}
+
+/** The `n` keys with the most denials (first policy, then all, then requests, then name). */
+function topKeys(perKey: Map<string, KeyStats>, n: number): KeyReport[] {
+  if (n <= 0) return [];
+  const total = (s: KeyStats) => s.denied.reduce((a, b) => a + b, 0);
+  const denied = [...perKey].filter(([, s]) => total(s) > 0);
+  denied.sort(
+    ([ka, a], [kb, b]) =>
+      b.denied[0]! - a.denied[0]! ||
+      total(b) - total(a) ||
+      b.requests - a.requests ||
+      (ka < kb ? -1 : ka > kb ? 1 : 0),
+  );
+  return denied.slice(0, n).map(([key, s]) => ({
+    key,
+    requests: s.requests,
+    peakPerMinute: s.peakPerMinute,
+    denied: s.denied,
+  }));
+}
+
+function toSeries(byMinute: Map<number, [number, number]>): MinuteSeries {
+  const minutes = [...byMinute.keys()].sort((a, b) => a - b);
+  return {
+    minuteMs: minutes.map((m) => m * MINUTE_MS),
+    allowed: minutes.map((m) => byMinute.get(m)![0]),
+    denied: minutes.map((m) => byMinute.get(m)![1]),
+  };
+}

@@ -1,0 +1,183 @@
+import { describeOptions } from "./policy.js";
+import type { PolicyResult, ReplayReport } from "./replay.js";
+
+/** An epoch-ms instant as ISO 8601 UTC, without `.000` when whole seconds. */
+export function isoTime(ms: number): string {
+  return new Date(ms).toISOString().replace(".000Z", "Z");
+}
+
+/** A duration for humans: `59s`, `4h 0m 56s`, `3d 20h 59m`. */
+export function humanDuration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  const d = Math.floor(s / 86_400);
+  const h = Math.floor((s % 86_400) / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = s % 60;
+  if (d > 0) return `${d}d ${h}h ${m}m`;
+  if (h > 0) return `${h}h ${m}m ${sec}s`;
+  if (m > 0) return `${m}m ${sec}s`;
+  return `${sec}s`;
+}
+
+/** `part` of `whole` in percent with one decimal (`0.0%` when `whole` is 0). */
+export function percent(part: number, whole: number): string {
+  return `${whole === 0 ? "0.0" : ((part * 100) / whole).toFixed(1)}%`;
+}
+
+const SHORT_NAMES: Readonly<Record<string, string>> = {
+  "token-bucket": "token",
+  "leaky-bucket": "leaky",
+  "fixed-window": "fixed",
+  "sliding-window-log": "log",
+  "sliding-window-counter": "counter",
+};
+
+/** Lays out rows as columns: left-aligned where `right[i]` is false. */
+function table(rows: readonly (readonly string[])[], right: readonly boolean[]): string[] {
+  const widths = right.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));
+  return rows.map((r) =>
+    r
+      .map((cell, c) => (right[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
+      .join("  ")
+      .trimEnd(),
+  );
+}
+
+function requestsOf(result: PolicyResult): number {
+  return result.allowed + result.denied;
+}
+
+/**
+ * The plain-text report: input summary, one row per policy, the top keys by denials,
+ * and the first skipped lines. `source` names the input (a path or `-`).
+ */
+export function textReport(report: ReplayReport, source: string): string {
+  const out: string[] = [];
+  const { lines, reorder } = report;
+  out.push(`tollgate replay ${source}`);
+  out.push(`  format ${report.format}, key ${report.key}`);
+  out.push(
+    `  lines     ${lines.read} read, ${lines.parsed} parsed, ${lines.skipped} skipped` +
+      (lines.unkeyed > 0 ? `, ${lines.unkeyed} without a ${report.key} (not replayed)` : ""),
+  );
+  if (report.firstMs !== undefined && report.lastMs !== undefined) {
+    out.push(
+      `  time      ${isoTime(report.firstMs)} .. ${isoTime(report.lastMs)} (${humanDuration(report.lastMs - report.firstMs)})`,
+    );
+  }
+  out.push(
+    `  reorder   window ${reorder.windowMs} ms: ${reorder.reordered} lines put back in order, ` +
+      `${reorder.late} too late (decided at the latest time)`,
+  );
+  out.push(`  keys      ${report.distinctKeys} distinct`);
+  out.push("");
+
+  const rows = [["algorithm", "options", "requests", "allowed", "denied", "peak live keys"]];
+  for (const r of report.results) {
+    rows.push([
+      r.algorithm + (r.derived ? "*" : ""),
+      describeOptions(r),
+      String(requestsOf(r)),
+      `${r.allowed} (${percent(r.allowed, requestsOf(r))})`,
+      `${r.denied} (${percent(r.denied, requestsOf(r))})`,
+      String(r.peakLiveKeys),
+    ]);
+  }
+  out.push(...table(rows, [false, false, true, true, true, true]).map((l) => `  ${l}`));
+  if (report.results.some((r) => r.derived)) {
+    out.push(
+      "  * options derived for --compare: limit = capacity, windowMs = capacity * 1000 / rate",
+      "    (or capacity = limit, rate = limit * 1000 / windowMs): same burst, same long-run rate",
+    );
+  }
+  for (const r of report.results) {
+    if (r.lossyEvictions > 0) {
+      out.push(
+        `  warning: ${r.algorithm} evicted ${r.lossyEvictions} keys in use at --max-keys; raise it for exact results`,
+      );
+    }
+  }
+
+  if (report.top.length > 0) {
+    out.push("");
+    const many = report.results.length > 1;
+    out.push(
+      `  top ${report.top.length} keys by denials${many ? "" : ` (${report.results[0]!.algorithm})`}`,
+    );
+    const head = ["key", "requests", "peak/min"];
+    if (many) head.push(...report.results.map((r) => SHORT_NAMES[r.algorithm] ?? r.algorithm));
+    else head.push("denied");
+    const topRows = [head];
+    for (const k of report.top) {
+      const row = [k.key, String(k.requests), String(k.peakPerMinute)];
+      if (many) row.push(...k.denied.map(String));
+      else row.push(`${k.denied[0]} (${percent(k.denied[0]!, k.requests)})`);
+      topRows.push(row);
+    }
+    out.push(
+      ...table(
+        topRows,
+        head.map((_, i) => i > 0),
+      ).map((l) => `  ${l}`),
+    );
+  } else if (report.results.some((r) => r.denied > 0) === false && lines.parsed > 0) {
+    out.push("", "  no request was denied");
+  }
+
+  if (lines.samples.length > 0) {
+    out.push("");
+    out.push(`  skipped lines (first ${lines.samples.length} of ${lines.skipped})`);
+    for (const s of lines.samples) {
+      out.push(`    line ${s.line}: ${s.reason}`);
+      if (s.text.trim() !== "") out.push(`      ${s.text}`);
+    }
+  }
+  return `${out.join("\n")}\n`;
+}
+
+/** The JSON report (the same numbers as the text one), pretty-printed. */
+export function jsonReport(report: ReplayReport, source: string): string {
+  const ratio = (part: number, whole: number) =>
+    whole === 0 ? 0 : Math.round((part * 10_000) / whole) / 100;
+  const json = {
+    source,
+    format: report.format,
+    key: report.key,
+    lines: {
+      read: report.lines.read,
+      parsed: report.lines.parsed,
+      skipped: report.lines.skipped,
+      unkeyed: report.lines.unkeyed,
+      skippedSamples: report.lines.samples,
+    },
+    time:
+      report.firstMs === undefined || report.lastMs === undefined
+        ? null
+        : {
+            first: isoTime(report.firstMs),
+            last: isoTime(report.lastMs),
+            spanMs: report.lastMs - report.firstMs,
+          },
+    reorder: report.reorder,
+    distinctKeys: report.distinctKeys,
+    results: report.results.map((r) => ({
+      algorithm: r.algorithm,
+      options: r.options,
+      derived: r.derived,
+      requests: requestsOf(r),
+      allowed: r.allowed,
+      denied: r.denied,
+      allowedPercent: ratio(r.allowed, requestsOf(r)),
+      deniedPercent: ratio(r.denied, requestsOf(r)),
+      peakLiveKeys: r.peakLiveKeys,
+      lossyEvictions: r.lossyEvictions,
+    })),
+    top: report.top.map((k) => ({
+      key: k.key,
+      requests: k.requests,
+      peakPerMinute: k.peakPerMinute,
+      denied: Object.fromEntries(report.results.map((r, i) => [r.algorithm, k.denied[i]])),
+    })),
+  };
+  return `${JSON.stringify(json, null, 2)}\n`;
+}

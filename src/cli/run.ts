@@ -1,0 +1,131 @@
+import { open, writeFile } from "node:fs/promises";
+import type { Readable, Writable } from "node:stream";
+import { createGunzip } from "node:zlib";
+import { parseCommand, type ReplayCommand } from "./args.js";
+import { describeOptions, UsageError } from "./policy.js";
+import { type ReplayReport, replay } from "./replay.js";
+import { jsonReport, textReport } from "./report.js";
+import { minuteChart } from "./svg.js";
+
+/** The streams the CLI talks to (the process's, or test doubles). */
+export interface CliIo {
+  readonly stdin: Readable;
+  readonly stdout: Writable;
+  readonly stderr: Writable & { readonly isTTY?: boolean | undefined };
+}
+
+/** A failure to read the input or write the chart (exit code 2). */
+class InputError extends Error {
+  override readonly name = "InputError";
+}
+
+/** Opens the log: `-` is standard input; a `.gz` path is decompressed. */
+async function openInput(file: string, io: CliIo): Promise<{ stream: Readable; size: number }> {
+  if (file === "-") return { stream: io.stdin, size: 0 };
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(file, "r");
+  } catch (error) {
+    throw new InputError(`cannot read ${file}: ${(error as Error).message}`);
+  }
+  const stat = await handle.stat();
+  if (stat.isDirectory()) {
+    await handle.close();
+    throw new InputError(`cannot read ${file}: it is a directory`);
+  }
+  const raw = handle.createReadStream();
+  if (!file.endsWith(".gz")) return { stream: raw, size: stat.size };
+  const gunzip = createGunzip();
+  raw.once("error", (error) => gunzip.destroy(error));
+  return { stream: raw.pipe(gunzip), size: 0 };
+}
+
+function write(stream: Writable, text: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    stream.write(text, (error) => (error ? reject(error) : resolve()));
+  });
+}
+
+async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
+  const { stream, size } = await openInput(command.file, io);
+  const tty = io.stderr.isTTY === true;
+  const started = performance.now();
+  let report: ReplayReport;
+  try {
+    report = await replay(stream, {
+      policies: command.policies,
+      format: command.format,
+      timeField: command.timeField,
+      key: command.key,
+      reorderWindowMs: command.reorderWindowMs,
+      topN: command.top,
+      series: command.svg !== undefined,
+      maxKeys: command.maxKeys,
+      onProgress: tty
+        ? (lines) => {
+            const read = (stream as { bytesRead?: number }).bytesRead;
+            const share =
+              size > 0 && read !== undefined ? ` (${((read * 100) / size).toFixed(0)}%)` : "";
+            io.stderr.write(`\rtollgate replay: ${lines} lines${share}`);
+          }
+        : undefined,
+    });
+  } catch (error) {
+    // A system or zlib error (ENOENT, EISDIR, EIO, Z_DATA_ERROR…) is the input's fault;
+    // anything else is a bug and exits 1.
+    if (typeof (error as { code?: unknown }).code !== "string") throw error;
+    throw new InputError(`cannot read ${command.file}: ${(error as Error).message}`);
+  }
+  if (tty) {
+    const seconds = ((performance.now() - started) / 1000).toFixed(2);
+    io.stderr.write(`\rtollgate replay: ${report.lines.read} lines in ${seconds} s\n`);
+  }
+  await write(
+    io.stdout,
+    command.json ? jsonReport(report, command.file) : textReport(report, command.file),
+  );
+  if (command.svg !== undefined && report.series !== undefined) {
+    const first = report.results[0]!;
+    const svg = minuteChart(report.series, {
+      title: `${first.algorithm} (${describeOptions(first)}) per ${report.key}`,
+      subtitle: `${command.file}: ${first.allowed} allowed, ${first.denied} denied of ${first.allowed + first.denied} requests`,
+    });
+    try {
+      await writeFile(command.svg, svg);
+    } catch (error) {
+      throw new InputError(`cannot write ${command.svg}: ${(error as Error).message}`);
+    }
+  }
+  if (report.lines.read > 0 && report.lines.parsed === 0) {
+    await write(
+      io.stderr,
+      `tollgate replay: no line of ${command.file} parsed as ${report.format}; check --format\n`,
+    );
+    return 2;
+  }
+  return 0;
+}
+
+/**
+ * Runs the `tollgate` command line and resolves with its exit code: 0 done; 2 bad usage,
+ * an invalid policy option (the constructor's message), an unreadable input or an
+ * input of which no line parsed; 1 an unexpected error (a bug).
+ */
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
+  try {
+    const command = parseCommand(argv);
+    if (command.kind === "help") {
+      await write(io.stdout, command.text);
+      return 0;
+    }
+    return await runReplay(command, io);
+  } catch (error) {
+    if ((error as { code?: unknown }).code === "EPIPE") return 0; // `| head` closed the pipe
+    if (error instanceof UsageError || error instanceof InputError) {
+      await write(io.stderr, `tollgate replay: ${error.message}\n`);
+      return 2;
+    }
+    await write(io.stderr, `tollgate: unexpected error: ${(error as Error).stack ?? error}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,298 @@
+import { describe, expect, test } from "vitest";
+import { HELP, parseCommand, type ReplayCommand } from "../../src/cli/args.js";
+import { numberOrText, UsageError } from "../../src/cli/policy.js";
+
+const replay = (...args: string[]) =>
+  parseCommand(["replay", "access.log", ...args]) as ReplayCommand;
+
+describe("parseCommand", () => {
+  test("a token-bucket replay with defaults", () => {
+    expect(
+      replay("--algorithm", "token-bucket", "--capacity", "10", "--refill-per-second", "1"),
+    ).toEqual({
+      kind: "replay",
+      file: "access.log",
+      policies: [
+        {
+          algorithm: "token-bucket",
+          options: { capacity: 10, refillPerSecond: 1 },
+          derived: false,
+        },
+      ],
+      key: "ip",
+      format: "auto",
+      timeField: undefined,
+      top: 10,
+      svg: undefined,
+      json: false,
+      reorderWindowMs: 60_000,
+      maxKeys: undefined,
+    });
+  });
+
+  test("every option", () => {
+    const c = parseCommand([
+      "replay",
+      "-",
+      "-a",
+      "sliding-window-counter",
+      "--limit",
+      "100",
+      "--window-ms",
+      "60000",
+      "--key",
+      "api_key",
+      "--format",
+      "jsonl",
+      "--time-field",
+      "start",
+      "--top",
+      "3",
+      "--svg",
+      "out.svg",
+      "--json",
+      "--reorder-window-ms",
+      "5000",
+      "--max-keys",
+      "1000",
+    ]);
+    expect(c).toMatchObject({
+      file: "-",
+      policies: [
+        { algorithm: "sliding-window-counter", options: { limit: 100, windowMs: 60_000 } },
+      ],
+      key: { field: "api_key" },
+      format: "jsonl",
+      timeField: "start",
+      top: 3,
+      svg: "out.svg",
+      json: true,
+      reorderWindowMs: 5000,
+      maxKeys: 1000,
+    });
+  });
+
+  test("--compare puts the --algorithm first (the one charted)", () => {
+    const c = replay(
+      "--compare",
+      "--algorithm",
+      "fixed-window",
+      "--limit",
+      "10",
+      "--window-ms",
+      "10000",
+    );
+    expect(c.policies.map((p) => [p.algorithm, p.options, p.derived])).toEqual([
+      ["fixed-window", { limit: 10, windowMs: 10_000 }, false],
+      ["token-bucket", { capacity: 10, refillPerSecond: 1 }, true],
+      ["leaky-bucket", { capacity: 10, leakPerSecond: 1 }, true],
+      ["sliding-window-log", { limit: 10, windowMs: 10_000 }, false],
+      ["sliding-window-counter", { limit: 10, windowMs: 10_000 }, false],
+    ]);
+  });
+
+  test("--compare with both sides given takes each as given", () => {
+    const c = replay(
+      "--compare",
+      "--capacity",
+      "5",
+      "--leak-per-second",
+      "2",
+      "--limit",
+      "7",
+      "--window-ms",
+      "1000",
+    );
+    expect(c.policies.map((p) => p.options)).toEqual([
+      { capacity: 5, refillPerSecond: 2 },
+      { capacity: 5, leakPerSecond: 2 },
+      { limit: 7, windowMs: 1000 },
+      { limit: 7, windowMs: 1000 },
+      { limit: 7, windowMs: 1000 },
+    ]);
+    expect(c.policies.every((p) => !p.derived)).toBe(true);
+  });
+
+  test.each([
+    { name: "--help", argv: ["--help"] },
+    { name: "-h", argv: ["-h"] },
+    { name: "help", argv: ["help"] },
+    { name: "replay --help", argv: ["replay", "--help"] },
+  ])("$name prints the help", ({ argv }) => {
+    expect(parseCommand(argv)).toEqual({ kind: "help", text: HELP });
+  });
+
+  // Invalid policy options: the constructors' own messages, then how to call the algorithm.
+  test.each([
+    {
+      name: "capacity 0",
+      args: ["-a", "token-bucket", "--capacity", "0", "--refill-per-second", "1"],
+      message:
+        "TokenBucket: capacity must be a finite number > 0, got 0\ntoken-bucket takes --capacity <number> --refill-per-second <number>",
+    },
+    {
+      name: "capacity not a number",
+      args: ["-a", "token-bucket", "--capacity", "ten", "--refill-per-second", "1"],
+      message:
+        'TokenBucket: capacity must be a finite number > 0, got "ten" (string)\ntoken-bucket takes --capacity <number> --refill-per-second <number>',
+    },
+    {
+      name: "missing rate",
+      args: ["-a", "token-bucket", "--capacity", "10"],
+      message:
+        "TokenBucket: refillPerSecond must be a finite number >= 0, got undefined\ntoken-bucket takes --capacity <number> --refill-per-second <number>",
+    },
+    {
+      name: "negative leak",
+      args: ["-a", "leaky-bucket", "--capacity", "10", "--leak-per-second=-1"],
+      message:
+        "LeakyBucket: leakPerSecond must be a finite number >= 0, got -1\nleaky-bucket takes --capacity <number> --leak-per-second <number>",
+    },
+    {
+      name: "infinite window",
+      args: ["-a", "fixed-window", "--limit", "10", "--window-ms", "Infinity"],
+      message:
+        "FixedWindow: windowMs must be a finite number > 0, got Infinity\nfixed-window takes --limit <number> --window-ms <number>",
+    },
+    {
+      name: "NaN limit",
+      args: ["-a", "sliding-window-log", "--limit", "NaN", "--window-ms", "1000"],
+      message:
+        "SlidingWindowLog: limit must be a finite number > 0, got NaN\nsliding-window-log takes --limit <number> --window-ms <number>",
+    },
+    {
+      name: "--compare from a zero rate (windowMs would be infinite)",
+      args: ["--compare", "--capacity", "10", "--refill-per-second", "0"],
+      message:
+        "FixedWindow: windowMs must be a finite number > 0, got Infinity (derived for --compare, see --help)\nfixed-window takes --limit <number> --window-ms <number>",
+    },
+    {
+      name: "an option of another algorithm",
+      args: ["-a", "token-bucket", "--capacity", "10", "--refill-per-second", "1", "--limit", "5"],
+      message:
+        "--limit does not apply to token-bucket (it takes --capacity and --refill-per-second)",
+    },
+    {
+      name: "--compare without options",
+      args: ["--compare"],
+      message: "--compare needs --capacity and --refill-per-second, or --limit and --window-ms",
+    },
+    {
+      name: "no algorithm",
+      args: [],
+      message:
+        "missing --algorithm (one of token-bucket, leaky-bucket, fixed-window, sliding-window-log, sliding-window-counter), or --compare",
+    },
+    {
+      name: "unknown algorithm",
+      args: ["-a", "gcra"],
+      message:
+        'unknown algorithm "gcra" (one of token-bucket, leaky-bucket, fixed-window, sliding-window-log, sliding-window-counter)',
+    },
+    {
+      name: "unknown format",
+      args: ["-a", "fixed-window", "--limit", "1", "--window-ms", "1", "--format", "w3c"],
+      message: 'unknown format "w3c" (combined, common or jsonl)',
+    },
+    {
+      name: "a JSON field key on CLF",
+      args: [
+        "-a",
+        "fixed-window",
+        "--limit",
+        "1",
+        "--window-ms",
+        "1",
+        "--format",
+        "combined",
+        "--key",
+        "api_key",
+      ],
+      message: "--key api_key: combined lines have no named fields (use ip, ip24, ip64 or user)",
+    },
+    {
+      name: "--time-field on CLF",
+      args: [
+        "-a",
+        "fixed-window",
+        "--limit",
+        "1",
+        "--window-ms",
+        "1",
+        "--format",
+        "common",
+        "--time-field",
+        "t",
+      ],
+      message: "--time-field applies to --format jsonl only",
+    },
+    {
+      name: "negative reorder window",
+      args: ["-a", "fixed-window", "--limit", "1", "--window-ms", "1", "--reorder-window-ms=-5"],
+      message: '--reorder-window-ms must be a finite number >= 0, got "-5"',
+    },
+    {
+      name: "fractional --top",
+      args: ["-a", "fixed-window", "--limit", "1", "--window-ms", "1", "--top", "2.5"],
+      message: '--top must be an integer from 0 to 1000000, got "2.5"',
+    },
+    {
+      name: "--max-keys 0",
+      args: ["-a", "fixed-window", "--limit", "1", "--window-ms", "1", "--max-keys", "0"],
+      message: '--max-keys must be an integer from 1 to 268435456, got "0"',
+    },
+  ])("$name", ({ args, message }) => {
+    expect(() => replay(...args)).toThrow(UsageError);
+    expect(() => replay(...args)).toThrow(message);
+  });
+
+  test.each([
+    { name: "no command", argv: [], message: /^missing command\n\nUsage: tollgate replay/ },
+    {
+      name: "unknown command",
+      argv: ["simulate"],
+      message: /^unknown command "simulate" \(the command is replay\)$/,
+    },
+    { name: "no file", argv: ["replay", "-a", "token-bucket"], message: /^missing the log file/ },
+    {
+      name: "two files",
+      argv: ["replay", "a.log", "b.log"],
+      message: /^one log file expected, got 2: a.log b.log$/,
+    },
+    {
+      name: "unknown option",
+      argv: ["replay", "a.log", "--rate", "5"],
+      message: /^Unknown option '--rate'.*\nsee tollgate replay --help$/s,
+    },
+    {
+      name: "option without value",
+      argv: ["replay", "a.log", "--capacity"],
+      message: /--capacity <value>' argument missing/,
+    },
+  ])("$name", ({ argv, message }) => {
+    expect(() => parseCommand(argv)).toThrow(UsageError);
+    expect(() => parseCommand(argv)).toThrow(message);
+  });
+});
+
+describe("numberOrText", () => {
+  test.each([
+    { text: "10", want: 10 },
+    { text: " 0.5 ", want: 0.5 },
+    { text: "1e3", want: 1000 },
+    { text: "-2", want: -2 },
+    { text: ".25", want: 0.25 },
+    { text: "Infinity", want: Number.POSITIVE_INFINITY },
+    { text: "-Infinity", want: Number.NEGATIVE_INFINITY },
+    { text: "0x10", want: "0x10" },
+    { text: "", want: "" },
+    { text: "10ms", want: "10ms" },
+  ])("$text", ({ text, want }) => {
+    expect(numberOrText(text)).toBe(want);
+  });
+
+  test("NaN and undefined", () => {
+    expect(numberOrText("NaN")).toBeNaN();
+    expect(numberOrText(undefined)).toBeUndefined();
+  });
+});

@@ -1,0 +1,263 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough, Readable, Writable } from "node:stream";
+import { gzipSync } from "node:zlib";
+import { afterAll, describe, expect, test } from "vitest";
+import { run } from "../../src/cli/run.js";
+import { accessLogPath, excerptPath, readSimpleLines, repoRoot } from "../support/access-log.js";
+
+const dir = mkdtempSync(join(tmpdir(), "tollgate-replay-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Runs the CLI in this process; resolves with the exit code and what it wrote. */
+async function cli(argv: string[], stdin = "") {
+  const capture = () => {
+    const stream = new PassThrough();
+    let text = "";
+    stream.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+    });
+    return { stream, text: () => text };
+  };
+  const out = capture();
+  const err = capture();
+  const code = await run(argv, {
+    stdin: Readable.from([stdin]),
+    stdout: out.stream,
+    stderr: err.stream,
+  });
+  return { code, stdout: out.text(), stderr: err.text() };
+}
+
+/** Runs the real bin from source, as a user would (node + tsx). */
+function spawnCli(args: string[], input?: string) {
+  const r = spawnSync(process.execPath, ["--import", "tsx", "src/cli/index.ts", ...args], {
+    cwd: repoRoot,
+    encoding: "utf8",
+    input,
+    timeout: 30_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+const TB = ["--algorithm", "token-bucket", "--capacity", "5", "--refill-per-second", "0.25"];
+
+describe("tollgate bin (spawned: node --import tsx src/cli/index.ts)", () => {
+  test("a replay of the real log prints the report and exits 0", () => {
+    const r = spawnCli(["replay", accessLogPath, ...TB]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const n = readSimpleLines(accessLogPath).length;
+    expect(r.stdout).toContain(`lines     ${n} read, ${n} parsed, 0 skipped`);
+    expect(r.stdout).toMatch(/token-bucket +capacity 5, refillPerSecond 0\.25 +\d+/);
+  });
+
+  test("standard input (-) gives the same report as the file", () => {
+    const fromFile = spawnCli(["replay", excerptPath, ...TB, "--json"]);
+    const fromStdin = spawnCli(["replay", "-", ...TB, "--json"], readFileSync(excerptPath, "utf8"));
+    expect(fromStdin.code).toBe(0);
+    const a = JSON.parse(fromFile.stdout);
+    const b = JSON.parse(fromStdin.stdout);
+    expect(b.source).toBe("-");
+    expect({ ...b, source: a.source }).toEqual(a);
+  });
+
+  test.each([
+    { name: "--help", args: ["--help"], code: 0, stdout: /^Usage: tollgate replay/, stderr: /^$/ },
+    {
+      name: "no arguments",
+      args: [],
+      code: 2,
+      stdout: /^$/,
+      stderr: /^tollgate replay: missing command/,
+    },
+    {
+      name: "unreadable file",
+      args: ["replay", "/nonexistent/access.log", ...TB],
+      code: 2,
+      stdout: /^$/,
+      stderr:
+        /^tollgate replay: cannot read \/nonexistent\/access\.log: ENOENT: no such file or directory/,
+    },
+    {
+      name: "invalid policy option",
+      args: [
+        "replay",
+        excerptPath,
+        "-a",
+        "token-bucket",
+        "--capacity",
+        "0",
+        "--refill-per-second",
+        "1",
+      ],
+      code: 2,
+      stdout: /^$/,
+      stderr: /^tollgate replay: TokenBucket: capacity must be a finite number > 0, got 0\n/,
+    },
+  ])("$name exits $code", ({ args, code, stdout, stderr }) => {
+    const r = spawnCli(args);
+    expect(r.code).toBe(code);
+    expect(r.stdout).toMatch(stdout);
+    expect(r.stderr).toMatch(stderr);
+  });
+});
+
+describe("run (in process)", () => {
+  test("text report of the excerpt", async () => {
+    const r = await cli(["replay", excerptPath, ...TB, "--top", "3"]);
+    expect(r.code).toBe(0);
+    const text = r.stdout;
+    expect(text).toContain("  format combined, key ip\n");
+    expect(text).toContain(
+      "  time      2015-05-17T10:05:00Z .. 2015-05-17T14:05:56Z (4h 0m 56s)\n",
+    );
+    expect(text).toContain("  reorder   window 60000 ms: 394 lines put back in order, 0 too late");
+    expect(text).toContain("  keys      97 distinct\n");
+    expect(text).toMatch(
+      / {2}top 3 keys by denials \(token-bucket\)\n {2}key +requests +peak\/min +denied\n/,
+    );
+  });
+
+  test("--compare: one row per algorithm, derived ones marked, a denial column each", async () => {
+    const r = await cli([
+      "replay",
+      excerptPath,
+      "--compare",
+      "--capacity",
+      "5",
+      "--refill-per-second",
+      "0.1",
+    ]);
+    expect(r.code).toBe(0);
+    for (const row of [
+      /token-bucket +capacity 5, refillPerSecond 0\.1 +424 /,
+      /leaky-bucket +capacity 5, leakPerSecond 0\.1 +424 /,
+      /fixed-window\* +limit 5, windowMs 50000 +424 /,
+      /sliding-window-log\* +limit 5, windowMs 50000 +424 /,
+      /sliding-window-counter\* +limit 5, windowMs 50000 +424 /,
+    ]) {
+      expect(r.stdout).toMatch(row);
+    }
+    expect(r.stdout).toContain("* options derived for --compare");
+    expect(r.stdout).toMatch(/key +requests +peak\/min +token +leaky +fixed +log +counter\n/);
+  });
+
+  test("--json: the numbers of the text report", async () => {
+    const r = await cli([
+      "replay",
+      excerptPath,
+      "-a",
+      "fixed-window",
+      "--limit",
+      "5",
+      "--window-ms",
+      "60000",
+      "--json",
+    ]);
+    const json = JSON.parse(r.stdout);
+    expect(json).toMatchObject({
+      source: excerptPath,
+      format: "combined",
+      key: "ip",
+      lines: { read: 424, parsed: 424, skipped: 0, unkeyed: 0, skippedSamples: [] },
+      time: { first: "2015-05-17T10:05:00Z", last: "2015-05-17T14:05:56Z", spanMs: 14_456_000 },
+      reorder: { windowMs: 60_000, reordered: 394, late: 0 },
+      distinctKeys: 97,
+    });
+    const [result] = json.results;
+    expect(result.requests).toBe(424);
+    expect(result.allowed + result.denied).toBe(424);
+    expect(result.deniedPercent).toBe(Math.round((result.denied * 10_000) / 424) / 100);
+    expect(json.top[0].denied).toEqual({ "fixed-window": expect.any(Number) });
+  });
+
+  test("--svg writes the chart", async () => {
+    const svg = join(dir, "chart.svg");
+    const r = await cli(["replay", excerptPath, ...TB, "--svg", svg]);
+    expect(r.code).toBe(0);
+    const text = readFileSync(svg, "utf8");
+    expect(text).toMatch(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    expect(text).toContain("<title>token-bucket (capacity 5, refillPerSecond 0.25) per ip</title>");
+  });
+
+  test("a .gz log is decompressed", async () => {
+    const gz = join(dir, "access.log.gz");
+    writeFileSync(gz, gzipSync(readFileSync(excerptPath)));
+    const plain = await cli(["replay", excerptPath, ...TB, "--json"]);
+    const packed = await cli(["replay", gz, ...TB, "--json"]);
+    expect(packed.code).toBe(0);
+    expect({ ...JSON.parse(packed.stdout), source: excerptPath }).toEqual(JSON.parse(plain.stdout));
+  });
+
+  test.each([
+    { name: "a directory", file: () => dir, message: "it is a directory" },
+    {
+      name: "corrupt gzip",
+      file: () => {
+        const p = join(dir, "corrupt.log.gz");
+        writeFileSync(p, "not gzip at all");
+        return p;
+      },
+      message: "incorrect header check",
+    },
+  ])("$name: exit 2 with the reason", async ({ file, message }) => {
+    const path = file();
+    const r = await cli(["replay", path, ...TB]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`tollgate replay: cannot read ${path}: ${message}\n`);
+  });
+
+  test("no line parses: the report, then exit 2 with a hint", async () => {
+    const r = await cli(["replay", "-", ...TB, "--format", "common"], "a\nb\nc\n");
+    expect(r.code).toBe(2);
+    expect(r.stdout).toContain("lines     3 read, 0 parsed, 3 skipped");
+    expect(r.stdout).toContain(
+      "    line 1: expected `host ident user [time]` at the start\n      a\n",
+    );
+    expect(r.stderr).toBe("tollgate replay: no line of - parsed as common; check --format\n");
+  });
+
+  test("an empty input is not an error", async () => {
+    const r = await cli(["replay", "-", ...TB], "");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("lines     0 read, 0 parsed, 0 skipped");
+  });
+
+  test("the chart cannot be written: exit 2", async () => {
+    const r = await cli(["replay", excerptPath, ...TB, "--svg", join(dir, "no/such/dir/out.svg")]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^tollgate replay: cannot write .*out\.svg: ENOENT/);
+  });
+
+  test.each([
+    { name: "a closed pipe (| head) ends quietly", code: "EPIPE", exit: 0, stderr: /^$/ },
+    {
+      name: "any other failure is a bug: exit 1",
+      code: undefined,
+      exit: 1,
+      stderr: /^tollgate: unexpected error: Error: disk full/,
+    },
+  ])("stdout fails: $name", async ({ code, exit, stderr }) => {
+    const stdout = new Writable({
+      write(_chunk, _encoding, callback) {
+        callback(Object.assign(new Error("disk full"), code === undefined ? {} : { code }));
+      },
+    });
+    stdout.on("error", () => {});
+    let errText = "";
+    const err = new PassThrough();
+    err.on("data", (c: Buffer) => {
+      errText += c.toString();
+    });
+    const result = await run(["replay", excerptPath, ...TB], {
+      stdin: Readable.from([]),
+      stdout,
+      stderr: err,
+    });
+    expect(result).toBe(exit);
+    expect(errText).toMatch(stderr);
+  });
+});

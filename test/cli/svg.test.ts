@@ -1,0 +1,106 @@
+import { describe, expect, test } from "vitest";
+import type { MinuteSeries } from "../../src/cli/replay.js";
+import { minuteChart, niceCeil } from "../../src/cli/svg.js";
+
+const M = 60_000;
+const T0 = Date.UTC(2015, 4, 17, 10, 5);
+
+/** The bars of a chart: [x, y, width, height, fill]. */
+function rects(svg: string) {
+  const bars = svg.slice(svg.indexOf('<g shape-rendering="crispEdges">'), svg.indexOf("</g>"));
+  return [
+    ...bars.matchAll(
+      /<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)" fill="(#\w+)"\/>/g,
+    ),
+  ].map((m) => ({
+    x: Number(m[1]),
+    y: Number(m[2]),
+    w: Number(m[3]),
+    h: Number(m[4]),
+    fill: m[5],
+  }));
+}
+
+describe("minuteChart", () => {
+  const series: MinuteSeries = {
+    minuteMs: [T0, T0 + M, T0 + 3 * M],
+    allowed: [10, 40, 5],
+    denied: [0, 20, 5],
+  };
+
+  test("one bar per minute: allowed from the axis, denied stacked on top, heights to scale", () => {
+    const svg = minuteChart(series, { title: "t" });
+    const bars = rects(svg);
+    expect(bars.map((b) => b.fill)).toEqual([
+      "#4c78a8",
+      "#4c78a8",
+      "#e45756",
+      "#4c78a8",
+      "#e45756",
+    ]);
+    // Peak 60 per minute: step niceCeil(12) = 20, y axis 0..60; plot height 360 - 48 - 56 = 256.
+    const unit = 256 / 60;
+    expect(bars[0]!.h).toBeCloseTo(10 * unit, 1);
+    expect(bars[1]!.h).toBeCloseTo(40 * unit, 1);
+    expect(bars[2]!.h).toBeCloseTo(20 * unit, 1);
+    expect(bars[2]!.y + bars[2]!.h).toBeCloseTo(bars[1]!.y, 1); // stacked
+    expect(bars[0]!.y + bars[0]!.h).toBe(304); // on the axis
+    // Four minutes of span: the third bar is three steps right of the first.
+    const step = bars[1]!.x - bars[0]!.x;
+    expect(bars[3]!.x - bars[0]!.x).toBeCloseTo(3 * step, 0);
+    expect(svg).toContain('text-anchor="end" fill="#555">60</text>');
+    expect(svg).toContain("time (UTC), one bar per minute");
+    expect(svg.trimEnd().endsWith("</svg>")).toBe(true);
+  });
+
+  test("a long span is binned: each bar is the busiest minute of its bin", () => {
+    const day: MinuteSeries = {
+      minuteMs: [T0, T0 + M, T0 + 2 * M, T0 + 1439 * M],
+      allowed: [3, 9, 1, 2],
+      denied: [0, 1, 50, 0],
+    };
+    const svg = minuteChart(day, { title: "t", maxBars: 144 });
+    expect(svg).toContain("each bar is the busiest minute of 10 minutes");
+    const bars = rects(svg);
+    // First bin: minute 2 (51 requests) beats minute 1 (10) and minute 0 (3).
+    expect(bars.slice(0, 2).map((b) => b.fill)).toEqual(["#4c78a8", "#e45756"]);
+    expect(bars[1]!.h / bars[0]!.h).toBeCloseTo(50, 0);
+    expect(bars).toHaveLength(3);
+  });
+
+  test("text is escaped; the subtitle is drawn", () => {
+    const svg = minuteChart(series, { title: 'a <b> & "c"', subtitle: "x<y" });
+    expect(svg).toContain("<title>a &lt;b&gt; &amp; &quot;c&quot;</title>");
+    expect(svg).toContain(">x&lt;y</text>");
+  });
+
+  test("x ticks at round UTC times", () => {
+    const hours: MinuteSeries = { minuteMs: [T0, T0 + 240 * M], allowed: [1, 1], denied: [0, 0] };
+    const svg = minuteChart(hours, { title: "t" });
+    const labels = [...svg.matchAll(/>(05-17 \d\d:\d\d)</g)].map((m) => m[1]);
+    expect(labels).toEqual(["05-17 11:00", "05-17 12:00", "05-17 13:00", "05-17 14:00"]);
+  });
+
+  test("an empty series is a valid empty chart", () => {
+    const svg = minuteChart({ minuteMs: [], allowed: [], denied: [] }, { title: "nothing" });
+    expect(rects(svg)).toEqual([]);
+    expect(svg).toContain("<title>nothing</title>");
+  });
+});
+
+describe("niceCeil", () => {
+  test.each([
+    [0, 1],
+    [0.3, 0.5],
+    [1, 1],
+    [1.5, 2],
+    [3, 5],
+    [7, 10],
+    [12, 20],
+    [23.6, 50],
+    [100, 100],
+    [101, 200],
+  ])("%d -> %d", (value, want) => {
+    expect(niceCeil(value)).toBeCloseTo(want, 10);
+  });
+});
