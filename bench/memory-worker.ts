@@ -97,7 +97,12 @@ try {
   }
   const payload = await measure(variant, keys);
   const message: WorkerMessage = { type: "result", payload };
-  process.send?.(message, () => process.exit(0));
+  if (process.send === undefined) {
+    // Run by hand: print the measurement.
+    console.log(JSON.stringify(payload));
+    process.exit(0);
+  }
+  process.send(message, () => process.exit(0));
 } catch (error) {
   console.error(error);
   process.exit(1);

@@ -491,7 +491,7 @@ export function httpSection(r: RunResults): string[] {
       `limiter written in Python; this is Node's bare \`node:http\` on ${r.machine.cores} cores ` +
       "shared with the load generator, so absolute req/s are not comparable; the ratios to each " +
       "table's own no-limiter row are.",
-    ...http.notes.map((n) => `\n${n}`),
+    ...http.notes.flatMap((n) => ["", n]),
   ];
 }
 

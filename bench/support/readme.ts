@@ -1,0 +1,146 @@
+/**
+ * Prints the README's "Benchmarks" section from recorded results, so the README always shows
+ * a real run: `npx tsx bench/support/readme.ts bench/results/<core>.json [<http>.json]`.
+ * The first file is a `npm run bench` run (sections 1-5), the optional second a
+ * `npm run bench:http` run; a single `--all` run can serve as both.
+ * @module
+ */
+import { readFileSync } from "node:fs";
+import { PEERS } from "../peers.js";
+import { int, ns, ratio, table } from "./format.js";
+import { keyPatterns } from "./keys.js";
+import { machineLine } from "./machine.js";
+import { httpSection, type RunResults, targets } from "./report.js";
+
+function load(path: string): RunResults {
+  return JSON.parse(readFileSync(path, "utf8")) as RunResults;
+}
+
+/** The section as Markdown. */
+export function renderReadme(core: RunResults, http: RunResults | undefined): string {
+  const t = (id: string) => core.timings[id]?.nsPerOp;
+  const patterns = keyPatterns(core.quick);
+  const tb = patterns.map((p) => t(`TokenBucket.keyed.allow.${p.id}`));
+  const now = t("floor.performance-now");
+  const naive = patterns.map((p) => t(`naive.${p.id}`));
+  const row = (name: string, values: (number | undefined)[]) => [
+    name,
+    ...values.map((v, i) => `${ns(v)} (${ratio(tb[i], v)})`),
+  ];
+  const checkRows = [
+    [`**tollgate \`KeyedLimiter(TokenBucket).allow(key)\`**`, ...tb.map((v) => `**${ns(v)}**`)],
+    row("bare `performance.now()` (reference)", [now, undefined, undefined]),
+    row("naive `Map<string, {tokens, last}>` token bucket (reference)", naive),
+    ...PEERS.map((p) =>
+      row(
+        `${p.name.split(" ")[0]} ${p.version}`,
+        patterns.map((q) => t(`peer.${p.id}.${q.id}`)),
+      ),
+    ),
+  ];
+  const algorithms = [
+    "TokenBucket",
+    "LeakyBucket",
+    "FixedWindow",
+    "SlidingWindowLog",
+    "SlidingWindowCounter",
+  ];
+  const algoRows = algorithms.map((a) => [
+    a,
+    ns(t(`${a}.single.allow`)),
+    ...patterns.map((p) => ns(t(`${a}.keyed.allow.${p.id}`))),
+  ]);
+  const mem = core.memory?.results ?? [];
+  const memRows = mem.flatMap((m) =>
+    m.ok
+      ? [
+          [
+            m.name,
+            m.measured.bytesPerKey.toFixed(0),
+            (m.measured.bytesPerKey + m.measured.keyStringBytes).toFixed(0),
+          ],
+        ]
+      : [],
+  );
+  const redis = core.redis !== undefined && "ping" in core.redis ? core.redis : undefined;
+  const all = [
+    ...targets(core).filter((x) => x.section === "core"),
+    ...(http ? targets(http).filter((x) => x.section === "http") : []),
+  ];
+  const lines: string[] = [
+    "## Benchmarks",
+    "",
+    "`npm ci && npm run bench` reproduces the numbers below on your machine in a few minutes: a " +
+      "Markdown report on stdout (the machine line first), the raw numbers in `bench/results/`. " +
+      "`npm run bench:http` runs the HTTP experiment; `npm run bench -- --quick` is the smoke test CI runs.",
+    "",
+    `Recorded run: **${machineLine(core.machine)}**, \`${core.command}\`, ${core.startedAt}.`,
+    "",
+    "Nanoseconds per check, and in brackets tollgate's time as a fraction of that row's " +
+      "(0.25x = tollgate takes a quarter of the time). Keys look like IPv4 addresses and are " +
+      "visited in random order; every key already has state; every call is allowed.",
+    "",
+    table(["", ...patterns.map((p) => p.label)], `l${"r".repeat(patterns.length)}`, checkRows),
+    "",
+    "The five algorithms (ns per check): a single limiter's `allow()`, and `KeyedLimiter` per key:",
+    "",
+    table(["algorithm", "allow()", ...patterns.map((p) => `keyed, ${p.label}`)], "lrrrr", algoRows),
+    "",
+    `Memory at ${int(core.memory?.keys)} keys (bytes per key, each in a fresh process after full GCs):`,
+    "",
+    table(["structure", "without the key string", "with the key string"], "lrr", memRows),
+  ];
+  if (redis !== undefined) {
+    lines.push(
+      "",
+      `Redis (${redis.origin.replace(/, pid \d+/, "")}, ioredis, one connection):`,
+      "",
+      table(["", "p50 µs", "p99 µs", `ops/s, ${redis.inFlight} in flight`], "lrrr", [
+        [
+          "bare `PING`",
+          redis.ping.p50Us.toFixed(0),
+          redis.ping.p99Us.toFixed(0),
+          int(redis.ping.opsPerSecond),
+        ],
+        [
+          "`RedisTokenBucket.consume`",
+          redis.consume.p50Us.toFixed(0),
+          redis.consume.p99Us.toFixed(0),
+          int(redis.consume.opsPerSecond),
+        ],
+      ]),
+      "",
+      `A Redis check costs ${ratio(redis.consume.p50Us * 1000, t("TokenBucket.keyed.consume.hot"))} an in-process one (p50 against \`KeyedLimiter.consume\`, hot key).`,
+    );
+  }
+  if (http?.http !== undefined) {
+    lines.push(
+      "",
+      ...httpSection(http)
+        .slice(2)
+        .map((l) => l.replace(/^\n/, "")),
+    );
+    lines.splice(lines.length, 0);
+  }
+  lines.push(
+    "",
+    "Targets, as measured in these runs:",
+    "",
+    table(
+      ["target", "measured", ""],
+      "lrl",
+      all.map((x) => [x.target, x.measured, x.met === undefined ? "–" : x.met ? "met" : "missed"]),
+    ),
+  );
+  return `${lines.join("\n")}\n`;
+}
+
+const [corePath, httpPath] = process.argv.slice(2);
+if (corePath === undefined) {
+  console.error("usage: tsx bench/support/readme.ts <core results.json> [<http results.json>]");
+  process.exit(2);
+}
+const core = load(corePath);
+process.stdout.write(
+  renderReadme(core, httpPath === undefined ? (core.http ? core : undefined) : load(httpPath)),
+);
