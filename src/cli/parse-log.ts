@@ -48,6 +48,14 @@ const MONTHS: Readonly<Record<string, number>> = {
   Dec: 11,
 };
 
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/** Days in `month` (0-11) of `year`, Gregorian. */
+function daysInMonth(year: number, month: number): number {
+  if (month !== 1) return DAYS_IN_MONTH[month]!;
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+}
+
 const CLF_TIME =
   /^(\d{2})\/([A-Z][a-z]{2})\/(\d{4}):(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})? ([+-])(\d{2})(\d{2})$/;
 
@@ -69,8 +77,7 @@ export function parseClfTime(text: string): number {
   const zoneMinutes = Number(m[10]);
   if (month === undefined || hour > 23 || minute > 59 || second > 60) return Number.NaN;
   if (zoneHours > 23 || zoneMinutes > 59) return Number.NaN;
-  const daysInMonth = new Date(Date.UTC(year, month + 1, 0)).getUTCDate();
-  if (day < 1 || day > daysInMonth) return Number.NaN;
+  if (day < 1 || day > daysInMonth(year, month)) return Number.NaN;
   const fractionMs = m[7] === undefined ? 0 : Number(m[7]) * 1000;
   const offsetMs = (m[8] === "-" ? -1 : 1) * (zoneHours * 60 + zoneMinutes) * 60_000;
   return Date.UTC(year, month, day, hour, minute, second) + fractionMs - offsetMs;
@@ -113,8 +120,17 @@ function quotedEnd(line: string, at: number): number {
   return close === -1 ? -1 : close + 1;
 }
 
+/** True when `line` is empty or only white space (without copying it). */
+function isBlank(line: string): boolean {
+  return line.length === 0 || (line.charCodeAt(0) <= 32 && line.trim() === "");
+}
+
+// Lines of one second share their time text: the last one parsed is remembered.
+let lastTimeText = "";
+let lastTimeMs = Number.NaN;
+
 function parseClf(line: string, combined: boolean): LogRecord | string {
-  if (line.trim() === "") return "blank line";
+  if (isBlank(line)) return "blank line";
   const hostEnd = tokenEnd(line, 0);
   if (hostEnd === 0) return "line starts with a space (no host field)";
   const identEnd = tokenEnd(line, hostEnd + 1);
@@ -125,7 +141,11 @@ function parseClf(line: string, combined: boolean): LogRecord | string {
   const timeEnd = line.indexOf("]", userEnd + 2);
   if (timeEnd === -1) return "unterminated [time] field";
   const timeText = line.slice(userEnd + 2, timeEnd);
-  const timeMs = parseClfTime(timeText);
+  if (timeText !== lastTimeText) {
+    lastTimeText = timeText;
+    lastTimeMs = parseClfTime(timeText);
+  }
+  const timeMs = lastTimeMs;
   if (Number.isNaN(timeMs)) {
     return `bad time [${timeText}] (expected dd/Mon/yyyy:HH:MM:SS +hhmm)`;
   }
@@ -201,7 +221,7 @@ function firstString(
 export function jsonLineParser(timeField?: string): LineParser {
   const timeFields = timeField === undefined ? JSON_TIME_FIELDS : [timeField];
   return (line) => {
-    if (line.trim() === "") return "blank line";
+    if (isBlank(line)) return "blank line";
     let value: unknown;
     try {
       value = JSON.parse(line);
