@@ -11,16 +11,24 @@ import {
   policyFunctionTasks,
 } from "../algorithms.bench.js";
 import { PEER_GROUPS, peerTasks } from "../peers.js";
+import { middlewareTasks } from "./http-middleware.js";
 import type { TimedTask } from "./measure.js";
 
 /** A group: the section it belongs to and its tasks (built inside the child). */
 export interface Group {
   readonly id: string;
-  readonly section: "floors" | "algorithms" | "peers";
+  readonly section: "floors" | "algorithms" | "peers" | "http";
   tasks(quick: boolean): TimedTask[];
 }
 
-/** Every timing group, in run order. */
+/** The HTTP middleware diagnostic, run with the HTTP section (not with sections 1-3). */
+export const MIDDLEWARE_GROUP: Group = {
+  id: "http.middleware",
+  section: "http",
+  tasks: middlewareTasks,
+};
+
+/** Every timing group of sections 1-3, in run order. */
 export const GROUPS: readonly Group[] = [
   { id: "floors", section: "floors", tasks: floorTasks },
   ...ALGORITHMS.map(
@@ -39,7 +47,7 @@ export const GROUPS: readonly Group[] = [
 
 /** The group with this id. @throws {Error} If there is none. */
 export function group(id: string): Group {
-  const found = GROUPS.find((g) => g.id === id);
+  const found = [...GROUPS, MIDDLEWARE_GROUP].find((g) => g.id === id);
   if (found === undefined) throw new Error(`unknown bench group ${id}`);
   return found;
 }

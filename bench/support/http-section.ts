@@ -11,6 +11,8 @@ import { fork } from "node:child_process";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { runHttpBench } from "../http.bench.js";
+import { runChild } from "./child.js";
+import { budget, type Timing } from "./measure.js";
 import { benchRedis } from "./redis-server.js";
 import type { HttpResults, HttpRow } from "./report.js";
 
@@ -95,6 +97,13 @@ export async function runHttpSection(
   quick: boolean,
   progress: (text: string) => void,
 ): Promise<HttpResults | { skipped: string }> {
+  progress("middleware alone (tinybench)");
+  const timings = (await runChild("support/worker.ts", [
+    "http.middleware",
+    ...(quick ? ["--quick"] : []),
+  ])) as Timing[];
+  const baseline = timings.find((t) => t.id === "http.baseline");
+  const middleware = timings.find((t) => t.id === "http.middleware");
   const results = await runHttpBench({ quick, progress });
   const rows: HttpRow[] = [...results.rows];
   const notes = [...results.notes];
@@ -109,10 +118,22 @@ export async function runHttpSection(
       );
     }
   }
+  if (baseline !== undefined && middleware !== undefined) {
+    const b = budget(quick);
+    notes.push(
+      `The middleware alone, without sockets (tinybench, ${b.timeMs} ms per row, in a fresh ` +
+        `process): ${((middleware.nsPerOp - baseline.nsPerOp) / 1000).toFixed(2)} µs of CPU per ` +
+        `request (a fresh \`ServerResponse\` plus the middleware: ${(middleware.nsPerOp / 1000).toFixed(2)} µs; ` +
+        `the \`ServerResponse\` alone: ${(baseline.nsPerOp / 1000).toFixed(2)} µs).`,
+    );
+  }
   return {
     rows,
     connections: results.connections,
     durationSeconds: results.durationSeconds,
     notes,
+    ...(baseline !== undefined && middleware !== undefined
+      ? { middlewareNs: middleware.nsPerOp - baseline.nsPerOp }
+      : {}),
   };
 }

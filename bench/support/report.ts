@@ -38,6 +38,8 @@ export interface HttpResults {
   readonly durationSeconds: number;
   /** Anything the harness wants printed under the table. */
   readonly notes: readonly string[];
+  /** CPU cost of the in-process middleware per request, measured without sockets (ns). */
+  readonly middlewareNs?: number;
 }
 
 /** One server variant under autocannon. */
