@@ -66,7 +66,7 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
             const read = (stream as { bytesRead?: number }).bytesRead;
             const share =
               size > 0 && read !== undefined ? ` (${((read * 100) / size).toFixed(0)}%)` : "";
-            io.stderr.write(`\rtollgate replay: ${lines} lines${share}`);
+            io.stderr.write(`\rtollgate replay: ${lines} lines${share}\x1b[K`);
           }
         : undefined,
     });
@@ -78,7 +78,7 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
   }
   if (tty) {
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
-    io.stderr.write(`\rtollgate replay: ${report.lines.read} lines in ${seconds} s\n`);
+    io.stderr.write(`\rtollgate replay: ${report.lines.read} lines in ${seconds} s\x1b[K\n`);
   }
   await write(
     io.stdout,

@@ -220,6 +220,28 @@ describe("run (in process)", () => {
     expect(r.stderr).toBe("tollgate replay: no line of - parsed as common; check --format\n");
   });
 
+  test("progress and timing go to stderr only when it is a terminal", async () => {
+    const tty = Object.assign(new PassThrough(), { isTTY: true });
+    let text = "";
+    tty.on("data", (c: Buffer) => {
+      text += c.toString();
+    });
+    const out = new PassThrough();
+    out.resume();
+    const code = await run(["replay", excerptPath, ...TB], {
+      stdin: Readable.from([]),
+      stdout: out,
+      stderr: tty,
+    });
+    expect(code).toBe(0);
+    // \r back to the line start, \x1b[K clears what a longer progress line left.
+    const CLEAR = "\x1b[K";
+    expect(text.startsWith("\rtollgate replay: 424 lines in ")).toBe(true);
+    expect(text.endsWith(` s${CLEAR}\n`)).toBe(true);
+    expect(text.slice(31, -6)).toMatch(/^\d+\.\d\d$/);
+    expect((await cli(["replay", excerptPath, ...TB])).stderr).toBe("");
+  });
+
   test("an empty input is not an error", async () => {
     const r = await cli(["replay", "-", ...TB], "");
     expect(r.code).toBe(0);
