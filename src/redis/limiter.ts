@@ -81,7 +81,10 @@ export abstract class RedisLimiter {
     return this.call("consume", key, cost, true);
   }
 
-  /** What `consume(key, cost)` would answer now; changes nothing (also no expiry). */
+  /**
+   * What `consume(key, cost)` would answer now; takes nothing and sets no expiry (the
+   * sliding log may drop entries that already left, which changes no decision).
+   */
   peek(key: string, cost?: number): Promise<RedisDecision> {
     return this.call("peek", key, cost, false);
   }
