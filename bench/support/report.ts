@@ -62,6 +62,8 @@ export interface RunResults {
   readonly machine: Machine;
   /** How the in-process rows were timed; absent when only the HTTP section ran. */
   readonly method?: string;
+  /** One-minute load average at the start and the end of the run (other work on the machine). */
+  readonly load?: { readonly start: number; readonly end: number };
   readonly timings: Readonly<Record<string, Timing>>;
   readonly failures: readonly { readonly part: string; readonly error: string }[];
   readonly memory?: { readonly keys: number; readonly results: readonly MemoryResult[] };
@@ -525,6 +527,17 @@ function notesSection(r: RunResults): string[] {
   return ["## Problems seen in this run", "", ...failures, ...notes];
 }
 
+/** A warning when the machine was busy with other work during the run. */
+function loadLine(r: RunResults): string[] {
+  if (r.load === undefined) return [];
+  // The run itself keeps about one core busy, so the end reading includes about 1.
+  const busy = r.load.start > 0.5 * r.machine.cores || r.load.end > r.machine.cores;
+  const text = `load average ${r.load.start.toFixed(2)} at the start, ${r.load.end.toFixed(2)} at the end`;
+  return busy
+    ? ["", `**Warning: the machine was busy (${text}); numbers are noisy.**`]
+    : ["", `Quiet machine: ${text}.`];
+}
+
 /** The whole Markdown report. */
 export function renderReport(r: RunResults): string {
   const parts: string[][] = [
@@ -534,6 +547,7 @@ export function renderReport(r: RunResults): string {
       `**${machineLine(r.machine)}**`,
       "",
       [`\`${r.command}\``, r.startedAt, r.method].filter(Boolean).join(" · "),
+      ...loadLine(r),
     ],
   ];
   if (r.timings["floor.performance-now"] !== undefined) {

@@ -5,6 +5,7 @@
  * @module
  */
 import { readFileSync } from "node:fs";
+import os from "node:os";
 import { measureMemory, memoryKeys } from "../memory.js";
 import { runChild } from "./child.js";
 import { GROUPS } from "./groups.js";
@@ -41,6 +42,7 @@ function commandLine(options: BenchOptions): string {
 /** Runs the benchmark; sets `process.exitCode` to 1 if any part failed. */
 export async function runBench(options: BenchOptions): Promise<RunResults> {
   const started = new Date();
+  const loadAtStart = os.loadavg()[0] ?? 0;
   const progress = new Progress();
   const b = budget(options.quick);
   const timings: Record<string, Timing> = {};
@@ -100,6 +102,7 @@ export async function runBench(options: BenchOptions): Promise<RunResults> {
             `${b.timeMs} ms per row after ${b.warmupMs} ms warm-up, each group in a fresh process`,
         }
       : {}),
+    load: { start: loadAtStart, end: os.loadavg()[0] ?? 0 },
     timings,
     failures,
     ...(memory === undefined ? {} : { memory }),
