@@ -20,8 +20,11 @@ export interface ChartOptions {
 const MINUTE_MS = 60_000;
 const ALLOWED_COLOR = "#4c78a8";
 const DENIED_COLOR = "#e45756";
-/** Candidate x-tick intervals, in minutes: 1 min to 1 day. */
-const TICK_MINUTES = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880];
+/** Candidate x-tick intervals, in minutes: 1 min to 2 weeks. */
+const TICK_MINUTES = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10_080, 20_160];
+/** Candidate x-tick intervals beyond that, in calendar months. */
+const TICK_MONTHS = [1, 2, 3, 6, 12, 24, 60, 120, 240, 600, 1200];
+const MAX_TICKS = 7;
 
 /** Escapes text for an SVG text node or attribute. */
 function xml(text: string): string {
@@ -45,10 +48,43 @@ export function niceCeil(value: number): number {
   return 10 * power;
 }
 
-/** `05-17 10:05` (UTC); with the year when the span crosses a year. */
-function timeLabel(ms: number, withYear: boolean): string {
-  const iso = new Date(ms).toISOString();
-  return `${withYear ? `${iso.slice(0, 4)}-` : ""}${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
+/**
+ * X ticks over `[fromMs, toMs]`, at most {@link MAX_TICKS}, at round UTC times: every few
+ * minutes, hours or days (`05-17 10:05`, `05-17`), or calendar months and years
+ * (`2015-06`); the year is added to day labels when the span crosses a year.
+ */
+export function timeTicks(fromMs: number, toMs: number): { atMs: number; label: string }[] {
+  const spanMs = toMs - fromMs;
+  const ticks: { atMs: number; label: string }[] = [];
+  const stepMinutes = TICK_MINUTES.find((m) => spanMs / (m * MINUTE_MS) <= MAX_TICKS);
+  if (stepMinutes !== undefined) {
+    const step = stepMinutes * MINUTE_MS;
+    const crossesYear = new Date(fromMs).getUTCFullYear() !== new Date(toMs).getUTCFullYear();
+    for (let t = Math.ceil(fromMs / step) * step; t <= toMs; t += step) {
+      const iso = new Date(t).toISOString();
+      const day = `${crossesYear ? `${iso.slice(0, 4)}-` : ""}${iso.slice(5, 10)}`;
+      ticks.push({
+        atMs: t,
+        label: step >= 1440 * MINUTE_MS ? day : `${day} ${iso.slice(11, 16)}`,
+      });
+    }
+    return ticks;
+  }
+  const from = new Date(fromMs);
+  const firstMonth = from.getUTCFullYear() * 12 + from.getUTCMonth();
+  const spanMonths = spanMs / (30 * 1440 * MINUTE_MS);
+  const stepMonths = TICK_MONTHS.find((m) => spanMonths / m <= MAX_TICKS) ?? 1200;
+  for (let m = Math.ceil(firstMonth / stepMonths) * stepMonths; ; m += stepMonths) {
+    const t = Date.UTC(Math.floor(m / 12), m % 12, 1);
+    if (t > toMs) break;
+    if (t >= fromMs) {
+      ticks.push({
+        atMs: t,
+        label: new Date(t).toISOString().slice(0, stepMonths % 12 === 0 ? 4 : 7),
+      });
+    }
+  }
+  return ticks;
 }
 
 /**
@@ -124,19 +160,14 @@ export function minuteChart(series: MinuteSeries, options: ChartOptions): string
     `<text transform="translate(16 ${px(top + plotH / 2)}) rotate(-90)" text-anchor="middle" fill="#555">requests per minute</text>`,
   );
 
-  // X ticks: at most seven, at round UTC times (every 1 min … 7 days).
-  const withYear =
-    n > 0 && new Date(firstMs).getUTCFullYear() !== new Date(lastMs).getUTCFullYear();
+  // X ticks: at most seven, at round UTC times.
   const spanMs = bins * binMinutes * MINUTE_MS;
-  const tickMs =
-    TICK_MINUTES.map((m) => m * MINUTE_MS).find((t) => spanMs / t <= 7) ?? 7 * 86_400_000;
-  const xOf = (ms: number) => left + ((ms - firstMs) / spanMs) * plotW;
-  for (let t = Math.ceil(firstMs / tickMs) * tickMs; t <= firstMs + spanMs; t += tickMs) {
-    const x = xOf(t);
+  for (const tick of timeTicks(firstMs, firstMs + spanMs)) {
+    const x = left + ((tick.atMs - firstMs) / spanMs) * plotW;
     const anchor = x < left + 40 ? "start" : x > width - right - 40 ? "end" : "middle";
     parts.push(
       `<line x1="${px(x)}" x2="${px(x)}" y1="${top + plotH}" y2="${top + plotH + 5}" stroke="#888"/>`,
-      `<text x="${px(x)}" y="${top + plotH + 18}" text-anchor="${anchor}" fill="#555">${xml(timeLabel(t, withYear))}</text>`,
+      `<text x="${px(x)}" y="${top + plotH + 18}" text-anchor="${anchor}" fill="#555">${xml(tick.label)}</text>`,
     );
   }
   const caption =

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import type { MinuteSeries } from "../../src/cli/replay.js";
-import { minuteChart, niceCeil } from "../../src/cli/svg.js";
+import { minuteChart, niceCeil, timeTicks } from "../../src/cli/svg.js";
 
 const M = 60_000;
 const T0 = Date.UTC(2015, 4, 17, 10, 5);
@@ -81,6 +81,19 @@ describe("minuteChart", () => {
     expect(labels).toEqual(["05-17 11:00", "05-17 12:00", "05-17 13:00", "05-17 14:00"]);
   });
 
+  test("five years of minutes: at most seven x labels (regression: 260 overlapping labels)", () => {
+    const years: MinuteSeries = {
+      minuteMs: [T0, Date.UTC(2020, 4, 10, 21, 40)],
+      allowed: [1, 1],
+      denied: [0, 0],
+    };
+    const svg = minuteChart(years, { title: "t" });
+    const labels = [...svg.matchAll(/text-anchor="\w+" fill="#555">([^<]+)<\/text>/g)]
+      .map((m) => m[1])
+      .filter((l) => /^\d{4}$/.test(l!));
+    expect(labels).toEqual(["2016", "2017", "2018", "2019", "2020"]);
+  });
+
   test("an empty series is a valid empty chart", () => {
     const svg = minuteChart({ minuteMs: [], allowed: [], denied: [] }, { title: "nothing" });
     expect(rects(svg)).toEqual([]);
@@ -102,5 +115,58 @@ describe("niceCeil", () => {
     [101, 200],
   ])("%d -> %d", (value, want) => {
     expect(niceCeil(value)).toBeCloseTo(want, 10);
+  });
+});
+
+describe("timeTicks", () => {
+  const at = (y: number, mo: number, d: number, h = 0, mi = 0) => Date.UTC(y, mo - 1, d, h, mi);
+  test.each([
+    {
+      name: "ten minutes: every 2 min",
+      from: at(2015, 5, 17, 10, 5),
+      to: at(2015, 5, 17, 10, 15),
+      labels: ["05-17 10:06", "05-17 10:08", "05-17 10:10", "05-17 10:12", "05-17 10:14"],
+    },
+    {
+      name: "three days: every 12 h",
+      from: at(2015, 5, 17, 10, 5),
+      to: at(2015, 5, 20, 10, 5),
+      labels: [
+        "05-17 12:00",
+        "05-18 00:00",
+        "05-18 12:00",
+        "05-19 00:00",
+        "05-19 12:00",
+        "05-20 00:00",
+      ],
+    },
+    {
+      name: "a month: weekly, dates only",
+      from: at(2015, 5, 1),
+      to: at(2015, 5, 31),
+      labels: ["05-07", "05-14", "05-21", "05-28"],
+    },
+    {
+      name: "across new year: with the year",
+      from: at(2015, 12, 31, 20),
+      to: at(2016, 1, 1, 4),
+      labels: [
+        "2015-12-31 20:00",
+        "2015-12-31 22:00",
+        "2016-01-01 00:00",
+        "2016-01-01 02:00",
+        "2016-01-01 04:00",
+      ],
+    },
+    {
+      name: "a year: every 2 months",
+      from: at(2015, 5, 17),
+      to: at(2016, 5, 17),
+      labels: ["2015-07", "2015-09", "2015-11", "2016-01", "2016-03", "2016-05"],
+    },
+  ])("$name", ({ from, to, labels }) => {
+    const ticks = timeTicks(from, to);
+    expect(ticks.map((t) => t.label)).toEqual(labels);
+    expect(ticks.every((t) => t.atMs >= from && t.atMs <= to)).toBe(true);
   });
 });
