@@ -1,14 +1,24 @@
 import { defineConfig } from "tsup";
 
-export default defineConfig({
-  entry: ["src/index.ts"],
-  format: ["esm", "cjs"],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  target: "es2022",
-  treeshake: true,
-  // Shares one copy of each class between entry points in the CJS build too,
-  // so `instanceof` works across `tollgate`, `tollgate/http` and `tollgate/redis`.
-  splitting: true,
-});
+export default defineConfig([
+  {
+    // Named entries so the subpaths build to dist/http.js and dist/redis.js.
+    entry: { index: "src/index.ts", http: "src/http/index.ts", redis: "src/redis/index.ts" },
+    format: ["esm", "cjs"],
+    dts: true,
+    sourcemap: true,
+    target: "es2022",
+    treeshake: true,
+    // Shares one copy of each class between entry points in the CJS build too,
+    // so `instanceof` works across `tollgate`, `tollgate/http` and `tollgate/redis`.
+    splitting: true,
+  },
+  {
+    // The `tollgate` bin (`tollgate replay …`): ESM only, no types.
+    entry: { cli: "src/cli/index.ts" },
+    format: ["esm"],
+    sourcemap: true,
+    target: "es2022",
+    banner: { js: "#!/usr/bin/env node" },
+  },
+]);

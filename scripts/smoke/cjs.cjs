@@ -1,5 +1,8 @@
-// Requires the built package by its own name as CommonJS and checks a decision.
+// Requires the built package by its own name as CommonJS, checks a decision and that
+// the subpaths share one copy of the core classes.
 const tollgate = require("tollgate");
+const http = require("tollgate/http");
+const redis = require("tollgate/redis");
 
 const now = 0;
 const bucket = new tollgate.TokenBucket({ capacity: 1, refillPerSecond: 2, clock: () => now });
@@ -8,4 +11,9 @@ const second = bucket.consume();
 if (!first.allowed || second.allowed || second.retryAfterMs !== 500) {
   throw new Error(`CJS smoke: unexpected decisions ${JSON.stringify([first, second])}`);
 }
-console.log(`cjs ok: ${Object.keys(tollgate).length} exports`);
+if (typeof http.rateLimit !== "function" || typeof redis.fromIoredis !== "function") {
+  throw new Error("CJS smoke: subpath exports missing");
+}
+console.log(
+  `cjs ok: ${Object.keys(tollgate).length} + ${Object.keys(http).length} + ${Object.keys(redis).length} exports`,
+);

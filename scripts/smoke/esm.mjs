@@ -1,8 +1,11 @@
 // Imports the built package by its own name (through package.json "exports") as ESM
-// and checks a decision. Run under Node, Bun and Deno by scripts/smoke/run.mjs.
+// and checks decisions on every entry point. Run under Node, Bun and Deno by
+// scripts/smoke/run.mjs.
 import * as tollgate from "tollgate";
+import * as http from "tollgate/http";
+import * as redis from "tollgate/redis";
 
-const { TokenBucket, RateLimitError } = tollgate;
+const { TokenBucket, KeyedLimiter, RateLimitError } = tollgate;
 let now = 0;
 const bucket = new TokenBucket({ capacity: 2, refillPerSecond: 1, clock: () => now });
 const results = [bucket.allow(), bucket.allow(), bucket.allow()];
@@ -12,4 +15,28 @@ if (results.join() !== "true,true,false" || !d.allowed || d.remaining !== 0) {
   throw new Error(`ESM smoke: unexpected decisions ${results.join()} ${JSON.stringify(d)}`);
 }
 if (typeof RateLimitError !== "function") throw new Error("ESM smoke: RateLimitError missing");
-console.log(`esm ok: ${Object.keys(tollgate).length} exports`);
+const keyed = new KeyedLimiter(
+  new TokenBucket({ capacity: 1, refillPerSecond: 1, clock: () => now }),
+);
+if (!keyed.allow("a") || keyed.allow("a") || !keyed.allow("b")) throw new Error("ESM smoke: keyed");
+const headers = http.rateLimitHeaders(
+  { allowed: false, limit: 10, remaining: 0, retryAfterMs: 1000.0000000000031, resetAfterMs: 5000 },
+  { policy: "default", windowSeconds: 1 },
+);
+if (headers["Retry-After"] !== "1")
+  throw new Error(`ESM smoke: headers ${JSON.stringify(headers)}`);
+if (
+  typeof redis.RedisTokenBucket !== "function" ||
+  !(
+    new redis.RateLimitStoreError("x", {
+      cause: null,
+      operation: "consume",
+      timedOut: false,
+    }) instanceof Error
+  )
+) {
+  throw new Error("ESM smoke: tollgate/redis exports");
+}
+console.log(
+  `esm ok: ${Object.keys(tollgate).length} + ${Object.keys(http).length} + ${Object.keys(redis).length} exports`,
+);

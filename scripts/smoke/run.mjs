@@ -1,5 +1,6 @@
 // `npm run smoke`: the built package imported as ESM and CommonJS under Node, and as
-// ESM under Bun and Deno (npm packages `bun` and `deno`, pinned in devDependencies).
+// ESM under Bun and Deno (npm packages `bun` and `deno`, pinned in devDependencies);
+// the fetch wrapper in real Bun.serve / Deno.serve servers; the bin's --help.
 import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -11,14 +12,29 @@ const runs = [
   ["node", [join(here, "cjs.cjs")]],
   [bin("bun"), [join(here, "esm.mjs")]],
   [bin("deno"), ["run", "--allow-read", "--allow-env", join(here, "esm.mjs")]],
-  ...(process.env.SMOKE_EXTRA ? JSON.parse(process.env.SMOKE_EXTRA) : []),
+  // tollgate/http's fetch wrapper behind real Bun.serve and Deno.serve servers.
+  [bin("bun"), [join(here, "..", "http-runtimes.mjs")]],
+  [bin("deno"), ["run", "--allow-net", "--allow-read", join(here, "..", "http-runtimes.mjs")]],
+  [bin("bun"), [join(here, "..", "..", "examples", "fetch-handler.ts")]],
+  [
+    bin("deno"),
+    [
+      "run",
+      "--allow-net",
+      "--allow-read",
+      "--allow-env",
+      join(here, "..", "..", "examples", "fetch-handler.ts"),
+    ],
+  ],
+  // The bin, as npm links it.
+  ["node", [join(here, "..", "..", "dist", "cli.js"), "--help"]],
 ];
 let failed = 0;
 for (const [cmd, args] of runs) {
   const r = spawnSync(cmd, args, { encoding: "utf8", env: { ...process.env, NO_COLOR: "1" } });
   const label = `${cmd.split("/").pop()} ${args.at(-1).split("/").pop()}`;
   if (r.status === 0) {
-    console.log(`${label}: ${r.stdout.trim()}`);
+    console.log(`${label}: ${r.stdout.trim().split("\n")[0]}`);
   } else {
     failed++;
     console.error(`${label}: FAILED (exit ${r.status})\n${r.stdout}${r.stderr}${r.error ?? ""}`);
