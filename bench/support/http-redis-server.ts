@@ -27,6 +27,15 @@ const server = createServer((req, res) =>
     res.end("hello\n");
   }),
 );
+// CPU per request, with the protocol of bench/http.bench.ts: any message asks for it.
+let requests = 0;
+server.on("request", () => {
+  requests++;
+});
+process.on("message", () => {
+  const cpu = process.cpuUsage();
+  process.send?.({ cpuUs: cpu.user + cpu.system, requests });
+});
 server.keepAliveTimeout = 60_000;
 server.listen(0, "127.0.0.1", () => {
   process.send?.({ port: (server.address() as AddressInfo).port });

@@ -31,8 +31,16 @@ type Autocannon = (options: {
 }) => Promise<AutocannonResult>;
 const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
 
-/** Starts the Redis-limited server for `redisUrl`; resolves with its URL and a stop function. */
-function startRedisServer(redisUrl: string): Promise<{ url: string; stop: () => void }> {
+/** The Redis-limited server child: its URL, a CPU probe and a stop function. */
+interface RedisServerChild {
+  readonly url: string;
+  /** The child's CPU time (µs) and requests served so far. */
+  cpu(): Promise<{ cpuUs: number; requests: number }>;
+  stop(): void;
+}
+
+/** Starts the Redis-limited server for `redisUrl`. */
+function startRedisServer(redisUrl: string): Promise<RedisServerChild> {
   const file = fileURLToPath(new URL("./http-redis-server.ts", import.meta.url));
   return new Promise((resolve, reject) => {
     const child = fork(file, [redisUrl], {
@@ -46,6 +54,11 @@ function startRedisServer(redisUrl: string): Promise<{ url: string; stop: () => 
     child.once("message", (message: { port: number }) => {
       resolve({
         url: `http://127.0.0.1:${message.port}/`,
+        cpu: () =>
+          new Promise((done) => {
+            child.once("message", done);
+            child.send("cpu");
+          }),
         stop: () => {
           child.off("exit", onExit);
           child.kill();
@@ -69,10 +82,16 @@ async function redisRow(
     const server = await startRedisServer(available.redis.url);
     try {
       const samples: AutocannonResult[] = [];
+      let cpuUs = 0;
+      let requests = 0;
       for (let round = 1; round <= rounds; round++) {
         progress(`redis, round ${round}/${rounds}`);
         await autocannon({ url: server.url, connections, duration: 1 }); // warm-up
+        const before = await server.cpu();
         samples.push(await autocannon({ url: server.url, connections, duration: durationSeconds }));
+        const after = await server.cpu();
+        cpuUs += after.cpuUs - before.cpuUs;
+        requests += after.requests - before.requests;
       }
       const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
       return {
@@ -83,6 +102,7 @@ async function redisRow(
         p99Ms: mean(samples.map((s) => s.latency.p99)),
         non2xx: samples.reduce((a, s) => a + s.non2xx, 0),
         errors: samples.reduce((a, s) => a + s.errors + s.timeouts, 0),
+        cpuUsPerRequest: cpuUs / requests,
       };
     } finally {
       server.stop();
