@@ -28,7 +28,7 @@ const SEQUENCE = 1 << 20;
 const MASK = SEQUENCE - 1;
 /** One bucket shape for every row: every check is allowed and no key turns idle while timed. */
 const CAPACITY = 1e12;
-const REFILL_PER_SECOND = 1e6;
+const REFILL_PER_SECOND = 0.001;
 
 /** One row of the report. */
 export interface RegistryRow {

@@ -6,6 +6,8 @@ import type { KeyStore, KeyStoreStats } from "./store.js";
 import { EVICT_SCAN, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
 
 const FIRST_SLOTS = 16;
+/** Index in `params` of the latest clock reading seen (the store-wide high-water mark). */
+const SEEN = 2;
 /** Number of state doubles per slot: tokens, then anchorMs. */
 const STRIDE = 2;
 
@@ -31,8 +33,9 @@ export class BucketSlab implements KeyStore {
   private readonly clock: Clock;
   private readonly maxKeys: number;
   /**
-   * `[capacity, refillPerSecond]` as raw doubles: read from here, V8 keeps the refill
-   * arithmetic unboxed (read from object fields, it boxed one HeapNumber per call).
+   * `[capacity, ratePerSecond, seenMs]` as raw doubles: read from here, V8 keeps the refill
+   * arithmetic unboxed (read from object fields, it boxed one HeapNumber per call). `seenMs`
+   * is the latest clock reading seen by any key.
    */
   private readonly params: Float64Array;
   private readonly index = new Map<string, number>();
@@ -46,7 +49,6 @@ export class BucketSlab implements KeyStore {
   /** Head of the free list, -1 when empty. */
   private free = -1;
   private count = 0;
-  private seenMs = Number.NEGATIVE_INFINITY;
   /** Next slot the incremental sweep looks at. */
   private cursor = 0;
   private countdown = SWEEP_EVERY;
@@ -67,7 +69,7 @@ export class BucketSlab implements KeyStore {
   constructor(capacity: number, ratePerSecond: number, clock: Clock, maxKeys: number) {
     this.clock = clock;
     this.maxKeys = maxKeys;
-    this.params = new Float64Array([capacity, ratePerSecond]);
+    this.params = new Float64Array([capacity, ratePerSecond, Number.NEGATIVE_INFINITY]);
     this.slots = Math.min(FIRST_SLOTS, maxKeys);
     this.state = new Float64Array(this.slots * STRIDE);
   }
@@ -94,15 +96,22 @@ export class BucketSlab implements KeyStore {
   private now(): number {
     const t = this.clock();
     if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
-    if (t > this.seenMs) this.seenMs = t;
-    return this.seenMs;
+    const p = this.params;
+    if (t > p[SEEN]!) p[SEEN] = t;
+    return p[SEEN]!;
   }
 
   allow(key: string, cost: number): boolean {
     const now = this.now();
     if (--this.countdown === 0) this.step();
-    const slot = key === this.lastKey ? this.lastSlot : this.index.get(key);
-    if (slot === undefined) return this.allowNew(key, cost, now);
+    let slot = this.lastSlot;
+    if (key !== this.lastKey) {
+      const found = this.index.get(key);
+      if (found === undefined) return this.allowNew(key, cost, now);
+      slot = found;
+      this.lastKey = key;
+      this.lastSlot = slot;
+    }
     const st = this.state;
     const s = slot * STRIDE;
     const p = this.params;
@@ -112,8 +121,6 @@ export class BucketSlab implements KeyStore {
       st[s] = tokensAfter(tokens, cost);
       st[s + 1] = now;
     }
-    this.lastKey = key;
-    this.lastSlot = slot;
     return true;
   }
 
@@ -199,7 +206,7 @@ export class BucketSlab implements KeyStore {
   /** The incremental sweep: looks at the next few slots and drops the idle ones. */
   private step(): void {
     // The latest reading (this call's, read just before); no double crosses a call.
-    const now = this.seenMs;
+    const now = this.params[SEEN]!;
     this.countdown = SWEEP_EVERY;
     const n = this.highWater < SWEEP_CHUNK ? this.highWater : SWEEP_CHUNK;
     for (let i = 0; i < n; i++) {

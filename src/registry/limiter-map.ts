@@ -3,7 +3,7 @@ import type { KeyStore, KeyStoreStats } from "./store.js";
 import { EVICT_SCAN, SWEEP_EVERY } from "./store.js";
 
 /** Entries one incremental sweep step looks at (each `isIdle` reads a clock). */
-const CHUNK = 4;
+const CHUNK = 8;
 
 /**
  * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key,

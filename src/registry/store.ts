@@ -36,8 +36,8 @@ export interface KeyStore {
 }
 
 /** Calls between two incremental sweep steps. */
-export const SWEEP_EVERY = 16;
+export const SWEEP_EVERY = 64;
 /** Entries one incremental sweep step looks at. */
-export const SWEEP_CHUNK = 8;
+export const SWEEP_CHUNK = 16;
 /** Entries looked at, when full, for idle keys or else the one closest to idle. */
 export const EVICT_SCAN = 32;
