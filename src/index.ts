@@ -1,3 +1,10 @@
+export { FixedWindow, type FixedWindowOptions } from "./algorithms/fixed-window.js";
+export { LeakyBucket, type LeakyBucketOptions } from "./algorithms/leaky-bucket.js";
+export {
+  SlidingWindowCounter,
+  type SlidingWindowCounterOptions,
+} from "./algorithms/sliding-window-counter.js";
+export { SlidingWindowLog, type SlidingWindowLogOptions } from "./algorithms/sliding-window-log.js";
 export { TokenBucket, type TokenBucketOptions } from "./algorithms/token-bucket.js";
 export { AllOf, allOf } from "./composite.js";
 export { RateLimitError } from "./errors.js";

@@ -1,0 +1,324 @@
+import { checkClock, checkCost, checkNumber, checkOptions } from "../errors.js";
+import {
+  type Clock,
+  type Decision,
+  type Limiter,
+  systemClock,
+  type WaitOptions,
+} from "../limiter.js";
+import { fits, wholeUnits } from "../numeric.js";
+import { WaitQueue } from "../wait.js";
+import { readClock } from "./time.js";
+
+/** Options of {@link SlidingWindowLog}. */
+export interface SlidingWindowLogOptions {
+  /** Most units allowed in any window of `windowMs` (> 0, fractions allowed). */
+  readonly limit: number;
+  /** Window length in milliseconds (> 0); longer than 2^31-1 ms is fine (no timers). */
+  readonly windowMs: number;
+  /**
+   * Time source in milliseconds.
+   * @default () => performance.now()
+   */
+  readonly clock?: Clock | undefined;
+}
+
+const WHERE = "SlidingWindowLog";
+/** Entries a log allocates at its first use; it doubles from there as needed. */
+const INITIAL_ENTRIES = 4;
+/** Entries kept exactly whatever the limit, so small limits stay exact with some fractional costs. */
+const MIN_EXACT_ENTRIES = 64;
+/** Entries kept exactly at most (256 MiB of log), whatever the limit; see the class doc. */
+const MAX_EXACT_ENTRIES = 2 ** 24;
+const EMPTY = new Float64Array(0);
+
+/**
+ * A sliding window log: it remembers the time and cost of every allowed request and
+ * allows a request of `cost` units when the costs of the entries still in the window
+ * (`time > t - windowMs`) plus `cost` are at most `limit`. Exact over every window of
+ * `windowMs`; units are the caller's, times milliseconds.
+ *
+ * The log is a ring buffer of (leave time, running total) pairs in one
+ * `Float64Array` that grows by doubling and shrinks when mostly empty. Entries leave
+ * from the head as they expire, so each call is O(1) amortized; the sum in the window
+ * is the difference of two running totals, so it does not drift with float error. A
+ * denied request finds its `retryAfterMs` by binary search: the time at which enough
+ * of the OLDEST entries have left for `cost` to fit. `resetAfterMs` is the time until
+ * the newest entry leaves.
+ *
+ * Memory: 16 bytes per entry, allocated at first use and grown by doubling; requests
+ * at the same instant share one entry. The first `n = max(64, ceil(limit))` entries
+ * (at most 2^24) keep their exact time; with costs >= 1 the log never holds more, so
+ * decisions are exact. Many fractional costs can go beyond `n`: then new entries are
+ * stamped at the end of their slice of `windowMs / n` ms and share it, so the log
+ * never holds more than `2n + 1` entries. Such an entry counts for less than
+ * `windowMs / n` ms longer than it should, never shorter: the log may deny slightly
+ * early, and never admits more than `limit` in a window.
+ *
+ * Good for: exact limits over the last `windowMs` with no boundary burst (logins,
+ * expensive calls, "at most N per rolling hour"). Watch out: memory grows with
+ * `limit` (1.6 kB per key at limit 100); use a `SlidingWindowCounter` for large limits
+ * or many keys.
+ *
+ * A denied request changes nothing (dropping expired entries is not a change: they
+ * could never count again). A clock that goes backwards stands still at its latest
+ * reading, so no entry leaves early.
+ *
+ * @throws {TypeError} If `options` is not an object, `limit` or `windowMs` is not a
+ *   number, or `clock` is not a function.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0.
+ * @example
+ * const log = new SlidingWindowLog({ limit: 5, windowMs: 60_000 })
+ * log.consume(5).allowed //=> true
+ * log.consume().retryAfterMs //=> 60000
+ */
+export class SlidingWindowLog implements Limiter {
+  /** Most units allowed in any window. */
+  readonly limit: number;
+  /** Window length in milliseconds. */
+  readonly windowMs: number;
+  /** The time source, in milliseconds. */
+  readonly clock: Clock;
+
+  /**
+   * Entries kept at their exact time: `ceil(limit)`, at least 64, at most 2^24. Beyond
+   * it new entries are stamped at the end of their granule of `windowMs / exactEntries`.
+   */
+  private readonly exactEntries: number;
+  /** Most entries the log can hold: `2 * exactEntries + 1` (see `append`). */
+  private readonly maxEntries: number;
+  /**
+   * The ring: entry `i` is `[leaveAtMs, total]` at `2i, 2i + 1`; `leaveAtMs` is
+   * `time + windowMs`, and `total` the running total of costs up to this entry.
+   */
+  private slots: Float64Array = EMPTY;
+  /** Entries the ring can hold (`slots.length / 2`). */
+  private slotCount = 0;
+  /** Ring position of the oldest entry. */
+  private head = 0;
+  /** Entries in the ring. */
+  private size = 0;
+  /** The running total before the oldest entry (the costs that have left). */
+  private base = 0;
+  /** Latest clock reading seen; earlier readings are treated as this one. */
+  private seenMs = Number.NEGATIVE_INFINITY;
+  private queue: WaitQueue | undefined;
+
+  constructor(options: SlidingWindowLogOptions) {
+    const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
+    this.limit = checkNumber(WHERE, "limit", o.limit, 0, false);
+    this.windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
+    this.clock = checkClock(WHERE, o.clock, systemClock);
+    this.exactEntries = Math.min(
+      Math.max(MIN_EXACT_ENTRIES, Math.ceil(this.limit)),
+      MAX_EXACT_ENTRIES,
+    );
+    this.maxEntries = 2 * this.exactEntries + 1;
+  }
+
+  /**
+   * A new, empty log with the same options (clock included); the entries are not
+   * copied. A keyed registry uses it to make one log per key.
+   */
+  clone(): SlidingWindowLog {
+    return new SlidingWindowLog({ limit: this.limit, windowMs: this.windowMs, clock: this.clock });
+  }
+
+  /** `consume(cost).allowed`, without allocating (except when the ring grows). */
+  allow(cost?: number): boolean {
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const now = this.now();
+    this.expire(now);
+    if (c === 0) return true;
+    if (!fits(c, this.limit - this.sum())) return false;
+    this.append(now, c);
+    return true;
+  }
+
+  /** Logs `cost` when it fits and says so; a denial changes nothing. */
+  consume(cost?: number): Decision {
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
+  }
+
+  /** What `consume(cost)` would answer now, changing nothing. */
+  peek(cost?: number): Decision {
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
+  }
+
+  /** Forgets every entry and frees the ring: back to the fresh state. Waiters keep waiting. */
+  reset(): void {
+    this.slots = EMPTY;
+    this.slotCount = 0;
+    this.head = 0;
+    this.size = 0;
+    this.base = 0;
+  }
+
+  /** True when no entry is in the window and nobody waits. */
+  isIdle(): boolean {
+    this.expire(this.now());
+    return this.size === 0 && (this.queue === undefined || this.queue.size === 0);
+  }
+
+  /**
+   * Waits until `cost` fits, first-in, first-out behind earlier waiters, and resolves
+   * with the granting decision. See {@link Limiter.wait}. A plain `consume` does not
+   * queue: it may take free units while others wait.
+   */
+  wait(cost?: number, options?: WaitOptions): Promise<Decision> {
+    this.queue ??= new WaitQueue(WHERE, this);
+    return this.queue.wait(cost, options);
+  }
+
+  /** Reads the clock; a reading behind the latest one counts as the latest one. */
+  private now(): number {
+    this.seenMs = readClock(WHERE, this.clock, this.seenMs);
+    return this.seenMs;
+  }
+
+  /** Ring position of the `i`-th oldest entry. */
+  private at(i: number): number {
+    const p = this.head + i;
+    return p < this.slotCount ? p : p - this.slotCount;
+  }
+
+  /** Running total up to and including the newest entry. */
+  private total(): number {
+    return this.size === 0 ? this.base : this.slots[2 * this.at(this.size - 1) + 1]!;
+  }
+
+  /** Costs of the entries in the window. */
+  private sum(): number {
+    return this.size === 0 ? 0 : this.total() - this.base;
+  }
+
+  /** Drops the entries whose leave time has come (`time <= now - windowMs`). */
+  private expire(now: number): void {
+    const slots = this.slots;
+    let dropped = false;
+    while (this.size > 0 && slots[2 * this.head]! <= now) {
+      this.base = slots[2 * this.head + 1]!;
+      this.head = this.head + 1 === this.slotCount ? 0 : this.head + 1;
+      this.size--;
+      dropped = true;
+    }
+    if (!dropped) return;
+    if (this.size === 0) {
+      this.head = 0;
+      this.base = 0;
+    } else if (this.base > 2 * this.limit) {
+      this.rebase();
+    }
+    if (this.slotCount > INITIAL_ENTRIES && this.size <= this.slotCount >> 2) {
+      this.resize(Math.max(INITIAL_ENTRIES, 2 * this.size));
+    }
+  }
+
+  /**
+   * Subtracts `base` from every running total, keeping them below `3 * limit` so their
+   * differences stay exact. Every entry is rebased at most once (FIFO, and more than
+   * `2 * limit` must leave in between), so this is O(1) amortized.
+   */
+  private rebase(): void {
+    const base = this.base;
+    for (let i = 0; i < this.size; i++) this.slots[2 * this.at(i) + 1]! -= base;
+    this.base = 0;
+  }
+
+  /** Copies the entries, oldest first, into a ring of `entries` slots. */
+  private resize(entries: number): void {
+    const next = new Float64Array(2 * entries);
+    for (let i = 0; i < this.size; i++) {
+      const p = 2 * this.at(i);
+      next[2 * i] = this.slots[p]!;
+      next[2 * i + 1] = this.slots[p + 1]!;
+    }
+    this.slots = next;
+    this.slotCount = entries;
+    this.head = 0;
+  }
+
+  /**
+   * Logs `cost` (> 0) at `now`. Entries at the same stamp share one. While the log holds
+   * fewer than `exactEntries` entries the stamp is `now`. Beyond that (only fractional
+   * costs get there) the stamp is `now` rounded up to the end of its granule of
+   * `g = windowMs / exactEntries`: at most `windowMs / g + 1` granules fit in a window,
+   * so the log never holds more than `2 * exactEntries + 1` entries, and each such
+   * entry counts at most `g` ms longer than it should, never shorter.
+   */
+  private append(now: number, cost: number): void {
+    let stamp = now;
+    if (this.size >= this.exactEntries) {
+      const granule = this.windowMs / this.exactEntries;
+      let k = Math.ceil(now / granule);
+      if (k * granule < now) k++;
+      stamp = k * granule;
+    }
+    const leaveAtMs = stamp + this.windowMs;
+    if (this.size > 0) {
+      const newest = 2 * this.at(this.size - 1);
+      // The second test is a safety net the granules make unreachable: merge, later.
+      if (this.slots[newest] === leaveAtMs || this.size >= this.maxEntries) {
+        this.slots[newest] = leaveAtMs;
+        this.slots[newest + 1]! += cost;
+        return;
+      }
+    }
+    if (this.size === this.slotCount) {
+      const cap = this.slotCount < this.exactEntries ? this.exactEntries : this.maxEntries;
+      this.resize(Math.min(Math.max(INITIAL_ENTRIES, 2 * this.slotCount), cap));
+    }
+    const total = this.total();
+    const p = 2 * this.at(this.size);
+    this.slots[p] = leaveAtMs;
+    this.slots[p + 1] = total + cost;
+    this.size++;
+  }
+
+  private decide(cost: number, take: boolean): Decision {
+    const now = this.now();
+    this.expire(now);
+    const limit = this.limit;
+    const available = limit - this.sum();
+    if (cost === 0 || fits(cost, available)) {
+      if (take && cost > 0) this.append(now, cost);
+      return {
+        allowed: true,
+        limit,
+        remaining: wholeUnits(available - cost, limit),
+        retryAfterMs: 0,
+        resetAfterMs: cost > 0 ? now + this.windowMs - now : this.newestLeavesInMs(now),
+      };
+    }
+    return {
+      allowed: false,
+      limit,
+      remaining: wholeUnits(available, limit),
+      retryAfterMs: fits(cost, limit) ? this.retryMs(now, cost) : Number.POSITIVE_INFINITY,
+      resetAfterMs: this.newestLeavesInMs(now),
+    };
+  }
+
+  /** Milliseconds until the newest entry leaves; 0 when the log is empty. */
+  private newestLeavesInMs(now: number): number {
+    return this.size === 0 ? 0 : this.slots[2 * this.at(this.size - 1)]! - now;
+  }
+
+  /**
+   * Milliseconds until enough of the oldest entries have left for `cost` (<= limit) to
+   * fit: the leave time of the first entry `j` such that the entries after it, plus
+   * `cost`, fit. Binary search over the running totals (they only grow).
+   */
+  private retryMs(now: number, cost: number): number {
+    const slots = this.slots;
+    const total = this.total();
+    let lo = 0;
+    let hi = this.size - 1; // the newest always works: nothing is left after it
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (fits(cost, this.limit - (total - slots[2 * this.at(mid) + 1]!))) hi = mid;
+      else lo = mid + 1;
+    }
+    return slots[2 * this.at(lo)]! - now;
+  }
+}

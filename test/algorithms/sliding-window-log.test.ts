@@ -1,0 +1,360 @@
+import fc from "fast-check";
+import { describe, expect, test, vi } from "vitest";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
+import { RateLimitError } from "../../src/errors.js";
+import { describeSharedValidation, windowOptionCases } from "../support/limiter-checks.js";
+import { manualClock } from "../support/manual-clock.js";
+import { slidingLogModel } from "../support/models.js";
+import { runSteps } from "../support/steps.js";
+import {
+  expectDenialChangesNothing,
+  expectSameAsModel,
+  timeline,
+  windowParams,
+} from "../support/timeline.js";
+
+const INF = Number.POSITIVE_INFINITY;
+
+/** The log's private ring, read for white-box bounds (entries held, ring size, base). */
+function internals(log: SlidingWindowLog): { size: number; slotCount: number; base: number } {
+  return log as unknown as { size: number; slotCount: number; base: number };
+}
+
+/**
+ * The most cost admitted in any window `(end - windowMs, end]`, for `admitted` (time,
+ * cost) pairs in time order: a two-pointer scan, O(n).
+ */
+function maxWindowSum(admitted: readonly (readonly [number, number])[], windowMs: number): number {
+  let max = 0;
+  let sum = 0;
+  let left = 0;
+  for (const [end, cost] of admitted) {
+    sum += cost;
+    while (admitted[left]![0] <= end - windowMs) sum -= admitted[left++]![1];
+    if (sum > max) max = sum;
+  }
+  return max;
+}
+
+describe("SlidingWindowLog step tables", () => {
+  // Each row: atMs, cost, allowed, remaining, retryAfterMs, resetAfterMs (newest leaves).
+  test("an entry counts while time > t - windowMs", () => {
+    runSteps(
+      (clock) => new SlidingWindowLog({ limit: 3, windowMs: 1000, clock }),
+      [
+        [0, 1, true, 2, 0, 1000],
+        [100, 1, true, 1, 0, 1000],
+        [200, 1, true, 0, 0, 1000], // the last slot
+        [300, 1, false, 0, 700, 900], // the entry at 0 leaves at 1000
+        [999, 1, false, 0, 1, 201],
+        [1000, 1, true, 0, 0, 1000], // at 1000 the entry at 0 no longer counts
+        [1000, 1, false, 0, 100, 1000],
+        [1000, 0, true, 0, 0, 1000], // cost 0: a free probe, always allowed
+        [3000, 0, true, 3, 0, 0],
+      ],
+    );
+  });
+
+  test("several of the oldest entries must leave for one large cost", () => {
+    const { limiter } = runSteps(
+      (clock) => new SlidingWindowLog({ limit: 5, windowMs: 1000, clock }),
+      [
+        [0, 1, true, 4, 0, 1000],
+        [100, 1, true, 3, 0, 1000],
+        [200, 1, true, 2, 0, 1000],
+        [300, 2, true, 0, 0, 1000],
+        [400, 1, false, 0, 600, 900], // the entry at 0 is enough
+        [400, 2, false, 0, 700, 900], // 0 and 100 must leave
+        [400, 3, false, 0, 800, 900], // 0, 100 and 200
+        [400, 4, false, 0, 900, 900], // all four: the entry at 300 holds 2
+        [400, 5, false, 0, 900, 900],
+        [400, 6, false, 0, INF, 900], // above the limit: never
+        [1200, 4, false, 3, 100, 100], // 0, 100 and 200 have left
+        [1300, 5, true, 0, 0, 1000],
+      ],
+    );
+    expect(internals(limiter).size).toBe(1);
+  });
+
+  test("a heavy entry is remembered at its full weight", () => {
+    runSteps(
+      (clock) => new SlidingWindowLog({ limit: 10, windowMs: 1000, clock }),
+      [
+        [0, 9, true, 1, 0, 1000],
+        [500, 1, true, 0, 0, 1000],
+        [999, 1, false, 0, 1, 501],
+        [1000, 9, true, 0, 0, 1000],
+        [1000, 1, false, 0, 500, 1000],
+      ],
+    );
+  });
+
+  test("a cost above the limit is denied with Infinity and takes nothing", () => {
+    const { limiter } = runSteps(
+      (clock) => new SlidingWindowLog({ limit: 3, windowMs: 1000, clock }),
+      [
+        [0, 4, false, 3, INF, 0],
+        [0, 3.0000001, false, 3, INF, 0],
+        [0, 3, true, 0, 0, 1000],
+      ],
+    );
+    expect(limiter.peek(1e9).retryAfterMs).toBe(INF);
+  });
+
+  test("a clock going backwards lets no entry leave early", () => {
+    const { limiter, clock } = runSteps(
+      (clock) => new SlidingWindowLog({ limit: 2, windowMs: 1000, clock }),
+      [
+        [1000, 2, true, 0, 0, 1000],
+        [500, 1, false, 0, 1000, 1000], // time stands still at 1000
+        [1500, 1, false, 0, 500, 500],
+        [1200, 1, false, 0, 500, 500], // still counted from 1500, the latest reading
+        [2000, 1, true, 1, 0, 1000],
+      ],
+    );
+    clock.set(-1e9);
+    expect(limiter.peek()).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 1000 });
+  });
+
+  test("fractional costs at the same instant share one entry", () => {
+    const { limiter } = runSteps(
+      (clock) => new SlidingWindowLog({ limit: 1, windowMs: 1000, clock }),
+      [
+        [0, 0.25, true, 0, 0, 1000],
+        [0, 0.25, true, 0, 0, 1000],
+        [0, 0.5, true, 0, 0, 1000],
+        [0, 0.001, false, 0, 1000, 1000],
+        [1000, 1, true, 0, 0, 1000],
+      ],
+    );
+    expect(internals(limiter).size).toBe(1);
+  });
+
+  test("fractional entries beyond 64 share granules, counting a little longer, never shorter", () => {
+    // limit 1 keeps 64 entries at their exact time; the 65th (at 64 ms) is stamped at the
+    // end of its granule of 1000 / 64 = 15.625 ms: 78.125 ms, so it leaves at 1078.125.
+    const clock = manualClock();
+    const log = new SlidingWindowLog({ limit: 1, windowMs: 1000, clock });
+    for (let t = 0; t <= 64; t++) {
+      clock.set(t);
+      expect(log.consume(1 / 128), `at ${t}`).toMatchObject({ allowed: true, remaining: 0 });
+    }
+    expect(internals(log)).toMatchObject({ size: 65, slotCount: 128 });
+    clock.set(1070);
+    // An exact log would be empty now (the last entry, at 64, left at 1064).
+    expect(log.peek(1)).toMatchObject({ allowed: false, retryAfterMs: 8.125, resetAfterMs: 8.125 });
+    clock.set(1078.125);
+    expect(log.consume(1)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  test("windows longer than 2^31-1 ms", () => {
+    const w = 2 ** 32;
+    runSteps(
+      (clock) => new SlidingWindowLog({ limit: 1, windowMs: w, clock }),
+      [
+        [5, 1, true, 0, 0, w],
+        [w + 4, 1, false, 0, 1, 1],
+        [w + 5, 1, true, 0, 0, w],
+      ],
+    );
+  });
+
+  test("holds at most limit entries for unit costs, and shrinks when they leave", () => {
+    const clock = manualClock();
+    const log = new SlidingWindowLog({ limit: 100, windowMs: 1000, clock });
+    for (let t = 0; t < 150; t++) {
+      clock.set(t);
+      expect(log.allow(), `at ${t}`).toBe(t < 100);
+    }
+    expect(internals(log)).toMatchObject({ size: 100, slotCount: 100 });
+    clock.set(1095);
+    expect(log.consume()).toMatchObject({ allowed: true, remaining: 95 }); // 0..95 left
+    expect(internals(log)).toMatchObject({ size: 5 });
+    expect(internals(log).slotCount).toBeLessThanOrEqual(50);
+    clock.set(5000);
+    expect(log.isIdle()).toBe(true);
+    expect(internals(log).slotCount).toBe(4);
+  });
+
+  test("steady fractional traffic for 10^6 ms: the running sum does not drift", () => {
+    // 0.03 every 20 ms in a 1000 ms window is exactly the limit of 1.5 at every step.
+    const clock = manualClock();
+    const log = new SlidingWindowLog({ limit: 1.5, windowMs: 1000, clock });
+    let denied = 0;
+    for (let t = 0; t < 1_000_000; t += 20) {
+      clock.set(t);
+      if (!log.allow(0.03)) denied++;
+    }
+    expect(denied).toBe(0);
+    expect(log.peek(0.03)).toMatchObject({ allowed: false, retryAfterMs: 20 });
+    expect(internals(log).size).toBe(50);
+    expect(internals(log).base).toBeLessThanOrEqual(2 * 1.5 + 0.03);
+  });
+
+  test("peek changes nothing; reset, isIdle and clone", () => {
+    const clock = manualClock(100);
+    const log = new SlidingWindowLog({ limit: 2, windowMs: 1000, clock });
+    expect(log.isIdle()).toBe(true);
+    expect(log.peek(2)).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 1000 });
+    expect(log.isIdle()).toBe(true);
+    expect(log.allow()).toBe(true);
+    expect(log.isIdle()).toBe(false);
+    const copy = log.clone();
+    expect(copy).toMatchObject({ limit: 2, windowMs: 1000, clock });
+    expect(copy.isIdle()).toBe(true);
+    clock.set(1099);
+    expect(log.isIdle()).toBe(false);
+    clock.set(1100);
+    expect(log.isIdle()).toBe(true);
+    log.consume(2);
+    log.reset();
+    expect(log.isIdle()).toBe(true);
+    expect(internals(log).slotCount).toBe(0);
+    expect(log.consume(2)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+});
+
+describe("SlidingWindowLog wait", () => {
+  test("resolves when the oldest entry leaves; rejects a cost above the limit", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+    try {
+      vi.setSystemTime(0);
+      const log = new SlidingWindowLog({ limit: 2, windowMs: 1000, clock: () => Date.now() });
+      log.consume();
+      vi.setSystemTime(300);
+      log.consume();
+      await expect(log.wait(3)).rejects.toThrow(
+        new RangeError("SlidingWindowLog.wait: cost 3 exceeds limit 2"),
+      );
+      await expect(log.wait(2, { maxWaitMs: 999 })).rejects.toBeInstanceOf(RateLimitError);
+      const granted = log.wait(1);
+      await vi.advanceTimersByTimeAsync(699);
+      expect(log.peek().allowed).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      await expect(granted).resolves.toMatchObject({ allowed: true, remaining: 0 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe("SlidingWindowLog validation", () => {
+  test.each(windowOptionCases("SlidingWindowLog"))("$name", ({ options, error, message }) => {
+    const make = () => new SlidingWindowLog(options as never);
+    expect(make).toThrow(error);
+    expect(make).toThrow(message);
+  });
+});
+
+describeSharedValidation(
+  "SlidingWindowLog",
+  (clock) => new SlidingWindowLog({ limit: 1, windowMs: 1000, clock }),
+);
+
+describe("SlidingWindowLog properties", () => {
+  test("decides as a plain array of (time, cost) for any timeline", () => {
+    fc.assert(
+      fc.property(windowParams, timeline, ({ limit, windowMs }, calls) => {
+        expectSameAsModel(
+          (clock) => new SlidingWindowLog({ limit, windowMs, clock }),
+          slidingLogModel(limit, windowMs),
+          calls,
+        );
+      }),
+    );
+  });
+
+  test("decides as the model over long timelines with a larger limit", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 20, max: 200 }),
+        fc.integer({ min: 50, max: 5000 }),
+        fc.array(
+          fc.record({
+            dt: fc.integer({ min: -20, max: 60 }),
+            cost: fc.integer({ min: 0, max: 8 }),
+            op: fc.constantFrom("consume" as const, "allow" as const, "peek" as const),
+          }),
+          { minLength: 100, maxLength: 600 },
+        ),
+        (limit, windowMs, calls) => {
+          expectSameAsModel(
+            (clock) => new SlidingWindowLog({ limit, windowMs, clock }),
+            slidingLogModel(limit, windowMs),
+            calls,
+          );
+        },
+      ),
+      { numRuns: 50 },
+    );
+  });
+
+  test("never admits more than limit in any window of windowMs, fractional costs included", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.integer({ min: 1, max: 10 }), fc.double({ min: 0.5, max: 10, noNaN: true })),
+        fc.integer({ min: 1, max: 500 }),
+        fc.array(
+          fc.record({
+            dt: fc.integer({ min: -50, max: 100 }),
+            cost: fc.oneof(
+              fc.integer({ min: 0, max: 3 }),
+              fc.double({ min: 0, max: 1, noNaN: true }),
+            ),
+          }),
+          { maxLength: 300 },
+        ),
+        (limit, windowMs, calls) => {
+          const clock = manualClock();
+          const log = new SlidingWindowLog({ limit, windowMs, clock });
+          const admitted: [number, number][] = [];
+          let latest = Number.NEGATIVE_INFINITY;
+          for (const { dt, cost } of calls) {
+            clock.advance(dt);
+            latest = Math.max(latest, clock());
+            if (log.allow(cost)) admitted.push([latest, cost]);
+          }
+          expect(maxWindowSum(admitted, windowMs)).toBeLessThanOrEqual(limit + 1e-6);
+        },
+      ),
+    );
+  });
+
+  test("many small fractional costs: never more than limit per window, at most 2n + 1 entries", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 50, max: 1000 }),
+        fc.array(
+          fc.record({
+            dt: fc.integer({ min: 0, max: 4 }),
+            cost: fc.double({ min: 0.001, max: 0.05, noNaN: true }),
+          }),
+          { minLength: 150, maxLength: 300 },
+        ),
+        (limit, windowMs, calls) => {
+          const clock = manualClock();
+          const log = new SlidingWindowLog({ limit, windowMs, clock });
+          const admitted: [number, number][] = [];
+          for (const { dt, cost } of calls) {
+            clock.advance(dt);
+            if (log.allow(cost)) admitted.push([clock(), cost]);
+            expect(internals(log).size).toBeLessThanOrEqual(2 * 64 + 1);
+          }
+          expect(maxWindowSum(admitted, windowMs)).toBeLessThanOrEqual(limit + 1e-6);
+        },
+      ),
+    );
+  });
+
+  test("a denied call leaves peek unchanged", () => {
+    fc.assert(
+      fc.property(windowParams, timeline, ({ limit, windowMs }, calls) => {
+        expectDenialChangesNothing(
+          (clock) => new SlidingWindowLog({ limit, windowMs, clock }),
+          calls,
+        );
+      }),
+    );
+  });
+});
