@@ -53,8 +53,12 @@ export class AllOf implements Limiter {
   allow(cost?: number): boolean {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
     const parts = this.parts;
-    for (let i = 0; i < parts.length; i++) if (!parts[i]!.peek(c).allowed) return false;
-    for (let i = 0; i < parts.length; i++) parts[i]!.allow(c);
+    const last = parts.length - 1;
+    // Check every part but the last, then charge the last (a denial there charges nothing),
+    // then the others: one peek fewer than checking all first.
+    for (let i = 0; i < last; i++) if (!parts[i]!.peek(c).allowed) return false;
+    if (!parts[last]!.allow(c)) return false;
+    for (let i = 0; i < last; i++) parts[i]!.allow(c);
     return true;
   }
 
@@ -103,10 +107,21 @@ export class AllOf implements Limiter {
 
   private decide(cost: number, take: boolean): Decision {
     const parts = this.parts;
-    const decisions = parts.map((part) => part.peek(cost));
-    const allowed = decisions.every((d) => d.allowed);
+    const last = parts.length - 1;
+    const decisions: Decision[] = [];
+    let allowed = true;
+    for (let i = 0; i < last; i++) {
+      const d = parts[i]!.peek(cost);
+      decisions.push(d);
+      if (!d.allowed) allowed = false;
+    }
+    // The last part is charged (or peeked) only when the others allow: a denial there
+    // charges nothing, and its answer is final.
+    const final = allowed && take ? parts[last]!.consume(cost) : parts[last]!.peek(cost);
+    decisions.push(final);
+    if (!final.allowed) allowed = false;
     if (allowed && take) {
-      for (let i = 0; i < parts.length; i++) decisions[i] = parts[i]!.consume(cost);
+      for (let i = 0; i < last; i++) decisions[i] = parts[i]!.consume(cost);
     } else if (!allowed) {
       // Nothing is taken: parts that would allow report their state without the cost.
       for (let i = 0; i < parts.length; i++) {
@@ -146,9 +161,9 @@ function isLimiter(value: unknown): value is Limiter {
 
 /**
  * A limiter that allows a request only when every one of `limiters` allows it, and then
- * takes the cost from all of them; when any part denies, no part is charged (all parts
- * are peeked first, then all consumed). For layered limits such as 10 per second AND
- * 1000 per hour.
+ * takes the cost from all of them; when any part denies, no part is charged (every part
+ * but the last is peeked first; then the last is charged, where a denial still charges
+ * nothing; then the others). For layered limits such as 10 per second AND 1000 per hour.
  *
  * Its {@link Decision}: `allowed` when all allow; `remaining` the least of the parts'
  * (after the cost when allowed, without taking it when denied) and `limit` of that part
