@@ -57,8 +57,8 @@ const EMPTY = new Float64Array(0);
  *
  * Good for: exact limits over the last `windowMs` with no boundary burst (logins,
  * expensive calls, "at most N per rolling hour"). Watch out: memory grows with
- * `limit` (1.6 kB per key at limit 100); use a `SlidingWindowCounter` for large limits
- * or many keys.
+ * `limit` (about 1.9 kB per full key at limit 100, 1.6 kB of it entries); use a
+ * `SlidingWindowCounter` for large limits or many keys.
  *
  * A denied request changes nothing (dropping expired entries is not a change: they
  * could never count again). A clock that goes backwards stands still at its latest
