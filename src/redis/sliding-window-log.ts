@@ -27,8 +27,9 @@ const WHERE = "RedisSlidingWindowLog";
  * on Redis's clock.
  *
  * Good for: an exact shared rolling limit. Watch out: memory per key grows with the
- * number of requests in a window (at most `max(64, ceil(limit))` entries of 16 bytes, later ones
- * merged into the newest as in-memory), and each decision costs O(entries dropped).
+ * number of requests in a window: entries of 16 bytes, exact up to `max(64, ceil(limit))`
+ * of them; beyond that (only fractional costs get there) entries share time slices of
+ * `windowMs / max(64, ceil(limit))`, as in memory, and count up to one slice longer.
  *
  * The key (a list) expires when its newest entry leaves the window, and is deleted as
  * soon as it is empty.

@@ -136,6 +136,32 @@ describe.skipIf(!redis.available)("Redis twin decides as the in-memory class", (
     60_000,
   );
 
+  test("regression: beyond max(64, ceil(limit)) entries the log stamps entries per granule, as in memory", async () => {
+    const clock = manualClock(0);
+    const memory = new SlidingWindowLog({ limit: 3, windowMs: 1000, clock });
+    const shared = new RedisSlidingWindowLog({
+      client: conn.client,
+      clock,
+      prefix: uniquePrefix(),
+      limit: 3,
+      windowMs: 1000,
+      maxTtlMs,
+    });
+    for (let i = 0; i < 150; i++) {
+      clock.advance(1); // 150 entries of 0.01 in one window: from the 65th, granules of 1000 / 64 ms
+      const expected = memory.consume(0.01);
+      expect(await shared.consume("k", 0.01), `step ${i}`).toEqual({
+        ...expected,
+        source: "redis",
+      });
+    }
+    clock.advance(1000 - 150 + 64); // the exact entries have left, the granule-stamped ones not all
+    expect(await shared.peek("k", 3), "after the window").toEqual({
+      ...memory.peek(3),
+      source: "redis",
+    });
+  });
+
   // Long, dense timelines: the log's running-total rebase and its merging beyond 64 entries.
   test.each(TWINS)(
     "$name: long dense timelines",

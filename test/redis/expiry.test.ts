@@ -203,7 +203,7 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
     expect(pttl).toBeLessThanOrEqual(90_000);
   });
 
-  test("an explicit clock makes keys live maxTtlMs after their last write", async () => {
+  test("regression: explicit-clock keys expired on the real clock after their logical idle time; now they live maxTtlMs", async () => {
     const prefix = uniquePrefix();
     const bucket = new RedisTokenBucket({
       client: c.client,

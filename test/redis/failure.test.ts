@@ -95,8 +95,8 @@ describe.skipIf(!canStartRedis())("Redis failing for real", () => {
           onRecover: (event) => recoveries.push(event),
         });
       const strict = make("throw");
-    // The previous test restarted the server: this client may still be reconnecting.
-    await ready();
+      // The previous test restarted the server: this client may still be reconnecting.
+      await ready();
       expect(await strict.consume("k")).toMatchObject({
         allowed: true,
         remaining: 1,

@@ -12,8 +12,9 @@ import { LUA_COMMON } from "./common.js";
  * whose departure lets the cost fit (-inf when not computed)}`.
  *
  * Mirrors `SlidingWindowLog` step for step (expiry of old entries from the head,
- * the rebase of running totals above `2 * limit`, merging into the newest entry at
- * the same instant or beyond `max(64, ceil(limit))` entries, the binary search of retryAfter),
+ * the rebase of running totals above `2 * limit`, merging into the newest entry at the
+ * same leave time, stamping entries beyond `max(64, ceil(limit))` at the end of their
+ * granule of `windowMs / max(64, ceil(limit))`, the binary search of retryAfter),
  * so the floats agree bit for bit. Dropping entries that left is stored even by a
  * peek or a denial (it changes no decision). The key expires when the newest entry
  * leaves, and is deleted once empty.
@@ -29,8 +30,11 @@ local take = ARGV[4] == '1'
 local explicit = ARGV[5] ~= ''
 local now = clock(ARGV[5])
 local maxTtl = tonumber(ARGV[6])
--- As SlidingWindowLog: at most max(64, ceil(limit)) entries, never more than 2^24.
-local maxEntries = math.min(math.max(64, math.ceil(limit)), 16777216)
+-- As SlidingWindowLog: the first max(64, ceil(limit)) entries (at most 2^24) keep their
+-- exact time; beyond that, new entries are stamped at the end of their granule of
+-- windowMs / exactEntries, so the log never holds more than 2 * exactEntries + 1.
+local exactEntries = math.min(math.max(64, math.ceil(limit)), 16777216)
+local maxEntries = 2 * exactEntries + 1
 
 local function entry(i) return struct.unpack('<dd', redis.call('LINDEX', key, i)) end
 
@@ -76,7 +80,14 @@ if size > 0 then available = limit - (newestTotal - base) end
 local allowed = cost == 0 or fits(cost, available)
 local retryLeave = -math.huge
 if allowed and take and cost > 0 then
-  local leaveAt = now + windowMs
+  local stamp = now
+  if size >= exactEntries then
+    local granule = windowMs / exactEntries
+    local k = math.ceil(now / granule)
+    if k * granule < now then k = k + 1 end
+    stamp = k * granule
+  end
+  local leaveAt = stamp + windowMs
   if size > 0 and (newestLeave == leaveAt or size >= maxEntries) then
     redis.call('LSET', key, size - 1, struct.pack('<dd', leaveAt, newestTotal + cost))
     redis.call('LSET', key, -1, struct.pack('<dd', base, now))
