@@ -8,7 +8,7 @@ import {
 } from "../limiter.js";
 import { fits, wholeUnits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
-import { readClock } from "./time.js";
+import { granuleEnd, readClock } from "./time.js";
 
 /** Options of {@link SlidingWindowLog}. */
 export interface SlidingWindowLogOptions {
@@ -249,10 +249,7 @@ export class SlidingWindowLog implements Limiter {
   private append(now: number, cost: number): void {
     let stamp = now;
     if (this.size >= this.exactEntries) {
-      const granule = this.windowMs / this.exactEntries;
-      let k = Math.ceil(now / granule);
-      if (k * granule < now) k++;
-      stamp = k * granule;
+      stamp = granuleEnd(now, this.windowMs / this.exactEntries);
     }
     const leaveAtMs = stamp + this.windowMs;
     if (this.size > 0) {

@@ -31,3 +31,13 @@ export function windowIndex(nowMs: number, windowMs: number): number {
   if ((k + 1) * windowMs <= nowMs) return k + 1;
   return k;
 }
+
+/**
+ * The smallest multiple `k * granuleMs` (as computed) that is `>= nowMs`: `nowMs` rounded
+ * up to the end of its granule, corrected where `ceil(nowMs / granuleMs)` rounds down
+ * across a boundary (`ceil(27.3 / 0.7) * 0.7` is 27.299999999999997).
+ */
+export function granuleEnd(nowMs: number, granuleMs: number): number {
+  const k = Math.ceil(nowMs / granuleMs);
+  return k * granuleMs < nowMs ? (k + 1) * granuleMs : k * granuleMs;
+}

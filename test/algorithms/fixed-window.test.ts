@@ -169,6 +169,13 @@ describe("FixedWindow wait", () => {
       await vi.advanceTimersByTimeAsync(1);
       await expect(granted).resolves.toMatchObject({ allowed: true, remaining: 1 });
       expect(window.isIdle()).toBe(false);
+      // A pending waiter keeps the limiter busy even when its state is reset to fresh.
+      window.consume(1);
+      const pending = window.wait(1);
+      window.reset();
+      expect(window.isIdle()).toBe(false);
+      await vi.advanceTimersByTimeAsync(10_000);
+      await expect(pending).resolves.toMatchObject({ allowed: true });
     } finally {
       vi.useRealTimers();
     }

@@ -130,6 +130,13 @@ describe("LeakyBucket wait", () => {
       expect(bucket.peek().allowed).toBe(false);
       await vi.advanceTimersByTimeAsync(1);
       await expect(granted).resolves.toMatchObject({ allowed: true, remaining: 0 });
+      // A pending waiter keeps the limiter busy even when its state is reset to fresh.
+      bucket.consume(2);
+      const pending = bucket.wait(1);
+      bucket.reset();
+      expect(bucket.isIdle()).toBe(false);
+      await vi.advanceTimersByTimeAsync(10_000);
+      await expect(pending).resolves.toMatchObject({ allowed: true });
     } finally {
       vi.useRealTimers();
     }

@@ -180,6 +180,13 @@ describe("SlidingWindowCounter wait", () => {
       expect(counter.peek().allowed).toBe(false);
       await vi.advanceTimersByTimeAsync(1);
       await expect(granted).resolves.toMatchObject({ allowed: true, remaining: 0 });
+      // A pending waiter keeps the limiter busy even when its state is reset to fresh.
+      counter.consume(4);
+      const pending = counter.wait(1);
+      counter.reset();
+      expect(counter.isIdle()).toBe(false);
+      await vi.advanceTimersByTimeAsync(10_000);
+      await expect(pending).resolves.toMatchObject({ allowed: true });
     } finally {
       vi.useRealTimers();
     }

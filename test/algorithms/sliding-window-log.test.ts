@@ -232,6 +232,13 @@ describe("SlidingWindowLog wait", () => {
       expect(log.peek().allowed).toBe(false);
       await vi.advanceTimersByTimeAsync(1);
       await expect(granted).resolves.toMatchObject({ allowed: true, remaining: 0 });
+      // A pending waiter keeps the limiter busy even when its state is reset to fresh.
+      log.consume(2);
+      const pending = log.wait(1);
+      log.reset();
+      expect(log.isIdle()).toBe(false);
+      await vi.advanceTimersByTimeAsync(10_000);
+      await expect(pending).resolves.toMatchObject({ allowed: true });
     } finally {
       vi.useRealTimers();
     }

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { readClock, windowIndex } from "../../src/algorithms/time.js";
+import { granuleEnd, readClock, windowIndex } from "../../src/algorithms/time.js";
 
 describe("windowIndex", () => {
   test.each([
@@ -36,6 +36,24 @@ describe("windowIndex", () => {
     expect(Math.floor(318254.6718251185 / 3.6141893526365707)).toBe(88056);
     expect(80225 * 4.3191513305449245).toBeGreaterThan(346503.91549296654);
     expect(Math.floor(346503.91549296654 / 4.3191513305449245)).toBe(80225);
+  });
+});
+
+describe("granuleEnd", () => {
+  test.each([
+    { name: "inside a granule", t: 5, g: 2, end: 6 },
+    { name: "on a boundary", t: 6, g: 2, end: 6 },
+    { name: "zero", t: 0, g: 2, end: 0 },
+    { name: "negative time", t: -3, g: 2, end: -2 },
+    // ceil(27.3 / 0.7) * 0.7 is 27.299999999999997, below 27.3: one granule more.
+    { name: "ceil rounding below the time", t: 27.3, g: 0.7, end: 40 * 0.7 },
+  ])("$name", ({ t, g, end }) => {
+    expect(granuleEnd(t, g)).toBe(end);
+    expect(granuleEnd(t, g)).toBeGreaterThanOrEqual(t);
+  });
+
+  test("the rounding case really is one a plain ceil gets wrong", () => {
+    expect(Math.ceil(27.3 / 0.7) * 0.7).toBeLessThan(27.3);
   });
 });
 
