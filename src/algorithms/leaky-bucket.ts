@@ -56,7 +56,7 @@ const WHERE = "LeakyBucket";
  * @example
  * const bucket = new LeakyBucket({ capacity: 10, leakPerSecond: 5 })
  * bucket.consume(10).allowed //=> true
- * bucket.consume().retryAfterMs //=> 200
+ * bucket.consume().allowed //=> false (one unit drains in 200 ms)
  */
 export class LeakyBucket implements Limiter {
   /** Most units the bucket holds. */

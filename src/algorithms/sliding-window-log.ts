@@ -70,7 +70,7 @@ const EMPTY = new Float64Array(0);
  * @example
  * const log = new SlidingWindowLog({ limit: 5, windowMs: 60_000 })
  * log.consume(5).allowed //=> true
- * log.consume().retryAfterMs //=> 60000
+ * log.consume().allowed //=> false (until the first entry leaves, 60 s later)
  */
 export class SlidingWindowLog implements Limiter {
   /** Most units allowed in any window. */

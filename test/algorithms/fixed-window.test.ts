@@ -119,6 +119,11 @@ describe("FixedWindow step tables", () => {
     );
   });
 
+  test("the doc example", () => {
+    const window = new FixedWindow({ limit: 100, windowMs: 60_000, clock: manualClock() });
+    expect(window.consume().remaining).toBe(99);
+  });
+
   test("peek changes nothing; reset, isIdle and clone", () => {
     const clock = manualClock(100);
     const window = new FixedWindow({ limit: 2, windowMs: 1000, clock });

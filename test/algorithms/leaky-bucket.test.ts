@@ -93,6 +93,12 @@ describe("LeakyBucket step tables", () => {
     );
   });
 
+  test("the doc example", () => {
+    const bucket = new LeakyBucket({ capacity: 10, leakPerSecond: 5, clock: manualClock() });
+    expect(bucket.consume(10).allowed).toBe(true);
+    expect(bucket.consume()).toMatchObject({ allowed: false, retryAfterMs: 200 });
+  });
+
   test("peek changes nothing; reset, isIdle and clone", () => {
     const clock = manualClock();
     const bucket = new LeakyBucket({ capacity: 4, leakPerSecond: 2, clock });

@@ -127,6 +127,15 @@ describe("SlidingWindowCounter step tables", () => {
     );
   });
 
+  test("the doc example", () => {
+    const counter = new SlidingWindowCounter({
+      limit: 100,
+      windowMs: 60_000,
+      clock: manualClock(),
+    });
+    expect(counter.consume().remaining).toBe(99);
+  });
+
   test("peek changes nothing; reset, isIdle and clone", () => {
     const clock = manualClock(100);
     const counter = new SlidingWindowCounter({ limit: 2, windowMs: 1000, clock });

@@ -191,6 +191,12 @@ describe("SlidingWindowLog step tables", () => {
     expect(internals(log).base).toBeLessThanOrEqual(2 * 1.5 + 0.03);
   });
 
+  test("the doc example", () => {
+    const log = new SlidingWindowLog({ limit: 5, windowMs: 60_000, clock: manualClock() });
+    expect(log.consume(5).allowed).toBe(true);
+    expect(log.consume()).toMatchObject({ allowed: false, retryAfterMs: 60_000 });
+  });
+
   test("peek changes nothing; reset, isIdle and clone", () => {
     const clock = manualClock(100);
     const log = new SlidingWindowLog({ limit: 2, windowMs: 1000, clock });
