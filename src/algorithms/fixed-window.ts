@@ -8,7 +8,7 @@ import {
 } from "../limiter.js";
 import { fits, wholeUnits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
-import { readClock, windowIndex } from "./time.js";
+import { readClock, windowEnd } from "./time.js";
 
 /** Options of {@link FixedWindow}. */
 export interface FixedWindowOptions {
@@ -59,9 +59,12 @@ export class FixedWindow implements Limiter {
   /** The time source, in milliseconds. */
   readonly clock: Clock;
 
-  /** Index of the window `count` belongs to; `-Infinity` while unused. */
-  private index = Number.NEGATIVE_INFINITY;
-  /** Units taken in window `index`. */
+  /**
+   * End (ms) of the window `count` belongs to; `-Infinity` while unused. Time never goes
+   * back, so a reading before it is in that window.
+   */
+  private endMs = Number.NEGATIVE_INFINITY;
+  /** Units taken in the window ending at `endMs`. */
   private count = 0;
   /** Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
@@ -87,10 +90,10 @@ export class FixedWindow implements Limiter {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
     const now = this.now();
     if (c === 0) return true;
-    const k = windowIndex(now, this.windowMs);
-    const used = k === this.index ? this.count : 0;
+    const current = now < this.endMs;
+    const used = current ? this.count : 0;
     if (!fits(c, this.limit - used)) return false;
-    this.index = k;
+    if (!current) this.endMs = windowEnd(now, this.windowMs);
     this.count = used + c;
     return true;
   }
@@ -107,16 +110,14 @@ export class FixedWindow implements Limiter {
 
   /** Forgets the count: back to the fresh state. Pending waiters keep waiting. */
   reset(): void {
-    this.index = Number.NEGATIVE_INFINITY;
+    this.endMs = Number.NEGATIVE_INFINITY;
     this.count = 0;
   }
 
   /** True when the current window has no count and nobody waits. */
   isIdle(): boolean {
-    const k = windowIndex(this.now(), this.windowMs);
-    return (
-      (k !== this.index || this.count === 0) && (this.queue === undefined || this.queue.size === 0)
-    );
+    const current = this.now() < this.endMs;
+    return (!current || this.count === 0) && (this.queue === undefined || this.queue.size === 0);
   }
 
   /**
@@ -138,13 +139,14 @@ export class FixedWindow implements Limiter {
   private decide(cost: number, take: boolean): Decision {
     const now = this.now();
     const limit = this.limit;
-    const k = windowIndex(now, this.windowMs);
-    const used = k === this.index ? this.count : 0;
-    const endsInMs = (k + 1) * this.windowMs - now;
+    const current = now < this.endMs;
+    const used = current ? this.count : 0;
+    const endMs = current ? this.endMs : windowEnd(now, this.windowMs);
+    const endsInMs = endMs - now;
     if (cost === 0 || fits(cost, limit - used)) {
       const after = used + cost;
       if (take && cost > 0) {
-        this.index = k;
+        this.endMs = endMs;
         this.count = after;
       }
       return {

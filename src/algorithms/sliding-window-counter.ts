@@ -66,6 +66,8 @@ export class SlidingWindowCounter implements Limiter {
 
   /** Index of the window `curr` counts; `-Infinity` while unused. Never moves back. */
   private index = Number.NEGATIVE_INFINITY;
+  /** End (ms) of window `index`: `(index + 1) * windowMs`. */
+  private endMs = Number.NEGATIVE_INFINITY;
   /** Units taken in window `index - 1`. */
   private prev = 0;
   /** Units taken in window `index`. */
@@ -116,6 +118,7 @@ export class SlidingWindowCounter implements Limiter {
   /** Forgets both windows: back to the fresh state. Pending waiters keep waiting. */
   reset(): void {
     this.index = Number.NEGATIVE_INFINITY;
+    this.endMs = Number.NEGATIVE_INFINITY;
     this.prev = 0;
     this.curr = 0;
   }
@@ -150,11 +153,12 @@ export class SlidingWindowCounter implements Limiter {
    * changes no decision, so peek and denied requests may do it.
    */
   private estimate(now: number): number {
-    const k = windowIndex(now, this.windowMs);
-    if (k !== this.index) {
+    if (!(now < this.endMs)) {
+      const k = windowIndex(now, this.windowMs);
       this.prev = k === this.index + 1 ? this.curr : 0;
       this.curr = 0;
       this.index = k;
+      this.endMs = (k + 1) * this.windowMs;
     }
     if (this.prev === 0) return this.curr;
     return this.prev * this.weightAt(now) + this.curr;
@@ -162,8 +166,7 @@ export class SlidingWindowCounter implements Limiter {
 
   /** The previous window's weight `(W - e) / W` at `now`, in window `index`. */
   private weightAt(now: number): number {
-    const w = this.windowMs;
-    return (w - (now - this.index * w)) / w;
+    return (this.endMs - now) / this.windowMs;
   }
 
   /** The estimate at `atMs` >= now with no further traffic, changing nothing. */
@@ -171,7 +174,7 @@ export class SlidingWindowCounter implements Limiter {
     const k = windowIndex(atMs, this.windowMs);
     const w = this.windowMs;
     if (k === this.index) return this.prev * this.weightAt(atMs) + this.curr;
-    if (k === this.index + 1) return (this.curr * (w - (atMs - k * w))) / w;
+    if (k === this.index + 1) return (this.curr * ((k + 1) * w - atMs)) / w;
     return 0;
   }
 
@@ -179,7 +182,7 @@ export class SlidingWindowCounter implements Limiter {
     const now = this.now();
     const limit = this.limit;
     const available = limit - this.estimate(now);
-    const endsInMs = (this.index + 1) * this.windowMs - now;
+    const endsInMs = this.endMs - now;
     if (cost === 0 || fits(cost, available)) {
       if (take && cost > 0) this.curr += cost;
       const curr = this.curr + (take ? 0 : cost);

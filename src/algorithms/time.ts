@@ -32,6 +32,11 @@ export function windowIndex(nowMs: number, windowMs: number): number {
   return k;
 }
 
+/** The end of the window holding `nowMs`: `(windowIndex(nowMs, windowMs) + 1) * windowMs`. */
+export function windowEnd(nowMs: number, windowMs: number): number {
+  return (windowIndex(nowMs, windowMs) + 1) * windowMs;
+}
+
 /**
  * The smallest multiple `k * granuleMs` (as computed) that is `>= nowMs`: `nowMs` rounded
  * up to the end of its granule, corrected where `ceil(nowMs / granuleMs)` rounds down

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { granuleEnd, readClock, windowIndex } from "../../src/algorithms/time.js";
+import { granuleEnd, readClock, windowEnd, windowIndex } from "../../src/algorithms/time.js";
 
 describe("windowIndex", () => {
   test.each([
@@ -36,6 +36,15 @@ describe("windowIndex", () => {
     expect(Math.floor(318254.6718251185 / 3.6141893526365707)).toBe(88056);
     expect(80225 * 4.3191513305449245).toBeGreaterThan(346503.91549296654);
     expect(Math.floor(346503.91549296654 / 4.3191513305449245)).toBe(80225);
+  });
+});
+
+describe("windowEnd", () => {
+  test("is the end of the window holding the time; a boundary starts the next", () => {
+    expect(windowEnd(999, 1000)).toBe(1000);
+    expect(windowEnd(1000, 1000)).toBe(2000);
+    expect(windowEnd(-1, 1000)).toBe(0);
+    expect(windowEnd(318254.6718251185, 3.6141893526365707)).toBe(88058 * 3.6141893526365707);
   });
 });
 
