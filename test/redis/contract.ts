@@ -16,7 +16,12 @@ import {
   RedisTokenBucket,
 } from "../../src/redis/index.js";
 import { manualClock } from "../support/manual-clock.js";
-import { type Adapter, type TestClient, uniquePrefix } from "../support/redis-clients.js";
+import {
+  type Adapter,
+  deleteTestKeys,
+  type TestClient,
+  uniquePrefix,
+} from "../support/redis-clients.js";
 import type { RedisHandle } from "../support/redis-server.js";
 
 /** One algorithm: its in-memory class and its Redis twin with the same options. */
@@ -235,6 +240,7 @@ export function describeAdapterContract(adapter: Adapter, redis: RedisHandle): v
       for (let i = 0; i < 3; i++) extra.push(await adapter.connect(redis.url()));
     });
     afterAll(async () => {
+      if (c) await deleteTestKeys(c);
       await c?.close();
       for (const e of extra) await e.close();
     });

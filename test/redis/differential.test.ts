@@ -16,7 +16,12 @@ import {
   RedisTokenBucket,
 } from "../../src/redis/index.js";
 import { manualClock } from "../support/manual-clock.js";
-import { ioredisAdapter, type TestClient, uniquePrefix } from "../support/redis-clients.js";
+import {
+  deleteTestKeys,
+  ioredisAdapter,
+  type TestClient,
+  uniquePrefix,
+} from "../support/redis-clients.js";
 import { useRedis } from "../support/redis-server.js";
 
 // The same random timelines through the in-memory class and its Redis twin (explicit
@@ -28,6 +33,7 @@ beforeAll(async () => {
   if (redis.available) conn = await ioredisAdapter.connect(redis.url());
 });
 afterAll(async () => {
+  if (conn) await deleteTestKeys(conn);
   await conn?.close();
 });
 

@@ -8,7 +8,12 @@ import {
   RedisSlidingWindowLog,
   RedisTokenBucket,
 } from "../../src/redis/index.js";
-import { ioredisAdapter, type TestClient, uniquePrefix } from "../support/redis-clients.js";
+import {
+  deleteTestKeys,
+  ioredisAdapter,
+  type TestClient,
+  uniquePrefix,
+} from "../support/redis-clients.js";
 import { useRedis } from "../support/redis-server.js";
 
 // Expiry on the server's clock (the production mode): every key has a TTL, and it ends
@@ -23,6 +28,7 @@ beforeAll(async () => {
   if (redis.available) c = await ioredisAdapter.connect(redis.url());
 });
 afterAll(async () => {
+  if (c) await deleteTestKeys(c);
   await c?.close();
 });
 

@@ -59,3 +59,17 @@ export function uniquePrefix(name = "t"): string {
   counter++;
   return `tollgate-test:${process.pid}:${Date.now().toString(36)}:${name}:${counter}:`;
 }
+
+/**
+ * Deletes every key this test process created ({@link uniquePrefix}), so a shared
+ * `REDIS_URL` server keeps no test state (some keys, such as a rate of 0, live long).
+ * Runs inside Redis so binary keys are matched byte for byte.
+ */
+export async function deleteTestKeys(c: TestClient): Promise<void> {
+  await c.command(
+    "EVAL",
+    "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('UNLINK', k) end",
+    "0",
+    `tollgate-test:${process.pid}:*`,
+  );
+}
