@@ -247,11 +247,7 @@ export class SlidingWindowLog implements Limiter {
    * entry counts at most `g` ms longer than it should, never shorter.
    */
   private append(now: number, cost: number): void {
-    let stamp = now;
-    if (this.size >= this.exactEntries) {
-      stamp = granuleEnd(now, this.windowMs / this.exactEntries);
-    }
-    const leaveAtMs = stamp + this.windowMs;
+    const leaveAtMs = this.leaveAt(now);
     if (this.size > 0) {
       const newest = 2 * this.at(this.size - 1);
       // The second test is a safety net the granules make unreachable: merge, later.
@@ -272,19 +268,28 @@ export class SlidingWindowLog implements Limiter {
     this.size++;
   }
 
+  /** When an entry logged at `now` would leave: its stamp (see `append`) + `windowMs`. */
+  private leaveAt(now: number): number {
+    const stamp =
+      this.size < this.exactEntries ? now : granuleEnd(now, this.windowMs / this.exactEntries);
+    return stamp + this.windowMs;
+  }
+
   private decide(cost: number, take: boolean): Decision {
     const now = this.now();
     this.expire(now);
     const limit = this.limit;
     const available = limit - this.sum();
     if (cost === 0 || fits(cost, available)) {
+      // The new entry is the newest: the log is fresh again when it leaves.
+      const resetAfterMs = cost > 0 ? this.leaveAt(now) - now : this.newestLeavesInMs(now);
       if (take && cost > 0) this.append(now, cost);
       return {
         allowed: true,
         limit,
         remaining: wholeUnits(available - cost, limit),
         retryAfterMs: 0,
-        resetAfterMs: cost > 0 ? now + this.windowMs - now : this.newestLeavesInMs(now),
+        resetAfterMs,
       };
     }
     return {

@@ -8,6 +8,7 @@ import { fixedWindowModel } from "../support/models.js";
 import { runSteps } from "../support/steps.js";
 import {
   expectDenialChangesNothing,
+  expectPeekPredictsConsume,
   expectSameAsModel,
   timeline,
   windowParams,
@@ -209,6 +210,14 @@ describe("FixedWindow properties", () => {
           fixedWindowModel(limit, windowMs),
           calls,
         );
+      }),
+    );
+  });
+
+  test("peek answers what consume then does", () => {
+    fc.assert(
+      fc.property(windowParams, timeline, ({ limit, windowMs }, calls) => {
+        expectPeekPredictsConsume((clock) => new FixedWindow({ limit, windowMs, clock }), calls);
       }),
     );
   });

@@ -6,7 +6,11 @@ import { RateLimitError } from "../../src/errors.js";
 import { describeSharedValidation } from "../support/limiter-checks.js";
 import { manualClock } from "../support/manual-clock.js";
 import { runSteps } from "../support/steps.js";
-import { expectDenialChangesNothing, timeline } from "../support/timeline.js";
+import {
+  expectDenialChangesNothing,
+  expectPeekPredictsConsume,
+  timeline,
+} from "../support/timeline.js";
 
 const INF = Number.POSITIVE_INFINITY;
 
@@ -295,6 +299,17 @@ describe("LeakyBucket properties", () => {
           else expect(leaky[op](cost), where).toEqual(token[op](cost));
           expect(leaky.isIdle(), where).toBe(token.isIdle());
         });
+      }),
+    );
+  });
+
+  test("peek answers what consume then does", () => {
+    fc.assert(
+      fc.property(params, timeline, ({ capacity, rate }, calls) => {
+        expectPeekPredictsConsume(
+          (clock) => new LeakyBucket({ capacity, leakPerSecond: rate, clock }),
+          calls,
+        );
       }),
     );
   });

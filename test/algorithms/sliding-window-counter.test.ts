@@ -8,6 +8,7 @@ import { slidingCounterModel } from "../support/models.js";
 import { runSteps } from "../support/steps.js";
 import {
   expectDenialChangesNothing,
+  expectPeekPredictsConsume,
   expectSameAsModel,
   timeline,
   windowParams,
@@ -250,6 +251,17 @@ describe("SlidingWindowCounter properties", () => {
           expect(counter.peek(cost).allowed, "at retryAfterMs").toBe(true);
           return;
         }
+      }),
+    );
+  });
+
+  test("peek answers what consume then does", () => {
+    fc.assert(
+      fc.property(windowParams, timeline, ({ limit, windowMs }, calls) => {
+        expectPeekPredictsConsume(
+          (clock) => new SlidingWindowCounter({ limit, windowMs, clock }),
+          calls,
+        );
       }),
     );
   });

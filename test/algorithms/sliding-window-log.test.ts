@@ -8,6 +8,7 @@ import { slidingLogModel } from "../support/models.js";
 import { runSteps } from "../support/steps.js";
 import {
   expectDenialChangesNothing,
+  expectPeekPredictsConsume,
   expectSameAsModel,
   timeline,
   windowParams,
@@ -135,10 +136,16 @@ describe("SlidingWindowLog step tables", () => {
     // end of its granule of 1000 / 64 = 15.625 ms: 78.125 ms, so it leaves at 1078.125.
     const clock = manualClock();
     const log = new SlidingWindowLog({ limit: 1, windowMs: 1000, clock });
-    for (let t = 0; t <= 64; t++) {
+    for (let t = 0; t < 64; t++) {
       clock.set(t);
-      expect(log.consume(1 / 128), `at ${t}`).toMatchObject({ allowed: true, remaining: 0 });
+      const d = log.consume(1 / 128);
+      expect(d, `at ${t}`).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 1000 });
     }
+    clock.set(64);
+    const resetAfterMs = 1078.125 - 64; // peek and consume both see the granule's stamp
+    expect(log.peek(1 / 128)).toMatchObject({ allowed: true, resetAfterMs });
+    expect(log.consume(1 / 128)).toMatchObject({ allowed: true, resetAfterMs });
+    expect(log.peek(0)).toMatchObject({ allowed: true, resetAfterMs });
     expect(internals(log)).toMatchObject({ size: 65, slotCount: 128 });
     clock.set(1070);
     // An exact log would be empty now (the last entry, at 64, left at 1064).
@@ -357,6 +364,17 @@ describe("SlidingWindowLog properties", () => {
           expect(maxWindowSum(admitted, windowMs)).toBeLessThanOrEqual(limit + 1e-6);
         },
       ),
+    );
+  });
+
+  test("peek answers what consume then does", () => {
+    fc.assert(
+      fc.property(windowParams, timeline, ({ limit, windowMs }, calls) => {
+        expectPeekPredictsConsume(
+          (clock) => new SlidingWindowLog({ limit, windowMs, clock }),
+          calls,
+        );
+      }),
     );
   });
 

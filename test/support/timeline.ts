@@ -85,3 +85,19 @@ export function expectDenialChangesNothing(
     }
   }
 }
+
+/** At every step, `peek(cost)` answers exactly what the `consume(cost)` right after it does. */
+export function expectPeekPredictsConsume(
+  make: (clock: () => number) => Limiter,
+  calls: readonly Call[],
+): void {
+  const clock = manualClock(0);
+  const limiter = make(clock);
+  calls.forEach(({ dt, cost }, i) => {
+    clock.advance(dt);
+    const predicted = limiter.peek(cost);
+    expect(limiter.consume(cost), `call ${i}: consume(${cost}) at ${clock()} ms`).toEqual(
+      predicted,
+    );
+  });
+}
