@@ -142,16 +142,27 @@ describe("SlidingWindowLog step tables", () => {
       expect(d, `at ${t}`).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 1000 });
     }
     clock.set(64);
-    const resetAfterMs = 1078.125 - 64; // peek and consume both see the granule's stamp
-    expect(log.peek(1 / 128)).toMatchObject({ allowed: true, resetAfterMs });
-    expect(log.consume(1 / 128)).toMatchObject({ allowed: true, resetAfterMs });
-    expect(log.peek(0)).toMatchObject({ allowed: true, resetAfterMs });
+    expect(log.consume(1 / 128)).toMatchObject({ allowed: true, resetAfterMs: 1078.125 - 64 });
     expect(internals(log)).toMatchObject({ size: 65, slotCount: 128 });
     clock.set(1070);
     // An exact log would be empty now (the last entry, at 64, left at 1064).
     expect(log.peek(1)).toMatchObject({ allowed: false, retryAfterMs: 8.125, resetAfterMs: 8.125 });
     clock.set(1078.125);
     expect(log.consume(1)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  test("peek's resetAfterMs uses the granule stamp, as consume does (peek said windowMs)", () => {
+    const clock = manualClock();
+    const log = new SlidingWindowLog({ limit: 1, windowMs: 1000, clock });
+    for (let t = 0; t < 64; t++) {
+      clock.set(t);
+      log.consume(1 / 128);
+    }
+    clock.set(64);
+    const resetAfterMs = 1078.125 - 64; // stamped at the end of granule 4 of 15.625 ms
+    expect(log.peek(1 / 128)).toMatchObject({ allowed: true, resetAfterMs });
+    expect(log.consume(1 / 128)).toMatchObject({ allowed: true, resetAfterMs });
+    expect(log.peek(0)).toMatchObject({ allowed: true, resetAfterMs });
   });
 
   test("windows longer than 2^31-1 ms", () => {
