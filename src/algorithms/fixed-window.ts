@@ -32,7 +32,7 @@ const WHERE = "FixedWindow";
  * boundary instant belongs to the new window. Units are the caller's; times are ms.
  *
  * The classic counter of memcached/Redis `INCR` + `EXPIRE` rate limiting, kept lazily:
- * one index and one count, no timers, so windows longer than 2^31-1 ms work.
+ * one count and the end of its window, no timers, so windows longer than 2^31-1 ms work.
  *
  * Good for: the cheapest check and the smallest state (two numbers), quotas per
  * calendar-like period. Watch out: up to `2 * limit` can pass within `windowMs`
