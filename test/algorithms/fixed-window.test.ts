@@ -109,6 +109,18 @@ describe("FixedWindow step tables", () => {
     );
   });
 
+  test("huge values: limit 1e15, a window of a year, a clock at 1e13 ms", () => {
+    const year = 31_536_000_000; // window 317 of a year ends at 10_028_448_000_000
+    runSteps(
+      (clock) => new FixedWindow({ limit: 1e15, windowMs: year, clock }),
+      [
+        [1e13, 1e15, true, 0, 0, 28_448_000_000],
+        [1e13, 1, false, 0, 28_448_000_000, 28_448_000_000],
+        [10_028_448_000_000, 1e15, true, 0, 0, year],
+      ],
+    );
+  });
+
   test("negative clock readings use floor, not truncation", () => {
     runSteps(
       (clock) => new FixedWindow({ limit: 1, windowMs: 1000, clock }),

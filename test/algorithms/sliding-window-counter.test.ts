@@ -137,6 +137,19 @@ describe("SlidingWindowCounter step tables", () => {
     expect(counter.consume().remaining).toBe(99);
   });
 
+  test("huge values: limit 1e15, a window of a year, a clock at 1e13 ms", () => {
+    const year = 31_536_000_000; // window 317 of a year ends at 10_028_448_000_000
+    runSteps(
+      (clock) => new SlidingWindowCounter({ limit: 1e15, windowMs: year, clock }),
+      [
+        [1e13, 1e15, true, 0, 0, 59_984_000_000],
+        [10_028_448_000_000, 1e15, false, 0, year, year], // prev at full weight
+        [10_028_448_000_000 + year / 2, 5e14, true, 0, 0, year / 2 + year],
+        [10_028_448_000_000 + year / 2, 1e12, false, 0, year / 1000, year / 2 + year],
+      ],
+    );
+  });
+
   test("peek changes nothing; reset, isIdle and clone", () => {
     const clock = manualClock(100);
     const counter = new SlidingWindowCounter({ limit: 2, windowMs: 1000, clock });

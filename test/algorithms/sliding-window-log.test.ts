@@ -177,6 +177,18 @@ describe("SlidingWindowLog step tables", () => {
     );
   });
 
+  test("huge values: limit 1e15, a window of a year, a clock at 1e13 ms", () => {
+    const year = 31_536_000_000;
+    runSteps(
+      (clock) => new SlidingWindowLog({ limit: 1e15, windowMs: year, clock }),
+      [
+        [1e13, 1e15, true, 0, 0, year],
+        [1e13 + 1, 1, false, 0, year - 1, year - 1],
+        [1e13 + year, 1e15, true, 0, 0, year],
+      ],
+    );
+  });
+
   test("holds at most limit entries for unit costs, and shrinks when they leave", () => {
     const clock = manualClock();
     const log = new SlidingWindowLog({ limit: 100, windowMs: 1000, clock });
