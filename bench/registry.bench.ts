@@ -174,6 +174,7 @@ export async function runRegistryBench(
     },
     { id: "1M", label: quick ? "100k keys, random" : "1M keys, random", keys: quick ? 1e5 : 1e6 },
   ];
+  const gc = gcFunction();
   const rows: RegistryRow[] = [];
   const add = (row: RegistryRow, id: string) => {
     rows.push({ ...row, id });
@@ -196,6 +197,7 @@ export async function runRegistryBench(
       if (options.only !== undefined && !options.only.includes(subject.id)) continue;
       const check = subject.make(keys.length);
       for (const key of keys) check(key); // every key exists before timing
+      gc(); // the previous row's garbage is collected now, not charged to this row
       let cursor = 0;
       const run = () => {
         for (let i = 0; i < BATCH; i++) {

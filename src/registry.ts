@@ -4,6 +4,15 @@ import { checkCost, checkInteger, checkOptions, describe } from "./errors.js";
 import type { Decision, Limiter, WaitOptions } from "./limiter.js";
 import { BucketSlab } from "./registry/bucket-slab.js";
 import { LimiterMap } from "./registry/limiter-map.js";
+import {
+  armSweepTimer,
+  checkedFactory,
+  checkKey,
+  checkSweepInterval,
+  isLimiter,
+  MAX_KEYS_LIMIT,
+  WHERE,
+} from "./registry/options.js";
 import type { KeyedLimiterStats, KeyStore } from "./registry/store.js";
 import { WaitQueue } from "./wait.js";
 
@@ -36,59 +45,15 @@ export interface KeyedLimiterOptions {
   readonly sweepIntervalMs?: number | undefined;
 }
 
-const WHERE = "KeyedLimiter";
 /** Default {@link KeyedLimiterOptions.maxKeys}. */
 export const DEFAULT_MAX_KEYS = 1_000_000;
-const MAX_KEYS_LIMIT = 2 ** 28;
-const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 
-function checkKey(key: unknown): string {
-  if (typeof key !== "string") {
-    throw new TypeError(`${WHERE}: key must be a string, got ${describe(key)}`);
-  }
-  return key;
-}
-
-function isLimiter(value: unknown): value is Limiter {
-  if (typeof value !== "object" || value === null) return false;
-  const o = value as Record<string, unknown>;
+/** True for a policy the slab store serves: an exact `TokenBucket` or `LeakyBucket`. */
+function isBucketPolicy(policy: unknown): policy is TokenBucket | LeakyBucket {
   return (
-    typeof o["allow"] === "function" &&
-    typeof o["consume"] === "function" &&
-    typeof o["peek"] === "function" &&
-    typeof o["reset"] === "function" &&
-    typeof o["isIdle"] === "function" &&
-    typeof o["wait"] === "function"
+    (policy instanceof TokenBucket && policy.constructor === TokenBucket) ||
+    (policy instanceof LeakyBucket && policy.constructor === LeakyBucket)
   );
-}
-
-/** Wraps a limiter factory so a non-limiter result is a clear `TypeError`. */
-function checkedFactory(make: (key: string) => unknown, what: string): (key: string) => Limiter {
-  return (key) => {
-    const limiter = make(key);
-    if (!isLimiter(limiter)) {
-      throw new TypeError(
-        `${WHERE}: ${what} must return a Limiter (allow, consume, peek, reset, isIdle, wait) for key ${JSON.stringify(key)}, got ${describe(limiter)}`,
-      );
-    }
-    return limiter;
-  };
-}
-
-/** Arms the quiet-period sweep; the timer holds the registry weakly and is unref'd. */
-function armSweepTimer(ref: WeakRef<KeyedLimiter>, periodMs: number): void {
-  const timer: unknown = setInterval(() => {
-    const registry = ref.deref();
-    if (registry === undefined) clearInterval(timer as ReturnType<typeof setInterval>);
-    else registry.sweep();
-  }, periodMs);
-  if (typeof timer === "object" && timer !== null && "unref" in timer) {
-    (timer as { unref(): void }).unref();
-  } else {
-    // Deno returns a number and unrefs it with Deno.unrefTimer.
-    const deno = (globalThis as { Deno?: { unrefTimer?(id: unknown): void } }).Deno;
-    deno?.unrefTimer?.(timer);
-  }
 }
 
 /**
@@ -126,10 +91,11 @@ function armSweepTimer(ref: WeakRef<KeyedLimiter>, periodMs: number): void {
  */
 export class KeyedLimiter {
   /** Most keys kept at once. */
-  readonly maxKeys: number;
-  private readonly store: KeyStore;
-  private readonly slab: BucketSlab | undefined;
-  private readonly map: LimiterMap | undefined;
+  readonly maxKeys!: number;
+  /** @internal The per-key state. */
+  protected readonly store!: KeyStore;
+  /** @internal The generic store, when the policy is not a bucket. */
+  protected readonly map: LimiterMap | undefined;
   /** Wait queues of the fast path, by key; removed when they drain. */
   private readonly waiting = new Map<string, WaitQueue>();
 
@@ -137,26 +103,26 @@ export class KeyedLimiter {
     policy: CloneableLimiter | ((key: string) => Limiter),
     options?: KeyedLimiterOptions,
   ) {
+    // A bucket policy gets the fast-path subclass: its methods call the slab directly, so
+    // each class's call sites stay monomorphic (one shared method dispatching to two stores
+    // went polymorphic, and V8 then stopped inlining the slab path).
+    if (new.target === KeyedLimiter && isBucketPolicy(policy)) {
+      // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
+      return new BucketKeyedLimiter(policy, options);
+    }
     const o = options === undefined ? {} : checkOptions<KeyedLimiterOptions>(WHERE, options);
     this.maxKeys =
       o.maxKeys === undefined
         ? DEFAULT_MAX_KEYS
         : checkInteger(WHERE, "maxKeys", o.maxKeys, 1, MAX_KEYS_LIMIT);
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
-    if (policy instanceof TokenBucket && policy.constructor === TokenBucket) {
-      this.slab = new BucketSlab(
-        policy.capacity,
-        policy.refillPerSecond,
-        policy.clock,
-        this.maxKeys,
-      );
-      this.slab.trackWaiters(this.waiting);
-      this.store = this.slab;
-    } else if (policy instanceof LeakyBucket && policy.constructor === LeakyBucket) {
+    if (isBucketPolicy(policy)) {
       // As a meter a leaky bucket is a token bucket: its free room is the tokens.
-      this.slab = new BucketSlab(policy.capacity, policy.leakPerSecond, policy.clock, this.maxKeys);
-      this.slab.trackWaiters(this.waiting);
-      this.store = this.slab;
+      const rate = policy instanceof TokenBucket ? policy.refillPerSecond : policy.leakPerSecond;
+      const slab = new BucketSlab(policy.capacity, rate, policy.clock, this.maxKeys);
+      slab.trackWaiters(this.waiting);
+      this.store = slab;
+      this.map = undefined;
     } else if (typeof policy === "function") {
       this.map = new LimiterMap(checkedFactory(policy, "policy"), this.maxKeys);
       this.store = this.map;
@@ -265,15 +231,31 @@ export class KeyedLimiter {
   }
 }
 
-function checkSweepInterval(value: unknown): number {
-  if (value === undefined) return DEFAULT_SWEEP_INTERVAL_MS;
-  if (value === Number.POSITIVE_INFINITY) return value;
-  const range = "a number > 0 (Infinity for no timer)";
-  if (typeof value !== "number") {
-    throw new TypeError(`${WHERE}: sweepIntervalMs must be ${range}, got ${describe(value)}`);
+/**
+ * The fast path of {@link KeyedLimiter} for a `TokenBucket` or `LeakyBucket` policy: the
+ * same API, with `allow`, `consume` and `peek` calling the slab store directly.
+ * `new KeyedLimiter(bucket)` returns one; it is not exported.
+ */
+class BucketKeyedLimiter extends KeyedLimiter {
+  private readonly slab: BucketSlab;
+
+  constructor(policy: TokenBucket | LeakyBucket, options: KeyedLimiterOptions | undefined) {
+    super(policy, options);
+    this.slab = this.store as BucketSlab;
   }
-  if (!(value > 0)) {
-    throw new RangeError(`${WHERE}: sweepIntervalMs must be ${range}, got ${describe(value)}`);
+
+  override allow(key: string, cost?: number): boolean {
+    if (typeof key !== "string") checkKey(key);
+    return this.slab.allow(key, cost === undefined ? 1 : checkCost(WHERE, cost));
   }
-  return Math.min(value, 2 ** 31 - 1);
+
+  override consume(key: string, cost?: number): Decision {
+    if (typeof key !== "string") checkKey(key);
+    return this.slab.consume(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+  }
+
+  override peek(key: string, cost?: number): Decision {
+    if (typeof key !== "string") checkKey(key);
+    return this.slab.peek(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+  }
 }
