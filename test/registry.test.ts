@@ -445,6 +445,22 @@ describe("KeyedLimiter fast path", () => {
     expect(new KeyedLimiter(custom).stats.slots, "a subclass may override anything").toBe(0);
   });
 
+  test("a bucket policy still gives a KeyedLimiter, and a subclass of it works too", () => {
+    const clock = manualClock();
+    const keyed = new KeyedLimiter(bucketOf3(clock));
+    expect(keyed).toBeInstanceOf(KeyedLimiter);
+    class Named extends KeyedLimiter {
+      readonly name = "per-ip";
+    }
+    const named = new Named(bucketOf3(clock));
+    expect(named).toBeInstanceOf(Named);
+    expect(named.name).toBe("per-ip");
+    expect(named.consume("a", 3)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(named.allow("a")).toBe(false);
+    expect(named.peek("a")).toMatchObject({ allowed: false, retryAfterMs: 1000 });
+    expect(named.stats.slots, "the subclass keeps the slab store").toBeGreaterThan(0);
+  });
+
   test("reads the clock once per call", () => {
     let reads = 0;
     const clock = () => {
