@@ -3,6 +3,8 @@ import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../src/algorithms/fixed-window.js";
 import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
 import { allOf } from "../src/composite.js";
 import { RateLimitError } from "../src/errors.js";
@@ -517,6 +519,14 @@ const algorithms: readonly {
     policy: (clock) => new LeakyBucket({ capacity: 3, leakPerSecond: 1, clock }),
   },
   { name: "FixedWindow", policy: (clock) => new FixedWindow({ limit: 3, windowMs: 1000, clock }) },
+  {
+    name: "SlidingWindowLog",
+    policy: (clock) => new SlidingWindowLog({ limit: 3, windowMs: 1000, clock }),
+  },
+  {
+    name: "SlidingWindowCounter",
+    policy: (clock) => new SlidingWindowCounter({ limit: 4, windowMs: 1000, clock }),
+  },
   {
     name: "allOf(TokenBucket, FixedWindow)",
     policy: (clock) =>
