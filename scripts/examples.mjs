@@ -32,7 +32,11 @@ async function startRedis() {
     { stdio: "ignore" },
   );
   for (let i = 0; i < 100; i++) {
-    if (spawnSync("redis-cli", ["-p", String(port), "ping"]).stdout?.toString().trim() === "PONG") {
+    if (
+      spawnSync("redis-cli", ["-p", String(port), "ping"])
+        .stdout?.toString()
+        .trim() === "PONG"
+    ) {
       process.env.REDIS_URL = `redis://127.0.0.1:${port}`;
       return child;
     }
