@@ -252,6 +252,31 @@ describe.each(paths)("$name", ({ make }) => {
     await expect(late).rejects.toMatchObject({ decision: { retryAfterMs: 1000 } });
   });
 
+  test("an aborted wait rejects with the signal's reason and leaves the key idle", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+    const clock = manualClock();
+    const keyed = make(clock);
+    keyed.consume("a", 3);
+    const controller = new AbortController();
+    const waiting = keyed.wait("a", 1, { signal: controller.signal });
+    controller.abort(new Error("client went away"));
+    await expect(waiting).rejects.toThrow("client went away");
+    clock.advance(3000);
+    expect(keyed.sweep()).toBe(1);
+    expect(keyed.size).toBe(0);
+  });
+
+  test("maxKeys 1 keeps exactly the latest key", () => {
+    const clock = manualClock();
+    const keyed = make(clock, 1);
+    keyed.consume("a", 3);
+    keyed.consume("b", 1);
+    expect(keyed.size).toBe(1);
+    expect(keyed.peek("b", 0).remaining).toBe(2);
+    expect(keyed.peek("a", 0).remaining, "a was the only one to drop").toBe(3);
+    expect(keyed.stats.evictedLossy).toBe(1);
+  });
+
   test("a key with a pending waiter is not idle", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
     const clock = manualClock();
