@@ -132,8 +132,14 @@ export class AllOf implements Limiter {
   }
 }
 
-/** Field by field: least remaining (and its limit), largest retryAfterMs and resetAfterMs. */
-function combine(allowed: boolean, decisions: readonly Decision[]): Decision {
+/**
+ * The composite {@link Decision} of the parts' decisions, field by field: least remaining
+ * (and the limit of that part, the first on a tie), largest retryAfterMs and resetAfterMs.
+ * Denied parts' decisions are as peeked; when the composite is denied, allowed parts'
+ * decisions must be taken without the cost (`peek(0)`). Shared with the keyed slab store.
+ * @internal
+ */
+export function combine(allowed: boolean, decisions: readonly Decision[]): Decision {
   let least = decisions[0]!;
   let retryAfterMs = 0;
   let resetAfterMs = 0;

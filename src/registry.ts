@@ -1,9 +1,12 @@
 import { LeakyBucket } from "./algorithms/leaky-bucket.js";
 import { TokenBucket } from "./algorithms/token-bucket.js";
+import { AllOf } from "./composite.js";
 import { checkCost, checkInteger, checkOptions, describe } from "./errors.js";
 import type { Decision, Limiter, WaitOptions } from "./limiter.js";
-import { BucketSlab } from "./registry/bucket-slab.js";
+import { fits } from "./numeric.js";
+import { BucketSlab, type SlabBucket } from "./registry/bucket-slab.js";
 import { LimiterMap } from "./registry/limiter-map.js";
+import { MultiBucketSlab } from "./registry/multi-bucket-slab.js";
 import {
   armSweepTimer,
   checkedFactory,
@@ -54,6 +57,30 @@ function isBucketPolicy(policy: unknown): policy is TokenBucket | LeakyBucket {
     (policy instanceof TokenBucket && policy.constructor === TokenBucket) ||
     (policy instanceof LeakyBucket && policy.constructor === LeakyBucket)
   );
+}
+
+/**
+ * True for an `allOf` the multi-bucket slab serves: an exact `AllOf` of two or more
+ * exact buckets that share one clock (so one reading per call answers for all of them).
+ */
+function isBucketComposite(policy: unknown): policy is AllOf {
+  if (!(policy instanceof AllOf && policy.constructor === AllOf)) return false;
+  const parts = policy.parts;
+  return (
+    parts.length >= 2 &&
+    parts.every(isBucketPolicy) &&
+    parts.every(
+      (part) => (part as TokenBucket | LeakyBucket).clock === (parts[0] as TokenBucket).clock,
+    )
+  );
+}
+
+/** The slab description of a bucket: its capacity and refill (or leak) rate. */
+function slabBucket(bucket: TokenBucket | LeakyBucket): SlabBucket {
+  // As a meter a leaky bucket is a token bucket: its free room is the tokens.
+  const ratePerSecond =
+    bucket instanceof TokenBucket ? bucket.refillPerSecond : bucket.leakPerSecond;
+  return { capacity: bucket.capacity, ratePerSecond };
 }
 
 /**
@@ -110,6 +137,10 @@ export class KeyedLimiter {
       // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
       return new BucketKeyedLimiter(policy, options);
     }
+    if (new.target === KeyedLimiter && isBucketComposite(policy)) {
+      // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
+      return new CompositeKeyedLimiter(policy, options);
+    }
     const o = options === undefined ? {} : checkOptions<KeyedLimiterOptions>(WHERE, options);
     this.maxKeys =
       o.maxKeys === undefined
@@ -117,9 +148,13 @@ export class KeyedLimiter {
         : checkInteger(WHERE, "maxKeys", o.maxKeys, 1, MAX_KEYS_LIMIT);
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
     if (isBucketPolicy(policy)) {
-      // As a meter a leaky bucket is a token bucket: its free room is the tokens.
-      const rate = policy instanceof TokenBucket ? policy.refillPerSecond : policy.leakPerSecond;
-      const slab = new BucketSlab(policy.capacity, rate, policy.clock, this.maxKeys);
+      const slab = new BucketSlab([slabBucket(policy)], policy.clock, this.maxKeys);
+      slab.trackWaiters(this.waiting);
+      this.store = slab;
+      this.map = undefined;
+    } else if (isBucketComposite(policy)) {
+      const parts = policy.parts as readonly (TokenBucket | LeakyBucket)[];
+      const slab = new MultiBucketSlab(parts.map(slabBucket), parts[0]!.clock, this.maxKeys);
       slab.trackWaiters(this.waiting);
       this.store = slab;
       this.map = undefined;
@@ -195,6 +230,10 @@ export class KeyedLimiter {
       checkKey(key);
       const c = checkCost(`${WHERE}.wait`, cost);
       if (this.map !== undefined) return this.map.wait(key, c, options);
+      const limit = (this.store as BucketSlab).smallestCapacity();
+      // A cost above any one bucket can never be served (the combined decision's limit is
+      // that of the bucket with the least remaining, so the queue alone could miss it).
+      if (!fits(c, limit)) throw new RangeError(`${WHERE}.wait: cost ${c} exceeds limit ${limit}`);
       let queue = this.waiting.get(key);
       if (queue === undefined) {
         queue = new WaitQueue(WHERE, {
@@ -242,6 +281,35 @@ class BucketKeyedLimiter extends KeyedLimiter {
   constructor(policy: TokenBucket | LeakyBucket, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.store as BucketSlab;
+  }
+
+  override allow(key: string, cost?: number): boolean {
+    if (typeof key !== "string") checkKey(key);
+    return this.slab.allow(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+  }
+
+  override consume(key: string, cost?: number): Decision {
+    if (typeof key !== "string") checkKey(key);
+    return this.slab.consume(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+  }
+
+  override peek(key: string, cost?: number): Decision {
+    if (typeof key !== "string") checkKey(key);
+    return this.slab.peek(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+  }
+}
+
+/**
+ * The fast path of {@link KeyedLimiter} for an `allOf` of buckets sharing one clock: the
+ * same API, with `allow`, `consume` and `peek` calling the multi-bucket slab directly (a
+ * class of its own, so its call sites stay monomorphic too). Not exported.
+ */
+class CompositeKeyedLimiter extends KeyedLimiter {
+  private readonly slab: MultiBucketSlab;
+
+  constructor(policy: AllOf, options: KeyedLimiterOptions | undefined) {
+    super(policy, options);
+    this.slab = this.store as MultiBucketSlab;
   }
 
   override allow(key: string, cost?: number): boolean {

@@ -29,10 +29,18 @@ const paths = [
       new KeyedLimiter(() => bucketOf3(clock), maxKeys === undefined ? {} : { maxKeys }),
   },
   {
-    name: "generic path (allOf policy)",
+    name: "fast path (allOf of buckets)",
     make: (clock: Clock, maxKeys?: number) =>
       new KeyedLimiter(
         allOf(bucketOf3(clock), new TokenBucket({ capacity: 100, refillPerSecond: 100, clock })),
+        maxKeys === undefined ? {} : { maxKeys },
+      ),
+  },
+  {
+    name: "generic path (allOf with a window)",
+    make: (clock: Clock, maxKeys?: number) =>
+      new KeyedLimiter(
+        allOf(bucketOf3(clock), new FixedWindow({ limit: 100, windowMs: 1000, clock })),
         maxKeys === undefined ? {} : { maxKeys },
       ),
   },
@@ -466,6 +474,12 @@ describe("KeyedLimiter fast path", () => {
     expect(new KeyedLimiter(leaky).stats.slots).toBeGreaterThan(0);
     const window = new FixedWindow({ limit: 3, windowMs: 1000, clock });
     expect(new KeyedLimiter(window).stats.slots).toBe(0);
+    const buckets = allOf(bucketOf3(clock), leaky.clone());
+    expect(new KeyedLimiter(buckets).stats.slots, "allOf of buckets").toBeGreaterThan(0);
+    const mixed = allOf(bucketOf3(clock), window.clone());
+    expect(new KeyedLimiter(mixed).stats.slots, "allOf with a window").toBe(0);
+    const twoClocks = allOf(bucketOf3(clock), bucketOf3(manualClock()));
+    expect(new KeyedLimiter(twoClocks).stats.slots, "allOf over two clocks").toBe(0);
     expect(new KeyedLimiter(() => bucketOf3(clock)).stats.slots).toBe(0);
     class Custom extends TokenBucket {}
     const custom = new Custom({ capacity: 3, refillPerSecond: 1, clock });
@@ -551,6 +565,15 @@ const algorithms: readonly {
   {
     name: "SlidingWindowCounter",
     policy: (clock) => new SlidingWindowCounter({ limit: 4, windowMs: 1000, clock }),
+  },
+  {
+    name: "allOf(TokenBucket, LeakyBucket, TokenBucket)",
+    policy: (clock) =>
+      allOf(
+        new TokenBucket({ capacity: 4, refillPerSecond: 2, clock }),
+        new LeakyBucket({ capacity: 6, leakPerSecond: 1, clock }),
+        new TokenBucket({ capacity: 3, refillPerSecond: 3, clock }),
+      ),
   },
   {
     name: "allOf(TokenBucket, FixedWindow)",

@@ -7,9 +7,18 @@ import { EVICT_SCAN, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
 
 const FIRST_SLOTS = 16;
 /** Index in `params` of the latest clock reading seen (the store-wide high-water mark). */
-const SEEN = 2;
-/** Number of state doubles per slot: tokens, then anchorMs. */
+const SEEN = 0;
+/** Indexes in `params` of the (first) bucket's capacity and rate. */
+const CAPACITY = 1;
+const RATE = 2;
+/** Number of state doubles per slot and bucket: tokens, then anchorMs. */
 const STRIDE = 2;
+
+/** One bucket of a slab: its capacity and its refill (or leak) rate per second. */
+export interface SlabBucket {
+  readonly capacity: number;
+  readonly ratePerSecond: number;
+}
 
 /**
  * The fast path of {@link KeyedLimiter} for a `TokenBucket` or `LeakyBucket` policy (as a
@@ -33,16 +42,19 @@ export class BucketSlab implements KeyStore {
   private readonly clock: Clock;
   private readonly maxKeys: number;
   /**
-   * `[capacity, ratePerSecond, seenMs]` as raw doubles: read from here, V8 keeps the refill
-   * arithmetic unboxed (read from object fields, it boxed one HeapNumber per call). `seenMs`
-   * is the latest clock reading seen by any key.
+   * `[seenMs, capacity, ratePerSecond, ...]` as raw doubles (one capacity and rate per
+   * bucket): read from here, V8 keeps the refill arithmetic unboxed (read from object
+   * fields, it boxed one HeapNumber per call). `seenMs` is the latest clock reading seen
+   * by any key.
    */
-  private readonly params: Float64Array;
-  private readonly index = new Map<string, number>();
+  protected readonly params: Float64Array;
+  /** Doubles per slot: `[tokens, anchorMs]` per bucket. */
+  protected readonly stride: number;
+  protected readonly index = new Map<string, number>();
   /** Slot to key; `undefined` marks a free slot. */
-  private keys: (string | undefined)[] = [];
-  /** `[tokens, anchorMs]` per slot; a free slot's tokens double is the next free slot. */
-  private state: Float64Array;
+  protected keys: (string | undefined)[] = [];
+  /** `[tokens, anchorMs]` per bucket and slot; a free slot's first double is the next free slot. */
+  protected state: Float64Array;
   private slots: number;
   /** Slots ever handed out: slots at or above it were never used. */
   private highWater = 0;
@@ -51,10 +63,10 @@ export class BucketSlab implements KeyStore {
   private count = 0;
   /** Next slot the incremental sweep looks at. */
   private cursor = 0;
-  private countdown = SWEEP_EVERY;
+  protected countdown = SWEEP_EVERY;
   /** One-entry cache of the last key used, for a hot key's repeated calls. */
-  private lastKey: string | undefined;
-  private lastSlot = 0;
+  protected lastKey: string | undefined;
+  protected lastSlot = 0;
   /** Keys with a wait queue; a key with waiters is never idle. */
   private waiting: Map<string, { readonly size: number }> | undefined;
   private created = 0;
@@ -62,16 +74,19 @@ export class BucketSlab implements KeyStore {
   private evictedLossy = 0;
 
   /**
-   * @param capacity The bucket size (`capacity` of either bucket).
-   * @param ratePerSecond `refillPerSecond` of a `TokenBucket`, `leakPerSecond` of a
-   *   `LeakyBucket` (whose free room is a token bucket's tokens).
+   * @param buckets Each key's buckets: `capacity` and `ratePerSecond` (`refillPerSecond` of
+   *   a `TokenBucket`, `leakPerSecond` of a `LeakyBucket`, whose free room is a token
+   *   bucket's tokens). This class decides with the first; a subclass decides with all.
    */
-  constructor(capacity: number, ratePerSecond: number, clock: Clock, maxKeys: number) {
+  constructor(buckets: readonly SlabBucket[], clock: Clock, maxKeys: number) {
     this.clock = clock;
     this.maxKeys = maxKeys;
-    this.params = new Float64Array([capacity, ratePerSecond, Number.NEGATIVE_INFINITY]);
+    const params = [Number.NEGATIVE_INFINITY];
+    for (const b of buckets) params.push(b.capacity, b.ratePerSecond);
+    this.params = new Float64Array(params);
+    this.stride = STRIDE * buckets.length;
     this.slots = Math.min(FIRST_SLOTS, maxKeys);
-    this.state = new Float64Array(this.slots * STRIDE);
+    this.state = new Float64Array(this.slots * this.stride);
   }
 
   get size(): number {
@@ -87,13 +102,22 @@ export class BucketSlab implements KeyStore {
     };
   }
 
+  /** The smallest capacity among the buckets: no cost above it can ever be allowed. */
+  smallestCapacity(): number {
+    let least = Number.POSITIVE_INFINITY;
+    for (let i = 1; i < this.params.length; i += STRIDE) {
+      if (this.params[i]! < least) least = this.params[i]!;
+    }
+    return least;
+  }
+
   /** Registers the wait queues by key, so that keys with waiters are not idle. */
   trackWaiters(waiting: Map<string, { readonly size: number }>): void {
     this.waiting = waiting;
   }
 
   /** Reads the clock once; a reading behind the latest one counts as the latest. */
-  private now(): number {
+  protected now(): number {
     const t = this.clock();
     if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
     const p = this.params;
@@ -115,7 +139,7 @@ export class BucketSlab implements KeyStore {
     const st = this.state;
     const s = slot * STRIDE;
     const p = this.params;
-    const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[0]!, p[1]!);
+    const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
     if (!fits(cost, tokens)) return false;
     if (cost > 0) {
       st[s] = tokensAfter(tokens, cost);
@@ -126,7 +150,7 @@ export class BucketSlab implements KeyStore {
 
   /** `allow` for a key without state: a fresh, full bucket. */
   private allowNew(key: string, cost: number, now: number): boolean {
-    const capacity = this.params[0]!;
+    const capacity = this.params[CAPACITY]!;
     if (!fits(cost, capacity)) return false;
     if (cost > 0) this.store(this.insert(key, now), tokensAfter(capacity, cost), now);
     return true;
@@ -147,8 +171,10 @@ export class BucketSlab implements KeyStore {
     const p = this.params;
     const st = this.state;
     const s = slot === undefined ? -1 : slot * STRIDE;
-    const tokens = s < 0 ? p[0]! : tokensAt(st[s]!, st[s + 1]!, now, p[0]!, p[1]!);
-    const decision = bucketDecision(cost, tokens, p[0]!, p[1]!);
+    const capacity = p[CAPACITY]!;
+    const rate = p[RATE]!;
+    const tokens = s < 0 ? capacity : tokensAt(st[s]!, st[s + 1]!, now, capacity, rate);
+    const decision = bucketDecision(cost, tokens, capacity, rate);
     if (take && decision.allowed && cost > 0) {
       if (slot === undefined) this.store(this.insert(key, now), tokensAfter(tokens, cost), now);
       else {
@@ -170,7 +196,7 @@ export class BucketSlab implements KeyStore {
     this.index.clear();
     this.keys = [];
     this.slots = Math.min(FIRST_SLOTS, this.maxKeys);
-    this.state = new Float64Array(this.slots * STRIDE);
+    this.state = new Float64Array(this.slots * this.stride);
     this.highWater = 0;
     this.free = -1;
     this.count = 0;
@@ -192,15 +218,36 @@ export class BucketSlab implements KeyStore {
   }
 
   /** True when the slot's bucket is full again and its key has no waiters. */
-  private isIdle(slot: number, now: number): boolean {
+  protected isIdle(slot: number, now: number): boolean {
     const s = slot * STRIDE;
     const st = this.state;
     const p = this.params;
-    if (tokensAt(st[s]!, st[s + 1]!, now, p[0]!, p[1]!) < p[0]!) return false;
+    if (tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!) < p[CAPACITY]!) return false;
+    return this.noWaiters(slot);
+  }
+
+  /**
+   * How far the slot is from idle, comparable across slots of this store: here the missing
+   * tokens (every key shares one rate, so fewer missing is a smaller `resetAfterMs`).
+   */
+  protected untilIdle(slot: number, now: number): number {
+    const s = slot * STRIDE;
+    const st = this.state;
+    const p = this.params;
+    return p[CAPACITY]! - tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
+  }
+
+  /** True when nobody waits on the slot's key. */
+  protected noWaiters(slot: number): boolean {
     const waiting = this.waiting;
     if (waiting === undefined || waiting.size === 0) return true;
     const queue = waiting.get(this.keys[slot]!);
     return queue === undefined || queue.size === 0;
+  }
+
+  /** The incremental sweep, for subclasses' deciding methods. */
+  protected stepNow(): void {
+    this.step();
   }
 
   /** The incremental sweep: looks at the next few slots and drops the idle ones. */
@@ -219,18 +266,18 @@ export class BucketSlab implements KeyStore {
     }
   }
 
-  private store(slot: number, tokens: number, now: number): void {
+  protected store(slot: number, tokens: number, now: number): void {
     const s = slot * STRIDE;
     this.state[s] = tokens;
     this.state[s + 1] = now;
   }
 
   /** Takes a slot for a new key, making room first when the store is full. */
-  private insert(key: string, now: number): number {
+  protected insert(key: string, now: number): number {
     if (this.count >= this.maxKeys) this.makeRoom(now);
     let slot = this.free;
     if (slot >= 0) {
-      this.free = this.state[slot * STRIDE]!;
+      this.free = this.state[slot * this.stride]!;
       this.keys[slot] = key;
     } else {
       if (this.highWater === this.slots) this.grow();
@@ -246,14 +293,13 @@ export class BucketSlab implements KeyStore {
   /**
    * Frees at least one slot: drops every idle key among the next `EVICT_SCAN` used slots
    * from the sweep cursor; when none of them is idle, drops the one closest to idle
-   * (fewest missing tokens: smallest `resetAfterMs`, as every key shares one rate).
+   * (smallest `untilIdle`, that is smallest `resetAfterMs`).
    */
   private makeRoom(now: number): void {
     let victim = -1;
     let victimMissing = Number.POSITIVE_INFINITY;
     let freed = 0;
     let seen = 0;
-    const st = this.state;
     for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
       const slot = this.cursor;
       this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
@@ -264,9 +310,7 @@ export class BucketSlab implements KeyStore {
         freed++;
         continue;
       }
-      const s = slot * STRIDE;
-      const missing =
-        this.params[0]! - tokensAt(st[s]!, st[s + 1]!, now, this.params[0]!, this.params[1]!);
+      const missing = this.untilIdle(slot, now);
       if (victim < 0 || missing < victimMissing) {
         victim = slot;
         victimMissing = missing;
@@ -283,7 +327,7 @@ export class BucketSlab implements KeyStore {
     const key = this.keys[slot]!;
     this.index.delete(key);
     this.keys[slot] = undefined;
-    this.state[slot * STRIDE] = this.free;
+    this.state[slot * this.stride] = this.free;
     this.free = slot;
     this.count--;
     if (this.lastKey === key) this.lastKey = undefined;
@@ -291,7 +335,7 @@ export class BucketSlab implements KeyStore {
 
   private grow(): void {
     this.slots = Math.min(this.slots * 2, this.maxKeys);
-    const state = new Float64Array(this.slots * STRIDE);
+    const state = new Float64Array(this.slots * this.stride);
     state.set(this.state);
     this.state = state;
   }
