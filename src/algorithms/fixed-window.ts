@@ -6,9 +6,10 @@ import {
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
-import { fits, wholeUnits } from "../numeric.js";
+import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
 import { readClock, windowEnd } from "./time.js";
+import { fixedWindowDecision } from "./window-math.js";
 
 /** Options of {@link FixedWindow}. */
 export interface FixedWindowOptions {
@@ -138,31 +139,14 @@ export class FixedWindow implements Limiter {
 
   private decide(cost: number, take: boolean): Decision {
     const now = this.now();
-    const limit = this.limit;
     const current = now < this.endMs;
     const used = current ? this.count : 0;
     const endMs = current ? this.endMs : windowEnd(now, this.windowMs);
-    const endsInMs = endMs - now;
-    if (cost === 0 || fits(cost, limit - used)) {
-      const after = used + cost;
-      if (take && cost > 0) {
-        this.endMs = endMs;
-        this.count = after;
-      }
-      return {
-        allowed: true,
-        limit,
-        remaining: wholeUnits(limit - after, limit),
-        retryAfterMs: 0,
-        resetAfterMs: after > 0 ? endsInMs : 0,
-      };
+    const decision = fixedWindowDecision(cost, used, endMs - now, this.limit);
+    if (take && cost > 0 && decision.allowed) {
+      this.endMs = endMs;
+      this.count = used + cost;
     }
-    return {
-      allowed: false,
-      limit,
-      remaining: wholeUnits(limit - used, limit),
-      retryAfterMs: fits(cost, limit) ? endsInMs : Number.POSITIVE_INFINITY,
-      resetAfterMs: used > 0 ? endsInMs : 0,
-    };
+    return decision;
   }
 }

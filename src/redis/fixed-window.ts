@@ -1,7 +1,7 @@
-import { windowIndex } from "../algorithms/time.js";
+import { windowEnd } from "../algorithms/time.js";
+import { fixedWindowDecision } from "../algorithms/window-math.js";
 import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { fits, wholeUnits } from "../numeric.js";
 import { RedisLimiter } from "./limiter.js";
 import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
 import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
@@ -62,40 +62,11 @@ export class RedisFixedWindow extends RedisLimiter {
 
   protected decode(reply: unknown, cost: number): Decision {
     const [allowed, used, now] = replyArray(reply, 3);
+    const t = replyNumber(now);
+    const endsInMs = windowEnd(t, this.windowMs) - t;
     return checkAgreement(
-      fixedWindowDecision(cost, replyNumber(used), replyNumber(now), this.limit, this.windowMs),
+      fixedWindowDecision(cost, replyNumber(used), endsInMs, this.limit),
       allowed,
     );
   }
-}
-
-/**
- * `FixedWindow`'s decision for `cost` at `nowMs` with `used` units already taken in
- * now's window (as `consume` answers: after the cost when it fits).
- */
-export function fixedWindowDecision(
-  cost: number,
-  used: number,
-  nowMs: number,
-  limit: number,
-  windowMs: number,
-): Decision {
-  const endsInMs = (windowIndex(nowMs, windowMs) + 1) * windowMs - nowMs;
-  if (cost === 0 || fits(cost, limit - used)) {
-    const after = used + cost;
-    return {
-      allowed: true,
-      limit,
-      remaining: wholeUnits(limit - after, limit),
-      retryAfterMs: 0,
-      resetAfterMs: after > 0 ? endsInMs : 0,
-    };
-  }
-  return {
-    allowed: false,
-    limit,
-    remaining: wholeUnits(limit - used, limit),
-    retryAfterMs: fits(cost, limit) ? endsInMs : Number.POSITIVE_INFINITY,
-    resetAfterMs: used > 0 ? endsInMs : 0,
-  };
 }

@@ -1,0 +1,223 @@
+import type { Decision } from "../limiter.js";
+import { cleanMs, fits, wholeUnits } from "../numeric.js";
+import { granuleEnd, windowIndex } from "./time.js";
+
+/**
+ * The decision arithmetic of the three window algorithms as free functions, shared by
+ * the in-memory classes ({@link FixedWindow}, {@link SlidingWindowLog},
+ * {@link SlidingWindowCounter}) and their Redis twins, which rebuild the decision from
+ * the state their Lua script returns. So the `Decision` of each algorithm is built in
+ * one place, and both stores answer bit for bit alike (as `bucket-math.ts` does for
+ * the buckets). Times are milliseconds on the limiter's clock; a state is read at
+ * `nowMs`, after the caller has rolled or expired it to `nowMs`.
+ * @module
+ */
+
+/**
+ * `FixedWindow`'s decision for `cost` with `used` units already taken in the window
+ * holding now, which ends `endsInMs` ms from now (as `consume` answers: after the cost
+ * when it fits; the caller takes it). A denied request retries when the window ends, or
+ * never for a cost above `limit`.
+ */
+export function fixedWindowDecision(
+  cost: number,
+  used: number,
+  endsInMs: number,
+  limit: number,
+): Decision {
+  if (cost === 0 || fits(cost, limit - used)) {
+    const after = used + cost;
+    return {
+      allowed: true,
+      limit,
+      remaining: wholeUnits(limit - after, limit),
+      retryAfterMs: 0,
+      resetAfterMs: after > 0 ? endsInMs : 0,
+    };
+  }
+  return {
+    allowed: false,
+    limit,
+    remaining: wholeUnits(limit - used, limit),
+    retryAfterMs: fits(cost, limit) ? endsInMs : Number.POSITIVE_INFINITY,
+    resetAfterMs: used > 0 ? endsInMs : 0,
+  };
+}
+
+/**
+ * Entries a sliding log keeps at their exact time: `ceil(limit)`, at least 64, at most
+ * 2^24. Beyond it new entries are stamped at the end of their granule of
+ * `windowMs / logExactEntries(limit)` ms (see {@link logLeaveAt}).
+ */
+export function logExactEntries(limit: number): number {
+  return Math.min(Math.max(64, Math.ceil(limit)), 2 ** 24);
+}
+
+/**
+ * When an entry logged at `nowMs` leaves a sliding log that holds `size` entries: its
+ * stamp plus `windowMs`. The stamp is `nowMs` while `size < exactEntries`, else `nowMs`
+ * rounded up to the end of its granule of `windowMs / exactEntries` ms, so the log never
+ * holds more than `2 * exactEntries + 1` entries.
+ */
+export function logLeaveAt(
+  nowMs: number,
+  size: number,
+  windowMs: number,
+  exactEntries: number,
+): number {
+  const stamp = size < exactEntries ? nowMs : granuleEnd(nowMs, windowMs / exactEntries);
+  return stamp + windowMs;
+}
+
+/**
+ * `SlidingWindowLog`'s decision for `cost` with `available` units free in the window
+ * (as `consume` answers: after the cost when it fits; the caller logs it).
+ * - `costLeaveAtMs`: when an entry logged now would leave ({@link logLeaveAt}); read
+ *   only when the cost is allowed and > 0 (it is then the newest entry).
+ * - `newestLeaveAtMs`: when the newest entry leaves; `-Infinity` for an empty log.
+ * - `retryLeaveAtMs`: when the oldest entry leaves whose departure lets `cost` fit; read
+ *   only when the cost is denied and is at most `limit`.
+ */
+export function logDecision(
+  cost: number,
+  available: number,
+  nowMs: number,
+  limit: number,
+  costLeaveAtMs: number,
+  newestLeaveAtMs: number,
+  retryLeaveAtMs: number,
+): Decision {
+  const newestLeavesInMs =
+    newestLeaveAtMs === Number.NEGATIVE_INFINITY ? 0 : newestLeaveAtMs - nowMs;
+  if (cost === 0 || fits(cost, available)) {
+    return {
+      allowed: true,
+      limit,
+      remaining: wholeUnits(available - cost, limit),
+      retryAfterMs: 0,
+      // The new entry is the newest: the log is fresh again when it leaves.
+      resetAfterMs: cost > 0 ? costLeaveAtMs - nowMs : newestLeavesInMs,
+    };
+  }
+  return {
+    allowed: false,
+    limit,
+    remaining: wholeUnits(available, limit),
+    retryAfterMs: fits(cost, limit) ? retryLeaveAtMs - nowMs : Number.POSITIVE_INFINITY,
+    resetAfterMs: newestLeavesInMs,
+  };
+}
+
+/**
+ * A sliding counter's estimate at `nowMs` in the window ending at `endMs`:
+ * `prev * (endMs - nowMs) / windowMs + curr`, the previous window's count weighted by
+ * the part of it still inside the last `windowMs`.
+ */
+export function counterEstimate(
+  prev: number,
+  curr: number,
+  endMs: number,
+  nowMs: number,
+  windowMs: number,
+): number {
+  if (prev === 0) return curr;
+  return prev * ((endMs - nowMs) / windowMs) + curr;
+}
+
+/**
+ * A sliding counter's estimate at `atMs` (>= now) with no further traffic, from the
+ * state of window `index` (`prev` and `curr`): in window `index + 1`, `curr` is the
+ * weighted previous count; later, 0.
+ */
+export function counterEstimateAt(
+  atMs: number,
+  index: number,
+  prev: number,
+  curr: number,
+  windowMs: number,
+): number {
+  const k = windowIndex(atMs, windowMs);
+  if (k === index) return prev * (((index + 1) * windowMs - atMs) / windowMs) + curr;
+  if (k === index + 1) return (curr * ((k + 1) * windowMs - atMs)) / windowMs;
+  return 0;
+}
+
+/**
+ * `SlidingWindowCounter`'s decision for `cost` at `nowMs` from its state rolled to
+ * now's window `index` (`prev`, `curr` before the cost), as `consume` answers: after the
+ * cost when it fits (the caller adds it to `curr`).
+ */
+export function counterDecision(
+  cost: number,
+  index: number,
+  prev: number,
+  curr: number,
+  nowMs: number,
+  limit: number,
+  windowMs: number,
+): Decision {
+  const endMs = (index + 1) * windowMs;
+  const available = limit - counterEstimate(prev, curr, endMs, nowMs, windowMs);
+  const endsInMs = endMs - nowMs;
+  if (cost === 0 || fits(cost, available)) {
+    return {
+      allowed: true,
+      limit,
+      remaining: wholeUnits(available - cost, limit),
+      retryAfterMs: 0,
+      resetAfterMs: counterResetMs(endsInMs, prev, curr + cost, windowMs),
+    };
+  }
+  return {
+    allowed: false,
+    limit,
+    remaining: wholeUnits(available, limit),
+    retryAfterMs: fits(cost, limit)
+      ? counterRetryMs(cost, index, prev, curr, nowMs, limit, windowMs)
+      : Number.POSITIVE_INFINITY,
+    resetAfterMs: counterResetMs(endsInMs, prev, curr, windowMs),
+  };
+}
+
+/** Until the estimate is 0: `curr` weighs until the next window ends, `prev` until this one does. */
+function counterResetMs(endsInMs: number, prev: number, curr: number, windowMs: number): number {
+  if (curr > 0) return endsInMs + windowMs;
+  return prev > 0 ? endsInMs : 0;
+}
+
+/**
+ * Milliseconds from `nowMs` until `cost` (<= limit) fits with no further traffic. In
+ * this window the estimate `prev * (W - e) / W + curr` falls until `e = W`; it fits
+ * once `prev * (W - e) / W <= limit - cost - curr`. Failing that, in the next window
+ * `curr` becomes the previous count: it fits once `curr * (W - e) / W <= limit - cost`.
+ */
+function counterRetryMs(
+  cost: number,
+  index: number,
+  prev: number,
+  curr: number,
+  nowMs: number,
+  limit: number,
+  windowMs: number,
+): number {
+  const w = windowMs;
+  const endsInMs = (index + 1) * w - nowMs;
+  const room = limit - cost - curr;
+  let ms: number;
+  if (room > 0 && prev > room) {
+    ms = endsInMs - (room * w) / prev;
+  } else {
+    const roomNext = limit - cost;
+    ms = curr > roomNext ? endsInMs + w - (roomNext * w) / curr : endsInMs;
+  }
+  // Float noise (1000.0000000000001) is snapped when the snapped instant still fits.
+  const snapped = cleanMs(ms);
+  if (
+    snapped !== ms &&
+    snapped > 0 &&
+    fits(cost, limit - counterEstimateAt(nowMs + snapped, index, prev, curr, w))
+  ) {
+    return snapped;
+  }
+  return ms > 0 ? ms : Number.MIN_VALUE;
+}
