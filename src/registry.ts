@@ -33,9 +33,9 @@ export interface KeyedLimiterOptions {
    * Most keys kept at once (an integer from 1 to 2^28). When a new key arrives at the bound,
    * idle keys go first; if none of the keys looked at is idle, the one closest to idle goes
    * (a lossy eviction, counted in `stats.evictedLossy`). Memory at the bound, beyond the key
-   * strings: about 56 bytes per key with a `TokenBucket` or `LeakyBucket` policy (so about 56 MB at the
-   * default), and one Map entry plus one limiter object per key (about 150 to 250 bytes)
-   * on the generic path.
+   * strings: 42 to 56 bytes per key on the fast path with one bucket (so at most about
+   * 56 MB at the default; 16 bytes more per extra bucket of an `allOf`), and one Map entry
+   * plus one limiter object per key (about 160 bytes for a `TokenBucket`) on the generic path.
    * @default 1_000_000
    */
   readonly maxKeys?: number | undefined;
@@ -90,11 +90,12 @@ function slabBucket(bucket: TokenBucket | LeakyBucket): SlabBucket {
  * `policy` is either a limiter whose configuration, clock included, every key copies
  * (its `clone()`; its own usage is ignored), or a function `(key) => Limiter` called when
  * a key without kept state is used, for per-key policies (plans, tiers) and custom
- * limiters. A `TokenBucket` or `LeakyBucket` policy takes the fast path: no object per
- * key, state in a `Float64Array` slab, decisions bit for bit those of one bucket per key, with one
- * clock reading per call and one clock high-water mark for the whole registry (a reading
- * behind the latest one seen by any key counts as that latest one; with a monotonic clock
- * this is the same as per key). Any other policy keeps a `Map<string, Limiter>`.
+ * limiters. A `TokenBucket` or `LeakyBucket` policy, or an `allOf` of them sharing one
+ * clock, takes the fast path: no object per key, state in a `Float64Array` slab,
+ * decisions bit for bit those of one limiter per key, with one clock reading per call and
+ * one clock high-water mark for the whole registry (a reading behind the latest one seen
+ * by any key counts as that latest one; with a monotonic clock this is the same as per
+ * key). Any other policy keeps a `Map<string, Limiter>` (the generic path).
  *
  * Keys are dropped only when their state is fresh again (`isIdle`), so dropping never
  * changes a decision: no timer per key, but a few entries are checked every few calls
