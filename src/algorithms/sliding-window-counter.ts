@@ -6,9 +6,10 @@ import {
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
-import { cleanMs, fits, wholeUnits } from "../numeric.js";
+import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
 import { readClock, windowIndex } from "./time.js";
+import { counterDecision, counterEstimate } from "./window-math.js";
 
 /** Options of {@link SlidingWindowCounter}. */
 export interface SlidingWindowCounterOptions {
@@ -125,7 +126,7 @@ export class SlidingWindowCounter implements Limiter {
 
   /** True when the estimate is 0 and nobody waits. */
   isIdle(): boolean {
-    this.estimate(this.now());
+    this.roll(this.now());
     return (
       this.prev === 0 && this.curr === 0 && (this.queue === undefined || this.queue.size === 0)
     );
@@ -147,91 +148,39 @@ export class SlidingWindowCounter implements Limiter {
     return this.seenMs;
   }
 
-  /**
-   * Moves the state to the window holding `now` (curr becomes prev when it is the next
-   * one; both clear when later), then returns the estimate at `now`. Moving forward
-   * changes no decision, so peek and denied requests may do it.
-   */
+  /** Rolls the state to `now` (see `roll`) and returns the estimate at `now`. */
   private estimate(now: number): number {
-    if (!(now < this.endMs)) {
-      const k = windowIndex(now, this.windowMs);
-      this.prev = k === this.index + 1 ? this.curr : 0;
-      this.curr = 0;
-      this.index = k;
-      this.endMs = (k + 1) * this.windowMs;
-    }
-    if (this.prev === 0) return this.curr;
-    return this.prev * this.weightAt(now) + this.curr;
+    this.roll(now);
+    return counterEstimate(this.prev, this.curr, this.endMs, now, this.windowMs);
   }
 
-  /** The previous window's weight `(W - e) / W` at `now`, in window `index`. */
-  private weightAt(now: number): number {
-    return (this.endMs - now) / this.windowMs;
-  }
-
-  /** The estimate at `atMs` >= now with no further traffic, changing nothing. */
-  private estimateAt(atMs: number): number {
-    const k = windowIndex(atMs, this.windowMs);
-    const w = this.windowMs;
-    if (k === this.index) return this.prev * this.weightAt(atMs) + this.curr;
-    if (k === this.index + 1) return (this.curr * ((k + 1) * w - atMs)) / w;
-    return 0;
+  /**
+   * Moves the state to the window holding `now`: curr becomes prev when it is the next
+   * one; both clear when later. Moving forward changes no decision, so peek and denied
+   * requests may do it.
+   */
+  private roll(now: number): void {
+    if (now < this.endMs) return;
+    const k = windowIndex(now, this.windowMs);
+    this.prev = k === this.index + 1 ? this.curr : 0;
+    this.curr = 0;
+    this.index = k;
+    this.endMs = (k + 1) * this.windowMs;
   }
 
   private decide(cost: number, take: boolean): Decision {
     const now = this.now();
-    const limit = this.limit;
-    const available = limit - this.estimate(now);
-    const endsInMs = this.endMs - now;
-    if (cost === 0 || fits(cost, available)) {
-      if (take && cost > 0) this.curr += cost;
-      const curr = this.curr + (take ? 0 : cost);
-      return {
-        allowed: true,
-        limit,
-        remaining: wholeUnits(available - cost, limit),
-        retryAfterMs: 0,
-        resetAfterMs: this.resetMs(endsInMs, this.prev, curr),
-      };
-    }
-    return {
-      allowed: false,
-      limit,
-      remaining: wholeUnits(available, limit),
-      retryAfterMs: fits(cost, limit)
-        ? this.retryMs(now, cost, endsInMs)
-        : Number.POSITIVE_INFINITY,
-      resetAfterMs: this.resetMs(endsInMs, this.prev, this.curr),
-    };
-  }
-
-  /** Until the estimate is 0: `curr` weighs until the next window ends, `prev` until this one does. */
-  private resetMs(endsInMs: number, prev: number, curr: number): number {
-    if (curr > 0) return endsInMs + this.windowMs;
-    return prev > 0 ? endsInMs : 0;
-  }
-
-  /**
-   * Milliseconds from `now` until `cost` (<= limit) fits with no further traffic. In
-   * this window the estimate `prev * (W - e) / W + curr` falls until `e = W`; it fits
-   * once `prev * (W - e) / W <= limit - cost - curr`. Failing that, in the next window
-   * `curr` becomes the previous count: it fits once `curr * (W - e) / W <= limit - cost`.
-   */
-  private retryMs(now: number, cost: number, endsInMs: number): number {
-    const w = this.windowMs;
-    const room = this.limit - cost - this.curr;
-    let ms: number;
-    if (room > 0 && this.prev > room) {
-      ms = endsInMs - (room * w) / this.prev;
-    } else {
-      const roomNext = this.limit - cost;
-      ms = this.curr > roomNext ? endsInMs + w - (roomNext * w) / this.curr : endsInMs;
-    }
-    // Float noise (1000.0000000000001) is snapped when the snapped instant still fits.
-    const snapped = cleanMs(ms);
-    if (snapped !== ms && snapped > 0 && fits(cost, this.limit - this.estimateAt(now + snapped))) {
-      return snapped;
-    }
-    return ms > 0 ? ms : Number.MIN_VALUE;
+    this.roll(now);
+    const decision = counterDecision(
+      cost,
+      this.index,
+      this.prev,
+      this.curr,
+      now,
+      this.limit,
+      this.windowMs,
+    );
+    if (take && cost > 0 && decision.allowed) this.curr += cost;
+    return decision;
   }
 }

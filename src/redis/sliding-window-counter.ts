@@ -1,7 +1,6 @@
-import { windowIndex } from "../algorithms/time.js";
+import { counterDecision } from "../algorithms/window-math.js";
 import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { cleanMs, fits, wholeUnits } from "../numeric.js";
 import { RedisLimiter } from "./limiter.js";
 import { SLIDING_WINDOW_COUNTER_SCRIPT } from "./lua/sliding-window-counter.js";
 import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
@@ -65,89 +64,17 @@ export class RedisSlidingWindowCounter extends RedisLimiter {
     return this.config;
   }
 
-  protected decode(reply: unknown, cost: number, take: boolean): Decision {
+  protected decode(reply: unknown, cost: number): Decision {
     const [allowed, index, prev, curr, now] = replyArray(reply, 5);
-    const state = {
-      index: replyNumber(index),
-      prev: replyNumber(prev),
-      curr: replyNumber(curr),
-    };
-    return checkAgreement(
-      slidingCounterDecision(cost, take, state, replyNumber(now), this.limit, this.windowMs),
-      allowed,
+    const decision = counterDecision(
+      cost,
+      replyNumber(index),
+      replyNumber(prev),
+      replyNumber(curr),
+      replyNumber(now),
+      this.limit,
+      this.windowMs,
     );
+    return checkAgreement(decision, allowed);
   }
-}
-
-/** A sliding counter's state, rolled to the window holding the decision's time. */
-export interface CounterState {
-  /** Index of the current window. */
-  readonly index: number;
-  /** Units of window `index - 1`. */
-  readonly prev: number;
-  /** Units of window `index`, before the cost. */
-  readonly curr: number;
-}
-
-/**
- * `SlidingWindowCounter`'s decision for `cost` at `nowMs` from the rolled state (as
- * `consume` answers when `take`, as `peek` otherwise). Mirrors its private
- * `decide`, `resetMs`, `retryMs` and `estimateAt`.
- */
-export function slidingCounterDecision(
-  cost: number,
-  take: boolean,
-  s: CounterState,
-  nowMs: number,
-  limit: number,
-  windowMs: number,
-): Decision {
-  const w = windowMs;
-  const weightAt = (t: number) => (w - (t - s.index * w)) / w;
-  const estimate = s.prev === 0 ? s.curr : s.prev * weightAt(nowMs) + s.curr;
-  const available = limit - estimate;
-  const endsInMs = (s.index + 1) * w - nowMs;
-  const resetMs = (prev: number, curr: number) =>
-    curr > 0 ? endsInMs + w : prev > 0 ? endsInMs : 0;
-  if (cost === 0 || fits(cost, available)) {
-    const curr = take && cost > 0 ? s.curr + cost : s.curr + (take ? 0 : cost);
-    return {
-      allowed: true,
-      limit,
-      remaining: wholeUnits(available - cost, limit),
-      retryAfterMs: 0,
-      resetAfterMs: resetMs(s.prev, curr),
-    };
-  }
-  let retryAfterMs = Number.POSITIVE_INFINITY;
-  if (fits(cost, limit)) {
-    const room = limit - cost - s.curr;
-    let ms: number;
-    if (room > 0 && s.prev > room) {
-      ms = endsInMs - (room * w) / s.prev;
-    } else {
-      const roomNext = limit - cost;
-      ms = s.curr > roomNext ? endsInMs + w - (roomNext * w) / s.curr : endsInMs;
-    }
-    const estimateAt = (t: number) => {
-      const k = windowIndex(t, w);
-      if (k === s.index) return s.prev * weightAt(t) + s.curr;
-      if (k === s.index + 1) return (s.curr * (w - (t - k * w))) / w;
-      return 0;
-    };
-    const snapped = cleanMs(ms);
-    retryAfterMs =
-      snapped !== ms && snapped > 0 && fits(cost, limit - estimateAt(nowMs + snapped))
-        ? snapped
-        : ms > 0
-          ? ms
-          : Number.MIN_VALUE;
-  }
-  return {
-    allowed: false,
-    limit,
-    remaining: wholeUnits(available, limit),
-    retryAfterMs,
-    resetAfterMs: resetMs(s.prev, s.curr),
-  };
 }

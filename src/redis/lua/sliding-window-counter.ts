@@ -8,7 +8,8 @@ import { LUA_COMMON } from "./common.js";
  * ('' = server TIME), maxTtlMs. Reply: `{allowed (1/0), index, prev, curr (before the
  * cost), now}` after rolling to now's window; the caller builds the Decision.
  *
- * Mirrors `SlidingWindowCounter.estimate`: `estimate = prev * (W - e) / W + curr`.
+ * Mirrors `counterEstimate` (window-math.ts) operation for operation:
+ * `estimate = prev * ((index + 1) * W - now) / W + curr`, that is `prev * (W - e) / W + curr`.
  * Both windows live in one key, which expires at the end of the window after the
  * current one, when the estimate reaches 0: the previous window is always readable
  * for the whole current one. A time behind the last write counts as that write's time.
@@ -42,7 +43,7 @@ if k ~= index then
 end
 local estimate = curr
 if prev ~= 0 then
-  estimate = prev * ((windowMs - (now - index * windowMs)) / windowMs) + curr
+  estimate = prev * (((index + 1) * windowMs - now) / windowMs) + curr
 end
 
 local allowed = cost == 0 or fits(cost, limit - estimate)
