@@ -6,9 +6,10 @@ import {
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
-import { fits, wholeUnits } from "../numeric.js";
+import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
-import { granuleEnd, readClock } from "./time.js";
+import { readClock } from "./time.js";
+import { logDecision, logExactEntries, logLeaveAt } from "./window-math.js";
 
 /** Options of {@link SlidingWindowLog}. */
 export interface SlidingWindowLogOptions {
@@ -26,10 +27,6 @@ export interface SlidingWindowLogOptions {
 const WHERE = "SlidingWindowLog";
 /** Entries a log allocates at its first use; it doubles from there as needed. */
 const INITIAL_ENTRIES = 4;
-/** Entries kept exactly whatever the limit, so small limits stay exact with some fractional costs. */
-const MIN_EXACT_ENTRIES = 64;
-/** Entries kept exactly at most (256 MiB of log), whatever the limit; see the class doc. */
-const MAX_EXACT_ENTRIES = 2 ** 24;
 const EMPTY = new Float64Array(0);
 
 /**
@@ -109,10 +106,7 @@ export class SlidingWindowLog implements Limiter {
     this.limit = checkNumber(WHERE, "limit", o.limit, 0, false);
     this.windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
     this.clock = checkClock(WHERE, o.clock, systemClock);
-    this.exactEntries = Math.min(
-      Math.max(MIN_EXACT_ENTRIES, Math.ceil(this.limit)),
-      MAX_EXACT_ENTRIES,
-    );
+    this.exactEntries = logExactEntries(this.limit);
     this.maxEntries = 2 * this.exactEntries + 1;
   }
 
@@ -270,9 +264,7 @@ export class SlidingWindowLog implements Limiter {
 
   /** When an entry logged at `now` would leave: its stamp (see `append`) + `windowMs`. */
   private leaveAt(now: number): number {
-    const stamp =
-      this.size < this.exactEntries ? now : granuleEnd(now, this.windowMs / this.exactEntries);
-    return stamp + this.windowMs;
+    return logLeaveAt(now, this.size, this.windowMs, this.exactEntries);
   }
 
   private decide(cost: number, take: boolean): Decision {
@@ -280,38 +272,27 @@ export class SlidingWindowLog implements Limiter {
     this.expire(now);
     const limit = this.limit;
     const available = limit - this.sum();
-    if (cost === 0 || fits(cost, available)) {
-      // The new entry is the newest: the log is fresh again when it leaves.
-      const resetAfterMs = cost > 0 ? this.leaveAt(now) - now : this.newestLeavesInMs(now);
-      if (take && cost > 0) this.append(now, cost);
-      return {
-        allowed: true,
-        limit,
-        remaining: wholeUnits(available - cost, limit),
-        retryAfterMs: 0,
-        resetAfterMs,
-      };
-    }
-    return {
-      allowed: false,
+    const allowed = cost === 0 || fits(cost, available);
+    // The binary search runs only where logDecision reads its result: denied, cost <= limit.
+    const decision = logDecision(
+      cost,
+      available,
+      now,
       limit,
-      remaining: wholeUnits(available, limit),
-      retryAfterMs: fits(cost, limit) ? this.retryMs(now, cost) : Number.POSITIVE_INFINITY,
-      resetAfterMs: this.newestLeavesInMs(now),
-    };
-  }
-
-  /** Milliseconds until the newest entry leaves; 0 when the log is empty. */
-  private newestLeavesInMs(now: number): number {
-    return this.size === 0 ? 0 : this.slots[2 * this.at(this.size - 1)]! - now;
+      this.leaveAt(now),
+      this.size === 0 ? Number.NEGATIVE_INFINITY : this.slots[2 * this.at(this.size - 1)]!,
+      allowed || !fits(cost, limit) ? Number.NaN : this.retryLeaveAt(cost),
+    );
+    if (take && cost > 0 && allowed) this.append(now, cost);
+    return decision;
   }
 
   /**
-   * Milliseconds until enough of the oldest entries have left for `cost` (<= limit) to
+   * When enough of the oldest entries have left for `cost` (<= limit, denied now) to
    * fit: the leave time of the first entry `j` such that the entries after it, plus
    * `cost`, fit. Binary search over the running totals (they only grow).
    */
-  private retryMs(now: number, cost: number): number {
+  private retryLeaveAt(cost: number): number {
     const slots = this.slots;
     const total = this.total();
     let lo = 0;
@@ -321,6 +302,6 @@ export class SlidingWindowLog implements Limiter {
       if (fits(cost, this.limit - (total - slots[2 * this.at(mid) + 1]!))) hi = mid;
       else lo = mid + 1;
     }
-    return slots[2 * this.at(lo)]! - now;
+    return slots[2 * this.at(lo)]!;
   }
 }

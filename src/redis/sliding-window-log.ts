@@ -1,6 +1,6 @@
+import { logDecision, logExactEntries, logLeaveAt } from "../algorithms/window-math.js";
 import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { fits, wholeUnits } from "../numeric.js";
 import { RedisLimiter } from "./limiter.js";
 import { SLIDING_WINDOW_LOG_SCRIPT } from "./lua/sliding-window-log.js";
 import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
@@ -49,6 +49,8 @@ export class RedisSlidingWindowLog extends RedisLimiter {
   protected readonly script = SLIDING_WINDOW_LOG_SCRIPT;
   protected readonly size: number;
   private readonly config: readonly string[];
+  /** Entries kept at their exact time (`logExactEntries(limit)`), as in memory. */
+  private readonly exactEntries: number;
 
   constructor(options: RedisSlidingWindowLogOptions) {
     const o = checkOptions<RedisSlidingWindowLogOptions>(WHERE, options);
@@ -59,6 +61,7 @@ export class RedisSlidingWindowLog extends RedisLimiter {
     this.windowMs = windowMs;
     this.size = limit;
     this.config = [String(limit), String(windowMs)];
+    this.exactEntries = logExactEntries(limit);
   }
 
   protected configArgs(): readonly string[] {
@@ -66,38 +69,17 @@ export class RedisSlidingWindowLog extends RedisLimiter {
   }
 
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, available, newestLeave, now, retryLeave] = replyArray(reply, 5);
-    const a = replyNumber(available);
-    const newest = replyNumber(newestLeave);
+    const [allowed, available, newestLeave, now, retryLeave, size] = replyArray(reply, 6);
     const t = replyNumber(now);
-    const limit = this.limit;
-    if (cost === 0 || fits(cost, a)) {
-      return checkAgreement(
-        {
-          allowed: true,
-          limit,
-          remaining: wholeUnits(a - cost, limit),
-          retryAfterMs: 0,
-          // As SlidingWindowLog: a taken cost leaves at now + windowMs, the newest entry.
-          resetAfterMs: cost > 0 ? t + this.windowMs - t : leavesInMs(newest, t),
-        },
-        allowed,
-      );
-    }
-    return checkAgreement(
-      {
-        allowed: false,
-        limit,
-        remaining: wholeUnits(a, limit),
-        retryAfterMs: fits(cost, limit) ? replyNumber(retryLeave) - t : Number.POSITIVE_INFINITY,
-        resetAfterMs: leavesInMs(newest, t),
-      },
-      allowed,
+    const decision = logDecision(
+      cost,
+      replyNumber(available),
+      t,
+      this.limit,
+      logLeaveAt(t, replyNumber(size), this.windowMs, this.exactEntries),
+      replyNumber(newestLeave),
+      replyNumber(retryLeave),
     );
+    return checkAgreement(decision, allowed);
   }
-}
-
-/** Milliseconds from `nowMs` until the newest entry leaves (at `newestLeaveMs`); 0 for an empty log. */
-function leavesInMs(newestLeaveMs: number, nowMs: number): number {
-  return newestLeaveMs === Number.NEGATIVE_INFINITY ? 0 : newestLeaveMs - nowMs;
 }

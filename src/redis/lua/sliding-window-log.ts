@@ -9,7 +9,9 @@ import { LUA_COMMON } from "./common.js";
  * window are `newest total - base`. ARGV: limit, windowMs, cost, take (1/0), now
  * ('' = server TIME), maxTtlMs. Reply: `{allowed (1/0), available before the cost,
  * newest leaveAtMs (after the cost; -inf when empty), now, leaveAtMs of the entry
- * whose departure lets the cost fit (-inf when not computed)}`.
+ * whose departure lets the cost fit (-inf when not computed), entries in the window
+ * before the cost}`; the caller builds the Decision with `logDecision` and stamps the
+ * cost's entry with `logLeaveAt` (window-math.ts), as this script does.
  *
  * Mirrors `SlidingWindowLog` step for step (expiry of old entries from the head,
  * the rebase of running totals above `2 * limit`, merging into the newest entry at the
@@ -109,6 +111,6 @@ elseif not allowed and size > 0 and fits(cost, limit) then
   end
   retryLeave = entry(lo)
 end
-return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave) }
+return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size }
 `,
 );
