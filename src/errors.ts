@@ -16,9 +16,13 @@ export class RateLimitError extends Error {
   }
 }
 
-/** Formats a received value for an error message: `0`, `NaN`, `"10" (string)`, `undefined`. */
+/**
+ * Formats a received value for an error message: `0`, `NaN`, `"10" (string)`,
+ * `1n (bigint)`, `undefined`.
+ */
 export function describe(value: unknown): string {
-  if (typeof value === "number" || typeof value === "bigint") return String(value);
+  if (typeof value === "number") return String(value);
+  if (typeof value === "bigint") return `${value}n (bigint)`;
   if (typeof value === "string") return `${JSON.stringify(value)} (string)`;
   if (value === null || value === undefined) return String(value);
   if (typeof value === "function") return "a function";
