@@ -1,5 +1,12 @@
 import { checkCost, checkNumber, describe, RateLimitError } from "./errors.js";
-import type { Decision, WaitOptions } from "./limiter.js";
+import { type Clock, type Decision, systemClock, type WaitOptions } from "./limiter.js";
+
+/**
+ * Waiting for a limiter that cannot hold units for its waiters (the three windows,
+ * `allOf`, the keyed generic path): a first-in, first-out queue that polls `peek` for its
+ * head, with one timer per limiter; and the timer helpers the buckets' ledger shares.
+ * @module
+ */
 
 /** The part of a limiter a {@link WaitQueue} drives. */
 export interface Waitable {
@@ -7,109 +14,303 @@ export interface Waitable {
   consume(cost?: number): Decision;
 }
 
-interface Waiter {
-  readonly cost: number;
-  readonly resolve: (decision: Decision) => void;
-  readonly reject: (reason: unknown) => void;
-  readonly signal: AbortSignal | undefined;
-  readonly onAbort: () => void;
-}
-
 /** The longest delay `setTimeout` takes; longer delays are waited for in pieces. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
+ * The delay to arm a timer with, for something due in `ms`: rounded up to a whole
+ * millisecond (a timer never fires before it is due), at least 1, and at most
+ * {@link MAX_TIMER_MS}: a longer wait re-arms when the piece ends, until it is due
+ * (`setTimeout` would fire a longer delay after 1 ms).
+ */
+export function timerDelay(ms: number): number {
+  if (!(ms > 1)) return 1;
+  return ms >= MAX_TIMER_MS ? MAX_TIMER_MS : Math.ceil(ms);
+}
+
+/**
+ * One resettable timer calling `fire` (bound once, so arming allocates only the runtime's
+ * timer). It is ref'd on purpose: a pending `wait` keeps the process alive, as a pending
+ * `setTimeout` does, so `await limiter.wait()` in a script never exits silently half-way.
+ */
+export class OneTimer {
+  private handle: ReturnType<typeof setTimeout> | undefined;
+  private readonly run: () => void;
+
+  constructor(fire: () => void) {
+    this.run = () => {
+      this.handle = undefined;
+      fire();
+    };
+  }
+
+  /** True while armed. */
+  get armed(): boolean {
+    return this.handle !== undefined;
+  }
+
+  /** (Re)arms the timer for something due in `ms` milliseconds (see {@link timerDelay}). */
+  arm(ms: number): void {
+    if (this.handle !== undefined) clearTimeout(this.handle);
+    this.handle = setTimeout(this.run, timerDelay(ms));
+  }
+
+  /** Disarms the timer. */
+  clear(): void {
+    if (this.handle !== undefined) clearTimeout(this.handle);
+    this.handle = undefined;
+  }
+}
+
+interface Waiter {
+  readonly cost: number;
+  /** Clock reading after which it is rejected; `Infinity` without `maxWaitMs`. */
+  readonly deadlineMs: number;
+  readonly resolve: (decision: Decision) => void;
+  readonly reject: (reason: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: () => void;
+  prev: Waiter | undefined;
+  next: Waiter | undefined;
+  /** False once granted, rejected or aborted. */
+  queued: boolean;
+}
+
+/**
  * First-in, first-out waiters of one limiter, served by at most one timer.
  *
- * The head waiter is granted as soon as `peek(cost)` allows it; the others wait
- * behind it, so a large cost is never overtaken by small ones. The timer is ref'd:
- * a pending `wait` keeps the process alive, as a pending `setTimeout` would.
+ * The head waiter is granted as soon as `peek(cost)` allows it; the others wait behind
+ * it, so a large cost is never overtaken by small ones. Waiting holds nothing: a plain
+ * `consume` may take free units meanwhile (the limiter cannot hold units for a waiter),
+ * which may delay the head; the head is then re-armed for the new `retryAfterMs`.
+ *
+ * `maxWaitMs`: a waiter whose own `retryAfterMs` (as if it were first in line) exceeds
+ * it is rejected at once, taking nothing. A waiter that was queued is rejected with a
+ * `RateLimitError` when it is still waiting `maxWaitMs` after the call (measured on the
+ * limiter's clock): it held nothing, so it gives back nothing. The one timer is armed for
+ * the head's `retryAfterMs` or the earliest such deadline, whichever comes first.
+ *
+ * A head that can never be granted any more (a part with a rate of 0 was drained by a
+ * plain `consume` meanwhile) is rejected with a `RateLimitError` rather than left waiting.
  */
 export class WaitQueue {
-  private readonly waiters: Waiter[] = [];
-  private timer: ReturnType<typeof setTimeout> | undefined;
+  private head: Waiter | undefined;
+  private tail: Waiter | undefined;
+  private count = 0;
+  /** Queued waiters with a finite deadline, as a binary min-heap on `deadlineMs`. */
+  private readonly deadlines: Waiter[] = [];
+  private readonly timer: OneTimer;
+  private readonly clock: Clock;
+  private seenMs = Number.NEGATIVE_INFINITY;
 
+  /**
+   * @param where The class name for error messages (`FixedWindow`).
+   * @param limiter What to poll and charge.
+   * @param clock The limiter's clock, for `maxWaitMs` deadlines; by default `limiter.clock`
+   *   when it has one, else {@link systemClock}.
+   */
   constructor(
     private readonly where: string,
     private readonly limiter: Waitable,
-  ) {}
+    clock?: Clock,
+  ) {
+    const own = (limiter as { clock?: unknown }).clock;
+    this.clock = clock ?? (typeof own === "function" ? (own as Clock) : systemClock);
+    this.timer = new OneTimer(() => this.serve());
+  }
 
   /** Number of pending waiters. */
   get size(): number {
-    return this.waiters.length;
+    return this.count;
   }
 
   /** See {@link Limiter.wait}. Never throws: every problem is a rejection. */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
-      const c = checkCost(`${this.where}.wait`, cost);
-      const { signal, maxWaitMs } = checkWaitOptions(`${this.where}.wait`, options);
+      const where = `${this.where}.wait`;
+      const c = checkCost(where, cost);
+      const { signal, maxWaitMs } = checkWaitOptions(where, options);
       if (signal?.aborted) {
         reject(signal.reason);
         return;
       }
       const d = this.limiter.peek(c);
       if (d.retryAfterMs === Number.POSITIVE_INFINITY && c > d.limit) {
-        reject(new RangeError(`${this.where}.wait: cost ${c} exceeds limit ${d.limit}`));
+        reject(new RangeError(`${where}: cost ${c} exceeds limit ${d.limit}`));
         return;
       }
-      if (this.waiters.length === 0 && d.allowed) {
+      if (this.count === 0 && d.allowed) {
         resolve(this.limiter.consume(c));
         return;
       }
-      if (d.retryAfterMs > maxWaitMs) {
-        reject(
-          new RateLimitError(
-            `${this.where}.wait: waiting ${d.retryAfterMs} ms for cost ${c} exceeds maxWaitMs ${maxWaitMs}`,
-            d,
-          ),
-        );
+      if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
+        reject(neverError(where, c, d));
         return;
       }
+      if (d.retryAfterMs > maxWaitMs) {
+        reject(maxWaitError(where, c, d.retryAfterMs, maxWaitMs, d));
+        return;
+      }
+      const deadlineMs =
+        maxWaitMs === Number.POSITIVE_INFINITY ? maxWaitMs : this.now() + maxWaitMs;
       const waiter: Waiter = {
         cost: c,
+        deadlineMs,
         resolve,
         reject,
         signal,
-        onAbort: () => this.abort(waiter),
+        onAbort: () => {
+          if (!waiter.queued) return;
+          this.remove(waiter);
+          waiter.reject(signal?.reason);
+          this.serve();
+        },
+        prev: this.tail,
+        next: undefined,
+        queued: true,
       };
       signal?.addEventListener("abort", waiter.onAbort, { once: true });
-      this.waiters.push(waiter);
-      if (this.waiters.length === 1) this.serve();
+      if (this.tail === undefined) this.head = waiter;
+      else this.tail.next = waiter;
+      this.tail = waiter;
+      this.count++;
+      if (deadlineMs !== Number.POSITIVE_INFINITY) this.pushDeadline(waiter);
+      // A new head, or an earlier deadline: re-plan the one timer.
+      if (this.count === 1 || deadlineMs !== Number.POSITIVE_INFINITY) this.serve();
     });
   }
 
-  private abort(waiter: Waiter): void {
-    const i = this.waiters.indexOf(waiter);
-    if (i < 0) return;
-    this.waiters.splice(i, 1);
-    waiter.reject(waiter.signal?.reason);
-    if (i === 0) {
-      this.clearTimer();
-      this.serve();
-    }
+  private now(): number {
+    const t = this.clock();
+    if (t > this.seenMs) this.seenMs = t;
+    return this.seenMs;
   }
 
-  private clearTimer(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
+  /** Unlinks a queued waiter and stops listening to its signal. */
+  private remove(w: Waiter): void {
+    w.queued = false;
+    if (w.prev === undefined) this.head = w.next;
+    else w.prev.next = w.next;
+    if (w.next === undefined) this.tail = w.prev;
+    else w.next.prev = w.prev;
+    w.prev = undefined;
+    w.next = undefined;
+    this.count--;
+    w.signal?.removeEventListener("abort", w.onAbort);
   }
 
-  /** Grants every head waiter that fits now, then arms one timer for the next. */
+  /**
+   * Rejects waiters past their deadline, grants every head waiter that fits now, then
+   * arms the one timer for the head's retry or the earliest deadline.
+   */
   private serve(): void {
-    this.timer = undefined;
-    for (let head = this.waiters[0]; head !== undefined; head = this.waiters[0]) {
-      const d = this.limiter.peek(head.cost);
-      if (!d.allowed) {
-        const delay = Math.min(Math.max(1, Math.ceil(d.retryAfterMs)), MAX_TIMER_MS);
-        this.timer = setTimeout(() => this.serve(), delay);
-        return;
+    let waitMs = Number.POSITIVE_INFINITY;
+    try {
+      const now = this.deadlines.length > 0 ? this.now() : 0;
+      this.expire(now);
+      for (let head = this.head; head !== undefined; head = this.head) {
+        const d = this.limiter.peek(head.cost);
+        if (d.allowed) {
+          this.remove(head);
+          head.resolve(this.limiter.consume(head.cost));
+          continue;
+        }
+        if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
+          this.remove(head);
+          head.reject(neverError(`${this.where}.wait`, head.cost, d));
+          continue;
+        }
+        waitMs = d.retryAfterMs;
+        break;
       }
-      this.waiters.shift();
-      head.signal?.removeEventListener("abort", head.onAbort);
-      head.resolve(this.limiter.consume(head.cost));
+      const first = this.peekDeadline();
+      if (first !== undefined && first.deadlineMs - now < waitMs) waitMs = first.deadlineMs - now;
+    } catch (error) {
+      // A clock or part that throws: nobody can be served; reject all rather than hang.
+      for (let w = this.head; w !== undefined; w = this.head) {
+        this.remove(w);
+        w.reject(error);
+      }
+      this.deadlines.length = 0;
+    }
+    if (this.count === 0) {
+      this.timer.clear();
+      this.deadlines.length = 0;
+    } else if (waitMs !== Number.POSITIVE_INFINITY) {
+      this.timer.arm(waitMs);
     }
   }
+
+  /** Rejects every queued waiter whose deadline has come. */
+  private expire(now: number): void {
+    for (let w = this.peekDeadline(); w !== undefined && w.deadlineMs <= now; ) {
+      this.popDeadline();
+      this.remove(w);
+      const d = this.limiter.peek(w.cost);
+      w.reject(
+        new RateLimitError(
+          `${this.where}.wait: not granted within maxWaitMs for cost ${w.cost}`,
+          d,
+        ),
+      );
+      w = this.peekDeadline();
+    }
+  }
+
+  /** The queued waiter with the earliest deadline (dropping ones no longer queued). */
+  private peekDeadline(): Waiter | undefined {
+    const heap = this.deadlines;
+    while (heap.length > 0 && !heap[0]!.queued) this.popDeadline();
+    return heap[0];
+  }
+
+  private pushDeadline(w: Waiter): void {
+    const heap = this.deadlines;
+    let i = heap.push(w) - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (heap[parent]!.deadlineMs <= w.deadlineMs) break;
+      heap[i] = heap[parent]!;
+      i = parent;
+    }
+    heap[i] = w;
+  }
+
+  private popDeadline(): void {
+    const heap = this.deadlines;
+    const last = heap.pop();
+    if (last === undefined || heap.length === 0) return;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= heap.length) break;
+      const r = l + 1;
+      const c = r < heap.length && heap[r]!.deadlineMs < heap[l]!.deadlineMs ? r : l;
+      if (heap[c]!.deadlineMs >= last.deadlineMs) break;
+      heap[i] = heap[c]!;
+      i = c;
+    }
+    heap[i] = last;
+  }
+}
+
+/** The rejection for a wait longer than `maxWaitMs`: `Where.wait: waiting 1500 ms for cost 3 exceeds maxWaitMs 1000`. */
+export function maxWaitError(
+  where: string,
+  cost: number,
+  waitMs: number,
+  maxWaitMs: number,
+  decision: Decision,
+): RateLimitError {
+  return new RateLimitError(
+    `${where}: waiting ${waitMs} ms for cost ${cost} exceeds maxWaitMs ${maxWaitMs}`,
+    decision,
+  );
+}
+
+/** The rejection for a wait that can never end: `Where.wait: cost 1 can never be granted (a rate of 0)`. */
+export function neverError(where: string, cost: number, decision: Decision): RateLimitError {
+  return new RateLimitError(`${where}: cost ${cost} can never be granted (a rate of 0)`, decision);
 }
 
 /**

@@ -3,12 +3,14 @@ import {
   type Clock,
   type Decision,
   type Limiter,
+  type Reservation,
+  type ReserveOptions,
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { WaitQueue } from "../wait.js";
-import { bucketDecision, tokensAfter, tokensAt } from "./bucket-math.js";
+import { BucketLedger } from "../reservation.js";
+import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
 import { readClock } from "./time.js";
 
 /** Options of {@link LeakyBucket}. */
@@ -43,6 +45,15 @@ const WHERE = "LeakyBucket";
  * Watch out: as a meter it admits a burst of `capacity` at once, like a token bucket;
  * smooth output needs the shaping mode (`wait`/`reserve`).
  *
+ * Shaping (`wait`, `reserve`): the bucket is a queue with a constant outflow. A request
+ * that fits (`level + cost <= capacity`) is admitted at once, adding `cost` to the level,
+ * and may act after `level * 1000 / leakPerSecond` ms (the level before it: the water
+ * ahead of it has drained), so a burst of N requests of cost 1 leaves exactly
+ * `1000 / leakPerSecond` ms apart, with no burst; a request that does not fit finds the
+ * queue full and is refused (`RateLimitError`, `ok: false`). While requests wait in the
+ * queue, plain `allow`/`consume` are denied (they would overtake them), with
+ * `retryAfterMs` until the last of them leaves (or the cost fits, if later).
+ *
  * `retryAfterMs` is the time until enough has drained for the cost to fit;
  * `resetAfterMs` the time until the bucket is empty. A denied request changes
  * nothing. A clock that goes backwards drains nothing (time stands still at the
@@ -66,13 +77,18 @@ export class LeakyBucket implements Limiter {
   /** The time source, in milliseconds. */
   readonly clock: Clock;
 
-  /** Free room (`capacity - level`) at `anchorMs`. */
+  /**
+   * Free room (`capacity - level`) at `anchorMs` as if the held units were not in the
+   * bucket: the room is `min(capacity + held, room + drained) - held` (see `roomAt()`).
+   */
   private room: number;
+  /** Units of requests still waiting in the shaping queue (0 without any). */
+  private held = 0;
   /** Time (ms) at which `room` was exact; `-Infinity` while unused. Never moves back. */
   private anchorMs = Number.NEGATIVE_INFINITY;
   /** Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
-  private queue: WaitQueue | undefined;
+  private ledger: BucketLedger | undefined;
 
   constructor(options: LeakyBucketOptions) {
     const o = checkOptions<LeakyBucketOptions>(WHERE, options);
@@ -100,6 +116,7 @@ export class LeakyBucket implements Limiter {
     const now = this.now();
     const room = this.roomAt(now);
     if (!fits(c, room)) return false;
+    if (this.held !== 0 && this.ledger!.blocks(room) && c > 0) return false;
     if (c > 0) this.fill(room, c, now);
     return true;
   }
@@ -114,27 +131,89 @@ export class LeakyBucket implements Limiter {
     return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
   }
 
-  /** Empties the bucket: back to the fresh state. Pending waiters keep waiting. */
+  /**
+   * Empties the bucket: back to the fresh state, except that requests waiting in the
+   * shaping queue keep their place and their water (which then drains first, so they
+   * leave sooner).
+   */
   reset(): void {
     this.room = this.capacity;
-    this.anchorMs = Number.NEGATIVE_INFINITY;
+    if (this.held === 0) {
+      this.anchorMs = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    this.anchorMs = this.now();
+    this.ledger?.serve();
   }
 
-  /** True when the bucket is empty and nobody waits: a new bucket would decide the same. */
+  /** True when the bucket is empty and nothing waits: a new bucket would decide the same. */
   isIdle(): boolean {
-    return (
-      this.roomAt(this.now()) >= this.capacity &&
-      (this.queue === undefined || this.queue.size === 0)
-    );
+    return this.held === 0 && this.roomAt(this.now()) >= this.capacity;
   }
 
   /**
-   * Waits until `cost` fits, first-in, first-out behind earlier waiters, and resolves
-   * with the granting decision. See {@link Limiter.wait}.
+   * Shapes: resolves with the granting decision when this request may leave the queue,
+   * `level * 1000 / leakPerSecond` ms after the call (the level before it), so requests
+   * leave at the constant leak rate, first-in, first-out. See the class doc.
+   *
+   * Rejects (never throws): `TypeError`/`RangeError` for a bad cost or option; `RangeError`
+   * `LeakyBucket.wait: cost 12 exceeds capacity 10` when the cost can never fit;
+   * `RateLimitError` when the queue is full (`level + cost > capacity`), the wait would
+   * exceed `maxWaitMs`, or never end (a leak of 0 with water ahead), taking nothing;
+   * `signal.reason` when aborted, removing its water (except what reservations made after
+   * it count on, see {@link LeakyBucket.reserve}) so the requests behind move up at once.
+   * One timer per bucket, ref'd, in pieces of at most 2^31 - 1 ms.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    this.queue ??= new WaitQueue(WHERE, this);
-    return this.queue.wait(cost, options);
+    return this.waitLedger().wait(cost, options);
+  }
+
+  /**
+   * Shapes one request Go-style: admits `cost` into the queue now and says how long to
+   * wait before acting, `delayMs = level * 1000 / leakPerSecond` (the level before it).
+   * `ok` is false, and nothing is admitted, when the queue is full (`level + cost >
+   * capacity`), the cost is above capacity, the delay would exceed `maxWaitMs`, or never
+   * end (a leak of 0 with water ahead).
+   *
+   * `cancel()` before the time to act removes its water except the units that requests
+   * reserved after it count on (their delays were computed behind it): `cost - (units
+   * reserved later)`, at least 0, at once, the rest when those are cancelled in turn. So
+   * cancelling all of them, in any order, restores the level exactly. A reservation with
+   * `delayMs` 0 leaves at once: its `cancel()` does nothing, nor does a second one.
+   *
+   * @throws {TypeError} If `cost` or `maxWaitMs` is not a number, or options not an object.
+   * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
+   * @example
+   * const shaper = new LeakyBucket({ capacity: 10, leakPerSecond: 5 })
+   * shaper.reserve().delayMs //=> 0
+   * shaper.reserve().delayMs //=> 200
+   * shaper.reserve().delayMs //=> 400
+   */
+  reserve(cost?: number, options?: ReserveOptions): Reservation {
+    return this.waitLedger().reserve(cost, options);
+  }
+
+  private waitLedger(): BucketLedger {
+    this.ledger ??= new BucketLedger({
+      where: WHERE,
+      capacity: this.capacity,
+      ratePerSecond: this.leakPerSecond,
+      shaping: true,
+      now: () => this.now(),
+      unitsAt: (now) => this.roomAt(now),
+      take: (room, cost, now) => this.fill(room, cost, now),
+      hold: (units, now) => {
+        this.room = this.baseAt(now);
+        this.anchorMs = now;
+        this.held = units === -this.held ? 0 : this.held + units;
+      },
+      spend: (units, now) => {
+        this.room = this.baseAt(now) - units;
+        this.anchorMs = now;
+        this.held = units === this.held ? 0 : this.held - units;
+      },
+    });
+    return this.ledger;
   }
 
   /** Reads the clock; a reading behind the latest one counts as the latest one. */
@@ -145,19 +224,44 @@ export class LeakyBucket implements Limiter {
 
   /** Free room at `now` (>= anchor): the level drained, without storing it. */
   private roomAt(now: number): number {
-    return tokensAt(this.room, this.anchorMs, now, this.capacity, this.leakPerSecond);
+    // With nothing held this is tokensAt(room, anchor, now, capacity, rate), bit for bit.
+    return this.baseAt(now) - this.held;
+  }
+
+  /** `room` brought to `now`: the room plus the held units, capped at capacity + held. */
+  private baseAt(now: number): number {
+    const held = this.held;
+    return tokensAt(this.room, this.anchorMs, now, this.capacity + held, this.leakPerSecond);
   }
 
   private fill(room: number, cost: number, now: number): void {
-    this.room = tokensAfter(room, cost);
+    this.room = tokensAfter(room, cost) + this.held;
     this.anchorMs = now;
   }
 
   private decide(cost: number, take: boolean): Decision {
     const now = this.now();
     const room = this.roomAt(now);
+    if (this.held !== 0 && cost > 0 && this.ledger!.blocks(room)) {
+      return this.behindQueue(cost, room);
+    }
     const decision = bucketDecision(cost, room, this.capacity, this.leakPerSecond);
     if (take && decision.allowed && cost > 0) this.fill(room, cost, now);
     return decision;
+  }
+
+  /** The denial of a plain request while others wait in the shaping queue. */
+  private behindQueue(cost: number, room: number): Decision {
+    const fitMs = fits(cost, this.capacity)
+      ? msToRefill(cost - room, this.leakPerSecond)
+      : Number.POSITIVE_INFINITY;
+    const servedMs = this.ledger!.msUntilServed(room);
+    return {
+      allowed: false,
+      limit: this.capacity,
+      remaining: 0,
+      retryAfterMs: fitMs > servedMs ? fitMs : servedMs,
+      resetAfterMs: msToRefill(this.capacity - room, this.leakPerSecond),
+    };
   }
 }

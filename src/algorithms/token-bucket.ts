@@ -3,11 +3,13 @@ import {
   type Clock,
   type Decision,
   type Limiter,
+  type Reservation,
+  type ReserveOptions,
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { WaitQueue } from "../wait.js";
+import { BucketLedger } from "../reservation.js";
 import { bucketDecision, tokensAfter, tokensAt } from "./bucket-math.js";
 
 /** Options of {@link TokenBucket}. */
@@ -43,6 +45,12 @@ const WHERE = "TokenBucket";
  * nothing (the bucket treats time as standing still at the latest reading). A
  * `refillPerSecond` of 0 is a fixed quota: once spent, `retryAfterMs` is `Infinity`.
  *
+ * Waiting (`wait`, `reserve`) works as Go's `rate.Limiter`: a request that does not fit
+ * takes its tokens at once and the bucket goes into debt (tokens below 0); it may act
+ * when the debt up to and including it is repaid, so waiters are served first-in,
+ * first-out and a large cost is never starved. While anyone holds debt, plain
+ * `allow`/`consume` are denied and their `retryAfterMs` counts the debt.
+ *
  * @throws {TypeError} If `options` is not an object, `capacity` or `refillPerSecond`
  *   is not a number, or `clock` is not a function.
  * @throws {RangeError} If `capacity` is not a finite number > 0 or `refillPerSecond`
@@ -59,13 +67,19 @@ export class TokenBucket implements Limiter {
   /** The time source, in milliseconds. */
   readonly clock: Clock;
 
-  /** Tokens at `anchorMs`; negative while reservations hold units in debt. */
+  /**
+   * Tokens at `anchorMs` as if the held units had not been taken; the tokens are
+   * `min(capacity + held, tokens + refill) - held` (see `tokensAt()`), so giving held units
+   * back restores the balance bit for bit.
+   */
   private tokens: number;
   /** Time (ms) at which `tokens` was exact. Never moves back. */
   private anchorMs: number;
   /** Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
-  private queue: WaitQueue | undefined;
+  /** Tokens held by pending reservations and waiters (0 without any). */
+  private held = 0;
+  private ledger: BucketLedger | undefined;
 
   constructor(options: TokenBucketOptions) {
     const o = checkOptions<TokenBucketOptions>(WHERE, options);
@@ -93,9 +107,16 @@ export class TokenBucket implements Limiter {
     return this.seenMs;
   }
 
-  /** Tokens available at `now` (>= anchor), without storing them. */
+  /** Tokens available at `now` (>= anchor), without storing them; negative in debt. */
   private tokensAt(now: number): number {
-    return tokensAt(this.tokens, this.anchorMs, now, this.capacity, this.refillPerSecond);
+    // With nothing held this is tokensAt(tokens, anchor, now, capacity, rate), bit for bit.
+    return this.baseAt(now) - this.held;
+  }
+
+  /** `tokens` brought to `now`: the tokens plus the held ones, capped at capacity + held. */
+  private baseAt(now: number): number {
+    const held = this.held;
+    return tokensAt(this.tokens, this.anchorMs, now, this.capacity + held, this.refillPerSecond);
   }
 
   /** `consume(cost).allowed`, without allocating. */
@@ -118,31 +139,102 @@ export class TokenBucket implements Limiter {
     return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
   }
 
-  /** Refills the bucket: back to the fresh, full state. Pending waiters keep waiting. */
+  /**
+   * Refills the bucket: back to the fresh, full state, except that pending reservations
+   * and waiters keep their tokens and their place (the full bucket pays their debt first,
+   * so they are served sooner).
+   */
   reset(): void {
     this.tokens = this.capacity;
-    this.anchorMs = Number.NEGATIVE_INFINITY;
+    if (this.held === 0) {
+      this.anchorMs = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    this.anchorMs = this.now();
+    this.ledger?.serve();
   }
 
-  /** True when the bucket is full and nobody waits: a new bucket would decide the same. */
+  /** True when the bucket is full and nothing is pending: a new bucket would decide the same. */
   isIdle(): boolean {
-    return (
-      this.tokensAt(this.now()) >= this.capacity &&
-      (this.queue === undefined || this.queue.size === 0)
-    );
+    return this.held === 0 && this.tokensAt(this.now()) >= this.capacity;
   }
 
   /**
-   * Waits until `cost` tokens can be taken, first-in, first-out behind earlier waiters,
-   * and resolves with the granting decision. See {@link Limiter.wait}.
+   * Resolves with the granting decision once `cost` tokens are taken, first-in, first-out
+   * behind earlier waiters and reservations.
+   *
+   * A cost that fits now (and nobody pending) resolves at once. Otherwise the tokens are
+   * taken now, into debt, and the promise resolves when the debt up to and including this
+   * request is repaid: `(cost - tokens) * 1000 / refillPerSecond` ms, sooner if a waiter
+   * ahead aborts. One timer per bucket, for the first waiter, ref'd (a pending wait keeps
+   * the process alive, like a pending `setTimeout`), in pieces of at most 2^31 - 1 ms.
+   *
+   * Rejects (never throws): `TypeError`/`RangeError` for a bad cost or option; `RangeError`
+   * `TokenBucket.wait: cost 12 exceeds capacity 10` when the cost can never fit;
+   * `RateLimitError` when the wait would exceed `maxWaitMs` or never end (a rate of 0),
+   * taking nothing; `signal.reason` when the signal is (or gets) aborted, giving the tokens
+   * back (those that reservations made after it count on stay taken, see
+   * {@link TokenBucket.reserve}) so the waiters behind move up at once.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    this.queue ??= new WaitQueue(WHERE, this);
-    return this.queue.wait(cost, options);
+    return this.waitLedger().wait(cost, options);
+  }
+
+  /**
+   * Reserves `cost` tokens now, Go-style (`rate.Limiter.ReserveN`): the tokens are taken at
+   * once, into debt if needed, and `delayMs` says how long to wait before acting (0 when
+   * they were there). Later reservations queue behind this one.
+   *
+   * `ok` is false, and nothing is taken, when the cost is above `capacity`, the delay would
+   * exceed `maxWaitMs`, or the rate is 0 and the tokens are not there.
+   *
+   * `cancel()` before the time to act gives back the reserved tokens except those that
+   * reservations made after it already count on: `cost - (tokens held by later
+   * reservations)`, at least 0, returns at once; the rest is given back when those later
+   * reservations are cancelled in turn (or is spent when they are served). So cancelling
+   * every reservation, last first or first first, restores the balance exactly (integer
+   * arithmetic on tokens: no rounding through milliseconds, unlike Go). A reservation with
+   * `delayMs` 0 may be used at once, so its `cancel()` does nothing; nor does cancelling
+   * after the time to act, or twice.
+   *
+   * @throws {TypeError} If `cost` or `maxWaitMs` is not a number, or options not an object.
+   * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
+   * @example
+   * const bucket = new TokenBucket({ capacity: 1, refillPerSecond: 10 })
+   * bucket.reserve().delayMs //=> 0
+   * const r = bucket.reserve() // in debt: acts 100 ms from now
+   * r.delayMs //=> 100
+   * r.cancel() // the token is back
+   */
+  reserve(cost?: number, options?: ReserveOptions): Reservation {
+    return this.waitLedger().reserve(cost, options);
+  }
+
+  private waitLedger(): BucketLedger {
+    this.ledger ??= new BucketLedger({
+      where: WHERE,
+      capacity: this.capacity,
+      ratePerSecond: this.refillPerSecond,
+      shaping: false,
+      now: () => this.now(),
+      unitsAt: (now) => this.tokensAt(now),
+      take: (tokens, cost, now) => this.take(tokens, cost, now),
+      hold: (units, now) => {
+        this.tokens = this.baseAt(now);
+        this.anchorMs = now;
+        this.held = units === -this.held ? 0 : this.held + units;
+      },
+      spend: (units, now) => {
+        this.tokens = this.baseAt(now) - units;
+        this.anchorMs = now;
+        this.held = units === this.held ? 0 : this.held - units;
+      },
+    });
+    return this.ledger;
   }
 
   private take(tokens: number, cost: number, now: number): void {
-    this.tokens = tokensAfter(tokens, cost);
+    this.tokens = tokensAfter(tokens, cost) + this.held;
     this.anchorMs = now;
   }
 

@@ -125,23 +125,28 @@ describe("LeakyBucket step tables", () => {
 });
 
 describe("LeakyBucket wait", () => {
-  test("resolves once enough has drained; rejects a cost above capacity", async () => {
+  // Shaping (API.md): a request waits for the water ahead of it to drain; when it does not
+  // fit (level + cost > capacity) the queue is full and it is refused. (This test used to
+  // expect a plain meter wait, with "exceeds limit" in the message.)
+  test("resolves once the water ahead has drained; refuses a full queue and a cost above capacity", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
     try {
       vi.setSystemTime(0);
       const bucket = new LeakyBucket({ capacity: 2, leakPerSecond: 4, clock: () => Date.now() });
-      bucket.consume(2);
+      bucket.consume(1);
       await expect(bucket.wait(3)).rejects.toThrow(
-        new RangeError("LeakyBucket.wait: cost 3 exceeds limit 2"),
+        new RangeError("LeakyBucket.wait: cost 3 exceeds capacity 2"),
       );
       await expect(bucket.wait(1, { maxWaitMs: 249 })).rejects.toBeInstanceOf(RateLimitError);
-      const granted = bucket.wait(1);
+      const granted = bucket.wait(1); // one unit ahead: 250 ms
+      await expect(bucket.wait(1), "level 2: the queue is full").rejects.toBeInstanceOf(
+        RateLimitError,
+      );
       await vi.advanceTimersByTimeAsync(249);
       expect(bucket.peek().allowed).toBe(false);
       await vi.advanceTimersByTimeAsync(1);
-      await expect(granted).resolves.toMatchObject({ allowed: true, remaining: 0 });
+      await expect(granted).resolves.toMatchObject({ allowed: true, remaining: 1 });
       // A pending waiter keeps the limiter busy even when its state is reset to fresh.
-      bucket.consume(2);
       const pending = bucket.wait(1);
       bucket.reset();
       expect(bucket.isIdle()).toBe(false);

@@ -1,0 +1,417 @@
+import { msToRefill } from "./algorithms/bucket-math.js";
+import { checkCost, checkNumber, checkOptions, RateLimitError } from "./errors.js";
+import type { Decision, Reservation, ReserveOptions, WaitOptions } from "./limiter.js";
+import { fits, wholeUnits } from "./numeric.js";
+import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "./wait.js";
+
+/**
+ * Reservations and waiting for the two buckets: a ledger of pending claims on one
+ * bucket, in first-in, first-out order, served by at most one timer.
+ *
+ * Units. The bucket's `units` are its tokens (`TokenBucket`) or its free room
+ * `capacity - level` (`LeakyBucket`). A pending entry (a `wait` or a `reserve` whose
+ * time has not come) has already taken its units: they are *held*, the bucket may be in
+ * debt (tokens below 0), and a plain `consume` is denied until the entries are served.
+ *
+ * When an entry is due. With `behind` the units held by the entries after it, an entry
+ * is due once `units(now) + behind >= threshold`, where the threshold is 0 for a token
+ * bucket (the debt up to and including it is repaid) and `capacity - cost` for a leaky
+ * bucket (the water ahead of it has drained: `level - (its cost + behind) <= 0`). Both
+ * sides only grow with time and the thresholds are ordered along the queue, so entries
+ * fall due in order and only the head needs checking.
+ *
+ * Giving back (abort, `cancel`). Removing an entry gives back its units except those
+ * that reservations *behind it* count on (Go's `x/time/rate` rule): a reservation has a
+ * fixed `delayMs`, computed with this entry's units ahead of it, and cannot move up, so
+ * `give = units - (units held by reservations behind)` (at least 0) returns now, and the
+ * rest stays held, attached just ahead of the next reservation, until that one is
+ * cancelled in turn (then it is given back with it, by the same rule) or served (then it
+ * was spent). Waiters behind are not counted: they are re-checked and move up at once.
+ * So cancelling every reservation, in any order, before its time gives back exactly what
+ * was reserved; the arithmetic is on units (never units -> ms -> units), so it is exact.
+ * @module
+ */
+
+/** What a {@link BucketLedger} needs from its bucket. */
+export interface LedgerHost {
+  /** `TokenBucket` or `LeakyBucket`, for messages. */
+  readonly where: string;
+  readonly capacity: number;
+  /** `refillPerSecond` or `leakPerSecond`. */
+  readonly ratePerSecond: number;
+  /** True for the leaky bucket's shaping: delay by the level, refuse when full. */
+  readonly shaping: boolean;
+  /** Reads the clock (with the bucket's high-water mark). */
+  now(): number;
+  /** Units at `now`: tokens (may be negative while held) or free room. */
+  unitsAt(now: number): number;
+  /** Takes `cost` at `now` for a request that may act at once (as `consume` does). */
+  take(units: number, cost: number, now: number): void;
+  /** Holds `units` more (negative: fewer; given back) at `now`. */
+  hold(units: number, now: number): void;
+  /** `units` held are spent at `now`: they stay taken, no longer held. */
+  spend(units: number, now: number): void;
+}
+
+const WAITER = 1;
+const FIXED = 2;
+
+interface Entry {
+  /** Units held: its cost, plus units kept for reservations cancelled ahead of it. */
+  units: number;
+  readonly cost: number;
+  readonly threshold: number;
+  readonly kind: typeof WAITER | typeof FIXED;
+  readonly resolve: ((decision: Decision) => void) | undefined;
+  readonly reject: ((reason: unknown) => void) | undefined;
+  readonly signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  prev: Entry | undefined;
+  next: Entry | undefined;
+  queued: boolean;
+}
+
+/** A reservation that cannot be made: nothing was taken. */
+const NOT_OK: Reservation = Object.freeze({
+  ok: false,
+  delayMs: Number.POSITIVE_INFINITY,
+  cancel() {},
+});
+/** A reservation that may act at once: its units are spent (cancel gives nothing back). */
+const NOW: Reservation = Object.freeze({ ok: true, delayMs: 0, cancel() {} });
+
+class PendingReservation implements Reservation {
+  readonly ok = true;
+  constructor(
+    readonly delayMs: number,
+    private readonly ledger: BucketLedger,
+    private readonly entry: Entry,
+  ) {}
+
+  cancel(): void {
+    this.ledger.withdraw(this.entry);
+  }
+}
+
+/** Result of planning a request: a delay, or why there is none. */
+const FULL = -1;
+const TOO_BIG = -2;
+
+/**
+ * The pending reservations and waiters of one bucket (see the module doc).
+ * @internal
+ */
+export class BucketLedger {
+  private head: Entry | undefined;
+  private tail: Entry | undefined;
+  /** Units held by all entries. */
+  private total = 0;
+  /** Units held by reservations (not waiters). */
+  private fixedUnits = 0;
+  private entries = 0;
+  private waiters = 0;
+  private readonly timer: OneTimer;
+
+  constructor(private readonly host: LedgerHost) {
+    this.timer = new OneTimer(() => this.serve());
+  }
+
+  /** Pending waiters. */
+  get waiting(): number {
+    return this.waiters;
+  }
+
+  /** Pending entries (waiters and reservations). */
+  get size(): number {
+    return this.entries;
+  }
+
+  /**
+   * The delay in ms before `cost` may act given `units` now, or `FULL` (a leaky queue
+   * without room) or `TOO_BIG` (above capacity); `Infinity` when it never can.
+   */
+  private plan(cost: number, units: number): number {
+    const h = this.host;
+    if (!fits(cost, h.capacity)) return TOO_BIG;
+    if (h.shaping) {
+      if (!fits(cost, units)) return FULL;
+      // Delayed by the water ahead of it: the level before it is added.
+      return fits(h.capacity, units) ? 0 : msToRefill(h.capacity - units, h.ratePerSecond);
+    }
+    return fits(cost, units) ? 0 : msToRefill(cost - units, h.ratePerSecond);
+  }
+
+  /** Takes `cost` for a request with `delayMs`, and queues an entry when it must wait. */
+  private admit(cost: number, units: number, now: number, delayMs: number): Entry | undefined {
+    const h = this.host;
+    if (delayMs === 0) {
+      h.take(units, cost, now);
+      return undefined;
+    }
+    h.hold(cost, now);
+    const entry: Entry = {
+      units: cost,
+      cost,
+      threshold: h.shaping ? h.capacity - cost : 0,
+      kind: FIXED,
+      resolve: undefined,
+      reject: undefined,
+      signal: undefined,
+      onAbort: undefined,
+      prev: this.tail,
+      next: undefined,
+      queued: true,
+    };
+    this.link(entry);
+    return entry;
+  }
+
+  /** See `TokenBucket.reserve`. Throws for bad arguments. */
+  reserve(cost: number | undefined, options: ReserveOptions | undefined): Reservation {
+    const where = `${this.host.where}.reserve`;
+    const c = checkCost(where, cost);
+    let maxWaitMs = Number.POSITIVE_INFINITY;
+    if (options !== undefined) {
+      const m = checkOptions<ReserveOptions>(where, options).maxWaitMs;
+      if (m !== undefined && m !== maxWaitMs)
+        maxWaitMs = checkNumber(where, "maxWaitMs", m, 0, true);
+    }
+    const now = this.host.now();
+    const units = this.settle(now);
+    const delayMs = this.plan(c, units);
+    if (delayMs < 0 || delayMs === Number.POSITIVE_INFINITY || delayMs > maxWaitMs) {
+      return NOT_OK;
+    }
+    const entry = this.admit(c, units, now, delayMs);
+    if (entry === undefined) return NOW;
+    this.fixedUnits += c;
+    return new PendingReservation(delayMs, this, entry);
+  }
+
+  /** See `TokenBucket.wait`. Never throws: every problem is a rejection. */
+  wait(cost: number | undefined, options: WaitOptions | undefined): Promise<Decision> {
+    return new Promise<Decision>((resolve, reject) => {
+      const h = this.host;
+      const where = `${h.where}.wait`;
+      const c = checkCost(where, cost);
+      const { signal, maxWaitMs } = checkWaitOptions(where, options);
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      const now = h.now();
+      const units = this.settle(now);
+      const delayMs = this.plan(c, units);
+      if (delayMs === TOO_BIG) {
+        reject(new RangeError(`${where}: cost ${c} exceeds capacity ${h.capacity}`));
+        return;
+      }
+      if (delayMs === FULL) {
+        reject(
+          new RateLimitError(
+            `${where}: the queue is full: cost ${c} does not fit in the ${units} units free of capacity ${h.capacity}`,
+            this.denial(units, msToRefill(c - units, h.ratePerSecond)),
+          ),
+        );
+        return;
+      }
+      if (delayMs === Number.POSITIVE_INFINITY) {
+        reject(neverError(where, c, this.denial(units, delayMs)));
+        return;
+      }
+      if (delayMs > maxWaitMs) {
+        reject(maxWaitError(where, c, delayMs, maxWaitMs, this.denial(units, delayMs)));
+        return;
+      }
+      if (delayMs === 0) {
+        h.take(units, c, now);
+        resolve(this.granted(h.unitsAt(now)));
+        return;
+      }
+      h.hold(c, now);
+      const entry: Entry = {
+        units: c,
+        cost: c,
+        threshold: h.shaping ? h.capacity - c : 0,
+        kind: WAITER,
+        resolve,
+        reject,
+        signal,
+        onAbort: undefined,
+        prev: this.tail,
+        next: undefined,
+        queued: true,
+      };
+      if (signal !== undefined) {
+        entry.onAbort = () => {
+          if (entry.queued) this.withdraw(entry, signal.reason);
+        };
+        signal.addEventListener("abort", entry.onAbort, { once: true });
+      }
+      this.link(entry);
+      this.waiters++;
+      if (!this.timer.armed) this.arm(units - c);
+    });
+  }
+
+  private link(entry: Entry): void {
+    if (this.tail === undefined) this.head = entry;
+    else this.tail.next = entry;
+    this.tail = entry;
+    this.total += entry.units;
+    this.entries++;
+  }
+
+  private unlink(e: Entry): void {
+    e.queued = false;
+    if (e.prev === undefined) this.head = e.next;
+    else e.prev.next = e.next;
+    if (e.next === undefined) this.tail = e.prev;
+    else e.next.prev = e.prev;
+    e.prev = undefined;
+    e.next = undefined;
+    this.entries--;
+    if (e.kind === FIXED) this.fixedUnits -= e.units;
+    else {
+      this.waiters--;
+      if (e.onAbort !== undefined) e.signal?.removeEventListener("abort", e.onAbort);
+    }
+    // The last entry takes the exact remainder, so no float residue stays held.
+    this.total = this.entries === 0 ? 0 : this.total - e.units;
+    if (this.entries === 0) this.fixedUnits = 0;
+  }
+
+  /**
+   * Removes every due entry at `now` (waiters are granted, reservations' units spent)
+   * and returns the bucket's units at `now`.
+   */
+  settle(now: number): number {
+    const h = this.host;
+    const units = h.unitsAt(now);
+    let grant: Decision | undefined;
+    for (let e = this.head; e !== undefined; e = this.head) {
+      if (!fits(e.threshold - (this.total - e.units), units)) break;
+      const spent = this.entries === 1 ? this.total : e.units;
+      this.unlink(e);
+      h.spend(spent, now);
+      if (e.kind === WAITER) {
+        grant ??= this.granted(units);
+        e.resolve!(grant);
+      }
+    }
+    return units;
+  }
+
+  /** Whether a plain request must wait behind pending entries at `units` now. */
+  blocks(units: number): boolean {
+    const last = this.tail;
+    return last !== undefined && !fits(last.threshold, units);
+  }
+
+  /** Milliseconds until the last pending entry is due, at `units` now. */
+  msUntilServed(units: number): number {
+    const last = this.tail;
+    return last === undefined ? 0 : msToRefill(last.threshold - units, this.host.ratePerSecond);
+  }
+
+  /**
+   * Removes a pending entry before its time, giving back what reservations behind it
+   * do not count on (see the module doc); an aborted waiter is rejected with `reason`.
+   */
+  withdraw(e: Entry, reason?: unknown): void {
+    const h = this.host;
+    let now: number;
+    try {
+      now = h.now();
+      this.settle(now);
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    if (!e.queued) return;
+    let counted = 0;
+    let nextFixed: Entry | undefined;
+    if (this.fixedUnits > 0) {
+      for (let f = e.next; f !== undefined; f = f.next) {
+        if (f.kind !== FIXED) continue;
+        nextFixed ??= f;
+        counted += f.units;
+      }
+    }
+    const held = e.units;
+    const give = held > counted ? held - counted : 0;
+    const keep = held - give;
+    const last = this.entries === 1;
+    const total = this.total;
+    this.unlink(e);
+    if (keep > 0 && nextFixed !== undefined) {
+      nextFixed.units += keep;
+      this.total += keep;
+      this.fixedUnits += keep;
+    }
+    h.hold(last ? -total : -give, now);
+    if (e.kind === WAITER) e.reject!(reason);
+    this.serve();
+  }
+
+  /** Settles at the current time and re-arms the one timer for the first waiter. */
+  serve(): void {
+    try {
+      const units = this.settle(this.host.now());
+      if (this.waiters === 0) this.timer.clear();
+      else this.arm(units);
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /** Arms the timer for the first waiter, given `units` now (after settling). */
+  private arm(units: number): void {
+    let ahead = 0;
+    for (let e = this.head; e !== undefined; e = e.next) {
+      ahead += e.units;
+      if (e.kind !== WAITER) continue;
+      const behind = this.total - ahead;
+      this.timer.arm(msToRefill(e.threshold - behind - units, this.host.ratePerSecond));
+      return;
+    }
+    this.timer.clear();
+  }
+
+  /** A clock that throws: no waiter can be served; reject them all rather than hang. */
+  private fail(error: unknown): void {
+    for (let e = this.head; e !== undefined; ) {
+      const next = e.next;
+      if (e.kind === WAITER) {
+        this.unlink(e);
+        e.reject!(error);
+      }
+      e = next;
+    }
+    this.timer.clear();
+  }
+
+  /** The decision a granted waiter resolves with, at `units` now. */
+  private granted(units: number): Decision {
+    const h = this.host;
+    return {
+      allowed: true,
+      limit: h.capacity,
+      remaining: wholeUnits(units, h.capacity),
+      retryAfterMs: 0,
+      resetAfterMs: msToRefill(h.capacity - units, h.ratePerSecond),
+    };
+  }
+
+  /** The decision a refused wait carries: `retryAfterMs` is the wait it would have had. */
+  private denial(units: number, waitMs: number): Decision {
+    const h = this.host;
+    return {
+      allowed: false,
+      limit: h.capacity,
+      remaining: wholeUnits(units, h.capacity),
+      retryAfterMs: waitMs,
+      resetAfterMs: msToRefill(h.capacity - units, h.ratePerSecond),
+    };
+  }
+}

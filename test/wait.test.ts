@@ -1,0 +1,461 @@
+import fc from "fast-check";
+import { afterEach, describe, expect, test, vi } from "vitest";
+import { FixedWindow } from "../src/algorithms/fixed-window.js";
+import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
+import { TokenBucket } from "../src/algorithms/token-bucket.js";
+import { RateLimitError } from "../src/errors.js";
+import type { Clock, Limiter } from "../src/limiter.js";
+import { cleanMs } from "../src/numeric.js";
+import { MAX_TIMER_MS, timerDelay } from "../src/wait.js";
+import { manualClock } from "./support/manual-clock.js";
+import { settleLog, timerClock } from "./support/timer-clock.js";
+
+const DAY_MS = 86_400_000;
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+/** Every limiter kind, empty of free units at time 0, refilling one unit per second. */
+const drained: { name: string; make: (clock: Clock) => Limiter; unitMs: number }[] = [
+  {
+    name: "TokenBucket",
+    make: (clock) => {
+      const b = new TokenBucket({ capacity: 5, refillPerSecond: 1, clock });
+      b.consume(5);
+      return b;
+    },
+    unitMs: 1000,
+  },
+  {
+    name: "LeakyBucket",
+    make: (clock) => {
+      // Shaping: a request waits for the water ahead of it; 5 units are in the bucket.
+      const b = new LeakyBucket({ capacity: 20, leakPerSecond: 1, clock });
+      b.consume(5);
+      return b;
+    },
+    unitMs: 1000,
+  },
+];
+
+describe("timerDelay", () => {
+  test.each([
+    { name: "0 fires after 1 ms", ms: 0, delay: 1 },
+    { name: "a fraction rounds up, never early", ms: 33.34, delay: 34 },
+    { name: "an exact ms stays", ms: 250, delay: 250 },
+    { name: "2^31 - 1 is the largest piece", ms: 2 ** 31 - 1, delay: MAX_TIMER_MS },
+    { name: "30 days is cut to one piece", ms: 30 * DAY_MS, delay: MAX_TIMER_MS },
+    { name: "Infinity is cut to one piece", ms: Number.POSITIVE_INFINITY, delay: MAX_TIMER_MS },
+  ])("$name", ({ ms, delay }) => {
+    expect(timerDelay(ms)).toBe(delay);
+  });
+});
+
+describe.each(drained)("$name wait", ({ make, unitMs }) => {
+  test("first-in, first-out with costs 3, 1, 1: each starts when those ahead are done", async () => {
+    const { clock, advance } = timerClock();
+    const limiter = make(clock);
+    const { log, track } = settleLog(clock);
+    const all = Promise.all([
+      track("3", limiter.wait(3)),
+      track("1a", limiter.wait(1)),
+      track("1b", limiter.wait(1)),
+    ]);
+    await advance(10 * unitMs);
+    await all;
+    // Token bucket: when the debt up to and including each is repaid (3, 4, 5 s).
+    // Leaky bucket: when the water ahead of each has drained (5, 8, 9 s).
+    const leaky = limiter instanceof LeakyBucket;
+    expect(log).toEqual(
+      leaky
+        ? [`3@${5 * unitMs}`, `1a@${8 * unitMs}`, `1b@${9 * unitMs}`]
+        : [`3@${3 * unitMs}`, `1a@${4 * unitMs}`, `1b@${5 * unitMs}`],
+    );
+  });
+
+  test("a large cost behind small ones is not starved by later small requests", async () => {
+    const { clock, advance } = timerClock();
+    const limiter = make(clock);
+    const { log, track } = settleLog(clock);
+    const waits = [track("small", limiter.wait(1)), track("big", limiter.wait(5))];
+    // Plain requests keep trying every 100 ms: all denied while anyone waits.
+    let overtook = 0;
+    for (let t = 0; t < 20 * unitMs; t += 100) {
+      if (log.length === 2) break;
+      if (limiter.allow(1)) overtook++;
+      await advance(100);
+    }
+    await Promise.all(waits);
+    expect(overtook, "no plain request overtook a waiter").toBe(0);
+    expect(log.map((l) => l.split("@")[0])).toEqual(["small", "big"]);
+  });
+
+  test("an abort in the middle gives its units back; the next is served earlier", async () => {
+    const { clock, advance } = timerClock();
+    const limiter = make(clock);
+    const { log, track } = settleLog(clock);
+    const controller = new AbortController();
+    const waits = [
+      track("a", limiter.wait(1)),
+      track("b", limiter.wait(2, { signal: controller.signal })),
+      track("c", limiter.wait(1)),
+    ];
+    await advance(unitMs / 2);
+    controller.abort(new Error("gave up"));
+    await advance(20 * unitMs);
+    await Promise.all(waits);
+    const leaky = limiter instanceof LeakyBucket;
+    // Without the abort c would be served at 4 s (token) or 8 s (leaky).
+    expect(log).toEqual(
+      leaky
+        ? [`b!Error@${unitMs / 2}`, `a@${5 * unitMs}`, `c@${6 * unitMs}`]
+        : [`b!Error@${unitMs / 2}`, `a@${unitMs}`, `c@${2 * unitMs}`],
+    );
+  });
+
+  test("a maxWaitMs refusal takes nothing and leaves no waiter", async () => {
+    const { clock } = timerClock();
+    const limiter = make(clock);
+    const before = limiter.peek(1);
+    const refused = limiter.wait(2, { maxWaitMs: 1 });
+    await expect(refused).rejects.toBeInstanceOf(RateLimitError);
+    await expect(refused).rejects.toMatchObject({
+      name: "RateLimitError",
+      decision: { allowed: false },
+    });
+    expect(limiter.peek(1)).toEqual(before);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  test("a cost above capacity rejects at once, leaving no waiter", async () => {
+    const { clock } = timerClock();
+    const limiter = make(clock);
+    const before = limiter.peek(1);
+    const kind = limiter instanceof LeakyBucket ? "LeakyBucket" : "TokenBucket";
+    const cap = limiter.peek(0).limit;
+    await expect(limiter.wait(cap + 2)).rejects.toThrow(
+      new RangeError(`${kind}.wait: cost ${cap + 2} exceeds capacity ${cap}`),
+    );
+    expect(limiter.peek(1)).toEqual(before);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  test("10,000 concurrent waiters use one timer and are served in order", async () => {
+    const { clock, advance } = timerClock();
+    const limiter = make(clock);
+    const order: number[] = [];
+    const waits: Promise<void>[] = [];
+    // Costs small enough for the leaky bucket's queue (5 units free).
+    const cost = 4 / 10_000;
+    for (let i = 0; i < 10_000; i++) waits.push(limiter.wait(cost).then(() => void order.push(i)));
+    expect(vi.getTimerCount()).toBe(1);
+    await advance(20 * unitMs);
+    await Promise.all(waits);
+    expect(order).toEqual(Array.from({ length: 10_000 }, (_, i) => i));
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe("argument errors are rejections, never throws", () => {
+  const makers = [
+    { name: "TokenBucket", make: () => new TokenBucket({ capacity: 2, refillPerSecond: 1 }) },
+    { name: "LeakyBucket", make: () => new LeakyBucket({ capacity: 2, leakPerSecond: 1 }) },
+    { name: "FixedWindow", make: () => new FixedWindow({ limit: 2, windowMs: 1000 }) },
+  ];
+  const cases = [
+    {
+      what: "a string cost",
+      args: ["1"],
+      error: TypeError,
+      message: 'cost must be a finite number >= 0, got "1" (string)',
+    },
+    {
+      what: "a negative cost",
+      args: [-1],
+      error: RangeError,
+      message: "cost must be a finite number >= 0, got -1",
+    },
+    {
+      what: "null options",
+      args: [1, null],
+      error: TypeError,
+      message: "options must be an object, got null",
+    },
+    {
+      what: "a bad signal",
+      args: [1, { signal: 1 }],
+      error: TypeError,
+      message: "signal must be an AbortSignal, got 1",
+    },
+    {
+      what: "a negative maxWaitMs",
+      args: [1, { maxWaitMs: -1 }],
+      error: RangeError,
+      message: "maxWaitMs must be a finite number >= 0, got -1",
+    },
+    {
+      what: "a NaN maxWaitMs",
+      args: [1, { maxWaitMs: Number.NaN }],
+      error: RangeError,
+      message: "maxWaitMs must be a finite number >= 0, got NaN",
+    },
+  ];
+  test.each(
+    makers.flatMap((m) => cases.map((c) => ({ ...m, ...c, name: `${m.name}: ${c.what}` }))),
+  )("$name", async ({ name, make, args, error, message }) => {
+    const limiter = make();
+    const where = name.split(":")[0];
+    let promise: Promise<unknown> | undefined;
+    expect(() => {
+      promise = (limiter.wait as (...a: unknown[]) => Promise<unknown>)(...args);
+    }).not.toThrow();
+    await expect(promise).rejects.toThrow(new error(`${where}.wait: ${message}`));
+    expect(limiter.isIdle()).toBe(true);
+  });
+
+  test.each(makers)(
+    "$name: an aborted signal rejects with its reason, taking nothing",
+    async ({ make }) => {
+      const limiter = make();
+      const reason = new Error("stop");
+      await expect(limiter.wait(1, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+      expect(limiter.isIdle()).toBe(true);
+    },
+  );
+});
+
+describe("waits that can never end", () => {
+  test("a token bucket with a rate of 0 rejects with RateLimitError, taking nothing", async () => {
+    const bucket = new TokenBucket({ capacity: 2, refillPerSecond: 0, clock: manualClock() });
+    bucket.consume(2);
+    const never = bucket.wait(1);
+    await expect(never).rejects.toThrow(
+      new RateLimitError(
+        "TokenBucket.wait: cost 1 can never be granted (a rate of 0)",
+        bucket.peek(1),
+      ),
+    );
+    await expect(never).rejects.toMatchObject({
+      decision: { retryAfterMs: Number.POSITIVE_INFINITY },
+    });
+    expect(bucket.reserve(1)).toMatchObject({ ok: false, delayMs: Number.POSITIVE_INFINITY });
+  });
+
+  test("a leaky bucket with a full queue rejects with RateLimitError, taking nothing", async () => {
+    const clock = manualClock();
+    const bucket = new LeakyBucket({ capacity: 2, leakPerSecond: 4, clock });
+    bucket.consume(2);
+    await expect(bucket.wait(1)).rejects.toThrow(
+      "LeakyBucket.wait: the queue is full: cost 1 does not fit in the 0 units free of capacity 2",
+    );
+    await expect(bucket.wait(1)).rejects.toMatchObject({ decision: { retryAfterMs: 250 } });
+    expect(bucket.reserve(1).ok).toBe(false);
+    clock.set(250);
+    expect(bucket.reserve(1)).toMatchObject({ ok: true, delayMs: 250 });
+  });
+});
+
+describe("timers longer than 2^31 - 1 ms", () => {
+  test.each([
+    {
+      name: "TokenBucket",
+      make: (clock: Clock) => {
+        const b = new TokenBucket({ capacity: 1, refillPerSecond: 1 / (30 * 86_400), clock });
+        b.consume(1);
+        return b;
+      },
+    },
+    {
+      name: "FixedWindow",
+      make: (clock: Clock) => {
+        const w = new FixedWindow({ limit: 1, windowMs: 30 * DAY_MS, clock });
+        w.consume(1);
+        return w;
+      },
+    },
+  ])(
+    "$name: a 30-day wait is armed in pieces and resolves at exactly 30 days",
+    async ({ make }) => {
+      const { clock, advance } = timerClock();
+      const spy = vi.spyOn(globalThis, "setTimeout");
+      const limiter = make(clock);
+      let doneAt: number | undefined;
+      const waiting = limiter.wait(1).then(() => {
+        doneAt = clock();
+      });
+      await advance(MAX_TIMER_MS);
+      expect(doneAt, "not after the first piece").toBeUndefined();
+      await advance(30 * DAY_MS - 1 - MAX_TIMER_MS);
+      expect(doneAt, "not 1 ms early").toBeUndefined();
+      await advance(1);
+      await waiting;
+      expect(doneAt).toBe(30 * DAY_MS);
+      const delays = spy.mock.calls.map((c) => c[1] as number);
+      expect(delays.every((d) => d >= 1 && d <= MAX_TIMER_MS)).toBe(true);
+      expect(delays[0]).toBe(MAX_TIMER_MS);
+    },
+  );
+});
+
+describe("reserve and cancel restore the balance exactly", () => {
+  for (const refillPerSecond of [30, 60, 100]) {
+    for (const order of ["reverse", "forward"] as const) {
+      test(`${refillPerSecond}/s, cancelled in ${order} order`, () => {
+        const clock = manualClock();
+        const bucket = new TokenBucket({ capacity: 3, refillPerSecond, clock });
+        const twin = new TokenBucket({ capacity: 3, refillPerSecond, clock });
+        bucket.consume(3);
+        twin.consume(3);
+        const costs = [1, 2, 1, 3];
+        const reservations = costs.map((c) => bucket.reserve(c));
+        // Each waits for the debt up to and including it: (1, 3, 4, 7) tokens.
+        expect(reservations.map((r) => r.delayMs)).toEqual(
+          [1, 3, 4, 7].map((n) => cleanMs((n * 1000) / refillPerSecond)),
+        );
+        clock.set(7); // before the first one's time (at 100/s: 10 ms)
+        const list = order === "reverse" ? [...reservations].reverse() : reservations;
+        for (const r of list) r.cancel();
+        for (const cost of [0, 0.5, 1, 3]) {
+          expect(bucket.peek(cost), `cost ${cost}`).toEqual(twin.peek(cost));
+        }
+        clock.set(1000);
+        expect(bucket.isIdle()).toBe(twin.isIdle());
+      });
+    }
+  }
+
+  test("Go's rule: a cancel in the middle keeps what later reservations count on", () => {
+    const clock = manualClock();
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 1, clock });
+    bucket.consume(3);
+    const a = bucket.reserve(3); // debt 3: at 3 s
+    const b = bucket.reserve(1); // debt 4: at 4 s
+    expect([a.delayMs, b.delayMs]).toEqual([3000, 4000]);
+    a.cancel(); // b counts on 1 of a's 3 tokens: 2 come back now
+    expect(bucket.peek(1).retryAfterMs, "debt 2, plus the cost").toBe(3000);
+    expect(bucket.reserve(1).delayMs, "a new one queues behind b's kept unit").toBe(3000);
+  });
+
+  test("cancel after the time to act, twice, or on a delay-0 reservation does nothing", () => {
+    const clock = manualClock();
+    const bucket = new TokenBucket({ capacity: 2, refillPerSecond: 10, clock });
+    const now = bucket.reserve(2);
+    expect(now).toMatchObject({ ok: true, delayMs: 0 });
+    now.cancel();
+    expect(bucket.peek(0).remaining).toBe(0);
+    const later = bucket.reserve(1);
+    expect(later.delayMs).toBe(100);
+    later.cancel();
+    later.cancel();
+    expect(bucket.peek(0)).toMatchObject({ remaining: 0, resetAfterMs: 200 });
+    const due = bucket.reserve(1);
+    clock.set(100);
+    due.cancel();
+    expect(bucket.peek(0)).toMatchObject({ remaining: 0, resetAfterMs: 200 });
+  });
+
+  test("not ok above capacity or maxWaitMs: nothing is taken", () => {
+    const clock = manualClock();
+    const bucket = new TokenBucket({ capacity: 2, refillPerSecond: 10, clock });
+    expect(bucket.reserve(3)).toMatchObject({ ok: false, delayMs: Number.POSITIVE_INFINITY });
+    bucket.consume(2);
+    expect(bucket.reserve(1, { maxWaitMs: 99 }).ok).toBe(false);
+    expect(bucket.reserve(1, { maxWaitMs: 100 })).toMatchObject({ ok: true, delayMs: 100 });
+    expect(() => bucket.reserve(1, { maxWaitMs: -1 })).toThrow(
+      new RangeError("TokenBucket.reserve: maxWaitMs must be a finite number >= 0, got -1"),
+    );
+  });
+
+  test("property: cancelling every pending reservation in any order restores the balance", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 200 }),
+        fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 8 }),
+        fc.array(fc.nat(), { minLength: 8, maxLength: 8 }),
+        (rate, costs, shuffle) => {
+          const clock = manualClock();
+          const bucket = new TokenBucket({ capacity: 4, refillPerSecond: rate, clock });
+          const twin = new TokenBucket({ capacity: 4, refillPerSecond: rate, clock });
+          bucket.consume(4);
+          twin.consume(4);
+          const rs = costs.map((c) => bucket.reserve(c));
+          const order = rs.map((r, i) => ({ r, k: shuffle[i]! })).sort((x, y) => x.k - y.k);
+          for (const { r } of order) r.cancel();
+          expect(bucket.peek(0)).toEqual(twin.peek(0));
+          expect(bucket.peek(4)).toEqual(twin.peek(4));
+        },
+      ),
+    );
+  });
+});
+
+describe("LeakyBucket shaping", () => {
+  test("20 simultaneous requests leave exactly 1000 / leakPerSecond ms apart", async () => {
+    const { clock, advance } = timerClock();
+    const shaper = new LeakyBucket({ capacity: 20, leakPerSecond: 8, clock });
+    const { log, track } = settleLog(clock);
+    const waits = Array.from({ length: 20 }, (_, i) => track(`${i}`, shaper.wait()));
+    await expect(shaper.wait()).rejects.toBeInstanceOf(RateLimitError); // the 21st: full
+    await advance(3000);
+    await Promise.all(waits);
+    expect(log).toEqual(Array.from({ length: 20 }, (_, i) => `${i}@${i * 125}`));
+  });
+
+  test("reserve gives the same delays; plain consume waits behind the queue", () => {
+    const clock = manualClock();
+    const shaper = new LeakyBucket({ capacity: 5, leakPerSecond: 10, clock });
+    expect([1, 1, 2, 1].map((c) => shaper.reserve(c).delayMs)).toEqual([0, 100, 200, 400]);
+    expect(shaper.reserve(1).ok, "level 5: full").toBe(false);
+    clock.set(150);
+    // 1.5 units drained, but the last reservation leaves only at 400 ms.
+    expect(shaper.consume(1)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 250 });
+    expect(shaper.allow(1)).toBe(false);
+    clock.set(400);
+    expect(shaper.consume(1)).toMatchObject({ allowed: true });
+  });
+});
+
+describe("windows: waiting holds nothing; maxWaitMs is a deadline behind others", () => {
+  test.each([
+    {
+      name: "FixedWindow",
+      make: (clock: Clock) => new FixedWindow({ limit: 2, windowMs: 1000, clock }),
+    },
+    {
+      name: "SlidingWindowLog",
+      make: (clock: Clock) => new SlidingWindowLog({ limit: 2, windowMs: 1000, clock }),
+    },
+    {
+      name: "SlidingWindowCounter",
+      make: (clock: Clock) => new SlidingWindowCounter({ limit: 2, windowMs: 1000, clock }),
+    },
+  ])("$name", async ({ make }) => {
+    const { clock, advance } = timerClock();
+    const window = make(clock);
+    window.consume(2);
+    const { log, track } = settleLog(clock);
+    const waits = [
+      track("a", window.wait(2)),
+      // Alone it would fit at 1000 ms, but it is behind a: rejected at its deadline.
+      track("b", window.wait(1, { maxWaitMs: 1500 })),
+    ];
+    expect(vi.getTimerCount()).toBe(1);
+    await advance(5000);
+    await Promise.all(waits);
+    expect(log).toContain("b!RateLimitError@1500");
+    expect(log.filter((l) => /^a@\d+$/.test(l))).toHaveLength(1);
+  });
+
+  test("a wait beyond maxWaitMs is rejected at once, with the numbers", async () => {
+    const clock = manualClock();
+    const window = new FixedWindow({ limit: 1, windowMs: 1000, clock });
+    window.consume(1);
+    await expect(window.wait(1, { maxWaitMs: 999 })).rejects.toThrow(
+      "FixedWindow.wait: waiting 1000 ms for cost 1 exceeds maxWaitMs 999",
+    );
+  });
+});
