@@ -148,7 +148,10 @@ export class LeakyBucket implements Limiter {
 
   /** True when the bucket is empty and nothing waits: a new bucket would decide the same. */
   isIdle(): boolean {
-    return this.held === 0 && this.roomAt(this.now()) >= this.capacity;
+    const now = this.now();
+    // Reservations whose time has come are spent: settle them before looking.
+    if (this.held !== 0) this.ledger!.settle(now);
+    return this.held === 0 && this.roomAt(now) >= this.capacity;
   }
 
   /**

@@ -156,7 +156,10 @@ export class TokenBucket implements Limiter {
 
   /** True when the bucket is full and nothing is pending: a new bucket would decide the same. */
   isIdle(): boolean {
-    return this.held === 0 && this.tokensAt(this.now()) >= this.capacity;
+    const now = this.now();
+    // Reservations whose time has come are spent: settle them before looking.
+    if (this.held !== 0) this.ledger!.settle(now);
+    return this.held === 0 && this.tokensAt(now) >= this.capacity;
   }
 
   /**

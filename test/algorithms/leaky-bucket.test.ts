@@ -330,3 +330,64 @@ describe("LeakyBucket properties", () => {
     );
   });
 });
+
+describe("LeakyBucket shaping (reserve)", () => {
+  test("delays are the level before each request; a full queue is refused", () => {
+    const clock = manualClock();
+    const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 10, clock });
+    // Each row: atMs, cost, ok, delayMs.
+    const steps = [
+      [0, 1, true, 0], // empty: leaves at once
+      [0, 2, true, 100], // one unit ahead
+      [0, 1, true, 300],
+      [0, 1, false, Number.POSITIVE_INFINITY], // level 4: full
+      [50, 1, false, Number.POSITIVE_INFINITY], // 3.5 + 1 > 4
+      [100, 1, true, 300], // level 3 ahead of it
+      [100, 0, true, 400], // a free probe still waits its turn in the outflow
+    ] as const;
+    steps.forEach(([atMs, cost, ok, delayMs], i) => {
+      clock.set(atMs);
+      expect(shaper.reserve(cost), `step ${i}`).toMatchObject({ ok, delayMs });
+    });
+  });
+
+  for (const leakPerSecond of [30, 60, 100]) {
+    for (const order of ["reverse", "forward"] as const) {
+      test(`cancel restores the level exactly at ${leakPerSecond}/s, ${order} order`, () => {
+        const clock = manualClock();
+        const shaper = new LeakyBucket({ capacity: 10, leakPerSecond, clock });
+        const twin = new LeakyBucket({ capacity: 10, leakPerSecond, clock });
+        shaper.consume(2);
+        twin.consume(2);
+        const reservations = [1, 3, 2, 1].map((c) => shaper.reserve(c));
+        expect(reservations.every((r) => r.ok && r.delayMs > 0)).toBe(true);
+        clock.set(5); // before the first one leaves (2 units ahead: 20 ms at 100/s)
+        const list = order === "reverse" ? [...reservations].reverse() : reservations;
+        for (const r of list) r.cancel();
+        for (const cost of [0, 1, 8, 9]) {
+          expect(shaper.peek(cost), `cost ${cost}`).toEqual(twin.peek(cost));
+        }
+      });
+    }
+  }
+
+  test("a maxWaitMs above the delay is refused and admits nothing", () => {
+    const clock = manualClock();
+    const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 10, clock });
+    shaper.consume(2);
+    expect(shaper.reserve(1, { maxWaitMs: 199 }).ok).toBe(false);
+    expect(shaper.peek(0)).toMatchObject({ remaining: 2, resetAfterMs: 200 });
+    expect(shaper.reserve(1, { maxWaitMs: 200 })).toMatchObject({ ok: true, delayMs: 200 });
+  });
+
+  test("a leak of 0 with water ahead can never shape: refused", async () => {
+    const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 0, clock: manualClock() });
+    expect(shaper.reserve(1)).toMatchObject({ ok: true, delayMs: 0 });
+    expect(shaper.reserve(1).ok).toBe(false);
+    const never = shaper.wait(1);
+    await expect(never).rejects.toBeInstanceOf(RateLimitError);
+    await expect(never).rejects.toThrow(
+      "LeakyBucket.wait: cost 1 can never be granted (a rate of 0)",
+    );
+  });
+});

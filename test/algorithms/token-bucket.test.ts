@@ -1,7 +1,8 @@
 import fc from "fast-check";
-import { describe, expect, test } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { manualClock } from "../support/manual-clock.js";
+import { settleLog, timerClock } from "../support/timer-clock.js";
 
 type Step = readonly [
   atMs: number,
@@ -475,5 +476,89 @@ describe("TokenBucket properties", () => {
         },
       ),
     );
+  });
+});
+
+describe("TokenBucket debt (reserve and wait)", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  test("while reservations hold debt, consume is denied and retryAfterMs counts the debt", () => {
+    // capacity 3, 10/s: one token per 100 ms. Each row: atMs, action, expected.
+    const clock = manualClock();
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 10, clock });
+    const steps: readonly (readonly [number, () => unknown, unknown])[] = [
+      [0, () => bucket.reserve(3).delayMs, 0],
+      [0, () => bucket.reserve(2).delayMs, 200], // debt 2
+      [
+        0,
+        () => bucket.consume(1),
+        { allowed: false, remaining: 0, retryAfterMs: 300, resetAfterMs: 500 },
+      ],
+      [0, () => bucket.reserve(1).delayMs, 300], // debt 3, behind the first
+      [150, () => bucket.allow(1), false],
+      [150, () => bucket.isIdle(), false],
+      [300, () => bucket.consume(1), { allowed: false, retryAfterMs: 100 }], // all repaid at 300
+      [400, () => bucket.consume(1), { allowed: true, remaining: 0 }],
+      [700, () => bucket.isIdle(), true],
+    ];
+    steps.forEach(([atMs, act, expected], i) => {
+      clock.set(atMs);
+      const got = act();
+      if (typeof expected === "object") expect(got, `step ${i}`).toMatchObject(expected as object);
+      else expect(got, `step ${i}`).toBe(expected);
+    });
+  });
+
+  test("reset keeps pending waiters in their place; the full bucket pays their debt first", async () => {
+    const { clock, advance } = timerClock();
+    const bucket = new TokenBucket({ capacity: 2, refillPerSecond: 1, clock });
+    bucket.consume(2);
+    const { log, track } = settleLog(clock);
+    const waits = [track("a", bucket.wait(2)), track("b", bucket.wait(1))]; // at 2 s and 3 s
+    await advance(500);
+    bucket.reset(); // 2 fresh tokens: a's debt is paid now, b's 1 token is still owed
+    expect(bucket.isIdle()).toBe(false);
+    await advance(0);
+    expect(log).toEqual(["a@500"]);
+    await advance(1000);
+    await Promise.all(waits);
+    expect(log).toEqual(["a@500", "b@1500"]);
+  });
+
+  test("an aborted waiter keeps the tokens a later reservation counts on", async () => {
+    const { clock, advance } = timerClock();
+    const bucket = new TokenBucket({ capacity: 4, refillPerSecond: 1, clock });
+    bucket.consume(4);
+    const controller = new AbortController();
+    const { log, track } = settleLog(clock);
+    const waiting = track("w", bucket.wait(3, { signal: controller.signal })); // at 3 s
+    const r = bucket.reserve(1); // at 4 s: counts on one of w's tokens
+    expect(r.delayMs).toBe(4000);
+    controller.abort("no");
+    await waiting;
+    expect(log).toEqual(["w!no@0"]);
+    // 2 of w's 3 tokens came back: the debt is 2 (r's own and the kept one).
+    expect(bucket.peek(1).retryAfterMs).toBe(3000);
+    r.cancel(); // r is last now: its token and the kept one come back
+    expect(bucket.peek(0)).toMatchObject({ remaining: 0, resetAfterMs: 4000 });
+    await advance(4000);
+    expect(bucket.isIdle()).toBe(true);
+  });
+
+  test("a waiter resolves with the decision at the time it is granted", async () => {
+    const { clock, advance } = timerClock();
+    const bucket = new TokenBucket({ capacity: 4, refillPerSecond: 2, clock });
+    bucket.consume(4);
+    const granted = bucket.wait(3);
+    await advance(1500);
+    await expect(granted).resolves.toEqual({
+      allowed: true,
+      limit: 4,
+      remaining: 0,
+      retryAfterMs: 0,
+      resetAfterMs: 2000,
+    });
   });
 });
