@@ -1,4 +1,4 @@
-import { checkCost, checkNumber, describe, RateLimitError } from "./errors.js";
+import { checkCost, checkNumber, checkOptions, describe, RateLimitError } from "./errors.js";
 import { type Clock, type Decision, systemClock, type WaitOptions } from "./limiter.js";
 
 /**
@@ -323,10 +323,7 @@ export function checkWaitOptions(
   options: WaitOptions | undefined,
 ): { signal: AbortSignal | undefined; maxWaitMs: number } {
   if (options === undefined) return { signal: undefined, maxWaitMs: Number.POSITIVE_INFINITY };
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError(`${where}: options must be an object, got ${describe(options)}`);
-  }
-  const { signal, maxWaitMs } = options;
+  const { signal, maxWaitMs } = checkOptions<WaitOptions>(where, options);
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new TypeError(`${where}: signal must be an AbortSignal, got ${describe(signal)}`);
   }

@@ -180,6 +180,12 @@ describe("argument errors are rejections, never throws", () => {
       message: "cost must be a finite number >= 0, got -1",
     },
     {
+      what: "an array as options",
+      args: [1, []],
+      error: TypeError,
+      message: "options must be an object, got an array",
+    },
+    {
       what: "null options",
       args: [1, null],
       error: TypeError,

@@ -39,9 +39,10 @@ export function tokensAfter(tokens: number, cost: number): number {
 /** Milliseconds until `missing` tokens have refilled at `refillPerSecond`; 0 if none miss. */
 export function msToRefill(missing: number, refillPerSecond: number): number {
   if (!(missing > 0)) return 0;
-  return refillPerSecond === 0
-    ? Number.POSITIVE_INFINITY
-    : cleanMs((missing * 1000) / refillPerSecond);
+  if (refillPerSecond === 0) return Number.POSITIVE_INFINITY;
+  const ms = (missing * 1000) / refillPerSecond;
+  // missing * 1000 overflows past 1.8e305: divide first there (same result elsewhere).
+  return cleanMs(ms === Number.POSITIVE_INFINITY ? (missing / refillPerSecond) * 1000 : ms);
 }
 
 /**

@@ -479,6 +479,16 @@ describe("TokenBucket properties", () => {
   });
 });
 
+describe("TokenBucket regressions", () => {
+  test("retryAfterMs for a capacity of 1e306 overflowed to Infinity (missing * 1000)", () => {
+    const clock = manualClock();
+    const bucket = new TokenBucket({ capacity: 1e306, refillPerSecond: 1000, clock });
+    bucket.consume(1e306);
+    expect(bucket.peek(1e306)).toMatchObject({ allowed: false, retryAfterMs: 1e306 });
+    expect(bucket.reserve(1e306)).toMatchObject({ ok: true, delayMs: 1e306 });
+  });
+});
+
 describe("TokenBucket debt (reserve and wait)", () => {
   afterEach(() => {
     vi.useRealTimers();
