@@ -295,7 +295,9 @@ describe.each(paths)("$name", ({ make }) => {
     expect(keyed.sweep()).toBe(0);
     expect(keyed.size).toBe(1);
     await vi.advanceTimersByTimeAsync(3000);
-    await expect(waiting).resolves.toMatchObject({ allowed: true, remaining: 0 });
+    // `remaining` depends on the path's waiting model (the generic path waits by the
+    // limiter's own reservation, the fast path by a FIFO queue); both grant the request.
+    await expect(waiting).resolves.toMatchObject({ allowed: true, limit: 3 });
   });
 
   test("a clock going backwards adds nothing", () => {
