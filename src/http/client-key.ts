@@ -1,4 +1,5 @@
 import { describe } from "../errors.js";
+import { parseForwarded } from "./forwarded.js";
 import {
   formatKey,
   type IpRange,
@@ -7,6 +8,7 @@ import {
   type ParsedIp,
   parseHop,
   parseIp,
+  parseNode,
   parseRange,
 } from "./ip.js";
 
@@ -105,37 +107,29 @@ export function checkClientKeyOptions(
 }
 
 /**
- * The hops listed in a forwarding header, client first, as written (not yet parsed).
- * `X-Forwarded-For: client, proxy1` gives `["client", "proxy1"]`; for `Forwarded`
- * (RFC 7239) each element's `for=` value (an element without one gives `""`).
+ * The hops listed in a forwarding header, client first, or `undefined` when the header
+ * does not parse (then none of it may be trusted). `X-Forwarded-For: client, proxy1` gives
+ * `["client", "proxy1"]` as written (trimmed later); for `Forwarded` (RFC 7239) each
+ * element's unquoted `for=` value (`""` for an element without one), parsed strictly by
+ * {@link parseForwarded}: an unterminated quote or other malformed syntax gives
+ * `undefined`, so a client's open quote cannot swallow the element its proxy appended.
+ * `X-Forwarded-For` has no quoting: a comma always separates, so it always parses.
  */
-export function forwardedHops(value: string, header: ProxyHeader): string[] {
-  if (header === "x-forwarded-for") return value.split(",");
-  const hops: string[] = [];
-  let element = "";
-  let quoted = false;
-  for (let i = 0; i <= value.length; i++) {
-    const c = value[i];
-    if (c === '"') quoted = !quoted;
-    if (c === undefined || (c === "," && !quoted)) {
-      let hop = "";
-      for (const pair of element.split(";")) {
-        const eq = pair.indexOf("=");
-        if (eq !== -1 && pair.slice(0, eq).trim().toLowerCase() === "for") hop = pair.slice(eq + 1);
-      }
-      hops.push(hop);
-      element = "";
-    } else {
-      element += c;
-    }
-  }
-  return hops;
+export function forwardedHops(value: string, header: ProxyHeader): string[] | undefined {
+  return header === "x-forwarded-for" ? value.split(",") : parseForwarded(value);
 }
 
 /**
  * The client's address: the socket peer, or (only with `trustProxy`) an address from the
- * forwarding header chosen as described in {@link TrustProxy}. `undefined` when the chosen
- * entry is missing or not an IP address (`unknown`, an obfuscated `_node`).
+ * forwarding header chosen as described in {@link TrustProxy}, counting hops from the
+ * right (the end that trusted proxies append to, so no prefix a client writes can move
+ * it). `undefined` when the chosen entry is missing or not an IP address (`unknown`, an
+ * obfuscated `_node`).
+ *
+ * A `Forwarded` field that does not parse (see {@link forwardedHops}) is treated as
+ * absent: the result is the peer, the nearest proxy. Only a client can have broken it
+ * (a conforming proxy appends a well-formed element), so all such requests share the
+ * proxy's key, apart from every well-formed client and from `"unknown"`.
  */
 export function clientIp(
   peer: string | undefined,
@@ -145,14 +139,17 @@ export function clientIp(
   let ip = typeof peer === "string" ? parseIp(peer) : undefined;
   if (config.hops === 0 || typeof forwarded !== "string" || forwarded === "") return ip;
   const hops = forwardedHops(forwarded, config.header);
+  if (hops === undefined) return ip; // malformed Forwarded: as if absent
+  const parse = config.header === "x-forwarded-for" ? parseHop : parseNode;
   if (config.hops > 0) {
+    if (hops.length === 0) return ip; // only empty Forwarded elements: as if absent
     // [peer, last hop, ..., first hop][n], or the first hop when the chain is shorter.
     const index = Math.max(0, hops.length - config.hops);
-    return parseHop(hops[index]!);
+    return parse(hops[index]!);
   }
   for (let i = hops.length - 1; i >= 0; i--) {
     if (ip === undefined || !config.ranges.some((range) => inRange(ip!, range))) return ip;
-    ip = parseHop(hops[i]!);
+    ip = parse(hops[i]!);
   }
   return ip;
 }

@@ -117,15 +117,26 @@ export function parseIp(text: string): ParsedIp | undefined {
 }
 
 /**
- * Reads the address out of one hop of `X-Forwarded-For` or one `for=` of `Forwarded`:
- * trims, unquotes, and drops a port (`192.0.2.1:4711`, `"[2001:db8::17]:4711"`).
+ * Reads the address out of one hop of `X-Forwarded-For`: trims, unquotes, and drops a port
+ * (`192.0.2.1:4711`, `"[2001:db8::17]:4711"`); see {@link parseNode}.
  */
 export function parseHop(text: string): ParsedIp | undefined {
   let hop = text.trim();
   if (hop.length >= 2 && hop.startsWith('"') && hop.endsWith('"')) hop = hop.slice(1, -1);
+  return parseNode(hop);
+}
+
+/**
+ * Reads the address out of a node name (RFC 7239 section 6: an IPv4 address, a bracketed
+ * IPv6 address, either with an optional `:port`), as it stands in an already unquoted
+ * `for=` value of `Forwarded`. `undefined` for `unknown`, an obfuscated `_name`, or garbage.
+ */
+export function parseNode(hop: string): ParsedIp | undefined {
   if (hop.startsWith("[")) {
     const end = hop.indexOf("]");
-    return end === -1 ? undefined : parseIp(hop.slice(1, end));
+    // `[address]`, optionally followed by `:port`: nothing else after the bracket.
+    if (end === -1 || (end + 1 < hop.length && hop.charCodeAt(end + 1) !== 58)) return undefined;
+    return parseIp(hop.slice(1, end));
   }
   const colon = hop.indexOf(":");
   if (colon !== -1 && colon === hop.lastIndexOf(":")) hop = hop.slice(0, colon); // IPv4:port

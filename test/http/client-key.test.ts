@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import {
   checkClientKeyOptions,
@@ -165,12 +166,20 @@ describe("clientKey", () => {
       UNKNOWN_CLIENT_KEY,
     ],
     [
-      "Forwarded read, X-Forwarded-For style value is not for=: unknown",
+      "Forwarded read, X-Forwarded-For style value does not parse: as if absent, the peer",
       "10.0.0.2",
       "6.6.6.6",
       1,
       "forwarded",
-      UNKNOWN_CLIENT_KEY,
+      "10.0.0.2",
+    ],
+    [
+      "Forwarded with only empty elements: as if absent, the peer",
+      "10.0.0.2",
+      " , ,",
+      1,
+      "forwarded",
+      "10.0.0.2",
     ],
     [
       "no peer at all (Unix socket): unknown",
@@ -198,10 +207,112 @@ describe("clientKey", () => {
 });
 
 describe("forwardedHops", () => {
-  test("splits Forwarded elements on commas outside quotes", () => {
-    expect(forwardedHops('for="a,b";by=x, for=c', "forwarded")).toStrictEqual(['"a,b"', "c"]);
+  test("splits Forwarded elements on commas outside quotes, X-Forwarded-For on every comma", () => {
+    expect(forwardedHops('for="a,b";by=x, for=c', "forwarded")).toStrictEqual(["a,b", "c"]);
+    expect(forwardedHops('for="a, c', "forwarded")).toBeUndefined();
     expect(forwardedHops("a, b,c", "x-forwarded-for")).toStrictEqual(["a", " b", "c"]);
+    expect(forwardedHops('"a, c', "x-forwarded-for")).toStrictEqual(['"a', " c"]);
   });
+});
+
+describe("a client's open quote in Forwarded cannot swallow the element the trusted proxy appended", () => {
+  // The QA repros: the old parser flipped a flag on every `"` and ignored `\`, so the
+  // client's unterminated quote ran over the proxy's `, for=203.0.113.9` and the client's
+  // own `for=1.2.3.4` (or garbage, giving "unknown") was taken instead.
+  const headers: Array<[string, string, string]> = [
+    ["open quote in a later pair", 'for=1.2.3.4;a=", for=203.0.113.9', "10.0.0.1"],
+    [
+      "escaped quote, then an open quote",
+      'for="x\\", for=1.2.3.4;a=", for=203.0.113.9',
+      "203.0.113.9",
+    ],
+    ["open quote as the for= value", 'for="1.2.3.4, for=203.0.113.9', "10.0.0.1"],
+    ["closed quote with an escaped quote inside", 'for="a\\"b", for=203.0.113.9', "203.0.113.9"],
+  ];
+  const trusts: Array<[string, TrustProxy]> = [
+    ["1 hop", 1],
+    ["a trusted range", ["10.0.0.0/8"]],
+  ];
+  for (const [trustName, trust] of trusts) {
+    headers.forEach(([name, header, key], i) => {
+      test(`${trustName}, step ${i}: ${name}`, () => {
+        expect(clientKey("10.0.0.1", header, config(trust, "forwarded")), `step ${i}`).toBe(key);
+      });
+    });
+  }
+
+  /** An address the proxy saw, never in 10.0.0.0/8 (the trusted range below). */
+  const proxySeen = fc
+    .tuple(fc.integer({ min: 11, max: 223 }), fc.nat(255), fc.nat(255), fc.nat(255))
+    .map((parts) => parts.join("."));
+  const piece = fc.constantFrom(
+    '"',
+    "\\",
+    ",",
+    ";",
+    "=",
+    " ",
+    "for",
+    "1.2.3.4",
+    '"[2001:db8::66]"',
+    "[",
+    "]",
+    ":",
+    "a",
+    "unknown",
+  );
+  /** What a client may send: anything, or a mix of the characters that matter. */
+  const clientPrefix = fc.oneof(
+    fc.string(),
+    fc.array(piece).map((parts) => parts.join("")),
+  );
+  const peer = "10.0.0.1";
+
+  test.each([
+    { name: "1 hop", trust: 1 as TrustProxy },
+    { name: "a trusted range", trust: ["10.0.0.0/8"] as TrustProxy },
+  ])(
+    "property ($name): the proxy's for= is the key, or the peer when the field is malformed; never the client's pick",
+    ({ trust }) => {
+      const cfg = config(trust, "forwarded");
+      fc.assert(
+        fc.property(clientPrefix, proxySeen, (prefix, addr) => {
+          const key = clientKey(peer, `${prefix}, for=${addr}`, cfg);
+          if (forwardedHops(prefix, "forwarded") !== undefined) expect(key).toBe(addr);
+          else expect([addr, peer]).toContain(key);
+        }),
+        { numRuns: 3000 },
+      );
+    },
+  );
+
+  test("property (2 hops): two trusted proxies appending, the outer one's view is the key", () => {
+    const cfg = config(2, "forwarded");
+    fc.assert(
+      fc.property(clientPrefix, proxySeen, (prefix, addr) => {
+        const key = clientKey(peer, `${prefix}, for=${addr}, for=10.0.0.9`, cfg);
+        if (forwardedHops(prefix, "forwarded") !== undefined) expect(key).toBe(addr);
+        else expect([addr, peer]).toContain(key);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  test.each([
+    { name: "1 hop", trust: 1 as TrustProxy },
+    { name: "a trusted range", trust: ["10.0.0.0/8"] as TrustProxy },
+  ])(
+    "property ($name): X-Forwarded-For has no quoting, so the appended entry always wins",
+    ({ trust }) => {
+      const cfg = config(trust, "x-forwarded-for");
+      fc.assert(
+        fc.property(clientPrefix, proxySeen, (prefix, addr) => {
+          expect(clientKey(peer, `${prefix}, ${addr}`, cfg)).toBe(addr);
+        }),
+        { numRuns: 3000 },
+      );
+    },
+  );
 });
 
 describe("checkClientKeyOptions", () => {

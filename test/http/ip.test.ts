@@ -116,6 +116,8 @@ describe("parseHop", () => {
     { hop: "unknown", key: undefined },
     { hop: "_hidden", key: undefined },
     { hop: "[2001:db8::1", key: undefined },
+    { hop: "[2001:db8::1]garbage", key: undefined },
+    { hop: "[2001:db8::1]:_port", key: "2001:db8::/64" },
     { hop: "", key: undefined },
   ])("$hop", ({ hop, key }) => {
     const ip = parseHop(hop);
