@@ -69,7 +69,7 @@ interface Waiter {
   readonly resolve: (decision: Decision) => void;
   readonly reject: (reason: unknown) => void;
   readonly signal: AbortSignal | undefined;
-  readonly onAbort: () => void;
+  onAbort: (() => void) | undefined;
   prev: Waiter | undefined;
   next: Waiter | undefined;
   /** False once granted, rejected or aborted. */
@@ -159,17 +159,20 @@ export class WaitQueue {
         resolve,
         reject,
         signal,
-        onAbort: () => {
-          if (!waiter.queued) return;
-          this.remove(waiter);
-          waiter.reject(signal?.reason);
-          this.serve();
-        },
+        onAbort: undefined,
         prev: this.tail,
         next: undefined,
         queued: true,
       };
-      signal?.addEventListener("abort", waiter.onAbort, { once: true });
+      if (signal !== undefined) {
+        waiter.onAbort = () => {
+          if (!waiter.queued) return;
+          this.remove(waiter);
+          waiter.reject(signal.reason);
+          this.serve();
+        };
+        signal.addEventListener("abort", waiter.onAbort, { once: true });
+      }
       if (this.tail === undefined) this.head = waiter;
       else this.tail.next = waiter;
       this.tail = waiter;
@@ -196,7 +199,7 @@ export class WaitQueue {
     w.prev = undefined;
     w.next = undefined;
     this.count--;
-    w.signal?.removeEventListener("abort", w.onAbort);
+    if (w.onAbort !== undefined) w.signal?.removeEventListener("abort", w.onAbort);
   }
 
   /**
