@@ -1,4 +1,6 @@
 import { spawnSync } from "node:child_process";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../src/algorithms/fixed-window.js";
@@ -385,6 +387,13 @@ describe("KeyedLimiter construction", () => {
       message: "KeyedLimiter: sweepIntervalMs must be a number > 0 (Infinity for no timer), got 0",
     },
     {
+      name: "sweepIntervalMs as a string",
+      make: () => new KeyedLimiter(policy, { sweepIntervalMs: "1000" as never }),
+      error: TypeError,
+      message:
+        'KeyedLimiter: sweepIntervalMs must be a number > 0 (Infinity for no timer), got "1000" (string)',
+    },
+    {
       name: "sweepIntervalMs NaN",
       make: () => new KeyedLimiter(policy, { sweepIntervalMs: Number.NaN }),
       error: RangeError,
@@ -393,6 +402,33 @@ describe("KeyedLimiter construction", () => {
     },
   ])("rejects $name", ({ make, error, message }) => {
     expect(make).toThrow(new error(message));
+  });
+
+  test("sweepIntervalMs Infinity arms no timer", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+    const clock = manualClock();
+    const keyed = new KeyedLimiter(bucketOf3(clock), { sweepIntervalMs: Number.POSITIVE_INFINITY });
+    expect(vi.getTimerCount()).toBe(0);
+    keyed.allow("a");
+    clock.advance(1000);
+    vi.advanceTimersByTime(3_600_000);
+    expect(keyed.size, "nothing swept it").toBe(1);
+    expect(keyed.sweep()).toBe(1);
+  });
+
+  test("the sweep timer holds its registry weakly and stops once it is collected", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    (() => {
+      new KeyedLimiter(bucketOf3(manualClock()), { sweepIntervalMs: 1000 }).allow("a");
+    })();
+    expect(vi.getTimerCount()).toBe(1);
+    // WeakRef targets stay alive until the current job ends; then a full GC collects it.
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    vi.advanceTimersByTime(1000);
+    expect(vi.getTimerCount(), "the timer cleared itself").toBe(0);
   });
 
   test("a policy function that throws leaves the registry unchanged", () => {
