@@ -279,7 +279,9 @@ export class SlidingWindowLog implements Limiter {
       available,
       now,
       limit,
-      this.leaveAt(now),
+      this.windowMs,
+      this.exactEntries,
+      this.size,
       this.size === 0 ? Number.NEGATIVE_INFINITY : this.slots[2 * this.at(this.size - 1)]!,
       allowed || !fits(cost, limit) ? Number.NaN : this.retryLeaveAt(cost),
     );

@@ -70,10 +70,9 @@ export function logLeaveAt(
 }
 
 /**
- * `SlidingWindowLog`'s decision for `cost` with `available` units free in the window
- * (as `consume` answers: after the cost when it fits; the caller logs it).
- * - `costLeaveAtMs`: when an entry logged now would leave ({@link logLeaveAt}); read
- *   only when the cost is allowed and > 0 (it is then the newest entry).
+ * `SlidingWindowLog`'s decision for `cost` with `available` units free in a log of
+ * `size` entries (as `consume` answers: after the cost when it fits; the caller logs it
+ * at {@link logLeaveAt}, which this uses for `resetAfterMs`: the new entry is the newest).
  * - `newestLeaveAtMs`: when the newest entry leaves; `-Infinity` for an empty log.
  * - `retryLeaveAtMs`: when the oldest entry leaves whose departure lets `cost` fit; read
  *   only when the cost is denied and is at most `limit`.
@@ -83,20 +82,22 @@ export function logDecision(
   available: number,
   nowMs: number,
   limit: number,
-  costLeaveAtMs: number,
+  windowMs: number,
+  exactEntries: number,
+  size: number,
   newestLeaveAtMs: number,
   retryLeaveAtMs: number,
 ): Decision {
-  const newestLeavesInMs =
-    newestLeaveAtMs === Number.NEGATIVE_INFINITY ? 0 : newestLeaveAtMs - nowMs;
   if (cost === 0 || fits(cost, available)) {
     return {
       allowed: true,
       limit,
       remaining: wholeUnits(available - cost, limit),
       retryAfterMs: 0,
-      // The new entry is the newest: the log is fresh again when it leaves.
-      resetAfterMs: cost > 0 ? costLeaveAtMs - nowMs : newestLeavesInMs,
+      resetAfterMs:
+        cost > 0
+          ? logLeaveAt(nowMs, size, windowMs, exactEntries) - nowMs
+          : logLeavesInMs(newestLeaveAtMs, nowMs),
     };
   }
   return {
@@ -104,8 +105,13 @@ export function logDecision(
     limit,
     remaining: wholeUnits(available, limit),
     retryAfterMs: fits(cost, limit) ? retryLeaveAtMs - nowMs : Number.POSITIVE_INFINITY,
-    resetAfterMs: newestLeavesInMs,
+    resetAfterMs: logLeavesInMs(newestLeaveAtMs, nowMs),
   };
+}
+
+/** Milliseconds from `nowMs` until an entry leaves at `leaveAtMs`; 0 when there is none (`-Infinity`). */
+function logLeavesInMs(leaveAtMs: number, nowMs: number): number {
+  return leaveAtMs === Number.NEGATIVE_INFINITY ? 0 : leaveAtMs - nowMs;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { logDecision, logExactEntries, logLeaveAt } from "../algorithms/window-math.js";
+import { logDecision, logExactEntries } from "../algorithms/window-math.js";
 import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { RedisLimiter } from "./limiter.js";
@@ -76,7 +76,9 @@ export class RedisSlidingWindowLog extends RedisLimiter {
       replyNumber(available),
       t,
       this.limit,
-      logLeaveAt(t, replyNumber(size), this.windowMs, this.exactEntries),
+      this.windowMs,
+      this.exactEntries,
+      replyNumber(size),
       replyNumber(newestLeave),
       replyNumber(retryLeave),
     );
