@@ -14,6 +14,11 @@ const RATE = 2;
 /** Number of state doubles per slot and bucket: tokens, then anchorMs. */
 const STRIDE = 2;
 
+/** A slot-to-key array of `slots` free slots (`undefined`), allocated at its final size. */
+function emptyKeys(slots: number): (string | undefined)[] {
+  return new Array<string | undefined>(slots).fill(undefined);
+}
+
 /** One bucket of a slab: its capacity and its refill (or leak) rate per second. */
 export interface SlabBucket {
   readonly capacity: number;
@@ -52,7 +57,7 @@ export class BucketSlab implements KeyStore {
   protected readonly stride: number;
   protected readonly index = new Map<string, number>();
   /** Slot to key; `undefined` marks a free slot. */
-  protected keys: (string | undefined)[] = [];
+  protected keys: (string | undefined)[];
   /** `[tokens, anchorMs]` per bucket and slot; a free slot's first double is the next free slot. */
   protected state: Float64Array;
   private slots: number;
@@ -87,6 +92,7 @@ export class BucketSlab implements KeyStore {
     this.stride = STRIDE * buckets.length;
     this.slots = Math.min(FIRST_SLOTS, maxKeys);
     this.state = new Float64Array(this.slots * this.stride);
+    this.keys = emptyKeys(this.slots);
   }
 
   get size(): number {
@@ -194,7 +200,7 @@ export class BucketSlab implements KeyStore {
 
   clear(): void {
     this.index.clear();
-    this.keys = [];
+    this.keys = emptyKeys(Math.min(FIRST_SLOTS, this.maxKeys));
     this.slots = Math.min(FIRST_SLOTS, this.maxKeys);
     this.state = new Float64Array(this.slots * this.stride);
     this.highWater = 0;
@@ -282,7 +288,7 @@ export class BucketSlab implements KeyStore {
     } else {
       if (this.highWater === this.slots) this.grow();
       slot = this.highWater++;
-      this.keys.push(key);
+      this.keys[slot] = key;
     }
     this.index.set(key, slot);
     this.count++;
@@ -338,5 +344,9 @@ export class BucketSlab implements KeyStore {
     const state = new Float64Array(this.slots * this.stride);
     state.set(this.state);
     this.state = state;
+    // The slot-to-key array grows with the slab, to exactly as many slots.
+    const keys = emptyKeys(this.slots);
+    for (let i = 0; i < this.highWater; i++) keys[i] = this.keys[i];
+    this.keys = keys;
   }
 }
