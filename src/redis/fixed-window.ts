@@ -1,11 +1,10 @@
 import { windowEnd } from "../algorithms/time.js";
 import { fixedWindowDecision } from "../algorithms/window-math.js";
-import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { RedisLimiter } from "./limiter.js";
 import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
-import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import type { RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
+import { RedisWindowLimiter } from "./window.js";
 
 /** Options of {@link RedisFixedWindow}: those of `FixedWindow` (no `clock`) plus the Redis ones. */
 export interface RedisFixedWindowOptions extends RedisLimiterOptions {
@@ -35,29 +34,12 @@ const WHERE = "RedisFixedWindow";
  * const limiter = new RedisFixedWindow({ client: fromNodeRedis(redis), limit: 100, windowMs: 60_000 })
  * await limiter.allow("ip:203.0.113.7") //=> true
  */
-export class RedisFixedWindow extends RedisLimiter {
-  /** Most units per window and key. */
-  readonly limit: number;
-  /** Window length in milliseconds. */
-  readonly windowMs: number;
+export class RedisFixedWindow extends RedisWindowLimiter {
   protected readonly where = WHERE;
   protected readonly script = FIXED_WINDOW_SCRIPT;
-  protected readonly size: number;
-  private readonly config: readonly string[];
 
   constructor(options: RedisFixedWindowOptions) {
-    const o = checkOptions<RedisFixedWindowOptions>(WHERE, options);
-    const limit = checkNumber(WHERE, "limit", o.limit, 0, false);
-    const windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
-    super(checkRedisOptions(WHERE, o, "tollgate:fixed-window:"));
-    this.limit = limit;
-    this.windowMs = windowMs;
-    this.size = limit;
-    this.config = [String(limit), String(windowMs)];
-  }
-
-  protected configArgs(): readonly string[] {
-    return this.config;
+    super(WHERE, options, "tollgate:fixed-window:");
   }
 
   protected decode(reply: unknown, cost: number): Decision {

@@ -43,22 +43,17 @@ export class RedisLeakyBucket extends RedisLimiter {
   readonly leakPerSecond: number;
   protected readonly where = WHERE;
   protected readonly script = TOKEN_BUCKET_SCRIPT;
-  protected readonly size: number;
-  private readonly config: readonly string[];
 
   constructor(options: RedisLeakyBucketOptions) {
     const o = checkOptions<RedisLeakyBucketOptions>(WHERE, options);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
-    super(checkRedisOptions(WHERE, o, "tollgate:leaky-bucket:"));
+    super(checkRedisOptions(WHERE, o, "tollgate:leaky-bucket:"), capacity, [
+      capacity,
+      leakPerSecond,
+    ]);
     this.capacity = capacity;
     this.leakPerSecond = leakPerSecond;
-    this.size = capacity;
-    this.config = [String(capacity), String(leakPerSecond)];
-  }
-
-  protected configArgs(): readonly string[] {
-    return this.config;
   }
 
   protected decode(reply: unknown, cost: number): Decision {

@@ -1,4 +1,5 @@
-import { badClock, checkCost, describe } from "../errors.js";
+import { readClock } from "../algorithms/time.js";
+import { checkCost, describe } from "../errors.js";
 import type { Clock, Decision } from "../limiter.js";
 import { wholeUnits } from "../numeric.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
@@ -17,7 +18,8 @@ import { runScript, Script } from "./script.js";
 /**
  * The shared machinery of the five Redis limiters: validation of key and cost, one
  * script call per decision, the failure policy, and the hooks. A subclass supplies
- * its script, its fixed arguments and the decoding of the script's reply.
+ * its script and the decoding of the script's reply (with its algorithm's pure
+ * decision function); its validated options reach the script through the constructor.
  */
 export abstract class RedisLimiter {
   /** The connection adapter. */
@@ -43,9 +45,16 @@ export abstract class RedisLimiter {
   /** The algorithm's one decision script. */
   protected abstract readonly script: Script;
   /** `limit` or `capacity`, for fail-open/closed decisions. */
-  protected abstract readonly size: number;
+  protected readonly size: number;
+  /** The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
+  private readonly config: readonly string[];
 
-  protected constructor(common: Common) {
+  /**
+   * @param common The validated common options.
+   * @param size `limit` or `capacity`.
+   * @param config The algorithm's validated numeric options, in the script's ARGV order.
+   */
+  protected constructor(common: Common, size: number, config: readonly number[]) {
     this.client = common.client;
     this.prefix = common.prefix;
     this.timeoutMs = common.timeoutMs;
@@ -54,13 +63,12 @@ export abstract class RedisLimiter {
     this.clock = common.clock;
     this.onError = common.onError;
     this.onRecover = common.onRecover;
+    this.size = size;
+    this.config = config.map(String);
   }
 
-  /** The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
-  protected abstract configArgs(): readonly string[];
-
   /** Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
-  protected abstract decode(reply: unknown, cost: number, take: boolean): Decision;
+  protected abstract decode(reply: unknown, cost: number): Decision;
 
   /**
    * `consume(key, cost).allowed`: resolves true when the request may proceed (its cost
@@ -116,9 +124,7 @@ export abstract class RedisLimiter {
   /** The time argument: the explicit clock's reading (held at its high-water mark), or "" for `TIME`. */
   private timeArg(where: string): string {
     if (this.clock === undefined) return "";
-    const t = this.clock();
-    if (typeof t !== "number" || t - t !== 0) throw badClock(where, t);
-    if (t > this.seenMs) this.seenMs = t;
+    this.seenMs = readClock(where, this.clock, this.seenMs);
     return String(this.seenMs);
   }
 
@@ -132,7 +138,7 @@ export abstract class RedisLimiter {
     const k = this.checkKey(where, key);
     const c = checkCost(where, cost);
     const args = [
-      ...this.configArgs(),
+      ...this.config,
       String(c),
       take ? "1" : "0",
       this.timeArg(where),
@@ -143,7 +149,6 @@ export abstract class RedisLimiter {
       decision = this.decode(
         await runScript(this.client, this.script, [k], args, this.timeoutMs),
         c,
-        take,
       );
     } catch (error) {
       return this.fail(operation, key, c, take, error);

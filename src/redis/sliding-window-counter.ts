@@ -1,10 +1,9 @@
 import { counterDecision } from "../algorithms/window-math.js";
-import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { RedisLimiter } from "./limiter.js";
 import { SLIDING_WINDOW_COUNTER_SCRIPT } from "./lua/sliding-window-counter.js";
-import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import type { RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
+import { RedisWindowLimiter } from "./window.js";
 
 /**
  * Options of {@link RedisSlidingWindowCounter}: those of `SlidingWindowCounter` (no
@@ -39,29 +38,12 @@ const WHERE = "RedisSlidingWindowCounter";
  * const limiter = new RedisSlidingWindowCounter({ client: fromIoredis(redis), limit: 100, windowMs: 60_000 })
  * await limiter.consume("user:42") //=> { allowed: true, remaining: 99, … }
  */
-export class RedisSlidingWindowCounter extends RedisLimiter {
-  /** Most units in the estimate, per key. */
-  readonly limit: number;
-  /** Window length in milliseconds. */
-  readonly windowMs: number;
+export class RedisSlidingWindowCounter extends RedisWindowLimiter {
   protected readonly where = WHERE;
   protected readonly script = SLIDING_WINDOW_COUNTER_SCRIPT;
-  protected readonly size: number;
-  private readonly config: readonly string[];
 
   constructor(options: RedisSlidingWindowCounterOptions) {
-    const o = checkOptions<RedisSlidingWindowCounterOptions>(WHERE, options);
-    const limit = checkNumber(WHERE, "limit", o.limit, 0, false);
-    const windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
-    super(checkRedisOptions(WHERE, o, "tollgate:sliding-window-counter:"));
-    this.limit = limit;
-    this.windowMs = windowMs;
-    this.size = limit;
-    this.config = [String(limit), String(windowMs)];
-  }
-
-  protected configArgs(): readonly string[] {
-    return this.config;
+    super(WHERE, options, "tollgate:sliding-window-counter:");
   }
 
   protected decode(reply: unknown, cost: number): Decision {

@@ -1,10 +1,9 @@
 import { logDecision, logExactEntries } from "../algorithms/window-math.js";
-import { checkNumber, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { RedisLimiter } from "./limiter.js";
 import { SLIDING_WINDOW_LOG_SCRIPT } from "./lua/sliding-window-log.js";
-import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import type { RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
+import { RedisWindowLimiter } from "./window.js";
 
 /**
  * Options of {@link RedisSlidingWindowLog}: those of `SlidingWindowLog` (no `clock`)
@@ -40,32 +39,15 @@ const WHERE = "RedisSlidingWindowLog";
  * const limiter = new RedisSlidingWindowLog({ client: fromNodeRedis(redis), limit: 5, windowMs: 1000 })
  * await limiter.allow("login:alice") //=> true
  */
-export class RedisSlidingWindowLog extends RedisLimiter {
-  /** Most units in any window, per key. */
-  readonly limit: number;
-  /** Window length in milliseconds. */
-  readonly windowMs: number;
+export class RedisSlidingWindowLog extends RedisWindowLimiter {
   protected readonly where = WHERE;
   protected readonly script = SLIDING_WINDOW_LOG_SCRIPT;
-  protected readonly size: number;
-  private readonly config: readonly string[];
   /** Entries kept at their exact time (`logExactEntries(limit)`), as in memory. */
   private readonly exactEntries: number;
 
   constructor(options: RedisSlidingWindowLogOptions) {
-    const o = checkOptions<RedisSlidingWindowLogOptions>(WHERE, options);
-    const limit = checkNumber(WHERE, "limit", o.limit, 0, false);
-    const windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
-    super(checkRedisOptions(WHERE, o, "tollgate:sliding-window-log:"));
-    this.limit = limit;
-    this.windowMs = windowMs;
-    this.size = limit;
-    this.config = [String(limit), String(windowMs)];
-    this.exactEntries = logExactEntries(limit);
-  }
-
-  protected configArgs(): readonly string[] {
-    return this.config;
+    super(WHERE, options, "tollgate:sliding-window-log:");
+    this.exactEntries = logExactEntries(this.limit);
   }
 
   protected decode(reply: unknown, cost: number): Decision {

@@ -41,22 +41,17 @@ export class RedisTokenBucket extends RedisLimiter {
   readonly refillPerSecond: number;
   protected readonly where = WHERE;
   protected readonly script = TOKEN_BUCKET_SCRIPT;
-  protected readonly size: number;
-  private readonly config: readonly string[];
 
   constructor(options: RedisTokenBucketOptions) {
     const o = checkOptions<RedisTokenBucketOptions>(WHERE, options);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
-    super(checkRedisOptions(WHERE, o, "tollgate:token-bucket:"));
+    super(checkRedisOptions(WHERE, o, "tollgate:token-bucket:"), capacity, [
+      capacity,
+      refillPerSecond,
+    ]);
     this.capacity = capacity;
     this.refillPerSecond = refillPerSecond;
-    this.size = capacity;
-    this.config = [String(capacity), String(refillPerSecond)];
-  }
-
-  protected configArgs(): readonly string[] {
-    return this.config;
   }
 
   protected decode(reply: unknown, cost: number): Decision {
