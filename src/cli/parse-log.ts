@@ -25,6 +25,14 @@ export interface LogRecord {
   readonly fields: Readonly<Record<string, unknown>> | undefined;
 }
 
+/**
+ * The largest magnitude of a request time, epoch ms: ±8.64e15 (±100,000,000 days around
+ * 1970, ECMA-262 "Time Values and Time Range"), the range a `Date` can represent. The
+ * parsers skip a line whose time lies outside it, so no later stage (clock, report,
+ * chart) ever sees a time that `toISOString` would throw on.
+ */
+export const MAX_TIME_MS = 8.64e15;
+
 /** The input formats `tollgate replay --format` accepts. */
 export const LOG_FORMATS = ["combined", "common", "jsonl"] as const;
 /** One of {@link LOG_FORMATS}. */
@@ -80,7 +88,8 @@ export function parseClfTime(text: string): number {
   if (day < 1 || day > daysInMonth(year, month)) return Number.NaN;
   const fractionMs = m[7] === undefined ? 0 : Number(m[7]) * 1000;
   const offsetMs = (m[8] === "-" ? -1 : 1) * (zoneHours * 60 + zoneMinutes) * 60_000;
-  return Date.UTC(year, month, day, hour, minute, second) + fractionMs - offsetMs;
+  const timeMs = Date.UTC(year, month, day, hour, minute, second) + fractionMs - offsetMs;
+  return Math.abs(timeMs) <= MAX_TIME_MS ? timeMs : Number.NaN;
 }
 
 /** Index just past the space-free token starting at `from` (never past the line). */
@@ -194,10 +203,11 @@ const ISO_TIME = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}
 
 /**
  * Reads a JSON time value: a finite number is epoch milliseconds; a string must be an
- * ISO 8601 date-time with a zone. NaN otherwise.
+ * ISO 8601 date-time with a zone. NaN otherwise, and for a number outside
+ * ±{@link MAX_TIME_MS} (`1e16`, `1e308`: no date has that time).
  */
 export function parseJsonTime(value: unknown): number {
-  if (typeof value === "number") return Number.isFinite(value) ? value : Number.NaN;
+  if (typeof value === "number") return Math.abs(value) <= MAX_TIME_MS ? value : Number.NaN;
   if (typeof value !== "string" || !ISO_TIME.test(value)) return Number.NaN;
   return Date.parse(value);
 }
@@ -236,7 +246,12 @@ export function jsonLineParser(timeField?: string): LineParser {
     if (name === undefined) return `no time field (${timeFields.join(", ")})`;
     const timeMs = parseJsonTime(fields[name]);
     if (Number.isNaN(timeMs)) {
-      return `bad time ${name}=${JSON.stringify(fields[name])} (expected ISO 8601 with a zone, or epoch ms)`;
+      const raw = fields[name];
+      const why =
+        typeof raw === "number" && Number.isFinite(raw)
+          ? `outside the representable date range, ±8.64e15 ms`
+          : "expected ISO 8601 with a zone, or epoch ms";
+      return `bad time ${name}=${JSON.stringify(raw)} (${why})`;
     }
     return {
       timeMs,

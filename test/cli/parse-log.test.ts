@@ -266,6 +266,27 @@ describe("JSON lines", () => {
     expect(parse(line)).toMatch(reason);
   });
 
+  // Regression: `{"ts": 1e16}` parsed, and the report crashed in isoTime with
+  // "RangeError: Invalid time value"; the parser now refuses what no Date can hold.
+  test.each([
+    { name: "1e16", text: "1e16", shown: "10000000000000000" },
+    { name: "1e308", text: "1e308", shown: "1e+308" },
+    { name: "-1e16", text: "-1e16", shown: "-10000000000000000" },
+    { name: "just above 8.64e15", text: "8640000000000001", shown: "8640000000000001" },
+  ])("time out of the Date range ($name) is skipped with the reason", ({ text, shown }) => {
+    expect(parse(`{"ts":${text},"ip":"1.1.1.1"}`)).toBe(
+      `bad time ts=${shown} (outside the representable date range, ±8.64e15 ms)`,
+    );
+  });
+
+  test.each([
+    { name: "+8.64e15", ms: 8.64e15 },
+    { name: "-8.64e15", ms: -8.64e15 },
+  ])("time at the edge of the Date range ($name) parses", ({ ms }) => {
+    expect(parse(`{"ts":${ms},"ip":"1.1.1.1"}`)).toMatchObject({ timeMs: ms });
+    expect(new Date(ms).toISOString()).toMatch(/Z$/);
+  });
+
   test("parseJsonTime refuses non-finite numbers", () => {
     expect(parseJsonTime(Number.POSITIVE_INFINITY)).toBeNaN();
     expect(parseJsonTime(Number.NaN)).toBeNaN();

@@ -242,6 +242,38 @@ describe("run (in process)", () => {
     expect((await cli(["replay", excerptPath, ...TB])).stderr).toBe("");
   });
 
+  // Regression: a jsonl time of 1e16 or 1e308 crashed the report (exit 1, "RangeError:
+  // Invalid time value at isoTime"), with and without --json.
+  test.each([
+    { name: "text", json: [] as string[] },
+    { name: "--json", json: ["--json"] },
+  ])("out-of-range time does not crash the report ($name)", async ({ json }) => {
+    const input = [
+      `{"ts":1e16,"ip":"1.1.1.1"}`,
+      `{"ts":1000,"ip":"1.1.1.1"}`,
+      `{"ts":1e308,"ip":"1.1.1.1"}`,
+      `{"ts":-1e16,"ip":"1.1.1.1"}`,
+      "",
+    ].join("\n");
+    const r = await cli(["replay", "-", ...TB, ...json], input);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const reason = "(outside the representable date range, ±8.64e15 ms)";
+    if (json.length === 0) {
+      expect(r.stdout).toContain("lines     4 read, 1 parsed, 3 skipped");
+      expect(r.stdout).toContain(`    line 1: bad time ts=10000000000000000 ${reason}\n`);
+      expect(r.stdout).toContain(`    line 3: bad time ts=1e+308 ${reason}\n`);
+      expect(r.stdout).toContain("1970-01-01T00:00:01Z .. 1970-01-01T00:00:01Z");
+    } else {
+      const report = JSON.parse(r.stdout);
+      expect(report.lines).toMatchObject({ read: 4, parsed: 1, skipped: 3 });
+      expect(report.lines.skippedSamples.map((b: { line: number }) => b.line)).toEqual([1, 3, 4]);
+      expect(report.lines.skippedSamples[2].reason).toBe(
+        `bad time ts=-10000000000000000 ${reason}`,
+      );
+    }
+  });
+
   test("an empty input is not an error", async () => {
     const r = await cli(["replay", "-", ...TB], "");
     expect(r.code).toBe(0);
