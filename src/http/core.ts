@@ -28,9 +28,29 @@ export type HeaderMode = "draft-10" | "legacy" | "both" | "none";
  */
 export type FailureMode = "open" | "closed";
 
-/** What `onError` is told about a limiter failure. */
+/**
+ * The two kinds of failure the middleware tells `onError` about:
+ * - `'outage'`: the limiter threw or rejected (a store that is down, a timeout). Not the
+ *   client's fault and maybe not yours: `failure` decides (`'open'` passes, `'closed'`
+ *   answers 503).
+ * - `'programming'`: your code broke the contract, so the request cannot be checked: a
+ *   hook (`key`, `cost`, `skip`, `remoteAddress`, `onLimited`) threw, `key` returned a
+ *   non-string or `cost` something other than a finite number >= 0, or the limiter
+ *   returned an invalid `Decision`. Always answered `500` (problem+json), whatever
+ *   `failure` says: passing it would switch rate limiting off for exactly the requests
+ *   that trigger the bug (a `cost` of `NaN`, a `key` hook that throws on a missing body).
+ */
+export type FailureKind = "outage" | "programming";
+
+/** What `onError` is told about a failure. */
 export interface FailureInfo {
-  /** What happened to the request: let through (`'open'`) or refused with 503 (`'closed'`). */
+  /** Which kind of failure (see {@link FailureKind}). */
+  readonly kind: FailureKind;
+  /**
+   * The configured failure mode. For an `'outage'` it is what happened to the request: let
+   * through (`'open'`) or refused with 503 (`'closed'`); a `'programming'` error is always
+   * answered 500.
+   */
   readonly failure: FailureMode;
   /** The key being checked, when it was computed before the failure. */
   readonly key: string | undefined;
@@ -59,9 +79,10 @@ export interface CommonRateLimitOptions {
    */
   readonly failure?: FailureMode | undefined;
   /**
-   * Told of every limiter failure (and of errors thrown by `key`, `cost` or `skip`, which
-   * are handled the same way). Errors it throws are ignored. The default writes one
-   * `console.error` line at most every 10 seconds, so an outage cannot flood the log.
+   * Told of every failure: a limiter outage, or a programming error (see
+   * {@link FailureKind}; `info.kind` says which). Errors it throws are ignored. The default
+   * writes one `console.error` line per kind at most every 10 seconds, so an outage cannot
+   * flood the log (nor hide a programming error).
    */
   readonly onError?: ((error: unknown, info: FailureInfo) => void) | undefined;
   /**
@@ -157,29 +178,69 @@ export function checkCommonOptions(where: string, options: unknown): CommonConfi
   };
 }
 
-/** A logger that writes at most one line per 10 s (a token bucket of 1, refilled at 0.1/s). */
+/**
+ * A logger that writes at most one line per 10 s for each kind (a token bucket of 1,
+ * refilled at 0.1/s, per kind).
+ */
 function defaultOnError(where: string): CommonConfig["onError"] {
-  const bucket = new TokenBucket({ capacity: 1, refillPerSecond: 0.1 });
-  let suppressed = 0;
+  const logs = {
+    outage: { bucket: new TokenBucket({ capacity: 1, refillPerSecond: 0.1 }), suppressed: 0 },
+    programming: { bucket: new TokenBucket({ capacity: 1, refillPerSecond: 0.1 }), suppressed: 0 },
+  };
   return (error, info) => {
-    if (!bucket.allow()) {
-      suppressed++;
+    const log = logs[info.kind];
+    if (!log.bucket.allow()) {
+      log.suppressed++;
       return;
     }
-    const more = suppressed > 0 ? ` (${suppressed} more since the last report)` : "";
-    suppressed = 0;
-    const outcome = info.failure === "open" ? "let the request through" : "answered 503";
-    console.error(`${where}: the limiter failed, ${outcome}${more}:`, error);
+    const more = log.suppressed > 0 ? ` (${log.suppressed} more since the last report)` : "";
+    log.suppressed = 0;
+    if (info.kind === "programming") {
+      console.error(`${where}: programming error, answered 500${more}:`, error);
+    } else {
+      const outcome = info.failure === "open" ? "let the request through" : "answered 503";
+      console.error(`${where}: the limiter failed, ${outcome}${more}:`, error);
+    }
   };
 }
 
 /** Tells `onError` about a failure; an `onError` that throws is ignored. */
-export function report(config: CommonConfig, error: unknown, key: string | undefined): void {
+export function report(
+  config: CommonConfig,
+  error: unknown,
+  key: string | undefined,
+  kind: FailureKind,
+): void {
   try {
-    config.onError(error, { failure: config.failure, key });
+    config.onError(error, { kind, failure: config.failure, key });
   } catch {
     // The hook is for logging; it must not turn an outage into a crash.
   }
+}
+
+/**
+ * Checks what a `key` hook returned: a string.
+ * @throws {TypeError} `rateLimit: key() must return a string, got 42`.
+ */
+export function checkHookKey(where: string, key: unknown): string {
+  if (typeof key === "string") return key;
+  throw new TypeError(`${where}: key() must return a string, got ${describe(key)}`);
+}
+
+/**
+ * Checks what a `cost` hook returned: a finite number >= 0.
+ * @throws {TypeError} for a non-number (`"5"`, undefined); {RangeError} for NaN, a negative
+ *   or an infinite number: `rateLimit: cost() must return a finite number >= 0, got NaN`.
+ */
+export function checkHookCost(where: string, cost: unknown): number {
+  const range = "a finite number >= 0";
+  if (typeof cost !== "number") {
+    throw new TypeError(`${where}: cost() must return ${range}, got ${describe(cost)}`);
+  }
+  if (!(cost >= 0) || cost === Number.POSITIVE_INFINITY) {
+    throw new RangeError(`${where}: cost() must return ${range}, got ${describe(cost)}`);
+  }
+  return cost;
 }
 
 /** True for a promise or any thenable. */

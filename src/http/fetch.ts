@@ -6,11 +6,13 @@ import {
   type CommonRateLimitOptions,
   checkCommonOptions,
   checkFunction,
+  checkHookCost,
+  checkHookKey,
   headersFor,
   LIST_FIELDS,
   report,
 } from "./core.js";
-import { quotaExceededProblem, UNAVAILABLE_PROBLEM } from "./headers.js";
+import { INTERNAL_ERROR_PROBLEM, quotaExceededProblem, UNAVAILABLE_PROBLEM } from "./headers.js";
 
 /**
  * A fetch-style handler: `Bun.serve({ fetch })`, `Deno.serve(handler)`, Hono's `app.fetch`,
@@ -32,7 +34,9 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
    */
   readonly key?: ((request: Request, clientKey: string) => string) | undefined;
   /**
-   * Units this request costs (a finite number >= 0).
+   * Units this request costs (a finite number >= 0). Any other result (`NaN`, `-1`, `"5"`)
+   * is a programming error: the request gets 500 and `onError` is told (`kind:
+   * 'programming'`), never a pass.
    * @default 1
    */
   readonly cost?: ((request: Request) => number) | undefined;
@@ -84,8 +88,10 @@ function runtimeAddress(request: Request, args: readonly unknown[]): string | un
  * `application/problem+json` body (draft-10 `quota-exceeded`), and `handler` is not called.
  *
  * When the limiter throws or rejects, `failure` decides: `'open'` calls `handler` (no
- * rate-limit headers), `'closed'` answers 503; `onError` is told either way. Errors thrown
- * by `handler` itself propagate unchanged. A response with immutable headers
+ * rate-limit headers), `'closed'` answers 503; `onError` is told either way. A
+ * programming error (a hook that throws, a `key` that is not a string, a `cost` that is not
+ * a finite number >= 0) is answered 500 whatever `failure` says, and reported with
+ * `kind: 'programming'`. Errors thrown by `handler` itself propagate unchanged. A response with immutable headers
  * (`Response.redirect`, a proxied `fetch` response) is copied to add the headers.
  *
  * @throws {TypeError} If `handler` is not a function, or an option has the wrong type.
@@ -122,20 +128,28 @@ export function withRateLimit<
   return async (request, ...args) => {
     let key: string | undefined;
     let cost = 1;
+    let skipped = false;
+    try {
+      skipped = skip !== undefined && skip(request) === true;
+      if (!skipped) {
+        const peer =
+          remoteAddress === undefined
+            ? runtimeAddress(request, args)
+            : remoteAddress(request, ...args);
+        const forwarded =
+          config.client.hops === 0 ? undefined : request.headers.get(config.client.header);
+        const client = clientKey(peer, forwarded, config.client);
+        key = keyOf === undefined ? client : checkHookKey(WHERE, keyOf(request, client));
+        if (costOf !== undefined) cost = checkHookCost(WHERE, costOf(request));
+      }
+    } catch (error) {
+      return refused(config, error, key); // a hook broke its contract: never fail open on it
+    }
+    if (skipped) return handler(request, ...args);
     let decision: Decision;
     let headers: Record<string, string>;
     try {
-      if (skip?.(request) === true) return handler(request, ...args);
-      const peer =
-        remoteAddress === undefined
-          ? runtimeAddress(request, args)
-          : remoteAddress(request, ...args);
-      const forwarded =
-        config.client.hops === 0 ? undefined : request.headers.get(config.client.header);
-      const client = clientKey(peer, forwarded, config.client);
-      key = keyOf === undefined ? client : keyOf(request, client);
-      if (costOf !== undefined) cost = costOf(request);
-      decision = await config.limiter.consume(key, cost);
+      decision = await config.limiter.consume(key!, cost);
       headers = headersFor(config, decision);
     } catch (error) {
       return failed(config, error, key, handler, request, args);
@@ -146,7 +160,7 @@ export function withRateLimit<
   };
 }
 
-/** Reports a failure, then calls the handler (`'open'`) or answers 503 (`'closed'`). */
+/** Reports a limiter outage, then calls the handler (`'open'`) or answers 503 (`'closed'`). */
 function failed<Args extends unknown[], Result extends Response | undefined>(
   config: CommonConfig,
   error: unknown,
@@ -155,10 +169,16 @@ function failed<Args extends unknown[], Result extends Response | undefined>(
   request: Request,
   args: Args,
 ): Result | Promise<Result> | Response {
-  report(config, error, key);
+  report(config, error, key, "outage");
   return config.failure === "open"
     ? handler(request, ...args)
     : problem(503, UNAVAILABLE_PROBLEM, {});
+}
+
+/** Reports a programming error and answers 500, whatever `failure` says. */
+function refused(config: CommonConfig, error: unknown, key: string | undefined): Response {
+  report(config, error, key, "programming");
+  return problem(500, INTERNAL_ERROR_PROBLEM, {});
 }
 
 /** An `application/problem+json` response. */

@@ -12,6 +12,7 @@ export {
 export type {
   CommonRateLimitOptions,
   FailureInfo,
+  FailureKind,
   FailureMode,
   HeaderMode,
   KeyedConsumer,

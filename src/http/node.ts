@@ -6,12 +6,14 @@ import {
   type CommonRateLimitOptions,
   checkCommonOptions,
   checkFunction,
+  checkHookCost,
+  checkHookKey,
   headersFor,
   isThenable,
   LIST_FIELDS,
   report,
 } from "./core.js";
-import { quotaExceededProblem, UNAVAILABLE_PROBLEM } from "./headers.js";
+import { INTERNAL_ERROR_PROBLEM, quotaExceededProblem, UNAVAILABLE_PROBLEM } from "./headers.js";
 
 /** A connect-style `next`: call it to pass the request on. */
 export type NextFunction = (error?: unknown) => void;
@@ -34,7 +36,9 @@ export interface RateLimitOptions<
    */
   readonly key?: ((req: Req, clientKey: string) => string) | undefined;
   /**
-   * Units this request costs (a finite number >= 0).
+   * Units this request costs (a finite number >= 0). Any other result (`NaN`, `-1`, `"5"`)
+   * is a programming error: the request gets 500 and `onError` is told (`kind:
+   * 'programming'`), never a pass.
    * @default 1
    */
   readonly cost?: ((req: Req) => number) | undefined;
@@ -60,7 +64,9 @@ const WHERE = "rateLimit";
  * The limiter may answer synchronously (no promise is created then) or asynchronously.
  * When it throws or rejects, `failure` decides: `'open'` calls `next()` without headers,
  * `'closed'` answers 503; `onError` is told either way and the server never crashes.
- * Errors thrown by `key`, `cost` or `skip` are handled the same way.
+ * A programming error (a hook that throws, a `key` that is not a string, a `cost` that is
+ * not a finite number >= 0) is answered 500 whatever `failure` says, and reported with
+ * `kind: 'programming'` (see `FailureKind`).
  *
  * With plain node:http, call it in the request listener with your handler as `next`.
  *
@@ -91,32 +97,41 @@ export function rateLimit<
   return (req, res, next) => {
     let key: string | undefined;
     let cost = 1;
+    let skipped = false;
+    try {
+      skipped = skip !== undefined && skip(req) === true;
+      if (!skipped) {
+        const client = clientKey(
+          req.socket?.remoteAddress,
+          config.client.hops === 0 ? undefined : headerText(req.headers[forwardedName]),
+          config.client,
+        );
+        key = keyOf === undefined ? client : checkHookKey(WHERE, keyOf(req, client));
+        if (costOf !== undefined) cost = checkHookCost(WHERE, costOf(req));
+      }
+    } catch (error) {
+      refuse(config, error, key, res); // a hook broke its contract: never fail open on it
+      return;
+    }
+    if (skipped) {
+      next();
+      return;
+    }
     let result: Decision | PromiseLike<Decision>;
     try {
-      if (skip?.(req) === true) {
-        next();
-        return;
-      }
-      const client = clientKey(
-        req.socket?.remoteAddress,
-        config.client.hops === 0 ? undefined : headerText(req.headers[forwardedName]),
-        config.client,
-      );
-      key = keyOf === undefined ? client : keyOf(req, client);
-      if (costOf !== undefined) cost = costOf(req);
-      result = config.limiter.consume(key, cost);
+      result = config.limiter.consume(key!, cost);
     } catch (error) {
       fail(config, error, key, res, next);
       return;
     }
     if (isThenable(result)) {
-      const k = key;
+      const k = key!;
       result.then(
         (decision) => decide(config, decision, k, cost, req, res, next, onLimited),
         (error: unknown) => fail(config, error, k, res, next),
       );
     } else {
-      decide(config, result, key, cost, req, res, next, onLimited);
+      decide(config, result, key!, cost, req, res, next, onLimited);
     }
   };
 }
@@ -165,7 +180,10 @@ function decide<Req extends IncomingMessage, Res extends ServerResponse>(
   }
 }
 
-/** Reports a failure, then lets the request through (`'open'`) or answers 503 (`'closed'`). */
+/**
+ * Reports a limiter outage, then lets the request through (`'open'`) or answers 503
+ * (`'closed'`).
+ */
 function fail(
   config: CommonConfig,
   error: unknown,
@@ -173,9 +191,25 @@ function fail(
   res: ServerResponse,
   next: NextFunction,
 ): void {
-  report(config, error, key);
+  report(config, error, key, "outage");
+  if (res.headersSent) return; // answered meanwhile (an async limiter): nothing left to do
   if (config.failure === "open") next();
-  else if (!res.headersSent) send(res, 503, UNAVAILABLE_PROBLEM);
+  else send(res, 503, UNAVAILABLE_PROBLEM);
+}
+
+/**
+ * Reports a programming error and answers 500, whatever `failure` says. When a response
+ * was already started (by `onLimited`), it is cut off instead, so the request cannot hang.
+ */
+function refuse(
+  config: CommonConfig,
+  error: unknown,
+  key: string | undefined,
+  res: ServerResponse,
+): void {
+  report(config, error, key, "programming");
+  if (!res.headersSent) send(res, 500, INTERNAL_ERROR_PROBLEM);
+  else if (!res.writableEnded) res.destroy();
 }
 
 /** Ends `res` with an `application/problem+json` body. */

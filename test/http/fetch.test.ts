@@ -108,10 +108,63 @@ describe("withRateLimit (called directly under Node)", () => {
     expect(open.status).toBe(200);
     expect(limitHeaders(open)).toStrictEqual({});
     expect(onError.mock.calls).toStrictEqual([
-      [outage, { failure: "closed", key: "unknown" }],
-      [outage, { failure: "open", key: "unknown" }],
+      [outage, { kind: "outage", failure: "closed", key: "unknown" }],
+      [outage, { kind: "outage", failure: "open", key: "unknown" }],
     ]);
   });
+
+  test.each([
+    {
+      name: "cost NaN",
+      hooks: { cost: () => Number.NaN },
+      message: "RangeError: withRateLimit: cost() must return a finite number >= 0, got NaN",
+    },
+    {
+      name: "cost -1",
+      hooks: { cost: () => -1 },
+      message: "RangeError: withRateLimit: cost() must return a finite number >= 0, got -1",
+    },
+    {
+      name: 'cost "5"',
+      hooks: { cost: () => "5" as unknown as number },
+      message:
+        'TypeError: withRateLimit: cost() must return a finite number >= 0, got "5" (string)',
+    },
+    {
+      name: "key a number",
+      hooks: { key: () => 42 as unknown as string },
+      message: "TypeError: withRateLimit: key() must return a string, got 42",
+    },
+    {
+      name: "remoteAddress throws",
+      hooks: {
+        remoteAddress: () => {
+          throw new Error("no socket");
+        },
+      },
+      message: "Error: no socket",
+    },
+  ] as Array<{ name: string; hooks: Partial<FetchRateLimitOptions>; message: string }>)(
+    "a bad cost() or key() result no longer turns rate limiting off ($name): 500, onError kind 'programming'",
+    async ({ hooks, message }) => {
+      const limiter = new RecordingLimiter(1, 0.001, manualClock());
+      const onError = vi.fn();
+      const handler = vi.fn(ok);
+      for (const failure of ["open", "closed"] as const) {
+        const wrapped = withRateLimit(handler, { limiter, failure, onError, ...hooks });
+        for (let i = 0; i < 2; i++) {
+          const response = (await wrapped(get()))!;
+          expect(response.status, `${failure} ${i}`).toBe(500);
+          expect((await response.json()).title).toBe("Internal Server Error");
+        }
+      }
+      expect(handler).not.toHaveBeenCalled();
+      expect(limiter.calls).toStrictEqual([]);
+      expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual(
+        Array.from({ length: 4 }, () => [message, "programming"]),
+      );
+    },
+  );
 
   test("a response with immutable headers (Response.redirect) is copied to add the headers", async () => {
     const limiter = new RecordingLimiter(2, 1, manualClock());

@@ -1,9 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import express from "express";
 import { afterEach, describe, expect, test, vi } from "vitest";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type RateLimitOptions, rateLimit } from "../../src/http/node.js";
 import type { Decision } from "../../src/limiter.js";
+import { KeyedLimiter } from "../../src/registry.js";
 import { manualClock } from "../support/manual-clock.js";
 import { close, limitHeaders, listen, RecordingLimiter } from "./support.js";
 
@@ -169,9 +171,108 @@ describe.each([
     expect(await passed.text()).toBe("ok");
     expect(limitHeaders(passed)).toStrictEqual({});
     expect(onError.mock.calls).toStrictEqual([
-      [outage, { failure: "closed", key: "127.0.0.1" }],
-      [outage, { failure: "open", key: "127.0.0.1" }],
+      [outage, { kind: "outage", failure: "closed", key: "127.0.0.1" }],
+      [outage, { kind: "outage", failure: "open", key: "127.0.0.1" }],
     ]);
+  });
+});
+
+describe.each([
+  { name: "node:http", start: nodeServer },
+  { name: "Express 5", start: expressServer },
+])("$name: a bad cost() or key() result no longer turns rate limiting off", ({ start }) => {
+  // Before: the limiter threw on the bad value, the middleware took it for a store outage
+  // and the default failure 'open' let every request through with a 200.
+  const bad: Array<{
+    name: string;
+    hooks: Pick<RateLimitOptions, "key" | "cost" | "skip">;
+    error: Error;
+  }> = [
+    {
+      name: "cost NaN",
+      hooks: { cost: () => Number.NaN },
+      error: new RangeError("rateLimit: cost() must return a finite number >= 0, got NaN"),
+    },
+    {
+      name: "cost -1",
+      hooks: { cost: () => -1 },
+      error: new RangeError("rateLimit: cost() must return a finite number >= 0, got -1"),
+    },
+    {
+      name: "cost Infinity",
+      hooks: { cost: () => Number.POSITIVE_INFINITY },
+      error: new RangeError("rateLimit: cost() must return a finite number >= 0, got Infinity"),
+    },
+    {
+      name: 'cost "5"',
+      hooks: { cost: () => "5" as unknown as number },
+      error: new TypeError('rateLimit: cost() must return a finite number >= 0, got "5" (string)'),
+    },
+    {
+      name: "cost undefined",
+      hooks: { cost: () => undefined as unknown as number },
+      error: new TypeError("rateLimit: cost() must return a finite number >= 0, got undefined"),
+    },
+    {
+      name: "key a number",
+      hooks: { key: () => 42 as unknown as string },
+      error: new TypeError("rateLimit: key() must return a string, got 42"),
+    },
+    {
+      name: "key undefined",
+      hooks: { key: () => undefined as unknown as string },
+      error: new TypeError("rateLimit: key() must return a string, got undefined"),
+    },
+    {
+      name: "key throws (a missing body)",
+      hooks: {
+        key: (req) => (req as unknown as { body: { user: string } }).body.user,
+      },
+      error: new TypeError("Cannot read properties of undefined (reading 'user')"),
+    },
+    {
+      name: "skip throws",
+      hooks: {
+        skip: () => {
+          throw new Error("skip bug");
+        },
+      },
+      error: new Error("skip bug"),
+    },
+  ];
+  test.each(bad)(
+    "$name: 500 with failure 'open' and 'closed', onError kind 'programming'",
+    async ({ hooks, error }) => {
+      const limiter = new RecordingLimiter(1, 0.001, manualClock());
+      const onError = vi.fn();
+      for (const failure of ["open", "closed"] as const) {
+        const url = await start({ limiter, failure, onError, ...hooks });
+        for (let i = 0; i < 2; i++) {
+          const response = await fetch(url);
+          expect(response.status, `${failure} ${i}`).toBe(500);
+          expect(response.headers.get("content-type")).toBe("application/problem+json");
+          expect(await response.json()).toStrictEqual({
+            type: "about:blank",
+            title: "Internal Server Error",
+            status: 500,
+            detail: "The request could not be checked against its rate limit, so it was refused.",
+          });
+        }
+      }
+      expect(limiter.calls).toStrictEqual([]);
+      expect(onError).toHaveBeenCalledTimes(4);
+      for (const [i, [reported, info]] of onError.mock.calls.entries()) {
+        expect(reported, `call ${i}`).toBeInstanceOf(error.constructor);
+        expect((reported as Error).message, `call ${i}`).toBe(error.message);
+        expect(info, `call ${i}`).toMatchObject({ kind: "programming" });
+      }
+    },
+  );
+
+  test("the QA repro: cost () => NaN on a bucket of 1 answers 500, not 200", async () => {
+    const limiter = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 0.001 }));
+    const url = await start({ limiter, cost: () => Number.NaN, onError: () => {} });
+    for (let i = 0; i < 3; i++) expect((await fetch(url)).status, `request ${i}`).toBe(500);
   });
 });
 
