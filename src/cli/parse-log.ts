@@ -64,6 +64,21 @@ function daysInMonth(year: number, month: number): number {
   return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
 }
 
+/**
+ * Days from 1970-01-01 to `year`-`month` (0-11)-`day`, proleptic Gregorian, for any
+ * year (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms", `days_from_civil`).
+ * Not `Date.UTC`: it takes years 0-99 as 1900-1999.
+ */
+export function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month < 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400; // 0-399
+  const dayOfYear = Math.floor((153 * ((month + 10) % 12) + 2) / 5) + day - 1; // from 1 Mar
+  const dayOfEra =
+    yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
+  return era * 146_097 + dayOfEra - 719_468;
+}
+
 const CLF_TIME =
   /^(\d{2})\/([A-Z][a-z]{2})\/(\d{4}):(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})? ([+-])(\d{2})(\d{2})$/;
 
@@ -88,7 +103,8 @@ export function parseClfTime(text: string): number {
   if (day < 1 || day > daysInMonth(year, month)) return Number.NaN;
   const fractionMs = m[7] === undefined ? 0 : Number(m[7]) * 1000;
   const offsetMs = (m[8] === "-" ? -1 : 1) * (zoneHours * 60 + zoneMinutes) * 60_000;
-  const timeMs = Date.UTC(year, month, day, hour, minute, second) + fractionMs - offsetMs;
+  const seconds = daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+  const timeMs = seconds * 1000 + fractionMs - offsetMs;
   return Math.abs(timeMs) <= MAX_TIME_MS ? timeMs : Number.NaN;
 }
 

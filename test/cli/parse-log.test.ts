@@ -1,5 +1,7 @@
+import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import {
+  daysFromCivil,
   detectFormat,
   jsonLineParser,
   type LogRecord,
@@ -33,7 +35,45 @@ describe("parseClfTime", () => {
     expect(parseClfTime(text)).toBe(ms);
   });
 
+  // Regression: Date.UTC reads years 0-99 as 1900-1999, so [10/Oct/0050:…] was
+  // reported as 1950-10-10.
   test.each([
+    { name: "year 0000", text: "01/Jan/0000:00:00:00 +0000", iso: "0000-01-01T00:00:00.000Z" },
+    {
+      name: "29 Feb 0000 (a leap year)",
+      text: "29/Feb/0000:00:00:00 +0000",
+      iso: "0000-02-29T00:00:00.000Z",
+    },
+    { name: "year 0050", text: "10/Oct/0050:13:55:36 -0700", iso: "0050-10-10T20:55:36.000Z" },
+    { name: "year 0099", text: "31/Dec/0099:23:59:59 +0000", iso: "0099-12-31T23:59:59.000Z" },
+    { name: "year 0100", text: "01/Jan/0100:00:00:00 +0000", iso: "0100-01-01T00:00:00.000Z" },
+    {
+      name: "1969 (before the epoch)",
+      text: "31/Dec/1969:23:59:59 +0000",
+      iso: "1969-12-31T23:59:59.000Z",
+    },
+    { name: "year 9999", text: "31/Dec/9999:23:59:59 +0000", iso: "9999-12-31T23:59:59.000Z" },
+  ])("two-digit-year rule does not apply: $name", ({ text, iso }) => {
+    expect(new Date(parseClfTime(text)).toISOString()).toBe(iso);
+  });
+
+  test("daysFromCivil matches Date.setUTCFullYear for every year 0-9999", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 9999 }),
+        fc.integer({ min: 0, max: 11 }),
+        fc.integer({ min: 1, max: 28 }),
+        (year, month, day) => {
+          const oracle = new Date(0);
+          oracle.setUTCFullYear(year, month, day);
+          expect(daysFromCivil(year, month, day) * 86_400_000).toBe(oracle.getTime());
+        },
+      ),
+    );
+  });
+
+  test.each([
+    { name: "29 Feb 0100 (not a leap year)", text: "29/Feb/0100:00:00:00 +0000" },
     { name: "31 Feb", text: "31/Feb/2015:10:05:03 +0000" },
     { name: "29 Feb of a common year", text: "29/Feb/2015:10:05:03 +0000" },
     { name: "day 0", text: "00/May/2015:10:05:03 +0000" },
