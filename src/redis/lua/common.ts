@@ -55,3 +55,22 @@ local function windowIndex(t, w)
   return k
 end
 `;
+
+/**
+ * The head of every decision script, after {@link LUA_COMMON}: reads `KEYS[1]` and
+ * `ARGV = [first, second, cost, take, now, maxTtlMs]` into the locals `key`, `first`,
+ * `second` (the algorithm's two options, under the names given), `cost`, `take`,
+ * `explicit` (an explicit time was sent), `now` and `maxTtl`.
+ */
+export function luaArgs(first: string, second: string): string {
+  return `
+local key = KEYS[1]
+local ${first} = tonumber(ARGV[1])
+local ${second} = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local take = ARGV[4] == '1'
+local explicit = ARGV[5] ~= ''
+local now = clock(ARGV[5])
+local maxTtl = tonumber(ARGV[6])
+`;
+}

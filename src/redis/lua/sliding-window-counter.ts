@@ -1,5 +1,5 @@
 import { Script } from "../script.js";
-import { LUA_COMMON } from "./common.js";
+import { LUA_COMMON, luaArgs } from "./common.js";
 
 /**
  * The sliding window counter's one script (consume and peek). One hash per key:
@@ -16,16 +16,7 @@ import { LUA_COMMON } from "./common.js";
  */
 export const SLIDING_WINDOW_COUNTER_SCRIPT = new Script(
   "sliding-window-counter",
-  `${LUA_COMMON}
-local key = KEYS[1]
-local limit = tonumber(ARGV[1])
-local windowMs = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local take = ARGV[4] == '1'
-local explicit = ARGV[5] ~= ''
-local now = clock(ARGV[5])
-local maxTtl = tonumber(ARGV[6])
-
+  `${LUA_COMMON}${luaArgs("limit", "windowMs")}
 local state = redis.call('HMGET', key, 'index', 'prev', 'curr', 'at')
 local index, prev, curr = -math.huge, 0, 0
 if state[1] then

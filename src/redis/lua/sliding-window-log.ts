@@ -1,5 +1,5 @@
 import { Script } from "../script.js";
-import { LUA_COMMON } from "./common.js";
+import { LUA_COMMON, luaArgs } from "./common.js";
 
 /**
  * The sliding window log's one script (consume and peek). One list per key: entries
@@ -23,16 +23,7 @@ import { LUA_COMMON } from "./common.js";
  */
 export const SLIDING_WINDOW_LOG_SCRIPT = new Script(
   "sliding-window-log",
-  `${LUA_COMMON}
-local key = KEYS[1]
-local limit = tonumber(ARGV[1])
-local windowMs = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local take = ARGV[4] == '1'
-local explicit = ARGV[5] ~= ''
-local now = clock(ARGV[5])
-local maxTtl = tonumber(ARGV[6])
--- As SlidingWindowLog: the first max(64, ceil(limit)) entries (at most 2^24) keep their
+  `${LUA_COMMON}${luaArgs("limit", "windowMs")}-- As SlidingWindowLog: the first max(64, ceil(limit)) entries (at most 2^24) keep their
 -- exact time; beyond that, new entries are stamped at the end of their granule of
 -- windowMs / exactEntries, so the log never holds more than 2 * exactEntries + 1.
 local exactEntries = math.min(math.max(64, math.ceil(limit)), 16777216)

@@ -1,5 +1,5 @@
 import { Script } from "../script.js";
-import { LUA_COMMON } from "./common.js";
+import { LUA_COMMON, luaArgs } from "./common.js";
 
 /**
  * The token bucket's one script, also the leaky bucket's (as a meter a leaky bucket is
@@ -14,16 +14,7 @@ import { LUA_COMMON } from "./common.js";
  */
 export const TOKEN_BUCKET_SCRIPT = new Script(
   "token-bucket",
-  `${LUA_COMMON}
-local key = KEYS[1]
-local capacity = tonumber(ARGV[1])
-local rate = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local take = ARGV[4] == '1'
-local explicit = ARGV[5] ~= ''
-local now = clock(ARGV[5])
-local maxTtl = tonumber(ARGV[6])
-
+  `${LUA_COMMON}${luaArgs("capacity", "rate")}
 local state = redis.call('HMGET', key, 'tokens', 'anchor')
 local tokens = capacity
 if state[1] then
