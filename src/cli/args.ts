@@ -65,7 +65,8 @@ Options:
       --svg <file>           write a chart of allowed and denied requests per minute
   -h, --help                 this help
 
-Exit codes: 0 done; 2 bad usage or unreadable input (or no line parsed); 1 a bug.
+Exit codes: 0 done; 2 bad usage, unreadable input, or no line parsed (an empty
+input included); 1 a bug.
 Example:
   tollgate replay access.log --algorithm token-bucket --capacity 10 --refill-per-second 1
 `;

@@ -96,11 +96,14 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
       throw new InputError(`cannot write ${command.svg}: ${(error as Error).message}`);
     }
   }
-  if (report.lines.read > 0 && report.lines.parsed === 0) {
-    await write(
-      io.stderr,
-      `tollgate replay: no line of ${command.file} parsed as ${report.format}; check --format\n`,
-    );
+  if (report.lines.parsed === 0) {
+    // Nothing was replayed: a mistake (wrong file, wrong format, an empty pipe), not a result.
+    const { read } = report.lines;
+    const why =
+      read === 0
+        ? `${command.file} is empty`
+        : `none of the ${read} line${read === 1 ? "" : "s"} of ${command.file} reads as ${report.format}; check --format`;
+    await write(io.stderr, `tollgate replay: no line parsed: ${why}\n`);
     return 2;
   }
   return 0;
@@ -108,8 +111,9 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
 
 /**
  * Runs the `tollgate` command line and resolves with its exit code: 0 done; 2 bad usage,
- * an invalid policy option (the constructor's message), an unreadable input or an
- * input of which no line parsed; 1 an unexpected error (a bug).
+ * an invalid policy option (the constructor's message), an unreadable input, or an
+ * input of which no line parsed (an empty input included; the report is still printed);
+ * 1 an unexpected error (a bug).
  */
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   try {

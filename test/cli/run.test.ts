@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { PassThrough, Readable, Writable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { afterAll, describe, expect, test } from "vitest";
+import { HELP } from "../../src/cli/args.js";
 import { run } from "../../src/cli/run.js";
 import { accessLogPath, excerptPath, readSimpleLines, repoRoot } from "../support/access-log.js";
 
@@ -45,6 +46,16 @@ function spawnCli(args: string[], input?: string) {
 const TB = ["--algorithm", "token-bucket", "--capacity", "5", "--refill-per-second", "0.25"];
 
 describe("tollgate bin (spawned: node --import tsx src/cli/index.ts)", () => {
+  // Regression: /dev/null and an empty pipe exited 0 (see "empty input exits 2" below).
+  test.each([
+    { name: "/dev/null", args: ["/dev/null"], shown: "/dev/null" },
+    { name: "empty stdin", args: ["-"], shown: "-" },
+  ])("empty input exits 2 with no line parsed: $name (spawned)", ({ args, shown }) => {
+    const r = spawnCli(["replay", ...args, ...TB], "");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`tollgate replay: no line parsed: ${shown} is empty\n`);
+  });
+
   test("a replay of the real log prints the report and exits 0", () => {
     const r = spawnCli(["replay", accessLogPath, ...TB]);
     expect(r.stderr).toBe("");
@@ -217,7 +228,9 @@ describe("run (in process)", () => {
     expect(r.stdout).toContain(
       "    line 1: expected `host ident user [time]` at the start\n      a\n",
     );
-    expect(r.stderr).toBe("tollgate replay: no line of - parsed as common; check --format\n");
+    expect(r.stderr).toBe(
+      "tollgate replay: no line parsed: none of the 3 lines of - reads as common; check --format\n",
+    );
   });
 
   test("progress and timing go to stderr only when it is a terminal", async () => {
@@ -274,10 +287,28 @@ describe("run (in process)", () => {
     }
   });
 
-  test("an empty input is not an error", async () => {
+  // Regression: an empty input exited 0 with a report of zeros, though --help says exit 2
+  // when no line is parsed.
+  test("empty input exits 2 with no line parsed: empty stdin", async () => {
     const r = await cli(["replay", "-", ...TB], "");
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(2);
     expect(r.stdout).toContain("lines     0 read, 0 parsed, 0 skipped");
+    expect(r.stderr).toBe("tollgate replay: no line parsed: - is empty\n");
+  });
+
+  test("empty input exits 2 with no line parsed: empty file", async () => {
+    const file = join(dir, "empty.log");
+    writeFileSync(file, "");
+    const r = await cli(["replay", file, ...TB, "--json"]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.stdout).lines).toMatchObject({ read: 0, parsed: 0 });
+    expect(r.stderr).toBe(`tollgate replay: no line parsed: ${file} is empty\n`);
+  });
+
+  test("the help states exit 2 when no line is parsed", () => {
+    expect(HELP).toMatch(
+      /2 bad usage, unreadable input, or no line parsed \(an empty\s+input included\)/,
+    );
   });
 
   test("the chart cannot be written: exit 2", async () => {
