@@ -17,7 +17,8 @@ import {
   WHERE,
 } from "./registry/options.js";
 import type { KeyedLimiterStats, KeyStore } from "./registry/store.js";
-import { WaitQueue } from "./wait.js";
+import { WaitingKeys } from "./registry/waiting.js";
+import { checkWaitOptions } from "./wait.js";
 
 export type { KeyedLimiterStats } from "./registry/store.js";
 
@@ -105,8 +106,9 @@ function slabBucket(bucket: TokenBucket | LeakyBucket): SlabBucket {
  * with the smallest `resetAfterMs` is dropped (the one lossy case, counted in
  * `stats.evictedLossy`), so a client that is being limited is the last one forgotten.
  *
- * Waiting (`wait`) uses a first-in, first-out queue per key; on the fast path it waits
- * for free tokens without holding them (no debt), as the windows do.
+ * Waiting (`wait`) is first-in, first-out per key, with the policy's own waiting (a token
+ * bucket goes into debt, a leaky bucket shapes); on the fast path a key with waiters is
+ * served by a bucket object of its own until its waits settle (see `registry/waiting.ts`).
  *
  * @throws {TypeError} If `policy` is neither a limiter with `clone()` nor a function, or
  *   `options` is not an object, or `maxKeys`/`sweepIntervalMs` is not a number.
@@ -124,8 +126,8 @@ export class KeyedLimiter {
   protected readonly store!: KeyStore;
   /** @internal The generic store, when the policy is not a bucket. */
   protected readonly map: LimiterMap | undefined;
-  /** Wait queues of the fast path, by key; removed when they drain. */
-  private readonly waiting = new Map<string, WaitQueue>();
+  /** @internal The fast path's keys with waiters, served outside the slab; else undefined. */
+  protected readonly waiting: WaitingKeys | undefined;
 
   constructor(
     policy: CloneableLimiter | ((key: string) => Limiter),
@@ -150,18 +152,19 @@ export class KeyedLimiter {
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
     if (isBucketPolicy(policy)) {
       const slab = new BucketSlab([slabBucket(policy)], policy.clock, this.maxKeys);
-      slab.trackWaiters(this.waiting);
+      this.waiting = new WaitingKeys(slab, policy);
       this.store = slab;
       this.map = undefined;
     } else if (isBucketComposite(policy)) {
       const parts = policy.parts as readonly (TokenBucket | LeakyBucket)[];
       const slab = new MultiBucketSlab(parts.map(slabBucket), parts[0]!.clock, this.maxKeys);
-      slab.trackWaiters(this.waiting);
+      this.waiting = new WaitingKeys(slab, policy);
       this.store = slab;
       this.map = undefined;
     } else if (typeof policy === "function") {
       this.map = new LimiterMap(checkedFactory(policy, "policy"), this.maxKeys);
       this.store = this.map;
+      this.waiting = undefined;
     } else if (isLimiter(policy) && typeof (policy as CloneableLimiter).clone === "function") {
       const template = policy as CloneableLimiter;
       this.map = new LimiterMap(
@@ -169,6 +172,7 @@ export class KeyedLimiter {
         this.maxKeys,
       );
       this.store = this.map;
+      this.waiting = undefined;
     } else {
       throw new TypeError(
         `${WHERE}: policy must be a limiter with clone() or a function (key) => Limiter, got ${describe(policy)}`,
@@ -179,9 +183,12 @@ export class KeyedLimiter {
     }
   }
 
-  /** Number of keys with kept state (at most `maxKeys`). */
+  /**
+   * Number of keys with kept state: at most `maxKeys`, except that keys with pending
+   * waiters are never dropped, so while more keys than that wait, `size` is their number.
+   */
   get size(): number {
-    return this.store.size;
+    return this.store.size + (this.waiting?.count ?? 0);
   }
 
   /** Counters: keys created, dropped idle (lossless) and dropped in use (lossy). */
@@ -196,7 +203,13 @@ export class KeyedLimiter {
    */
   allow(key: string, cost?: number): boolean {
     if (typeof key !== "string") checkKey(key);
-    return this.store.allow(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const waiting = this.waiting;
+    if (waiting !== undefined && waiting.count !== 0) {
+      const limiter = waiting.get(key);
+      if (limiter !== undefined) return limiter.allow(c);
+    }
+    return this.store.allow(key, c);
   }
 
   /**
@@ -207,7 +220,13 @@ export class KeyedLimiter {
    */
   consume(key: string, cost?: number): Decision {
     if (typeof key !== "string") checkKey(key);
-    return this.store.consume(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const waiting = this.waiting;
+    if (waiting !== undefined && waiting.count !== 0) {
+      const limiter = waiting.get(key);
+      if (limiter !== undefined) return limiter.consume(c);
+    }
+    return this.store.consume(key, c);
   }
 
   /**
@@ -218,38 +237,35 @@ export class KeyedLimiter {
    */
   peek(key: string, cost?: number): Decision {
     if (typeof key !== "string") checkKey(key);
-    return this.store.peek(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const waiting = this.waiting;
+    if (waiting !== undefined && waiting.count !== 0) {
+      const limiter = waiting.get(key);
+      if (limiter !== undefined) return limiter.peek(c);
+    }
+    return this.store.peek(key, c);
   }
 
   /**
    * Resolves once `cost` units of the key were taken, first-in, first-out behind the
-   * key's earlier waiters. See {@link Limiter.wait}; rejects (never throws) for a bad
-   * key, cost or option.
+   * key's earlier waiters, with the key's limiter's own waiting: a token bucket policy
+   * goes into debt, a leaky bucket shapes (requests leave `1000 / leakPerSecond` ms
+   * apart), windows wait until the window has room (see {@link Limiter.wait}). A key with
+   * pending waiters is never swept or evicted. Rejects (never throws) for a bad key, cost
+   * or option, before anything is kept for the key.
    */
   wait(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
     try {
       checkKey(key);
       const c = checkCost(`${WHERE}.wait`, cost);
+      const { signal } = checkWaitOptions(`${WHERE}.wait`, options);
       if (this.map !== undefined) return this.map.wait(key, c, options);
       const limit = (this.store as BucketSlab).smallestCapacity();
       // A cost above any one bucket can never be served (the combined decision's limit is
       // that of the bucket with the least remaining, so the queue alone could miss it).
       if (!fits(c, limit)) throw new RangeError(`${WHERE}.wait: cost ${c} exceeds limit ${limit}`);
-      let queue = this.waiting.get(key);
-      if (queue === undefined) {
-        queue = new WaitQueue(WHERE, {
-          peek: (cost) => this.peek(key, cost),
-          consume: (cost) => this.consume(key, cost),
-        });
-        this.waiting.set(key, queue);
-      }
-      const drained = queue;
-      const forget = () => {
-        if (drained.size === 0 && this.waiting.get(key) === drained) this.waiting.delete(key);
-      };
-      const promise = queue.wait(c, options);
-      promise.then(forget, forget);
-      return promise;
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      return this.waiting!.wait(key, c, options);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -257,12 +273,14 @@ export class KeyedLimiter {
 
   /** Forgets the key's usage: its next request starts fresh. Pending waiters keep waiting. */
   reset(key: string): void {
-    this.store.reset(checkKey(key));
+    const k = checkKey(key);
+    if (this.waiting?.reset(k) !== true) this.store.reset(k);
   }
 
   /** Forgets every key. Pending waiters keep waiting; `stats` keep counting. */
   clear(): void {
     this.store.clear();
+    this.waiting?.resetAll();
   }
 
   /** Drops every key whose state is fresh again, now; returns how many it dropped. */
@@ -278,25 +296,42 @@ export class KeyedLimiter {
  */
 class BucketKeyedLimiter extends KeyedLimiter {
   private readonly slab: BucketSlab;
+  private readonly keysWaiting: WaitingKeys;
 
   constructor(policy: TokenBucket | LeakyBucket, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.store as BucketSlab;
+    this.keysWaiting = this.waiting!;
   }
 
   override allow(key: string, cost?: number): boolean {
     if (typeof key !== "string") checkKey(key);
-    return this.slab.allow(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.allow(c);
+    }
+    return this.slab.allow(key, c);
   }
 
   override consume(key: string, cost?: number): Decision {
     if (typeof key !== "string") checkKey(key);
-    return this.slab.consume(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.consume(c);
+    }
+    return this.slab.consume(key, c);
   }
 
   override peek(key: string, cost?: number): Decision {
     if (typeof key !== "string") checkKey(key);
-    return this.slab.peek(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.peek(c);
+    }
+    return this.slab.peek(key, c);
   }
 }
 
@@ -307,24 +342,41 @@ class BucketKeyedLimiter extends KeyedLimiter {
  */
 class CompositeKeyedLimiter extends KeyedLimiter {
   private readonly slab: MultiBucketSlab;
+  private readonly keysWaiting: WaitingKeys;
 
   constructor(policy: AllOf, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.store as MultiBucketSlab;
+    this.keysWaiting = this.waiting!;
   }
 
   override allow(key: string, cost?: number): boolean {
     if (typeof key !== "string") checkKey(key);
-    return this.slab.allow(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.allow(c);
+    }
+    return this.slab.allow(key, c);
   }
 
   override consume(key: string, cost?: number): Decision {
     if (typeof key !== "string") checkKey(key);
-    return this.slab.consume(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.consume(c);
+    }
+    return this.slab.consume(key, c);
   }
 
   override peek(key: string, cost?: number): Decision {
     if (typeof key !== "string") checkKey(key);
-    return this.slab.peek(key, cost === undefined ? 1 : checkCost(WHERE, cost));
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.peek(c);
+    }
+    return this.slab.peek(key, c);
   }
 }

@@ -213,6 +213,30 @@ export class TokenBucket implements Limiter {
     return this.waitLedger().reserve(cost, options);
   }
 
+  /**
+   * @internal For the keyed registry, which keeps a key's state in a slab and moves it into
+   * a bucket object while the key has waiters: `[tokens, anchorMs]`, as the slab stores them.
+   * Only meaningful while nothing is held (no pending reservation or waiter).
+   */
+  exportState(): [number, number] {
+    return [this.tokens, this.anchorMs];
+  }
+
+  /**
+   * @internal Loads a state exported by the registry's slab (see {@link exportState}) into a
+   * bucket with nothing held, and its clock high-water mark `seenMs`.
+   */
+  importState(tokens: number, anchorMs: number, seenMs: number): void {
+    this.tokens = tokens;
+    this.anchorMs = anchorMs;
+    if (seenMs > this.seenMs) this.seenMs = seenMs;
+  }
+
+  /** @internal The latest clock reading this bucket has seen (its high-water mark). */
+  get seenClockMs(): number {
+    return this.seenMs;
+  }
+
   private waitLedger(): BucketLedger {
     this.ledger ??= new BucketLedger({
       where: WHERE,

@@ -72,8 +72,11 @@ export class BucketSlab implements KeyStore {
   /** One-entry cache of the last key used, for a hot key's repeated calls. */
   protected lastKey: string | undefined;
   protected lastSlot = 0;
-  /** Keys with a wait queue; a key with waiters is never idle. */
-  private waiting: Map<string, { readonly size: number }> | undefined;
+  /**
+   * Keys kept outside the slab because they have pending waiters (see `detach`): they count
+   * toward `maxKeys`, so the slab makes room for a new key when `count + external` reaches it.
+   */
+  private external = 0;
   private created = 0;
   private evictedIdle = 0;
   private evictedLossy = 0;
@@ -117,9 +120,35 @@ export class BucketSlab implements KeyStore {
     return least;
   }
 
-  /** Registers the wait queues by key, so that keys with waiters are not idle. */
-  trackWaiters(waiting: Map<string, { readonly size: number }>): void {
-    this.waiting = waiting;
+  /**
+   * Takes `key` out of the slab for waiting (its waiters need a bucket object of their own):
+   * returns its state doubles (`[tokens, anchorMs]` per bucket) and the store's clock
+   * high-water mark, or `undefined` state for a key without state (a fresh bucket). The key
+   * counts as external until {@link attach} (it is never swept or evicted meanwhile).
+   */
+  detach(key: string): { state: number[] | undefined; seenMs: number } {
+    this.external++;
+    const seenMs = this.params[SEEN]!;
+    const slot = this.index.get(key);
+    if (slot === undefined) return { state: undefined, seenMs };
+    const s = slot * this.stride;
+    const state = Array.from(this.state.subarray(s, s + this.stride));
+    this.drop(slot);
+    return { state, seenMs };
+  }
+
+  /**
+   * Brings a detached key back once its waiters are done: stores `state` (as returned by
+   * {@link detach}, updated), or nothing when `idle` (a fresh bucket keeps no state), and
+   * raises the clock high-water mark to `seenMs`.
+   */
+  attach(key: string, state: readonly number[], idle: boolean, seenMs: number): void {
+    this.external--;
+    const p = this.params;
+    if (seenMs > p[SEEN]!) p[SEEN] = seenMs;
+    if (idle) return;
+    const s = this.insert(key, p[SEEN]!) * this.stride;
+    for (let i = 0; i < this.stride; i++) this.state[s + i] = state[i]!;
   }
 
   /** Reads the clock once; a reading behind the latest one counts as the latest. */
@@ -223,13 +252,12 @@ export class BucketSlab implements KeyStore {
     return dropped;
   }
 
-  /** True when the slot's bucket is full again and its key has no waiters. */
+  /** True when the slot's bucket is full again (keys with waiters are not in the slab). */
   protected isIdle(slot: number, now: number): boolean {
     const s = slot * STRIDE;
     const st = this.state;
     const p = this.params;
-    if (tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!) < p[CAPACITY]!) return false;
-    return this.noWaiters(slot);
+    return tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!) >= p[CAPACITY]!;
   }
 
   /**
@@ -241,14 +269,6 @@ export class BucketSlab implements KeyStore {
     const st = this.state;
     const p = this.params;
     return p[CAPACITY]! - tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
-  }
-
-  /** True when nobody waits on the slot's key. */
-  protected noWaiters(slot: number): boolean {
-    const waiting = this.waiting;
-    if (waiting === undefined || waiting.size === 0) return true;
-    const queue = waiting.get(this.keys[slot]!);
-    return queue === undefined || queue.size === 0;
   }
 
   /** The incremental sweep, for subclasses' deciding methods. */
@@ -280,7 +300,7 @@ export class BucketSlab implements KeyStore {
 
   /** Takes a slot for a new key, making room first when the store is full. */
   protected insert(key: string, now: number): number {
-    if (this.count >= this.maxKeys) this.makeRoom(now);
+    if (this.count + this.external >= this.maxKeys) this.makeRoom(now);
     let slot = this.free;
     if (slot >= 0) {
       this.free = this.state[slot * this.stride]!;

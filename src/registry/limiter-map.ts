@@ -17,6 +17,8 @@ const CHUNK = 8;
  */
 export class LimiterMap implements KeyStore {
   private readonly map = new Map<string, Limiter>();
+  /** Keys with `wait` calls not yet settled, and how many: never dropped. */
+  private readonly waits = new Map<string, number>();
   private iter: MapIterator<[string, Limiter]> | undefined;
   private countdown = SWEEP_EVERY;
   private created = 0;
@@ -66,14 +68,34 @@ export class LimiterMap implements KeyStore {
     return (this.map.get(key) ?? this.make(key)).peek(cost);
   }
 
-  /** The limiter of `key`, created and kept if there is none (for `wait`). */
+  /**
+   * `wait` on the key's limiter. A new key's limiter is kept only when the call took or
+   * queued something (a rejected wait keeps nothing and evicts nobody). The key is not
+   * dropped (swept or evicted) until its waits settle.
+   */
   wait(key: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
     let limiter = this.map.get(key);
+    let promise: Promise<Decision>;
     if (limiter === undefined) {
       limiter = this.make(key);
-      this.insert(key, limiter);
+      promise = limiter.wait(cost, options);
+      if (!limiter.isIdle()) this.insert(key, limiter);
+    } else {
+      promise = limiter.wait(cost, options);
     }
-    return limiter.wait(cost, options);
+    this.waits.set(key, (this.waits.get(key) ?? 0) + 1);
+    const settled = () => {
+      const n = this.waits.get(key)! - 1;
+      if (n === 0) this.waits.delete(key);
+      else this.waits.set(key, n);
+    };
+    promise.then(settled, settled);
+    return promise;
+  }
+
+  /** True when the key may be dropped now: idle, and no `wait` of it pending. */
+  private droppable(key: string, limiter: Limiter): boolean {
+    return limiter.isIdle() && (this.waits.size === 0 || !this.waits.has(key));
   }
 
   reset(key: string): void {
@@ -88,7 +110,7 @@ export class LimiterMap implements KeyStore {
   sweep(): number {
     let dropped = 0;
     for (const [key, limiter] of this.map) {
-      if (limiter.isIdle()) {
+      if (this.droppable(key, limiter)) {
         this.map.delete(key);
         dropped++;
       }
@@ -113,7 +135,7 @@ export class LimiterMap implements KeyStore {
     for (let i = 0; i < n; i++) {
       const entry = this.next();
       if (entry === undefined) return;
-      if (entry[1].isIdle()) {
+      if (this.droppable(entry[0], entry[1])) {
         this.map.delete(entry[0]);
         this.evictedIdle++;
       }
@@ -128,7 +150,8 @@ export class LimiterMap implements KeyStore {
 
   /**
    * Frees at least one entry: drops every idle limiter among the next `EVICT_SCAN`
-   * entries; when none is idle, drops the one with the smallest `resetAfterMs`.
+   * entries; when none is idle, drops the one with the smallest `resetAfterMs`. Keys with
+   * pending waits are skipped (when all of them wait, nothing is dropped).
    */
   private makeRoom(): void {
     let victim: string | undefined;
@@ -139,6 +162,7 @@ export class LimiterMap implements KeyStore {
       const entry = this.next();
       if (entry === undefined) break;
       const [key, limiter] = entry;
+      if (this.waits.size !== 0 && this.waits.has(key)) continue; // never drop a waiting key
       if (limiter.isIdle()) {
         this.map.delete(key);
         freed++;

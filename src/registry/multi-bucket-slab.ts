@@ -103,14 +103,14 @@ export class MultiBucketSlab extends BucketSlab {
     return combine(allowed, decisions);
   }
 
-  /** True when every bucket of the slot is full again and its key has no waiters. */
+  /** True when every bucket of the slot is full again (keys with waiters are not in the slab). */
   protected override isIdle(slot: number, now: number): boolean {
     const s = slot * this.stride;
     const n = this.parts;
     for (let i = 0; i < n; i++) {
       if (this.tokensOf(s, i, now) < this.params[1 + STRIDE * i]!) return false;
     }
-    return this.noWaiters(slot);
+    return true;
   }
 
   /** Milliseconds until every bucket of the slot is full: its `resetAfterMs`. */
