@@ -1,5 +1,5 @@
 import { checkCost, describe } from "./errors.js";
-import type { Decision, Limiter, WaitOptions } from "./limiter.js";
+import type { Clock, Decision, Limiter, WaitOptions } from "./limiter.js";
 import { WaitQueue } from "./wait.js";
 
 const WHERE = "allOf";
@@ -86,7 +86,13 @@ export class AllOf implements Limiter {
 
   /**
    * Waits first-in, first-out until every part allows `cost` at once, then takes it from
-   * all. Waiting holds nothing. See {@link Limiter.wait}.
+   * all (one timer for the composite, polling the head's `retryAfterMs`). Waiting holds
+   * nothing, so a plain `consume` may take free units meanwhile (the head then waits
+   * longer), and the parts decide as meters: a `TokenBucket` part does not go into debt
+   * and a `LeakyBucket` part does not shape (wait on the bucket itself for that).
+   * `maxWaitMs` refuses at once a wait the head would already exceed; a waiter queued
+   * behind others is rejected with a `RateLimitError` if not granted `maxWaitMs` after the
+   * call (on the first part's clock). See {@link Limiter.wait}.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     try {
@@ -101,7 +107,12 @@ export class AllOf implements Limiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    this.queue ??= new WaitQueue(WHERE, this);
+    const clock = (this.parts[0] as { clock?: unknown }).clock;
+    this.queue ??= new WaitQueue(
+      WHERE,
+      this,
+      typeof clock === "function" ? (clock as Clock) : undefined,
+    );
     return this.queue.wait(cost, options);
   }
 

@@ -5,6 +5,7 @@ import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
+import { allOf } from "../src/composite.js";
 import { RateLimitError } from "../src/errors.js";
 import type { Clock, Limiter } from "../src/limiter.js";
 import { cleanMs } from "../src/numeric.js";
@@ -463,5 +464,89 @@ describe("windows: waiting holds nothing; maxWaitMs is a deadline behind others"
     await expect(window.wait(1, { maxWaitMs: 999 })).rejects.toThrow(
       "FixedWindow.wait: waiting 1000 ms for cost 1 exceeds maxWaitMs 999",
     );
+  });
+});
+
+describe("allOf wait (polls its parts as meters)", () => {
+  const layered = (clock: Clock) =>
+    allOf(
+      new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }),
+      new FixedWindow({ limit: 100, windowMs: 60_000, clock }),
+    );
+
+  test("first-in, first-out with costs 3, 1, 1; a large cost is not starved", async () => {
+    const { clock, advance } = timerClock();
+    const both = layered(clock);
+    both.consume(5);
+    const { log, track } = settleLog(clock);
+    const waits = [
+      track("3", both.wait(3)),
+      track("1a", both.wait(1)),
+      track("5", both.wait(5)),
+      track("1b", both.wait(1)),
+    ];
+    expect(vi.getTimerCount()).toBe(1);
+    await advance(20_000);
+    await Promise.all(waits);
+    // Each starts when the bucket has its cost again: 3 s, then 1 s, then 5 s, then 1 s.
+    expect(log).toEqual(["3@3000", "1a@4000", "5@9000", "1b@10000"]);
+  });
+
+  test("an abort in the middle lets the next one move up; it held nothing", async () => {
+    const { clock, advance } = timerClock();
+    const both = layered(clock);
+    both.consume(5);
+    const controller = new AbortController();
+    const { log, track } = settleLog(clock);
+    const waits = [
+      track("a", both.wait(1)),
+      track("b", both.wait(4, { signal: controller.signal })),
+      track("c", both.wait(1)),
+    ];
+    await advance(500);
+    controller.abort(new Error("gone"));
+    await advance(5000);
+    await Promise.all(waits);
+    expect(log).toEqual(["b!Error@500", "a@1000", "c@2000"]);
+  });
+
+  test("maxWaitMs: refused at once for the head, a deadline behind others", async () => {
+    const { clock, advance } = timerClock();
+    const both = layered(clock);
+    both.consume(5);
+    const before = both.peek(0);
+    await expect(both.wait(2, { maxWaitMs: 1999 })).rejects.toThrow(
+      "allOf.wait: waiting 2000 ms for cost 2 exceeds maxWaitMs 1999",
+    );
+    expect(both.peek(0)).toEqual(before);
+    const { log, track } = settleLog(clock);
+    const waits = [track("a", both.wait(3)), track("b", both.wait(1, { maxWaitMs: 2000 }))];
+    await advance(5000);
+    await Promise.all(waits);
+    expect(log).toEqual(["b!RateLimitError@2000", "a@3000"]);
+  });
+
+  test("10,000 concurrent waiters use one timer", async () => {
+    const { clock, advance } = timerClock();
+    const both = layered(clock);
+    both.consume(5);
+    const waits = Array.from({ length: 10_000 }, () => both.wait(0.0001));
+    expect(vi.getTimerCount()).toBe(1);
+    await advance(2000);
+    await Promise.all(waits);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  test("a leaky part of capacity 1 meters 20 simultaneous requests 1000 / leakPerSecond ms apart", async () => {
+    const { clock, advance } = timerClock();
+    const both = allOf(
+      new LeakyBucket({ capacity: 1, leakPerSecond: 8, clock }),
+      new FixedWindow({ limit: 100, windowMs: 60_000, clock }),
+    );
+    const { log, track } = settleLog(clock);
+    const waits = Array.from({ length: 20 }, (_, i) => track(`${i}`, both.wait()));
+    await advance(3000);
+    await Promise.all(waits);
+    expect(log).toEqual(Array.from({ length: 20 }, (_, i) => `${i}@${i * 125}`));
   });
 });
