@@ -10,7 +10,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { BucketLedger } from "../reservation.js";
-import { bucketDecision, tokensAfter, tokensAt } from "./bucket-math.js";
+import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
 
 /** Options of {@link TokenBucket}. */
 export interface TokenBucketOptions {
@@ -124,7 +124,7 @@ export class TokenBucket implements Limiter {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
     const now = this.now();
     const tokens = this.tokensAt(now);
-    if (!fits(c, tokens)) return false;
+    if (!fits(c, tokens)) return c === 0; // a free probe is allowed even in debt
     if (c > 0) this.take(tokens, c, now);
     return true;
   }
@@ -265,9 +265,21 @@ export class TokenBucket implements Limiter {
     this.anchorMs = now;
   }
 
+  /** A cost of 0 is always allowed, also while reservations hold the bucket in debt. */
+  private freeProbeInDebt(tokens: number): Decision {
+    return {
+      allowed: true,
+      limit: this.capacity,
+      remaining: 0,
+      retryAfterMs: 0,
+      resetAfterMs: msToRefill(this.capacity - tokens, this.refillPerSecond),
+    };
+  }
+
   private decide(cost: number, take: boolean): Decision {
     const now = this.now();
     const tokens = this.tokensAt(now);
+    if (cost === 0 && tokens < 0) return this.freeProbeInDebt(tokens);
     const decision = bucketDecision(cost, tokens, this.capacity, this.refillPerSecond);
     if (take && decision.allowed && cost > 0) this.take(tokens, cost, now);
     return decision;

@@ -521,6 +521,22 @@ describe("TokenBucket debt (reserve and wait)", () => {
     });
   });
 
+  test("a free probe (cost 0) is allowed in debt, and says how long until full", () => {
+    const clock = manualClock();
+    const bucket = new TokenBucket({ capacity: 2, refillPerSecond: 10, clock });
+    bucket.consume(2);
+    bucket.reserve(1);
+    expect(bucket.allow(0)).toBe(true);
+    expect(bucket.consume(0)).toEqual({
+      allowed: true,
+      limit: 2,
+      remaining: 0,
+      retryAfterMs: 0,
+      resetAfterMs: 300,
+    });
+    expect(bucket.peek(0)).toEqual(bucket.consume(0));
+  });
+
   test("reset keeps pending waiters in their place; the full bucket pays their debt first", async () => {
     const { clock, advance } = timerClock();
     const bucket = new TokenBucket({ capacity: 2, refillPerSecond: 1, clock });
