@@ -4,8 +4,8 @@ import { granuleEnd, windowIndex } from "./time.js";
 
 /**
  * The decision arithmetic of the three window algorithms as free functions, shared by
- * the in-memory classes ({@link FixedWindow}, {@link SlidingWindowLog},
- * {@link SlidingWindowCounter}) and their Redis twins, which rebuild the decision from
+ * the in-memory classes (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`)
+ * and their Redis twins, which rebuild the decision from
  * the state their Lua script returns. So the `Decision` of each algorithm is built in
  * one place, and both stores answer bit for bit alike (as `bucket-math.ts` does for
  * the buckets). Times are milliseconds on the limiter's clock; a state is read at

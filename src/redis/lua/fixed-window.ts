@@ -6,9 +6,9 @@ import { LUA_COMMON, luaArgs } from "./common.js";
  * window `count` belongs to, and `at`, the time (ms) of the last write. ARGV: limit,
  * windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs. Reply:
  * `{allowed (1/0), units used in now's window before the cost, now}`; the caller builds
- * the Decision.
+ * the Decision with `fixedWindowDecision` (window-math.ts), as `FixedWindow` does.
  *
- * Mirrors `FixedWindow.decide`. A time behind the last write counts as that write's
+ * Mirrors `FixedWindow`'s state update. A time behind the last write counts as that write's
  * time, so a lagging clock never returns to an earlier window. The key expires at the
  * window's end (`PEXPIREAT`), set alike by every write of the window, so steady
  * traffic never extends it.

@@ -6,7 +6,8 @@ import { LUA_COMMON, luaArgs } from "./common.js";
  * `index` of the current window, `prev` and `curr` (units in windows index-1 and
  * index), `at` (time of the last write). ARGV: limit, windowMs, cost, take (1/0), now
  * ('' = server TIME), maxTtlMs. Reply: `{allowed (1/0), index, prev, curr (before the
- * cost), now}` after rolling to now's window; the caller builds the Decision.
+ * cost), now}` after rolling to now's window; the caller builds the Decision with
+ * `counterDecision` (window-math.ts), as `SlidingWindowCounter` does.
  *
  * Mirrors `counterEstimate` (window-math.ts) operation for operation:
  * `estimate = prev * ((index + 1) * W - now) / W + curr`, that is `prev * (W - e) / W + curr`.

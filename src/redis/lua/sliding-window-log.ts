@@ -93,7 +93,7 @@ if allowed and take and cost > 0 then
   newestLeave = leaveAt
   expire(key, leaveAt - now, leaveAt, explicit, maxTtl)
 elseif not allowed and size > 0 and fits(cost, limit) then
-  -- SlidingWindowLog.retryMs: the oldest entry whose departure lets the cost fit.
+  -- SlidingWindowLog.retryLeaveAt: the oldest entry whose departure lets the cost fit.
   local lo, hi = 0, size - 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
