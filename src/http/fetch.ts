@@ -44,7 +44,8 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
   readonly skip?: ((request: Request) => boolean) | undefined;
   /**
    * Answers a limited request instead of the default 429. The rate-limit headers (and
-   * `Retry-After`) are added to the response it returns.
+   * `Retry-After`) are added to the response it returns. If it throws or rejects, that is
+   * a programming error: 500, and `onError` is told with `kind: 'programming'`.
    */
   readonly onLimited?:
     | ((request: Request, decision: Decision) => Response | Promise<Response>)
@@ -155,8 +156,16 @@ export function withRateLimit<
       return failed(config, error, key, handler, request, args);
     }
     if (decision.allowed) return withHeaders(await handler(request, ...args), headers);
-    if (onLimited !== undefined) return withHeaders(await onLimited(request, decision), headers);
-    return problem(429, quotaExceededProblem(decision, config.policy, cost), headers);
+    if (onLimited === undefined) {
+      return problem(429, quotaExceededProblem(decision, config.policy, cost), headers);
+    }
+    let answer: Response;
+    try {
+      answer = await onLimited(request, decision);
+    } catch (error) {
+      return refused(config, error, key); // onLimited is a hook: its failure is a bug, not a pass
+    }
+    return withHeaders(answer, headers);
   };
 }
 

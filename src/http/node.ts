@@ -47,6 +47,9 @@ export interface RateLimitOptions<
   /**
    * Answers a limited request instead of the default 429. The rate-limit headers
    * (and `Retry-After`) are already set on `res`; call `next()` to let it through anyway.
+   * If it throws, or returns a promise that rejects, that is a programming error: the
+   * request gets 500 (or is cut off, when the response was already started) and
+   * `onError` is told with `kind: 'programming'`.
    */
   readonly onLimited?:
     | ((req: Req, res: Res, next: NextFunction, decision: Decision) => void)
@@ -67,6 +70,14 @@ const WHERE = "rateLimit";
  * A programming error (a hook that throws, a `key` that is not a string, a `cost` that is
  * not a finite number >= 0) is answered 500 whatever `failure` says, and reported with
  * `kind: 'programming'` (see `FailureKind`).
+ *
+ * Every request ends in exactly one of: a response from the middleware, or `next()`,
+ * whether the limiter answers synchronously, with a promise, or with any thenable
+ * (`Promise.resolve` adopts it, so a `then` that throws is a rejection: an outage).
+ * `next` is only ever called without an error. Errors thrown by `next` itself (your
+ * handler) are not caught: with a synchronous limiter they reach the caller (Express
+ * passes them to its error handler), after an asynchronous one they surface as an
+ * unhandled rejection, as a throw in any async code of yours would.
  *
  * With plain node:http, call it in the request listener with your handler as `next`.
  *
@@ -118,20 +129,24 @@ export function rateLimit<
       return;
     }
     let result: Decision | PromiseLike<Decision>;
+    let async: boolean;
     try {
       result = config.limiter.consume(key!, cost);
+      async = isThenable(result);
     } catch (error) {
       fail(config, error, key, res, next);
       return;
     }
-    if (isThenable(result)) {
+    if (async) {
       const k = key!;
-      result.then(
+      // Promise.resolve adopts any thenable: one whose then() throws, or calls back twice,
+      // becomes a plain rejection or a single settlement (a native promise is reused as is).
+      Promise.resolve(result).then(
         (decision) => decide(config, decision, k, cost, req, res, next, onLimited),
         (error: unknown) => fail(config, error, k, res, next),
       );
     } else {
-      decide(config, result, key!, cost, req, res, next, onLimited);
+      decide(config, result as Decision, key!, cost, req, res, next, onLimited);
     }
   };
 }
@@ -173,11 +188,45 @@ function decide<Req extends IncomingMessage, Res extends ServerResponse>(
   setHeaders(res, headers);
   if (decision.allowed) {
     next();
-  } else if (onLimited !== undefined) {
-    onLimited(req, res, next, decision);
-  } else {
+  } else if (onLimited === undefined) {
     send(res, 429, quotaExceededProblem(decision, config.policy, cost));
+  } else {
+    limited(config, decision, key, req, res, next, onLimited);
   }
+}
+
+/**
+ * Calls `onLimited`. If it throws (or returns a promise that rejects), that is a
+ * programming error: answered 500, unless it had already passed the request on with
+ * `next` (then only reported), so the request ends in exactly one answer either way and a
+ * throw never escapes into a promise chain (an unhandled rejection exits the process).
+ */
+function limited<Req extends IncomingMessage, Res extends ServerResponse>(
+  config: CommonConfig,
+  decision: Decision,
+  key: string,
+  req: Req,
+  res: Res,
+  next: NextFunction,
+  onLimited: NonNullable<RateLimitOptions<Req, Res>["onLimited"]>,
+): void {
+  let passed = false;
+  const pass: NextFunction = (error) => {
+    passed = true;
+    next(error);
+  };
+  const broken = (error: unknown) => {
+    if (passed) report(config, error, key, "programming");
+    else refuse(config, error, key, res);
+  };
+  let returned: unknown;
+  try {
+    returned = onLimited(req, res, pass, decision);
+  } catch (error) {
+    broken(error);
+    return;
+  }
+  if (isThenable(returned)) Promise.resolve(returned).then(undefined, broken);
 }
 
 /**

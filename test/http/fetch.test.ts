@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { describe, expect, test, vi } from "vitest";
 import { type FetchRateLimitOptions, withRateLimit } from "../../src/http/fetch.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
+import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import { limitHeaders, RecordingLimiter } from "./support.js";
 
@@ -165,6 +166,50 @@ describe("withRateLimit (called directly under Node)", () => {
       );
     },
   );
+
+  test("an onLimited that throws or rejects is a programming error: 500, not a rejected handler", async () => {
+    const denial = async () =>
+      ({ allowed: false, limit: 1, remaining: 0, retryAfterMs: 1000, resetAfterMs: 1000 }) as const;
+    const onError = vi.fn();
+    for (const onLimited of [
+      () => {
+        throw new Error("sync onLimited bug");
+      },
+      async () => {
+        throw new Error("async onLimited bug");
+      },
+    ]) {
+      const response = (await withRateLimit(ok, {
+        limiter: { consume: denial },
+        onError,
+        onLimited,
+      })(get()))!;
+      expect(response.status).toBe(500);
+      expect((await response.json()).title).toBe("Internal Server Error");
+    }
+    expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual([
+      ["Error: sync onLimited bug", "programming"],
+      ["Error: async onLimited bug", "programming"],
+    ]);
+  });
+
+  test("a limiter thenable whose then() throws is an outage (open: handler, closed: 503)", async () => {
+    const thenThrows = {
+      // biome-ignore lint/suspicious/noThenProperty: a hand-made thenable is the point
+      then() {
+        throw new Error("then() broke");
+      },
+    } as unknown as PromiseLike<Decision>;
+    const onError = vi.fn();
+    const limiter = { consume: () => thenThrows };
+    const open = (await withRateLimit(ok, { limiter, onError })(get()))!;
+    const closed = (await withRateLimit(ok, { limiter, onError, failure: "closed" })(get()))!;
+    expect([open.status, closed.status]).toStrictEqual([200, 503]);
+    expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual([
+      ["Error: then() broke", "outage"],
+      ["Error: then() broke", "outage"],
+    ]);
+  });
 
   test("a response with immutable headers (Response.redirect) is copied to add the headers", async () => {
     const limiter = new RecordingLimiter(2, 1, manualClock());

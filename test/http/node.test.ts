@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import express from "express";
-import { afterEach, describe, expect, test, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type RateLimitOptions, rateLimit } from "../../src/http/node.js";
@@ -275,6 +275,204 @@ describe.each([
     for (let i = 0; i < 3; i++) expect((await fetch(url)).status, `request ${i}`).toBe(500);
   });
 });
+
+/**
+ * A server with the middleware in front of a handler answering "ok", recording every call
+ * of `next` (node:http: the handler gets next's argument; Express: an error handler
+ * records next(err) and answers 599), so a test can check that each request ended in
+ * exactly one way.
+ */
+type Recorded = { url: string; nexts: unknown[] };
+async function recordingNode(options: RateLimitOptions): Promise<Recorded> {
+  const nexts: unknown[] = [];
+  const limit = rateLimit(options);
+  const server = createServer((req, res) =>
+    limit(req, res, (error) => {
+      nexts.push(error);
+      res.end("ok");
+    }),
+  );
+  servers.push(server);
+  return { url: await listen(server), nexts };
+}
+async function recordingExpress(options: RateLimitOptions): Promise<Recorded> {
+  const nexts: unknown[] = [];
+  const app = express();
+  app.use(rateLimit(options));
+  app.get("/", (_req, res) => {
+    nexts.push(undefined);
+    res.send("ok");
+  });
+  app.use((error: unknown, _req: express.Request, res: express.Response, _next: unknown) => {
+    nexts.push(error);
+    res.status(599).end();
+  });
+  const server = createServer(app);
+  servers.push(server);
+  return { url: await listen(server), nexts };
+}
+
+const denial: Decision = {
+  allowed: false,
+  limit: 1,
+  remaining: 0,
+  retryAfterMs: 1000,
+  resetAfterMs: 1000,
+};
+/** The same denial from a sync limiter, an async one, and a bare thenable. */
+const denying = [
+  { shape: "sync", limiter: { consume: () => denial } },
+  { shape: "async", limiter: { consume: async () => denial } },
+  {
+    shape: "thenable",
+    limiter: {
+      consume: () =>
+        // biome-ignore lint/suspicious/noThenProperty: a hand-made thenable is the point
+        ({ then: (resolve: (d: Decision) => void) => resolve(denial) }) as PromiseLike<Decision>,
+    },
+  },
+];
+
+describe.each([
+  { server: "node:http", start: recordingNode },
+  { server: "Express 5", start: recordingExpress },
+])(
+  "$server: an onLimited that throws, or an odd thenable, no longer crashes the server or hangs the request",
+  ({ start }) => {
+    const escaped: unknown[] = [];
+    const record = (error: unknown) => escaped.push(error);
+    beforeEach(() => {
+      escaped.length = 0;
+      process.on("unhandledRejection", record);
+      process.on("uncaughtException", record);
+    });
+    afterEach(() => {
+      process.off("unhandledRejection", record);
+      process.off("uncaughtException", record);
+      expect(escaped, "nothing escaped the middleware").toStrictEqual([]);
+    });
+
+    test.each(denying)(
+      "$shape limiter, onLimited throws: 500, onError kind 'programming', next never called",
+      async ({ limiter }) => {
+        const onError = vi.fn();
+        const bug = new Error("onLimited bug");
+        const { url, nexts } = await start({
+          limiter,
+          onError,
+          onLimited: () => {
+            throw bug;
+          },
+        });
+        const response = await fetch(url);
+        expect(response.status).toBe(500);
+        expect((await response.json()).title).toBe("Internal Server Error");
+        expect(response.headers.get("retry-after")).toBe("1");
+        expect(nexts).toStrictEqual([]);
+        expect(onError.mock.calls).toStrictEqual([
+          [bug, { kind: "programming", failure: "open", key: "127.0.0.1" }],
+        ]);
+      },
+    );
+
+    test.each(denying)(
+      "$shape limiter, async onLimited rejects: 500, not an unhandled rejection",
+      async ({ limiter }) => {
+        const onError = vi.fn();
+        const { url, nexts } = await start({
+          limiter,
+          onError,
+          onLimited: async () => {
+            throw new Error("async onLimited bug");
+          },
+        });
+        expect((await fetch(url)).status).toBe(500);
+        expect(nexts).toStrictEqual([]);
+        expect(onError).toHaveBeenCalledTimes(1);
+      },
+    );
+
+    test.each(denying)(
+      "$shape limiter, onLimited calls next() then throws: passed once, only reported",
+      async ({ limiter }) => {
+        const onError = vi.fn();
+        const { url, nexts } = await start({
+          limiter,
+          onError,
+          onLimited: (_req, _res, next) => {
+            next();
+            throw new Error("after next");
+          },
+        });
+        const response = await fetch(url);
+        expect([response.status, await response.text()]).toStrictEqual([200, "ok"]);
+        expect(nexts).toStrictEqual([undefined]);
+        expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual(
+          [["Error: after next", "programming"]],
+        );
+      },
+    );
+
+    test.each(denying)(
+      "$shape limiter, onLimited starts a response then throws: the response is cut off, not left hanging",
+      async ({ limiter }) => {
+        const { url, nexts } = await start({
+          limiter,
+          onError: () => {},
+          onLimited: (_req, res) => {
+            res.writeHead(429, { "content-type": "text/plain" });
+            res.write("partial");
+            throw new Error("mid-response");
+          },
+        });
+        // Destroyed before the buffered head went out: the client sees the connection close.
+        await expect(fetch(url).then((response) => response.text())).rejects.toThrow();
+        expect(nexts).toStrictEqual([]);
+      },
+    );
+
+    test.each([
+      { failure: "open" as const, status: 200, nexts: [undefined] },
+      { failure: "closed" as const, status: 503, nexts: [] },
+    ])(
+      "a thenable whose then() throws is an outage (failure $failure: $status), not an uncaught exception",
+      async ({ failure, status, nexts: expected }) => {
+        const onError = vi.fn();
+        const thenThrows = {
+          // biome-ignore lint/suspicious/noThenProperty: a hand-made thenable is the point
+          then() {
+            throw new Error("then() broke");
+          },
+        } as unknown as PromiseLike<Decision>;
+        const { url, nexts } = await start({
+          limiter: { consume: () => thenThrows },
+          failure,
+          onError,
+        });
+        expect((await fetch(url)).status).toBe(status);
+        expect(nexts).toStrictEqual(expected);
+        expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual(
+          [["Error: then() broke", "outage"]],
+        );
+      },
+    );
+
+    test("a thenable that settles twice answers once", async () => {
+      const twice = {
+        // biome-ignore lint/suspicious/noThenProperty: a hand-made thenable is the point
+        then(resolve: (d: Decision) => void, reject: (e: unknown) => void) {
+          resolve(denial);
+          reject(new Error("late"));
+          resolve({ ...denial, allowed: true });
+        },
+      } as PromiseLike<Decision>;
+      const { url, nexts } = await start({ limiter: { consume: () => twice } });
+      const response = await fetch(url);
+      expect(response.status).toBe(429);
+      expect(nexts).toStrictEqual([]);
+    });
+  },
+);
 
 describe("rateLimit on node:http", () => {
   test("a limiter that throws synchronously is a failure, not a crash", async () => {
