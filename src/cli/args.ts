@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { type KeySpec, parseKeySpec } from "./keys.js";
+import { DEFAULT_MAX_LINE_BYTES, MAX_LINE_BYTES_LIMIT } from "./lines.js";
 import { LOG_FORMATS, type LogFormat } from "./parse-log.js";
 import {
   ALGORITHMS,
@@ -27,6 +28,7 @@ export interface ReplayCommand {
   readonly json: boolean;
   readonly reorderWindowMs: number;
   readonly maxKeys: number | undefined;
+  readonly maxLineBytes: number;
 }
 
 /** What the command line asks for: a help text, or a replay. */
@@ -61,6 +63,8 @@ Options:
                              the latest time (the clock stands still) and counted
       --top <n>              keys listed by denials (default 10, 0 for none)
       --max-keys <n>         keys each registry holds at most (default 1000000)
+      --max-line-bytes <n>   longest line read (default ${DEFAULT_MAX_LINE_BYTES}, 1 MiB); a longer
+                             line is skipped and reported, memory stays bounded
       --json                 print the report as JSON
       --svg <file>           write a chart of allowed and denied requests per minute
   -h, --help                 this help
@@ -85,6 +89,7 @@ const OPTIONS = {
   "reorder-window-ms": { type: "string" },
   top: { type: "string" },
   "max-keys": { type: "string" },
+  "max-line-bytes": { type: "string" },
   json: { type: "boolean" },
   svg: { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -200,5 +205,12 @@ export function parseCommand(argv: readonly string[]): Command {
       v["max-keys"] === undefined
         ? undefined
         : integerOption("--max-keys", v["max-keys"], 0, 1, 2 ** 28),
+    maxLineBytes: integerOption(
+      "--max-line-bytes",
+      v["max-line-bytes"],
+      DEFAULT_MAX_LINE_BYTES,
+      1,
+      MAX_LINE_BYTES_LIMIT,
+    ),
   };
 }

@@ -1,7 +1,7 @@
-import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { KeyedLimiter } from "../registry.js";
 import { type KeySpec, keyFunction, keySpecName } from "./keys.js";
+import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from "./lines.js";
 import { detectFormat, type LineParser, type LogFormat, parserFor } from "./parse-log.js";
 import { type AlgorithmName, buildLimiter, type PolicySpec } from "./policy.js";
 import { ReorderBuffer } from "./reorder.js";
@@ -40,6 +40,12 @@ export interface ReplayOptions {
    * @default 1_000_000
    */
   readonly maxKeys?: number | undefined;
+  /**
+   * The longest line read, in bytes (without the newline); a longer line is skipped
+   * (counted, reported) and its bytes are dropped as they arrive, so memory stays bounded.
+   * @default 1_048_576 (1 MiB)
+   */
+  readonly maxLineBytes?: number | undefined;
   /**
    * Skipped lines kept as examples, with line number and reason.
    * @default 5
@@ -161,14 +167,17 @@ interface Lane {
  * reorder window, and every request (cost 1) is checked against each policy's
  * `KeyedLimiter` under its client key.
  *
- * Streaming: lines are read one at a time; memory is the reorder window's lines, the
- * live keys of each registry, and small counters per distinct key (requests, peak per
+ * Streaming: lines are cut from the byte stream one at a time (by {@link LineSplitter},
+ * at most `maxLineBytes` each; a longer line is skipped as it arrives); memory is one
+ * line, the reorder window's lines, the live keys of each registry, and small counters per distinct key (requests, peak per
  * minute, denials per policy) for the top list. Each registry is swept once per simulated
  * minute, as its background timer would in a server; `peakLiveKeys` is the most keys it
  * held after any request.
  *
  * @throws The input stream's error (unreadable file, bad gzip data), as a rejection; the
- *   stream is then destroyed.
+ *   stream is then destroyed. {@link RangeError} (synchronously) for a `maxLineBytes`
+ *   that is not an integer from 1 to 256 MiB, and the constructors' errors for invalid
+ *   policy options.
  */
 export function replay(input: Readable, options: ReplayOptions): Promise<ReplayReport> {
   const keySpec = options.key ?? "ip";
@@ -253,9 +262,13 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     decide,
   );
 
-  const onLine = (line: string): void => {
+  const nextLine = (): number => {
     const number = ++lines.read;
     if (number % progressEvery === 0) options.onProgress?.(number);
+    return number;
+  };
+  const onLine = (line: string): void => {
+    const number = nextLine();
     if (parse === undefined) {
       if (line.trim() === "") {
         skip(number, "blank line", line);
@@ -286,38 +299,26 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     }
   };
 
-  return new Promise<ReplayReport>((resolve, reject) => {
-    let failed = false;
-    const fail = (error: unknown) => {
-      if (failed) return;
-      failed = true;
-      rl.close();
-      input.destroy();
-      reject(error);
-    };
-    input.once("error", fail);
-    const rl = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
-    // readline re-emits the input's errors on the interface: without this, a read error
-    // in the middle of the log would be an unhandled 'error' event.
-    rl.once("error", fail);
-    rl.on("line", (line: string) => {
-      if (failed) return;
-      try {
-        onLine(line);
-      } catch (error) {
-        fail(error);
-      }
-    });
-    rl.once("close", () => {
-      if (failed) return;
-      try {
-        buffer.flush();
-        resolve(finish());
-      } catch (error) {
-        reject(error);
-      }
-    });
+  const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+  const splitter = new LineSplitter(maxLineBytes, {
+    line: onLine,
+    overlong: (head, bytes) => {
+      skip(
+        nextLine(),
+        `line of ${bytes} bytes, longer than ${maxLineBytes} (--max-line-bytes)`,
+        head,
+      );
+    },
   });
+
+  // `for await` destroys the input when the loop throws (a bug in a later stage), and
+  // rejects with the input's own error (unreadable file, bad gzip data).
+  return (async () => {
+    for await (const chunk of input) splitter.push(chunk as Buffer | string);
+    splitter.end();
+    buffer.flush();
+    return finish();
+  })();
 
   function finish(): ReplayReport {
     const results: PolicyResult[] = lanes.map((lane) => ({

@@ -61,6 +61,7 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
       topN: command.top,
       series: command.svg !== undefined,
       maxKeys: command.maxKeys,
+      maxLineBytes: command.maxLineBytes,
       onProgress: tty
         ? (lines) => {
             const read = (stream as { bytesRead?: number }).bytesRead;

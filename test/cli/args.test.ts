@@ -27,6 +27,7 @@ describe("parseCommand", () => {
       json: false,
       reorderWindowMs: 60_000,
       maxKeys: undefined,
+      maxLineBytes: 1_048_576,
     });
   });
 
@@ -55,6 +56,8 @@ describe("parseCommand", () => {
       "5000",
       "--max-keys",
       "1000",
+      "--max-line-bytes",
+      "4096",
     ]);
     expect(c).toMatchObject({
       file: "-",
@@ -69,6 +72,7 @@ describe("parseCommand", () => {
       json: true,
       reorderWindowMs: 5000,
       maxKeys: 1000,
+      maxLineBytes: 4096,
     });
   });
 
@@ -240,6 +244,24 @@ describe("parseCommand", () => {
       name: "--max-keys 0",
       args: ["-a", "fixed-window", "--limit", "1", "--window-ms", "1", "--max-keys", "0"],
       message: '--max-keys must be an integer from 1 to 268435456, got "0"',
+    },
+    {
+      name: "--max-line-bytes 0",
+      args: ["-a", "fixed-window", "--limit", "1", "--window-ms", "1", "--max-line-bytes", "0"],
+      message: '--max-line-bytes must be an integer from 1 to 268435456, got "0"',
+    },
+    {
+      name: "--max-line-bytes above 256 MiB",
+      args: [
+        "-a",
+        "fixed-window",
+        "--limit",
+        "1",
+        "--window-ms",
+        "1",
+        "--max-line-bytes=268435457",
+      ],
+      message: '--max-line-bytes must be an integer from 1 to 268435456, got "268435457"',
     },
   ])("$name", ({ args, message }) => {
     expect(() => replay(...args)).toThrow(UsageError);
