@@ -81,7 +81,10 @@ export class LeakyBucket implements Limiter {
    * Free room (`capacity - level`) at `anchorMs` as if the held units were not in the
    * bucket: the room is `min(capacity + held, room + drained) - held` (see `roomAt()`).
    */
-  private room: number;
+  // Every number field starts as a double (NaN here, set in the constructor): a field
+  // declared without a value starts as undefined, V8 then stores it tagged, and each
+  // update allocated a 16-byte HeapNumber (allow() went from 32 to 0 bytes per call).
+  private room = Number.NaN;
   /** Units of requests still waiting in the shaping queue (0 without any). */
   private held = 0;
   /** Time (ms) at which `room` was exact; `-Infinity` while unused. Never moves back. */

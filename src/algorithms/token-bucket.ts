@@ -72,9 +72,12 @@ export class TokenBucket implements Limiter {
    * `min(capacity + held, tokens + refill) - held` (see `tokensAt()`), so giving held units
    * back restores the balance bit for bit.
    */
-  private tokens: number;
+  // Every number field starts as a double (NaN here, set in the constructor): a field
+  // declared without a value starts as undefined, V8 then stores it tagged, and each
+  // update allocated a 16-byte HeapNumber (allow() went from 32 to 0 bytes per call).
+  private tokens = Number.NaN;
   /** Time (ms) at which `tokens` was exact. Never moves back. */
-  private anchorMs: number;
+  private anchorMs = Number.NEGATIVE_INFINITY;
   /** Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
   /** Tokens held by pending reservations and waiters (0 without any). */
@@ -87,7 +90,6 @@ export class TokenBucket implements Limiter {
     this.refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     this.clock = checkClock(WHERE, o.clock, systemClock);
     this.tokens = this.capacity;
-    this.anchorMs = Number.NEGATIVE_INFINITY;
   }
 
   /** A new, full bucket with the same options (clock included). */
