@@ -5,6 +5,11 @@ import { join } from "node:path";
 import { PassThrough, Readable, Writable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { afterAll, describe, expect, test } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { HELP } from "../../src/cli/args.js";
 import { run } from "../../src/cli/run.js";
 import { accessLogPath, excerptPath, readSimpleLines, repoRoot } from "../support/access-log.js";
@@ -344,5 +349,80 @@ describe("run (in process)", () => {
     });
     expect(result).toBe(exit);
     expect(errText).toMatch(stderr);
+  });
+});
+
+describe("policy options are the constructors' business", () => {
+  // The CLI does no range checks of its own: each value is handed to the algorithm's
+  // constructor, and the CLI refuses exactly what the constructor refuses, with its
+  // message. (`--window-ms 0.01` with `ts: 1e15` allowed 3 of 3 at --limit 1: a float
+  // issue of the window algorithms, not of the CLI, which must pass the value through.)
+  const classes = {
+    "token-bucket": (a: number, b: number) => new TokenBucket({ capacity: a, refillPerSecond: b }),
+    "leaky-bucket": (a: number, b: number) => new LeakyBucket({ capacity: a, leakPerSecond: b }),
+    "fixed-window": (a: number, b: number) => new FixedWindow({ limit: a, windowMs: b }),
+    "sliding-window-log": (a: number, b: number) => new SlidingWindowLog({ limit: a, windowMs: b }),
+    "sliding-window-counter": (a: number, b: number) =>
+      new SlidingWindowCounter({ limit: a, windowMs: b }),
+  } as const;
+  const flags = {
+    "token-bucket": ["--capacity", "--refill-per-second"],
+    "leaky-bucket": ["--capacity", "--leak-per-second"],
+    "fixed-window": ["--limit", "--window-ms"],
+    "sliding-window-log": ["--limit", "--window-ms"],
+    "sliding-window-counter": ["--limit", "--window-ms"],
+  } as const;
+  const values = ["0", "-1", "0.01", "1e-300", "1e300", "NaN", "Infinity"];
+  const cases = Object.keys(classes).flatMap((algorithm) =>
+    values.flatMap((value) => [
+      { algorithm, first: value, second: "1" },
+      { algorithm, first: "1", second: value },
+    ]),
+  ) as { algorithm: keyof typeof classes; first: string; second: string }[];
+
+  test.each(cases)(
+    "$algorithm $first $second: the CLI refuses iff the constructor does, with its message",
+    async ({ algorithm, first, second }) => {
+      let message: string | undefined;
+      try {
+        classes[algorithm](Number(first), Number(second));
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      const [f1, f2] = flags[algorithm];
+      const input = `{"ts":1000000000000000,"ip":"1.1.1.1"}\n`;
+      const r = await cli(
+        ["replay", "-", "-a", algorithm, `${f1}=${first}`, `${f2}=${second}`],
+        input,
+      );
+      if (message === undefined) {
+        expect(r.stderr).toBe("");
+        expect(r.code).toBe(0);
+      } else {
+        expect(r.code).toBe(2);
+        expect(r.stderr.startsWith(`tollgate replay: ${message}\n${algorithm} takes `)).toBe(true);
+      }
+    },
+  );
+
+  test("--limit 1 --window-ms 0.01 at ts 1e15: the CLI decides as the constructed limiter does", async () => {
+    const times = [1e15, 1e15, 1e15];
+    let nowMs = 0;
+    const direct = new FixedWindow({ limit: 1, windowMs: 0.01, clock: () => nowMs });
+    const expected = times.map((t) => {
+      nowMs = t;
+      return direct.allow();
+    });
+    const input = times.map((t) => `{"ts":${t},"ip":"1.1.1.1"}\n`).join("");
+    const r = await cli(
+      ["replay", "-", "-a", "fixed-window", "--limit", "1", "--window-ms", "0.01", "--json"],
+      input,
+    );
+    expect(r.code).toBe(0);
+    const allowed = expected.filter(Boolean).length;
+    expect(JSON.parse(r.stdout).results[0]).toMatchObject({
+      allowed,
+      denied: times.length - allowed,
+    });
   });
 });
