@@ -12,7 +12,9 @@ import { buildHeaders, checkPolicyName, checkWindowSeconds, sfString } from "./h
 /**
  * Anything that decides per key: a `KeyedLimiter`, a Redis limiter, or your own object.
  * `consume` may answer synchronously or with a promise; it may throw or reject (a store
- * outage), which the middleware handles according to `failure`.
+ * outage), which the middleware handles according to `failure`. A `Decision` that
+ * `rateLimitHeaders` rejects (NaN fields, a denial with a negative `retryAfterMs`) is a
+ * programming error instead: answered 500.
  */
 export interface KeyedConsumer {
   consume(key: string, cost?: number): Decision | PromiseLike<Decision>;

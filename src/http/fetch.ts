@@ -91,7 +91,8 @@ function runtimeAddress(request: Request, args: readonly unknown[]): string | un
  * When the limiter throws or rejects, `failure` decides: `'open'` calls `handler` (no
  * rate-limit headers), `'closed'` answers 503; `onError` is told either way. A
  * programming error (a hook that throws, a `key` that is not a string, a `cost` that is not
- * a finite number >= 0) is answered 500 whatever `failure` says, and reported with
+ * a finite number >= 0, a `Decision` that `rateLimitHeaders` rejects) is answered 500
+ * whatever `failure` says, and reported with
  * `kind: 'programming'`. Errors thrown by `handler` itself propagate unchanged. A response with immutable headers
  * (`Response.redirect`, a proxied `fetch` response) is copied to add the headers.
  *
@@ -148,12 +149,16 @@ export function withRateLimit<
     }
     if (skipped) return handler(request, ...args);
     let decision: Decision;
-    let headers: Record<string, string>;
     try {
       decision = await config.limiter.consume(key!, cost);
-      headers = headersFor(config, decision);
     } catch (error) {
       return failed(config, error, key, handler, request, args);
+    }
+    let headers: Record<string, string>;
+    try {
+      headers = headersFor(config, decision);
+    } catch (error) {
+      return refused(config, error, key); // invalid limiter output is a bug, not an outage
     }
     if (decision.allowed) return withHeaders(await handler(request, ...args), headers);
     if (onLimited === undefined) {

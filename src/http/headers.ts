@@ -141,10 +141,19 @@ function resetSeconds(decision: Decision, retryAfter: number | undefined): numbe
  * decision: `ceil(retryAfterMs / 1000)` as {@link ceilSeconds}, at least 1 (a client told
  * 0 would retry at once); `undefined` when the decision is allowed or the retry is
  * `Infinity` (waiting cannot help: do not invite a retry).
+ * @throws {TypeError} If a denial's `retryAfterMs` is not a number.
+ * @throws {RangeError} If a denial's `retryAfterMs` is NaN or negative: invalid limiter
+ *   output, which the middleware answers with 500 (`kind: 'programming'`).
  */
 export function retryAfterSeconds(decision: Decision): number | undefined {
   if (decision.allowed) return undefined;
   const ms = checkField("retryAfterMs", decision.retryAfterMs, true);
+  if (ms < 0) {
+    // A denial that says "retry 100 ms ago" is a broken limiter, not a reason to send 1.
+    throw new RangeError(
+      `rateLimitHeaders: decision.retryAfterMs must be a number >= 0 or Infinity on a denial, got ${describe(ms)}`,
+    );
+  }
   if (ms === Number.POSITIVE_INFINITY) return undefined;
   const seconds = ceilSeconds(ms);
   return seconds < 1 ? 1 : seconds;
@@ -165,13 +174,15 @@ export function retryAfterSeconds(decision: Decision): number | undefined {
  * - with `legacy`, `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
  *   (same numbers; reset in delta seconds).
  *
- * Numbers are whole and never negative: a negative `remaining` or duration (a custom
- * limiter, clock skew in a store) reads 0; values above {@link MAX_SF_INTEGER} are capped.
+ * Numbers are whole and never negative: `remaining` is clamped to `[0, limit]` (a custom
+ * limiter reporting `remaining: 50` of `limit: 5` says `r=5`), a negative `resetAfterMs`
+ * (clock skew in a store) reads 0; values above {@link MAX_SF_INTEGER} are capped.
  *
  * @throws {TypeError} If `decision` is not an object with a boolean `allowed` and number
  *   fields, or an option has the wrong type.
- * @throws {RangeError} If a decision field is NaN, `limit`/`remaining` is infinite, or an
- *   option is out of range (see {@link RateLimitHeadersOptions}).
+ * @throws {RangeError} If a decision field is NaN, `limit`/`remaining` is infinite, a
+ *   denial's `retryAfterMs` is negative, or an option is out of range (see
+ *   {@link RateLimitHeadersOptions}).
  * @example
  * rateLimitHeaders(
  *   { allowed: false, limit: 10, remaining: 0, retryAfterMs: 4200, resetAfterMs: 60000 },
@@ -214,7 +225,8 @@ export function buildHeaders(
     );
   }
   const limit = sfCount(checkField("limit", decision.limit, false));
-  const remaining = sfCount(checkField("remaining", decision.remaining, false));
+  const left = sfCount(checkField("remaining", decision.remaining, false));
+  const remaining = left < limit ? left : limit; // more left than the quota is not possible
   checkField("resetAfterMs", decision.resetAfterMs, true);
   const retryAfter = retryAfterSeconds(decision);
   const reset = resetSeconds(decision, retryAfter);

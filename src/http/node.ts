@@ -68,8 +68,8 @@ const WHERE = "rateLimit";
  * When it throws or rejects, `failure` decides: `'open'` calls `next()` without headers,
  * `'closed'` answers 503; `onError` is told either way and the server never crashes.
  * A programming error (a hook that throws, a `key` that is not a string, a `cost` that is
- * not a finite number >= 0) is answered 500 whatever `failure` says, and reported with
- * `kind: 'programming'` (see `FailureKind`).
+ * not a finite number >= 0, a `Decision` that `rateLimitHeaders` rejects) is answered 500
+ * whatever `failure` says, and reported with `kind: 'programming'` (see `FailureKind`).
  *
  * Every request ends in exactly one of: a response from the middleware, or `next()`,
  * whether the limiter answers synchronously, with a promise, or with any thenable
@@ -181,7 +181,7 @@ function decide<Req extends IncomingMessage, Res extends ServerResponse>(
   try {
     headers = headersFor(config, decision); // throws for a malformed decision
   } catch (error) {
-    fail(config, error, key, res, next);
+    refuse(config, error, key, res); // invalid limiter output is a bug, not an outage
     return;
   }
   if (res.headersSent) return; // the request was answered meanwhile (an async limiter)

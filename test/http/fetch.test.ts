@@ -193,6 +193,31 @@ describe("withRateLimit (called directly under Node)", () => {
     ]);
   });
 
+  test("invalid limiter output (a denial with retryAfterMs -100) is a programming error: 500, handler not called", async () => {
+    const onError = vi.fn();
+    const handler = vi.fn(ok);
+    const wrapped = withRateLimit(handler, {
+      limiter: {
+        consume: async () => ({
+          allowed: false,
+          limit: 1,
+          remaining: 0,
+          retryAfterMs: -100,
+          resetAfterMs: 0,
+        }),
+      },
+      onError,
+    });
+    expect((await wrapped(get()))!.status).toBe(500);
+    expect(handler).not.toHaveBeenCalled();
+    expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual([
+      [
+        "RangeError: rateLimitHeaders: decision.retryAfterMs must be a number >= 0 or Infinity on a denial, got -100",
+        "programming",
+      ],
+    ]);
+  });
+
   test("a limiter thenable whose then() throws is an outage (open: handler, closed: 503)", async () => {
     const thenThrows = {
       // biome-ignore lint/suspicious/noThenProperty: a hand-made thenable is the point

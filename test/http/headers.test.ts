@@ -149,6 +149,34 @@ describe("rateLimitHeaders", () => {
       },
     ],
     [
+      "remaining above limit from a custom limiter is clamped to the limit (r=50 of q=5 sent as r=5)",
+      { allowed: true, limit: 5, remaining: 50, retryAfterMs: 0, resetAfterMs: 1000 },
+      { policy: "default", legacy: true },
+      {
+        "RateLimit-Policy": '"default";q=5',
+        RateLimit: '"default";r=5;t=1',
+        "X-RateLimit-Limit": "5",
+        "X-RateLimit-Remaining": "5",
+        "X-RateLimit-Reset": "1",
+      },
+    ],
+    [
+      "a negative retryAfterMs on an allowed decision is not read",
+      { allowed: true, limit: 5, remaining: 4, retryAfterMs: -100, resetAfterMs: 1000 },
+      { policy: "default" },
+      { "RateLimit-Policy": '"default";q=5', RateLimit: '"default";r=4;t=1' },
+    ],
+    [
+      "retryAfterMs 0 on a denial still says Retry-After: 1",
+      denied(0, 0),
+      { policy: "default" },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=1',
+        "Retry-After": "1",
+      },
+    ],
+    [
       "fractional limit is floored to an Integer (capacity 2.5 -> q=2)",
       allowed(1, 1000, 2.5),
       { policy: "default" },
@@ -272,6 +300,22 @@ describe("rateLimitHeaders", () => {
       error: new RangeError("rateLimitHeaders: decision.retryAfterMs must be a number, got NaN"),
     },
     {
+      name: "retryAfterMs negative on a denial (was silently sent as Retry-After: 1)",
+      decision: denied(-100),
+      options: { policy: "p" },
+      error: new RangeError(
+        "rateLimitHeaders: decision.retryAfterMs must be a number >= 0 or Infinity on a denial, got -100",
+      ),
+    },
+    {
+      name: "retryAfterMs -Infinity on a denial",
+      decision: denied(Number.NEGATIVE_INFINITY),
+      options: { policy: "p" },
+      error: new RangeError(
+        "rateLimitHeaders: decision.retryAfterMs must be a number >= 0 or Infinity on a denial, got -Infinity",
+      ),
+    },
+    {
       name: "resetAfterMs NaN",
       decision: { ...allowed(1, 0), resetAfterMs: Number.NaN },
       options: { policy: "p" },
@@ -283,6 +327,25 @@ describe("rateLimitHeaders", () => {
       rateLimitHeaders(decision as Decision, options as Parameters<typeof rateLimitHeaders>[1]);
     expect(call).toThrow(error);
     expect(call).toThrow(error.constructor as typeof Error);
+  });
+});
+
+describe("remaining passed through above the limit from a custom limiter", () => {
+  test("property: r is the whole remaining clamped to [0, q], for any integer limit and remaining", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 1e6 }),
+        fc.integer({ min: -1e6, max: 2e6 }),
+        fc.boolean(),
+        (limit, remaining, allowed) => {
+          const decision = { allowed, limit, remaining, retryAfterMs: 1000, resetAfterMs: 1000 };
+          const headers = rateLimitHeaders(decision, { policy: "p", legacy: true });
+          const expected = Math.min(Math.max(remaining, 0), limit);
+          expect(headers["X-RateLimit-Remaining"]).toBe(String(expected));
+          expect(headers.RateLimit).toMatch(new RegExp(`^"p";r=${expected};t=\\d+$`));
+        },
+      ),
+    );
   });
 });
 

@@ -493,18 +493,62 @@ describe("rateLimit on node:http", () => {
     expect(onError).toHaveBeenCalledTimes(2);
   });
 
-  test("a malformed decision from a custom limiter is a failure (open: passes, no headers)", async () => {
-    const onError = vi.fn();
+  test.each([
+    {
+      name: "remaining NaN",
+      decision: { allowed: true, limit: 10, remaining: Number.NaN } as Decision,
+      message: "RangeError: rateLimitHeaders: decision.remaining must be a finite number, got NaN",
+    },
+    {
+      name: "a denial with retryAfterMs -100 (was sent as Retry-After: 1)",
+      decision: { ...denial, retryAfterMs: -100 },
+      message:
+        "RangeError: rateLimitHeaders: decision.retryAfterMs must be a number >= 0 or Infinity on a denial, got -100",
+    },
+    {
+      name: "a denial with retryAfterMs NaN",
+      decision: { ...denial, retryAfterMs: Number.NaN },
+      message: "RangeError: rateLimitHeaders: decision.retryAfterMs must be a number, got NaN",
+    },
+    {
+      name: "not an object",
+      decision: null as unknown as Decision,
+      message:
+        "TypeError: rateLimitHeaders: decision must be an object with a boolean allowed, got null",
+    },
+  ])(
+    "invalid limiter output ($name) is a programming error: 500 even with failure 'open'",
+    async ({ decision, message }) => {
+      const onError = vi.fn();
+      for (const consume of [() => decision, async () => decision]) {
+        const url = await nodeServer({ limiter: { consume }, onError });
+        const response = await fetch(url);
+        expect(response.status).toBe(500);
+        expect(limitHeaders(response)).toStrictEqual({});
+      }
+      expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual([
+        [message, "programming"],
+        [message, "programming"],
+      ]);
+    },
+  );
+
+  test("remaining above the limit from a custom limiter is sent clamped (r=5 of q=5, not r=50)", async () => {
     const url = await nodeServer({
-      limiter: { consume: () => ({ allowed: true, limit: 10, remaining: Number.NaN }) as Decision },
-      onError,
+      limiter: {
+        consume: () => ({
+          allowed: true,
+          limit: 5,
+          remaining: 50,
+          retryAfterMs: 0,
+          resetAfterMs: 1000,
+        }),
+      },
     });
-    const response = await fetch(url);
-    expect(response.status).toBe(200);
-    expect(limitHeaders(response)).toStrictEqual({});
-    expect(String(onError.mock.calls[0]?.[0])).toBe(
-      "RangeError: rateLimitHeaders: decision.remaining must be a finite number, got NaN",
-    );
+    expect(limitHeaders(await fetch(url))).toStrictEqual({
+      "ratelimit-policy": '"default";q=5',
+      ratelimit: '"default";r=5;t=1',
+    });
   });
 
   test("the default onError logs at most one line per 10 s during an outage", async () => {
