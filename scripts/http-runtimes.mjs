@@ -121,6 +121,21 @@ try {
   const passed = await fetch(open.url);
   check("failure open", [passed.status, await passed.text()], [200, "ok"]);
 
+  // 4b. A cost() that returns NaN is a programming error: 500 even with failure 'open'
+  // (it used to be taken for an outage and let through).
+  const errors = [];
+  const buggy = serve(
+    withRateLimit(ok, {
+      limiter: recording(),
+      cost: () => Number.NaN,
+      onError: (_error, info) => errors.push(info.kind),
+    }),
+  );
+  servers.push(buggy);
+  const bug = await fetch(buggy.url);
+  await bug.text();
+  check("bad cost() answers 500", [bug.status, errors], [500, ["programming"]]);
+
   // 5. A response with immutable headers (Response.redirect) still gets the fields.
   const redirect = serve(
     withRateLimit(() => Response.redirect("http://127.0.0.1/next", 302), { limiter: recording() }),
@@ -158,6 +173,31 @@ try {
     [429, '"default";r=0;t=1', "1"],
   ]);
   check("node:http peer address", [...new Set(nodeLimiter.keys)], ["127.0.0.1"]);
+
+  // 7. An async limiter plus an onLimited that throws: 500, not an unhandled rejection.
+  const throwing = rateLimit({
+    limiter: {
+      consume: async () => ({
+        allowed: false,
+        limit: 1,
+        remaining: 0,
+        retryAfterMs: 1000,
+        resetAfterMs: 1000,
+      }),
+    },
+    onLimited: () => {
+      throw new Error("onLimited bug");
+    },
+    onError: quiet,
+  });
+  const throwingServer = createServer((req, res) => throwing(req, res, () => res.end("ok")));
+  await new Promise((resolve) => throwingServer.listen(0, "127.0.0.1", resolve));
+  servers.push({ stop: () => new Promise((resolve) => throwingServer.close(resolve)) });
+  const broken = await fetch(`http://127.0.0.1:${throwingServer.address().port}`, {
+    headers: { connection: "close" },
+  });
+  await broken.text();
+  check("node:http onLimited throws after an async limiter", broken.status, 500);
 } finally {
   for (const server of servers) await server.stop();
 }
