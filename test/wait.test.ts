@@ -550,3 +550,54 @@ describe("allOf wait (polls its parts as meters)", () => {
     expect(log).toEqual(Array.from({ length: 20 }, (_, i) => `${i}@${i * 125}`));
   });
 });
+
+describe("deadlines and failing clocks", () => {
+  test("waiters behind the head are rejected at their own deadlines, in deadline order", async () => {
+    const { clock, advance } = timerClock();
+    const window = new FixedWindow({ limit: 2, windowMs: 1000, clock });
+    window.consume(2);
+    const { log, track } = settleLog(clock);
+    // The head takes the next window whole; alone, each of the others would fit at 1000 ms.
+    const waits = [track("head", window.wait(2))];
+    for (const maxWaitMs of [1500, 1300, 1900, 1100, 1200, 1700, 1400]) {
+      waits.push(track(`${maxWaitMs}`, window.wait(1, { maxWaitMs })));
+    }
+    expect(vi.getTimerCount()).toBe(1);
+    await advance(3000);
+    await Promise.all(waits);
+    expect(log).toEqual([
+      "head@1000",
+      "1100!RateLimitError@1100",
+      "1200!RateLimitError@1200",
+      "1300!RateLimitError@1300",
+      "1400!RateLimitError@1400",
+      "1500!RateLimitError@1500",
+      "1700!RateLimitError@1700",
+      "1900!RateLimitError@1900",
+    ]);
+  });
+
+  test.each([
+    {
+      name: "TokenBucket",
+      make: (clock: Clock) => new TokenBucket({ capacity: 1, refillPerSecond: 1, clock }),
+    },
+    {
+      name: "FixedWindow",
+      make: (clock: Clock) => new FixedWindow({ limit: 1, windowMs: 1000, clock }),
+    },
+  ])(
+    "$name: a clock that starts throwing rejects the waiters instead of hanging",
+    async ({ make }) => {
+      const { clock, advance } = timerClock();
+      let broken = false;
+      const limiter = make(() => (broken ? Number.NaN : clock()));
+      limiter.consume(1);
+      const waiting = limiter.wait(1);
+      broken = true;
+      await advance(1000);
+      await expect(waiting).rejects.toThrow(RangeError);
+      expect(vi.getTimerCount()).toBe(0);
+    },
+  );
+});

@@ -178,3 +178,24 @@ describe("KeyedLimiter.wait with a window policy (generic path)", () => {
     await expect(waiting).resolves.toMatchObject({ allowed: true, remaining: 0 });
   });
 });
+
+describe("KeyedLimiter reset and clear with waiting keys (fast path)", () => {
+  test("reset(key) refills a waiting key; its waiters keep their place and are served sooner", async () => {
+    const { clock, advance } = timerClock();
+    const limiter = new KeyedLimiter(
+      new TokenBucket({ capacity: 2, refillPerSecond: 1, clock }),
+      NO_SWEEP,
+    );
+    limiter.consume("a", 2);
+    limiter.consume("b", 2);
+    const { log, track } = settleLog(clock);
+    const waits = [track("a", limiter.wait("a", 2)), track("b", limiter.wait("b", 2))];
+    await advance(500);
+    limiter.reset("a");
+    limiter.clear(); // b too (a was already fresh)
+    await advance(0);
+    expect(log.sort()).toEqual(["a@500", "b@500"]);
+    await Promise.all(waits);
+    expect(limiter.peek("a", 2).allowed, "clear() forgot what the waiters took").toBe(true);
+  });
+});
