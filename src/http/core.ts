@@ -26,7 +26,8 @@ export type HeaderMode = "draft-10" | "legacy" | "both" | "none";
 /**
  * What to do with a request when the limiter throws or rejects: `'open'` lets it through
  * (without rate-limit headers), `'closed'` answers 503. Never a 429: an outage is not the
- * client's fault.
+ * client's fault. A programming error (see {@link FailureKind}) is not an outage: it is
+ * answered 500 in both modes.
  */
 export type FailureMode = "open" | "closed";
 
@@ -76,7 +77,8 @@ export interface CommonRateLimitOptions {
    */
   readonly headers?: HeaderMode | undefined;
   /**
-   * What to do when the limiter throws or rejects (see {@link FailureMode}).
+   * What to do when the limiter throws or rejects (see {@link FailureMode}); a
+   * programming error is answered 500 whatever this says.
    * @default "open"
    */
   readonly failure?: FailureMode | undefined;

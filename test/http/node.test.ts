@@ -559,6 +559,23 @@ describe("rateLimit on node:http", () => {
     expect(log.mock.calls[0]?.[0]).toBe("rateLimit: the limiter failed, let the request through:");
   });
 
+  test("the default onError logs programming errors on their own budget, so an outage cannot hide them", async () => {
+    const log = vi.spyOn(console, "error").mockImplementation(() => {});
+    let broken = true;
+    const url = await nodeServer({
+      limiter: { consume: () => Promise.reject(new Error("down")) },
+      cost: () => (broken ? Number.NaN : 1),
+    });
+    expect((await fetch(url)).status).toBe(500);
+    expect((await fetch(url)).status).toBe(500); // within 10 s: not logged again
+    broken = false;
+    expect((await fetch(url)).status).toBe(200); // the outage's first line
+    expect(log.mock.calls.map(([line]) => line)).toStrictEqual([
+      "rateLimit: programming error, answered 500:",
+      "rateLimit: the limiter failed, let the request through:",
+    ]);
+  });
+
   test("an async limiter (a promise per decision) works like a sync one", async () => {
     const clock = manualClock();
     const keyed = new RecordingLimiter(1, 1, clock);

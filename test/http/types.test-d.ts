@@ -1,6 +1,7 @@
 import { expectTypeOf, test } from "vitest";
-import type { KeyedConsumer } from "../../src/http/core.js";
+import type { FailureInfo, FailureKind, KeyedConsumer } from "../../src/http/core.js";
 import { withRateLimit } from "../../src/http/fetch.js";
+import { rateLimit } from "../../src/http/node.js";
 
 declare const limiter: KeyedConsumer;
 
@@ -23,4 +24,18 @@ test("extra runtime arguments pass through in the type", () => {
     { limiter },
   );
   expectTypeOf(wrapped).parameters.toEqualTypeOf<[Request, { remoteAddr: { hostname: string } }]>();
+});
+
+test("onError is told which kind of failure it was", () => {
+  expectTypeOf<FailureInfo["kind"]>().toEqualTypeOf<"outage" | "programming">();
+  expectTypeOf<FailureKind>().toEqualTypeOf<FailureInfo["kind"]>();
+});
+
+test("an async onLimited is accepted (its rejection is handled as a programming error)", () => {
+  expectTypeOf(rateLimit).toBeCallableWith({
+    limiter,
+    onLimited: async () => {
+      throw new Error("bug");
+    },
+  });
 });
