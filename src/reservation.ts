@@ -188,11 +188,17 @@ export class BucketLedger {
     return new PendingReservation(delayMs, this, entry);
   }
 
-  /** See `TokenBucket.wait`. Never throws: every problem is a rejection. */
-  wait(cost: number | undefined, options: WaitOptions | undefined): Promise<Decision> {
+  /**
+   * See `TokenBucket.wait`. Never throws: every problem is a rejection, whose message
+   * starts with `where` (by default `TokenBucket.wait`).
+   */
+  wait(
+    cost: number | undefined,
+    options: WaitOptions | undefined,
+    where = `${this.host.where}.wait`,
+  ): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
       const h = this.host;
-      const where = `${h.where}.wait`;
       const c = checkCost(where, cost);
       const { signal, maxWaitMs } = checkWaitOptions(where, options);
       if (signal?.aborted) {

@@ -223,6 +223,11 @@ export class LeakyBucket implements Limiter {
     return this.seenMs;
   }
 
+  /** @internal `wait` whose error messages name `where` (`KeyedLimiter.wait` for a key). */
+  waitAs(where: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
+    return this.waitLedger().wait(cost, options, where);
+  }
+
   private waitLedger(): BucketLedger {
     this.ledger ??= new BucketLedger({
       where: WHERE,

@@ -54,7 +54,11 @@ export class WaitingKeys {
     const settled = () => {
       if (--entry.inflight === 0) this.attach(key, entry);
     };
-    const promise = entry.limiter.wait(cost, options);
+    const limiter = entry.limiter;
+    const promise =
+      limiter instanceof AllOf
+        ? limiter.wait(cost, options)
+        : limiter.waitAs("KeyedLimiter.wait", cost, options);
     promise.then(settled, settled);
     return promise;
   }

@@ -41,6 +41,10 @@ describe.each(paths((clock) => new LeakyBucket({ capacity: 20, leakPerSecond: 8,
       await expect(limiter.wait("a"), "the 21st: the queue is full").rejects.toBeInstanceOf(
         RateLimitError,
       );
+      await expect(limiter.wait("a")).rejects.toThrow(
+        // The fast path names the registry; the generic path, the key's own limiter.
+        /^(KeyedLimiter|LeakyBucket)\.wait: the queue is full/,
+      );
       expect(limiter.allow("a"), "a plain request waits behind the queue").toBe(false);
       expect(limiter.allow("b"), "another key is not held up").toBe(true);
       expect(vi.getTimerCount()).toBe(1);
