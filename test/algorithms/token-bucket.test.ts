@@ -480,6 +480,22 @@ describe("TokenBucket properties", () => {
 });
 
 describe("TokenBucket regressions", () => {
+  test("a spent reservation kept the bucket busy: isIdle was false after its time had come", () => {
+    const clock = manualClock();
+    const bucket = new TokenBucket({ capacity: 1, refillPerSecond: 10, clock });
+    bucket.consume(1);
+    expect(bucket.reserve(1).delayMs).toBe(100);
+    clock.set(200); // the reservation acted at 100 ms; the bucket is full again at 200 ms
+    expect(bucket.isIdle()).toBe(true);
+  });
+
+  test("reserve at a rate of 0 answered ok: true with delayMs Infinity (QA #19)", () => {
+    const bucket = new TokenBucket({ capacity: 1, refillPerSecond: 0, clock: manualClock() });
+    bucket.consume(1);
+    expect(bucket.reserve(1)).toMatchObject({ ok: false, delayMs: Number.POSITIVE_INFINITY });
+    expect(bucket.peek(0)).toMatchObject({ remaining: 0, resetAfterMs: Number.POSITIVE_INFINITY });
+  });
+
   test("retryAfterMs for a capacity of 1e306 overflowed to Infinity (missing * 1000)", () => {
     const clock = manualClock();
     const bucket = new TokenBucket({ capacity: 1e306, refillPerSecond: 1000, clock });
