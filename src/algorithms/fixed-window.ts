@@ -8,7 +8,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
-import { readClock, windowEnd } from "./time.js";
+import { checkWindowClock, readClock, windowClockBoundMs, windowEnd } from "./time.js";
 import { fixedWindowDecision } from "./window-math.js";
 
 /** Options of {@link FixedWindow}. */
@@ -47,7 +47,12 @@ const WHERE = "FixedWindow";
  *
  * @throws {TypeError} If `options` is not an object, `limit` or `windowMs` is not a
  *   number, or `clock` is not a function.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; and from any
+ *   method that reads the clock, when `windowMs` is below the clock's float step at the
+ *   reading (`|t| >= 2^(53 + floor(log2(windowMs)))`: `windowMs` 1 beyond 2^53 ms,
+ *   0.001 beyond 2^43 ms, about 8.8e12), where windows could not be told apart. Such a
+ *   reading is not kept. `performance.now()` and `Date.now()` are far inside the bound
+ *   for any `windowMs` >= 0.001.
  * @example
  * const window = new FixedWindow({ limit: 100, windowMs: 60_000 })
  * window.consume().remaining //=> 99
@@ -69,12 +74,15 @@ export class FixedWindow implements Limiter {
   private count = 0;
   /** Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
+  /** Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
+  private readonly clockBoundMs = Number.POSITIVE_INFINITY;
   private queue: WaitQueue | undefined;
 
   constructor(options: FixedWindowOptions) {
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
     this.limit = checkNumber(WHERE, "limit", o.limit, 0, false);
     this.windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
+    this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);
   }
 
@@ -131,9 +139,13 @@ export class FixedWindow implements Limiter {
     return this.queue.wait(cost, options);
   }
 
-  /** Reads the clock; a reading behind the latest one counts as the latest one. */
+  /**
+   * Reads the clock; a reading behind the latest one counts as the latest one. A
+   * reading where `windowMs` is below the clock's float step throws and is not kept.
+   */
   private now(): number {
-    this.seenMs = readClock(WHERE, this.clock, this.seenMs);
+    const t = readClock(WHERE, this.clock, this.seenMs);
+    this.seenMs = checkWindowClock(WHERE, t, this.windowMs, this.clockBoundMs);
     return this.seenMs;
   }
 

@@ -8,7 +8,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
-import { readClock } from "./time.js";
+import { checkWindowClock, readClock, windowClockBoundMs } from "./time.js";
 import { logDecision, logExactEntries, logLeaveAt } from "./window-math.js";
 
 /** Options of {@link SlidingWindowLog}. */
@@ -63,7 +63,12 @@ const EMPTY = new Float64Array(0);
  *
  * @throws {TypeError} If `options` is not an object, `limit` or `windowMs` is not a
  *   number, or `clock` is not a function.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; and from any
+ *   method that reads the clock, when `windowMs` is below the clock's float step at the
+ *   reading (`|t| >= 2^(53 + floor(log2(windowMs)))`: `windowMs` 1 beyond 2^53 ms,
+ *   0.001 beyond 2^43 ms, about 8.8e12), where windows could not be told apart. Such a
+ *   reading is not kept. `performance.now()` and `Date.now()` are far inside the bound
+ *   for any `windowMs` >= 0.001.
  * @example
  * const log = new SlidingWindowLog({ limit: 5, windowMs: 60_000 })
  * log.consume(5).allowed //=> true
@@ -99,12 +104,15 @@ export class SlidingWindowLog implements Limiter {
   private base = 0;
   /** Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
+  /** Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
+  private readonly clockBoundMs = Number.POSITIVE_INFINITY;
   private queue: WaitQueue | undefined;
 
   constructor(options: SlidingWindowLogOptions) {
     const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
     this.limit = checkNumber(WHERE, "limit", o.limit, 0, false);
     this.windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
+    this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);
     this.exactEntries = logExactEntries(this.limit);
     this.maxEntries = 2 * this.exactEntries + 1;
@@ -164,9 +172,13 @@ export class SlidingWindowLog implements Limiter {
     return this.queue.wait(cost, options);
   }
 
-  /** Reads the clock; a reading behind the latest one counts as the latest one. */
+  /**
+   * Reads the clock; a reading behind the latest one counts as the latest one. A
+   * reading where `windowMs` is below the clock's float step throws and is not kept.
+   */
   private now(): number {
-    this.seenMs = readClock(WHERE, this.clock, this.seenMs);
+    const t = readClock(WHERE, this.clock, this.seenMs);
+    this.seenMs = checkWindowClock(WHERE, t, this.windowMs, this.clockBoundMs);
     return this.seenMs;
   }
 

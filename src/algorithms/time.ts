@@ -20,6 +20,59 @@ export function readClock(where: string, clock: Clock, seenMs: number): number {
 }
 
 /**
+ * `floor(log2(x))` for a finite `x > 0`, exactly (`Math.log2` can round across a power
+ * of two): the exponent `e` with `2^e <= x < 2^(e + 1)`, from -1074 to 1023.
+ */
+export function exponentOf(x: number): number {
+  let e = Math.floor(Math.log2(x));
+  if (2 ** e > x) e--;
+  else if (2 ** (e + 1) <= x) e++;
+  return e;
+}
+
+/**
+ * The float step (ulp) of a double at `x`: the gap to the next double away from 0,
+ * `2^(exponentOf(|x|) - 52)`, and `2^-1074` for 0 and the subnormals.
+ */
+export function floatStep(x: number): number {
+  const a = Math.abs(x);
+  return a < 2 ** -1022 ? 2 ** -1074 : 2 ** (exponentOf(a) - 52);
+}
+
+/**
+ * The clock readings a window of `windowMs` can be told apart at: a window limiter
+ * needs `windowMs` to be at least the clock's float step, and the step at `t` is at most
+ * `windowMs` exactly while `|t| < 2^(53 + exponentOf(windowMs))` (returned; Infinity when
+ * that overflows, as for every window of 2^971 ms and more). Below it the window index
+ * `t / windowMs` is an exact integer under 2^53, and `t + windowMs > t`. Computed once
+ * per limiter, so each reading costs one comparison ({@link checkWindowClock}).
+ */
+export function windowClockBoundMs(windowMs: number): number {
+  return 2 ** (53 + exponentOf(windowMs));
+}
+
+/**
+ * Checks that a window of `windowMs` is representable at the clock reading `nowMs`
+ * (`|nowMs| < boundMs`, from {@link windowClockBoundMs}) and returns `nowMs`.
+ * @throws {RangeError} `FixedWindow: windowMs 1 is below the clock's resolution at
+ *   1e16 ms (a float step of 2 ms); use a larger windowMs or a clock with a smaller
+ *   origin`, because beyond it windows would end where they start (every request
+ *   admitted) or never end (every request denied forever).
+ */
+export function checkWindowClock(
+  where: string,
+  nowMs: number,
+  windowMs: number,
+  boundMs: number,
+): number {
+  if (nowMs < boundMs && nowMs > -boundMs) return nowMs;
+  throw new RangeError(
+    `${where}: windowMs ${windowMs} is below the clock's resolution at ${nowMs} ms ` +
+      `(a float step of ${floatStep(nowMs)} ms); use a larger windowMs or a clock with a smaller origin`,
+  );
+}
+
+/**
  * The index `k` of the window holding `nowMs`: `floor(nowMs / windowMs)`, corrected
  * so that `k * windowMs <= nowMs < (k + 1) * windowMs` holds for the products as
  * computed, even where the division rounds across a boundary. Windows are half-open:
@@ -40,9 +93,13 @@ export function windowEnd(nowMs: number, windowMs: number): number {
 /**
  * The smallest multiple `k * granuleMs` (as computed) that is `>= nowMs`: `nowMs` rounded
  * up to the end of its granule, corrected where `ceil(nowMs / granuleMs)` rounds down
- * across a boundary (`ceil(27.3 / 0.7) * 0.7` is 27.299999999999997).
+ * across a boundary (`ceil(27.3 / 0.7) * 0.7` is 27.299999999999997). Never below
+ * `nowMs`, even where `granuleMs` is below the float step at `nowMs`.
  */
 export function granuleEnd(nowMs: number, granuleMs: number): number {
   const k = Math.ceil(nowMs / granuleMs);
-  return k * granuleMs < nowMs ? (k + 1) * granuleMs : k * granuleMs;
+  const end = k * granuleMs < nowMs ? (k + 1) * granuleMs : k * granuleMs;
+  // A granule below the float step at nowMs (a large limit at a large clock) can round
+  // the end below nowMs: an entry stamped there would count for less than windowMs.
+  return end < nowMs ? nowMs : end;
 }

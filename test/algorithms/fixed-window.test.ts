@@ -13,6 +13,7 @@ import {
   timeline,
   windowParams,
 } from "../support/timeline.js";
+import { describeClockResolution } from "../support/window-resolution.js";
 
 const INF = Number.POSITIVE_INFINITY;
 
@@ -242,3 +243,5 @@ describe("FixedWindow properties", () => {
     );
   });
 });
+
+describeClockResolution("FixedWindow", (options) => new FixedWindow(options));

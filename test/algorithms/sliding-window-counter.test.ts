@@ -13,6 +13,7 @@ import {
   timeline,
   windowParams,
 } from "../support/timeline.js";
+import { describeClockResolution } from "../support/window-resolution.js";
 
 const INF = Number.POSITIVE_INFINITY;
 
@@ -290,3 +291,5 @@ describe("SlidingWindowCounter properties", () => {
     );
   });
 });
+
+describeClockResolution("SlidingWindowCounter", (options) => new SlidingWindowCounter(options));

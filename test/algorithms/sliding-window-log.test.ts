@@ -13,6 +13,7 @@ import {
   timeline,
   windowParams,
 } from "../support/timeline.js";
+import { describeClockResolution } from "../support/window-resolution.js";
 
 const INF = Number.POSITIVE_INFINITY;
 
@@ -412,3 +413,5 @@ describe("SlidingWindowLog properties", () => {
     );
   });
 });
+
+describeClockResolution("SlidingWindowLog", (options) => new SlidingWindowLog(options));

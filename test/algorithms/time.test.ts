@@ -1,5 +1,15 @@
 import { describe, expect, test } from "vitest";
-import { granuleEnd, readClock, windowEnd, windowIndex } from "../../src/algorithms/time.js";
+import {
+  checkWindowClock,
+  exponentOf,
+  floatStep,
+  granuleEnd,
+  readClock,
+  windowClockBoundMs,
+  windowEnd,
+  windowIndex,
+} from "../../src/algorithms/time.js";
+import { bitStep, resolutionMessage } from "../support/window-resolution.js";
 
 describe("windowIndex", () => {
   test.each([
@@ -64,6 +74,18 @@ describe("granuleEnd", () => {
   test("the rounding case really is one a plain ceil gets wrong", () => {
     expect(Math.ceil(27.3 / 0.7) * 0.7).toBeLessThan(27.3);
   });
+
+  // QA: with a granule below the float step at the time (limit 100, windowMs 1 at
+  // 1e15 ms: granules of 0.01 ms, steps of 0.125 ms) the end rounded below the time, so
+  // a sliding log entry stamped there counted for less than windowMs.
+  test("a granule below the float step never ends before the time", () => {
+    const t = 1e15 + 0.25;
+    const k = Math.ceil(t / 0.01);
+    // Both k and k + 1 granules end below t: the one-step correction cannot reach t.
+    expect(k * 0.01).toBeLessThan(t);
+    expect((k + 1) * 0.01).toBeLessThan(t);
+    expect(granuleEnd(t, 0.01)).toBe(t);
+  });
 });
 
 describe("readClock", () => {
@@ -81,5 +103,52 @@ describe("readClock", () => {
     const read = () => readClock("X", () => reading as number, 0);
     expect(read).toThrow(error);
     expect(read).toThrow(`X: clock must return a finite number of milliseconds, got ${got}`);
+  });
+});
+
+describe("exponentOf and floatStep", () => {
+  test.each([
+    { name: "1", x: 1, e: 0 },
+    { name: "just below 2", x: 2 - 2 ** -52, e: 0 },
+    { name: "2", x: 2, e: 1 },
+    { name: "0.001", x: 0.001, e: -10 },
+    { name: "the smallest subnormal", x: 5e-324, e: -1074 },
+    { name: "1e308", x: 1e308, e: 1023 },
+    // Math.log2 rounds up to exactly 48 here; the exponent is 47.
+    { name: "just below 2^48", x: 2 ** 48 - 2 ** -5, e: 47 },
+  ])("exponentOf($name) = $e, and floatStep matches the bits", ({ x, e }) => {
+    expect(exponentOf(x)).toBe(e);
+    expect(2 ** e).toBeLessThanOrEqual(x);
+    expect(2 ** (e + 1)).toBeGreaterThan(x);
+    expect(floatStep(x)).toBe(bitStep(x));
+    expect(floatStep(-x)).toBe(bitStep(x));
+  });
+
+  test("floatStep of 0 and the subnormals is 2^-1074", () => {
+    expect(floatStep(0)).toBe(5e-324);
+    expect(floatStep(1e-310)).toBe(5e-324);
+  });
+});
+
+describe("windowClockBoundMs and checkWindowClock", () => {
+  test.each([
+    { name: "1 ms", w: 1, bound: 2 ** 53 },
+    { name: "1.5 ms (between powers of two)", w: 1.5, bound: 2 ** 53 },
+    { name: "0.001 ms", w: 0.001, bound: 2 ** 43 },
+    { name: "2^971 ms and more: no bound", w: 2 ** 971, bound: Number.POSITIVE_INFINITY },
+  ])("$name: readings below $bound pass, the bound itself throws", ({ w, bound }) => {
+    expect(windowClockBoundMs(w)).toBe(bound);
+    if (bound === Number.POSITIVE_INFINITY) return;
+    const below = bound - bitStep(bound) / 2; // the double just below the bound
+    expect(bitStep(below)).toBeLessThanOrEqual(w);
+    expect(bitStep(bound)).toBeGreaterThan(w);
+    expect(checkWindowClock("X", below, w, bound)).toBe(below);
+    expect(checkWindowClock("X", -below, w, bound)).toBe(-below);
+    expect(() => checkWindowClock("X", bound, w, bound)).toThrow(resolutionMessage("X", w, bound));
+    expect(() => checkWindowClock("X", -bound, w, bound)).toThrow(RangeError);
+  });
+
+  test("a reading 0 is fine for any window, even 5e-324 ms", () => {
+    expect(checkWindowClock("X", 0, 5e-324, windowClockBoundMs(5e-324))).toBe(0);
   });
 });

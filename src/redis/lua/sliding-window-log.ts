@@ -79,6 +79,8 @@ if allowed and take and cost > 0 then
     local k = math.ceil(now / granule)
     if k * granule < now then k = k + 1 end
     stamp = k * granule
+    -- time.ts granuleEnd: a granule below the float step at now can round below now.
+    if stamp < now then stamp = now end
   end
   local leaveAt = stamp + windowMs
   if size > 0 and (newestLeave == leaveAt or size >= maxEntries) then
