@@ -99,3 +99,107 @@ describe("reservations against naive models", () => {
     );
   });
 });
+
+/** One step of a mixed timeline: what a caller does after `gapMs`. */
+const mixedOps = fc.array(
+  fc.record({
+    gapMs: fc.integer({ min: 0, max: 15 }),
+    op: fc.constantFrom("wait", "reserve", "consume"),
+    cost: fc.integer({ min: 1, max: 3 }),
+    // For a wait: abort after this many ms; for a reservation: cancel after them.
+    giveUpAfterMs: fc.option(fc.integer({ min: 0, max: 40 }), { nil: undefined }),
+  }),
+  { minLength: 1, maxLength: 25 },
+);
+
+/**
+ * Runs `ops` against `bucket` on fake time and returns when each admitted request acts:
+ * a granted wait when it resolves, a reservation at `delayMs` after it (unless cancelled
+ * before), a plain consume at once.
+ */
+async function actingTimes(
+  bucket: TokenBucket | LeakyBucket,
+  ops: readonly { gapMs: number; op: string; cost: number; giveUpAfterMs: number | undefined }[],
+  clock: () => number,
+  advance: (ms: number) => Promise<void>,
+): Promise<{ atMs: number; cost: number }[]> {
+  const acts: { atMs: number; cost: number }[] = [];
+  for (const { gapMs, op, cost, giveUpAfterMs } of ops) {
+    await advance(gapMs);
+    const t = clock();
+    if (op === "consume") {
+      if (bucket.consume(cost).allowed) acts.push({ atMs: t, cost });
+    } else if (op === "reserve") {
+      const r = bucket.reserve(cost);
+      if (!r.ok) continue;
+      if (giveUpAfterMs !== undefined && giveUpAfterMs < r.delayMs) {
+        setTimeout(() => r.cancel(), giveUpAfterMs);
+      } else {
+        acts.push({ atMs: t + r.delayMs, cost });
+      }
+    } else {
+      const controller = new AbortController();
+      if (giveUpAfterMs !== undefined) setTimeout(() => controller.abort(), giveUpAfterMs);
+      bucket.wait(cost, { signal: controller.signal }).then(
+        () => acts.push({ atMs: clock(), cost }),
+        () => {},
+      );
+    }
+  }
+  await advance(2000);
+  return acts.sort((a, b) => a.atMs - b.atMs);
+}
+
+describe("conformance with waits, reservations, aborts and cancels mixed", () => {
+  test("TokenBucket: what acts never exceeds capacity + rate * time (Go's cancel rule is safe)", async () => {
+    await fc.assert(
+      fc.asyncProperty(capacities, rates, mixedOps, async (capacity, rate, ops) => {
+        const { clock, advance } = timerClock();
+        try {
+          const bucket = new TokenBucket({ capacity: capacity + 2, refillPerSecond: rate, clock });
+          const acts = await actingTimes(bucket, ops, clock, advance);
+          // A fresh bucket replaying the acts must never go below 0.
+          let tokens = capacity + 2;
+          let last = 0;
+          for (const { atMs, cost } of acts) {
+            tokens = Math.min(capacity + 2, tokens + ((atMs - last) * rate) / 1000) - cost;
+            last = atMs;
+            expect(tokens, `act of ${cost} at ${atMs} ms`).toBeGreaterThanOrEqual(-1e-9);
+          }
+          expect(bucket.isIdle(), "everything settled: full again").toBe(true);
+        } finally {
+          vi.useRealTimers();
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  test("LeakyBucket: admitted requests leave no faster than the leak rate, in order", async () => {
+    await fc.assert(
+      fc.asyncProperty(capacities, rates, mixedOps, async (capacity, rate, ops) => {
+        const { clock, advance } = timerClock();
+        try {
+          const bucket = new LeakyBucket({ capacity: capacity + 2, leakPerSecond: rate, clock });
+          const plainOnly = ops.map((o) => (o.op === "consume" ? { ...o, op: "wait" } : o));
+          const acts = await actingTimes(bucket, plainOnly, clock, advance);
+          // Between two departures, at least the earlier ones' costs have drained.
+          for (let i = 0; i < acts.length; i++) {
+            let drained = 0;
+            for (let j = i + 1; j < acts.length; j++) {
+              drained += acts[j - 1]!.cost;
+              const gapMs = acts[j]!.atMs - acts[i]!.atMs;
+              expect(gapMs, `departures ${i} and ${j}`).toBeGreaterThanOrEqual(
+                (drained * 1000) / rate - 1e-9,
+              );
+            }
+          }
+          expect(bucket.isIdle(), "everything settled: empty again").toBe(true);
+        } finally {
+          vi.useRealTimers();
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
