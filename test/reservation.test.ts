@@ -104,10 +104,10 @@ describe("reservations against naive models", () => {
 const mixedOps = fc.array(
   fc.record({
     gapMs: fc.integer({ min: 0, max: 15 }),
-    op: fc.constantFrom("wait", "reserve", "consume"),
+    op: fc.constantFrom("wait", "reserve", "reserve", "consume"),
     cost: fc.integer({ min: 1, max: 3 }),
     // For a wait: abort after this many ms; for a reservation: cancel after them.
-    giveUpAfterMs: fc.option(fc.integer({ min: 0, max: 40 }), { nil: undefined }),
+    giveUpAfterMs: fc.option(fc.integer({ min: 0, max: 12 }), { nil: undefined }),
   }),
   { minLength: 1, maxLength: 25 },
 );
@@ -152,17 +152,19 @@ async function actingTimes(
 
 describe("conformance with waits, reservations, aborts and cancels mixed", () => {
   test("TokenBucket: what acts never exceeds capacity + rate * time (Go's cancel rule is safe)", async () => {
+    // Fails in most runs when cancel gives back all of a reservation's units (checked);
+    // the step test "Go's rule" in wait.test.ts fails every time.
     await fc.assert(
       fc.asyncProperty(capacities, rates, mixedOps, async (capacity, rate, ops) => {
         const { clock, advance } = timerClock();
         try {
-          const bucket = new TokenBucket({ capacity: capacity + 2, refillPerSecond: rate, clock });
+          const bucket = new TokenBucket({ capacity, refillPerSecond: rate, clock });
           const acts = await actingTimes(bucket, ops, clock, advance);
           // A fresh bucket replaying the acts must never go below 0.
-          let tokens = capacity + 2;
+          let tokens = capacity;
           let last = 0;
           for (const { atMs, cost } of acts) {
-            tokens = Math.min(capacity + 2, tokens + ((atMs - last) * rate) / 1000) - cost;
+            tokens = Math.min(capacity, tokens + ((atMs - last) * rate) / 1000) - cost;
             last = atMs;
             expect(tokens, `act of ${cost} at ${atMs} ms`).toBeGreaterThanOrEqual(-1e-9);
           }
@@ -171,7 +173,7 @@ describe("conformance with waits, reservations, aborts and cancels mixed", () =>
           vi.useRealTimers();
         }
       }),
-      { numRuns: 150 },
+      { numRuns: 1000 },
     );
   });
 
