@@ -118,7 +118,7 @@ function dateNowTask(): TimedTask {
 
 function mapGetTask(pattern: KeyPattern): TimedTask {
   return {
-    id: "floor.map-get",
+    id: `floor.map-get.${pattern.id}`,
     name: `Map.get, ${pattern.label}`,
     prepare: () => {
       const { keys, seq } = accessSequence(pattern);
@@ -166,7 +166,7 @@ function naiveTask(pattern: KeyPattern): TimedTask {
   };
 }
 
-/** Section 1: performance.now(), Date.now(), Map.get on the medium key space, naive map. */
+/** Section 1: performance.now(), Date.now(), Map.get on the two key spaces, the naive map. */
 export function floorTasks(quick: boolean): TimedTask[] {
   const patterns = keyPatterns(quick);
   return [nowTask(), dateNowTask(), mapGetTask(patterns[1]!), ...patterns.map((p) => naiveTask(p))];

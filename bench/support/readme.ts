@@ -30,6 +30,11 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
   const checkRows = [
     [`**tollgate \`KeyedLimiter(TokenBucket).allow(key)\`**`, ...tb.map((v) => `**${ns(v)}**`)],
     row("bare `performance.now()` (reference)", [now, undefined, undefined]),
+    row("`Map.get` alone, no limiter (floor)", [
+      undefined,
+      t("floor.map-get.medium"),
+      t("floor.map-get.large"),
+    ]),
     row("naive `Map<string, {tokens, last}>` token bucket (reference)", naive),
     ...PEERS.map((p) =>
       row(

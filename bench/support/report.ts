@@ -221,7 +221,8 @@ function floorsSection(r: RunResults): string[] {
   const ids = [
     "floor.performance-now",
     "floor.date-now",
-    "floor.map-get",
+    "floor.map-get.medium",
+    "floor.map-get.large",
     ...keyPatterns(r.quick).map((p) => `naive.${p.id}`),
   ];
   const rows = ids.flatMap((id) => {
