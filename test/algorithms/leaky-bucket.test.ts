@@ -371,6 +371,17 @@ describe("LeakyBucket shaping (reserve)", () => {
     }
   }
 
+  test("a cancel in the middle keeps the water later reservations count on", () => {
+    const clock = manualClock();
+    const shaper = new LeakyBucket({ capacity: 5, leakPerSecond: 10, clock });
+    shaper.reserve(1); // leaves at once
+    const middle = shaper.reserve(1); // at 100 ms
+    const last = shaper.reserve(1); // at 200 ms, behind middle's water
+    expect([middle.delayMs, last.delayMs]).toEqual([100, 200]);
+    middle.cancel(); // last still leaves at 200 ms: its slot must stay taken
+    expect(shaper.reserve(1).delayMs, "not 200: that would leave together with last").toBe(300);
+  });
+
   test("a maxWaitMs above the delay is refused and admits nothing", () => {
     const clock = manualClock();
     const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 10, clock });
