@@ -55,9 +55,15 @@ export function logExactEntries(limit: number): number {
 
 /**
  * When an entry logged at `nowMs` leaves a sliding log that holds `size` entries: its
- * stamp plus `windowMs`. The stamp is `nowMs` while `size < exactEntries`, else `nowMs`
- * rounded up to the end of its granule of `windowMs / exactEntries` ms, so the log never
- * holds more than `2 * exactEntries + 1` entries.
+ * stamp plus `windowMs`, never earlier. The stamp is `nowMs` while `size < exactEntries`,
+ * else `nowMs` rounded up to the end of its granule of `windowMs / exactEntries` ms, so
+ * the log never holds more than `2 * exactEntries + 1` entries.
+ *
+ * Where the float sum `stamp + windowMs` rounds down (7.2 + 2 is 9.2, below the exact
+ * 9.2000000000000002; 2^53 - 1 + 2 is 2^53), the entry would leave before a full window
+ * and a reading at the rounded sum could admit `limit` again: the sum is then moved up by
+ * one or two float steps (its rounding error comes from Knuth's TwoSum), so an entry
+ * counts at least `windowMs`, and longer by under two steps of its leave time.
  */
 export function logLeaveAt(
   nowMs: number,
@@ -66,7 +72,10 @@ export function logLeaveAt(
   exactEntries: number,
 ): number {
   const stamp = size < exactEntries ? nowMs : granuleEnd(nowMs, windowMs / exactEntries);
-  return stamp + windowMs;
+  const leave = stamp + windowMs;
+  const windowPart = leave - stamp;
+  const error = stamp - (leave - windowPart) + (windowMs - windowPart);
+  return error > 0 ? leave + Math.abs(leave) * 2 ** -52 : leave;
 }
 
 /**

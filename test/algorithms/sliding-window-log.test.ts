@@ -414,4 +414,34 @@ describe("SlidingWindowLog properties", () => {
   });
 });
 
+describe("SlidingWindowLog leave times (QA: an entry left before a full window)", () => {
+  // 7.2 + 2 rounds down to 9.2 (exactly 9.2000000000000002): the entry of 7.2 left at
+  // the reading 9.2, 1.9999999999999998 ms after it was logged, and a second unit passed.
+  test("an entry whose leave time rounds down still counts at the rounded instant", () => {
+    expect(7.2 + 2).toBe(9.2);
+    runSteps(
+      (clock) => new SlidingWindowLog({ limit: 1, windowMs: 2, clock }),
+      [
+        [7.2, 1, true, 0, 0, 9.200000000000001 - 7.2],
+        [9.2, 1, false, 0, 9.200000000000001 - 9.2],
+        [9.200000000000001, 1, true, 0, 0],
+      ],
+    );
+  });
+
+  // Near the clock bound the rounding is a whole step: 2^53 - 1 + 2 is 2^53, so at the
+  // reading 2^53 (1 ms after the entry, in a 2 ms window) the full limit passed again.
+  test("at 2^53 - 1 with windowMs 2 the entry still counts at 2^53", () => {
+    const t = 2 ** 53 - 1;
+    runSteps(
+      (clock) => new SlidingWindowLog({ limit: 1, windowMs: 2, clock }),
+      [
+        [t, 1, true, 0, 0, 3],
+        [t + 1, 1, false, 0, 2, 2],
+        [t + 3, 1, true, 0, 0],
+      ],
+    );
+  });
+});
+
 describeClockResolution("SlidingWindowLog", (options) => new SlidingWindowLog(options));

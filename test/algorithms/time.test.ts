@@ -1,4 +1,8 @@
+import fc from "fast-check";
 import { describe, expect, test } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import {
   checkWindowClock,
   exponentOf,
@@ -9,6 +13,8 @@ import {
   windowEnd,
   windowIndex,
 } from "../../src/algorithms/time.js";
+import type { Clock, Limiter } from "../../src/limiter.js";
+import { fixedWindowModel, slidingCounterModel, slidingLogModel } from "../support/models.js";
 import { bitStep, resolutionMessage } from "../support/window-resolution.js";
 
 describe("windowIndex", () => {
@@ -151,4 +157,151 @@ describe("windowClockBoundMs and checkWindowClock", () => {
   test("a reading 0 is fine for any window, even 5e-324 ms", () => {
     expect(checkWindowClock("X", 0, 5e-324, windowClockBoundMs(5e-324))).toBe(0);
   });
+});
+
+/**
+ * QA's magnitude property: for a clock origin from 0 to 2^53 ms and windowMs from 1e-3
+ * to 1e12 ms, every call either throws the resolution RangeError, exactly when windowMs
+ * is below the float step at the reading, or decides sanely: a denial retries after
+ * > 0 ms (finite for a cost within the limit), resets are finite, and no span of
+ * windowMs / 2 admits more than the algorithm allows (the defect admitted everything).
+ * With a power-of-two windowMs the models' float arithmetic is exact, so the decisions
+ * must also equal the naive models' (for the log only allowed and remaining: its leave
+ * times are moved up where `t + windowMs` rounds down, see logLeaveAt).
+ */
+describe("window limiters over clock magnitudes (QA: windowMs below the float step)", () => {
+  type Make = (options: { limit: number; windowMs: number; clock: Clock }) => Limiter;
+  const algorithms: {
+    name: string;
+    make: Make;
+    model: typeof fixedWindowModel;
+    /** Most units any span shorter than `span * windowMs` admits, per `limit`. */
+    most: number;
+    span: number;
+    /** What must equal the model: the whole decision, or allowed and remaining only. */
+    compare: "all" | "counts";
+  }[] = [
+    {
+      name: "FixedWindow",
+      make: (o) => new FixedWindow(o),
+      model: fixedWindowModel,
+      most: 2,
+      span: 0.5,
+      compare: "all",
+    },
+    {
+      name: "SlidingWindowLog",
+      make: (o) => new SlidingWindowLog(o),
+      model: slidingLogModel,
+      most: 1,
+      span: 1,
+      compare: "counts",
+    },
+    {
+      name: "SlidingWindowCounter",
+      make: (o) => new SlidingWindowCounter(o),
+      model: slidingCounterModel,
+      most: 2,
+      span: 0.5,
+      compare: "counts",
+    },
+  ];
+  const origin = fc.oneof(
+    fc.constantFrom(0, 2 ** 53 - 1, 2 ** 53, 1e16 / 2, 9e15),
+    fc
+      .tuple(fc.integer({ min: 0, max: 52 }), fc.double({ min: 0, max: 1, noNaN: true }))
+      .map(([e, f]) => Math.min(2 ** e * (1 + f), 2 ** 53)),
+  );
+  const anyWindow = fc.double({ min: -3, max: 12, noNaN: true }).map((x) => 10 ** x);
+  const powerOfTwoWindow = fc.integer({ min: -9, max: 39 }).map((j) => 2 ** j);
+  const steps = fc.array(
+    fc.record({
+      advance: fc.constantFrom(0, 0.1, 0.25, 0.5, 0.9, 1, 1.5, 3),
+      cost: fc.integer({ min: 0, max: 3 }),
+      take: fc.boolean(),
+    }),
+    { minLength: 1, maxLength: 25 },
+  );
+
+  function run(
+    algorithm: (typeof algorithms)[number],
+    start: number,
+    windowMs: number,
+    limit: number,
+    calls: readonly { advance: number; cost: number; take: boolean }[],
+    compare: boolean,
+  ): void {
+    let t = start;
+    const limiter = algorithm.make({ limit, windowMs, clock: () => t });
+    const model = algorithm.model(limit, windowMs);
+    let seen = Number.NEGATIVE_INFINITY;
+    const admitted: { at: number; cost: number }[] = [];
+    calls.forEach(({ advance, cost, take }, i) => {
+      t += advance * windowMs;
+      const now = Math.max(seen, t);
+      const where = `call ${i}: ${take ? "consume" : "peek"}(${cost}) at ${now} ms, windowMs ${windowMs}`;
+      const call = () => (take ? limiter.consume(cost) : limiter.peek(cost));
+      if (bitStep(now) > windowMs) {
+        expect(call, where).toThrow(resolutionMessage(algorithm.name, windowMs, now));
+        return;
+      }
+      seen = now;
+      const d = call();
+      const m = model(now, cost, take);
+      const slack = 2 * windowMs * (1 + 1e-9) + bitStep(now);
+      if (d.allowed) {
+        expect(d.retryAfterMs, where).toBe(0);
+        if (take && cost > 0) {
+          expect(d.resetAfterMs, where).toBeGreaterThan(0);
+          admitted.push({ at: now, cost });
+        }
+      } else {
+        expect(d.retryAfterMs, where).toBeGreaterThan(0);
+        if (cost <= limit) expect(d.retryAfterMs, where).toBeLessThanOrEqual(slack);
+        else expect(d.retryAfterMs, where).toBe(Number.POSITIVE_INFINITY);
+      }
+      expect(d.resetAfterMs, where).toBeGreaterThanOrEqual(0);
+      expect(d.resetAfterMs, where).toBeLessThanOrEqual(slack);
+      if (!compare) return;
+      if (algorithm.compare === "all") expect(d, where).toEqual({ ...m, limit });
+      else expect([d.allowed, d.remaining], where).toEqual([m.allowed, m.remaining]);
+    });
+    // A float difference below the span means the exact one is below it too.
+    const span = algorithm.span * windowMs;
+    for (const first of admitted) {
+      const within = admitted.filter((a) => a.at >= first.at && a.at - first.at < span);
+      const sum = within.reduce((s, a) => s + a.cost, 0);
+      expect(sum, `units admitted from ${first.at} ms on, within ${span} ms`).toBeLessThanOrEqual(
+        algorithm.most * limit,
+      );
+    }
+  }
+
+  for (const algorithm of algorithms) {
+    test(`${algorithm.name}: any windowMs from 1e-3 to 1e12 at any origin up to 2^53`, () => {
+      fc.assert(
+        fc.property(
+          origin,
+          anyWindow,
+          fc.integer({ min: 1, max: 4 }),
+          steps,
+          (o, w, limit, calls) => run(algorithm, o, w, limit, calls, false),
+        ),
+        { numRuns: 300 },
+      );
+    });
+
+    test(`${algorithm.name}: a power-of-two windowMs decides as the naive model at any origin`, () => {
+      fc.assert(
+        fc.property(
+          origin,
+          powerOfTwoWindow,
+          fc.integer({ min: 1, max: 4 }),
+          steps,
+          (o, w, limit, calls) => run(algorithm, o, w, limit, calls, true),
+        ),
+        { numRuns: 300 },
+      );
+    });
+  }
 });

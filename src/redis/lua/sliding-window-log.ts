@@ -82,7 +82,13 @@ if allowed and take and cost > 0 then
     -- time.ts granuleEnd: a granule below the float step at now can round below now.
     if stamp < now then stamp = now end
   end
+  -- window-math.ts logLeaveAt: where stamp + windowMs rounds down (TwoSum error > 0),
+  -- move it up so the entry counts at least windowMs.
   local leaveAt = stamp + windowMs
+  local windowPart = leaveAt - stamp
+  if stamp - (leaveAt - windowPart) + (windowMs - windowPart) > 0 then
+    leaveAt = leaveAt + math.abs(leaveAt) * 2.220446049250313e-16
+  end
   if size > 0 and (newestLeave == leaveAt or size >= maxEntries) then
     redis.call('LSET', key, size - 1, struct.pack('<dd', leaveAt, newestTotal + cost))
     redis.call('LSET', key, -1, struct.pack('<dd', base, now))
