@@ -148,6 +148,7 @@ export class BucketSlab implements KeyStore {
     if (seenMs > p[SEEN]!) p[SEEN] = seenMs;
     if (idle) return;
     const s = this.insert(key, p[SEEN]!) * this.stride;
+    this.created--; // the key comes back; it was not created
     for (let i = 0; i < this.stride; i++) this.state[s + i] = state[i]!;
   }
 

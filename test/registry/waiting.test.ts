@@ -110,6 +110,7 @@ describe.each(paths((clock) => new TokenBucket({ capacity: 3, refillPerSecond: 1
       await expect(waiting).resolves.toMatchObject({ allowed: true, remaining: 0 });
       // Back in the store with its state: the next token is 1 s away, as in a bucket of its own.
       expect(limiter.peek("a", 1)).toMatchObject({ allowed: false, retryAfterMs: 1000 });
+      expect(limiter.stats.created, "a counts once, and each of the 50 flood keys").toBe(51);
       await advance(3000);
       expect(limiter.peek("a", 3)).toMatchObject({ allowed: true });
     });
