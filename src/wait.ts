@@ -210,22 +210,26 @@ export class WaitQueue {
     let waitMs = Number.POSITIVE_INFINITY;
     try {
       const now = this.deadlines.length > 0 ? this.now() : 0;
-      this.expire(now);
-      for (let head = this.head; head !== undefined; head = this.head) {
-        const d = this.limiter.peek(head.cost);
-        if (d.allowed) {
-          this.remove(head);
-          head.resolve(this.limiter.consume(head.cost));
-          continue;
+      // Grant first (a waiter granted at its very deadline is in time), then expire the
+      // ones past it, and grant again if an expired one was at the head.
+      do {
+        waitMs = Number.POSITIVE_INFINITY;
+        for (let head = this.head; head !== undefined; head = this.head) {
+          const d = this.limiter.peek(head.cost);
+          if (d.allowed) {
+            this.remove(head);
+            head.resolve(this.limiter.consume(head.cost));
+            continue;
+          }
+          if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
+            this.remove(head);
+            head.reject(neverError(`${this.where}.wait`, head.cost, d));
+            continue;
+          }
+          waitMs = d.retryAfterMs;
+          break;
         }
-        if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
-          this.remove(head);
-          head.reject(neverError(`${this.where}.wait`, head.cost, d));
-          continue;
-        }
-        waitMs = d.retryAfterMs;
-        break;
-      }
+      } while (this.expire(now));
       const first = this.peekDeadline();
       if (first !== undefined && first.deadlineMs - now < waitMs) waitMs = first.deadlineMs - now;
     } catch (error) {
@@ -244,8 +248,9 @@ export class WaitQueue {
     }
   }
 
-  /** Rejects every queued waiter whose deadline has come. */
-  private expire(now: number): void {
+  /** Rejects every queued waiter whose deadline has come; true when the head was one. */
+  private expire(now: number): boolean {
+    const head = this.head;
     for (let w = this.peekDeadline(); w !== undefined && w.deadlineMs <= now; ) {
       this.popDeadline();
       this.remove(w);
@@ -258,6 +263,7 @@ export class WaitQueue {
       );
       w = this.peekDeadline();
     }
+    return head !== undefined && !head.queued;
   }
 
   /** The queued waiter with the earliest deadline (dropping ones no longer queued). */

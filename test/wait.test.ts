@@ -577,6 +577,20 @@ describe("deadlines and failing clocks", () => {
     ]);
   });
 
+  test("a wait of exactly maxWaitMs was rejected at its deadline: now granted, alone or behind others", async () => {
+    const { clock, advance } = timerClock();
+    const window = new FixedWindow({ limit: 2, windowMs: 1000, clock });
+    window.consume(2);
+    const { log, track } = settleLog(clock);
+    const waits = [
+      track("alone", window.wait(1, { maxWaitMs: 1000 })),
+      track("behind", window.wait(1, { maxWaitMs: 1000 })),
+    ];
+    await advance(1000);
+    await Promise.all(waits);
+    expect(log).toEqual(["alone@1000", "behind@1000"]);
+  });
+
   test.each([
     {
       name: "TokenBucket",
