@@ -332,6 +332,13 @@ describe("LeakyBucket properties", () => {
 });
 
 describe("LeakyBucket shaping (reserve)", () => {
+  test("the reserve doc example: 0, 200, 400 ms", () => {
+    const shaper = new LeakyBucket({ capacity: 10, leakPerSecond: 5, clock: manualClock() });
+    expect([shaper.reserve(), shaper.reserve(), shaper.reserve()].map((r) => r.delayMs)).toEqual([
+      0, 200, 400,
+    ]);
+  });
+
   test("delays are the level before each request; a full queue is refused", () => {
     const clock = manualClock();
     const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 10, clock });

@@ -479,6 +479,17 @@ describe("TokenBucket properties", () => {
   });
 });
 
+describe("TokenBucket reserve doc example", () => {
+  test("reserve: 0 ms, then 100 ms in debt; cancel gives the token back", () => {
+    const bucket = new TokenBucket({ capacity: 1, refillPerSecond: 10, clock: manualClock() });
+    expect(bucket.reserve().delayMs).toBe(0);
+    const r = bucket.reserve();
+    expect(r.delayMs).toBe(100);
+    r.cancel();
+    expect(bucket.peek()).toMatchObject({ allowed: false, retryAfterMs: 100 });
+  });
+});
+
 describe("TokenBucket regressions", () => {
   test("a spent reservation kept the bucket busy: isIdle was false after its time had come", () => {
     const clock = manualClock();
