@@ -28,8 +28,10 @@ const WHERE = "RedisFixedWindow";
  * The key expires exactly at its window's end; later traffic in the same window never
  * extends it (no `INCR` then `EXPIRE` race: count and expiry are written together).
  * @throws {TypeError} If `options` is not an object or an option has the wrong type.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, or a Redis
- *   option is out of range.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs` is
+ *   below 0.001 (Redis's `TIME` counts microseconds) without a `clock`, or a Redis option
+ *   is out of range. With a `clock`, a call rejects with `RangeError` at a reading where
+ *   `windowMs` is below the float step, as the in-memory windows throw, before sending.
  * @example
  * const limiter = new RedisFixedWindow({ client: fromNodeRedis(redis), limit: 100, windowMs: 60_000 })
  * await limiter.allow("ip:203.0.113.7") //=> true

@@ -32,8 +32,10 @@ const WHERE = "RedisSlidingWindowCounter";
  * (the end of the window after the last write), so the previous window never
  * disappears early.
  * @throws {TypeError} If `options` is not an object or an option has the wrong type.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, or a Redis
- *   option is out of range.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs` is
+ *   below 0.001 (Redis's `TIME` counts microseconds) without a `clock`, or a Redis option
+ *   is out of range. With a `clock`, a call rejects with `RangeError` at a reading where
+ *   `windowMs` is below the float step, as the in-memory windows throw, before sending.
  * @example
  * const limiter = new RedisSlidingWindowCounter({ client: fromIoredis(redis), limit: 100, windowMs: 60_000 })
  * await limiter.consume("user:42") //=> { allowed: true, remaining: 99, … }

@@ -33,8 +33,10 @@ const WHERE = "RedisSlidingWindowLog";
  * The key (a list) expires when its newest entry leaves the window, and is deleted as
  * soon as it is empty.
  * @throws {TypeError} If `options` is not an object or an option has the wrong type.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, or a Redis
- *   option is out of range.
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs` is
+ *   below 0.001 (Redis's `TIME` counts microseconds) without a `clock`, or a Redis option
+ *   is out of range. With a `clock`, a call rejects with `RangeError` at a reading where
+ *   `windowMs` is below the float step, as the in-memory windows throw, before sending.
  * @example
  * const limiter = new RedisSlidingWindowLog({ client: fromNodeRedis(redis), limit: 5, windowMs: 1000 })
  * await limiter.allow("login:alice") //=> true

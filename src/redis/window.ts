@@ -1,4 +1,6 @@
+import { checkWindowClock, windowClockBoundMs } from "../algorithms/time.js";
 import { checkNumber, checkOptions } from "../errors.js";
+import type { Clock } from "../limiter.js";
 import { RedisLimiter } from "./limiter.js";
 import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
 
@@ -6,14 +8,29 @@ import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
 export interface RedisWindowOptions extends RedisLimiterOptions {
   /** Most units per window and key (> 0, fractions allowed). */
   readonly limit: number;
-  /** Window length in milliseconds (> 0). */
+  /**
+   * Window length in milliseconds (> 0; at least 0.001, one microsecond, on Redis's
+   * clock, which counts whole microseconds).
+   */
   readonly windowMs: number;
 }
+
+/**
+ * The shortest window on Redis's clock: `TIME` counts whole microseconds, so a shorter
+ * window would hold at most one reading. It also keeps the server's epoch time far inside
+ * the float bound of the window arithmetic (`2^43` ms, the year 2248, for 0.001 ms).
+ */
+export const MIN_SERVER_WINDOW_MS = 0.001;
 
 /**
  * The base of `RedisFixedWindow`, `RedisSlidingWindowLog` and
  * `RedisSlidingWindowCounter`: validates `limit` and `windowMs` (in that order, before
  * the common Redis options, as the in-memory windows do) and sends them to the script.
+ *
+ * Time, as in memory, must be fine enough for the window: on Redis's clock `windowMs`
+ * must be at least {@link MIN_SERVER_WINDOW_MS}; an explicit `clock` may read anything
+ * at which `windowMs` is at least the float step, and each reading is checked here,
+ * before anything is sent (the same check and message as `FixedWindow`).
  */
 export abstract class RedisWindowLimiter extends RedisLimiter {
   /** Most units per window and key. */
@@ -25,15 +42,40 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
    * @param where The class name, for messages.
    * @param defaultPrefix The default key prefix, `'tollgate:<algorithm>:'`.
    * @throws {TypeError} If `options` is not an object or an option has the wrong type.
-   * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, or a Redis
-   *   option is out of range.
+   * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs`
+   *   is below 0.001 without a `clock`, or a Redis option is out of range.
    */
   protected constructor(where: string, options: RedisWindowOptions, defaultPrefix: string) {
     const o = checkOptions<RedisWindowOptions>(where, options);
     const limit = checkNumber(where, "limit", o.limit, 0, false);
     const windowMs = checkNumber(where, "windowMs", o.windowMs, 0, false);
-    super(checkRedisOptions(where, o, defaultPrefix), limit, [limit, windowMs]);
+    if (o.clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
+      throw new RangeError(
+        `${where}: windowMs must be a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock ` +
+          `(TIME counts whole microseconds; pass a clock for shorter windows), got ${windowMs}`,
+      );
+    }
+    const common = checkRedisOptions(where, o, defaultPrefix);
+    const clock = common.clock && checkedWindowClock(where, common.clock, windowMs);
+    super({ ...common, clock }, limit, [limit, windowMs]);
     this.limit = limit;
     this.windowMs = windowMs;
   }
+}
+
+/**
+ * Wraps an explicit clock so that a reading (held at its high-water mark, as the limiter
+ * holds it) where `windowMs` is below the float step throws the in-memory windows'
+ * RangeError before the script runs; such a reading is not kept. Anything but a finite
+ * number passes through, for the limiter's own clock check and message.
+ */
+function checkedWindowClock(where: string, clock: Clock, windowMs: number): Clock {
+  const boundMs = windowClockBoundMs(windowMs);
+  let seenMs = Number.NEGATIVE_INFINITY;
+  return () => {
+    const t = clock();
+    if (typeof t !== "number" || t - t !== 0) return t;
+    seenMs = checkWindowClock(where, t > seenMs ? t : seenMs, windowMs, boundMs);
+    return t;
+  };
 }

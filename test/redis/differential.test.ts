@@ -23,6 +23,7 @@ import {
   uniquePrefix,
 } from "../support/redis-clients.js";
 import { useRedis } from "../support/redis-server.js";
+import { bitStep, resolutionMessage } from "../support/window-resolution.js";
 
 // The same random timelines through the in-memory class and its Redis twin (explicit
 // time): every decision must be identical, field by field, floats included.
@@ -196,6 +197,63 @@ describe.skipIf(!redis.available)("Redis twin decides as the in-memory class", (
           },
         ),
         { numRuns: Math.ceil(Number(process.env["FC_RUNS"] ?? 60) / 6) },
+      );
+    },
+    60_000,
+  );
+
+  // QA: at huge clock readings with a small window the script decided nonsense
+  // (RedisFixedWindow at 1e16 ms, windowMs 1: allowed false with retryAfterMs 0). Now a
+  // reading where windowMs is below the float step is refused before anything is sent,
+  // with the in-memory message, and every other reading decides bit for bit as memory
+  // (the log's leave times moved up where the sum rounds down included).
+  test.each(TWINS.filter((twin) => twin.name.includes("Window")))(
+    "$name: clock origins up to 2^53 and windowMs from 1e-3 to 1e12",
+    async (twin) => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 1, max: 4 }),
+          fc.oneof(
+            fc.double({ min: -3, max: 12, noNaN: true }).map((x) => 10 ** x),
+            fc.integer({ min: -9, max: 39 }).map((j) => 2 ** j),
+          ),
+          fc.oneof(
+            fc.constantFrom(2 ** 53 - 1, 1e16 / 2, 9e15, 2 ** 52 - 0.5),
+            fc
+              .tuple(fc.integer({ min: 0, max: 52 }), fc.double({ min: 0, max: 1, noNaN: true }))
+              .map(([e, f]) => Math.min(2 ** e * (1 + f), 2 ** 53)),
+          ),
+          fc.array(
+            fc.record({
+              advance: fc.constantFrom(0, 0.1, 0.5, 0.9, 1, 1.5),
+              cost: fc.constantFrom(0, 1, 2),
+              op: fc.constantFrom("consume", "consume", "peek"),
+            }),
+            { minLength: 1, maxLength: 12 },
+          ),
+          async (limit, w, t0, steps) => {
+            const clock = manualClock(t0);
+            const memory = twin.memory(clock, limit, w);
+            const shared = twin.redis(conn.client, clock, uniquePrefix(twin.name), limit, w);
+            for (const [i, s] of steps.entries()) {
+              clock.advance(s.advance * w);
+              const where = `step ${i} at ${clock()} ${s.op}(${s.cost}), windowMs ${w}`;
+              const actual =
+                s.op === "peek" ? shared.peek("k", s.cost) : shared.consume("k", s.cost);
+              if (bitStep(clock()) > w) {
+                const run = () => (s.op === "peek" ? memory.peek(s.cost) : memory.consume(s.cost));
+                expect(run, where).toThrow(resolutionMessage(twin.name, w, clock()));
+                await expect(actual, where).rejects.toThrow(
+                  resolutionMessage(`Redis${twin.name}`, w, clock()),
+                );
+                return;
+              }
+              const expected = s.op === "peek" ? memory.peek(s.cost) : memory.consume(s.cost);
+              expect(await actual, where).toEqual({ ...expected, source: "redis" });
+            }
+          },
+        ),
+        { numRuns: Number(process.env["FC_RUNS"] ?? 60) },
       );
     },
     60_000,

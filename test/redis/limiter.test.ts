@@ -84,6 +84,21 @@ describe("constructor validation", () => {
       message: "RedisFixedWindow: windowMs must be a finite number > 0, got Infinity",
     },
     {
+      name: "windowMs below 1 µs on Redis's clock (TIME counts microseconds)",
+      make: () => new RedisFixedWindow({ ...base, limit: 1, windowMs: 0.0005 }),
+      error: RangeError,
+      message:
+        "RedisFixedWindow: windowMs must be a finite number >= 0.001 on Redis's clock (TIME counts whole microseconds; pass a clock for shorter windows), got 0.0005",
+    },
+    {
+      name: "windowMs 5e-324 on Redis's clock, before a bad client",
+      make: () =>
+        new RedisSlidingWindowCounter({ client: undefined as never, limit: 1, windowMs: 5e-324 }),
+      error: RangeError,
+      message:
+        "RedisSlidingWindowCounter: windowMs must be a finite number >= 0.001 on Redis's clock (TIME counts whole microseconds; pass a clock for shorter windows), got 5e-324",
+    },
+    {
       name: "limit -1",
       make: () => new RedisSlidingWindowLog({ ...base, limit: -1, windowMs: 1 }),
       error: RangeError,
@@ -202,8 +217,60 @@ describe("constructor validation", () => {
   });
 });
 
+describe("window limiters: time fine enough for the window", () => {
+  test("windowMs 0.001 on Redis's clock and any windowMs > 0 with a clock are accepted", () => {
+    expect(new RedisFixedWindow({ ...base, limit: 1, windowMs: 0.001 }).windowMs).toBe(0.001);
+    const clock = () => 0;
+    expect(new RedisSlidingWindowLog({ ...base, limit: 1, windowMs: 1e-9, clock }).windowMs).toBe(
+      1e-9,
+    );
+  });
+});
+
+describe("window limiters: a refused clock reading is not kept", () => {
+  test("after a reading beyond the bound, a reading back in range is sent as is", async () => {
+    const sent: string[] = [];
+    const client: RedisLike = {
+      evalSha: async (_sha, _keys, args) => {
+        sent.push(String(args[4]));
+        return [1, "0", String(args[4])];
+      },
+      evalScript: () => Promise.reject(new Error("no script load expected")),
+    };
+    let t = 1000;
+    const window = new RedisFixedWindow({ client, limit: 2, windowMs: 1, clock: () => t });
+    expect((await window.consume("k")).allowed).toBe(true);
+    t = 1e16;
+    await expect(window.consume("k")).rejects.toThrow(RangeError);
+    t = 1000.5;
+    expect((await window.consume("k")).resetAfterMs).toBe(0.5);
+    expect(sent).toEqual(["1000", "1000.5"]);
+  });
+
+  test("a NaN reading still gets the limiter's own clock message", async () => {
+    const window = new RedisSlidingWindowLog({
+      ...base,
+      limit: 1,
+      windowMs: 1,
+      clock: () => Number.NaN,
+    });
+    await expect(window.consume("k")).rejects.toThrow(
+      "RedisSlidingWindowLog.consume: clock must return a finite number of milliseconds, got NaN",
+    );
+  });
+});
+
 describe("call validation rejects, never throws, and sends nothing", () => {
   const bucket = new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1 });
+  const farClock = () => 1e16;
+  const window = (
+    Class:
+      | typeof RedisFixedWindow
+      | typeof RedisSlidingWindowLog
+      | typeof RedisSlidingWindowCounter,
+  ) => new Class({ ...base, limit: 2, windowMs: 1, clock: farClock });
+  const below = (where: string) =>
+    `${where}: windowMs 1 is below the clock's resolution at 10000000000000000 ms (a float step of 2 ms); use a larger windowMs or a clock with a smaller origin`;
   const nanClock = new RedisTokenBucket({
     ...base,
     capacity: 1,
@@ -240,6 +307,26 @@ describe("call validation rejects, never throws, and sends nothing", () => {
       call: () => bucket.reset(null as never),
       error: TypeError,
       message: "RedisTokenBucket.reset: key must be a string, got null",
+    },
+    // QA: RedisFixedWindow at an explicit 1e16 ms with windowMs 1 answered allowed:false
+    // with retryAfterMs 0; memory now throws there, and so does Redis, before sending.
+    {
+      name: "RedisFixedWindow: windowMs 1 below the float step of an explicit clock at 1e16",
+      call: () => window(RedisFixedWindow).consume("k"),
+      error: RangeError,
+      message: below("RedisFixedWindow"),
+    },
+    {
+      name: "RedisSlidingWindowLog: the same, from peek",
+      call: () => window(RedisSlidingWindowLog).peek("k"),
+      error: RangeError,
+      message: below("RedisSlidingWindowLog"),
+    },
+    {
+      name: "RedisSlidingWindowCounter: the same, from allow",
+      call: () => window(RedisSlidingWindowCounter).allow("k"),
+      error: RangeError,
+      message: below("RedisSlidingWindowCounter"),
     },
     {
       name: "an explicit clock reading NaN",
