@@ -49,7 +49,10 @@ export interface WaitOptions {
   readonly signal?: AbortSignal | undefined;
   /**
    * The longest wait accepted, in milliseconds (>= 0). A request that would have to wait
-   * longer rejects at once with a `RateLimitError`, taking nothing.
+   * longer rejects at once with a `RateLimitError`, taking nothing. The buckets know the
+   * exact delay when `wait` is called; for the windows and `allOf` a waiter queued behind
+   * others (whose delay depends on traffic to come) is also rejected if it is not granted
+   * `maxWaitMs` after the call, on the limiter's clock.
    * @default Infinity
    */
   readonly maxWaitMs?: number | undefined;
