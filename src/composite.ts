@@ -13,21 +13,35 @@ export class AllOf implements Limiter {
   private queue: WaitQueue | undefined;
 
   /**
-   * @throws {RangeError} With no parts, or when a part is given twice.
    * @throws {TypeError} When a part is not a limiter.
+   * @throws {RangeError} With no parts, or when a limiter is given twice anywhere in the
+   *   tree of parts (an `AllOf` part's own parts count too: `allOf(a, allOf(a, b))` would
+   *   charge `a` twice for one request).
    */
   constructor(parts: readonly Limiter[]) {
     if (parts.length === 0) {
       throw new RangeError(`${WHERE}: needs at least one limiter, got none`);
     }
+    // Every limiter in the tree of parts (nested AllOf parts included), with the index of
+    // the top-level part it came from: one limiter twice would be charged twice after one
+    // check, and all-or-nothing would break.
+    const seen = new Map<Limiter, number>();
     parts.forEach((part, i) => {
       if (!isLimiter(part)) {
         throw new TypeError(`${WHERE}: part ${i} must be a Limiter, got ${describe(part)}`);
       }
       const first = parts.indexOf(part);
       if (first !== i) {
-        // A part twice would be charged twice after one check: all-or-nothing would break.
         throw new RangeError(`${WHERE}: part ${i} is the same limiter as part ${first}`);
+      }
+      for (const limiter of tree(part)) {
+        const j = seen.get(limiter);
+        if (j !== undefined) {
+          throw new RangeError(
+            `${WHERE}: part ${i} and part ${j} share a limiter (nested allOf parts must be distinct too)`,
+          );
+        }
+        seen.set(limiter, i);
       }
     });
     this.parts = [...parts];
@@ -168,6 +182,14 @@ export function combine(allowed: boolean, decisions: readonly Decision[]): Decis
   };
 }
 
+/** `limiter` and, for an `AllOf`, every limiter inside it (its parts are validated already). */
+function tree(limiter: Limiter): Limiter[] {
+  if (!(limiter instanceof AllOf)) return [limiter];
+  const all: Limiter[] = [limiter];
+  for (const part of limiter.parts) all.push(...tree(part));
+  return all;
+}
+
 function isLimiter(value: unknown): value is Limiter {
   if (typeof value !== "object" || value === null) return false;
   const o = value as Record<string, unknown>;
@@ -190,7 +212,8 @@ function isLimiter(value: unknown): value is Limiter {
  * distinct and used only through the composite (a part consumed elsewhere between the
  * check and the charge could still deny its share).
  *
- * @throws {RangeError} With no limiters, or the same limiter twice.
+ * @throws {RangeError} With no limiters, or the same limiter twice anywhere in the tree of
+ *   parts (`allOf(a, allOf(a, b))` included).
  * @throws {TypeError} When an argument is not a limiter.
  * @example
  * const perKey = new KeyedLimiter(allOf(

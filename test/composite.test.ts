@@ -206,6 +206,28 @@ describe("allOf", () => {
     expect(make).toThrow(new error(message));
   });
 
+  test("regression (#8): a nested allOf sharing a part charged that part twice per request", () => {
+    const clock = manualClock();
+    const a = new TokenBucket({ capacity: 2, refillPerSecond: 0, clock });
+    const b = new TokenBucket({ capacity: 5, refillPerSecond: 0, clock });
+    const c = new TokenBucket({ capacity: 5, refillPerSecond: 0, clock });
+    const message =
+      "allOf: part 1 and part 0 share a limiter (nested allOf parts must be distinct too)";
+    expect(() => allOf(a, allOf(a, b))).toThrow(new RangeError(message));
+    expect(() => allOf(allOf(a, b), allOf(c, allOf(b)))).toThrow(new RangeError(message));
+    const inner = allOf(a, b);
+    expect(() => allOf(inner, allOf(inner, c))).toThrow(new RangeError(message));
+    expect(() => allOf(c, allOf(allOf(b, a)), a)).toThrow(
+      new RangeError(
+        "allOf: part 2 and part 1 share a limiter (nested allOf parts must be distinct too)",
+      ),
+    );
+    // Nothing was charged by the refused constructions, and distinct nesting still works.
+    const nested = allOf(a, allOf(b, c));
+    expect(nested.consume().allowed).toBe(true);
+    expect([a.peek(0).remaining, b.peek(0).remaining, c.peek(0).remaining]).toEqual([1, 4, 4]);
+  });
+
   test("clone of a part without clone() is a TypeError", () => {
     const clock = manualClock();
     const { perSecond } = layered(clock);
