@@ -13,12 +13,15 @@ export class AllOf implements Limiter {
   private queue: WaitQueue | undefined;
 
   /**
-   * @throws {TypeError} When a part is not a limiter.
+   * @throws {TypeError} When `parts` is not an array, or a part is not a limiter.
    * @throws {RangeError} With no parts, or when a limiter is given twice anywhere in the
    *   tree of parts (an `AllOf` part's own parts count too: `allOf(a, allOf(a, b))` would
    *   charge `a` twice for one request).
    */
   constructor(parts: readonly Limiter[]) {
+    if (!Array.isArray(parts)) {
+      throw new TypeError(`${WHERE}: parts must be an array of limiters, got ${describe(parts)}`);
+    }
     if (parts.length === 0) {
       throw new RangeError(`${WHERE}: needs at least one limiter, got none`);
     }

@@ -228,6 +228,31 @@ describe("allOf", () => {
     expect([a.peek(0).remaining, b.peek(0).remaining, c.peek(0).remaining]).toEqual([1, 4, 4]);
   });
 
+  test.each([
+    {
+      name: "undefined",
+      parts: undefined,
+      message: "allOf: parts must be an array of limiters, got undefined",
+    },
+    { name: "null", parts: null, message: "allOf: parts must be an array of limiters, got null" },
+    {
+      name: "a string",
+      parts: "ab",
+      message: 'allOf: parts must be an array of limiters, got "ab" (string)',
+    },
+    {
+      name: "a limiter",
+      parts: new TokenBucket({ capacity: 1, refillPerSecond: 1 }),
+      message: "allOf: parts must be an array of limiters, got an object",
+    },
+  ])(
+    "regression (#15): new AllOf($name) named allOf in a TypeError instead of a generic error",
+    ({ parts, message }) => {
+      expect(() => new AllOf(parts as never)).toThrow(new TypeError(message));
+      expect(() => new AllOf(parts as never)).toThrow(TypeError);
+    },
+  );
+
   test("clone of a part without clone() is a TypeError", () => {
     const clock = manualClock();
     const { perSecond } = layered(clock);
