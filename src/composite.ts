@@ -51,11 +51,14 @@ export class AllOf implements Limiter {
   }
 
   /**
-   * A fresh composite of fresh copies of every part (for `KeyedLimiter`).
+   * A fresh composite of fresh copies of every part (for `KeyedLimiter`), of the same
+   * class (`new this.constructor(parts)`: a subclass is cloned as itself; one whose
+   * constructor takes other arguments must override `clone()`).
    * @throws {TypeError} When a part has no `clone()`.
    */
   clone(): AllOf {
-    return new AllOf(
+    const Class = this.constructor as new (parts: readonly Limiter[]) => AllOf;
+    return new Class(
       this.parts.map((part, i) => {
         const clone = (part as { clone?: unknown }).clone;
         if (typeof clone !== "function") {

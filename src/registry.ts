@@ -52,12 +52,16 @@ export interface KeyedLimiterOptions {
 /** Default {@link KeyedLimiterOptions.maxKeys}. */
 export const DEFAULT_MAX_KEYS = 1_000_000;
 
-/** True for a policy the slab store serves: an exact `TokenBucket` or `LeakyBucket`. */
+/**
+ * True for a policy the slab store serves: exactly a `TokenBucket` or `LeakyBucket`, not a
+ * subclass (the slab decides with the buckets' own arithmetic, so a subclass's overrides
+ * would be skipped; a subclass takes the generic path, one `clone()` per key). The
+ * prototype is checked rather than `constructor`, which an object may shadow.
+ */
 function isBucketPolicy(policy: unknown): policy is TokenBucket | LeakyBucket {
-  return (
-    (policy instanceof TokenBucket && policy.constructor === TokenBucket) ||
-    (policy instanceof LeakyBucket && policy.constructor === LeakyBucket)
-  );
+  if (typeof policy !== "object" || policy === null) return false;
+  const proto: unknown = Object.getPrototypeOf(policy);
+  return proto === TokenBucket.prototype || proto === LeakyBucket.prototype;
 }
 
 /**
@@ -65,8 +69,9 @@ function isBucketPolicy(policy: unknown): policy is TokenBucket | LeakyBucket {
  * exact buckets that share one clock (so one reading per call answers for all of them).
  */
 function isBucketComposite(policy: unknown): policy is AllOf {
-  if (!(policy instanceof AllOf && policy.constructor === AllOf)) return false;
-  const parts = policy.parts;
+  if (typeof policy !== "object" || policy === null) return false;
+  if (Object.getPrototypeOf(policy) !== AllOf.prototype) return false;
+  const parts = (policy as AllOf).parts;
   return (
     parts.length >= 2 &&
     parts.every(isBucketPolicy) &&
@@ -92,7 +97,9 @@ function slabBucket(bucket: TokenBucket | LeakyBucket): SlabBucket {
  * (its `clone()`; its own usage is ignored), or a function `(key) => Limiter` called when
  * a key without kept state is used, for per-key policies (plans, tiers) and custom
  * limiters. A `TokenBucket` or `LeakyBucket` policy, or an `allOf` of them sharing one
- * clock, takes the fast path: no object per key, state in a `Float64Array` slab,
+ * clock, takes the fast path (exactly those classes: a subclass, whose overrides the slab
+ * would skip, takes the generic path with one `clone()` per key, and its `clone()` keeps
+ * the subclass): no object per key, state in a `Float64Array` slab,
  * decisions bit for bit those of one limiter per key, with one clock reading per call and
  * one clock high-water mark for the whole registry (a reading behind the latest one seen
  * by any key counts as that latest one; with a monotonic clock this is the same as per

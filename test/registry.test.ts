@@ -8,7 +8,7 @@ import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { allOf } from "../src/composite.js";
+import { AllOf, allOf } from "../src/composite.js";
 import { RateLimitError } from "../src/errors.js";
 import type { Clock, Limiter } from "../src/limiter.js";
 import { DEFAULT_MAX_KEYS, KeyedLimiter } from "../src/registry.js";
@@ -522,6 +522,53 @@ describe("KeyedLimiter fast path", () => {
     class Custom extends TokenBucket {}
     const custom = new Custom({ capacity: 3, refillPerSecond: 1, clock });
     expect(new KeyedLimiter(custom).stats.slots, "a subclass may override anything").toBe(0);
+  });
+
+  test("regression (#10): a bucket subclass's overrides were dropped (slab fast path, base-class clone)", () => {
+    const clock = manualClock();
+    class DenyAll extends TokenBucket {
+      override allow(): boolean {
+        return false;
+      }
+      override consume(cost?: number) {
+        return { ...this.peek(cost), allowed: false };
+      }
+    }
+    class Closed extends LeakyBucket {
+      override allow(): boolean {
+        return false;
+      }
+      override consume(cost?: number) {
+        return { ...this.peek(cost), allowed: false };
+      }
+    }
+    const deny = new DenyAll({ capacity: 5, refillPerSecond: 1, clock });
+    const closed = new Closed({ capacity: 5, leakPerSecond: 1, clock });
+    // clone() keeps the subclass, with the same options and clock.
+    expect(deny.clone()).toBeInstanceOf(DenyAll);
+    expect(deny.clone()).toMatchObject({ capacity: 5, refillPerSecond: 1, clock });
+    expect(closed.clone()).toBeInstanceOf(Closed);
+    expect(closed.clone()).toMatchObject({ capacity: 5, leakPerSecond: 1, clock });
+    // The fast-path test looks at the prototype: a shadowed `constructor` does not fool it.
+    const shadowed = new DenyAll({ capacity: 5, refillPerSecond: 1, clock });
+    Object.defineProperty(shadowed, "constructor", { value: TokenBucket });
+    expect(new KeyedLimiter(shadowed).stats.slots, "shadowed constructor").toBe(0);
+    const policies = [deny, closed, allOf(deny, closed.clone())];
+    for (const [i, policy] of policies.entries()) {
+      const keyed = new KeyedLimiter(policy);
+      expect(keyed.stats.slots, `policy ${i}: generic path`).toBe(0);
+      expect(keyed.allow("k"), `policy ${i}: allow`).toBe(false);
+      expect(keyed.consume("k").allowed, `policy ${i}: consume`).toBe(false);
+    }
+    // An AllOf subclass is cloned as itself and takes the generic path too.
+    class Both extends AllOf {}
+    const both = new Both([new TokenBucket({ capacity: 1, refillPerSecond: 1, clock }), closed]);
+    expect(both.clone()).toBeInstanceOf(Both);
+    expect(new KeyedLimiter(both).stats.slots).toBe(0);
+    // The exact classes keep the fast path.
+    expect(
+      new KeyedLimiter(new TokenBucket({ capacity: 5, refillPerSecond: 1, clock })).stats.slots,
+    ).toBeGreaterThan(0);
   });
 
   test("a bucket policy still gives a KeyedLimiter, and a subclass of it works too", () => {

@@ -103,10 +103,13 @@ export class LeakyBucket implements Limiter {
 
   /**
    * A new, empty bucket with the same options (clock included); the state is not
-   * copied. A keyed registry uses it to make one bucket per key.
+   * copied. A keyed registry uses it to make one bucket per key. Of the same class: a
+   * subclass is cloned as itself (`new this.constructor(options)`), so its overrides apply
+   * to every key; a subclass whose constructor takes other arguments must override `clone()`.
    */
   clone(): LeakyBucket {
-    return new LeakyBucket({
+    const Class = this.constructor as new (options: LeakyBucketOptions) => LeakyBucket;
+    return new Class({
       capacity: this.capacity,
       leakPerSecond: this.leakPerSecond,
       clock: this.clock,

@@ -92,9 +92,15 @@ export class TokenBucket implements Limiter {
     this.tokens = this.capacity;
   }
 
-  /** A new, full bucket with the same options (clock included). */
+  /**
+   * A new, full bucket with the same options (clock included), of the same class: a
+   * subclass is cloned as itself (`new this.constructor(options)`), so its overrides apply
+   * to every key of a `KeyedLimiter`. A subclass whose constructor takes other arguments
+   * must override `clone()`.
+   */
   clone(): TokenBucket {
-    return new TokenBucket({
+    const Class = this.constructor as new (options: TokenBucketOptions) => TokenBucket;
+    return new Class({
       capacity: this.capacity,
       refillPerSecond: this.refillPerSecond,
       clock: this.clock,
