@@ -96,7 +96,9 @@ function slabBucket(bucket: TokenBucket | LeakyBucket): SlabBucket {
  * `policy` is either a limiter whose configuration, clock included, every key copies
  * (its `clone()`; its own usage is ignored), or a function `(key) => Limiter` called when
  * a key without kept state is used, for per-key policies (plans, tiers) and custom
- * limiters. A `TokenBucket` or `LeakyBucket` policy, or an `allOf` of them sharing one
+ * limiters. The function must not call the registry for a key it does not hold (its own
+ * key included): such a re-entrant call throws a `TypeError` (`KeyedLimiter: the policy
+ * function called the registry re-entrantly for key "x"`) and changes nothing. A `TokenBucket` or `LeakyBucket` policy, or an `allOf` of them sharing one
  * clock, takes the fast path (exactly those classes: a subclass, whose overrides the slab
  * would skip, takes the generic path with one `clone()` per key, and its `clone()` keeps
  * the subclass): no object per key, state in a `Float64Array` slab,
@@ -177,6 +179,7 @@ export class KeyedLimiter {
       this.map = new LimiterMap(
         checkedFactory(() => template.clone(), "policy.clone()"),
         this.maxKeys,
+        "policy.clone()",
       );
       this.store = this.map;
       this.waiting = undefined;

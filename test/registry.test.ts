@@ -504,6 +504,82 @@ describe("KeyedLimiter construction", () => {
   }, 30_000);
 });
 
+describe("KeyedLimiter re-entrancy", () => {
+  test("regression (#11): a policy function that consumed its own key lost a decision (3 allowed of 2)", () => {
+    const clock = manualClock();
+    let calls = 0;
+    const errors: unknown[] = [];
+    const keyed: KeyedLimiter = new KeyedLimiter((key) => {
+      calls++;
+      try {
+        keyed.consume(key); // re-entrant: refused, and the registry is unchanged
+      } catch (error) {
+        errors.push(error);
+      }
+      return new TokenBucket({ capacity: 2, refillPerSecond: 0, clock });
+    });
+    const allowed = [1, 2, 3, 4].map(() => keyed.allow("x"));
+    expect(allowed).toEqual([true, true, false, false]);
+    expect(calls).toBe(1);
+    expect(errors).toEqual([
+      new TypeError(
+        'KeyedLimiter: the policy function called the registry re-entrantly for key "x"',
+      ),
+    ]);
+    expect(errors[0]).toBeInstanceOf(TypeError);
+    expect(keyed.size).toBe(1);
+    expect(keyed.stats.created).toBe(1);
+  });
+
+  test("regression (#11): an unbounded re-entrant policy function overflowed the stack without naming the class", async () => {
+    const clock = manualClock();
+    const held = new TokenBucket({ capacity: 5, refillPerSecond: 0, clock });
+    const keyed: KeyedLimiter = new KeyedLimiter((key) => {
+      if (key === "held") return held;
+      keyed.consume(key === "x" ? "x" : "held"); // "held" is kept below: served normally
+      keyed.peek("other"); // a key not held: refused
+      return new TokenBucket({ capacity: 2, refillPerSecond: 0, clock });
+    });
+    const message =
+      'KeyedLimiter: the policy function called the registry re-entrantly for key "x"';
+    for (const call of [() => keyed.allow("x"), () => keyed.consume("x"), () => keyed.peek("x")]) {
+      expect(call).toThrow(new TypeError(message));
+      expect(call).toThrow(TypeError);
+    }
+    await expect(keyed.wait("x")).rejects.toThrow(new TypeError(message));
+    expect(keyed.size, "nothing kept for x").toBe(0);
+    expect(keyed.consume("held", 3).remaining).toBe(2);
+    // A call for a key the registry holds is served; one for a key it does not is refused.
+    expect(() => keyed.consume("y")).toThrow(
+      new TypeError(
+        'KeyedLimiter: the policy function called the registry re-entrantly for key "other" (while making the limiter of key "y")',
+      ),
+    );
+    expect(held.peek(0).remaining, "the served inner call for y took 1").toBe(1);
+    expect(keyed.size).toBe(1);
+    // The guard is lifted after a throw: the registry works as before.
+    expect(keyed.consume("held").remaining).toBe(0);
+  });
+
+  test("regression (#11): policy.clone() calling the registry re-entrantly is named as such", () => {
+    const clock = manualClock();
+    class Calling extends TokenBucket {
+      registry: KeyedLimiter | undefined;
+      override clone(): TokenBucket {
+        this.registry?.allow("z");
+        return new TokenBucket({ capacity: 1, refillPerSecond: 1, clock });
+      }
+    }
+    const policy = new Calling({ capacity: 1, refillPerSecond: 1, clock });
+    const keyed = new KeyedLimiter(policy);
+    policy.registry = keyed;
+    expect(() => keyed.allow("z")).toThrow(
+      new TypeError('KeyedLimiter: policy.clone() called the registry re-entrantly for key "z"'),
+    );
+    expect(keyed.size).toBe(0);
+  });
+});
+
 describe("KeyedLimiter fast path", () => {
   test("takes the slab path for a TokenBucket or LeakyBucket policy only", () => {
     const clock = manualClock();

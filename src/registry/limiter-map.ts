@@ -1,4 +1,5 @@
 import type { Decision, Limiter, WaitOptions } from "../limiter.js";
+import { WHERE } from "./options.js";
 import type { KeyStore, KeyStoreStats } from "./store.js";
 import { EVICT_SCAN, SWEEP_EVERY } from "./store.js";
 
@@ -13,6 +14,11 @@ const CHUNK = 8;
  * denied or free first request keeps nothing), so `make` may be called again for a key
  * that was never kept or was dropped. The incremental sweep walks the Map with one live
  * iterator (Map iterators survive deletions and insertions).
+ *
+ * `make` must not call the registry for a key it does not hold (that call would call `make`
+ * again: for the same key the inner call's limiter was overwritten by the outer one, so a
+ * decision was lost, and an unbounded one overflowed the stack): such a call throws a
+ * `TypeError` naming the key and changes nothing. Calls for keys already held are served.
  * @internal
  */
 export class LimiterMap implements KeyStore {
@@ -24,10 +30,19 @@ export class LimiterMap implements KeyStore {
   private created = 0;
   private evictedIdle = 0;
   private evictedLossy = 0;
+  /** The key whose limiter `make` is making right now (the re-entrancy guard), else undefined. */
+  private making: string | undefined = undefined;
 
+  /**
+   * @param make Makes a key's limiter.
+   * @param maxKeys Most keys kept.
+   * @param maker What `make` is, for the re-entrancy error: "the policy function" or
+   *   "policy.clone()".
+   */
   constructor(
     private readonly make: (key: string) => Limiter,
     private readonly maxKeys: number,
+    private readonly maker = "the policy function",
   ) {}
 
   get size(): number {
@@ -47,7 +62,7 @@ export class LimiterMap implements KeyStore {
     if (--this.countdown === 0) this.step();
     const limiter = this.map.get(key);
     if (limiter !== undefined) return limiter.allow(cost);
-    const fresh = this.make(key);
+    const fresh = this.create(key);
     const allowed = fresh.allow(cost);
     if (!fresh.isIdle()) this.insert(key, fresh);
     return allowed;
@@ -57,7 +72,7 @@ export class LimiterMap implements KeyStore {
     if (--this.countdown === 0) this.step();
     const limiter = this.map.get(key);
     if (limiter !== undefined) return limiter.consume(cost);
-    const fresh = this.make(key);
+    const fresh = this.create(key);
     const decision = fresh.consume(cost);
     if (!fresh.isIdle()) this.insert(key, fresh);
     return decision;
@@ -65,7 +80,7 @@ export class LimiterMap implements KeyStore {
 
   peek(key: string, cost: number): Decision {
     if (--this.countdown === 0) this.step();
-    return (this.map.get(key) ?? this.make(key)).peek(cost);
+    return (this.map.get(key) ?? this.create(key)).peek(cost);
   }
 
   /**
@@ -77,7 +92,7 @@ export class LimiterMap implements KeyStore {
     let limiter = this.map.get(key);
     let promise: Promise<Decision>;
     if (limiter === undefined) {
-      limiter = this.make(key);
+      limiter = this.create(key);
       promise = limiter.wait(cost, options);
       if (!limiter.isIdle()) this.insert(key, limiter);
     } else {
@@ -91,6 +106,29 @@ export class LimiterMap implements KeyStore {
     };
     promise.then(settled, settled);
     return promise;
+  }
+
+  /**
+   * `make(key)`, refusing a call made from inside `make` itself (a policy function that
+   * calls the registry for a key it does not hold): that call throws before it changes
+   * anything, so the registry is as it was.
+   * @throws {TypeError} `KeyedLimiter: the policy function called the registry re-entrantly for key "x"`.
+   */
+  private create(key: string): Limiter {
+    const making = this.making;
+    if (making !== undefined) {
+      const also =
+        making === key ? "" : ` (while making the limiter of key ${JSON.stringify(making)})`;
+      throw new TypeError(
+        `${WHERE}: ${this.maker} called the registry re-entrantly for key ${JSON.stringify(key)}${also}`,
+      );
+    }
+    this.making = key;
+    try {
+      return this.make(key);
+    } finally {
+      this.making = undefined;
+    }
   }
 
   /** True when the key may be dropped now: idle, and no `wait` of it pending. */
