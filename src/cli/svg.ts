@@ -1,3 +1,4 @@
+import { daysFromCivil, MAX_TIME_MS } from "./parse-log.js";
 import type { MinuteSeries } from "./replay.js";
 
 /** Options of {@link minuteChart}. */
@@ -48,39 +49,58 @@ export function niceCeil(value: number): number {
   return 10 * power;
 }
 
+/** The UTC parts of an instant for labels: year (`2015`, `0050`, `-000050`), `MM-DD`, `HH:MM`. */
+function utcParts(ms: number): { year: string; monthDay: string; time: string } {
+  const iso = new Date(ms).toISOString(); // `YYYY-…`, or `±YYYYYY-…` outside 0-9999
+  const t = iso.indexOf("T");
+  return {
+    year: iso.slice(0, t - 6),
+    monthDay: iso.slice(t - 5, t),
+    time: iso.slice(t + 1, t + 6),
+  };
+}
+
 /**
  * X ticks over `[fromMs, toMs]`, at most {@link MAX_TICKS}, at round UTC times: every few
  * minutes, hours or days (`05-17 10:05`, `05-17`), or calendar months and years
- * (`2015-06`); the year is added to day labels when the span crosses a year.
+ * (`2015-06`); the year is added to day labels when the span crosses a year. Ticks lie
+ * within the `Date` range (±{@link MAX_TIME_MS}) even when the span reaches past it.
  */
 export function timeTicks(fromMs: number, toMs: number): { atMs: number; label: string }[] {
-  const spanMs = toMs - fromMs;
+  // The chart's span is whole bins of minutes, so it can end past the last representable
+  // instant; a tick there would make toISOString throw (or Date.UTC return NaN forever).
+  const from = Math.max(fromMs, -MAX_TIME_MS);
+  const to = Math.min(toMs, MAX_TIME_MS);
   const ticks: { atMs: number; label: string }[] = [];
+  if (!(from <= to)) return ticks;
+  const spanMs = to - from;
   const stepMinutes = TICK_MINUTES.find((m) => spanMs / (m * MINUTE_MS) <= MAX_TICKS);
   if (stepMinutes !== undefined) {
     const step = stepMinutes * MINUTE_MS;
-    const crossesYear = new Date(fromMs).getUTCFullYear() !== new Date(toMs).getUTCFullYear();
-    for (let t = Math.ceil(fromMs / step) * step; t <= toMs; t += step) {
-      const iso = new Date(t).toISOString();
-      const day = `${crossesYear ? `${iso.slice(0, 4)}-` : ""}${iso.slice(5, 10)}`;
-      ticks.push({
-        atMs: t,
-        label: step >= 1440 * MINUTE_MS ? day : `${day} ${iso.slice(11, 16)}`,
-      });
+    const crossesYear = utcParts(from).year !== utcParts(to).year;
+    for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
+      const p = utcParts(t);
+      const day = `${crossesYear ? `${p.year}-` : ""}${p.monthDay}`;
+      ticks.push({ atMs: t, label: step >= 1440 * MINUTE_MS ? day : `${day} ${p.time}` });
     }
     return ticks;
   }
-  const from = new Date(fromMs);
-  const firstMonth = from.getUTCFullYear() * 12 + from.getUTCMonth();
+  const start = utcParts(from);
+  const firstMonth = Number(start.year) * 12 + Number(start.monthDay.slice(0, 2)) - 1;
   const spanMonths = spanMs / (30 * 1440 * MINUTE_MS);
-  const stepMonths = TICK_MONTHS.find((m) => spanMonths / m <= MAX_TICKS) ?? 1200;
+  const stepMonths =
+    TICK_MONTHS.find((m) => spanMonths / m <= MAX_TICKS) ??
+    1200 * niceCeil(spanMonths / 1200 / MAX_TICKS);
   for (let m = Math.ceil(firstMonth / stepMonths) * stepMonths; ; m += stepMonths) {
-    const t = Date.UTC(Math.floor(m / 12), m % 12, 1);
-    if (t > toMs) break;
-    if (t >= fromMs) {
+    const year = Math.floor(m / 12);
+    // Not Date.UTC: it takes years 0-99 as 1900-1999.
+    const t = daysFromCivil(year, m - year * 12, 1) * 86_400_000;
+    if (t > to) break;
+    if (t >= from) {
+      const p = utcParts(t);
       ticks.push({
         atMs: t,
-        label: new Date(t).toISOString().slice(0, stepMonths % 12 === 0 ? 4 : 7),
+        label: stepMonths % 12 === 0 ? p.year : `${p.year}-${p.monthDay.slice(0, 2)}`,
       });
     }
   }

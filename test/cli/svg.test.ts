@@ -170,3 +170,75 @@ describe("timeTicks", () => {
     expect(ticks.every((t) => t.atMs >= from && t.atMs <= to)).toBe(true);
   });
 });
+
+// Regression: a chart whose span reached the end of the Date range hung (Date.UTC gave
+// NaN, and `NaN > toMs` never ended the month loop) or threw in toISOString; month ticks
+// of years 0-99 were placed in 1900-1999 by Date.UTC.
+describe("timeTicks at the edges of the Date range", () => {
+  const MAX = 8.64e15;
+  test.each([
+    { name: "the whole range", from: -MAX, to: MAX },
+    {
+      name: "a span ending past the last instant (minutes)",
+      from: MAX - 120_000,
+      to: MAX + 60_000,
+    },
+    { name: "a span ending past the last instant (years)", from: MAX - 1e13, to: MAX + 1e12 },
+    { name: "a span starting before the first instant", from: -MAX - 60_000, to: -MAX + 120_000 },
+  ])("$name: at most seven ticks, all representable", ({ from, to }) => {
+    const ticks = timeTicks(from, to);
+    expect(ticks.length).toBeGreaterThan(0);
+    expect(ticks.length).toBeLessThanOrEqual(7);
+    for (const t of ticks) {
+      expect(Math.abs(t.atMs)).toBeLessThanOrEqual(MAX);
+      expect(t.atMs >= from && t.atMs <= to).toBe(true);
+    }
+  });
+
+  test("the whole range is labelled in years (ISO 8601 expanded years past 9999)", () => {
+    expect(timeTicks(-MAX, MAX).map((t) => t.label)).toEqual([
+      "-200000",
+      "-100000",
+      "0000",
+      "+100000",
+      "+200000",
+    ]);
+  });
+
+  test("years 0050-0053 are labelled as such, not 1950-1953", () => {
+    const from = new Date(0);
+    from.setUTCFullYear(50, 0, 15);
+    const to = new Date(0);
+    to.setUTCFullYear(53, 11, 15);
+    const ticks = timeTicks(from.getTime(), to.getTime());
+    expect(ticks.map((t) => t.label)).toEqual(["0051", "0052", "0053"]);
+    for (const t of ticks)
+      expect(new Date(t.atMs).toISOString()).toBe(`${t.label}-01-01T00:00:00.000Z`);
+  });
+
+  test("month ticks in year 0050 are in 0050", () => {
+    const from = new Date(0);
+    from.setUTCFullYear(50, 0, 15);
+    const to = new Date(0);
+    to.setUTCFullYear(50, 11, 15);
+    const ticks = timeTicks(from.getTime(), to.getTime());
+    expect(ticks.map((t) => t.label)).toEqual([
+      "0050-03",
+      "0050-05",
+      "0050-07",
+      "0050-09",
+      "0050-11",
+    ]);
+    for (const t of ticks)
+      expect(new Date(t.atMs).toISOString()).toBe(`${t.label}-01T00:00:00.000Z`);
+  });
+
+  test("a chart from the first to the last instant is drawn (it hung)", () => {
+    const svg = minuteChart(
+      { minuteMs: [-MAX, MAX], allowed: [1, 1], denied: [0, 1] },
+      { title: "edges" },
+    );
+    expect(svg).toContain("</svg>");
+    expect(svg).toContain(">0000</text>");
+  });
+});
