@@ -3,7 +3,13 @@ import { KeyedLimiter } from "../registry.js";
 import { type KeySpec, keyFunction, keySpecName } from "./keys.js";
 import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from "./lines.js";
 import { detectFormat, type LineParser, type LogFormat, parserFor } from "./parse-log.js";
-import { type AlgorithmName, buildLimiter, type PolicySpec } from "./policy.js";
+import {
+  type AlgorithmName,
+  buildLimiter,
+  describeOptions,
+  type PolicySpec,
+  UsageError,
+} from "./policy.js";
 import { ReorderBuffer } from "./reorder.js";
 
 /** Options of {@link replay}. */
@@ -177,7 +183,8 @@ interface Lane {
  * @throws The input stream's error (unreadable file, bad gzip data), as a rejection; the
  *   stream is then destroyed. {@link RangeError} (synchronously) for a `maxLineBytes`
  *   that is not an integer from 1 to 256 MiB, and the constructors' errors for invalid
- *   policy options.
+ *   policy options. {@link UsageError} (a rejection) when a limiter refuses a time of the
+ *   log (a window below the float step of that time).
  */
 export function replay(input: Readable, options: ReplayOptions): Promise<ReplayReport> {
   const keySpec = options.key ?? "ip";
@@ -240,7 +247,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     let firstAllowed = true;
     for (let i = 0; i < lanes.length; i++) {
       const lane = lanes[i]!;
-      const allowed = lane.registry.allow(key);
+      const allowed = allowAt(lane, key, nowMs);
       if (allowed) lane.allowed++;
       else {
         lane.denied++;
@@ -347,6 +354,24 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
       top: topKeys(perKey, topN),
       series: series === undefined ? undefined : toSeries(series),
     };
+  }
+}
+
+/**
+ * `lane`'s decision for `key`. A RangeError from the limiter here is the policy's, not
+ * the replay's: the window limiters refuse a reading where `windowMs` is below the float
+ * step of the time (`--window-ms 0.01` at 1e15 ms would make windows end where they
+ * start), so it becomes a {@link UsageError} (exit 2) with the limiter's own message.
+ */
+function allowAt(lane: Lane, key: string, nowMs: number): boolean {
+  try {
+    return lane.registry.allow(key);
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    const hint = "windowMs" in lane.spec.options ? "; use a larger --window-ms" : "";
+    throw new UsageError(
+      `${error.message}\n${lane.spec.algorithm} (${describeOptions(lane.spec)}) cannot decide at the log time ${nowMs} ms${hint}`,
+    );
   }
 }
 

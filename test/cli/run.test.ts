@@ -357,13 +357,16 @@ describe("policy options are the constructors' business", () => {
   // constructor, and the CLI refuses exactly what the constructor refuses, with its
   // message. (`--window-ms 0.01` with `ts: 1e15` allowed 3 of 3 at --limit 1: a float
   // issue of the window algorithms, not of the CLI, which must pass the value through.)
+  let nowMs = 0;
+  const clock = () => nowMs;
   const classes = {
     "token-bucket": (a: number, b: number) => new TokenBucket({ capacity: a, refillPerSecond: b }),
     "leaky-bucket": (a: number, b: number) => new LeakyBucket({ capacity: a, leakPerSecond: b }),
-    "fixed-window": (a: number, b: number) => new FixedWindow({ limit: a, windowMs: b }),
-    "sliding-window-log": (a: number, b: number) => new SlidingWindowLog({ limit: a, windowMs: b }),
+    "fixed-window": (a: number, b: number) => new FixedWindow({ limit: a, windowMs: b, clock }),
+    "sliding-window-log": (a: number, b: number) =>
+      new SlidingWindowLog({ limit: a, windowMs: b, clock }),
     "sliding-window-counter": (a: number, b: number) =>
-      new SlidingWindowCounter({ limit: a, windowMs: b }),
+      new SlidingWindowCounter({ limit: a, windowMs: b, clock }),
   } as const;
   const flags = {
     "token-bucket": ["--capacity", "--refill-per-second"],
@@ -381,16 +384,17 @@ describe("policy options are the constructors' business", () => {
   ) as { algorithm: keyof typeof classes; first: string; second: string }[];
 
   test.each(cases)(
-    "$algorithm $first $second: the CLI refuses iff the constructor does, with its message",
+    "$algorithm $first $second: the CLI refuses iff the limiter does, with its message",
     async ({ algorithm, first, second }) => {
       let message: string | undefined;
+      nowMs = 1000; // the line's time: a window limiter may refuse it (below its float step)
       try {
-        classes[algorithm](Number(first), Number(second));
+        classes[algorithm](Number(first), Number(second)).allow();
       } catch (error) {
         message = (error as Error).message;
       }
       const [f1, f2] = flags[algorithm];
-      const input = `{"ts":1000000000000000,"ip":"1.1.1.1"}\n`;
+      const input = `{"ts":1000,"ip":"1.1.1.1"}\n`;
       const r = await cli(
         ["replay", "-", "-a", algorithm, `${f1}=${first}`, `${f2}=${second}`],
         input,
@@ -400,29 +404,48 @@ describe("policy options are the constructors' business", () => {
         expect(r.code).toBe(0);
       } else {
         expect(r.code).toBe(2);
-        expect(r.stderr.startsWith(`tollgate replay: ${message}\n${algorithm} takes `)).toBe(true);
+        expect(r.stderr.startsWith(`tollgate replay: ${message}\n${algorithm} `)).toBe(true);
       }
     },
   );
 
-  test("--limit 1 --window-ms 0.01 at ts 1e15: the CLI decides as the constructed limiter does", async () => {
-    const times = [1e15, 1e15, 1e15];
-    let nowMs = 0;
-    const direct = new FixedWindow({ limit: 1, windowMs: 0.01, clock: () => nowMs });
-    const expected = times.map((t) => {
-      nowMs = t;
-      return direct.allow();
-    });
-    const input = times.map((t) => `{"ts":${t},"ip":"1.1.1.1"}\n`).join("");
-    const r = await cli(
-      ["replay", "-", "-a", "fixed-window", "--limit", "1", "--window-ms", "0.01", "--json"],
-      input,
-    );
-    expect(r.code).toBe(0);
-    const allowed = expected.filter(Boolean).length;
-    expect(JSON.parse(r.stdout).results[0]).toMatchObject({
-      allowed,
-      denied: times.length - allowed,
-    });
-  });
+  // Since 7f07e4f the window limiters refuse (RangeError) a clock reading where windowMs
+  // is below the float step: the CLI then exits 2 with the limiter's message, not 1 with
+  // a stack trace; where they decide, the CLI decides as they do.
+  test.each(["fixed-window", "sliding-window-log", "sliding-window-counter"] as const)(
+    "%s --limit 1 --window-ms 0.01 at ts 1e15: the CLI decides, or refuses, as the limiter does",
+    async (algorithm) => {
+      const times = [1e15, 1e15, 1e15];
+      nowMs = 0;
+      const direct = classes[algorithm](1, 0.01);
+      let message: string | undefined;
+      const expected: boolean[] = [];
+      try {
+        for (const t of times) {
+          nowMs = t;
+          expected.push(direct.allow());
+        }
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      const input = times.map((t) => `{"ts":${t},"ip":"1.1.1.1"}\n`).join("");
+      const r = await cli(
+        ["replay", "-", "-a", algorithm, "--limit", "1", "--window-ms", "0.01", "--json"],
+        input,
+      );
+      if (message !== undefined) {
+        expect(r.code).toBe(2);
+        expect(r.stderr).toBe(
+          `tollgate replay: ${message}\n${algorithm} (limit 1, windowMs 0.01) cannot decide at the log time 1000000000000000 ms; use a larger --window-ms\n`,
+        );
+      } else {
+        expect(r.code).toBe(0);
+        const allowed = expected.filter(Boolean).length;
+        expect(JSON.parse(r.stdout).results[0]).toMatchObject({
+          allowed,
+          denied: times.length - allowed,
+        });
+      }
+    },
+  );
 });
