@@ -1,5 +1,5 @@
 import { open, writeFile } from "node:fs/promises";
-import type { Readable, Writable } from "node:stream";
+import { pipeline, type Readable, type Writable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parseCommand, type ReplayCommand } from "./args.js";
 import { describeOptions, UsageError } from "./policy.js";
@@ -35,9 +35,11 @@ async function openInput(file: string, io: CliIo): Promise<{ stream: Readable; s
   }
   const raw = handle.createReadStream();
   if (!file.endsWith(".gz")) return { stream: raw, size: stat.size };
+  // pipeline, not pipe: when gunzip fails (bad data) the file stream is destroyed too,
+  // closing its descriptor; a read error of the file reaches gunzip, which the replay reads.
   const gunzip = createGunzip();
-  raw.once("error", (error) => gunzip.destroy(error));
-  return { stream: raw.pipe(gunzip), size: 0 };
+  pipeline(raw, gunzip, () => {});
+  return { stream: gunzip, size: 0 };
 }
 
 function write(stream: Writable, text: string): Promise<void> {

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Readable, Writable } from "node:stream";
@@ -224,6 +224,19 @@ describe("run (in process)", () => {
     const r = await cli(["replay", path, ...TB]);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`tollgate replay: cannot read ${path}: ${message}\n`);
+  });
+
+  // Regression: a corrupt .gz failed in gunzip but left the file's stream open, and node
+  // warned "Closing file descriptor … on garbage collection" (DEP0137).
+  test("corrupt gzip leaves no file open", async () => {
+    const p = join(dir, "corrupt2.log.gz");
+    writeFileSync(p, "not gzip at all, and long enough to be read".repeat(1000));
+    const open = () => readdirSync("/proc/self/fd").length;
+    await cli(["replay", p, ...TB]); // warm up whatever the first run opens for good
+    const before = open();
+    for (let i = 0; i < 5; i++) expect((await cli(["replay", p, ...TB])).code).toBe(2);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(open()).toBeLessThanOrEqual(before); // without the fix: one more per run
   });
 
   test("no line parses: the report, then exit 2 with a hint", async () => {
