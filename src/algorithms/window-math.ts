@@ -61,9 +61,9 @@ export function logExactEntries(limit: number): number {
  *
  * Where the float sum `stamp + windowMs` rounds down (7.2 + 2 is 9.2, below the exact
  * 9.2000000000000002; 2^53 - 1 + 2 is 2^53), the entry would leave before a full window
- * and a reading at the rounded sum could admit `limit` again: the sum is then moved up by
- * one or two float steps (its rounding error comes from Knuth's TwoSum), so an entry
- * counts at least `windowMs`, and longer by under two steps of its leave time.
+ * and a reading at the rounded sum could admit `limit` again: the sum is then moved up to
+ * the next double (its rounding error comes from Knuth's TwoSum), so an entry counts at
+ * least `windowMs`, and never a whole float step longer than the exact sum.
  */
 export function logLeaveAt(
   nowMs: number,
@@ -75,8 +75,15 @@ export function logLeaveAt(
   const leave = stamp + windowMs;
   const windowPart = leave - stamp;
   const error = stamp - (leave - windowPart) + (windowMs - windowPart);
-  return error > 0 ? leave + Math.abs(leave) * 2 ** -52 : leave;
+  return error > 0 ? leave + Math.abs(leave) * NEXT_UP : leave;
 }
+
+/**
+ * `x + |x| * NEXT_UP` is the next double above a normal `x`: `2^-53 (1 + 2^-52)` times
+ * `|x|` lies strictly between half a float step and one and a half (also for a power of
+ * two, whose half step alone would tie back to `x`), so the sum rounds to the next double.
+ */
+const NEXT_UP = 2 ** -53 + 2 ** -105;
 
 /**
  * `SlidingWindowLog`'s decision for `cost` with `available` units free in a log of

@@ -429,6 +429,20 @@ describe("SlidingWindowLog leave times (QA: an entry left before a full window)"
     );
   });
 
+  // The first fix moved the sum up by |x| * 2^-52, which rounds to two steps for 1.9: the
+  // entry of 0.9 still counted at 1.9000000000000001, after its exact leave time.
+  test("the moved-up leave time is the next double, not two steps on", () => {
+    expect(0.9 + 1).toBe(1.9); // below the exact 1.90000000000000002
+    runSteps(
+      (clock) => new SlidingWindowLog({ limit: 1, windowMs: 1, clock }),
+      [
+        [0.9, 1, true, 0, 0, 1.9000000000000001 - 0.9],
+        [1.9, 1, false, 0, 1.9000000000000001 - 1.9],
+        [1.9000000000000001, 1, true, 0, 0],
+      ],
+    );
+  });
+
   // Near the clock bound the rounding is a whole step: 2^53 - 1 + 2 is 2^53, so at the
   // reading 2^53 (1 ms after the entry, in a 2 ms window) the full limit passed again.
   test("at 2^53 - 1 with windowMs 2 the entry still counts at 2^53", () => {

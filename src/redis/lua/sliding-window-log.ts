@@ -87,7 +87,7 @@ if allowed and take and cost > 0 then
   local leaveAt = stamp + windowMs
   local windowPart = leaveAt - stamp
   if stamp - (leaveAt - windowPart) + (windowMs - windowPart) > 0 then
-    leaveAt = leaveAt + math.abs(leaveAt) * 2.220446049250313e-16
+    leaveAt = leaveAt + math.abs(leaveAt) * 1.1102230246251568e-16 -- NEXT_UP: the next double
   end
   if size > 0 and (newestLeave == leaveAt or size >= maxEntries) then
     redis.call('LSET', key, size - 1, struct.pack('<dd', leaveAt, newestTotal + cost))
