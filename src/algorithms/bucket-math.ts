@@ -28,12 +28,15 @@ export function tokensAt(
 }
 
 /**
- * Tokens left after taking `cost` from `tokens`. Within the fit tolerance a request
- * may take a hair more than is there: the result is never negative.
+ * Tokens left after taking `cost` from `tokens`: `tokens - cost`, not clamped. Within the
+ * fit tolerance a request may take a hair more than is there, and the bucket keeps that
+ * overdraft (at most `1e-9 * max(1, cost)` below 0) until the refill repays it. Clamping
+ * at 0 forgave it on every request: after `capacity` 1 was spent, a million `allow(1e-9)`
+ * were all granted. `remaining` still reads 0 (`wholeUnits`), and the time to full counts
+ * the overdraft. A free probe (cost 0) is still always allowed (see `bucketDecision`).
  */
 export function tokensAfter(tokens: number, cost: number): number {
-  const left = tokens - cost;
-  return left > 0 ? left : 0;
+  return tokens - cost;
 }
 
 /** Milliseconds until `missing` tokens have refilled at `refillPerSecond`; 0 if none miss. */
@@ -47,7 +50,8 @@ export function msToRefill(missing: number, refillPerSecond: number): number {
 
 /**
  * The {@link Decision} for `cost` against `tokens` available now (after the cost when it
- * fits, as `consume` answers; the caller takes the tokens).
+ * fits, as `consume` answers; the caller takes the tokens). `tokens` may be a hair below 0
+ * (an overdraft kept by {@link tokensAfter}); a cost of 0 is allowed all the same.
  */
 export function bucketDecision(
   cost: number,
@@ -55,7 +59,7 @@ export function bucketDecision(
   capacity: number,
   refillPerSecond: number,
 ): Decision {
-  if (fits(cost, tokens)) {
+  if (fits(cost, tokens) || cost === 0) {
     const left = tokensAfter(tokens, cost);
     return {
       allowed: true,

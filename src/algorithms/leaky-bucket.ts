@@ -58,7 +58,9 @@ const WHERE = "LeakyBucket";
  * `resetAfterMs` the time until the bucket is empty. A denied request changes
  * nothing. A clock that goes backwards drains nothing (time stands still at the
  * latest reading). A `leakPerSecond` of 0 never drains: once full, `retryAfterMs`
- * is `Infinity`.
+ * is `Infinity`. A cost fits within a float tolerance (`level + cost <= capacity +
+ * 1e-9 * max(1, cost)`); the level then stays a hair above `capacity` until that much has
+ * drained, so the tolerance is granted once, not on every request.
  *
  * @throws {TypeError} If `options` is not an object, `capacity` or `leakPerSecond`
  *   is not a number, or `clock` is not a function.
@@ -121,7 +123,7 @@ export class LeakyBucket implements Limiter {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
     const now = this.now();
     const room = this.roomAt(now);
-    if (!fits(c, room)) return false;
+    if (!fits(c, room)) return c === 0; // a free probe is allowed even in an overdraft
     if (this.held !== 0 && this.ledger!.blocks(room) && c > 0) return false;
     if (c > 0) this.fill(room, c, now);
     return true;

@@ -44,6 +44,9 @@ const WHERE = "TokenBucket";
  * from checks. A denied request changes nothing. A clock that goes backwards adds
  * nothing (the bucket treats time as standing still at the latest reading). A
  * `refillPerSecond` of 0 is a fixed quota: once spent, `retryAfterMs` is `Infinity`.
+ * A cost fits within a float tolerance (`cost <= tokens + 1e-9 * max(1, cost)`); what it
+ * takes beyond the tokens stays owed (tokens a hair below 0, `remaining` 0) until the
+ * refill repays it, so the tolerance is granted once, not on every request.
  *
  * Waiting (`wait`, `reserve`) works as Go's `rate.Limiter`: a request that does not fit
  * takes its tokens at once and the bucket goes into debt (tokens below 0); it may act

@@ -176,7 +176,7 @@ export class BucketSlab implements KeyStore {
     const s = slot * STRIDE;
     const p = this.params;
     const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
-    if (!fits(cost, tokens)) return false;
+    if (!fits(cost, tokens)) return cost === 0; // a free probe is allowed even in an overdraft
     if (cost > 0) {
       st[s] = tokensAfter(tokens, cost);
       st[s + 1] = now;

@@ -62,7 +62,8 @@ export class MultiBucketSlab extends BucketSlab {
     if (--this.countdown === 0) this.stepNow();
     const s = this.offsetOf(key);
     const n = this.parts;
-    for (let i = 0; i < n; i++) if (!fits(cost, this.tokensOf(s, i, now))) return false;
+    // A free probe is allowed even in an overdraft (tokens a hair below 0).
+    for (let i = 0; i < n; i++) if (!fits(cost, this.tokensOf(s, i, now))) return cost === 0;
     if (cost > 0) this.take(key, s, cost, now);
     return true;
   }

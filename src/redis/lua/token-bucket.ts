@@ -8,7 +8,8 @@ import { LUA_COMMON, luaArgs } from "./common.js";
  * now ('' = server TIME), maxTtlMs. Reply: `{allowed (1/0), tokens available now
  * before the cost}`; the caller builds the Decision with `bucketDecision`.
  *
- * Mirrors `tokensAt`/`tokensAfter` of src/algorithms/bucket-math.ts. A time behind the
+ * Mirrors `tokensAt`/`tokensAfter` of src/algorithms/bucket-math.ts (the overdraft
+ * within the fit tolerance is kept, not clamped at 0, so it is forgiven only once). A time behind the
  * stored anchor counts as the anchor (a lagging clock adds nothing). A full bucket has
  * no key; any other state expires exactly when the bucket would be full again.
  */
@@ -24,10 +25,10 @@ if state[1] then
   if refilled < capacity then tokens = refilled end
 end
 
-local allowed = fits(cost, tokens)
+-- A free probe is allowed even in an overdraft (tokens a hair below 0, kept as in TS).
+local allowed = cost == 0 or fits(cost, tokens)
 if allowed and take and cost > 0 then
   local left = tokens - cost
-  if not (left > 0) then left = 0 end
   local missing = capacity - left
   if missing > 0 then
     redis.call('HSET', key, 'tokens', f(left), 'anchor', f(now))
