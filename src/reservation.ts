@@ -21,12 +21,18 @@ import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "./wait.js"
  * fall due in order and only the head needs checking.
  *
  * Giving back (abort, `cancel`). Removing an entry gives back its units except those
- * that reservations *behind it* count on (Go's `x/time/rate` rule): a reservation has a
- * fixed `delayMs`, computed with this entry's units ahead of it, and cannot move up, so
- * `give = units - (units held by reservations behind)` (at least 0) returns now, and the
- * rest stays held, attached just ahead of the next reservation, until that one is
- * cancelled in turn (then it is given back with it, by the same rule) or served (then it
- * was spent). Waiters behind are not counted: they are re-checked and move up at once.
+ * that reservations *behind it* count on: a reservation has a fixed `delayMs`, computed
+ * with this entry's units ahead of it, and cannot move up. What they count on differs:
+ * - token bucket (Go's `x/time/rate` rule): the units they took, so `give = units -
+ *   (units held by reservations behind)` (at least 0);
+ * - leaky bucket (shaping): every unit ahead of them. A reservation behind still leaves
+ *   at its fixed time, so the outflow in front of it stays taken; giving back any unit
+ *   would lower the level and let a later request leave at or before that time (a
+ *   burst). So `give = 0` while any reservation is behind, `units` otherwise.
+ * What is not given back stays held, attached just ahead of the next reservation, until
+ * that one is cancelled in turn (then it is given back with it, by the same rule) or
+ * served (then it was spent). Waiters behind are not counted: they are re-checked and
+ * move up at once (for the leaky bucket, into the freed outflow ahead of the reservation).
  * So cancelling every reservation, in any order, before its time gives back exactly what
  * was reserved; the arithmetic is on units (never units -> ms -> units), so it is exact.
  * @module
@@ -108,6 +114,8 @@ export class BucketLedger {
   private total = 0;
   /** Units held by reservations (not waiters). */
   private fixedUnits = 0;
+  /** Pending reservations (not waiters), of any cost: a free one still has its place. */
+  private fixedEntries = 0;
   private entries = 0;
   private waiters = 0;
   private readonly timer: OneTimer;
@@ -185,6 +193,7 @@ export class BucketLedger {
     const entry = this.admit(c, units, now, delayMs);
     if (entry === undefined) return NOW;
     this.fixedUnits += c;
+    this.fixedEntries++;
     return new PendingReservation(delayMs, this, entry);
   }
 
@@ -277,8 +286,10 @@ export class BucketLedger {
     e.prev = undefined;
     e.next = undefined;
     this.entries--;
-    if (e.kind === FIXED) this.fixedUnits -= e.units;
-    else {
+    if (e.kind === FIXED) {
+      this.fixedUnits -= e.units;
+      this.fixedEntries--;
+    } else {
       this.waiters--;
       if (e.onAbort !== undefined) e.signal?.removeEventListener("abort", e.onAbort);
     }
@@ -337,7 +348,7 @@ export class BucketLedger {
     if (!e.queued) return;
     let counted = 0;
     let nextFixed: Entry | undefined;
-    if (this.fixedUnits > 0) {
+    if (this.fixedEntries > (e.kind === FIXED ? 1 : 0)) {
       for (let f = e.next; f !== undefined; f = f.next) {
         if (f.kind !== FIXED) continue;
         nextFixed ??= f;
@@ -345,7 +356,10 @@ export class BucketLedger {
       }
     }
     const held = e.units;
-    const give = held > counted ? held - counted : 0;
+    // Leaky: a reservation behind leaves at its fixed time, so keep all the water ahead
+    // of it (see the module doc); token: Go's rule, keep what those behind took.
+    const give =
+      nextFixed !== undefined && this.host.shaping ? 0 : held > counted ? held - counted : 0;
     const keep = held - give;
     const last = this.entries === 1;
     const total = this.total;

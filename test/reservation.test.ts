@@ -3,7 +3,7 @@ import { afterEach, describe, expect, test, vi } from "vitest";
 import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
 import { manualClock } from "./support/manual-clock.js";
-import { timerClock } from "./support/timer-clock.js";
+import { settleLog, timerClock } from "./support/timer-clock.js";
 import { leakyBucketModel, tokenBucketModel } from "./support/wait-model.js";
 
 afterEach(() => {
@@ -203,5 +203,54 @@ describe("conformance with waits, reservations, aborts and cancels mixed", () =>
       }),
       { numRuns: 150 },
     );
+  });
+});
+
+describe("regressions found by the conformance properties", () => {
+  test("LeakyBucket: an aborted waiter ahead of a reservation gave back its outflow slot, so a later wait left together with the reservation (a burst)", async () => {
+    // fast-check seed 524431479: capacity 4, 250/s (4 ms per unit). The reservation leaves
+    // at 12 ms (3 units ahead); giving back part of the aborted waiter's 2 units let the
+    // wait at 1 ms leave at 12 ms too. The slot ahead of the reservation must stay taken:
+    // at 1 ms only 0.25 units are free, so that wait finds the queue full.
+    const { clock, advance } = timerClock();
+    const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 250, clock });
+    const { log, track } = settleLog(clock);
+    const pending: Promise<void>[] = [];
+    // Each row: atMs, what is done, cost, what it gives back (a reservation's delayMs).
+    const steps = [
+      [0, "wait", 1, undefined], // leaves at once
+      [0, "wait, abort at 1 ms", 2, undefined], // 1 unit ahead: would leave at 4 ms
+      [0, "reserve", 1, 12], // 3 units ahead: acts at 12 ms
+      [1, "wait", 1, undefined], // was granted at 12 ms: with the reservation
+    ] as const;
+    for (const [i, [atMs, op, cost, delayMs]] of steps.entries()) {
+      await advance(atMs - clock());
+      const label = `step ${i}`;
+      if (op === "reserve") {
+        const r = shaper.reserve(cost);
+        expect(r, label).toMatchObject({ ok: true, delayMs });
+        log.push(`${label}@${clock() + r.delayMs}`);
+      } else if (op === "wait") {
+        pending.push(track(label, shaper.wait(cost)));
+      } else {
+        const controller = new AbortController();
+        setTimeout(() => controller.abort(new Error("gave up")), 1);
+        pending.push(track(label, shaper.wait(cost, { signal: controller.signal })));
+      }
+    }
+    // The room comes back as the water ahead drains: a wait at 4 ms leaves at 16 ms, just
+    // after the reservation's unit.
+    await advance(3);
+    pending.push(track("late", shaper.wait(1)));
+    await advance(100);
+    await Promise.all(pending);
+    expect(log.sort()).toEqual([
+      "late@16",
+      "step 0@0",
+      "step 1!Error@1",
+      "step 2@12",
+      "step 3!RateLimitError@1",
+    ]);
+    expect(shaper.isIdle(), "everything left: empty again").toBe(true);
   });
 });

@@ -171,8 +171,9 @@ export class LeakyBucket implements Limiter {
    * `LeakyBucket.wait: cost 12 exceeds capacity 10` when the cost can never fit;
    * `RateLimitError` when the queue is full (`level + cost > capacity`), the wait would
    * exceed `maxWaitMs`, or never end (a leak of 0 with water ahead), taking nothing;
-   * `signal.reason` when aborted, removing its water (except what reservations made after
-   * it count on, see {@link LeakyBucket.reserve}) so the requests behind move up at once.
+   * `signal.reason` when aborted, removing its water so the waiters behind move up at once;
+   * while a reservation made after it is pending, all of its water stays until that one
+   * leaves (see {@link LeakyBucket.reserve}).
    * One timer per bucket, ref'd, in pieces of at most 2^31 - 1 ms.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
@@ -186,11 +187,14 @@ export class LeakyBucket implements Limiter {
    * capacity`), the cost is above capacity, the delay would exceed `maxWaitMs`, or never
    * end (a leak of 0 with water ahead).
    *
-   * `cancel()` before the time to act removes its water except the units that requests
-   * reserved after it count on (their delays were computed behind it): `cost - (units
-   * reserved later)`, at least 0, at once, the rest when those are cancelled in turn. So
-   * cancelling all of them, in any order, restores the level exactly. A reservation with
-   * `delayMs` 0 leaves at once: its `cancel()` does nothing, nor does a second one.
+   * `cancel()` before the time to act removes its water at once, unless a request reserved
+   * after it is still pending: that one leaves at its fixed time, so the outflow in front
+   * of it stays taken and all the cancelled water stays until it leaves (given back only
+   * if it is cancelled in turn). Giving back part of it, as Go's `x/time/rate` does for a
+   * token bucket (`cost - units reserved later`), would let a later request leave at the
+   * same time as that reservation: a burst. So cancelling all of them, in any order,
+   * restores the level exactly. A reservation with `delayMs` 0 leaves at once: its
+   * `cancel()` does nothing, nor does a second one.
    *
    * @throws {TypeError} If `cost` or `maxWaitMs` is not a number, or options not an object.
    * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
