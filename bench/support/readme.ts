@@ -12,6 +12,14 @@ import { keyPatterns } from "./keys.js";
 import { machineLine } from "./machine.js";
 import { httpSection, type RunResults, targets } from "./report.js";
 
+/** `private redis-server on 127.0.0.1:38381 (Redis server v=7.0.15), pid 1` -> `a private redis-server 7.0.15 on loopback`. */
+function redisOrigin(origin: string): string {
+  const version = /v=([\d.]+)/.exec(origin)?.[1];
+  return origin.startsWith("private")
+    ? `a private redis-server${version === undefined ? "" : ` ${version}`} on loopback`
+    : origin;
+}
+
 function load(path: string): RunResults {
   return JSON.parse(readFileSync(path, "utf8")) as RunResults;
 }
@@ -23,24 +31,30 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
   const tb = patterns.map((p) => t(`TokenBucket.keyed.allow.${p.id}`));
   const now = t("floor.performance-now");
   const naive = patterns.map((p) => t(`naive.${p.id}`));
-  const row = (name: string, values: (number | undefined)[]) => [
+  const row = (name: string, values: (number | undefined)[], withRatio = true) => [
     name,
-    ...values.map((v, i) => `${ns(v)} (${ratio(tb[i], v)})`),
+    ...values.map((v, i) =>
+      v === undefined ? "" : withRatio ? `${ns(v)} (${ratio(tb[i], v)})` : ns(v),
+    ),
   ];
   const checkRows = [
     [`**tollgate \`KeyedLimiter(TokenBucket).allow(key)\`**`, ...tb.map((v) => `**${ns(v)}**`)],
     row("bare `performance.now()` (reference)", [now, undefined, undefined]),
-    row("`Map.get` alone, no limiter (floor)", [
-      undefined,
-      t("floor.map-get.medium"),
-      t("floor.map-get.large"),
-    ]),
+    row(
+      "`Map.get` alone, no limiter (floor)",
+      [undefined, t("floor.map-get.medium"), t("floor.map-get.large")],
+      false,
+    ),
     row("naive `Map<string, {tokens, last}>` token bucket (reference)", naive),
     ...PEERS.map((p) =>
       row(
-        `${p.name.split(" ")[0]} ${p.version}`,
+        `${p.name.split(" ")[0]} ${p.version}${p.id === "fastify" ? " (its store alone)" : ""}`,
         patterns.map((q) => t(`peer.${p.id}.${q.id}`)),
       ),
+    ),
+    row(
+      "@fastify/rate-limit, the store awaited as the plugin calls it",
+      patterns.map((q) => t(`peer.fastify-awaited.${q.id}`)),
     ),
   ];
   const algorithms = [
@@ -91,7 +105,8 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
       "the random columns are dominated by cache misses (the 1M-key working set is far larger " +
       "than the CPU caches), which is where a compact layout (tollgate keeps a token bucket's " +
       "state in a `Float64Array` slab, no object per key) pays. Every peer is called as its own " +
-      "middleware calls it (promises awaited); the full report (`npm run bench`) has the " +
+      "middleware calls it (promises awaited), and @fastify/rate-limit's store also bare, " +
+      "its best case; the full report (`npm run bench`) has the " +
       "like-for-like table against tollgate's `FixedWindow` for the three fixed-window peers.",
     "",
     "The five algorithms (ns per check): a single limiter's `allow()`, and `KeyedLimiter` per key:",
@@ -105,7 +120,7 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
   if (redis !== undefined) {
     lines.push(
       "",
-      `Redis (${redis.origin.replace(/, pid \d+/, "")}, ioredis, one connection):`,
+      `Redis (${redisOrigin(redis.origin)}; ioredis, \`PING\` and \`consume\` on one connection):`,
       "",
       table(["", "p50 µs", "p99 µs", `ops/s, ${redis.inFlight} in flight`], "lrrr", [
         [
