@@ -141,13 +141,12 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
     );
   }
   if (http?.http !== undefined) {
+    const where = http === core ? "" : ` on **${machineLine(http.machine)}**`;
     lines.push(
       "",
-      ...httpSection(http)
-        .slice(2)
-        .map((l) => l.replace(/^\n/, "")),
+      `HTTP (\`${http.command}\`, ${http.startedAt}${where}), beside the source article's figures:`,
+      ...httpSection(http).slice(1),
     );
-    lines.splice(lines.length, 0);
   }
   lines.push(
     "",
