@@ -118,6 +118,13 @@ function target(
 
 const x = (v: number) => `${v.toFixed(2)}x`;
 
+/** `0.123` -> `12.3% fewer`; a negative share (faster than the reference: noise) -> `… more`. */
+function fewer(share: number): string {
+  return share >= 0
+    ? `${(share * 100).toFixed(1)}% fewer`
+    : `${(-share * 100).toFixed(1)}% more (noise)`;
+}
+
 /** The issue's targets, evaluated on this run. */
 export function targets(r: RunResults): Target[] {
   const tb = (p: string) => timingOf(r, `TokenBucket.keyed.allow.${p}`);
@@ -198,10 +205,10 @@ export function targets(r: RunResults): Target[] {
       none !== undefined && memory !== undefined ? 1 - memory / none : undefined,
       HTTP_LIMIT,
       (v) =>
-        `${(v * 100).toFixed(1)}% fewer req/s` +
+        `${fewer(v)} req/s` +
         (cpuShare === undefined
           ? ""
-          : `; by server CPU per request, ${(cpuShare * 100).toFixed(1)}% fewer req/s when CPU-bound`),
+          : `; by server CPU per request, ${fewer(cpuShare)} req/s when CPU-bound`),
       "http",
     ),
   );
