@@ -3,10 +3,7 @@
  * @module
  */
 
-/** Column alignment: left or right (numbers). */
-export type Align = "l" | "r";
-
-/** A Markdown table; `align` has one letter per column. */
+/** A Markdown table; `align` has one letter per column: `l` (text) or `r` (numbers). */
 export function table(
   headers: readonly string[],
   align: string,

@@ -15,14 +15,14 @@ export function keyOf(i: number): string {
 }
 
 /** `count` distinct keys, index order. */
-export function makeKeys(count: number): string[] {
+function makeKeys(count: number): string[] {
   const keys: string[] = [];
   for (let i = 0; i < count; i++) keys.push(keyOf(i));
   return keys;
 }
 
 /** A xorshift32 generator returning integers in [0, bound). Deterministic for a seed. */
-export function randomIndices(seed: number): (bound: number) => number {
+function randomIndices(seed: number): (bound: number) => number {
   let x = seed >>> 0 || 0x9e3779b9;
   return (bound) => {
     x ^= x << 13;
