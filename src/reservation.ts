@@ -338,9 +338,10 @@ export class BucketLedger {
   withdraw(e: Entry, reason?: unknown): void {
     const h = this.host;
     let now: number;
+    let units: number;
     try {
       now = h.now();
-      this.settle(now);
+      units = this.settle(now);
     } catch (error) {
       this.fail(error);
       return;
@@ -356,20 +357,38 @@ export class BucketLedger {
       }
     }
     const held = e.units;
-    // Leaky: a reservation behind leaves at its fixed time, so keep all the water ahead
-    // of it (see the module doc); token: Go's rule, keep what those behind took.
-    const give =
-      nextFixed !== undefined && this.host.shaping ? 0 : held > counted ? held - counted : 0;
+    let give: number;
+    let drained = 0;
+    if (h.shaping) {
+      // A reservation behind leaves at its fixed time: keep all the water ahead of it.
+      // Otherwise give back what has not left yet: the head's units kept for an entry
+      // withdrawn ahead of it drain from that entry's time on (the water ahead of them
+      // is below 0); giving those back too would let the waiters behind leave too soon.
+      const ahead = h.capacity - units - this.total;
+      if (e === this.head && ahead < 0) drained = -ahead < held ? -ahead : held;
+      give = nextFixed !== undefined ? 0 : held - drained;
+    } else {
+      // Go's rule: keep what the reservations behind took.
+      give = held > counted ? held - counted : 0;
+    }
     const keep = held - give;
     const last = this.entries === 1;
     const total = this.total;
     this.unlink(e);
-    if (keep > 0 && nextFixed !== undefined) {
-      nextFixed.units += keep;
-      this.total += keep;
-      this.fixedUnits += keep;
+    if (nextFixed !== undefined) {
+      if (keep > 0) {
+        nextFixed.units += keep;
+        this.total += keep;
+        this.fixedUnits += keep;
+      }
+      h.hold(-give, now);
+    } else if (last) {
+      h.hold(-total, now); // exactly nothing held any more
+      if (drained > 0) h.take(h.unitsAt(now), drained, now);
+    } else {
+      if (drained > 0) h.spend(drained, now);
+      h.hold(-give, now);
     }
-    h.hold(last ? -total : -give, now);
     if (e.kind === WAITER) e.reject!(reason);
     this.serve();
   }

@@ -206,6 +206,59 @@ describe("conformance with waits, reservations, aborts and cancels mixed", () =>
   });
 });
 
+/**
+ * One row of a shaping step table: at `atMs`, `op(cost)`; a wait is aborted (a reservation
+ * cancelled) `giveUpAfterMs` later when given; a reservation's `delayMs` is checked.
+ */
+type ShapeStep = readonly [
+  atMs: number,
+  op: "wait" | "reserve",
+  cost: number,
+  giveUpAfterMs?: number | undefined,
+  delayMs?: number,
+];
+
+/**
+ * Runs `steps` on `shaper` (on the fake timers of `timerClock`), then 100 ms more, and
+ * returns when each step settled, sorted: `step 2@12` (granted, or a reservation's time to
+ * act), `step 1!Error@1` (aborted), `step 3!RateLimitError@1` (refused),
+ * `step 4 cancelled@9`.
+ */
+async function shapeSteps(
+  shaper: LeakyBucket,
+  steps: readonly ShapeStep[],
+  clock: () => number,
+  advance: (ms: number) => Promise<void>,
+): Promise<string[]> {
+  const { log, track } = settleLog(clock);
+  const pending: Promise<void>[] = [];
+  for (const [i, [atMs, op, cost, giveUpAfterMs, delayMs]] of steps.entries()) {
+    await advance(atMs - clock());
+    const label = `step ${i}`;
+    if (op === "reserve") {
+      const r = shaper.reserve(cost);
+      expect(r.ok, label).toBe(true);
+      if (delayMs !== undefined) expect(r.delayMs, label).toBe(delayMs);
+      if (giveUpAfterMs === undefined) log.push(`${label}@${clock() + r.delayMs}`);
+      else {
+        setTimeout(() => {
+          r.cancel();
+          log.push(`${label} cancelled@${clock()}`);
+        }, giveUpAfterMs);
+      }
+    } else {
+      const controller = new AbortController();
+      if (giveUpAfterMs !== undefined) {
+        setTimeout(() => controller.abort(new Error("gave up")), giveUpAfterMs);
+      }
+      pending.push(track(label, shaper.wait(cost, { signal: controller.signal })));
+    }
+  }
+  await advance(100);
+  await Promise.all(pending);
+  return log.sort((a, b) => Number(a.split("@")[1]) - Number(b.split("@")[1]));
+}
+
 describe("regressions found by the conformance properties", () => {
   test("LeakyBucket: an aborted waiter ahead of a reservation gave back its outflow slot, so a later wait left together with the reservation (a burst)", async () => {
     // fast-check seed 524431479: capacity 4, 250/s (4 ms per unit). The reservation leaves
@@ -214,42 +267,56 @@ describe("regressions found by the conformance properties", () => {
     // at 1 ms only 0.25 units are free, so that wait finds the queue full.
     const { clock, advance } = timerClock();
     const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 250, clock });
-    const { log, track } = settleLog(clock);
-    const pending: Promise<void>[] = [];
-    // Each row: atMs, what is done, cost, what it gives back (a reservation's delayMs).
-    const steps = [
-      [0, "wait", 1, undefined], // leaves at once
-      [0, "wait, abort at 1 ms", 2, undefined], // 1 unit ahead: would leave at 4 ms
-      [0, "reserve", 1, 12], // 3 units ahead: acts at 12 ms
-      [1, "wait", 1, undefined], // was granted at 12 ms: with the reservation
-    ] as const;
-    for (const [i, [atMs, op, cost, delayMs]] of steps.entries()) {
-      await advance(atMs - clock());
-      const label = `step ${i}`;
-      if (op === "reserve") {
-        const r = shaper.reserve(cost);
-        expect(r, label).toMatchObject({ ok: true, delayMs });
-        log.push(`${label}@${clock() + r.delayMs}`);
-      } else if (op === "wait") {
-        pending.push(track(label, shaper.wait(cost)));
-      } else {
-        const controller = new AbortController();
-        setTimeout(() => controller.abort(new Error("gave up")), 1);
-        pending.push(track(label, shaper.wait(cost, { signal: controller.signal })));
-      }
-    }
-    // The room comes back as the water ahead drains: a wait at 4 ms leaves at 16 ms, just
-    // after the reservation's unit.
-    await advance(3);
-    pending.push(track("late", shaper.wait(1)));
-    await advance(100);
-    await Promise.all(pending);
-    expect(log.sort()).toEqual([
-      "late@16",
+    const log = await shapeSteps(
+      shaper,
+      [
+        [0, "wait", 1], // leaves at once
+        [0, "wait", 2, 1], // 1 unit ahead: would leave at 4 ms; aborted at 1 ms
+        [0, "reserve", 1, undefined, 12], // 3 units ahead: acts at 12 ms
+        [1, "wait", 1], // was granted at 12 ms: with the reservation
+        // The room comes back as the water ahead drains: just after the reservation's unit.
+        [4, "wait", 1],
+      ],
+      clock,
+      advance,
+    );
+    expect(log).toEqual([
       "step 0@0",
       "step 1!Error@1",
-      "step 2@12",
       "step 3!RateLimitError@1",
+      "step 2@12",
+      "step 4@16",
+    ]);
+    expect(shaper.isIdle(), "everything left: empty again").toBe(true);
+  });
+
+  test("LeakyBucket: cancelling a reservation gave back the kept water that had already drained, so the waiters behind left too close together", async () => {
+    // fast-check seed -1488058526: capacity 4, 250/s. The waiter aborted at 5 ms kept its
+    // slot (12 to 16 ms) ahead of the reservation; at 13 ms a quarter of it has drained.
+    // Giving back all 2 units of the reservation moved the waiter of 8 ms to 13 ms (it was
+    // a ms overdue) and the one of 12 ms to 16 ms: 3 ms apart, less than its unit's 4 ms.
+    const { clock, advance } = timerClock();
+    const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 250, clock });
+    const log = await shapeSteps(
+      shaper,
+      [
+        [0, "wait", 3], // leaves at once
+        [0, "wait", 1, 5], // would leave at 12 ms; aborted at 5 ms
+        [4, "reserve", 1, 9, 12], // would act at 16 ms; cancelled at 13 ms
+        [8, "wait", 1], // would leave at 20 ms
+        [12, "wait", 1], // would leave at 24 ms
+        [12, "wait", 1], // the queue is full
+      ],
+      clock,
+      advance,
+    );
+    expect(log).toEqual([
+      "step 0@0",
+      "step 1!Error@5",
+      "step 5!RateLimitError@12",
+      "step 2 cancelled@13",
+      "step 3@13", // moved up: it leaves at once
+      "step 4@17", // 1 unit (4 ms) after it, not 16
     ]);
     expect(shaper.isIdle(), "everything left: empty again").toBe(true);
   });
