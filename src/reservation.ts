@@ -28,7 +28,13 @@ import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "./wait.js"
  * - leaky bucket (shaping): every unit ahead of them. A reservation behind still leaves
  *   at its fixed time, so the outflow in front of it stays taken; giving back any unit
  *   would lower the level and let a later request leave at or before that time (a
- *   burst). So `give = 0` while any reservation is behind, `units` otherwise.
+ *   burst). So `give = 0` while any reservation is behind.
+ * With no reservation behind, everything comes back, less what has already left: units
+ * kept ahead of a reservation fall due from the withdrawn entry's time on, so when that
+ * reservation is cancelled later, part of them may be repaid into a full bucket (token)
+ * or drained (leaky): the bucket as if nothing were held is above its capacity. That
+ * excess is spent, never given back nor moved behind waiters (either made them overdue:
+ * they acted too soon).
  * What is not given back stays held, attached just ahead of the next reservation, until
  * that one is cancelled in turn (then it is given back with it, by the same rule) or
  * served (then it was spent). Waiters behind are not counted: they are re-checked and
@@ -357,36 +363,39 @@ export class BucketLedger {
       }
     }
     const held = e.units;
+    // What has already left cannot come back: units kept for an entry withdrawn ahead of
+    // the head (a reservation) were due from that entry's time on, so by now part of them
+    // may be repaid (token) or drained (leaky). Then the bucket as if nothing were held
+    // holds more than its capacity (`ahead` below 0); that excess is spent, and giving it
+    // back, or keeping it behind the waiters, would make them overdue: they would act too
+    // soon.
+    const ahead = h.capacity - units - this.total;
+    const drained = e === this.head && ahead < 0 ? (-ahead < held ? -ahead : held) : 0;
+    const left = held - drained;
     let give: number;
-    let drained = 0;
-    if (h.shaping) {
+    if (nextFixed === undefined) give = left;
+    else if (h.shaping) {
       // A reservation behind leaves at its fixed time: keep all the water ahead of it.
-      // Otherwise give back what has not left yet: the head's units kept for an entry
-      // withdrawn ahead of it drain from that entry's time on (the water ahead of them
-      // is below 0); giving those back too would let the waiters behind leave too soon.
-      const ahead = h.capacity - units - this.total;
-      if (e === this.head && ahead < 0) drained = -ahead < held ? -ahead : held;
-      give = nextFixed !== undefined ? 0 : held - drained;
+      give = 0;
     } else {
       // Go's rule: keep what the reservations behind took.
       give = held > counted ? held - counted : 0;
+      if (give > left) give = left;
     }
-    const keep = held - give;
+    const keep = left - give;
     const last = this.entries === 1;
     const total = this.total;
     this.unlink(e);
-    if (nextFixed !== undefined) {
-      if (keep > 0) {
-        nextFixed.units += keep;
-        this.total += keep;
-        this.fixedUnits += keep;
-      }
-      h.hold(-give, now);
-    } else if (last) {
+    if (last) {
       h.hold(-total, now); // exactly nothing held any more
       if (drained > 0) h.take(h.unitsAt(now), drained, now);
     } else {
       if (drained > 0) h.spend(drained, now);
+      if (keep > 0 && nextFixed !== undefined) {
+        nextFixed.units += keep;
+        this.total += keep;
+        this.fixedUnits += keep;
+      }
       h.hold(-give, now);
     }
     if (e.kind === WAITER) e.reject!(reason);

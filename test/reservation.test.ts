@@ -219,13 +219,13 @@ type ShapeStep = readonly [
 ];
 
 /**
- * Runs `steps` on `shaper` (on the fake timers of `timerClock`), then 100 ms more, and
+ * Runs `steps` on a bucket (on the fake timers of `timerClock`), then 100 ms more, and
  * returns when each step settled, sorted: `step 2@12` (granted, or a reservation's time to
  * act), `step 1!Error@1` (aborted), `step 3!RateLimitError@1` (refused),
  * `step 4 cancelled@9`.
  */
 async function shapeSteps(
-  shaper: LeakyBucket,
+  shaper: LeakyBucket | TokenBucket,
   steps: readonly ShapeStep[],
   clock: () => number,
   advance: (ms: number) => Promise<void>,
@@ -319,5 +319,68 @@ describe("regressions found by the conformance properties", () => {
       "step 4@17", // 1 unit (4 ms) after it, not 16
     ]);
     expect(shaper.isIdle(), "everything left: empty again").toBe(true);
+  });
+
+  test("LeakyBucket: cancelling a reservation moved its drained water behind the waiters, so two of them left at the same instant", async () => {
+    // fast-check seed 11: capacity 5, 250/s. The waiter aborted at 8 ms kept its slot (12
+    // to 20 ms) ahead of the reservation cancelled at 17 ms; 1.25 units of it had drained.
+    // A reservation behind the waiters keeps the rest, but the drained part went with it:
+    // both waiters were overdue and left at 17 ms.
+    const { clock, advance } = timerClock();
+    const shaper = new LeakyBucket({ capacity: 5, leakPerSecond: 250, clock });
+    const log = await shapeSteps(
+      shaper,
+      [
+        [0, "wait", 3], // leaves at once
+        [1, "wait", 2, 7], // would leave at 12 ms; aborted at 8 ms
+        [7, "reserve", 1, 10, 13], // would act at 20 ms; cancelled at 17 ms
+        [12, "wait", 1], // would leave at 24 ms
+        [12, "wait", 1], // would leave at 28 ms
+        [16, "reserve", 1, undefined, 16], // acts at 32 ms whatever is cancelled ahead
+        [16, "wait", 1], // the queue is full
+      ],
+      clock,
+      advance,
+    );
+    expect(log).toEqual([
+      "step 0@0",
+      "step 1!Error@8",
+      "step 6!RateLimitError@16",
+      "step 2 cancelled@17",
+      "step 3@17", // moved up: it leaves at once
+      "step 4@21", // 1 unit (4 ms) after it, not 17
+      "step 5@32",
+    ]);
+    expect(shaper.isIdle(), "everything left: empty again").toBe(true);
+  });
+
+  test("TokenBucket: cancelling a reservation gave back the kept units already repaid, so the waiters behind acted beyond capacity", async () => {
+    // fast-check seed 44: capacity 3, 250/s (4 ms per token). The waiter aborted at 7 ms
+    // kept its 2 tokens ahead of the reservation cancelled at 13 ms. By then the bucket as
+    // if nothing were held had refilled to 3.25 tokens, above its capacity: 0.25 of the
+    // kept tokens were repaid into a full bucket, i.e. are gone. Giving back all 4 left the
+    // waiter of 3 overdue, and the waiter of 1 acted at 16 ms with 0.75 tokens in the bucket.
+    const { clock, advance } = timerClock();
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 250, clock });
+    const log = await shapeSteps(
+      bucket,
+      [
+        [0, "wait", 3], // acts at once: 0 tokens left
+        [4, "wait", 2, 3], // would act at 8 ms; aborted at 7 ms
+        [6, "reserve", 2, 7, 10], // would act at 16 ms; cancelled at 13 ms
+        [6, "wait", 3], // would act at 28 ms
+        [6, "wait", 1], // would act at 32 ms
+      ],
+      clock,
+      advance,
+    );
+    expect(log).toEqual([
+      "step 0@0",
+      "step 1!Error@7",
+      "step 2 cancelled@13",
+      "step 3@13", // moved up: it acts at once, with the 3 tokens of a full bucket
+      "step 4@17", // 1 token (4 ms) after it, not 16
+    ]);
+    expect(bucket.isIdle(), "everything settled: full again").toBe(true);
   });
 });
