@@ -23,8 +23,11 @@ import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "./wait.js"
  * Giving back (abort, `cancel`). Removing an entry gives back its units except those
  * that reservations *behind it* count on: a reservation has a fixed `delayMs`, computed
  * with this entry's units ahead of it, and cannot move up. What they count on differs:
- * - token bucket (Go's `x/time/rate` rule): the units they took, so `give = units -
- *   (units held by reservations behind)` (at least 0);
+ * - token bucket (Go's `x/time/rate` rule): the units they took, so `give = cost -
+ *   (units held by reservations behind)` (at least 0). Units the entry itself kept for
+ *   entries withdrawn ahead of it are not given back while a reservation is behind: they
+ *   were kept for those reservations too (giving them back let a waiter act at the same
+ *   instant as such a reservation, beyond capacity);
  * - leaky bucket (shaping): every unit ahead of them. A reservation behind still leaves
  *   at its fixed time, so the outflow in front of it stays taken; giving back any unit
  *   would lower the level and let a later request leave at or before that time (a
@@ -378,8 +381,9 @@ export class BucketLedger {
       // A reservation behind leaves at its fixed time: keep all the water ahead of it.
       give = 0;
     } else {
-      // Go's rule: keep what the reservations behind took.
-      give = held > counted ? held - counted : 0;
+      // Go's rule on its own cost: keep what the reservations behind took. Units it kept
+      // for entries withdrawn ahead of it stay kept for those reservations too.
+      give = e.cost > counted ? e.cost - counted : 0;
       if (give > left) give = left;
     }
     const keep = left - give;

@@ -354,6 +354,35 @@ describe("regressions found by the conformance properties", () => {
     expect(shaper.isIdle(), "everything left: empty again").toBe(true);
   });
 
+  test("TokenBucket: cancelling a reservation gave back the units it kept for an aborted waiter while a later reservation counted on them, so a waiter acted with it beyond capacity", async () => {
+    // fast-check seed 11: capacity 3, 500/s (2 ms per token). The aborted waiter's 2 tokens
+    // were kept for the two reservations behind it; cancelling the first gave them back
+    // with its own (3 of 4), and the waiter of 3 moved up to 8 ms, where the reservation of
+    // 1 acts too: 4 tokens at one instant from a bucket of 3. Go gives back 2 - 1 = 1.
+    const { clock, advance } = timerClock();
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 500, clock });
+    const log = await shapeSteps(
+      bucket,
+      [
+        [0, "wait", 2], // acts at once: 1 token left
+        [0, "wait", 2, 1], // would act at 2 ms; aborted at 1 ms
+        [0, "reserve", 2, 1, 6], // would act at 6 ms; cancelled at 1 ms
+        [0, "reserve", 1, undefined, 8], // acts at 8 ms
+        [0, "wait", 3], // would act at 14 ms; was moved to 8 ms
+      ],
+      clock,
+      advance,
+    );
+    expect(log).toEqual([
+      "step 0@0",
+      "step 1!Error@1",
+      "step 2 cancelled@1",
+      "step 3@8",
+      "step 4@12", // 4 tokens after 8 ms: the one of step 3 and its own 3
+    ]);
+    expect(bucket.isIdle(), "everything settled: full again").toBe(true);
+  });
+
   test("TokenBucket: cancelling a reservation gave back the kept units already repaid, so the waiters behind acted beyond capacity", async () => {
     // fast-check seed 44: capacity 3, 250/s (4 ms per token). The waiter aborted at 7 ms
     // kept its 2 tokens ahead of the reservation cancelled at 13 ms. By then the bucket as

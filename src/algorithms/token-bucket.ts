@@ -205,7 +205,9 @@ export class TokenBucket implements Limiter {
    * `cancel()` before the time to act gives back the reserved tokens except those that
    * reservations made after it already count on: `cost - (tokens held by later
    * reservations)`, at least 0, returns at once; the rest is given back when those later
-   * reservations are cancelled in turn (or is spent when they are served). So cancelling
+   * reservations are cancelled in turn (or is spent when they are served). Tokens it kept
+   * for reservations cancelled before it stay kept while a later reservation is pending,
+   * and what refilled beyond capacity meanwhile is not given back. So cancelling
    * every reservation, last first or first first, restores the balance exactly (integer
    * arithmetic on tokens: no rounding through milliseconds, unlike Go). A reservation with
    * `delayMs` 0 may be used at once, so its `cancel()` does nothing; nor does cancelling
