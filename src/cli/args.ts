@@ -95,6 +95,50 @@ const OPTIONS = {
   help: { type: "boolean", short: "h" },
 } as const;
 
+/** The options whose value is a number: the policy options and the numeric settings. */
+const NUMERIC_OPTIONS: ReadonlySet<string> = new Set(
+  (
+    [
+      "capacity",
+      "refill-per-second",
+      "leak-per-second",
+      "limit",
+      "window-ms",
+      "reorder-window-ms",
+      "top",
+      "max-keys",
+      "max-line-bytes",
+    ] satisfies readonly (keyof typeof OPTIONS)[]
+  ).map((name) => `--${name}`),
+);
+
+/**
+ * Joins a numeric option and a following number into one token (`--capacity -1` →
+ * `--capacity=-1`), so that a negative value reaches the option's own validation.
+ * node:util parseArgs takes a next token starting with `-` for an option and refuses
+ * `--capacity -1` as "ambiguous"; `--capacity=-1` it reads as a value. Only tokens that
+ * read as a number (numberOrText: `-1`, `-0.5`, `-1e3`, `-Infinity`) are joined, so
+ * `--capacity --json` still fails as a missing value; nothing after `--` is touched.
+ */
+export function joinNumericValues(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--") {
+      out.push(...args.slice(i));
+      break;
+    }
+    const next = args[i + 1];
+    if (NUMERIC_OPTIONS.has(arg) && next !== undefined && typeof numberOrText(next) === "number") {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
+}
+
 /** A whole number from `min` to `max`, or a UsageError naming the flag. */
 function integerOption(
   flag: string,
@@ -110,7 +154,7 @@ function integerOption(
       `${flag} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`,
     );
   }
-  return value;
+  return value + 0; // -0 (from `--top -0`) as 0
 }
 
 /**
@@ -129,7 +173,12 @@ export function parseCommand(argv: readonly string[]): Command {
   }
   let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
   try {
-    parsed = parseArgs({ args: rest, options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({
+      args: joinNumericValues(rest),
+      options: OPTIONS,
+      allowPositionals: true,
+      strict: true,
+    });
   } catch (error) {
     throw new UsageError(`${(error as Error).message}\nsee tollgate replay --help`);
   }
@@ -188,7 +237,7 @@ export function parseCommand(argv: readonly string[]): Command {
         `--reorder-window-ms must be a finite number >= 0, got ${JSON.stringify(v["reorder-window-ms"])}`,
       );
     }
-    reorderWindowMs = value;
+    reorderWindowMs = value + 0; // -0 as 0
   }
   return {
     kind: "replay",

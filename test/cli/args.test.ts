@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { HELP, parseCommand, type ReplayCommand } from "../../src/cli/args.js";
+import { HELP, joinNumericValues, parseCommand, type ReplayCommand } from "../../src/cli/args.js";
 import { numberOrText, UsageError } from "../../src/cli/policy.js";
 
 const replay = (...args: string[]) =>
@@ -294,6 +294,158 @@ describe("parseCommand", () => {
   ])("$name", ({ argv, message }) => {
     expect(() => parseCommand(argv)).toThrow(UsageError);
     expect(() => parseCommand(argv)).toThrow(message);
+  });
+});
+
+// Regression: `--capacity -1` was refused by parseArgs as "argument is ambiguous" while
+// `--capacity=-1` reached the constructor; the README promises the constructor's message.
+describe("a negative number after a numeric option gets the option's own message", () => {
+  const FW = ["-a", "fixed-window", "--limit", "1", "--window-ms", "1"];
+  test.each([
+    {
+      name: "--capacity (token-bucket)",
+      before: ["-a", "token-bucket", "--refill-per-second", "1"],
+      flag: "--capacity",
+      value: "-1",
+      message:
+        "TokenBucket: capacity must be a finite number > 0, got -1\ntoken-bucket takes --capacity <number> --refill-per-second <number>",
+    },
+    {
+      name: "--refill-per-second",
+      before: ["-a", "token-bucket", "--capacity", "1"],
+      flag: "--refill-per-second",
+      value: "-0.5",
+      message:
+        "TokenBucket: refillPerSecond must be a finite number >= 0, got -0.5\ntoken-bucket takes --capacity <number> --refill-per-second <number>",
+    },
+    {
+      name: "--capacity (leaky-bucket)",
+      before: ["-a", "leaky-bucket", "--leak-per-second", "1"],
+      flag: "--capacity",
+      value: "-Infinity",
+      message:
+        "LeakyBucket: capacity must be a finite number > 0, got -Infinity\nleaky-bucket takes --capacity <number> --leak-per-second <number>",
+    },
+    {
+      name: "--leak-per-second",
+      before: ["-a", "leaky-bucket", "--capacity", "1"],
+      flag: "--leak-per-second",
+      value: "-1e3",
+      message:
+        "LeakyBucket: leakPerSecond must be a finite number >= 0, got -1000\nleaky-bucket takes --capacity <number> --leak-per-second <number>",
+    },
+    {
+      name: "--limit",
+      before: ["-a", "fixed-window", "--window-ms", "1"],
+      flag: "--limit",
+      value: "-1",
+      message:
+        "FixedWindow: limit must be a finite number > 0, got -1\nfixed-window takes --limit <number> --window-ms <number>",
+    },
+    {
+      name: "--window-ms",
+      before: ["-a", "sliding-window-log", "--limit", "1"],
+      flag: "--window-ms",
+      value: "-.5",
+      message:
+        "SlidingWindowLog: windowMs must be a finite number > 0, got -0.5\nsliding-window-log takes --limit <number> --window-ms <number>",
+    },
+    {
+      name: "--capacity with --compare",
+      before: ["--compare", "--refill-per-second", "1"],
+      flag: "--capacity",
+      value: "-1",
+      message:
+        "TokenBucket: capacity must be a finite number > 0, got -1\ntoken-bucket takes --capacity <number> --refill-per-second <number>",
+    },
+    {
+      name: "--reorder-window-ms",
+      before: FW,
+      flag: "--reorder-window-ms",
+      value: "-5",
+      message: '--reorder-window-ms must be a finite number >= 0, got "-5"',
+    },
+    {
+      name: "--top",
+      before: FW,
+      flag: "--top",
+      value: "-1",
+      message: '--top must be an integer from 0 to 1000000, got "-1"',
+    },
+    {
+      name: "--max-keys",
+      before: FW,
+      flag: "--max-keys",
+      value: "-1",
+      message: '--max-keys must be an integer from 1 to 268435456, got "-1"',
+    },
+    {
+      name: "--max-line-bytes",
+      before: FW,
+      flag: "--max-line-bytes",
+      value: "-1",
+      message: '--max-line-bytes must be an integer from 1 to 268435456, got "-1"',
+    },
+  ])("$name: `$flag $value` and `$flag=$value` both", ({ before, flag, value, message }) => {
+    for (const args of [
+      [...before, flag, value],
+      [...before, `${flag}=${value}`],
+      [flag, value, ...before], // first, not last
+    ]) {
+      let thrown: unknown;
+      try {
+        replay(...args);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown, args.join(" ")).toBeInstanceOf(UsageError);
+      expect((thrown as Error).message, args.join(" ")).toBe(message);
+    }
+  });
+
+  test("-0, a valid value, is read as 0 (--top -0, --reorder-window-ms -0)", () => {
+    const c = replay(...FW, "--top", "-0", "--reorder-window-ms", "-0");
+    expect(Object.is(c.top, 0)).toBe(true);
+    expect(Object.is(c.reorderWindowMs, 0)).toBe(true);
+  });
+
+  test("a numeric option followed by an option still misses its value", () => {
+    expect(() => replay("-a", "token-bucket", "--capacity", "--json")).toThrow(
+      /^Option '--capacity' argument is ambiguous/,
+    );
+  });
+});
+
+describe("joinNumericValues", () => {
+  test.each([
+    { name: "negative integer", args: ["--capacity", "-1"], want: ["--capacity=-1"] },
+    { name: "negative fraction", args: ["--window-ms", "-0.5"], want: ["--window-ms=-0.5"] },
+    { name: "-Infinity", args: ["--limit", "-Infinity"], want: ["--limit=-Infinity"] },
+    { name: "positive", args: ["--top", "3"], want: ["--top=3"] },
+    { name: "already joined", args: ["--capacity=-1", "-2"], want: ["--capacity=-1", "-2"] },
+    { name: "not a number", args: ["--capacity", "-x"], want: ["--capacity", "-x"] },
+    { name: "an option after", args: ["--capacity", "--json"], want: ["--capacity", "--json"] },
+    { name: "last token", args: ["a.log", "--capacity"], want: ["a.log", "--capacity"] },
+    { name: "not a numeric option", args: ["--svg", "-1"], want: ["--svg", "-1"] },
+    { name: "short option", args: ["-a", "-1"], want: ["-a", "-1"] },
+    {
+      name: "nothing after --",
+      args: ["--limit", "-1", "--", "--capacity", "-1"],
+      want: ["--limit=-1", "--", "--capacity", "-1"],
+    },
+    {
+      name: "every numeric option",
+      args: [
+        ...["--capacity", "--refill-per-second", "--leak-per-second", "--limit", "--window-ms"],
+        ...["--reorder-window-ms", "--top", "--max-keys", "--max-line-bytes"],
+      ].flatMap((flag) => [flag, "-2"]),
+      want: [
+        ...["--capacity", "--refill-per-second", "--leak-per-second", "--limit", "--window-ms"],
+        ...["--reorder-window-ms", "--top", "--max-keys", "--max-line-bytes"],
+      ].map((flag) => `${flag}=-2`),
+    },
+  ])("$name", ({ args, want }) => {
+    expect(joinNumericValues(args)).toEqual(want);
   });
 });
 

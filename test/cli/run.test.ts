@@ -113,6 +113,24 @@ describe("tollgate bin (spawned: node --import tsx src/cli/index.ts)", () => {
       stdout: /^$/,
       stderr: /^tollgate replay: TokenBucket: capacity must be a finite number > 0, got 0\n/,
     },
+    {
+      // Regression: parseArgs refused `--capacity -1` as "argument is ambiguous".
+      name: "negative policy option as the next argument",
+      args: [
+        "replay",
+        excerptPath,
+        "-a",
+        "token-bucket",
+        "--capacity",
+        "-1",
+        "--refill-per-second",
+        "1",
+      ],
+      code: 2,
+      stdout: /^$/,
+      stderr:
+        /^tollgate replay: TokenBucket: capacity must be a finite number > 0, got -1\ntoken-bucket takes --capacity <number> --refill-per-second <number>\n$/,
+    },
   ])("$name exits $code", ({ args, code, stdout, stderr }) => {
     const r = spawnCli(args);
     expect(r.code).toBe(code);
