@@ -31,11 +31,15 @@ export interface ReplayCommand {
   readonly maxLineBytes: number;
 }
 
-/** What the command line asks for: a help text, or a replay. */
-export type Command = { readonly kind: "help"; readonly text: string } | ReplayCommand;
+/** What the command line asks for: a help text, the package version, or a replay. */
+export type Command =
+  | { readonly kind: "help"; readonly text: string }
+  | { readonly kind: "version" }
+  | ReplayCommand;
 
 /** The help of `tollgate` and `tollgate replay`. */
 export const HELP = `Usage: tollgate replay <file|-> --algorithm <name> [policy options] [options]
+       tollgate --version | --help
 
 Replays an access log through a rate-limit policy, offline, using each line's
 timestamp as the clock, and reports who would have been limited, when and how often.
@@ -68,6 +72,7 @@ Options:
       --json                 print the report as JSON
       --svg <file>           write a chart of allowed and denied requests per minute
   -h, --help                 this help
+  -v, --version              print the version of tollgate (also: tollgate --version)
 
 Exit codes: 0 done; 2 bad usage, unreadable input, or no line parsed (an empty
 input included); 1 a bug.
@@ -93,6 +98,7 @@ const OPTIONS = {
   json: { type: "boolean" },
   svg: { type: "string" },
   help: { type: "boolean", short: "h" },
+  version: { type: "boolean", short: "v" },
 } as const;
 
 /** The options whose value is a number: the policy options and the numeric settings. */
@@ -168,6 +174,9 @@ export function parseCommand(argv: readonly string[]): Command {
   if (command === "-h" || command === "--help" || command === "help") {
     return { kind: "help", text: HELP };
   }
+  if (command === "-v" || command === "--version" || command === "version") {
+    return { kind: "version" };
+  }
   if (command !== "replay") {
     throw new UsageError(`unknown command ${JSON.stringify(command)} (the command is replay)`);
   }
@@ -184,6 +193,7 @@ export function parseCommand(argv: readonly string[]): Command {
   }
   const v = parsed.values;
   if (v.help) return { kind: "help", text: HELP };
+  if (v.version) return { kind: "version" };
   if (parsed.positionals.length !== 1) {
     throw new UsageError(
       parsed.positionals.length === 0

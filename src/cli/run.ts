@@ -6,6 +6,7 @@ import { describeOptions, UsageError } from "./policy.js";
 import { type ReplayReport, replay } from "./replay.js";
 import { jsonReport, textReport } from "./report.js";
 import { minuteChart } from "./svg.js";
+import { packageVersion } from "./version.js";
 
 /** The streams the CLI talks to (the process's, or test doubles). */
 export interface CliIo {
@@ -123,6 +124,10 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     const command = parseCommand(argv);
     if (command.kind === "help") {
       await write(io.stdout, command.text);
+      return 0;
+    }
+    if (command.kind === "version") {
+      await write(io.stdout, `${packageVersion()}\n`);
       return 0;
     }
     return await runReplay(command, io);

@@ -126,6 +126,22 @@ describe("parseCommand", () => {
     expect(parseCommand(argv)).toEqual({ kind: "help", text: HELP });
   });
 
+  // Regression: `tollgate --version` said `unknown command "--version"`.
+  test.each([
+    { name: "--version", argv: ["--version"] },
+    { name: "-v", argv: ["-v"] },
+    { name: "version", argv: ["version"] },
+    { name: "replay --version", argv: ["replay", "--version"] },
+    { name: "replay -v with other options", argv: ["replay", "a.log", "-a", "gcra", "-v"] },
+  ])("$name asks for the version", ({ argv }) => {
+    expect(parseCommand(argv)).toEqual({ kind: "version" });
+  });
+
+  test("the help mentions --version", () => {
+    expect(HELP).toContain("tollgate --version | --help\n");
+    expect(HELP).toMatch(/\n {2}-v, --version +print the version of tollgate/);
+  });
+
   // Invalid policy options: the constructors' own messages, then how to call the algorithm.
   test.each([
     {
@@ -386,22 +402,25 @@ describe("a negative number after a numeric option gets the option's own message
       value: "-1",
       message: '--max-line-bytes must be an integer from 1 to 268435456, got "-1"',
     },
-  ])("$name: `$flag $value` and `$flag=$value` both", ({ before, flag, value, message }) => {
-    for (const args of [
-      [...before, flag, value],
-      [...before, `${flag}=${value}`],
-      [flag, value, ...before], // first, not last
-    ]) {
-      let thrown: unknown;
-      try {
-        replay(...args);
-      } catch (error) {
-        thrown = error;
+  ])(
+    "$name: a negative value as the next argument and after =, both",
+    ({ before, flag, value, message }) => {
+      for (const args of [
+        [...before, flag, value],
+        [...before, `${flag}=${value}`],
+        [flag, value, ...before], // first, not last
+      ]) {
+        let thrown: unknown;
+        try {
+          replay(...args);
+        } catch (error) {
+          thrown = error;
+        }
+        expect(thrown, args.join(" ")).toBeInstanceOf(UsageError);
+        expect((thrown as Error).message, args.join(" ")).toBe(message);
       }
-      expect(thrown, args.join(" ")).toBeInstanceOf(UsageError);
-      expect((thrown as Error).message, args.join(" ")).toBe(message);
-    }
-  });
+    },
+  );
 
   test("-0, a valid value, is read as 0 (--top -0, --reorder-window-ms -0)", () => {
     const c = replay(...FW, "--top", "-0", "--reorder-window-ms", "-0");

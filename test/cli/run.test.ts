@@ -80,6 +80,18 @@ describe("tollgate bin (spawned: node --import tsx src/cli/index.ts)", () => {
     expect({ ...b, source: a.source }).toEqual(a);
   });
 
+  // Regression: `tollgate --version` said `unknown command "--version"` (exit 2).
+  test.each([
+    { name: "--version", args: ["--version"] },
+    { name: "-v", args: ["-v"] },
+    { name: "replay --version", args: ["replay", "--version"] },
+  ])("$name prints the package version and exits 0 (spawned)", ({ args }) => {
+    const { name, version } = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8"));
+    expect(name).toBe("tollgate");
+    const r = spawnCli(args);
+    expect(r).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
+  });
+
   test.each([
     { name: "--help", args: ["--help"], code: 0, stdout: /^Usage: tollgate replay/, stderr: /^$/ },
     {
