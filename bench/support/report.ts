@@ -116,7 +116,8 @@ function target(
   };
 }
 
-const x = (v: number) => `${v.toFixed(2)}x`;
+/** A ratio with two decimals, or three when it is within 0.5% of 1 (a near tie). */
+const x = (v: number) => `${v.toFixed(Math.abs(v - 1) < 0.005 ? 3 : 2)}x`;
 
 /** `0.123` -> `12.3% fewer`; a negative share (faster than the reference: noise) -> `… more`. */
 function fewer(share: number): string {
