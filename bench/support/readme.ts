@@ -155,7 +155,17 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
     table(
       ["target", "measured", ""],
       "lrl",
-      all.map((x) => [x.target, x.measured, x.met === undefined ? "–" : x.met ? "met" : "missed"]),
+      all.map((x) => [
+        x.target,
+        x.measured,
+        x.met === undefined
+          ? x.value === undefined
+            ? "–"
+            : "within noise"
+          : x.met
+            ? "met"
+            : "missed",
+      ]),
     ),
   );
   return `${lines.join("\n")}\n`;

@@ -200,19 +200,24 @@ export function targets(r: RunResults): Target[] {
   const cpuMemory = http?.rows.find((row) => row.id === "memory")?.cpuUsPerRequest;
   const cpuShare =
     cpuNone !== undefined && cpuMemory !== undefined ? 1 - cpuNone / cpuMemory : undefined;
-  out.push(
-    target(
-      `HTTP: tollgate in-process costs <= ${HTTP_LIMIT * 100}% of no-limiter throughput`,
-      none !== undefined && memory !== undefined ? 1 - memory / none : undefined,
-      HTTP_LIMIT,
-      (v) =>
-        `${fewer(v)} req/s` +
-        (cpuShare === undefined
-          ? ""
-          : `; by server CPU per request, ${fewer(cpuShare)} req/s when CPU-bound`),
-      "http",
-    ),
-  );
+  const share = none !== undefined && memory !== undefined ? 1 - memory / none : undefined;
+  const middlewareUs = http?.middlewareNs === undefined ? undefined : http.middlewareNs / 1000;
+  const parts = [
+    share === undefined ? undefined : `${fewer(share)} req/s`,
+    cpuShare === undefined ? undefined : `server CPU per request ${fewer(cpuShare)}`,
+    middlewareUs === undefined || cpuNone === undefined
+      ? undefined
+      : `middleware alone ${middlewareUs.toFixed(2)} µs = ${((middlewareUs / cpuNone) * 100).toFixed(1)}% of a bare request's ${cpuNone.toFixed(1)} µs of server CPU`,
+  ].filter((p): p is string => p !== undefined);
+  out.push({
+    section: "http",
+    target: `HTTP: tollgate in-process costs <= ${HTTP_LIMIT * 100}% of no-limiter throughput`,
+    value: share,
+    measured: parts.length === 0 ? "not measured" : parts.join("; "),
+    // A limited server measured faster than the bare one means the difference is inside the
+    // noise: no verdict then (the middleware-alone figure is the precise one).
+    met: share === undefined || share < 0 ? undefined : share <= HTTP_LIMIT,
+  });
   return out;
 }
 
@@ -533,7 +538,13 @@ function targetsSection(r: RunResults): string[] {
   const rows = list.map((t) => [
     t.target,
     t.measured,
-    t.met === undefined ? "–" : t.met ? "met" : "**missed**",
+    t.met === undefined
+      ? t.value === undefined
+        ? "–"
+        : "within noise"
+      : t.met
+        ? "met"
+        : "**missed**",
   ]);
   return [
     "## Targets (issue 9), measured in this run",
