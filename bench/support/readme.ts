@@ -2,7 +2,8 @@
  * Prints the README's "Benchmarks" section from recorded results, so the README always shows
  * a real run: `npx tsx bench/support/readme.ts bench/results/<core>.json [<http>.json]`.
  * The first file is a `npm run bench` run (sections 1-5), the optional second a
- * `npm run bench:http` run; a single `--all` run can serve as both.
+ * `npm run bench:http` run; a single `--all` run can serve as both. With `--report <file>`
+ * it re-renders that run's full Markdown report instead.
  * @module
  */
 import { readFileSync } from "node:fs";
@@ -10,7 +11,7 @@ import { PEERS } from "../peers.js";
 import { int, ns, ratio, table } from "./format.js";
 import { keyPatterns } from "./keys.js";
 import { machineLine } from "./machine.js";
-import { httpSection, type RunResults, targets } from "./report.js";
+import { httpSection, type RunResults, renderReport, targets } from "./report.js";
 
 /** `private redis-server on 127.0.0.1:38381 (Redis server v=7.0.15), pid 1` -> `a private redis-server 7.0.15 on loopback`. */
 function redisOrigin(origin: string): string {
@@ -171,12 +172,19 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
   return `${lines.join("\n")}\n`;
 }
 
-const [corePath, httpPath] = process.argv.slice(2);
-if (corePath === undefined) {
-  console.error("usage: tsx bench/support/readme.ts <core results.json> [<http results.json>]");
+const args = process.argv.slice(2);
+if (args[0] === "--report" && args[1] !== undefined) {
+  // Re-renders a recorded run's full report (for example after a change to report.ts).
+  process.stdout.write(renderReport(load(args[1])));
+} else if (args[0] === undefined || args[0].startsWith("--")) {
+  console.error(
+    "usage: tsx bench/support/readme.ts <core results.json> [<http results.json>]\n" +
+      "       tsx bench/support/readme.ts --report <results.json>",
+  );
   process.exit(2);
+} else {
+  const core = load(args[0]);
+  const httpPath = args[1];
+  const http = httpPath === undefined ? (core.http ? core : undefined) : load(httpPath);
+  process.stdout.write(renderReadme(core, http));
 }
-const core = load(corePath);
-process.stdout.write(
-  renderReadme(core, httpPath === undefined ? (core.http ? core : undefined) : load(httpPath)),
-);
