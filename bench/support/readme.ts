@@ -114,6 +114,10 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
     "",
     table(["algorithm", "allow()", ...patterns.map((p) => `keyed, ${p.label}`)], "lrrrr", algoRows),
     "",
+    "`TokenBucket` and `LeakyBucket` take the registry's slab fast path; the windows keep one " +
+      "limiter object per key. `SlidingWindowLog` stores one entry per allowed request, so its " +
+      "benchmark limit is 1000 and its hot-key cells time denials.",
+    "",
     `Memory at ${int(core.memory?.keys)} keys (bytes per key, each in a fresh process after full GCs):`,
     "",
     table(["structure", "without the key string", "with the key string"], "lrr", memRows),
