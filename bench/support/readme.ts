@@ -116,7 +116,7 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
     "",
     "`TokenBucket` and `LeakyBucket` take the registry's slab fast path; the windows keep one " +
       "limiter object per key. `SlidingWindowLog` stores one entry per allowed request, so its " +
-      "benchmark limit is 1000 and its hot-key cells time denials.",
+      "benchmark limit is 1000 and its `allow()` and hot-key cells time denials.",
     "",
     `Memory at ${int(core.memory?.keys)} keys (bytes per key, each in a fresh process after full GCs):`,
     "",

@@ -321,8 +321,9 @@ function algorithmsSection(r: RunResults): string[] {
     "Policies: buckets of capacity 1e12 refilling/leaking at 0.001/s, windows of limit 1e12 and " +
       "1e9 ms, so every timed check is an allowed check of a key that already has state and no " +
       "key turns idle (and is dropped and recreated) during the run. `SlidingWindowLog` keeps one " +
-      "entry per allowed request, so it has limit 1000: on one hot key every call after the first " +
-      "1000 is a denial (the common case for a hot key anyway); on the random key sets its calls are allowed.",
+      "entry per allowed request, so it has limit 1000: in its `allow()`, `consume()` and hot-key " +
+      "cells every call after the first 1000 is a denial (the common case for a hot key anyway); " +
+      "on the random key sets its calls are allowed.",
   ];
 }
 
