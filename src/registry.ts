@@ -1,3 +1,4 @@
+import { FixedWindow } from "./algorithms/fixed-window.js";
 import { LeakyBucket } from "./algorithms/leaky-bucket.js";
 import { TokenBucket } from "./algorithms/token-bucket.js";
 import { AllOf } from "./composite.js";
@@ -18,6 +19,7 @@ import {
 } from "./registry/options.js";
 import type { KeyedLimiterStats, KeyStore } from "./registry/store.js";
 import { WaitingKeys } from "./registry/waiting.js";
+import { FixedWindowSlab } from "./registry/window-slab.js";
 import { checkWaitOptions } from "./wait.js";
 
 export type { KeyedLimiterStats } from "./registry/store.js";
@@ -65,6 +67,15 @@ function isBucketPolicy(policy: unknown): policy is TokenBucket | LeakyBucket {
 }
 
 /**
+ * True for a policy the window slab serves: exactly a `FixedWindow`, not a subclass (for
+ * the same reason as {@link isBucketPolicy}).
+ */
+function isFixedWindowPolicy(policy: unknown): policy is FixedWindow {
+  if (typeof policy !== "object" || policy === null) return false;
+  return Object.getPrototypeOf(policy) === FixedWindow.prototype;
+}
+
+/**
  * True for an `allOf` the multi-bucket slab serves: an exact `AllOf` of two or more
  * exact buckets that share one clock (so one reading per call answers for all of them).
  */
@@ -98,8 +109,9 @@ function slabBucket(bucket: TokenBucket | LeakyBucket): SlabBucket {
  * a key without kept state is used, for per-key policies (plans, tiers) and custom
  * limiters. The function must not call the registry for a key it does not hold (its own
  * key included): such a re-entrant call throws a `TypeError` (`KeyedLimiter: the policy
- * function called the registry re-entrantly for key "x"`) and changes nothing. A `TokenBucket` or `LeakyBucket` policy, or an `allOf` of them sharing one
- * clock, takes the fast path (exactly those classes: a subclass, whose overrides the slab
+ * function called the registry re-entrantly for key "x"`) and changes nothing. A
+ * `TokenBucket`, `LeakyBucket` or `FixedWindow` policy, or an `allOf` of buckets sharing
+ * one clock, takes the fast path (exactly those classes: a subclass, whose overrides the slab
  * would skip, takes the generic path with one `clone()` per key, and its `clone()` keeps
  * the subclass): no object per key, state in a `Float64Array` slab,
  * decisions bit for bit those of one limiter per key, with one clock reading per call and
@@ -149,6 +161,10 @@ export class KeyedLimiter {
       // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
       return new BucketKeyedLimiter(policy, options);
     }
+    if (new.target === KeyedLimiter && isFixedWindowPolicy(policy)) {
+      // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
+      return new FixedWindowKeyedLimiter(policy, options);
+    }
     if (new.target === KeyedLimiter && isBucketComposite(policy)) {
       // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
       return new CompositeKeyedLimiter(policy, options);
@@ -161,6 +177,11 @@ export class KeyedLimiter {
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
     if (isBucketPolicy(policy)) {
       const slab = new BucketSlab([slabBucket(policy)], policy.clock, this.maxKeys);
+      this.waiting = new WaitingKeys(slab, policy);
+      this.store = slab;
+      this.map = undefined;
+    } else if (isFixedWindowPolicy(policy)) {
+      const slab = new FixedWindowSlab(policy, this.maxKeys);
       this.waiting = new WaitingKeys(slab, policy);
       this.store = slab;
       this.map = undefined;
@@ -357,6 +378,52 @@ class CompositeKeyedLimiter extends KeyedLimiter {
   constructor(policy: AllOf, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.store as MultiBucketSlab;
+    this.keysWaiting = this.waiting!;
+  }
+
+  override allow(key: string, cost?: number): boolean {
+    if (typeof key !== "string") checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.allow(c);
+    }
+    return this.slab.allow(key, c);
+  }
+
+  override consume(key: string, cost?: number): Decision {
+    if (typeof key !== "string") checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.consume(c);
+    }
+    return this.slab.consume(key, c);
+  }
+
+  override peek(key: string, cost?: number): Decision {
+    if (typeof key !== "string") checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.peek(c);
+    }
+    return this.slab.peek(key, c);
+  }
+}
+
+/**
+ * The fast path of {@link KeyedLimiter} for a `FixedWindow` policy: the same API, with
+ * `allow`, `consume` and `peek` calling the window slab directly (a class of its own, so
+ * its call sites stay monomorphic too). Not exported.
+ */
+class FixedWindowKeyedLimiter extends KeyedLimiter {
+  private readonly slab: FixedWindowSlab;
+  private readonly keysWaiting: WaitingKeys;
+
+  constructor(policy: FixedWindow, options: KeyedLimiterOptions | undefined) {
+    super(policy, options);
+    this.slab = this.store as FixedWindowSlab;
     this.keysWaiting = this.waiting!;
   }
 

@@ -581,13 +581,18 @@ describe("KeyedLimiter re-entrancy", () => {
 });
 
 describe("KeyedLimiter fast path", () => {
-  test("takes the slab path for a TokenBucket or LeakyBucket policy only", () => {
+  test("takes the slab path for a TokenBucket, LeakyBucket or FixedWindow policy only", () => {
     const clock = manualClock();
     expect(new KeyedLimiter(bucketOf3(clock)).stats.slots).toBeGreaterThan(0);
     const leaky = new LeakyBucket({ capacity: 3, leakPerSecond: 1, clock });
     expect(new KeyedLimiter(leaky).stats.slots).toBeGreaterThan(0);
     const window = new FixedWindow({ limit: 3, windowMs: 1000, clock });
-    expect(new KeyedLimiter(window).stats.slots).toBe(0);
+    expect(new KeyedLimiter(window).stats.slots).toBeGreaterThan(0);
+    class CustomWindow extends FixedWindow {}
+    const customWindow = new CustomWindow({ limit: 3, windowMs: 1000, clock });
+    expect(new KeyedLimiter(customWindow).stats.slots, "a window subclass").toBe(0);
+    const counter = new SlidingWindowCounter({ limit: 3, windowMs: 1000, clock });
+    expect(new KeyedLimiter(counter).stats.slots, "a sliding counter").toBe(0);
     const buckets = allOf(bucketOf3(clock), leaky.clone());
     expect(new KeyedLimiter(buckets).stats.slots, "allOf of buckets").toBeGreaterThan(0);
     const mixed = allOf(bucketOf3(clock), window.clone());
@@ -719,6 +724,11 @@ const algorithms: readonly {
     policy: (clock) => new LeakyBucket({ capacity: 3, leakPerSecond: 1, clock }),
   },
   { name: "FixedWindow", policy: (clock) => new FixedWindow({ limit: 3, windowMs: 1000, clock }) },
+  {
+    // Fractional limit and a window that does not divide the clock's steps evenly.
+    name: "FixedWindow (limit 2.5, windowMs 700)",
+    policy: (clock) => new FixedWindow({ limit: 2.5, windowMs: 700, clock }),
+  },
   {
     name: "SlidingWindowLog",
     policy: (clock) => new SlidingWindowLog({ limit: 3, windowMs: 1000, clock }),

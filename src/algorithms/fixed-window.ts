@@ -8,8 +8,8 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
-import { checkWindowClock, readClock, windowClockBoundMs, windowEnd } from "./time.js";
-import { fixedWindowDecision } from "./window-math.js";
+import { checkWindowClock, readClock, windowClockBoundMs } from "./time.js";
+import { fixedWindowDecision, fixedWindowEndAt, fixedWindowUsed } from "./window-math.js";
 
 /** Options of {@link FixedWindow}. */
 export interface FixedWindowOptions {
@@ -99,10 +99,9 @@ export class FixedWindow implements Limiter {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
     const now = this.now();
     if (c === 0) return true;
-    const current = now < this.endMs;
-    const used = current ? this.count : 0;
+    const used = fixedWindowUsed(this.count, this.endMs, now);
     if (!fits(c, this.limit - used)) return false;
-    if (!current) this.endMs = windowEnd(now, this.windowMs);
+    this.endMs = fixedWindowEndAt(this.endMs, now, this.windowMs);
     this.count = used + c;
     return true;
   }
@@ -125,8 +124,8 @@ export class FixedWindow implements Limiter {
 
   /** True when the current window has no count and nobody waits. */
   isIdle(): boolean {
-    const current = this.now() < this.endMs;
-    return (!current || this.count === 0) && (this.queue === undefined || this.queue.size === 0);
+    const used = fixedWindowUsed(this.count, this.endMs, this.now());
+    return used === 0 && (this.queue === undefined || this.queue.size === 0);
   }
 
   /**
@@ -137,6 +136,26 @@ export class FixedWindow implements Limiter {
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     this.queue ??= new WaitQueue(WHERE, this);
     return this.queue.wait(cost, options);
+  }
+
+  /** @internal The state for the registry's slab: `[count, endMs]` (see {@link importState}). */
+  exportState(): [number, number] {
+    return [this.count, this.endMs];
+  }
+
+  /**
+   * @internal Loads a state exported by the registry's slab (`count` taken in the window
+   * ending at `endMs`) and raises the clock high-water mark to `seenMs`.
+   */
+  importState(count: number, endMs: number, seenMs: number): void {
+    this.count = count;
+    this.endMs = endMs;
+    if (seenMs > this.seenMs) this.seenMs = seenMs;
+  }
+
+  /** @internal The latest clock reading this window has seen (its high-water mark). */
+  get seenClockMs(): number {
+    return this.seenMs;
   }
 
   /**
@@ -151,9 +170,8 @@ export class FixedWindow implements Limiter {
 
   private decide(cost: number, take: boolean): Decision {
     const now = this.now();
-    const current = now < this.endMs;
-    const used = current ? this.count : 0;
-    const endMs = current ? this.endMs : windowEnd(now, this.windowMs);
+    const used = fixedWindowUsed(this.count, this.endMs, now);
+    const endMs = fixedWindowEndAt(this.endMs, now, this.windowMs);
     const decision = fixedWindowDecision(cost, used, endMs - now, this.limit);
     if (take && cost > 0 && decision.allowed) {
       this.endMs = endMs;

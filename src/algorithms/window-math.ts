@@ -1,6 +1,6 @@
 import type { Decision } from "../limiter.js";
 import { cleanMs, fits, wholeUnits } from "../numeric.js";
-import { granuleEnd, windowIndex } from "./time.js";
+import { granuleEnd, windowEnd, windowIndex } from "./time.js";
 
 /**
  * The decision arithmetic of the three window algorithms as free functions, shared by
@@ -12,6 +12,24 @@ import { granuleEnd, windowIndex } from "./time.js";
  * `nowMs`, after the caller has rolled or expired it to `nowMs`.
  * @module
  */
+
+/**
+ * `FixedWindow`'s units used at `nowMs`, from its state `count` taken in the window
+ * ending at `endMs` (`-Infinity` when unused): `count` while `nowMs` is in that window,
+ * else 0 (a new window). Shared by `FixedWindow` and the keyed registry's slab.
+ */
+export function fixedWindowUsed(count: number, endMs: number, nowMs: number): number {
+  return nowMs < endMs ? count : 0;
+}
+
+/**
+ * The end of `FixedWindow`'s window holding `nowMs`, from the end `endMs` of the window
+ * its count belongs to: `endMs` while `nowMs` is before it, else the end of the new
+ * window ({@link windowEnd}). Where a taken cost is recorded.
+ */
+export function fixedWindowEndAt(endMs: number, nowMs: number, windowMs: number): number {
+  return nowMs < endMs ? endMs : windowEnd(nowMs, windowMs);
+}
 
 /**
  * `FixedWindow`'s decision for `cost` with `used` units already taken in the window

@@ -44,7 +44,7 @@ export interface SlabBucket {
  * @internal
  */
 export class BucketSlab implements KeyStore {
-  private readonly clock: Clock;
+  protected readonly clock: Clock;
   private readonly maxKeys: number;
   /**
    * `[seenMs, capacity, ratePerSecond, ...]` as raw doubles (one capacity and rate per
@@ -272,6 +272,15 @@ export class BucketSlab implements KeyStore {
     return p[CAPACITY]! - tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
   }
 
+  /**
+   * Breaks ties of {@link untilIdle} when making room: among slots equally far from idle,
+   * the one with the least usage goes. Buckets have no tie to break (0); a window slab's
+   * keys share their window's end, so there it is the count.
+   */
+  protected usage(_slot: number): number {
+    return 0;
+  }
+
   /** The incremental sweep, for subclasses' deciding methods. */
   protected stepNow(): void {
     this.step();
@@ -320,7 +329,7 @@ export class BucketSlab implements KeyStore {
   /**
    * Frees at least one slot: drops every idle key among the next `EVICT_SCAN` used slots
    * from the sweep cursor; when none of them is idle, drops the one closest to idle
-   * (smallest `untilIdle`, that is smallest `resetAfterMs`).
+   * (smallest `untilIdle`, that is smallest `resetAfterMs`; ties: least `usage`).
    */
   private makeRoom(now: number): void {
     let victim = -1;
@@ -338,7 +347,11 @@ export class BucketSlab implements KeyStore {
         continue;
       }
       const missing = this.untilIdle(slot, now);
-      if (victim < 0 || missing < victimMissing) {
+      if (
+        victim < 0 ||
+        missing < victimMissing ||
+        (missing === victimMissing && this.usage(slot) < this.usage(victim))
+      ) {
         victim = slot;
         victimMissing = missing;
       }

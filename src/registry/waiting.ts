@@ -1,3 +1,4 @@
+import { FixedWindow } from "../algorithms/fixed-window.js";
 import type { LeakyBucket } from "../algorithms/leaky-bucket.js";
 import type { TokenBucket } from "../algorithms/token-bucket.js";
 import { AllOf } from "../composite.js";
@@ -5,25 +6,29 @@ import type { Decision, Limiter, WaitOptions } from "../limiter.js";
 import type { BucketSlab } from "./bucket-slab.js";
 
 type Bucket = TokenBucket | LeakyBucket;
+/** A limiter whose state is a slot of a slab: two doubles it exports and imports. */
+type SlabPart = Bucket | FixedWindow;
 
 /** A key taken out of the slab while it has waiters. */
 interface Entry {
   /** A copy of the policy holding the key's state: its own `wait` serves the key. */
-  readonly limiter: Bucket | AllOf;
-  /** The limiter's buckets, in slab order. */
-  readonly buckets: readonly Bucket[];
+  readonly limiter: SlabPart | AllOf;
+  /** The limiter's buckets (or its window), in slab order. */
+  readonly buckets: readonly SlabPart[];
   /** `wait` calls not yet settled. */
   inflight: number;
 }
 
 /**
- * Waiting on the fast path of {@link KeyedLimiter} (a slab of buckets, no object per key).
+ * Waiting on the fast path of {@link KeyedLimiter} (a slab of buckets, or of fixed windows:
+ * no object per key).
  *
  * Waiters need a place to queue and, in a bucket, units held in debt: state the slab does
  * not have. So a key's first `wait` takes the key out of the slab into a bucket object of
  * its own (a `clone()` of the policy, loaded with the key's two doubles per bucket and the
  * store's clock high-water mark), whose own `wait` serves it: a token bucket goes into
- * debt, a leaky bucket shapes, an `allOf` waits first-in, first-out. While the key is out,
+ * debt, a leaky bucket shapes, an `allOf` or a `FixedWindow` waits first-in, first-out (a
+ * window's slot, `[count, endMs]`, loads the same way). While the key is out,
  * every call for it goes to that object (the same arithmetic, so the same decisions), it
  * is never swept or evicted, and it still counts toward `maxKeys`. When its last `wait`
  * settles, its state goes back into the slab (or nowhere, when fresh again).
@@ -39,7 +44,7 @@ export class WaitingKeys {
 
   constructor(
     private readonly slab: BucketSlab,
-    private readonly template: Bucket | AllOf,
+    private readonly template: SlabPart | AllOf,
   ) {}
 
   /** The limiter serving `key` while it has waiters, else `undefined`. */
@@ -56,7 +61,7 @@ export class WaitingKeys {
     };
     const limiter = entry.limiter;
     const promise =
-      limiter instanceof AllOf
+      limiter instanceof AllOf || limiter instanceof FixedWindow
         ? limiter.wait(cost, options)
         : limiter.waitAs("KeyedLimiter.wait", cost, options);
     promise.then(settled, settled);
@@ -77,8 +82,8 @@ export class WaitingKeys {
 
   private detach(key: string): Entry {
     const { state, seenMs } = this.slab.detach(key);
-    const limiter = this.template.clone() as Bucket | AllOf;
-    const buckets = (limiter instanceof AllOf ? limiter.parts : [limiter]) as readonly Bucket[];
+    const limiter = this.template.clone() as SlabPart | AllOf;
+    const buckets = (limiter instanceof AllOf ? limiter.parts : [limiter]) as readonly SlabPart[];
     buckets.forEach((bucket, i) => {
       const [units, anchorMs] =
         state === undefined ? bucket.exportState() : [state[2 * i]!, state[2 * i + 1]!];

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { KeyedLimiter } from "../../src/registry.js";
 import { manualClock } from "../support/manual-clock.js";
@@ -8,7 +8,7 @@ import { manualClock } from "../support/manual-clock.js";
 describe("LimiterMap (KeyedLimiter generic path)", () => {
   test("copies a non-bucket policy per key with clone()", () => {
     const clock = manualClock();
-    const keyed = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 1000, clock }));
+    const keyed = new KeyedLimiter(new SlidingWindowLog({ limit: 2, windowMs: 1000, clock }));
     expect(keyed.stats.slots).toBe(0);
     expect(keyed.consume("a", 2)).toMatchObject({ allowed: true, limit: 2, remaining: 0 });
     expect(keyed.allow("a")).toBe(false);
