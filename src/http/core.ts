@@ -7,7 +7,16 @@ import {
   type ProxyHeader,
   type TrustProxy,
 } from "./client-key.js";
-import { buildHeaders, checkPolicyName, checkWindowSeconds, sfString } from "./headers.js";
+import {
+  checkPolicyName,
+  checkWindowSeconds,
+  type DecisionNumbers,
+  HeaderText,
+  headersOf,
+  QuotaExceededJson,
+  readDecision,
+  sfString,
+} from "./headers.js";
 
 /**
  * Anything that decides per key: a `KeyedLimiter`, a Redis limiter, or your own object.
@@ -118,6 +127,10 @@ export interface CommonConfig {
   readonly failure: FailureMode;
   readonly onError: (error: unknown, info: FailureInfo) => void;
   readonly client: ClientKeyConfig;
+  /** The header text with its constant parts precomputed (see {@link HeaderText}). */
+  readonly text: HeaderText;
+  /** The 429 body text around the retry seconds (see {@link QuotaExceededJson}). */
+  readonly quotaJson: QuotaExceededJson;
 }
 
 /** Validates an optional function option. */
@@ -169,16 +182,19 @@ export function checkCommonOptions(where: string, options: unknown): CommonConfi
   const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
   const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
+  const quotedPolicy = sfString(policy);
   return {
     limiter: limiter as KeyedConsumer,
     policy,
-    quotedPolicy: sfString(policy),
+    quotedPolicy,
     windowSeconds,
     draft: headers === "draft-10" || headers === "both",
     legacy: headers === "legacy" || headers === "both",
     failure,
     onError: onError ?? defaultOnError(where),
     client,
+    text: new HeaderText(quotedPolicy, windowSeconds),
+    quotaJson: new QuotaExceededJson(policy),
   };
 }
 
@@ -261,13 +277,9 @@ export function isThenable(value: unknown): value is PromiseLike<unknown> {
  * whatever the mode). Throws like `rateLimitHeaders` for a malformed decision.
  */
 export function headersFor(config: CommonConfig, decision: Decision): Record<string, string> {
-  return buildHeaders(
-    decision,
-    config.quotedPolicy,
-    config.windowSeconds,
-    config.draft,
-    config.legacy,
-  );
+  const n: DecisionNumbers = { limit: 0, remaining: 0, retryAfter: -1, reset: -1 };
+  readDecision(decision, n);
+  return headersOf(n, config.text, config.draft, config.legacy);
 }
 
 /** The names of the List fields, which are appended to rather than replaced (RFC 9651 3.1). */

@@ -209,8 +209,80 @@ export function rateLimitHeaders(
 }
 
 /**
- * {@link rateLimitHeaders} with validated, pre-quoted options: the per-request path of the
- * middleware, which validated them once at construction.
+ * The numbers of one checked {@link Decision}, as the headers carry them; filled in place by
+ * {@link readDecision} so the per-request path allocates nothing.
+ */
+export interface DecisionNumbers {
+  /** Whole `limit` (`q`), 0 to {@link MAX_SF_INTEGER}. */
+  limit: number;
+  /** Whole `remaining` clamped to `[0, limit]` (`r`). */
+  remaining: number;
+  /** `Retry-After` seconds (>= 1), or -1 when none is sent (allowed, or never). */
+  retryAfter: number;
+  /** Reset seconds (`t`), or -1 when left out (`Infinity`). */
+  reset: number;
+}
+
+/**
+ * Checks `decision` and writes its header numbers into `out` (see {@link buildHeaders} for
+ * the rules). Throws exactly as {@link rateLimitHeaders} does for a malformed decision,
+ * before anything is written to a response.
+ */
+export function readDecision(decision: Decision, out: DecisionNumbers): void {
+  if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
+    throw new TypeError(
+      `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
+    );
+  }
+  const limit = sfCount(checkField("limit", decision.limit, false));
+  const left = sfCount(checkField("remaining", decision.remaining, false));
+  checkField("resetAfterMs", decision.resetAfterMs, true);
+  const retryAfter = retryAfterSeconds(decision);
+  const reset = resetSeconds(decision, retryAfter);
+  out.limit = limit;
+  out.remaining = left < limit ? left : limit; // more left than the quota is not possible
+  out.retryAfter = retryAfter === undefined ? -1 : retryAfter;
+  out.reset = reset === undefined ? -1 : reset;
+}
+
+/**
+ * The header text of one middleware, with its constant parts joined once at construction:
+ * `"<policy>";q=` and `;w=<windowSeconds>` for `RateLimit-Policy` (whose whole value is
+ * also kept for the last `limit` seen, since a limiter's limit rarely changes), and
+ * `"<policy>";r=` for `RateLimit`. Produces exactly the strings of {@link buildHeaders}.
+ */
+export class HeaderText {
+  private readonly policyHead: string;
+  private readonly policyTail: string;
+  private readonly rateHead: string;
+  private lastLimit = -1;
+  private lastPolicy = "";
+
+  /** `quotedPolicy` is the SF String of a checked name; `windowSeconds` a checked one. */
+  constructor(quotedPolicy: string, windowSeconds: number | undefined) {
+    this.policyHead = `${quotedPolicy};q=`;
+    this.policyTail = windowSeconds === undefined ? "" : `;w=${windowSeconds}`;
+    this.rateHead = `${quotedPolicy};r=`;
+  }
+
+  /** The `RateLimit-Policy` value for a whole `limit`. */
+  policy(limit: number): string {
+    if (limit !== this.lastLimit) {
+      this.lastPolicy = this.policyHead + limit + this.policyTail;
+      this.lastLimit = limit;
+    }
+    return this.lastPolicy;
+  }
+
+  /** The `RateLimit` value; `reset` -1 leaves `t` out. */
+  rate(remaining: number, reset: number): string {
+    return reset < 0 ? this.rateHead + remaining : `${this.rateHead + remaining};t=${reset}`;
+  }
+}
+
+/**
+ * {@link rateLimitHeaders} with validated, pre-quoted options: the public helper's body
+ * (the middlewares use {@link readDecision} and {@link HeaderText} directly).
  */
 export function buildHeaders(
   decision: Decision,
@@ -219,34 +291,29 @@ export function buildHeaders(
   draft: boolean,
   legacy: boolean,
 ): Record<string, string> {
-  if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
-    throw new TypeError(
-      `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
-    );
-  }
-  const limit = sfCount(checkField("limit", decision.limit, false));
-  const left = sfCount(checkField("remaining", decision.remaining, false));
-  const remaining = left < limit ? left : limit; // more left than the quota is not possible
-  checkField("resetAfterMs", decision.resetAfterMs, true);
-  const retryAfter = retryAfterSeconds(decision);
-  const reset = resetSeconds(decision, retryAfter);
+  const n: DecisionNumbers = { limit: 0, remaining: 0, retryAfter: -1, reset: -1 };
+  readDecision(decision, n);
+  return headersOf(n, new HeaderText(quotedPolicy, windowSeconds), draft, legacy);
+}
+
+/** The header object for checked numbers (insertion order is the order they are set). */
+export function headersOf(
+  n: DecisionNumbers,
+  text: HeaderText,
+  draft: boolean,
+  legacy: boolean,
+): Record<string, string> {
   const headers: Record<string, string> = {};
   if (draft) {
-    headers["RateLimit-Policy"] =
-      windowSeconds === undefined
-        ? `${quotedPolicy};q=${limit}`
-        : `${quotedPolicy};q=${limit};w=${windowSeconds}`;
-    headers["RateLimit"] =
-      reset === undefined
-        ? `${quotedPolicy};r=${remaining}`
-        : `${quotedPolicy};r=${remaining};t=${reset}`;
+    headers["RateLimit-Policy"] = text.policy(n.limit);
+    headers["RateLimit"] = text.rate(n.remaining, n.reset);
   }
   if (legacy) {
-    headers["X-RateLimit-Limit"] = String(limit);
-    headers["X-RateLimit-Remaining"] = String(remaining);
-    if (reset !== undefined) headers["X-RateLimit-Reset"] = String(reset);
+    headers["X-RateLimit-Limit"] = String(n.limit);
+    headers["X-RateLimit-Remaining"] = String(n.remaining);
+    if (n.reset >= 0) headers["X-RateLimit-Reset"] = String(n.reset);
   }
-  if (retryAfter !== undefined) headers["Retry-After"] = String(retryAfter);
+  if (n.retryAfter >= 0) headers["Retry-After"] = String(n.retryAfter);
   return headers;
 }
 
@@ -265,6 +332,11 @@ export function quotaExceededProblem(
     retryAfter === undefined
       ? `This request (cost ${cost}) can never succeed at this cost: policy ${JSON.stringify(policy)} will never have ${cost} units available (quota ${sfCount(decision.limit)}). Retrying will not help.`
       : `Quota exceeded; retry after ${retryAfter} second${retryAfter === 1 ? "" : "s"}.`;
+  return problemOf(policy, detail);
+}
+
+/** The `quota-exceeded` problem object with a given detail. */
+function problemOf(policy: string, detail: string): Record<string, unknown> {
   return {
     type: QUOTA_EXCEEDED_TYPE,
     title: "Request cannot be satisfied as assigned quota has been exceeded",
@@ -272,6 +344,33 @@ export function quotaExceededProblem(
     detail,
     "violated-policies": [policy],
   };
+}
+
+/**
+ * The JSON text of {@link quotaExceededProblem} for a finite retry, with the parts around
+ * the number serialized once per middleware: `text(n)` equals
+ * `JSON.stringify(quotaExceededProblem(decision, policy, cost))` whenever
+ * `retryAfterSeconds(decision)` is `n` (the detail of a finite retry does not depend on
+ * `cost`). The object is built by the same code and cut at a placeholder detail, so the
+ * two cannot drift apart.
+ */
+export class QuotaExceededJson {
+  private readonly head: string;
+  private readonly tail: string;
+
+  /** `policy` is a checked name (printable ASCII). */
+  constructor(policy: string) {
+    const placeholder = JSON.stringify("\u0000"); // `"\u0000"`: cannot occur in a checked name
+    const whole = JSON.stringify(problemOf(policy, "\u0000"));
+    const at = whole.indexOf(placeholder);
+    this.head = `${whole.slice(0, at)}"Quota exceeded; retry after `;
+    this.tail = `."${whole.slice(at + placeholder.length)}`;
+  }
+
+  /** The body for `Retry-After: retryAfter` (a whole number >= 1). */
+  text(retryAfter: number): string {
+    return this.head + retryAfter + (retryAfter === 1 ? " second" : " seconds") + this.tail;
+  }
 }
 
 /** The 503 body sent with `failure: 'closed'` when the limiter fails (RFC 9457, `about:blank`). */

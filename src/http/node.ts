@@ -8,12 +8,16 @@ import {
   checkFunction,
   checkHookCost,
   checkHookKey,
-  headersFor,
   isThenable,
-  LIST_FIELDS,
   report,
 } from "./core.js";
-import { INTERNAL_ERROR_PROBLEM, quotaExceededProblem, UNAVAILABLE_PROBLEM } from "./headers.js";
+import {
+  type DecisionNumbers,
+  INTERNAL_ERROR_PROBLEM,
+  quotaExceededProblem,
+  readDecision,
+  UNAVAILABLE_PROBLEM,
+} from "./headers.js";
 
 /** A connect-style `next`: call it to pass the request on. */
 export type NextFunction = (error?: unknown) => void;
@@ -156,17 +160,22 @@ function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(",") : value;
 }
 
-/** Sets headers on `res`; the List fields are appended to any value already there. */
-function setHeaders(res: ServerResponse, headers: Record<string, string>): void {
-  for (const name in headers) {
-    const value = headers[name]!;
-    const previous = LIST_FIELDS.has(name) ? res.getHeader(name) : undefined;
-    if (previous === undefined) res.setHeader(name, value);
-    else res.setHeader(name, [...(Array.isArray(previous) ? previous : [String(previous)]), value]);
-  }
+/**
+ * Sets a List field (`RateLimit-Policy`, `RateLimit`), appending to a value already there
+ * (RFC 9651 3.1: a List may be split over several field lines).
+ */
+function setList(res: ServerResponse, name: string, value: string): void {
+  const previous = res.getHeader(name);
+  if (previous === undefined) res.setHeader(name, value);
+  else res.setHeader(name, [...(Array.isArray(previous) ? previous : [String(previous)]), value]);
 }
 
-/** Sends the headers and either passes the request on or answers 429. */
+/**
+ * Sends the headers and either passes the request on or answers 429. The header values are
+ * written straight onto `res` from the checked numbers (no header object per request), in
+ * the order of `rateLimitHeaders`: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*`,
+ * `Retry-After`.
+ */
 function decide<Req extends IncomingMessage, Res extends ServerResponse>(
   config: CommonConfig,
   decision: Decision,
@@ -177,19 +186,36 @@ function decide<Req extends IncomingMessage, Res extends ServerResponse>(
   next: NextFunction,
   onLimited: RateLimitOptions<Req, Res>["onLimited"],
 ): void {
-  let headers: Record<string, string>;
+  // A fresh object, not a shared scratch one: an async limiter may interleave requests.
+  // It does not escape, so V8 keeps it off the heap.
+  const n: DecisionNumbers = { limit: 0, remaining: 0, retryAfter: -1, reset: -1 };
   try {
-    headers = headersFor(config, decision); // throws for a malformed decision
+    readDecision(decision, n); // throws for a malformed decision
   } catch (error) {
     refuse(config, error, key, res); // invalid limiter output is a bug, not an outage
     return;
   }
   if (res.headersSent) return; // the request was answered meanwhile (an async limiter)
-  setHeaders(res, headers);
+  if (config.draft) {
+    setList(res, "RateLimit-Policy", config.text.policy(n.limit));
+    setList(res, "RateLimit", config.text.rate(n.remaining, n.reset));
+  }
+  if (config.legacy) {
+    res.setHeader("X-RateLimit-Limit", String(n.limit));
+    res.setHeader("X-RateLimit-Remaining", String(n.remaining));
+    if (n.reset >= 0) res.setHeader("X-RateLimit-Reset", String(n.reset));
+  }
+  if (n.retryAfter >= 0) res.setHeader("Retry-After", String(n.retryAfter));
   if (decision.allowed) {
     next();
   } else if (onLimited === undefined) {
-    send(res, 429, quotaExceededProblem(decision, config.policy, cost));
+    send(
+      res,
+      429,
+      n.retryAfter >= 0
+        ? config.quotaJson.text(n.retryAfter)
+        : JSON.stringify(quotaExceededProblem(decision, config.policy, cost)),
+    );
   } else {
     limited(config, decision, key, req, res, next, onLimited);
   }
@@ -261,9 +287,9 @@ function refuse(
   else if (!res.writableEnded) res.destroy();
 }
 
-/** Ends `res` with an `application/problem+json` body. */
-function send(res: ServerResponse, status: number, problem: object): void {
-  const body = JSON.stringify(problem);
+/** Ends `res` with an `application/problem+json` body (an object, or its JSON text). */
+function send(res: ServerResponse, status: number, problem: object | string): void {
+  const body = typeof problem === "string" ? problem : JSON.stringify(problem);
   res.statusCode = status;
   res.setHeader("Content-Type", "application/problem+json");
   // The body is ASCII (the policy name is checked to be), so its length is its byte count;

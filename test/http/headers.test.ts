@@ -2,8 +2,10 @@ import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import {
   ceilSeconds,
+  HeaderText,
   MAX_SF_INTEGER,
   QUOTA_EXCEEDED_TYPE,
+  QuotaExceededJson,
   quotaExceededProblem,
   rateLimitHeaders,
   retryAfterSeconds,
@@ -419,6 +421,54 @@ describe("quotaExceededProblem", () => {
     const problem = quotaExceededProblem(denied(Number.POSITIVE_INFINITY), "default", 12);
     expect(problem["detail"]).toBe(
       'This request (cost 12) can never succeed at this cost: policy "default" will never have 12 units available (quota 10). Retrying will not help.',
+    );
+  });
+});
+
+describe("precomputed header and body text (the middleware's fast path)", () => {
+  // Printable ASCII names, with the characters that need escaping in SF and JSON.
+  const policyName = fc
+    .array(fc.oneof(fc.constantFrom('"', "\\", " ", "~", "/"), fc.string({ minLength: 1 })), {
+      minLength: 1,
+      maxLength: 4,
+    })
+    .map((parts) => parts.join("").replace(/[^\x20-\x7e]/g, "x"));
+
+  test("QuotaExceededJson.text equals JSON.stringify(quotaExceededProblem) for every finite retry", () => {
+    fc.assert(
+      fc.property(policyName, fc.integer({ min: 0, max: 10_000_000 }), (policy, ms) => {
+        const decision = denied(ms);
+        const seconds = retryAfterSeconds(decision)!;
+        expect(new QuotaExceededJson(policy).text(seconds)).toBe(
+          JSON.stringify(quotaExceededProblem(decision, policy, 3)),
+        );
+      }),
+    );
+  });
+
+  test("HeaderText gives the RateLimit-Policy and RateLimit values of rateLimitHeaders, also after the limit changes", () => {
+    fc.assert(
+      fc.property(
+        policyName,
+        fc.option(fc.integer({ min: 1, max: 86_400 }), { nil: undefined }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 50 }), fc.integer({ min: 0, max: 50 })), {
+          minLength: 1,
+          maxLength: 5,
+        }),
+        (policy, windowSeconds, steps) => {
+          const text = new HeaderText(sfString(policy), windowSeconds);
+          for (const [limit, remaining] of steps) {
+            const expected = rateLimitHeaders(allowed(remaining, 5000, limit), {
+              policy,
+              windowSeconds,
+            });
+            const r = Math.min(remaining, limit);
+            expect(text.policy(limit)).toBe(expected["RateLimit-Policy"]);
+            expect(text.rate(r, 5)).toBe(expected["RateLimit"]);
+          }
+          expect(text.rate(0, -1)).toBe(`${sfString(policy)};r=0`);
+        },
+      ),
     );
   });
 });
