@@ -246,6 +246,19 @@ export function readDecision(decision: Decision, out: DecisionNumbers): void {
 }
 
 /**
+ * Decimal text of a whole number from 0 to {@link MAX_SF_INTEGER}, as `String(value)`.
+ * Numbers from 2^30 up are not small integers to V8, and their generic double-to-text
+ * conversion costs about 0.14 µs; two small-integer conversions (the high digits, and the
+ * low eight digits padded by adding 1e8) cost about half. Counts that large are usual for
+ * an "effectively unlimited" quota, so this is on the per-request path.
+ */
+export function wholeText(value: number): string {
+  if (value < 1_073_741_824) return String(value);
+  const high = Math.floor(value / 100_000_000);
+  return String(high) + String(value - high * 100_000_000 + 100_000_000).slice(1);
+}
+
+/**
  * The header text of one middleware, with its constant parts joined once at construction:
  * `"<policy>";q=` and `;w=<windowSeconds>` for `RateLimit-Policy` (whose whole value is
  * also kept for the last `limit` seen, since a limiter's limit rarely changes), and
@@ -268,7 +281,7 @@ export class HeaderText {
   /** The `RateLimit-Policy` value for a whole `limit`. */
   policy(limit: number): string {
     if (limit !== this.lastLimit) {
-      this.lastPolicy = this.policyHead + limit + this.policyTail;
+      this.lastPolicy = this.policyHead + wholeText(limit) + this.policyTail;
       this.lastLimit = limit;
     }
     return this.lastPolicy;
@@ -276,7 +289,8 @@ export class HeaderText {
 
   /** The `RateLimit` value; `reset` -1 leaves `t` out. */
   rate(remaining: number, reset: number): string {
-    return reset < 0 ? this.rateHead + remaining : `${this.rateHead + remaining};t=${reset}`;
+    const head = this.rateHead + wholeText(remaining);
+    return reset < 0 ? head : `${head};t=${wholeText(reset)}`;
   }
 }
 
@@ -309,11 +323,11 @@ export function headersOf(
     headers["RateLimit"] = text.rate(n.remaining, n.reset);
   }
   if (legacy) {
-    headers["X-RateLimit-Limit"] = String(n.limit);
-    headers["X-RateLimit-Remaining"] = String(n.remaining);
-    if (n.reset >= 0) headers["X-RateLimit-Reset"] = String(n.reset);
+    headers["X-RateLimit-Limit"] = wholeText(n.limit);
+    headers["X-RateLimit-Remaining"] = wholeText(n.remaining);
+    if (n.reset >= 0) headers["X-RateLimit-Reset"] = wholeText(n.reset);
   }
-  if (n.retryAfter >= 0) headers["Retry-After"] = String(n.retryAfter);
+  if (n.retryAfter >= 0) headers["Retry-After"] = wholeText(n.retryAfter);
   return headers;
 }
 
@@ -369,7 +383,9 @@ export class QuotaExceededJson {
 
   /** The body for `Retry-After: retryAfter` (a whole number >= 1). */
   text(retryAfter: number): string {
-    return this.head + retryAfter + (retryAfter === 1 ? " second" : " seconds") + this.tail;
+    return (
+      this.head + wholeText(retryAfter) + (retryAfter === 1 ? " second" : " seconds") + this.tail
+    );
   }
 }
 

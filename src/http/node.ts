@@ -17,6 +17,7 @@ import {
   quotaExceededProblem,
   readDecision,
   UNAVAILABLE_PROBLEM,
+  wholeText,
 } from "./headers.js";
 
 /** A connect-style `next`: call it to pass the request on. */
@@ -201,11 +202,11 @@ function decide<Req extends IncomingMessage, Res extends ServerResponse>(
     setList(res, "RateLimit", config.text.rate(n.remaining, n.reset));
   }
   if (config.legacy) {
-    res.setHeader("X-RateLimit-Limit", String(n.limit));
-    res.setHeader("X-RateLimit-Remaining", String(n.remaining));
-    if (n.reset >= 0) res.setHeader("X-RateLimit-Reset", String(n.reset));
+    res.setHeader("X-RateLimit-Limit", wholeText(n.limit));
+    res.setHeader("X-RateLimit-Remaining", wholeText(n.remaining));
+    if (n.reset >= 0) res.setHeader("X-RateLimit-Reset", wholeText(n.reset));
   }
-  if (n.retryAfter >= 0) res.setHeader("Retry-After", String(n.retryAfter));
+  if (n.retryAfter >= 0) res.setHeader("Retry-After", wholeText(n.retryAfter));
   if (decision.allowed) {
     next();
   } else if (onLimited === undefined) {

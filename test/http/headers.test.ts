@@ -10,6 +10,7 @@ import {
   rateLimitHeaders,
   retryAfterSeconds,
   sfString,
+  wholeText,
 } from "../../src/http/headers.js";
 import type { Decision } from "../../src/limiter.js";
 
@@ -469,6 +470,28 @@ describe("precomputed header and body text (the middleware's fast path)", () => 
           expect(text.rate(0, -1)).toBe(`${sfString(policy)};r=0`);
         },
       ),
+    );
+  });
+});
+
+describe("wholeText", () => {
+  test.each([
+    { name: "0", value: 0 },
+    { name: "2^30 - 1", value: 1_073_741_823 },
+    { name: "2^30", value: 1_073_741_824 },
+    { name: "1e8 boundary inside the low digits", value: 100_000_000_000 },
+    { name: "low digits with leading zeros", value: 4_200_000_007 },
+    { name: "the SF maximum", value: MAX_SF_INTEGER },
+  ])("$name is written as String() writes it", ({ value }) => {
+    expect(wholeText(value)).toBe(String(value));
+  });
+
+  test("equals String() for every whole number up to the SF maximum", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: MAX_SF_INTEGER }), (value) => {
+        expect(wholeText(value)).toBe(String(value));
+      }),
+      { numRuns: 2000 },
     );
   });
 });
