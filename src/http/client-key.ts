@@ -171,3 +171,33 @@ export function clientKey(
   const ip = clientIp(peer, forwarded, config);
   return ip === undefined ? UNKNOWN_CLIENT_KEY : formatKey(ip, config.ipv6Prefix);
 }
+
+/** How many raw peer addresses a {@link PeerKeyCache} remembers before it starts over. */
+export const PEER_KEY_CACHE_SIZE = 1024;
+
+/**
+ * The default key of a request that carries no trusted forwarding header, remembered per
+ * raw socket address: `key(peer)` is always `clientKey(peer, undefined, config)`, but an
+ * IPv6 peer (about 0.6 µs to parse and group) or an IPv4-mapped one (`::ffff:a.b.c.d`,
+ * what a server listening on `::` sees for IPv4 clients) is normalized once, not on every
+ * request of its keep-alive connection. Bounded: after {@link PEER_KEY_CACHE_SIZE}
+ * distinct addresses it is cleared, so a client cycling through its /64 cannot grow it.
+ * The mapping is a pure function of the address, so a stale entry cannot exist.
+ */
+export class PeerKeyCache {
+  private readonly keys = new Map<string, string>();
+
+  constructor(private readonly config: ClientKeyConfig) {}
+
+  /** The client key of a request from `peer` (the socket's `remoteAddress`). */
+  key(peer: string | undefined): string {
+    if (typeof peer !== "string") return UNKNOWN_CLIENT_KEY;
+    let key = this.keys.get(peer);
+    if (key === undefined) {
+      key = ipKey(peer, this.config.ipv6Prefix) ?? UNKNOWN_CLIENT_KEY;
+      if (this.keys.size >= PEER_KEY_CACHE_SIZE) this.keys.clear();
+      this.keys.set(peer, key);
+    }
+    return key;
+  }
+}

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Decision } from "../limiter.js";
-import { clientKey } from "./client-key.js";
+import { clientKey, PeerKeyCache } from "./client-key.js";
 import {
   type CommonConfig,
   type CommonRateLimitOptions,
@@ -109,6 +109,8 @@ export function rateLimit<
     options.onLimited,
   );
   const forwardedName = config.client.header;
+  const trusting = config.client.hops !== 0;
+  const peerKeys = new PeerKeyCache(config.client);
 
   return (req, res, next) => {
     let key: string | undefined;
@@ -117,11 +119,13 @@ export function rateLimit<
     try {
       skipped = skip !== undefined && skip(req) === true;
       if (!skipped) {
-        const client = clientKey(
-          req.socket?.remoteAddress,
-          config.client.hops === 0 ? undefined : headerText(req.headers[forwardedName]),
-          config.client,
-        );
+        const client = trusting
+          ? clientKey(
+              req.socket?.remoteAddress,
+              headerText(req.headers[forwardedName]),
+              config.client,
+            )
+          : peerKeys.key(req.socket?.remoteAddress);
         key = keyOf === undefined ? client : checkHookKey(WHERE, keyOf(req, client));
         if (costOf !== undefined) cost = checkHookCost(WHERE, costOf(req));
       }

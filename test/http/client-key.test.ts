@@ -4,6 +4,8 @@ import {
   checkClientKeyOptions,
   clientKey,
   forwardedHops,
+  PEER_KEY_CACHE_SIZE,
+  PeerKeyCache,
   type ProxyHeader,
   type TrustProxy,
   UNKNOWN_CLIENT_KEY,
@@ -203,6 +205,42 @@ describe("clientKey", () => {
     expect(clientKey("2001:db8:1:2::99", undefined, config(0, undefined, 48))).toBe(
       "2001:db8:1::/48",
     );
+  });
+});
+
+describe("PeerKeyCache", () => {
+  test("gives clientKey's key for any peer, asked once or again, for any ipv6Prefix", () => {
+    const peer = fc.oneof(
+      fc.ipV4(),
+      fc.ipV6(),
+      fc.ipV4().map((v4) => `::ffff:${v4}`),
+      fc.string({ maxLength: 12 }),
+      fc.constant(undefined),
+    );
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 128 }),
+        fc.array(peer, { maxLength: 20 }),
+        (bits, peers) => {
+          const c = config(0, undefined, bits);
+          const cache = new PeerKeyCache(c);
+          for (const p of [...peers, ...peers]) {
+            expect(cache.key(p)).toBe(clientKey(p, undefined, c));
+          }
+        },
+      ),
+    );
+  });
+
+  test("stays correct past its bound (it starts over instead of growing)", () => {
+    const c = config(0);
+    const cache = new PeerKeyCache(c);
+    for (let i = 0; i < PEER_KEY_CACHE_SIZE * 2 + 5; i++) {
+      const peer = `2001:db8:${(i >> 16) & 0xffff}:${i & 0xffff}::1`;
+      expect(cache.key(peer), `step ${i}`).toBe(clientKey(peer, undefined, c));
+    }
+    expect(cache.key("::ffff:192.0.2.1")).toBe("192.0.2.1");
+    expect(cache.key(undefined)).toBe(UNKNOWN_CLIENT_KEY);
   });
 });
 
