@@ -1,11 +1,13 @@
 import { FixedWindow } from "./algorithms/fixed-window.js";
 import { LeakyBucket } from "./algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "./algorithms/sliding-window-counter.js";
 import { TokenBucket } from "./algorithms/token-bucket.js";
 import { AllOf } from "./composite.js";
 import { checkCost, checkInteger, checkOptions, describe } from "./errors.js";
 import type { Decision, Limiter, WaitOptions } from "./limiter.js";
 import { fits } from "./numeric.js";
 import { BucketSlab, type SlabBucket } from "./registry/bucket-slab.js";
+import { CounterSlab } from "./registry/counter-slab.js";
 import { LimiterMap } from "./registry/limiter-map.js";
 import { MultiBucketSlab } from "./registry/multi-bucket-slab.js";
 import {
@@ -75,6 +77,12 @@ function isFixedWindowPolicy(policy: unknown): policy is FixedWindow {
   return Object.getPrototypeOf(policy) === FixedWindow.prototype;
 }
 
+/** True for a policy the counter slab serves: exactly a `SlidingWindowCounter`. */
+function isCounterPolicy(policy: unknown): policy is SlidingWindowCounter {
+  if (typeof policy !== "object" || policy === null) return false;
+  return Object.getPrototypeOf(policy) === SlidingWindowCounter.prototype;
+}
+
 /**
  * True for an `allOf` the multi-bucket slab serves: an exact `AllOf` of two or more
  * exact buckets that share one clock (so one reading per call answers for all of them).
@@ -110,8 +118,8 @@ function slabBucket(bucket: TokenBucket | LeakyBucket): SlabBucket {
  * limiters. The function must not call the registry for a key it does not hold (its own
  * key included): such a re-entrant call throws a `TypeError` (`KeyedLimiter: the policy
  * function called the registry re-entrantly for key "x"`) and changes nothing. A
- * `TokenBucket`, `LeakyBucket` or `FixedWindow` policy, or an `allOf` of buckets sharing
- * one clock, takes the fast path (exactly those classes: a subclass, whose overrides the slab
+ * `TokenBucket`, `LeakyBucket`, `FixedWindow` or `SlidingWindowCounter` policy, or an
+ * `allOf` of buckets sharing one clock, takes the fast path (exactly those classes: a subclass, whose overrides the slab
  * would skip, takes the generic path with one `clone()` per key, and its `clone()` keeps
  * the subclass): no object per key, state in a `Float64Array` slab,
  * decisions bit for bit those of one limiter per key, with one clock reading per call and
@@ -165,6 +173,10 @@ export class KeyedLimiter {
       // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
       return new FixedWindowKeyedLimiter(policy, options);
     }
+    if (new.target === KeyedLimiter && isCounterPolicy(policy)) {
+      // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
+      return new CounterKeyedLimiter(policy, options);
+    }
     if (new.target === KeyedLimiter && isBucketComposite(policy)) {
       // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
       return new CompositeKeyedLimiter(policy, options);
@@ -182,6 +194,11 @@ export class KeyedLimiter {
       this.map = undefined;
     } else if (isFixedWindowPolicy(policy)) {
       const slab = new FixedWindowSlab(policy, this.maxKeys);
+      this.waiting = new WaitingKeys(slab, policy);
+      this.store = slab;
+      this.map = undefined;
+    } else if (isCounterPolicy(policy)) {
+      const slab = new CounterSlab(policy, this.maxKeys);
       this.waiting = new WaitingKeys(slab, policy);
       this.store = slab;
       this.map = undefined;
@@ -424,6 +441,52 @@ class FixedWindowKeyedLimiter extends KeyedLimiter {
   constructor(policy: FixedWindow, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.store as FixedWindowSlab;
+    this.keysWaiting = this.waiting!;
+  }
+
+  override allow(key: string, cost?: number): boolean {
+    if (typeof key !== "string") checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.allow(c);
+    }
+    return this.slab.allow(key, c);
+  }
+
+  override consume(key: string, cost?: number): Decision {
+    if (typeof key !== "string") checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.consume(c);
+    }
+    return this.slab.consume(key, c);
+  }
+
+  override peek(key: string, cost?: number): Decision {
+    if (typeof key !== "string") checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    if (this.keysWaiting.count !== 0) {
+      const limiter = this.keysWaiting.get(key);
+      if (limiter !== undefined) return limiter.peek(c);
+    }
+    return this.slab.peek(key, c);
+  }
+}
+
+/**
+ * The fast path of {@link KeyedLimiter} for a `SlidingWindowCounter` policy: the same API,
+ * with `allow`, `consume` and `peek` calling the counter slab directly (a class of its own, so
+ * its call sites stay monomorphic too). Not exported.
+ */
+class CounterKeyedLimiter extends KeyedLimiter {
+  private readonly slab: CounterSlab;
+  private readonly keysWaiting: WaitingKeys;
+
+  constructor(policy: SlidingWindowCounter, options: KeyedLimiterOptions | undefined) {
+    super(policy, options);
+    this.slab = this.store as CounterSlab;
     this.keysWaiting = this.waiting!;
   }
 

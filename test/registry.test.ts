@@ -581,7 +581,7 @@ describe("KeyedLimiter re-entrancy", () => {
 });
 
 describe("KeyedLimiter fast path", () => {
-  test("takes the slab path for a TokenBucket, LeakyBucket or FixedWindow policy only", () => {
+  test("takes the slab path for a bucket, FixedWindow or SlidingWindowCounter policy only", () => {
     const clock = manualClock();
     expect(new KeyedLimiter(bucketOf3(clock)).stats.slots).toBeGreaterThan(0);
     const leaky = new LeakyBucket({ capacity: 3, leakPerSecond: 1, clock });
@@ -592,7 +592,12 @@ describe("KeyedLimiter fast path", () => {
     const customWindow = new CustomWindow({ limit: 3, windowMs: 1000, clock });
     expect(new KeyedLimiter(customWindow).stats.slots, "a window subclass").toBe(0);
     const counter = new SlidingWindowCounter({ limit: 3, windowMs: 1000, clock });
-    expect(new KeyedLimiter(counter).stats.slots, "a sliding counter").toBe(0);
+    expect(new KeyedLimiter(counter).stats.slots, "a sliding counter").toBeGreaterThan(0);
+    class CustomCounter extends SlidingWindowCounter {}
+    const customCounter = new CustomCounter({ limit: 3, windowMs: 1000, clock });
+    expect(new KeyedLimiter(customCounter).stats.slots, "a counter subclass").toBe(0);
+    const log = new SlidingWindowLog({ limit: 3, windowMs: 1000, clock });
+    expect(new KeyedLimiter(log).stats.slots, "a sliding log").toBe(0);
     const buckets = allOf(bucketOf3(clock), leaky.clone());
     expect(new KeyedLimiter(buckets).stats.slots, "allOf of buckets").toBeGreaterThan(0);
     const mixed = allOf(bucketOf3(clock), window.clone());
@@ -736,6 +741,10 @@ const algorithms: readonly {
   {
     name: "SlidingWindowCounter",
     policy: (clock) => new SlidingWindowCounter({ limit: 4, windowMs: 1000, clock }),
+  },
+  {
+    name: "SlidingWindowCounter (limit 3.5, windowMs 700)",
+    policy: (clock) => new SlidingWindowCounter({ limit: 3.5, windowMs: 700, clock }),
   },
   {
     name: "allOf(TokenBucket, LeakyBucket, TokenBucket)",

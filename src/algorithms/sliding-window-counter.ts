@@ -9,7 +9,7 @@ import {
 import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
 import { checkWindowClock, readClock, windowClockBoundMs, windowIndex } from "./time.js";
-import { counterDecision, counterEstimate } from "./window-math.js";
+import { counterDecision, counterEstimate, counterRolledPrev } from "./window-math.js";
 
 /** Options of {@link SlidingWindowCounter}. */
 export interface SlidingWindowCounterOptions {
@@ -150,6 +150,28 @@ export class SlidingWindowCounter implements Limiter {
     return this.queue.wait(cost, options);
   }
 
+  /** @internal The state for the registry's slab: `[prev, curr, index]` (see {@link importState}). */
+  exportState(): [number, number, number] {
+    return [this.prev, this.curr, this.index];
+  }
+
+  /**
+   * @internal Loads a state exported by the registry's slab (`prev` and `curr` counted
+   * in windows `index - 1` and `index`) and raises the clock high-water mark to `seenMs`.
+   */
+  importState(prev: number, curr: number, index: number, seenMs: number): void {
+    this.prev = prev;
+    this.curr = curr;
+    this.index = index;
+    this.endMs = (index + 1) * this.windowMs;
+    if (seenMs > this.seenMs) this.seenMs = seenMs;
+  }
+
+  /** @internal The latest clock reading this counter has seen (its high-water mark). */
+  get seenClockMs(): number {
+    return this.seenMs;
+  }
+
   /**
    * Reads the clock; a reading behind the latest one counts as the latest one. A
    * reading where `windowMs` is below the clock's float step throws and is not kept.
@@ -174,7 +196,7 @@ export class SlidingWindowCounter implements Limiter {
   private roll(now: number): void {
     if (now < this.endMs) return;
     const k = windowIndex(now, this.windowMs);
-    this.prev = k === this.index + 1 ? this.curr : 0;
+    this.prev = counterRolledPrev(this.index, this.curr, k);
     this.curr = 0;
     this.index = k;
     this.endMs = (k + 1) * this.windowMs;

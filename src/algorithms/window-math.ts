@@ -149,6 +149,15 @@ function logLeavesInMs(leaveAtMs: number, nowMs: number): number {
 }
 
 /**
+ * A sliding counter's previous count once rolled from window `index` (with `curr` units)
+ * to window `k >= index`: `curr` when `k` is the next window, else 0. Shared by
+ * `SlidingWindowCounter` and the keyed registry's slab.
+ */
+export function counterRolledPrev(index: number, curr: number, k: number): number {
+  return k === index + 1 ? curr : 0;
+}
+
+/**
  * A sliding counter's estimate at `nowMs` in the window ending at `endMs`:
  * `prev * (endMs - nowMs) / windowMs + curr`, the previous window's count weighted by
  * the part of it still inside the last `windowMs`.
@@ -219,8 +228,16 @@ export function counterDecision(
   };
 }
 
-/** Until the estimate is 0: `curr` weighs until the next window ends, `prev` until this one does. */
-function counterResetMs(endsInMs: number, prev: number, curr: number, windowMs: number): number {
+/**
+ * A sliding counter's `resetAfterMs`, until the estimate is 0: `curr` weighs until the
+ * next window ends, `prev` until this one does (which ends in `endsInMs`).
+ */
+export function counterResetMs(
+  endsInMs: number,
+  prev: number,
+  curr: number,
+  windowMs: number,
+): number {
   if (curr > 0) return endsInMs + windowMs;
   return prev > 0 ? endsInMs : 0;
 }

@@ -86,13 +86,19 @@ export class BucketSlab implements KeyStore {
    *   a `TokenBucket`, `leakPerSecond` of a `LeakyBucket`, whose free room is a token
    *   bucket's tokens). This class decides with the first; a subclass decides with all.
    */
-  constructor(buckets: readonly SlabBucket[], clock: Clock, maxKeys: number) {
+  constructor(
+    buckets: readonly SlabBucket[],
+    clock: Clock,
+    maxKeys: number,
+    /** Doubles per slot, for a subclass with another state (a window slab); default 2 per bucket. */
+    doublesPerSlot = STRIDE * buckets.length,
+  ) {
     this.clock = clock;
     this.maxKeys = maxKeys;
     const params = [Number.NEGATIVE_INFINITY];
     for (const b of buckets) params.push(b.capacity, b.ratePerSecond);
     this.params = new Float64Array(params);
-    this.stride = STRIDE * buckets.length;
+    this.stride = doublesPerSlot;
     this.slots = Math.min(FIRST_SLOTS, maxKeys);
     this.state = new Float64Array(this.slots * this.stride);
     this.keys = emptyKeys(this.slots);

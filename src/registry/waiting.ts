@@ -1,13 +1,14 @@
 import { FixedWindow } from "../algorithms/fixed-window.js";
 import type { LeakyBucket } from "../algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
 import type { TokenBucket } from "../algorithms/token-bucket.js";
 import { AllOf } from "../composite.js";
 import type { Decision, Limiter, WaitOptions } from "../limiter.js";
 import type { BucketSlab } from "./bucket-slab.js";
 
 type Bucket = TokenBucket | LeakyBucket;
-/** A limiter whose state is a slot of a slab: two doubles it exports and imports. */
-type SlabPart = Bucket | FixedWindow;
+/** A limiter whose state is a slot of a slab: doubles it exports and imports. */
+type SlabPart = Bucket | FixedWindow | SlidingWindowCounter;
 
 /** A key taken out of the slab while it has waiters. */
 interface Entry {
@@ -27,8 +28,9 @@ interface Entry {
  * not have. So a key's first `wait` takes the key out of the slab into a bucket object of
  * its own (a `clone()` of the policy, loaded with the key's two doubles per bucket and the
  * store's clock high-water mark), whose own `wait` serves it: a token bucket goes into
- * debt, a leaky bucket shapes, an `allOf` or a `FixedWindow` waits first-in, first-out (a
- * window's slot, `[count, endMs]`, loads the same way). While the key is out,
+ * debt, a leaky bucket shapes, an `allOf`, a `FixedWindow` or a `SlidingWindowCounter` waits
+ * first-in, first-out (a window's slot, `[count, endMs]` or `[prev, curr, index]`, loads the
+ * same way). While the key is out,
  * every call for it goes to that object (the same arithmetic, so the same decisions), it
  * is never swept or evicted, and it still counts toward `maxKeys`. When its last `wait`
  * settles, its state goes back into the slab (or nowhere, when fresh again).
@@ -61,7 +63,9 @@ export class WaitingKeys {
     };
     const limiter = entry.limiter;
     const promise =
-      limiter instanceof AllOf || limiter instanceof FixedWindow
+      limiter instanceof AllOf ||
+      limiter instanceof FixedWindow ||
+      limiter instanceof SlidingWindowCounter
         ? limiter.wait(cost, options)
         : limiter.waitAs("KeyedLimiter.wait", cost, options);
     promise.then(settled, settled);
@@ -84,11 +88,16 @@ export class WaitingKeys {
     const { state, seenMs } = this.slab.detach(key);
     const limiter = this.template.clone() as SlabPart | AllOf;
     const buckets = (limiter instanceof AllOf ? limiter.parts : [limiter]) as readonly SlabPart[];
-    buckets.forEach((bucket, i) => {
-      const [units, anchorMs] =
-        state === undefined ? bucket.exportState() : [state[2 * i]!, state[2 * i + 1]!];
-      bucket.importState(units, anchorMs, seenMs);
-    });
+    if (limiter instanceof SlidingWindowCounter) {
+      const [prev, curr, index] = state ?? limiter.exportState();
+      limiter.importState(prev!, curr!, index!, seenMs);
+    } else {
+      (buckets as readonly (Bucket | FixedWindow)[]).forEach((bucket, i) => {
+        const [units, anchorMs] =
+          state === undefined ? bucket.exportState() : [state[2 * i]!, state[2 * i + 1]!];
+        bucket.importState(units, anchorMs, seenMs);
+      });
+    }
     const entry: Entry = { limiter, buckets, inflight: 0 };
     this.keys.set(key, entry);
     this.count++;

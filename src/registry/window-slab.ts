@@ -42,11 +42,28 @@ const CLASS = "FixedWindow";
 export class FixedWindowSlab extends BucketSlab {
   /** Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
   private readonly clockBoundMs: number;
+  /** The class whose resolution error this slab throws. */
+  private readonly where: string;
 
-  constructor(policy: FixedWindow, maxKeys: number) {
+  /**
+   * @param where The policy's class name, for its clock resolution error.
+   * @param doublesPerSlot Doubles of state per key (2 here; a subclass may keep more).
+   */
+  constructor(
+    policy: Pick<FixedWindow, "limit" | "windowMs" | "clock">,
+    maxKeys: number,
+    where = CLASS,
+    doublesPerSlot = STRIDE,
+  ) {
     // The base class keeps `[seenMs, a, b]` in `params`: here a = limit, b = windowMs.
-    super([{ capacity: policy.limit, ratePerSecond: policy.windowMs }], policy.clock, maxKeys);
+    super(
+      [{ capacity: policy.limit, ratePerSecond: policy.windowMs }],
+      policy.clock,
+      maxKeys,
+      doublesPerSlot,
+    );
     this.clockBoundMs = windowClockBoundMs(policy.windowMs);
+    this.where = where;
   }
 
   /**
@@ -58,7 +75,7 @@ export class FixedWindowSlab extends BucketSlab {
     if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
     const p = this.params;
     const now = t > p[SEEN]! ? t : p[SEEN]!;
-    p[SEEN] = checkWindowClock(CLASS, now, p[WINDOW_MS]!, this.clockBoundMs);
+    p[SEEN] = checkWindowClock(this.where, now, p[WINDOW_MS]!, this.clockBoundMs);
     return now;
   }
 
