@@ -262,7 +262,8 @@ export function wholeText(value: number): string {
  * The header text of one middleware, with its constant parts joined once at construction:
  * `"<policy>";q=` and `;w=<windowSeconds>` for `RateLimit-Policy` (whose whole value is
  * also kept for the last `limit` seen, since a limiter's limit rarely changes), and
- * `"<policy>";r=` for `RateLimit`. Produces exactly the strings of {@link buildHeaders}.
+ * `"<policy>";r=` for `RateLimit` (whose last value is kept too). Produces exactly the
+ * strings of {@link buildHeaders}.
  */
 export class HeaderText {
   private readonly policyHead: string;
@@ -270,6 +271,9 @@ export class HeaderText {
   private readonly rateHead: string;
   private lastLimit = -1;
   private lastPolicy = "";
+  private lastRemaining = -1;
+  private lastReset = -2; // -1 is a valid reset ("none")
+  private lastRate = "";
 
   /** `quotedPolicy` is the SF String of a checked name; `windowSeconds` a checked one. */
   constructor(quotedPolicy: string, windowSeconds: number | undefined) {
@@ -287,10 +291,19 @@ export class HeaderText {
     return this.lastPolicy;
   }
 
-  /** The `RateLimit` value; `reset` -1 leaves `t` out. */
+  /**
+   * The `RateLimit` value; `reset` -1 leaves `t` out. The last value is kept: every client
+   * that is well under its limit gets the same `r` and `t` (a full bucket less one
+   * request), so most requests reuse it.
+   */
   rate(remaining: number, reset: number): string {
-    const head = this.rateHead + wholeText(remaining);
-    return reset < 0 ? head : `${head};t=${wholeText(reset)}`;
+    if (remaining !== this.lastRemaining || reset !== this.lastReset) {
+      const head = this.rateHead + wholeText(remaining);
+      this.lastRate = reset < 0 ? head : `${head};t=${wholeText(reset)}`;
+      this.lastRemaining = remaining;
+      this.lastReset = reset;
+    }
+    return this.lastRate;
   }
 }
 
