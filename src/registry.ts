@@ -38,8 +38,9 @@ export interface KeyedLimiterOptions {
    * Most keys kept at once (an integer from 1 to 2^28). When a new key arrives at the bound,
    * idle keys go first; if none of the keys looked at is idle, the one closest to idle goes
    * (a lossy eviction, counted in `stats.evictedLossy`). Memory at the bound, beyond the key
-   * strings: about 54 bytes per key on the fast path with one bucket (so at most about
-   * 54 MB at the default; 16 bytes more per extra bucket of an `allOf`), and one Map entry
+   * strings: about 54 bytes per key on the fast path with one bucket or a `FixedWindow`
+   * (so at most about 54 MB at the default; 8 bytes more for a `SlidingWindowCounter`,
+   * 16 bytes more per extra bucket of an `allOf`), and one Map entry
    * plus one limiter object per key (about 160 bytes for a `TokenBucket`) on the generic path.
    * @default 1_000_000
    */
