@@ -220,7 +220,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     if (timeMs > nowMs) nowMs = timeMs;
     const minute = Math.floor(nowMs / MINUTE_MS);
     if (minute !== sweptMinute) {
-      for (const lane of lanes) lane.registry.sweep();
+      for (const lane of lanes) atLogTime(lane, nowMs, () => lane.registry.sweep());
       sweptMinute = minute;
     }
     let stats = perKey.get(key);
@@ -357,15 +357,21 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
   }
 }
 
-/**
- * `lane`'s decision for `key`. A RangeError from the limiter here is the policy's, not
- * the replay's: the window limiters refuse a reading where `windowMs` is below the float
- * step of the time (`--window-ms 0.01` at 1e15 ms would make windows end where they
- * start), so it becomes a {@link UsageError} (exit 2) with the limiter's own message.
- */
+/** `lane`'s decision for `key` at the log time `nowMs` (see {@link atLogTime}). */
 function allowAt(lane: Lane, key: string, nowMs: number): boolean {
+  return atLogTime(lane, nowMs, () => lane.registry.allow(key));
+}
+
+/**
+ * Runs one registry call (a decision or a sweep, both read the clock) at the log time
+ * `nowMs`. A RangeError from the limiter here is the policy's, not the replay's: the window
+ * limiters refuse a reading where `windowMs` is below the float step of the time
+ * (`--window-ms 0.01` at 1e15 ms would make windows end where they start), so it becomes a
+ * {@link UsageError} (exit 2) with the limiter's own message.
+ */
+function atLogTime<T>(lane: Lane, nowMs: number, call: () => T): T {
   try {
-    return lane.registry.allow(key);
+    return call();
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
     const hint = "windowMs" in lane.spec.options ? "; use a larger --window-ms" : "";
