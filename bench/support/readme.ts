@@ -114,8 +114,9 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
     "",
     table(["algorithm", "allow()", ...patterns.map((p) => `keyed, ${p.label}`)], "lrrrr", algoRows),
     "",
-    "`TokenBucket` and `LeakyBucket` take the registry's slab fast path; the windows keep one " +
-      "limiter object per key. `SlidingWindowLog` stores one entry per allowed request, so its " +
+    "`TokenBucket`, `LeakyBucket`, `FixedWindow` and `SlidingWindowCounter` take the registry's " +
+      "slab fast path (no object per key); `SlidingWindowLog` keeps one log object per key and " +
+      "stores one entry per allowed request, so its " +
       "benchmark limit is 1000 and its `allow()` and hot-key cells time denials.",
     "",
     `Memory at ${int(core.memory?.keys)} keys (bytes per key, each in a fresh process after full GCs):`,
