@@ -9,8 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { BucketLedger } from "../reservation.js";
-import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
+import { BucketBase } from "./bucket-base.js";
 import { readClock } from "./time.js";
 
 /** Options of {@link LeakyBucket}. */
@@ -71,36 +70,38 @@ const WHERE = "LeakyBucket";
  * bucket.consume(10).allowed //=> true
  * bucket.consume().allowed //=> false (one unit drains in 200 ms)
  */
-export class LeakyBucket implements Limiter {
+export class LeakyBucket extends BucketBase implements Limiter {
   /** Most units the bucket holds. */
-  readonly capacity: number;
+  override readonly capacity: number;
   /** Units drained per second. */
   readonly leakPerSecond: number;
   /** The time source, in milliseconds. */
-  readonly clock: Clock;
-
-  /**
-   * Free room (`capacity - level`) at `anchorMs` as if the held units were not in the
-   * bucket: the room is `min(capacity + held, room + drained) - held` (see `roomAt()`).
-   */
-  // Every number field starts as a double (NaN here, set in the constructor): a field
-  // declared without a value starts as undefined, V8 then stores it tagged, and each
-  // update allocated a 16-byte HeapNumber (allow() went from 32 to 0 bytes per call).
-  private room = Number.NaN;
-  /** Units of requests still waiting in the shaping queue (0 without any). */
-  private held = 0;
-  /** Time (ms) at which `room` was exact; `-Infinity` while unused. Never moves back. */
-  private anchorMs = Number.NEGATIVE_INFINITY;
-  /** Latest clock reading seen; earlier readings are treated as this one. */
-  private seenMs = Number.NEGATIVE_INFINITY;
-  private ledger: BucketLedger | undefined;
+  override readonly clock: Clock;
 
   constructor(options: LeakyBucketOptions) {
     const o = checkOptions<LeakyBucketOptions>(WHERE, options);
-    this.capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
-    this.leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
-    this.clock = checkClock(WHERE, o.clock, systemClock);
-    this.room = this.capacity;
+    const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
+    const clock = checkClock(WHERE, o.clock, systemClock);
+    super();
+    this.capacity = capacity;
+    this.leakPerSecond = leakPerSecond;
+    this.clock = clock;
+    // The units are the free room, `capacity - level`: a TokenBucket's tokens.
+    this.units = capacity;
+  }
+
+  protected override get where(): string {
+    return WHERE;
+  }
+
+  protected override get ratePerSecond(): number {
+    return this.leakPerSecond;
+  }
+
+  /** Shaping: delay by the level, refuse when the queue is full (see the class doc). */
+  protected override get shaping(): boolean {
+    return true;
   }
 
   /**
@@ -121,11 +122,12 @@ export class LeakyBucket implements Limiter {
   /** `consume(cost).allowed`, without allocating. */
   allow(cost?: number): boolean {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const now = this.now();
-    const room = this.roomAt(now);
+    // readClock here rather than the shared now(): measured faster with performance.now().
+    const now = (this.seenMs = readClock(WHERE, this.clock, this.seenMs));
+    const room = this.unitsAt(now);
     if (!fits(c, room)) return c === 0; // a free probe is allowed even in an overdraft
     if (this.held !== 0 && this.ledger!.blocks(room) && c > 0) return false;
-    if (c > 0) this.fill(room, c, now);
+    if (c > 0) this.take(room, c, now);
     return true;
   }
 
@@ -145,21 +147,12 @@ export class LeakyBucket implements Limiter {
    * leave sooner).
    */
   reset(): void {
-    this.room = this.capacity;
-    if (this.held === 0) {
-      this.anchorMs = Number.NEGATIVE_INFINITY;
-      return;
-    }
-    this.anchorMs = this.now();
-    this.ledger?.serve();
+    this.resetUnits();
   }
 
   /** True when the bucket is empty and nothing waits: a new bucket would decide the same. */
   isIdle(): boolean {
-    const now = this.now();
-    // Reservations whose time has come are spent: settle them before looking.
-    if (this.held !== 0) this.ledger!.settle(now);
-    return this.held === 0 && this.roomAt(now) >= this.capacity;
+    return this.idle();
   }
 
   /**
@@ -177,7 +170,7 @@ export class LeakyBucket implements Limiter {
    * One timer per bucket, ref'd, in pieces of at most 2^31 - 1 ms.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return this.waitLedger().wait(cost, options);
+    return this.waitUnits(cost, options);
   }
 
   /**
@@ -205,107 +198,6 @@ export class LeakyBucket implements Limiter {
    * shaper.reserve().delayMs //=> 400
    */
   reserve(cost?: number, options?: ReserveOptions): Reservation {
-    return this.waitLedger().reserve(cost, options);
-  }
-
-  /**
-   * @internal For the keyed registry, which keeps a key's state in a slab and moves it into
-   * a bucket object while the key has waiters: `[room, anchorMs]`, as the slab stores them.
-   * Only meaningful while nothing is held (no pending reservation or waiter).
-   */
-  exportState(): [number, number] {
-    return [this.room, this.anchorMs];
-  }
-
-  /**
-   * @internal Loads a state exported by the registry's slab (see {@link exportState}) into a
-   * bucket with nothing held, and its clock high-water mark `seenMs`.
-   */
-  importState(room: number, anchorMs: number, seenMs: number): void {
-    this.room = room;
-    this.anchorMs = anchorMs;
-    if (seenMs > this.seenMs) this.seenMs = seenMs;
-  }
-
-  /** @internal The latest clock reading this bucket has seen (its high-water mark). */
-  get seenClockMs(): number {
-    return this.seenMs;
-  }
-
-  /** @internal `wait` whose error messages name `where` (`KeyedLimiter.wait` for a key). */
-  waitAs(where: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
-    return this.waitLedger().wait(cost, options, where);
-  }
-
-  private waitLedger(): BucketLedger {
-    this.ledger ??= new BucketLedger({
-      where: WHERE,
-      capacity: this.capacity,
-      ratePerSecond: this.leakPerSecond,
-      shaping: true,
-      now: () => this.now(),
-      unitsAt: (now) => this.roomAt(now),
-      take: (room, cost, now) => this.fill(room, cost, now),
-      hold: (units, now) => {
-        this.room = this.baseAt(now);
-        this.anchorMs = now;
-        this.held = units === -this.held ? 0 : this.held + units;
-      },
-      spend: (units, now) => {
-        this.room = this.baseAt(now) - units;
-        this.anchorMs = now;
-        this.held = units === this.held ? 0 : this.held - units;
-      },
-    });
-    return this.ledger;
-  }
-
-  /** Reads the clock; a reading behind the latest one counts as the latest one. */
-  private now(): number {
-    this.seenMs = readClock(WHERE, this.clock, this.seenMs);
-    return this.seenMs;
-  }
-
-  /** Free room at `now` (>= anchor): the level drained, without storing it. */
-  private roomAt(now: number): number {
-    // With nothing held this is tokensAt(room, anchor, now, capacity, rate), bit for bit.
-    return this.baseAt(now) - this.held;
-  }
-
-  /** `room` brought to `now`: the room plus the held units, capped at capacity + held. */
-  private baseAt(now: number): number {
-    const held = this.held;
-    return tokensAt(this.room, this.anchorMs, now, this.capacity + held, this.leakPerSecond);
-  }
-
-  private fill(room: number, cost: number, now: number): void {
-    this.room = tokensAfter(room, cost) + this.held;
-    this.anchorMs = now;
-  }
-
-  private decide(cost: number, take: boolean): Decision {
-    const now = this.now();
-    const room = this.roomAt(now);
-    if (this.held !== 0 && cost > 0 && this.ledger!.blocks(room)) {
-      return this.behindQueue(cost, room);
-    }
-    const decision = bucketDecision(cost, room, this.capacity, this.leakPerSecond);
-    if (take && decision.allowed && cost > 0) this.fill(room, cost, now);
-    return decision;
-  }
-
-  /** The denial of a plain request while others wait in the shaping queue. */
-  private behindQueue(cost: number, room: number): Decision {
-    const fitMs = fits(cost, this.capacity)
-      ? msToRefill(cost - room, this.leakPerSecond)
-      : Number.POSITIVE_INFINITY;
-    const servedMs = this.ledger!.msUntilServed(room);
-    return {
-      allowed: false,
-      limit: this.capacity,
-      remaining: 0,
-      retryAfterMs: fitMs > servedMs ? fitMs : servedMs,
-      resetAfterMs: msToRefill(this.capacity - room, this.leakPerSecond),
-    };
+    return this.reserveUnits(cost, options);
   }
 }

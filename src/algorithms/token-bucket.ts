@@ -1,4 +1,4 @@
-import { badClock, checkClock, checkCost, checkNumber, checkOptions } from "../errors.js";
+import { checkClock, checkCost, checkNumber, checkOptions } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -9,8 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { BucketLedger } from "../reservation.js";
-import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
+import { BucketBase } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
 export interface TokenBucketOptions {
@@ -62,37 +61,37 @@ const WHERE = "TokenBucket";
  * const bucket = new TokenBucket({ capacity: 10, refillPerSecond: 5 })
  * bucket.consume().allowed //=> true
  */
-export class TokenBucket implements Limiter {
+export class TokenBucket extends BucketBase implements Limiter {
   /** Most tokens the bucket holds. */
-  readonly capacity: number;
+  override readonly capacity: number;
   /** Tokens added per second. */
   readonly refillPerSecond: number;
   /** The time source, in milliseconds. */
-  readonly clock: Clock;
-
-  /**
-   * Tokens at `anchorMs` as if the held units had not been taken; the tokens are
-   * `min(capacity + held, tokens + refill) - held` (see `tokensAt()`), so giving held units
-   * back restores the balance bit for bit.
-   */
-  // Every number field starts as a double (NaN here, set in the constructor): a field
-  // declared without a value starts as undefined, V8 then stores it tagged, and each
-  // update allocated a 16-byte HeapNumber (allow() went from 32 to 0 bytes per call).
-  private tokens = Number.NaN;
-  /** Time (ms) at which `tokens` was exact. Never moves back. */
-  private anchorMs = Number.NEGATIVE_INFINITY;
-  /** Latest clock reading seen; earlier readings are treated as this one. */
-  private seenMs = Number.NEGATIVE_INFINITY;
-  /** Tokens held by pending reservations and waiters (0 without any). */
-  private held = 0;
-  private ledger: BucketLedger | undefined;
+  override readonly clock: Clock;
 
   constructor(options: TokenBucketOptions) {
     const o = checkOptions<TokenBucketOptions>(WHERE, options);
-    this.capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
-    this.refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
-    this.clock = checkClock(WHERE, o.clock, systemClock);
-    this.tokens = this.capacity;
+    const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    const clock = checkClock(WHERE, o.clock, systemClock);
+    super();
+    this.capacity = capacity;
+    this.refillPerSecond = refillPerSecond;
+    this.clock = clock;
+    this.units = capacity;
+  }
+
+  protected override get where(): string {
+    return WHERE;
+  }
+
+  protected override get ratePerSecond(): number {
+    return this.refillPerSecond;
+  }
+
+  /** Not shaping: a request that does not fit goes into debt (Go's `rate.Limiter`). */
+  protected override get shaping(): boolean {
+    return false;
   }
 
   /**
@@ -110,31 +109,11 @@ export class TokenBucket implements Limiter {
     });
   }
 
-  /** Reads the clock; a reading behind the latest one counts as the latest one. */
-  private now(): number {
-    const t = this.clock();
-    if (typeof t !== "number" || t - t !== 0) throw badClock(WHERE, t);
-    if (t > this.seenMs) this.seenMs = t;
-    return this.seenMs;
-  }
-
-  /** Tokens available at `now` (>= anchor), without storing them; negative in debt. */
-  private tokensAt(now: number): number {
-    // With nothing held this is tokensAt(tokens, anchor, now, capacity, rate), bit for bit.
-    return this.baseAt(now) - this.held;
-  }
-
-  /** `tokens` brought to `now`: the tokens plus the held ones, capped at capacity + held. */
-  private baseAt(now: number): number {
-    const held = this.held;
-    return tokensAt(this.tokens, this.anchorMs, now, this.capacity + held, this.refillPerSecond);
-  }
-
   /** `consume(cost).allowed`, without allocating. */
   allow(cost?: number): boolean {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
     const now = this.now();
-    const tokens = this.tokensAt(now);
+    const tokens = this.unitsAt(now);
     if (!fits(c, tokens)) return c === 0; // a free probe is allowed even in debt
     if (c > 0) this.take(tokens, c, now);
     return true;
@@ -156,21 +135,12 @@ export class TokenBucket implements Limiter {
    * so they are served sooner).
    */
   reset(): void {
-    this.tokens = this.capacity;
-    if (this.held === 0) {
-      this.anchorMs = Number.NEGATIVE_INFINITY;
-      return;
-    }
-    this.anchorMs = this.now();
-    this.ledger?.serve();
+    this.resetUnits();
   }
 
   /** True when the bucket is full and nothing is pending: a new bucket would decide the same. */
   isIdle(): boolean {
-    const now = this.now();
-    // Reservations whose time has come are spent: settle them before looking.
-    if (this.held !== 0) this.ledger!.settle(now);
-    return this.held === 0 && this.tokensAt(now) >= this.capacity;
+    return this.idle();
   }
 
   /**
@@ -191,7 +161,7 @@ export class TokenBucket implements Limiter {
    * {@link TokenBucket.reserve}) so the waiters behind move up at once.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return this.waitLedger().wait(cost, options);
+    return this.waitUnits(cost, options);
   }
 
   /**
@@ -223,83 +193,6 @@ export class TokenBucket implements Limiter {
    * r.cancel() // the token is back
    */
   reserve(cost?: number, options?: ReserveOptions): Reservation {
-    return this.waitLedger().reserve(cost, options);
-  }
-
-  /**
-   * @internal For the keyed registry, which keeps a key's state in a slab and moves it into
-   * a bucket object while the key has waiters: `[tokens, anchorMs]`, as the slab stores them.
-   * Only meaningful while nothing is held (no pending reservation or waiter).
-   */
-  exportState(): [number, number] {
-    return [this.tokens, this.anchorMs];
-  }
-
-  /**
-   * @internal Loads a state exported by the registry's slab (see {@link exportState}) into a
-   * bucket with nothing held, and its clock high-water mark `seenMs`.
-   */
-  importState(tokens: number, anchorMs: number, seenMs: number): void {
-    this.tokens = tokens;
-    this.anchorMs = anchorMs;
-    if (seenMs > this.seenMs) this.seenMs = seenMs;
-  }
-
-  /** @internal The latest clock reading this bucket has seen (its high-water mark). */
-  get seenClockMs(): number {
-    return this.seenMs;
-  }
-
-  /** @internal `wait` whose error messages name `where` (`KeyedLimiter.wait` for a key). */
-  waitAs(where: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
-    return this.waitLedger().wait(cost, options, where);
-  }
-
-  private waitLedger(): BucketLedger {
-    this.ledger ??= new BucketLedger({
-      where: WHERE,
-      capacity: this.capacity,
-      ratePerSecond: this.refillPerSecond,
-      shaping: false,
-      now: () => this.now(),
-      unitsAt: (now) => this.tokensAt(now),
-      take: (tokens, cost, now) => this.take(tokens, cost, now),
-      hold: (units, now) => {
-        this.tokens = this.baseAt(now);
-        this.anchorMs = now;
-        this.held = units === -this.held ? 0 : this.held + units;
-      },
-      spend: (units, now) => {
-        this.tokens = this.baseAt(now) - units;
-        this.anchorMs = now;
-        this.held = units === this.held ? 0 : this.held - units;
-      },
-    });
-    return this.ledger;
-  }
-
-  private take(tokens: number, cost: number, now: number): void {
-    this.tokens = tokensAfter(tokens, cost) + this.held;
-    this.anchorMs = now;
-  }
-
-  /** A cost of 0 is always allowed, also while reservations hold the bucket in debt. */
-  private freeProbeInDebt(tokens: number): Decision {
-    return {
-      allowed: true,
-      limit: this.capacity,
-      remaining: 0,
-      retryAfterMs: 0,
-      resetAfterMs: msToRefill(this.capacity - tokens, this.refillPerSecond),
-    };
-  }
-
-  private decide(cost: number, take: boolean): Decision {
-    const now = this.now();
-    const tokens = this.tokensAt(now);
-    if (cost === 0 && tokens < 0) return this.freeProbeInDebt(tokens);
-    const decision = bucketDecision(cost, tokens, this.capacity, this.refillPerSecond);
-    if (take && decision.allowed && cost > 0) this.take(tokens, cost, now);
-    return decision;
+    return this.reserveUnits(cost, options);
   }
 }

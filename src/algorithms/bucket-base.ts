@@ -1,0 +1,202 @@
+import { badClock } from "../errors.js";
+import type { Clock, Decision, Reservation, ReserveOptions, WaitOptions } from "../limiter.js";
+import { fits } from "../numeric.js";
+import { BucketLedger } from "../reservation.js";
+import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
+
+/**
+ * The state and mechanics shared by {@link TokenBucket} and {@link LeakyBucket}, which
+ * are one bucket seen from two sides: the token bucket's tokens are the leaky bucket's
+ * free room (`capacity - level`). Internal: not exported from the package index; each
+ * subclass keeps its own constructor (validation, messages), public fields, docs,
+ * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
+ * @module
+ */
+
+/**
+ * Base of the two bucket classes: units (tokens, or free room) exact at an anchor time,
+ * the clock high-water mark, the units held by pending reservations and waiters, and
+ * the lazily made {@link BucketLedger} behind `wait`/`reserve`.
+ * @internal
+ */
+export abstract class BucketBase {
+  /** Most units the bucket holds. */
+  abstract readonly capacity: number;
+  /** The time source, in milliseconds. */
+  abstract readonly clock: Clock;
+  /** Class name for messages (`TokenBucket`, `LeakyBucket`). */
+  protected abstract get where(): string;
+  /** Units per second the bucket refills (tokens) or drains (level). */
+  protected abstract get ratePerSecond(): number;
+  /** True for the leaky bucket's shaping: delay by the level, refuse when full. */
+  protected abstract get shaping(): boolean;
+
+  /**
+   * Units (tokens, or free room) at `anchorMs` as if the held units had not been taken;
+   * the units are `min(capacity + held, units + refill) - held` (see `unitsAt()`), so
+   * giving held units back restores the balance bit for bit.
+   */
+  // Every number field starts as a double (NaN here, set in the constructor): a field
+  // declared without a value starts as undefined, V8 then stores it tagged, and each
+  // update allocated a 16-byte HeapNumber (allow() went from 32 to 0 bytes per call).
+  protected units = Number.NaN;
+  /** Time (ms) at which `units` was exact; `-Infinity` while unused. Never moves back. */
+  protected anchorMs = Number.NEGATIVE_INFINITY;
+  /** Latest clock reading seen; earlier readings are treated as this one. */
+  protected seenMs = Number.NEGATIVE_INFINITY;
+  /** Units held by pending reservations and waiters (0 without any). */
+  protected held = 0;
+  protected ledger: BucketLedger | undefined;
+
+  /** Reads the clock; a reading behind the latest one counts as the latest one. */
+  protected now(): number {
+    const t = this.clock();
+    if (typeof t !== "number" || t - t !== 0) throw badClock(this.where, t);
+    if (t > this.seenMs) this.seenMs = t;
+    return this.seenMs;
+  }
+
+  /** Units available at `now` (>= anchor), without storing them; negative in debt. */
+  protected unitsAt(now: number): number {
+    // With nothing held this is tokensAt(units, anchor, now, capacity, rate), bit for bit.
+    return this.baseAt(now) - this.held;
+  }
+
+  /** `units` brought to `now`: the units plus the held ones, capped at capacity + held. */
+  protected baseAt(now: number): number {
+    const held = this.held;
+    return tokensAt(this.units, this.anchorMs, now, this.capacity + held, this.ratePerSecond);
+  }
+
+  /** Takes `cost` from `units` available at `now`. */
+  protected take(units: number, cost: number, now: number): void {
+    this.units = tokensAfter(units, cost) + this.held;
+    this.anchorMs = now;
+  }
+
+  /** Back to the fresh state; pending reservations and waiters keep their units and place. */
+  protected resetUnits(): void {
+    this.units = this.capacity;
+    if (this.held === 0) {
+      this.anchorMs = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    this.anchorMs = this.now();
+    this.ledger?.serve();
+  }
+
+  /** True when the bucket is at capacity and nothing is pending. */
+  protected idle(): boolean {
+    const now = this.now();
+    // Reservations whose time has come are spent: settle them before looking.
+    if (this.held !== 0) this.ledger!.settle(now);
+    return this.held === 0 && this.unitsAt(now) >= this.capacity;
+  }
+
+  /** `wait` through the ledger. */
+  protected waitUnits(
+    cost: number | undefined,
+    options: WaitOptions | undefined,
+  ): Promise<Decision> {
+    return this.waitLedger().wait(cost, options);
+  }
+
+  /** `reserve` through the ledger. */
+  protected reserveUnits(
+    cost: number | undefined,
+    options: ReserveOptions | undefined,
+  ): Reservation {
+    return this.waitLedger().reserve(cost, options);
+  }
+
+  /**
+   * @internal For the keyed registry, which keeps a key's state in a slab and moves it into
+   * a bucket object while the key has waiters: `[units, anchorMs]`, as the slab stores them.
+   * Only meaningful while nothing is held (no pending reservation or waiter).
+   */
+  exportState(): [number, number] {
+    return [this.units, this.anchorMs];
+  }
+
+  /**
+   * @internal Loads a state exported by the registry's slab (see {@link exportState}) into a
+   * bucket with nothing held, and its clock high-water mark `seenMs`.
+   */
+  importState(units: number, anchorMs: number, seenMs: number): void {
+    this.units = units;
+    this.anchorMs = anchorMs;
+    if (seenMs > this.seenMs) this.seenMs = seenMs;
+  }
+
+  /** @internal The latest clock reading this bucket has seen (its high-water mark). */
+  get seenClockMs(): number {
+    return this.seenMs;
+  }
+
+  /** @internal `wait` whose error messages name `where` (`KeyedLimiter.wait` for a key). */
+  waitAs(where: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
+    return this.waitLedger().wait(cost, options, where);
+  }
+
+  private waitLedger(): BucketLedger {
+    this.ledger ??= new BucketLedger({
+      where: this.where,
+      capacity: this.capacity,
+      ratePerSecond: this.ratePerSecond,
+      shaping: this.shaping,
+      now: () => this.now(),
+      unitsAt: (now) => this.unitsAt(now),
+      take: (units, cost, now) => this.take(units, cost, now),
+      hold: (units, now) => {
+        this.units = this.baseAt(now);
+        this.anchorMs = now;
+        this.held = units === -this.held ? 0 : this.held + units;
+      },
+      spend: (units, now) => {
+        this.units = this.baseAt(now) - units;
+        this.anchorMs = now;
+        this.held = units === this.held ? 0 : this.held - units;
+      },
+    });
+    return this.ledger;
+  }
+
+  /** A cost of 0 is always allowed, also while reservations hold the bucket in debt. */
+  private freeProbeInDebt(units: number): Decision {
+    return {
+      allowed: true,
+      limit: this.capacity,
+      remaining: 0,
+      retryAfterMs: 0,
+      resetAfterMs: msToRefill(this.capacity - units, this.ratePerSecond),
+    };
+  }
+
+  /** `consume` (`take` true) or `peek` for a checked `cost`. */
+  protected decide(cost: number, take: boolean): Decision {
+    const now = this.now();
+    const units = this.unitsAt(now);
+    if (this.shaping && this.held !== 0 && cost > 0 && this.ledger!.blocks(units)) {
+      return this.behindQueue(cost, units);
+    }
+    if (cost === 0 && units < 0) return this.freeProbeInDebt(units);
+    const decision = bucketDecision(cost, units, this.capacity, this.ratePerSecond);
+    if (take && decision.allowed && cost > 0) this.take(units, cost, now);
+    return decision;
+  }
+
+  /** The denial of a plain request while others wait in the shaping queue. */
+  private behindQueue(cost: number, units: number): Decision {
+    const fitMs = fits(cost, this.capacity)
+      ? msToRefill(cost - units, this.ratePerSecond)
+      : Number.POSITIVE_INFINITY;
+    const servedMs = this.ledger!.msUntilServed(units);
+    return {
+      allowed: false,
+      limit: this.capacity,
+      remaining: 0,
+      retryAfterMs: fitMs > servedMs ? fitMs : servedMs,
+      resetAfterMs: msToRefill(this.capacity - units, this.ratePerSecond),
+    };
+  }
+}
