@@ -1,4 +1,4 @@
-import { checkClock, checkCost, checkNumber, checkOptions } from "../errors.js";
+import { checkClock, checkCost, checkOptions } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -8,7 +8,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { WaitQueue } from "../wait.js";
-import { checkWindowClock, readClock, windowClockBoundMs } from "./time.js";
+import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
 import { fixedWindowDecision, fixedWindowEndAt, fixedWindowUsed } from "./window-math.js";
 
 /** Options of {@link FixedWindow}. */
@@ -80,8 +80,7 @@ export class FixedWindow implements Limiter {
 
   constructor(options: FixedWindowOptions) {
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
-    this.limit = checkNumber(WHERE, "limit", o.limit, 0, false);
-    this.windowMs = checkNumber(WHERE, "windowMs", o.windowMs, 0, false);
+    ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);
   }

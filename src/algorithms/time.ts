@@ -1,11 +1,26 @@
-import { badClock } from "../errors.js";
+import { badClock, checkNumber } from "../errors.js";
 import type { Clock } from "../limiter.js";
 
 /**
- * Time helpers shared by the window algorithms: the clock high-water reading and the
- * window index.
+ * Time helpers shared by the window algorithms: their size options, the clock high-water
+ * reading and the window index.
  * @module
  */
+
+/**
+ * Checks the size options every window algorithm has, in their documented order (the
+ * in-memory classes and their Redis twins alike): `limit` then `windowMs`, each a finite
+ * number > 0.
+ * @throws {TypeError} If either is not a number.
+ * @throws {RangeError} If either is NaN, infinite or not above 0.
+ */
+export function checkWindowSize(
+  where: string,
+  options: { readonly limit?: unknown; readonly windowMs?: unknown },
+): { limit: number; windowMs: number } {
+  const limit = checkNumber(where, "limit", options.limit, 0, false);
+  return { limit, windowMs: checkNumber(where, "windowMs", options.windowMs, 0, false) };
+}
 
 /**
  * Reads `clock` and returns the latest time seen: `max(seenMs, reading)`, so a clock

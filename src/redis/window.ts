@@ -1,5 +1,5 @@
-import { checkWindowClock, windowClockBoundMs } from "../algorithms/time.js";
-import { checkNumber, checkOptions } from "../errors.js";
+import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algorithms/time.js";
+import { checkOptions } from "../errors.js";
 import type { Clock } from "../limiter.js";
 import { RedisLimiter } from "./limiter.js";
 import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
@@ -47,8 +47,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
    */
   protected constructor(where: string, options: RedisWindowOptions, defaultPrefix: string) {
     const o = checkOptions<RedisWindowOptions>(where, options);
-    const limit = checkNumber(where, "limit", o.limit, 0, false);
-    const windowMs = checkNumber(where, "windowMs", o.windowMs, 0, false);
+    const { limit, windowMs } = checkWindowSize(where, o);
     if (o.clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
       throw new RangeError(
         `${where}: windowMs must be a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock ` +
