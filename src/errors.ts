@@ -42,6 +42,62 @@ export function checkOptions<T extends object>(where: string, options: unknown):
 }
 
 /**
+ * Checks that `options` names only options of `where`: every own string key must be one
+ * of `known`. Guards JavaScript callers against a typo (`maxkeys`) or a peer library's
+ * name (`max`, `windowMs` on the middleware), which would otherwise be ignored silently.
+ * The message suggests a replacement: `hints[name]` when given (for a peer's names),
+ * else a known option that differs only in case or by at most two edits.
+ * A key whose value is `undefined` is checked too: a misspelt option is wrong whatever
+ * its value.
+ * @throws {TypeError} `KeyedLimiter: unknown option "maxkeys" (did you mean "maxKeys"?);
+ *   known options: maxKeys, idleTimeoutMs`
+ */
+export function checkOptionNames(
+  where: string,
+  options: object,
+  known: readonly string[],
+  hints: Readonly<Record<string, string>> = {},
+): void {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    const hint = Object.hasOwn(hints, name) ? hints[name] : closeName(name, known);
+    const advice = hint === undefined ? "" : ` (${hint})`;
+    throw new TypeError(
+      `${where}: unknown option ${JSON.stringify(name)}${advice}; known options: ${known.join(", ")}`,
+    );
+  }
+}
+
+/** `did you mean "x"?` for the known name closest to `name` (case, or at most 2 edits). */
+function closeName(name: string, known: readonly string[]): string | undefined {
+  const lower = name.toLowerCase();
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of known) {
+    const d = candidate.toLowerCase() === lower ? 0 : editDistance(lower, candidate.toLowerCase());
+    if (d < bestDistance && d < Math.max(candidate.length, name.length) / 2) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best === undefined ? undefined : `did you mean ${JSON.stringify(best)}?`;
+}
+
+/** Levenshtein distance (insert, delete, substitute), O(a·b); option names are short. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitute = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current.push(Math.min(substitute, (previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1));
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
+
+/**
  * Checks a numeric option: a number (else `TypeError`), finite and above `min`
  * (or at least `min` when `inclusive`), else `RangeError`. NaN is a `RangeError`.
  * Message: `TokenBucket: capacity must be a finite number > 0, got 0`.

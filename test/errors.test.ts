@@ -1,5 +1,5 @@
 import { expect, describe as group, test } from "vitest";
-import { checkCost, checkNumber, describe } from "../src/errors.js";
+import { checkCost, checkNumber, checkOptionNames, describe } from "../src/errors.js";
 
 group("describe", () => {
   test.each([
@@ -36,5 +36,54 @@ group("checks", () => {
       new RangeError("X: a must be a finite number >= 0, got -1"),
     );
     expect(checkNumber("X", "a", 0, 0, true)).toBe(0);
+  });
+});
+
+group("checkOptionNames", () => {
+  const known = ["maxKeys", "idleTimeoutMs", "clock"];
+  test.each([
+    {
+      name: "a typo in case is named, with the option meant",
+      options: { maxkeys: 10 },
+      message:
+        'X: unknown option "maxkeys" (did you mean "maxKeys"?); known options: maxKeys, idleTimeoutMs, clock',
+    },
+    {
+      name: "a near misspelling (two edits) is named, with the option meant",
+      options: { idleTimoutMs: 10 },
+      message:
+        'X: unknown option "idleTimoutMs" (did you mean "idleTimeoutMs"?); known options: maxKeys, idleTimeoutMs, clock',
+    },
+    {
+      name: "a peer's name gets the site's hint",
+      options: { max: 5 },
+      hints: { max: "use the limiter's limit or capacity" },
+      message:
+        "X: unknown option \"max\" (use the limiter's limit or capacity); known options: maxKeys, idleTimeoutMs, clock",
+    },
+    {
+      name: "an unrelated name lists the known options only",
+      options: { burst: 5 },
+      message: 'X: unknown option "burst"; known options: maxKeys, idleTimeoutMs, clock',
+    },
+    {
+      name: "an unknown option set to undefined is still an error",
+      options: { clocks: undefined },
+      message:
+        'X: unknown option "clocks" (did you mean "clock"?); known options: maxKeys, idleTimeoutMs, clock',
+    },
+  ])("$name", ({ options, hints, message }) => {
+    expect(() => checkOptionNames("X", options, known, hints)).toThrow(new TypeError(message));
+  });
+
+  test("known options pass, in any combination", () => {
+    expect(checkOptionNames("X", {}, known)).toBeUndefined();
+    expect(checkOptionNames("X", { maxKeys: 1, clock: () => 0 }, known)).toBeUndefined();
+  });
+
+  test("a short unknown name is not matched to a long option by edit distance", () => {
+    expect(() => checkOptionNames("X", { ab: 1 }, ["a", "abcdef"])).toThrow(
+      new TypeError('X: unknown option "ab"; known options: a, abcdef'),
+    );
   });
 });
