@@ -59,7 +59,7 @@ group("checkOptionNames", () => {
       options: { max: 5 },
       hints: { max: "use the limiter's limit or capacity" },
       message:
-        "X: unknown option \"max\" (use the limiter's limit or capacity); known options: maxKeys, idleTimeoutMs, clock",
+        'X: unknown option "max" (use the limiter\'s limit or capacity); known options: maxKeys, idleTimeoutMs, clock',
     },
     {
       name: "an unrelated name lists the known options only",
