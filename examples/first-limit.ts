@@ -5,7 +5,7 @@ import { KeyedLimiter, TokenBucket } from "tollgate";
 const limiter = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 5 }));
 
 function handle(clientId: string): string {
-  const decision = limiter.consume(clientId); // about 60 ns, no allocation on a hot key
+  const decision = limiter.consume(clientId); // tens of nanoseconds, in process
   if (!decision.allowed) return `429: retry in ${Math.ceil(decision.retryAfterMs / 1000)} s`;
   return `200: ${decision.remaining} left`;
 }
