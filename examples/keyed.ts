@@ -1,4 +1,4 @@
-// The README's "Many keys" example: one limiter per API key, two limits per key with
+// The example of docs/keyed.md: one limiter per API key, two limits per key with
 // allOf, and per-key plans. A manual clock makes the output the same on every run.
 import { allOf, FixedWindow, KeyedLimiter, TokenBucket } from "tollgate";
 

@@ -1,4 +1,4 @@
-// The README's usage example: a token bucket of 3 with 1 token per second,
+// The example of docs/semantics.md: a token bucket of 3 with 1 token per second,
 // on an injected clock so the output is the same on every run.
 import { TokenBucket } from "tollgate";
 

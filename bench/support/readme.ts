@@ -1,5 +1,5 @@
 /**
- * Prints the README's "Benchmarks" section from recorded results, so the README always shows
+ * Prints the recorded-run section of docs/benchmarks.md from recorded results, so it always shows
  * a real run: `npx tsx bench/support/readme.ts bench/results/<core>.json [<http>.json]`.
  * The first file is a `npm run bench` run (sections 1-5), the optional second a
  * `npm run bench:http` run; a single `--all` run can serve as both. With `--report <file>`

@@ -12,7 +12,7 @@ import { checkNumber } from "../errors.js";
  *
  * An item older than the last released one ("too late", more than `windowMs` behind) is
  * released at once at the last released time: for the limiters the clock stands still,
- * as API.md treats a clock going backwards. Counts: `reordered` items arrived behind an
+ * as docs/semantics.md treats a clock going backwards. Counts: `reordered` items arrived behind an
  * earlier-pushed time and were put in order; `late` items were too late even for the
  * window. A window of 0 releases everything at once (no reordering; every step back is late).
  */

@@ -1,0 +1,52 @@
+// One global limit shared by several server processes: every request, from any client, on
+// any instance, draws from one Redis bucket of 10 requests, refilled at 10 per second (say,
+// an upstream that takes no more). The key function returns the same key for every request.
+// Two servers in this process stand for two processes; each has its own Redis connection.
+// Reads REDIS_URL (default redis://127.0.0.1:6379). The demo sends 8 requests to each
+// server, alternating, prints how many passed and closes everything.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Redis } from "ioredis";
+import { rateLimit } from "tollgate/http";
+import { fromIoredis, RedisTokenBucket } from "tollgate/redis";
+
+const url = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+
+/** One server process: its own Redis connection, the same bucket options and prefix. */
+function startInstance(redis: Redis) {
+  const limiter = new RedisTokenBucket({
+    client: fromIoredis(redis),
+    capacity: 10,
+    refillPerSecond: 10,
+    prefix: "example:global:", // the same in every process of the service
+    timeoutMs: 200,
+  });
+  const limit = rateLimit({ limiter, policy: "global", key: () => "global", failure: "closed" });
+  return createServer((req, res) => limit(req, res, () => res.end("ok\n")));
+}
+
+const connections = [new Redis(url), new Redis(url)];
+await connections[0]!.del("example:global:global"); // a clean start for the demo
+const servers = connections.map(startInstance);
+const urls = await Promise.all(
+  servers.map(
+    (server) =>
+      new Promise<string>((resolve) =>
+        server.listen(0, "127.0.0.1", () => {
+          resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+        }),
+      ),
+  ),
+);
+
+const passed = [0, 0];
+for (let i = 0; i < 16; i++) {
+  const response = await fetch(urls[i % 2]!);
+  if (response.status === 200) passed[i % 2]!++;
+  await response.arrayBuffer();
+}
+console.log(`instance A passed ${passed[0]}, instance B passed ${passed[1]}: about 10 together`);
+
+for (const server of servers) server.close();
+await connections[0]!.del("example:global:global");
+for (const redis of connections) redis.disconnect();
