@@ -5,6 +5,7 @@ import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import {
   checkClientKeyOptions,
   clientKey,
+  FETCH_CHECK_EVERY,
   forwardedHops,
   MALFORMED_FORWARDED_KEY,
   MAX_TRUSTED_HOPS,
@@ -662,12 +663,23 @@ describe("UntrustedProxyWarning (forwarding headers with no proxy trusted)", () 
   test("fetch headers: Forwarded counts too; a peer that is no address is left out", () => {
     const lines: string[] = [];
     const warning = new UntrustedProxyWarning("withRateLimit", (line) => lines.push(line));
-    warning.checkFetch(new Headers({ accept: "*/*" }), "192.0.2.1");
     warning.checkFetch(new Headers({ forwarded: "for=1.2.3.4" }), "evil\nline");
     warning.checkFetch(new Headers({ forwarded: "for=1.2.3.4" }), "192.0.2.1");
     expect(lines).toStrictEqual([
       'withRateLimit: a request carried Forwarded but trustProxy is not set, so it was keyed by its peer address; if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy\'s addresses (trustProxy: ["10.0.0.5"]). This warning is written once.',
     ]);
+  });
+
+  test("fetch headers are looked at on the first request, then every 16th, until it fires", () => {
+    const lines: string[] = [];
+    const warning = new UntrustedProxyWarning("withRateLimit", (line) => lines.push(line));
+    warning.checkFetch(new Headers({ accept: "*/*" }), "192.0.2.1"); // looked at: none there
+    const proxied = new Headers({ "x-forwarded-for": "1.2.3.4" });
+    for (let i = 1; i < FETCH_CHECK_EVERY; i++) warning.checkFetch(proxied, "192.0.2.1");
+    expect(lines).toStrictEqual([]);
+    warning.checkFetch(proxied, "192.0.2.1"); // the 17th request: looked at
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("from 192.0.2.1 carried X-Forwarded-For");
   });
 
   test("a logger that throws is ignored, and counts as the one warning", () => {
