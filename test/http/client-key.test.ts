@@ -260,7 +260,7 @@ describe("clientKey", () => {
 });
 
 describe("PeerKeyCache", () => {
-  test("gives clientKey's key for any peer, asked once or again, for any ipv6Prefix", () => {
+  test("gives clientKey's key for any peer, asked once or again, for any ipv6Prefix and the default", () => {
     const peer = fc.oneof(
       fc.ipV4(),
       fc.ipV6(),
@@ -270,7 +270,7 @@ describe("PeerKeyCache", () => {
     );
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: 128 }),
+        fc.option(fc.integer({ min: 1, max: 128 }), { nil: undefined }), // undefined: the /56 default
         fc.array(peer, { maxLength: 20 }),
         (bits, peers) => {
           const c = config(0, undefined, bits);
