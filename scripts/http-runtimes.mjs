@@ -107,7 +107,7 @@ try {
   await (await fetch(trusting.url, forged)).text();
   await (await fetch(trusting.url, { headers: { "x-forwarded-for": "2001:db8:1:2::7" } })).text();
   check("trustProxy off", off.keys, ["127.0.0.1"]);
-  check("trustProxy on (IPv6 by /64)", on.keys, ["203.0.113.9", "2001:db8:1:2::/64"]);
+  check("trustProxy on (IPv6 by /56)", on.keys, ["203.0.113.9", "2001:db8:1::/56"]);
 
   // 4. A rejecting limiter: 503 when closed, passes when open; never a 429.
   const failing = { consume: () => Promise.reject(new Error("store down")) };

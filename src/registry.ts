@@ -109,6 +109,19 @@ function slabBucket(bucket: TokenBucket | LeakyBucket): SlabBucket {
   return { capacity: bucket.capacity, ratePerSecond };
 }
 
+/** The limiter each registry's keys copy, for registries built from one (not a function). */
+const policies = new WeakMap<object, CloneableLimiter>();
+
+/**
+ * The limiter whose configuration every key of `limiter` copies, when `limiter` is a
+ * {@link KeyedLimiter} built from one; `undefined` for a function policy or anything else.
+ * Internal (not exported by the package): `tollgate/http` reads the policy's `windowMs`
+ * for the `w=` of `RateLimit-Policy`.
+ */
+export function keyedPolicyOf(limiter: unknown): CloneableLimiter | undefined {
+  return typeof limiter === "object" && limiter !== null ? policies.get(limiter) : undefined;
+}
+
 /**
  * Many limiters, one per key (an API key, a user id, an IP address): `allow(key, cost)`
  * is what a service calls on every request.
@@ -230,6 +243,7 @@ export class KeyedLimiter {
     if (sweepIntervalMs !== Number.POSITIVE_INFINITY) {
       armSweepTimer(new WeakRef(this), sweepIntervalMs);
     }
+    if (typeof policy !== "function") policies.set(this, policy);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { describe } from "../errors.js";
 import { parseForwarded } from "./forwarded.js";
 import {
+  DEFAULT_IPV6_PREFIX,
   formatKey,
   type IpRange,
   inRange,
@@ -10,17 +11,25 @@ import {
   parseIp,
   parseNode,
   parseRange,
+  trustedFamilyOf,
 } from "./ip.js";
 
 /**
  * Which proxies may tell us the client's address:
  * - `0` / `false` / `undefined`: none; the key is the socket's peer address and forwarding
  *   headers are ignored (anyone can write them).
- * - a number of hops `n`: the nearest `n` proxies in front of the server are trusted; the
- *   client is the `n`-th address counting back from the peer through the forwarding header
- *   (with one proxy, `1`: the last `X-Forwarded-For` entry, the one your proxy appended).
- * - a list of addresses or CIDR ranges (`["10.0.0.0/8", "::1"]`): walk back from the peer
- *   while the address is trusted; the first untrusted address is the client.
+ * - a number of hops `n` (at most {@link MAX_TRUSTED_HOPS}): the nearest `n` proxies in
+ *   front of the server are trusted; the client is the `n`-th address counting back from
+ *   the peer through the forwarding header (with one proxy, `1`: the last
+ *   `X-Forwarded-For` entry, the one your proxy appended). Safe only when clients cannot
+ *   reach the server except through those `n` proxies: a client that connects directly
+ *   (or a count larger than the real chain) picks its own key.
+ * - a list of addresses or CIDR ranges (`["10.0.0.0/8", "::1"]`, recommended): walk back
+ *   from the peer while the address is trusted; the first untrusted address is the client.
+ *   A list that covers every public IPv4 or IPv6 address is refused (see
+ *   {@link checkClientKeyOptions}).
+ *
+ * `true` (trust every hop) is refused: every client could pick its key.
  */
 export type TrustProxy = number | boolean | readonly string[] | undefined;
 
@@ -29,6 +38,23 @@ export type ProxyHeader = "x-forwarded-for" | "forwarded";
 
 /** The key shared by every request whose client address cannot be found. */
 export const UNKNOWN_CLIENT_KEY = "unknown";
+
+/**
+ * The key shared by every request whose trusted forwarding header is malformed: a
+ * `Forwarded` field that does not parse (RFC 7239) or names no element, or an
+ * `X-Forwarded-For` entry that is neither an IP address nor `unknown`. Such a request is
+ * keyed neither as the proxy (whose own requests, a health check, must keep their budget)
+ * nor as anything the client wrote: all of them share this one budget.
+ */
+export const MALFORMED_FORWARDED_KEY = "malformed-forwarded";
+
+/**
+ * The largest hop count `trustProxy` accepts: 4, the deepest chain commonly deployed (a
+ * CDN, a cloud load balancer, an ingress controller, a service-mesh sidecar). A larger
+ * count trusts more proxies than stand in front of the server, so every client could
+ * write the address it is keyed by; for a deeper chain list the proxies' addresses.
+ */
+export const MAX_TRUSTED_HOPS = 4;
 
 /** Validated client-key settings. */
 export interface ClientKeyConfig {
@@ -39,11 +65,20 @@ export interface ClientKeyConfig {
   readonly ipv6Prefix: number;
 }
 
-const MAX_HOPS = 64;
+/** What to tell a caller who trusted too much. */
+const LIST_PROXIES =
+  'list your proxies\' addresses or CIDR ranges instead (trustProxy: ["10.0.0.5", "10.1.0.0/16"])';
 
 /**
- * Validates `trustProxy`, `proxyHeader` and `ipv6Prefix`.
- * @throws {TypeError} for a wrong type; {RangeError} for a bad hop count, address or prefix.
+ * Validates `trustProxy`, `proxyHeader` and `ipv6Prefix` (default
+ * {@link DEFAULT_IPV6_PREFIX}, 56).
+ *
+ * Configurations that trust every client are refused with a `RangeError`: `true`, a hop
+ * count above {@link MAX_TRUSTED_HOPS}, and a list whose ranges (alone or together) cover
+ * every public IPv4 address or all of `2000::/3` (see {@link trustedFamilyOf}):
+ * `["0.0.0.0/0"]`, `["::/0"]`, `["0.0.0.0/1", "128.0.0.0/1"]`, `["::ffff:0:0/96"]`.
+ * @throws {TypeError} for a wrong type; {RangeError} for a bad hop count, address or prefix,
+ *   or a configuration that trusts every client.
  */
 export function checkClientKeyOptions(
   where: string,
@@ -51,15 +86,20 @@ export function checkClientKeyOptions(
   proxyHeader: unknown,
   ipv6Prefix: unknown,
 ): ClientKeyConfig {
-  const trustRange = `a number of hops (an integer from 0 to ${MAX_HOPS}) or an array of IP addresses or CIDR ranges`;
+  const trustRange = `a number of hops (an integer from 0 to ${MAX_TRUSTED_HOPS}) or an array of IP addresses or CIDR ranges`;
   let hops = 0;
   let ranges: IpRange[] = [];
   if (trustProxy === undefined || trustProxy === false) {
     hops = 0;
   } else if (typeof trustProxy === "number") {
-    if (!Number.isInteger(trustProxy) || trustProxy < 0 || trustProxy > MAX_HOPS) {
+    if (!Number.isInteger(trustProxy) || trustProxy < 0) {
       throw new RangeError(
         `${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`,
+      );
+    }
+    if (trustProxy > MAX_TRUSTED_HOPS) {
+      throw new RangeError(
+        `${where}: trustProxy must be at most ${MAX_TRUSTED_HOPS} hops, got ${trustProxy}: a count larger than the proxies in front of the server lets every client pick its key; ${LIST_PROXIES}`,
       );
     }
     hops = trustProxy;
@@ -75,10 +115,19 @@ export function checkClientKeyOptions(
       }
       return range;
     });
+    const family = trustedFamilyOf(ranges);
+    if (family !== undefined) {
+      const all = family === "IPv4" ? "every public IPv4 address" : "all of 2000::/3";
+      throw new RangeError(
+        `${where}: trustProxy must not trust every client, but its ranges cover ${all}, so every client could pick its key; ${LIST_PROXIES}`,
+      );
+    }
+  } else if (trustProxy === true) {
+    throw new RangeError(
+      `${where}: trustProxy must not be true (trust every hop): every client could pick its key; ${LIST_PROXIES}`,
+    );
   } else {
-    // `true` (trust every hop) would let any client pick its own key: refused on purpose.
-    const error = trustProxy === true ? RangeError : TypeError;
-    throw new error(`${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`);
+    throw new TypeError(`${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`);
   }
 
   let header: ProxyHeader = "x-forwarded-for";
@@ -92,7 +141,7 @@ export function checkClientKeyOptions(
     header = proxyHeader;
   }
 
-  let prefix = 64;
+  let prefix = DEFAULT_IPV6_PREFIX;
   if (ipv6Prefix !== undefined) {
     const range = "an integer from 1 to 128";
     if (typeof ipv6Prefix !== "number") {
@@ -119,46 +168,85 @@ export function forwardedHops(value: string, header: ProxyHeader): string[] | un
   return header === "x-forwarded-for" ? value.split(",") : parseForwarded(value);
 }
 
+/** What {@link clientIp} found: an address, no address (`"unknown"`), or a broken header. */
+export type ClientAddress = ParsedIp | "unknown" | "malformed";
+
+/** True when `ip` lies in one of `ranges`. */
+function trusted(ip: ParsedIp, ranges: readonly IpRange[]): boolean {
+  for (const range of ranges) if (inRange(ip, range)) return true;
+  return false;
+}
+
+/**
+ * A `Forwarded` node that hides the address (RFC 7239 section 6): `unknown` or an
+ * obfuscated `_name`, with an optional port (digits, or an obfuscated `_port`).
+ */
+const UNDISCLOSED_NODE = /^(?:unknown|_[a-z0-9._-]+)(?::(?:\d{1,5}|_[a-z0-9._-]+))?$/i;
+
+/**
+ * The address of one hop as a trusted proxy wrote it, or why there is none:
+ * `"unknown"` for what a proxy writes when it will not tell (RFC 7239 section 6: `unknown`,
+ * an obfuscated `_name`, either with an optional port, or an element without `for=`; in
+ * `X-Forwarded-For`, `unknown`), `"malformed"` for anything else that is not an address.
+ */
+function hopAddress(text: string, header: ProxyHeader): ParsedIp | "unknown" | "malformed" {
+  if (header === "x-forwarded-for") {
+    const ip = parseHop(text);
+    if (ip !== undefined) return ip;
+    return text.trim().toLowerCase() === "unknown" ? "unknown" : "malformed";
+  }
+  const ip = parseNode(text);
+  if (ip !== undefined) return ip;
+  return text === "" || UNDISCLOSED_NODE.test(text) ? "unknown" : "malformed";
+}
+
 /**
  * The client's address: the socket peer, or (only with `trustProxy`) an address from the
  * forwarding header chosen as described in {@link TrustProxy}, counting hops from the
  * right (the end that trusted proxies append to, so no prefix a client writes can move
- * it). `undefined` when the chosen entry is missing or not an IP address (`unknown`, an
- * obfuscated `_node`).
+ * it). With a list of ranges the header is read only when the peer is in one of them (an
+ * untrusted peer is the client, whatever it writes).
  *
- * A `Forwarded` field that does not parse (see {@link forwardedHops}) is treated as
- * absent: the result is the peer, the nearest proxy. Only a client can have broken it
- * (a conforming proxy appends a well-formed element), so all such requests share the
- * proxy's key, apart from every well-formed client and from `"unknown"`.
+ * `"unknown"` when there is no address to be had: no peer (a Unix socket), or the chosen
+ * hop is what a proxy writes when it will not tell (`unknown`, an obfuscated `_name`, an
+ * element without `for=`). `"malformed"` when the trusted header is broken: a `Forwarded`
+ * field that does not parse (see {@link forwardedHops}) or names no element, or a chosen
+ * hop that is no address at all (`nonsense`, `1.2.3.4.5`). A conforming proxy appends a
+ * well-formed element, so a broken field was broken by a client (or a broken proxy): it
+ * is keyed neither as the peer (the proxy: its own requests keep their budget) nor by any
+ * address in it (the client's open quote may have swallowed the proxy's element).
  */
 export function clientIp(
   peer: string | undefined,
   forwarded: string | null | undefined,
   config: ClientKeyConfig,
-): ParsedIp | undefined {
+): ClientAddress {
   let ip = typeof peer === "string" ? parseIp(peer) : undefined;
-  if (config.hops === 0 || typeof forwarded !== "string" || forwarded === "") return ip;
+  const none = ip ?? "unknown";
+  if (config.hops === 0 || typeof forwarded !== "string" || forwarded === "") return none;
+  if (config.hops < 0 && (ip === undefined || !trusted(ip, config.ranges))) return none;
   const hops = forwardedHops(forwarded, config.header);
-  if (hops === undefined) return ip; // malformed Forwarded: as if absent
-  const parse = config.header === "x-forwarded-for" ? parseHop : parseNode;
+  if (hops === undefined || hops.length === 0) return "malformed";
   if (config.hops > 0) {
-    if (hops.length === 0) return ip; // only empty Forwarded elements: as if absent
     // [peer, last hop, ..., first hop][n], or the first hop when the chain is shorter.
-    const index = Math.max(0, hops.length - config.hops);
-    return parse(hops[index]!);
+    return hopAddress(hops[Math.max(0, hops.length - config.hops)]!, config.header);
   }
   for (let i = hops.length - 1; i >= 0; i--) {
-    if (ip === undefined || !config.ranges.some((range) => inRange(ip!, range))) return ip;
-    ip = parse(hops[i]!);
+    const hop = hopAddress(hops[i]!, config.header);
+    if (typeof hop === "string") return hop; // a trusted proxy wrote no address
+    ip = hop;
+    if (!trusted(ip, config.ranges)) return ip;
   }
-  return ip;
+  return ip!; // every hop trusted: the first one
 }
 
 /**
  * The default rate-limit key of a request: its client address (see {@link clientIp})
- * formatted by `formatKey` (IPv6 grouped by `ipv6Prefix`), or {@link UNKNOWN_CLIENT_KEY}
- * when no usable address is found (a Unix socket, a proxy that wrote `unknown`): all such
- * requests then share one key, which limits them together rather than not at all.
+ * formatted by `formatKey` (IPv6 grouped by `ipv6Prefix`), {@link UNKNOWN_CLIENT_KEY}
+ * when no address is to be had (a Unix socket, a proxy that wrote `unknown`), or
+ * {@link MALFORMED_FORWARDED_KEY} when the trusted forwarding header is broken. All
+ * requests without an address, and all with a broken header, share one key each, which
+ * limits them together rather than not at all.
  */
 export function clientKey(
   peer: string | undefined,
@@ -169,7 +257,9 @@ export function clientKey(
     return ipKey(peer, config.ipv6Prefix) ?? UNKNOWN_CLIENT_KEY; // no proxy involved
   }
   const ip = clientIp(peer, forwarded, config);
-  return ip === undefined ? UNKNOWN_CLIENT_KEY : formatKey(ip, config.ipv6Prefix);
+  if (ip === "unknown") return UNKNOWN_CLIENT_KEY;
+  if (ip === "malformed") return MALFORMED_FORWARDED_KEY;
+  return formatKey(ip, config.ipv6Prefix);
 }
 
 /** How many raw peer addresses a {@link PeerKeyCache} remembers before it starts over. */
@@ -181,7 +271,8 @@ export const PEER_KEY_CACHE_SIZE = 1024;
  * IPv6 peer (about 0.6 µs to parse and group) or an IPv4-mapped one (`::ffff:a.b.c.d`,
  * what a server listening on `::` sees for IPv4 clients) is normalized once, not on every
  * request of its keep-alive connection. Bounded: after {@link PEER_KEY_CACHE_SIZE}
- * distinct addresses it is cleared, so a client cycling through its /64 cannot grow it.
+ * distinct addresses it is cleared, so a client cycling through the addresses of its
+ * network cannot grow it.
  * The mapping is a pure function of the address, so a stale entry cannot exist.
  */
 export class PeerKeyCache {
@@ -199,5 +290,111 @@ export class PeerKeyCache {
       this.keys.set(peer, key);
     }
     return key;
+  }
+}
+
+/** How often {@link UntrustedProxyWarning.checkFetch} looks at a request's headers. */
+export const FETCH_CHECK_EVERY = 16;
+
+/** The parts of a node:http (or Express) request that {@link UntrustedProxyWarning} reads. */
+export interface ForwardedRequest {
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly socket?: { readonly remoteAddress?: string | undefined } | undefined;
+  /** Express's application, whose `get("trust proxy")` names its own proxy setting. */
+  readonly app?: unknown;
+}
+
+/**
+ * Warns once, in one line, that a forwarding header (`X-Forwarded-For` or `Forwarded`)
+ * reached a middleware that trusts no proxy: if a proxy sent it, every client behind that
+ * proxy is keyed by the proxy's address and shares one budget. (express-rate-limit warns
+ * the same way; tollgate does not inherit Express's `trust proxy`, which may be `true`,
+ * trust-everything, so the warning says when the app sets it.)
+ *
+ * Cheap on the request path: until the warning has fired, a check reads the two header
+ * names and nothing else (a fetch check, only every {@link FETCH_CHECK_EVERY}th request);
+ * after it, a check reads nothing. A client can make it
+ * fire by sending the header itself: one line per middleware, never more.
+ */
+export class UntrustedProxyWarning {
+  /** True once the warning was written; from then on the checks read nothing. */
+  get fired(): boolean {
+    return this.done;
+  }
+
+  private done = false;
+  /** Fetch requests seen before the warning fired (see {@link checkFetch}). */
+  private seen = 0;
+
+  /**
+   * @param where The middleware's name, for the message (`rateLimit`).
+   * @param warn Writes the line; `console.warn` by default. Errors it throws are ignored.
+   */
+  constructor(
+    private readonly where: string,
+    private readonly warn: (line: string) => void = (line) => console.warn(line),
+  ) {}
+
+  /** Checks a node:http or Express request (`req.headers`, lower-case names). */
+  checkNode(req: ForwardedRequest): void {
+    if (this.done) return;
+    const headers = req.headers;
+    const name =
+      headers["x-forwarded-for"] !== undefined
+        ? "X-Forwarded-For"
+        : headers.forwarded !== undefined
+          ? "Forwarded"
+          : undefined;
+    if (name !== undefined) this.fire(name, req.socket?.remoteAddress, req.app);
+  }
+
+  /**
+   * Checks a fetch `Request`'s headers; `peer` is its peer address, when known. A lookup
+   * in a `Headers` costs about 0.1 µs in Node (against a few ns for node's plain header
+   * object), so only the first request and then every {@link FETCH_CHECK_EVERY}th one are
+   * looked at: behind a proxy every request carries the header, so the warning comes
+   * within that many requests, at a sixteenth of the cost.
+   */
+  checkFetch(headers: Headers, peer: string | undefined): void {
+    if (this.done || this.seen++ % FETCH_CHECK_EVERY !== 0) return;
+    const name = headers.has("x-forwarded-for")
+      ? "X-Forwarded-For"
+      : headers.has("forwarded")
+        ? "Forwarded"
+        : undefined;
+    if (name !== undefined) this.fire(name, peer, undefined);
+  }
+
+  /** Writes the one line. */
+  private fire(header: string, peer: string | undefined, app: unknown): void {
+    this.done = true;
+    // The canonical form of a parsed address only: never text a client could have chosen.
+    const address = ipKey(peer, 128);
+    const from = address === undefined ? "" : ` from ${address}`;
+    const example = address === undefined ? '"10.0.0.5"' : JSON.stringify(address);
+    const line =
+      `${this.where}: a request${from} carried ${header} but trustProxy is not set, so it was keyed by its peer address; ` +
+      `if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy's addresses (trustProxy: [${example}])` +
+      (expressTrustsProxies(app)
+        ? `. This Express app sets "trust proxy", which tollgate does not inherit (it may trust every client)`
+        : "") +
+      ". This warning is written once.";
+    try {
+      this.warn(line);
+    } catch {
+      // A logger that throws must not fail the request.
+    }
+  }
+}
+
+/** True when `app` is an Express application whose `trust proxy` setting trusts some proxy. */
+function expressTrustsProxies(app: unknown): boolean {
+  try {
+    const get = (app as { get?: unknown } | null | undefined)?.get;
+    if (typeof get !== "function") return false;
+    const setting: unknown = get.call(app, "trust proxy");
+    return setting !== undefined && setting !== false && setting !== 0 && setting !== null;
+  } catch {
+    return false; // not Express after all
   }
 }

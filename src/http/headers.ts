@@ -1,6 +1,7 @@
 import { describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { TOLERANCE } from "../numeric.js";
+import { keyedPolicyOf } from "../registry.js";
 
 /**
  * The largest Integer a Structured Field can carry (RFC 9651 section 3.3.1: at most 15
@@ -24,11 +25,20 @@ export interface RateLimitHeadersOptions {
    */
   readonly windowSeconds?: number | undefined;
   /**
-   * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`
-   * (reset in delta seconds, never an epoch) for older clients.
+   * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` for
+   * older clients. `X-RateLimit-Reset` is a Unix time in whole seconds (rounded up), as
+   * express-rate-limit's legacy headers and the GitHub REST API send it (see
+   * {@link resetEpochSeconds}); the delta in seconds is the `t` of `RateLimit`.
    * @default false
    */
   readonly legacy?: boolean | undefined;
+  /**
+   * The wall clock `X-RateLimit-Reset` is counted on: milliseconds since the Unix epoch.
+   * Separate from a limiter's clock (which is monotonic and starts anywhere); inject it in
+   * tests.
+   * @default Date.now
+   */
+  readonly wallClock?: (() => number) | undefined;
   /**
    * Send the draft-10 `RateLimit-Policy` and `RateLimit` fields.
    * @default true
@@ -90,6 +100,102 @@ export function checkWindowSeconds(where: string, value: unknown): number | unde
     throw new RangeError(`${where}: windowSeconds must be ${range}, got ${describe(value)}`);
   }
   return value;
+}
+
+/**
+ * The window, in milliseconds, of a limiter that has one: its own `windowMs` (a
+ * `FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`, their Redis counterparts, or
+ * any object with a finite `windowMs` > 0), or that of the policy a `KeyedLimiter` copies
+ * per key. `undefined` for a limiter without a window (a token or leaky bucket), an
+ * `allOf` (several windows), and a `KeyedLimiter` built from a function (its keys may
+ * differ).
+ */
+export function limiterWindowMs(limiter: unknown): number | undefined {
+  if (typeof limiter !== "object" || limiter === null) return undefined;
+  const own = (limiter as { windowMs?: unknown }).windowMs;
+  const windowMs =
+    own !== undefined
+      ? own
+      : (keyedPolicyOf(limiter) as { windowMs?: unknown } | undefined)?.windowMs;
+  return typeof windowMs === "number" && windowMs > 0 && windowMs < Number.POSITIVE_INFINITY
+    ? windowMs
+    : undefined;
+}
+
+/**
+ * The `w=` of `RateLimit-Policy` a limiter states by itself: its window
+ * ({@link limiterWindowMs}) in seconds, when that is a whole number from 1 to
+ * {@link MAX_SF_INTEGER} (within the relative 1e-9 of {@link ceilSeconds}, so float noise
+ * does not count). `undefined` when it has no window, or a window that is not whole
+ * seconds (500 ms, 1.5 s): `w` is an Integer (draft-10 section 3.1.3), and a rounded one
+ * would misstate the quota's rate (`q=10;w=1` for 10 per 1.5 s says 10 per second), so it
+ * is left out.
+ */
+export function windowSecondsOf(limiter: unknown): number | undefined {
+  const windowMs = limiterWindowMs(limiter);
+  if (windowMs === undefined) return undefined;
+  const seconds = windowMs / 1000;
+  const whole = Math.round(seconds);
+  if (whole < 1 || whole > MAX_SF_INTEGER) return undefined;
+  return Math.abs(seconds - whole) <= TOLERANCE * seconds ? whole : undefined;
+}
+
+/**
+ * The `w=` a middleware sends: `windowSeconds` (already checked by
+ * {@link checkWindowSeconds}) when given, else {@link windowSecondsOf} the limiter. When
+ * both exist they must agree, so the header cannot state a window the limiter does not
+ * enforce.
+ * @throws {RangeError} If `windowSeconds` is given and the limiter's window is another
+ *   (`rateLimit: windowSeconds is 60 but the limiter's window is 30 s (windowMs 30000)`),
+ *   or is not whole seconds, so no `w` can state it.
+ */
+export function policyWindowSeconds(
+  where: string,
+  limiter: unknown,
+  windowSeconds: number | undefined,
+): number | undefined {
+  const derived = windowSecondsOf(limiter);
+  if (windowSeconds === undefined || windowSeconds === derived) return derived ?? windowSeconds;
+  const windowMs = limiterWindowMs(limiter);
+  if (windowMs === undefined) return windowSeconds; // a bucket, a function policy: nothing to check
+  throw new RangeError(
+    derived === undefined
+      ? `${where}: windowSeconds is ${windowSeconds} but the limiter's window (windowMs ${windowMs}) is not a whole number of seconds, so no w= can state it; leave windowSeconds out (w= is then omitted)`
+      : `${where}: windowSeconds is ${windowSeconds} but the limiter's window is ${derived} s (windowMs ${windowMs}); leave windowSeconds out to send the limiter's own`,
+  );
+}
+
+/**
+ * Checks an optional `wallClock` option: a function (milliseconds since the Unix epoch).
+ * Returns it, or `Date.now` when undefined.
+ * @throws {TypeError} for anything but a function.
+ */
+export function checkWallClock(where: string, value: unknown): () => number {
+  if (value === undefined) return Date.now;
+  if (typeof value === "function") return value as () => number;
+  throw new TypeError(
+    `${where}: wallClock must be a function returning milliseconds since the Unix epoch, got ${describe(value)}`,
+  );
+}
+
+/**
+ * The value of `X-RateLimit-Reset`: the Unix time, in whole seconds, `resetSeconds` (the
+ * `t` of `RateLimit`, a whole number >= 0) from the wall-clock reading `nowMs`:
+ * `ceil(nowMs / 1000) + resetSeconds`, so it is never earlier than the reset itself (it
+ * may be up to a second later, like `t`). The convention of express-rate-limit's legacy
+ * headers (`Math.ceil(resetTime.getTime() / 1000)`) and of the GitHub REST API ("the time
+ * at which the current rate limit window resets in UTC epoch seconds"). At most
+ * {@link MAX_SF_INTEGER}.
+ * @throws {RangeError} If `nowMs` is not a finite number >= 0 (a broken `wallClock`).
+ */
+export function resetEpochSeconds(nowMs: number, resetSeconds: number): number {
+  if (!(nowMs >= 0 && nowMs < Number.POSITIVE_INFINITY)) {
+    throw new RangeError(
+      `rateLimitHeaders: wallClock must return a finite number of milliseconds since the Unix epoch >= 0, got ${describe(nowMs)}`,
+    );
+  }
+  const epoch = Math.ceil(nowMs / 1000) + resetSeconds;
+  return epoch < MAX_SF_INTEGER ? epoch : MAX_SF_INTEGER;
 }
 
 /** A Structured Field String: `"` + text with `\` and `"` escaped + `"`. */
@@ -172,7 +278,7 @@ export function retryAfterSeconds(decision: Decision): number | undefined {
  * - `Retry-After: <seconds>` on a denial: `ceil(retryAfterMs / 1000)` without float
  *   noise, at least 1, never sent when `retryAfterMs` is `Infinity`;
  * - with `legacy`, `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
- *   (same numbers; reset in delta seconds).
+ *   (same numbers; the reset as a Unix time in seconds, see {@link resetEpochSeconds}).
  *
  * Numbers are whole and never negative: `remaining` is clamped to `[0, limit]` (a custom
  * limiter reporting `remaining: 50` of `limit: 5` says `r=5`), a negative `resetAfterMs`
@@ -199,12 +305,14 @@ export function rateLimitHeaders(
   }
   const policy = checkPolicyName("rateLimitHeaders", options.policy);
   const windowSeconds = checkWindowSeconds("rateLimitHeaders", options.windowSeconds);
+  const wallClock = checkWallClock("rateLimitHeaders", options.wallClock);
   return buildHeaders(
     decision,
     sfString(policy),
     windowSeconds,
     options.draft !== false,
     options.legacy === true,
+    wallClock,
   );
 }
 
@@ -262,24 +370,50 @@ export function wholeText(value: number): string {
  * The header text of one middleware, with its constant parts joined once at construction:
  * `"<policy>";q=` and `;w=<windowSeconds>` for `RateLimit-Policy` (whose whole value is
  * also kept for the last `limit` seen, since a limiter's limit rarely changes), and
- * `"<policy>";r=` for `RateLimit` (whose last value is kept too). Produces exactly the
- * strings of {@link buildHeaders}.
+ * `"<policy>";r=` for `RateLimit` (whose last value is kept too), and the last
+ * `X-RateLimit-Reset` text (a Unix time: it changes once a second for a steady `t`).
+ * Produces exactly the strings of {@link buildHeaders}.
  */
 export class HeaderText {
   private readonly policyHead: string;
   private readonly policyTail: string;
   private readonly rateHead: string;
+  private readonly wallClock: () => number;
   private lastLimit = -1;
   private lastPolicy = "";
   private lastRemaining = -1;
   private lastReset = -2; // -1 is a valid reset ("none")
   private lastRate = "";
+  private lastEpoch = -1;
+  private lastEpochText = "";
 
-  /** `quotedPolicy` is the SF String of a checked name; `windowSeconds` a checked one. */
-  constructor(quotedPolicy: string, windowSeconds: number | undefined) {
+  /**
+   * `quotedPolicy` is the SF String of a checked name; `windowSeconds` a checked one;
+   * `wallClock` reads milliseconds since the Unix epoch, for `X-RateLimit-Reset`.
+   */
+  constructor(
+    quotedPolicy: string,
+    windowSeconds: number | undefined,
+    wallClock: () => number = Date.now,
+  ) {
     this.policyHead = `${quotedPolicy};q=`;
     this.policyTail = windowSeconds === undefined ? "" : `;w=${windowSeconds}`;
     this.rateHead = `${quotedPolicy};r=`;
+    this.wallClock = wallClock;
+  }
+
+  /**
+   * The `X-RateLimit-Reset` value for a reset `t` of `reset` seconds (>= 0): the Unix time
+   * of {@link resetEpochSeconds}, read on the wall clock now. The last text is kept.
+   * @throws {RangeError} If the wall clock reads anything but a finite number >= 0.
+   */
+  resetEpoch(reset: number): string {
+    const epoch = resetEpochSeconds(this.wallClock(), reset);
+    if (epoch !== this.lastEpoch) {
+      this.lastEpochText = wholeText(epoch);
+      this.lastEpoch = epoch;
+    }
+    return this.lastEpochText;
   }
 
   /** The `RateLimit-Policy` value for a whole `limit`. */
@@ -317,10 +451,11 @@ export function buildHeaders(
   windowSeconds: number | undefined,
   draft: boolean,
   legacy: boolean,
+  wallClock: () => number = Date.now,
 ): Record<string, string> {
   const n: DecisionNumbers = { limit: 0, remaining: 0, retryAfter: -1, reset: -1 };
   readDecision(decision, n);
-  return headersOf(n, new HeaderText(quotedPolicy, windowSeconds), draft, legacy);
+  return headersOf(n, new HeaderText(quotedPolicy, windowSeconds, wallClock), draft, legacy);
 }
 
 /** The header object for checked numbers (insertion order is the order they are set). */
@@ -338,7 +473,7 @@ export function headersOf(
   if (legacy) {
     headers["X-RateLimit-Limit"] = wholeText(n.limit);
     headers["X-RateLimit-Remaining"] = wholeText(n.remaining);
-    if (n.reset >= 0) headers["X-RateLimit-Reset"] = wholeText(n.reset);
+    if (n.reset >= 0) headers["X-RateLimit-Reset"] = text.resetEpoch(n.reset);
   }
   if (n.retryAfter >= 0) headers["Retry-After"] = wholeText(n.retryAfter);
   return headers;

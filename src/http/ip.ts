@@ -192,17 +192,32 @@ export function formatKey(ip: ParsedIp, ipv6Prefix: number): string {
 }
 
 /**
+ * How many leading bits of an IPv6 address make its key by default: 56, one key per
+ * customer network. A host can pick any address of its /64, and a customer typically holds
+ * a /56 (a common ISP assignment, RFC 6177 recommends /56 or /48 for sites) and can use
+ * any of its 256 /64s, so keying by /64 would give that customer 256 budgets (a /48,
+ * 65,536). express-rate-limit moved its default from /64 to /56 in version 8 for this
+ * reason. The cost: every device behind one /56 (a household, a small office) shares one
+ * budget, as every device behind one IPv4 NAT address does.
+ */
+export const DEFAULT_IPV6_PREFIX = 56;
+
+/**
  * The rate-limit key of an address: IPv4 (and IPv4-mapped IPv6) as dotted quad, IPv6
- * grouped by its first `ipv6Prefix` bits (default 64: one key per customer network, since
- * a single host typically gets a whole /64 and can pick any address in it, RFC 6177).
- * `undefined` when `address` is not an IP address.
+ * grouped by its first `ipv6Prefix` bits (default {@link DEFAULT_IPV6_PREFIX}, 56: one key
+ * per customer network, so a customer cannot multiply its budget by moving through the
+ * /64s of its /56). `undefined` when `address` is not an IP address.
  *
  * @example
  * ipKey("::ffff:203.0.113.7")       //=> "203.0.113.7"
- * ipKey("2001:db8:1:2:aaaa::1")     //=> "2001:db8:1:2::/64"
+ * ipKey("2001:db8:1:2aa::1")        //=> "2001:db8:1:200::/56"
+ * ipKey("2001:db8:1:2aa::1", 64)    //=> "2001:db8:1:2aa::/64"
  * ipKey("2001:db8::1", 128)         //=> "2001:db8::1"
  */
-export function ipKey(address: string | undefined, ipv6Prefix = 64): string | undefined {
+export function ipKey(
+  address: string | undefined,
+  ipv6Prefix = DEFAULT_IPV6_PREFIX,
+): string | undefined {
   if (typeof address !== "string") return undefined;
   // Fast paths for the usual peers: strict dotted quads are already in canonical form.
   if (!address.includes(":")) return parseV4(address) < 0 ? undefined : address;
@@ -247,4 +262,78 @@ export function inRange(ip: ParsedIp, range: IpRange): boolean {
   const a = maskV6(ip.v6, range.prefix);
   const b = maskV6(r.v6, range.prefix);
   return a.every((g, i) => g === b[i]);
+}
+
+/**
+ * The IPv4 blocks whose addresses are not public (IANA IPv4 Special-Purpose Address
+ * Registry, RFC 6890, "Globally Reachable: False", plus multicast 224.0.0.0/4, which is
+ * never the source of a connection): no client on the internet connects from them.
+ */
+const NON_PUBLIC_V4 = [
+  "0.0.0.0/8",
+  "10.0.0.0/8",
+  "100.64.0.0/10",
+  "127.0.0.0/8",
+  "169.254.0.0/16",
+  "172.16.0.0/12",
+  "192.0.0.0/24",
+  "192.0.2.0/24",
+  "192.168.0.0/16",
+  "198.18.0.0/15",
+  "198.51.100.0/24",
+  "203.0.113.0/24",
+  "224.0.0.0/4",
+  "240.0.0.0/4",
+];
+
+/** An address as an unsigned integer (IPv4: 32 bits, IPv6: 128 bits). */
+function addressValue(ip: ParsedIp): bigint {
+  if ("v4" in ip) return BigInt(ip.v4);
+  let value = 0n;
+  for (const group of ip.v6) value = (value << 16n) | BigInt(group);
+  return value;
+}
+
+/** True when the union of `blocks` (`[first, last]`, inclusive) covers `[from, to]`. */
+function coversInterval(blocks: Array<[bigint, bigint]>, from: bigint, to: bigint): boolean {
+  blocks.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  let next = from; // the first address not yet known to be covered
+  for (const [first, last] of blocks) {
+    if (last < next) continue;
+    if (first > next) return false; // a gap at `next`
+    next = last + 1n;
+    if (next > to) return true;
+  }
+  return next > to;
+}
+
+/** The `[first, last]` addresses of a range, whatever host bits its address carries. */
+function rangeBlock(range: IpRange, bits: number): [bigint, bigint] {
+  const hostBits = BigInt(bits - range.prefix);
+  const first = (addressValue(range.ip) >> hostBits) << hostBits;
+  return [first, first + (1n << hostBits) - 1n];
+}
+
+/**
+ * Which address family `ranges` trust entirely, as far as clients on the internet go:
+ * `"IPv4"` when their union covers every public IPv4 address (every address outside the
+ * special-purpose blocks of RFC 6890 and multicast), `"IPv6"` when it covers all of
+ * `2000::/3` (global unicast, where every public IPv6 address is allocated), else
+ * `undefined`. Unions count (`0.0.0.0/1` with `128.0.0.0/1` is all of IPv4), and so do
+ * IPv4-mapped ranges (`::ffff:0:0/96` is held as `0.0.0.0/0`, see {@link parseRange}).
+ * Trusting such a list lets every client write its own address into the forwarding header.
+ */
+export function trustedFamilyOf(ranges: readonly IpRange[]): "IPv4" | "IPv6" | undefined {
+  const v4: Array<[bigint, bigint]> = NON_PUBLIC_V4.map((text) =>
+    rangeBlock(parseRange(text)!, 32),
+  );
+  const v6: Array<[bigint, bigint]> = [];
+  for (const range of ranges) {
+    if ("v4" in range.ip) v4.push(rangeBlock(range, 32));
+    else v6.push(rangeBlock(range, 128));
+  }
+  if (coversInterval(v4, 0n, (1n << 32n) - 1n)) return "IPv4";
+  const globalFirst = 1n << 125n; // 2000::
+  if (coversInterval(v6, globalFirst, (2n << 125n) - 1n)) return "IPv6";
+  return undefined;
 }

@@ -1,15 +1,22 @@
+import express from "express";
 import fc from "fast-check";
-import { describe, expect, test } from "vitest";
+import { describe, expect, test, vi } from "vitest";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import {
   checkClientKeyOptions,
   clientKey,
+  FETCH_CHECK_EVERY,
   forwardedHops,
+  MALFORMED_FORWARDED_KEY,
+  MAX_TRUSTED_HOPS,
   PEER_KEY_CACHE_SIZE,
   PeerKeyCache,
   type ProxyHeader,
   type TrustProxy,
   UNKNOWN_CLIENT_KEY,
+  UntrustedProxyWarning,
 } from "../../src/http/client-key.js";
+import { KeyedLimiter } from "../../src/registry.js";
 
 const config = (trustProxy: TrustProxy, proxyHeader?: ProxyHeader, ipv6Prefix?: number) =>
   checkClientKeyOptions("test", trustProxy, proxyHeader, ipv6Prefix);
@@ -77,12 +84,20 @@ describe("clientKey", () => {
       "2001:db8:1:2::99",
       1,
       "x-forwarded-for",
-      "2001:db8:1:2::/64",
+      "2001:db8:1::/56",
     ],
     [
-      "1 hop, garbage entry: unknown",
+      "1 hop, garbage entry: malformed",
       "10.0.0.2",
       "6.6.6.6, nonsense",
+      1,
+      "x-forwarded-for",
+      MALFORMED_FORWARDED_KEY,
+    ],
+    [
+      "1 hop, the proxy wrote unknown: unknown",
+      "10.0.0.2",
+      "6.6.6.6, Unknown",
       1,
       "x-forwarded-for",
       UNKNOWN_CLIENT_KEY,
@@ -141,7 +156,7 @@ describe("clientKey", () => {
       'for=6.6.6.6, for="[2001:db8:cafe::17]:4711";proto=https',
       1,
       "forwarded",
-      "2001:db8:cafe::/64",
+      "2001:db8:cafe::/56",
     ],
     [
       "Forwarded: case-insensitive name, other pairs",
@@ -168,20 +183,52 @@ describe("clientKey", () => {
       UNKNOWN_CLIENT_KEY,
     ],
     [
-      "Forwarded read, X-Forwarded-For style value does not parse: as if absent, the peer",
+      "Forwarded: unknown with an obfuscated port: unknown",
+      "10.0.0.2",
+      'for="unknown:_p1"',
+      1,
+      "forwarded",
+      UNKNOWN_CLIENT_KEY,
+    ],
+    [
+      "Forwarded: a for= that is no node at all: malformed",
+      "10.0.0.2",
+      "for=nonsense",
+      1,
+      "forwarded",
+      MALFORMED_FORWARDED_KEY,
+    ],
+    [
+      "Forwarded read, X-Forwarded-For style value does not parse: malformed, not the peer",
       "10.0.0.2",
       "6.6.6.6",
       1,
       "forwarded",
-      "10.0.0.2",
+      MALFORMED_FORWARDED_KEY,
     ],
     [
-      "Forwarded with only empty elements: as if absent, the peer",
+      "Forwarded with only empty elements (no proxy appended): malformed, not the peer",
       "10.0.0.2",
       " , ,",
       1,
       "forwarded",
+      MALFORMED_FORWARDED_KEY,
+    ],
+    [
+      "list: malformed Forwarded from a trusted peer: malformed",
       "10.0.0.2",
+      'for="1.2.3.4',
+      ["10.0.0.0/8"],
+      "forwarded",
+      MALFORMED_FORWARDED_KEY,
+    ],
+    [
+      "list: malformed Forwarded from an untrusted peer: the peer, its own key",
+      "198.51.100.4",
+      'for="1.2.3.4',
+      ["10.0.0.0/8"],
+      "forwarded",
+      "198.51.100.4",
     ],
     [
       "no peer at all (Unix socket): unknown",
@@ -198,7 +245,11 @@ describe("clientKey", () => {
     });
   });
 
-  test("ipv6Prefix changes the grouping of the peer", () => {
+  test("ipv6Prefix changes the grouping of the peer (default /56)", () => {
+    expect(clientKey("2001:db8:1:2::99", undefined, config(0))).toBe("2001:db8:1::/56");
+    expect(clientKey("2001:db8:1:2::99", undefined, config(0, undefined, 64))).toBe(
+      "2001:db8:1:2::/64",
+    );
     expect(clientKey("2001:db8:1:2::99", undefined, config(0, undefined, 128))).toBe(
       "2001:db8:1:2::99",
     );
@@ -209,7 +260,7 @@ describe("clientKey", () => {
 });
 
 describe("PeerKeyCache", () => {
-  test("gives clientKey's key for any peer, asked once or again, for any ipv6Prefix", () => {
+  test("gives clientKey's key for any peer, asked once or again, for any ipv6Prefix and the default", () => {
     const peer = fc.oneof(
       fc.ipV4(),
       fc.ipV6(),
@@ -219,7 +270,7 @@ describe("PeerKeyCache", () => {
     );
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: 128 }),
+        fc.option(fc.integer({ min: 1, max: 128 }), { nil: undefined }), // undefined: the /56 default
         fc.array(peer, { maxLength: 20 }),
         (bits, peers) => {
           const c = config(0, undefined, bits);
@@ -256,15 +307,16 @@ describe("forwardedHops", () => {
 describe("a client's open quote in Forwarded cannot swallow the element the trusted proxy appended", () => {
   // The QA repros: the old parser flipped a flag on every `"` and ignored `\`, so the
   // client's unterminated quote ran over the proxy's `, for=203.0.113.9` and the client's
-  // own `for=1.2.3.4` (or garbage, giving "unknown") was taken instead.
+  // own `for=1.2.3.4` (or garbage, giving "unknown") was taken instead. A field broken so
+  // is keyed "malformed-forwarded": neither the client's pick nor the proxy (10.0.0.1).
   const headers: Array<[string, string, string]> = [
-    ["open quote in a later pair", 'for=1.2.3.4;a=", for=203.0.113.9', "10.0.0.1"],
+    ["open quote in a later pair", 'for=1.2.3.4;a=", for=203.0.113.9', MALFORMED_FORWARDED_KEY],
     [
       "escaped quote, then an open quote",
       'for="x\\", for=1.2.3.4;a=", for=203.0.113.9',
       "203.0.113.9",
     ],
-    ["open quote as the for= value", 'for="1.2.3.4, for=203.0.113.9', "10.0.0.1"],
+    ["open quote as the for= value", 'for="1.2.3.4, for=203.0.113.9', MALFORMED_FORWARDED_KEY],
     ["closed quote with an escaped quote inside", 'for="a\\"b", for=203.0.113.9', "203.0.113.9"],
   ];
   const trusts: Array<[string, TrustProxy]> = [
@@ -310,14 +362,14 @@ describe("a client's open quote in Forwarded cannot swallow the element the trus
     { name: "1 hop", trust: 1 as TrustProxy },
     { name: "a trusted range", trust: ["10.0.0.0/8"] as TrustProxy },
   ])(
-    "property ($name): the proxy's for= is the key, or the peer when the field is malformed; never the client's pick",
+    "property ($name): the proxy's for= is the key, or malformed-forwarded when the field is malformed; never the client's pick nor the proxy",
     ({ trust }) => {
       const cfg = config(trust, "forwarded");
       fc.assert(
         fc.property(clientPrefix, proxySeen, (prefix, addr) => {
           const key = clientKey(peer, `${prefix}, for=${addr}`, cfg);
           if (forwardedHops(prefix, "forwarded") !== undefined) expect(key).toBe(addr);
-          else expect([addr, peer]).toContain(key);
+          else expect([addr, MALFORMED_FORWARDED_KEY]).toContain(key);
         }),
         { numRuns: 3000 },
       );
@@ -330,7 +382,7 @@ describe("a client's open quote in Forwarded cannot swallow the element the trus
       fc.property(clientPrefix, proxySeen, (prefix, addr) => {
         const key = clientKey(peer, `${prefix}, for=${addr}, for=10.0.0.9`, cfg);
         if (forwardedHops(prefix, "forwarded") !== undefined) expect(key).toBe(addr);
-        else expect([addr, peer]).toContain(key);
+        else expect([addr, MALFORMED_FORWARDED_KEY]).toContain(key);
       }),
       { numRuns: 1000 },
     );
@@ -355,12 +407,16 @@ describe("a client's open quote in Forwarded cannot swallow the element the trus
 
 describe("checkClientKeyOptions", () => {
   const trust =
-    "a number of hops (an integer from 0 to 64) or an array of IP addresses or CIDR ranges";
+    "a number of hops (an integer from 0 to 4) or an array of IP addresses or CIDR ranges";
+  const listProxies =
+    'list your proxies\' addresses or CIDR ranges instead (trustProxy: ["10.0.0.5", "10.1.0.0/16"])';
   test.each([
     {
       name: "trustProxy true (trust everyone)",
       args: [true, undefined, undefined],
-      error: new RangeError(`w: trustProxy must be ${trust}, got true (boolean)`),
+      error: new RangeError(
+        `w: trustProxy must not be true (trust every hop): every client could pick its key; ${listProxies}`,
+      ),
     },
     {
       name: "trustProxy negative",
@@ -374,8 +430,10 @@ describe("checkClientKeyOptions", () => {
     },
     {
       name: "trustProxy too many",
-      args: [65, undefined, undefined],
-      error: new RangeError(`w: trustProxy must be ${trust}, got 65`),
+      args: [5, undefined, undefined],
+      error: new RangeError(
+        `w: trustProxy must be at most 4 hops, got 5: a count larger than the proxies in front of the server lets every client pick its key; ${listProxies}`,
+      ),
     },
     {
       name: "trustProxy a string",
@@ -425,5 +483,236 @@ describe("checkClientKeyOptions", () => {
     const call = () => checkClientKeyOptions("w", args[0], args[1], args[2]);
     expect(call).toThrow(error);
     expect(call).toThrow(error.constructor as typeof Error);
+  });
+});
+
+describe("trust-everything configurations are refused like trustProxy: true", () => {
+  test.each([
+    {
+      name: "all of IPv4 and IPv6",
+      trust: ["0.0.0.0/0", "::/0"],
+      all: "every public IPv4 address",
+    },
+    { name: "all of IPv6", trust: ["::/0"], all: "all of 2000::/3" },
+    {
+      name: "IPv4 as two halves",
+      trust: ["0.0.0.0/1", "128.0.0.0/1"],
+      all: "every public IPv4 address",
+    },
+    {
+      name: "IPv4 as a mapped IPv6 range",
+      trust: ["::ffff:0:0/96"],
+      all: "every public IPv4 address",
+    },
+    { name: "every public IPv6 address", trust: ["2000::/3", "::1"], all: "all of 2000::/3" },
+    {
+      name: "every public IPv4 address, private blocks left out",
+      trust: ["0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3"],
+      all: "every public IPv4 address",
+    },
+  ])("a CIDR list covering $name", ({ trust, all }) => {
+    expect(() => config(trust)).toThrow(
+      new RangeError(
+        `test: trustProxy must not trust every client, but its ranges cover ${all}, so every client could pick its key; list your proxies' addresses or CIDR ranges instead (trustProxy: ["10.0.0.5", "10.1.0.0/16"])`,
+      ),
+    );
+    expect(() => config(trust)).toThrow(RangeError);
+  });
+
+  test("a hop count of 64 is refused (it trusted every client of a shorter chain); up to 4 are accepted", () => {
+    expect(MAX_TRUSTED_HOPS).toBe(4);
+    for (const hops of [5, 64]) expect(() => config(hops), `${hops}`).toThrow(/at most 4 hops/);
+    for (let hops = 0; hops <= 4; hops++) expect(config(hops).hops).toBe(hops);
+  });
+
+  test("proxy lists that trust part of the address space are accepted", () => {
+    for (const trust of [
+      ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"],
+      ["0.0.0.0/1"], // half the internet: unwise, but not every client
+      ["173.245.48.0/20", "2400:cb00::/32"],
+    ]) {
+      expect(config(trust).ranges.length, JSON.stringify(trust)).toBe(trust.length);
+    }
+  });
+});
+
+describe("a malformed forwarding header is keyed malformed-forwarded, never as the proxy", () => {
+  // Regression: a malformed Forwarded field from the trusted proxy was keyed as the proxy,
+  // so a client got the proxy's budget on top of its own (+5 requests at capacity 3) and
+  // the proxy's own header-less health check was then answered 429.
+  const proxy = "10.0.0.1";
+  test.each([
+    { name: "Forwarded, 1 hop", trust: 1 as TrustProxy, header: "forwarded" as ProxyHeader },
+    {
+      name: "Forwarded, a trusted range",
+      trust: ["10.0.0.0/8"] as TrustProxy,
+      header: "forwarded" as ProxyHeader,
+    },
+    {
+      name: "X-Forwarded-For, 1 hop",
+      trust: 1 as TrustProxy,
+      header: "x-forwarded-for" as ProxyHeader,
+    },
+  ])(
+    "$name: the proxy's health check keeps its budget after a client's flood",
+    ({ trust, header }) => {
+      const cfg = config(trust, header);
+      const broken = header === "forwarded" ? 'for="203.0.113.9' : "203.0.113.9, not-an-address";
+      const keyed = new KeyedLimiter(
+        new TokenBucket({ capacity: 3, refillPerSecond: 1e-9, clock: () => 0 }),
+      );
+      let clientAllowed = 0;
+      for (let i = 0; i < 8; i++) {
+        const key = clientKey(
+          proxy,
+          header === "forwarded" ? "for=203.0.113.9" : "203.0.113.9",
+          cfg,
+        );
+        if (keyed.consume(key).allowed) clientAllowed++;
+      }
+      for (let i = 0; i < 8; i++) {
+        expect(clientKey(proxy, broken, cfg)).toBe(MALFORMED_FORWARDED_KEY);
+        keyed.consume(clientKey(proxy, broken, cfg));
+      }
+      expect(clientAllowed).toBe(3);
+      // The proxy's own request, without a forwarding header, still has its full budget.
+      expect(keyed.consume(clientKey(proxy, undefined, cfg)).remaining).toBe(2);
+    },
+  );
+
+  test("property: whatever a client writes before the proxy's element, the key is never the proxy's", () => {
+    const cfg = config(["10.0.0.0/8"], "forwarded");
+    fc.assert(
+      fc.property(fc.string(), (prefix) => {
+        const key = clientKey(proxy, `${prefix}, for=203.0.113.9`, cfg);
+        expect(key).not.toBe(proxy);
+        expect(["203.0.113.9", MALFORMED_FORWARDED_KEY, UNKNOWN_CLIENT_KEY]).toContain(key);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  test("an untrusted peer is keyed by its own address, however broken its header", () => {
+    const cfg = config(["10.0.0.0/8"], "forwarded");
+    fc.assert(
+      fc.property(fc.ipV4(), fc.string(), (peer, header) => {
+        fc.pre(!peer.startsWith("10."));
+        expect(clientKey(peer, header, cfg)).toBe(peer);
+      }),
+    );
+  });
+});
+
+describe("UntrustedProxyWarning (forwarding headers with no proxy trusted)", () => {
+  /** A node request whose header reads are counted. */
+  function request(headers: Record<string, string>, app?: unknown) {
+    const reads: string[] = [];
+    const counted = new Proxy(headers, {
+      get: (target, name) => {
+        reads.push(String(name));
+        return target[name as string];
+      },
+    });
+    return { req: { headers: counted, socket: { remoteAddress: "::ffff:10.0.0.7" }, app }, reads };
+  }
+
+  test("warns once, in one line, naming the header, the peer and what to set", () => {
+    const lines: string[] = [];
+    const warning = new UntrustedProxyWarning("rateLimit", (line) => lines.push(line));
+    warning.checkNode(request({}).req);
+    expect(lines).toStrictEqual([]);
+    warning.checkNode(request({ "x-forwarded-for": "203.0.113.9" }).req);
+    warning.checkNode(request({ forwarded: "for=203.0.113.9" }).req);
+    expect(lines).toStrictEqual([
+      'rateLimit: a request from 10.0.0.7 carried X-Forwarded-For but trustProxy is not set, so it was keyed by its peer address; if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy\'s addresses (trustProxy: ["10.0.0.7"]). This warning is written once.',
+    ]);
+    expect(lines[0]).not.toContain("\n");
+    expect(warning.fired).toBe(true);
+  });
+
+  test("reads only the two header names until it fires, then nothing", () => {
+    const warning = new UntrustedProxyWarning("rateLimit", () => {});
+    const quiet = request({ host: "example" });
+    warning.checkNode(quiet.req);
+    expect(quiet.reads).toStrictEqual(["x-forwarded-for", "forwarded"]);
+    warning.checkNode(request({ forwarded: "for=1.2.3.4" }).req);
+    const after = request({ "x-forwarded-for": "1.2.3.4" });
+    for (let i = 0; i < 3; i++) warning.checkNode(after.req);
+    expect(after.reads).toStrictEqual([]);
+  });
+
+  test("says when the Express app sets trust proxy (which tollgate does not inherit)", () => {
+    for (const setting of [true, 1, "loopback", ["10.0.0.0/8"]]) {
+      const app = express();
+      app.set("trust proxy", setting);
+      const lines: string[] = [];
+      new UntrustedProxyWarning("rateLimit", (line) => lines.push(line)).checkNode(
+        request({ "x-forwarded-for": "1.2.3.4" }, app).req,
+      );
+      expect(lines[0], JSON.stringify(setting)).toContain(
+        'This Express app sets "trust proxy", which tollgate does not inherit (it may trust every client).',
+      );
+    }
+    const lines: string[] = [];
+    new UntrustedProxyWarning("rateLimit", (line) => lines.push(line)).checkNode(
+      request({ "x-forwarded-for": "1.2.3.4" }, express()).req, // the default: false
+    );
+    expect(lines[0]).not.toContain("Express");
+  });
+
+  test("fetch headers: Forwarded counts too; a peer that is no address is left out", () => {
+    const lines: string[] = [];
+    const warning = new UntrustedProxyWarning("withRateLimit", (line) => lines.push(line));
+    warning.checkFetch(new Headers({ forwarded: "for=1.2.3.4" }), "evil\nline");
+    warning.checkFetch(new Headers({ forwarded: "for=1.2.3.4" }), "192.0.2.1");
+    expect(lines).toStrictEqual([
+      'withRateLimit: a request carried Forwarded but trustProxy is not set, so it was keyed by its peer address; if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy\'s addresses (trustProxy: ["10.0.0.5"]). This warning is written once.',
+    ]);
+  });
+
+  test("fetch headers are looked at on the first request, then every 16th, until it fires", () => {
+    const lines: string[] = [];
+    const warning = new UntrustedProxyWarning("withRateLimit", (line) => lines.push(line));
+    warning.checkFetch(new Headers({ accept: "*/*" }), "192.0.2.1"); // looked at: none there
+    const proxied = new Headers({ "x-forwarded-for": "1.2.3.4" });
+    for (let i = 1; i < FETCH_CHECK_EVERY; i++) warning.checkFetch(proxied, "192.0.2.1");
+    expect(lines).toStrictEqual([]);
+    warning.checkFetch(proxied, "192.0.2.1"); // the 17th request: looked at
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("from 192.0.2.1 carried X-Forwarded-For");
+  });
+
+  test("a logger that throws is ignored, and counts as the one warning", () => {
+    const warning = new UntrustedProxyWarning("rateLimit", () => {
+      throw new Error("log down");
+    });
+    expect(() => warning.checkNode(request({ "x-forwarded-for": "1.2.3.4" }).req)).not.toThrow();
+    expect(warning.fired).toBe(true);
+  });
+
+  test("a throwing app.get is not Express: no mention, no throw", () => {
+    const lines: string[] = [];
+    const app = {
+      get: () => {
+        throw new Error("not a settings getter");
+      },
+    };
+    new UntrustedProxyWarning("rateLimit", (line) => lines.push(line)).checkNode(
+      request({ "x-forwarded-for": "1.2.3.4" }, app).req,
+    );
+    expect(lines[0]).not.toContain("Express");
+  });
+
+  test("the default writes with console.warn", () => {
+    const spy = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      new UntrustedProxyWarning("rateLimit").checkFetch(
+        new Headers({ "x-forwarded-for": "1.2.3.4" }),
+        undefined,
+      );
+      expect(spy).toHaveBeenCalledTimes(1);
+    } finally {
+      spy.mockRestore();
+    }
   });
 });

@@ -47,7 +47,7 @@ describe("withRateLimit (called directly under Node)", () => {
 
   test.each([
     { name: "Deno info.remoteAddr", args: [denoInfo("::ffff:192.0.2.8")], key: "192.0.2.8" },
-    { name: "Bun server.requestIP", args: [bunServer("2001:db8::5")], key: "2001:db8::/64" },
+    { name: "Bun server.requestIP", args: [bunServer("2001:db8::5")], key: "2001:db8::/56" },
     {
       name: "@hono/node-server env.incoming",
       args: [{ incoming: { socket: { remoteAddress: "192.0.2.9" } } }],

@@ -1,18 +1,29 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { allOf } from "../../src/composite.js";
 import {
   ceilSeconds,
   HeaderText,
+  limiterWindowMs,
   MAX_SF_INTEGER,
+  policyWindowSeconds,
   QUOTA_EXCEEDED_TYPE,
   QuotaExceededJson,
   quotaExceededProblem,
   rateLimitHeaders,
+  resetEpochSeconds,
   retryAfterSeconds,
   sfString,
   wholeText,
+  windowSecondsOf,
 } from "../../src/http/headers.js";
 import type { Decision } from "../../src/limiter.js";
+import { RedisFixedWindow, type RedisLike, RedisSlidingWindowLog } from "../../src/redis/index.js";
+import { KeyedLimiter } from "../../src/registry.js";
 
 const denied = (retryAfterMs: number, resetAfterMs = 60_000, remaining = 0): Decision => ({
   allowed: false,
@@ -28,6 +39,12 @@ const allowed = (remaining: number, resetAfterMs: number, limit = 10): Decision 
   retryAfterMs: 0,
   resetAfterMs,
 });
+
+/** A wall-clock reading: 2026-01-01T00:00:00.250Z, in ms since the Unix epoch. */
+const NOW_MS = 1_767_225_600_250;
+/** `NOW_MS` in whole seconds, rounded up. */
+const NOW_S = 1_767_225_601;
+const wallClock = () => NOW_MS;
 
 describe("rateLimitHeaders", () => {
   // decision, options, expected headers (exactly: nothing more, nothing less)
@@ -109,23 +126,27 @@ describe("rateLimitHeaders", () => {
       { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=3' },
     ],
     [
-      "legacy adds X-RateLimit-* with the reset in delta seconds",
+      "legacy adds X-RateLimit-* with the reset as a Unix time (t seconds from now, rounded up)",
       denied(4200),
-      { policy: "default", legacy: true },
+      { policy: "default", legacy: true, wallClock },
       {
         "RateLimit-Policy": '"default";q=10',
         RateLimit: '"default";r=0;t=5',
         "X-RateLimit-Limit": "10",
         "X-RateLimit-Remaining": "0",
-        "X-RateLimit-Reset": "5",
+        "X-RateLimit-Reset": String(NOW_S + 5),
         "Retry-After": "5",
       },
     ],
     [
       "legacy only (draft: false)",
       allowed(4, 6000),
-      { policy: "default", legacy: true, draft: false },
-      { "X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "4", "X-RateLimit-Reset": "6" },
+      { policy: "default", legacy: true, draft: false, wallClock },
+      {
+        "X-RateLimit-Limit": "10",
+        "X-RateLimit-Remaining": "4",
+        "X-RateLimit-Reset": String(NOW_S + 6),
+      },
     ],
     [
       "legacy without a reset when it never comes",
@@ -142,25 +163,25 @@ describe("rateLimitHeaders", () => {
     [
       "negative durations and remaining (clock skew, custom limiter) read 0",
       { allowed: true, limit: 10, remaining: -3, retryAfterMs: 0, resetAfterMs: -250 },
-      { policy: "default", legacy: true },
+      { policy: "default", legacy: true, wallClock },
       {
         "RateLimit-Policy": '"default";q=10',
         RateLimit: '"default";r=0;t=0',
         "X-RateLimit-Limit": "10",
         "X-RateLimit-Remaining": "0",
-        "X-RateLimit-Reset": "0",
+        "X-RateLimit-Reset": String(NOW_S),
       },
     ],
     [
       "remaining above limit from a custom limiter is clamped to the limit (r=50 of q=5 sent as r=5)",
       { allowed: true, limit: 5, remaining: 50, retryAfterMs: 0, resetAfterMs: 1000 },
-      { policy: "default", legacy: true },
+      { policy: "default", legacy: true, wallClock },
       {
         "RateLimit-Policy": '"default";q=5',
         RateLimit: '"default";r=5;t=1',
         "X-RateLimit-Limit": "5",
         "X-RateLimit-Remaining": "5",
-        "X-RateLimit-Reset": "1",
+        "X-RateLimit-Reset": String(NOW_S + 1),
       },
     ],
     [
@@ -325,6 +346,24 @@ describe("rateLimitHeaders", () => {
       error: new RangeError("rateLimitHeaders: decision.resetAfterMs must be a number, got NaN"),
     },
   ];
+  bad.push(
+    {
+      name: "wallClock not a function",
+      decision: allowed(1, 0),
+      options: { policy: "p", legacy: true, wallClock: 5 },
+      error: new TypeError(
+        "rateLimitHeaders: wallClock must be a function returning milliseconds since the Unix epoch, got 5",
+      ),
+    },
+    {
+      name: "wallClock reading NaN",
+      decision: allowed(1, 0),
+      options: { policy: "p", legacy: true, wallClock: () => Number.NaN },
+      error: new RangeError(
+        "rateLimitHeaders: wallClock must return a finite number of milliseconds since the Unix epoch >= 0, got NaN",
+      ),
+    },
+  );
   test.each(bad)("rejects $name", ({ decision, options, error }) => {
     const call = () =>
       rateLimitHeaders(decision as Decision, options as Parameters<typeof rateLimitHeaders>[1]);
@@ -503,5 +542,231 @@ describe("sfString", () => {
     { name: "backslash", text: "a\\b", sf: '"a\\\\b"' },
   ])("$name", ({ text, sf }) => {
     expect(sfString(text)).toBe(sf);
+  });
+});
+
+describe("X-RateLimit-Reset is a Unix time, as express-rate-limit and the GitHub API send it", () => {
+  // Regression: it was the delta in seconds (the `t` of RateLimit), which clients written for
+  // express-rate-limit's legacy headers or the GitHub API read as a date in January 1970.
+  test("the legacy reset is epoch seconds: ceil(now / 1000) + t", () => {
+    const headers = rateLimitHeaders(allowed(4, 6000), { policy: "p", legacy: true, wallClock });
+    expect(headers["X-RateLimit-Reset"]).toBe(String(NOW_S + 6));
+    expect(
+      rateLimitHeaders(denied(4200), { policy: "p", legacy: true, wallClock })["X-RateLimit-Reset"],
+    ).toBe(String(NOW_S + 5));
+  });
+
+  test("the default wall clock is Date.now", () => {
+    const before = Math.ceil(Date.now() / 1000);
+    const reset = Number(
+      rateLimitHeaders(allowed(4, 6000), { policy: "p", legacy: true })["X-RateLimit-Reset"],
+    );
+    const after = Math.ceil(Date.now() / 1000);
+    expect(reset).toBeGreaterThanOrEqual(before + 6);
+    expect(reset).toBeLessThanOrEqual(after + 6);
+  });
+
+  test("property: never before express-rate-limit's exact ceil((now + resetMs) / 1000), at most 1 s after", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 4e12 }),
+        fc.integer({ min: 0, max: 1e9 }),
+        fc.boolean(),
+        (nowMs, resetMs, isAllowed) => {
+          const decision = isAllowed ? allowed(4, resetMs) : denied(resetMs, resetMs);
+          const headers = rateLimitHeaders(decision, {
+            policy: "p",
+            legacy: true,
+            wallClock: () => nowMs,
+          });
+          const exact = Math.ceil((nowMs + resetMs) / 1000);
+          const sent = Number(headers["X-RateLimit-Reset"]);
+          expect(sent).toBeGreaterThanOrEqual(
+            isAllowed ? exact : Math.max(exact, Math.ceil(nowMs / 1000) + 1),
+          );
+          expect(sent).toBeLessThanOrEqual(exact + 1 + (isAllowed ? 0 : 1));
+          expect(sent - Math.ceil(nowMs / 1000)).toBe(
+            Number(/;t=(\d+)/.exec(headers.RateLimit!)![1]),
+          );
+        },
+      ),
+    );
+  });
+
+  test("resetEpochSeconds caps at the largest SF Integer and refuses a broken reading", () => {
+    expect(resetEpochSeconds(NOW_MS, MAX_SF_INTEGER)).toBe(MAX_SF_INTEGER);
+    expect(resetEpochSeconds(0, 0)).toBe(0);
+    for (const bad of [Number.NaN, -1, Number.POSITIVE_INFINITY]) {
+      expect(() => resetEpochSeconds(bad, 1), String(bad)).toThrow(RangeError);
+    }
+  });
+
+  test("property: HeaderText.resetEpoch (cached text) equals rateLimitHeaders as the wall clock moves", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 4e12 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 2500 }), fc.integer({ min: 0, max: 3 })), {
+          minLength: 1,
+          maxLength: 20,
+        }),
+        (startMs, steps) => {
+          let nowMs = startMs;
+          const text = new HeaderText(sfString("p"), undefined, () => nowMs);
+          for (const [advanceMs, reset] of steps) {
+            nowMs += advanceMs;
+            const expected = rateLimitHeaders(allowed(1, reset * 1000), {
+              policy: "p",
+              legacy: true,
+              wallClock: () => nowMs,
+            })["X-RateLimit-Reset"];
+            expect(text.resetEpoch(reset)).toBe(expected);
+          }
+        },
+      ),
+    );
+  });
+});
+
+describe("the w= of RateLimit-Policy comes from the limiter's window", () => {
+  const redis: RedisLike = {
+    evalSha: () => Promise.reject(new Error("not connected")),
+    evalScript: () => Promise.reject(new Error("not connected")),
+  } as unknown as RedisLike;
+  const window = (windowMs: number) => new FixedWindow({ limit: 5, windowMs });
+  test.each([
+    { name: "FixedWindow 60 s", limiter: window(60_000), windowMs: 60_000, seconds: 60 },
+    {
+      name: "SlidingWindowLog 10 s",
+      limiter: new SlidingWindowLog({ limit: 5, windowMs: 10_000 }),
+      windowMs: 10_000,
+      seconds: 10,
+    },
+    {
+      name: "SlidingWindowCounter 1 h",
+      limiter: new SlidingWindowCounter({ limit: 5, windowMs: 3_600_000 }),
+      windowMs: 3_600_000,
+      seconds: 3600,
+    },
+    {
+      name: "KeyedLimiter of a FixedWindow (fast path)",
+      limiter: new KeyedLimiter(window(60_000)),
+      windowMs: 60_000,
+      seconds: 60,
+    },
+    {
+      name: "KeyedLimiter of a SlidingWindowCounter (fast path)",
+      limiter: new KeyedLimiter(new SlidingWindowCounter({ limit: 5, windowMs: 30_000 })),
+      windowMs: 30_000,
+      seconds: 30,
+    },
+    {
+      name: "KeyedLimiter of a SlidingWindowLog (generic path)",
+      limiter: new KeyedLimiter(new SlidingWindowLog({ limit: 5, windowMs: 2000 })),
+      windowMs: 2000,
+      seconds: 2,
+    },
+    {
+      name: "RedisFixedWindow",
+      limiter: new RedisFixedWindow({ client: redis, limit: 5, windowMs: 120_000 }),
+      windowMs: 120_000,
+      seconds: 120,
+    },
+    {
+      name: "RedisSlidingWindowLog",
+      limiter: new RedisSlidingWindowLog({ client: redis, limit: 5, windowMs: 5000 }),
+      windowMs: 5000,
+      seconds: 5,
+    },
+    {
+      name: "a window of 1.5 s: no whole w",
+      limiter: window(1500),
+      windowMs: 1500,
+      seconds: undefined,
+    },
+    {
+      name: "a window of 500 ms: no whole w",
+      limiter: window(500),
+      windowMs: 500,
+      seconds: undefined,
+    },
+    {
+      name: "float noise on 3 s still counts as 3",
+      limiter: window(0.1 * 30_000),
+      windowMs: 0.1 * 30_000,
+      seconds: 3,
+    },
+    {
+      name: "TokenBucket: no window",
+      limiter: new TokenBucket({ capacity: 5, refillPerSecond: 1 }),
+      windowMs: undefined,
+      seconds: undefined,
+    },
+    {
+      name: "KeyedLimiter of a TokenBucket: no window",
+      limiter: new KeyedLimiter(new TokenBucket({ capacity: 5, refillPerSecond: 1 })),
+      windowMs: undefined,
+      seconds: undefined,
+    },
+    {
+      name: "KeyedLimiter of a function: its keys may differ",
+      limiter: new KeyedLimiter(() => window(60_000)),
+      windowMs: undefined,
+      seconds: undefined,
+    },
+    {
+      name: "allOf of windows: several windows",
+      limiter: allOf(window(1000), window(60_000)),
+      windowMs: undefined,
+      seconds: undefined,
+    },
+    {
+      name: "a custom consumer with windowMs",
+      limiter: { windowMs: 7000, consume: () => allowed(1, 0) },
+      windowMs: 7000,
+      seconds: 7,
+    },
+    {
+      name: "a custom consumer with a string windowMs",
+      limiter: { windowMs: "7000" },
+      windowMs: undefined,
+      seconds: undefined,
+    },
+    { name: "undefined", limiter: undefined, windowMs: undefined, seconds: undefined },
+  ])("$name", ({ limiter, windowMs, seconds }) => {
+    expect(limiterWindowMs(limiter)).toBe(windowMs);
+    expect(windowSecondsOf(limiter)).toBe(seconds);
+  });
+
+  test("property: the derived w is windowMs / 1000 exactly when that is a whole number of seconds", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1e9 }), (windowMs) => {
+        const seconds = windowSecondsOf(window(windowMs));
+        expect(seconds).toBe(windowMs % 1000 === 0 ? windowMs / 1000 : undefined);
+      }),
+    );
+  });
+
+  // Regression: windowSeconds was typed in by hand and sent as w= whatever the limiter enforced.
+  test("a windowSeconds that disagrees with the limiter's window is a RangeError naming both", () => {
+    expect(() => policyWindowSeconds("rateLimit", new KeyedLimiter(window(30_000)), 60)).toThrow(
+      new RangeError(
+        "rateLimit: windowSeconds is 60 but the limiter's window is 30 s (windowMs 30000); leave windowSeconds out to send the limiter's own",
+      ),
+    );
+    expect(() => policyWindowSeconds("rateLimit", window(1500), 2)).toThrow(
+      new RangeError(
+        "rateLimit: windowSeconds is 2 but the limiter's window (windowMs 1500) is not a whole number of seconds, so no w= can state it; leave windowSeconds out (w= is then omitted)",
+      ),
+    );
+  });
+
+  test("w is derived when windowSeconds is left out, kept when both agree or the limiter has no window", () => {
+    const keyed = new KeyedLimiter(window(60_000));
+    expect(policyWindowSeconds("w", keyed, undefined)).toBe(60);
+    expect(policyWindowSeconds("w", keyed, 60)).toBe(60);
+    expect(policyWindowSeconds("w", window(1500), undefined)).toBeUndefined();
+    const bucket = new KeyedLimiter(new TokenBucket({ capacity: 5, refillPerSecond: 1 }));
+    expect(policyWindowSeconds("w", bucket, 10)).toBe(10);
+    expect(policyWindowSeconds("w", bucket, undefined)).toBeUndefined();
   });
 });

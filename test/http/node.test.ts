@@ -142,17 +142,17 @@ describe.each([
     ]);
   });
 
-  test("IPv6 clients in one /64 share a key; another /64 does not", async () => {
+  test("IPv6 clients in one /56 share a key; another /56 does not", async () => {
     const limiter = new RecordingLimiter(1, 1, manualClock());
     const url = await start({ limiter, trustProxy: ["127.0.0.1"] });
     const from = (xff: string) => fetch(url, { headers: { "x-forwarded-for": xff } });
     expect((await from("2001:db8:1:2::a")).status).toBe(200);
-    expect((await from("2001:db8:1:2:ffff::b")).status).toBe(429);
-    expect((await from("2001:db8:1:3::a")).status).toBe(200);
+    expect((await from("2001:db8:1:ff:ffff::b")).status).toBe(429);
+    expect((await from("2001:db8:1:100::a")).status).toBe(200);
     expect(limiter.calls.map(([key]) => key)).toStrictEqual([
-      "2001:db8:1:2::/64",
-      "2001:db8:1:2::/64",
-      "2001:db8:1:3::/64",
+      "2001:db8:1::/56",
+      "2001:db8:1::/56",
+      "2001:db8:1:100::/56",
     ]);
   });
 
@@ -651,17 +651,17 @@ describe("rateLimit on node:http", () => {
     expect(await response.text()).toBe("");
   });
 
-  test("keys an IPv6 client by its /64 when the server listens on ::1", async (context) => {
+  test("keys an IPv6 client by its /56 when the server listens on ::1", async (context) => {
     const limiter = new RecordingLimiter(5, 1, manualClock());
     let url: string;
     try {
       url = await nodeServer({ limiter }, "::1");
     } catch {
-      context.skip(); // no IPv6 loopback here; the /64 rule is covered through trustProxy above
+      context.skip(); // no IPv6 loopback here; the /56 rule is covered through trustProxy above
       return;
     }
     expect((await fetch(url)).status).toBe(200);
-    expect(limiter.calls).toStrictEqual([["::/64", 1]]);
+    expect(limiter.calls).toStrictEqual([["::/56", 1]]);
   });
 });
 
@@ -724,7 +724,7 @@ describe("rateLimit options", () => {
       name: "trustProxy true",
       options: { limiter, trustProxy: true },
       error: new RangeError(
-        "rateLimit: trustProxy must be a number of hops (an integer from 0 to 64) or an array of IP addresses or CIDR ranges, got true (boolean)",
+        'rateLimit: trustProxy must not be true (trust every hop): every client could pick its key; list your proxies\' addresses or CIDR ranges instead (trustProxy: ["10.0.0.5", "10.1.0.0/16"])',
       ),
     },
     {
