@@ -206,7 +206,7 @@ describe("allOf", () => {
     expect(make).toThrow(new error(message));
   });
 
-  test("regression (#8): a nested allOf sharing a part charged that part twice per request", () => {
+  test("regression: a nested allOf sharing a part charged that part twice per request", () => {
     const clock = manualClock();
     const a = new TokenBucket({ capacity: 2, refillPerSecond: 0, clock });
     const b = new TokenBucket({ capacity: 5, refillPerSecond: 0, clock });
@@ -246,7 +246,7 @@ describe("allOf", () => {
       message: "allOf: parts must be an array of limiters, got an object",
     },
   ])(
-    "regression (#15): new AllOf($name) named allOf in a TypeError instead of a generic error",
+    "regression: new AllOf($name) named allOf in a TypeError instead of a generic error",
     ({ parts, message }) => {
       expect(() => new AllOf(parts as never)).toThrow(new TypeError(message));
       expect(() => new AllOf(parts as never)).toThrow(TypeError);

@@ -308,7 +308,7 @@ describe("call validation rejects, never throws, and sends nothing", () => {
       error: TypeError,
       message: "RedisTokenBucket.reset: key must be a string, got null",
     },
-    // QA: RedisFixedWindow at an explicit 1e16 ms with windowMs 1 answered allowed:false
+    // Regression: RedisFixedWindow at an explicit 1e16 ms with windowMs 1 answered allowed:false
     // with retryAfterMs 0; memory now throws there, and so does Redis, before sending.
     {
       name: "RedisFixedWindow: windowMs 1 below the float step of an explicit clock at 1e16",
