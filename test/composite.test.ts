@@ -185,7 +185,8 @@ describe("allOf", () => {
       name: "a part that is not a limiter",
       make: () => allOf(new TokenBucket({ capacity: 1, refillPerSecond: 1 }), {} as never),
       error: TypeError,
-      message: "allOf: part 1 must be a Limiter, got an object",
+      message:
+        "allOf: part 1 must be a Limiter, got an object; allOf takes no options: give each limiter its own",
     },
     {
       name: "the same limiter twice",
