@@ -128,7 +128,7 @@ describe("constructor validation", () => {
         }),
       error: TypeError,
       message:
-        "RedisTokenBucket: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got an object",
+        "RedisTokenBucket: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got an ioredis client: wrap it with fromIoredis(client)",
     },
     {
       name: "prefix a number",
