@@ -30,9 +30,9 @@ const OPTIONS = optionNames<RedisTokenBucketOptions>()([
 const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...REDIS_HINTS };
 
 /**
- * A `TokenBucket` per key, shared by every process using the same Redis and prefix:
- * each key's bucket holds up to `capacity` tokens, starts full, and refills at
- * `refillPerSecond` tokens per second. Decisions are the in-memory `TokenBucket`'s for
+ * A `TokenBucket` per key, shared by every process using the same Redis, prefix and
+ * options (see `keyspace`): each key's bucket holds up to `capacity` tokens, starts full,
+ * and refills at `refillPerSecond` tokens per second. Decisions are the in-memory `TokenBucket`'s for
  * the same timeline, computed atomically by one Lua script on Redis's clock.
  *
  * Good for: one shared burst-plus-rate limit across a fleet. Watch out: one round trip
