@@ -69,6 +69,7 @@ const make: typeof redis.fromNodeRedis = redis.fromNodeRedis;
 export = { d, middleware, make };
 `;
 
+const WINDOWS = process.platform === "win32";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = (name) => join(root, "node_modules", ".bin", name);
 const args = new Set(process.argv.slice(2));
@@ -83,6 +84,7 @@ function run(label, cmd, argv, options = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, argv, {
       cwd: app,
+      shell: WINDOWS, // npm and npx are .cmd files there
       env: { ...process.env, NO_COLOR: "1", npm_config_update_notifier: "false" },
       ...options,
     });
@@ -117,7 +119,7 @@ try {
   const packArgs = ["pack", "--json", "--pack-destination", work];
   if (args.has("--no-build")) packArgs.push("--ignore-scripts");
   const t = performance.now();
-  const packed = spawnSync("npm", packArgs, { cwd: root, encoding: "utf8" });
+  const packed = spawnSync("npm", packArgs, { cwd: root, encoding: "utf8", shell: WINDOWS });
   if (packed.status !== 0) throw new Error(`npm pack: exit ${packed.status}\n${packed.stderr}`);
   const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf("[")));
   const files = new Set(info.files.map((f) => f.path));
