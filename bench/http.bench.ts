@@ -1,5 +1,5 @@
 /**
- * The HTTP overhead benchmark (issue 6): the same node:http "hello" server measured with
+ * The HTTP overhead benchmark: the same node:http "hello" server measured with
  * autocannon with and without the `tollgate/http` middleware in front of it.
  *
  * Variants (row ids follow bench/support/report.ts):

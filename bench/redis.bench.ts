@@ -1,5 +1,5 @@
 /**
- * The Redis benchmark (issue 7): `RedisTokenBucket.consume` next to a bare `PING` on the
+ * The Redis benchmark: `RedisTokenBucket.consume` next to a bare `PING` on the
  * same ioredis connection, so the ratio shows what the script adds to a round trip.
  * - sequential latency: one call at a time, each timed with `process.hrtime.bigint()`;
  *   p50, p99 and mean in microseconds;

@@ -1,5 +1,5 @@
 /**
- * The keyed registry benchmark (issue 4): `KeyedLimiter.allow(key)` with one `TokenBucket`
+ * The keyed registry benchmark: `KeyedLimiter.allow(key)` with one `TokenBucket`
  * policy next to its reference rows, measured in one run:
  * - a bare `performance.now()` call (the one clock read every check needs);
  * - a naive `Map<string, { tokens, last }>` token bucket, the baseline most code starts with;
@@ -46,7 +46,7 @@ export interface RegistryRow {
 /** The whole report: timing rows, the target ratios, and bytes per key at 1M keys. */
 export interface RegistryReport {
   readonly rows: readonly RegistryRow[];
-  /** Ratios the issue sets targets for (lower is better). */
+  /** Ratios the performance targets are stated in (lower is better). */
   readonly ratios: Readonly<Record<string, number>>;
   /** Bytes per key beyond the key strings, by structure, at `memoryKeys` keys. */
   readonly bytesPerKey: Readonly<Record<string, number>>;

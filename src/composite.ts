@@ -31,7 +31,9 @@ export class AllOf implements Limiter {
     const seen = new Map<Limiter, number>();
     parts.forEach((part, i) => {
       if (!isLimiter(part)) {
-        throw new TypeError(`${WHERE}: part ${i} must be a Limiter, got ${describe(part)}`);
+        throw new TypeError(
+          `${WHERE}: part ${i} must be a Limiter, got ${describe(part)}${notLimiterHint(part)}`,
+        );
       }
       const first = parts.indexOf(part);
       if (first !== i) {
@@ -205,6 +207,20 @@ function isLimiter(value: unknown): value is Limiter {
 }
 
 /**
+ * What to do instead, for the two likely mistakes: an array of limiters given as one
+ * argument (`allOf([a, b])`), and an options object (allOf has none).
+ */
+function notLimiterHint(part: unknown): string {
+  if (Array.isArray(part))
+    return "; pass the limiters as arguments: allOf(a, b), not allOf([a, b])";
+  if (typeof part !== "object" || part === null) return "";
+  const proto = Object.getPrototypeOf(part);
+  return proto === Object.prototype || proto === null
+    ? "; allOf takes no options: give each limiter its own"
+    : "";
+}
+
+/**
  * A limiter that allows a request only when every one of `limiters` allows it, and then
  * takes the cost from all of them; when any part denies, no part is charged (every part
  * but the last is peeked first; then the last is charged, where a denial still charges
@@ -220,7 +236,8 @@ function isLimiter(value: unknown): value is Limiter {
  *
  * @throws {RangeError} With no limiters, or the same limiter twice anywhere in the tree of
  *   parts (`allOf(a, allOf(a, b))` included).
- * @throws {TypeError} When an argument is not a limiter.
+ * @throws {TypeError} When an argument is not a limiter (the message says so when it is
+ *   an array of limiters, `allOf([a, b])`, or an options object: allOf takes none).
  * @example
  * const perKey = new KeyedLimiter(allOf(
  *   new TokenBucket({ capacity: 10, refillPerSecond: 10 }),

@@ -3,9 +3,10 @@ import { LeakyBucket } from "./algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "./algorithms/sliding-window-counter.js";
 import { TokenBucket } from "./algorithms/token-bucket.js";
 import { AllOf } from "./composite.js";
-import { checkCost, checkInteger, checkOptions, describe } from "./errors.js";
+import { checkCost, checkInteger, checkOptionNames, checkOptions, describe } from "./errors.js";
 import type { Decision, Limiter, WaitOptions } from "./limiter.js";
 import { fits } from "./numeric.js";
+import { optionNames } from "./option-names.js";
 import { BucketSlab, type SlabBucket } from "./registry/bucket-slab.js";
 import { CounterSlab } from "./registry/counter-slab.js";
 import { LimiterMap } from "./registry/limiter-map.js";
@@ -53,6 +54,21 @@ export interface KeyedLimiterOptions {
    */
   readonly sweepIntervalMs?: number | undefined;
 }
+
+/** The option names of {@link KeyedLimiterOptions}, checked by the constructor. */
+const KEYED_OPTIONS = optionNames<KeyedLimiterOptions>()(["maxKeys", "sweepIntervalMs"]);
+const NO_TTL =
+  "keys have no time to live: a key is dropped once idle (a fresh limiter would decide the same), by the incremental sweep or the one of sweepIntervalMs";
+/** Hints for names from caches and other limiters' stores. */
+const KEYED_HINTS: Readonly<Record<string, string>> = {
+  max: 'use "maxKeys" (the most keys kept at once)',
+  maxSize: 'use "maxKeys" (the most keys kept at once)',
+  ttl: NO_TTL,
+  ttlMs: NO_TTL,
+  idleTimeoutMs: NO_TTL,
+  cleanupIntervalMs: 'use "sweepIntervalMs" (milliseconds)',
+  sweepInterval: 'use "sweepIntervalMs" (milliseconds)',
+};
 
 /** Default {@link KeyedLimiterOptions.maxKeys}. */
 export const DEFAULT_MAX_KEYS = 1_000_000;
@@ -154,7 +170,8 @@ export function keyedPolicyOf(limiter: unknown): CloneableLimiter | undefined {
  * served by a bucket object of its own until its waits settle (see `registry/waiting.ts`).
  *
  * @throws {TypeError} If `policy` is neither a limiter with `clone()` nor a function, or
- *   `options` is not an object, or `maxKeys`/`sweepIntervalMs` is not a number.
+ *   `options` is not an object or names an unknown option (`maxkeys`: "did you mean
+ *   maxKeys?"), or `maxKeys`/`sweepIntervalMs` is not a number.
  * @throws {RangeError} If `maxKeys` is not an integer from 1 to 2^28, or `sweepIntervalMs`
  *   is not a number > 0.
  * @example
@@ -196,6 +213,7 @@ export class KeyedLimiter {
       return new CompositeKeyedLimiter(policy, options);
     }
     const o = options === undefined ? {} : checkOptions<KeyedLimiterOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, KEYED_OPTIONS, KEYED_HINTS);
     this.maxKeys =
       o.maxKeys === undefined
         ? DEFAULT_MAX_KEYS

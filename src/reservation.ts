@@ -1,7 +1,14 @@
 import { msToRefill } from "./algorithms/bucket-math.js";
-import { checkCost, checkNumber, checkOptions, RateLimitError } from "./errors.js";
+import {
+  checkCost,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+  RateLimitError,
+} from "./errors.js";
 import type { Decision, Reservation, ReserveOptions, WaitOptions } from "./limiter.js";
 import { fits, wholeUnits } from "./numeric.js";
+import { RESERVE_HINTS, RESERVE_OPTIONS } from "./option-names.js";
 import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "./wait.js";
 
 /**
@@ -190,6 +197,7 @@ export class BucketLedger {
     let maxWaitMs = Number.POSITIVE_INFINITY;
     if (options !== undefined) {
       const m = checkOptions<ReserveOptions>(where, options).maxWaitMs;
+      checkOptionNames(where, options, RESERVE_OPTIONS, RESERVE_HINTS);
       if (m !== undefined && m !== maxWaitMs)
         maxWaitMs = checkNumber(where, "maxWaitMs", m, 0, true);
     }

@@ -1,5 +1,13 @@
-import { checkCost, checkNumber, checkOptions, describe, RateLimitError } from "./errors.js";
+import {
+  checkCost,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+  describe,
+  RateLimitError,
+} from "./errors.js";
 import { type Clock, type Decision, systemClock, type WaitOptions } from "./limiter.js";
+import { WAIT_HINTS, WAIT_OPTIONS } from "./option-names.js";
 
 /**
  * Waiting for a limiter that cannot hold units for its waiters (the three windows,
@@ -324,7 +332,8 @@ export function neverError(where: string, cost: number, decision: Decision): Rat
 
 /**
  * Validates `wait` options.
- * @throws {TypeError} when options is not an object or signal is not an AbortSignal.
+ * @throws {TypeError} when options is not an object, names an unknown option, or signal
+ *   is not an AbortSignal.
  * @throws {RangeError} when maxWaitMs is not a number >= 0.
  */
 export function checkWaitOptions(
@@ -333,6 +342,7 @@ export function checkWaitOptions(
 ): { signal: AbortSignal | undefined; maxWaitMs: number } {
   if (options === undefined) return { signal: undefined, maxWaitMs: Number.POSITIVE_INFINITY };
   const { signal, maxWaitMs } = checkOptions<WaitOptions>(where, options);
+  checkOptionNames(where, options, WAIT_OPTIONS, WAIT_HINTS);
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new TypeError(`${where}: signal must be an AbortSignal, got ${describe(signal)}`);
   }

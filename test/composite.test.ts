@@ -185,7 +185,8 @@ describe("allOf", () => {
       name: "a part that is not a limiter",
       make: () => allOf(new TokenBucket({ capacity: 1, refillPerSecond: 1 }), {} as never),
       error: TypeError,
-      message: "allOf: part 1 must be a Limiter, got an object",
+      message:
+        "allOf: part 1 must be a Limiter, got an object; allOf takes no options: give each limiter its own",
     },
     {
       name: "the same limiter twice",
@@ -206,7 +207,7 @@ describe("allOf", () => {
     expect(make).toThrow(new error(message));
   });
 
-  test("regression (#8): a nested allOf sharing a part charged that part twice per request", () => {
+  test("regression: a nested allOf sharing a part charged that part twice per request", () => {
     const clock = manualClock();
     const a = new TokenBucket({ capacity: 2, refillPerSecond: 0, clock });
     const b = new TokenBucket({ capacity: 5, refillPerSecond: 0, clock });
@@ -246,7 +247,7 @@ describe("allOf", () => {
       message: "allOf: parts must be an array of limiters, got an object",
     },
   ])(
-    "regression (#15): new AllOf($name) named allOf in a TypeError instead of a generic error",
+    "regression: new AllOf($name) named allOf in a TypeError instead of a generic error",
     ({ parts, message }) => {
       expect(() => new AllOf(parts as never)).toThrow(new TypeError(message));
       expect(() => new AllOf(parts as never)).toThrow(TypeError);

@@ -505,7 +505,7 @@ describe("KeyedLimiter construction", () => {
 });
 
 describe("KeyedLimiter re-entrancy", () => {
-  test("regression (#11): a policy function that consumed its own key lost a decision (3 allowed of 2)", () => {
+  test("regression: a policy function that consumed its own key lost a decision (3 allowed of 2)", () => {
     const clock = manualClock();
     let calls = 0;
     const errors: unknown[] = [];
@@ -531,7 +531,7 @@ describe("KeyedLimiter re-entrancy", () => {
     expect(keyed.stats.created).toBe(1);
   });
 
-  test("regression (#11): an unbounded re-entrant policy function overflowed the stack without naming the class", async () => {
+  test("regression: an unbounded re-entrant policy function overflowed the stack without naming the class", async () => {
     const clock = manualClock();
     const held = new TokenBucket({ capacity: 5, refillPerSecond: 0, clock });
     const keyed: KeyedLimiter = new KeyedLimiter((key) => {
@@ -561,7 +561,7 @@ describe("KeyedLimiter re-entrancy", () => {
     expect(keyed.consume("held").remaining).toBe(0);
   });
 
-  test("regression (#11): policy.clone() calling the registry re-entrantly is named as such", () => {
+  test("regression: policy.clone() calling the registry re-entrantly is named as such", () => {
     const clock = manualClock();
     class Calling extends TokenBucket {
       registry: KeyedLimiter | undefined;
@@ -610,7 +610,7 @@ describe("KeyedLimiter fast path", () => {
     expect(new KeyedLimiter(custom).stats.slots, "a subclass may override anything").toBe(0);
   });
 
-  test("regression (#10): a bucket subclass's overrides were dropped (slab fast path, base-class clone)", () => {
+  test("regression: a bucket subclass's overrides were dropped (slab fast path, base-class clone)", () => {
     const clock = manualClock();
     class DenyAll extends TokenBucket {
       override allow(): boolean {

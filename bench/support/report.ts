@@ -1,6 +1,6 @@
 /**
  * Renders a run's results as the Markdown report of `npm run bench`, and evaluates the
- * issue's targets as ratios measured in that same run.
+ * performance targets (set when the project started) as ratios measured in that same run.
  * @module
  */
 import { ALGORITHMS } from "../algorithms.bench.js";
@@ -74,7 +74,7 @@ export interface RunResults {
   readonly extra?: Readonly<Record<string, unknown>>;
 }
 
-/** One target of the issue: what it compares, the limit, the measured value. */
+/** One performance target: what it compares, the limit, the measured value. */
 export interface Target {
   /** The part of the run that measures it. */
   readonly section: "core" | "http";
@@ -126,7 +126,7 @@ function fewer(share: number): string {
     : `${(-share * 100).toFixed(1)}% more (noise)`;
 }
 
-/** The issue's targets, evaluated on this run. */
+/** The performance targets, evaluated on this run. */
 export function targets(r: RunResults): Target[] {
   const tb = (p: string) => timingOf(r, `TokenBucket.keyed.allow.${p}`);
   const out: Target[] = [
@@ -548,7 +548,7 @@ function targetsSection(r: RunResults): string[] {
         : "**missed**",
   ]);
   return [
-    "## Targets (issue 9), measured in this run",
+    "## Performance targets, measured in this run",
     "",
     r.quick
       ? "Quick mode: short runs and smaller key sets; indicative only, never asserted."

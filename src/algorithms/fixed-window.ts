@@ -1,4 +1,4 @@
-import { checkClock, checkCost, checkOptions } from "../errors.js";
+import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -7,6 +7,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
+import { optionNames, windowHints } from "../option-names.js";
 import { WaitQueue } from "../wait.js";
 import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
 import { fixedWindowDecision, fixedWindowEndAt, fixedWindowUsed } from "./window-math.js";
@@ -25,6 +26,9 @@ export interface FixedWindowOptions {
 }
 
 const WHERE = "FixedWindow";
+/** The option names of {@link FixedWindowOptions}, checked by the constructor. */
+const OPTIONS = optionNames<FixedWindowOptions>()(["limit", "windowMs", "clock"]);
+const HINTS = windowHints(WHERE);
 
 /**
  * A fixed-window counter: time is cut into windows `[k * windowMs, (k + 1) * windowMs)`
@@ -45,8 +49,9 @@ const WHERE = "FixedWindow";
  * A denied request changes nothing. A clock that goes backwards stands still at its
  * latest reading, so it never returns to an earlier window or resets one early.
  *
- * @throws {TypeError} If `options` is not an object, `limit` or `windowMs` is not a
- *   number, or `clock` is not a function.
+ * @throws {TypeError} If `options` is not an object or names an unknown option (the
+ *   message names it and, for a typo or another library's name, what to use instead),
+ *   `limit` or `windowMs` is not a number, or `clock` is not a function.
  * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; and from any
  *   method that reads the clock, when `windowMs` is below the clock's float step at the
  *   reading (`|t| >= 2^(53 + floor(log2(windowMs)))`: `windowMs` 1 beyond 2^53 ms,
@@ -80,6 +85,7 @@ export class FixedWindow implements Limiter {
 
   constructor(options: FixedWindowOptions) {
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

@@ -1,4 +1,4 @@
-import { checkClock, checkCost, checkNumber, checkOptions } from "../errors.js";
+import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -9,6 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
+import { bucketHints, optionNames } from "../option-names.js";
 import { BucketBase } from "./bucket-base.js";
 import { readClock } from "./time.js";
 
@@ -26,6 +27,9 @@ export interface LeakyBucketOptions {
 }
 
 const WHERE = "LeakyBucket";
+/** The option names of {@link LeakyBucketOptions}, checked by the constructor. */
+const OPTIONS = optionNames<LeakyBucketOptions>()(["capacity", "leakPerSecond", "clock"]);
+const HINTS = bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
 
 /**
  * A leaky bucket used as a meter: a level, initially 0, that drains continuously at
@@ -61,8 +65,9 @@ const WHERE = "LeakyBucket";
  * 1e-9 * max(1, cost)`); the level then stays a hair above `capacity` until that much has
  * drained, so the tolerance is granted once, not on every request.
  *
- * @throws {TypeError} If `options` is not an object, `capacity` or `leakPerSecond`
- *   is not a number, or `clock` is not a function.
+ * @throws {TypeError} If `options` is not an object or names an unknown option (the
+ *   message names it and, for a typo or another library's name, what to use instead),
+ *   `capacity` or `leakPerSecond` is not a number, or `clock` is not a function.
  * @throws {RangeError} If `capacity` is not a finite number > 0 or `leakPerSecond`
  *   is not a finite number >= 0.
  * @example
@@ -80,6 +85,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
 
   constructor(options: LeakyBucketOptions) {
     const o = checkOptions<LeakyBucketOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
     const clock = checkClock(WHERE, o.clock, systemClock);

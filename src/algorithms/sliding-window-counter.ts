@@ -1,4 +1,4 @@
-import { checkClock, checkCost, checkOptions } from "../errors.js";
+import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -7,6 +7,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
+import { optionNames, windowHints } from "../option-names.js";
 import { WaitQueue } from "../wait.js";
 import {
   checkWindowClock,
@@ -31,6 +32,9 @@ export interface SlidingWindowCounterOptions {
 }
 
 const WHERE = "SlidingWindowCounter";
+/** The option names of {@link SlidingWindowCounterOptions}, checked by the constructor. */
+const OPTIONS = optionNames<SlidingWindowCounterOptions>()(["limit", "windowMs", "clock"]);
+const HINTS = windowHints(WHERE);
 
 /**
  * A sliding window counter: a fixed-window count for the current window `k` and the
@@ -56,8 +60,9 @@ const WHERE = "SlidingWindowCounter";
  * estimate is 0. A denied request changes nothing. A clock that goes backwards stands
  * still at its latest reading, so no window moves back or ends early.
  *
- * @throws {TypeError} If `options` is not an object, `limit` or `windowMs` is not a
- *   number, or `clock` is not a function.
+ * @throws {TypeError} If `options` is not an object or names an unknown option (the
+ *   message names it and, for a typo or another library's name, what to use instead),
+ *   `limit` or `windowMs` is not a number, or `clock` is not a function.
  * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; and from any
  *   method that reads the clock, when `windowMs` is below the clock's float step at the
  *   reading (`|t| >= 2^(53 + floor(log2(windowMs)))`: `windowMs` 1 beyond 2^53 ms,
@@ -92,6 +97,7 @@ export class SlidingWindowCounter implements Limiter {
 
   constructor(options: SlidingWindowCounterOptions) {
     const o = checkOptions<SlidingWindowCounterOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

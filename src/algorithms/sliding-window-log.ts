@@ -1,4 +1,4 @@
-import { checkClock, checkCost, checkOptions } from "../errors.js";
+import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -7,6 +7,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
+import { optionNames, windowHints } from "../option-names.js";
 import { WaitQueue } from "../wait.js";
 import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
 import { logDecision, logExactEntries, logLeaveAt } from "./window-math.js";
@@ -25,6 +26,9 @@ export interface SlidingWindowLogOptions {
 }
 
 const WHERE = "SlidingWindowLog";
+/** The option names of {@link SlidingWindowLogOptions}, checked by the constructor. */
+const OPTIONS = optionNames<SlidingWindowLogOptions>()(["limit", "windowMs", "clock"]);
+const HINTS = windowHints(WHERE);
 /** Entries a log allocates at its first use; it doubles from there as needed. */
 const INITIAL_ENTRIES = 4;
 const EMPTY = new Float64Array(0);
@@ -61,8 +65,9 @@ const EMPTY = new Float64Array(0);
  * could never count again). A clock that goes backwards stands still at its latest
  * reading, so no entry leaves early.
  *
- * @throws {TypeError} If `options` is not an object, `limit` or `windowMs` is not a
- *   number, or `clock` is not a function.
+ * @throws {TypeError} If `options` is not an object or names an unknown option (the
+ *   message names it and, for a typo or another library's name, what to use instead),
+ *   `limit` or `windowMs` is not a number, or `clock` is not a function.
  * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; and from any
  *   method that reads the clock, when `windowMs` is below the clock's float step at the
  *   reading (`|t| >= 2^(53 + floor(log2(windowMs)))`: `windowMs` 1 beyond 2^53 ms,
@@ -110,6 +115,7 @@ export class SlidingWindowLog implements Limiter {
 
   constructor(options: SlidingWindowLogOptions) {
     const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

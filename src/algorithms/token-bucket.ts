@@ -1,4 +1,4 @@
-import { checkClock, checkCost, checkNumber, checkOptions } from "../errors.js";
+import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -9,6 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
+import { bucketHints, optionNames } from "../option-names.js";
 import { BucketBase } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
@@ -25,6 +26,9 @@ export interface TokenBucketOptions {
 }
 
 const WHERE = "TokenBucket";
+/** The option names of {@link TokenBucketOptions}, checked by the constructor. */
+const OPTIONS = optionNames<TokenBucketOptions>()(["capacity", "refillPerSecond", "clock"]);
+const HINTS = bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
 
 /**
  * A token bucket holding up to `capacity` tokens, initially full, refilled
@@ -53,8 +57,9 @@ const WHERE = "TokenBucket";
  * first-out and a large cost is never starved. While anyone holds debt, plain
  * `allow`/`consume` are denied and their `retryAfterMs` counts the debt.
  *
- * @throws {TypeError} If `options` is not an object, `capacity` or `refillPerSecond`
- *   is not a number, or `clock` is not a function.
+ * @throws {TypeError} If `options` is not an object or names an unknown option (the
+ *   message names it and, for a typo or another library's name, what to use instead),
+ *   `capacity` or `refillPerSecond` is not a number, or `clock` is not a function.
  * @throws {RangeError} If `capacity` is not a finite number > 0 or `refillPerSecond`
  *   is not a finite number >= 0.
  * @example
@@ -71,6 +76,7 @@ export class TokenBucket extends BucketBase implements Limiter {
 
   constructor(options: TokenBucketOptions) {
     const o = checkOptions<TokenBucketOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const clock = checkClock(WHERE, o.clock, systemClock);

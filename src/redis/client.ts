@@ -1,4 +1,5 @@
 import { Buffer } from "node:buffer";
+import { describe } from "../errors.js";
 
 /**
  * A Redis key as sent to the server: a string (sent as UTF-8) or raw bytes. The
@@ -40,13 +41,56 @@ export interface NodeRedisClientLike {
 }
 
 /**
+ * Which library a client object comes from, by its methods: ioredis clients and clusters
+ * have `evalsha` (lowercase); node-redis clients, clusters, pools and sentinels have
+ * `evalSha` and `EVALSHA`; an adapter made by this module has `evalSha` and `evalScript`.
+ */
+export function clientKind(client: unknown): "ioredis" | "node-redis" | "adapter" | undefined {
+  if (typeof client !== "object" || client === null) return undefined;
+  const c = client as Record<string, unknown>;
+  if (typeof c["evalSha"] === "function" && typeof c["evalScript"] === "function") return "adapter";
+  if (typeof c["evalSha"] === "function" && typeof c["EVALSHA"] === "function") return "node-redis";
+  if (typeof c["evalsha"] === "function" && typeof c["eval"] === "function") return "ioredis";
+  return undefined;
+}
+
+/** The message for a client that a wrapper cannot use: what it is, and what to use instead. */
+function wrongClient(where: string, client: unknown, wanted: "ioredis" | "node-redis"): string {
+  const kind = clientKind(client);
+  if (kind === "node-redis") {
+    return `${where}: this is a node-redis client (it has evalSha, not evalsha): wrap it with fromNodeRedis(client)`;
+  }
+  if (kind === "ioredis") {
+    return `${where}: this is an ioredis client (it has evalsha, not evalSha): wrap it with fromIoredis(client)`;
+  }
+  if (kind === "adapter") {
+    return `${where}: this is already a RedisLike adapter (evalSha, evalScript): pass it as the limiter's client as it is`;
+  }
+  const example =
+    wanted === "ioredis"
+      ? "new Redis(url) or new Cluster(nodes)"
+      : "createClient({ url }) or createCluster(...)";
+  const methods = wanted === "ioredis" ? "evalsha and eval" : "evalSha and eval";
+  return `${where}: client must be a ${wanted} client (${example}) with ${methods} methods, got ${describe(client)}`;
+}
+
+/**
  * Adapts an ioredis client (`new Redis(url)`, a `Cluster`, or anything with the same
  * `evalsha`/`eval` methods) to {@link RedisLike}. The client stays yours: connect,
  * configure and `quit()` it yourself.
+ * @throws {TypeError} When `client` is not an ioredis client; a node-redis client (which
+ *   would fail every call) is named as such, with the wrapper to use, `fromNodeRedis`.
  * @example
  * const limiter = new RedisTokenBucket({ client: fromIoredis(new Redis(url)), capacity: 10, refillPerSecond: 1 })
  */
 export function fromIoredis(client: IoredisClientLike): RedisLike {
+  const c = client as unknown as Record<string, unknown> | null;
+  const accepted =
+    typeof c === "object" &&
+    c !== null &&
+    typeof c["evalsha"] === "function" &&
+    typeof c["eval"] === "function";
+  if (!accepted) throw new TypeError(wrongClient("fromIoredis", client, "ioredis"));
   return {
     evalSha: (sha1, keys, args) => client.evalsha(sha1, keys.length, ...keys, ...args),
     evalScript: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
@@ -57,13 +101,38 @@ export function fromIoredis(client: IoredisClientLike): RedisLike {
  * Adapts a node-redis client (`createClient({ url })` from `redis` v4 or later,
  * connected, or a cluster client) to {@link RedisLike}. The client stays yours:
  * `connect()` and `close()` it yourself.
+ * @throws {TypeError} When `client` is not a node-redis client; an ioredis client (which
+ *   would fail every call) is named as such, with the wrapper to use, `fromIoredis`.
  */
 export function fromNodeRedis(client: NodeRedisClientLike): RedisLike {
+  const c = client as unknown as Record<string, unknown> | null;
+  const accepted =
+    typeof c === "object" &&
+    c !== null &&
+    typeof c["evalSha"] === "function" &&
+    typeof c["eval"] === "function" &&
+    typeof c["evalScript"] !== "function";
+  if (!accepted) throw new TypeError(wrongClient("fromNodeRedis", client, "node-redis"));
   return {
     evalSha: (sha1, keys, args) => client.evalSha(sha1, { keys: [...keys], arguments: [...args] }),
     evalScript: (script, keys, args) =>
       client.eval(script, { keys: [...keys], arguments: [...args] }),
   };
+}
+
+/**
+ * The message for a `client` option that is not a {@link RedisLike}: a raw ioredis or
+ * node-redis client is named, with its wrapper.
+ */
+export function notRedisLike(where: string, client: unknown): string {
+  const kind = clientKind(client);
+  const wrap =
+    kind === "ioredis"
+      ? "an ioredis client: wrap it with fromIoredis(client)"
+      : kind === "node-redis"
+        ? "a node-redis client: wrap it with fromNodeRedis(client)"
+        : describe(client);
+  return `${where}: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got ${wrap}`;
 }
 
 // A code unit of a lone surrogate: a high one not followed by a low one, or a low one

@@ -1,8 +1,9 @@
 import { windowEnd } from "../algorithms/time.js";
 import { fixedWindowDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
+import { optionNames } from "../option-names.js";
 import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
-import type { RedisLimiterOptions } from "./options.js";
+import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
 
@@ -15,6 +16,8 @@ export interface RedisFixedWindowOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisFixedWindow";
+/** The option names of {@link RedisFixedWindowOptions}, checked by the constructor. */
+const OPTIONS = optionNames<RedisFixedWindowOptions>()(["limit", "windowMs", ...REDIS_OPTIONS]);
 
 /**
  * A `FixedWindow` per key, shared through Redis: at most `limit` units per key in each
@@ -41,7 +44,7 @@ export class RedisFixedWindow extends RedisWindowLimiter {
   protected readonly script = FIXED_WINDOW_SCRIPT;
 
   constructor(options: RedisFixedWindowOptions) {
-    super(WHERE, options, "tollgate:fixed-window:");
+    super(WHERE, options, "fixed-window", OPTIONS);
   }
 
   protected decode(reply: unknown, cost: number): Decision {

@@ -1,7 +1,9 @@
 /**
  * `tollgate/redis`: the five algorithms with their state in Redis (or Valkey), shared
- * by every process that uses the same server and prefix, decided atomically by one Lua
- * script per algorithm on the server's clock. No runtime dependencies: bring a client
+ * by every process that uses the same server, prefix, algorithm and options (keys are
+ * `<prefix><keyspace>:<key>`, the keyspace a fingerprint of the algorithm and its
+ * options unless pinned), decided atomically by one Lua script per algorithm on the
+ * server's clock. No runtime dependencies: bring a client
  * through {@link fromIoredis}, {@link fromNodeRedis} or your own {@link RedisLike}.
  * @module
  */

@@ -1,9 +1,15 @@
 import { bucketDecision } from "../algorithms/bucket-math.js";
-import { checkNumber, checkOptions } from "../errors.js";
+import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
+import { bucketHints, optionNames } from "../option-names.js";
 import { RedisLimiter } from "./limiter.js";
 import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
-import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import {
+  checkRedisOptions,
+  REDIS_HINTS,
+  REDIS_OPTIONS,
+  type RedisLimiterOptions,
+} from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 
 /** Options of {@link RedisLeakyBucket}: those of `LeakyBucket` (no `clock`) plus the Redis ones. */
@@ -15,6 +21,13 @@ export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisLeakyBucket";
+/** The option names of {@link RedisLeakyBucketOptions}, checked by the constructor. */
+const OPTIONS = optionNames<RedisLeakyBucketOptions>()([
+  "capacity",
+  "leakPerSecond",
+  ...REDIS_OPTIONS,
+]);
+const HINTS = { ...bucketHints(WHERE, "leakPerSecond", "refillPerSecond"), ...REDIS_HINTS };
 
 /**
  * A `LeakyBucket` meter per key, shared through Redis: each key's level starts at 0,
@@ -46,9 +59,10 @@ export class RedisLeakyBucket extends RedisLimiter {
 
   constructor(options: RedisLeakyBucketOptions) {
     const o = checkOptions<RedisLeakyBucketOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
-    super(checkRedisOptions(WHERE, o, "tollgate:leaky-bucket:"), capacity, [
+    super(checkRedisOptions(WHERE, o, "leaky-bucket", { capacity, leakPerSecond }), capacity, [
       capacity,
       leakPerSecond,
     ]);

@@ -26,6 +26,11 @@ export abstract class RedisLimiter {
   readonly client: RedisLike;
   /** Prepended to every key. */
   readonly prefix: string;
+  /**
+   * Between the prefix and the caller's key (`<prefix><keyspace>:<key>`): the fingerprint
+   * of the algorithm and its state-defining options, or the pinned `keyspace` option.
+   */
+  readonly keyspace: string;
   /** Longest wait per call, in milliseconds. */
   readonly timeoutMs: number;
   /** What happens when Redis fails. */
@@ -35,6 +40,8 @@ export abstract class RedisLimiter {
   /** The explicit clock, if any (tests and replays); otherwise Redis's `TIME` decides. */
   readonly clock: Clock | undefined;
 
+  /** `prefix + keyspace + ":"`, before every caller's key. */
+  private readonly keyPrefix: string;
   private readonly onError: ((event: StoreFailureEvent) => void) | undefined;
   private readonly onRecover: ((event: StoreRecoveryEvent) => void) | undefined;
   private failedCalls = 0;
@@ -57,6 +64,8 @@ export abstract class RedisLimiter {
   protected constructor(common: Common, size: number, config: readonly number[]) {
     this.client = common.client;
     this.prefix = common.prefix;
+    this.keyspace = common.keyspace;
+    this.keyPrefix = `${common.prefix}${common.keyspace}:`;
     this.timeoutMs = common.timeoutMs;
     this.failure = common.failure;
     this.maxTtlMs = common.maxTtlMs;
@@ -118,7 +127,7 @@ export abstract class RedisLimiter {
     if (typeof key !== "string") {
       throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
     }
-    return redisKey(this.prefix, key);
+    return redisKey(this.keyPrefix, key);
   }
 
   /** The time argument: the explicit clock's reading (held at its high-water mark), or "" for `TIME`. */

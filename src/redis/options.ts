@@ -1,6 +1,7 @@
 import { checkClock, checkNumber, describe } from "../errors.js";
 import type { Clock } from "../limiter.js";
-import type { RedisLike } from "./client.js";
+import { notRedisLike, type RedisLike } from "./client.js";
+import { checkKeyspace } from "./keyspace.js";
 import type {
   FailurePolicy,
   FallbackLimiter,
@@ -13,10 +14,26 @@ export interface RedisLimiterOptions {
   /** The connection, through an adapter: `fromIoredis(client)`, `fromNodeRedis(client)`. */
   readonly client: RedisLike;
   /**
-   * Prepended to every key (binary-safe); give limiters that must not share state
-   * different prefixes. @default `'tollgate:<algorithm>:'`, e.g. `'tollgate:token-bucket:'`
+   * Prepended to every key (binary-safe). A key is `<prefix><keyspace>:<key>`, so
+   * limiters with different options never share keys even under one prefix; a prefix of
+   * your own separates applications or environments on one server.
+   * @default `'tollgate:<algorithm>:'` with a short algorithm code: `tb`, `lb`, `fw`,
+   *   `swl`, `swc` (`'tollgate:tb:'` for a token bucket)
    */
   readonly prefix?: string | undefined;
+  /**
+   * The part of the key between the prefix and the caller's key. By default a fingerprint
+   * of the algorithm and the options that define its state (8 hex digits of FNV-1a over
+   * the algorithm, `capacity` and the rate, or `limit` and `windowMs`, and whether
+   * Redis's or an explicit clock stamps the state): processes whose limiters have the same
+   * algorithm and options share keys, and limiters that differ do not. Pin it (any
+   * non-empty string) to keep the state when the options change on purpose, such as a
+   * deploy that raises `capacity`: the new limiter then reads the old state with the new
+   * options (a bucket's stored level is kept and capped at the new capacity, a window's
+   * count is judged against the new limit). Only pin it for the same algorithm.
+   * @default the fingerprint, e.g. `'3f9a0c1e'`
+   */
+  readonly keyspace?: string | undefined;
   /**
    * Longest wait for Redis per call, in milliseconds (> 0); then the call counts as a
    * failure. The command itself is not cancelled: a client that queues commands while
@@ -50,6 +67,39 @@ export interface RedisLimiterOptions {
   readonly clock?: Clock | undefined;
 }
 
+/** The option names of {@link RedisLimiterOptions}, in every Redis limiter's list. */
+export const REDIS_OPTIONS = [
+  "client",
+  "prefix",
+  "keyspace",
+  "timeoutMs",
+  "failure",
+  "onError",
+  "onRecover",
+  "maxTtlMs",
+  "clock",
+] as const satisfies readonly (keyof RedisLimiterOptions)[];
+
+const WRAP = 'use "client" with a wrapped client: fromIoredis(redis) or fromNodeRedis(redis)';
+/** Hints for the names of rate-limiter-flexible and rate-limit-redis. */
+export const REDIS_HINTS: Readonly<Record<string, string>> = {
+  storeClient: WRAP,
+  redis: WRAP,
+  sendCommand: WRAP,
+  keyPrefix: 'use "prefix"',
+  insuranceLimiter: 'use "failure" with a fallback limiter',
+  timeout: 'use "timeoutMs" (milliseconds)',
+};
+
+/** Short algorithm codes of the default prefixes. */
+const CODES: Readonly<Record<string, string>> = {
+  "token-bucket": "tb",
+  "leaky-bucket": "lb",
+  "fixed-window": "fw",
+  "sliding-window-log": "swl",
+  "sliding-window-counter": "swc",
+};
+
 const DEFAULT_TIMEOUT_MS = 1000;
 const DEFAULT_MAX_TTL_MS = 365 * 24 * 3600 * 1000;
 /** Largest TTL sent to Redis, so `PEXPIRE` never overflows. */
@@ -61,6 +111,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export interface Common {
   readonly client: RedisLike;
   readonly prefix: string;
+  readonly keyspace: string;
   readonly timeoutMs: number;
   readonly failure: FailurePolicy;
   readonly onError: ((event: StoreFailureEvent) => void) | undefined;
@@ -71,13 +122,15 @@ export interface Common {
 
 /**
  * Validates the common options after the algorithm's own, in the order listed in
- * {@link RedisLimiterOptions}.
+ * {@link RedisLimiterOptions}, and computes the keyspace from `algorithm` and `state`
+ * (the validated options that define the state) unless it is pinned.
  * @throws {TypeError} For a wrong type; {RangeError} for a number out of range.
  */
 export function checkRedisOptions(
   where: string,
   o: RedisLimiterOptions,
-  defaultPrefix: string,
+  algorithm: string,
+  state: Readonly<Record<string, number>>,
 ): Common {
   const client = o.client as unknown;
   if (
@@ -86,14 +139,17 @@ export function checkRedisOptions(
     typeof (client as RedisLike).evalSha !== "function" ||
     typeof (client as RedisLike).evalScript !== "function"
   ) {
-    throw new TypeError(
-      `${where}: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got ${describe(client)}`,
-    );
+    throw new TypeError(notRedisLike(where, client));
   }
-  const prefix = o.prefix === undefined ? defaultPrefix : o.prefix;
+  const prefix = o.prefix === undefined ? `tollgate:${CODES[algorithm] ?? algorithm}:` : o.prefix;
   if (typeof prefix !== "string") {
     throw new TypeError(`${where}: prefix must be a string, got ${describe(prefix)}`);
   }
+  const keyspace = checkKeyspace(where, o.keyspace, {
+    algorithm,
+    state,
+    clock: o.clock === undefined ? "server" : "caller",
+  });
   const timeoutMs =
     o.timeoutMs === undefined
       ? DEFAULT_TIMEOUT_MS
@@ -112,6 +168,7 @@ export function checkRedisOptions(
   return {
     client: client as RedisLike,
     prefix,
+    keyspace,
     timeoutMs,
     failure,
     onError,

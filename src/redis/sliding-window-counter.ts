@@ -1,7 +1,8 @@
 import { counterDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
+import { optionNames } from "../option-names.js";
 import { SLIDING_WINDOW_COUNTER_SCRIPT } from "./lua/sliding-window-counter.js";
-import type { RedisLimiterOptions } from "./options.js";
+import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
 
@@ -17,6 +18,12 @@ export interface RedisSlidingWindowCounterOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisSlidingWindowCounter";
+/** The option names of {@link RedisSlidingWindowCounterOptions}, checked by the constructor. */
+const OPTIONS = optionNames<RedisSlidingWindowCounterOptions>()([
+  "limit",
+  "windowMs",
+  ...REDIS_OPTIONS,
+]);
 
 /**
  * A `SlidingWindowCounter` per key, shared through Redis: a request is allowed when
@@ -45,7 +52,7 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
   protected readonly script = SLIDING_WINDOW_COUNTER_SCRIPT;
 
   constructor(options: RedisSlidingWindowCounterOptions) {
-    super(WHERE, options, "tollgate:sliding-window-counter:");
+    super(WHERE, options, "sliding-window-counter", OPTIONS);
   }
 
   protected decode(reply: unknown, cost: number): Decision {

@@ -1,7 +1,8 @@
 import { logDecision, logExactEntries } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
+import { optionNames } from "../option-names.js";
 import { SLIDING_WINDOW_LOG_SCRIPT } from "./lua/sliding-window-log.js";
-import type { RedisLimiterOptions } from "./options.js";
+import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
 
@@ -17,6 +18,12 @@ export interface RedisSlidingWindowLogOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisSlidingWindowLog";
+/** The option names of {@link RedisSlidingWindowLogOptions}, checked by the constructor. */
+const OPTIONS = optionNames<RedisSlidingWindowLogOptions>()([
+  "limit",
+  "windowMs",
+  ...REDIS_OPTIONS,
+]);
 
 /**
  * A `SlidingWindowLog` per key, shared through Redis: each allowed request is logged
@@ -48,7 +55,7 @@ export class RedisSlidingWindowLog extends RedisWindowLimiter {
   private readonly exactEntries: number;
 
   constructor(options: RedisSlidingWindowLogOptions) {
-    super(WHERE, options, "tollgate:sliding-window-log:");
+    super(WHERE, options, "sliding-window-log", OPTIONS);
     this.exactEntries = logExactEntries(this.limit);
   }
 

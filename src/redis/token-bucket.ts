@@ -1,9 +1,15 @@
 import { bucketDecision } from "../algorithms/bucket-math.js";
-import { checkNumber, checkOptions } from "../errors.js";
+import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
+import { bucketHints, optionNames } from "../option-names.js";
 import { RedisLimiter } from "./limiter.js";
 import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
-import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import {
+  checkRedisOptions,
+  REDIS_HINTS,
+  REDIS_OPTIONS,
+  type RedisLimiterOptions,
+} from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 
 /** Options of {@link RedisTokenBucket}: those of `TokenBucket` (no `clock`) plus the Redis ones. */
@@ -15,11 +21,18 @@ export interface RedisTokenBucketOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisTokenBucket";
+/** The option names of {@link RedisTokenBucketOptions}, checked by the constructor. */
+const OPTIONS = optionNames<RedisTokenBucketOptions>()([
+  "capacity",
+  "refillPerSecond",
+  ...REDIS_OPTIONS,
+]);
+const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...REDIS_HINTS };
 
 /**
- * A `TokenBucket` per key, shared by every process using the same Redis and prefix:
- * each key's bucket holds up to `capacity` tokens, starts full, and refills at
- * `refillPerSecond` tokens per second. Decisions are the in-memory `TokenBucket`'s for
+ * A `TokenBucket` per key, shared by every process using the same Redis, prefix and
+ * options (see `keyspace`): each key's bucket holds up to `capacity` tokens, starts full,
+ * and refills at `refillPerSecond` tokens per second. Decisions are the in-memory `TokenBucket`'s for
  * the same timeline, computed atomically by one Lua script on Redis's clock.
  *
  * Good for: one shared burst-plus-rate limit across a fleet. Watch out: one round trip
@@ -44,9 +57,10 @@ export class RedisTokenBucket extends RedisLimiter {
 
   constructor(options: RedisTokenBucketOptions) {
     const o = checkOptions<RedisTokenBucketOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
-    super(checkRedisOptions(WHERE, o, "tollgate:token-bucket:"), capacity, [
+    super(checkRedisOptions(WHERE, o, "token-bucket", { capacity, refillPerSecond }), capacity, [
       capacity,
       refillPerSecond,
     ]);

@@ -1,8 +1,9 @@
 import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algorithms/time.js";
-import { checkOptions } from "../errors.js";
+import { checkOptionNames, checkOptions } from "../errors.js";
 import type { Clock } from "../limiter.js";
+import { windowHints } from "../option-names.js";
 import { RedisLimiter } from "./limiter.js";
-import { checkRedisOptions, type RedisLimiterOptions } from "./options.js";
+import { checkRedisOptions, REDIS_HINTS, type RedisLimiterOptions } from "./options.js";
 
 /** The options the three Redis window limiters share: their algorithm's, then the Redis ones. */
 export interface RedisWindowOptions extends RedisLimiterOptions {
@@ -40,13 +41,20 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
 
   /**
    * @param where The class name, for messages.
-   * @param defaultPrefix The default key prefix, `'tollgate:<algorithm>:'`.
+   * @param algorithm The algorithm, for the default prefix and the keyspace fingerprint.
+   * @param names The class's option names (`limit`, `windowMs` and the Redis ones).
    * @throws {TypeError} If `options` is not an object or an option has the wrong type.
    * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs`
    *   is below 0.001 without a `clock`, or a Redis option is out of range.
    */
-  protected constructor(where: string, options: RedisWindowOptions, defaultPrefix: string) {
+  protected constructor(
+    where: string,
+    options: RedisWindowOptions,
+    algorithm: string,
+    names: readonly string[],
+  ) {
     const o = checkOptions<RedisWindowOptions>(where, options);
+    checkOptionNames(where, o, names, { ...windowHints(where), ...REDIS_HINTS });
     const { limit, windowMs } = checkWindowSize(where, o);
     if (o.clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
       throw new RangeError(
@@ -54,7 +62,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
           `(TIME counts whole microseconds; pass a clock for shorter windows), got ${windowMs}`,
       );
     }
-    const common = checkRedisOptions(where, o, defaultPrefix);
+    const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
     const clock = common.clock && checkedWindowClock(where, common.clock, windowMs);
     super({ ...common, clock }, limit, [limit, windowMs]);
     this.limit = limit;

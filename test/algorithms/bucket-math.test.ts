@@ -91,7 +91,7 @@ describe("tokensAfter", () => {
 });
 
 describe.each(TARGETS)("the fit tolerance is forgiven once, not per request: $name", (target) => {
-  test("regression (#9): after capacity 1 was spent, all 1,000,000 allow(1e-9) were granted", () => {
+  test("regression: after capacity 1 was spent, all 1,000,000 allow(1e-9) were granted", () => {
     const clock = manualClock();
     const allow = target.make(clock, 1, 0);
     expect(allow(1)).toBe(true);
@@ -101,7 +101,7 @@ describe.each(TARGETS)("the fit tolerance is forgiven once, not per request: $na
     expect(allow(0), "a free probe is still allowed").toBe(true);
   });
 
-  test("regression (#9): a capacity of 1e-9 never ran out", () => {
+  test("regression: a capacity of 1e-9 never ran out", () => {
     const clock = manualClock();
     const allow = target.make(clock, 1e-9, 0);
     let granted = 0;
@@ -109,7 +109,7 @@ describe.each(TARGETS)("the fit tolerance is forgiven once, not per request: $na
     expect(granted, "the capacity, then one request within the tolerance").toBe(2);
   });
 
-  test("regression (#9): an overdraft reads remaining 0, counts in retry and reset, and a free probe is allowed", () => {
+  test("regression: an overdraft reads remaining 0, counts in retry and reset, and a free probe is allowed", () => {
     const clock = manualClock();
     // 2^20 + 2^-12 fits 2^20 within the tolerance (1e-9 * cost ~ 1.05e-3): overdraft 2^-12.
     // At 3000/s no time below lands within cleanMs's snapping distance of an integer.

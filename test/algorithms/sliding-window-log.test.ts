@@ -414,7 +414,7 @@ describe("SlidingWindowLog properties", () => {
   });
 });
 
-describe("SlidingWindowLog leave times (QA: an entry left before a full window)", () => {
+describe("SlidingWindowLog leave times (regression: an entry left before a full window)", () => {
   // 7.2 + 2 rounds down to 9.2 (exactly 9.2000000000000002): the entry of 7.2 left at
   // the reading 9.2, 1.9999999999999998 ms after it was logged, and a second unit passed.
   test("an entry whose leave time rounds down still counts at the rounded instant", () => {

@@ -81,7 +81,7 @@ describe("granuleEnd", () => {
     expect(Math.ceil(27.3 / 0.7) * 0.7).toBeLessThan(27.3);
   });
 
-  // QA: with a granule below the float step at the time (limit 100, windowMs 1 at
+  // Regression: with a granule below the float step at the time (limit 100, windowMs 1 at
   // 1e15 ms: granules of 0.01 ms, steps of 0.125 ms) the end rounded below the time, so
   // a sliding log entry stamped there counted for less than windowMs.
   test("a granule below the float step never ends before the time", () => {
@@ -160,7 +160,7 @@ describe("windowClockBoundMs and checkWindowClock", () => {
 });
 
 /**
- * QA's magnitude property: for a clock origin from 0 to 2^53 ms and windowMs from 1e-3
+ * The magnitude property: for a clock origin from 0 to 2^53 ms and windowMs from 1e-3
  * to 1e12 ms, every call either throws the resolution RangeError, exactly when windowMs
  * is below the float step at the reading, or decides sanely: a denial retries after
  * > 0 ms (finite for a cost within the limit), resets are finite, and no span of
@@ -169,7 +169,7 @@ describe("windowClockBoundMs and checkWindowClock", () => {
  * must also equal the naive models' (for the log only allowed and remaining: its leave
  * times are moved up where `t + windowMs` rounds down, see logLeaveAt).
  */
-describe("window limiters over clock magnitudes (QA: windowMs below the float step)", () => {
+describe("window limiters over clock magnitudes (windowMs below the float step)", () => {
   type Make = (options: { limit: number; windowMs: number; clock: Clock }) => Limiter;
   const algorithms: {
     name: string;

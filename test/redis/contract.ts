@@ -19,6 +19,7 @@ import { manualClock } from "../support/manual-clock.js";
 import {
   type Adapter,
   deleteTestKeys,
+  keyOf,
   type TestClient,
   uniquePrefix,
 } from "../support/redis-clients.js";
@@ -386,20 +387,21 @@ export function describeAdapterContract(adapter: Adapter, redis: RedisHandle): v
         refillPerSecond: 0.25,
         clock: () => Date.now() - 10_000,
         maxTtlMs: TEST_TTL_MS,
+        // An explicit clock has a keyspace of its own; pinned here to share on purpose.
+        keyspace: onTime.keyspace,
       });
       await explicit.consume("k2", 2);
       expect((await onTime.peek("k2", 2)).allowed).toBe(true);
     });
 
     test("a Redis error rejects with RateLimitStoreError carrying the cause", async () => {
-      const prefix = uniquePrefix();
-      await c.command("SET", `${prefix}k`, "not a hash");
       const bucket = new RedisTokenBucket({
         client: c.client,
-        prefix,
+        prefix: uniquePrefix(),
         capacity: 1,
         refillPerSecond: 1,
       });
+      await c.command("SET", keyOf(bucket, "k"), "not a hash");
       const error = await bucket.consume("k").catch((e: unknown) => e);
       expect(error).toBeInstanceOf(RateLimitStoreError);
       expect((error as RateLimitStoreError).cause).toBeInstanceOf(Error);
@@ -412,9 +414,9 @@ export function describeAdapterContract(adapter: Adapter, redis: RedisHandle): v
       const prefix = uniquePrefix();
       const window = new RedisFixedWindow({ client: c.client, prefix, limit: 2, windowMs: 60_000 });
       await window.consume("k", 2);
-      expect(await c.command("EXISTS", `${prefix}k`)).toBe(1);
+      expect(await c.command("EXISTS", keyOf(window, "k"))).toBe(1);
       await window.reset("k");
-      expect(await c.command("EXISTS", `${prefix}k`)).toBe(0);
+      expect(await c.command("EXISTS", keyOf(window, "k"))).toBe(0);
       const d: Decision = await window.consume("k");
       expect(d.remaining).toBe(1);
     });

@@ -202,7 +202,7 @@ describe.skipIf(!redis.available)("Redis twin decides as the in-memory class", (
     60_000,
   );
 
-  // QA: at huge clock readings with a small window the script decided nonsense
+  // Regression: at huge clock readings with a small window the script decided nonsense
   // (RedisFixedWindow at 1e16 ms, windowMs 1: allowed false with retryAfterMs 0). Now a
   // reading where windowMs is below the float step is refused before anything is sent,
   // with the in-memory message, and every other reading decides bit for bit as memory

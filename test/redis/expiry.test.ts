@@ -11,6 +11,7 @@ import {
 import {
   deleteTestKeys,
   ioredisAdapter,
+  keyOf,
   type TestClient,
   uniquePrefix,
 } from "../support/redis-clients.js";
@@ -129,7 +130,7 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
         if (op === "reset") await limiter.reset("k");
         if (d?.allowed && op === "consume" && cost > 0) {
           // Lossless: the key outlives the state it holds.
-          const expireAt = Number(await c.command("PEXPIRETIME", `${prefix}k`));
+          const expireAt = Number(await c.command("PEXPIRETIME", keyOf(limiter, "k")));
           expect(expireAt, `step ${i}`).toBeGreaterThanOrEqual(before + d.resetAfterMs);
         }
         const untilFresh = (await limiter.peek("k", 0)).resetAfterMs;
@@ -138,8 +139,8 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
           expect(keys, `step ${i}: a fresh state has no key`).toEqual([]);
           continue;
         }
-        expect(keys, `step ${i}`).toEqual([`${prefix}k`]);
-        const pttl = Number(await c.command("PTTL", `${prefix}k`));
+        expect(keys, `step ${i}`).toEqual([keyOf(limiter, "k")]);
+        const pttl = Number(await c.command("PTTL", keyOf(limiter, "k")));
         expect(pttl, `step ${i}: PTTL`).toBeGreaterThan(0);
         expect(pttl, `step ${i}: PTTL`).toBeLessThanOrEqual(Math.ceil(untilFresh) + 1);
       }
@@ -152,7 +153,7 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
     const ends = new Set<number>();
     for (let i = 0; i < 20; i++) {
       await window.consume("k");
-      ends.add(Number(await c.command("PEXPIRETIME", `${prefix}k`)));
+      ends.add(Number(await c.command("PEXPIRETIME", keyOf(window, "k"))));
     }
     // One end for all hits (unless this test straddles the top of an hour: then two).
     expect(ends.size).toBeLessThanOrEqual(2);
@@ -171,7 +172,7 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
     });
     await counter.consume("k", 10);
     const now = await serverNow();
-    const end = Number(await c.command("PEXPIRETIME", `${prefix}k`));
+    const end = Number(await c.command("PEXPIRETIME", keyOf(counter, "k")));
     const currentWindowEnd = (Math.floor(now / HOUR) + 1) * HOUR;
     expect(end).toBe(currentWindowEnd + HOUR);
   });
@@ -204,7 +205,7 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
       maxTtlMs: 90_000,
     });
     expect((await quota.consume("k")).resetAfterMs).toBe(Number.POSITIVE_INFINITY);
-    const pttl = Number(await c.command("PTTL", `${prefix}k`));
+    const pttl = Number(await c.command("PTTL", keyOf(quota, "k")));
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(90_000);
   });
@@ -220,7 +221,7 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
       maxTtlMs: 30_000,
     });
     await bucket.consume("k");
-    const pttl = Number(await c.command("PTTL", `${prefix}k`));
+    const pttl = Number(await c.command("PTTL", keyOf(bucket, "k")));
     expect(pttl).toBeGreaterThan(1000); // not the 1 ms the bucket takes to refill
     expect(pttl).toBeLessThanOrEqual(30_000);
   });

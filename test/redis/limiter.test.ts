@@ -128,7 +128,7 @@ describe("constructor validation", () => {
         }),
       error: TypeError,
       message:
-        "RedisTokenBucket: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got an object",
+        "RedisTokenBucket: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got an ioredis client: wrap it with fromIoredis(client)",
     },
     {
       name: "prefix a number",
@@ -308,7 +308,7 @@ describe("call validation rejects, never throws, and sends nothing", () => {
       error: TypeError,
       message: "RedisTokenBucket.reset: key must be a string, got null",
     },
-    // QA: RedisFixedWindow at an explicit 1e16 ms with windowMs 1 answered allowed:false
+    // Regression: RedisFixedWindow at an explicit 1e16 ms with windowMs 1 answered allowed:false
     // with retryAfterMs 0; memory now throws there, and so does Redis, before sending.
     {
       name: "RedisFixedWindow: windowMs 1 below the float step of an explicit clock at 1e16",

@@ -19,7 +19,7 @@ import {
 import { useRedis } from "../support/redis-server.js";
 
 // The bucket script keeps the overdraft within the fit tolerance exactly as bucket-math.ts
-// does (QA #9): the same tolerance-sized timelines through memory and Redis, field by field.
+// does: the same tolerance-sized timelines through memory and Redis, field by field.
 
 const redis = useRedis();
 let conn: TestClient;
@@ -71,7 +71,7 @@ const TWINS: readonly Twin[] = [
 
 describe.skipIf(!redis.available)("Redis bucket script: the fit tolerance", () => {
   test.each(TWINS)(
-    "regression (#9): $name after capacity 1 was spent, every allow(1e-9) was granted",
+    "regression: $name after capacity 1 was spent, every allow(1e-9) was granted",
     async (twin) => {
       const clock = manualClock(1000);
       const shared = twin.redis(conn.client, clock, 1, 0);
@@ -84,7 +84,7 @@ describe.skipIf(!redis.available)("Redis bucket script: the fit tolerance", () =
   );
 
   test.each(TWINS)(
-    "regression (#9): $name keeps an overdraft as memory does (retry, reset, free probe)",
+    "regression: $name keeps an overdraft as memory does (retry, reset, free probe)",
     async (twin) => {
       const clock = manualClock(1000);
       const memory = twin.memory(clock, 2 ** 20, 3000);

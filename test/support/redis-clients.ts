@@ -1,6 +1,7 @@
 import { Redis } from "ioredis";
 import { createClient } from "redis";
 import { fromIoredis, fromNodeRedis, type RedisLike } from "../../src/redis/client.js";
+import type { RedisLimiter } from "../../src/redis/limiter.js";
 
 /** A connected test client: the adapter under test plus raw commands for inspection. */
 export interface TestClient {
@@ -52,6 +53,11 @@ export const nodeRedisAdapter: Adapter = {
 
 /** Both adapters: every contract test runs once per entry. */
 export const ADAPTERS: readonly Adapter[] = [ioredisAdapter, nodeRedisAdapter];
+
+/** The Redis key a limiter stores `key` under: `<prefix><keyspace>:<key>`. */
+export function keyOf(limiter: RedisLimiter, key: string): string {
+  return `${limiter.prefix}${limiter.keyspace}:${key}`;
+}
 
 let counter = 0;
 /** A prefix no other test uses, so tests can share one server without flushing it. */

@@ -22,8 +22,8 @@ export function resolutionMessage(where: string, windowMs: number, nowMs: number
 }
 
 /**
- * Regression tests for QA's HIGH defect "window limiters break when windowMs is smaller
- * than the clock's float step": every request was admitted (windows ended where they
+ * Regression tests for window limiters that broke when windowMs was smaller than the
+ * clock's float step: every request was admitted (windows ended where they
  * started), or every request was denied with Infinity forever. Each case must now throw a
  * RangeError naming the class, windowMs and the reading, from every method reading the clock.
  */
@@ -31,7 +31,7 @@ export function describeClockResolution(
   where: string,
   make: (options: { limit: number; windowMs: number; clock: Clock }) => Limiter,
 ): void {
-  describe(`${where} clock resolution (QA: windowMs below the clock's float step)`, () => {
+  describe(`${where} clock resolution (windowMs below the clock's float step)`, () => {
     test.each([
       { name: "1 ms at 1e16 ms admitted every request", windowMs: 1, nowMs: 1e16 },
       { name: "0.4 ms at 9e15 ms admitted every request", windowMs: 0.4, nowMs: 9e15 },
@@ -54,7 +54,7 @@ export function describeClockResolution(
       }
     });
 
-    test("the QA example message reads as documented", () => {
+    test("the message for windowMs 1 at 1e16 ms reads as documented", () => {
       const limiter = make({ limit: 2, windowMs: 1, clock: () => 1e16 });
       expect(() => limiter.consume()).toThrow(
         `${where}: windowMs 1 is below the clock's resolution at 10000000000000000 ms ` +
