@@ -328,7 +328,7 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: {},
       error: new TypeError(
-        "withRateLimit: limiter must be an object with a consume(key, cost) method, got undefined",
+        "withRateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got undefined",
       ),
     },
     {

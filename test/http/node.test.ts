@@ -677,14 +677,14 @@ describe("rateLimit options", () => {
       name: "no limiter",
       options: {},
       error: new TypeError(
-        "rateLimit: limiter must be an object with a consume(key, cost) method, got undefined",
+        "rateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got undefined",
       ),
     },
     {
       name: "limiter without consume",
       options: { limiter: { allow: () => true } },
       error: new TypeError(
-        "rateLimit: limiter must be an object with a consume(key, cost) method, got an object",
+        "rateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got an object",
       ),
     },
     {
