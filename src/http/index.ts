@@ -36,6 +36,7 @@ export {
   rateLimitHeaders,
   retryAfterSeconds,
 } from "./headers.js";
+export { type HonoContextLike, type HonoRateLimitOptions, honoRateLimit } from "./hono.js";
 export { ipKey } from "./ip.js";
 export {
   type NextFunction,
