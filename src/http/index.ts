@@ -38,6 +38,7 @@ export {
 } from "./headers.js";
 export { type HonoContextLike, type HonoRateLimitOptions, honoRateLimit } from "./hono.js";
 export { ipKey } from "./ip.js";
+export { type KoaContextLike, type KoaRateLimitOptions, koaRateLimit } from "./koa.js";
 export {
   type NextFunction,
   type RateLimitMiddleware,
