@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, IncomingMessage, type Server, ServerResponse } from "node:http";
+import { Socket } from "node:net";
 import express from "express";
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
@@ -888,5 +889,33 @@ describe("rateLimit refuses options it does not have, naming what to use", () =>
     expect(() => rateLimit({ limiter, max: undefined } as unknown as RateLimitOptions)).toThrow(
       'rateLimit: unknown option "max"',
     );
+  });
+});
+
+describe("rateLimit with a synchronous limiter", () => {
+  /** A request from 10.0.0.1 and its response, without a server. */
+  function exchange(): [IncomingMessage, ServerResponse] {
+    const socket = new Socket();
+    Object.defineProperty(socket, "remoteAddress", { value: "10.0.0.1" });
+    const req = new IncomingMessage(socket);
+    req.method = "GET";
+    return [req, new ServerResponse(req)];
+  }
+
+  test("answers before the middleware returns: no promise, no microtask", () => {
+    const limit = rateLimit({ limiter: new RecordingLimiter(1, 0.001, manualClock()) });
+    const [req, res] = exchange();
+    let passed = 0;
+    limit(req, res, () => passed++);
+    expect(passed).toBe(1);
+    expect(res.getHeader("RateLimit")).toBe('"default";r=0;t=1000');
+    const [req2, res2] = exchange();
+    limit(req2, res2, () => passed++);
+    expect([passed, res2.statusCode, res2.getHeader("Retry-After")]).toStrictEqual([
+      1,
+      429,
+      "1000",
+    ]);
+    expect(res2.writableEnded).toBe(true); // checked with no await in between: no microtask ran
   });
 });
