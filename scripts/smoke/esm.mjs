@@ -39,8 +39,14 @@ if (
 }
 // The framework adapters, and an unkeyed limiter from "tollgate" recognised by
 // "tollgate/http" (one global limit: the classes are shared between the entry points).
-for (const name of ["fastifyRateLimit", "honoRateLimit", "koaRateLimit", "withRateLimit"]) {
-  if (typeof http[name] !== "function") throw new Error(`ESM smoke: http.${name} missing`);
+const adapters = {
+  fastifyRateLimit: http.fastifyRateLimit,
+  honoRateLimit: http.honoRateLimit,
+  koaRateLimit: http.koaRateLimit,
+  withRateLimit: http.withRateLimit,
+};
+for (const [name, adapter] of Object.entries(adapters)) {
+  if (typeof adapter !== "function") throw new Error(`ESM smoke: http.${name} missing`);
 }
 if (http.fastifyRateLimit[Symbol.for("skip-override")] !== true) {
   throw new Error("ESM smoke: fastifyRateLimit is encapsulated");
