@@ -98,10 +98,11 @@ export function runtimeAddress(request: Request, context: unknown): string | und
  * When the limiter throws or rejects, `failure` decides: `'open'` calls `handler` (no
  * rate-limit headers), `'closed'` answers 503; `onError` is told either way. A
  * programming error (a hook that throws, a `key` that is not a string, a `cost` that is not
- * a finite number >= 0, a `Decision` that `rateLimitHeaders` rejects) is answered 500
- * whatever `failure` says, and reported with
- * `kind: 'programming'`. Errors thrown by `handler` itself propagate unchanged. A response with immutable headers
- * (`Response.redirect`, a proxied `fetch` response) is copied to add the headers.
+ * a finite number >= 0, a limiter that throws a `TypeError` or `RangeError`, a `Decision`
+ * that `rateLimitHeaders` rejects) is answered 500 whatever `failure` says, and reported
+ * with `kind: 'programming'`. Errors thrown by `handler` itself propagate unchanged. A
+ * response with immutable headers (`Response.redirect`, a proxied `fetch` response) is
+ * copied to add the headers.
  *
  * @throws {TypeError} If `handler` is not a function, or an option has the wrong type.
  * @throws {RangeError} If an option is out of range (as for {@link rateLimit}).
