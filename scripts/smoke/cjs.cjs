@@ -14,6 +14,11 @@ if (!first.allowed || second.allowed || second.retryAfterMs !== 500) {
 if (typeof http.rateLimit !== "function" || typeof redis.fromIoredis !== "function") {
   throw new Error("CJS smoke: subpath exports missing");
 }
+for (const name of ["fastifyRateLimit", "honoRateLimit", "koaRateLimit"]) {
+  if (typeof http[name] !== "function") throw new Error(`CJS smoke: http.${name} missing`);
+}
+// An unkeyed limiter from "tollgate" is recognised by "tollgate/http" (one shared class).
+http.rateLimit({ limiter: new tollgate.TokenBucket({ capacity: 1, refillPerSecond: 1 }) });
 console.log(
   `cjs ok: ${Object.keys(tollgate).length} + ${Object.keys(http).length} + ${Object.keys(redis).length} exports`,
 );

@@ -37,6 +37,26 @@ if (
 ) {
   throw new Error("ESM smoke: tollgate/redis exports");
 }
+// The framework adapters, and an unkeyed limiter from "tollgate" recognised by
+// "tollgate/http" (one global limit: the classes are shared between the entry points).
+const adapters = {
+  fastifyRateLimit: http.fastifyRateLimit,
+  honoRateLimit: http.honoRateLimit,
+  koaRateLimit: http.koaRateLimit,
+  withRateLimit: http.withRateLimit,
+};
+for (const [name, adapter] of Object.entries(adapters)) {
+  if (typeof adapter !== "function") throw new Error(`ESM smoke: http.${name} missing`);
+}
+if (http.fastifyRateLimit[Symbol.for("skip-override")] !== true) {
+  throw new Error("ESM smoke: fastifyRateLimit is encapsulated");
+}
+const global = await http.withRateLimit(() => new Response("ok"), {
+  limiter: new TokenBucket({ capacity: 1, refillPerSecond: 1, clock: () => now }),
+})(new Request("http://localhost/"));
+if (global.status !== 200 || global.headers.get("ratelimit") === null) {
+  throw new Error(`ESM smoke: an unkeyed limiter as a global limit gave ${global.status}`);
+}
 console.log(
   `esm ok: ${Object.keys(tollgate).length} + ${Object.keys(http).length} + ${Object.keys(redis).length} exports`,
 );

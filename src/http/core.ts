@@ -1,6 +1,11 @@
+import { FixedWindow } from "../algorithms/fixed-window.js";
+import { LeakyBucket } from "../algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
 import { TokenBucket } from "../algorithms/token-bucket.js";
-import { checkOptions, describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
+import { AllOf } from "../composite.js";
+import { checkOptionNames, checkOptions, describe } from "../errors.js";
+import type { Decision, Limiter } from "../limiter.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,
@@ -10,20 +15,18 @@ import {
 import {
   checkPolicyName,
   checkWindowSeconds,
-  type DecisionNumbers,
   HeaderText,
-  headersOf,
   QuotaExceededJson,
-  readDecision,
   sfString,
 } from "./headers.js";
 
 /**
  * Anything that decides per key: a `KeyedLimiter`, a Redis limiter, or your own object.
  * `consume` may answer synchronously or with a promise; it may throw or reject (a store
- * outage), which the middleware handles according to `failure`. A `Decision` that
- * `rateLimitHeaders` rejects (NaN fields, a denial with a negative `retryAfterMs`) is a
- * programming error instead: answered 500.
+ * outage), which the middleware handles according to `failure`. A `TypeError` or
+ * `RangeError` (thrown or as a rejection), or a `Decision` that `rateLimitHeaders`
+ * rejects (NaN fields, a denial with a negative `retryAfterMs`), is a programming error
+ * instead: answered 500.
  */
 export interface KeyedConsumer {
   consume(key: string, cost?: number): Decision | PromiseLike<Decision>;
@@ -42,15 +45,17 @@ export type FailureMode = "open" | "closed";
 
 /**
  * The two kinds of failure the middleware tells `onError` about:
- * - `'outage'`: the limiter threw or rejected (a store that is down, a timeout). Not the
- *   client's fault and maybe not yours: `failure` decides (`'open'` passes, `'closed'`
- *   answers 503).
+ * - `'outage'`: the limiter threw or rejected with anything but a `TypeError` or a
+ *   `RangeError` (a store that is down, a timeout). Not the client's fault and maybe not
+ *   yours: `failure` decides (`'open'` passes, `'closed'` answers 503).
  * - `'programming'`: your code broke the contract, so the request cannot be checked: a
  *   hook (`key`, `cost`, `skip`, `remoteAddress`, `onLimited`) threw, `key` returned a
- *   non-string or `cost` something other than a finite number >= 0, or the limiter
- *   returned an invalid `Decision`. Always answered `500` (problem+json), whatever
- *   `failure` says: passing it would switch rate limiting off for exactly the requests
- *   that trigger the bug (a `cost` of `NaN`, a `key` hook that throws on a missing body).
+ *   non-string or `cost` something other than a finite number >= 0, the limiter threw or
+ *   rejected with a `TypeError` or `RangeError` (a wrong argument: tollgate's limiters
+ *   throw nothing else for bad input), or it returned an invalid `Decision`. Always
+ *   answered `500` (problem+json), whatever `failure` says: passing it would switch rate
+ *   limiting off for exactly the requests that trigger the bug (a `cost` of `NaN`, a `key`
+ *   hook that throws on a missing body, a limiter that cannot take a key).
  */
 export type FailureKind = "outage" | "programming";
 
@@ -70,8 +75,14 @@ export interface FailureInfo {
 
 /** Options shared by {@link rateLimit} (node:http, Express) and `withRateLimit` (fetch). */
 export interface CommonRateLimitOptions {
-  /** Decides per key; see {@link KeyedConsumer}. Required. */
-  readonly limiter: KeyedConsumer;
+  /**
+   * Decides each request. Required. Either an object with `consume(key, cost)` (see
+   * {@link KeyedConsumer}: a `KeyedLimiter` for per-client limits, a Redis limiter), or
+   * one unkeyed tollgate limiter (`TokenBucket`, `LeakyBucket`, `FixedWindow`,
+   * `SlidingWindowLog`, `SlidingWindowCounter` or an `allOf` of them), which is then ONE
+   * global limit that every request shares, whatever its key.
+   */
+  readonly limiter: KeyedConsumer | Limiter;
   /**
    * Policy name in the headers and the 429 body (printable ASCII).
    * @default "default"
@@ -93,9 +104,10 @@ export interface CommonRateLimitOptions {
   readonly failure?: FailureMode | undefined;
   /**
    * Told of every failure: a limiter outage, or a programming error (see
-   * {@link FailureKind}; `info.kind` says which). Errors it throws are ignored. The default
-   * writes one `console.error` line per kind at most every 10 seconds, so an outage cannot
-   * flood the log (nor hide a programming error).
+   * {@link FailureKind}; `info.kind` says which), once per failed request, so it can count
+   * them. Errors it throws are ignored. The default logs each distinct programming error
+   * once (by class and message; see `defaultOnError`) and an outage at most once per 10
+   * seconds, so an outage cannot flood the log nor hide a programming error.
    */
   readonly onError?: ((error: unknown, info: FailureInfo) => void) | undefined;
   /**
@@ -118,6 +130,7 @@ export interface CommonRateLimitOptions {
 
 /** {@link CommonRateLimitOptions} after validation. */
 export interface CommonConfig {
+  /** The limiter as called: an unkeyed one is wrapped to ignore the key. */
   readonly limiter: KeyedConsumer;
   readonly policy: string;
   readonly quotedPolicy: string;
@@ -154,22 +167,96 @@ function checkChoice<T extends string>(
   throw new error(`${where}: ${name} must be one of ${list}, got ${describe(value)}`);
 }
 
+/** The names of {@link CommonRateLimitOptions}, in the order they are documented. */
+export const COMMON_OPTION_NAMES: readonly string[] = [
+  "limiter",
+  "policy",
+  "windowSeconds",
+  "headers",
+  "failure",
+  "onError",
+  "trustProxy",
+  "proxyHeader",
+  "ipv6Prefix",
+];
+
+const LIMIT_HINT =
+  "set the limit on the limiter: capacity for TokenBucket/LeakyBucket, limit for FixedWindow/SlidingWindow*";
+const WINDOW_HINT =
+  "set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket";
+
 /**
- * Validates the shared options, in the order they are documented.
- * @throws {TypeError} for a missing limiter or a wrong type; {RangeError} for a bad value.
+ * What to use instead of the option names of express-rate-limit and @fastify/rate-limit,
+ * for the error that refuses them (they would otherwise be ignored silently).
  */
-export function checkCommonOptions(where: string, options: unknown): CommonConfig {
-  const o = checkOptions<CommonRateLimitOptions>(where, options);
-  const limiter = o.limiter as unknown;
+export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
+  max: LIMIT_HINT,
+  limit: LIMIT_HINT,
+  windowMs: WINDOW_HINT,
+  timeWindow: WINDOW_HINT,
+  standardHeaders: 'use headers: "draft-10", "legacy", "both" or "none"',
+  legacyHeaders: 'use headers: "legacy" or "both" for X-RateLimit-*',
+  keyGenerator: "use key: (request, clientKey) => string",
+  skipSuccessfulRequests:
+    "not supported: a request is counted when it arrives, before its outcome is known",
+  skipFailedRequests:
+    "not supported: a request is counted when it arrives, before its outcome is known",
+  message: "use onLimited to answer a limited request with your own body",
+  statusCode: "use onLimited to answer a limited request with another status",
+  handler: "use onLimited to answer a limited request yourself",
+  allowList: "use skip: (request) => boolean",
+  store: "pass the store's limiter as limiter (a KeyedLimiter, or a tollgate/redis limiter)",
+};
+
+/** True for one of tollgate's unkeyed limiters (the five algorithms, `allOf`, subclasses). */
+function isUnkeyedLimiter(value: unknown): value is Limiter {
+  return (
+    value instanceof TokenBucket ||
+    value instanceof LeakyBucket ||
+    value instanceof FixedWindow ||
+    value instanceof SlidingWindowLog ||
+    value instanceof SlidingWindowCounter ||
+    value instanceof AllOf
+  );
+}
+
+/**
+ * Checks the `limiter` option. An unkeyed tollgate limiter becomes one global limit: its
+ * `consume(cost)` is called for every request, the key ignored. It is accepted rather than
+ * refused because it is the natural first try of a global limit; calling it as a keyed
+ * limiter (`consume(key, cost)`) would throw on every request instead.
+ * @throws {TypeError} for anything else without a `consume` method.
+ */
+function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
+  if (isUnkeyedLimiter(limiter)) {
+    return { consume: (_key: string, cost?: number) => limiter.consume(cost) };
+  }
   if (
     typeof limiter !== "object" ||
     limiter === null ||
     typeof (limiter as { consume?: unknown }).consume !== "function"
   ) {
     throw new TypeError(
-      `${where}: limiter must be an object with a consume(key, cost) method, got ${describe(limiter)}`,
+      `${where}: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got ${describe(limiter)}`,
     );
   }
+  return limiter as KeyedConsumer;
+}
+
+/**
+ * Validates the shared options, in the order they are documented, and that `options`
+ * names nothing but them and `own` (the factory's own option names).
+ * @throws {TypeError} for a missing limiter, a wrong type or an unknown option name;
+ *   {RangeError} for a bad value.
+ */
+export function checkCommonOptions(
+  where: string,
+  options: unknown,
+  own: readonly string[] = [],
+): CommonConfig {
+  const o = checkOptions<CommonRateLimitOptions>(where, options);
+  checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS);
+  const limiter = checkLimiter(where, o.limiter);
   const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
   const windowSeconds = checkWindowSeconds(where, o.windowSeconds);
   const headers = checkChoice<HeaderMode>(
@@ -184,7 +271,7 @@ export function checkCommonOptions(where: string, options: unknown): CommonConfi
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
   const quotedPolicy = sfString(policy);
   return {
-    limiter: limiter as KeyedConsumer,
+    limiter,
     policy,
     quotedPolicy,
     windowSeconds,
@@ -198,30 +285,47 @@ export function checkCommonOptions(where: string, options: unknown): CommonConfi
   };
 }
 
+/** How many distinct programming errors the default `onError` remembers having logged. */
+export const MAX_REMEMBERED_ERRORS = 64;
+
 /**
- * A logger that writes at most one line per 10 s for each kind (a token bucket of 1,
- * refilled at 0.1/s, per kind).
+ * The default `onError`. A programming error is logged once per distinct error (its class
+ * and message: the same bug on every request is one line, a second bug still shows);
+ * after {@link MAX_REMEMBERED_ERRORS} distinct ones it falls back to one line per 10 s,
+ * so memory stays bounded. An outage is logged at most once per 10 s (a token bucket of
+ * 1 refilled at 0.1/s), with the count of those it left out.
  */
-function defaultOnError(where: string): CommonConfig["onError"] {
+export function defaultOnError(where: string): CommonConfig["onError"] {
   const logs = {
     outage: { bucket: new TokenBucket({ capacity: 1, refillPerSecond: 0.1 }), suppressed: 0 },
     programming: { bucket: new TokenBucket({ capacity: 1, refillPerSecond: 0.1 }), suppressed: 0 },
   };
+  const seen = new Set<string>();
   return (error, info) => {
     const log = logs[info.kind];
+    if (info.kind === "programming") {
+      const signature = errorSignature(error);
+      if (seen.has(signature)) return;
+      if (seen.size < MAX_REMEMBERED_ERRORS) seen.add(signature);
+      else if (!log.bucket.allow()) return;
+      console.error(`${where}: programming error, answered 500:`, error);
+      return;
+    }
     if (!log.bucket.allow()) {
       log.suppressed++;
       return;
     }
     const more = log.suppressed > 0 ? ` (${log.suppressed} more since the last report)` : "";
     log.suppressed = 0;
-    if (info.kind === "programming") {
-      console.error(`${where}: programming error, answered 500${more}:`, error);
-    } else {
-      const outcome = info.failure === "open" ? "let the request through" : "answered 503";
-      console.error(`${where}: the limiter failed, ${outcome}${more}:`, error);
-    }
+    const outcome = info.failure === "open" ? "let the request through" : "answered 503";
+    console.error(`${where}: the limiter failed, ${outcome}${more}:`, error);
   };
+}
+
+/** What makes two errors "the same" for the log: class name and message (cut at 200 chars). */
+function errorSignature(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message.slice(0, 200)}`;
+  return `thrown ${typeof error}: ${String(error).slice(0, 200)}`;
 }
 
 /** Tells `onError` about a failure; an `onError` that throws is ignored. */
@@ -271,16 +375,3 @@ export function isThenable(value: unknown): value is PromiseLike<unknown> {
     typeof (value as { then?: unknown }).then === "function"
   );
 }
-
-/**
- * The headers to send for a decision under `config` (`Retry-After` included on denial,
- * whatever the mode). Throws like `rateLimitHeaders` for a malformed decision.
- */
-export function headersFor(config: CommonConfig, decision: Decision): Record<string, string> {
-  const n: DecisionNumbers = { limit: 0, remaining: 0, retryAfter: -1, reset: -1 };
-  readDecision(decision, n);
-  return headersOf(n, config.text, config.draft, config.legacy);
-}
-
-/** The names of the List fields, which are appended to rather than replaced (RFC 9651 3.1). */
-export const LIST_FIELDS: ReadonlySet<string> = new Set(["RateLimit-Policy", "RateLimit"]);

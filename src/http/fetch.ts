@@ -1,18 +1,17 @@
 import { describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { clientKey } from "./client-key.js";
+import { type CommonRateLimitOptions, checkCommonOptions, checkFunction } from "./core.js";
 import {
-  type CommonConfig,
-  type CommonRateLimitOptions,
-  checkCommonOptions,
-  checkFunction,
-  checkHookCost,
-  checkHookKey,
-  headersFor,
+  type ClientSource,
+  headerRecord,
+  INTERNAL_ERROR_BODY,
   LIST_FIELDS,
-  report,
-} from "./core.js";
-import { INTERNAL_ERROR_PROBLEM, quotaExceededProblem, UNAVAILABLE_PROBLEM } from "./headers.js";
+  limitedBody,
+  Outcome,
+  Pipeline,
+  PROBLEM_JSON,
+  UNAVAILABLE_BODY,
+} from "./pipeline.js";
 
 /**
  * A fetch-style handler: `Bun.serve({ fetch })`, `Deno.serve(handler)`, Hono's `app.fetch`,
@@ -62,23 +61,31 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
 
 const WHERE = "withRateLimit";
 
-/** The peer address as Deno, Bun or @hono/node-server hands it to a fetch handler. */
-function runtimeAddress(request: Request, args: readonly unknown[]): string | undefined {
-  const context = args[0] as
+/** The option names of {@link withRateLimit} beyond the shared ones. */
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress"] as const;
+
+/**
+ * The peer address as Deno, Bun or @hono/node-server hands it to a fetch handler in its
+ * first extra argument (`context`): Deno's `info.remoteAddr.hostname`, Bun's
+ * `server.requestIP(request).address`, `@hono/node-server`'s
+ * `env.incoming.socket.remoteAddress`; `undefined` when none is there.
+ */
+export function runtimeAddress(request: Request, context: unknown): string | undefined {
+  const c = context as
     | {
         remoteAddr?: { hostname?: unknown };
         requestIP?: (request: Request) => { address?: unknown } | null;
         incoming?: { socket?: { remoteAddress?: unknown } };
       }
     | undefined;
-  if (typeof context !== "object" || context === null) return undefined;
-  const deno = context.remoteAddr?.hostname;
+  if (typeof c !== "object" || c === null) return undefined;
+  const deno = c.remoteAddr?.hostname;
   if (typeof deno === "string") return deno;
-  if (typeof context.requestIP === "function") {
-    const bun = context.requestIP(request)?.address;
+  if (typeof c.requestIP === "function") {
+    const bun = c.requestIP(request)?.address;
     if (typeof bun === "string") return bun;
   }
-  const node = context.incoming?.socket?.remoteAddress;
+  const node = c.incoming?.socket?.remoteAddress;
   return typeof node === "string" ? node : undefined;
 }
 
@@ -91,10 +98,11 @@ function runtimeAddress(request: Request, args: readonly unknown[]): string | un
  * When the limiter throws or rejects, `failure` decides: `'open'` calls `handler` (no
  * rate-limit headers), `'closed'` answers 503; `onError` is told either way. A
  * programming error (a hook that throws, a `key` that is not a string, a `cost` that is not
- * a finite number >= 0, a `Decision` that `rateLimitHeaders` rejects) is answered 500
- * whatever `failure` says, and reported with
- * `kind: 'programming'`. Errors thrown by `handler` itself propagate unchanged. A response with immutable headers
- * (`Response.redirect`, a proxied `fetch` response) is copied to add the headers.
+ * a finite number >= 0, a limiter that throws a `TypeError` or `RangeError`, a `Decision`
+ * that `rateLimitHeaders` rejects) is answered 500 whatever `failure` says, and reported
+ * with `kind: 'programming'`. Errors thrown by `handler` itself propagate unchanged. A
+ * response with immutable headers (`Response.redirect`, a proxied `fetch` response) is
+ * copied to add the headers.
  *
  * @throws {TypeError} If `handler` is not a function, or an option has the wrong type.
  * @throws {RangeError} If an option is out of range (as for {@link rateLimit}).
@@ -112,95 +120,68 @@ export function withRateLimit<
   if (typeof handler !== "function") {
     throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
   }
-  const config = checkCommonOptions(WHERE, options);
-  const keyOf = checkFunction<FetchRateLimitOptions<Args>["key"]>(WHERE, "key", options.key);
-  const costOf = checkFunction<FetchRateLimitOptions<Args>["cost"]>(WHERE, "cost", options.cost);
-  const skip = checkFunction<FetchRateLimitOptions<Args>["skip"]>(WHERE, "skip", options.skip);
-  const onLimited = checkFunction<FetchRateLimitOptions<Args>["onLimited"]>(
-    WHERE,
-    "onLimited",
-    options.onLimited,
-  );
-  const remoteAddress = checkFunction<FetchRateLimitOptions<Args>["remoteAddress"]>(
+  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
+  type Hooks = FetchRateLimitOptions<Args>;
+  const remoteAddress = checkFunction<Hooks["remoteAddress"]>(
     WHERE,
     "remoteAddress",
     options.remoteAddress,
   );
+  const source: ClientSource<Request, Args> = {
+    peer:
+      remoteAddress === undefined
+        ? (request, args) => runtimeAddress(request, args[0])
+        : (request, args) => remoteAddress(request, ...args),
+    header: (request, name) => request.headers.get(name),
+  };
+  const pipeline = new Pipeline<Request, Args>(
+    WHERE,
+    config,
+    {
+      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
+      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
+      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
+    },
+    source,
+  );
+  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
 
   return async (request, ...args) => {
-    let key: string | undefined;
-    let cost = 1;
-    let skipped = false;
-    try {
-      skipped = skip !== undefined && skip(request) === true;
-      if (!skipped) {
-        const peer =
-          remoteAddress === undefined
-            ? runtimeAddress(request, args)
-            : remoteAddress(request, ...args);
-        const forwarded =
-          config.client.hops === 0 ? undefined : request.headers.get(config.client.header);
-        const client = clientKey(peer, forwarded, config.client);
-        key = keyOf === undefined ? client : checkHookKey(WHERE, keyOf(request, client));
-        if (costOf !== undefined) cost = checkHookCost(WHERE, costOf(request));
+    const result = pipeline.run(request, args);
+    const outcome = result instanceof Outcome ? result : await result;
+    switch (outcome.kind) {
+      case "skip":
+        return handler(request, ...args);
+      case "pass": {
+        if (outcome.decision === undefined) return handler(request, ...args); // failed open
+        const headers = headerRecord(config, outcome);
+        return withHeaders(await handler(request, ...args), headers);
       }
-    } catch (error) {
-      return refused(config, error, key); // a hook broke its contract: never fail open on it
+      case "limited": {
+        const headers = headerRecord(config, outcome);
+        if (onLimited === undefined) {
+          return problem(429, limitedBody(config, outcome), headers);
+        }
+        let answer: Response;
+        try {
+          answer = await onLimited(request, outcome.decision!);
+        } catch (error) {
+          pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug, not a pass
+          return problem(500, INTERNAL_ERROR_BODY, {});
+        }
+        return withHeaders(answer, headers);
+      }
+      case "unavailable":
+        return problem(503, UNAVAILABLE_BODY, {});
+      case "error":
+        return problem(500, INTERNAL_ERROR_BODY, {});
     }
-    if (skipped) return handler(request, ...args);
-    let decision: Decision;
-    try {
-      decision = await config.limiter.consume(key!, cost);
-    } catch (error) {
-      return failed(config, error, key, handler, request, args);
-    }
-    let headers: Record<string, string>;
-    try {
-      headers = headersFor(config, decision);
-    } catch (error) {
-      return refused(config, error, key); // invalid limiter output is a bug, not an outage
-    }
-    if (decision.allowed) return withHeaders(await handler(request, ...args), headers);
-    if (onLimited === undefined) {
-      return problem(429, quotaExceededProblem(decision, config.policy, cost), headers);
-    }
-    let answer: Response;
-    try {
-      answer = await onLimited(request, decision);
-    } catch (error) {
-      return refused(config, error, key); // onLimited is a hook: its failure is a bug, not a pass
-    }
-    return withHeaders(answer, headers);
   };
 }
 
-/** Reports a limiter outage, then calls the handler (`'open'`) or answers 503 (`'closed'`). */
-function failed<Args extends unknown[], Result extends Response | undefined>(
-  config: CommonConfig,
-  error: unknown,
-  key: string | undefined,
-  handler: FetchHandler<Args, Result>,
-  request: Request,
-  args: Args,
-): Result | Promise<Result> | Response {
-  report(config, error, key, "outage");
-  return config.failure === "open"
-    ? handler(request, ...args)
-    : problem(503, UNAVAILABLE_PROBLEM, {});
-}
-
-/** Reports a programming error and answers 500, whatever `failure` says. */
-function refused(config: CommonConfig, error: unknown, key: string | undefined): Response {
-  report(config, error, key, "programming");
-  return problem(500, INTERNAL_ERROR_PROBLEM, {});
-}
-
-/** An `application/problem+json` response. */
-function problem(status: number, body: object, headers: Record<string, string>): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { ...headers, "Content-Type": "application/problem+json" },
-  });
+/** An `application/problem+json` response with the given JSON text. */
+export function problem(status: number, body: string, headers: Record<string, string>): Response {
+  return new Response(body, { status, headers: { ...headers, "Content-Type": PROBLEM_JSON } });
 }
 
 /**
@@ -208,7 +189,7 @@ function problem(status: number, body: object, headers: Record<string, string>):
  * immutable, a copy with the same status, headers and body stream is returned; when even
  * that is impossible (a 101 upgrade), the response goes out unchanged.
  */
-function withHeaders<Result extends Response | undefined>(
+export function withHeaders<Result extends Response | undefined>(
   response: Result,
   headers: Record<string, string>,
 ): Result | Response {

@@ -1,7 +1,8 @@
 /**
  * `tollgate/http`: 429 responses, `Retry-After` and the IETF RateLimit header fields
- * (draft-ietf-httpapi-ratelimit-headers-10) for node:http, Express and fetch handlers.
- * No runtime dependencies; loads nothing unless imported.
+ * (draft-ietf-httpapi-ratelimit-headers-10) for node:http, Express, fetch handlers (Bun,
+ * Deno, Workers), Fastify, Hono and Koa. No runtime dependencies (not even on the
+ * frameworks); loads nothing unless imported.
  */
 export {
   type ClientKeyConfig,
@@ -17,6 +18,14 @@ export type {
   HeaderMode,
   KeyedConsumer,
 } from "./core.js";
+export {
+  type FastifyInstanceLike,
+  type FastifyRateLimitOptions,
+  type FastifyReplyLike,
+  type FastifyRequestLike,
+  type FastifyRouteRateLimit,
+  fastifyRateLimit,
+} from "./fastify.js";
 export { type FetchHandler, type FetchRateLimitOptions, withRateLimit } from "./fetch.js";
 export {
   ceilSeconds,
@@ -27,7 +36,9 @@ export {
   rateLimitHeaders,
   retryAfterSeconds,
 } from "./headers.js";
+export { type HonoContextLike, type HonoRateLimitOptions, honoRateLimit } from "./hono.js";
 export { ipKey } from "./ip.js";
+export { type KoaContextLike, type KoaRateLimitOptions, koaRateLimit } from "./koa.js";
 export {
   type NextFunction,
   type RateLimitMiddleware,

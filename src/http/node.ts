@@ -1,24 +1,22 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Decision } from "../limiter.js";
-import { clientKey, PeerKeyCache } from "./client-key.js";
 import {
-  type CommonConfig,
   type CommonRateLimitOptions,
   checkCommonOptions,
   checkFunction,
-  checkHookCost,
-  checkHookKey,
   isThenable,
   report,
 } from "./core.js";
 import {
-  type DecisionNumbers,
-  INTERNAL_ERROR_PROBLEM,
-  quotaExceededProblem,
-  readDecision,
-  UNAVAILABLE_PROBLEM,
-  wholeText,
-} from "./headers.js";
+  type ClientSource,
+  INTERNAL_ERROR_BODY,
+  limitedBody,
+  Outcome,
+  Pipeline,
+  PROBLEM_JSON,
+  UNAVAILABLE_BODY,
+  writeHeaders,
+} from "./pipeline.js";
 
 /** A connect-style `next`: call it to pass the request on. */
 export type NextFunction = (error?: unknown) => void;
@@ -63,6 +61,9 @@ export interface RateLimitOptions<
 
 const WHERE = "rateLimit";
 
+/** The option names of {@link rateLimit} beyond the shared ones. */
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
+
 /**
  * A connect-style middleware `(req, res, next)` for node:http and Express that counts each
  * request against `limiter` under its key and either passes it on with the rate-limit
@@ -73,8 +74,9 @@ const WHERE = "rateLimit";
  * When it throws or rejects, `failure` decides: `'open'` calls `next()` without headers,
  * `'closed'` answers 503; `onError` is told either way and the server never crashes.
  * A programming error (a hook that throws, a `key` that is not a string, a `cost` that is
- * not a finite number >= 0, a `Decision` that `rateLimitHeaders` rejects) is answered 500
- * whatever `failure` says, and reported with `kind: 'programming'` (see `FailureKind`).
+ * not a finite number >= 0, a limiter that throws a `TypeError` or `RangeError`, a
+ * `Decision` that `rateLimitHeaders` rejects) is answered 500 whatever `failure` says, and
+ * reported with `kind: 'programming'` (see `FailureKind`).
  *
  * Every request ends in exactly one of: a response from the middleware, or `next()`,
  * whether the limiter answers synchronously, with a promise, or with any thenable
@@ -87,7 +89,9 @@ const WHERE = "rateLimit";
  * With plain node:http, call it in the request listener with your handler as `next`.
  *
  * @throws {TypeError} If `options` or an option has the wrong type (`limiter` missing or
- *   without `consume`, a hook that is not a function).
+ *   neither a tollgate limiter nor an object with `consume`, a hook that is not a
+ *   function), or an option name is unknown (`max`, `windowMs`: the message says what to
+ *   use instead).
  * @throws {RangeError} If an option is out of range (`policy` not printable ASCII,
  *   `windowSeconds` not a whole number >= 1, an unknown `headers`/`failure`/`proxyHeader`
  *   value, a bad `trustProxy` entry, `ipv6Prefix` outside 1-128).
@@ -99,130 +103,87 @@ export function rateLimit<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
 >(options: RateLimitOptions<Req, Res>): RateLimitMiddleware<Req, Res> {
-  const config = checkCommonOptions(WHERE, options);
-  const keyOf = checkFunction<RateLimitOptions<Req, Res>["key"]>(WHERE, "key", options.key);
-  const costOf = checkFunction<RateLimitOptions<Req, Res>["cost"]>(WHERE, "cost", options.cost);
-  const skip = checkFunction<RateLimitOptions<Req, Res>["skip"]>(WHERE, "skip", options.skip);
-  const onLimited = checkFunction<RateLimitOptions<Req, Res>["onLimited"]>(
+  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
+  type Hooks = RateLimitOptions<Req, Res>;
+  const pipeline = new Pipeline<Req>(
     WHERE,
-    "onLimited",
-    options.onLimited,
+    config,
+    {
+      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
+      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
+      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
+    },
+    NODE_SOURCE,
   );
-  const forwardedName = config.client.header;
-  const trusting = config.client.hops !== 0;
-  const peerKeys = new PeerKeyCache(config.client);
+  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
 
   return (req, res, next) => {
-    let key: string | undefined;
-    let cost = 1;
-    let skipped = false;
-    try {
-      skipped = skip !== undefined && skip(req) === true;
-      if (!skipped) {
-        const client = trusting
-          ? clientKey(
-              req.socket?.remoteAddress,
-              headerText(req.headers[forwardedName]),
-              config.client,
-            )
-          : peerKeys.key(req.socket?.remoteAddress);
-        key = keyOf === undefined ? client : checkHookKey(WHERE, keyOf(req, client));
-        if (costOf !== undefined) cost = checkHookCost(WHERE, costOf(req));
-      }
-    } catch (error) {
-      refuse(config, error, key, res); // a hook broke its contract: never fail open on it
-      return;
-    }
-    if (skipped) {
-      next();
-      return;
-    }
-    let result: Decision | PromiseLike<Decision>;
-    let async: boolean;
-    try {
-      result = config.limiter.consume(key!, cost);
-      async = isThenable(result);
-    } catch (error) {
-      fail(config, error, key, res, next);
-      return;
-    }
-    if (async) {
-      const k = key!;
-      // Promise.resolve adopts any thenable: one whose then() throws, or calls back twice,
-      // becomes a plain rejection or a single settlement (a native promise is reused as is).
-      Promise.resolve(result).then(
-        (decision) => decide(config, decision, k, cost, req, res, next, onLimited),
-        (error: unknown) => fail(config, error, k, res, next),
-      );
-    } else {
-      decide(config, result as Decision, key!, cost, req, res, next, onLimited);
-    }
+    const result = pipeline.run(req, undefined);
+    if (result instanceof Outcome) render(pipeline, result, req, res, next, onLimited);
+    else result.then((outcome) => render(pipeline, outcome, req, res, next, onLimited));
   };
 }
 
+/** The client's address on node:http: the socket's peer, and the forwarding header. */
+export const NODE_SOURCE: ClientSource<IncomingMessage, unknown> = {
+  peer: (req) => req.socket?.remoteAddress,
+  header: (req, name) => headerText(req.headers[name]),
+};
+
 /** A header value as one string (node gives string[] for repeated `set-cookie`-like fields). */
-function headerText(value: string | string[] | undefined): string | undefined {
+export function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(",") : value;
 }
 
 /**
- * Sets a List field (`RateLimit-Policy`, `RateLimit`), appending to a value already there
- * (RFC 9651 3.1: a List may be split over several field lines).
+ * Sets a header on a node response; a List field (`RateLimit-Policy`, `RateLimit`) is
+ * appended to a value already there (RFC 9651 3.1: a List may be split over several field
+ * lines), so two stacked policies send both.
  */
-function setList(res: ServerResponse, name: string, value: string): void {
-  const previous = res.getHeader(name);
+export function setNodeHeader(
+  res: ServerResponse,
+  name: string,
+  value: string,
+  list: boolean,
+): void {
+  const previous = list ? res.getHeader(name) : undefined;
   if (previous === undefined) res.setHeader(name, value);
   else res.setHeader(name, [...(Array.isArray(previous) ? previous : [String(previous)]), value]);
 }
 
 /**
- * Sends the headers and either passes the request on or answers 429. The header values are
- * written straight onto `res` from the checked numbers (no header object per request), in
- * the order of `rateLimitHeaders`: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*`,
- * `Retry-After`.
+ * Renders an outcome on a node response: headers written straight onto `res` from the
+ * checked numbers (no header object per request), then `next()` or an answer.
  */
-function decide<Req extends IncomingMessage, Res extends ServerResponse>(
-  config: CommonConfig,
-  decision: Decision,
-  key: string,
-  cost: number,
+function render<Req extends IncomingMessage, Res extends ServerResponse>(
+  pipeline: Pipeline<Req>,
+  outcome: Outcome,
   req: Req,
   res: Res,
   next: NextFunction,
   onLimited: RateLimitOptions<Req, Res>["onLimited"],
 ): void {
-  // A fresh object, not a shared scratch one: an async limiter may interleave requests.
-  // It does not escape, so V8 keeps it off the heap.
-  const n: DecisionNumbers = { limit: 0, remaining: 0, retryAfter: -1, reset: -1 };
-  try {
-    readDecision(decision, n); // throws for a malformed decision
-  } catch (error) {
-    refuse(config, error, key, res); // invalid limiter output is a bug, not an outage
-    return;
-  }
-  if (res.headersSent) return; // the request was answered meanwhile (an async limiter)
-  if (config.draft) {
-    setList(res, "RateLimit-Policy", config.text.policy(n.limit));
-    setList(res, "RateLimit", config.text.rate(n.remaining, n.reset));
-  }
-  if (config.legacy) {
-    res.setHeader("X-RateLimit-Limit", wholeText(n.limit));
-    res.setHeader("X-RateLimit-Remaining", wholeText(n.remaining));
-    if (n.reset >= 0) res.setHeader("X-RateLimit-Reset", wholeText(n.reset));
-  }
-  if (n.retryAfter >= 0) res.setHeader("Retry-After", wholeText(n.retryAfter));
-  if (decision.allowed) {
-    next();
-  } else if (onLimited === undefined) {
-    send(
-      res,
-      429,
-      n.retryAfter >= 0
-        ? config.quotaJson.text(n.retryAfter)
-        : JSON.stringify(quotaExceededProblem(decision, config.policy, cost)),
-    );
-  } else {
-    limited(config, decision, key, req, res, next, onLimited);
+  const config = pipeline.config;
+  switch (outcome.kind) {
+    case "skip":
+      next();
+      return;
+    case "pass":
+      if (res.headersSent) return; // answered meanwhile (an async limiter): nothing left to do
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
+      next();
+      return;
+    case "limited":
+      if (res.headersSent) return;
+      writeHeaders(config, outcome, res, setNodeHeader);
+      if (onLimited === undefined) send(res, 429, limitedBody(config, outcome));
+      else limited(pipeline, outcome, req, res, next, onLimited);
+      return;
+    case "unavailable":
+      if (!res.headersSent) send(res, 503, UNAVAILABLE_BODY);
+      return;
+    case "error":
+      refuse(res);
   }
 }
 
@@ -233,9 +194,8 @@ function decide<Req extends IncomingMessage, Res extends ServerResponse>(
  * throw never escapes into a promise chain (an unhandled rejection exits the process).
  */
 function limited<Req extends IncomingMessage, Res extends ServerResponse>(
-  config: CommonConfig,
-  decision: Decision,
-  key: string,
+  pipeline: Pipeline<Req>,
+  outcome: Outcome,
   req: Req,
   res: Res,
   next: NextFunction,
@@ -247,12 +207,15 @@ function limited<Req extends IncomingMessage, Res extends ServerResponse>(
     next(error);
   };
   const broken = (error: unknown) => {
-    if (passed) report(config, error, key, "programming");
-    else refuse(config, error, key, res);
+    if (passed) report(pipeline.config, error, outcome.key, "programming");
+    else {
+      pipeline.refuse(error, outcome.key);
+      refuse(res);
+    }
   };
   let returned: unknown;
   try {
-    returned = onLimited(req, res, pass, decision);
+    returned = onLimited(req, res, pass, outcome.decision!);
   } catch (error) {
     broken(error);
     return;
@@ -261,42 +224,18 @@ function limited<Req extends IncomingMessage, Res extends ServerResponse>(
 }
 
 /**
- * Reports a limiter outage, then lets the request through (`'open'`) or answers 503
- * (`'closed'`).
+ * Answers a programming error (already reported) with 500. When a response was already
+ * started (by `onLimited`), it is cut off instead, so the request cannot hang.
  */
-function fail(
-  config: CommonConfig,
-  error: unknown,
-  key: string | undefined,
-  res: ServerResponse,
-  next: NextFunction,
-): void {
-  report(config, error, key, "outage");
-  if (res.headersSent) return; // answered meanwhile (an async limiter): nothing left to do
-  if (config.failure === "open") next();
-  else send(res, 503, UNAVAILABLE_PROBLEM);
-}
-
-/**
- * Reports a programming error and answers 500, whatever `failure` says. When a response
- * was already started (by `onLimited`), it is cut off instead, so the request cannot hang.
- */
-function refuse(
-  config: CommonConfig,
-  error: unknown,
-  key: string | undefined,
-  res: ServerResponse,
-): void {
-  report(config, error, key, "programming");
-  if (!res.headersSent) send(res, 500, INTERNAL_ERROR_PROBLEM);
+function refuse(res: ServerResponse): void {
+  if (!res.headersSent) send(res, 500, INTERNAL_ERROR_BODY);
   else if (!res.writableEnded) res.destroy();
 }
 
-/** Ends `res` with an `application/problem+json` body (an object, or its JSON text). */
-function send(res: ServerResponse, status: number, problem: object | string): void {
-  const body = typeof problem === "string" ? problem : JSON.stringify(problem);
+/** Ends `res` with an `application/problem+json` body (JSON text). */
+function send(res: ServerResponse, status: number, body: string): void {
   res.statusCode = status;
-  res.setHeader("Content-Type", "application/problem+json");
+  res.setHeader("Content-Type", PROBLEM_JSON);
   // The body is ASCII (the policy name is checked to be), so its length is its byte count;
   // no Buffer, so the same code runs under Bun's and Deno's node:http.
   res.setHeader("Content-Length", body.length);

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { describe, expect, test, vi } from "vitest";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { type FetchRateLimitOptions, withRateLimit } from "../../src/http/fetch.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import type { Decision } from "../../src/limiter.js";
@@ -328,7 +329,7 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: {},
       error: new TypeError(
-        "withRateLimit: limiter must be an object with a consume(key, cost) method, got undefined",
+        "withRateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got undefined",
       ),
     },
     {
@@ -336,6 +337,14 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: { limiter: new RecordingLimiter(1, 1, manualClock()), remoteAddress: "x" },
       error: new TypeError('withRateLimit: remoteAddress must be a function, got "x" (string)'),
+    },
+    {
+      name: "windowMs (express-rate-limit's name)",
+      handler: ok,
+      options: { limiter: new RecordingLimiter(1, 1, manualClock()), windowMs: 1000, max: 5 },
+      error: new TypeError(
+        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, failure, onError, trustProxy, proxyHeader, ipv6Prefix, key, cost, skip, onLimited, remoteAddress',
+      ),
     },
     {
       name: "failure unknown",
@@ -351,4 +360,34 @@ describe("withRateLimit (called directly under Node)", () => {
     expect(call).toThrow(error);
     expect(call).toThrow(error.constructor as typeof Error);
   });
+});
+
+describe("withRateLimit: an unkeyed limiter or a limiter's TypeError no longer fails open", () => {
+  test("withRateLimit with an unkeyed TokenBucket limits all requests as one global limit", async () => {
+    const limiter = new TokenBucket({ capacity: 1, refillPerSecond: 0.001, clock: manualClock() });
+    const handler = withRateLimit<unknown[]>(ok, { limiter });
+    expect((await handler(get(), denoInfo("192.0.2.1")))!.status).toBe(200);
+    expect((await handler(get(), denoInfo("192.0.2.2")))!.status).toBe(429);
+  });
+
+  test.each([
+    {
+      shape: "throws",
+      consume: () => {
+        throw new TypeError("not a key");
+      },
+    },
+    { shape: "rejects", consume: () => Promise.reject(new RangeError("bad cost")) },
+  ])(
+    "a limiter that $shape a TypeError/RangeError answers 500, not a pass",
+    async ({ consume }) => {
+      const onError = vi.fn();
+      const handler = vi.fn(ok);
+      const wrapped = withRateLimit(handler, { limiter: { consume }, failure: "open", onError });
+      const response = await wrapped(get());
+      expect(response.status).toBe(500);
+      expect(handler).not.toHaveBeenCalled();
+      expect(onError.mock.calls.map(([, info]) => info.kind)).toStrictEqual(["programming"]);
+    },
+  );
 });

@@ -1,7 +1,11 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, IncomingMessage, type Server, ServerResponse } from "node:http";
+import { Socket } from "node:net";
 import express from "express";
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { allOf } from "../../src/composite.js";
+import { MAX_REMEMBERED_ERRORS } from "../../src/http/core.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type RateLimitOptions, rateLimit } from "../../src/http/node.js";
 import type { Decision } from "../../src/limiter.js";
@@ -677,14 +681,14 @@ describe("rateLimit options", () => {
       name: "no limiter",
       options: {},
       error: new TypeError(
-        "rateLimit: limiter must be an object with a consume(key, cost) method, got undefined",
+        "rateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got undefined",
       ),
     },
     {
       name: "limiter without consume",
       options: { limiter: { allow: () => true } },
       error: new TypeError(
-        "rateLimit: limiter must be an object with a consume(key, cost) method, got an object",
+        "rateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got an object",
       ),
     },
     {
@@ -751,5 +755,167 @@ describe("rateLimit options", () => {
     const call = () => rateLimit(options as unknown as RateLimitOptions);
     expect(call).toThrow(error);
     expect(call).toThrow(error.constructor as typeof Error);
+  });
+});
+
+describe.each([
+  { name: "node:http", start: nodeServer },
+  { name: "Express 5", start: expressServer },
+])("$name: an unkeyed limiter or a limiter's TypeError no longer fails open", ({ start }) => {
+  // Before: consume(key, cost) on a TokenBucket threw a TypeError on every request, the
+  // middleware took it for a store outage, and failure 'open' answered 200 with no headers.
+  test("rateLimit with an unkeyed TokenBucket limits all requests as one global limit", async () => {
+    const limiter = new TokenBucket({ capacity: 2, refillPerSecond: 0.001, clock: manualClock() });
+    const url = await start({ limiter, trustProxy: ["127.0.0.1"] });
+    const from = (ip: string) => fetch(url, { headers: { "x-forwarded-for": ip } });
+    const first = await from("192.0.2.1");
+    expect(first.status).toBe(200);
+    expect(limitHeaders(first)).toStrictEqual({
+      "ratelimit-policy": '"default";q=2',
+      ratelimit: '"default";r=1;t=1000',
+    });
+    expect((await from("192.0.2.2")).status).toBe(200);
+    expect((await from("192.0.2.3")).status).toBe(429); // a third client: the same budget
+  });
+
+  test("rateLimit with an allOf of unkeyed limiters is one global limit too", async () => {
+    const clock = manualClock();
+    const limiter = allOf(
+      new TokenBucket({ capacity: 5, refillPerSecond: 0.001, clock }),
+      new FixedWindow({ limit: 1, windowMs: 60_000, clock }),
+    );
+    const url = await start({ limiter });
+    expect((await fetch(url)).status).toBe(200);
+    expect((await fetch(url)).status).toBe(429);
+  });
+
+  test.each([
+    {
+      shape: "throws TypeError",
+      consume: () => {
+        throw new TypeError("KeyedLimiter: key must be a string");
+      },
+    },
+    {
+      shape: "throws RangeError",
+      consume: () => {
+        throw new RangeError("cost out of range");
+      },
+    },
+    { shape: "rejects with TypeError", consume: async () => Promise.reject(new TypeError("x")) },
+    { shape: "rejects with RangeError", consume: async () => Promise.reject(new RangeError("y")) },
+  ])(
+    "a limiter that $shape answers 500, not a pass (failure 'open' and 'closed')",
+    async ({ consume }) => {
+      const onError = vi.fn();
+      for (const failure of ["open", "closed"] as const) {
+        const url = await start({ limiter: { consume }, failure, onError });
+        const response = await fetch(url);
+        expect(response.status, failure).toBe(500);
+        expect((await response.json()).title).toBe("Internal Server Error");
+      }
+      expect(onError.mock.calls.map(([, info]) => info.kind)).toStrictEqual([
+        "programming",
+        "programming",
+      ]);
+    },
+  );
+});
+
+describe("rateLimit's default onError", () => {
+  test("logs each distinct programming error once, however often it recurs", async () => {
+    const log = vi.spyOn(console, "error").mockImplementation(() => {});
+    let cost = Number.NaN;
+    const url = await nodeServer({
+      limiter: new RecordingLimiter(100, 1, manualClock()),
+      cost: () => cost,
+    });
+    for (let i = 0; i < 3; i++) expect((await fetch(url)).status).toBe(500);
+    cost = -1; // a second, different bug is not hidden behind the first
+    for (let i = 0; i < 3; i++) expect((await fetch(url)).status).toBe(500);
+    expect(log.mock.calls.map(([line, error]) => [line, String(error)])).toStrictEqual([
+      [
+        "rateLimit: programming error, answered 500:",
+        "RangeError: rateLimit: cost() must return a finite number >= 0, got NaN",
+      ],
+      [
+        "rateLimit: programming error, answered 500:",
+        "RangeError: rateLimit: cost() must return a finite number >= 0, got -1",
+      ],
+    ]);
+  });
+
+  test(`remembers at most ${MAX_REMEMBERED_ERRORS} distinct errors, then logs at most one line per 10 s`, async () => {
+    const log = vi.spyOn(console, "error").mockImplementation(() => {});
+    let n = 0;
+    const url = await nodeServer({
+      limiter: {
+        consume: () => {
+          throw new TypeError(`bug ${n++}`);
+        },
+      },
+    });
+    for (let i = 0; i < MAX_REMEMBERED_ERRORS + 5; i++) expect((await fetch(url)).status).toBe(500);
+    // The first 64 distinct ones, then one more from the fallback budget of one line per 10 s.
+    expect(log).toHaveBeenCalledTimes(MAX_REMEMBERED_ERRORS + 1);
+  });
+});
+
+describe("rateLimit refuses options it does not have, naming what to use", () => {
+  const limiter = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1 }));
+  test.each([
+    [
+      "max",
+      5,
+      "set the limit on the limiter: capacity for TokenBucket/LeakyBucket, limit for FixedWindow/SlidingWindow*",
+    ],
+    ["limit", 5, "set the limit on the limiter"],
+    ["windowMs", 60_000, "set windowMs on the limiter (FixedWindow/SlidingWindow*) instead"],
+    ["standardHeaders", "draft-8", 'use headers: "draft-10", "legacy", "both" or "none"'],
+    ["legacyHeaders", true, 'use headers: "legacy" or "both" for X-RateLimit-*'],
+    ["keyGenerator", () => "k", "use key: (request, clientKey) => string"],
+    ["skipSuccessfulRequests", true, "not supported: a request is counted when it arrives"],
+    ["message", "slow down", "use onLimited to answer a limited request with your own body"],
+    ["statusCode", 503, "use onLimited to answer a limited request with another status"],
+    ["handler", () => {}, "use onLimited to answer a limited request yourself"],
+    ["polcy", "api", 'did you mean "policy"?'],
+  ])("%s", (name, value, hint) => {
+    const call = () => rateLimit({ limiter, [name]: value } as unknown as RateLimitOptions);
+    expect(call).toThrow(TypeError);
+    expect(call).toThrow(`rateLimit: unknown option ${JSON.stringify(name)} (${hint}`);
+  });
+
+  test("an option set to undefined is checked by name too", () => {
+    expect(() => rateLimit({ limiter, max: undefined } as unknown as RateLimitOptions)).toThrow(
+      'rateLimit: unknown option "max"',
+    );
+  });
+});
+
+describe("rateLimit with a synchronous limiter", () => {
+  /** A request from 10.0.0.1 and its response, without a server. */
+  function exchange(): [IncomingMessage, ServerResponse] {
+    const socket = new Socket();
+    Object.defineProperty(socket, "remoteAddress", { value: "10.0.0.1" });
+    const req = new IncomingMessage(socket);
+    req.method = "GET";
+    return [req, new ServerResponse(req)];
+  }
+
+  test("answers before the middleware returns: no promise, no microtask", () => {
+    const limit = rateLimit({ limiter: new RecordingLimiter(1, 0.001, manualClock()) });
+    const [req, res] = exchange();
+    let passed = 0;
+    limit(req, res, () => passed++);
+    expect(passed).toBe(1);
+    expect(res.getHeader("RateLimit")).toBe('"default";r=0;t=1000');
+    const [req2, res2] = exchange();
+    limit(req2, res2, () => passed++);
+    expect([passed, res2.statusCode, res2.getHeader("Retry-After")]).toStrictEqual([
+      1,
+      429,
+      "1000",
+    ]);
+    expect(res2.writableEnded).toBe(true); // checked with no await in between: no microtask ran
   });
 });

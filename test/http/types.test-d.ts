@@ -1,6 +1,14 @@
+import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
+import { type Context, Hono } from "hono";
+import Koa from "koa";
 import { expectTypeOf, test } from "vitest";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { allOf } from "../../src/composite.js";
 import type { FailureInfo, FailureKind, KeyedConsumer } from "../../src/http/core.js";
+import { type FastifyRouteRateLimit, fastifyRateLimit } from "../../src/http/fastify.js";
 import { withRateLimit } from "../../src/http/fetch.js";
+import { honoRateLimit } from "../../src/http/hono.js";
+import { koaRateLimit } from "../../src/http/koa.js";
 import { rateLimit } from "../../src/http/node.js";
 
 declare const limiter: KeyedConsumer;
@@ -37,5 +45,43 @@ test("an async onLimited is accepted (its rejection is handled as a programming 
     onLimited: async () => {
       throw new Error("bug");
     },
+  });
+});
+
+test("fastifyRateLimit registers on a real Fastify 5 instance, hooks typed with Fastify's request", () => {
+  const app = Fastify();
+  app.register(fastifyRateLimit, {
+    limiter,
+    key: (request: FastifyRequest, clientKey: string) => request.ip ?? clientKey,
+    onLimited: (_request: FastifyRequest, reply: FastifyReply) => reply.send("slow down"),
+  });
+  app.get("/health", { config: { rateLimit: false } }, async () => "ok");
+  const route: FastifyRouteRateLimit = { policy: "login", cost: () => 2 };
+  app.get("/login", { config: { rateLimit: route } }, async () => "ok");
+  // @ts-expect-error trustProxy is the plugin's alone, not a route's
+  const bad: FastifyRouteRateLimit = { trustProxy: 1 };
+  expectTypeOf(bad).toBeObject();
+});
+
+test("honoRateLimit is a Hono 4 middleware; hooks may take Hono's Context", () => {
+  const app = new Hono();
+  app.use(honoRateLimit({ limiter }));
+  app.use(
+    honoRateLimit({ limiter, key: (c: Context, clientKey) => c.req.header("x-key") ?? clientKey }),
+  );
+  app.use("/api/*", honoRateLimit({ limiter, onLimited: (c: Context) => c.text("slow", 429) }));
+});
+
+test("koaRateLimit is a Koa middleware", () => {
+  const app = new Koa();
+  app.use(koaRateLimit({ limiter, key: (ctx: Koa.Context, clientKey) => ctx.ip ?? clientKey }));
+});
+
+test("an unkeyed limiter is accepted as the limiter (one global limit)", () => {
+  expectTypeOf(rateLimit).toBeCallableWith({
+    limiter: new TokenBucket({ capacity: 10, refillPerSecond: 1 }),
+  });
+  expectTypeOf(withRateLimit).toBeCallableWith(() => new Response(), {
+    limiter: allOf(new TokenBucket({ capacity: 10, refillPerSecond: 1 })),
   });
 });

@@ -1,0 +1,38 @@
+// tollgate/http as a Fastify 5 plugin: one limit for every route, a stricter one of its
+// own for POST /login (per-route options in config.rateLimit), and none on /health.
+// The demo listens on an ephemeral loopback port, sends requests to itself, prints what
+// came back and closes the server.
+import Fastify from "fastify";
+import { KeyedLimiter, TokenBucket } from "tollgate";
+import { fastifyRateLimit } from "tollgate/http";
+
+const app = Fastify();
+
+// 100 requests per client, refilled at 100 per minute.
+const general = new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 }));
+await app.register(fastifyRateLimit, { limiter: general, policy: "general", windowSeconds: 60 });
+
+// 3 login attempts per client, then one per 20 s: a budget of its own.
+const logins = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 1 / 20 }));
+app.post("/login", { config: { rateLimit: { limiter: logins, policy: "login" } } }, (_r, reply) =>
+  reply.code(401).send({ error: "wrong password" }),
+);
+app.get("/health", { config: { rateLimit: false } }, async () => "up\n");
+app.get("/", async () => "hello\n");
+
+const base = await app.listen({ port: 0, host: "127.0.0.1" });
+const home = await fetch(base);
+console.log(`GET / -> ${home.status}; RateLimit: ${home.headers.get("ratelimit")}`);
+const health = await fetch(`${base}/health`);
+console.log(`GET /health -> ${health.status}; RateLimit: ${health.headers.get("ratelimit")}`);
+for (let i = 1; i <= 4; i++) {
+  const response = await fetch(`${base}/login`, { method: "POST" });
+  console.log(
+    `POST /login #${i} -> ${response.status}; RateLimit: ${response.headers.get("ratelimit")}`,
+  );
+  if (response.status === 429) {
+    console.log(`Retry-After: ${response.headers.get("retry-after")}`);
+    console.log(await response.text());
+  }
+}
+await app.close();

@@ -1,0 +1,342 @@
+/**
+ * `fastifyRateLimit`: the Fastify adapter. It renders the pipeline's outcome on a Fastify
+ * reply; no runtime dependency on Fastify (the types below are the few members it uses).
+ * @module
+ */
+import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
+import { checkOptionNames, checkOptions, describe } from "../errors.js";
+import type { Decision } from "../limiter.js";
+import {
+  type CommonRateLimitOptions,
+  checkCommonOptions,
+  checkFunction,
+  defaultOnError,
+  isThenable,
+  PEER_OPTION_HINTS,
+  report,
+} from "./core.js";
+import { headerText } from "./node.js";
+import {
+  type ClientSource,
+  INTERNAL_ERROR_BODY,
+  limitedBody,
+  Outcome,
+  Pipeline,
+  PROBLEM_JSON,
+  UNAVAILABLE_BODY,
+  writeHeaders,
+} from "./pipeline.js";
+
+/** The members of a Fastify request that the plugin reads (Fastify 4 and 5). */
+export interface FastifyRequestLike {
+  /** The node request: its socket's `remoteAddress` is the peer. */
+  readonly raw: IncomingMessage;
+  readonly headers: IncomingHttpHeaders;
+  /** The matched route's options; `config.rateLimit` holds per-route options. */
+  readonly routeOptions: {
+    readonly config?: unknown;
+    readonly method?: unknown;
+    readonly url?: unknown;
+  };
+}
+
+/** The members of a Fastify reply that the plugin uses. */
+export interface FastifyReplyLike {
+  code(statusCode: number): unknown;
+  header(name: string, value: unknown): unknown;
+  getHeader(name: string): unknown;
+  send(payload?: unknown): unknown;
+  readonly sent: boolean;
+}
+
+/** The members of a Fastify instance that the plugin uses. */
+export interface FastifyInstanceLike {
+  addHook(name: string, hook: (...args: never[]) => unknown): unknown;
+}
+
+/**
+ * Options of {@link fastifyRateLimit}: the shared ones plus request hooks on Fastify's
+ * request. The hooks are methods so that they may be annotated with Fastify's own
+ * `FastifyRequest`/`FastifyReply` types.
+ */
+export interface FastifyRateLimitOptions<
+  Request extends FastifyRequestLike = FastifyRequestLike,
+  Reply extends FastifyReplyLike = FastifyReplyLike,
+> extends CommonRateLimitOptions {
+  /**
+   * The key a request is counted under. `clientKey` is the default: the client's address
+   * (the socket's peer; see `trustProxy`: Fastify's own `trustProxy` is not consulted),
+   * IPv6 grouped by `ipv6Prefix`, or `"unknown"` when there is none.
+   * @default (request, clientKey) => clientKey
+   */
+  key?(request: Request, clientKey: string): string;
+  /**
+   * Units this request costs (a finite number >= 0); anything else is a programming
+   * error: 500, never a pass.
+   * @default 1
+   */
+  cost?(request: Request): number;
+  /** Return true to let a request through unchecked (no cost, no headers). */
+  skip?(request: Request): boolean;
+  /**
+   * Answers a limited request instead of the default 429 body: the status is already 429
+   * and the rate-limit headers are set on `reply`. Either send with `reply` yourself, or
+   * return (or resolve with) the payload to send. If it throws or rejects, that is a
+   * programming error: 500, and `onError` is told with `kind: 'programming'`.
+   */
+  onLimited?(request: Request, reply: Reply, decision: Decision): unknown;
+}
+
+/**
+ * Options a route may set in its `config.rateLimit` (all optional; the plugin's options
+ * fill in the rest). A route that gives no `limiter` shares the plugin's limiter, and so
+ * each client's budget (give it its own limiter for a separate budget). How clients are
+ * identified (`trustProxy`, `proxyHeader`, `ipv6Prefix`) and `onError` are the plugin's
+ * alone, the same for every route.
+ */
+export type FastifyRouteRateLimit<
+  Request extends FastifyRequestLike = FastifyRequestLike,
+  Reply extends FastifyReplyLike = FastifyReplyLike,
+> = Partial<
+  Pick<
+    FastifyRateLimitOptions<Request, Reply>,
+    (typeof ROUTE_OPTIONS)[number] & keyof FastifyRateLimitOptions
+  >
+>;
+
+const WHERE = "fastifyRateLimit";
+
+/** The option names of the plugin beyond the shared ones. */
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
+
+/** The options a route may override in `config.rateLimit`. */
+const ROUTE_OPTIONS = [
+  "limiter",
+  "policy",
+  "windowSeconds",
+  "headers",
+  "failure",
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+] as const;
+
+const PLUGIN_ONLY =
+  "set it in the plugin's options: clients are identified, and failures reported, the same way on every route";
+
+/** Hints for the options a route may not set, and for peers' names. */
+const ROUTE_HINTS: Readonly<Record<string, string>> = {
+  ...PEER_OPTION_HINTS,
+  trustProxy: PLUGIN_ONLY,
+  proxyHeader: PLUGIN_ONLY,
+  ipv6Prefix: PLUGIN_ONLY,
+  onError: PLUGIN_ONLY,
+};
+
+/** One route's pipeline, or the plugin's, with its `onLimited`. */
+interface Route {
+  readonly pipeline: Pipeline<FastifyRequestLike>;
+  readonly onLimited: FastifyRateLimitOptions["onLimited"];
+}
+
+/** The client's address on Fastify: the node socket's peer, and the forwarding header. */
+const FASTIFY_SOURCE: ClientSource<FastifyRequestLike, undefined> = {
+  peer: (request) => request.raw.socket?.remoteAddress,
+  header: (request, name) => headerText(request.headers[name]),
+};
+
+/** Validates `options` (all of them, names included) and builds the pipeline. */
+function build(where: string, options: FastifyRateLimitOptions): Route {
+  const config = checkCommonOptions(where, options, OWN_OPTIONS);
+  type Hooks = FastifyRateLimitOptions;
+  const pipeline = new Pipeline<FastifyRequestLike>(
+    where,
+    config,
+    {
+      key: checkFunction<Hooks["key"]>(where, "key", options.key),
+      cost: checkFunction<Hooks["cost"]>(where, "cost", options.cost),
+      skip: checkFunction<Hooks["skip"]>(where, "skip", options.skip),
+    },
+    FASTIFY_SOURCE,
+  );
+  return {
+    pipeline,
+    onLimited: checkFunction<Hooks["onLimited"]>(where, "onLimited", options.onLimited),
+  };
+}
+
+/**
+ * A Fastify plugin (Fastify 4 and 5): `app.register(fastifyRateLimit, options)`, with the
+ * options, headers, 429 body, failure modes and client keys of `rateLimit`. It adds one
+ * `onRequest` hook, so a limited request is answered before its body is read or
+ * validated, and it is not encapsulated (`Symbol.for("skip-override")`): the hook covers
+ * every route of the instance it is registered on, including routes registered before it
+ * loaded and Fastify's 404 handler, and the routes of plugins registered after it.
+ *
+ * A route can change or turn off the limit in its `config.rateLimit`: `false` skips the
+ * check on that route; an object ({@link FastifyRouteRateLimit}) overrides the plugin's
+ * options for that route (`limiter`, `policy`, `windowSeconds`, `headers`, `failure`,
+ * `key`, `cost`, `skip`, `onLimited`). It is validated when the route is registered
+ * (after the plugin has loaded; for a route registered before, on its first request, a
+ * bad one then answering 500 as a programming error), never per request.
+ *
+ * Options are validated when Fastify loads the plugin: a bad one makes `register`, `ready`
+ * and `listen` reject with the `TypeError`/`RangeError` `rateLimit` would throw.
+ * @example
+ * await app.register(fastifyRateLimit, { limiter: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })) })
+ * app.post("/login", { config: { rateLimit: { limiter: logins, policy: "login" } } }, handler)
+ * app.get("/health", { config: { rateLimit: false } }, () => "ok")
+ */
+export const fastifyRateLimit: <
+  Request extends FastifyRequestLike = FastifyRequestLike,
+  Reply extends FastifyReplyLike = FastifyReplyLike,
+>(
+  instance: FastifyInstanceLike,
+  options: FastifyRateLimitOptions<Request, Reply>,
+  done: (error?: Error) => void,
+) => void = Object.assign(
+  function fastifyRateLimit(
+    instance: FastifyInstanceLike,
+    options: FastifyRateLimitOptions,
+    done: (error?: Error) => void,
+  ): void {
+    let plugin: Route;
+    let shared: FastifyRateLimitOptions;
+    try {
+      const o = checkOptions<FastifyRateLimitOptions>(WHERE, options);
+      // One default logger for the plugin and all its routes.
+      shared = o.onError === undefined ? { ...o, onError: defaultOnError(WHERE) } : { ...o };
+      plugin = build(WHERE, shared);
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
+    const routes = new WeakMap<object, Route>();
+    const routeOf = (value: unknown, where: string): Route | null => {
+      if (value === undefined || value === null) return plugin;
+      if (value === false) return null;
+      if (typeof value !== "object" || Array.isArray(value)) {
+        throw new TypeError(
+          `${where}: config.rateLimit must be false or an object of options, got ${describe(value)}`,
+        );
+      }
+      let route = routes.get(value);
+      if (route === undefined) {
+        checkOptionNames(where, value, ROUTE_OPTIONS, ROUTE_HINTS);
+        route = build(where, { ...shared, ...(value as FastifyRouteRateLimit) });
+        routes.set(value, route);
+      }
+      return route;
+    };
+    instance.addHook("onRoute", (route: { method?: unknown; url?: unknown; config?: unknown }) => {
+      const config = route.config as { rateLimit?: unknown } | undefined;
+      routeOf(config?.rateLimit, routeName(route.method, route.url));
+    });
+    instance.addHook(
+      "onRequest",
+      (request: FastifyRequestLike, reply: FastifyReplyLike, next: (error?: Error) => void) => {
+        const options = request.routeOptions;
+        let route: Route | null;
+        try {
+          const config = options.config as { rateLimit?: unknown } | undefined;
+          route = routeOf(config?.rateLimit, routeName(options.method, options.url));
+        } catch (error) {
+          // A route registered before the plugin loaded, with bad options: seen only now.
+          report(plugin.pipeline.config, error, undefined, "programming");
+          problem(reply, 500, INTERNAL_ERROR_BODY);
+          return;
+        }
+        if (route === null) {
+          next();
+          return;
+        }
+        const result = route.pipeline.run(request, undefined);
+        if (result instanceof Outcome) render(route, result, request, reply, next);
+        else result.then((outcome) => render(route, outcome, request, reply, next));
+      },
+    );
+    done();
+  },
+  {
+    [Symbol.for("skip-override")]: true,
+    [Symbol.for("fastify.display-name")]: "tollgate-rate-limit",
+  },
+);
+
+/** `fastifyRateLimit (route GET /login)`, for messages about one route's options. */
+function routeName(method: unknown, url: unknown): string {
+  const m = Array.isArray(method) ? method.join(",") : String(method);
+  return `${WHERE} (route ${m} ${String(url)})`;
+}
+
+/** Sets a header on a reply; a List field is appended to a value already there. */
+function setReplyHeader(reply: FastifyReplyLike, name: string, value: string, list: boolean): void {
+  const previous = list ? reply.getHeader(name) : undefined;
+  if (previous === undefined) reply.header(name, value);
+  else reply.header(name, [...(Array.isArray(previous) ? previous : [String(previous)]), value]);
+}
+
+/** Renders an outcome on a Fastify reply: `next()` to go on, or an answer. */
+function render(
+  route: Route,
+  outcome: Outcome,
+  request: FastifyRequestLike,
+  reply: FastifyReplyLike,
+  next: (error?: Error) => void,
+): void {
+  const config = route.pipeline.config;
+  switch (outcome.kind) {
+    case "skip":
+      next();
+      return;
+    case "pass":
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
+      next();
+      return;
+    case "limited":
+      writeHeaders(config, outcome, reply, setReplyHeader);
+      if (route.onLimited === undefined) problem(reply, 429, limitedBody(config, outcome));
+      else limited(route, outcome, request, reply, route.onLimited);
+      return;
+    case "unavailable":
+      problem(reply, 503, UNAVAILABLE_BODY);
+      return;
+    case "error":
+      problem(reply, 500, INTERNAL_ERROR_BODY);
+  }
+}
+
+/** Calls `onLimited` and sends what it returns; a throw or rejection is a 500. */
+function limited(
+  route: Route,
+  outcome: Outcome,
+  request: FastifyRequestLike,
+  reply: FastifyReplyLike,
+  onLimited: NonNullable<FastifyRateLimitOptions["onLimited"]>,
+): void {
+  const broken = (error: unknown) => {
+    route.pipeline.refuse(error, outcome.key);
+    if (!reply.sent) problem(reply, 500, INTERNAL_ERROR_BODY);
+  };
+  const answer = (payload: unknown) => {
+    if (!reply.sent) reply.send(payload);
+  };
+  reply.code(429);
+  let returned: unknown;
+  try {
+    returned = onLimited(request, reply, outcome.decision!);
+  } catch (error) {
+    broken(error);
+    return;
+  }
+  if (isThenable(returned)) Promise.resolve(returned).then(answer, broken);
+  else answer(returned);
+}
+
+/** Answers with an `application/problem+json` body (JSON text). */
+function problem(reply: FastifyReplyLike, status: number, body: string): void {
+  reply.code(status);
+  reply.header("content-type", PROBLEM_JSON);
+  reply.send(body);
+}

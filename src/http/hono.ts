@@ -1,0 +1,167 @@
+/**
+ * `honoRateLimit`: the Hono adapter. It renders the pipeline's outcome as a Hono
+ * middleware; no runtime dependency on Hono (the type below is the few members it uses).
+ * @module
+ */
+import type { Decision } from "../limiter.js";
+import { type CommonRateLimitOptions, checkCommonOptions, checkFunction } from "./core.js";
+import { problem, runtimeAddress, withHeaders } from "./fetch.js";
+import {
+  type ClientSource,
+  headerRecord,
+  INTERNAL_ERROR_BODY,
+  limitedBody,
+  Outcome,
+  Pipeline,
+  UNAVAILABLE_BODY,
+} from "./pipeline.js";
+
+/** The members of a Hono `Context` that the middleware uses (Hono 4). */
+export interface HonoContextLike {
+  /** Hono's request; `raw` is the fetch `Request`. */
+  readonly req: { readonly raw: Request };
+  /**
+   * The runtime's second `fetch` argument: `@hono/node-server`'s `{ incoming, outgoing }`,
+   * Bun's `server`, Deno's `info`, a Worker's bindings.
+   */
+  readonly env: unknown;
+  /** The response so far; after `next()`, the handler's. */
+  res: Response;
+}
+
+/**
+ * Options of {@link honoRateLimit}: the shared ones plus request hooks on Hono's context.
+ * The hooks are methods so that they may be annotated with Hono's own `Context` type.
+ */
+export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextLike>
+  extends CommonRateLimitOptions {
+  /**
+   * The key a request is counted under. `clientKey` is the default: the client's address
+   * (see `remoteAddress` and `trustProxy`), IPv6 grouped by `ipv6Prefix`, or `"unknown"`.
+   * @default (c, clientKey) => clientKey
+   */
+  key?(c: Ctx, clientKey: string): string;
+  /**
+   * Units this request costs (a finite number >= 0); anything else is a programming
+   * error: 500, never a pass.
+   * @default 1
+   */
+  cost?(c: Ctx): number;
+  /** Return true to let a request through unchecked (no cost, no headers). */
+  skip?(c: Ctx): boolean;
+  /**
+   * Answers a limited request instead of the default 429; the rate-limit headers (and
+   * `Retry-After`) are added to the response it returns. If it throws or rejects, that is
+   * a programming error: 500, and `onError` is told with `kind: 'programming'`.
+   */
+  onLimited?(c: Ctx, decision: Decision): Response | Promise<Response>;
+  /**
+   * The peer address of the connection. Hono has no runtime-neutral way to ask (its
+   * `getConnInfo` is a different import per runtime), so the default asks the runtime
+   * through `c.env`: `@hono/node-server`'s `c.env.incoming.socket.remoteAddress` (or
+   * `c.env.server.incoming…`, as its `getConnInfo` reads), Bun's
+   * `c.env.requestIP(request)`, Deno's `c.env.remoteAddr.hostname`. When it finds none (a
+   * Worker, a test calling `app.request`), the key is `"unknown"`, shared by every such
+   * request, so they are limited together, never each on its own, and a warning is
+   * logged once. On Workers pass
+   * `(c) => c.req.raw.headers.get("cf-connecting-ip") ?? undefined`.
+   */
+  remoteAddress?(c: Ctx): string | undefined;
+}
+
+const WHERE = "honoRateLimit";
+
+/** The option names of {@link honoRateLimit} beyond the shared ones. */
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress"] as const;
+
+/**
+ * A Hono middleware: `app.use(honoRateLimit(options))`, with the options, headers, 429
+ * body, failure modes and client keys of `rateLimit` (see {@link HonoRateLimitOptions}
+ * for how the client's address is found). An allowed request goes on to `next()` and its
+ * response gets the rate-limit headers; a limited one is answered 429 and the handler is
+ * not called. Errors thrown by later handlers are not caught.
+ * @throws {TypeError} If an option has the wrong type or an unknown name.
+ * @throws {RangeError} If an option is out of range (as for `rateLimit`).
+ * @example
+ * const limiter = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 }))
+ * app.use(honoRateLimit({ limiter }))
+ */
+export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
+  options: HonoRateLimitOptions<Ctx>,
+): (c: Ctx, next: () => Promise<void>) => Promise<Response | undefined> {
+  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
+  type Hooks = HonoRateLimitOptions<Ctx>;
+  const remoteAddress = checkFunction<Hooks["remoteAddress"]>(
+    WHERE,
+    "remoteAddress",
+    options.remoteAddress,
+  );
+  let warned = false;
+  const source: ClientSource<Ctx, undefined> = {
+    peer:
+      remoteAddress === undefined
+        ? (c) => {
+            const env = c.env as { server?: unknown } | undefined;
+            const address =
+              runtimeAddress(c.req.raw, env) ??
+              // @hono/node-server's bindings, when an app nests them as env.server
+              (typeof env === "object" && env !== null
+                ? runtimeAddress(c.req.raw, env.server)
+                : undefined);
+            if (address === undefined && !warned) {
+              warned = true;
+              console.warn(
+                `${WHERE}: no client address in c.env (not @hono/node-server, Bun or Deno?): such requests share the key "unknown"; pass remoteAddress`,
+              );
+            }
+            return address;
+          }
+        : (c) => remoteAddress(c),
+    header: (c, name) => c.req.raw.headers.get(name),
+  };
+  const pipeline = new Pipeline<Ctx>(
+    WHERE,
+    config,
+    {
+      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
+      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
+      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
+    },
+    source,
+  );
+  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
+
+  return async (c, next) => {
+    const result = pipeline.run(c, undefined);
+    const outcome = result instanceof Outcome ? result : await result;
+    switch (outcome.kind) {
+      case "skip":
+        await next();
+        return undefined;
+      case "pass": {
+        await next();
+        if (outcome.decision !== undefined) {
+          const response = withHeaders(c.res, headerRecord(config, outcome));
+          if (response !== c.res) c.res = response; // the handler's headers were immutable
+        }
+        return undefined;
+      }
+      case "limited": {
+        const headers = headerRecord(config, outcome);
+        if (onLimited === undefined) return problem(429, limitedBody(config, outcome), headers);
+        let answer: Response;
+        try {
+          answer = await onLimited(c, outcome.decision!);
+        } catch (error) {
+          pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
+          return problem(500, INTERNAL_ERROR_BODY, {});
+        }
+        return withHeaders(answer, headers);
+      }
+      case "unavailable":
+        return problem(503, UNAVAILABLE_BODY, {});
+      case "error":
+        return problem(500, INTERNAL_ERROR_BODY, {});
+    }
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * `koaRateLimit`: the Koa adapter. It renders the pipeline's outcome on a Koa context; no
+ * runtime dependency on Koa (the type below is the few members it uses).
+ * @module
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Decision } from "../limiter.js";
+import { type CommonRateLimitOptions, checkCommonOptions, checkFunction } from "./core.js";
+import { NODE_SOURCE, setNodeHeader } from "./node.js";
+import {
+  type ClientSource,
+  INTERNAL_ERROR_BODY,
+  limitedBody,
+  Outcome,
+  Pipeline,
+  PROBLEM_JSON,
+  UNAVAILABLE_BODY,
+  writeHeaders,
+} from "./pipeline.js";
+
+/** The members of a Koa context that the middleware uses (Koa 2 and 3). */
+export interface KoaContextLike {
+  /** The node request: its socket's `remoteAddress` is the peer. */
+  readonly req: IncomingMessage;
+  /** The node response: the rate-limit headers are set on it. */
+  readonly res: ServerResponse;
+  status: number;
+  body: unknown;
+  type: string;
+}
+
+/**
+ * Options of {@link koaRateLimit}: the shared ones plus request hooks on Koa's context.
+ * The hooks are methods so that they may be annotated with Koa's own `Context` type.
+ */
+export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike>
+  extends CommonRateLimitOptions {
+  /**
+   * The key a request is counted under. `clientKey` is the default: the client's address
+   * (the socket's peer; see `trustProxy`: Koa's `app.proxy` is not consulted), IPv6
+   * grouped by `ipv6Prefix`, or `"unknown"`.
+   * @default (ctx, clientKey) => clientKey
+   */
+  key?(ctx: Ctx, clientKey: string): string;
+  /** Units this request costs (a finite number >= 0); anything else is a 500. @default 1 */
+  cost?(ctx: Ctx): number;
+  /** Return true to let a request through unchecked (no cost, no headers). */
+  skip?(ctx: Ctx): boolean;
+  /**
+   * Answers a limited request instead of the default 429 body: `ctx.status` is already
+   * 429 and the headers are set; set `ctx.body` (and maybe `ctx.status`). If it throws or
+   * rejects, that is a programming error: 500, and `onError` is told.
+   */
+  onLimited?(ctx: Ctx, decision: Decision): unknown;
+}
+
+const WHERE = "koaRateLimit";
+
+/** The option names of {@link koaRateLimit} beyond the shared ones. */
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
+
+/** The client's address on Koa: the node request's, as for `rateLimit`. */
+const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
+  peer: (ctx) => NODE_SOURCE.peer(ctx.req, undefined),
+  header: (ctx, name) => NODE_SOURCE.header(ctx.req, name, undefined),
+};
+
+/**
+ * A Koa middleware: `app.use(koaRateLimit(options))`, with the options, headers, 429
+ * body, failure modes and client keys of `rateLimit`. An allowed request goes on to
+ * `next()` with the rate-limit headers set; a limited one is answered 429 and `next` is
+ * not called. Errors thrown downstream are not caught.
+ * @throws {TypeError} If an option has the wrong type or an unknown name.
+ * @throws {RangeError} If an option is out of range (as for `rateLimit`).
+ * @example
+ * app.use(koaRateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })) }))
+ */
+export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
+  options: KoaRateLimitOptions<Ctx>,
+): (ctx: Ctx, next: () => Promise<unknown>) => Promise<void> {
+  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
+  type Hooks = KoaRateLimitOptions<Ctx>;
+  const pipeline = new Pipeline<Ctx>(
+    WHERE,
+    config,
+    {
+      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
+      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
+      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
+    },
+    KOA_SOURCE,
+  );
+  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
+
+  return async (ctx, next) => {
+    const result = pipeline.run(ctx, undefined);
+    const outcome = result instanceof Outcome ? result : await result;
+    switch (outcome.kind) {
+      case "skip":
+        await next();
+        return;
+      case "pass":
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        await next();
+        return;
+      case "limited":
+        writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        if (onLimited === undefined) {
+          problem(ctx, 429, limitedBody(config, outcome));
+          return;
+        }
+        ctx.status = 429;
+        try {
+          await onLimited(ctx, outcome.decision!);
+        } catch (error) {
+          pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
+          problem(ctx, 500, INTERNAL_ERROR_BODY);
+        }
+        return;
+      case "unavailable":
+        problem(ctx, 503, UNAVAILABLE_BODY);
+        return;
+      case "error":
+        problem(ctx, 500, INTERNAL_ERROR_BODY);
+    }
+  };
+}
+
+/** Answers with an `application/problem+json` body (JSON text). */
+function problem(ctx: KoaContextLike, status: number, body: string): void {
+  ctx.status = status;
+  ctx.body = body;
+  ctx.type = PROBLEM_JSON;
+}

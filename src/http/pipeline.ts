@@ -1,0 +1,234 @@
+/**
+ * The framework-neutral request pipeline of `tollgate/http`: skip → key → cost → decide →
+ * one {@link Outcome}. It holds every rule about what a failure means (an outage, which
+ * `failure` decides, against a programming error, which is always a 500), so that each
+ * framework adapter (node:http/Express, fetch, Fastify, Hono, Koa) only renders the
+ * outcome in its own terms. Synchronous when the limiter is: no promise, no microtask.
+ * @module
+ */
+import type { Decision } from "../limiter.js";
+import { clientKey, PeerKeyCache } from "./client-key.js";
+import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
+import {
+  type DecisionNumbers,
+  INTERNAL_ERROR_PROBLEM,
+  quotaExceededProblem,
+  readDecision,
+  UNAVAILABLE_PROBLEM,
+  wholeText,
+} from "./headers.js";
+
+/**
+ * What became of one request, for the adapter to render:
+ * - `'skip'`: `skip` said so; pass it on unchecked, without headers.
+ * - `'pass'`: pass it on, with the rate-limit headers when `decision` is set (none when
+ *   the limiter failed and `failure` is `'open'`).
+ * - `'limited'`: answer 429 (or call `onLimited`) with the headers and {@link limitedBody}.
+ * - `'unavailable'`: the limiter failed and `failure` is `'closed'`: answer 503.
+ * - `'error'`: a programming error: answer 500. Already reported to `onError`.
+ */
+export type OutcomeKind = "skip" | "pass" | "limited" | "unavailable" | "error";
+
+/**
+ * One request's outcome. The header numbers (`limit`, `remaining`, `retryAfter`, `reset`,
+ * as {@link DecisionNumbers}) are valid when `decision` is set. One shape for every kind,
+ * so the adapters' reads stay monomorphic.
+ */
+export class Outcome implements DecisionNumbers {
+  kind: OutcomeKind;
+  /** The key checked, when it was computed. */
+  key: string | undefined;
+  /** The request's cost (1 unless `cost` said otherwise). */
+  cost = 1;
+  /** The limiter's decision, for `'pass'` (unless it failed open) and `'limited'`. */
+  decision: Decision | undefined = undefined;
+  limit = 0;
+  remaining = 0;
+  retryAfter = -1;
+  reset = -1;
+
+  constructor(kind: OutcomeKind, key: string | undefined) {
+    this.kind = kind;
+    this.key = key;
+  }
+}
+
+const SKIPPED = new Outcome("skip", undefined);
+
+/** The request hooks every adapter offers, typed on the adapter's request (or context). */
+export interface RequestHooks<Req> {
+  readonly key?: ((req: Req, clientKey: string) => string) | undefined;
+  readonly cost?: ((req: Req) => number) | undefined;
+  readonly skip?: ((req: Req) => boolean) | undefined;
+}
+
+/**
+ * How an adapter reads the client's address from its request: the connection's peer
+ * address, and the text of a (lower-case) request header. Either may throw: a
+ * user-supplied `remoteAddress` hook that throws is a programming error like any hook.
+ */
+export interface ClientSource<Req, Extra> {
+  peer(req: Req, extra: Extra): string | undefined;
+  header(req: Req, name: string, extra: Extra): string | null | undefined;
+}
+
+/**
+ * The pipeline of one middleware (or one Fastify route): validated config, hooks and the
+ * adapter's {@link ClientSource}. `run` gives the {@link Outcome}; `refuse` reports a
+ * failure of an adapter-level hook (`onLimited`) as the programming error it is.
+ */
+export class Pipeline<Req, Extra = undefined> {
+  private readonly peerKeys: PeerKeyCache;
+  private readonly trusting: boolean;
+
+  constructor(
+    readonly where: string,
+    readonly config: CommonConfig,
+    private readonly hooks: RequestHooks<Req>,
+    private readonly source: ClientSource<Req, Extra>,
+  ) {
+    this.peerKeys = new PeerKeyCache(config.client);
+    this.trusting = config.client.hops !== 0;
+  }
+
+  /**
+   * Runs the request through skip, key, cost and the limiter. Returns the outcome itself
+   * when the limiter answered synchronously, else a promise of it that never rejects
+   * (`Promise.resolve` adopts any thenable: one whose `then` throws is a rejection, one
+   * that settles twice settles once).
+   */
+  run(req: Req, extra: Extra): Outcome | Promise<Outcome> {
+    const hooks = this.hooks;
+    let key: string | undefined;
+    let cost = 1;
+    try {
+      if (hooks.skip !== undefined && hooks.skip(req) === true) return SKIPPED;
+      const source = this.source;
+      const client = this.trusting
+        ? clientKey(
+            source.peer(req, extra),
+            source.header(req, this.config.client.header, extra),
+            this.config.client,
+          )
+        : this.peerKeys.key(source.peer(req, extra));
+      key = hooks.key === undefined ? client : checkHookKey(this.where, hooks.key(req, client));
+      if (hooks.cost !== undefined) cost = checkHookCost(this.where, hooks.cost(req));
+    } catch (error) {
+      return this.refuse(error, key); // a hook broke its contract: never fail open on it
+    }
+    const checked = key;
+    let result: Decision | PromiseLike<Decision>;
+    try {
+      result = this.config.limiter.consume(checked, cost);
+    } catch (error) {
+      return this.failed(error, checked, cost);
+    }
+    if (isThenable(result)) {
+      return Promise.resolve(result).then(
+        (decision) => this.decided(decision, checked, cost),
+        (error: unknown) => this.failed(error, checked, cost),
+      );
+    }
+    return this.decided(result, checked, cost);
+  }
+
+  /** A programming error: reported, then `'error'` (500). */
+  refuse(error: unknown, key: string | undefined): Outcome {
+    report(this.config, error, key, "programming");
+    return new Outcome("error", key);
+  }
+
+  /** The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
+  private decided(decision: Decision, key: string, cost: number): Outcome {
+    const outcome = new Outcome("pass", key);
+    try {
+      readDecision(decision, outcome); // throws for a malformed decision
+    } catch (error) {
+      return this.refuse(error, key); // invalid limiter output is a bug, not an outage
+    }
+    outcome.cost = cost;
+    outcome.decision = decision;
+    if (!decision.allowed) outcome.kind = "limited";
+    return outcome;
+  }
+
+  /**
+   * The limiter threw or rejected. A `TypeError` or `RangeError` is a wrong argument (a
+   * limiter that cannot take this key or cost), so a programming error; anything else is
+   * an outage, reported, then passed without headers (`'open'`) or `'unavailable'`.
+   */
+  private failed(error: unknown, key: string, cost: number): Outcome {
+    if (error instanceof TypeError || error instanceof RangeError) return this.refuse(error, key);
+    report(this.config, error, key, "outage");
+    const outcome = new Outcome(this.config.failure === "open" ? "pass" : "unavailable", key);
+    outcome.cost = cost;
+    return outcome;
+  }
+}
+
+/** Sets one header on an adapter's response; `list` marks a List field (append, not replace). */
+export type SetHeader<Target> = (
+  target: Target,
+  name: string,
+  value: string,
+  list: boolean,
+) => void;
+
+/**
+ * Writes the rate-limit headers of an outcome that has a decision, in the order of
+ * `rateLimitHeaders`: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*`, `Retry-After`.
+ * The text comes from the config's precomputed parts; nothing is built per header.
+ */
+export function writeHeaders<Target>(
+  config: CommonConfig,
+  outcome: Outcome,
+  target: Target,
+  set: SetHeader<Target>,
+): void {
+  if (config.draft) {
+    set(target, "RateLimit-Policy", config.text.policy(outcome.limit), true);
+    set(target, "RateLimit", config.text.rate(outcome.remaining, outcome.reset), true);
+  }
+  if (config.legacy) {
+    set(target, "X-RateLimit-Limit", wholeText(outcome.limit), false);
+    set(target, "X-RateLimit-Remaining", wholeText(outcome.remaining), false);
+    if (outcome.reset >= 0) set(target, "X-RateLimit-Reset", wholeText(outcome.reset), false);
+  }
+  if (outcome.retryAfter >= 0) set(target, "Retry-After", wholeText(outcome.retryAfter), false);
+}
+
+/** The rate-limit headers of an outcome as an object (for adapters that build a `Response`). */
+export function headerRecord(config: CommonConfig, outcome: Outcome): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (outcome.decision !== undefined) writeHeaders(config, outcome, headers, setRecord);
+  return headers;
+}
+
+function setRecord(target: Record<string, string>, name: string, value: string): void {
+  target[name] = value;
+}
+
+/** The names of the List fields, which are appended to rather than replaced (RFC 9651 3.1). */
+export const LIST_FIELDS: ReadonlySet<string> = new Set(["RateLimit-Policy", "RateLimit"]);
+
+/**
+ * The 429 body of a `'limited'` outcome: the `quota-exceeded` problem as JSON text (from
+ * precomputed parts when the retry is finite).
+ */
+export function limitedBody(config: CommonConfig, outcome: Outcome): string {
+  return outcome.retryAfter >= 0
+    ? config.quotaJson.text(outcome.retryAfter)
+    : JSON.stringify(quotaExceededProblem(outcome.decision!, config.policy, outcome.cost));
+}
+
+/** The 503 body of `'unavailable'`, as JSON text. */
+export const UNAVAILABLE_BODY = JSON.stringify(UNAVAILABLE_PROBLEM);
+
+/** The 500 body of `'error'`, as JSON text. */
+export const INTERNAL_ERROR_BODY = JSON.stringify(INTERNAL_ERROR_PROBLEM);
+
+/** The status of each outcome that the middleware answers itself. */
+export const STATUS = { limited: 429, unavailable: 503, error: 500 } as const;
+
+/** The media type of every body the middleware sends (RFC 9457). */
+export const PROBLEM_JSON = "application/problem+json";
