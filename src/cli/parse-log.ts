@@ -180,7 +180,9 @@ function missingRefererOrAgent(line: string, afterStatus: number, afterReferer: 
       return unclosed(field, open);
     }
   }
-  return `expected a quoted "${field}" at column ${at + 1}`;
+  // The column of what stands where the field should (past the separating space).
+  const column = line.charCodeAt(at) === 32 ? at + 2 : at + 1;
+  return `expected a quoted "${field}" at column ${column}`;
 }
 
 function parseClf(line: string, combined: boolean): LogRecord | string {
@@ -226,7 +228,7 @@ function parseClf(line: string, combined: boolean): LogRecord | string {
       typeof parseClf(line, true) === "string"
         ? ""
         : " (it reads as Combined Log Format: try --format combined)";
-    return `text after the size field at column ${afterStatus + 1}${hint}`;
+    return `text after the size field at column ${afterStatus + 2}${hint}`;
   }
   const user = line.slice(identEnd + 1, userEnd);
   return {

@@ -25,12 +25,12 @@ function unsafe(code: number): boolean {
   );
 }
 
-/** `text` with each character for which `escape` gives a string replaced by it. */
-function escapeWhere(text: string, escape: (code: number) => string | undefined): string {
+/** `text` with each character for which `replace` gives a string replaced by it. */
+function escapeWhere(text: string, replace: (code: number) => string | undefined): string {
   let out = "";
   let from = 0;
   for (let i = 0; i < text.length; i++) {
-    const replacement = escape(text.charCodeAt(i));
+    const replacement = replace(text.charCodeAt(i));
     if (replacement === undefined) continue;
     out += text.slice(from, i) + replacement;
     from = i + 1;

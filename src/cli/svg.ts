@@ -235,15 +235,21 @@ function layOut(
       layout.busiest.push(series.busiestClient[i]!);
       for (let p = 0; p < policies; p++) layout.denied[p]!.push(series.denied[p]?.[i] ?? 0);
     }
+    // Labels: the first minute, then the first minute at or after each round time, spaced.
+    const withYear = utcParts(firstMs).year !== utcParts(lastMs).year;
+    const spacing = withYear ? 150 : 90;
+    const label = (slot: number) => {
+      const p = utcParts(series.minuteMs[slot]!);
+      return `${withYear ? `${p.year}-` : ""}${p.monthDay} ${p.time}`;
+    };
+    layout.ticks.push({ x: layout.x[0]! + step * 0.4, label: label(0) });
     let slot = 0;
     for (const tick of timeTicks(firstMs, lastMs)) {
       while (slot < n && series.minuteMs[slot]! < tick.atMs) slot++;
       if (slot >= n) break;
-      const last = layout.ticks[layout.ticks.length - 1];
       const x = layout.x[slot]! + step * 0.4;
-      if (last !== undefined && x - last.x < 90) continue;
-      const p = utcParts(series.minuteMs[slot]!);
-      layout.ticks.push({ x, label: `${p.monthDay} ${p.time}` });
+      if (x - layout.ticks[layout.ticks.length - 1]!.x < spacing) continue;
+      layout.ticks.push({ x, label: label(slot) });
     }
     return {
       ...layout,

@@ -148,7 +148,7 @@ export class ClientTally {
   private admit(key: string, denied: boolean): number {
     const size = this.slots.size;
     if (size < this.capacity) {
-      if (size === this.keys.length) this.grow();
+      if (size === this.requests.length) this.grow();
       this.keys.push(key);
       this.slots.set(key, size);
       return size;
@@ -178,7 +178,7 @@ export class ClientTally {
   }
 
   private grow(): void {
-    const n = Math.min(this.capacity, Math.max(1024, this.keys.length * 2));
+    const n = Math.min(this.capacity, Math.max(1024, this.requests.length * 2));
     const more = <T extends Float64Array | Uint8Array>(old: T, factor = 1): T => {
       const next = new (old.constructor as new (n: number) => T)(n * factor);
       next.set(old);
