@@ -154,6 +154,37 @@ function isBlank(line: string): boolean {
 let lastTimeText = "";
 let lastTimeMs = Number.NaN;
 
+/**
+ * The reason for an unclosed quote: the field, the 1-based column of its opening quote,
+ * and the likely cause (a line cut off by a full disk, a crash or a size limit).
+ */
+function unclosed(field: string, open: number): string {
+  return `unclosed quote: the "${field}" field opened at column ${open + 1} has no closing quote (the line looks cut off)`;
+}
+
+/**
+ * Why a Combined line has no valid ` "referer" "user-agent"` after its size (at
+ * `afterStatus`; `afterReferer` is past the referer, or -1). Proposes `--format common`
+ * only when the line ends at the size, i.e. when it does read as Common Log Format.
+ */
+function missingRefererOrAgent(line: string, afterStatus: number, afterReferer: number): string {
+  if (afterStatus === line.length) {
+    return 'the line ends after the size: no "referer" "user-agent" (it reads as Common Log Format: try --format common)';
+  }
+  const field = afterReferer === -1 ? "referer" : "user-agent";
+  const at = afterReferer === -1 ? afterStatus : afterReferer;
+  if (at === line.length) return `the line ends after the "referer": no "user-agent"`;
+  if (line.charCodeAt(at) === 32 && line.charCodeAt(at + 1) === 34) {
+    const open = at + 1;
+    if (closingQuote(line, open, (i) => i + 1 === line.length || line[i + 1] === " ") === -1) {
+      return unclosed(field, open);
+    }
+  }
+  // The column of what stands where the field should (past the separating space).
+  const column = line.charCodeAt(at) === 32 ? at + 2 : at + 1;
+  return `expected a quoted "${field}" at column ${column}`;
+}
+
 function parseClf(line: string, combined: boolean): LogRecord | string {
   if (isBlank(line)) return "blank line";
   const hostEnd = tokenEnd(line, 0);
@@ -182,15 +213,22 @@ function parseClf(line: string, combined: boolean): LogRecord | string {
     afterStatus = statusAndSizeEnd(line, i + 1);
     return afterStatus !== -1;
   });
-  if (requestClose === -1) return 'expected a quoted "request" followed by status and size';
+  if (requestClose === -1) {
+    if (closingQuote(line, timeEnd + 2, () => true) === -1) {
+      return unclosed("request", timeEnd + 2);
+    }
+    return 'expected a quoted "request" followed by status and size';
+  }
   if (combined) {
     const afterReferer = quotedEnd(line, afterStatus);
     const afterAgent = afterReferer === -1 ? -1 : quotedEnd(line, afterReferer);
-    if (afterAgent === -1) {
-      return 'expected "referer" "user-agent" after the size (is this Common Log Format? try --format common)';
-    }
+    if (afterAgent === -1) return missingRefererOrAgent(line, afterStatus, afterReferer);
   } else if (afterStatus !== line.length) {
-    return "text after the size field (is this Combined Log Format? try --format combined)";
+    const hint =
+      typeof parseClf(line, true) === "string"
+        ? ""
+        : " (it reads as Combined Log Format: try --format combined)";
+    return `text after the size field at column ${afterStatus + 2}${hint}`;
   }
   const user = line.slice(identEnd + 1, userEnd);
   return {

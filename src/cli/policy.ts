@@ -200,3 +200,20 @@ export function describeOptions(spec: PolicySpec): string {
 export function formatNumber(value: number): string {
   return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(6)));
 }
+
+/**
+ * The long-run rate a policy admits per client, in requests per minute: the refill or
+ * leak rate times 60 for the buckets, `limit * 60_000 / windowMs` for the windows (the
+ * burst, `capacity` or `limit` at once, comes on top). The reference line of the chart.
+ */
+export function limitPerMinute(spec: PolicySpec): number {
+  const o = spec.options;
+  switch (spec.algorithm) {
+    case "token-bucket":
+      return o.refillPerSecond! * 60;
+    case "leaky-bucket":
+      return o.leakPerSecond! * 60;
+    default:
+      return (o.limit! * 60_000) / o.windowMs!;
+  }
+}

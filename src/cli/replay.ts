@@ -11,6 +11,9 @@ import {
   UsageError,
 } from "./policy.js";
 import { ReorderBuffer } from "./reorder.js";
+import { ClientTally, type KeyReport } from "./tally.js";
+
+export type { KeyReport } from "./tally.js";
 
 /** Options of {@link replay}. */
 export interface ReplayOptions {
@@ -38,11 +41,13 @@ export interface ReplayOptions {
    * @default 10
    */
   readonly topN?: number | undefined;
-  /** Collect allowed/denied per minute of the first policy (for the chart). */
+  /** Collect requests and each policy's denials per minute (for the chart). */
   readonly series?: boolean | undefined;
   /**
    * Bound of each registry (`KeyedLimiter` `maxKeys`); a replay that reaches it evicts
-   * keys in use, which changes decisions (counted in `lossyEvictions`).
+   * keys in use, which changes decisions (counted in `lossyEvictions`). It bounds the
+   * per-client tallies of the top list too ({@link ClientTally}: exact up to this many
+   * distinct keys, approximate beyond).
    * @default 1_000_000
    */
   readonly maxKeys?: number | undefined;
@@ -84,22 +89,16 @@ export interface PolicyResult {
   readonly lossyEvictions: number;
 }
 
-/** One client in the top list. */
-export interface KeyReport {
-  readonly key: string;
-  readonly requests: number;
-  /** Most requests in one calendar minute (UTC, by replay time). */
-  readonly peakPerMinute: number;
-  /** Denials per policy, in the order of `results`. */
-  readonly denied: readonly number[];
-}
-
-/** Allowed and denied requests of the first policy per minute, sorted by minute. */
+/** Requests and denials per minute, sorted by minute (only minutes with requests). */
 export interface MinuteSeries {
-  /** Start of each minute, epoch ms (only minutes with requests). */
+  /** Start of each minute, epoch ms. */
   readonly minuteMs: readonly number[];
-  readonly allowed: readonly number[];
-  readonly denied: readonly number[];
+  /** Requests of all clients in the minute. */
+  readonly requests: readonly number[];
+  /** Most requests of one client in the minute (of the clients the tally holds). */
+  readonly busiestClient: readonly number[];
+  /** Denials of each policy (in the order of `results`), one array per policy. */
+  readonly denied: readonly (readonly number[])[];
 }
 
 /** The outcome of a replay: the numbers behind the text and JSON reports. */
@@ -124,7 +123,12 @@ export interface ReplayReport {
     readonly late: number;
     readonly peakBuffered: number;
   };
+  /** Distinct client keys: exact when `distinctKeysExact`, else an estimate (≈0.8%). */
   readonly distinctKeys: number;
+  /** False when there were more distinct keys than `maxKeys` (the tally's bound). */
+  readonly distinctKeysExact: boolean;
+  /** Requests of clients the tally did not hold (allowed ones, once it was full). */
+  readonly untalliedRequests: number;
   readonly results: readonly PolicyResult[];
   readonly top: readonly KeyReport[];
   readonly series: MinuteSeries | undefined;
@@ -138,24 +142,17 @@ const MINUTE_MS = 60_000;
  */
 export const DEFAULT_REORDER_WINDOW_MS = 60_000;
 
-interface KeyStats {
-  /** The key, as its own string (see {@link ownString}). */
-  readonly key: string;
-  requests: number;
-  minute: number;
-  inMinute: number;
-  peakPerMinute: number;
-  denied: number[];
-}
+/** The default bound of each registry and of the per-client tallies, in keys. */
+export const DEFAULT_MAX_KEYS = 1_000_000;
 
 /**
  * A copy of `text` that does not share memory with the string it was cut from. V8 cuts
- * substrings of 13 characters or more as views of their parent (here a line, itself a
- * view of a 64 KiB chunk of the file), so a key kept for the whole replay would keep its
- * chunk alive (a replay of 1 M lines with 20,000 keys held 24 MB more heap). Slicing a
- * concatenation copies the characters.
+ * substrings of 13 characters or more as views of their parent (here the whole line), so
+ * a key held in the reorder window, a registry or the tally would keep its line alive
+ * (150,000 lines with 8 KiB user agents in one window: 1.2 GB). Slicing a concatenation
+ * flattens it into a new string and cuts from that (measured: the lines are freed).
  */
-function ownString(text: string): string {
+export function ownString(text: string): string {
   return ` ${text}`.slice(1);
 }
 
@@ -208,14 +205,17 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     denied: 0,
     peakLiveKeys: 0,
   }));
-  const perKey = new Map<string, KeyStats>();
-  const series = options.series ? new Map<number, [number, number]>() : undefined;
+  const tally = new ClientTally(options.maxKeys ?? DEFAULT_MAX_KEYS, lanes.length);
+  const deniedNow = new Uint8Array(lanes.length);
+  /** Per minute: [requests, busiest client, denials of each policy…]. */
+  const series = options.series ? new Map<number, Float64Array>() : undefined;
   let sweptMinute = Number.NaN;
 
   const lines = { read: 0, parsed: 0, skipped: 0, unkeyed: 0, samples: [] as BadLine[] };
   let firstMs = Number.POSITIVE_INFINITY;
   let lastMs = Number.NEGATIVE_INFINITY;
 
+  // `key` is the line's own copy (see ownString), so no kept key pins its line.
   const decide = (timeMs: number, key: string): void => {
     if (timeMs > nowMs) nowMs = timeMs;
     const minute = Math.floor(nowMs / MINUTE_MS);
@@ -223,44 +223,22 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
       for (const lane of lanes) atLogTime(lane, nowMs, () => lane.registry.sweep());
       sweptMinute = minute;
     }
-    let stats = perKey.get(key);
-    if (stats === undefined) {
-      const own = ownString(key);
-      stats = {
-        key: own,
-        requests: 0,
-        minute,
-        inMinute: 0,
-        peakPerMinute: 0,
-        denied: lanes.map(() => 0),
-      };
-      perKey.set(own, stats);
-    }
-    // The registries get the key's own copy, so that no kept key pins a chunk of the file.
-    key = stats.key;
-    stats.requests++;
-    if (stats.minute !== minute) {
-      stats.minute = minute;
-      stats.inMinute = 0;
-    }
-    if (++stats.inMinute > stats.peakPerMinute) stats.peakPerMinute = stats.inMinute;
-    let firstAllowed = true;
     for (let i = 0; i < lanes.length; i++) {
       const lane = lanes[i]!;
       const allowed = allowAt(lane, key, nowMs);
       if (allowed) lane.allowed++;
-      else {
-        lane.denied++;
-        stats.denied[i]!++;
-      }
-      if (i === 0) firstAllowed = allowed;
+      else lane.denied++;
+      deniedNow[i] = allowed ? 0 : 1;
       const size = lane.registry.size;
       if (size > lane.peakLiveKeys) lane.peakLiveKeys = size;
     }
+    const inMinute = tally.count(key, minute, deniedNow);
     if (series !== undefined) {
       let bucket = series.get(minute);
-      if (bucket === undefined) series.set(minute, (bucket = [0, 0]));
-      bucket[firstAllowed ? 0 : 1]++;
+      if (bucket === undefined) series.set(minute, (bucket = new Float64Array(2 + lanes.length)));
+      bucket[0]!++;
+      if (inMinute > bucket[1]!) bucket[1] = inMinute;
+      for (let i = 0; i < lanes.length; i++) bucket[2 + i]! += deniedNow[i]!;
     }
   };
 
@@ -297,7 +275,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
       lines.unkeyed++;
       return;
     }
-    buffer.push(record.timeMs, key);
+    buffer.push(record.timeMs, ownString(key));
   };
   const skip = (number: number, reason: string, line: string): void => {
     lines.skipped++;
@@ -349,10 +327,12 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
         late: buffer.late,
         peakBuffered: buffer.peakSize,
       },
-      distinctKeys: perKey.size,
+      distinctKeys: tally.distinct,
+      distinctKeysExact: tally.distinctExact,
+      untalliedRequests: tally.untallied,
       results,
-      top: topKeys(perKey, topN),
-      series: series === undefined ? undefined : toSeries(series),
+      top: tally.top(topN),
+      series: series === undefined ? undefined : toSeries(series, lanes.length),
     };
   }
 }
@@ -381,31 +361,13 @@ function atLogTime<T>(lane: Lane, nowMs: number, call: () => T): T {
   }
 }
 
-/** The `n` keys with the most denials (first policy, then all, then requests, then name). */
-function topKeys(perKey: Map<string, KeyStats>, n: number): KeyReport[] {
-  if (n <= 0) return [];
-  const total = (s: KeyStats) => s.denied.reduce((a, b) => a + b, 0);
-  const denied = [...perKey].filter(([, s]) => total(s) > 0);
-  denied.sort(
-    ([ka, a], [kb, b]) =>
-      b.denied[0]! - a.denied[0]! ||
-      total(b) - total(a) ||
-      b.requests - a.requests ||
-      (ka < kb ? -1 : ka > kb ? 1 : 0),
-  );
-  return denied.slice(0, n).map(([key, s]) => ({
-    key,
-    requests: s.requests,
-    peakPerMinute: s.peakPerMinute,
-    denied: s.denied,
-  }));
-}
-
-function toSeries(byMinute: Map<number, [number, number]>): MinuteSeries {
+function toSeries(byMinute: Map<number, Float64Array>, policies: number): MinuteSeries {
   const minutes = [...byMinute.keys()].sort((a, b) => a - b);
+  const column = (i: number) => minutes.map((m) => byMinute.get(m)![i]!);
   return {
     minuteMs: minutes.map((m) => m * MINUTE_MS),
-    allowed: minutes.map((m) => byMinute.get(m)![0]),
-    denied: minutes.map((m) => byMinute.get(m)![1]),
+    requests: column(0),
+    busiestClient: column(1),
+    denied: Array.from({ length: policies }, (_, i) => column(2 + i)),
   };
 }

@@ -1,4 +1,5 @@
 import { describeOptions } from "./policy.js";
+import { asciiSafeJson, printable } from "./printable.js";
 import type { PolicyResult, ReplayReport } from "./replay.js";
 
 /** An epoch-ms instant as ISO 8601 UTC, without `.000` when whole seconds. */
@@ -49,12 +50,14 @@ function requestsOf(result: PolicyResult): number {
 
 /**
  * The plain-text report: input summary, one row per policy, the top keys by denials,
- * and the first skipped lines. `source` names the input (a path or `-`).
+ * and the first skipped lines. `source` names the input (a path or `-`). Text from the
+ * log (keys, skipped lines and their reasons) and the source are passed through
+ * {@link printable}, so control characters and bidi overrides show as escapes.
  */
 export function textReport(report: ReplayReport, source: string): string {
   const out: string[] = [];
   const { lines, reorder } = report;
-  out.push(`tollgate replay ${source}`);
+  out.push(`tollgate replay ${printable(source)}`);
   out.push(`  format ${report.format}, key ${report.key}`);
   out.push(
     `  lines     ${lines.read} read, ${lines.parsed} parsed, ${lines.skipped} skipped` +
@@ -69,7 +72,11 @@ export function textReport(report: ReplayReport, source: string): string {
     `  reorder   window ${reorder.windowMs} ms: ${reorder.reordered} lines put back in order, ` +
       `${reorder.late} too late (decided at the latest time)`,
   );
-  out.push(`  keys      ${report.distinctKeys} distinct`);
+  out.push(
+    report.distinctKeysExact
+      ? `  keys      ${report.distinctKeys} distinct`
+      : `  keys      about ${report.distinctKeys} distinct (estimated: more than --max-keys; the top list is approximate)`,
+  );
   out.push("");
 
   const rows = [["algorithm", "options", "requests", "allowed", "denied", "peak live keys"]];
@@ -109,7 +116,11 @@ export function textReport(report: ReplayReport, source: string): string {
     else head.push("denied");
     const topRows = [head];
     for (const k of report.top) {
-      const row = [k.key, String(k.requests), String(k.peakPerMinute)];
+      const row = [
+        printable(k.key) + (k.approximate ? " ~" : ""),
+        String(k.requests),
+        String(k.peakPerMinute),
+      ];
       if (many) row.push(...k.denied.map(String));
       else row.push(`${k.denied[0]} (${percent(k.denied[0]!, k.requests)})`);
       topRows.push(row);
@@ -120,6 +131,14 @@ export function textReport(report: ReplayReport, source: string): string {
         head.map((_, i) => i > 0),
       ).map((l) => `  ${l}`),
     );
+    const approximate = report.top.filter((k) => k.approximate);
+    if (approximate.length > 0) {
+      const error = Math.max(...approximate.map((k) => k.deniedErrorMax));
+      out.push(
+        "  ~ counted from its first denial after --max-keys clients were tallied: requests and",
+        `    peak/min from then on; denials may be up to ${error} more`,
+      );
+    }
   } else if (report.results.some((r) => r.denied > 0) === false && lines.parsed > 0) {
     out.push("", "  no request was denied");
   }
@@ -128,14 +147,18 @@ export function textReport(report: ReplayReport, source: string): string {
     out.push("");
     out.push(`  skipped lines (first ${lines.samples.length} of ${lines.skipped})`);
     for (const s of lines.samples) {
-      out.push(`    line ${s.line}: ${s.reason}`);
-      if (s.text.trim() !== "") out.push(`      ${s.text}`);
+      out.push(`    line ${s.line}: ${printable(s.reason)}`);
+      if (s.text.trim() !== "") out.push(`      ${printable(s.text)}`);
     }
   }
   return `${out.join("\n")}\n`;
 }
 
-/** The JSON report (the same numbers as the text one), pretty-printed. */
+/**
+ * The JSON report (the same numbers as the text one), pretty-printed; log text stays as
+ * logged (JSON escapes), with the characters JSON.stringify leaves raw escaped too
+ * ({@link asciiSafeJson}).
+ */
 export function jsonReport(report: ReplayReport, source: string): string {
   const ratio = (part: number, whole: number) =>
     whole === 0 ? 0 : Math.round((part * 10_000) / whole) / 100;
@@ -160,6 +183,8 @@ export function jsonReport(report: ReplayReport, source: string): string {
           },
     reorder: report.reorder,
     distinctKeys: report.distinctKeys,
+    distinctKeysExact: report.distinctKeysExact,
+    untalliedRequests: report.untalliedRequests,
     results: report.results.map((r) => ({
       algorithm: r.algorithm,
       options: r.options,
@@ -177,7 +202,9 @@ export function jsonReport(report: ReplayReport, source: string): string {
       requests: k.requests,
       peakPerMinute: k.peakPerMinute,
       denied: Object.fromEntries(report.results.map((r, i) => [r.algorithm, k.denied[i]])),
+      approximate: k.approximate,
+      deniedErrorMax: k.deniedErrorMax,
     })),
   };
-  return `${JSON.stringify(json, null, 2)}\n`;
+  return `${asciiSafeJson(JSON.stringify(json, null, 2))}\n`;
 }

@@ -2,10 +2,10 @@ import { open, writeFile } from "node:fs/promises";
 import { pipeline, type Readable, type Writable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parseCommand, type ReplayCommand } from "./args.js";
-import { describeOptions, UsageError } from "./policy.js";
+import { describeOptions, limitPerMinute, UsageError } from "./policy.js";
 import { type ReplayReport, replay } from "./replay.js";
-import { jsonReport, textReport } from "./report.js";
-import { minuteChart } from "./svg.js";
+import { isoTime, jsonReport, textReport } from "./report.js";
+import { replayChart } from "./svg.js";
 import { packageVersion } from "./version.js";
 
 /** The streams the CLI talks to (the process's, or test doubles). */
@@ -61,7 +61,8 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
       timeField: command.timeField,
       key: command.key,
       reorderWindowMs: command.reorderWindowMs,
-      topN: command.top,
+      // The chart draws the ten most limited clients whatever --top is.
+      topN: command.svg === undefined ? command.top : Math.max(command.top, 10),
       series: command.svg !== undefined,
       maxKeys: command.maxKeys,
       maxLineBytes: command.maxLineBytes,
@@ -84,15 +85,31 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
     io.stderr.write(`\rtollgate replay: ${report.lines.read} lines in ${seconds} s\x1b[K\n`);
   }
+  const shown = { ...report, top: report.top.slice(0, command.top) };
   await write(
     io.stdout,
-    command.json ? jsonReport(report, command.file) : textReport(report, command.file),
+    command.json ? jsonReport(shown, command.file) : textReport(shown, command.file),
   );
   if (command.svg !== undefined && report.series !== undefined) {
     const first = report.results[0]!;
-    const svg = minuteChart(report.series, {
-      title: `${first.algorithm} (${describeOptions(first)}) per ${report.key}`,
-      subtitle: `${command.file}: ${first.allowed} allowed, ${first.denied} denied of ${first.allowed + first.denied} requests`,
+    const many = report.results.length > 1;
+    const svg = replayChart(report.series, {
+      title: many
+        ? `${report.results.length} algorithms per ${report.key}, same burst and long-run rate`
+        : `${first.algorithm} (${describeOptions(first)}) per ${report.key}`,
+      subtitle:
+        report.firstMs === undefined || report.lastMs === undefined
+          ? `${command.file}: no request`
+          : `${command.file}: ${report.lines.parsed} requests, ${isoTime(report.firstMs)} .. ${isoTime(report.lastMs)} UTC, ${report.distinctKeysExact ? "" : "about "}${report.distinctKeys} distinct ${report.key}`,
+      policies: report.results.map((r, i) => ({
+        algorithm: r.algorithm,
+        options: describeOptions(r),
+        requests: r.allowed + r.denied,
+        denied: r.denied,
+        limitPerMinute: limitPerMinute(command.policies[i]!),
+      })),
+      top: report.top,
+      keyName: report.key,
     });
     try {
       await writeFile(command.svg, svg);

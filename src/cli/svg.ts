@@ -1,35 +1,72 @@
 import { daysFromCivil, MAX_TIME_MS } from "./parse-log.js";
+import { printable } from "./printable.js";
 import type { MinuteSeries } from "./replay.js";
+import type { KeyReport } from "./tally.js";
 
-/** Options of {@link minuteChart}. */
+/** One policy as the chart shows it. */
+export interface ChartPolicy {
+  /** The algorithm (its colour is fixed per algorithm, see {@link ALGORITHM_COLORS}). */
+  readonly algorithm: string;
+  /** Its options, for the label (`capacity 5, refillPerSecond 0.1`). */
+  readonly options: string;
+  readonly requests: number;
+  readonly denied: number;
+  /**
+   * The long-run rate the policy admits per client, in requests per minute (drawn as the
+   * reference line); undefined for none.
+   */
+  readonly limitPerMinute: number | undefined;
+}
+
+/** Options of {@link replayChart}. */
 export interface ChartOptions {
   /** The heading (the policy, say). */
   readonly title: string;
   /** A smaller second line (the input, say). */
   readonly subtitle?: string | undefined;
-  /** @default 960 */
+  /** The policies, in the order of the series' `denied` arrays. */
+  readonly policies: readonly ChartPolicy[];
+  /** The most limited clients (the replay's top list), at most the first 10 are drawn. */
+  readonly top: readonly KeyReport[];
+  /** What a client is (`ip`, `user`…), for the labels. */
+  readonly keyName: string;
+  /** @default 1000 */
   readonly width?: number | undefined;
-  /** @default 360 */
-  readonly height?: number | undefined;
   /**
-   * Most bars drawn; longer spans put several minutes in one bar.
-   * @default 480
+   * Most bars drawn; longer spans put several minutes in one bar (the busiest minute).
+   * @default 440
    */
   readonly maxBars?: number | undefined;
 }
 
 const MINUTE_MS = 60_000;
-const ALLOWED_COLOR = "#4c78a8";
-const DENIED_COLOR = "#e45756";
+/** Colours per algorithm (distinct in hue, readable on white). */
+export const ALGORITHM_COLORS: Readonly<Record<string, string>> = {
+  "token-bucket": "#1f77b4",
+  "leaky-bucket": "#17a2b8",
+  "fixed-window": "#ff7f0e",
+  "sliding-window-log": "#d62728",
+  "sliding-window-counter": "#9467bd",
+};
+const OTHER_COLOR = "#8c564b";
+const REQUESTS_COLOR = "#c3c9d0";
+const BUSIEST_COLOR = "#2b2b2b";
+const TEXT = "#333";
+const MUTED = "#666";
+const GRID = "#e6e6e6";
 /** Candidate x-tick intervals, in minutes: 1 min to 2 weeks. */
 const TICK_MINUTES = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10_080, 20_160];
 /** Candidate x-tick intervals beyond that, in calendar months. */
 const TICK_MONTHS = [1, 2, 3, 6, 12, 24, 60, 120, 240, 600, 1200];
 const MAX_TICKS = 7;
 
-/** Escapes text for an SVG text node or attribute. */
+/**
+ * Escapes text for an SVG text node or attribute: control characters and bidi overrides
+ * as visible escapes ({@link printable}; raw C0 characters would also make the file
+ * invalid XML), then the XML specials.
+ */
 function xml(text: string): string {
-  return text
+  return printable(text)
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")
     .replace(/>/g, "&gt;")
@@ -108,122 +145,451 @@ export function timeTicks(fromMs: number, toMs: number): { atMs: number; label: 
 }
 
 /**
- * A stacked bar chart of allowed (blue) and denied (red) requests per minute over the
- * log's time span, as a standalone SVG document (no scripts, no external resources).
- *
- * The x axis is continuous UTC time from the first to the last minute with requests;
- * minutes without requests stay empty. When the span has more minutes than `maxBars`,
- * each bar covers a bin of whole minutes and shows the busiest minute of the bin (so the
- * y axis is always requests per minute), and the caption says so.
+ * Ticks of a log scale from 0 to at least `peak`: 0, then 1, 10, 100… (with 2 and 5 in
+ * between when the range spans at most two decades). Returns the ticks and the top value.
  */
-export function minuteChart(series: MinuteSeries, options: ChartOptions): string {
-  const width = options.width ?? 960;
-  const height = options.height ?? 360;
-  const maxBars = options.maxBars ?? 480;
-  const left = 64;
-  const right = 20;
-  const top = options.subtitle === undefined ? 48 : 64;
-  const bottom = 56;
-  const plotW = width - left - right;
-  const plotH = height - top - bottom;
+export function logTicks(peak: number): { ticks: number[]; top: number } {
+  const decades = Math.max(1, Math.ceil(Math.log10(Math.max(1, peak)) - 1e-9));
+  const ticks = [0];
+  for (let d = 0; d <= decades; d++) {
+    const p = 10 ** d;
+    ticks.push(p);
+    if (decades <= 2 && d < decades) ticks.push(2 * p, 5 * p);
+  }
+  let top = 10 ** decades;
+  // Trim the last decade when the peak is well below it (2 or 5 times the decade before).
+  if (decades <= 2) {
+    const below = 10 ** (decades - 1);
+    for (const step of [2, 5]) {
+      if (peak <= step * below) {
+        top = step * below;
+        break;
+      }
+    }
+  }
+  return { ticks: ticks.filter((t) => t <= top), top };
+}
 
+/** Shortens `text` to `max` characters with an ellipsis. */
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** A whole number with thin thousands separators (`12 345`). */
+function count(n: number): string {
+  return Math.round(n)
+    .toString()
+    .replace(/\B(?=(\d{3})+(?!\d))/g, "\u2009");
+}
+
+/** Where the bars of the time panels go: one slot per bin, or per minute with requests. */
+interface TimeLayout {
+  /** Slots in time order: left edge (px), first minute (epoch ms), values. */
+  readonly x: number[];
+  readonly startMs: number[];
+  readonly requests: number[];
+  readonly busiest: number[];
+  /** Per policy, per slot. */
+  readonly denied: number[][];
+  readonly barW: number;
+  /** Time ticks: x and label. */
+  readonly ticks: { x: number; label: string }[];
+  readonly caption: string;
+}
+
+/**
+ * Lays the minutes out. A log whose minutes with requests are few and far apart (a
+ * sample of one minute an hour, a night of silence) is drawn with only those minutes,
+ * side by side (the idle time between them left out, and said so); any other is drawn on
+ * continuous time, in bins of whole minutes when it has more than `maxBars`, each bar the
+ * busiest minute of its bin.
+ */
+function layOut(
+  series: MinuteSeries,
+  policies: number,
+  left: number,
+  plotW: number,
+  maxBars: number,
+): TimeLayout {
   const n = series.minuteMs.length;
   const firstMs = n > 0 ? series.minuteMs[0]! : 0;
   const lastMs = n > 0 ? series.minuteMs[n - 1]! : 0;
   const spanMinutes = Math.round((lastMs - firstMs) / MINUTE_MS) + 1;
+  const layout: TimeLayout = {
+    x: [],
+    startMs: [],
+    requests: [],
+    busiest: [],
+    denied: Array.from({ length: policies }, () => []),
+    barW: 0,
+    ticks: [],
+    caption: "",
+  };
+  const sparse = spanMinutes > maxBars && n <= maxBars && n * 4 <= spanMinutes;
+  if (sparse) {
+    const step = plotW / n;
+    for (let i = 0; i < n; i++) {
+      layout.x.push(left + i * step + step * 0.1);
+      layout.startMs.push(series.minuteMs[i]!);
+      layout.requests.push(series.requests[i]!);
+      layout.busiest.push(series.busiestClient[i]!);
+      for (let p = 0; p < policies; p++) layout.denied[p]!.push(series.denied[p]?.[i] ?? 0);
+    }
+    // Labels: the first minute, then the first minute at or after each round time, spaced.
+    const withYear = utcParts(firstMs).year !== utcParts(lastMs).year;
+    const spacing = withYear ? 150 : 90;
+    const label = (slot: number) => {
+      const p = utcParts(series.minuteMs[slot]!);
+      return `${withYear ? `${p.year}-` : ""}${p.monthDay} ${p.time}`;
+    };
+    layout.ticks.push({ x: layout.x[0]! + step * 0.4, label: label(0) });
+    let slot = 0;
+    for (const tick of timeTicks(firstMs, lastMs)) {
+      while (slot < n && series.minuteMs[slot]! < tick.atMs) slot++;
+      if (slot >= n) break;
+      const x = layout.x[slot]! + step * 0.4;
+      if (x - layout.ticks[layout.ticks.length - 1]!.x < spacing) continue;
+      layout.ticks.push({ x, label: label(slot) });
+    }
+    return {
+      ...layout,
+      barW: Math.max(1, step * 0.8),
+      caption: `time (UTC): only the ${n} minutes with requests, side by side (${spanMinutes - n} idle minutes between them left out)`,
+    };
+  }
   const binMinutes = Math.max(1, Math.ceil(spanMinutes / maxBars));
   const bins = Math.ceil(spanMinutes / binMinutes);
-
-  // The busiest minute of each bin.
-  const binAllowed = new Map<number, number>();
-  const binDenied = new Map<number, number>();
+  const spanMs = bins * binMinutes * MINUTE_MS;
+  const step = plotW / bins;
+  const slotOf = new Map<number, number>();
   for (let i = 0; i < n; i++) {
     const bin = Math.floor(Math.round((series.minuteMs[i]! - firstMs) / MINUTE_MS) / binMinutes);
-    const allowed = series.allowed[i]!;
-    const denied = series.denied[i]!;
-    const before = (binAllowed.get(bin) ?? 0) + (binDenied.get(bin) ?? 0);
-    if (allowed + denied > before) {
-      binAllowed.set(bin, allowed);
-      binDenied.set(bin, denied);
+    let s = slotOf.get(bin);
+    if (s === undefined) {
+      s = layout.x.length;
+      slotOf.set(bin, s);
+      layout.x.push(left + bin * step);
+      layout.startMs.push(firstMs + bin * binMinutes * MINUTE_MS);
+      layout.requests.push(-1);
+      layout.busiest.push(0);
+      for (let p = 0; p < policies; p++) layout.denied[p]!.push(0);
+    }
+    // The busiest minute of the bin stands for it.
+    if (series.requests[i]! > layout.requests[s]!) {
+      layout.requests[s] = series.requests[i]!;
+      layout.busiest[s] = series.busiestClient[i]!;
+    }
+    for (let p = 0; p < policies; p++) {
+      const d = series.denied[p]?.[i] ?? 0;
+      if (d > layout.denied[p]![s]!) layout.denied[p]![s] = d;
     }
   }
-  let peak = 0;
-  for (const [bin, allowed] of binAllowed) peak = Math.max(peak, allowed + binDenied.get(bin)!);
-  const yStep = niceCeil(peak / 5);
-  const yMax = Math.max(1, Math.ceil(peak / yStep)) * yStep;
-  const y = (value: number) => top + plotH - (value / yMax) * plotH;
-  const barStep = plotW / bins;
-  const barW = Math.max(1, barStep * 0.8);
+  for (const tick of timeTicks(firstMs, firstMs + spanMs)) {
+    layout.ticks.push({ x: left + ((tick.atMs - firstMs) / spanMs) * plotW, label: tick.label });
+  }
+  return {
+    ...layout,
+    barW: Math.max(1, step * (bins < 120 ? 0.8 : 1)),
+    caption:
+      binMinutes === 1
+        ? "time (UTC), one bar per minute"
+        : `time (UTC); each bar is the busiest minute of ${binMinutes} minutes`,
+  };
+}
+
+/**
+ * The replay chart, a standalone SVG document (no scripts, no external resources), in
+ * three panels:
+ *
+ * 1. requests per minute of all clients (grey bars), the busiest client's requests in
+ *    that minute (a dark mark on each bar) and each policy's long-run limit per client (a
+ *    dashed line), on a log scale so that spikes and quiet minutes both read;
+ * 2. denials per minute, one strip per policy in its colour, on one shared log scale;
+ * 3. the most limited clients: the first ten of `top`, one horizontal bar per policy
+ *    each, labelled with the key, its denials, requests and peak per minute.
+ *
+ * Time runs left to right in UTC (see `layOut` for sparse logs and long spans). Text
+ * from the log (keys) is escaped ({@link printable}).
+ */
+export function replayChart(series: MinuteSeries, options: ChartOptions): string {
+  const width = options.width ?? 1000;
+  const maxBars = options.maxBars ?? 440;
+  const policies = options.policies;
+  const left = 64;
+  const right = 24;
+  const plotW = width - left - right;
+  const layout = layOut(series, policies.length, left, plotW, maxBars);
+  const slots = layout.x.length;
+  const barW = layout.barW;
 
   const parts: string[] = [];
+  const text = (x: number, y: number, body: string, attrs = "") =>
+    `<text x="${px(x)}" y="${px(y)}"${attrs ? ` ${attrs}` : ""}>${xml(body)}</text>`;
+  const heading = (y: number, body: string) =>
+    text(left, y, body, `font-size="13" font-weight="600" fill="${TEXT}"`);
+  const timeGrid = (top: number, height: number) => {
+    for (const tick of layout.ticks) {
+      parts.push(
+        `<line x1="${px(tick.x)}" x2="${px(tick.x)}" y1="${px(top)}" y2="${px(top + height)}" stroke="${GRID}"/>`,
+      );
+    }
+  };
+
+  // Header.
+  let y = 26;
+  parts.push(text(left, y, options.title, `font-size="16" font-weight="600" fill="#111"`));
+  if (options.subtitle !== undefined) {
+    y += 20;
+    parts.push(text(left, y, options.subtitle, `fill="${MUTED}"`));
+  }
+
+  // Panel 1: requests per minute, the busiest client, the limit.
+  y += 34;
+  parts.push(heading(y, "Requests per minute"));
+  const legendY = y;
+  const limits = [...new Set(policies.map((p) => p.limitPerMinute))].filter(
+    (l): l is number => l !== undefined && l > 0 && Number.isFinite(l),
+  );
+  const scale1 = logTicks(Math.max(1, ...layout.requests, ...limits));
+  const top1 = y + 16;
+  const h1 = 190;
+  const y1 = (v: number) => top1 + h1 - (Math.log10(1 + v) / Math.log10(1 + scale1.top)) * h1;
+  for (const t of scale1.ticks) {
+    parts.push(
+      `<line x1="${left}" x2="${width - right}" y1="${px(y1(t))}" y2="${px(y1(t))}" stroke="${t === 0 ? "#999" : GRID}"/>`,
+      text(left - 6, y1(t) + 4, count(t), `text-anchor="end" fill="${MUTED}"`),
+    );
+  }
   parts.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
+    `<text transform="translate(18 ${px(top1 + h1 / 2)}) rotate(-90)" text-anchor="middle" fill="${MUTED}">requests/min (log scale)</text>`,
+  );
+  timeGrid(top1, h1);
+  const reqBars: string[] = [];
+  const marks: string[] = [];
+  const markW = Math.max(barW, 3);
+  for (let s = 0; s < slots; s++) {
+    const value = layout.requests[s]!;
+    if (value > 0) {
+      reqBars.push(
+        `<rect x="${px(layout.x[s]!)}" y="${px(y1(value))}" width="${px(barW)}" height="${px(y1(0) - y1(value))}"/>`,
+      );
+    }
+    const busiest = layout.busiest[s]!;
+    if (busiest > 0) {
+      marks.push(`M${px(layout.x[s]! + (barW - markW) / 2)} ${px(y1(busiest))}h${px(markW)}`);
+    }
+  }
+  parts.push(
+    `<g shape-rendering="crispEdges" class="requests" fill="${REQUESTS_COLOR}">`,
+    ...reqBars,
+    "</g>",
+  );
+  if (marks.length > 0) {
+    parts.push(
+      `<path class="busiest" d="${marks.join("")}" fill="none" stroke="${BUSIEST_COLOR}" stroke-width="2.5"/>`,
+    );
+  }
+  for (const limit of limits) {
+    const yy = px(y1(limit));
+    const who = policies
+      .filter((p) => p.limitPerMinute === limit)
+      .map((p) => p.algorithm)
+      .join(", ");
+    const label =
+      limits.length === 1
+        ? `limit per ${options.keyName}: ${formatRate(limit)}/min long-run (+ burst)`
+        : `${formatRate(limit)}/min: ${who}`;
+    parts.push(
+      `<line class="limit" x1="${left}" x2="${width - right}" y1="${yy}" y2="${yy}" stroke="#000" stroke-width="1.2" stroke-dasharray="6 4"/>`,
+      text(
+        width - right - 4,
+        y1(limit) - 6,
+        label,
+        `text-anchor="end" fill="#000" stroke="#fff" stroke-width="4" paint-order="stroke"`,
+      ),
+    );
+  }
+  // Legend of panel 1, right of its heading.
+  let lx = left + 160;
+  const legendItem = (swatch: (x: number) => string, label: string) => {
+    parts.push(swatch(lx), text(lx + 22, legendY, label, `fill="${TEXT}"`));
+    lx += 22 + label.length * 6.4 + 20;
+  };
+  legendItem(
+    (x) =>
+      `<rect x="${px(x)}" y="${legendY - 10}" width="16" height="11" fill="${REQUESTS_COLOR}"/>`,
+    "all clients",
+  );
+  legendItem(
+    (x) =>
+      `<line x1="${px(x)}" x2="${px(x + 16)}" y1="${legendY - 4}" y2="${legendY - 4}" stroke="${BUSIEST_COLOR}" stroke-width="2.5"/>`,
+    `the busiest ${options.keyName} in that minute`,
+  );
+  if (limits.length > 0) {
+    legendItem(
+      (x) =>
+        `<line x1="${px(x)}" x2="${px(x + 16)}" y1="${legendY - 4}" y2="${legendY - 4}" stroke="#000" stroke-width="1.2" stroke-dasharray="6 4"/>`,
+      `policy limit per ${options.keyName}`,
+    );
+  }
+
+  // Panel 2: denials per minute, one strip per policy, one shared scale.
+  y = top1 + h1 + 36;
+  parts.push(heading(y, "Denied per minute, by algorithm"));
+  const panel2Top = y;
+  const scale2 = logTicks(Math.max(1, ...layout.denied.flat()));
+  const stripH = 30;
+  y += 6;
+  for (let p = 0; p < policies.length; p++) {
+    const policy = policies[p]!;
+    const color = ALGORITHM_COLORS[policy.algorithm] ?? OTHER_COLOR;
+    const labelY = y + 16;
+    const top = labelY + 5;
+    const yy = (v: number) =>
+      top + stripH - (Math.log10(1 + v) / Math.log10(1 + scale2.top)) * stripH;
+    parts.push(
+      `<rect x="${left}" y="${labelY - 10}" width="11" height="11" fill="${color}"/>`,
+      text(
+        left + 16,
+        labelY,
+        `${policy.algorithm} (${policy.options}): ${count(policy.denied)} denied of ${count(policy.requests)} (${share(policy.denied, policy.requests)})`,
+        `fill="${TEXT}"`,
+      ),
+      `<line x1="${left}" x2="${width - right}" y1="${px(top)}" y2="${px(top)}" stroke="${GRID}"/>`,
+      `<line x1="${left}" x2="${width - right}" y1="${px(top + stripH)}" y2="${px(top + stripH)}" stroke="#999"/>`,
+      text(
+        left - 6,
+        top + 4,
+        count(scale2.top),
+        `text-anchor="end" fill="${MUTED}" font-size="10"`,
+      ),
+      text(left - 6, top + stripH + 3, "0", `text-anchor="end" fill="${MUTED}" font-size="10"`),
+    );
+    timeGrid(top, stripH);
+    const bars: string[] = [];
+    const d = layout.denied[p]!;
+    for (let s = 0; s < slots; s++) {
+      if (d[s]! <= 0) continue;
+      bars.push(
+        `<rect x="${px(layout.x[s]!)}" y="${px(yy(d[s]!))}" width="${px(barW)}" height="${px(yy(0) - yy(d[s]!))}"/>`,
+      );
+    }
+    parts.push(
+      `<g shape-rendering="crispEdges" class="denied" data-algorithm="${xml(policy.algorithm)}" fill="${color}">`,
+      ...bars,
+      "</g>",
+    );
+    y = top + stripH;
+  }
+  parts.push(
+    `<text transform="translate(18 ${px((panel2Top + y) / 2)}) rotate(-90)" text-anchor="middle" fill="${MUTED}">denied/min (log)</text>`,
+  );
+  for (const tick of layout.ticks) {
+    const anchor = tick.x < left + 40 ? "start" : tick.x > width - right - 40 ? "end" : "middle";
+    parts.push(
+      `<line x1="${px(tick.x)}" x2="${px(tick.x)}" y1="${px(y)}" y2="${px(y + 5)}" stroke="#999"/>`,
+      text(tick.x, y + 18, tick.label, `text-anchor="${anchor}" fill="${MUTED}"`),
+    );
+  }
+  y += 38;
+  parts.push(text(left + plotW / 2, y, layout.caption, `text-anchor="middle" fill="${MUTED}"`));
+
+  // Panel 3: the most limited clients.
+  y += 40;
+  const rows = options.top.slice(0, 10);
+  const first = policies[0];
+  parts.push(
+    heading(
+      y,
+      rows.length === 0
+        ? `Most limited clients: no ${options.keyName} was denied`
+        : `Most limited clients: top ${rows.length} by ${first === undefined || policies.length === 1 ? "" : `${first.algorithm} `}denials, whole log (key: ${options.keyName})`,
+    ),
+  );
+  if (rows.length > 0) {
+    const barLeft = left + 190;
+    const barRight = width - right - 270;
+    const most = Math.max(1, ...rows.flatMap((r) => r.denied));
+    const barMax = Math.ceil(most / niceCeil(most / 5)) * niceCeil(most / 5);
+    const xOf = (v: number) => barLeft + (v / barMax) * (barRight - barLeft);
+    const sub = policies.length > 1 ? 4 : 12;
+    const rowH = Math.max(22, policies.length * (sub + 1) + 9);
+    const top = y + 14;
+    const bottom = top + rows.length * rowH;
+    const step = niceCeil(barMax / 5);
+    for (let v = 0; v <= barMax + 1e-9; v += step) {
+      const x = px(xOf(v));
+      parts.push(
+        `<line x1="${x}" x2="${x}" y1="${top}" y2="${bottom}" stroke="${v === 0 ? "#999" : GRID}"/>`,
+        text(xOf(v), bottom + 15, count(v), `text-anchor="middle" fill="${MUTED}"`),
+      );
+    }
+    parts.push(
+      text(
+        (barLeft + barRight) / 2,
+        bottom + 32,
+        "denied requests over the whole log (one bar per algorithm, colours as above)",
+        `text-anchor="middle" fill="${MUTED}"`,
+      ),
+    );
+    for (const [r, row] of rows.entries()) {
+      const mid = top + r * rowH + rowH / 2;
+      parts.push(
+        text(
+          barLeft - 10,
+          mid + 4,
+          `${clip(printable(row.key), 26)}${row.approximate ? " ~" : ""}`,
+          `text-anchor="end" fill="${TEXT}" font-family="ui-monospace, 'DejaVu Sans Mono', monospace" font-size="12"`,
+        ),
+      );
+      const barsTop = mid - (policies.length * (sub + 1) - 1) / 2;
+      for (let p = 0; p < policies.length; p++) {
+        const value = row.denied[p] ?? 0;
+        if (value <= 0) continue;
+        const color = ALGORITHM_COLORS[policies[p]!.algorithm] ?? OTHER_COLOR;
+        parts.push(
+          `<rect class="top-bar" x="${px(barLeft)}" y="${px(barsTop + p * (sub + 1))}" width="${px(Math.max(1, xOf(value) - barLeft))}" height="${sub}" fill="${color}"/>`,
+        );
+      }
+      const d0 = row.denied[0] ?? 0;
+      parts.push(
+        text(
+          barRight + 12,
+          mid + 4,
+          `${count(d0)} of ${count(row.requests)} denied (${share(d0, row.requests)}), peak ${count(row.peakPerMinute)}/min`,
+          `fill="${MUTED}"`,
+        ),
+      );
+    }
+    y = bottom + 32;
+    if (rows.some((r) => r.approximate)) {
+      y += 20;
+      parts.push(
+        text(
+          left,
+          y,
+          "~ counted from its first denial, after --max-keys clients were already tallied: approximate",
+          `fill="${MUTED}"`,
+        ),
+      );
+    }
+  }
+  const height = Math.ceil(y + 22);
+  return `${[
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, 'Segoe UI', 'DejaVu Sans', sans-serif" font-size="12">`,
     `<title>${xml(options.title)}</title>`,
     `<rect width="${width}" height="${height}" fill="#ffffff"/>`,
-    `<text x="${left}" y="24" font-size="15" font-weight="600" fill="#222">${xml(options.title)}</text>`,
-  );
-  if (options.subtitle !== undefined) {
-    parts.push(`<text x="${left}" y="44" fill="#555">${xml(options.subtitle)}</text>`);
-  }
-
-  // Y grid and labels.
-  const gridLines = Math.round(yMax / yStep);
-  for (let i = 0; i <= gridLines; i++) {
-    const value = i * yStep;
-    const yy = px(y(value));
-    parts.push(
-      `<line x1="${left}" x2="${width - right}" y1="${yy}" y2="${yy}" stroke="${value === 0 ? "#888" : "#e5e5e5"}"/>`,
-      `<text x="${left - 8}" y="${yy}" dy="4" text-anchor="end" fill="#555">${Number(value.toPrecision(6))}</text>`,
-    );
-  }
-  parts.push(
-    `<text transform="translate(16 ${px(top + plotH / 2)}) rotate(-90)" text-anchor="middle" fill="#555">requests per minute</text>`,
-  );
-
-  // X ticks: at most seven, at round UTC times.
-  const spanMs = bins * binMinutes * MINUTE_MS;
-  for (const tick of timeTicks(firstMs, firstMs + spanMs)) {
-    const x = left + ((tick.atMs - firstMs) / spanMs) * plotW;
-    const anchor = x < left + 40 ? "start" : x > width - right - 40 ? "end" : "middle";
-    parts.push(
-      `<line x1="${px(x)}" x2="${px(x)}" y1="${top + plotH}" y2="${top + plotH + 5}" stroke="#888"/>`,
-      `<text x="${px(x)}" y="${top + plotH + 18}" text-anchor="${anchor}" fill="#555">${xml(tick.label)}</text>`,
-    );
-  }
-  const caption =
-    binMinutes === 1
-      ? "time (UTC), one bar per minute"
-      : `time (UTC); each bar is the busiest minute of ${binMinutes} minutes`;
-  parts.push(
-    `<text x="${left + plotW / 2}" y="${height - 12}" text-anchor="middle" fill="#555">${xml(caption)}</text>`,
-  );
-
-  // Bars: allowed from the axis, denied stacked on top.
-  const bars: string[] = [];
-  for (const [bin, allowed] of [...binAllowed].sort((a, b) => a[0] - b[0])) {
-    const denied = binDenied.get(bin)!;
-    const x = px(left + bin * barStep);
-    if (allowed > 0) {
-      bars.push(
-        `<rect x="${x}" y="${px(y(allowed))}" width="${px(barW)}" height="${px(y(0) - y(allowed))}" fill="${ALLOWED_COLOR}"/>`,
-      );
-    }
-    if (denied > 0) {
-      bars.push(
-        `<rect x="${x}" y="${px(y(allowed + denied))}" width="${px(barW)}" height="${px(y(allowed) - y(allowed + denied))}" fill="${DENIED_COLOR}"/>`,
-      );
-    }
-  }
-  parts.push(`<g shape-rendering="crispEdges">`, ...bars, `</g>`);
-
-  // Legend, top right.
-  const lx = width - right - 170;
-  parts.push(
-    `<rect x="${lx}" y="${top - 22}" width="12" height="12" fill="${ALLOWED_COLOR}"/>`,
-    `<text x="${lx + 18}" y="${top - 12}" fill="#333">allowed</text>`,
-    `<rect x="${lx + 90}" y="${top - 22}" width="12" height="12" fill="${DENIED_COLOR}"/>`,
-    `<text x="${lx + 108}" y="${top - 12}" fill="#333">denied</text>`,
+    ...parts,
     "</svg>",
-  );
-  return `${parts.join("\n")}\n`;
+  ].join("\n")}\n`;
+}
+
+/** `part` of `whole` in percent, one decimal. */
+function share(part: number, whole: number): string {
+  return `${whole === 0 ? "0.0" : ((part * 100) / whole).toFixed(1)}%`;
+}
+
+/** A rate for a label: up to three significant digits (`6`, `0.6`, `1.25`). */
+function formatRate(value: number): string {
+  return String(Number(value.toPrecision(3)));
 }

@@ -193,19 +193,37 @@ describe("parseCombined", () => {
     {
       name: "truncated in the request",
       line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET /very/long`,
-      reason: 'expected a quoted "request" followed by status and size',
+      reason:
+        'unclosed quote: the "request" field opened at column 44 has no closing quote (the line looks cut off)',
     },
     {
       name: "common line read as combined",
       line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5`,
       reason:
-        'expected "referer" "user-agent" after the size (is this Common Log Format? try --format common)',
+        'the line ends after the size: no "referer" "user-agent" (it reads as Common Log Format: try --format common)',
     },
     {
-      name: "unterminated user agent",
+      // Regression: "try --format common" was proposed, which then skipped every line.
+      name: "cut off in the user agent (line 8899 of the shared log)",
       line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "Mozilla`,
       reason:
-        'expected "referer" "user-agent" after the size (is this Common Log Format? try --format common)',
+        'unclosed quote: the "user-agent" field opened at column 71 has no closing quote (the line looks cut off)',
+    },
+    {
+      name: "cut off in the referer",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "http://exa`,
+      reason:
+        'unclosed quote: the "referer" field opened at column 67 has no closing quote (the line looks cut off)',
+    },
+    {
+      name: "cut off after the referer",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-"`,
+      reason: 'the line ends after the "referer": no "user-agent"',
+    },
+    {
+      name: "an unquoted referer",
+      line: `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 - "-"`,
+      reason: 'expected a quoted "referer" at column 67',
     },
     {
       name: "JSON line",
@@ -214,6 +232,36 @@ describe("parseCombined", () => {
     },
   ])("$name is skipped: $reason", ({ line, reason }) => {
     expect(parseCombined(line)).toBe(reason);
+  });
+});
+
+// A proposed --format must read the line: checked on every reason that proposes one.
+describe("a parse error proposes a format only when that format parses the line", () => {
+  const base = `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5`;
+  test.each([
+    base,
+    `${base} "-" "-"`,
+    `${base} "-" "Mozilla`,
+    `${base} "-`,
+    `${base} "-"`,
+    `${base} junk`,
+    `${base} "-" "-" extra`,
+    `192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET /`,
+  ])("%s", (line) => {
+    for (const [parse, other] of [
+      [parseCombined, parseCommon],
+      [parseCommon, parseCombined],
+    ] as const) {
+      const reason = parse(line);
+      if (typeof reason !== "string") continue;
+      const proposed = /try --format (\w+)/.exec(reason)?.[1];
+      if (proposed !== undefined) {
+        expect(proposed).toBe(other === parseCommon ? "common" : "combined");
+        expect(typeof other(line)).toBe("object");
+      } else {
+        expect(typeof other(line), `${reason} proposes nothing`).toBe("string");
+      }
+    }
   });
 });
 
@@ -241,7 +289,15 @@ describe("parseCommon", () => {
   test("a combined line is refused with a hint", () => {
     expect(
       parseCommon(`192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "-"`),
-    ).toBe("text after the size field (is this Combined Log Format? try --format combined)");
+    ).toBe(
+      "text after the size field at column 67 (it reads as Combined Log Format: try --format combined)",
+    );
+  });
+
+  test("a line that is not combined either gets no hint", () => {
+    expect(
+      parseCommon(`192.0.2.7 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "Mozilla`),
+    ).toBe("text after the size field at column 67");
   });
 });
 

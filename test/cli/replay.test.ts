@@ -11,14 +11,12 @@ import {
   singlePolicy,
 } from "../../src/cli/policy.js";
 import { type ReplayOptions, type ReplayReport, replay } from "../../src/cli/replay.js";
-import {
-  accessLogPath,
-  countPerKeyMinute,
-  readSimpleLines,
-  type SimpleLine,
-} from "../support/access-log.js";
+import { accessLogPath, countPerKeyMinute, type SimpleLine } from "../support/access-log.js";
+import { knownSkips, readRealLog } from "./real-log.js";
 
-const lines = readSimpleLines(accessLogPath);
+// What the parser accepts is what is replayed: real logs hold cut-off lines.
+const log = readRealLog(accessLogPath);
+const lines = log.accepted;
 
 function replayFile(
   policies: readonly PolicySpec[],
@@ -48,6 +46,22 @@ function stepsBack(ls: readonly SimpleLine[]): { count: number; maxMs: number } 
 const perMinute = (limit: number) => singlePolicy("fixed-window", { limit, windowMs: 60_000 });
 
 describe(`replay of the real log (${accessLogPath.split("/").slice(-2).join("/")})`, () => {
+  test("the skipped lines are reported with their numbers and reasons (the real log has a cut-off line)", async () => {
+    // The parser's verdict on the file, line by line, is what the tests expect...
+    expect(log.skipped).toEqual(knownSkips(accessLogPath));
+    // ...and what the replay reports.
+    const report = await replayFile([perMinute(5)], { badLineSamples: 1000 });
+    expect(report.lines).toEqual({
+      read: log.read,
+      parsed: lines.length,
+      skipped: log.skipped.length,
+      unkeyed: 0,
+      samples: log.skipped.map((s) => ({ ...s, text: expect.any(String) })),
+    });
+    const r = report.results[0]!;
+    expect(r.allowed + r.denied).toBe(lines.length);
+  });
+
   test("the log is out of order by less than the default window, so nothing is late", () => {
     const back = stepsBack(lines);
     expect(back.count).toBeGreaterThan(lines.length / 2);
@@ -62,7 +76,11 @@ describe(`replay of the real log (${accessLogPath.split("/").slice(-2).join("/")
       for (const c of counts.values()) denied += Math.max(0, c - limit);
 
       const report = await replayFile([perMinute(limit)], { topN: 1_000_000 });
-      expect(report.lines).toMatchObject({ read: lines.length, parsed: lines.length, skipped: 0 });
+      expect(report.lines).toMatchObject({
+        read: log.read,
+        parsed: lines.length,
+        skipped: log.skipped.length,
+      });
       expect(report.reorder.late).toBe(0);
       expect(report.results[0]).toMatchObject({ denied, allowed: lines.length - denied });
       expect(denied).toBeGreaterThan(0);
@@ -78,6 +96,8 @@ describe(`replay of the real log (${accessLogPath.split("/").slice(-2).join("/")
           requests: mine.length,
           peakPerMinute: Math.max(...minutes.values()),
           denied: [keyDenied],
+          approximate: false,
+          deniedErrorMax: 0,
         });
       }
       expect(report.top.reduce((sum, k) => sum + k.denied[0]!, 0)).toBe(denied);
@@ -164,11 +184,22 @@ describe(`replay of the real log (${accessLogPath.split("/").slice(-2).join("/")
     expect(together.top[0]!.denied).toHaveLength(5);
   });
 
-  test("series: per-minute allowed and denied add up to the totals", async () => {
-    const report = await replayFile([perMinute(3)], { series: true });
+  test("series: per-minute requests and each policy's denials add up to the totals", async () => {
+    const policies = comparePolicies({ limit: 3, windowMs: 60_000 });
+    const report = await replayFile(policies, { series: true });
     const s = report.series!;
-    expect(s.allowed.reduce((a, b) => a + b, 0)).toBe(report.results[0]!.allowed);
-    expect(s.denied.reduce((a, b) => a + b, 0)).toBe(report.results[0]!.denied);
+    const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
+    expect(sum(s.requests)).toBe(lines.length);
+    expect(s.denied).toHaveLength(policies.length);
+    for (const [i, r] of report.results.entries()) expect(sum(s.denied[i]!)).toBe(r.denied);
+    // The busiest client of each minute, from the oracle.
+    const perKeyMinute = countPerKeyMinute(lines, (l) => l.host);
+    const busiest = new Map<number, number>();
+    for (const [k, c] of perKeyMinute) {
+      const m = Number(k.split(" ")[1]) * 60_000;
+      busiest.set(m, Math.max(busiest.get(m) ?? 0, c));
+    }
+    expect(s.busiestClient).toEqual(s.minuteMs.map((m) => busiest.get(m)));
     expect(s.minuteMs).toEqual([...s.minuteMs].sort((a, b) => a - b));
     expect(new Set(s.minuteMs).size).toBe(
       new Set(lines.map((l) => Math.floor(l.timeMs / 60_000))).size,
@@ -332,6 +363,57 @@ describe("replay of crafted input", () => {
     expect(report.distinctKeys).toBe(16_384);
     // The keys and their state take about 2-4 MB; pinned chunks would add the 16 MB read.
     expect(during).toBeLessThan(8 * 1024 * 1024);
+  });
+
+  test("keys held in the reorder window do not pin their lines (regression: 8 KiB user agents took 1.2 GB)", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    // 2,048 lines of 32 KiB within one second: all of them wait in the reorder window at
+    // once, each key a 14-character host (V8 would cut it as a view of its line).
+    const agent = "x".repeat(32 * 1024);
+    async function* chunks() {
+      for (let n = 0; n < 2048; n++) {
+        yield `100.64.${100 + (n >> 7)}.${100 + (n & 127)} - - [17/May/2015:10:05:00 +0000] "GET / HTTP/1.1" 200 5 "-" "${agent}"\n`;
+      }
+    }
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    let during = 0;
+    const report = await replay(Readable.from(chunks()), {
+      policies: [perMinute(5)],
+      progressEvery: 2048,
+      onProgress: () => {
+        gc();
+        during = process.memoryUsage().heapUsed - before;
+      },
+    });
+    expect(report.reorder.peakBuffered).toBe(2048);
+    // 2,048 short keys take well under a megabyte; pinned lines would hold 64 MiB.
+    expect(during).toBeLessThan(16 * 1024 * 1024);
+  });
+
+  test("more distinct clients than maxKeys: the tally stays bounded, distinct keys estimated", async () => {
+    // 20,000 clients once each, and one client denied 90 times, with room for 100 keys.
+    const lines: string[] = [];
+    for (let n = 0; n < 20_000; n++) {
+      const second = Math.floor(n / 100);
+      lines.push(
+        line(`100.64.${n >> 8}.${n & 255}`, second % 60).replace(
+          "10:05:",
+          `10:${String(5 + Math.floor(second / 60)).padStart(2, "0")}:`,
+        ),
+      );
+      if (n % 200 === 0) lines.push(lines[lines.length - 1]!.replace(/^\S+/, "192.0.2.1"));
+    }
+    const report = await replayText(lines.join("\n"), {
+      policies: [singlePolicy("token-bucket", { capacity: 10, refillPerSecond: 0 })],
+      maxKeys: 100,
+    });
+    expect(report.distinctKeysExact).toBe(false);
+    expect(Math.abs(report.distinctKeys - 20_001)).toBeLessThan(20_001 * 0.03);
+    expect(report.untalliedRequests).toBeGreaterThan(0);
+    expect(report.top[0]).toMatchObject({ key: "192.0.2.1", denied: [90] });
+    expect(report.results[0]!.peakLiveKeys).toBeLessThanOrEqual(100);
   });
 
   test("empty input: zeros, no time span", async () => {

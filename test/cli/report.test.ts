@@ -16,6 +16,8 @@ const base: ReplayReport = {
   lastMs: Date.UTC(2015, 4, 17, 10, 6, 30),
   reorder: { windowMs: 60_000, reordered: 3, late: 1, peakBuffered: 5 },
   distinctKeys: 2,
+  distinctKeysExact: true,
+  untalliedRequests: 0,
   results: [
     {
       algorithm: "token-bucket",
@@ -59,7 +61,16 @@ describe("textReport", () => {
     const report: ReplayReport = {
       ...base,
       results: [{ ...base.results[0]!, allowed: 4, denied: 2, lossyEvictions: 0 }],
-      top: [{ key: "alice", requests: 5, peakPerMinute: 5, denied: [2] }],
+      top: [
+        {
+          key: "alice",
+          requests: 5,
+          peakPerMinute: 5,
+          denied: [2],
+          approximate: false,
+          deniedErrorMax: 0,
+        },
+      ],
       lines: { ...base.lines, unkeyed: 0, samples: [] },
     };
     const text = textReport(report, "in.log");
@@ -115,5 +126,82 @@ describe("formatting helpers", () => {
     expect(percent(0, 0)).toBe("0.0%");
     expect(isoTime(Date.UTC(2015, 4, 17, 10, 5, 3))).toBe("2015-05-17T10:05:03Z");
     expect(isoTime(Date.UTC(2015, 4, 17, 10, 5, 3, 250))).toBe("2015-05-17T10:05:03.250Z");
+  });
+});
+
+/** The control and bidi characters in `text` (C0 but newline, DEL, C1, U+2028/9, U+202A-E). */
+function unsafeChars(text: string): string[] {
+  return [...text].filter((c) => {
+    const n = c.charCodeAt(0);
+    return (n < 0x20 && n !== 10) || (n >= 0x7f && n <= 0x9f) || (n >= 0x2028 && n <= 0x202e);
+  });
+}
+
+describe("log content is escaped in human-readable output", () => {
+  const ESC = "\x1b";
+  const denied: ReplayReport = {
+    ...base,
+    results: [{ ...base.results[0]!, allowed: 4, denied: 2, lossyEvictions: 0 }],
+    top: [
+      {
+        key: `${ESC}]0;pwned${ESC}\\${ESC}[2J\u202eevil`,
+        requests: 5,
+        peakPerMinute: 5,
+        denied: [2],
+        approximate: false,
+        deniedErrorMax: 0,
+      },
+    ],
+    lines: {
+      ...base.lines,
+      samples: [
+        {
+          line: 3,
+          reason: `not JSON (Unexpected token ${ESC}[31m)`,
+          text: `192.0.2.1 - - [17/May/2015:10:05:00 +0000] "GET /${ESC}[2J HTTP/1.1" 200 5 "-" "curl\x07\x7f\x9b\u2028"`,
+        },
+      ],
+    },
+  };
+
+  test("escape sequences in a user agent are escaped in the skipped-line samples", () => {
+    const text = textReport(denied, "in.log");
+    expect(text).toContain(
+      '      192.0.2.1 - - [17/May/2015:10:05:00 +0000] "GET /\\x1b[2J HTTP/1.1" 200 5 "-" "curl\\x07\\x7f\\x9b\\u{2028}"\n',
+    );
+    expect(text).toContain("    line 3: not JSON (Unexpected token \\x1b[31m)\n");
+  });
+
+  test("escape sequences and bidi overrides in a key are escaped in the text report", () => {
+    const text = textReport(denied, "in.log");
+    expect(text).toContain("\\x1b]0;pwned\\x1b\\\\x1b[2J\\u{202e}evil");
+    // No control character reaches the terminal, except the report's own newlines.
+    expect(unsafeChars(text)).toEqual([]);
+  });
+
+  test("a source path with control characters is escaped in the text report", () => {
+    expect(textReport(base, `in${ESC}[2J.log`)).toContain("tollgate replay in\\x1b[2J.log\n");
+  });
+
+  test("--json stays valid JSON and keeps the text; DEL, C1, U+2028/2029 and bidi are escaped", () => {
+    const json = jsonReport(denied, "in.log");
+    const parsed = JSON.parse(json);
+    expect(parsed.top[0].key).toBe(denied.top[0]!.key);
+    expect(parsed.lines.skippedSamples[0].text).toBe(denied.lines.samples[0]!.text);
+    expect(unsafeChars(json)).toEqual([]);
+    expect(json).toContain("curl\\u0007\\u007f\\u009b\\u2028");
+  });
+
+  test("an approximate key is marked and explained", () => {
+    const report: ReplayReport = {
+      ...denied,
+      distinctKeys: 123_456,
+      distinctKeysExact: false,
+      top: [{ ...denied.top[0]!, key: "alice", approximate: true, deniedErrorMax: 7 }],
+    };
+    const text = textReport(report, "in.log");
+    expect(text).toContain("  keys      about 123456 distinct (estimated: more than --max-keys");
+    expect(text).toContain("  alice ~");
+    expect(text).toContain("denials may be up to 7 more");
   });
 });

@@ -12,7 +12,8 @@ import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { HELP } from "../../src/cli/args.js";
 import { run } from "../../src/cli/run.js";
-import { accessLogPath, excerptPath, readSimpleLines, repoRoot } from "../support/access-log.js";
+import { accessLogPath, excerptPath, repoRoot } from "../support/access-log.js";
+import { readRealLog } from "./real-log.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tollgate-replay-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -65,8 +66,14 @@ describe("tollgate bin (spawned: node --import tsx src/cli/index.ts)", () => {
     const r = spawnCli(["replay", accessLogPath, ...TB]);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
-    const n = readSimpleLines(accessLogPath).length;
-    expect(r.stdout).toContain(`lines     ${n} read, ${n} parsed, 0 skipped`);
+    // Expectations from what the parser accepts: real logs hold cut-off lines.
+    const log = readRealLog(accessLogPath);
+    expect(r.stdout).toContain(
+      `lines     ${log.read} read, ${log.accepted.length} parsed, ${log.skipped.length} skipped`,
+    );
+    for (const s of log.skipped.slice(0, 5)) {
+      expect(r.stdout).toContain(`    line ${s.line}: ${s.reason}\n`);
+    }
     expect(r.stdout).toMatch(/token-bucket +capacity 5, refillPerSecond 0\.25 +\d+/);
   });
 
@@ -227,6 +234,72 @@ describe("run (in process)", () => {
     const text = readFileSync(svg, "utf8");
     expect(text).toMatch(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
     expect(text).toContain("<title>token-bucket (capacity 5, refillPerSecond 0.25) per ip</title>");
+    expect(
+      [...text.matchAll(/class="denied" data-algorithm="([\w-]+)"/g)].map((m) => m[1]),
+    ).toEqual(["token-bucket"]);
+  });
+
+  test("compare svg draws every algorithm (regression: it was the first one's chart)", async () => {
+    const one = join(dir, "one.svg");
+    const all = join(dir, "all.svg");
+    const compare = ["--capacity", "5", "--refill-per-second", "0.1"];
+    expect(
+      (await cli(["replay", excerptPath, "-a", "token-bucket", ...compare, "--svg", one])).code,
+    ).toBe(0);
+    expect((await cli(["replay", excerptPath, "--compare", ...compare, "--svg", all])).code).toBe(
+      0,
+    );
+    const text = readFileSync(all, "utf8");
+    expect(text).not.toBe(readFileSync(one, "utf8"));
+    expect(
+      [...text.matchAll(/class="denied" data-algorithm="([\w-]+)"/g)].map((m) => m[1]),
+    ).toEqual([
+      "token-bucket",
+      "leaky-bucket",
+      "fixed-window",
+      "sliding-window-log",
+      "sliding-window-counter",
+    ]);
+    // Each strip has bars, and the limited clients are drawn with a bar per algorithm.
+    for (const part of text.split('class="denied"').slice(1)) {
+      expect(part.slice(0, part.indexOf("</g>"))).toMatch(/<rect /);
+    }
+    expect(text).toContain("Most limited clients: top 10 by token-bucket denials");
+    const fills = [...text.matchAll(/class="top-bar"[^>]* fill="(#\w+)"/g)].map((m) => m[1]);
+    expect(fills.length).toBeGreaterThanOrEqual(10);
+    expect(new Set(fills).size).toBe(5);
+    // The policies' long-run rate, 0.1/s = 6/min, is the reference line.
+    expect(text).toContain("limit per ip: 6/min long-run (+ burst)");
+  });
+
+  test("escape sequences in a user agent or path are escaped in the text report (regression: raw to the terminal)", async () => {
+    const ok = (host: string, sec: number) =>
+      `${host} - - [17/May/2015:10:05:0${sec} +0000] "GET /\x1b[2J HTTP/1.1" 200 5 "-" "-"`;
+    const input = [
+      ok("evil\x1b]0;owned\x07", 0),
+      ok("evil\x1b]0;owned\x07", 1),
+      `192.0.2.1 - - [17/May/2015:10:05:02 +0000] "GET / HTTP/1.1" 200 5 "-" "\x1b[31mred\u202e`,
+    ].join("\n");
+    const r = await cli(
+      ["replay", "-", "-a", "fixed-window", "--limit", "1", "--window-ms", "60000"],
+      input,
+    );
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("  evil\\x1b]0;owned\\x07 ");
+    expect(r.stdout).toContain('"-" "\\x1b[31mred\\u{202e}\n');
+    for (const c of ["\x1b", "\x07", "\u202e"]) expect(r.stdout).not.toContain(c);
+    const json = await cli(
+      ["replay", "-", "-a", "fixed-window", "--limit", "1", "--window-ms", "60000", "--json"],
+      input,
+    );
+    expect(JSON.parse(json.stdout).top[0].key).toBe("evil\x1b]0;owned\x07");
+  });
+
+  test("--top 0 with --svg: no top list printed, the chart still shows the limited clients", async () => {
+    const svg = join(dir, "top0.svg");
+    const r = await cli(["replay", excerptPath, ...TB, "--top", "0", "--svg", svg, "--json"]);
+    expect(JSON.parse(r.stdout).top).toEqual([]);
+    expect(readFileSync(svg, "utf8")).toMatch(/Most limited clients: top \d+ by denials/);
   });
 
   test("a .gz log is decompressed", async () => {

@@ -1,103 +1,241 @@
 import { describe, expect, test } from "vitest";
 import type { MinuteSeries } from "../../src/cli/replay.js";
-import { minuteChart, niceCeil, timeTicks } from "../../src/cli/svg.js";
+import { type ChartPolicy, logTicks, niceCeil, replayChart, timeTicks } from "../../src/cli/svg.js";
+import type { KeyReport } from "../../src/cli/tally.js";
 
 const M = 60_000;
 const T0 = Date.UTC(2015, 4, 17, 10, 5);
 
-/** The bars of a chart: [x, y, width, height, fill]. */
-function rects(svg: string) {
-  const bars = svg.slice(svg.indexOf('<g shape-rendering="crispEdges">'), svg.indexOf("</g>"));
+/** A chart's policy row for `algorithm`. */
+const policy = (algorithm: string, denied = 0, limitPerMinute?: number): ChartPolicy => ({
+  algorithm,
+  options: "limit 5, windowMs 60000",
+  requests: 100,
+  denied,
+  limitPerMinute,
+});
+
+const key = (name: string, denied: number[], requests = 50): KeyReport => ({
+  key: name,
+  requests,
+  peakPerMinute: 9,
+  denied,
+  approximate: false,
+  deniedErrorMax: 0,
+});
+
+/** The bars of one group of a chart (`class="…"`): [x, y, width, height]. */
+function bars(svg: string, group: string) {
+  const start = svg.indexOf(`class="${group}"`);
+  if (start === -1) return [];
+  const body = svg.slice(start, svg.indexOf("</g>", start));
   return [
-    ...bars.matchAll(
-      /<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)" fill="(#\w+)"\/>/g,
-    ),
-  ].map((m) => ({
-    x: Number(m[1]),
-    y: Number(m[2]),
-    w: Number(m[3]),
-    h: Number(m[4]),
-    fill: m[5],
-  }));
+    ...body.matchAll(/<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"\/>/g),
+  ].map((m) => ({ x: Number(m[1]), y: Number(m[2]), w: Number(m[3]), h: Number(m[4]) }));
 }
 
-describe("minuteChart", () => {
+/** The denial strips: algorithm and bar heights. */
+function strips(svg: string) {
+  return [...svg.matchAll(/class="denied" data-algorithm="([\w-]+)"/g)].map((m) => m[1]);
+}
+
+/** The control and bidi characters in `text` (C0 but newline, DEL, C1, U+2028/9, U+202A-E). */
+function unsafeChars(text: string): string[] {
+  return [...text].filter((c) => {
+    const n = c.charCodeAt(0);
+    return (n < 0x20 && n !== 10) || (n >= 0x7f && n <= 0x9f) || (n >= 0x2028 && n <= 0x202e);
+  });
+}
+
+describe("replayChart", () => {
   const series: MinuteSeries = {
     minuteMs: [T0, T0 + M, T0 + 3 * M],
-    allowed: [10, 40, 5],
-    denied: [0, 20, 5],
+    requests: [10, 60, 10],
+    busiestClient: [4, 30, 10],
+    denied: [
+      [0, 20, 5],
+      [0, 25, 9],
+    ],
   };
+  const two = [policy("token-bucket", 25, 6), policy("fixed-window", 34, 6)];
 
-  test("one bar per minute: allowed from the axis, denied stacked on top, heights to scale", () => {
-    const svg = minuteChart(series, { title: "t" });
-    const bars = rects(svg);
-    expect(bars.map((b) => b.fill)).toEqual([
-      "#4c78a8",
-      "#4c78a8",
-      "#e45756",
-      "#4c78a8",
-      "#e45756",
-    ]);
-    // Peak 60 per minute: step niceCeil(12) = 20, y axis 0..60; plot height 360 - 48 - 56 = 256.
-    const unit = 256 / 60;
-    expect(bars[0]!.h).toBeCloseTo(10 * unit, 1);
-    expect(bars[1]!.h).toBeCloseTo(40 * unit, 1);
-    expect(bars[2]!.h).toBeCloseTo(20 * unit, 1);
-    expect(bars[2]!.y + bars[2]!.h).toBeCloseTo(bars[1]!.y, 1); // stacked
-    expect(bars[0]!.y + bars[0]!.h).toBe(304); // on the axis
-    // Four minutes of span: the third bar is three steps right of the first.
-    const step = bars[1]!.x - bars[0]!.x;
-    expect(bars[3]!.x - bars[0]!.x).toBeCloseTo(3 * step, 0);
-    expect(svg).toContain('text-anchor="end" fill="#555">60</text>');
-    expect(svg).toContain("time (UTC), one bar per minute");
-    expect(svg.trimEnd().endsWith("</svg>")).toBe(true);
+  test("compare svg draws every algorithm: one strip of denials per policy, in its colour", () => {
+    const svg = replayChart(series, { title: "t", policies: two, top: [], keyName: "ip" });
+    expect(strips(svg)).toEqual(["token-bucket", "fixed-window"]);
+    expect(svg).toContain('data-algorithm="token-bucket" fill="#1f77b4"');
+    expect(svg).toContain('data-algorithm="fixed-window" fill="#ff7f0e"');
+    // Each strip has the bars of its own policy (minutes 2 and 4), the second taller.
+    const s = svg.split('class="denied"');
+    const heights = (part: string) =>
+      [...part.slice(0, part.indexOf("</g>")).matchAll(/height="([\d.]+)"/g)].map((m) =>
+        Number(m[1]),
+      );
+    const first = heights(s[1]!);
+    const second = heights(s[2]!);
+    expect(first).toHaveLength(2);
+    expect(second).toHaveLength(2);
+    expect(second[0]!).toBeGreaterThan(first[0]!);
+    expect(second[1]!).toBeGreaterThan(first[1]!);
+    expect(svg).toContain("token-bucket (limit 5, windowMs 60000): 25 denied of 100 (25.0%)");
   });
 
-  test("a long span is binned: each bar is the busiest minute of its bin", () => {
-    const day: MinuteSeries = {
-      minuteMs: [T0, T0 + M, T0 + 2 * M, T0 + 1439 * M],
-      allowed: [3, 9, 1, 2],
-      denied: [0, 1, 50, 0],
+  test("requests per minute on a log scale, with the busiest client and the limit line", () => {
+    const svg = replayChart(series, { title: "t", policies: two, top: [], keyName: "ip" });
+    const req = bars(svg, "requests");
+    expect(req).toHaveLength(3);
+    // log10(1 + v): 60 requests stand log10(61) / log10(11) ≈ 1.71 times as high as 10.
+    expect(req[1]!.h / req[0]!.h).toBeCloseTo(Math.log10(61) / Math.log10(11), 1);
+    const base = req[0]!.y + req[0]!.h;
+    expect(req.every((b) => Math.abs(b.y + b.h - base) < 0.2)).toBe(true);
+    // The busiest client: one mark per minute.
+    const marks = svg.match(/class="busiest" d="([^"]+)"/)![1]!.match(/M/g)!;
+    expect(marks).toHaveLength(3);
+    // One limit line (both policies allow 6/min), labelled, between the 1 and 10 grid lines.
+    const limits = [...svg.matchAll(/class="limit" x1="[\d.]+" x2="[\d.]+" y1="([\d.]+)"/g)];
+    expect(limits).toHaveLength(1);
+    expect(svg).toContain("limit per ip: 6/min long-run (+ burst)");
+    const y = (v: string) =>
+      Number(svg.match(new RegExp(`y="([\\d.]+)" text-anchor="end" fill="#666">${v}<`))![1]) - 4;
+    const limitY = Number(limits[0]![1]);
+    expect(limitY).toBeLessThan(y("1"));
+    expect(limitY).toBeGreaterThan(y("10"));
+  });
+
+  test("the most limited clients: a labelled bar per policy, to scale", () => {
+    const top = [key("192.0.2.7", [40, 80], 200), key("192.0.2.9", [10, 20])];
+    const svg = replayChart(series, { title: "t", policies: two, top, keyName: "ip" });
+    expect(svg).toContain(">192.0.2.7</text>");
+    expect(svg).toContain(">40 of 200 denied (20.0%), peak 9/min</text>");
+    const widths = [...svg.matchAll(/class="top-bar" x="[\d.]+" y="[\d.]+" width="([\d.]+)"/g)].map(
+      (m) => Number(m[1]),
+    );
+    expect(widths).toHaveLength(4);
+    expect(widths[1]! / widths[0]!).toBeCloseTo(2, 1);
+    expect(widths[0]! / widths[2]!).toBeCloseTo(4, 1);
+    expect(svg).toContain("Most limited clients: top 2 by token-bucket denials");
+  });
+
+  test("no client denied: the panel says so", () => {
+    const svg = replayChart(series, { title: "t", policies: two, top: [], keyName: "user" });
+    expect(svg).toContain("Most limited clients: no user was denied");
+  });
+
+  test("escape sequences in a key are escaped in the SVG text, which stays well-formed XML", () => {
+    const top = [key("\x1b[2J<b>&\u202e", [3, 3])];
+    const svg = replayChart(series, { title: "t\x07", policies: two, top, keyName: "ip" });
+    expect(svg).toContain(">\\x1b[2J&lt;b&gt;&amp;\\u{202e}</text>");
+    expect(svg).toContain("<title>t\\x07</title>");
+    // XML 1.0 allows no C0 character but tab, newline and carriage return.
+    expect(unsafeChars(svg)).toEqual([]);
+  });
+
+  test("a sparse log (one minute an hour) is drawn minute by minute, idle time left out", () => {
+    const hours = Array.from({ length: 84 }, (_, h) => T0 + h * 60 * M);
+    const sparse: MinuteSeries = {
+      minuteMs: hours,
+      requests: hours.map(() => 100),
+      busiestClient: hours.map(() => 20),
+      denied: [hours.map(() => 5)],
     };
-    const svg = minuteChart(day, { title: "t", maxBars: 144 });
+    const svg = replayChart(sparse, {
+      title: "t",
+      policies: [policy("token-bucket", 420, 6)],
+      top: [],
+      keyName: "ip",
+    });
+    const req = bars(svg, "requests");
+    expect(req).toHaveLength(84);
+    // Side by side, evenly: bars of several pixels, not one-pixel teeth of a comb.
+    expect(req[0]!.w).toBeGreaterThan(5);
+    expect(req[1]!.x - req[0]!.x).toBeCloseTo(req[83]!.x - req[82]!.x, 1);
+    expect(svg).toContain("only the 84 minutes with requests, side by side");
+    const labels = [...svg.matchAll(/>(05-\d\d \d\d:05)</g)].map((m) => m[1]);
+    expect(labels.length).toBeGreaterThan(2);
+    expect(labels.length).toBeLessThanOrEqual(7);
+  });
+
+  test("a long busy span is binned: each bar is the busiest minute of its bin", () => {
+    const minutes = Array.from({ length: 1440 }, (_, i) => T0 + i * M);
+    const day: MinuteSeries = {
+      minuteMs: minutes,
+      requests: minutes.map((_, i) => (i === 2 ? 51 : 3)),
+      busiestClient: minutes.map(() => 1),
+      denied: [minutes.map((_, i) => (i === 2 ? 50 : 0))],
+    };
+    const svg = replayChart(day, {
+      title: "t",
+      policies: [policy("fixed-window")],
+      top: [],
+      keyName: "ip",
+      maxBars: 144,
+    });
     expect(svg).toContain("each bar is the busiest minute of 10 minutes");
-    const bars = rects(svg);
-    // First bin: minute 2 (51 requests) beats minute 1 (10) and minute 0 (3).
-    expect(bars.slice(0, 2).map((b) => b.fill)).toEqual(["#4c78a8", "#e45756"]);
-    expect(bars[1]!.h / bars[0]!.h).toBeCloseTo(50, 0);
-    expect(bars).toHaveLength(3);
-  });
-
-  test("text is escaped; the subtitle is drawn", () => {
-    const svg = minuteChart(series, { title: 'a <b> & "c"', subtitle: "x<y" });
-    expect(svg).toContain("<title>a &lt;b&gt; &amp; &quot;c&quot;</title>");
-    expect(svg).toContain(">x&lt;y</text>");
-  });
-
-  test("x ticks at round UTC times", () => {
-    const hours: MinuteSeries = { minuteMs: [T0, T0 + 240 * M], allowed: [1, 1], denied: [0, 0] };
-    const svg = minuteChart(hours, { title: "t" });
-    const labels = [...svg.matchAll(/>(05-17 \d\d:\d\d)</g)].map((m) => m[1]);
-    expect(labels).toEqual(["05-17 11:00", "05-17 12:00", "05-17 13:00", "05-17 14:00"]);
+    const req = bars(svg, "requests");
+    expect(req).toHaveLength(144);
+    expect(req[0]!.h).toBeGreaterThan(req[1]!.h);
+    expect(bars(svg, "denied")).toHaveLength(1);
   });
 
   test("five years of minutes: at most seven x labels (regression: 260 overlapping labels)", () => {
+    // One minute a day for five years: too many for one bar each, so time is continuous.
+    const days = Array.from({ length: 1820 }, (_, d) => T0 + d * 1440 * M);
     const years: MinuteSeries = {
-      minuteMs: [T0, Date.UTC(2020, 4, 10, 21, 40)],
-      allowed: [1, 1],
-      denied: [0, 0],
+      minuteMs: days,
+      requests: days.map(() => 1),
+      busiestClient: days.map(() => 1),
+      denied: [days.map(() => 0)],
     };
-    const svg = minuteChart(years, { title: "t" });
-    const labels = [...svg.matchAll(/text-anchor="\w+" fill="#555">([^<]+)<\/text>/g)]
+    const svg = replayChart(years, {
+      title: "t",
+      policies: [policy("fixed-window")],
+      top: [],
+      keyName: "ip",
+    });
+    const labels = [...svg.matchAll(/text-anchor="\w+" fill="#666">([^<]+)<\/text>/g)]
       .map((m) => m[1])
       .filter((l) => /^\d{4}$/.test(l!));
     expect(labels).toEqual(["2016", "2017", "2018", "2019", "2020"]);
   });
 
+  test("two minutes five years apart: labelled with their years", () => {
+    const two: MinuteSeries = {
+      minuteMs: [T0, Date.UTC(2020, 4, 10, 21, 40)],
+      requests: [1, 1],
+      busiestClient: [1, 1],
+      denied: [[0, 0]],
+    };
+    const svg = replayChart(two, {
+      title: "t",
+      policies: [policy("fixed-window")],
+      top: [],
+      keyName: "ip",
+    });
+    const labels = [...svg.matchAll(/fill="#666">(\d{4}-\d\d-\d\d \d\d:\d\d)<\/text>/g)].map(
+      (m) => m[1],
+    );
+    expect(labels).toEqual(["2015-05-17 10:05", "2020-05-10 21:40"]);
+  });
+
   test("an empty series is a valid empty chart", () => {
-    const svg = minuteChart({ minuteMs: [], allowed: [], denied: [] }, { title: "nothing" });
-    expect(rects(svg)).toEqual([]);
+    const svg = replayChart(
+      { minuteMs: [], requests: [], busiestClient: [], denied: [[]] },
+      { title: "nothing", policies: [policy("token-bucket")], top: [], keyName: "ip" },
+    );
+    expect(bars(svg, "requests")).toEqual([]);
     expect(svg).toContain("<title>nothing</title>");
+    expect(svg.trimEnd().endsWith("</svg>")).toBe(true);
+  });
+});
+
+describe("logTicks", () => {
+  test.each([
+    { peak: 0, ticks: [0, 1, 2], top: 2 },
+    { peak: 7, ticks: [0, 1, 2, 5, 10], top: 10 },
+    { peak: 30, ticks: [0, 1, 2, 5, 10, 20, 50], top: 50 },
+    { peak: 136, ticks: [0, 1, 10, 100, 1000], top: 1000 },
+    { peak: 5000, ticks: [0, 1, 10, 100, 1000, 10000], top: 10000 },
+  ])("peak $peak", ({ peak, ticks, top }) => {
+    expect(logTicks(peak)).toEqual({ ticks, top });
   });
 });
 
@@ -234,11 +372,12 @@ describe("timeTicks at the edges of the Date range", () => {
   });
 
   test("a chart from the first to the last instant is drawn (it hung)", () => {
-    const svg = minuteChart(
-      { minuteMs: [-MAX, MAX], allowed: [1, 1], denied: [0, 1] },
-      { title: "edges" },
+    const svg = replayChart(
+      { minuteMs: [-MAX, MAX], requests: [1, 2], busiestClient: [1, 2], denied: [[0, 1]] },
+      { title: "edges", policies: [policy("token-bucket", 1)], top: [], keyName: "ip" },
     );
     expect(svg).toContain("</svg>");
-    expect(svg).toContain(">0000</text>");
+    expect(svg).toContain(">-271821-04-20 00:00</text>");
+    expect(svg).toContain(">+275760-09-13 00:00</text>");
   });
 });

@@ -30,25 +30,32 @@ export interface SimpleLine {
 const LINE =
   /^(\S+) \S+ (\S+) \[(\d\d)\/(\w{3})\/(\d{4}):(\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)\]/;
 
+/** Reads host, user and time of one line; undefined when the oracle cannot read it. */
+export function readSimpleLine(line: string): SimpleLine | undefined {
+  const m = LINE.exec(line);
+  if (m === null) return undefined;
+  const [, host, user, dd, mon, yyyy, hh, mm, ss, sign, zh, zm] = m as unknown as string[];
+  const utc = Date.UTC(
+    Number(yyyy),
+    MONTHS.indexOf(mon!) / 3,
+    Number(dd),
+    Number(hh),
+    Number(mm),
+    Number(ss),
+  );
+  const offset = (sign === "-" ? -1 : 1) * (Number(zh) * 60 + Number(zm)) * 60_000;
+  return { host: host!, user: user!, timeMs: utc - offset };
+}
+
 /** Reads host, user and time of every line of `path` (throws on a line it cannot read). */
 export function readSimpleLines(path: string): SimpleLine[] {
   return readFileSync(path, "utf8")
     .split("\n")
     .filter((l) => l !== "")
     .map((l, i) => {
-      const m = LINE.exec(l);
-      if (m === null) throw new Error(`oracle cannot read line ${i + 1}: ${l}`);
-      const [, host, user, dd, mon, yyyy, hh, mm, ss, sign, zh, zm] = m as unknown as string[];
-      const utc = Date.UTC(
-        Number(yyyy),
-        MONTHS.indexOf(mon!) / 3,
-        Number(dd),
-        Number(hh),
-        Number(mm),
-        Number(ss),
-      );
-      const offset = (sign === "-" ? -1 : 1) * (Number(zh) * 60 + Number(zm)) * 60_000;
-      return { host: host!, user: user!, timeMs: utc - offset };
+      const line = readSimpleLine(l);
+      if (line === undefined) throw new Error(`oracle cannot read line ${i + 1}: ${l}`);
+      return line;
     });
 }
 
