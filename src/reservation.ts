@@ -83,6 +83,17 @@ interface Entry {
   units: number;
   readonly cost: number;
   readonly threshold: number;
+  /**
+   * A reservation's time to act (clock ms): until the clock passes it, the reservation is
+   * kept, and `cancel()` gives its units back, even once it is due; `Infinity` for a waiter.
+   */
+  readonly actAtMs: number;
+  /**
+   * True once units were given back ahead of this reservation (or the bucket was reset):
+   * its turn in the ledger may then come before its time to act, and it is spent when its
+   * turn comes (giving its units back later would count refill it was already charged for).
+   */
+  early: boolean;
   readonly kind: typeof WAITER | typeof FIXED;
   readonly resolve: ((decision: Decision) => void) | undefined;
   readonly reject: ((reason: unknown) => void) | undefined;
@@ -99,8 +110,8 @@ const NOT_OK: Reservation = Object.freeze({
   delayMs: Number.POSITIVE_INFINITY,
   cancel() {},
 });
-/** A reservation that may act at once: its units are spent (cancel gives nothing back). */
-const NOW: Reservation = Object.freeze({ ok: true, delayMs: 0, cancel() {} });
+/** A free reservation (cost 0) that may act at once: nothing to give back. */
+const FREE_NOW: Reservation = Object.freeze({ ok: true, delayMs: 0, cancel() {} });
 
 class PendingReservation implements Reservation {
   readonly ok = true;
@@ -165,18 +176,20 @@ export class BucketLedger {
     return fits(cost, units) ? 0 : msToRefill(cost - units, h.ratePerSecond);
   }
 
-  /** Takes `cost` for a request with `delayMs`, and queues an entry when it must wait. */
-  private admit(cost: number, units: number, now: number, delayMs: number): Entry | undefined {
+  /**
+   * Holds `cost` for a reservation with `delayMs` and queues its entry, kept until the
+   * clock passes its time to act (a delay of 0 included: it may still be cancelled at
+   * that instant, Go's rule).
+   */
+  private admit(cost: number, now: number, delayMs: number): Entry {
     const h = this.host;
-    if (delayMs === 0) {
-      h.take(units, cost, now);
-      return undefined;
-    }
     h.hold(cost, now);
     const entry: Entry = {
       units: cost,
       cost,
       threshold: h.shaping ? h.capacity - cost : 0,
+      actAtMs: now + delayMs,
+      early: false,
       kind: FIXED,
       resolve: undefined,
       reject: undefined,
@@ -207,8 +220,8 @@ export class BucketLedger {
     if (delayMs < 0 || delayMs === Number.POSITIVE_INFINITY || delayMs > maxWaitMs) {
       return NOT_OK;
     }
-    const entry = this.admit(c, units, now, delayMs);
-    if (entry === undefined) return NOW;
+    if (delayMs === 0 && c === 0) return FREE_NOW;
+    const entry = this.admit(c, now, delayMs);
     this.fixedUnits += c;
     this.fixedEntries++;
     return new PendingReservation(delayMs, this, entry);
@@ -265,6 +278,8 @@ export class BucketLedger {
         units: c,
         cost: c,
         threshold: h.shaping ? h.capacity - c : 0,
+        actAtMs: Number.POSITIVE_INFINITY,
+        early: false,
         kind: WAITER,
         resolve,
         reject,
@@ -316,15 +331,28 @@ export class BucketLedger {
   }
 
   /**
-   * Removes every due entry at `now` (waiters are granted, reservations' units spent)
-   * and returns the bucket's units at `now`.
+   * Removes every due entry at `now` and returns the bucket's units at `now`: waiters are
+   * granted; a reservation's units are spent once the clock has passed its time to act
+   * (until then a due reservation is kept, in its place, so that `cancel()` can still give
+   * its units back; holding or spending them changes no one's units). A reservation past
+   * its time to act is spent even if the units say it is not due: a plain request took
+   * units after it was due (a leaky bucket's level then counts that water ahead of it).
    */
   settle(now: number): number {
     const h = this.host;
     const units = h.unitsAt(now);
     let grant: Decision | undefined;
-    for (let e = this.head; e !== undefined; e = this.head) {
-      if (!fits(e.threshold - (this.total - e.units), units)) break;
+    // Units held by the reservations kept ahead of `e`.
+    let kept = 0;
+    for (let e = this.head; e !== undefined; ) {
+      const next = e.next;
+      const past = now > e.actAtMs;
+      if (!past && !fits(e.threshold - (this.total - kept - e.units), units)) break;
+      if (e.kind === FIXED && !past && !e.early) {
+        kept += e.units;
+        e = next;
+        continue;
+      }
       const spent = this.entries === 1 ? this.total : e.units;
       this.unlink(e);
       h.spend(spent, now);
@@ -332,6 +360,7 @@ export class BucketLedger {
         grant ??= this.granted(units);
         e.resolve!(grant);
       }
+      e = next;
     }
     return units;
   }
@@ -375,13 +404,23 @@ export class BucketLedger {
     }
     const held = e.units;
     // What has already left cannot come back: units kept for an entry withdrawn ahead of
-    // the head (a reservation) were due from that entry's time on, so by now part of them
-    // may be repaid (token) or drained (leaky). Then the bucket as if nothing were held
-    // holds more than its capacity (`ahead` below 0); that excess is spent, and giving it
-    // back, or keeping it behind the waiters, would make them overdue: they would act too
-    // soon.
-    const ahead = h.capacity - units - this.total;
-    const drained = e === this.head && ahead < 0 ? (-ahead < held ? -ahead : held) : 0;
+    // the first pending entry (a reservation) were due from that entry's time on, so by now
+    // part of them may be repaid (token) or drained (leaky). Then the bucket as if nothing
+    // were held holds more than its capacity (`ahead` below 0); that excess is spent, and
+    // giving it back, or keeping it behind the waiters, would make them overdue: they
+    // would act too soon. Due reservations kept ahead of `e` (until their time to act)
+    // count as spent: their units are repaid already.
+    let first = true;
+    let keptAhead = 0;
+    for (let f = this.head; f !== e && f !== undefined; f = f.next) {
+      if (!this.isKept(f, units, keptAhead)) {
+        first = false;
+        break;
+      }
+      keptAhead += f.units;
+    }
+    const ahead = h.capacity - units - this.total + keptAhead;
+    const drained = first && ahead < 0 ? (-ahead < held ? -ahead : held) : 0;
     const left = held - drained;
     let give: number;
     if (nextFixed === undefined) give = left;
@@ -409,8 +448,28 @@ export class BucketLedger {
         this.fixedUnits += keep;
       }
       h.hold(-give, now);
+      // Units given back ahead of reservations move their turn before their time to act.
+      if (give > 0) this.markEarly(nextFixed);
     }
     if (e.kind === WAITER) e.reject!(reason);
+    this.serve();
+  }
+
+  /** Whether `f`, with `keptAhead` units kept ahead of it, is a due reservation kept. */
+  private isKept(f: Entry, units: number, keptAhead: number): boolean {
+    return (
+      f.kind === FIXED && !f.early && fits(f.threshold - (this.total - keptAhead - f.units), units)
+    );
+  }
+
+  /** Marks the reservations from `from` on as early (see `Entry.early`). */
+  private markEarly(from: Entry | undefined): void {
+    for (let f = from; f !== undefined; f = f.next) if (f.kind === FIXED) f.early = true;
+  }
+
+  /** The bucket was reset: every turn may come early; serve who is due now. */
+  reset(): void {
+    this.markEarly(this.head);
     this.serve();
   }
 
