@@ -89,11 +89,12 @@ interface Entry {
    */
   readonly actAtMs: number;
   /**
-   * True once units were given back ahead of this reservation (or the bucket was reset):
-   * its turn in the ledger may then come before its time to act, and it is spent when its
-   * turn comes (giving its units back later would count refill it was already charged for).
+   * When its turn in the ledger comes (clock ms): its time to act, or earlier once units
+   * were given back ahead of it (or the bucket was reset). It is spent once the clock has
+   * passed its turn, even before its time to act: giving its units back later would count
+   * refill it was already charged for (waiters behind it were served on that account).
    */
-  early: boolean;
+  turnMs: number;
   readonly kind: typeof WAITER | typeof FIXED;
   readonly resolve: ((decision: Decision) => void) | undefined;
   readonly reject: ((reason: unknown) => void) | undefined;
@@ -189,7 +190,7 @@ export class BucketLedger {
       cost,
       threshold: h.shaping ? h.capacity - cost : 0,
       actAtMs: now + delayMs,
-      early: false,
+      turnMs: now + delayMs,
       kind: FIXED,
       resolve: undefined,
       reject: undefined,
@@ -279,7 +280,7 @@ export class BucketLedger {
         cost: c,
         threshold: h.shaping ? h.capacity - c : 0,
         actAtMs: Number.POSITIVE_INFINITY,
-        early: false,
+        turnMs: Number.POSITIVE_INFINITY,
         kind: WAITER,
         resolve,
         reject,
@@ -346,9 +347,9 @@ export class BucketLedger {
     let kept = 0;
     for (let e = this.head; e !== undefined; ) {
       const next = e.next;
-      const past = now > e.actAtMs;
+      const past = now > e.turnMs;
       if (!past && !fits(e.threshold - (this.total - kept - e.units), units)) break;
-      if (e.kind === FIXED && !past && !e.early) {
+      if (e.kind === FIXED && !past) {
         kept += e.units;
         e = next;
         continue;
@@ -413,7 +414,7 @@ export class BucketLedger {
     let first = true;
     let keptAhead = 0;
     for (let f = this.head; f !== e && f !== undefined; f = f.next) {
-      if (!this.isKept(f, units, keptAhead)) {
+      if (!this.isKept(f, units, keptAhead, now)) {
         first = false;
         break;
       }
@@ -449,27 +450,43 @@ export class BucketLedger {
       }
       h.hold(-give, now);
       // Units given back ahead of reservations move their turn before their time to act.
-      if (give > 0) this.markEarly(nextFixed);
+      if (give > 0) this.markEarly(nextFixed, now);
     }
     if (e.kind === WAITER) e.reject!(reason);
     this.serve();
   }
 
   /** Whether `f`, with `keptAhead` units kept ahead of it, is a due reservation kept. */
-  private isKept(f: Entry, units: number, keptAhead: number): boolean {
+  private isKept(f: Entry, units: number, keptAhead: number, now: number): boolean {
     return (
-      f.kind === FIXED && !f.early && fits(f.threshold - (this.total - keptAhead - f.units), units)
+      f.kind === FIXED &&
+      !(now > f.turnMs) &&
+      fits(f.threshold - (this.total - keptAhead - f.units), units)
     );
   }
 
-  /** Marks the reservations from `from` on as early (see `Entry.early`). */
-  private markEarly(from: Entry | undefined): void {
-    for (let f = from; f !== undefined; f = f.next) if (f.kind === FIXED) f.early = true;
+  /**
+   * Moves the turn (see `Entry.turnMs`) of the reservations from `from` on to when the
+   * ledger says they are due, given the bucket's units at `now`.
+   */
+  private markEarly(from: Entry | undefined, now: number): void {
+    if (from === undefined) return;
+    const units = this.host.unitsAt(now);
+    let ahead = 0;
+    let mark = false;
+    for (let f = this.head; f !== undefined; f = f.next) {
+      ahead += f.units;
+      if (f === from) mark = true;
+      if (!mark || f.kind !== FIXED) continue;
+      const dueMs =
+        now + msToRefill(f.threshold - (this.total - ahead) - units, this.host.ratePerSecond);
+      if (dueMs < f.turnMs) f.turnMs = dueMs;
+    }
   }
 
-  /** The bucket was reset: every turn may come early; serve who is due now. */
-  reset(): void {
-    this.markEarly(this.head);
+  /** The bucket was reset at `now`: every turn may come early; serve who is due now. */
+  reset(now: number): void {
+    this.markEarly(this.head, now);
     this.serve();
   }
 

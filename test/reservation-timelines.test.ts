@@ -45,3 +45,34 @@ describe("any interleaving of reserve, cancel, wait, abort and allow", () => {
     LONG_RUN_MS,
   );
 });
+
+describe("cancelling everything restores the balance exactly", () => {
+  test("reservations (delay 0 included) cancelled at one instant, in any order, leave the bucket as its twin", () => {
+    fc.assert(
+      fc.property(
+        fc.boolean(),
+        fc.integer({ min: 1, max: 200 }),
+        fc.integer({ min: 0, max: 4 }),
+        fc.array(fc.constantFrom(0, 0.5, 1, 2, 3), { minLength: 1, maxLength: 8 }),
+        fc.array(fc.nat(), { minLength: 8, maxLength: 8 }),
+        fc.integer({ min: 0, max: 3 }),
+        (leaky, rate, used, costs, shuffle, laterMs) => {
+          const clock = (() => now) as () => number;
+          let now = 0;
+          const t = { leaky, capacity: 4, ratePerSecond: rate, steps: [] };
+          const bucket = makeBucket(t, clock);
+          const twin = makeBucket(t, clock);
+          bucket.consume(used);
+          twin.consume(used);
+          now = laterMs; // cancels at or before every time to act (the first is now or later)
+          const rs = costs.map((c) => bucket.reserve(c));
+          const order = rs.map((r, i) => ({ r, k: shuffle[i]! })).sort((x, y) => x.k - y.k);
+          for (const { r } of order) r.cancel();
+          for (const cost of [0, 1, 4]) expect(bucket.peek(cost)).toEqual(twin.peek(cost));
+          now += 100_000;
+          expect(bucket.isIdle()).toBe(true);
+        },
+      ),
+    );
+  });
+});
