@@ -32,8 +32,13 @@ describe("any interleaving of reserve, cancel, wait, abort and allow", () => {
             const acts = await runTimeline(t, bucket, clock, advance);
             const burst = burstBeyondBound(acts, t.capacity, t.ratePerSecond);
             expect(burst, JSON.stringify(acts)).toBeUndefined();
-            if (!process.env.FINE)
-              expect(bucket.isIdle(), "everything settled: fresh again").toBe(true);
+            // At the inexact rate the last spend can leave a float residue (2 - 4e-16 tokens at
+            // that instant, as on main): fresh again one ms later.
+            if (t.ratePerSecond === 60 || process.env.FINE) {
+              bucket.isIdle();
+              await advance(1);
+            }
+            expect(bucket.isIdle(), "everything settled: fresh again").toBe(true);
           } finally {
             vi.useRealTimers();
           }
