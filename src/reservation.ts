@@ -83,6 +83,18 @@ interface Entry {
   units: number;
   readonly cost: number;
   readonly threshold: number;
+  /**
+   * A reservation's time to act (clock ms): until the clock passes it, the reservation is
+   * kept, and `cancel()` gives its units back, even once it is due; `Infinity` for a waiter.
+   */
+  readonly actAtMs: number;
+  /**
+   * When its turn in the ledger comes (clock ms): its time to act, or earlier once units
+   * were given back ahead of it (or the bucket was reset). It is spent once the clock has
+   * passed its turn, even before its time to act: giving its units back later would count
+   * refill it was already charged for (waiters behind it were served on that account).
+   */
+  turnMs: number;
   readonly kind: typeof WAITER | typeof FIXED;
   readonly resolve: ((decision: Decision) => void) | undefined;
   readonly reject: ((reason: unknown) => void) | undefined;
@@ -99,8 +111,8 @@ const NOT_OK: Reservation = Object.freeze({
   delayMs: Number.POSITIVE_INFINITY,
   cancel() {},
 });
-/** A reservation that may act at once: its units are spent (cancel gives nothing back). */
-const NOW: Reservation = Object.freeze({ ok: true, delayMs: 0, cancel() {} });
+/** A free reservation (cost 0) that may act at once: nothing to give back. */
+const FREE_NOW: Reservation = Object.freeze({ ok: true, delayMs: 0, cancel() {} });
 
 class PendingReservation implements Reservation {
   readonly ok = true;
@@ -165,18 +177,20 @@ export class BucketLedger {
     return fits(cost, units) ? 0 : msToRefill(cost - units, h.ratePerSecond);
   }
 
-  /** Takes `cost` for a request with `delayMs`, and queues an entry when it must wait. */
-  private admit(cost: number, units: number, now: number, delayMs: number): Entry | undefined {
+  /**
+   * Holds `cost` for a reservation with `delayMs` and queues its entry, kept until the
+   * clock passes its time to act (a delay of 0 included: it may still be cancelled at
+   * that instant, Go's rule).
+   */
+  private admit(cost: number, now: number, delayMs: number): Entry {
     const h = this.host;
-    if (delayMs === 0) {
-      h.take(units, cost, now);
-      return undefined;
-    }
     h.hold(cost, now);
     const entry: Entry = {
       units: cost,
       cost,
       threshold: h.shaping ? h.capacity - cost : 0,
+      actAtMs: now + delayMs,
+      turnMs: now + delayMs,
       kind: FIXED,
       resolve: undefined,
       reject: undefined,
@@ -207,8 +221,8 @@ export class BucketLedger {
     if (delayMs < 0 || delayMs === Number.POSITIVE_INFINITY || delayMs > maxWaitMs) {
       return NOT_OK;
     }
-    const entry = this.admit(c, units, now, delayMs);
-    if (entry === undefined) return NOW;
+    if (delayMs === 0 && c === 0) return FREE_NOW;
+    const entry = this.admit(c, now, delayMs);
     this.fixedUnits += c;
     this.fixedEntries++;
     return new PendingReservation(delayMs, this, entry);
@@ -265,6 +279,8 @@ export class BucketLedger {
         units: c,
         cost: c,
         threshold: h.shaping ? h.capacity - c : 0,
+        actAtMs: Number.POSITIVE_INFINITY,
+        turnMs: Number.POSITIVE_INFINITY,
         kind: WAITER,
         resolve,
         reject,
@@ -316,15 +332,28 @@ export class BucketLedger {
   }
 
   /**
-   * Removes every due entry at `now` (waiters are granted, reservations' units spent)
-   * and returns the bucket's units at `now`.
+   * Removes every due entry at `now` and returns the bucket's units at `now`: waiters are
+   * granted; a reservation's units are spent once the clock has passed its time to act
+   * (until then a due reservation is kept, in its place, so that `cancel()` can still give
+   * its units back; holding or spending them changes no one's units). A reservation past
+   * its time to act is spent even if the units say it is not due: a plain request took
+   * units after it was due (a leaky bucket's level then counts that water ahead of it).
    */
   settle(now: number): number {
     const h = this.host;
     const units = h.unitsAt(now);
     let grant: Decision | undefined;
-    for (let e = this.head; e !== undefined; e = this.head) {
-      if (!fits(e.threshold - (this.total - e.units), units)) break;
+    // Units held by the reservations kept ahead of `e`.
+    let kept = 0;
+    for (let e = this.head; e !== undefined; ) {
+      const next = e.next;
+      const past = now > e.turnMs;
+      if (!past && !fits(e.threshold - (this.total - kept - e.units), units)) break;
+      if (e.kind === FIXED && !past) {
+        kept += e.units;
+        e = next;
+        continue;
+      }
       const spent = this.entries === 1 ? this.total : e.units;
       this.unlink(e);
       h.spend(spent, now);
@@ -332,6 +361,7 @@ export class BucketLedger {
         grant ??= this.granted(units);
         e.resolve!(grant);
       }
+      e = next;
     }
     return units;
   }
@@ -375,13 +405,23 @@ export class BucketLedger {
     }
     const held = e.units;
     // What has already left cannot come back: units kept for an entry withdrawn ahead of
-    // the head (a reservation) were due from that entry's time on, so by now part of them
-    // may be repaid (token) or drained (leaky). Then the bucket as if nothing were held
-    // holds more than its capacity (`ahead` below 0); that excess is spent, and giving it
-    // back, or keeping it behind the waiters, would make them overdue: they would act too
-    // soon.
-    const ahead = h.capacity - units - this.total;
-    const drained = e === this.head && ahead < 0 ? (-ahead < held ? -ahead : held) : 0;
+    // the first pending entry (a reservation) were due from that entry's time on, so by now
+    // part of them may be repaid (token) or drained (leaky). Then the bucket as if nothing
+    // were held holds more than its capacity (`ahead` below 0); that excess is spent, and
+    // giving it back, or keeping it behind the waiters, would make them overdue: they
+    // would act too soon. Due reservations kept ahead of `e` (until their time to act)
+    // count as spent: their units are repaid already.
+    let first = true;
+    let keptAhead = 0;
+    for (let f = this.head; f !== e && f !== undefined; f = f.next) {
+      if (!this.isKept(f, units, keptAhead, now)) {
+        first = false;
+        break;
+      }
+      keptAhead += f.units;
+    }
+    const ahead = h.capacity - units - this.total + keptAhead;
+    const drained = first && ahead < 0 ? (-ahead < held ? -ahead : held) : 0;
     const left = held - drained;
     let give: number;
     if (nextFixed === undefined) give = left;
@@ -409,8 +449,44 @@ export class BucketLedger {
         this.fixedUnits += keep;
       }
       h.hold(-give, now);
+      // Units given back ahead of reservations move their turn before their time to act.
+      if (give > 0) this.markEarly(nextFixed, now);
     }
     if (e.kind === WAITER) e.reject!(reason);
+    this.serve();
+  }
+
+  /** Whether `f`, with `keptAhead` units kept ahead of it, is a due reservation kept. */
+  private isKept(f: Entry, units: number, keptAhead: number, now: number): boolean {
+    return (
+      f.kind === FIXED &&
+      !(now > f.turnMs) &&
+      fits(f.threshold - (this.total - keptAhead - f.units), units)
+    );
+  }
+
+  /**
+   * Moves the turn (see `Entry.turnMs`) of the reservations from `from` on to when the
+   * ledger says they are due, given the bucket's units at `now`.
+   */
+  private markEarly(from: Entry | undefined, now: number): void {
+    if (from === undefined) return;
+    const units = this.host.unitsAt(now);
+    let ahead = 0;
+    let mark = false;
+    for (let f = this.head; f !== undefined; f = f.next) {
+      ahead += f.units;
+      if (f === from) mark = true;
+      if (!mark || f.kind !== FIXED) continue;
+      const dueMs =
+        now + msToRefill(f.threshold - (this.total - ahead) - units, this.host.ratePerSecond);
+      if (dueMs < f.turnMs) f.turnMs = dueMs;
+    }
+  }
+
+  /** The bucket was reset at `now`: every turn may come early; serve who is due now. */
+  reset(now: number): void {
+    this.markEarly(this.head, now);
     this.serve();
   }
 

@@ -229,6 +229,7 @@ async function shapeSteps(
   steps: readonly ShapeStep[],
   clock: () => number,
   advance: (ms: number) => Promise<void>,
+  tailMs = 100,
 ): Promise<string[]> {
   const { log, track } = settleLog(clock);
   const pending: Promise<void>[] = [];
@@ -254,7 +255,7 @@ async function shapeSteps(
       pending.push(track(label, shaper.wait(cost, { signal: controller.signal })));
     }
   }
-  await advance(100);
+  await advance(tailMs);
   await Promise.all(pending);
   return log.sort((a, b) => Number(a.split("@")[1]) - Number(b.split("@")[1]));
 }
@@ -411,5 +412,92 @@ describe("regressions found by the conformance properties", () => {
       "step 4@17", // 1 token (4 ms) after it, not 16
     ]);
     expect(bucket.isIdle(), "everything settled: full again").toBe(true);
+  });
+});
+
+describe("regressions: reservations cancelled by Go's rule", () => {
+  for (const leaky of [false, true]) {
+    const make = (capacity: number, rate: number, clock: () => number) =>
+      leaky
+        ? new LeakyBucket({ capacity, leakPerSecond: rate, clock })
+        : new TokenBucket({ capacity, refillPerSecond: rate, clock });
+    const name = leaky ? "LeakyBucket" : "TokenBucket";
+
+    test(`${name}: cancel of a reservation with delayMs 0 gives its tokens back`, () => {
+      const clock = manualClock();
+      const bucket = make(2, 10, clock);
+      const r = bucket.reserve(2);
+      expect(r).toMatchObject({ ok: true, delayMs: 0 });
+      r.cancel();
+      expect(bucket.peek(0).remaining).toBe(2);
+      expect(bucket.isIdle(), "as fresh").toBe(true);
+      r.cancel(); // twice: nothing more
+      expect(bucket.peek(2).allowed).toBe(true);
+      expect(bucket.consume(2).allowed).toBe(true);
+      expect(bucket.consume(1).allowed, "not over-full").toBe(false);
+    });
+
+    for (const order of ["forward", "reverse"] as const) {
+      test(`${name}: three reservations cancelled at t=0 (${order}) leave a capacity-1 bucket full`, () => {
+        const clock = manualClock();
+        const bucket = make(1, 60, clock);
+        const rs = [bucket.reserve(1), bucket.reserve(1), bucket.reserve(1)];
+        expect(rs.every((r) => r.ok)).toBe(!leaky);
+        for (const r of order === "forward" ? rs : [...rs].reverse()) r.cancel();
+        expect(bucket.isIdle(), "full, nothing pending").toBe(true);
+        expect(bucket.consume(1).allowed).toBe(true);
+      });
+    }
+  }
+
+  test("TokenBucket: cancels ahead of a small reservation do not let more than capacity + rate * d act", async () => {
+    // Found by the timeline property (seed 3) while cancels at the time to act were being
+    // added: capacity 3 at 1/s. The cancel at 250 ms gives 2 of 3 tokens back ahead of the
+    // small reservation (it keeps 1 for it), so its turn in the ledger comes at 2 s, though
+    // it acts at 4 s. Giving it back when cancelled at 4 s counted refill it had already
+    // been charged for: the waits of 2 and 3 acted at 4 s and 5 s, 5 units in 1 s.
+    const { clock, advance } = timerClock();
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 1, clock });
+    const log = await shapeSteps(
+      bucket,
+      [
+        [0, "reserve", 3, undefined, 0], // acts at once
+        [0, "reserve", 3, 250, 3000], // cancelled at 250 ms
+        [0, "reserve", 1, 4000, 4000], // cancelled at its time to act
+        [0, "wait", 2], // moved up to 4 s
+        [0, "wait", 3], // was moved up to 5 s
+      ],
+      clock,
+      advance,
+      10_000,
+    );
+    expect(log).toEqual([
+      "step 0@0",
+      "step 1 cancelled@250",
+      "step 2 cancelled@4000",
+      "step 3@4000",
+      "step 4@7000", // 3 tokens after 4 s; 5 s let 5 units act within 1 s
+    ]);
+    expect(bucket.isIdle()).toBe(true);
+  });
+
+  test("LeakyBucket: a cancel after the time to act gave the water back when a plain allow came after it was due", () => {
+    // Found by the timeline property: capacity 1 at 1/s. The reservation at 500 ms leaves
+    // at 1 s; the allow at 2.5 s filled the bucket while the ledger still held it, so at
+    // 2.75 s the ledger took the allow's water for water ahead of it, and the cancel gave
+    // its 0.5 back: a reservation at 3 s then left at once, with the bucket full.
+    const clock = manualClock();
+    const shaper = new LeakyBucket({ capacity: 1, leakPerSecond: 1, clock });
+    expect(shaper.reserve(1).delayMs).toBe(0);
+    clock.set(500);
+    const r = shaper.reserve(0.5);
+    expect(r.delayMs).toBe(500);
+    clock.set(2500);
+    expect(shaper.allow(1)).toBe(true);
+    clock.set(2750);
+    r.cancel(); // after its time to act: nothing comes back
+    clock.set(3000);
+    expect(shaper.reserve(1).ok, "0.5 drained of 1: the queue is full").toBe(false);
+    expect(shaper.reserve(0.5).delayMs).toBe(500);
   });
 });

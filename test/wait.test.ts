@@ -347,13 +347,19 @@ describe("reserve and cancel restore the balance exactly", () => {
     expect(bucket.reserve(1).delayMs, "a new one queues behind b's kept unit").toBe(3000);
   });
 
-  test("cancel after the time to act, twice, or on a delay-0 reservation does nothing", () => {
+  test("cancel after the time to act, or twice, does nothing; a delay-0 one cancelled at once gives back", () => {
     const clock = manualClock();
     const bucket = new TokenBucket({ capacity: 2, refillPerSecond: 10, clock });
     const now = bucket.reserve(2);
     expect(now).toMatchObject({ ok: true, delayMs: 0 });
     now.cancel();
+    expect(bucket.peek(0).remaining, "cancelled at its time to act: given back").toBe(2);
+    const acted = bucket.reserve(2);
+    clock.set(1); // past its time to act: it may have acted
+    acted.cancel();
     expect(bucket.peek(0).remaining).toBe(0);
+    clock.set(200);
+    bucket.consume(2);
     const later = bucket.reserve(1);
     expect(later.delayMs).toBe(100);
     later.cancel();

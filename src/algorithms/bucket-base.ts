@@ -82,7 +82,7 @@ export abstract class BucketBase {
       return;
     }
     this.anchorMs = this.now();
-    this.ledger?.serve();
+    this.ledger?.reset(this.anchorMs);
   }
 
   /** True when the bucket is at capacity and nothing is pending. */
