@@ -82,6 +82,9 @@ function skipOws(text: string, i: number): number {
  */
 export function parseForwarded(value: string): string[] | undefined {
   const hops: string[] = [];
+  // One set, cleared per element: a lookup per parameter keeps a field linear in its
+  // length (an array's `includes` made one element of N distinct names cost O(N²)).
+  const names = new Set<string>();
   const n = value.length;
   let i = 0;
   for (;;) {
@@ -92,7 +95,7 @@ export function parseForwarded(value: string): string[] | undefined {
       continue;
     }
     let forValue = "";
-    const names: string[] = [];
+    names.clear();
     for (;;) {
       const start = i;
       while (i < n && isTchar(value.charCodeAt(i))) i++;
@@ -125,8 +128,8 @@ export function parseForwarded(value: string): string[] | undefined {
           if (i === valueStart) return undefined; // empty value
           text = value.slice(valueStart, i);
         }
-        if (names.includes(name)) return undefined;
-        names.push(name);
+        if (names.has(name)) return undefined;
+        names.add(name);
         if (name === "for") forValue = text;
       }
       i = skipOws(value, i);
