@@ -126,19 +126,13 @@ export class Pipeline<Req, Extra = undefined> {
     try {
       if (hooks.skip !== undefined && hooks.skip(req) === true) return SKIPPED;
       const source = this.source;
-      let client: string;
-      if (this.trusting) {
-        client = clientKey(
-          source.peer(req, extra),
-          source.header(req, this.config.client.header, extra),
-          this.config.client,
-        );
-      } else {
-        const peer = source.peer(req, extra);
-        const warning = this.proxyWarning!;
-        if (!warning.fired) source.untrusted(req, extra, peer, warning);
-        client = this.peerKeys.key(peer);
-      }
+      const client = this.trusting
+        ? clientKey(
+            source.peer(req, extra),
+            source.header(req, this.config.client.header, extra),
+            this.config.client,
+          )
+        : this.peerKey(req, extra);
       key = hooks.key === undefined ? client : checkHookKey(this.where, hooks.key(req, client));
       if (hooks.cost !== undefined) cost = checkHookCost(this.where, hooks.cost(req));
     } catch (error) {
@@ -158,6 +152,18 @@ export class Pipeline<Req, Extra = undefined> {
       );
     }
     return this.decided(result, checked, cost);
+  }
+
+  /**
+   * The key of a request when no proxy is trusted: its peer's (cached), after showing the
+   * request to the forwarding-header warning until that has fired.
+   */
+  private peerKey(req: Req, extra: Extra): string {
+    const source = this.source;
+    const peer = source.peer(req, extra);
+    const warning = this.proxyWarning!;
+    if (!warning.fired) source.untrusted(req, extra, peer, warning);
+    return this.peerKeys.key(peer);
   }
 
   /** A programming error: reported, then `'error'` (500). */
