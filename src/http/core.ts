@@ -14,8 +14,10 @@ import {
 } from "./client-key.js";
 import {
   checkPolicyName,
+  checkWallClock,
   checkWindowSeconds,
   HeaderText,
+  policyWindowSeconds,
   QuotaExceededJson,
   sfString,
 } from "./headers.js";
@@ -88,7 +90,16 @@ export interface CommonRateLimitOptions {
    * @default "default"
    */
   readonly policy?: string | undefined;
-  /** The policy's window in whole seconds, sent as `w=`; omitted when undefined. */
+  /**
+   * The policy's window in whole seconds (an integer >= 1), sent as the `w=` of
+   * `RateLimit-Policy`. A limiter with a window (`FixedWindow`, `SlidingWindowLog`,
+   * `SlidingWindowCounter`, their Redis counterparts, a `KeyedLimiter` of one of them)
+   * states its own, and `windowSeconds` given for it must agree (see `windowSecondsOf`).
+   * For a limiter without one (a token or leaky bucket, an `allOf`), it is sent as given.
+   * @default the limiter's window (see `windowSecondsOf`); `w=` omitted when it has none
+   * @throws {RangeError} at creation when it disagrees with the limiter's window, or the
+   *   limiter's window is not a whole number of seconds.
+   */
   readonly windowSeconds?: number | undefined;
   /**
    * Which rate-limit headers to send on every checked response. `Retry-After` is sent on
@@ -96,6 +107,15 @@ export interface CommonRateLimitOptions {
    * @default "draft-10"
    */
   readonly headers?: HeaderMode | undefined;
+  /**
+   * The wall clock `X-RateLimit-Reset` (a Unix time in whole seconds) is counted on:
+   * milliseconds since the Unix epoch. Separate from the limiter's clock (monotonic, with
+   * any origin); read once per response with legacy headers, never for the draft-10
+   * fields. A reading that is not a finite number >= 0 (NaN) is a programming error: the
+   * request is answered 500 (`kind: 'programming'`), never passed.
+   * @default Date.now
+   */
+  readonly wallClock?: (() => number) | undefined;
   /**
    * What to do when the limiter throws or rejects (see {@link FailureMode}); a
    * programming error is answered 500 whatever this says.
@@ -112,6 +132,12 @@ export interface CommonRateLimitOptions {
   readonly onError?: ((error: unknown, info: FailureInfo) => void) | undefined;
   /**
    * Which proxies may name the client in a forwarding header; see {@link TrustProxy}.
+   * Trust-everything is refused with a `RangeError`: `true`, more than `MAX_TRUSTED_HOPS`
+   * (4) hops, or a list whose ranges cover every public IPv4 address or all of `2000::/3`.
+   * A hop count is safe only when clients cannot reach the server but through those
+   * proxies; prefer a list of the proxies' addresses. When no proxy is trusted and a
+   * request carries `X-Forwarded-For` or `Forwarded`, the middleware writes one
+   * `console.warn` line, once (see `UntrustedProxyWarning`).
    * @default 0 (none: the socket's peer address is the client)
    */
   readonly trustProxy?: TrustProxy;
@@ -122,8 +148,10 @@ export interface CommonRateLimitOptions {
    */
   readonly proxyHeader?: ProxyHeader | undefined;
   /**
-   * IPv6 clients are keyed by this many leading bits (1-128).
-   * @default 64
+   * IPv6 clients are keyed by this many leading bits (1-128): 56 gives one budget per
+   * customer network (a common ISP assignment), where a /64 key would give a /56
+   * customer 256 budgets.
+   * @default 56 (`DEFAULT_IPV6_PREFIX`)
    */
   readonly ipv6Prefix?: number | undefined;
 }
@@ -134,6 +162,7 @@ export interface CommonConfig {
   readonly limiter: KeyedConsumer;
   readonly policy: string;
   readonly quotedPolicy: string;
+  /** The `w=` sent: `windowSeconds`, or the limiter's own (see `policyWindowSeconds`). */
   readonly windowSeconds: number | undefined;
   readonly draft: boolean;
   readonly legacy: boolean;
@@ -173,6 +202,7 @@ export const COMMON_OPTION_NAMES: readonly string[] = [
   "policy",
   "windowSeconds",
   "headers",
+  "wallClock",
   "failure",
   "onError",
   "trustProxy",
@@ -258,7 +288,12 @@ export function checkCommonOptions(
   checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS);
   const limiter = checkLimiter(where, o.limiter);
   const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
-  const windowSeconds = checkWindowSeconds(where, o.windowSeconds);
+  // The limiter as the user gave it: a wrapped unkeyed one no longer shows its windowMs.
+  const windowSeconds = policyWindowSeconds(
+    where,
+    o.limiter,
+    checkWindowSeconds(where, o.windowSeconds),
+  );
   const headers = checkChoice<HeaderMode>(
     where,
     "headers",
@@ -266,6 +301,7 @@ export function checkCommonOptions(
     ["draft-10", "legacy", "both", "none"],
     "draft-10",
   );
+  const wallClock = checkWallClock(where, o.wallClock);
   const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
   const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
@@ -280,7 +316,7 @@ export function checkCommonOptions(
     failure,
     onError: onError ?? defaultOnError(where),
     client,
-    text: new HeaderText(quotedPolicy, windowSeconds),
+    text: new HeaderText(quotedPolicy, windowSeconds, wallClock),
     quotaJson: new QuotaExceededJson(policy),
   };
 }

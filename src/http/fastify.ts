@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import { checkOptionNames, checkOptions, describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
+import { UntrustedProxyWarning } from "./client-key.js";
 import {
   type CommonRateLimitOptions,
   checkCommonOptions,
@@ -91,8 +92,13 @@ export interface FastifyRateLimitOptions<
  * Options a route may set in its `config.rateLimit` (all optional; the plugin's options
  * fill in the rest). A route that gives no `limiter` shares the plugin's limiter, and so
  * each client's budget (give it its own limiter for a separate budget). How clients are
- * identified (`trustProxy`, `proxyHeader`, `ipv6Prefix`) and `onError` are the plugin's
- * alone, the same for every route.
+ * identified (`trustProxy`, `proxyHeader`, `ipv6Prefix`), `onError` and `wallClock` are
+ * the plugin's alone, the same for every route.
+ *
+ * `windowSeconds` describes a limiter: a route that gives its own `limiter` does not
+ * inherit the plugin's `windowSeconds` (its `w=` is its limiter's window, or its own
+ * `windowSeconds`); one that gives only `windowSeconds` has it checked against the
+ * plugin's limiter. Either way a disagreeing `windowSeconds` is a `RangeError`.
  */
 export type FastifyRouteRateLimit<
   Request extends FastifyRequestLike = FastifyRequestLike,
@@ -132,6 +138,7 @@ const ROUTE_HINTS: Readonly<Record<string, string>> = {
   proxyHeader: PLUGIN_ONLY,
   ipv6Prefix: PLUGIN_ONLY,
   onError: PLUGIN_ONLY,
+  wallClock: "set it in the plugin's options: one wall clock for every route",
 };
 
 /** One route's pipeline, or the plugin's, with its `onLimited`. */
@@ -144,10 +151,18 @@ interface Route {
 const FASTIFY_SOURCE: ClientSource<FastifyRequestLike, undefined> = {
   peer: (request) => request.raw.socket?.remoteAddress,
   header: (request, name) => headerText(request.headers[name]),
+  untrusted: (request, _extra, _peer, warning) => warning.checkNode(request.raw),
 };
 
-/** Validates `options` (all of them, names included) and builds the pipeline. */
-function build(where: string, options: FastifyRateLimitOptions): Route {
+/**
+ * Validates `options` (all of them, names included) and builds the pipeline; `warning` is
+ * the plugin's one forwarding-header warning, shared by all its routes.
+ */
+function build(
+  where: string,
+  options: FastifyRateLimitOptions,
+  warning: UntrustedProxyWarning,
+): Route {
   const config = checkCommonOptions(where, options, OWN_OPTIONS);
   type Hooks = FastifyRateLimitOptions;
   const pipeline = new Pipeline<FastifyRequestLike>(
@@ -159,6 +174,7 @@ function build(where: string, options: FastifyRateLimitOptions): Route {
       skip: checkFunction<Hooks["skip"]>(where, "skip", options.skip),
     },
     FASTIFY_SOURCE,
+    warning,
   );
   return {
     pipeline,
@@ -203,11 +219,13 @@ export const fastifyRateLimit: <
   ): void {
     let plugin: Route;
     let shared: FastifyRateLimitOptions;
+    // One warning for the plugin and all its routes: they identify clients alike.
+    const warning = new UntrustedProxyWarning(WHERE);
     try {
       const o = checkOptions<FastifyRateLimitOptions>(WHERE, options);
       // One default logger for the plugin and all its routes.
       shared = o.onError === undefined ? { ...o, onError: defaultOnError(WHERE) } : { ...o };
-      plugin = build(WHERE, shared);
+      plugin = build(WHERE, shared, warning);
     } catch (error) {
       done(error as Error);
       return;
@@ -224,7 +242,13 @@ export const fastifyRateLimit: <
       let route = routes.get(value);
       if (route === undefined) {
         checkOptionNames(where, value, ROUTE_OPTIONS, ROUTE_HINTS);
-        route = build(where, { ...shared, ...(value as FastifyRouteRateLimit) });
+        const own = value as FastifyRouteRateLimit;
+        // The plugin's windowSeconds describes the plugin's limiter, not a route's own.
+        const inherited =
+          "limiter" in own && !("windowSeconds" in own)
+            ? { ...shared, windowSeconds: undefined }
+            : shared;
+        route = build(where, { ...inherited, ...own }, warning);
         routes.set(value, route);
       }
       return route;

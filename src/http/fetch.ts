@@ -133,6 +133,7 @@ export function withRateLimit<
         ? (request, args) => runtimeAddress(request, args[0])
         : (request, args) => remoteAddress(request, ...args),
     header: (request, name) => request.headers.get(name),
+    untrusted: (request, _args, peer, warning) => warning.checkFetch(request.headers, peer),
   };
   const pipeline = new Pipeline<Request, Args>(
     WHERE,

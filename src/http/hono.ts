@@ -118,6 +118,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
           }
         : (c) => remoteAddress(c),
     header: (c, name) => c.req.raw.headers.get(name),
+    untrusted: (c, _extra, peer, warning) => warning.checkFetch(c.req.raw.headers, peer),
   };
   const pipeline = new Pipeline<Ctx>(
     WHERE,

@@ -6,6 +6,8 @@
  */
 export {
   type ClientKeyConfig,
+  MALFORMED_FORWARDED_KEY,
+  MAX_TRUSTED_HOPS,
   type ProxyHeader,
   type TrustProxy,
   UNKNOWN_CLIENT_KEY,
@@ -35,9 +37,10 @@ export {
   type RateLimitHeadersOptions,
   rateLimitHeaders,
   retryAfterSeconds,
+  windowSecondsOf,
 } from "./headers.js";
 export { type HonoContextLike, type HonoRateLimitOptions, honoRateLimit } from "./hono.js";
-export { ipKey } from "./ip.js";
+export { DEFAULT_IPV6_PREFIX, ipKey } from "./ip.js";
 export { type KoaContextLike, type KoaRateLimitOptions, koaRateLimit } from "./koa.js";
 export {
   type NextFunction,

@@ -63,6 +63,7 @@ const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
 const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
   peer: (ctx) => NODE_SOURCE.peer(ctx.req, undefined),
   header: (ctx, name) => NODE_SOURCE.header(ctx.req, name, undefined),
+  untrusted: (ctx, _extra, _peer, warning) => warning.checkNode(ctx.req),
 };
 
 /**

@@ -94,7 +94,9 @@ const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
  *   use instead).
  * @throws {RangeError} If an option is out of range (`policy` not printable ASCII,
  *   `windowSeconds` not a whole number >= 1, an unknown `headers`/`failure`/`proxyHeader`
- *   value, a bad `trustProxy` entry, `ipv6Prefix` outside 1-128).
+ *   value, a bad `trustProxy` entry, a trust-everything `trustProxy` (`true`, more than
+ *   4 hops, a list covering every public IPv4 or IPv6 address), `ipv6Prefix` outside
+ *   1-128, a `windowSeconds` that disagrees with the limiter's window).
  * @example
  * const limit = rateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })) })
  * http.createServer((req, res) => limit(req, res, () => res.end("ok")))
@@ -124,10 +126,15 @@ export function rateLimit<
   };
 }
 
-/** The client's address on node:http: the socket's peer, and the forwarding header. */
+/**
+ * The client's address on node:http: the socket's peer, and the forwarding header; with
+ * no proxy trusted, the request is shown to the warning (which reads Express's
+ * `req.app.get("trust proxy")` when it fires).
+ */
 export const NODE_SOURCE: ClientSource<IncomingMessage, unknown> = {
   peer: (req) => req.socket?.remoteAddress,
   header: (req, name) => headerText(req.headers[name]),
+  untrusted: (req, _extra, _peer, warning) => warning.checkNode(req),
 };
 
 /** A header value as one string (node gives string[] for repeated `set-cookie`-like fields). */

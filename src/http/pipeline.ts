@@ -7,7 +7,7 @@
  * @module
  */
 import type { Decision } from "../limiter.js";
-import { clientKey, PeerKeyCache } from "./client-key.js";
+import { clientKey, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
   type DecisionNumbers,
@@ -46,6 +46,11 @@ export class Outcome implements DecisionNumbers {
   remaining = 0;
   retryAfter = -1;
   reset = -1;
+  /**
+   * The `X-RateLimit-Reset` text (a Unix time, read on the wall clock when the decision
+   * was checked), or `""` when it is not sent (no legacy headers, or no reset).
+   */
+  resetText = "";
 
   constructor(kind: OutcomeKind, key: string | undefined) {
     this.kind = kind;
@@ -70,6 +75,12 @@ export interface RequestHooks<Req> {
 export interface ClientSource<Req, Extra> {
   peer(req: Req, extra: Extra): string | undefined;
   header(req: Req, name: string, extra: Extra): string | null | undefined;
+  /**
+   * Shows the request to `warning` (`checkNode` on a node request, `checkFetch` on a
+   * fetch `Request`'s headers with `peer`). Called only while no proxy is trusted and the
+   * warning has not fired.
+   */
+  untrusted(req: Req, extra: Extra, peer: string | undefined, warning: UntrustedProxyWarning): void;
 }
 
 /**
@@ -80,15 +91,26 @@ export interface ClientSource<Req, Extra> {
 export class Pipeline<Req, Extra = undefined> {
   private readonly peerKeys: PeerKeyCache;
   private readonly trusting: boolean;
+  /** Set only while no proxy is trusted: then nothing about it is on the request path. */
+  private readonly proxyWarning: UntrustedProxyWarning | undefined;
 
+  /**
+   * `proxyWarning` is the middleware's one {@link UntrustedProxyWarning}, for pipelines
+   * that share it (a Fastify plugin's routes); by default each pipeline has its own. It
+   * is not used when `config` trusts a proxy.
+   */
   constructor(
     readonly where: string,
     readonly config: CommonConfig,
     private readonly hooks: RequestHooks<Req>,
     private readonly source: ClientSource<Req, Extra>,
+    proxyWarning?: UntrustedProxyWarning,
   ) {
     this.peerKeys = new PeerKeyCache(config.client);
     this.trusting = config.client.hops !== 0;
+    this.proxyWarning = this.trusting
+      ? undefined
+      : (proxyWarning ?? new UntrustedProxyWarning(where));
   }
 
   /**
@@ -110,7 +132,7 @@ export class Pipeline<Req, Extra = undefined> {
             source.header(req, this.config.client.header, extra),
             this.config.client,
           )
-        : this.peerKeys.key(source.peer(req, extra));
+        : this.peerKey(req, extra);
       key = hooks.key === undefined ? client : checkHookKey(this.where, hooks.key(req, client));
       if (hooks.cost !== undefined) cost = checkHookCost(this.where, hooks.cost(req));
     } catch (error) {
@@ -132,6 +154,18 @@ export class Pipeline<Req, Extra = undefined> {
     return this.decided(result, checked, cost);
   }
 
+  /**
+   * The key of a request when no proxy is trusted: its peer's (cached), after showing the
+   * request to the forwarding-header warning until that has fired.
+   */
+  private peerKey(req: Req, extra: Extra): string {
+    const source = this.source;
+    const peer = source.peer(req, extra);
+    const warning = this.proxyWarning!;
+    if (!warning.fired) source.untrusted(req, extra, peer, warning);
+    return this.peerKeys.key(peer);
+  }
+
   /** A programming error: reported, then `'error'` (500). */
   refuse(error: unknown, key: string | undefined): Outcome {
     report(this.config, error, key, "programming");
@@ -141,8 +175,14 @@ export class Pipeline<Req, Extra = undefined> {
   /** The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
   private decided(decision: Decision, key: string, cost: number): Outcome {
     const outcome = new Outcome("pass", key);
+    const config = this.config;
     try {
       readDecision(decision, outcome); // throws for a malformed decision
+      // Read here, once, so every adapter sends the same text, and a wall clock that
+      // reads NaN (a RangeError) is a 500 before anything is written.
+      if (config.legacy && outcome.reset >= 0) {
+        outcome.resetText = config.text.resetEpoch(outcome.reset);
+      }
     } catch (error) {
       return this.refuse(error, key); // invalid limiter output is a bug, not an outage
     }
@@ -192,7 +232,7 @@ export function writeHeaders<Target>(
   if (config.legacy) {
     set(target, "X-RateLimit-Limit", wholeText(outcome.limit), false);
     set(target, "X-RateLimit-Remaining", wholeText(outcome.remaining), false);
-    if (outcome.reset >= 0) set(target, "X-RateLimit-Reset", wholeText(outcome.reset), false);
+    if (outcome.reset >= 0) set(target, "X-RateLimit-Reset", outcome.resetText, false);
   }
   if (outcome.retryAfter >= 0) set(target, "Retry-After", wholeText(outcome.retryAfter), false);
 }

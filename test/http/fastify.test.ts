@@ -1,11 +1,13 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterEach, describe, expect, test, vi } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { type FastifyRateLimitOptions, fastifyRateLimit } from "../../src/http/fastify.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import type { Decision } from "../../src/limiter.js";
+import { KeyedLimiter } from "../../src/registry.js";
 import { manualClock } from "../support/manual-clock.js";
-import { limitHeaders, RecordingLimiter } from "./support.js";
+import { describeWiring, limitHeaders, RecordingLimiter } from "./support.js";
 
 const apps: FastifyInstance[] = [];
 afterEach(async () => {
@@ -25,6 +27,8 @@ async function start(
   routes(app);
   return app.listen({ port: 0, host: "127.0.0.1" });
 }
+
+describeWiring("fastifyRateLimit", (options) => start(options));
 
 describe("fastifyRateLimit on a real Fastify 5 server", () => {
   test("allowed requests carry the headers; the limit gives a 429 with Retry-After and a problem body", async () => {
@@ -312,6 +316,81 @@ describe("fastifyRateLimit options", () => {
         "programming",
       ],
     ]);
+  });
+
+  test("a route's own limiter gets its own w=, not the plugin's windowSeconds; a disagreeing one is refused", async () => {
+    const minute = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }));
+    const halfMinute = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 30_000 }));
+    const bucket = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 1 }));
+    const url = await start({ limiter: minute, windowSeconds: 60 }, (app) => {
+      app.get("/", async () => "ok");
+      app.get("/own", { config: { rateLimit: { limiter: halfMinute } } }, async () => "ok");
+      app.get("/bucket", { config: { rateLimit: { limiter: bucket } } }, async () => "ok");
+      app.get(
+        "/stated",
+        { config: { rateLimit: { limiter: bucket, windowSeconds: 3 } } },
+        async () => "ok",
+      );
+      app.get("/policy", { config: { rateLimit: { policy: "p" } } }, async () => "ok");
+    });
+    const policyOf = async (path: string) =>
+      (await fetch(`${url}${path}`)).headers.get("ratelimit-policy");
+    expect(await policyOf("/")).toBe('"default";q=5;w=60');
+    expect(await policyOf("/own")).toBe('"default";q=2;w=30');
+    expect(await policyOf("/bucket")).toBe('"default";q=3');
+    expect(await policyOf("/stated")).toBe('"default";q=3;w=3');
+    expect(await policyOf("/policy")).toBe('"p";q=5;w=60');
+
+    const app = Fastify();
+    apps.push(app);
+    await app.register(fastifyRateLimit, { limiter: minute });
+    expect(() =>
+      app.get("/x", { config: { rateLimit: { windowSeconds: 30 } } }, async () => "x"),
+    ).toThrow(
+      new RangeError(
+        "fastifyRateLimit (route GET /x): windowSeconds is 30 but the limiter's window is 60 s (windowMs 60000); leave windowSeconds out to send the limiter's own",
+      ),
+    );
+    expect(() =>
+      app.get(
+        "/y",
+        { config: { rateLimit: { limiter: halfMinute, windowSeconds: 60 } } },
+        async () => "y",
+      ),
+    ).toThrow(/route GET \/y\): windowSeconds is 60 but the limiter's window is 30 s/);
+  });
+
+  test("wallClock is the plugin's alone; the forwarding-header warning is one line for all routes", async () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const limiter = new RecordingLimiter(99, 1, manualClock());
+      const url = await start({ limiter }, (app) => {
+        app.get("/", async () => "ok");
+        app.get("/other", { config: { rateLimit: { policy: "other" } } }, async () => "ok");
+      });
+      const forwarded = { headers: { "x-forwarded-for": "203.0.113.7" } };
+      for (const path of ["/", "/other", "/", "/other"]) {
+        expect((await fetch(`${url}${path}`, forwarded)).status).toBe(200);
+      }
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(String(warn.mock.calls[0]?.[0])).toMatch(
+        /^fastifyRateLimit: a request from 127\.0\.0\.1 carried X-Forwarded-For but trustProxy is not set/,
+      );
+    } finally {
+      warn.mockRestore();
+    }
+    const app = Fastify();
+    apps.push(app);
+    await app.register(fastifyRateLimit, { limiter: { consume: () => ({}) as Decision } });
+    expect(() =>
+      app.get(
+        "/z",
+        { config: { rateLimit: { wallClock: Date.now } } as Record<string, unknown> },
+        async () => "z",
+      ),
+    ).toThrow(
+      'fastifyRateLimit (route GET /z): unknown option "wallClock" (set it in the plugin\'s options: one wall clock for every route)',
+    );
   });
 
   test("names itself and opts out of encapsulation", () => {

@@ -1,11 +1,40 @@
+import type { AddressInfo } from "node:net";
+import { type ServerType, serve } from "@hono/node-server";
 import { Hono } from "hono";
-import { describe, expect, test, vi } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { type FetchRateLimitOptions, withRateLimit } from "../../src/http/fetch.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
-import { limitHeaders, RecordingLimiter } from "./support.js";
+import { describeWiring, limitHeaders, RecordingLimiter } from "./support.js";
+
+const servers: ServerType[] = [];
+afterEach(async () => {
+  await Promise.all(
+    servers.splice(0).map(
+      (server) =>
+        new Promise<void>((resolve) => {
+          (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+          server.close(() => resolve());
+        }),
+    ),
+  );
+});
+
+/**
+ * A fetch handler answering "ok" behind the middleware, served on a loopback port by
+ * @hono/node-server (which passes `{ incoming, outgoing }` as the second argument).
+ */
+async function startFetch(options: FetchRateLimitOptions): Promise<string> {
+  const handler = withRateLimit(ok, options);
+  const info = await new Promise<AddressInfo>((resolve) => {
+    servers.push(serve({ fetch: handler, port: 0, hostname: "127.0.0.1" }, resolve));
+  });
+  return `http://127.0.0.1:${info.port}`;
+}
+
+describeWiring("withRateLimit", startFetch);
 
 const ok = () => new Response("ok");
 const get = (headers: Record<string, string> = {}) =>
@@ -343,7 +372,7 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: { limiter: new RecordingLimiter(1, 1, manualClock()), windowMs: 1000, max: 5 },
       error: new TypeError(
-        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, failure, onError, trustProxy, proxyHeader, ipv6Prefix, key, cost, skip, onLimited, remoteAddress',
+        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, key, cost, skip, onLimited, remoteAddress',
       ),
     },
     {

@@ -7,7 +7,7 @@ import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type HonoRateLimitOptions, honoRateLimit } from "../../src/http/hono.js";
 import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
-import { limitHeaders, RecordingLimiter } from "./support.js";
+import { describeWiring, limitHeaders, RecordingLimiter } from "./support.js";
 
 const servers: ServerType[] = [];
 afterEach(async () => {
@@ -38,6 +38,8 @@ async function start(
   });
   return `http://127.0.0.1:${info.port}`;
 }
+
+describeWiring("honoRateLimit", start);
 
 describe("honoRateLimit on a real Hono 4 server (@hono/node-server)", () => {
   test("allowed requests carry the headers; the limit gives a 429 with Retry-After and a problem body", async () => {

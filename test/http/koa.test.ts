@@ -6,7 +6,7 @@ import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type KoaRateLimitOptions, koaRateLimit } from "../../src/http/koa.js";
 import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
-import { close, limitHeaders, listen, RecordingLimiter } from "./support.js";
+import { close, describeWiring, limitHeaders, listen, RecordingLimiter } from "./support.js";
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -24,6 +24,8 @@ async function start(options: KoaRateLimitOptions<Koa.Context>): Promise<string>
   servers.push(server);
   return listen(server);
 }
+
+describeWiring("koaRateLimit", start);
 
 describe("koaRateLimit on a real Koa 3 server", () => {
   test("allowed requests carry the headers; the limit gives a 429 with Retry-After and a problem body", async () => {

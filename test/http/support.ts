@@ -1,9 +1,13 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { describe, expect, test, vi } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { CommonRateLimitOptions } from "../../src/http/core.js";
+import { MALFORMED_FORWARDED_KEY } from "../../src/http/index.js";
 import type { Decision } from "../../src/limiter.js";
 import { KeyedLimiter } from "../../src/registry.js";
-import type { ManualClock } from "../support/manual-clock.js";
+import { type ManualClock, manualClock } from "../support/manual-clock.js";
 
 /**
  * A KeyedLimiter of TokenBuckets on a manual clock that also records the keys and costs it
@@ -50,4 +54,122 @@ export function limitHeaders(response: Response): Record<string, string> {
     }
   });
   return out;
+}
+
+/**
+ * A wall clock reading 2026-01-01T00:00:00.250Z, for `X-RateLimit-Reset`: a reset `t` of
+ * 1 s is then the Unix time {@link RESET_AT_T1}.
+ */
+export const WALL_MS = 1_767_225_600_250;
+
+/** `X-RateLimit-Reset` for `t = 1` at {@link WALL_MS}: ceil(WALL_MS / 1000) + 1. */
+export const RESET_AT_T1 = "1767225602";
+
+/**
+ * The end-to-end checks of the header and client-key wiring that every adapter shares,
+ * over real HTTP on loopback: `start` serves the middleware made from `options` (answering
+ * "ok") on 127.0.0.1 and gives its URL; a factory that refuses the options rejects.
+ * `where` is the factory's name, as in its messages.
+ */
+export function describeWiring(
+  where: string,
+  start: (options: CommonRateLimitOptions) => Promise<string>,
+): void {
+  describe(`${where}: headers and client keys, wired end to end`, () => {
+    test("legacy X-RateLimit-Reset over HTTP is a Unix time", async () => {
+      const clock = manualClock();
+      const url = await start({
+        limiter: new RecordingLimiter(2, 1, clock),
+        headers: "legacy",
+        wallClock: () => WALL_MS,
+      });
+      // allowed, t = 1 -> ceil(1767225600.25) + 1
+      expect(limitHeaders(await fetch(url))).toStrictEqual({
+        "x-ratelimit-limit": "2",
+        "x-ratelimit-remaining": "1",
+        "x-ratelimit-reset": RESET_AT_T1,
+      });
+      await fetch(url);
+      const denied = await fetch(url); // denied, t = Retry-After = 1
+      expect(denied.status).toBe(429);
+      expect(limitHeaders(denied)).toStrictEqual({
+        "x-ratelimit-limit": "2",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": RESET_AT_T1,
+        "retry-after": "1",
+      });
+    });
+
+    test("a wall clock that reads NaN is a programming error (500), not an outage", async () => {
+      const onError = vi.fn();
+      const url = await start({
+        limiter: new RecordingLimiter(2, 1, manualClock()),
+        headers: "both",
+        failure: "open",
+        onError,
+        wallClock: () => Number.NaN,
+      });
+      const response = await fetch(url);
+      expect(response.status).toBe(500);
+      expect(limitHeaders(response)).toStrictEqual({});
+      expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual([
+        [
+          "RangeError: rateLimitHeaders: wallClock must return a finite number of milliseconds since the Unix epoch >= 0, got NaN",
+          "programming",
+        ],
+      ]);
+    });
+
+    test("w= comes from a FixedWindow limiter; a disagreeing windowSeconds is refused", async () => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 30_000 }));
+      await expect(start({ limiter, windowSeconds: 60 })).rejects.toThrow(
+        new RangeError(
+          `${where}: windowSeconds is 60 but the limiter's window is 30 s (windowMs 30000); leave windowSeconds out to send the limiter's own`,
+        ),
+      );
+      // An unkeyed one is read before it is wrapped as one global limit.
+      const global = new FixedWindow({ limit: 5, windowMs: 30_000 });
+      await expect(start({ limiter: global, windowSeconds: 60 })).rejects.toThrow(RangeError);
+      const keyed = await start({ limiter });
+      expect((await fetch(keyed)).headers.get("ratelimit-policy")).toBe('"default";q=5;w=30');
+      const agreeing = await start({ limiter: global, windowSeconds: 30 });
+      expect((await fetch(agreeing)).headers.get("ratelimit-policy")).toBe('"default";q=5;w=30');
+    });
+
+    test("a malformed Forwarded from a trusted proxy is keyed as malformed-forwarded, not the proxy", async () => {
+      const limiter = new RecordingLimiter(1, 0.001, manualClock());
+      const url = await start({ limiter, trustProxy: ["127.0.0.1"], proxyHeader: "forwarded" });
+      const send = (forwarded?: string) =>
+        fetch(url, forwarded === undefined ? {} : { headers: { forwarded } });
+      expect((await send('for="198.51.100.7')).status).toBe(200); // an unterminated quote
+      expect((await send("for=nonsense")).status).toBe(429); // the same shared budget
+      expect((await send()).status).toBe(200); // the proxy's own request keeps its budget
+      expect((await send("for=198.51.100.7")).status).toBe(200);
+      expect(limiter.calls.map(([key]) => key)).toStrictEqual([
+        MALFORMED_FORWARDED_KEY,
+        MALFORMED_FORWARDED_KEY,
+        "127.0.0.1",
+        "198.51.100.7",
+      ]);
+    });
+
+    test("a forwarding header with no proxy trusted: one console.warn line, none when trusted", async () => {
+      const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+      try {
+        const limiter = new RecordingLimiter(99, 1, manualClock());
+        const untrusted = await start({ limiter });
+        const trusted = await start({ limiter, trustProxy: ["127.0.0.1"] });
+        const forwarded = { headers: { "x-forwarded-for": "203.0.113.7" } };
+        for (let i = 0; i < 40; i++) expect((await fetch(untrusted, forwarded)).status).toBe(200);
+        for (let i = 0; i < 3; i++) expect((await fetch(trusted, forwarded)).status).toBe(200);
+        expect(warn.mock.calls).toStrictEqual([
+          [
+            `${where}: a request from 127.0.0.1 carried X-Forwarded-For but trustProxy is not set, so it was keyed by its peer address; if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy's addresses (trustProxy: ["127.0.0.1"]). This warning is written once.`,
+          ],
+        ]);
+      } finally {
+        warn.mockRestore();
+      }
+    });
+  });
 }
