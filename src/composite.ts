@@ -1,3 +1,4 @@
+import { type TimedPart, timedPartOf } from "./algorithms/timed-part.js";
 import { checkCost, describe } from "./errors.js";
 import type { Clock, Decision, Limiter, WaitOptions } from "./limiter.js";
 import { WaitQueue } from "./wait.js";
@@ -10,6 +11,18 @@ const WHERE = "allOf";
 export class AllOf implements Limiter {
   /** The parts, in the order given. */
   readonly parts: readonly Limiter[];
+  /**
+   * The limiters that decide, in order: the parts, with every exact `AllOf` part replaced
+   * by its own leaves (a subclass of `AllOf` is one leaf). Deciding over the leaves gives
+   * the same {@link combine}d decision as deciding over the parts.
+   */
+  private readonly leaves: readonly Limiter[];
+  /** The driver of each leaf that is a built-in algorithm; undefined for a custom leaf. */
+  private readonly drivers: readonly (TimedPart<object> | undefined)[];
+  /** Indexes of the custom leaves, in order. */
+  private readonly custom: readonly number[];
+  /** Each built-in leaf's time for the call under way (read once per call). */
+  private readonly timesMs: Float64Array;
   private queue: WaitQueue | undefined;
 
   /**
@@ -50,6 +63,15 @@ export class AllOf implements Limiter {
       }
     });
     this.parts = [...parts];
+    const leaves: Limiter[] = [];
+    for (const part of this.parts) {
+      if (Object.getPrototypeOf(part) === AllOf.prototype) leaves.push(...(part as AllOf).leaves);
+      else leaves.push(part);
+    }
+    this.leaves = leaves;
+    this.drivers = leaves.map((leaf) => timedPartOf(leaf));
+    this.custom = leaves.flatMap((_, i) => (this.drivers[i] === undefined ? [i] : []));
+    this.timesMs = new Float64Array(leaves.length);
   }
 
   /**
@@ -71,20 +93,51 @@ export class AllOf implements Limiter {
     );
   }
 
-  /** `consume(cost).allowed`: true, and every part charged, only when every part allows. */
+  /**
+   * `consume(cost).allowed`: true, and every part charged, only when every part allows.
+   * All or nothing even when a part throws: see {@link allOf}.
+   */
   allow(cost?: number): boolean {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const parts = this.parts;
-    const last = parts.length - 1;
-    // Check every part but the last, then charge the last (a denial there charges nothing),
-    // then the others: one peek fewer than checking all first.
-    for (let i = 0; i < last; i++) if (!parts[i]!.peek(c).allowed) return false;
-    if (!parts[last]!.allow(c)) return false;
-    for (let i = 0; i < last; i++) parts[i]!.allow(c);
+    const leaves = this.leaves;
+    const drivers = this.drivers;
+    const times = this.timesMs;
+    const n = leaves.length;
+    // Every built-in part's clock first: a reading that throws leaves every part as it was.
+    for (let i = 0; i < n; i++) {
+      const d = drivers[i];
+      if (d !== undefined) times[i] = d.timeOf(leaves[i]!);
+    }
+    for (let i = 0; i < n; i++) {
+      const d = drivers[i];
+      if (d !== undefined && !d.fitsAt(leaves[i]!, times[i]!, c)) return false;
+    }
+    // Custom parts are charged before any built-in one, which cannot throw or deny now.
+    if (this.custom.length > 0 && !this.allowCustom(c)) return false;
+    for (let i = 0; i < n; i++) drivers[i]?.takeAt(leaves[i]!, times[i]!, c);
     return true;
   }
 
-  /** Takes `cost` from every part when all allow, from none otherwise. */
+  /**
+   * Checks and charges the custom parts (not one of the five algorithms) through their
+   * public methods: every one but the last peeked, then the last charged (its denial, or
+   * its throw, charges nothing), then the others. False when one denies; from the second
+   * charge on, the custom parts charged before it stay charged (there is no refund).
+   */
+  private allowCustom(c: number): boolean {
+    const leaves = this.leaves;
+    const custom = this.custom;
+    const last = custom.length - 1;
+    for (let j = 0; j < last; j++) if (!leaves[custom[j]!]!.peek(c).allowed) return false;
+    if (!leaves[custom[last]!]!.allow(c)) return false;
+    for (let j = 0; j < last; j++) if (!leaves[custom[j]!]!.allow(c)) return false;
+    return true;
+  }
+
+  /**
+   * Takes `cost` from every part when all allow, from none otherwise (also when a part
+   * throws: see {@link allOf}).
+   */
   consume(cost?: number): Decision {
     return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
   }
@@ -138,27 +191,60 @@ export class AllOf implements Limiter {
     return this.queue.wait(cost, options);
   }
 
+  /** `consume` (`take` true) or `peek`, in the order of {@link allow}. */
   private decide(cost: number, take: boolean): Decision {
-    const parts = this.parts;
-    const last = parts.length - 1;
-    const decisions: Decision[] = [];
-    let allowed = true;
-    for (let i = 0; i < last; i++) {
-      const d = parts[i]!.peek(cost);
-      decisions.push(d);
-      if (!d.allowed) allowed = false;
+    const leaves = this.leaves;
+    const drivers = this.drivers;
+    const times = this.timesMs;
+    const custom = this.custom;
+    const n = leaves.length;
+    for (let i = 0; i < n; i++) {
+      const d = drivers[i];
+      if (d !== undefined) times[i] = d.timeOf(leaves[i]!);
     }
-    // The last part is charged (or peeked) only when the others allow: a denial there
-    // charges nothing, and its answer is final.
-    const final = allowed && take ? parts[last]!.consume(cost) : parts[last]!.peek(cost);
-    decisions.push(final);
-    if (!final.allowed) allowed = false;
+    const decisions: Decision[] = new Array(n);
+    let allowed = true;
+    for (let i = 0; i < n; i++) {
+      const d = drivers[i];
+      if (d === undefined) continue;
+      const decision = d.decideAt(leaves[i]!, times[i]!, cost, false);
+      decisions[i] = decision;
+      if (!decision.allowed) allowed = false;
+    }
+    const last = custom.length - 1;
+    for (let j = 0; j < last; j++) {
+      const decision = leaves[custom[j]!]!.peek(cost);
+      decisions[custom[j]!] = decision;
+      if (!decision.allowed) allowed = false;
+    }
+    if (last >= 0) {
+      // The last custom part is charged (or peeked) only when all others allow: a denial
+      // there charges nothing, and its answer is final.
+      const i = custom[last]!;
+      const decision = allowed && take ? leaves[i]!.consume(cost) : leaves[i]!.peek(cost);
+      decisions[i] = decision;
+      if (!decision.allowed) allowed = false;
+      if (allowed && take) {
+        for (let j = 0; j < last && allowed; j++) {
+          const k = custom[j]!;
+          const charged = leaves[k]!.consume(cost);
+          decisions[k] = charged;
+          if (!charged.allowed) allowed = false;
+        }
+      }
+    }
     if (allowed && take) {
-      for (let i = 0; i < last; i++) decisions[i] = parts[i]!.consume(cost);
+      for (let i = 0; i < n; i++) {
+        const d = drivers[i];
+        if (d !== undefined) decisions[i] = d.decideAt(leaves[i]!, times[i]!, cost, true);
+      }
     } else if (!allowed) {
       // Nothing is taken: parts that would allow report their state without the cost.
-      for (let i = 0; i < parts.length; i++) {
-        if (decisions[i]!.allowed) decisions[i] = parts[i]!.peek(0);
+      for (let i = 0; i < n; i++) {
+        if (decisions[i]?.allowed !== true) continue;
+        const d = drivers[i];
+        decisions[i] =
+          d === undefined ? leaves[i]!.peek(0) : d.decideAt(leaves[i]!, times[i]!, 0, false);
       }
     }
     return combine(allowed, decisions);
@@ -222,9 +308,21 @@ function notLimiterHint(part: unknown): string {
 
 /**
  * A limiter that allows a request only when every one of `limiters` allows it, and then
- * takes the cost from all of them; when any part denies, no part is charged (every part
- * but the last is peeked first; then the last is charged, where a denial still charges
- * nothing; then the others). For layered limits such as 10 per second AND 1000 per hour.
+ * takes the cost from all of them; when any part denies, no part is charged. For layered
+ * limits such as 10 per second AND 1000 per hour.
+ *
+ * All or nothing also when a part throws: every built-in part's clock is read once, all
+ * readings first (a reading that throws, or is not a finite number, leaves every part as
+ * it was, and its `TypeError`/`RangeError` propagates as the part throws it); then every
+ * part is checked at its reading; then every part is charged at that same reading. Nested
+ * exact `allOf` parts are decided as their own parts (the same decision). A custom part
+ * (not one of the five algorithm classes: a user's `Limiter`, a subclass, or an instance
+ * with its own `allow`/`consume`/`peek`) is called through its public methods, and custom
+ * parts are charged before any built-in part: every custom part but the last is peeked,
+ * the last charged (its denial or throw charges nothing), then the others. So with at most
+ * one custom part a call is all or nothing whatever throws; with two or more, a custom
+ * part that throws (or denies after its peek allowed) leaves every built-in part uncharged,
+ * but the custom parts charged before it stay charged (a `Limiter` cannot give units back).
  *
  * Its {@link Decision}: `allowed` when all allow; `remaining` the least of the parts'
  * (after the cost when allowed, without taking it when denied) and `limit` of that part
@@ -235,7 +333,9 @@ function notLimiterHint(part: unknown): string {
  * check and the charge could still deny its share).
  *
  * @throws {RangeError} With no limiters, or the same limiter twice anywhere in the tree of
- *   parts (`allOf(a, allOf(a, b))` included).
+ *   parts (`allOf(a, allOf(a, b))` included). From its methods: whatever a part throws
+ *   (a clock reading that is not a finite number, a part's own error), charging nothing
+ *   as described above.
  * @throws {TypeError} When an argument is not a limiter (the message says so when it is
  *   an array of limiters, `allOf([a, b])`, or an options object: allOf takes none).
  * @example

@@ -3,6 +3,8 @@ import type { Clock, Decision, Reservation, ReserveOptions, WaitOptions } from "
 import { fits } from "../numeric.js";
 import { BucketLedger } from "../reservation.js";
 import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
+import { readClock } from "./time.js";
+import { defineTimedPart, type TimedPart } from "./timed-part.js";
 
 /**
  * The state and mechanics shared by {@link TokenBucket} and {@link LeakyBucket}, which
@@ -12,6 +14,25 @@ import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math
  * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
  * @module
  */
+
+/**
+ * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the bucket's
+ * clock, at least `seenMs`). Set by {@link BucketBase}'s static block, which may read the
+ * class's private members, so that no method for it shows in the public types.
+ */
+let decideAt: (bucket: BucketBase, now: number, cost: number, take: boolean) => Decision;
+
+/** The `allOf` driver of both bucket classes (see timed-part.ts); set with `decideAt`. */
+let bucketDriver: TimedPart<BucketBase>;
+
+/**
+ * Registers the bucket driver for exactly `prototype` (`TokenBucket.prototype`,
+ * `LeakyBucket.prototype`), so `allOf` reads, checks and charges such a bucket at one time.
+ * @internal
+ */
+export function defineBucketPart(prototype: BucketBase): void {
+  defineTimedPart(prototype, bucketDriver);
+}
 
 /**
  * Base of the two bucket classes: units (tokens, or free room) exact at an anchor time,
@@ -174,15 +195,36 @@ export abstract class BucketBase {
 
   /** `consume` (`take` true) or `peek` for a checked `cost`. */
   protected decide(cost: number, take: boolean): Decision {
-    const now = this.now();
-    const units = this.unitsAt(now);
-    if (this.shaping && this.held !== 0 && cost > 0 && this.ledger!.blocks(units)) {
-      return this.behindQueue(cost, units);
-    }
-    if (cost === 0 && units < 0) return this.freeProbeInDebt(units);
-    const decision = bucketDecision(cost, units, this.capacity, this.ratePerSecond);
-    if (take && decision.allowed && cost > 0) this.take(units, cost, now);
-    return decision;
+    return decideAt(this, this.now(), cost, take);
+  }
+
+  static {
+    decideAt = (b, now, cost, take) => {
+      if (now > b.seenMs) b.seenMs = now;
+      const units = b.unitsAt(now);
+      if (b.shaping && b.held !== 0 && cost > 0 && b.ledger!.blocks(units)) {
+        return b.behindQueue(cost, units);
+      }
+      if (cost === 0 && units < 0) return b.freeProbeInDebt(units);
+      const decision = bucketDecision(cost, units, b.capacity, b.ratePerSecond);
+      if (take && decision.allowed && cost > 0) b.take(units, cost, now);
+      return decision;
+    };
+    bucketDriver = {
+      timeOf: (b) => readClock(b.where, b.clock, b.seenMs),
+      // As the classes' allow(): a free probe is allowed even in debt, and a leaky
+      // bucket's plain request waits behind its shaping queue.
+      fitsAt: (b, now, cost) => {
+        const units = b.unitsAt(now);
+        if (!fits(cost, units)) return cost === 0;
+        return !(cost > 0 && b.shaping && b.held !== 0 && b.ledger!.blocks(units));
+      },
+      takeAt: (b, now, cost) => {
+        if (now > b.seenMs) b.seenMs = now;
+        if (cost > 0) b.take(b.unitsAt(now), cost, now);
+      },
+      decideAt: (b, now, cost, take) => decideAt(b, now, cost, take),
+    };
   }
 
   /** The denial of a plain request while others wait in the shaping queue. */

@@ -10,6 +10,7 @@ import { fits } from "../numeric.js";
 import { optionNames, windowHints } from "../option-names.js";
 import { WaitQueue } from "../wait.js";
 import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
+import { defineTimedPart } from "./timed-part.js";
 import { fixedWindowDecision, fixedWindowEndAt, fixedWindowUsed } from "./window-math.js";
 
 /** Options of {@link FixedWindow}. */
@@ -91,6 +92,24 @@ export class FixedWindow implements Limiter {
     this.clock = checkClock(WHERE, o.clock, systemClock);
   }
 
+  static {
+    // allOf reads, checks and charges an exact FixedWindow at one clock reading.
+    defineTimedPart(FixedWindow.prototype, {
+      timeOf: (w) =>
+        checkWindowClock(WHERE, readClock(WHERE, w.clock, w.seenMs), w.windowMs, w.clockBoundMs),
+      fitsAt: (w, now, cost) =>
+        cost === 0 || fits(cost, w.limit - fixedWindowUsed(w.count, w.endMs, now)),
+      takeAt: (w, now, cost) => {
+        if (now > w.seenMs) w.seenMs = now;
+        if (cost === 0) return;
+        const used = fixedWindowUsed(w.count, w.endMs, now);
+        w.endMs = fixedWindowEndAt(w.endMs, now, w.windowMs);
+        w.count = used + cost;
+      },
+      decideAt: (w, now, cost, take) => w.decide(cost, take, now),
+    });
+  }
+
   /**
    * A new, unused window with the same options (clock included); the state is not
    * copied. A keyed registry uses it to make one limiter per key.
@@ -113,12 +132,12 @@ export class FixedWindow implements Limiter {
 
   /** Takes `cost` units of this window when they fit and says so; a denial changes nothing. */
   consume(cost?: number): Decision {
-    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true, this.now());
   }
 
   /** What `consume(cost)` would answer now, changing nothing. */
   peek(cost?: number): Decision {
-    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false, this.now());
   }
 
   /** Forgets the count: back to the fresh state. Pending waiters keep waiting. */
@@ -173,8 +192,9 @@ export class FixedWindow implements Limiter {
     return this.seenMs;
   }
 
-  private decide(cost: number, take: boolean): Decision {
-    const now = this.now();
+  /** `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
+  private decide(cost: number, take: boolean, now: number): Decision {
+    if (now > this.seenMs) this.seenMs = now;
     const used = fixedWindowUsed(this.count, this.endMs, now);
     const endMs = fixedWindowEndAt(this.endMs, now, this.windowMs);
     const decision = fixedWindowDecision(cost, used, endMs - now, this.limit);

@@ -10,7 +10,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { bucketHints, optionNames } from "../option-names.js";
-import { BucketBase } from "./bucket-base.js";
+import { BucketBase, defineBucketPart } from "./bucket-base.js";
 import { readClock } from "./time.js";
 
 /** Options of {@link LeakyBucket}. */
@@ -95,6 +95,11 @@ export class LeakyBucket extends BucketBase implements Limiter {
     this.clock = clock;
     // The units are the free room, `capacity - level`: a TokenBucket's tokens.
     this.units = capacity;
+  }
+
+  static {
+    // allOf reads, checks and charges an exact LeakyBucket at one clock reading.
+    defineBucketPart(LeakyBucket.prototype);
   }
 
   protected override get where(): string {

@@ -16,6 +16,7 @@ import {
   windowClockBoundMs,
   windowIndex,
 } from "./time.js";
+import { defineTimedPart } from "./timed-part.js";
 import { counterDecision, counterEstimate, counterRolledPrev } from "./window-math.js";
 
 /** Options of {@link SlidingWindowCounter}. */
@@ -103,6 +104,27 @@ export class SlidingWindowCounter implements Limiter {
     this.clock = checkClock(WHERE, o.clock, systemClock);
   }
 
+  static {
+    // allOf reads, checks and charges an exact SlidingWindowCounter at one clock reading.
+    defineTimedPart(SlidingWindowCounter.prototype, {
+      timeOf: (w) =>
+        checkWindowClock(WHERE, readClock(WHERE, w.clock, w.seenMs), w.windowMs, w.clockBoundMs),
+      fitsAt: (w, now, cost) => {
+        if (cost === 0) return true;
+        // The estimate rolls the windows to now: keep the reading, as peek does.
+        if (now > w.seenMs) w.seenMs = now;
+        return fits(cost, w.limit - w.estimate(now));
+      },
+      takeAt: (w, now, cost) => {
+        if (now > w.seenMs) w.seenMs = now;
+        if (cost === 0) return;
+        w.roll(now);
+        w.curr += cost;
+      },
+      decideAt: (w, now, cost, take) => w.decide(cost, take, now),
+    });
+  }
+
   /**
    * A new, unused counter with the same options (clock included); the state is not
    * copied. A keyed registry uses it to make one limiter per key.
@@ -127,12 +149,12 @@ export class SlidingWindowCounter implements Limiter {
 
   /** Counts `cost` units when they fit and says so; a denial changes nothing. */
   consume(cost?: number): Decision {
-    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true, this.now());
   }
 
   /** What `consume(cost)` would answer now, changing nothing. */
   peek(cost?: number): Decision {
-    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false, this.now());
   }
 
   /** Forgets both windows: back to the fresh state. Pending waiters keep waiting. */
@@ -213,8 +235,9 @@ export class SlidingWindowCounter implements Limiter {
     this.endMs = (k + 1) * this.windowMs;
   }
 
-  private decide(cost: number, take: boolean): Decision {
-    const now = this.now();
+  /** `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
+  private decide(cost: number, take: boolean, now: number): Decision {
+    if (now > this.seenMs) this.seenMs = now;
     this.roll(now);
     const decision = counterDecision(
       cost,

@@ -10,6 +10,7 @@ import { fits } from "../numeric.js";
 import { optionNames, windowHints } from "../option-names.js";
 import { WaitQueue } from "../wait.js";
 import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
+import { defineTimedPart } from "./timed-part.js";
 import { logDecision, logExactEntries, logLeaveAt } from "./window-math.js";
 
 /** Options of {@link SlidingWindowLog}. */
@@ -123,6 +124,27 @@ export class SlidingWindowLog implements Limiter {
     this.maxEntries = 2 * this.exactEntries + 1;
   }
 
+  static {
+    // allOf reads, checks and charges an exact SlidingWindowLog at one clock reading.
+    defineTimedPart(SlidingWindowLog.prototype, {
+      timeOf: (w) =>
+        checkWindowClock(WHERE, readClock(WHERE, w.clock, w.seenMs), w.windowMs, w.clockBoundMs),
+      fitsAt: (w, now, cost) => {
+        // Expiring drops entries up to now: keep the reading, as peek does.
+        if (now > w.seenMs) w.seenMs = now;
+        w.expire(now);
+        return cost === 0 || fits(cost, w.limit - w.sum());
+      },
+      takeAt: (w, now, cost) => {
+        if (now > w.seenMs) w.seenMs = now;
+        if (cost === 0) return;
+        w.expire(now);
+        w.append(now, cost);
+      },
+      decideAt: (w, now, cost, take) => w.decide(cost, take, now),
+    });
+  }
+
   /**
    * A new, empty log with the same options (clock included); the entries are not
    * copied. A keyed registry uses it to make one log per key.
@@ -144,12 +166,12 @@ export class SlidingWindowLog implements Limiter {
 
   /** Logs `cost` when it fits and says so; a denial changes nothing. */
   consume(cost?: number): Decision {
-    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true, this.now());
   }
 
   /** What `consume(cost)` would answer now, changing nothing. */
   peek(cost?: number): Decision {
-    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
+    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false, this.now());
   }
 
   /** Forgets every entry and frees the ring: back to the fresh state. Waiters keep waiting. */
@@ -284,8 +306,9 @@ export class SlidingWindowLog implements Limiter {
     return logLeaveAt(now, this.size, this.windowMs, this.exactEntries);
   }
 
-  private decide(cost: number, take: boolean): Decision {
-    const now = this.now();
+  /** `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
+  private decide(cost: number, take: boolean, now: number): Decision {
+    if (now > this.seenMs) this.seenMs = now;
     this.expire(now);
     const limit = this.limit;
     const available = limit - this.sum();

@@ -10,7 +10,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { bucketHints, optionNames } from "../option-names.js";
-import { BucketBase } from "./bucket-base.js";
+import { BucketBase, defineBucketPart } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
 export interface TokenBucketOptions {
@@ -85,6 +85,11 @@ export class TokenBucket extends BucketBase implements Limiter {
     this.refillPerSecond = refillPerSecond;
     this.clock = clock;
     this.units = capacity;
+  }
+
+  static {
+    // allOf reads, checks and charges an exact TokenBucket at one clock reading.
+    defineBucketPart(TokenBucket.prototype);
   }
 
   protected override get where(): string {
