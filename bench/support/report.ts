@@ -536,22 +536,26 @@ export function httpSection(r: RunResults): string[] {
 function targetsSection(r: RunResults): string[] {
   const ran = { core: r.method !== undefined, http: r.http !== undefined };
   const list = targets(r).filter((t) => ran[t.section]);
+  // A quick run's short timings and small key sets say nothing about a target: its column
+  // reads "not judged" rather than a verdict a reader would take as the product's.
   const rows = list.map((t) => [
     t.target,
     t.measured,
-    t.met === undefined
-      ? t.value === undefined
-        ? "–"
-        : "within noise"
-      : t.met
-        ? "met"
-        : "**missed**",
+    r.quick
+      ? "not judged (quick run)"
+      : t.met === undefined
+        ? t.value === undefined
+          ? "–"
+          : "within noise"
+        : t.met
+          ? "met"
+          : "**missed**",
   ]);
   return [
     "## Performance targets, measured in this run",
     "",
     r.quick
-      ? "Quick mode: short runs and smaller key sets; indicative only, never asserted."
+      ? "Quick mode: short runs and smaller key sets, so no target is judged; run `npm run bench` for the verdicts."
       : "Ratios from this run; nothing is asserted (the numbers are the product).",
     "",
     table(["target", "measured", ""], "lrl", rows),
