@@ -426,10 +426,9 @@ describe("run (in process)", () => {
     expect(r.stderr).toBe(`tollgate replay: no line parsed: ${file} is empty\n`);
   });
 
-  test("the help states exit 2 when no line is parsed", () => {
-    expect(HELP).toMatch(
-      /2 bad usage, unreadable input, or no line parsed \(an empty\s+input included\)/,
-    );
+  test("the help states exit 2 when no line is parsed, or no request replayed", () => {
+    expect(HELP).toMatch(/no line parsed \(an empty input included\)/);
+    expect(HELP).toMatch(/or no request replayed\s+\(no parsed line had a --key\)/);
   });
 
   test("the chart cannot be written: exit 2", async () => {
