@@ -5,13 +5,14 @@ import { LOG_FORMATS, type LogFormat } from "./parse-log.js";
 import {
   ALGORITHMS,
   type AlgorithmName,
+  CommandUsageError,
   comparePolicies,
   numberOrText,
   type PolicySpec,
   singlePolicy,
   UsageError,
 } from "./policy.js";
-import { DEFAULT_REORDER_WINDOW_MS } from "./replay.js";
+import { checkKeyForFormat, DEFAULT_REORDER_WINDOW_MS } from "./replay.js";
 
 /** `tollgate replay …`, read and checked. */
 export interface ReplayCommand {
@@ -57,7 +58,7 @@ Options:
                              limit = capacity, windowMs = capacity * 1000 / rate,
                              or capacity = limit, rate = limit * 1000 / windowMs
       --key <k>              client key: ip (default), ip24 (IPv4 /24, IPv6 /64),
-                             ip64 (IPv6 /64), user, or a JSON field name
+                             ip64 (IPv6 /64), user, or a field name (jsonl only)
       --format <f>           combined, common or jsonl (default: guessed from the
                              first line); a .gz file is decompressed
       --time-field <name>    jsonl: the time field, ISO 8601 with a zone or epoch ms
@@ -74,8 +75,9 @@ Options:
   -h, --help                 this help
   -v, --version              print the version of tollgate (also: tollgate --version)
 
-Exit codes: 0 done; 2 bad usage, unreadable input, or no line parsed (an empty
-input included); 1 a bug.
+Exit codes: 0 done; 2 bad usage, unreadable input or unwritable --svg (checked
+before reading), no line parsed (an empty input included), or no request replayed
+(no parsed line had a --key); 1 a bug.
 Example:
   tollgate replay access.log --algorithm token-bucket --capacity 10 --refill-per-second 1
 `;
@@ -165,11 +167,12 @@ function integerOption(
 
 /**
  * Reads the command line (without `node` and the script).
- * @throws {UsageError} For anything wrong: unknown option, missing file, unknown
+ * @throws {CommandUsageError} For no command or an unknown one.
+ * @throws {UsageError} For anything wrong in a replay command: unknown option, missing file, unknown
  *   algorithm or format, invalid policy option (the constructor's own message).
  */
 export function parseCommand(argv: readonly string[]): Command {
-  if (argv.length === 0) throw new UsageError(`missing command\n\n${HELP}`);
+  if (argv.length === 0) throw new CommandUsageError(`missing command\n\n${HELP}`);
   const [command, ...rest] = argv;
   if (command === "-h" || command === "--help" || command === "help") {
     return { kind: "help", text: HELP };
@@ -178,7 +181,9 @@ export function parseCommand(argv: readonly string[]): Command {
     return { kind: "version" };
   }
   if (command !== "replay") {
-    throw new UsageError(`unknown command ${JSON.stringify(command)} (the command is replay)`);
+    throw new CommandUsageError(
+      `unknown command ${JSON.stringify(command)} (the command is replay; see tollgate --help)`,
+    );
   }
   let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
   try {
@@ -234,11 +239,7 @@ export function parseCommand(argv: readonly string[]): Command {
     throw new UsageError("--time-field applies to --format jsonl only");
   }
   const key = parseKeySpec(v.key ?? "ip");
-  if (typeof key !== "string" && (format === "combined" || format === "common")) {
-    throw new UsageError(
-      `--key ${key.field}: ${format} lines have no named fields (use ip, ip24, ip64 or user)`,
-    );
-  }
+  if (format !== "auto") checkKeyForFormat(key, format as LogFormat);
   let reorderWindowMs = DEFAULT_REORDER_WINDOW_MS;
   if (v["reorder-window-ms"] !== undefined) {
     const value = numberOrText(v["reorder-window-ms"]);

@@ -11,9 +11,12 @@ import type { LogRecord } from "./parse-log.js";
  */
 export type KeySpec = "ip" | "ip24" | "ip64" | "user" | { readonly field: string };
 
-/** Reads a `--key` value. */
+/** The key names every format can supply (any other `--key` is a JSON field name). */
+export const KEY_NAMES = ["ip", "ip24", "ip64", "user"] as const;
+
+/** Reads a `--key` value: one of {@link KEY_NAMES}, or a JSON field name. */
 export function parseKeySpec(text: string): KeySpec {
-  if (text === "ip" || text === "ip24" || text === "ip64" || text === "user") return text;
+  if ((KEY_NAMES as readonly string[]).includes(text)) return text as (typeof KEY_NAMES)[number];
   return { field: text };
 }
 

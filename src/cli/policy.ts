@@ -47,6 +47,12 @@ export class UsageError extends Error {
   override readonly name = "UsageError";
 }
 
+/**
+ * A usage error of `tollgate` itself, before a command was read (no command, an unknown
+ * one): reported as `tollgate: …`, not as a replay's.
+ */
+export class CommandUsageError extends UsageError {}
+
 /** The command-line flags of each algorithm's options. */
 const FLAGS: Readonly<Record<AlgorithmName, readonly (keyof RawPolicyOptions)[]>> = {
   "token-bucket": ["capacity", "refillPerSecond"],

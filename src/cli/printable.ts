@@ -40,15 +40,24 @@ function escapeWhere(text: string, replace: (code: number) => string | undefined
 
 const hex = (code: number, digits: number) => code.toString(16).padStart(digits, "0");
 
+const BACKSLASH = 0x5c;
+
 /**
  * `text` with every control and bidirectional formatting character written as an escape:
- * `\xHH` below U+0100 (`\x1b`, `\x7f`, `\x9b`), `\u{HHHH}` above (`\u{202e}`). Other text,
- * backslashes included, is unchanged, so ordinary lines read as they were logged (Apache
- * itself writes control bytes as `\xhh`).
+ * `\xHH` below U+0100 (`\x1b`, `\x7f`, `\x9b`), `\u{HHHH}` above (`\u{202e}`), and each
+ * backslash doubled (`\\`), so an escape written here never reads like text that was
+ * logged: a real ESC shows as `\x1b`, the four characters `\x1b` in a log (Apache writes
+ * control bytes so) as `\\x1b`. Other text is unchanged.
  */
 export function printable(text: string): string {
   return escapeWhere(text, (code) =>
-    !unsafe(code) ? undefined : code < 0x100 ? `\\x${hex(code, 2)}` : `\\u{${hex(code, 4)}}`,
+    code === BACKSLASH
+      ? "\\\\"
+      : !unsafe(code)
+        ? undefined
+        : code < 0x100
+          ? `\\x${hex(code, 2)}`
+          : `\\u{${hex(code, 4)}}`,
   );
 }
 

@@ -1,6 +1,6 @@
 import type { Readable } from "node:stream";
 import { KeyedLimiter } from "../registry.js";
-import { type KeySpec, keyFunction, keySpecName } from "./keys.js";
+import { KEY_NAMES, type KeySpec, keyFunction, keySpecName } from "./keys.js";
 import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from "./lines.js";
 import { detectFormat, type LineParser, type LogFormat, parserFor } from "./parse-log.js";
 import {
@@ -11,8 +11,10 @@ import {
   UsageError,
 } from "./policy.js";
 import { ReorderBuffer } from "./reorder.js";
+import { type MinuteSeries, SeriesBuilder } from "./series.js";
 import { ClientTally, type KeyReport } from "./tally.js";
 
+export type { MinuteSeries } from "./series.js";
 export type { KeyReport } from "./tally.js";
 
 /** Options of {@link replay}. */
@@ -43,6 +45,12 @@ export interface ReplayOptions {
   readonly topN?: number | undefined;
   /** Collect requests and each policy's denials per minute (for the chart). */
   readonly series?: boolean | undefined;
+  /**
+   * Buckets the series holds at most (an integer >= 2); a log with more minutes with
+   * requests is kept in coarser buckets (see {@link SeriesBuilder}).
+   * @default 4096 (MAX_SERIES_BUCKETS)
+   */
+  readonly maxSeriesBuckets?: number | undefined;
   /**
    * Bound of each registry (`KeyedLimiter` `maxKeys`); a replay that reaches it evicts
    * keys in use, which changes decisions (counted in `lossyEvictions`). It bounds the
@@ -87,18 +95,6 @@ export interface PolicyResult {
   readonly peakLiveKeys: number;
   /** Keys dropped while in use because `maxKeys` was reached (each may change decisions). */
   readonly lossyEvictions: number;
-}
-
-/** Requests and denials per minute, sorted by minute (only minutes with requests). */
-export interface MinuteSeries {
-  /** Start of each minute, epoch ms. */
-  readonly minuteMs: readonly number[];
-  /** Requests of all clients in the minute. */
-  readonly requests: readonly number[];
-  /** Most requests of one client in the minute (of the clients the tally holds). */
-  readonly busiestClient: readonly number[];
-  /** Denials of each policy (in the order of `results`), one array per policy. */
-  readonly denied: readonly (readonly number[])[];
 }
 
 /** The outcome of a replay: the numbers behind the text and JSON reports. */
@@ -172,8 +168,9 @@ interface Lane {
  *
  * Streaming: lines are cut from the byte stream one at a time (by {@link LineSplitter},
  * at most `maxLineBytes` each; a longer line is skipped as it arrives); memory is one
- * line, the reorder window's lines, the live keys of each registry, and small counters per distinct key (requests, peak per
- * minute, denials per policy) for the top list. Each registry is swept once per simulated
+ * line, the reorder window's lines, the live keys of each registry, small counters per
+ * distinct key (requests, peak per minute, denials per policy) for the top list, and at
+ * most `maxSeriesBuckets` buckets of the chart's series. Each registry is swept once per simulated
  * minute, as its background timer would in a server; `peakLiveKeys` is the most keys it
  * held after any request.
  *
@@ -181,7 +178,9 @@ interface Lane {
  *   stream is then destroyed. {@link RangeError} (synchronously) for a `maxLineBytes`
  *   that is not an integer from 1 to 256 MiB, and the constructors' errors for invalid
  *   policy options. {@link UsageError} (a rejection) when a limiter refuses a time of the
- *   log (a window below the float step of that time).
+ *   log (a window below the float step of that time), and (synchronously, or at the first
+ *   line when the format is guessed) for a `key` field with a format that has no named
+ *   fields ({@link checkKeyForFormat}).
  */
 export function replay(input: Readable, options: ReplayOptions): Promise<ReplayReport> {
   const keySpec = options.key ?? "ip";
@@ -190,6 +189,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
   const sampleLimit = options.badLineSamples ?? 5;
   const progressEvery = options.progressEvery ?? 65_536;
   let format: LogFormat | undefined = options.format === "auto" ? undefined : options.format;
+  if (format !== undefined) checkKeyForFormat(keySpec, format);
   let parse: LineParser | undefined =
     format === undefined ? undefined : parserFor(format, options.timeField);
 
@@ -207,8 +207,9 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
   }));
   const tally = new ClientTally(options.maxKeys ?? DEFAULT_MAX_KEYS, lanes.length);
   const deniedNow = new Uint8Array(lanes.length);
-  /** Per minute: [requests, busiest client, denials of each policy…]. */
-  const series = options.series ? new Map<number, Float64Array>() : undefined;
+  const series = options.series
+    ? new SeriesBuilder(lanes.length, options.maxSeriesBuckets)
+    : undefined;
   let sweptMinute = Number.NaN;
 
   const lines = { read: 0, parsed: 0, skipped: 0, unkeyed: 0, samples: [] as BadLine[] };
@@ -233,13 +234,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
       if (size > lane.peakLiveKeys) lane.peakLiveKeys = size;
     }
     const inMinute = tally.count(key, minute, deniedNow);
-    if (series !== undefined) {
-      let bucket = series.get(minute);
-      if (bucket === undefined) series.set(minute, (bucket = new Float64Array(2 + lanes.length)));
-      bucket[0]!++;
-      if (inMinute > bucket[1]!) bucket[1] = inMinute;
-      for (let i = 0; i < lanes.length; i++) bucket[2 + i]! += deniedNow[i]!;
-    }
+    series?.add(minute, inMinute, deniedNow);
   };
 
   const buffer = new ReorderBuffer<string>(
@@ -260,6 +255,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
         return;
       }
       format = detectFormat(line);
+      checkKeyForFormat(keySpec, format, " (guessed from line 1; set --format if it is wrong)");
       parse = parserFor(format, options.timeField);
     }
     const record = parse(line);
@@ -332,9 +328,21 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
       untalliedRequests: tally.untallied,
       results,
       top: tally.top(topN),
-      series: series === undefined ? undefined : toSeries(series, lanes.length),
+      series: series?.finish(),
     };
   }
+}
+
+/**
+ * Refuses a `--key <field>` for a format without named fields (Combined, Common): every
+ * line would be without a key, and the replay would decide nothing.
+ * @throws {UsageError} `--key nope: combined lines have no field "nope" …`.
+ */
+export function checkKeyForFormat(spec: KeySpec, format: LogFormat, guessed = ""): void {
+  if (typeof spec === "string" || format === "jsonl") return;
+  throw new UsageError(
+    `--key ${JSON.stringify(spec.field)}: ${format} lines${guessed} have no named fields; the key is one of ${KEY_NAMES.join(", ")} (a field name applies to --format jsonl only)`,
+  );
 }
 
 /** `lane`'s decision for `key` at the log time `nowMs` (see {@link atLogTime}). */
@@ -359,15 +367,4 @@ function atLogTime<T>(lane: Lane, nowMs: number, call: () => T): T {
       `${error.message}\n${lane.spec.algorithm} (${describeOptions(lane.spec)}) cannot decide at the log time ${nowMs} ms${hint}`,
     );
   }
-}
-
-function toSeries(byMinute: Map<number, Float64Array>, policies: number): MinuteSeries {
-  const minutes = [...byMinute.keys()].sort((a, b) => a - b);
-  const column = (i: number) => minutes.map((m) => byMinute.get(m)![i]!);
-  return {
-    minuteMs: minutes.map((m) => m * MINUTE_MS),
-    requests: column(0),
-    busiestClient: column(1),
-    denied: Array.from({ length: policies }, (_, i) => column(2 + i)),
-  };
 }

@@ -2,7 +2,9 @@ import { open, writeFile } from "node:fs/promises";
 import { pipeline, type Readable, type Writable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { parseCommand, type ReplayCommand } from "./args.js";
-import { describeOptions, limitPerMinute, UsageError } from "./policy.js";
+import { keySpecName } from "./keys.js";
+import { outputProblem } from "./output.js";
+import { CommandUsageError, describeOptions, limitPerMinute, UsageError } from "./policy.js";
 import { type ReplayReport, replay } from "./replay.js";
 import { isoTime, jsonReport, textReport } from "./report.js";
 import { replayChart } from "./svg.js";
@@ -50,6 +52,11 @@ function write(stream: Writable, text: string): Promise<void> {
 }
 
 async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
+  if (command.svg !== undefined) {
+    // Before reading: a mistyped --svg should not cost a whole replay first.
+    const problem = await outputProblem(command.svg);
+    if (problem !== undefined) throw new InputError(`cannot write ${command.svg}: ${problem}`);
+  }
   const { stream, size } = await openInput(command.file, io);
   const tty = io.stderr.isTTY === true;
   const started = performance.now();
@@ -127,13 +134,35 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
     await write(io.stderr, `tollgate replay: no line parsed: ${why}\n`);
     return 2;
   }
+  if (report.lines.unkeyed === report.lines.parsed) {
+    // Every line was without a key: nothing was decided, so the report says nothing.
+    await write(
+      io.stderr,
+      `tollgate replay: no request replayed: ${noKeyReason(command, report)}\n`,
+    );
+    return 2;
+  }
   return 0;
+}
+
+/** Why none of the parsed lines had a key, in the words of `--key`. */
+function noKeyReason(command: ReplayCommand, report: ReplayReport): string {
+  const { parsed } = report.lines;
+  const none = `none of the ${parsed} parsed line${parsed === 1 ? "" : "s"} has`;
+  const spec = command.key;
+  if (typeof spec !== "string") {
+    return `${none} a field ${JSON.stringify(spec.field)} (a non-empty string or a finite number); check --key`;
+  }
+  if (spec === "user") return `${none} a user (all logged as -); use another --key`;
+  return `${none} a client address; use another --key than ${keySpecName(spec)}`;
 }
 
 /**
  * Runs the `tollgate` command line and resolves with its exit code: 0 done; 2 bad usage,
- * an invalid policy option (the constructor's message), an unreadable input, or an
- * input of which no line parsed (an empty input included; the report is still printed);
+ * an invalid policy option (the constructor's message), an unreadable input or unwritable
+ * `--svg` path (checked before reading), an input of which no line parsed (an empty input
+ * included; the report is still printed), or one of which no parsed line had a key (no
+ * request replayed; the report is still printed);
  * 1 an unexpected error (a bug).
  */
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
@@ -151,7 +180,9 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   } catch (error) {
     if ((error as { code?: unknown }).code === "EPIPE") return 0; // `| head` closed the pipe
     if (error instanceof UsageError || error instanceof InputError) {
-      await write(io.stderr, `tollgate replay: ${error.message}\n`);
+      // A replay's errors speak as the replay; no command or an unknown one as tollgate.
+      const who = error instanceof CommandUsageError ? "tollgate" : "tollgate replay";
+      await write(io.stderr, `${who}: ${error.message}\n`);
       return 2;
     }
     await write(io.stderr, `tollgate: unexpected error: ${(error as Error).stack ?? error}\n`);

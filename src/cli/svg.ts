@@ -1,6 +1,6 @@
 import { daysFromCivil, MAX_TIME_MS } from "./parse-log.js";
 import { printable } from "./printable.js";
-import type { MinuteSeries } from "./replay.js";
+import { bucketText, type MinuteSeries } from "./series.js";
 import type { KeyReport } from "./tally.js";
 
 /** One policy as the chart shows it. */
@@ -66,7 +66,15 @@ const MAX_TICKS = 7;
  * invalid XML), then the XML specials.
  */
 function xml(text: string): string {
-  return printable(text)
+  return xmlSpecials(printable(text));
+}
+
+/**
+ * The XML specials of `shown` escaped: for text already passed through {@link printable}
+ * (which doubles backslashes, so it must be applied once only).
+ */
+function xmlSpecials(shown: string): string {
+  return shown
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")
     .replace(/>/g, "&gt;")
@@ -198,11 +206,12 @@ interface TimeLayout {
 }
 
 /**
- * Lays the minutes out. A log whose minutes with requests are few and far apart (a
- * sample of one minute an hour, a night of silence) is drawn with only those minutes,
+ * Lays the buckets out (minutes, unless the series was kept coarser: see
+ * {@link MinuteSeries}). A log whose buckets with requests are few and far apart (a
+ * sample of one minute an hour, a night of silence) is drawn with only those buckets,
  * side by side (the idle time between them left out, and said so); any other is drawn on
- * continuous time, in bins of whole minutes when it has more than `maxBars`, each bar the
- * busiest minute of its bin.
+ * continuous time, in bins of whole buckets when it has more than `maxBars`, each bar the
+ * busiest minute of its bin. The caption says what a bar is.
  */
 function layOut(
   series: MinuteSeries,
@@ -212,9 +221,11 @@ function layOut(
   maxBars: number,
 ): TimeLayout {
   const n = series.minuteMs.length;
+  const bucketMinutes = series.bucketMinutes ?? 1;
+  const bucketMs = bucketMinutes * MINUTE_MS;
   const firstMs = n > 0 ? series.minuteMs[0]! : 0;
   const lastMs = n > 0 ? series.minuteMs[n - 1]! : 0;
-  const spanMinutes = Math.round((lastMs - firstMs) / MINUTE_MS) + 1;
+  const spanBuckets = Math.round((lastMs - firstMs) / bucketMs) + 1;
   const layout: TimeLayout = {
     x: [],
     startMs: [],
@@ -225,7 +236,11 @@ function layOut(
     ticks: [],
     caption: "",
   };
-  const sparse = spanMinutes > maxBars && n <= maxBars && n * 4 <= spanMinutes;
+  const coarse =
+    bucketMinutes === 1
+      ? ""
+      : `; the series was kept in ${bucketText(bucketMinutes)} buckets (the log has too many minutes with requests to keep each)`;
+  const sparse = spanBuckets > maxBars && n <= maxBars && n * 4 <= spanBuckets;
   if (sparse) {
     const step = plotW / n;
     for (let i = 0; i < n; i++) {
@@ -235,7 +250,7 @@ function layOut(
       layout.busiest.push(series.busiestClient[i]!);
       for (let p = 0; p < policies; p++) layout.denied[p]!.push(series.denied[p]?.[i] ?? 0);
     }
-    // Labels: the first minute, then the first minute at or after each round time, spaced.
+    // Labels: the first bucket, then the first bucket at or after each round time, spaced.
     const withYear = utcParts(firstMs).year !== utcParts(lastMs).year;
     const spacing = withYear ? 150 : 90;
     const label = (slot: number) => {
@@ -254,22 +269,26 @@ function layOut(
     return {
       ...layout,
       barW: Math.max(1, step * 0.8),
-      caption: `time (UTC): only the ${n} minutes with requests, side by side (${spanMinutes - n} idle minutes between them left out)`,
+      caption:
+        bucketMinutes === 1
+          ? `time (UTC): only the ${n} minutes with requests, side by side (${spanBuckets - n} idle minutes between them left out)`
+          : `time (UTC): only the ${n} ${bucketText(bucketMinutes)} buckets with requests, side by side (${spanBuckets - n} idle ones left out), each bar the busiest minute of its bucket${coarse}`,
     };
   }
-  const binMinutes = Math.max(1, Math.ceil(spanMinutes / maxBars));
-  const bins = Math.ceil(spanMinutes / binMinutes);
-  const spanMs = bins * binMinutes * MINUTE_MS;
+  const binBuckets = Math.max(1, Math.ceil(spanBuckets / maxBars));
+  const binMinutes = binBuckets * bucketMinutes;
+  const bins = Math.ceil(spanBuckets / binBuckets);
+  const spanMs = bins * binBuckets * bucketMs;
   const step = plotW / bins;
   const slotOf = new Map<number, number>();
   for (let i = 0; i < n; i++) {
-    const bin = Math.floor(Math.round((series.minuteMs[i]! - firstMs) / MINUTE_MS) / binMinutes);
+    const bin = Math.floor(Math.round((series.minuteMs[i]! - firstMs) / bucketMs) / binBuckets);
     let s = slotOf.get(bin);
     if (s === undefined) {
       s = layout.x.length;
       slotOf.set(bin, s);
       layout.x.push(left + bin * step);
-      layout.startMs.push(firstMs + bin * binMinutes * MINUTE_MS);
+      layout.startMs.push(firstMs + bin * binBuckets * bucketMs);
       layout.requests.push(-1);
       layout.busiest.push(0);
       for (let p = 0; p < policies; p++) layout.denied[p]!.push(0);
@@ -293,7 +312,7 @@ function layOut(
     caption:
       binMinutes === 1
         ? "time (UTC), one bar per minute"
-        : `time (UTC); each bar is the busiest minute of ${binMinutes} minutes`,
+        : `time (UTC); each bar is the busiest minute of ${binMinutes} minutes${coarse}`,
   };
 }
 
@@ -323,8 +342,9 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   const barW = layout.barW;
 
   const parts: string[] = [];
-  const text = (x: number, y: number, body: string, attrs = "") =>
-    `<text x="${px(x)}" y="${px(y)}"${attrs ? ` ${attrs}` : ""}>${xml(body)}</text>`;
+  /** A text node; `printed` when `body` was already passed through printable. */
+  const text = (x: number, y: number, body: string, attrs = "", printed = false) =>
+    `<text x="${px(x)}" y="${px(y)}"${attrs ? ` ${attrs}` : ""}>${printed ? xmlSpecials(body) : xml(body)}</text>`;
   const heading = (y: number, body: string) =>
     text(left, y, body, `font-size="13" font-weight="600" fill="${TEXT}"`);
   const timeGrid = (top: number, height: number) => {
@@ -540,6 +560,7 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
           mid + 4,
           `${clip(printable(row.key), 26)}${row.approximate ? " ~" : ""}`,
           `text-anchor="end" fill="${TEXT}" font-family="ui-monospace, 'DejaVu Sans Mono', monospace" font-size="12"`,
+          true,
         ),
       );
       const barsTop = mid - (policies.length * (sub + 1) - 1) / 2;

@@ -228,7 +228,8 @@ describe("parseCommand", () => {
         "--key",
         "api_key",
       ],
-      message: "--key api_key: combined lines have no named fields (use ip, ip24, ip64 or user)",
+      message:
+        '--key "api_key": combined lines have no named fields; the key is one of ip, ip24, ip64, user (a field name applies to --format jsonl only)',
     },
     {
       name: "--time-field on CLF",
@@ -289,7 +290,7 @@ describe("parseCommand", () => {
     {
       name: "unknown command",
       argv: ["simulate"],
-      message: /^unknown command "simulate" \(the command is replay\)$/,
+      message: /^unknown command "simulate" \(the command is replay; see tollgate --help\)$/,
     },
     { name: "no file", argv: ["replay", "-a", "token-bucket"], message: /^missing the log file/ },
     {

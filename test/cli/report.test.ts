@@ -1,4 +1,5 @@
 import { describe, expect, test } from "vitest";
+import { printable } from "../../src/cli/printable.js";
 import type { ReplayReport } from "../../src/cli/replay.js";
 import { humanDuration, isoTime, jsonReport, percent, textReport } from "../../src/cli/report.js";
 
@@ -174,9 +175,34 @@ describe("log content is escaped in human-readable output", () => {
 
   test("escape sequences and bidi overrides in a key are escaped in the text report", () => {
     const text = textReport(denied, "in.log");
-    expect(text).toContain("\\x1b]0;pwned\\x1b\\\\x1b[2J\\u{202e}evil");
+    // The string terminator ESC \ shows its backslash doubled (see the backslash test).
+    expect(text).toContain("\\x1b]0;pwned\\x1b\\\\\\x1b[2J\\u{202e}evil");
     // No control character reaches the terminal, except the report's own newlines.
     expect(unsafeChars(text)).toEqual([]);
+  });
+
+  // Regression: backslashes were left as logged, so the four characters `\x1b` in a log
+  // printed exactly like a real ESC escaped.
+  test("a literal backslash sequence and a real ESC print differently; JSON keeps both", () => {
+    const literal = "agent\\x1b[2J"; // backslash, x, 1, b: text a client wrote
+    const real = `agent${ESC}[2J`;
+    const report: ReplayReport = {
+      ...denied,
+      top: [
+        { ...denied.top[0]!, key: literal },
+        { ...denied.top[0]!, key: real, denied: [1] },
+      ],
+    };
+    const text = textReport(report, "in.log");
+    expect(text).toContain("  agent\\\\x1b[2J ");
+    expect(text).toContain("  agent\\x1b[2J ");
+    expect(printable(literal)).not.toBe(printable(real));
+    expect(printable("C:\\logs\\a.log")).toBe("C:\\\\logs\\\\a.log");
+    // --json is unchanged: JSON.stringify's own escapes, parsing back to what was logged.
+    const json = jsonReport(report, "in.log");
+    expect(json).toContain('"key": "agent\\\\x1b[2J"');
+    expect(json).toContain('"key": "agent\\u001b[2J"');
+    expect(JSON.parse(json).top.map((k: { key: string }) => k.key)).toEqual([literal, real]);
   });
 
   test("a source path with control characters is escaped in the text report", () => {

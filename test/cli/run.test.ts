@@ -106,7 +106,7 @@ describe("tollgate bin (spawned: node --import tsx src/cli/index.ts)", () => {
       args: [],
       code: 2,
       stdout: /^$/,
-      stderr: /^tollgate replay: missing command/,
+      stderr: /^tollgate: missing command/,
     },
     {
       name: "unreadable file",
@@ -426,10 +426,9 @@ describe("run (in process)", () => {
     expect(r.stderr).toBe(`tollgate replay: no line parsed: ${file} is empty\n`);
   });
 
-  test("the help states exit 2 when no line is parsed", () => {
-    expect(HELP).toMatch(
-      /2 bad usage, unreadable input, or no line parsed \(an empty\s+input included\)/,
-    );
+  test("the help states exit 2 when no line is parsed, or no request replayed", () => {
+    expect(HELP).toMatch(/no line parsed \(an empty input included\)/);
+    expect(HELP).toMatch(/or no request replayed\s+\(no parsed line had a --key\)/);
   });
 
   test("the chart cannot be written: exit 2", async () => {
@@ -564,4 +563,130 @@ describe("policy options are the constructors' business", () => {
       }
     },
   );
+});
+
+// Regression: `--key nope` on a Combined log replayed 0 of its lines "without a nope (not
+// replayed)" and exited 0; a JSON-lines run where no line had the field did too.
+describe("a --key that supplies no key is an error, not an empty success", () => {
+  test("--key <typo> on a Combined log (format guessed) exits 2 before replaying", async () => {
+    const r = await cli(["replay", excerptPath, ...TB, "--key", "nope"]);
+    expect(r).toEqual({
+      code: 2,
+      stdout: "",
+      stderr:
+        'tollgate replay: --key "nope": combined lines (guessed from line 1; set --format if it is wrong) have no named fields; the key is one of ip, ip24, ip64, user (a field name applies to --format jsonl only)\n',
+    });
+  });
+
+  test("--key <typo> with --format common exits 2 before reading", async () => {
+    const r = await cli([
+      "replay",
+      "/nonexistent/x.log",
+      ...TB,
+      "--format",
+      "common",
+      "--key",
+      "ip4",
+    ]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^tollgate replay: --key "ip4": common lines have no named fields/);
+  });
+
+  test("JSON lines of which none has the --key field exit 2 after the report", async () => {
+    const input = '{"ts":1,"ip":"192.0.2.1"}\n{"ts":2,"ip":"192.0.2.2","nope":""}\n';
+    const r = await cli(["replay", "-", ...TB, "--key", "nope"], input);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toContain("2 without a nope (not replayed)");
+    expect(r.stderr).toBe(
+      'tollgate replay: no request replayed: none of the 2 parsed lines has a field "nope" (a non-empty string or a finite number); check --key\n',
+    );
+  });
+
+  test("--key user on a log with every user logged as - exits 2", async () => {
+    const r = await cli(["replay", excerptPath, ...TB, "--key", "user"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(
+      "tollgate replay: no request replayed: none of the 424 parsed lines has a user (all logged as -); use another --key\n",
+    );
+  });
+
+  test("JSON lines of which some have the field replay those and exit 0", async () => {
+    const input = '{"ts":1,"ip":"192.0.2.1"}\n{"ts":2,"ip":"192.0.2.2","api_key":"k1"}\n';
+    const r = await cli(["replay", "-", ...TB, "--key", "api_key", "--json"], input);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).lines).toMatchObject({ parsed: 2, unkeyed: 1 });
+  });
+});
+
+// Regression: `tollgate` and `tollgate bogus` spoke as `tollgate replay:`.
+describe("top-level errors speak as tollgate, not as the replay", () => {
+  test.each([
+    { name: "no command", argv: [], stderr: /^tollgate: missing command\n\nUsage: tollgate/ },
+    {
+      name: "unknown command",
+      argv: ["bogus"],
+      stderr:
+        /^tollgate: unknown command "bogus" \(the command is replay; see tollgate --help\)\n$/,
+    },
+    {
+      name: "unknown option first",
+      argv: ["--bogus"],
+      stderr: /^tollgate: unknown command "--bogus"/,
+    },
+  ])("$name", async ({ argv, stderr }) => {
+    const r = await cli(argv);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toMatch(stderr);
+  });
+
+  test("a replay's own usage error still speaks as tollgate replay", async () => {
+    const r = await cli(["replay", excerptPath]);
+    expect(r.stderr).toMatch(/^tollgate replay: missing --algorithm/);
+  });
+});
+
+// Regression: `--svg /nonexistent-dir/x.svg` replayed the whole log before failing.
+describe("an unwritable --svg path fails before the log is read", () => {
+  const file = join(dir, "a-file");
+  writeFileSync(file, "");
+  test.each([
+    { name: "missing directory", svg: "/nonexistent-dir/x.svg", why: /ENOENT/ },
+    { name: "a directory", svg: dir, why: /it is a directory/ },
+    { name: "below a file", svg: join(file, "x.svg"), why: /ENOTDIR/ },
+    { name: "empty path", svg: "", why: /the path is empty/ },
+  ])("$name", async ({ svg, why }) => {
+    // The log does not exist: the --svg error must come first, so nothing was read.
+    const r = await cli(["replay", "/nonexistent/access.log", ...TB, "--svg", svg]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.startsWith(`tollgate replay: cannot write ${svg}: `)).toBe(true);
+    expect(r.stderr).toMatch(why);
+  });
+
+  test("standard input is not read when --svg cannot be written", async () => {
+    let read = false;
+    const stdin = new Readable({
+      read() {
+        read = true;
+        this.push(null);
+      },
+    });
+    const sink = new PassThrough();
+    sink.resume();
+    const code = await run(["replay", "-", ...TB, "--svg", "/nonexistent-dir/x.svg"], {
+      stdin,
+      stdout: sink,
+      stderr: sink,
+    });
+    expect(code).toBe(2);
+    expect(read).toBe(false);
+  });
+
+  test("a writable new file in an existing directory is accepted", async () => {
+    const svg = join(dir, "new-chart.svg");
+    const r = await cli(["replay", excerptPath, ...TB, "--svg", svg]);
+    expect(r.code).toBe(0);
+    expect(readFileSync(svg, "utf8").startsWith("<svg")).toBe(true);
+  });
 });

@@ -129,6 +129,14 @@ describe("replayChart", () => {
     expect(unsafeChars(svg)).toEqual([]);
   });
 
+  // Regression: a literal `\x1b` (four characters) in a key looked like an escaped ESC.
+  test("a literal backslash sequence in a key is escaped once, unlike a real ESC", () => {
+    const top = [key("lit\\x1b", [3, 3]), key("esc\x1b", [2, 2])];
+    const svg = replayChart(series, { title: "t", policies: two, top, keyName: "ip" });
+    expect(svg).toContain(">lit\\\\x1b</text>");
+    expect(svg).toContain(">esc\\x1b</text>");
+  });
+
   test("a sparse log (one minute an hour) is drawn minute by minute, idle time left out", () => {
     const hours = Array.from({ length: 84 }, (_, h) => T0 + h * 60 * M);
     const sparse: MinuteSeries = {
