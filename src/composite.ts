@@ -1,6 +1,12 @@
 import { type TimedPart, timedPartOf } from "./algorithms/timed-part.js";
 import { checkCost, describe } from "./errors.js";
-import type { Clock, Decision, Limiter, WaitOptions } from "./limiter.js";
+import {
+  brandUnkeyed,
+  type Clock,
+  type Decision,
+  type Limiter,
+  type WaitOptions,
+} from "./limiter.js";
 import { WaitQueue } from "./wait.js";
 
 const WHERE = "allOf";
@@ -347,3 +353,4 @@ function notLimiterHint(part: unknown): string {
 export function allOf(...limiters: Limiter[]): AllOf {
   return new AllOf(limiters);
 }
+brandUnkeyed(AllOf);

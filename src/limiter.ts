@@ -118,3 +118,34 @@ export interface Limiter {
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision>;
 }
+
+/**
+ * The brand of tollgate's unkeyed limiters (the five algorithms and `allOf`), set on their
+ * prototypes by {@link brandUnkeyed}. A registered symbol (`Symbol.for`), so every copy of
+ * tollgate in a process (the ESM and CommonJS builds, two installed versions) shares it:
+ * `tollgate/http` recognises a `TokenBucket` made by `require("tollgate")` as unkeyed, where
+ * `instanceof` against its own build's classes would not, and would call it as a keyed
+ * limiter (`consume(key, cost)`). Internal: not exported by the package.
+ */
+export const UNKEYED_LIMITER: unique symbol = Symbol.for("tollgate.unkeyedLimiter");
+
+/**
+ * Marks `Class` as one of tollgate's unkeyed limiters: `consume(cost)`, one state, no key.
+ * Its subclasses inherit the brand. Non-enumerable, so it shows in no copy or log.
+ */
+export function brandUnkeyed(Class: abstract new (...args: never[]) => Limiter): void {
+  Object.defineProperty(Class.prototype, UNKEYED_LIMITER, { value: true });
+}
+
+/**
+ * True for an unkeyed tollgate limiter from any copy of tollgate: an object whose
+ * prototype chain carries {@link UNKEYED_LIMITER} and that has a `consume` method.
+ */
+export function isUnkeyedLimiter(value: unknown): value is Limiter {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    (value as { [UNKEYED_LIMITER]?: unknown })[UNKEYED_LIMITER] === true &&
+    typeof (value as { consume?: unknown }).consume === "function"
+  );
+}

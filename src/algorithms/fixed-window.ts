@@ -1,5 +1,6 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import {
+  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
@@ -205,3 +206,4 @@ export class FixedWindow implements Limiter {
     return decision;
   }
 }
+brandUnkeyed(FixedWindow);

@@ -1,5 +1,6 @@
 import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import {
+  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
@@ -212,3 +213,4 @@ export class LeakyBucket extends BucketBase implements Limiter {
     return this.reserveUnits(cost, options);
   }
 }
+brandUnkeyed(LeakyBucket);

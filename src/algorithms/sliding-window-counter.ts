@@ -1,5 +1,6 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import {
+  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
@@ -252,3 +253,4 @@ export class SlidingWindowCounter implements Limiter {
     return decision;
   }
 }
+brandUnkeyed(SlidingWindowCounter);

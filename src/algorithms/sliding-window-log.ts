@@ -1,5 +1,6 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import {
+  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
@@ -347,3 +348,4 @@ export class SlidingWindowLog implements Limiter {
     return slots[2 * this.at(lo)]!;
   }
 }
+brandUnkeyed(SlidingWindowLog);

@@ -1,5 +1,6 @@
 import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import {
+  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
@@ -207,3 +208,4 @@ export class TokenBucket extends BucketBase implements Limiter {
     return this.reserveUnits(cost, options);
   }
 }
+brandUnkeyed(TokenBucket);

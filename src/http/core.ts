@@ -1,11 +1,6 @@
-import { FixedWindow } from "../algorithms/fixed-window.js";
-import { LeakyBucket } from "../algorithms/leaky-bucket.js";
-import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
-import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
 import { TokenBucket } from "../algorithms/token-bucket.js";
-import { AllOf } from "../composite.js";
 import { checkOptionNames, checkOptions, describe } from "../errors.js";
-import type { Decision, Limiter } from "../limiter.js";
+import { type Decision, isUnkeyedLimiter, type Limiter } from "../limiter.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,
@@ -54,7 +49,8 @@ export type FailureMode = "open" | "closed";
  *   hook (`key`, `cost`, `skip`, `remoteAddress`, `onLimited`) threw, `key` returned a
  *   non-string or `cost` something other than a finite number >= 0, the limiter threw or
  *   rejected with a `TypeError` or `RangeError` (a wrong argument: tollgate's limiters
- *   throw nothing else for bad input), or it returned an invalid `Decision`. Always
+ *   throw nothing else for bad input; one from another realm, a `vm` context or a worker,
+ *   counts too, by its name), or it returned an invalid `Decision`. Always
  *   answered `500` (problem+json), whatever `failure` says: passing it would switch rate
  *   limiting off for exactly the requests that trigger the bug (a `cost` of `NaN`, a `key`
  *   hook that throws on a missing body, a limiter that cannot take a key).
@@ -81,8 +77,9 @@ export interface CommonRateLimitOptions {
    * Decides each request. Required. Either an object with `consume(key, cost)` (see
    * {@link KeyedConsumer}: a `KeyedLimiter` for per-client limits, a Redis limiter), or
    * one unkeyed tollgate limiter (`TokenBucket`, `LeakyBucket`, `FixedWindow`,
-   * `SlidingWindowLog`, `SlidingWindowCounter` or an `allOf` of them), which is then ONE
-   * global limit that every request shares, whatever its key.
+   * `SlidingWindowLog`, `SlidingWindowCounter` or an `allOf` of them, made by any copy of
+   * tollgate: the CommonJS build's are recognised by the ESM middleware and the other way
+   * round), which is then ONE global limit that every request shares, whatever its key.
    */
   readonly limiter: KeyedConsumer | Limiter;
   /**
@@ -238,21 +235,11 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   store: "pass the store's limiter as limiter (a KeyedLimiter, or a tollgate/redis limiter)",
 };
 
-/** True for one of tollgate's unkeyed limiters (the five algorithms, `allOf`, subclasses). */
-function isUnkeyedLimiter(value: unknown): value is Limiter {
-  return (
-    value instanceof TokenBucket ||
-    value instanceof LeakyBucket ||
-    value instanceof FixedWindow ||
-    value instanceof SlidingWindowLog ||
-    value instanceof SlidingWindowCounter ||
-    value instanceof AllOf
-  );
-}
-
 /**
  * Checks the `limiter` option. An unkeyed tollgate limiter becomes one global limit: its
- * `consume(cost)` is called for every request, the key ignored. It is accepted rather than
+ * `consume(cost)` is called for every request, the key ignored. It is recognised by its
+ * brand (see `isUnkeyedLimiter`), not `instanceof`, so one made by another copy of
+ * tollgate (the CommonJS build, when this is the ESM one) is recognised too. It is accepted rather than
  * refused because it is the natural first try of a global limit; calling it as a keyed
  * limiter (`consume(key, cost)`) would throw on every request instead.
  * @throws {TypeError} for anything else without a `consume` method.
