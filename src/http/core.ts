@@ -1,6 +1,7 @@
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkOptionNames, checkOptions, describe } from "../errors.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../limiter.js";
+import { NO_BAN } from "../option-names.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,
@@ -209,6 +210,9 @@ export const COMMON_OPTION_NAMES: readonly string[] = [
 
 const LIMIT_HINT =
   "set the limit on the limiter: capacity for TokenBucket/LeakyBucket, limit for FixedWindow/SlidingWindow*";
+const FAILURE_HINT =
+  'use failure: "open" (the default: pass requests while the limiter fails) or "closed" (answer 503)';
+const HEADERS_HINT = 'use headers: "draft-10", "legacy", "both" or "none"';
 const WINDOW_HINT =
   "set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket";
 
@@ -221,7 +225,7 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   limit: LIMIT_HINT,
   windowMs: WINDOW_HINT,
   timeWindow: WINDOW_HINT,
-  standardHeaders: 'use headers: "draft-10", "legacy", "both" or "none"',
+  standardHeaders: HEADERS_HINT,
   legacyHeaders: 'use headers: "legacy" or "both" for X-RateLimit-*',
   keyGenerator: "use key: (request, clientKey) => string",
   skipSuccessfulRequests:
@@ -233,6 +237,25 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   handler: "use onLimited to answer a limited request yourself",
   allowList: "use skip: (request) => boolean",
   store: "pass the store's limiter as limiter (a KeyedLimiter, or a tollgate/redis limiter)",
+  redis: "pass a tollgate/redis limiter (RedisTokenBucket, ...) as limiter",
+  ipv6Subnet: "use ipv6Prefix (the leading bits an IPv6 client is keyed by, default 56)",
+  passOnStoreError: FAILURE_HINT,
+  skipOnError: FAILURE_HINT,
+  errorResponseBuilder: "use onLimited to answer a limited request with your own body",
+  onExceeded: "use onLimited, called for every limited request",
+  onExceeding:
+    "not supported: nothing is called before the limit is reached; the remaining units are in the RateLimit header",
+  identifier: "use policy (the policy name in RateLimit-Policy, RateLimit and the 429 body)",
+  nameSpace: "set the key prefix on the store: prefix of a tollgate/redis limiter",
+  keyPrefix: "set the key prefix on the store: prefix of a tollgate/redis limiter",
+  enableDraftSpec: HEADERS_HINT,
+  addHeaders: HEADERS_HINT,
+  addHeadersOnExceeding: HEADERS_HINT,
+  global:
+    "there is no global: false: the middleware covers what it is mounted on; with fastifyRateLimit, turn it off on a route with config: { rateLimit: false }, or register the plugin inside the one whose routes it should cover",
+  ban: NO_BAN,
+  requestWasSuccessful:
+    "not supported: a request is counted when it arrives, before its outcome is known",
 };
 
 /**

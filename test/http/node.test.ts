@@ -923,6 +923,18 @@ describe("rateLimit refuses options it does not have, naming what to use", () =>
     ["statusCode", 503, "use onLimited to answer a limited request with another status"],
     ["handler", () => {}, "use onLimited to answer a limited request yourself"],
     ["polcy", "api", 'did you mean "policy"?'],
+    // express-rate-limit 8 and @fastify/rate-limit names that had no hint.
+    ["ipv6Subnet", 56, "use ipv6Prefix (the leading bits an IPv6 client is keyed by"],
+    ["passOnStoreError", true, 'use failure: "open" (the default'],
+    ["skipOnError", true, 'use failure: "open" (the default'],
+    ["errorResponseBuilder", () => ({}), "use onLimited to answer a limited request"],
+    ["onExceeded", () => {}, "use onLimited, called for every limited request"],
+    ["identifier", "api", "use policy (the policy name"],
+    ["nameSpace", "rl:", "set the key prefix on the store: prefix of a tollgate/redis limiter"],
+    ["enableDraftSpec", true, 'use headers: "draft-10", "legacy", "both" or "none"'],
+    ["addHeaders", {}, 'use headers: "draft-10", "legacy", "both" or "none"'],
+    ["global", false, "there is no global: false: the middleware covers what it is mounted on"],
+    ["ban", 3, "not supported yet: tollgate does not block a client after repeated abuse"],
   ])("%s", (name, value, hint) => {
     const call = () => rateLimit({ limiter, [name]: value } as unknown as RateLimitOptions);
     expect(call).toThrow(TypeError);
