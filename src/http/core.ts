@@ -23,8 +23,10 @@ import {
  * `consume` may answer synchronously or with a promise; it may throw or reject (a store
  * outage), which the middleware handles according to `failure`. A `TypeError` or
  * `RangeError` (thrown or as a rejection), or a `Decision` that `rateLimitHeaders`
- * rejects (NaN fields, a denial with a negative `retryAfterMs`), is a programming error
- * instead: answered 500.
+ * rejects (a missing or NaN field, a negative `limit` or `resetAfterMs`, a denial with a
+ * negative `retryAfterMs`), is a programming error instead: answered 500. The whole
+ * `Decision` is needed in every `headers` mode, `"none"` included (a denial still sends
+ * `Retry-After`, and `onLimited` receives it).
  */
 export interface KeyedConsumer {
   consume(key: string, cost?: number): Decision | PromiseLike<Decision>;
