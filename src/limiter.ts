@@ -120,22 +120,25 @@ export interface Limiter {
 }
 
 /**
- * The brand of tollgate's unkeyed limiters (the five algorithms and `allOf`), set on their
- * prototypes by {@link brandUnkeyed}. A registered symbol (`Symbol.for`), so every copy of
- * tollgate in a process (the ESM and CommonJS builds, two installed versions) shares it:
- * `tollgate/http` recognises a `TokenBucket` made by `require("tollgate")` as unkeyed, where
- * `instanceof` against its own build's classes would not, and would call it as a keyed
- * limiter (`consume(key, cost)`). Internal: not exported by the package.
+ * The brand of tollgate's unkeyed limiters (the five algorithms and `allOf`), on the
+ * prototype of {@link UnkeyedLimiterBase}, which they extend. A registered symbol
+ * (`Symbol.for`), so every copy of tollgate in a process (the ESM and CommonJS builds, two
+ * installed versions) shares it: `tollgate/http` recognises a `TokenBucket` made by
+ * `require("tollgate")` as unkeyed, where `instanceof` against its own build's classes would
+ * not, and would call it as a keyed limiter (`consume(key, cost)`). Internal: not exported
+ * by the package.
  */
 export const UNKEYED_LIMITER: unique symbol = Symbol.for("tollgate.unkeyedLimiter");
 
 /**
- * Marks `Class` as one of tollgate's unkeyed limiters: `consume(cost)`, one state, no key.
- * Its subclasses inherit the brand. Non-enumerable, so it shows in no copy or log.
+ * The base class of tollgate's unkeyed limiters: it holds nothing but the
+ * {@link UNKEYED_LIMITER} brand (non-enumerable, on its prototype), which every subclass
+ * inherits. A base class rather than a top-level call branding each class, so that a
+ * bundler still drops the classes an application does not import. Internal: not exported by
+ * the package.
  */
-export function brandUnkeyed(Class: abstract new (...args: never[]) => Limiter): void {
-  Object.defineProperty(Class.prototype, UNKEYED_LIMITER, { value: true });
-}
+export abstract class UnkeyedLimiterBase {}
+Object.defineProperty(UnkeyedLimiterBase.prototype, UNKEYED_LIMITER, { value: true });
 
 /**
  * True for an unkeyed tollgate limiter from any copy of tollgate: an object whose

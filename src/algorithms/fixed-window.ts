@@ -1,10 +1,10 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import {
-  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
   systemClock,
+  UnkeyedLimiterBase,
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
@@ -64,7 +64,7 @@ const HINTS = windowHints(WHERE);
  * const window = new FixedWindow({ limit: 100, windowMs: 60_000 })
  * window.consume().remaining //=> 99
  */
-export class FixedWindow implements Limiter {
+export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   /** Most units allowed per window. */
   readonly limit: number;
   /** Window length in milliseconds. */
@@ -86,6 +86,7 @@ export class FixedWindow implements Limiter {
   private queue: WaitQueue | undefined;
 
   constructor(options: FixedWindowOptions) {
+    super();
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
     checkOptionNames(WHERE, o, OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
@@ -206,4 +207,3 @@ export class FixedWindow implements Limiter {
     return decision;
   }
 }
-brandUnkeyed(FixedWindow);

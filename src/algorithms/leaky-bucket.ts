@@ -1,6 +1,5 @@
 import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import {
-  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
@@ -213,4 +212,3 @@ export class LeakyBucket extends BucketBase implements Limiter {
     return this.reserveUnits(cost, options);
   }
 }
-brandUnkeyed(LeakyBucket);

@@ -1,10 +1,10 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import {
-  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
   systemClock,
+  UnkeyedLimiterBase,
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
@@ -81,7 +81,7 @@ const EMPTY = new Float64Array(0);
  * log.consume(5).allowed //=> true
  * log.consume().allowed //=> false (until the first entry leaves, 60 s later)
  */
-export class SlidingWindowLog implements Limiter {
+export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   /** Most units allowed in any window. */
   readonly limit: number;
   /** Window length in milliseconds. */
@@ -116,6 +116,7 @@ export class SlidingWindowLog implements Limiter {
   private queue: WaitQueue | undefined;
 
   constructor(options: SlidingWindowLogOptions) {
+    super();
     const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
     checkOptionNames(WHERE, o, OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
@@ -348,4 +349,3 @@ export class SlidingWindowLog implements Limiter {
     return slots[2 * this.at(lo)]!;
   }
 }
-brandUnkeyed(SlidingWindowLog);

@@ -1,6 +1,5 @@
 import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import {
-  brandUnkeyed,
   type Clock,
   type Decision,
   type Limiter,
@@ -208,4 +207,3 @@ export class TokenBucket extends BucketBase implements Limiter {
     return this.reserveUnits(cost, options);
   }
 }
-brandUnkeyed(TokenBucket);
