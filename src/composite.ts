@@ -1,6 +1,12 @@
 import { type TimedPart, timedPartOf } from "./algorithms/timed-part.js";
 import { checkCost, describe } from "./errors.js";
-import type { Clock, Decision, Limiter, WaitOptions } from "./limiter.js";
+import {
+  type Clock,
+  type Decision,
+  type Limiter,
+  UnkeyedLimiterBase,
+  type WaitOptions,
+} from "./limiter.js";
 import { WaitQueue } from "./wait.js";
 
 const WHERE = "allOf";
@@ -8,7 +14,7 @@ const WHERE = "allOf";
 /**
  * A limiter made of several parts, all of which must allow: see {@link allOf}.
  */
-export class AllOf implements Limiter {
+export class AllOf extends UnkeyedLimiterBase implements Limiter {
   /** The parts, in the order given. */
   readonly parts: readonly Limiter[];
   /**
@@ -32,6 +38,7 @@ export class AllOf implements Limiter {
    *   charge `a` twice for one request).
    */
   constructor(parts: readonly Limiter[]) {
+    super();
     if (!Array.isArray(parts)) {
       throw new TypeError(`${WHERE}: parts must be an array of limiters, got ${describe(parts)}`);
     }

@@ -42,8 +42,8 @@ export function checkOptions<T extends object>(where: string, options: unknown):
 }
 
 /**
- * Checks that `options` names only options of `where`: every own string key must be one
- * of `known`. Guards JavaScript callers against a typo (`maxkeys`) or a peer library's
+ * Checks that `options` names only options of `where`: every enumerable string key, own
+ * or inherited (`for...in`), must be one of `known`. Guards JavaScript callers against a typo (`maxkeys`) or a peer library's
  * name (`max`, `windowMs` on the middleware), which would otherwise be ignored silently.
  * The message suggests a replacement: `hints[name]` when given (for a peer's names),
  * else a known option that differs only in case or by at most two edits.
@@ -58,7 +58,9 @@ export function checkOptionNames(
   known: readonly string[],
   hints: Readonly<Record<string, string>> = {},
 ): void {
-  for (const name of Object.keys(options)) {
+  // for-in, not Object.keys: an option inherited from a prototype (`Object.create({ max })`)
+  // is read by the constructor like an own one, so it is checked like one.
+  for (const name in options) {
     if (known.includes(name)) continue;
     const hint = Object.hasOwn(hints, name) ? hints[name] : closeName(name, known);
     const advice = hint === undefined ? "" : ` (${hint})`;

@@ -118,3 +118,37 @@ export interface Limiter {
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision>;
 }
+
+/**
+ * The brand of tollgate's unkeyed limiters (the five algorithms and `allOf`), on the
+ * prototype of {@link UnkeyedLimiterBase}, which they extend. A registered symbol
+ * (`Symbol.for`), so every copy of tollgate in a process (the ESM and CommonJS builds, two
+ * installed versions) shares it: `tollgate/http` recognises a `TokenBucket` made by
+ * `require("tollgate")` as unkeyed, where `instanceof` against its own build's classes would
+ * not, and would call it as a keyed limiter (`consume(key, cost)`). Internal: not exported
+ * by the package.
+ */
+export const UNKEYED_LIMITER: unique symbol = Symbol.for("tollgate.unkeyedLimiter");
+
+/**
+ * The base class of tollgate's unkeyed limiters: it holds nothing but the
+ * {@link UNKEYED_LIMITER} brand (non-enumerable, on its prototype), which every subclass
+ * inherits. A base class rather than a top-level call branding each class, so that a
+ * bundler still drops the classes an application does not import. Internal: not exported by
+ * the package.
+ */
+export abstract class UnkeyedLimiterBase {}
+Object.defineProperty(UnkeyedLimiterBase.prototype, UNKEYED_LIMITER, { value: true });
+
+/**
+ * True for an unkeyed tollgate limiter from any copy of tollgate: an object whose
+ * prototype chain carries {@link UNKEYED_LIMITER} and that has a `consume` method.
+ */
+export function isUnkeyedLimiter(value: unknown): value is Limiter {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    (value as { [UNKEYED_LIMITER]?: unknown })[UNKEYED_LIMITER] === true &&
+    typeof (value as { consume?: unknown }).consume === "function"
+  );
+}

@@ -76,6 +76,15 @@ group("checkOptionNames", () => {
     expect(() => checkOptionNames("X", options, known, hints)).toThrow(new TypeError(message));
   });
 
+  test("an option inherited from a prototype is checked too (Object.keys missed it)", () => {
+    const options = Object.assign(Object.create({ max: 3 }), { maxKeys: 2 });
+    expect(() => checkOptionNames("X", options, known)).toThrow(
+      new TypeError('X: unknown option "max"; known options: maxKeys, idleTimeoutMs, clock'),
+    );
+    const inherited = Object.create({ maxKeys: 3 });
+    expect(checkOptionNames("X", inherited, known)).toBeUndefined();
+  });
+
   test("known options pass, in any combination", () => {
     expect(checkOptionNames("X", {}, known)).toBeUndefined();
     expect(checkOptionNames("X", { maxKeys: 1, clock: () => 0 }, known)).toBeUndefined();

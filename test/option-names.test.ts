@@ -202,6 +202,17 @@ describe("unknown options are a TypeError naming them", () => {
       message: 'RedisFixedWindow: unknown option "keyPrefix" (use "prefix")',
     },
     {
+      name: "failOpen on a Redis limiter names the failure option",
+      make: () => new RedisTokenBucket({ client, ...bucket, failOpen: true } as never),
+      message:
+        'RedisTokenBucket: unknown option "failOpen" (use failure: "allow" (fail open), "deny" (fail closed) or a fallback limiter)',
+    },
+    {
+      name: "@fastify/rate-limit's nameSpace on a Redis limiter",
+      make: () => new RedisSlidingWindowCounter({ client, ...window, nameSpace: "x" } as never),
+      message: 'RedisSlidingWindowCounter: unknown option "nameSpace" (use "prefix")',
+    },
+    {
       name: "rate-limiter-flexible's blockDuration",
       make: () => new RedisSlidingWindowLog({ client, ...window, blockDuration: 60 } as never),
       message: 'unknown option "blockDuration" (tollgate has no lockout',

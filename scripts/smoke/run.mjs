@@ -10,6 +10,8 @@ const bin = (name) => join(here, "..", "..", "node_modules", ".bin", name);
 const runs = [
   ["node", [join(here, "esm.mjs")]],
   ["node", [join(here, "cjs.cjs")]],
+  // A limiter of one build given to the other's middleware (Node only: createRequire).
+  ["node", [join(here, "dual-package.mjs")]],
   [bin("bun"), [join(here, "esm.mjs")]],
   [bin("deno"), ["run", "--allow-read", "--allow-env", join(here, "esm.mjs")]],
   // tollgate/http's fetch wrapper behind real Bun.serve and Deno.serve servers.

@@ -1,5 +1,12 @@
 import { badClock } from "../errors.js";
-import type { Clock, Decision, Reservation, ReserveOptions, WaitOptions } from "../limiter.js";
+import {
+  type Clock,
+  type Decision,
+  type Reservation,
+  type ReserveOptions,
+  UnkeyedLimiterBase,
+  type WaitOptions,
+} from "../limiter.js";
 import { fits } from "../numeric.js";
 import { BucketLedger } from "../reservation.js";
 import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
@@ -40,7 +47,7 @@ export function defineBucketPart(prototype: BucketBase): void {
  * the lazily made {@link BucketLedger} behind `wait`/`reserve`.
  * @internal
  */
-export abstract class BucketBase {
+export abstract class BucketBase extends UnkeyedLimiterBase {
   /** Most units the bucket holds. */
   abstract readonly capacity: number;
   /** The time source, in milliseconds. */

@@ -4,6 +4,7 @@ import {
   type Decision,
   type Limiter,
   systemClock,
+  UnkeyedLimiterBase,
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
@@ -63,7 +64,7 @@ const HINTS = windowHints(WHERE);
  * const window = new FixedWindow({ limit: 100, windowMs: 60_000 })
  * window.consume().remaining //=> 99
  */
-export class FixedWindow implements Limiter {
+export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   /** Most units allowed per window. */
   readonly limit: number;
   /** Window length in milliseconds. */
@@ -85,6 +86,7 @@ export class FixedWindow implements Limiter {
   private queue: WaitQueue | undefined;
 
   constructor(options: FixedWindowOptions) {
+    super();
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
     checkOptionNames(WHERE, o, OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));

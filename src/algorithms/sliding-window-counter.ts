@@ -4,6 +4,7 @@ import {
   type Decision,
   type Limiter,
   systemClock,
+  UnkeyedLimiterBase,
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
@@ -74,7 +75,7 @@ const HINTS = windowHints(WHERE);
  * const counter = new SlidingWindowCounter({ limit: 100, windowMs: 60_000 })
  * counter.consume().remaining //=> 99
  */
-export class SlidingWindowCounter implements Limiter {
+export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter {
   /** Most units allowed in a window, as estimated. */
   readonly limit: number;
   /** Window length in milliseconds. */
@@ -97,6 +98,7 @@ export class SlidingWindowCounter implements Limiter {
   private queue: WaitQueue | undefined;
 
   constructor(options: SlidingWindowCounterOptions) {
+    super();
     const o = checkOptions<SlidingWindowCounterOptions>(WHERE, options);
     checkOptionNames(WHERE, o, OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));

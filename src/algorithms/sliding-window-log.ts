@@ -4,6 +4,7 @@ import {
   type Decision,
   type Limiter,
   systemClock,
+  UnkeyedLimiterBase,
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
@@ -80,7 +81,7 @@ const EMPTY = new Float64Array(0);
  * log.consume(5).allowed //=> true
  * log.consume().allowed //=> false (until the first entry leaves, 60 s later)
  */
-export class SlidingWindowLog implements Limiter {
+export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   /** Most units allowed in any window. */
   readonly limit: number;
   /** Window length in milliseconds. */
@@ -115,6 +116,7 @@ export class SlidingWindowLog implements Limiter {
   private queue: WaitQueue | undefined;
 
   constructor(options: SlidingWindowLogOptions) {
+    super();
     const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
     checkOptionNames(WHERE, o, OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));

@@ -105,16 +105,21 @@ export function checkClientKeyOptions(
     hops = trustProxy;
   } else if (Array.isArray(trustProxy)) {
     hops = -1;
-    ranges = trustProxy.map((entry: unknown) => {
+    // An index loop, not map: map skips the holes of a sparse array ([, "10.0.0.0/8"]),
+    // which then surfaced as undefined entries.
+    ranges = [];
+    for (let i = 0; i < trustProxy.length; i++) {
+      const entry: unknown = trustProxy[i];
       const range = typeof entry === "string" ? parseRange(entry.trim()) : undefined;
       if (range === undefined) {
         const error = typeof entry === "string" ? RangeError : TypeError;
+        const hole = i in trustProxy ? "" : " (a hole in the array)";
         throw new error(
-          `${where}: trustProxy must be ${trustRange}, got ${describe(entry)} in the array`,
+          `${where}: trustProxy[${i}] must be an IP address or CIDR range ("10.0.0.5", "10.1.0.0/16"), got ${describe(entry)}${hole}`,
         );
       }
-      return range;
-    });
+      ranges.push(range);
+    }
     const family = trustedFamilyOf(ranges);
     if (family !== undefined) {
       const all = family === "IPv4" ? "every public IPv4 address" : "all of 2000::/3";

@@ -1,11 +1,7 @@
-import { FixedWindow } from "../algorithms/fixed-window.js";
-import { LeakyBucket } from "../algorithms/leaky-bucket.js";
-import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
-import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
 import { TokenBucket } from "../algorithms/token-bucket.js";
-import { AllOf } from "../composite.js";
 import { checkOptionNames, checkOptions, describe } from "../errors.js";
-import type { Decision, Limiter } from "../limiter.js";
+import { type Decision, isUnkeyedLimiter, type Limiter } from "../limiter.js";
+import { NO_BAN } from "../option-names.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,
@@ -27,8 +23,10 @@ import {
  * `consume` may answer synchronously or with a promise; it may throw or reject (a store
  * outage), which the middleware handles according to `failure`. A `TypeError` or
  * `RangeError` (thrown or as a rejection), or a `Decision` that `rateLimitHeaders`
- * rejects (NaN fields, a denial with a negative `retryAfterMs`), is a programming error
- * instead: answered 500.
+ * rejects (a missing or NaN field, a negative `limit` or `resetAfterMs`, a denial with a
+ * negative `retryAfterMs`), is a programming error instead: answered 500. The whole
+ * `Decision` is needed in every `headers` mode, `"none"` included (a denial still sends
+ * `Retry-After`, and `onLimited` receives it).
  */
 export interface KeyedConsumer {
   consume(key: string, cost?: number): Decision | PromiseLike<Decision>;
@@ -54,7 +52,8 @@ export type FailureMode = "open" | "closed";
  *   hook (`key`, `cost`, `skip`, `remoteAddress`, `onLimited`) threw, `key` returned a
  *   non-string or `cost` something other than a finite number >= 0, the limiter threw or
  *   rejected with a `TypeError` or `RangeError` (a wrong argument: tollgate's limiters
- *   throw nothing else for bad input), or it returned an invalid `Decision`. Always
+ *   throw nothing else for bad input; one from another realm, a `vm` context or a worker,
+ *   counts too, by its name), or it returned an invalid `Decision`. Always
  *   answered `500` (problem+json), whatever `failure` says: passing it would switch rate
  *   limiting off for exactly the requests that trigger the bug (a `cost` of `NaN`, a `key`
  *   hook that throws on a missing body, a limiter that cannot take a key).
@@ -81,8 +80,9 @@ export interface CommonRateLimitOptions {
    * Decides each request. Required. Either an object with `consume(key, cost)` (see
    * {@link KeyedConsumer}: a `KeyedLimiter` for per-client limits, a Redis limiter), or
    * one unkeyed tollgate limiter (`TokenBucket`, `LeakyBucket`, `FixedWindow`,
-   * `SlidingWindowLog`, `SlidingWindowCounter` or an `allOf` of them), which is then ONE
-   * global limit that every request shares, whatever its key.
+   * `SlidingWindowLog`, `SlidingWindowCounter` or an `allOf` of them, made by any copy of
+   * tollgate: the CommonJS build's are recognised by the ESM middleware and the other way
+   * round), which is then ONE global limit that every request shares, whatever its key.
    */
   readonly limiter: KeyedConsumer | Limiter;
   /**
@@ -212,6 +212,9 @@ export const COMMON_OPTION_NAMES: readonly string[] = [
 
 const LIMIT_HINT =
   "set the limit on the limiter: capacity for TokenBucket/LeakyBucket, limit for FixedWindow/SlidingWindow*";
+const FAILURE_HINT =
+  'use failure: "open" (the default: pass requests while the limiter fails) or "closed" (answer 503)';
+const HEADERS_HINT = 'use headers: "draft-10", "legacy", "both" or "none"';
 const WINDOW_HINT =
   "set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket";
 
@@ -224,7 +227,7 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   limit: LIMIT_HINT,
   windowMs: WINDOW_HINT,
   timeWindow: WINDOW_HINT,
-  standardHeaders: 'use headers: "draft-10", "legacy", "both" or "none"',
+  standardHeaders: HEADERS_HINT,
   legacyHeaders: 'use headers: "legacy" or "both" for X-RateLimit-*',
   keyGenerator: "use key: (request, clientKey) => string",
   skipSuccessfulRequests:
@@ -236,23 +239,32 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   handler: "use onLimited to answer a limited request yourself",
   allowList: "use skip: (request) => boolean",
   store: "pass the store's limiter as limiter (a KeyedLimiter, or a tollgate/redis limiter)",
+  redis: "pass a tollgate/redis limiter (RedisTokenBucket, ...) as limiter",
+  ipv6Subnet: "use ipv6Prefix (the leading bits an IPv6 client is keyed by, default 56)",
+  passOnStoreError: FAILURE_HINT,
+  skipOnError: FAILURE_HINT,
+  errorResponseBuilder: "use onLimited to answer a limited request with your own body",
+  onExceeded: "use onLimited, called for every limited request",
+  onExceeding:
+    "not supported: nothing is called before the limit is reached; the remaining units are in the RateLimit header",
+  identifier: "use policy (the policy name in RateLimit-Policy, RateLimit and the 429 body)",
+  nameSpace: "set the key prefix on the store: prefix of a tollgate/redis limiter",
+  keyPrefix: "set the key prefix on the store: prefix of a tollgate/redis limiter",
+  enableDraftSpec: HEADERS_HINT,
+  addHeaders: HEADERS_HINT,
+  addHeadersOnExceeding: HEADERS_HINT,
+  global:
+    "there is no global: false: the middleware covers what it is mounted on; with fastifyRateLimit, turn it off on a route with config: { rateLimit: false }, or register the plugin inside the one whose routes it should cover",
+  ban: NO_BAN,
+  requestWasSuccessful:
+    "not supported: a request is counted when it arrives, before its outcome is known",
 };
-
-/** True for one of tollgate's unkeyed limiters (the five algorithms, `allOf`, subclasses). */
-function isUnkeyedLimiter(value: unknown): value is Limiter {
-  return (
-    value instanceof TokenBucket ||
-    value instanceof LeakyBucket ||
-    value instanceof FixedWindow ||
-    value instanceof SlidingWindowLog ||
-    value instanceof SlidingWindowCounter ||
-    value instanceof AllOf
-  );
-}
 
 /**
  * Checks the `limiter` option. An unkeyed tollgate limiter becomes one global limit: its
- * `consume(cost)` is called for every request, the key ignored. It is accepted rather than
+ * `consume(cost)` is called for every request, the key ignored. It is recognised by its
+ * brand (see `isUnkeyedLimiter`), not `instanceof`, so one made by another copy of
+ * tollgate (the CommonJS build, when this is the ESM one) is recognised too. It is accepted rather than
  * refused because it is the natural first try of a global limit; calling it as a keyed
  * limiter (`consume(key, cost)`) would throw on every request instead.
  * @throws {TypeError} for anything else without a `consume` method.

@@ -1,6 +1,7 @@
-import { describe } from "../errors.js";
+import { checkOptionNames, describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { TOLERANCE } from "../numeric.js";
+import { optionNames } from "../option-names.js";
 import { keyedPolicyOf } from "../registry.js";
 
 /**
@@ -209,19 +210,32 @@ function sfCount(value: number): number {
   return whole <= 0 ? 0 : whole < MAX_SF_INTEGER ? whole : MAX_SF_INTEGER;
 }
 
-/** Checks one numeric Decision field: a number, not NaN (Infinity allowed where noted). */
-function checkField(name: string, value: unknown, infinite: boolean): number {
+/** Checks one numeric Decision field: a number, not NaN (`Infinity` is capped by the caller). */
+function checkField(name: string, value: unknown): number {
   if (typeof value !== "number") {
     throw new TypeError(
       `rateLimitHeaders: decision.${name} must be a number, got ${describe(value)}`,
     );
   }
-  if (Number.isNaN(value) || (!infinite && !Number.isFinite(value))) {
-    throw new RangeError(
-      `rateLimitHeaders: decision.${name} must be a ${infinite ? "" : "finite "}number, got ${describe(value)}`,
-    );
+  if (Number.isNaN(value)) {
+    throw new RangeError(`rateLimitHeaders: decision.${name} must be a number, got NaN`);
   }
   return value;
+}
+
+/**
+ * Checks a Decision field that cannot be negative (`limit`, `resetAfterMs`, a denial's
+ * `retryAfterMs`): a number >= 0 or `Infinity`. A negative one is a broken limiter, not a
+ * value to round to 0 (`q=0` would tell clients the quota is empty; `t=0` that it is fresh).
+ */
+function checkNonNegative(name: string, value: unknown, when = ""): number {
+  const ms = checkField(name, value);
+  if (ms < 0) {
+    throw new RangeError(
+      `rateLimitHeaders: decision.${name} must be a number >= 0 or Infinity${when}, got ${describe(ms)}`,
+    );
+  }
+  return ms;
 }
 
 /**
@@ -253,13 +267,8 @@ function resetSeconds(decision: Decision, retryAfter: number | undefined): numbe
  */
 export function retryAfterSeconds(decision: Decision): number | undefined {
   if (decision.allowed) return undefined;
-  const ms = checkField("retryAfterMs", decision.retryAfterMs, true);
-  if (ms < 0) {
-    // A denial that says "retry 100 ms ago" is a broken limiter, not a reason to send 1.
-    throw new RangeError(
-      `rateLimitHeaders: decision.retryAfterMs must be a number >= 0 or Infinity on a denial, got ${describe(ms)}`,
-    );
-  }
+  // A denial that says "retry 100 ms ago" is a broken limiter, not a reason to send 1.
+  const ms = checkNonNegative("retryAfterMs", decision.retryAfterMs, " on a denial");
   if (ms === Number.POSITIVE_INFINITY) return undefined;
   const seconds = ceilSeconds(ms);
   return seconds < 1 ? 1 : seconds;
@@ -281,13 +290,15 @@ export function retryAfterSeconds(decision: Decision): number | undefined {
  *   (same numbers; the reset as a Unix time in seconds, see {@link resetEpochSeconds}).
  *
  * Numbers are whole and never negative: `remaining` is clamped to `[0, limit]` (a custom
- * limiter reporting `remaining: 50` of `limit: 5` says `r=5`), a negative `resetAfterMs`
- * (clock skew in a store) reads 0; values above {@link MAX_SF_INTEGER} are capped.
+ * limiter reporting `remaining: 50` of `limit: 5` says `r=5`, one in debt `remaining: -3`
+ * says `r=0`); values above {@link MAX_SF_INTEGER}, `Infinity` included, are capped (a
+ * `limit: Infinity` says `q=999999999999999`).
  *
  * @throws {TypeError} If `decision` is not an object with a boolean `allowed` and number
- *   fields, or an option has the wrong type.
- * @throws {RangeError} If a decision field is NaN, `limit`/`remaining` is infinite, a
- *   denial's `retryAfterMs` is negative, or an option is out of range (see
+ *   fields, `options` names an unknown option (`headers`, `windowMs`: the message says
+ *   what to use), or an option has the wrong type (`legacy: "yes"`, `draft: 0`).
+ * @throws {RangeError} If a decision field is NaN, `limit` or `resetAfterMs` is negative,
+ *   a denial's `retryAfterMs` is negative, or an option is out of range (see
  *   {@link RateLimitHeadersOptions}).
  * @example
  * rateLimitHeaders(
@@ -303,17 +314,47 @@ export function rateLimitHeaders(
   if (typeof options !== "object" || options === null) {
     throw new TypeError(`rateLimitHeaders: options must be an object, got ${describe(options)}`);
   }
-  const policy = checkPolicyName("rateLimitHeaders", options.policy);
-  const windowSeconds = checkWindowSeconds("rateLimitHeaders", options.windowSeconds);
-  const wallClock = checkWallClock("rateLimitHeaders", options.wallClock);
-  return buildHeaders(
-    decision,
-    sfString(policy),
-    windowSeconds,
-    options.draft !== false,
-    options.legacy === true,
-    wallClock,
-  );
+  checkOptionNames(WHERE, options, HEADERS_OPTIONS, HEADERS_HINTS);
+  const policy = checkPolicyName(WHERE, options.policy);
+  const windowSeconds = checkWindowSeconds(WHERE, options.windowSeconds);
+  const legacy = checkBoolean("legacy", options.legacy, false);
+  const wallClock = checkWallClock(WHERE, options.wallClock);
+  const draft = checkBoolean("draft", options.draft, true);
+  return buildHeaders(decision, sfString(policy), windowSeconds, draft, legacy, wallClock);
+}
+
+const WHERE = "rateLimitHeaders";
+
+/** The option names of {@link RateLimitHeadersOptions}, checked by {@link rateLimitHeaders}. */
+const HEADERS_OPTIONS = optionNames<RateLimitHeadersOptions>()([
+  "policy",
+  "windowSeconds",
+  "legacy",
+  "wallClock",
+  "draft",
+]);
+
+const WHICH_HEADERS =
+  'use legacy: true for X-RateLimit-*, draft: false to leave out RateLimit-Policy and RateLimit ("headers" is the middleware\'s option)';
+/** Hints for the middleware's and peers' names given to {@link rateLimitHeaders}. */
+const HEADERS_HINTS: Readonly<Record<string, string>> = {
+  headers: WHICH_HEADERS,
+  standardHeaders: WHICH_HEADERS,
+  legacyHeaders: WHICH_HEADERS,
+  windowMs: 'use "windowSeconds" (whole seconds, the w= of RateLimit-Policy)',
+  window: 'use "windowSeconds" (whole seconds, the w= of RateLimit-Policy)',
+  name: 'use "policy" (the policy name)',
+};
+
+/**
+ * Checks an optional boolean option of {@link rateLimitHeaders}: `true`, `false` or
+ * undefined (`fallback`). `"yes"` or `0` would otherwise read as one or the other silently.
+ * @throws {TypeError} `rateLimitHeaders: legacy must be a boolean, got "yes" (string)`.
+ */
+function checkBoolean(name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value === "boolean") return value;
+  throw new TypeError(`${WHERE}: ${name} must be a boolean, got ${describe(value)}`);
 }
 
 /**
@@ -342,9 +383,9 @@ export function readDecision(decision: Decision, out: DecisionNumbers): void {
       `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
     );
   }
-  const limit = sfCount(checkField("limit", decision.limit, false));
-  const left = sfCount(checkField("remaining", decision.remaining, false));
-  checkField("resetAfterMs", decision.resetAfterMs, true);
+  const limit = sfCount(checkNonNegative("limit", decision.limit));
+  const left = sfCount(checkField("remaining", decision.remaining));
+  checkNonNegative("resetAfterMs", decision.resetAfterMs);
   const retryAfter = retryAfterSeconds(decision);
   const reset = resetSeconds(decision, retryAfter);
   out.limit = limit;

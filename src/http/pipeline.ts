@@ -193,12 +193,13 @@ export class Pipeline<Req, Extra = undefined> {
   }
 
   /**
-   * The limiter threw or rejected. A `TypeError` or `RangeError` is a wrong argument (a
-   * limiter that cannot take this key or cost), so a programming error; anything else is
-   * an outage, reported, then passed without headers (`'open'`) or `'unavailable'`.
+   * The limiter threw or rejected. A `TypeError` or `RangeError` (of any realm, see
+   * {@link isArgumentError}) is a wrong argument (a limiter that cannot take this key or
+   * cost), so a programming error; anything else is an outage, reported, then passed
+   * without headers (`'open'`) or `'unavailable'`.
    */
   private failed(error: unknown, key: string, cost: number): Outcome {
-    if (error instanceof TypeError || error instanceof RangeError) return this.refuse(error, key);
+    if (isArgumentError(error)) return this.refuse(error, key);
     report(this.config, error, key, "outage");
     const outcome = new Outcome(this.config.failure === "open" ? "pass" : "unavailable", key);
     outcome.cost = cost;
@@ -272,3 +273,28 @@ export const STATUS = { limited: 429, unavailable: 503, error: 500 } as const;
 
 /** The media type of every body the middleware sends (RFC 9457). */
 export const PROBLEM_JSON = "application/problem+json";
+
+/**
+ * True when a limiter's error is a wrong argument, so a programming error (answered 500)
+ * rather than an outage (passed under `failure: 'open'`): a `TypeError` or `RangeError` of
+ * this realm, or of another one (a `vm` context, a worker's structured clone: `instanceof`
+ * fails there), recognised by its `name` or its constructor's. An object whose `name` or
+ * `constructor` cannot be read (a throwing getter, a revoked proxy) counts as one too: when
+ * in doubt, refusing is the safe side, since passing would switch rate limiting off.
+ */
+export function isArgumentError(error: unknown): boolean {
+  if (error instanceof TypeError || error instanceof RangeError) return true;
+  if ((typeof error !== "object" && typeof error !== "function") || error === null) return false;
+  try {
+    const { name, constructor: Class } = error as { name?: unknown; constructor?: unknown };
+    const className = typeof Class === "function" ? Class.name : undefined;
+    return (
+      name === "TypeError" ||
+      name === "RangeError" ||
+      className === "TypeError" ||
+      className === "RangeError"
+    );
+  } catch {
+    return true;
+  }
+}

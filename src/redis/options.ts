@@ -88,6 +88,9 @@ export const REDIS_HINTS: Readonly<Record<string, string>> = {
   sendCommand: WRAP,
   keyPrefix: 'use "prefix"',
   insuranceLimiter: 'use "failure" with a fallback limiter',
+  failOpen: 'use failure: "allow" (fail open), "deny" (fail closed) or a fallback limiter',
+  passOnStoreError: 'use failure: "allow" (fail open), "deny" (fail closed) or a fallback limiter',
+  nameSpace: 'use "prefix"',
   timeout: 'use "timeoutMs" (milliseconds)',
 };
 

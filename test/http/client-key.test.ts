@@ -444,13 +444,23 @@ describe("checkClientKeyOptions", () => {
       name: "trustProxy bad entry",
       args: [["10.0.0.0/33"], undefined, undefined],
       error: new RangeError(
-        `w: trustProxy must be ${trust}, got "10.0.0.0/33" (string) in the array`,
+        `w: trustProxy[0] must be an IP address or CIDR range ("10.0.0.5", "10.1.0.0/16"), got "10.0.0.0/33" (string)`,
       ),
     },
     {
       name: "trustProxy non-string entry",
-      args: [[10]],
-      error: new TypeError(`w: trustProxy must be ${trust}, got 10 in the array`),
+      args: [["10.0.0.1", 10]],
+      error: new TypeError(
+        `w: trustProxy[1] must be an IP address or CIDR range ("10.0.0.5", "10.1.0.0/16"), got 10`,
+      ),
+    },
+    {
+      name: "trustProxy sparse array (was a raw TypeError reading 'ip' of undefined)",
+      // biome-ignore lint/suspicious/noSparseArray: the hole is what is tested
+      args: [[, "10.0.0.0/8"]],
+      error: new TypeError(
+        `w: trustProxy[0] must be an IP address or CIDR range ("10.0.0.5", "10.1.0.0/16"), got undefined (a hole in the array)`,
+      ),
     },
     {
       name: "proxyHeader unknown",

@@ -1,4 +1,5 @@
 import type { AddressInfo } from "node:net";
+import vm from "node:vm";
 import { type ServerType, serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { afterEach, describe, expect, test, vi } from "vitest";
@@ -419,4 +420,89 @@ describe("withRateLimit: an unkeyed limiter or a limiter's TypeError no longer f
       expect(onError.mock.calls.map(([, info]) => info.kind)).toStrictEqual(["programming"]);
     },
   );
+});
+
+describe("withRateLimit: a limiter of another tollgate copy is recognised by its brand", () => {
+  test("every unkeyed class and allOf carries the shared Symbol.for brand", async () => {
+    const { FixedWindow, LeakyBucket, SlidingWindowCounter, SlidingWindowLog, allOf } =
+      await import("../../src/index.js");
+    const clock = manualClock();
+    const limiters = [
+      new TokenBucket({ capacity: 1, refillPerSecond: 1, clock }),
+      new LeakyBucket({ capacity: 1, leakPerSecond: 1, clock }),
+      new FixedWindow({ limit: 1, windowMs: 1000, clock }),
+      new SlidingWindowLog({ limit: 1, windowMs: 1000, clock }),
+      new SlidingWindowCounter({ limit: 1, windowMs: 1000, clock }),
+    ];
+    const brand = Symbol.for("tollgate.unkeyedLimiter");
+    for (const limiter of [...limiters, allOf(...limiters)]) {
+      expect((limiter as unknown as Record<symbol, unknown>)[brand]).toBe(true);
+      expect(Object.keys(limiter)).not.toContain(brand.toString());
+    }
+  });
+
+  test("a branded limiter whose class is not this copy's is one global limit, called as consume(cost)", async () => {
+    // What a TokenBucket from the other build looks like here: another class, same brand.
+    const inner = new TokenBucket({ capacity: 1, refillPerSecond: 0.001, clock: manualClock() });
+    class OtherCopyBucket {
+      consume(...args: unknown[]): Decision {
+        return inner.consume(...(args as [number?]));
+      }
+    }
+    Object.defineProperty(OtherCopyBucket.prototype, Symbol.for("tollgate.unkeyedLimiter"), {
+      value: true,
+    });
+    const onError = vi.fn();
+    const handler = withRateLimit<unknown[]>(ok, {
+      limiter: new OtherCopyBucket() as unknown as FetchRateLimitOptions["limiter"],
+      onError,
+    });
+    expect((await handler(get(), denoInfo("192.0.2.1")))!.status).toBe(200);
+    expect((await handler(get(), denoInfo("192.0.2.2")))!.status).toBe(429);
+    expect(onError).not.toHaveBeenCalled();
+  });
+});
+
+describe("withRateLimit: a TypeError or RangeError from another realm is a programming error", () => {
+  test.each([
+    ["a vm context's TypeError", () => vm.runInNewContext("new TypeError('bad key')")],
+    ["a vm context's RangeError", () => vm.runInNewContext("new RangeError('bad cost')")],
+    ["an object named TypeError", () => ({ name: "TypeError", message: "bad key" })],
+    [
+      "an object whose name getter throws",
+      () => ({
+        get name(): string {
+          throw new Error("hostile");
+        },
+      }),
+    ],
+  ])("%s thrown by the limiter answers 500 under failure 'open', not a pass", async (_, make) => {
+    const onError = vi.fn();
+    const handler = vi.fn(ok);
+    const wrapped = withRateLimit(handler, {
+      limiter: {
+        consume: () => {
+          throw make();
+        },
+      },
+      failure: "open",
+      onError,
+    });
+    expect((await wrapped(get())).status).toBe(500);
+    expect(handler).not.toHaveBeenCalled();
+    expect(onError.mock.calls.map(([, info]) => info.kind)).toStrictEqual(["programming"]);
+  });
+
+  test("a vm context's plain Error is still an outage (passed under 'open')", async () => {
+    const onError = vi.fn();
+    const wrapped = withRateLimit(ok, {
+      limiter: {
+        consume: () => Promise.reject(vm.runInNewContext("new Error('down')")),
+      },
+      failure: "open",
+      onError,
+    });
+    expect((await wrapped(get())).status).toBe(200);
+    expect(onError.mock.calls.map(([, info]) => info.kind)).toStrictEqual(["outage"]);
+  });
 });

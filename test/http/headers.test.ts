@@ -161,8 +161,8 @@ describe("rateLimitHeaders", () => {
       { "Retry-After": "2" },
     ],
     [
-      "negative durations and remaining (clock skew, custom limiter) read 0",
-      { allowed: true, limit: 10, remaining: -3, retryAfterMs: 0, resetAfterMs: -250 },
+      "a negative remaining (a custom limiter in debt) reads 0",
+      { allowed: true, limit: 10, remaining: -3, retryAfterMs: 0, resetAfterMs: 0 },
       { policy: "default", legacy: true, wallClock },
       {
         "RateLimit-Policy": '"default";q=10',
@@ -182,6 +182,21 @@ describe("rateLimitHeaders", () => {
         "X-RateLimit-Limit": "5",
         "X-RateLimit-Remaining": "5",
         "X-RateLimit-Reset": String(NOW_S + 1),
+      },
+    ],
+    [
+      "limit and remaining Infinity are capped at the largest SF Integer, as documented (were a RangeError)",
+      {
+        allowed: true,
+        limit: Number.POSITIVE_INFINITY,
+        remaining: Number.POSITIVE_INFINITY,
+        retryAfterMs: 0,
+        resetAfterMs: 0,
+      },
+      { policy: "default" },
+      {
+        "RateLimit-Policy": `"default";q=${MAX_SF_INTEGER}`,
+        RateLimit: `"default";r=${MAX_SF_INTEGER};t=0`,
       },
     ],
     [
@@ -307,9 +322,7 @@ describe("rateLimitHeaders", () => {
       name: "remaining NaN",
       decision: { ...allowed(1, 0), remaining: Number.NaN },
       options: { policy: "p" },
-      error: new RangeError(
-        "rateLimitHeaders: decision.remaining must be a finite number, got NaN",
-      ),
+      error: new RangeError("rateLimitHeaders: decision.remaining must be a number, got NaN"),
     },
     {
       name: "limit a string",
@@ -347,6 +360,66 @@ describe("rateLimitHeaders", () => {
     },
   ];
   bad.push(
+    {
+      name: "limit negative (was sent as q=0)",
+      decision: { ...allowed(1, 0), limit: -1 },
+      options: { policy: "p" },
+      error: new RangeError(
+        "rateLimitHeaders: decision.limit must be a number >= 0 or Infinity, got -1",
+      ),
+    },
+    {
+      name: "limit slightly negative (was sent as q=0)",
+      decision: { ...allowed(1, 0), limit: -0.4 },
+      options: { policy: "p" },
+      error: new RangeError(
+        "rateLimitHeaders: decision.limit must be a number >= 0 or Infinity, got -0.4",
+      ),
+    },
+    {
+      name: "resetAfterMs negative on an allowed decision (was sent as t=0)",
+      decision: { ...allowed(1, 0), resetAfterMs: -5 },
+      options: { policy: "p" },
+      error: new RangeError(
+        "rateLimitHeaders: decision.resetAfterMs must be a number >= 0 or Infinity, got -5",
+      ),
+    },
+    {
+      name: "an unknown option: the middleware's headers (was ignored)",
+      decision: allowed(1, 0),
+      options: { policy: "p", headers: "legacy" },
+      error: new TypeError(
+        'rateLimitHeaders: unknown option "headers" (use legacy: true for X-RateLimit-*, draft: false to leave out RateLimit-Policy and RateLimit ("headers" is the middleware\'s option)); known options: policy, windowSeconds, legacy, wallClock, draft',
+      ),
+    },
+    {
+      name: "an unknown option: windowMs (was ignored)",
+      decision: allowed(1, 0),
+      options: { policy: "p", windowMs: 60_000 },
+      error: new TypeError(
+        'rateLimitHeaders: unknown option "windowMs" (use "windowSeconds" (whole seconds, the w= of RateLimit-Policy)); known options: policy, windowSeconds, legacy, wallClock, draft',
+      ),
+    },
+    {
+      name: "an unknown option inherited from a prototype",
+      decision: allowed(1, 0),
+      options: Object.assign(Object.create({ legacyHeaders: true }), { policy: "p" }),
+      error: new TypeError(
+        'rateLimitHeaders: unknown option "legacyHeaders" (use legacy: true for X-RateLimit-*, draft: false to leave out RateLimit-Policy and RateLimit ("headers" is the middleware\'s option)); known options: policy, windowSeconds, legacy, wallClock, draft',
+      ),
+    },
+    {
+      name: 'legacy "yes" (was read as false)',
+      decision: allowed(1, 0),
+      options: { policy: "p", legacy: "yes" },
+      error: new TypeError('rateLimitHeaders: legacy must be a boolean, got "yes" (string)'),
+    },
+    {
+      name: "draft 0 (was read as true)",
+      decision: allowed(1, 0),
+      options: { policy: "p", draft: 0 },
+      error: new TypeError("rateLimitHeaders: draft must be a boolean, got 0"),
+    },
     {
       name: "wallClock not a function",
       decision: allowed(1, 0),

@@ -503,7 +503,19 @@ describe("rateLimit on node:http", () => {
     {
       name: "remaining NaN",
       decision: { allowed: true, limit: 10, remaining: Number.NaN } as Decision,
-      message: "RangeError: rateLimitHeaders: decision.remaining must be a finite number, got NaN",
+      message: "RangeError: rateLimitHeaders: decision.remaining must be a number, got NaN",
+    },
+    {
+      name: "an allowed decision with limit -1 (was sent as q=0)",
+      decision: { ...denial, allowed: true, limit: -1 },
+      message:
+        "RangeError: rateLimitHeaders: decision.limit must be a number >= 0 or Infinity, got -1",
+    },
+    {
+      name: "an allowed decision with resetAfterMs -5 (was sent as t=0)",
+      decision: { ...denial, allowed: true, resetAfterMs: -5 },
+      message:
+        "RangeError: rateLimitHeaders: decision.resetAfterMs must be a number >= 0 or Infinity, got -5",
     },
     {
       name: "a denial with retryAfterMs -100 (was sent as Retry-After: 1)",
@@ -538,6 +550,36 @@ describe("rateLimit on node:http", () => {
       ]);
     },
   );
+
+  test("a denial with limit Infinity is capped as documented: 429, not 500", async () => {
+    const onError = vi.fn();
+    const url = await nodeServer({
+      limiter: { consume: () => ({ ...denial, limit: Number.POSITIVE_INFINITY }) },
+      onError,
+    });
+    const response = await fetch(url);
+    expect(response.status).toBe(429);
+    expect(response.headers.get("ratelimit-policy")).toBe('"default";q=999999999999999');
+    expect(onError).not.toHaveBeenCalled();
+  });
+
+  test('headers: "none" still needs a whole Decision: { allowed: true } alone is a 500', async () => {
+    // The contract is the Decision; a denial needs retryAfterMs for Retry-After in every
+    // mode, and onLimited gets the decision, so no field is optional in one mode only.
+    const onError = vi.fn();
+    const url = await nodeServer({
+      limiter: { consume: () => ({ allowed: true }) as Decision },
+      headers: "none",
+      onError,
+    });
+    expect((await fetch(url)).status).toBe(500);
+    expect(onError.mock.calls.map(([error, info]) => [String(error), info.kind])).toStrictEqual([
+      [
+        "TypeError: rateLimitHeaders: decision.limit must be a number, got undefined",
+        "programming",
+      ],
+    ]);
+  });
 
   test("remaining above the limit from a custom limiter is sent clamped (r=5 of q=5, not r=50)", async () => {
     const url = await nodeServer({
@@ -881,6 +923,18 @@ describe("rateLimit refuses options it does not have, naming what to use", () =>
     ["statusCode", 503, "use onLimited to answer a limited request with another status"],
     ["handler", () => {}, "use onLimited to answer a limited request yourself"],
     ["polcy", "api", 'did you mean "policy"?'],
+    // express-rate-limit 8 and @fastify/rate-limit names that had no hint.
+    ["ipv6Subnet", 56, "use ipv6Prefix (the leading bits an IPv6 client is keyed by"],
+    ["passOnStoreError", true, 'use failure: "open" (the default'],
+    ["skipOnError", true, 'use failure: "open" (the default'],
+    ["errorResponseBuilder", () => ({}), "use onLimited to answer a limited request"],
+    ["onExceeded", () => {}, "use onLimited, called for every limited request"],
+    ["identifier", "api", "use policy (the policy name"],
+    ["nameSpace", "rl:", "set the key prefix on the store: prefix of a tollgate/redis limiter"],
+    ["enableDraftSpec", true, 'use headers: "draft-10", "legacy", "both" or "none"'],
+    ["addHeaders", {}, 'use headers: "draft-10", "legacy", "both" or "none"'],
+    ["global", false, "there is no global: false: the middleware covers what it is mounted on"],
+    ["ban", 3, "not supported yet: tollgate does not block a client after repeated abuse"],
   ])("%s", (name, value, hint) => {
     const call = () => rateLimit({ limiter, [name]: value } as unknown as RateLimitOptions);
     expect(call).toThrow(TypeError);
