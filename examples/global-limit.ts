@@ -10,10 +10,8 @@ import { Redis } from "ioredis";
 import { rateLimit } from "tollgate/http";
 import { fromIoredis, RedisTokenBucket } from "tollgate/redis";
 
-const url = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
-
-/** One server process: its own Redis connection, the same bucket options and prefix. */
-function startInstance(redis: Redis) {
+/** One process of the service: its own Redis connection, the same bucket and prefix. */
+function createService(redis: Redis) {
   const limiter = new RedisTokenBucket({
     client: fromIoredis(redis),
     capacity: 10,
@@ -22,15 +20,18 @@ function startInstance(redis: Redis) {
     timeoutMs: 200,
   });
   const limit = rateLimit({ limiter, policy: "global", key: () => "global", failure: "closed" });
-  return createServer((req, res) => limit(req, res, () => res.end("ok\n")));
+  const server = createServer((req, res) => limit(req, res, () => res.end("ok\n")));
+  return { limiter, server, redis };
 }
 
-const connections = [new Redis(url), new Redis(url)];
-await connections[0]!.del("example:global:global"); // a clean start for the demo
-const servers = connections.map(startInstance);
+const url = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+const services = [createService(new Redis(url)), createService(new Redis(url))];
+// A clean start for the demo: reset deletes the key the limiter uses for "global"
+// (`<prefix><keyspace>:global`, where the keyspace is a fingerprint of the options).
+await services[0]!.limiter.reset("global");
 const urls = await Promise.all(
-  servers.map(
-    (server) =>
+  services.map(
+    ({ server }) =>
       new Promise<string>((resolve) =>
         server.listen(0, "127.0.0.1", () => {
           resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
@@ -47,6 +48,8 @@ for (let i = 0; i < 16; i++) {
 }
 console.log(`instance A passed ${passed[0]}, instance B passed ${passed[1]}: about 10 together`);
 
-for (const server of servers) server.close();
-await connections[0]!.del("example:global:global");
-for (const redis of connections) redis.disconnect();
+await services[0]!.limiter.reset("global");
+for (const { server, redis } of services) {
+  server.close();
+  redis.disconnect();
+}

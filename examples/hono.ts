@@ -1,7 +1,8 @@
 // tollgate/http as a Hono 4 middleware, served on Node by @hono/node-server (the client
 // address comes from c.env.incoming; on Workers pass remoteAddress, see docs/http.md).
-// A general limit on every route and a per-API-key one on /api. The demo listens on an
-// ephemeral loopback port, sends requests to itself, prints what came back and closes.
+// A general limit on every route and a per-API-key one (known keys only) on /api. The
+// demo listens on an ephemeral loopback port, sends requests to itself, prints what came
+// back and closes.
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
@@ -14,14 +15,20 @@ const app = new Hono();
 const general = new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 }));
 app.use(honoRateLimit({ limiter: general, policy: "general", windowSeconds: 60 }));
 
-// 2 requests per API key with a refill of one every 30 s, on /api only.
+const API_KEYS = new Set(["k-123", "k-456"]); // stands for your key store
+
+// On /api only: 2 requests per known API key, then one every 30 s. A request without a
+// known key is counted under its address, so a made-up key buys no fresh budget.
 const perKey = new KeyedLimiter(new TokenBucket({ capacity: 2, refillPerSecond: 1 / 30 }));
 app.use(
   "/api/*",
   honoRateLimit({
     limiter: perKey,
     policy: "api",
-    key: (c, clientKey) => `key:${c.req.raw.headers.get("x-api-key") ?? clientKey}`,
+    key: (c, clientKey) => {
+      const apiKey = c.req.raw.headers.get("x-api-key");
+      return apiKey !== null && API_KEYS.has(apiKey) ? `key:${apiKey}` : `ip:${clientKey}`;
+    },
   }),
 );
 app.get("/", (c) => c.text("hello\n"));

@@ -4,7 +4,7 @@
 import { allOf, FixedWindow, KeyedLimiter, TokenBucket } from "tollgate";
 
 let now = 0;
-const clock = () => now;
+const clock = () => now; // a manual clock for the demo: leave `clock` out in a service
 
 const limiter = new KeyedLimiter(
   allOf(

@@ -1,0 +1,127 @@
+// The HTTP examples are the docs' recipes: run as a reader runs them (`npx tsx
+// examples/x.ts`), they exit 0, write nothing to stderr (an official example must not set
+// off the untrusted-proxy warning about itself) and print what the docs say they print.
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { describe, expect, it } from "vitest";
+import { fromIoredis, RedisTokenBucket } from "../../src/redis/index.js";
+import { useRedis } from "../support/redis-server.js";
+import { ROOT } from "./markdown.js";
+
+const tsx = join(ROOT, "node_modules", ".bin", "tsx");
+const runs = new Map<string, { status: number | null; stdout: string; stderr: string }>();
+
+/** Runs `examples/<file>` once with tsx and remembers what it printed. */
+function run(file: string, env: Record<string, string> = {}) {
+  let result = runs.get(file);
+  if (result === undefined) {
+    const r = spawnSync(tsx, [join("examples", file)], {
+      cwd: ROOT,
+      encoding: "utf8",
+      timeout: 60_000,
+      env: { ...process.env, NO_COLOR: "1", ...env },
+    });
+    result = { status: r.status, stdout: r.stdout, stderr: r.stderr };
+    runs.set(file, result);
+  }
+  return result;
+}
+
+const SLOW = 60_000; // tsx compiles each example in a child process
+
+describe.each([
+  "api-key.ts",
+  "behind-proxy.ts",
+  "express.ts",
+  "fastify.ts",
+  "hono.ts",
+  "node-http.ts",
+])("examples/%s", (file) => {
+  it(
+    "exits 0 and writes nothing to stderr (no warning about itself)",
+    () => {
+      const { status, stderr } = run(file);
+      expect(stderr).toBe("");
+      expect(status).toBe(0);
+    },
+    SLOW,
+  );
+});
+
+describe("what the examples print", () => {
+  it(
+    "express.ts: the fourth login is refused, with X-RateLimit-Reset a Unix time 20 s on",
+    () => {
+      const lines = run("express.ts").stdout.split("\n");
+      expect(lines).toContain("POST /login #3 -> 401 Unauthorized");
+      expect(lines).toContain("POST /login #4 -> 429 Too Many Requests");
+      expect(lines).toContain('ratelimit: "general";r=95;t=3, "login";r=0;t=20');
+      const date = Date.parse(lines.find((l) => l.startsWith("date: "))!.slice(6)) / 1000;
+      const reset = Number(lines.find((l) => l.startsWith("x-ratelimit-reset: "))!.slice(19));
+      // ceil(now) + 20, where the Date field is now rounded down: 21 s after it, or 20.
+      expect(reset - date).toBeGreaterThanOrEqual(20);
+      expect(reset - date).toBeLessThanOrEqual(21);
+    },
+    SLOW,
+  );
+
+  it(
+    "fastify.ts: /login has only its own limit, /export both",
+    () => {
+      const lines = run("fastify.ts").stdout.split("\n");
+      expect(lines).toContain('POST /login #1 -> 401; RateLimit: "login";r=2;t=20');
+      expect(lines).toContain(
+        'GET /export #1 -> 200; RateLimit: "general";r=98;t=2, "export";r=0;t=60',
+      );
+      expect(lines).toContain(
+        'GET /export #2 -> 429; RateLimit: "general";r=97;t=2, "export";r=0;t=60',
+      );
+    },
+    SLOW,
+  );
+
+  it(
+    "hono.ts: a known API key has its own budget on /api",
+    () => {
+      const lines = run("hono.ts").stdout.split("\n");
+      expect(lines).toContain(
+        'GET /api/items #1 -> 200; RateLimit: "api";r=1;t=30, "general";r=98;t=2',
+      );
+      expect(lines.some((l) => l.startsWith("GET /api/items #3 -> 429"))).toBe(true);
+    },
+    SLOW,
+  );
+});
+
+const redis = useRedis();
+
+describe.runIf(redis.available)("examples/global-limit.ts", () => {
+  it(
+    "cleans up the limiter's own key, fingerprint included, and leaves nothing behind",
+    async () => {
+      const connection = new Redis(redis.url());
+      try {
+        // The same bucket as the example's: a key under its fingerprinted keyspace.
+        const limiter = new RedisTokenBucket({
+          client: fromIoredis(connection),
+          capacity: 10,
+          refillPerSecond: 10,
+          prefix: "example:global:",
+        });
+        await limiter.consume("global", 10);
+        expect(await connection.keys("example:global:*")).toEqual([
+          `example:global:${limiter.keyspace}:global`,
+        ]);
+        const { status, stdout, stderr } = run("global-limit.ts", { REDIS_URL: redis.url() });
+        expect(stderr).toBe("");
+        expect(status).toBe(0);
+        expect(stdout).toMatch(/^instance A passed \d+, instance B passed \d+/);
+        expect(await connection.keys("example:global:*")).toEqual([]);
+      } finally {
+        connection.disconnect();
+      }
+    },
+    SLOW,
+  );
+});
