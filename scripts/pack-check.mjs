@@ -70,6 +70,14 @@ export = { d, middleware, make };
 `;
 
 const WINDOWS = process.platform === "win32";
+/** The algorithm classes, each of which a bundler must be able to drop when unused. */
+const ALGORITHMS = [
+  "TokenBucket",
+  "LeakyBucket",
+  "FixedWindow",
+  "SlidingWindowLog",
+  "SlidingWindowCounter",
+];
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = (name) => join(root, "node_modules", ".bin", name);
 const args = new Set(process.argv.slice(2));
@@ -196,6 +204,30 @@ try {
     check("strict TypeScript (nodenext, ESM and CJS) against the installed types", () =>
       run("tsc", process.execPath, tsc),
     ),
+    check("a bundle of one algorithm leaves the other four out (tree shaking)", async () => {
+      const { build } = await import("esbuild");
+      const sizes = [];
+      for (const only of ALGORITHMS) {
+        const result = await build({
+          stdin: { contents: `export { ${only} } from "tollgate";`, resolveDir: app },
+          bundle: true,
+          format: "esm",
+          platform: "node",
+          write: false,
+          logLevel: "silent",
+        });
+        // Unminified, a kept class reads `var FixedWindow = class ...` (`_FixedWindow` when
+        // it refers to itself), or `class FixedWindow`.
+        const text = result.outputFiles[0]?.text ?? "";
+        const defines = (a) => new RegExp(`\\b_?${a} = class\\b|\\bclass _?${a}\\b`).test(text);
+        if (!defines(only)) throw new Error(`the bundle of ${only} does not define it`);
+        const kept = ALGORITHMS.filter((a) => a !== only && defines(a));
+        if (kept.length > 0)
+          throw new Error(`importing only ${only} also bundles ${kept.join(", ")}`);
+        sizes.push(`${only} ${(text.length / 1024).toFixed(1)} KB unminified`);
+      }
+      return sizes.join(", ");
+    }),
     check("npx tollgate --version", async () => {
       const out = (await run("npx", "npx", ["--no-install", "tollgate", "--version"])).trim();
       if (!out.includes(pkg.version)) throw new Error(`expected ${pkg.version}, got ${out}`);

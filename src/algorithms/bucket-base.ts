@@ -23,14 +23,11 @@ import { defineTimedPart, type TimedPart } from "./timed-part.js";
  */
 
 /**
- * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the bucket's
- * clock, at least `seenMs`). Set by {@link BucketBase}'s static block, which may read the
- * class's private members, so that no method for it shows in the public types.
+ * The `allOf` driver of both bucket classes (see timed-part.ts), made by the first bucket's
+ * constructor (a private static method may read the class's private members; a static block
+ * would keep the class in every bundle).
  */
-let decideAt: (bucket: BucketBase, now: number, cost: number, take: boolean) => Decision;
-
-/** The `allOf` driver of both bucket classes (see timed-part.ts); set with `decideAt`. */
-let bucketDriver: TimedPart<BucketBase>;
+let bucketDriver: TimedPart<BucketBase> | undefined;
 
 /**
  * Registers the bucket driver for exactly `prototype` (`TokenBucket.prototype`,
@@ -38,6 +35,9 @@ let bucketDriver: TimedPart<BucketBase>;
  * @internal
  */
 export function defineBucketPart(prototype: BucketBase): void {
+  bucketDriver ??= (
+    BucketBase as unknown as { makeTimedPart(): TimedPart<BucketBase> }
+  ).makeTimedPart();
   defineTimedPart(prototype, bucketDriver);
 }
 
@@ -202,22 +202,33 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
 
   /** `consume` (`take` true) or `peek` for a checked `cost`. */
   protected decide(cost: number, take: boolean): Decision {
-    return decideAt(this, this.now(), cost, take);
+    return this.decideAt(this.now(), cost, take);
   }
 
-  static {
-    decideAt = (b, now, cost, take) => {
-      if (now > b.seenMs) b.seenMs = now;
-      const units = b.unitsAt(now);
-      if (b.shaping && b.held !== 0 && cost > 0 && b.ledger!.blocks(units)) {
-        return b.behindQueue(cost, units);
-      }
-      if (cost === 0 && units < 0) return b.freeProbeInDebt(units);
-      const decision = bucketDecision(cost, units, b.capacity, b.ratePerSecond);
-      if (take && decision.allowed && cost > 0) b.take(units, cost, now);
-      return decision;
-    };
-    bucketDriver = {
+  /**
+   * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
+   * bucket's clock, at least `seenMs`).
+   */
+  private decideAt(now: number, cost: number, take: boolean): Decision {
+    if (now > this.seenMs) this.seenMs = now;
+    const units = this.unitsAt(now);
+    if (this.shaping && this.held !== 0 && cost > 0 && this.ledger!.blocks(units)) {
+      return this.behindQueue(cost, units);
+    }
+    if (cost === 0 && units < 0) return this.freeProbeInDebt(units);
+    const decision = bucketDecision(cost, units, this.capacity, this.ratePerSecond);
+    if (take && decision.allowed && cost > 0) this.take(units, cost, now);
+    return decision;
+  }
+
+  constructor() {
+    super();
+    bucketDriver ??= BucketBase.makeTimedPart();
+  }
+
+  /** The driver behind {@link defineBucketPart}, made once by the first constructor. */
+  private static makeTimedPart(): TimedPart<BucketBase> {
+    return {
       timeOf: (b) => readClock(b.where, b.clock, b.seenMs),
       // As the classes' allow(): a free probe is allowed even in debt, and a leaky
       // bucket's plain request waits behind its shaping queue.
@@ -230,7 +241,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
         if (now > b.seenMs) b.seenMs = now;
         if (cost > 0) b.take(b.unitsAt(now), cost, now);
       },
-      decideAt: (b, now, cost, take) => decideAt(b, now, cost, take),
+      decideAt: (b, now, cost, take) => b.decideAt(now, cost, take),
     };
   }
 

@@ -28,6 +28,9 @@ export interface FixedWindowOptions {
 }
 
 const WHERE = "FixedWindow";
+
+/** Whether allOf's driver for this class is registered (by the first constructor). */
+let timedPartDefined = false;
 /** The option names of {@link FixedWindowOptions}, checked by the constructor. */
 const OPTIONS = optionNames<FixedWindowOptions>()(["limit", "windowMs", "clock"]);
 const HINTS = windowHints(WHERE);
@@ -92,10 +95,16 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);
+    if (!timedPartDefined) FixedWindow.defineTimedPart();
   }
 
-  static {
-    // allOf reads, checks and charges an exact FixedWindow at one clock reading.
+  /**
+   * Registers how allOf reads, checks and charges an exact FixedWindow at one clock
+   * reading (see timed-part.ts). Called by the first constructor rather than from a
+   * static block, so that a bundle that does not use this class can drop it.
+   */
+  private static defineTimedPart(): void {
+    timedPartDefined = true;
     defineTimedPart(FixedWindow.prototype, {
       timeOf: (w) =>
         checkWindowClock(WHERE, readClock(WHERE, w.clock, w.seenMs), w.windowMs, w.clockBoundMs),

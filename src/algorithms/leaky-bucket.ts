@@ -27,6 +27,9 @@ export interface LeakyBucketOptions {
 }
 
 const WHERE = "LeakyBucket";
+
+/** Whether allOf's driver for this class is registered (by the first constructor). */
+let timedPartDefined = false;
 /** The option names of {@link LeakyBucketOptions}, checked by the constructor. */
 const OPTIONS = optionNames<LeakyBucketOptions>()(["capacity", "leakPerSecond", "clock"]);
 const HINTS = bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
@@ -95,11 +98,12 @@ export class LeakyBucket extends BucketBase implements Limiter {
     this.clock = clock;
     // The units are the free room, `capacity - level`: a TokenBucket's tokens.
     this.units = capacity;
-  }
-
-  static {
-    // allOf reads, checks and charges an exact LeakyBucket at one clock reading.
-    defineBucketPart(LeakyBucket.prototype);
+    // allOf reads, checks and charges an exact LeakyBucket at one clock reading; registered
+    // by the first constructor, not a static block, so that an unused class can be dropped.
+    if (!timedPartDefined) {
+      timedPartDefined = true;
+      defineBucketPart(LeakyBucket.prototype);
+    }
   }
 
   protected override get where(): string {

@@ -34,6 +34,9 @@ export interface SlidingWindowCounterOptions {
 }
 
 const WHERE = "SlidingWindowCounter";
+
+/** Whether allOf's driver for this class is registered (by the first constructor). */
+let timedPartDefined = false;
 /** The option names of {@link SlidingWindowCounterOptions}, checked by the constructor. */
 const OPTIONS = optionNames<SlidingWindowCounterOptions>()(["limit", "windowMs", "clock"]);
 const HINTS = windowHints(WHERE);
@@ -104,10 +107,16 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);
+    if (!timedPartDefined) SlidingWindowCounter.defineTimedPart();
   }
 
-  static {
-    // allOf reads, checks and charges an exact SlidingWindowCounter at one clock reading.
+  /**
+   * Registers how allOf reads, checks and charges an exact SlidingWindowCounter at one clock
+   * reading (see timed-part.ts). Called by the first constructor rather than from a
+   * static block, so that a bundle that does not use this class can drop it.
+   */
+  private static defineTimedPart(): void {
+    timedPartDefined = true;
     defineTimedPart(SlidingWindowCounter.prototype, {
       timeOf: (w) =>
         checkWindowClock(WHERE, readClock(WHERE, w.clock, w.seenMs), w.windowMs, w.clockBoundMs),

@@ -28,6 +28,9 @@ export interface SlidingWindowLogOptions {
 }
 
 const WHERE = "SlidingWindowLog";
+
+/** Whether allOf's driver for this class is registered (by the first constructor). */
+let timedPartDefined = false;
 /** The option names of {@link SlidingWindowLogOptions}, checked by the constructor. */
 const OPTIONS = optionNames<SlidingWindowLogOptions>()(["limit", "windowMs", "clock"]);
 const HINTS = windowHints(WHERE);
@@ -124,10 +127,16 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
     this.clock = checkClock(WHERE, o.clock, systemClock);
     this.exactEntries = logExactEntries(this.limit);
     this.maxEntries = 2 * this.exactEntries + 1;
+    if (!timedPartDefined) SlidingWindowLog.defineTimedPart();
   }
 
-  static {
-    // allOf reads, checks and charges an exact SlidingWindowLog at one clock reading.
+  /**
+   * Registers how allOf reads, checks and charges an exact SlidingWindowLog at one clock
+   * reading (see timed-part.ts). Called by the first constructor rather than from a
+   * static block, so that a bundle that does not use this class can drop it.
+   */
+  private static defineTimedPart(): void {
+    timedPartDefined = true;
     defineTimedPart(SlidingWindowLog.prototype, {
       timeOf: (w) =>
         checkWindowClock(WHERE, readClock(WHERE, w.clock, w.seenMs), w.windowMs, w.clockBoundMs),

@@ -26,6 +26,9 @@ export interface TokenBucketOptions {
 }
 
 const WHERE = "TokenBucket";
+
+/** Whether allOf's driver for this class is registered (by the first constructor). */
+let timedPartDefined = false;
 /** The option names of {@link TokenBucketOptions}, checked by the constructor. */
 const OPTIONS = optionNames<TokenBucketOptions>()(["capacity", "refillPerSecond", "clock"]);
 const HINTS = bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
@@ -85,11 +88,12 @@ export class TokenBucket extends BucketBase implements Limiter {
     this.refillPerSecond = refillPerSecond;
     this.clock = clock;
     this.units = capacity;
-  }
-
-  static {
-    // allOf reads, checks and charges an exact TokenBucket at one clock reading.
-    defineBucketPart(TokenBucket.prototype);
+    // allOf reads, checks and charges an exact TokenBucket at one clock reading; registered
+    // by the first constructor, not a static block, so that an unused class can be dropped.
+    if (!timedPartDefined) {
+      timedPartDefined = true;
+      defineBucketPart(TokenBucket.prototype);
+    }
   }
 
   protected override get where(): string {
