@@ -10,11 +10,13 @@
 //   examples/data/access-excerpt.log.
 // `--no-build` packs without lifecycle scripts (the dist/ already there, as it is).
 // `--keep` leaves the temporary directory for inspection. Exits 1 on the first failure.
+
 import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { packReportOf } from "./pack-json.mjs";
 
 // Strict TypeScript that a user writes against the main API, as ESM.
 const TS_ESM = `import {
@@ -129,7 +131,7 @@ try {
   const t = performance.now();
   const packed = spawnSync("npm", packArgs, { cwd: root, encoding: "utf8", shell: WINDOWS });
   if (packed.status !== 0) throw new Error(`npm pack: exit ${packed.status}\n${packed.stderr}`);
-  const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf("[")));
+  const info = packReportOf(packed.stdout);
   const files = new Set(info.files.map((f) => f.path));
   const needed = ["package.json", "dist/cli.js"];
   for (const entry of ["index", "http", "redis"]) {
