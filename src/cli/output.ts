@@ -7,12 +7,21 @@ import { dirname, resolve } from "node:path";
  * an existing file must be writable and not a directory; a new one needs an existing,
  * writable directory. Checked before the replay reads its input, so a mistyped `--svg`
  * fails at once rather than after reading the whole log. (The write itself can still
- * fail, a full disk say; that is reported then.)
+ * fail, a full disk say; that is reported then.) The output must not be `input`, the log
+ * being read (`-` for standard input), however either is written (another spelling of
+ * the path, a link): the chart would replace the log.
  */
-export async function outputProblem(path: string): Promise<string | undefined> {
+export async function outputProblem(path: string, input = "-"): Promise<string | undefined> {
   if (path === "") return "the path is empty";
   try {
-    if ((await stat(path)).isDirectory()) return "it is a directory";
+    const output = await stat(path);
+    if (output.isDirectory()) return "it is a directory";
+    if (input !== "-") {
+      const log = await stat(input).catch(() => undefined);
+      if (log !== undefined && log.dev === output.dev && log.ino === output.ino) {
+        return "it is the log being replayed (the chart would overwrite it)";
+      }
+    }
     await access(path, constants.W_OK);
     return undefined;
   } catch (error) {

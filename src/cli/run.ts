@@ -54,7 +54,7 @@ function write(stream: Writable, text: string): Promise<void> {
 async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
   if (command.svg !== undefined) {
     // Before reading: a mistyped --svg should not cost a whole replay first.
-    const problem = await outputProblem(command.svg);
+    const problem = await outputProblem(command.svg, command.file);
     if (problem !== undefined) throw new InputError(`cannot write ${command.svg}: ${problem}`);
   }
   const { stream, size } = await openInput(command.file, io);

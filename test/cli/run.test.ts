@@ -1,7 +1,14 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { PassThrough, Readable, Writable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { afterAll, describe, expect, test } from "vitest";
@@ -646,6 +653,15 @@ describe("top-level errors speak as tollgate, not as the replay", () => {
   });
 });
 
+/** A fresh symbolic link to `path`, in the test's directory. */
+let links = 0;
+function linked(path: string): string {
+  links += 1;
+  const link = join(dir, `link-${links}.svg`);
+  symlinkSync(path, link);
+  return link;
+}
+
 // Regression: `--svg /nonexistent-dir/x.svg` replayed the whole log before failing.
 describe("an unwritable --svg path fails before the log is read", () => {
   const file = join(dir, "a-file");
@@ -682,6 +698,27 @@ describe("an unwritable --svg path fails before the log is read", () => {
     expect(code).toBe(2);
     expect(read).toBe(false);
   });
+
+  // Regression: `--svg access.log` (a typo for access.svg) replaced the log with the chart.
+  test.each([
+    { name: "the same path", svg: (log: string) => log },
+    { name: "another spelling of it", svg: (log: string) => `${dirname(log)}/./${basename(log)}` },
+    { name: "a link to it", svg: (log: string) => linked(log) },
+  ])(
+    "--svg naming the log being replayed is refused, and the log is kept: $name",
+    async ({ svg }) => {
+      const log = join(dir, "own-log.log");
+      const text = readFileSync(excerptPath, "utf8");
+      writeFileSync(log, text);
+      const target = svg(log);
+      const r = await cli(["replay", log, ...TB, "--svg", target]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toBe(
+        `tollgate replay: cannot write ${target}: it is the log being replayed (the chart would overwrite it)\n`,
+      );
+      expect(readFileSync(log, "utf8")).toBe(text);
+    },
+  );
 
   test("a writable new file in an existing directory is accepted", async () => {
     const svg = join(dir, "new-chart.svg");
