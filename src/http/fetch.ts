@@ -1,6 +1,6 @@
 import { describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { type CommonRateLimitOptions, checkCommonOptions, checkFunction } from "./core.js";
+import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
 import {
   type ClientSource,
   headerRecord,
@@ -120,12 +120,10 @@ export function withRateLimit<
   if (typeof handler !== "function") {
     throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
   }
-  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
-  type Hooks = FetchRateLimitOptions<Args>;
-  const remoteAddress = checkFunction<Hooks["remoteAddress"]>(
+  const { config, hooks, onLimited, remoteAddress } = checkAdapterOptions(
     WHERE,
-    "remoteAddress",
-    options.remoteAddress,
+    options,
+    OWN_OPTIONS,
   );
   const source: ClientSource<Request, Args> = {
     peer:
@@ -135,17 +133,7 @@ export function withRateLimit<
     header: (request, name) => request.headers.get(name),
     untrusted: (request, _args, peer, warning) => warning.checkFetch(request.headers, peer),
   };
-  const pipeline = new Pipeline<Request, Args>(
-    WHERE,
-    config,
-    {
-      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
-      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
-      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
-    },
-    source,
-  );
-  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
+  const pipeline = new Pipeline<Request, Args>(WHERE, config, hooks, source);
 
   return async (request, ...args) => {
     const result = pipeline.run(request, args);

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Decision } from "../limiter.js";
-import { type CommonRateLimitOptions, checkCommonOptions, checkFunction } from "./core.js";
+import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
 import { problem, runtimeAddress, withHeaders } from "./fetch.js";
 import {
   type ClientSource,
@@ -89,12 +89,10 @@ const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress"] as con
 export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
   options: HonoRateLimitOptions<Ctx>,
 ): (c: Ctx, next: () => Promise<void>) => Promise<Response | undefined> {
-  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
-  type Hooks = HonoRateLimitOptions<Ctx>;
-  const remoteAddress = checkFunction<Hooks["remoteAddress"]>(
+  const { config, hooks, onLimited, remoteAddress } = checkAdapterOptions(
     WHERE,
-    "remoteAddress",
-    options.remoteAddress,
+    options,
+    OWN_OPTIONS,
   );
   let warned = false;
   const source: ClientSource<Ctx, undefined> = {
@@ -120,17 +118,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
     header: (c, name) => c.req.raw.headers.get(name),
     untrusted: (c, _extra, peer, warning) => warning.checkFetch(c.req.raw.headers, peer),
   };
-  const pipeline = new Pipeline<Ctx>(
-    WHERE,
-    config,
-    {
-      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
-      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
-      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
-    },
-    source,
-  );
-  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
+  const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, source);
 
   return async (c, next) => {
     const result = pipeline.run(c, undefined);
