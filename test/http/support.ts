@@ -69,13 +69,15 @@ export const RESET_AT_T1 = "1767225602";
  * The end-to-end checks of the header and client-key wiring that every adapter shares,
  * over real HTTP on loopback: `start` serves the middleware made from `options` (answering
  * "ok") on 127.0.0.1 and gives its URL; a factory that refuses the options rejects.
- * `where` is the factory's name, as in its messages.
+ * `where` is the factory's name, as in its messages; `name` names the suite (the
+ * framework, where one factory serves several).
  */
 export function describeWiring(
   where: string,
   start: (options: CommonRateLimitOptions) => Promise<string>,
+  name = where,
 ): void {
-  describe(`${where}: headers and client keys, wired end to end`, () => {
+  describe(`${name}: headers and client keys, wired end to end`, () => {
     test("legacy X-RateLimit-Reset over HTTP is a Unix time", async () => {
       const clock = manualClock();
       const url = await start({
@@ -129,7 +131,11 @@ export function describeWiring(
       );
       // An unkeyed one is read before it is wrapped as one global limit.
       const global = new FixedWindow({ limit: 5, windowMs: 30_000 });
-      await expect(start({ limiter: global, windowSeconds: 60 })).rejects.toThrow(RangeError);
+      await expect(start({ limiter: global, windowSeconds: 60 })).rejects.toThrow(
+        new RangeError(
+          `${where}: windowSeconds is 60 but the limiter's window is 30 s (windowMs 30000); leave windowSeconds out to send the limiter's own`,
+        ),
+      );
       const keyed = await start({ limiter });
       expect((await fetch(keyed)).headers.get("ratelimit-policy")).toBe('"default";q=5;w=30');
       const agreeing = await start({ limiter: global, windowSeconds: 30 });
