@@ -1,9 +1,11 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { type ServerType, serve } from "@hono/node-server";
 import { describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import type { CommonRateLimitOptions } from "../../src/http/core.js";
+import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { MALFORMED_FORWARDED_KEY } from "../../src/http/index.js";
 import type { Decision } from "../../src/limiter.js";
 import { KeyedLimiter } from "../../src/registry.js";
@@ -43,6 +45,74 @@ export function close(server: Server): Promise<void> {
     server.closeAllConnections();
     server.close(() => resolve());
   });
+}
+
+/**
+ * Serves a fetch handler with @hono/node-server on an ephemeral port of 127.0.0.1 (it
+ * passes `{ incoming, outgoing }` as the handler's second argument), records the server in
+ * `servers` for {@link closeServed}, and gives its base URL.
+ */
+export async function serveFetch(
+  fetch: Parameters<typeof serve>[0]["fetch"],
+  servers: ServerType[],
+): Promise<string> {
+  const info = await new Promise<AddressInfo>((resolve) => {
+    servers.push(serve({ fetch, port: 0, hostname: "127.0.0.1" }, resolve));
+  });
+  return `http://127.0.0.1:${info.port}`;
+}
+
+/** Closes a server started by {@link serveFetch}, dropping idle keep-alive connections. */
+export function closeServed(server: ServerType): Promise<void> {
+  return new Promise<void>((resolve) => {
+    (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+    server.close(() => resolve());
+  });
+}
+
+/**
+ * The step table every real-server adapter test starts with: capacity 2, 1 token per
+ * second, `windowSeconds: 2`; two allowed requests answered "ok" with the headers, a 429
+ * at 500 ms with `Retry-After` and the `quota-exceeded` body (sent as `contentType`),
+ * allowed again at 1 s, each counted under the peer 127.0.0.1. `start` serves the
+ * middleware made from the options on 127.0.0.1 and gives its URL.
+ */
+export async function expectQuotaSteps(
+  start: (options: CommonRateLimitOptions) => Promise<string>,
+  contentType: string,
+): Promise<void> {
+  const clock = manualClock();
+  const limiter = new RecordingLimiter(2, 1, clock);
+  const url = await start({ limiter, windowSeconds: 2 });
+  // at ms, status, RateLimit
+  const steps = [
+    [0, 200, '"default";r=1;t=1'],
+    [0, 200, '"default";r=0;t=2'],
+    [500, 429, '"default";r=0;t=1'],
+    [1000, 200, '"default";r=0;t=2'],
+  ] as const;
+  for (const [i, [atMs, status, rate]] of steps.entries()) {
+    clock.set(atMs);
+    const response = await fetch(url);
+    const body = await response.text();
+    expect(response.status, `step ${i}`).toBe(status);
+    expect(response.headers.get("ratelimit"), `step ${i}`).toBe(rate);
+    expect(response.headers.get("ratelimit-policy"), `step ${i}`).toBe('"default";q=2;w=2');
+    if (status === 429) {
+      expect(response.headers.get("retry-after"), `step ${i}`).toBe("1");
+      expect(response.headers.get("content-type")).toBe(contentType);
+      expect(JSON.parse(body)).toStrictEqual({
+        type: QUOTA_EXCEEDED_TYPE,
+        title: "Request cannot be satisfied as assigned quota has been exceeded",
+        status: 429,
+        detail: "Quota exceeded; retry after 1 second.",
+        "violated-policies": ["default"],
+      });
+    } else {
+      expect(body, `step ${i}`).toBe("ok");
+    }
+  }
+  expect(limiter.calls.map(([key]) => key)).toStrictEqual(steps.map(() => "127.0.0.1"));
 }
 
 /** The rate-limit headers of a response, by lower-case name, for compact assertions. */
