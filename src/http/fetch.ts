@@ -151,14 +151,9 @@ export function withRateLimit<
         if (onLimited === undefined) {
           return problem(429, limitedBody(config, outcome), headers);
         }
-        let answer: Response;
-        try {
-          answer = await onLimited(request, outcome.decision!);
-        } catch (error) {
-          pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug, not a pass
-          return problem(500, INTERNAL_ERROR_BODY, {});
-        }
-        return withHeaders(answer, headers);
+        return limitedAnswer(pipeline, outcome, headers, () =>
+          onLimited(request, outcome.decision!),
+        );
       }
       case "unavailable":
         return problem(503, UNAVAILABLE_BODY, {});
@@ -166,6 +161,28 @@ export function withRateLimit<
         return problem(500, INTERNAL_ERROR_BODY, {});
     }
   };
+}
+
+/**
+ * The response to a `'limited'` outcome that `onLimited` answers: its response (from
+ * `answer`, which calls it), with the rate-limit `headers` added. If it throws or rejects,
+ * that is a programming error, not a pass: reported through `pipeline.refuse`, answered
+ * 500 without the headers.
+ */
+export async function limitedAnswer(
+  pipeline: Pick<Pipeline<never, never>, "refuse">,
+  outcome: Outcome,
+  headers: Record<string, string>,
+  answer: () => Response | Promise<Response>,
+): Promise<Response> {
+  let response: Response;
+  try {
+    response = await answer();
+  } catch (error) {
+    pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
+    return problem(500, INTERNAL_ERROR_BODY, {});
+  }
+  return withHeaders(response, headers);
 }
 
 /** An `application/problem+json` response with the given JSON text. */

@@ -5,7 +5,7 @@
  */
 import type { Decision } from "../limiter.js";
 import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
-import { problem, runtimeAddress, withHeaders } from "./fetch.js";
+import { limitedAnswer, problem, runtimeAddress, withHeaders } from "./fetch.js";
 import {
   type ClientSource,
   headerRecord,
@@ -138,14 +138,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
       case "limited": {
         const headers = headerRecord(config, outcome);
         if (onLimited === undefined) return problem(429, limitedBody(config, outcome), headers);
-        let answer: Response;
-        try {
-          answer = await onLimited(c, outcome.decision!);
-        } catch (error) {
-          pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
-          return problem(500, INTERNAL_ERROR_BODY, {});
-        }
-        return withHeaders(answer, headers);
+        return limitedAnswer(pipeline, outcome, headers, () => onLimited(c, outcome.decision!));
       }
       case "unavailable":
         return problem(503, UNAVAILABLE_BODY, {});

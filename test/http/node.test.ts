@@ -35,9 +35,13 @@ async function nodeServer(options: RateLimitOptions, host = "127.0.0.1"): Promis
   return listen(server, host);
 }
 
-/** An Express 5 app with the middleware in front of GET /. */
-async function expressServer(options: RateLimitOptions): Promise<string> {
+/**
+ * An Express 5 app with the middleware in front of GET /; `trustProxy`, when given, is
+ * the app's own `trust proxy` setting (which tollgate does not inherit).
+ */
+async function expressServer(options: RateLimitOptions, trustProxy?: unknown): Promise<string> {
   const app = express();
+  if (trustProxy !== undefined) app.set("trust proxy", trustProxy);
   app.use(rateLimit(options));
   app.get("/", (_req, res) => {
     res.send("ok");
@@ -1001,25 +1005,13 @@ test("rateLimit refuses a windowSeconds that disagrees with the limiter when it 
 });
 
 describe("the forwarding-header warning on node:http and Express", () => {
-  /** An Express 5 app with `trust proxy` set to `setting`, and the middleware. */
-  async function expressTrusting(setting: unknown, options: RateLimitOptions): Promise<string> {
-    const app = express();
-    app.set("trust proxy", setting);
-    app.use(rateLimit(options));
-    app.get("/", (_req, res) => {
-      res.send("ok");
-    });
-    const server = createServer(app);
-    servers.push(server);
-    return listen(server);
-  }
   const line = (where: string, express: boolean) =>
     `${where}: a request from 127.0.0.1 carried X-Forwarded-For but trustProxy is not set, so it was keyed by its peer address; if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy's addresses (trustProxy: ["127.0.0.1"])${express ? `. This Express app sets "trust proxy", which tollgate does not inherit (it may trust every client)` : ""}. This warning is written once.`;
   const forwarded = { headers: { "x-forwarded-for": "203.0.113.7" } };
 
   test("behind Express with trust proxy set and no trustProxy, one console.warn line", async () => {
     const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
-    const url = await expressTrusting(true, { limiter: new RecordingLimiter(9, 1, manualClock()) });
+    const url = await expressServer({ limiter: new RecordingLimiter(9, 1, manualClock()) }, true);
     for (let i = 0; i < 4; i++) expect((await fetch(url, forwarded)).status).toBe(200);
     expect(warn.mock.calls).toStrictEqual([[line("rateLimit", true)]]);
   });
@@ -1027,7 +1019,7 @@ describe("the forwarding-header warning on node:http and Express", () => {
   test("Express without trust proxy, and plain node:http: one line each, no Express sentence", async () => {
     const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
     const limiter = new RecordingLimiter(9, 1, manualClock());
-    const plain = await expressTrusting(false, { limiter });
+    const plain = await expressServer({ limiter }, false);
     const node = await nodeServer({ limiter });
     await fetch(plain); // no forwarding header: nothing to say
     expect(warn).not.toHaveBeenCalled();
@@ -1040,7 +1032,7 @@ describe("the forwarding-header warning on node:http and Express", () => {
   test("no line when a proxy is trusted, nor when the request is skipped", async () => {
     const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
     const limiter = new RecordingLimiter(9, 1, manualClock());
-    const trusted = await expressTrusting(true, { limiter, trustProxy: ["127.0.0.1"] });
+    const trusted = await expressServer({ limiter, trustProxy: ["127.0.0.1"] }, true);
     const skipped = await nodeServer({ limiter, skip: () => true });
     for (let i = 0; i < 3; i++) await fetch(trusted, forwarded);
     for (let i = 0; i < 3; i++) await fetch(skipped, forwarded);
