@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../src/algorithms/fixed-window.js";
@@ -10,6 +9,7 @@ import { AllOf, allOf, combine } from "../src/composite.js";
 import { RateLimitError } from "../src/errors.js";
 import type { Clock, Decision, Limiter } from "../src/limiter.js";
 import { KeyedLimiter } from "../src/registry.js";
+import { bytesPerCall } from "./support/bytes-per-call.js";
 import { type ManualClock, manualClock } from "./support/manual-clock.js";
 
 /** 2 per second with a burst of 2, and 5 per 10 s: the "10/s AND 1000/hour" shape, small. */
@@ -799,46 +799,21 @@ describe("allOf when a part throws", () => {
 
 /**
  * Bytes allocated per `<expression>` call on the allowed path, in a fresh Node process
- * (`--expose-gc`; the test process's compiler feedback depends on earlier tests): the least
- * heap growth per call over rounds of 10,000 calls after 20 warm-up rounds. The five
+ * (see `bytesPerCall`). The five
  * algorithms and `allOf` are in scope, with `clock` an integer clock (a small integer is
  * not allocated, so only the limiters count).
  */
-function bytesPerCall(setup: string, expression: string): number {
-  const source = `
+function allOfBytesPerCall(setup: string, expression: string): number {
+  return bytesPerCall(
+    `
     import { allOf } from "./src/composite.ts";
     import { TokenBucket } from "./src/algorithms/token-bucket.ts";
     import { LeakyBucket } from "./src/algorithms/leaky-bucket.ts";
     import { FixedWindow } from "./src/algorithms/fixed-window.ts";
-    import { SlidingWindowCounter } from "./src/algorithms/sliding-window-counter.ts";
-    let tick = 0;
-    const clock = () => tick++;
-    ${setup}
-    const loop = (n) => {
-      let k = 0;
-      for (let i = 0; i < n; i++) if (${expression}) k++;
-      return k;
-    };
-    let sink = 0;
-    for (let round = 0; round < 20; round++) sink += loop(10_000);
-    let least = Infinity;
-    for (let round = 0; round < 20 && least >= 1; round++) {
-      globalThis.gc();
-      const before = process.memoryUsage().heapUsed;
-      sink += loop(10_000);
-      const bytes = (process.memoryUsage().heapUsed - before) / 10_000;
-      if (bytes < least) least = bytes;
-    }
-    if (sink % 10_000 !== 0) throw new Error("a call was denied");
-    console.log(least);
-  `;
-  const child = spawnSync(
-    process.execPath,
-    ["--expose-gc", "--import", "tsx", "--input-type=module", "-e", source],
-    { cwd: new URL("..", import.meta.url), encoding: "utf8", timeout: 30_000 },
+    import { SlidingWindowCounter } from "./src/algorithms/sliding-window-counter.ts";`,
+    setup,
+    expression,
   );
-  if (child.status !== 0) throw new Error(`the measuring process failed: ${child.stderr}`);
-  return Number(child.stdout.trim());
 }
 
 describe("allOf allocation", () => {
@@ -847,14 +822,14 @@ describe("allOf allocation", () => {
     // call for two buckets. consume, which builds Decisions, shows some 200 bytes here.
     const big = "capacity: 1e12, refillPerSecond: 1e12, clock";
     expect(
-      bytesPerCall(
+      allOfBytesPerCall(
         `const both = allOf(new TokenBucket({ ${big} }), new TokenBucket({ ${big} }));`,
         "both.allow()",
       ),
       "two buckets",
     ).toBeLessThan(1);
     expect(
-      bytesPerCall(
+      allOfBytesPerCall(
         `const all = allOf(new LeakyBucket({ capacity: 1e12, leakPerSecond: 1e12, clock }),
           new FixedWindow({ limit: 1e15, windowMs: 1e9, clock }),
           new SlidingWindowCounter({ limit: 1e15, windowMs: 1e9, clock }));`,
@@ -863,7 +838,7 @@ describe("allOf allocation", () => {
       "a bucket and two windows",
     ).toBeLessThan(1);
     expect(
-      bytesPerCall(
+      allOfBytesPerCall(
         `const both = allOf(new TokenBucket({ ${big} }), new TokenBucket({ ${big} }));`,
         "both.consume().allowed",
       ),

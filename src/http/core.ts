@@ -333,6 +333,58 @@ export function checkCommonOptions(
   };
 }
 
+/**
+ * The hook options an adapter may have (`remoteAddress` only where a runtime gives no peer
+ * address on the request); each adapter types them on its own request or context.
+ */
+export interface AdapterHookOptions {
+  readonly key?: unknown;
+  readonly cost?: unknown;
+  readonly skip?: unknown;
+  readonly onLimited?: unknown;
+  readonly remoteAddress?: unknown;
+}
+
+/** An adapter's options after {@link checkAdapterOptions}: each hook a function or `undefined`. */
+export interface CheckedAdapterOptions<O extends AdapterHookOptions> {
+  readonly config: CommonConfig;
+  /** The request hooks, for the adapter's `Pipeline`. */
+  readonly hooks: {
+    readonly key: O["key"] | undefined;
+    readonly cost: O["cost"] | undefined;
+    readonly skip: O["skip"] | undefined;
+  };
+  readonly onLimited: O["onLimited"] | undefined;
+  /** `undefined` unless `own` names `remoteAddress`. */
+  readonly remoteAddress: O["remoteAddress"] | undefined;
+}
+
+/**
+ * Validates an adapter's options, once, when the middleware is created: the shared ones
+ * and the names (see {@link checkCommonOptions}), then `remoteAddress` (only when `own`
+ * names it), `key`, `cost`, `skip` and `onLimited`, each an optional function.
+ * @throws {TypeError} as {@link checkCommonOptions} does, or for a hook that is not a
+ *   function (`withRateLimit: key must be a function, got "ip"`); {RangeError} for a bad
+ *   value of a shared option.
+ */
+export function checkAdapterOptions<O extends AdapterHookOptions>(
+  where: string,
+  options: O,
+  own: readonly string[],
+): CheckedAdapterOptions<O> {
+  const config = checkCommonOptions(where, options, own);
+  const remoteAddress = own.includes("remoteAddress")
+    ? checkFunction<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)
+    : undefined;
+  const hooks = {
+    key: checkFunction<O["key"]>(where, "key", options.key),
+    cost: checkFunction<O["cost"]>(where, "cost", options.cost),
+    skip: checkFunction<O["skip"]>(where, "skip", options.skip),
+  };
+  const onLimited = checkFunction<O["onLimited"]>(where, "onLimited", options.onLimited);
+  return { config, hooks, onLimited, remoteAddress };
+}
+
 /** How many distinct programming errors the default `onError` remembers having logged. */
 export const MAX_REMEMBERED_ERRORS = 64;
 

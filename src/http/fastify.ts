@@ -9,8 +9,7 @@ import type { Decision } from "../limiter.js";
 import { UntrustedProxyWarning } from "./client-key.js";
 import {
   type CommonRateLimitOptions,
-  checkCommonOptions,
-  checkFunction,
+  checkAdapterOptions,
   defaultOnError,
   isThenable,
   PEER_OPTION_HINTS,
@@ -163,23 +162,8 @@ function build(
   options: FastifyRateLimitOptions,
   warning: UntrustedProxyWarning,
 ): Route {
-  const config = checkCommonOptions(where, options, OWN_OPTIONS);
-  type Hooks = FastifyRateLimitOptions;
-  const pipeline = new Pipeline<FastifyRequestLike>(
-    where,
-    config,
-    {
-      key: checkFunction<Hooks["key"]>(where, "key", options.key),
-      cost: checkFunction<Hooks["cost"]>(where, "cost", options.cost),
-      skip: checkFunction<Hooks["skip"]>(where, "skip", options.skip),
-    },
-    FASTIFY_SOURCE,
-    warning,
-  );
-  return {
-    pipeline,
-    onLimited: checkFunction<Hooks["onLimited"]>(where, "onLimited", options.onLimited),
-  };
+  const { config, hooks, onLimited } = checkAdapterOptions(where, options, OWN_OPTIONS);
+  return { pipeline: new Pipeline(where, config, hooks, FASTIFY_SOURCE, warning), onLimited };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { type CommonRateLimitOptions, checkCommonOptions, checkFunction } from "./core.js";
+import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
 import {
   type ClientSource,
   headerRecord,
@@ -120,12 +120,10 @@ export function withRateLimit<
   if (typeof handler !== "function") {
     throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
   }
-  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
-  type Hooks = FetchRateLimitOptions<Args>;
-  const remoteAddress = checkFunction<Hooks["remoteAddress"]>(
+  const { config, hooks, onLimited, remoteAddress } = checkAdapterOptions(
     WHERE,
-    "remoteAddress",
-    options.remoteAddress,
+    options,
+    OWN_OPTIONS,
   );
   const source: ClientSource<Request, Args> = {
     peer:
@@ -135,17 +133,7 @@ export function withRateLimit<
     header: (request, name) => request.headers.get(name),
     untrusted: (request, _args, peer, warning) => warning.checkFetch(request.headers, peer),
   };
-  const pipeline = new Pipeline<Request, Args>(
-    WHERE,
-    config,
-    {
-      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
-      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
-      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
-    },
-    source,
-  );
-  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
+  const pipeline = new Pipeline<Request, Args>(WHERE, config, hooks, source);
 
   return async (request, ...args) => {
     const result = pipeline.run(request, args);
@@ -163,14 +151,9 @@ export function withRateLimit<
         if (onLimited === undefined) {
           return problem(429, limitedBody(config, outcome), headers);
         }
-        let answer: Response;
-        try {
-          answer = await onLimited(request, outcome.decision!);
-        } catch (error) {
-          pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug, not a pass
-          return problem(500, INTERNAL_ERROR_BODY, {});
-        }
-        return withHeaders(answer, headers);
+        return limitedAnswer(pipeline, outcome, headers, () =>
+          onLimited(request, outcome.decision!),
+        );
       }
       case "unavailable":
         return problem(503, UNAVAILABLE_BODY, {});
@@ -178,6 +161,28 @@ export function withRateLimit<
         return problem(500, INTERNAL_ERROR_BODY, {});
     }
   };
+}
+
+/**
+ * The response to a `'limited'` outcome that `onLimited` answers: its response (from
+ * `answer`, which calls it), with the rate-limit `headers` added. If it throws or rejects,
+ * that is a programming error, not a pass: reported through `pipeline.refuse`, answered
+ * 500 without the headers.
+ */
+export async function limitedAnswer(
+  pipeline: Pick<Pipeline<never, never>, "refuse">,
+  outcome: Outcome,
+  headers: Record<string, string>,
+  answer: () => Response | Promise<Response>,
+): Promise<Response> {
+  let response: Response;
+  try {
+    response = await answer();
+  } catch (error) {
+    pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
+    return problem(500, INTERNAL_ERROR_BODY, {});
+  }
+  return withHeaders(response, headers);
 }
 
 /** An `application/problem+json` response with the given JSON text. */

@@ -4,8 +4,8 @@
  * @module
  */
 import type { Decision } from "../limiter.js";
-import { type CommonRateLimitOptions, checkCommonOptions, checkFunction } from "./core.js";
-import { problem, runtimeAddress, withHeaders } from "./fetch.js";
+import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
+import { limitedAnswer, problem, runtimeAddress, withHeaders } from "./fetch.js";
 import {
   type ClientSource,
   headerRecord,
@@ -89,12 +89,10 @@ const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress"] as con
 export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
   options: HonoRateLimitOptions<Ctx>,
 ): (c: Ctx, next: () => Promise<void>) => Promise<Response | undefined> {
-  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
-  type Hooks = HonoRateLimitOptions<Ctx>;
-  const remoteAddress = checkFunction<Hooks["remoteAddress"]>(
+  const { config, hooks, onLimited, remoteAddress } = checkAdapterOptions(
     WHERE,
-    "remoteAddress",
-    options.remoteAddress,
+    options,
+    OWN_OPTIONS,
   );
   let warned = false;
   const source: ClientSource<Ctx, undefined> = {
@@ -120,17 +118,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
     header: (c, name) => c.req.raw.headers.get(name),
     untrusted: (c, _extra, peer, warning) => warning.checkFetch(c.req.raw.headers, peer),
   };
-  const pipeline = new Pipeline<Ctx>(
-    WHERE,
-    config,
-    {
-      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
-      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
-      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
-    },
-    source,
-  );
-  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
+  const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, source);
 
   return async (c, next) => {
     const result = pipeline.run(c, undefined);
@@ -150,14 +138,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
       case "limited": {
         const headers = headerRecord(config, outcome);
         if (onLimited === undefined) return problem(429, limitedBody(config, outcome), headers);
-        let answer: Response;
-        try {
-          answer = await onLimited(c, outcome.decision!);
-        } catch (error) {
-          pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
-          return problem(500, INTERNAL_ERROR_BODY, {});
-        }
-        return withHeaders(answer, headers);
+        return limitedAnswer(pipeline, outcome, headers, () => onLimited(c, outcome.decision!));
       }
       case "unavailable":
         return problem(503, UNAVAILABLE_BODY, {});

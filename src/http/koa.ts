@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Decision } from "../limiter.js";
-import { type CommonRateLimitOptions, checkCommonOptions, checkFunction } from "./core.js";
+import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
 import { NODE_SOURCE, setNodeHeader } from "./node.js";
 import {
   type ClientSource,
@@ -79,19 +79,8 @@ const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
 export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
   options: KoaRateLimitOptions<Ctx>,
 ): (ctx: Ctx, next: () => Promise<unknown>) => Promise<void> {
-  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
-  type Hooks = KoaRateLimitOptions<Ctx>;
-  const pipeline = new Pipeline<Ctx>(
-    WHERE,
-    config,
-    {
-      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
-      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
-      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
-    },
-    KOA_SOURCE,
-  );
-  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
+  const { config, hooks, onLimited } = checkAdapterOptions(WHERE, options, OWN_OPTIONS);
+  const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, KOA_SOURCE);
 
   return async (ctx, next) => {
     const result = pipeline.run(ctx, undefined);

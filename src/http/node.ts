@@ -1,12 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Decision } from "../limiter.js";
-import {
-  type CommonRateLimitOptions,
-  checkCommonOptions,
-  checkFunction,
-  isThenable,
-  report,
-} from "./core.js";
+import { type CommonRateLimitOptions, checkAdapterOptions, isThenable, report } from "./core.js";
 import {
   type ClientSource,
   INTERNAL_ERROR_BODY,
@@ -105,19 +99,8 @@ export function rateLimit<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
 >(options: RateLimitOptions<Req, Res>): RateLimitMiddleware<Req, Res> {
-  const config = checkCommonOptions(WHERE, options, OWN_OPTIONS);
-  type Hooks = RateLimitOptions<Req, Res>;
-  const pipeline = new Pipeline<Req>(
-    WHERE,
-    config,
-    {
-      key: checkFunction<Hooks["key"]>(WHERE, "key", options.key),
-      cost: checkFunction<Hooks["cost"]>(WHERE, "cost", options.cost),
-      skip: checkFunction<Hooks["skip"]>(WHERE, "skip", options.skip),
-    },
-    NODE_SOURCE,
-  );
-  const onLimited = checkFunction<Hooks["onLimited"]>(WHERE, "onLimited", options.onLimited);
+  const { config, hooks, onLimited } = checkAdapterOptions(WHERE, options, OWN_OPTIONS);
+  const pipeline = new Pipeline<Req>(WHERE, config, hooks, NODE_SOURCE);
 
   return (req, res, next) => {
     const result = pipeline.run(req, undefined);

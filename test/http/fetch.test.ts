@@ -1,6 +1,5 @@
-import type { AddressInfo } from "node:net";
 import vm from "node:vm";
-import { type ServerType, serve } from "@hono/node-server";
+import type { ServerType } from "@hono/node-server";
 import { Hono } from "hono";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
@@ -8,19 +7,17 @@ import { type FetchRateLimitOptions, withRateLimit } from "../../src/http/fetch.
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
-import { describeWiring, limitHeaders, RecordingLimiter } from "./support.js";
+import {
+  closeServed,
+  describeWiring,
+  limitHeaders,
+  RecordingLimiter,
+  serveFetch,
+} from "./support.js";
 
 const servers: ServerType[] = [];
 afterEach(async () => {
-  await Promise.all(
-    servers.splice(0).map(
-      (server) =>
-        new Promise<void>((resolve) => {
-          (server as { closeAllConnections?: () => void }).closeAllConnections?.();
-          server.close(() => resolve());
-        }),
-    ),
-  );
+  await Promise.all(servers.splice(0).map(closeServed));
 });
 
 /**
@@ -28,11 +25,7 @@ afterEach(async () => {
  * @hono/node-server (which passes `{ incoming, outgoing }` as the second argument).
  */
 async function startFetch(options: FetchRateLimitOptions): Promise<string> {
-  const handler = withRateLimit(ok, options);
-  const info = await new Promise<AddressInfo>((resolve) => {
-    servers.push(serve({ fetch: handler, port: 0, hostname: "127.0.0.1" }, resolve));
-  });
-  return `http://127.0.0.1:${info.port}`;
+  return serveFetch(withRateLimit(ok, options), servers);
 }
 
 describeWiring("withRateLimit", startFetch);

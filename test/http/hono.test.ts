@@ -1,25 +1,22 @@
-import type { AddressInfo } from "node:net";
-import { type ServerType, serve } from "@hono/node-server";
+import type { ServerType } from "@hono/node-server";
 import { type Context, Hono } from "hono";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type HonoRateLimitOptions, honoRateLimit } from "../../src/http/hono.js";
 import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
-import { describeWiring, limitHeaders, RecordingLimiter } from "./support.js";
+import {
+  closeServed,
+  describeWiring,
+  expectQuotaSteps,
+  limitHeaders,
+  RecordingLimiter,
+  serveFetch,
+} from "./support.js";
 
 const servers: ServerType[] = [];
 afterEach(async () => {
-  await Promise.all(
-    servers.splice(0).map(
-      (server) =>
-        new Promise<void>((resolve) => {
-          (server as { closeAllConnections?: () => void }).closeAllConnections?.();
-          server.close(() => resolve());
-        }),
-    ),
-  );
+  await Promise.all(servers.splice(0).map(closeServed));
   vi.restoreAllMocks();
 });
 
@@ -33,50 +30,15 @@ async function start(
   const app = new Hono();
   app.use(honoRateLimit(options));
   routes(app);
-  const info = await new Promise<AddressInfo>((resolve) => {
-    servers.push(serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, resolve));
-  });
-  return `http://127.0.0.1:${info.port}`;
+  return serveFetch(app.fetch, servers);
 }
 
 describeWiring("honoRateLimit", start);
 
 describe("honoRateLimit on a real Hono 4 server (@hono/node-server)", () => {
-  test("allowed requests carry the headers; the limit gives a 429 with Retry-After and a problem body", async () => {
-    const clock = manualClock();
-    const limiter = new RecordingLimiter(2, 1, clock);
-    const url = await start({ limiter, windowSeconds: 2 });
-    // at ms, status, RateLimit
-    const steps = [
-      [0, 200, '"default";r=1;t=1'],
-      [0, 200, '"default";r=0;t=2'],
-      [500, 429, '"default";r=0;t=1'],
-      [1000, 200, '"default";r=0;t=2'],
-    ] as const;
-    for (const [i, [atMs, status, rate]] of steps.entries()) {
-      clock.set(atMs);
-      const response = await fetch(url);
-      const body = await response.text();
-      expect(response.status, `step ${i}`).toBe(status);
-      expect(response.headers.get("ratelimit"), `step ${i}`).toBe(rate);
-      expect(response.headers.get("ratelimit-policy"), `step ${i}`).toBe('"default";q=2;w=2');
-      if (status === 429) {
-        expect(response.headers.get("retry-after"), `step ${i}`).toBe("1");
-        expect(response.headers.get("content-type")).toBe("application/problem+json");
-        expect(JSON.parse(body)).toStrictEqual({
-          type: QUOTA_EXCEEDED_TYPE,
-          title: "Request cannot be satisfied as assigned quota has been exceeded",
-          status: 429,
-          detail: "Quota exceeded; retry after 1 second.",
-          "violated-policies": ["default"],
-        });
-      } else {
-        expect(body, `step ${i}`).toBe("ok");
-      }
-    }
-    // The peer came from c.env.incoming.socket, as @hono/node-server hands it over.
-    expect(limiter.calls.map(([key]) => key)).toStrictEqual(steps.map(() => "127.0.0.1"));
-  });
+  test("allowed requests carry the headers; the limit gives a 429 with Retry-After and a problem body", () =>
+    // The peer comes from c.env.incoming.socket, as @hono/node-server hands it over.
+    expectQuotaSteps((options) => start(options), "application/problem+json"));
 
   test("headers reach a handler's raw Response and an immutable one (Response.redirect)", async () => {
     const limiter = new RecordingLimiter(5, 1, manualClock());

@@ -1,9 +1,11 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { type ServerType, serve } from "@hono/node-server";
 import { describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import type { CommonRateLimitOptions } from "../../src/http/core.js";
+import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { MALFORMED_FORWARDED_KEY } from "../../src/http/index.js";
 import type { Decision } from "../../src/limiter.js";
 import { KeyedLimiter } from "../../src/registry.js";
@@ -45,6 +47,74 @@ export function close(server: Server): Promise<void> {
   });
 }
 
+/**
+ * Serves a fetch handler with @hono/node-server on an ephemeral port of 127.0.0.1 (it
+ * passes `{ incoming, outgoing }` as the handler's second argument), records the server in
+ * `servers` for {@link closeServed}, and gives its base URL.
+ */
+export async function serveFetch(
+  fetch: Parameters<typeof serve>[0]["fetch"],
+  servers: ServerType[],
+): Promise<string> {
+  const info = await new Promise<AddressInfo>((resolve) => {
+    servers.push(serve({ fetch, port: 0, hostname: "127.0.0.1" }, resolve));
+  });
+  return `http://127.0.0.1:${info.port}`;
+}
+
+/** Closes a server started by {@link serveFetch}, dropping idle keep-alive connections. */
+export function closeServed(server: ServerType): Promise<void> {
+  return new Promise<void>((resolve) => {
+    (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+    server.close(() => resolve());
+  });
+}
+
+/**
+ * The step table every real-server adapter test starts with: capacity 2, 1 token per
+ * second, `windowSeconds: 2`; two allowed requests answered "ok" with the headers, a 429
+ * at 500 ms with `Retry-After` and the `quota-exceeded` body (sent as `contentType`),
+ * allowed again at 1 s, each counted under the peer 127.0.0.1. `start` serves the
+ * middleware made from the options on 127.0.0.1 and gives its URL.
+ */
+export async function expectQuotaSteps(
+  start: (options: CommonRateLimitOptions) => Promise<string>,
+  contentType: string,
+): Promise<void> {
+  const clock = manualClock();
+  const limiter = new RecordingLimiter(2, 1, clock);
+  const url = await start({ limiter, windowSeconds: 2 });
+  // at ms, status, RateLimit
+  const steps = [
+    [0, 200, '"default";r=1;t=1'],
+    [0, 200, '"default";r=0;t=2'],
+    [500, 429, '"default";r=0;t=1'],
+    [1000, 200, '"default";r=0;t=2'],
+  ] as const;
+  for (const [i, [atMs, status, rate]] of steps.entries()) {
+    clock.set(atMs);
+    const response = await fetch(url);
+    const body = await response.text();
+    expect(response.status, `step ${i}`).toBe(status);
+    expect(response.headers.get("ratelimit"), `step ${i}`).toBe(rate);
+    expect(response.headers.get("ratelimit-policy"), `step ${i}`).toBe('"default";q=2;w=2');
+    if (status === 429) {
+      expect(response.headers.get("retry-after"), `step ${i}`).toBe("1");
+      expect(response.headers.get("content-type")).toBe(contentType);
+      expect(JSON.parse(body)).toStrictEqual({
+        type: QUOTA_EXCEEDED_TYPE,
+        title: "Request cannot be satisfied as assigned quota has been exceeded",
+        status: 429,
+        detail: "Quota exceeded; retry after 1 second.",
+        "violated-policies": ["default"],
+      });
+    } else {
+      expect(body, `step ${i}`).toBe("ok");
+    }
+  }
+  expect(limiter.calls.map(([key]) => key)).toStrictEqual(steps.map(() => "127.0.0.1"));
+}
+
 /** The rate-limit headers of a response, by lower-case name, for compact assertions. */
 export function limitHeaders(response: Response): Record<string, string> {
   const out: Record<string, string> = {};
@@ -69,13 +139,15 @@ export const RESET_AT_T1 = "1767225602";
  * The end-to-end checks of the header and client-key wiring that every adapter shares,
  * over real HTTP on loopback: `start` serves the middleware made from `options` (answering
  * "ok") on 127.0.0.1 and gives its URL; a factory that refuses the options rejects.
- * `where` is the factory's name, as in its messages.
+ * `where` is the factory's name, as in its messages; `name` names the suite (the
+ * framework, where one factory serves several).
  */
 export function describeWiring(
   where: string,
   start: (options: CommonRateLimitOptions) => Promise<string>,
+  name = where,
 ): void {
-  describe(`${where}: headers and client keys, wired end to end`, () => {
+  describe(`${name}: headers and client keys, wired end to end`, () => {
     test("legacy X-RateLimit-Reset over HTTP is a Unix time", async () => {
       const clock = manualClock();
       const url = await start({
@@ -129,7 +201,11 @@ export function describeWiring(
       );
       // An unkeyed one is read before it is wrapped as one global limit.
       const global = new FixedWindow({ limit: 5, windowMs: 30_000 });
-      await expect(start({ limiter: global, windowSeconds: 60 })).rejects.toThrow(RangeError);
+      await expect(start({ limiter: global, windowSeconds: 60 })).rejects.toThrow(
+        new RangeError(
+          `${where}: windowSeconds is 60 but the limiter's window is 30 s (windowMs 30000); leave windowSeconds out to send the limiter's own`,
+        ),
+      );
       const keyed = await start({ limiter });
       expect((await fetch(keyed)).headers.get("ratelimit-policy")).toBe('"default";q=5;w=30');
       const agreeing = await start({ limiter: global, windowSeconds: 30 });
