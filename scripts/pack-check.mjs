@@ -226,6 +226,12 @@ try {
         const kept = ALGORITHMS.filter((a) => a !== only && defines(a));
         if (kept.length > 0)
           throw new Error(`importing only ${only} also bundles ${kept.join(", ")}`);
+        // Each class's module-level option hints must go with it: a bucket's bundle holds no
+        // window hints, a window's no bucket hints.
+        const otherHints = only.endsWith("Bucket") ? "windowHints" : "bucketHints";
+        if (text.includes(`function ${otherHints}(`)) {
+          throw new Error(`importing only ${only} also bundles ${otherHints}`);
+        }
         sizes.push(`${only} ${(text.length / 1024).toFixed(1)} KB unminified`);
       }
       return sizes.join(", ");

@@ -33,7 +33,7 @@ const WHERE = "FixedWindow";
 let timedPartDefined = false;
 /** The option names of {@link FixedWindowOptions}, checked by the constructor. */
 const OPTIONS = optionNames<FixedWindowOptions>()(["limit", "windowMs", "clock"]);
-const HINTS = windowHints(WHERE);
+const HINTS = /* @__PURE__ */ windowHints(WHERE);
 
 /**
  * A fixed-window counter: time is cut into windows `[k * windowMs, (k + 1) * windowMs)`

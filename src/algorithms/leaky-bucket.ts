@@ -32,7 +32,7 @@ const WHERE = "LeakyBucket";
 let timedPartDefined = false;
 /** The option names of {@link LeakyBucketOptions}, checked by the constructor. */
 const OPTIONS = optionNames<LeakyBucketOptions>()(["capacity", "leakPerSecond", "clock"]);
-const HINTS = bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
+const HINTS = /* @__PURE__ */ bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
 
 /**
  * A leaky bucket used as a meter: a level, initially 0, that drains continuously at

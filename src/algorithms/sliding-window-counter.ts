@@ -39,7 +39,7 @@ const WHERE = "SlidingWindowCounter";
 let timedPartDefined = false;
 /** The option names of {@link SlidingWindowCounterOptions}, checked by the constructor. */
 const OPTIONS = optionNames<SlidingWindowCounterOptions>()(["limit", "windowMs", "clock"]);
-const HINTS = windowHints(WHERE);
+const HINTS = /* @__PURE__ */ windowHints(WHERE);
 
 /**
  * A sliding window counter: a fixed-window count for the current window `k` and the

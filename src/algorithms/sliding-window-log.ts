@@ -33,7 +33,7 @@ const WHERE = "SlidingWindowLog";
 let timedPartDefined = false;
 /** The option names of {@link SlidingWindowLogOptions}, checked by the constructor. */
 const OPTIONS = optionNames<SlidingWindowLogOptions>()(["limit", "windowMs", "clock"]);
-const HINTS = windowHints(WHERE);
+const HINTS = /* @__PURE__ */ windowHints(WHERE);
 /** Entries a log allocates at its first use; it doubles from there as needed. */
 const INITIAL_ENTRIES = 4;
 const EMPTY = new Float64Array(0);

@@ -31,7 +31,7 @@ const WHERE = "TokenBucket";
 let timedPartDefined = false;
 /** The option names of {@link TokenBucketOptions}, checked by the constructor. */
 const OPTIONS = optionNames<TokenBucketOptions>()(["capacity", "refillPerSecond", "clock"]);
-const HINTS = bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
+const HINTS = /* @__PURE__ */ bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
 
 /**
  * A token bucket holding up to `capacity` tokens, initially full, refilled
