@@ -114,6 +114,9 @@ export class BucketSlab implements KeyStore {
       evictedIdle: this.evictedIdle,
       evictedLossy: this.evictedLossy,
       slots: this.slots,
+      bytes: 0,
+      refused: 0,
+      restored: 0,
     };
   }
 

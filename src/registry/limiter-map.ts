@@ -55,6 +55,9 @@ export class LimiterMap implements KeyStore {
       evictedIdle: this.evictedIdle,
       evictedLossy: this.evictedLossy,
       slots: 0,
+      bytes: 0,
+      refused: 0,
+      restored: 0,
     };
   }
 

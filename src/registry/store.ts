@@ -15,6 +15,18 @@ export interface KeyedLimiterStats {
   readonly evictedLossy: number;
   /** Slots allocated in the fast path's state slab (it never shrinks); 0 on the generic path. */
   readonly slots: number;
+  /**
+   * Accounted bytes now: key strings, slots, logs and the trace table on the fast path;
+   * key strings and an estimate per limiter on the generic path. Never above `maxBytes`.
+   */
+  readonly bytes: number;
+  /** Requests of new keys refused because the registry was full and could not make room. */
+  readonly refused: number;
+  /**
+   * New keys that started from a trace entry (a key in use was dropped at the bound, and
+   * this key's entry says it is busy until later): conservatively, never fresher.
+   */
+  readonly restored: number;
 }
 
 /** @internal The stats of one store. */

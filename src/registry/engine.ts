@@ -1,0 +1,420 @@
+import { checkWindowClock } from "../algorithms/time.js";
+import { badClock } from "../errors.js";
+import type { Clock } from "../limiter.js";
+import type { SlotLayout } from "./layout.js";
+import { EVICT_SCAN, type KeyStoreStats, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
+
+/** Slots allocated at first. */
+const FIRST_SLOTS = 16;
+/** Flag of a slot whose state is an upper bound on its usage (it came back from a trace). */
+export const UNCERTAIN = 1;
+/** Flag of a slot with pending waiters: never swept nor evicted. */
+export const PINNED = 2;
+
+/**
+ * Bytes a key costs beyond its slot, as accounted: the key string (2 bytes per UTF-16
+ * code unit, an upper bound of both V8 string kinds, plus a 24-byte header), its
+ * `Map` entry with its share of the hash buckets (32) and its slot-to-key pointer (8).
+ */
+export function keyBytes(key: string): number {
+  return 2 * key.length + KEY_OVERHEAD_BYTES;
+}
+/** See {@link keyBytes}. */
+export const KEY_OVERHEAD_BYTES = 24 + 32 + 8;
+
+/** What an engine is built with. */
+export interface EngineOptions {
+  readonly layout: SlotLayout;
+  readonly clock: Clock;
+  readonly maxKeys: number;
+  readonly maxBytes: number;
+  /** At the bound: drop a key in use (leaving a trace) or refuse new keys. */
+  readonly whenFull: "evict" | "refuse";
+  /**
+   * The policy's class and its smallest window (ms), when a reading must stay within the
+   * window's float-step bound (see `checkWindowClock`); `Infinity` for the buckets.
+   */
+  readonly clockBoundMs: number;
+  readonly clockWhere: string;
+  readonly windowMs: number;
+}
+
+/**
+ * The one slab engine of {@link KeyedLimiter}'s fast path, for every built-in policy: the
+ * key-to-slot index, the slab of state doubles, the free list, the last-key cache, the
+ * incremental idle sweep, eviction at the bound, byte accounting and the trace table.
+ * What a slot holds and how it decides is its {@link SlotLayout}'s (one per algorithm,
+ * beside its math in `registry/layouts/`); the engine only keeps, finds and drops slots.
+ *
+ * - **Slots.** `state` holds `layout.doubles` doubles per slot; it grows by doubling up to
+ *   the bound and never shrinks. A free slot's first double links the free list.
+ * - **Clock.** Read once per call, with one high-water mark for the whole registry: a
+ *   reading behind the latest one seen counts as that latest one.
+ * - **Sweep.** Every {@link SWEEP_EVERY} calls it looks at {@link SWEEP_CHUNK} slots and
+ *   drops those that are idle (fresh again): dropping them changes no decision.
+ * - **Bound.** `size <= maxKeys` and accounted bytes `<= maxBytes` (keys, slots, logs and
+ *   this table). At the bound idle keys go first; then, with `whenFull: "evict"`, the key
+ *   of {@link EVICT_SCAN} looked at that is idle soonest goes, and its "busy until" time is
+ *   kept in the trace table, combined by maximum under a seeded hash of the key: a new key
+ *   whose entry is still in the future starts from the most-used state that is idle by then
+ *   ({@link SlotLayout.restore}), flagged {@link UNCERTAIN}, so it is never fresher than the
+ *   key that left. With `"refuse"` a new key is refused instead. Pinned keys never go.
+ * @internal
+ */
+export class SlabEngine {
+  readonly layout: SlotLayout;
+  readonly stride: number;
+  readonly index = new Map<string, number>();
+  /** Slot to key; `undefined` marks a free slot. */
+  keys: (string | undefined)[];
+  /** The slot doubles (see {@link SlotLayout}). */
+  state: Float64Array;
+  /** Per slot: {@link UNCERTAIN}, {@link PINNED}. */
+  flags: Uint8Array;
+  /** `[seenMs]`: the latest clock reading seen, kept as a raw double (never boxed). */
+  readonly seen = new Float64Array([Number.NEGATIVE_INFINITY]);
+  /** The last key found and its slot: a hot key's repeated calls skip the Map. */
+  lastKey: string | undefined;
+  lastSlot = 0;
+  private readonly clock: Clock;
+  private readonly maxKeys: number;
+  private readonly maxBytes: number;
+  private readonly refuse: boolean;
+  private readonly clockBoundMs: number;
+  private readonly clockWhere: string;
+  private readonly windowMs: number;
+  private slots: number;
+  /** Slots ever handed out: slots at or above it were never used. */
+  private highWater = 0;
+  private free = -1;
+  private count = 0;
+  private pinnedCount = 0;
+  private cursor = 0;
+  private countdown = SWEEP_EVERY;
+  /** Accounted bytes of the keys kept and of their logs (slots and table apart). */
+  private keyBytesKept = 0;
+  /** "Busy until" clock readings, by seeded hash of a key. */
+  private readonly trace: Float64Array;
+  private readonly traceMask: number;
+  private readonly traceSeed: number;
+  /** The latest "busy until" in the table: at or after it, no entry applies. */
+  private traceUntil = Number.NEGATIVE_INFINITY;
+  private created = 0;
+  private evictedIdle = 0;
+  private evictedLossy = 0;
+  private refused = 0;
+  private restored = 0;
+
+  constructor(o: EngineOptions) {
+    this.layout = o.layout;
+    this.stride = o.layout.doubles;
+    this.clock = o.clock;
+    this.maxKeys = o.maxKeys;
+    this.maxBytes = o.maxBytes;
+    this.refuse = o.whenFull === "refuse";
+    this.clockBoundMs = o.clockBoundMs;
+    this.clockWhere = o.clockWhere;
+    this.windowMs = o.windowMs;
+    this.trace = new Float64Array(traceSlots(o.maxKeys, o.maxBytes)).fill(Number.NEGATIVE_INFINITY);
+    this.traceMask = this.trace.length - 1;
+    this.traceSeed = (Math.random() * 2 ** 32) >>> 0;
+    this.slots = Math.min(FIRST_SLOTS, o.maxKeys);
+    this.state = new Float64Array(this.slots * this.stride);
+    this.flags = new Uint8Array(this.slots);
+    this.keys = new Array<string | undefined>(this.slots).fill(undefined);
+  }
+
+  /** Keys kept. */
+  get size(): number {
+    return this.count;
+  }
+
+  /** Accounted bytes now: keys, allocated slots, logs and the trace table. */
+  get bytes(): number {
+    return this.keyBytesKept + this.slots * this.slotBytes() + this.trace.length * 8;
+  }
+
+  get stats(): KeyStoreStats {
+    return {
+      created: this.created,
+      evictedIdle: this.evictedIdle,
+      evictedLossy: this.evictedLossy,
+      slots: this.slots,
+      bytes: this.bytes,
+      refused: this.refused,
+      restored: this.restored,
+    };
+  }
+
+  /** Reads the clock once; a reading behind the latest one counts as the latest. */
+  now(): number {
+    const t = this.clock();
+    if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
+    const seen = this.seen;
+    if (t > seen[0]!) {
+      if (!(t <= this.clockBoundMs && t >= -this.clockBoundMs)) {
+        checkWindowClock(this.clockWhere, t, this.windowMs, this.clockBoundMs);
+      }
+      seen[0] = t;
+    }
+    return seen[0]!;
+  }
+
+  /**
+   * The slot of `key`, or -1 when it has none; first runs the incremental sweep when due
+   * (after {@link now}, whose reading it uses).
+   */
+  find(key: string): number {
+    if (--this.countdown === 0) this.step();
+    if (key === this.lastKey) return this.lastSlot;
+    const slot = this.index.get(key);
+    if (slot === undefined) return -1;
+    this.lastKey = key;
+    this.lastSlot = slot;
+    return slot;
+  }
+
+  /** The slot of `key` without sweeping or caching, or -1. */
+  lookup(key: string): number {
+    if (key === this.lastKey) return this.lastSlot;
+    const slot = this.index.get(key);
+    return slot === undefined ? -1 : slot;
+  }
+
+  /**
+   * Where a key without a slot stands: `-Infinity` when it starts fresh, else the "busy
+   * until" time of its trace entry (it starts from {@link SlotLayout.restore} of it).
+   */
+  traceOf(key: string, now: number): number {
+    if (this.traceUntil <= now) return Number.NEGATIVE_INFINITY;
+    const until = this.trace[this.hash(key) & this.traceMask]!;
+    return until > now ? until : Number.NEGATIVE_INFINITY;
+  }
+
+  /**
+   * A slot for a new key, its state written (fresh, or restored from its trace entry and
+   * flagged {@link UNCERTAIN}); makes room first at the bound. Returns -1 when no room can
+   * be made (`whenFull: "refuse"`, or every key pinned): nothing is kept.
+   */
+  insert(key: string, now: number): number {
+    const need = keyBytes(key) + this.layout.keyExtraBytes;
+    if (!this.hasRoom(need) && !this.makeRoom(now, need)) {
+      this.refused++;
+      return -1;
+    }
+    let slot = this.free;
+    if (slot >= 0) {
+      this.free = this.state[slot * this.stride]!;
+    } else {
+      if (this.highWater === this.slots) this.grow(need);
+      slot = this.highWater++;
+    }
+    this.keys[slot] = key;
+    this.index.set(key, slot);
+    this.count++;
+    this.created++;
+    this.keyBytesKept += need;
+    const until = this.traceOf(key, now);
+    const s = slot * this.stride;
+    if (until === Number.NEGATIVE_INFINITY) {
+      this.flags[slot] = 0;
+      this.layout.init(this.state, s, slot, now);
+    } else {
+      this.flags[slot] = UNCERTAIN;
+      this.restored++;
+      this.layout.restore(this.state, s, slot, until, now);
+    }
+    return slot;
+  }
+
+  /** Pins a slot while it has waiters: never swept nor evicted. */
+  pin(slot: number): void {
+    if ((this.flags[slot]! & PINNED) === 0) this.pinnedCount++;
+    this.flags[slot]! |= PINNED;
+  }
+
+  /** Unpins a slot; drops it when idle. */
+  unpin(slot: number): void {
+    if ((this.flags[slot]! & PINNED) === 0) return;
+    this.flags[slot]! &= ~PINNED;
+    this.pinnedCount--;
+    if (this.layout.isIdle(this.state, slot * this.stride, slot, this.seen[0]!)) {
+      this.drop(slot);
+      this.evictedIdle++;
+    }
+  }
+
+  /** Called by a layout when a slot's log grows or shrinks by `delta` accounted bytes. */
+  addBytes(delta: number): void {
+    this.keyBytesKept += delta;
+  }
+
+  /** Forgets a key's state (its next request starts as a new key). */
+  reset(key: string): void {
+    const slot = this.index.get(key);
+    if (slot === undefined) return;
+    if ((this.flags[slot]! & PINNED) !== 0) {
+      this.flags[slot]! &= ~UNCERTAIN;
+      this.layout.init(this.state, slot * this.stride, slot, this.now());
+      return;
+    }
+    this.drop(slot);
+  }
+
+  /** Forgets every key that is not pinned, and the trace table. */
+  clear(): void {
+    for (let slot = 0; slot < this.highWater; slot++) {
+      if (this.keys[slot] === undefined) continue;
+      if ((this.flags[slot]! & PINNED) !== 0) {
+        this.flags[slot]! &= ~UNCERTAIN;
+        this.layout.init(this.state, slot * this.stride, slot, this.seen[0]!);
+      } else this.drop(slot);
+    }
+    this.trace.fill(Number.NEGATIVE_INFINITY);
+    this.traceUntil = Number.NEGATIVE_INFINITY;
+  }
+
+  /** Drops every idle key now; returns how many. */
+  sweep(): number {
+    const now = this.now();
+    let dropped = 0;
+    for (let slot = 0; slot < this.highWater; slot++) {
+      if (this.droppable(slot, now)) {
+        this.drop(slot);
+        dropped++;
+      }
+    }
+    this.evictedIdle += dropped;
+    return dropped;
+  }
+
+  /** True when the slot holds a key that is idle and not pinned. */
+  private droppable(slot: number, now: number): boolean {
+    return (
+      this.keys[slot] !== undefined &&
+      (this.flags[slot]! & PINNED) === 0 &&
+      this.layout.isIdle(this.state, slot * this.stride, slot, now)
+    );
+  }
+
+  /** The incremental sweep: looks at the next few slots and drops the idle ones. */
+  private step(): void {
+    const now = this.seen[0]!;
+    this.countdown = SWEEP_EVERY;
+    const n = this.highWater < SWEEP_CHUNK ? this.highWater : SWEEP_CHUNK;
+    for (let i = 0; i < n; i++) {
+      const slot = this.cursor;
+      this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
+      if (this.droppable(slot, now)) {
+        this.drop(slot);
+        this.evictedIdle++;
+      }
+    }
+  }
+
+  /**
+   * Makes room for a key of `need` bytes: drops the idle keys among the next
+   * {@link EVICT_SCAN} kept ones; while still full, drops the one of them idle soonest,
+   * leaving its trace (`"evict"`), or gives up (`"refuse"`). False when no room was made.
+   */
+  private makeRoom(now: number, need: number): boolean {
+    for (let round = 0; ; round++) {
+      let victim = -1;
+      let victimIdleAt = Number.POSITIVE_INFINITY;
+      let seen = 0;
+      for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
+        const slot = this.cursor;
+        this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
+        if (this.keys[slot] === undefined || (this.flags[slot]! & PINNED) !== 0) continue;
+        seen++;
+        const s = slot * this.stride;
+        if (this.layout.isIdle(this.state, s, slot, now)) {
+          this.drop(slot);
+          this.evictedIdle++;
+          continue;
+        }
+        const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
+        if (victim < 0 || idleAt < victimIdleAt) {
+          victim = slot;
+          victimIdleAt = idleAt;
+        }
+      }
+      if (this.hasRoom(need)) return true;
+      if (this.refuse || victim < 0) return false;
+      const key = this.keys[victim]!;
+      const h = this.hash(key) & this.traceMask;
+      if (victimIdleAt > this.trace[h]!) this.trace[h] = victimIdleAt;
+      if (victimIdleAt > this.traceUntil) this.traceUntil = victimIdleAt;
+      this.drop(victim);
+      this.evictedLossy++;
+      if (this.hasRoom(need)) return true;
+      if (round > this.maxKeys) return false;
+    }
+  }
+
+  /** True when a key of `need` bytes fits: under `maxKeys`, and its bytes (and a slot) under `maxBytes`. */
+  private hasRoom(need: number): boolean {
+    if (this.count >= this.maxKeys || this.bytes + need > this.maxBytes) return false;
+    if (this.free >= 0 || this.highWater < this.slots) return true;
+    return this.bytes + need + this.slotBytes() <= this.maxBytes;
+  }
+
+  private drop(slot: number): void {
+    const key = this.keys[slot]!;
+    this.index.delete(key);
+    this.keys[slot] = undefined;
+    this.keyBytesKept -= keyBytes(key) + this.layout.keyExtraBytes;
+    this.layout.release(slot, this);
+    this.flags[slot] = 0;
+    this.state[slot * this.stride] = this.free;
+    this.free = slot;
+    this.count--;
+    if (this.lastKey === key) this.lastKey = undefined;
+  }
+
+  /** Bytes one allocated slot costs: its doubles, its flag and its key pointer. */
+  private slotBytes(): number {
+    return this.stride * 8 + 1 + 8;
+  }
+
+  /** Grows the slab by doubling, within `maxKeys` and what `maxBytes` leaves after `need`. */
+  private grow(need: number): void {
+    const affordable = Math.floor((this.maxBytes - this.bytes - need) / this.slotBytes());
+    const slots = Math.max(
+      this.slots + 1,
+      Math.min(this.slots * 2, this.maxKeys, this.slots + affordable),
+    );
+    const state = new Float64Array(slots * this.stride);
+    state.set(this.state);
+    this.state = state;
+    const flags = new Uint8Array(slots);
+    flags.set(this.flags);
+    this.flags = flags;
+    const keys = new Array<string | undefined>(slots).fill(undefined);
+    for (let i = 0; i < this.highWater; i++) keys[i] = this.keys[i];
+    this.keys = keys;
+    this.slots = slots;
+    this.layout.grow(slots);
+  }
+
+  /** FNV-1a over the key's UTF-16 code units, seeded per registry. */
+  private hash(key: string): number {
+    let h = 0x811c9dc5 ^ this.traceSeed;
+    for (let i = 0; i < key.length; i++) {
+      h ^= key.charCodeAt(i);
+      h = Math.imul(h, 0x01000193);
+    }
+    return (h ^ (h >>> 15)) >>> 0;
+  }
+}
+
+/**
+ * Entries of the trace table: a power of two, at least 1,024, at most 2^18 (2 MiB), and
+ * at most one per `maxKeys` key, within a 64th of `maxBytes`.
+ */
+export function traceSlots(maxKeys: number, maxBytes: number): number {
+  let n = 1024;
+  const cap = Math.min(2 ** 18, Math.max(1024, maxBytes / 64 / 8));
+  while (n < maxKeys && n * 2 <= cap) n *= 2;
+  return n;
+}
