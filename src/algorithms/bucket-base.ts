@@ -189,17 +189,6 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     return this.ledger;
   }
 
-  /** A cost of 0 is always allowed, also while reservations hold the bucket in debt. */
-  private freeProbeInDebt(units: number): Decision {
-    return {
-      allowed: true,
-      limit: this.capacity,
-      remaining: 0,
-      retryAfterMs: 0,
-      resetAfterMs: msToRefill(this.capacity - units, this.ratePerSecond),
-    };
-  }
-
   /** `consume` (`take` true) or `peek` for a checked `cost`. */
   protected decide(cost: number, take: boolean): Decision {
     return this.decideAt(this.now(), cost, take);
@@ -212,10 +201,18 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   private decideAt(now: number, cost: number, take: boolean): Decision {
     if (now > this.seenMs) this.seenMs = now;
     const units = this.unitsAt(now);
-    if (this.shaping && this.held !== 0 && cost > 0 && this.ledger!.blocks(units)) {
-      return this.behindQueue(cost, units);
+    if (this.held !== 0 || units < 0) {
+      const held = heldDecision(
+        this.ledger,
+        this.held,
+        units,
+        cost,
+        this.capacity,
+        this.ratePerSecond,
+        this.shaping,
+      );
+      if (held !== undefined) return held;
     }
-    if (cost === 0 && units < 0) return this.freeProbeInDebt(units);
     const decision = bucketDecision(cost, units, this.capacity, this.ratePerSecond);
     if (take && decision.allowed && cost > 0) this.take(units, cost, now);
     return decision;
@@ -244,19 +241,45 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       decideAt: (b, now, cost, take) => b.decideAt(now, cost, take),
     };
   }
+}
 
-  /** The denial of a plain request while others wait in the shaping queue. */
-  private behindQueue(cost: number, units: number): Decision {
-    const fitMs = fits(cost, this.capacity)
-      ? msToRefill(cost - units, this.ratePerSecond)
+/**
+ * The decision of a bucket whose ledger holds units for waiters, where it differs from
+ * `bucketDecision`: a plain request behind a leaky bucket's shaping queue is denied until
+ * the queue is served, and a free probe (cost 0) is allowed in debt. `undefined` when the
+ * plain decision applies. Shared by the buckets and the keyed registry's waiting slots.
+ * @internal
+ */
+export function heldDecision(
+  ledger: BucketLedger | undefined,
+  held: number,
+  units: number,
+  cost: number,
+  capacity: number,
+  ratePerSecond: number,
+  shaping: boolean,
+): Decision | undefined {
+  if (shaping && held !== 0 && cost > 0 && ledger!.blocks(units)) {
+    const fitMs = fits(cost, capacity)
+      ? msToRefill(cost - units, ratePerSecond)
       : Number.POSITIVE_INFINITY;
-    const servedMs = this.ledger!.msUntilServed(units);
+    const servedMs = ledger!.msUntilServed(units);
     return {
       allowed: false,
-      limit: this.capacity,
+      limit: capacity,
       remaining: 0,
       retryAfterMs: fitMs > servedMs ? fitMs : servedMs,
-      resetAfterMs: msToRefill(this.capacity - units, this.ratePerSecond),
+      resetAfterMs: msToRefill(capacity - units, ratePerSecond),
     };
   }
+  if (cost === 0 && units < 0) {
+    return {
+      allowed: true,
+      limit: capacity,
+      remaining: 0,
+      retryAfterMs: 0,
+      resetAfterMs: msToRefill(capacity - units, ratePerSecond),
+    };
+  }
+  return undefined;
 }

@@ -6,10 +6,8 @@ import { EVICT_SCAN, type KeyStoreStats, SWEEP_CHUNK, SWEEP_EVERY } from "./stor
 
 /** Slots allocated at first. */
 const FIRST_SLOTS = 16;
-/** Flag of a slot whose state is an upper bound on its usage (it came back from a trace). */
-export const UNCERTAIN = 1;
 /** Flag of a slot with pending waiters: never swept nor evicted. */
-export const PINNED = 2;
+export const PINNED = 1;
 
 /**
  * Bytes a key costs beyond its slot, as accounted: the key string (2 bytes per UTF-16
@@ -56,9 +54,9 @@ export interface EngineOptions {
  *   this table). At the bound idle keys go first; then, with `whenFull: "evict"`, the key
  *   of {@link EVICT_SCAN} looked at that is idle soonest goes, and its "busy until" time is
  *   kept in the trace table, combined by maximum under a seeded hash of the key: a new key
- *   whose entry is still in the future starts from the most-used state that is idle by then
- *   ({@link SlotLayout.restore}), flagged {@link UNCERTAIN}, so it is never fresher than the
- *   key that left. With `"refuse"` a new key is refused instead. Pinned keys never go.
+ *   whose entry still applies starts from the most-used state it bounds
+ *   ({@link SlotLayout.restore}), so it is never fresher than the key that left. With
+ *   `"refuse"` a new key is refused instead. Pinned keys never go.
  * @internal
  */
 export class SlabEngine {
@@ -88,7 +86,6 @@ export class SlabEngine {
   private highWater = 0;
   private free = -1;
   private count = 0;
-  private pinnedCount = 0;
   private cursor = 0;
   private countdown = SWEEP_EVERY;
   /** Accounted bytes of the keys kept and of their logs (slots and table apart). */
@@ -104,6 +101,11 @@ export class SlabEngine {
   private evictedLossy = 0;
   private refused = 0;
   private restored = 0;
+  /**
+   * The soonest "idle at" among the keys the last full scan looked at (`Infinity` when all
+   * were pinned): when a refused new key may try again.
+   */
+  soonestIdleMs = Number.POSITIVE_INFINITY;
 
   constructor(o: EngineOptions) {
     this.layout = o.layout;
@@ -187,13 +189,14 @@ export class SlabEngine {
    */
   traceOf(key: string, now: number): number {
     if (this.traceUntil <= now) return Number.NEGATIVE_INFINITY;
-    const until = this.trace[this.hash(key) & this.traceMask]!;
-    return until > now ? until : Number.NEGATIVE_INFINITY;
+    const value = this.trace[this.hash(key) & this.traceMask]!;
+    if (value === Number.NEGATIVE_INFINITY) return value;
+    return this.layout.traceExpiresMs(value) > now ? value : Number.NEGATIVE_INFINITY;
   }
 
   /**
-   * A slot for a new key, its state written (fresh, or restored from its trace entry and
-   * flagged {@link UNCERTAIN}); makes room first at the bound. Returns -1 when no room can
+   * A slot for a new key, its state written (fresh, or restored from its trace entry);
+   * makes room first at the bound. Returns -1 when no room can
    * be made (`whenFull: "refuse"`, or every key pinned): nothing is kept.
    */
   insert(key: string, now: number): number {
@@ -216,11 +219,9 @@ export class SlabEngine {
     this.keyBytesKept += need;
     const until = this.traceOf(key, now);
     const s = slot * this.stride;
-    if (until === Number.NEGATIVE_INFINITY) {
-      this.flags[slot] = 0;
-      this.layout.init(this.state, s, slot, now);
-    } else {
-      this.flags[slot] = UNCERTAIN;
+    this.flags[slot] = 0;
+    if (until === Number.NEGATIVE_INFINITY) this.layout.init(this.state, s, slot, now);
+    else {
       this.restored++;
       this.layout.restore(this.state, s, slot, until, now);
     }
@@ -229,7 +230,6 @@ export class SlabEngine {
 
   /** Pins a slot while it has waiters: never swept nor evicted. */
   pin(slot: number): void {
-    if ((this.flags[slot]! & PINNED) === 0) this.pinnedCount++;
     this.flags[slot]! |= PINNED;
   }
 
@@ -237,7 +237,6 @@ export class SlabEngine {
   unpin(slot: number): void {
     if ((this.flags[slot]! & PINNED) === 0) return;
     this.flags[slot]! &= ~PINNED;
-    this.pinnedCount--;
     if (this.layout.isIdle(this.state, slot * this.stride, slot, this.seen[0]!)) {
       this.drop(slot);
       this.evictedIdle++;
@@ -254,7 +253,6 @@ export class SlabEngine {
     const slot = this.index.get(key);
     if (slot === undefined) return;
     if ((this.flags[slot]! & PINNED) !== 0) {
-      this.flags[slot]! &= ~UNCERTAIN;
       this.layout.init(this.state, slot * this.stride, slot, this.now());
       return;
     }
@@ -266,7 +264,6 @@ export class SlabEngine {
     for (let slot = 0; slot < this.highWater; slot++) {
       if (this.keys[slot] === undefined) continue;
       if ((this.flags[slot]! & PINNED) !== 0) {
-        this.flags[slot]! &= ~UNCERTAIN;
         this.layout.init(this.state, slot * this.stride, slot, this.seen[0]!);
       } else this.drop(slot);
     }
@@ -321,6 +318,7 @@ export class SlabEngine {
     for (let round = 0; ; round++) {
       let victim = -1;
       let victimIdleAt = Number.POSITIVE_INFINITY;
+      let victimTrace = Number.POSITIVE_INFINITY;
       let seen = 0;
       for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
         const slot = this.cursor;
@@ -333,18 +331,24 @@ export class SlabEngine {
           this.evictedIdle++;
           continue;
         }
+        // The key idle soonest, and of those the least used (the smallest trace) goes.
         const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
-        if (victim < 0 || idleAt < victimIdleAt) {
+        if (victim >= 0 && idleAt > victimIdleAt) continue;
+        const trace = this.layout.traceValue(this.state, s, slot, now);
+        if (victim < 0 || idleAt < victimIdleAt || trace < victimTrace) {
           victim = slot;
           victimIdleAt = idleAt;
+          victimTrace = trace;
         }
       }
+      this.soonestIdleMs = victimIdleAt;
       if (this.hasRoom(need)) return true;
       if (this.refuse || victim < 0) return false;
       const key = this.keys[victim]!;
       const h = this.hash(key) & this.traceMask;
-      if (victimIdleAt > this.trace[h]!) this.trace[h] = victimIdleAt;
-      if (victimIdleAt > this.traceUntil) this.traceUntil = victimIdleAt;
+      if (victimTrace > this.trace[h]!) this.trace[h] = victimTrace;
+      const expires = this.layout.traceExpiresMs(victimTrace);
+      if (expires > this.traceUntil) this.traceUntil = expires;
       this.drop(victim);
       this.evictedLossy++;
       if (this.hasRoom(need)) return true;

@@ -9,8 +9,8 @@ import type { Decision } from "../limiter.js";
  * (a log) keeps it by `slot` and accounts its bytes through the engine.
  *
  * Every `now` is the engine's reading for this call (at least every earlier one).
- * The conservative methods (`idleAtMs`, `restore`, `chargeDenied`) are what lets the
- * engine drop a key in use without ever granting it anything: see docs/keyed.md#bounds.
+ * The trace methods (`traceValue`, `traceExpiresMs`, `restore`) are what lets the engine
+ * drop a key in use without ever granting it anything: see docs/keyed.md#bounds.
  * @internal
  */
 export interface SlotLayout {
@@ -30,15 +30,25 @@ export interface SlotLayout {
    */
   idleAtMs(st: Float64Array, s: number, slot: number, now: number): number;
   /**
-   * Writes the most-used state that is fresh again by `busyUntilMs` (> now): a state that
-   * allows no request the state of the key that left (fresh by then) would deny.
+   * What the trace table keeps for a key in use that is dropped: a number that only grows
+   * as the state is more used (the table combines entries by maximum). The clock reading
+   * by which it is fresh again (`idleAtMs`) for every layout but `FixedWindow`'s, which
+   * adds its count (see {@link FixedWindowLayout}).
    */
-  restore(st: Float64Array, s: number, slot: number, busyUntilMs: number, now: number): void;
+  traceValue(st: Float64Array, s: number, slot: number, now: number): number;
+  /** The clock reading from which a trace value no longer applies (the state is fresh by then). */
+  traceExpiresMs(value: number): number;
   /**
-   * After this (uncertain) state denied `cost` at `now`: updates it so it stays an upper
-   * bound on the usage of every state it bounded, had that one allowed the request.
+   * Writes the most-used state that `value` (a trace value, combined by maximum, that
+   * applies now) bounds: a state that allows no request the state that left would deny.
    */
-  chargeDenied(st: Float64Array, s: number, slot: number, now: number, cost: number): void;
+  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void;
+  /** {@link restore} from a time: the most-used state that is fresh again by `untilMs` (> now). */
+  restoreUntil(st: Float64Array, s: number, slot: number, untilMs: number, now: number): void;
+  /** True when `cost` fits the slot now (as `allowAt` would answer), changing nothing. */
+  fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean;
+  /** Takes `cost` (> 0) from the slot now, unchecked (`allOf` checked every part first). */
+  takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void;
   /** `allow(cost)` of the slot: takes `cost` when it fits. */
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean;
   /** `consume` (`take`) or `peek` of the slot. */

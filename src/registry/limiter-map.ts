@@ -1,10 +1,16 @@
+import { RateLimitError } from "../errors.js";
 import type { Decision, Limiter, WaitOptions } from "../limiter.js";
+import { keyBytes } from "./engine.js";
 import { WHERE } from "./options.js";
 import type { KeyStore, KeyStoreStats } from "./store.js";
 import { EVICT_SCAN, SWEEP_EVERY } from "./store.js";
 
 /** Entries one incremental sweep step looks at (each `isIdle` reads a clock). */
 const CHUNK = 8;
+/** Accounted bytes of one limiter object of a policy function or a subclass: an estimate. */
+export const LIMITER_BYTES = 256;
+/** `retryAfterMs` of a new key refused by a full map (no key there is idle yet). */
+const REFUSED_RETRY_MS = 1000;
 
 /**
  * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key,
@@ -14,6 +20,11 @@ const CHUNK = 8;
  * denied or free first request keeps nothing), so `make` may be called again for a key
  * that was never kept or was dropped. The incremental sweep walks the Map with one live
  * iterator (Map iterators survive deletions and insertions).
+ *
+ * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per
+ * limiter), idle keys go first; a key in use is never dropped (its state cannot be
+ * bounded for an arbitrary limiter), so a new key that would take units is refused
+ * (denied, nothing kept, counted in `stats.refused`) until one is idle.
  *
  * `make` must not call the registry for a key it does not hold (that call would call `make`
  * again: for the same key the inner call's limiter was overwritten by the outer one, so a
@@ -27,6 +38,8 @@ export class LimiterMap implements KeyStore {
   private readonly waits = new Map<string, number>();
   private iter: MapIterator<[string, Limiter]> | undefined;
   private countdown = SWEEP_EVERY;
+  private bytes = 0;
+  private refused = 0;
   private created = 0;
   private evictedIdle = 0;
   private evictedLossy = 0;
@@ -42,6 +55,7 @@ export class LimiterMap implements KeyStore {
   constructor(
     private readonly make: (key: string) => Limiter,
     private readonly maxKeys: number,
+    private readonly maxBytes: number,
     private readonly maker = "the policy function",
   ) {}
 
@@ -55,8 +69,8 @@ export class LimiterMap implements KeyStore {
       evictedIdle: this.evictedIdle,
       evictedLossy: this.evictedLossy,
       slots: 0,
-      bytes: 0,
-      refused: 0,
+      bytes: this.bytes,
+      refused: this.refused,
       restored: 0,
     };
   }
@@ -65,17 +79,32 @@ export class LimiterMap implements KeyStore {
     if (--this.countdown === 0) this.step();
     const limiter = this.map.get(key);
     if (limiter !== undefined) return limiter.allow(cost);
-    const fresh = this.create(key);
-    const allowed = fresh.allow(cost);
-    if (!fresh.isIdle()) this.insert(key, fresh);
-    return allowed;
+    return this.decideNew(key, cost).allowed;
   }
 
   consume(key: string, cost: number): Decision {
     if (--this.countdown === 0) this.step();
     const limiter = this.map.get(key);
     if (limiter !== undefined) return limiter.consume(cost);
+    return this.decideNew(key, cost);
+  }
+
+  /**
+   * `consume` for a key without a limiter: a fresh one decides; it is kept when the call
+   * left it in use, for which a full map must first make room (or refuse: nothing kept).
+   */
+  private decideNew(key: string, cost: number): Decision {
     const fresh = this.create(key);
+    const peeked = fresh.peek(cost);
+    if (!peeked.allowed || cost === 0) {
+      const decision = fresh.consume(cost);
+      if (!fresh.isIdle()) this.insert(key, fresh);
+      return decision;
+    }
+    if (!this.hasRoom(key) && !this.makeRoom(key)) {
+      this.refused++;
+      return { ...peeked, allowed: false, remaining: 0, retryAfterMs: REFUSED_RETRY_MS };
+    }
     const decision = fresh.consume(cost);
     if (!fresh.isIdle()) this.insert(key, fresh);
     return decision;
@@ -95,6 +124,16 @@ export class LimiterMap implements KeyStore {
     let limiter = this.map.get(key);
     let promise: Promise<Decision>;
     if (limiter === undefined) {
+      if (!this.hasRoom(key) && !this.makeRoom(key)) {
+        this.refused++;
+        const decision = this.create(key).peek(cost);
+        return Promise.reject(
+          new RateLimitError(`${WHERE}.wait: the registry is full and cannot keep this key`, {
+            ...decision,
+            allowed: false,
+          }),
+        );
+      }
       limiter = this.create(key);
       promise = limiter.wait(cost, options);
       if (!limiter.isIdle()) this.insert(key, limiter);
@@ -144,15 +183,31 @@ export class LimiterMap implements KeyStore {
   }
 
   clear(): void {
-    this.map.clear();
+    for (const key of this.map.keys()) {
+      if (this.waits.size === 0 || !this.waits.has(key)) this.delete(key);
+      else this.map.get(key)!.reset();
+    }
     this.iter = undefined;
+  }
+
+  /** Deletes a key and its accounted bytes. */
+  private delete(key: string): void {
+    this.map.delete(key);
+    this.bytes -= keyBytes(key) + LIMITER_BYTES;
+  }
+
+  /** True when a new `key` fits under both bounds. */
+  private hasRoom(key: string): boolean {
+    return (
+      this.map.size < this.maxKeys && this.bytes + keyBytes(key) + LIMITER_BYTES <= this.maxBytes
+    );
   }
 
   sweep(): number {
     let dropped = 0;
     for (const [key, limiter] of this.map) {
       if (this.droppable(key, limiter)) {
-        this.map.delete(key);
+        this.delete(key);
         dropped++;
       }
     }
@@ -177,48 +232,36 @@ export class LimiterMap implements KeyStore {
       const entry = this.next();
       if (entry === undefined) return;
       if (this.droppable(entry[0], entry[1])) {
-        this.map.delete(entry[0]);
+        this.delete(entry[0]);
         this.evictedIdle++;
       }
     }
   }
 
+  /** Keeps a new key's limiter, making room first (idle keys only) when full. */
   private insert(key: string, limiter: Limiter): void {
-    if (this.map.size >= this.maxKeys) this.makeRoom();
+    // A denied or free first request that left state (a policy that counts denials) is
+    // kept only when there is room: it took nothing, so dropping it grants nothing.
+    if (!this.hasRoom(key) && !this.makeRoom(key)) return;
     this.map.set(key, limiter);
+    this.bytes += keyBytes(key) + LIMITER_BYTES;
     this.created++;
   }
 
   /**
-   * Frees at least one entry: drops every idle limiter among the next `EVICT_SCAN`
-   * entries; when none is idle, drops the one with the smallest `resetAfterMs`. Keys with
-   * pending waits are skipped (when all of them wait, nothing is dropped).
+   * Drops every idle limiter among the next `EVICT_SCAN` entries, skipping keys with
+   * pending waits; true when a new `key` then fits. A key in use is never dropped.
    */
-  private makeRoom(): void {
-    let victim: string | undefined;
-    let victimResetMs = Number.POSITIVE_INFINITY;
-    let freed = 0;
+  private makeRoom(key: string): boolean {
     const n = this.map.size < EVICT_SCAN ? this.map.size : EVICT_SCAN;
     for (let i = 0; i < n; i++) {
       const entry = this.next();
       if (entry === undefined) break;
-      const [key, limiter] = entry;
-      if (this.waits.size !== 0 && this.waits.has(key)) continue; // never drop a waiting key
-      if (limiter.isIdle()) {
-        this.map.delete(key);
-        freed++;
-        continue;
-      }
-      const resetMs = limiter.peek(0).resetAfterMs;
-      if (victim === undefined || resetMs < victimResetMs) {
-        victim = key;
-        victimResetMs = resetMs;
+      if (this.droppable(entry[0], entry[1])) {
+        this.delete(entry[0]);
+        this.evictedIdle++;
       }
     }
-    this.evictedIdle += freed;
-    if (freed === 0 && victim !== undefined) {
-      this.map.delete(victim);
-      this.evictedLossy++;
-    }
+    return this.hasRoom(key);
   }
 }

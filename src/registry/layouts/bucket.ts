@@ -47,7 +47,19 @@ export class BucketLayout implements SlotLayout {
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
-  restore(st: Float64Array, s: number, _slot: number, busyUntilMs: number, now: number): void {
+  traceValue(st: Float64Array, s: number, slot: number, now: number): number {
+    return this.idleAtMs(st, s, slot, now);
+  }
+
+  traceExpiresMs(value: number): number {
+    return value;
+  }
+
+  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void {
+    this.restoreUntil(st, s, slot, value, now);
+  }
+
+  restoreUntil(st: Float64Array, s: number, _slot: number, busyUntilMs: number, now: number): void {
     const p = this.params;
     const capacity = p[CAPACITY]!;
     const rate = p[RATE]!;
@@ -64,16 +76,15 @@ export class BucketLayout implements SlotLayout {
     st[s + 1] = now;
   }
 
-  chargeDenied(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
+  fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {
     const p = this.params;
-    if (!fits(cost, p[CAPACITY]!)) return; // denied to every state: nothing to bound
-    // Had it been allowed, at most this overdraft would be left (see tokensAfter).
-    const floor = -TOLERANCE * (cost > 1 ? cost : 1);
-    const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
-    if (tokens > floor) {
-      st[s] = floor;
-      st[s + 1] = now;
-    }
+    return cost === 0 || fits(cost, tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!));
+  }
+
+  takeAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
+    const p = this.params;
+    st[s] = tokensAfter(tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!), cost);
+    st[s + 1] = now;
   }
 
   allowAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

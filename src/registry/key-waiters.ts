@@ -1,0 +1,261 @@
+import { heldDecision } from "../algorithms/bucket-base.js";
+import { bucketDecision, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
+import { LeakyBucket } from "../algorithms/leaky-bucket.js";
+import { TokenBucket } from "../algorithms/token-bucket.js";
+import { RateLimitError } from "../errors.js";
+import type { Decision, Limiter, WaitOptions } from "../limiter.js";
+import { BucketLedger } from "../reservation.js";
+import { WaitQueue } from "../wait.js";
+import type { SlabEngine } from "./engine.js";
+import type { Slab } from "./layouts/index.js";
+import { WHERE } from "./options.js";
+
+/** The part of the registry a waiting key's queue drives. */
+interface Registry {
+  consume(key: string, cost: number): Decision;
+  peek(key: string, cost: number): Decision;
+}
+
+/** A bucket policy's numbers, for its keys' ledgers. */
+interface BucketPolicy {
+  readonly capacity: number;
+  readonly ratePerSecond: number;
+  readonly shaping: boolean;
+}
+
+/** A key with pending waits: its slot (pinned meanwhile) and what serves them. */
+interface Entry {
+  readonly key: string;
+  readonly slot: number;
+  /** A bucket's ledger, which holds units for its waiters in the slot; else undefined. */
+  readonly ledger: BucketLedger | undefined;
+  /** A window's or `allOf`'s queue, which polls the registry for the key; else undefined. */
+  readonly queue: WaitQueue | undefined;
+  /** Units the ledger holds (the bucket's `held`); 0 for a queue. */
+  held: number;
+  /** `wait` calls not yet settled. */
+  inflight: number;
+}
+
+/**
+ * Waiting on the fast path of {@link KeyedLimiter}: a key's waiters live beside its slot,
+ * which stays in the slab, pinned (never swept nor evicted, counted toward the bounds)
+ * while any wait is pending; no state moves out. One first-in, first-out list per key:
+ * - a `TokenBucket` or `LeakyBucket` policy: the buckets' own {@link BucketLedger} over the
+ *   slot (a token bucket goes into debt, a leaky bucket shapes), with the units it holds
+ *   kept here, so the slot decides as a bucket of its own with those waiters would;
+ * - any other policy: a {@link WaitQueue} polling the registry's `peek` for the key.
+ * At most `maxWaiters` waits are pending per registry; an aborted or expired wait leaves
+ * at once, and the key's entry goes when its last wait settles.
+ * @internal
+ */
+export class KeyWaiters {
+  private readonly byKey = new Map<string, Entry>();
+  private readonly bySlot = new Map<number, Entry>();
+  /** Pending waits, against `maxWaiters`. */
+  private pending = 0;
+  private readonly bucket: BucketPolicy | undefined;
+
+  constructor(
+    private readonly engine: SlabEngine,
+    policy: Limiter,
+    private readonly slab: Slab,
+    private readonly registry: Registry & { readonly maxWaiters: number },
+  ) {
+    const proto: unknown = Object.getPrototypeOf(policy);
+    if (proto === TokenBucket.prototype) {
+      const p = policy as TokenBucket;
+      this.bucket = { capacity: p.capacity, ratePerSecond: p.refillPerSecond, shaping: false };
+    } else if (proto === LeakyBucket.prototype) {
+      const p = policy as LeakyBucket;
+      this.bucket = { capacity: p.capacity, ratePerSecond: p.leakPerSecond, shaping: true };
+    }
+  }
+
+  /** Pending waits. */
+  get size(): number {
+    return this.pending;
+  }
+
+  /** `wait` for a checked key and cost (at most the layout's limit). Never throws. */
+  wait(key: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
+    if (this.pending >= this.registry.maxWaiters) {
+      return Promise.reject(
+        refused(
+          `maxWaiters (${this.registry.maxWaiters}) waits are pending`,
+          this.registry.peek(key, cost),
+        ),
+      );
+    }
+    let entry = this.byKey.get(key);
+    if (entry === undefined) {
+      const made = this.enter(key);
+      if (made === undefined) {
+        return Promise.reject(
+          refused("the registry is full and cannot keep this key", this.registry.peek(key, cost)),
+        );
+      }
+      entry = made;
+    }
+    const promise =
+      entry.ledger !== undefined
+        ? entry.ledger.wait(cost, options, `${WHERE}.wait`)
+        : entry.queue!.wait(cost, options);
+    entry.inflight++;
+    this.pending++;
+    const e = entry;
+    const settled = () => {
+      this.pending--;
+      if (--e.inflight === 0) this.leave(e);
+    };
+    promise.then(settled, settled);
+    return promise;
+  }
+
+  /**
+   * The decision of a pinned slot whose bucket ledger holds units (as `BucketBase`
+   * decides with a ledger), or `undefined` when the slot decides as usual.
+   */
+  decide(slot: number, cost: number, now: number, take: boolean): Decision | undefined {
+    const entry = this.bySlot.get(slot);
+    const b = this.bucket;
+    if (entry === undefined || b === undefined || entry.ledger === undefined) return undefined;
+    const st = this.engine.state;
+    const s = slot * this.engine.stride;
+    const held = entry.held;
+    const units = tokensAt(st[s]!, st[s + 1]!, now, b.capacity + held, b.ratePerSecond) - held;
+    if (held !== 0 || units < 0) {
+      const d = heldDecision(
+        entry.ledger,
+        held,
+        units,
+        cost,
+        b.capacity,
+        b.ratePerSecond,
+        b.shaping,
+      );
+      if (d !== undefined) return d;
+    }
+    const decision = bucketDecision(cost, units, b.capacity, b.ratePerSecond);
+    if (take && decision.allowed && cost > 0) {
+      st[s] = tokensAfter(units, cost) + held;
+      st[s + 1] = now;
+    }
+    return decision;
+  }
+
+  /** Resets a waiting bucket key as `BucketBase` resets (waiters keep their place); false if none. */
+  reset(key: string): boolean {
+    const entry = this.byKey.get(key);
+    if (entry === undefined || entry.ledger === undefined) return false;
+    this.resetBucket(entry);
+    return true;
+  }
+
+  /** Resets every waiting bucket key (after the engine re-initialised the pinned slots). */
+  resetAll(): void {
+    for (const entry of this.byKey.values())
+      if (entry.ledger !== undefined) this.resetBucket(entry);
+  }
+
+  private resetBucket(entry: Entry): void {
+    const st = this.engine.state;
+    const s = entry.slot * this.engine.stride;
+    st[s] = this.bucket!.capacity;
+    if (entry.held === 0) {
+      st[s + 1] = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    const now = this.engine.now();
+    st[s + 1] = now;
+    entry.ledger!.reset(now);
+  }
+
+  /** Gives `key` a pinned slot and its waiting list; `undefined` when the registry is full. */
+  private enter(key: string): Entry | undefined {
+    const e = this.engine;
+    const now = e.now();
+    let slot = e.lookup(key);
+    if (slot < 0) slot = e.insert(key, now);
+    if (slot < 0) return undefined;
+    e.pin(slot);
+    const registry = this.registry;
+    const entry: Entry = {
+      key,
+      slot,
+      ledger: undefined,
+      queue: undefined,
+      held: 0,
+      inflight: 0,
+    };
+    const b = this.bucket;
+    const made: Entry =
+      b === undefined
+        ? {
+            ...entry,
+            queue: new WaitQueue(
+              `${WHERE}.wait`,
+              {
+                peek: (c = 1) => registry.peek(key, c),
+                consume: (c = 1) => registry.consume(key, c),
+              },
+              this.slab.clock,
+            ),
+          }
+        : { ...entry, ledger: this.ledgerFor(slot, b, () => made) };
+    this.byKey.set(key, made);
+    this.bySlot.set(slot, made);
+    return made;
+  }
+
+  /** A ledger over the slot's doubles and the entry's held units (the buckets' `LedgerHost`). */
+  private ledgerFor(slot: number, b: BucketPolicy, entry: () => Entry): BucketLedger {
+    const e = this.engine;
+    const baseAt = (now: number): number => {
+      const st = e.state;
+      const s = slot * e.stride;
+      return tokensAt(st[s]!, st[s + 1]!, now, b.capacity + entry().held, b.ratePerSecond);
+    };
+    const write = (units: number, now: number): void => {
+      const s = slot * e.stride;
+      e.state[s] = units;
+      e.state[s + 1] = now;
+    };
+    return new BucketLedger({
+      where: b.shaping ? "LeakyBucket" : "TokenBucket",
+      capacity: b.capacity,
+      ratePerSecond: b.ratePerSecond,
+      shaping: b.shaping,
+      now: () => e.now(),
+      unitsAt: (now) => baseAt(now) - entry().held,
+      take: (units, cost, now) => write(tokensAfter(units, cost) + entry().held, now),
+      hold: (units, now) => {
+        const x = entry();
+        write(baseAt(now), now);
+        x.held = units === -x.held ? 0 : x.held + units;
+      },
+      spend: (units, now) => {
+        const x = entry();
+        write(baseAt(now) - units, now);
+        x.held = units === x.held ? 0 : x.held - units;
+      },
+    });
+  }
+
+  /** The key's last wait settled: its list goes, and its slot is unpinned (dropped if idle). */
+  private leave(entry: Entry): void {
+    if (this.byKey.get(entry.key) !== entry) return;
+    this.byKey.delete(entry.key);
+    this.bySlot.delete(entry.slot);
+    try {
+      this.engine.unpin(entry.slot);
+    } catch {
+      // A clock that throws: the slot stays unpinned and is swept later; every call throws anyway.
+    }
+  }
+}
+
+/** The `RateLimitError` of a wait refused at once, with the key's decision as denied. */
+function refused(message: string, decision: Decision): RateLimitError {
+  return new RateLimitError(`${WHERE}.wait: ${message}`, { ...decision, allowed: false });
+}

@@ -1,0 +1,137 @@
+import { combine } from "../../composite.js";
+import type { Decision } from "../../limiter.js";
+import type { SlotLayout } from "../layout.js";
+
+/**
+ * The slot of an `allOf` key: each part's slot side by side (part `i` at offset
+ * `offsets[i]`), decided as `AllOf` decides (all or nothing; denied parts as peeked, allowed
+ * parts of a denied composite without the cost; fields combined by `combine`).
+ * @internal
+ */
+export class AllOfLayout implements SlotLayout {
+  readonly doubles: number;
+  readonly keyExtraBytes: number;
+  readonly limit: number;
+  private readonly parts: readonly SlotLayout[];
+  private readonly offsets: readonly number[];
+
+  constructor(parts: readonly SlotLayout[]) {
+    this.parts = parts;
+    const offsets: number[] = [];
+    let doubles = 0;
+    let extra = 0;
+    let limit = Number.POSITIVE_INFINITY;
+    for (const part of parts) {
+      offsets.push(doubles);
+      doubles += part.doubles;
+      extra += part.keyExtraBytes;
+      if (part.limit < limit) limit = part.limit;
+    }
+    this.offsets = offsets;
+    this.doubles = doubles;
+    this.keyExtraBytes = extra;
+    this.limit = limit;
+  }
+
+  init(st: Float64Array, s: number, slot: number, now: number): void {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) parts[i]!.init(st, s + this.offsets[i]!, slot, now);
+  }
+
+  isIdle(st: Float64Array, s: number, slot: number, now: number): boolean {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      if (!parts[i]!.isIdle(st, s + this.offsets[i]!, slot, now)) return false;
+    }
+    return true;
+  }
+
+  idleAtMs(st: Float64Array, s: number, slot: number, now: number): number {
+    let at = now;
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      const t = parts[i]!.idleAtMs(st, s + this.offsets[i]!, slot, now);
+      if (t > at) at = t;
+    }
+    return at;
+  }
+
+  /** The latest time any part is fresh again: parts are restored from that time. */
+  traceValue(st: Float64Array, s: number, slot: number, now: number): number {
+    return this.idleAtMs(st, s, slot, now);
+  }
+
+  traceExpiresMs(value: number): number {
+    return value;
+  }
+
+  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void {
+    this.restoreUntil(st, s, slot, value, now);
+  }
+
+  restoreUntil(st: Float64Array, s: number, slot: number, untilMs: number, now: number): void {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      parts[i]!.restoreUntil(st, s + this.offsets[i]!, slot, untilMs, now);
+    }
+  }
+
+  fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      if (!parts[i]!.fitsAt(st, s + this.offsets[i]!, slot, now, cost)) return false;
+    }
+    return true;
+  }
+
+  takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++)
+      parts[i]!.takeAt(st, s + this.offsets[i]!, slot, now, cost);
+  }
+
+  allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
+    if (!this.fitsAt(st, s, slot, now, cost)) return false;
+    if (cost > 0) this.takeAt(st, s, slot, now, cost);
+    return true;
+  }
+
+  decideAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    take: boolean,
+  ): Decision {
+    const parts = this.parts;
+    const n = parts.length;
+    const decisions: Decision[] = new Array(n);
+    let allowed = true;
+    for (let i = 0; i < n; i++) {
+      const d = parts[i]!.decideAt(st, s + this.offsets[i]!, slot, now, cost, false);
+      decisions[i] = d;
+      if (!d.allowed) allowed = false;
+    }
+    if (allowed && take && cost > 0) {
+      for (let i = 0; i < n; i++) {
+        decisions[i] = parts[i]!.decideAt(st, s + this.offsets[i]!, slot, now, cost, true);
+      }
+    } else if (!allowed) {
+      // Nothing is taken: parts that would allow report their state without the cost.
+      for (let i = 0; i < n; i++) {
+        if (!decisions[i]!.allowed) continue;
+        decisions[i] = parts[i]!.decideAt(st, s + this.offsets[i]!, slot, now, 0, false);
+      }
+    }
+    return combine(allowed, decisions);
+  }
+
+  release(slot: number, bytes: { addBytes(delta: number): void }): void {
+    for (const part of this.parts) part.release(slot, bytes);
+  }
+
+  grow(slots: number): void {
+    for (const part of this.parts) part.grow(slots);
+  }
+}
