@@ -1,15 +1,15 @@
-import { msToRefill } from "./algorithms/bucket-math.js";
 import {
   checkCost,
   checkNumber,
   checkOptionNames,
   checkOptions,
   RateLimitError,
-} from "./errors.js";
-import type { Decision, Reservation, ReserveOptions, WaitOptions } from "./limiter.js";
-import { fits, wholeUnits } from "./numeric.js";
-import { RESERVE_HINTS, RESERVE_OPTIONS } from "./option-names.js";
-import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "./wait.js";
+} from "../errors.js";
+import type { Decision, Reservation, ReserveOptions, WaitOptions } from "../limiter.js";
+import { fits, wholeUnits } from "../numeric.js";
+import { RESERVE_HINTS, RESERVE_OPTIONS } from "../option-names.js";
+import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "../wait.js";
+import { msToRefill } from "./bucket-math.js";
 
 /**
  * Reservations and waiting for the two buckets: a ledger of pending claims on one
