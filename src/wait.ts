@@ -8,6 +8,7 @@ import {
 } from "./errors.js";
 import { type Clock, type Decision, systemClock, type WaitOptions } from "./limiter.js";
 import { WAIT_HINTS, WAIT_OPTIONS } from "./option-names.js";
+import { WaitList, type WaitListNode } from "./wait-list.js";
 
 /**
  * Waiting for a limiter that cannot hold units for its waiters (the three windows,
@@ -70,18 +71,12 @@ export class OneTimer {
   }
 }
 
-interface Waiter {
+interface Waiter extends WaitListNode<Waiter> {
   readonly cost: number;
   /** Clock reading after which it is rejected; `Infinity` without `maxWaitMs`. */
   readonly deadlineMs: number;
   readonly resolve: (decision: Decision) => void;
   readonly reject: (reason: unknown) => void;
-  readonly signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-  prev: Waiter | undefined;
-  next: Waiter | undefined;
-  /** False once granted, rejected or aborted. */
-  queued: boolean;
 }
 
 /**
@@ -102,9 +97,11 @@ interface Waiter {
  * plain `consume` meanwhile) is rejected with a `RateLimitError` rather than left waiting.
  */
 export class WaitQueue {
-  private head: Waiter | undefined;
-  private tail: Waiter | undefined;
-  private count = 0;
+  private readonly list = new WaitList<Waiter>((w, reason) => {
+    this.list.remove(w);
+    w.reject(reason);
+    this.serve();
+  });
   /** Queued waiters with a finite deadline, as a binary min-heap on `deadlineMs`. */
   private readonly deadlines: Waiter[] = [];
   private readonly timer: OneTimer;
@@ -129,7 +126,7 @@ export class WaitQueue {
 
   /** Number of pending waiters. */
   get size(): number {
-    return this.count;
+    return this.list.size;
   }
 
   /** See {@link Limiter.wait}. Never throws: every problem is a rejection. */
@@ -147,7 +144,7 @@ export class WaitQueue {
         reject(new RangeError(`${where}: cost ${c} exceeds limit ${d.limit}`));
         return;
       }
-      if (this.count === 0 && d.allowed) {
+      if (this.list.size === 0 && d.allowed) {
         resolve(this.limiter.consume(c));
         return;
       }
@@ -168,26 +165,14 @@ export class WaitQueue {
         reject,
         signal,
         onAbort: undefined,
-        prev: this.tail,
+        prev: undefined,
         next: undefined,
-        queued: true,
+        queued: false,
       };
-      if (signal !== undefined) {
-        waiter.onAbort = () => {
-          if (!waiter.queued) return;
-          this.remove(waiter);
-          waiter.reject(signal.reason);
-          this.serve();
-        };
-        signal.addEventListener("abort", waiter.onAbort, { once: true });
-      }
-      if (this.tail === undefined) this.head = waiter;
-      else this.tail.next = waiter;
-      this.tail = waiter;
-      this.count++;
+      this.list.push(waiter);
       if (deadlineMs !== Number.POSITIVE_INFINITY) this.pushDeadline(waiter);
       // A new head, or an earlier deadline: re-plan the one timer.
-      if (this.count === 1 || deadlineMs !== Number.POSITIVE_INFINITY) this.serve();
+      if (this.list.size === 1 || deadlineMs !== Number.POSITIVE_INFINITY) this.serve();
     });
   }
 
@@ -195,19 +180,6 @@ export class WaitQueue {
     const t = this.clock();
     if (t > this.seenMs) this.seenMs = t;
     return this.seenMs;
-  }
-
-  /** Unlinks a queued waiter and stops listening to its signal. */
-  private remove(w: Waiter): void {
-    w.queued = false;
-    if (w.prev === undefined) this.head = w.next;
-    else w.prev.next = w.next;
-    if (w.next === undefined) this.tail = w.prev;
-    else w.next.prev = w.prev;
-    w.prev = undefined;
-    w.next = undefined;
-    this.count--;
-    if (w.onAbort !== undefined) w.signal?.removeEventListener("abort", w.onAbort);
   }
 
   /**
@@ -222,15 +194,15 @@ export class WaitQueue {
       // ones past it, and grant again if an expired one was at the head.
       do {
         waitMs = Number.POSITIVE_INFINITY;
-        for (let head = this.head; head !== undefined; head = this.head) {
+        for (let head = this.list.head; head !== undefined; head = this.list.head) {
           const d = this.limiter.peek(head.cost);
           if (d.allowed) {
-            this.remove(head);
+            this.list.remove(head);
             head.resolve(this.limiter.consume(head.cost));
             continue;
           }
           if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
-            this.remove(head);
+            this.list.remove(head);
             head.reject(neverError(`${this.where}.wait`, head.cost, d));
             continue;
           }
@@ -242,13 +214,13 @@ export class WaitQueue {
       if (first !== undefined && first.deadlineMs - now < waitMs) waitMs = first.deadlineMs - now;
     } catch (error) {
       // A clock or part that throws: nobody can be served; reject all rather than hang.
-      for (let w = this.head; w !== undefined; w = this.head) {
-        this.remove(w);
+      for (let w = this.list.head; w !== undefined; w = this.list.head) {
+        this.list.remove(w);
         w.reject(error);
       }
       this.deadlines.length = 0;
     }
-    if (this.count === 0) {
+    if (this.list.size === 0) {
       this.timer.clear();
       this.deadlines.length = 0;
     } else if (waitMs !== Number.POSITIVE_INFINITY) {
@@ -258,10 +230,10 @@ export class WaitQueue {
 
   /** Rejects every queued waiter whose deadline has come; true when the head was one. */
   private expire(now: number): boolean {
-    const head = this.head;
+    const head = this.list.head;
     for (let w = this.peekDeadline(); w !== undefined && w.deadlineMs <= now; ) {
       this.popDeadline();
-      this.remove(w);
+      this.list.remove(w);
       const d = this.limiter.peek(w.cost);
       w.reject(
         new RateLimitError(

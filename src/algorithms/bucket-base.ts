@@ -8,7 +8,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { BucketLedger } from "../reservation.js";
+import { BucketLedger } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
 import { readClock } from "./time.js";
 import { defineTimedPart, type TimedPart } from "./timed-part.js";

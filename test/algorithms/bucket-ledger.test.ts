@@ -1,10 +1,10 @@
 import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
-import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
-import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { manualClock } from "./support/manual-clock.js";
-import { settleLog, timerClock } from "./support/timer-clock.js";
-import { leakyBucketModel, tokenBucketModel } from "./support/wait-model.js";
+import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { manualClock } from "../support/manual-clock.js";
+import { settleLog, timerClock } from "../support/timer-clock.js";
+import { leakyBucketModel, tokenBucketModel } from "../support/wait-model.js";
 
 afterEach(() => {
   vi.useRealTimers();

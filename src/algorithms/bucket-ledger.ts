@@ -1,15 +1,16 @@
-import { msToRefill } from "./algorithms/bucket-math.js";
 import {
   checkCost,
   checkNumber,
   checkOptionNames,
   checkOptions,
   RateLimitError,
-} from "./errors.js";
-import type { Decision, Reservation, ReserveOptions, WaitOptions } from "./limiter.js";
-import { fits, wholeUnits } from "./numeric.js";
-import { RESERVE_HINTS, RESERVE_OPTIONS } from "./option-names.js";
-import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "./wait.js";
+} from "../errors.js";
+import type { Decision, Reservation, ReserveOptions, WaitOptions } from "../limiter.js";
+import { fits, wholeUnits } from "../numeric.js";
+import { RESERVE_HINTS, RESERVE_OPTIONS } from "../option-names.js";
+import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "../wait.js";
+import { WaitList, type WaitListNode } from "../wait-list.js";
+import { msToRefill } from "./bucket-math.js";
 
 /**
  * Reservations and waiting for the two buckets: a ledger of pending claims on one
@@ -78,7 +79,7 @@ export interface LedgerHost {
 const WAITER = 1;
 const FIXED = 2;
 
-interface Entry {
+interface Entry extends WaitListNode<Entry> {
   /** Units held: its cost, plus units kept for reservations cancelled ahead of it. */
   units: number;
   readonly cost: number;
@@ -98,11 +99,6 @@ interface Entry {
   readonly kind: typeof WAITER | typeof FIXED;
   readonly resolve: ((decision: Decision) => void) | undefined;
   readonly reject: ((reason: unknown) => void) | undefined;
-  readonly signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-  prev: Entry | undefined;
-  next: Entry | undefined;
-  queued: boolean;
 }
 
 /** A reservation that cannot be made: nothing was taken. */
@@ -136,15 +132,13 @@ const TOO_BIG = -2;
  * @internal
  */
 export class BucketLedger {
-  private head: Entry | undefined;
-  private tail: Entry | undefined;
+  private readonly list = new WaitList<Entry>((e, reason) => this.withdraw(e, reason));
   /** Units held by all entries. */
   private total = 0;
   /** Units held by reservations (not waiters). */
   private fixedUnits = 0;
   /** Pending reservations (not waiters), of any cost: a free one still has its place. */
   private fixedEntries = 0;
-  private entries = 0;
   private waiters = 0;
   private readonly timer: OneTimer;
 
@@ -159,7 +153,7 @@ export class BucketLedger {
 
   /** Pending entries (waiters and reservations). */
   get size(): number {
-    return this.entries;
+    return this.list.size;
   }
 
   /**
@@ -196,9 +190,9 @@ export class BucketLedger {
       reject: undefined,
       signal: undefined,
       onAbort: undefined,
-      prev: this.tail,
+      prev: undefined,
       next: undefined,
-      queued: true,
+      queued: false,
     };
     this.link(entry);
     return entry;
@@ -286,16 +280,10 @@ export class BucketLedger {
         reject,
         signal,
         onAbort: undefined,
-        prev: this.tail,
+        prev: undefined,
         next: undefined,
-        queued: true,
+        queued: false,
       };
-      if (signal !== undefined) {
-        entry.onAbort = () => {
-          if (entry.queued) this.withdraw(entry, signal.reason);
-        };
-        signal.addEventListener("abort", entry.onAbort, { once: true });
-      }
       this.link(entry);
       this.waiters++;
       if (!this.timer.armed) this.arm(units - c);
@@ -303,32 +291,22 @@ export class BucketLedger {
   }
 
   private link(entry: Entry): void {
-    if (this.tail === undefined) this.head = entry;
-    else this.tail.next = entry;
-    this.tail = entry;
+    this.list.push(entry);
     this.total += entry.units;
-    this.entries++;
   }
 
   private unlink(e: Entry): void {
-    e.queued = false;
-    if (e.prev === undefined) this.head = e.next;
-    else e.prev.next = e.next;
-    if (e.next === undefined) this.tail = e.prev;
-    else e.next.prev = e.prev;
-    e.prev = undefined;
-    e.next = undefined;
-    this.entries--;
+    this.list.remove(e);
     if (e.kind === FIXED) {
       this.fixedUnits -= e.units;
       this.fixedEntries--;
     } else {
       this.waiters--;
-      if (e.onAbort !== undefined) e.signal?.removeEventListener("abort", e.onAbort);
     }
     // The last entry takes the exact remainder, so no float residue stays held.
-    this.total = this.entries === 0 ? 0 : this.total - e.units;
-    if (this.entries === 0) this.fixedUnits = 0;
+    const empty = this.list.size === 0;
+    this.total = empty ? 0 : this.total - e.units;
+    if (empty) this.fixedUnits = 0;
   }
 
   /**
@@ -345,7 +323,7 @@ export class BucketLedger {
     let grant: Decision | undefined;
     // Units held by the reservations kept ahead of `e`.
     let kept = 0;
-    for (let e = this.head; e !== undefined; ) {
+    for (let e = this.list.head; e !== undefined; ) {
       const next = e.next;
       const past = now > e.turnMs;
       if (!past && !fits(e.threshold - (this.total - kept - e.units), units)) break;
@@ -354,7 +332,7 @@ export class BucketLedger {
         e = next;
         continue;
       }
-      const spent = this.entries === 1 ? this.total : e.units;
+      const spent = this.list.size === 1 ? this.total : e.units;
       this.unlink(e);
       h.spend(spent, now);
       if (e.kind === WAITER) {
@@ -368,13 +346,13 @@ export class BucketLedger {
 
   /** Whether a plain request must wait behind pending entries at `units` now. */
   blocks(units: number): boolean {
-    const last = this.tail;
+    const last = this.list.tail;
     return last !== undefined && !fits(last.threshold, units);
   }
 
   /** Milliseconds until the last pending entry is due, at `units` now. */
   msUntilServed(units: number): number {
-    const last = this.tail;
+    const last = this.list.tail;
     return last === undefined ? 0 : msToRefill(last.threshold - units, this.host.ratePerSecond);
   }
 
@@ -413,7 +391,7 @@ export class BucketLedger {
     // count as spent: their units are repaid already.
     let first = true;
     let keptAhead = 0;
-    for (let f = this.head; f !== e && f !== undefined; f = f.next) {
+    for (let f = this.list.head; f !== e && f !== undefined; f = f.next) {
       if (!this.isKept(f, units, keptAhead, now)) {
         first = false;
         break;
@@ -435,7 +413,7 @@ export class BucketLedger {
       if (give > left) give = left;
     }
     const keep = left - give;
-    const last = this.entries === 1;
+    const last = this.list.size === 1;
     const total = this.total;
     this.unlink(e);
     if (last) {
@@ -474,7 +452,7 @@ export class BucketLedger {
     const units = this.host.unitsAt(now);
     let ahead = 0;
     let mark = false;
-    for (let f = this.head; f !== undefined; f = f.next) {
+    for (let f = this.list.head; f !== undefined; f = f.next) {
       ahead += f.units;
       if (f === from) mark = true;
       if (!mark || f.kind !== FIXED) continue;
@@ -486,7 +464,7 @@ export class BucketLedger {
 
   /** The bucket was reset at `now`: every turn may come early; serve who is due now. */
   reset(now: number): void {
-    this.markEarly(this.head, now);
+    this.markEarly(this.list.head, now);
     this.serve();
   }
 
@@ -504,7 +482,7 @@ export class BucketLedger {
   /** Arms the timer for the first waiter, given `units` now (after settling). */
   private arm(units: number): void {
     let ahead = 0;
-    for (let e = this.head; e !== undefined; e = e.next) {
+    for (let e = this.list.head; e !== undefined; e = e.next) {
       ahead += e.units;
       if (e.kind !== WAITER) continue;
       const behind = this.total - ahead;
@@ -516,7 +494,7 @@ export class BucketLedger {
 
   /** A clock that throws: no waiter can be served; reject them all rather than hang. */
   private fail(error: unknown): void {
-    for (let e = this.head; e !== undefined; ) {
+    for (let e = this.list.head; e !== undefined; ) {
       const next = e.next;
       if (e.kind === WAITER) {
         this.unlink(e);

@@ -1,0 +1,90 @@
+/**
+ * The first-in, first-out list of pending waiters that both waiting mechanisms keep: the
+ * {@link WaitQueue} of the windows and `allOf` (wait.ts) and the buckets' ledger
+ * (algorithms/bucket-ledger.ts). A doubly linked list through the waiters themselves (no
+ * allocation per waiter beyond its abort listener), with each waiter's abort listener
+ * added on `push` and removed on `remove`. What a waiter waits for, and when it is
+ * served, is the owner's.
+ * @module
+ */
+
+/**
+ * A waiter a {@link WaitList} links. The list owns `prev`, `next`, `queued` and `onAbort`:
+ * the owner reads them (`next` to walk the list from its head) and never writes them.
+ */
+export interface WaitListNode<N> {
+  prev: N | undefined;
+  next: N | undefined;
+  /** True while in the list; false once removed (granted, rejected, aborted, withdrawn). */
+  queued: boolean;
+  /** The waiter's `AbortSignal`, listened to while it is in the list. */
+  readonly signal: AbortSignal | undefined;
+  /** The abort listener added on `push`, while the waiter is in the list. */
+  onAbort: (() => void) | undefined;
+}
+
+/**
+ * Waiters in arrival order. Walk it with `for (let n = list.head; n !== undefined; n = next)`,
+ * reading `next` before removing `n`.
+ * @internal
+ */
+export class WaitList<N extends WaitListNode<N>> {
+  private first: N | undefined;
+  private last: N | undefined;
+  private count = 0;
+
+  /**
+   * @param aborted Called, once, when a queued waiter's signal aborts, with the signal's
+   *   reason; the waiter is still in the list (the owner removes it and settles it).
+   */
+  constructor(private readonly aborted: (node: N, reason: unknown) => void) {}
+
+  /** The oldest waiter; `undefined` when the list is empty. */
+  get head(): N | undefined {
+    return this.first;
+  }
+
+  /** The newest waiter; `undefined` when the list is empty. */
+  get tail(): N | undefined {
+    return this.last;
+  }
+
+  /** Number of waiters in the list. */
+  get size(): number {
+    return this.count;
+  }
+
+  /**
+   * Appends `node` (not in any list) and, when it has a signal, listens for its abort.
+   * The signal is not checked here: the owner rejects an already aborted one beforehand.
+   */
+  push(node: N): void {
+    const signal = node.signal;
+    if (signal !== undefined) {
+      node.onAbort = () => {
+        if (node.queued) this.aborted(node, signal.reason);
+      };
+      signal.addEventListener("abort", node.onAbort, { once: true });
+    }
+    node.prev = this.last;
+    node.next = undefined;
+    node.queued = true;
+    if (this.last === undefined) this.first = node;
+    else this.last.next = node;
+    this.last = node;
+    this.count++;
+  }
+
+  /** Unlinks a queued `node` and stops listening to its signal. */
+  remove(node: N): void {
+    node.queued = false;
+    if (node.prev === undefined) this.first = node.next;
+    else node.prev.next = node.next;
+    if (node.next === undefined) this.last = node.prev;
+    else node.next.prev = node.prev;
+    node.prev = undefined;
+    node.next = undefined;
+    this.count--;
+    if (node.onAbort !== undefined) node.signal?.removeEventListener("abort", node.onAbort);
+  }
+}

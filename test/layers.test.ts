@@ -1,0 +1,199 @@
+// No import in src/ runs back up a layer. A layer is a directory of src/ (algorithms,
+// registry, http, redis, cli; a nested directory belongs to its top one) or one file at the
+// top of src/ (wait.ts, errors.ts, registry.ts, ...). The algorithms sit below the keyed
+// registry and the adapters, the slab engine below the adapters, and no two layers import
+// each other, even through others. Imports are read with a regex over `from "..."` (type
+// imports and re-exports included); the helpers are checked on small inputs first, so a
+// checker that accepts everything fails here.
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, posix, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const SRC = join(dirname(fileURLToPath(import.meta.url)), "..", "src");
+
+/** Source files by their path relative to src/, with `/` separators (`algorithms/time.ts`). */
+type Tree = ReadonlyMap<string, string>;
+
+/** Every `.ts` file under `dir`, with its source. */
+function readTree(dir: string): Tree {
+  const tree = new Map<string, string>();
+  const walk = (d: string): void => {
+    for (const entry of readdirSync(d, { withFileTypes: true })) {
+      const path = join(d, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith(".ts")) {
+        tree.set(relative(dir, path).split("\\").join("/"), readFileSync(path, "utf8"));
+      }
+    }
+  };
+  walk(dir);
+  return tree;
+}
+
+/** The relative specifiers `source` imports or re-exports from (`./wait.js`). */
+function specifiers(source: string): string[] {
+  return [...source.matchAll(/\bfrom\s+["'](\.{1,2}\/[^"']+)["']/g)].map((m) => m[1]!);
+}
+
+/** The file (relative to src/) that `specifier`, written in `file`, names: `.js` read as `.ts`. */
+function resolve(file: string, specifier: string): string {
+  return posix.normalize(posix.join(posix.dirname(file), specifier)).replace(/\.js$/, ".ts");
+}
+
+/** The layer of a file: its top directory under src/ (`algorithms/`), or the file itself. */
+function layer(file: string): string {
+  const slash = file.indexOf("/");
+  return slash === -1 ? file : file.slice(0, slash + 1);
+}
+
+/** Layers that may not be imported from a layer; a key or value ending in `/` is a directory. */
+const FORBIDDEN: ReadonlyMap<string, readonly string[]> = new Map([
+  ["algorithms/", ["registry.ts", "registry/", "composite.ts", "http/", "redis/", "cli/"]],
+  ["registry/", ["http/", "redis/", "cli/"]],
+]);
+
+/** Every import in `tree` from a layer to one it may not import: `from -> to`. */
+function upwardImports(tree: Tree): string[] {
+  const found: string[] = [];
+  for (const [file, source] of tree) {
+    const banned = FORBIDDEN.get(layer(file)) ?? [];
+    for (const spec of specifiers(source)) {
+      const target = resolve(file, spec);
+      if (banned.includes(layer(target))) found.push(`${file} -> ${target}`);
+    }
+  }
+  return found;
+}
+
+/** The layers each layer imports from (itself excluded). */
+function layerGraph(tree: Tree): Map<string, Set<string>> {
+  const graph = new Map<string, Set<string>>();
+  for (const [file, source] of tree) {
+    const from = layer(file);
+    const edges = graph.get(from) ?? new Set<string>();
+    graph.set(from, edges);
+    for (const spec of specifiers(source)) {
+      const to = layer(resolve(file, spec));
+      if (to !== from) edges.add(to);
+    }
+  }
+  return graph;
+}
+
+/** Each import cycle between layers, as `a -> b -> a`; one per cycle found by a depth-first walk. */
+function layerCycles(tree: Tree): string[] {
+  const graph = layerGraph(tree);
+  const cycles: string[] = [];
+  const done = new Set<string>();
+  const path: string[] = [];
+  const visit = (node: string): void => {
+    const at = path.indexOf(node);
+    if (at !== -1) {
+      cycles.push([...path.slice(at), node].join(" -> "));
+      return;
+    }
+    if (done.has(node)) return;
+    path.push(node);
+    for (const next of graph.get(node) ?? []) visit(next);
+    path.pop();
+    done.add(node);
+  };
+  for (const node of [...graph.keys()].sort()) visit(node);
+  return cycles;
+}
+
+describe("import helpers", () => {
+  it("reads relative imports and re-exports, on one line or many, and skips packages", () => {
+    const source = [
+      'import { a } from "./a.js";',
+      'import type { B } from "../b.js";',
+      "import {",
+      "  c,",
+      "  d,",
+      '} from "./dir/c.js";',
+      'export { e } from "./e.js";',
+      "import { readFileSync } from 'node:fs';",
+      'import fc from "fast-check";',
+    ].join("\n");
+    expect(specifiers(source)).toEqual(["./a.js", "../b.js", "./dir/c.js", "./e.js"]);
+  });
+
+  it.each([
+    ["algorithms/bucket-base.ts", "./bucket-ledger.js", "algorithms/bucket-ledger.ts"],
+    ["algorithms/bucket-base.ts", "../wait.js", "wait.ts"],
+    ["redis/lua/token-bucket.ts", "../script.js", "redis/script.ts"],
+    ["registry.ts", "./registry/store.js", "registry/store.ts"],
+  ])("%s imports %s: %s", (file, spec, want) => {
+    expect(resolve(file, spec)).toBe(want);
+  });
+
+  it.each([
+    ["wait.ts", "wait.ts"],
+    ["algorithms/time.ts", "algorithms/"],
+    ["redis/lua/common.ts", "redis/"],
+  ])("the layer of %s is %s", (file, want) => {
+    expect(layer(file)).toBe(want);
+  });
+
+  it.each([
+    ["algorithms/a.ts", 'import { KeyedLimiter } from "../registry.js";', "registry.ts"],
+    ["algorithms/a.ts", 'import type { S } from "../registry/store.js";', "registry/store.ts"],
+    ["algorithms/a.ts", 'import { allOf } from "../composite.js";', "composite.ts"],
+    ["algorithms/a.ts", 'import { h } from "../http/core.js";', "http/core.ts"],
+    ["algorithms/a.ts", 'import { r } from "../redis/limiter.js";', "redis/limiter.ts"],
+    ["algorithms/a.ts", 'import { c } from "../cli/run.js";', "cli/run.ts"],
+    ["registry/a.ts", 'import { h } from "../http/core.js";', "http/core.ts"],
+    ["registry/a.ts", 'import { r } from "../redis/limiter.js";', "redis/limiter.ts"],
+    ["registry/a.ts", 'import { c } from "../cli/run.js";', "cli/run.ts"],
+  ])("flags %s importing %s", (file, source, target) => {
+    expect(upwardImports(new Map([[file, source]]))).toEqual([`${file} -> ${target}`]);
+  });
+
+  it("lets the algorithms import top-level helpers and each other", () => {
+    const tree = new Map([
+      ["algorithms/a.ts", 'import { x } from "../wait.js";\nimport { y } from "./b.js";'],
+      ["registry/a.ts", 'import { z } from "../algorithms/a.js";'],
+    ]);
+    expect(upwardImports(tree)).toEqual([]);
+    expect(layerCycles(tree)).toEqual([]);
+  });
+
+  it("finds the cycle a top-level bucket ledger made with the algorithms", () => {
+    const tree = new Map([
+      ["reservation.ts", 'import { msToRefill } from "./algorithms/bucket-math.js";'],
+      ["algorithms/bucket-math.ts", ""],
+      ["algorithms/bucket-base.ts", 'import { BucketLedger } from "../reservation.js";'],
+    ]);
+    expect(upwardImports(tree)).toEqual([]);
+    expect(layerCycles(tree)).toEqual(["algorithms/ -> reservation.ts -> algorithms/"]);
+  });
+
+  it("finds a cycle through three layers", () => {
+    const tree = new Map([
+      ["a.ts", 'import { b } from "./b/x.js";'],
+      ["b/x.ts", 'import { c } from "../c.js";'],
+      ["c.ts", 'import { a } from "./a.js";'],
+    ]);
+    expect(layerCycles(tree)).toEqual(["a.ts -> b/ -> c.ts -> a.ts"]);
+  });
+});
+
+describe("src/ layers", () => {
+  const tree = readTree(SRC);
+
+  it("reads the source tree and its imports", () => {
+    const graph = layerGraph(tree);
+    expect(tree.has("algorithms/bucket-ledger.ts")).toBe(true);
+    expect(graph.get("algorithms/")).toContain("wait.ts");
+    expect(graph.get("registry.ts")).toContain("registry/");
+  });
+
+  it("no algorithm imports the registry, allOf, http, redis or the CLI; no slab imports an adapter", () => {
+    expect(upwardImports(tree)).toEqual([]);
+  });
+
+  it("no two layers import each other, even through others", () => {
+    expect(layerCycles(tree)).toEqual([]);
+  });
+});
