@@ -314,42 +314,19 @@ function notLimiterHint(part: unknown): string {
 }
 
 /**
- * A limiter that allows a request only when every one of `limiters` allows it, and then
- * takes the cost from all of them; when any part denies, no part is charged. For layered
- * limits such as 10 per second AND 1000 per hour.
- *
- * All or nothing also when a part throws: every built-in part's clock is read once, all
- * readings first (a reading that throws, or is not a finite number, leaves every part as
- * it was, and its `TypeError`/`RangeError` propagates as the part throws it); then every
- * part is checked at its reading; then every part is charged at that same reading. Nested
- * exact `allOf` parts are decided as their own parts (the same decision). A custom part
- * (not one of the five algorithm classes: a user's `Limiter`, a subclass, or an instance
- * with its own `allow`/`consume`/`peek`) is called through its public methods, and custom
- * parts are charged before any built-in part: every custom part but the last is peeked,
- * the last charged (its denial or throw charges nothing), then the others. So with at most
- * one custom part a call is all or nothing whatever throws; with two or more, a custom
- * part that throws (or denies after its peek allowed) leaves every built-in part uncharged,
- * but the custom parts charged before it stay charged (a `Limiter` cannot give units back).
- *
- * Its {@link Decision}: `allowed` when all allow; `remaining` the least of the parts'
- * (after the cost when allowed, without taking it when denied) and `limit` of that part
- * (the first such part on a tie); `retryAfterMs` and `resetAfterMs` the largest of the
- * parts'. `isIdle` when all parts are idle; `reset` resets all; `clone` clones all, so an
- * `allOf` of built-in limiters works as a `KeyedLimiter` policy. The parts must be
- * distinct and used only through the composite (a part consumed elsewhere between the
- * check and the charge could still deny its share).
- *
- * @throws {RangeError} With no limiters, or the same limiter twice anywhere in the tree of
- *   parts (`allOf(a, allOf(a, b))` included). From its methods: whatever a part throws
- *   (a clock reading that is not a finite number, a part's own error), charging nothing
- *   as described above.
- * @throws {TypeError} When an argument is not a limiter (the message says so when it is
- *   an array of limiters, `allOf([a, b])`, or an options object: allOf takes none).
+ * A limiter that allows a request only when every one of `limiters` allows it, then takes
+ * the cost from all of them; when any part denies, none is charged. For layered limits
+ * such as 10 per second AND 1000 per hour. All or nothing also when a part's clock throws;
+ * with two or more custom parts, those charged before a throw stay charged. `remaining` and
+ * `limit` come from the part with the least `remaining`, `retryAfterMs`/`resetAfterMs` are
+ * the largest. Parts must be distinct, used only through it: docs/keyed.md#alloflimiters.
  * @example
  * const perKey = new KeyedLimiter(allOf(
  *   new TokenBucket({ capacity: 10, refillPerSecond: 10 }),
  *   new FixedWindow({ limit: 1000, windowMs: 3_600_000 }),
  * ))
+ * @throws {RangeError} With no limiters, or one limiter twice anywhere in the tree of parts.
+ * @throws {TypeError} When an argument is not a limiter (an array or an options object).
  */
 export function allOf(...limiters: Limiter[]): AllOf {
   return new AllOf(limiters);

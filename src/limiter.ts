@@ -1,7 +1,7 @@
 /**
  * A source of time in milliseconds. It should be monotonic; a reading that goes
  * backwards is treated as the latest reading seen (time stands still), so it never
- * adds capacity. The default is {@link systemClock}.
+ * adds capacity. The default is {@link systemClock}. See docs/semantics.md#clocks.
  *
  * Inject one for tests (a manual clock) or to replay recorded traffic at its own
  * timestamps (explicit time).
@@ -26,7 +26,7 @@ export interface Decision {
   readonly limit: number;
   /**
    * Whole units still available now, after this decision:
-   * `max(0, floor(available + 1e-9))`, never above `limit`.
+   * `max(0, floor(available + 1e-9))`, never above `limit`. See docs/semantics.md#remaining.
    */
   readonly remaining: number;
   /**

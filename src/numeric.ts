@@ -1,7 +1,8 @@
 /**
- * Floating-point tolerance shared by every algorithm (see docs/semantics.md): a cost fits when
+ * Floating-point tolerance shared by every algorithm: a cost fits when
  * `cost <= available + TOLERANCE * max(1, cost)`, so a request at the exact instant
  * it fits is allowed even when float arithmetic lands one ulp short.
+ * See docs/semantics.md#float-tolerance.
  */
 export const TOLERANCE = 1e-9;
 

@@ -80,21 +80,16 @@ interface Waiter extends WaitListNode<Waiter> {
 }
 
 /**
- * First-in, first-out waiters of one limiter, served by at most one timer.
+ * First-in, first-out waiters of one limiter, served by at most one timer. The head is
+ * granted as soon as `peek(cost)` allows it, so a large cost is never overtaken by small
+ * ones. Waiting holds nothing: a plain `consume` may take free units meanwhile, and the
+ * head is then re-armed for the new `retryAfterMs`.
  *
- * The head waiter is granted as soon as `peek(cost)` allows it; the others wait behind
- * it, so a large cost is never overtaken by small ones. Waiting holds nothing: a plain
- * `consume` may take free units meanwhile (the limiter cannot hold units for a waiter),
- * which may delay the head; the head is then re-armed for the new `retryAfterMs`.
- *
- * `maxWaitMs`: a waiter whose own `retryAfterMs` (as if it were first in line) exceeds
- * it is rejected at once, taking nothing. A waiter that was queued is rejected with a
- * `RateLimitError` when it is still waiting `maxWaitMs` after the call (measured on the
- * limiter's clock): it held nothing, so it gives back nothing. The one timer is armed for
- * the head's `retryAfterMs` or the earliest such deadline, whichever comes first.
- *
- * A head that can never be granted any more (a part with a rate of 0 was drained by a
- * plain `consume` meanwhile) is rejected with a `RateLimitError` rather than left waiting.
+ * `maxWaitMs`: a waiter whose own `retryAfterMs` (as if first in line) exceeds it is
+ * rejected at once; one still queued `maxWaitMs` after the call (on the limiter's clock)
+ * is rejected with a `RateLimitError`, as is a head that can never be granted any more (a
+ * rate-0 part drained meanwhile). The timer is armed for the head's `retryAfterMs` or the
+ * earliest deadline, whichever comes first. See docs/waiting.md.
  */
 export class WaitQueue {
   private readonly list = new WaitList<Waiter>((w, reason) => {

@@ -36,36 +36,19 @@ const OPTIONS = optionNames<FixedWindowOptions>()(["limit", "windowMs", "clock"]
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 
 /**
- * A fixed-window counter: time is cut into windows `[k * windowMs, (k + 1) * windowMs)`
- * aligned to the clock's zero, `k = floor(t / windowMs)`, and at most `limit` units
- * are allowed in each. The count starts again at 0 when the window index changes; the
- * boundary instant belongs to the new window. Units are the caller's; times are ms.
+ * A fixed-window counter: at most `limit` units per window `[k * windowMs, (k + 1) *
+ * windowMs)`, `k = floor(t / windowMs)` on the clock; the boundary instant belongs to the
+ * new window. The classic `INCR` + `EXPIRE` counter, kept lazily: two numbers, no timers.
+ * A denial says retry when the window ends. Shared rules: docs/semantics.md#the-algorithms.
  *
- * The classic counter of memcached/Redis `INCR` + `EXPIRE` rate limiting, kept lazily:
- * one count and the end of its window, no timers, so windows longer than 2^31-1 ms work.
- *
- * Good for: the cheapest check and the smallest state (two numbers), quotas per
- * calendar-like period. Watch out: up to `2 * limit` can pass within `windowMs`
- * around a boundary (the end of one window and the start of the next).
- *
- * A denied request is told to retry when the window ends
- * (`retryAfterMs = (k + 1) * windowMs - t`), or `Infinity` for a cost above `limit`;
- * `resetAfterMs` is the time until the window ends while it has a count, else 0.
- * A denied request changes nothing. A clock that goes backwards stands still at its
- * latest reading, so it never returns to an earlier window or resets one early.
- *
- * @throws {TypeError} If `options` is not an object or names an unknown option (the
- *   message names it and, for a typo or another library's name, what to use instead),
- *   `limit` or `windowMs` is not a number, or `clock` is not a function.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; and from any
- *   method that reads the clock, when `windowMs` is below the clock's float step at the
- *   reading (`|t| >= 2^(53 + floor(log2(windowMs)))`: `windowMs` 1 beyond 2^53 ms,
- *   0.001 beyond 2^43 ms, about 8.8e12), where windows could not be told apart. Such a
- *   reading is not kept. `performance.now()` and `Date.now()` are far inside the bound
- *   for any `windowMs` >= 0.001.
+ * Good for: the cheapest check and smallest state; quotas per period (with `clock:
+ * Date.now` for calendar-aligned windows, docs/semantics.md#clocks). Watch out: up to
+ * `2 * limit` pass within `windowMs` around a boundary.
  * @example
- * const window = new FixedWindow({ limit: 100, windowMs: 60_000 })
- * window.consume().remaining //=> 99
+ * new FixedWindow({ limit: 100, windowMs: 60_000 }).consume().remaining //=> 99
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; from any method
+ *   reading the clock past docs/semantics.md#the-float-step-bound.
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   /** Most units allowed per window. */

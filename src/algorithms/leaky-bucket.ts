@@ -35,48 +35,19 @@ const OPTIONS = optionNames<LeakyBucketOptions>()(["capacity", "leakPerSecond", 
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
 
 /**
- * A leaky bucket used as a meter: a level, initially 0, that drains continuously at
- * `leakPerSecond` units per second; a request of `cost` units is allowed when
- * `level + cost <= capacity` and then raises the level by `cost`. Units are the
- * caller's (requests, bytes...); durations are milliseconds.
+ * A leaky bucket meter: a level, initially 0, draining at `leakPerSecond` units per second;
+ * a request of `cost` is allowed when `level + cost <= capacity` and raises the level by
+ * `cost`. GCRA (ATM Forum TM 4.0, ITU-T I.371): as a meter it decides bit for bit as a
+ * `TokenBucket` of the same numbers (one arithmetic, `bucket-math.ts`). O(1), no timers.
  *
- * This is the Generic Cell Rate Algorithm (GCRA) of the ATM Forum Traffic Management
- * Specification 4.0 (ITU-T I.371) in its continuous-state leaky bucket form: capacity
- * is the burst tolerance, `leakPerSecond` the sustained rate. As a meter it decides
- * exactly as a `TokenBucket` with the same capacity and rate (the free room
- * `capacity - level` is that bucket's tokens); both share one arithmetic
- * (`bucket-math.ts`), so their decisions agree bit for bit.
- *
- * Good for: enforcing a sustained rate with a bounded burst, in O(1) time and memory.
- * Watch out: as a meter it admits a burst of `capacity` at once, like a token bucket;
- * smooth output needs the shaping mode (`wait`/`reserve`).
- *
- * Shaping (`wait`, `reserve`): the bucket is a queue with a constant outflow. A request
- * that fits (`level + cost <= capacity`) is admitted at once, adding `cost` to the level,
- * and may act after `level * 1000 / leakPerSecond` ms (the level before it: the water
- * ahead of it has drained), so a burst of N requests of cost 1 leaves exactly
- * `1000 / leakPerSecond` ms apart, with no burst; a request that does not fit finds the
- * queue full and is refused (`RateLimitError`, `ok: false`). While requests wait in the
- * queue, plain `allow`/`consume` are denied (they would overtake them), with
- * `retryAfterMs` until the last of them leaves (or the cost fits, if later).
- *
- * `retryAfterMs` is the time until enough has drained for the cost to fit;
- * `resetAfterMs` the time until the bucket is empty. A denied request changes
- * nothing. A clock that goes backwards drains nothing (time stands still at the
- * latest reading). A `leakPerSecond` of 0 never drains: once full, `retryAfterMs`
- * is `Infinity`. A cost fits within a float tolerance (`level + cost <= capacity +
- * 1e-9 * max(1, cost)`); the level then stays a hair above `capacity` until that much has
- * drained, so the tolerance is granted once, not on every request.
- *
- * @throws {TypeError} If `options` is not an object or names an unknown option (the
- *   message names it and, for a typo or another library's name, what to use instead),
- *   `capacity` or `leakPerSecond` is not a number, or `clock` is not a function.
- * @throws {RangeError} If `capacity` is not a finite number > 0 or `leakPerSecond`
- *   is not a finite number >= 0.
+ * Good for: a sustained rate with a bounded burst. Watch out: as a meter it admits
+ * `capacity` at once; `wait`/`reserve` shape instead, so requests leave
+ * `1000 / leakPerSecond` ms apart (docs/waiting.md). `leakPerSecond: 0` never drains.
+ * Shared rules: docs/semantics.md#the-algorithms.
  * @example
- * const bucket = new LeakyBucket({ capacity: 10, leakPerSecond: 5 })
- * bucket.consume(10).allowed //=> true
- * bucket.consume().allowed //=> false (one unit drains in 200 ms)
+ * new LeakyBucket({ capacity: 10, leakPerSecond: 5 }).consume(11).retryAfterMs //=> Infinity
+ * @throws {RangeError} If `capacity` is not a finite number > 0 or `leakPerSecond` not >= 0.
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class LeakyBucket extends BucketBase implements Limiter {
   /** Most units the bucket holds. */
@@ -173,44 +144,35 @@ export class LeakyBucket extends BucketBase implements Limiter {
   /**
    * Shapes: resolves with the granting decision when this request may leave the queue,
    * `level * 1000 / leakPerSecond` ms after the call (the level before it), so requests
-   * leave at the constant leak rate, first-in, first-out. See the class doc.
+   * leave at the constant leak rate, first-in, first-out.
    *
-   * Rejects (never throws): `TypeError`/`RangeError` for a bad cost or option; `RangeError`
-   * `LeakyBucket.wait: cost 12 exceeds capacity 10` when the cost can never fit;
-   * `RateLimitError` when the queue is full (`level + cost > capacity`), the wait would
-   * exceed `maxWaitMs`, or never end (a leak of 0 with water ahead), taking nothing;
-   * `signal.reason` when aborted, removing its water so the waiters behind move up at once;
-   * while a reservation made after it is pending, all of its water stays until that one
-   * leaves (see {@link LeakyBucket.reserve}).
-   * One timer per bucket, ref'd, in pieces of at most 2^31 - 1 ms.
+   * Rejects (never throws), taking nothing, for a bad cost or option (`TypeError`/
+   * `RangeError`), a cost above `capacity` (`RangeError`), a full queue
+   * (`level + cost > capacity`) or a wait beyond `maxWaitMs` or endless (`RateLimitError`);
+   * on abort, with `signal.reason`, removing its water as {@link LeakyBucket.reserve}'s
+   * `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     return this.waitUnits(cost, options);
   }
 
   /**
-   * Shapes one request Go-style: admits `cost` into the queue now and says how long to
-   * wait before acting, `delayMs = level * 1000 / leakPerSecond` (the level before it).
-   * `ok` is false, and nothing is admitted, when the queue is full (`level + cost >
-   * capacity`), the cost is above capacity, the delay would exceed `maxWaitMs`, or never
-   * end (a leak of 0 with water ahead).
+   * Shapes one request Go-style: admits `cost` into the queue now; act after
+   * `delayMs = level * 1000 / leakPerSecond` (the level before it). `ok` is false, admitting
+   * nothing, when the cost is above capacity, the queue is full (`level + cost > capacity`),
+   * the delay would exceed `maxWaitMs`, or never end (a leak of 0 with water ahead).
    *
-   * `cancel()` before the time to act removes its water at once, unless a request reserved
-   * after it is still pending: that one leaves at its fixed time, so the outflow in front
-   * of it stays taken and all the cancelled water stays until it leaves (given back only
-   * if it is cancelled in turn). Giving back part of it, as Go's `x/time/rate` does for a
-   * token bucket (`cost - units reserved later`), would let a later request leave at the
-   * same time as that reservation: a burst. So cancelling all of them, in any order,
-   * restores the level exactly. A reservation with `delayMs` 0 leaves at once: its
-   * `cancel()` does nothing, nor does a second one.
-   *
-   * @throws {TypeError} If `cost` or `maxWaitMs` is not a number, or options not an object.
-   * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
+   * `cancel()` at or before the time to act (a `delayMs` of 0 included) removes its water,
+   * unless a request reserved after it is pending: then all of it stays until that one
+   * leaves or is cancelled too (giving part back would allow a burst). After the time to
+   * act, or twice, it does nothing. Details: docs/waiting.md#reservations-go-style.
    * @example
    * const shaper = new LeakyBucket({ capacity: 10, leakPerSecond: 5 })
    * shaper.reserve().delayMs //=> 0
    * shaper.reserve().delayMs //=> 200
-   * shaper.reserve().delayMs //=> 400
+   * @throws {TypeError} If `cost` or `maxWaitMs` is not a number, or options are not an object
+   *   or name an unknown option.
+   * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
    */
   reserve(cost?: number, options?: ReserveOptions): Reservation {
     return this.reserveUnits(cost, options);

@@ -42,41 +42,19 @@ const OPTIONS = optionNames<SlidingWindowCounterOptions>()(["limit", "windowMs",
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 
 /**
- * A sliding window counter: a fixed-window count for the current window `k` and the
- * previous one, blended into an estimate of the usage over the last `windowMs`:
- * `estimate = prev * (W - e) / W + curr`, where `W = windowMs`, `k = floor(t / W)`,
- * `e = t - k * W` and `prev` is the count of window `k - 1` (0 when older). A request
- * of `cost` units is allowed when `estimate + cost <= limit`, and then counts in
- * `curr`. Units are the caller's; times are milliseconds.
+ * A sliding window counter: the counts of the current fixed window and the previous one,
+ * blended into `estimate = prev * (W - e) / W + curr` (`W = windowMs`, `e` the time into
+ * the current window, `prev` 0 when older); allowed when `estimate + cost <= limit`.
+ * Cloudflare's approximation (even spread assumed); docs/semantics.md#the-algorithms.
  *
- * The approach of Cloudflare's "How we built rate limiting capable of scaling to
- * millions of domains" (2017): it assumes the previous window's requests were spread
- * evenly over it.
- *
- * Good for: near-sliding-window accuracy in O(1) time and three numbers of state, with
- * no boundary double burst. Watch out: it is an estimate; a burst at the very end of
- * the previous window is under-weighted as it slides out, so the true count over the
- * last `windowMs` can briefly exceed `limit` (by at most `limit`, and rarely by much).
- *
- * `retryAfterMs` is solved from the weighting: the earliest time, with no other
- * traffic, at which the estimate has fallen enough for `cost` to fit, either later in
- * this window (as `prev`'s weight falls) or in the next one (where `curr` becomes
- * `prev`); `Infinity` for a cost above `limit`. `resetAfterMs` is the time until the
- * estimate is 0. A denied request changes nothing. A clock that goes backwards stands
- * still at its latest reading, so no window moves back or ends early.
- *
- * @throws {TypeError} If `options` is not an object or names an unknown option (the
- *   message names it and, for a typo or another library's name, what to use instead),
- *   `limit` or `windowMs` is not a number, or `clock` is not a function.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; and from any
- *   method that reads the clock, when `windowMs` is below the clock's float step at the
- *   reading (`|t| >= 2^(53 + floor(log2(windowMs)))`: `windowMs` 1 beyond 2^53 ms,
- *   0.001 beyond 2^43 ms, about 8.8e12), where windows could not be told apart. Such a
- *   reading is not kept. `performance.now()` and `Date.now()` are far inside the bound
- *   for any `windowMs` >= 0.001.
+ * Good for: near-sliding accuracy in O(1) and three numbers, no boundary double burst.
+ * Watch out: an estimate; a burst at the end of the previous window is under-weighted, so
+ * the true count over `windowMs` can briefly exceed `limit` (by at most `limit`).
  * @example
- * const counter = new SlidingWindowCounter({ limit: 100, windowMs: 60_000 })
- * counter.consume().remaining //=> 99
+ * new SlidingWindowCounter({ limit: 100, windowMs: 60_000 }).consume().remaining //=> 99
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; from any method
+ *   reading the clock past docs/semantics.md#the-float-step-bound.
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter {
   /** Most units allowed in a window, as estimated. */

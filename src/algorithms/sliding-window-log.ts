@@ -39,50 +39,19 @@ const INITIAL_ENTRIES = 4;
 const EMPTY = new Float64Array(0);
 
 /**
- * A sliding window log: it remembers the time and cost of every allowed request and
- * allows a request of `cost` units when the costs of the entries still in the window
- * (`time > t - windowMs`) plus `cost` are at most `limit`. Exact over every window of
- * `windowMs`; units are the caller's, times milliseconds.
+ * A sliding window log: the time and cost of every allowed request; allowed when the costs
+ * still in the window (`time > t - windowMs`) plus `cost` are at most `limit`. Exact over
+ * every window, O(1) amortized, no timers. Shared rules: docs/semantics.md#the-algorithms.
  *
- * The log is a ring buffer of (leave time, running total) pairs in one
- * `Float64Array` that grows by doubling and shrinks when mostly empty. Entries leave
- * from the head as they expire, so each call is O(1) amortized; the sum in the window
- * is the difference of two running totals, so it does not drift with float error. A
- * denied request finds its `retryAfterMs` by binary search: the time at which enough
- * of the OLDEST entries have left for `cost` to fit. `resetAfterMs` is the time until
- * the newest entry leaves.
- *
- * Memory: 16 bytes per entry, allocated at first use and grown by doubling; requests
- * at the same instant share one entry. The first `n = max(64, ceil(limit))` entries
- * (at most 2^24) keep their exact time; with costs >= 1 the log never holds more, so
- * decisions are exact. Many fractional costs can go beyond `n`: then new entries are
- * stamped at the end of their slice of `windowMs / n` ms and share it, so the log
- * never holds more than `2n + 1` entries. Such an entry counts for less than
- * `windowMs / n` ms longer than it should, never shorter: the log may deny slightly
- * early, and never admits more than `limit` in a window.
- *
- * Good for: exact limits over the last `windowMs` with no boundary burst (logins,
- * expensive calls, "at most N per rolling hour"). Watch out: memory grows with
- * `limit` (about 1.9 kB per full key at limit 100, 1.6 kB of it entries); use a
- * `SlidingWindowCounter` for large limits or many keys.
- *
- * A denied request changes nothing (dropping expired entries is not a change: they
- * could never count again). A clock that goes backwards stands still at its latest
- * reading, so no entry leaves early.
- *
- * @throws {TypeError} If `options` is not an object or names an unknown option (the
- *   message names it and, for a typo or another library's name, what to use instead),
- *   `limit` or `windowMs` is not a number, or `clock` is not a function.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; and from any
- *   method that reads the clock, when `windowMs` is below the clock's float step at the
- *   reading (`|t| >= 2^(53 + floor(log2(windowMs)))`: `windowMs` 1 beyond 2^53 ms,
- *   0.001 beyond 2^43 ms, about 8.8e12), where windows could not be told apart. Such a
- *   reading is not kept. `performance.now()` and `Date.now()` are far inside the bound
- *   for any `windowMs` >= 0.001.
+ * Good for: exact rolling limits with no boundary burst (logins, "N per rolling hour").
+ * Watch out: 16 bytes per entry, up to `max(64, ceil(limit))` exact entries (about 1.9 kB a
+ * full key at limit 100); beyond, fractional costs share time slices and may deny slightly
+ * early (docs/semantics.md#float-tolerance). Large limits or many keys: `SlidingWindowCounter`.
  * @example
- * const log = new SlidingWindowLog({ limit: 5, windowMs: 60_000 })
- * log.consume(5).allowed //=> true
- * log.consume().allowed //=> false (until the first entry leaves, 60 s later)
+ * new SlidingWindowLog({ limit: 5, windowMs: 60_000 }).consume(6).retryAfterMs //=> Infinity
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0; from any method
+ *   reading the clock past docs/semantics.md#the-float-step-bound.
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   /** Most units allowed in any window. */

@@ -24,7 +24,7 @@ export function checkWindowSize(
 
 /**
  * Reads `clock` and returns the latest time seen: `max(seenMs, reading)`, so a clock
- * that goes backwards stands still at its latest reading (as `TokenBucket` does).
+ * that goes backwards stands still at its latest reading. See docs/semantics.md#clocks.
  * @throws {TypeError} If the reading is not a number.
  * @throws {RangeError} If the reading is NaN or infinite.
  */

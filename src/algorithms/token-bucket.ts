@@ -34,40 +34,18 @@ const OPTIONS = optionNames<TokenBucketOptions>()(["capacity", "refillPerSecond"
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
 
 /**
- * A token bucket holding up to `capacity` tokens, initially full, refilled
- * continuously at `refillPerSecond` tokens per second; each allowed request takes
- * `cost` tokens. The definition of RFC 2697 (single-rate token bucket, "committed
- * burst size" = capacity, "committed information rate" = refillPerSecond), with a
- * continuous instead of a per-tick refill, as Go's `golang.org/x/time/rate`.
+ * A token bucket: up to `capacity` tokens, initially full, refilled continuously at
+ * `refillPerSecond` tokens per second; an allowed request takes `cost` tokens. RFC 2697's
+ * single-rate bucket with a continuous refill, as Go's `golang.org/x/time/rate`; lazy and
+ * O(1), no timers. Formula and shared rules: docs/semantics.md#the-algorithms.
  *
- * Good for: APIs that allow short bursts up to `capacity` while holding a long-run
- * average of `refillPerSecond`. Watch out: a full bucket admits `capacity` requests
- * at once; use a `LeakyBucket` with `wait` for a smooth outflow.
- *
- * The refill is lazy and O(1): the bucket stores the tokens at an anchor time and
- * computes `min(capacity, tokens + elapsedMs * refillPerSecond / 1000)` when asked;
- * no timers run and only allowed requests move the anchor, so no error accumulates
- * from checks. A denied request changes nothing. A clock that goes backwards adds
- * nothing (the bucket treats time as standing still at the latest reading). A
- * `refillPerSecond` of 0 is a fixed quota: once spent, `retryAfterMs` is `Infinity`.
- * A cost fits within a float tolerance (`cost <= tokens + 1e-9 * max(1, cost)`); what it
- * takes beyond the tokens stays owed (tokens a hair below 0, `remaining` 0) until the
- * refill repays it, so the tolerance is granted once, not on every request.
- *
- * Waiting (`wait`, `reserve`) works as Go's `rate.Limiter`: a request that does not fit
- * takes its tokens at once and the bucket goes into debt (tokens below 0); it may act
- * when the debt up to and including it is repaid, so waiters are served first-in,
- * first-out and a large cost is never starved. While anyone holds debt, plain
- * `allow`/`consume` are denied and their `retryAfterMs` counts the debt.
- *
- * @throws {TypeError} If `options` is not an object or names an unknown option (the
- *   message names it and, for a typo or another library's name, what to use instead),
- *   `capacity` or `refillPerSecond` is not a number, or `clock` is not a function.
- * @throws {RangeError} If `capacity` is not a finite number > 0 or `refillPerSecond`
- *   is not a finite number >= 0.
+ * Good for: bursts up to `capacity` around a long-run average of `refillPerSecond`. Watch
+ * out: a full bucket admits `capacity` at once (for a smooth outflow, `LeakyBucket.wait`);
+ * `refillPerSecond: 0` is a fixed quota. `wait`/`reserve` go into debt: docs/waiting.md.
  * @example
- * const bucket = new TokenBucket({ capacity: 10, refillPerSecond: 5 })
- * bucket.consume().allowed //=> true
+ * new TokenBucket({ capacity: 10, refillPerSecond: 5 }).consume().allowed //=> true
+ * @throws {RangeError} If `capacity` is not a finite number > 0 or `refillPerSecond` not >= 0.
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class TokenBucket extends BucketBase implements Limiter {
   /** Most tokens the bucket holds. */
@@ -160,52 +138,38 @@ export class TokenBucket extends BucketBase implements Limiter {
 
   /**
    * Resolves with the granting decision once `cost` tokens are taken, first-in, first-out
-   * behind earlier waiters and reservations.
+   * behind earlier waiters and reservations. A cost that does not fit takes its tokens now,
+   * into debt, and resolves when the debt up to it is repaid:
+   * `(cost - tokens) * 1000 / refillPerSecond` ms, sooner if a waiter ahead aborts.
    *
-   * A cost that fits now (and nobody pending) resolves at once. Otherwise the tokens are
-   * taken now, into debt, and the promise resolves when the debt up to and including this
-   * request is repaid: `(cost - tokens) * 1000 / refillPerSecond` ms, sooner if a waiter
-   * ahead aborts. One timer per bucket, for the first waiter, ref'd (a pending wait keeps
-   * the process alive, like a pending `setTimeout`), in pieces of at most 2^31 - 1 ms.
-   *
-   * Rejects (never throws): `TypeError`/`RangeError` for a bad cost or option; `RangeError`
-   * `TokenBucket.wait: cost 12 exceeds capacity 10` when the cost can never fit;
-   * `RateLimitError` when the wait would exceed `maxWaitMs` or never end (a rate of 0),
-   * taking nothing; `signal.reason` when the signal is (or gets) aborted, giving the tokens
-   * back (those that reservations made after it count on stay taken, see
-   * {@link TokenBucket.reserve}) so the waiters behind move up at once.
+   * Rejects (never throws), taking nothing, for a bad cost or option (`TypeError`/
+   * `RangeError`), a cost above `capacity` (`RangeError`) or a wait beyond `maxWaitMs` or
+   * endless (`RateLimitError`); on abort, with `signal.reason`, giving the tokens back as
+   * {@link TokenBucket.reserve}'s `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     return this.waitUnits(cost, options);
   }
 
   /**
-   * Reserves `cost` tokens now, Go-style (`rate.Limiter.ReserveN`): the tokens are taken at
-   * once, into debt if needed, and `delayMs` says how long to wait before acting (0 when
-   * they were there). Later reservations queue behind this one.
+   * Reserves `cost` tokens now, Go-style (`rate.Limiter.ReserveN`): taken at once, into debt
+   * if needed; act after `delayMs` (0 when they were there). Later reservations queue behind.
+   * `ok` is false, taking nothing, when the cost is above `capacity`, the delay would exceed
+   * `maxWaitMs`, or the rate is 0 and the tokens are not there.
    *
-   * `ok` is false, and nothing is taken, when the cost is above `capacity`, the delay would
-   * exceed `maxWaitMs`, or the rate is 0 and the tokens are not there.
-   *
-   * `cancel()` before the time to act gives back the reserved tokens except those that
-   * reservations made after it already count on: `cost - (tokens held by later
-   * reservations)`, at least 0, returns at once; the rest is given back when those later
-   * reservations are cancelled in turn (or is spent when they are served). Tokens it kept
-   * for reservations cancelled before it stay kept while a later reservation is pending,
-   * and what refilled beyond capacity meanwhile is not given back. So cancelling
-   * every reservation, last first or first first, restores the balance exactly (integer
-   * arithmetic on tokens: no rounding through milliseconds, unlike Go). A reservation with
-   * `delayMs` 0 may be used at once, so its `cancel()` does nothing; nor does cancelling
-   * after the time to act, or twice.
-   *
-   * @throws {TypeError} If `cost` or `maxWaitMs` is not a number, or options not an object.
-   * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
+   * `cancel()` at or before the time to act (a `delayMs` of 0 included) gives the tokens
+   * back, except those later reservations count on, which come back when those are cancelled
+   * too (Go's rule, in exact units); after the time to act, or twice, it does nothing.
+   * Details: docs/waiting.md#reservations-go-style.
    * @example
    * const bucket = new TokenBucket({ capacity: 1, refillPerSecond: 10 })
    * bucket.reserve().delayMs //=> 0
    * const r = bucket.reserve() // in debt: acts 100 ms from now
    * r.delayMs //=> 100
    * r.cancel() // the token is back
+   * @throws {TypeError} If `cost` or `maxWaitMs` is not a number, or options are not an object
+   *   or name an unknown option.
+   * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
    */
   reserve(cost?: number, options?: ReserveOptions): Reservation {
     return this.reserveUnits(cost, options);

@@ -4,17 +4,14 @@ import { checkNumber } from "../errors.js";
  * A bounded reorder buffer: puts items that arrive roughly in time order back in time
  * order, holding each for at most `windowMs` of log time.
  *
- * Servers write an access-log line when a request ends, so timestamps (request starts)
- * step back by up to the longest request time; some logs are shuffled within a minute.
- * The buffer keeps items in a min-heap by `(timeMs, arrival)` and releases every item
- * whose time is at least `windowMs` behind the latest time pushed, so an item arriving
- * up to `windowMs` late still takes its place. Memory: the items of one window.
+ * Access logs are written when a request ends, so timestamps step back by up to the
+ * longest request. The buffer keeps a min-heap by `(timeMs, arrival)` and releases every
+ * item `windowMs` behind the latest time pushed. Memory: the items of one window.
  *
- * An item older than the last released one ("too late", more than `windowMs` behind) is
- * released at once at the last released time: for the limiters the clock stands still,
- * as docs/semantics.md treats a clock going backwards. Counts: `reordered` items arrived behind an
- * earlier-pushed time and were put in order; `late` items were too late even for the
- * window. A window of 0 releases everything at once (no reordering; every step back is late).
+ * An item older than the last released one is "too late": released at once at the last
+ * released time, as a clock going backwards stands still
+ * (docs/semantics.md#clocks-going-backwards). Counts: `reordered` (put in order) and
+ * `late`. A window of 0 releases everything at once (every step back is late).
  */
 export class ReorderBuffer<T> {
   /** How far behind the latest time an item may arrive and still be ordered, in ms (>= 0). */

@@ -162,25 +162,17 @@ interface Lane {
 
 /**
  * Replays an access log through rate-limit policies, offline: each line's timestamp is
- * the limiters' clock (explicit time), lines are put in time order within a bounded
- * reorder window, and every request (cost 1) is checked against each policy's
- * `KeyedLimiter` under its client key.
+ * the limiters' clock, lines are put in time order within a bounded reorder window, and
+ * every request (cost 1) is checked against each policy's `KeyedLimiter` under its client
+ * key. Streaming, in bounded memory (one line, the reorder window, the live keys, the
+ * tallies, at most `maxSeriesBuckets` chart buckets); each registry is swept once per
+ * simulated minute. See docs/replay.md#how-it-works.
  *
- * Streaming: lines are cut from the byte stream one at a time (by {@link LineSplitter},
- * at most `maxLineBytes` each; a longer line is skipped as it arrives); memory is one
- * line, the reorder window's lines, the live keys of each registry, small counters per
- * distinct key (requests, peak per minute, denials per policy) for the top list, and at
- * most `maxSeriesBuckets` buckets of the chart's series. Each registry is swept once per simulated
- * minute, as its background timer would in a server; `peakLiveKeys` is the most keys it
- * held after any request.
- *
- * @throws The input stream's error (unreadable file, bad gzip data), as a rejection; the
- *   stream is then destroyed. {@link RangeError} (synchronously) for a `maxLineBytes`
- *   that is not an integer from 1 to 256 MiB, and the constructors' errors for invalid
- *   policy options. {@link UsageError} (a rejection) when a limiter refuses a time of the
- *   log (a window below the float step of that time), and (synchronously, or at the first
- *   line when the format is guessed) for a `key` field with a format that has no named
- *   fields ({@link checkKeyForFormat}).
+ * @throws {RangeError} Synchronously, for a `maxLineBytes` that is not an integer from 1 to
+ *   256 MiB; the constructors' errors for invalid policy options.
+ * @throws {UsageError} When a limiter refuses a time of the log (a rejection:
+ *   docs/semantics.md#the-float-step-bound), or for a `key` field the format cannot name
+ *   ({@link checkKeyForFormat}). The input stream's error rejects too, destroying it.
  */
 export function replay(input: Readable, options: ReplayOptions): Promise<ReplayReport> {
   const keySpec = options.key ?? "ip";

@@ -23,18 +23,15 @@ export interface KeyReport {
  * Per-client tallies of a replay (requests, peak per minute, denials per policy) in
  * memory bounded by `capacity` keys, whatever the number of distinct clients.
  *
- * Exact while at most `capacity` distinct keys have been seen. Beyond that it is the
- * Space-Saving algorithm (Metwally, Agrawal, El Abbadi, "Efficient computation of frequent
- * and top-k elements in data streams", 2005) over denials: a request of a key that is not
- * held is counted only if some policy denied it, and then takes the slot of the held key
- * with the fewest denials (plus error), inheriting that number as its error. So every
- * client with more denials than (all denials) / capacity is held, and a held key's true
- * denials lie in `[denied, denied + error]`. Allowed requests of keys not held are only
- * counted in `untallied`. The number of distinct keys is exact until the first key that
- * is not held, then a HyperLogLog estimate (≈0.8% error, {@link DistinctEstimate}).
+ * Exact while at most `capacity` distinct keys have been seen; beyond, the Space-Saving
+ * algorithm (Metwally, Agrawal, El Abbadi, 2005) over denials: a key not held is counted
+ * only if some policy denied it, and then takes the slot of the held key with the fewest
+ * denials (plus error), inheriting that as its error. So every client with more than
+ * (all denials) / capacity is held, with true denials in `[denied, denied + error]`. The
+ * distinct count turns into a HyperLogLog estimate ({@link DistinctEstimate}) then.
  *
  * Memory: per held key one Map entry, its string, and 6 + `policies` numbers in typed
- * arrays (grown by doubling up to `capacity`).
+ * arrays (grown by doubling up to `capacity`). See docs/replay.md#how-it-works.
  */
 export class ClientTally {
   /** Requests not counted per key: allowed requests of keys not held once full. */

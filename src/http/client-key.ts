@@ -18,18 +18,15 @@ import {
  * Which proxies may tell us the client's address:
  * - `0` / `false` / `undefined`: none; the key is the socket's peer address and forwarding
  *   headers are ignored (anyone can write them).
- * - a number of hops `n` (at most {@link MAX_TRUSTED_HOPS}): the nearest `n` proxies in
- *   front of the server are trusted; the client is the `n`-th address counting back from
- *   the peer through the forwarding header (with one proxy, `1`: the last
- *   `X-Forwarded-For` entry, the one your proxy appended). Safe only when clients cannot
- *   reach the server except through those `n` proxies: a client that connects directly
- *   (or a count larger than the real chain) picks its own key.
+ * - a number of hops `n` (at most {@link MAX_TRUSTED_HOPS}): the client is the `n`-th
+ *   address counting back from the peer through the forwarding header (`1`: the last
+ *   `X-Forwarded-For` entry). Safe only when clients cannot reach the server except
+ *   through those `n` proxies: a client that connects directly picks its own key.
  * - a list of addresses or CIDR ranges (`["10.0.0.0/8", "::1"]`, recommended): walk back
- *   from the peer while the address is trusted; the first untrusted address is the client.
- *   A list that covers every public IPv4 or IPv6 address is refused (see
- *   {@link checkClientKeyOptions}).
+ *   from the peer while the address is trusted; the first untrusted one is the client.
  *
- * `true` (trust every hop) is refused: every client could pick its key.
+ * `true`, and a list covering every public IPv4 or IPv6 address, are refused: every client
+ * could pick its key ({@link checkClientKeyOptions}; docs/http.md#proxies).
  */
 export type TrustProxy = number | boolean | readonly string[] | undefined;
 
@@ -206,20 +203,16 @@ function hopAddress(text: string, header: ProxyHeader): ParsedIp | "unknown" | "
 }
 
 /**
- * The client's address: the socket peer, or (only with `trustProxy`) an address from the
- * forwarding header chosen as described in {@link TrustProxy}, counting hops from the
- * right (the end that trusted proxies append to, so no prefix a client writes can move
- * it). With a list of ranges the header is read only when the peer is in one of them (an
- * untrusted peer is the client, whatever it writes).
+ * The client's address: the socket peer, or (only with `trustProxy`) a hop of the
+ * forwarding header chosen as {@link TrustProxy} says, counted from the right (the end
+ * trusted proxies append to, so no prefix a client writes can move it). With a list of
+ * ranges the header is read only when the peer is in one of them.
  *
- * `"unknown"` when there is no address to be had: no peer (a Unix socket), or the chosen
- * hop is what a proxy writes when it will not tell (`unknown`, an obfuscated `_name`, an
- * element without `for=`). `"malformed"` when the trusted header is broken: a `Forwarded`
- * field that does not parse (see {@link forwardedHops}) or names no element, or a chosen
- * hop that is no address at all (`nonsense`, `1.2.3.4.5`). A conforming proxy appends a
- * well-formed element, so a broken field was broken by a client (or a broken proxy): it
- * is keyed neither as the peer (the proxy: its own requests keep their budget) nor by any
- * address in it (the client's open quote may have swallowed the proxy's element).
+ * `"unknown"` when there is no address to be had: no peer (a Unix socket), or the hop is
+ * what a proxy writes when it will not tell (`unknown`, `_name`, no `for=`). `"malformed"`
+ * when the trusted header is broken (a `Forwarded` field that does not parse, a hop that
+ * is no address): keyed neither as the peer nor by any address in it, since a client
+ * broke it. See docs/http.md#client-keys.
  */
 export function clientIp(
   peer: string | undefined,

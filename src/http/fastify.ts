@@ -167,25 +167,18 @@ function build(
 }
 
 /**
- * A Fastify plugin (Fastify 4 and 5): `app.register(fastifyRateLimit, options)`, with the
- * options, headers, 429 body, failure modes and client keys of `rateLimit`. It adds one
- * `onRequest` hook, so a limited request is answered before its body is read or
- * validated, and it is not encapsulated (`Symbol.for("skip-override")`): the hook covers
- * every route of the instance it is registered on, including routes registered before it
- * loaded and Fastify's 404 handler, and the routes of plugins registered after it.
+ * A Fastify plugin (Fastify 4 and 5), `app.register(fastifyRateLimit, options)`, with the
+ * options, headers, 429 body, failure modes and client keys of {@link rateLimit}. One
+ * `onRequest` hook, not encapsulated: it answers before the body is read, on every route
+ * of the instance (earlier ones, the 404 handler, later plugins' routes).
  *
- * A route can change or turn off the limit in its `config.rateLimit`: `false` skips the
- * check on that route; an object ({@link FastifyRouteRateLimit}) overrides the plugin's
- * options for that route (`limiter`, `policy`, `windowSeconds`, `headers`, `failure`,
- * `key`, `cost`, `skip`, `onLimited`). It is validated when the route is registered
- * (after the plugin has loaded; for a route registered before, on its first request, a
- * bad one then answering 500 as a programming error), never per request.
- *
- * Options are validated when Fastify loads the plugin: a bad one makes `register`, `ready`
- * and `listen` reject with the `TypeError`/`RangeError` `rateLimit` would throw.
+ * A route's `config.rateLimit` is `false` (no check) or a {@link FastifyRouteRateLimit}
+ * overriding the plugin's options, validated when the route is registered (or, for a
+ * route registered before the plugin, on its first request: a bad one answers 500). A bad
+ * plugin option makes `register`, `ready` and `listen` reject with the `TypeError` or
+ * `RangeError` {@link rateLimit} would throw.
  * @example
  * await app.register(fastifyRateLimit, { limiter: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })) })
- * app.post("/login", { config: { rateLimit: { limiter: logins, policy: "login" } } }, handler)
  * app.get("/health", { config: { rateLimit: false } }, () => "ok")
  */
 export const fastifyRateLimit: <

@@ -91,24 +91,18 @@ export function runtimeAddress(request: Request, context: unknown): string | und
 
 /**
  * Wraps a fetch-style handler so that each request is counted against `limiter` under its
- * key first. An allowed request goes to `handler` and its response gets the rate-limit
- * headers; a limited one gets `429 Too Many Requests` with `Retry-After` and an
- * `application/problem+json` body (draft-10 `quota-exceeded`), and `handler` is not called.
+ * key first: an allowed request goes to `handler` and its response gets the rate-limit
+ * headers (copied first when immutable, as `Response.redirect`'s); a limited one gets 429
+ * with `Retry-After` and a problem+json body, and `handler` is not called.
  *
- * When the limiter throws or rejects, `failure` decides: `'open'` calls `handler` (no
- * rate-limit headers), `'closed'` answers 503; `onError` is told either way. A
- * programming error (a hook that throws, a `key` that is not a string, a `cost` that is not
- * a finite number >= 0, a limiter that throws a `TypeError` or `RangeError`, a `Decision`
- * that `rateLimitHeaders` rejects) is answered 500 whatever `failure` says, and reported
- * with `kind: 'programming'`. Errors thrown by `handler` itself propagate unchanged. A
- * response with immutable headers (`Response.redirect`, a proxied `fetch` response) is
- * copied to add the headers.
- *
- * @throws {TypeError} If `handler` is not a function, or an option has the wrong type.
- * @throws {RangeError} If an option is out of range (as for {@link rateLimit}).
+ * Watch out: `failure` and programming errors as for {@link rateLimit}
+ * (docs/http.md#when-something-fails-outage-or-programming-error); errors thrown by
+ * `handler` propagate unchanged.
  * @example
  * const limiter = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 }))
  * Deno.serve(withRateLimit((request) => new Response("ok"), { limiter }))
+ * @throws {TypeError} If `handler` is not a function, or an option has the wrong type.
+ * @throws {RangeError} If an option is out of range (as for {@link rateLimit}).
  */
 export function withRateLimit<
   Args extends unknown[],

@@ -275,37 +275,19 @@ export function retryAfterSeconds(decision: Decision): number | undefined {
 }
 
 /**
- * The rate-limit response headers for one {@link Decision}, as a plain object
- * (`{ name: value }`) to hand to `res.setHeader`, `new Headers()` or any framework.
- *
- * Follows draft-ietf-httpapi-ratelimit-headers-10 (Structured Fields, RFC 9651):
- * - `RateLimit-Policy: "<policy>";q=<limit>;w=<windowSeconds>` (`q` = whole `limit`;
- *   `w` only when `windowSeconds` is given);
- * - `RateLimit: "<policy>";r=<remaining>;t=<seconds>` (`t` as described on reset
- *   seconds: time to fresh state when allowed, the Retry-After value when denied, left out
- *   when never);
- * - `Retry-After: <seconds>` on a denial: `ceil(retryAfterMs / 1000)` without float
- *   noise, at least 1, never sent when `retryAfterMs` is `Infinity`;
- * - with `legacy`, `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
- *   (same numbers; the reset as a Unix time in seconds, see {@link resetEpochSeconds}).
- *
- * Numbers are whole and never negative: `remaining` is clamped to `[0, limit]` (a custom
- * limiter reporting `remaining: 50` of `limit: 5` says `r=5`, one in debt `remaining: -3`
- * says `r=0`); values above {@link MAX_SF_INTEGER}, `Infinity` included, are capped (a
- * `limit: Infinity` says `q=999999999999999`).
- *
- * @throws {TypeError} If `decision` is not an object with a boolean `allowed` and number
- *   fields, `options` names an unknown option (`headers`, `windowMs`: the message says
- *   what to use), or an option has the wrong type (`legacy: "yes"`, `draft: 0`).
- * @throws {RangeError} If a decision field is NaN, `limit` or `resetAfterMs` is negative,
- *   a denial's `retryAfterMs` is negative, or an option is out of range (see
- *   {@link RateLimitHeadersOptions}).
+ * The rate-limit headers for one {@link Decision}, as `{ name: value }`: draft-10's
+ * `RateLimit-Policy` and `RateLimit` (Structured Fields, RFC 9651), `Retry-After` on a
+ * denial (none when `retryAfterMs` is `Infinity`), and with `legacy` the `X-RateLimit-*`
+ * trio. Numbers are whole and clamped (`r` to `[0, limit]`, all to {@link MAX_SF_INTEGER}):
+ * docs/http.md#headers, docs/http.md#retry-after.
  * @example
- * rateLimitHeaders(
- *   { allowed: false, limit: 10, remaining: 0, retryAfterMs: 4200, resetAfterMs: 60000 },
- *   { policy: "default", windowSeconds: 60 },
- * )
+ * const denied = { allowed: false, limit: 10, remaining: 0, retryAfterMs: 4200, resetAfterMs: 60000 }
+ * rateLimitHeaders(denied, { policy: "default", windowSeconds: 60 })
  * //=> { "RateLimit-Policy": '"default";q=10;w=60', RateLimit: '"default";r=0;t=5', "Retry-After": "5" }
+ * @throws {TypeError} If `decision` lacks a boolean `allowed` or a number field, or an option
+ *   is unknown or of the wrong type.
+ * @throws {RangeError} If a field is NaN, `limit`/`resetAfterMs` or a denial's `retryAfterMs`
+ *   is negative, or an option is out of range ({@link RateLimitHeadersOptions}).
  */
 export function rateLimitHeaders(
   decision: Decision,

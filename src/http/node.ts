@@ -59,41 +59,19 @@ const WHERE = "rateLimit";
 const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
 
 /**
- * A connect-style middleware `(req, res, next)` for node:http and Express that counts each
- * request against `limiter` under its key and either passes it on with the rate-limit
- * headers set, or answers `429 Too Many Requests` with `Retry-After` and an
- * `application/problem+json` body (draft-10 `quota-exceeded`).
+ * A connect-style middleware `(req, res, next)` for node:http and Express: counts each
+ * request against `limiter` under its key, then calls `next()` with the rate-limit headers
+ * set, or answers 429 with `Retry-After` and a problem+json body (draft-10 `quota-exceeded`).
  *
- * The limiter may answer synchronously (no promise is created then) or asynchronously.
- * When it throws or rejects, `failure` decides: `'open'` calls `next()` without headers,
- * `'closed'` answers 503; `onError` is told either way and the server never crashes.
- * A programming error (a hook that throws, a `key` that is not a string, a `cost` that is
- * not a finite number >= 0, a limiter that throws a `TypeError` or `RangeError`, a
- * `Decision` that `rateLimitHeaders` rejects) is answered 500 whatever `failure` says, and
- * reported with `kind: 'programming'` (see `FailureKind`).
- *
- * Every request ends in exactly one of: a response from the middleware, or `next()`,
- * whether the limiter answers synchronously, with a promise, or with any thenable
- * (`Promise.resolve` adopts it, so a `then` that throws is a rejection: an outage).
- * `next` is only ever called without an error. Errors thrown by `next` itself (your
- * handler) are not caught: with a synchronous limiter they reach the caller (Express
- * passes them to its error handler), after an asynchronous one they surface as an
- * unhandled rejection, as a throw in any async code of yours would.
- *
- * With plain node:http, call it in the request listener with your handler as `next`.
- *
- * @throws {TypeError} If `options` or an option has the wrong type (`limiter` missing or
- *   neither a tollgate limiter nor an object with `consume`, a hook that is not a
- *   function), or an option name is unknown (`max`, `windowMs`: the message says what to
- *   use instead).
- * @throws {RangeError} If an option is out of range (`policy` not printable ASCII,
- *   `windowSeconds` not a whole number >= 1, an unknown `headers`/`failure`/`proxyHeader`
- *   value, a bad `trustProxy` entry, a trust-everything `trustProxy` (`true`, more than
- *   4 hops, a list covering every public IPv4 or IPv6 address), `ipv6Prefix` outside
- *   1-128, a `windowSeconds` that disagrees with the limiter's window).
+ * Watch out: a limiter that throws or rejects is an outage, decided by `failure` (`'open'`
+ * calls `next()`, `'closed'` answers 503); a programming error (a bad `key` or `cost`, a
+ * hook that throws) is a 500 whatever `failure` says; errors thrown by `next` are not
+ * caught (docs/http.md#when-something-fails-outage-or-programming-error).
  * @example
  * const limit = rateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })) })
  * http.createServer((req, res) => limit(req, res, () => res.end("ok")))
+ * @throws {TypeError} For a missing `limiter`, a hook that is not a function, an unknown option.
+ * @throws {RangeError} For a bad value (e.g. a trust-everything `trustProxy`): docs/http.md#options.
  */
 export function rateLimit<
   Req extends IncomingMessage = IncomingMessage,

@@ -21,23 +21,18 @@ const OPTIONS = optionNames<RedisFixedWindowOptions>()(["limit", "windowMs", ...
 
 /**
  * A `FixedWindow` per key, shared through Redis: at most `limit` units per key in each
- * window `[k * windowMs, (k + 1) * windowMs)` of Redis's clock (Unix epoch ms, so a
- * 60 000 ms window is a calendar minute). Decisions are the in-memory `FixedWindow`'s
- * for the same timeline, computed atomically by one Lua script.
+ * window `[k * windowMs, (k + 1) * windowMs)` of Redis's clock (Unix epoch ms: 60 000 ms is
+ * a calendar minute). Decides as the in-memory class does, atomically, in one Lua script;
+ * the key expires at its window's end (count and expiry written together).
  *
  * Good for: the cheapest shared quota per period. Watch out: up to `2 * limit` can pass
  * within `windowMs` around a boundary.
- *
- * The key expires exactly at its window's end; later traffic in the same window never
- * extends it (no `INCR` then `EXPIRE` race: count and expiry are written together).
- * @throws {TypeError} If `options` is not an object or an option has the wrong type.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs` is
- *   below 0.001 (Redis's `TIME` counts microseconds) without a `clock`, or a Redis option
- *   is out of range. With a `clock`, a call rejects with `RangeError` at a reading where
- *   `windowMs` is below the float step, as the in-memory windows throw, before sending.
  * @example
  * const limiter = new RedisFixedWindow({ client: fromNodeRedis(redis), limit: 100, windowMs: 60_000 })
  * await limiter.allow("ip:203.0.113.7") //=> true
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0 (>= 0.001 without a
+ *   `clock`; with one, past the float step a call rejects) or a Redis option is out of range.
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisFixedWindow extends RedisWindowLimiter {
   protected readonly where = WHERE;

@@ -30,24 +30,19 @@ const OPTIONS = optionNames<RedisLeakyBucketOptions>()([
 const HINTS = { ...bucketHints(WHERE, "leakPerSecond", "refillPerSecond"), ...REDIS_HINTS };
 
 /**
- * A `LeakyBucket` meter per key, shared through Redis: each key's level starts at 0,
- * drains at `leakPerSecond`, and a request is allowed when `level + cost <= capacity`.
- * Decisions are the in-memory `LeakyBucket`'s for the same timeline, computed
- * atomically on Redis's clock. As a meter it is the token bucket whose tokens are the
- * free room, so it runs the token bucket's script (stored state: the free room).
+ * A `LeakyBucket` meter per key, shared through Redis: the level starts at 0 and drains at
+ * `leakPerSecond`; allowed when `level + cost <= capacity`. Decides as the in-memory class
+ * does, atomically on Redis's clock, with the token bucket's script (the free room is its
+ * tokens). An empty bucket has no key; others expire when they would be empty.
  *
- * Good for: a sustained shared rate with a bounded burst (GCRA). Watch out: there is no
- * shaping mode (`wait`/`reserve`) across processes; as a meter it admits a burst of
- * `capacity` at once.
- *
- * An empty bucket has no key; any other state expires exactly when the bucket would be
- * empty (capped by `maxTtlMs`).
- * @throws {TypeError} If `options` is not an object or an option has the wrong type.
- * @throws {RangeError} If `capacity` is not a finite number > 0, `leakPerSecond` not a
- *   finite number >= 0, or a Redis option is out of range.
+ * Good for: a sustained shared rate with a bounded burst (GCRA). Watch out: no shaping
+ * (`wait`/`reserve`) across processes; as a meter it admits `capacity` at once.
  * @example
  * const limiter = new RedisLeakyBucket({ client: fromIoredis(redis), capacity: 10, leakPerSecond: 5 })
  * await limiter.consume("tenant:7", 10) //=> { allowed: true, remaining: 0, resetAfterMs: 2000, … }
+ * @throws {RangeError} If `capacity` is not a finite number > 0, `leakPerSecond` not >= 0, or a Redis
+ *   option is out of range (docs/redis.md#common-options).
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisLeakyBucket extends RedisLimiter {
   /** Most units a bucket holds. */

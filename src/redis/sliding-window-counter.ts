@@ -26,26 +26,19 @@ const OPTIONS = optionNames<RedisSlidingWindowCounterOptions>()([
 ]);
 
 /**
- * A `SlidingWindowCounter` per key, shared through Redis: a request is allowed when
- * `prev * (windowMs - e) / windowMs + curr + cost <= limit`, where `curr` counts the
- * current fixed window, `prev` the one before and `e` the time into the current one
- * (Cloudflare's sliding window approximation). Decisions are the in-memory class's for
- * the same timeline, computed atomically by one Lua script on Redis's clock.
+ * A `SlidingWindowCounter` per key, shared through Redis: allowed when
+ * `prev * (windowMs - e) / windowMs + curr + cost <= limit` (Cloudflare's approximation, as
+ * in memory). Decides as the in-memory class does for the same timeline, atomically, in
+ * one Lua script on Redis's clock.
  *
- * Good for: a smooth shared limit in O(1) memory per key (one small hash). Watch out:
- * the estimate assumes the previous window's traffic was spread evenly.
- *
- * Both windows live in one key, which expires exactly when the estimate reaches 0
- * (the end of the window after the last write), so the previous window never
- * disappears early.
- * @throws {TypeError} If `options` is not an object or an option has the wrong type.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs` is
- *   below 0.001 (Redis's `TIME` counts microseconds) without a `clock`, or a Redis option
- *   is out of range. With a `clock`, a call rejects with `RangeError` at a reading where
- *   `windowMs` is below the float step, as the in-memory windows throw, before sending.
+ * Good for: a smooth shared limit in O(1) memory per key (one small hash, expiring when the
+ * estimate reaches 0). Watch out: it assumes the previous window's traffic was even.
  * @example
  * const limiter = new RedisSlidingWindowCounter({ client: fromIoredis(redis), limit: 100, windowMs: 60_000 })
  * await limiter.consume("user:42") //=> { allowed: true, remaining: 99, … }
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0 (>= 0.001 without a
+ *   `clock`; with one, past the float step a call rejects) or a Redis option is out of range.
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisSlidingWindowCounter extends RedisWindowLimiter {
   protected readonly where = WHERE;

@@ -26,27 +26,19 @@ const OPTIONS = optionNames<RedisSlidingWindowLogOptions>()([
 ]);
 
 /**
- * A `SlidingWindowLog` per key, shared through Redis: each allowed request is logged
- * with its time and cost, an entry counts while it is younger than `windowMs`, and a
- * request is allowed when the logged units plus `cost` fit in `limit`. Decisions are
- * the in-memory class's for the same timeline, computed atomically by one Lua script
- * on Redis's clock.
+ * A `SlidingWindowLog` per key, shared through Redis: allowed when the units logged in the
+ * last `windowMs` plus `cost` fit in `limit`. Decides as the in-memory class does for the
+ * same timeline, atomically, in one Lua script on Redis's clock.
  *
  * Good for: an exact shared rolling limit. Watch out: memory per key grows with the
- * number of requests in a window: entries of 16 bytes, exact up to `max(64, ceil(limit))`
- * of them; beyond that (only fractional costs get there) entries share time slices of
- * `windowMs / max(64, ceil(limit))`, as in memory, and count up to one slice longer.
- *
- * The key (a list) expires when its newest entry leaves the window, and is deleted as
- * soon as it is empty.
- * @throws {TypeError} If `options` is not an object or an option has the wrong type.
- * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs` is
- *   below 0.001 (Redis's `TIME` counts microseconds) without a `clock`, or a Redis option
- *   is out of range. With a `clock`, a call rejects with `RangeError` at a reading where
- *   `windowMs` is below the float step, as the in-memory windows throw, before sending.
+ * requests in a window (16 bytes an entry, time slices beyond `max(64, ceil(limit))` as in
+ * memory). The key expires when its newest entry leaves, and is deleted once empty.
  * @example
  * const limiter = new RedisSlidingWindowLog({ client: fromNodeRedis(redis), limit: 5, windowMs: 1000 })
  * await limiter.allow("login:alice") //=> true
+ * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0 (>= 0.001 without a
+ *   `clock`; with one, past the float step a call rejects) or a Redis option is out of range.
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisSlidingWindowLog extends RedisWindowLimiter {
   protected readonly where = WHERE;

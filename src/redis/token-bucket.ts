@@ -31,21 +31,18 @@ const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...RE
 
 /**
  * A `TokenBucket` per key, shared by every process using the same Redis, prefix and
- * options (see `keyspace`): each key's bucket holds up to `capacity` tokens, starts full,
- * and refills at `refillPerSecond` tokens per second. Decisions are the in-memory `TokenBucket`'s for
- * the same timeline, computed atomically by one Lua script on Redis's clock.
+ * options (docs/redis.md#key-layout-and-sharing): up to `capacity` tokens, starting full,
+ * refilled at `refillPerSecond`. Decides as the in-memory class does, atomically, in one
+ * Lua script on Redis's clock. A full bucket has no key; others expire when full again.
  *
- * Good for: one shared burst-plus-rate limit across a fleet. Watch out: one round trip
- * per decision; choose a failure policy (`failure`) for when Redis is away.
- *
- * A full bucket has no key; any other state expires exactly when the bucket would be
- * full again (capped by `maxTtlMs`, which only a rate of 0 or a very slow refill reaches).
- * @throws {TypeError} If `options` is not an object or an option has the wrong type.
- * @throws {RangeError} If `capacity` is not a finite number > 0, `refillPerSecond` not a
- *   finite number >= 0, or a Redis option is out of range.
+ * Good for: one shared burst-plus-rate limit across a fleet. Watch out: one round trip per
+ * decision; choose a `failure` policy for when Redis is away (docs/redis.md#failure-policies).
  * @example
  * const limiter = new RedisTokenBucket({ client: fromIoredis(redis), capacity: 10, refillPerSecond: 1 })
  * await limiter.consume("user:42") //=> { allowed: true, limit: 10, remaining: 9, …, source: 'redis' }
+ * @throws {RangeError} If `capacity` is not a finite number > 0, `refillPerSecond` not >= 0, or a Redis
+ *   option is out of range (docs/redis.md#common-options).
+ * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisTokenBucket extends RedisLimiter {
   /** Most tokens a bucket holds. */

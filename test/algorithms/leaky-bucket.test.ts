@@ -125,8 +125,9 @@ describe("LeakyBucket step tables", () => {
 });
 
 describe("LeakyBucket wait", () => {
-  // Shaping (API.md): a request waits for the water ahead of it to drain; when it does not
-  // fit (level + cost > capacity) the queue is full and it is refused. (This test used to
+  // Shaping (docs/waiting.md#what-waiting-means-per-algorithm): a request waits for the
+  // water ahead of it to drain; when it does not fit (level + cost > capacity) the queue is
+  // full and it is refused. (This test used to
   // expect a plain meter wait, with "exceeds limit" in the message.)
   test("resolves once the water ahead has drained; refuses a full queue and a cost above capacity", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });

@@ -380,7 +380,7 @@ describe("TokenBucket validation", () => {
   });
 });
 
-/** The reference model: the API.md formula, step by step, in the plainest form. */
+/** The reference model: docs/semantics.md#the-algorithms's formula, step by step, plainly. */
 function model(capacity: number, rate: number) {
   let tokens = capacity;
   let last = 0;

@@ -179,7 +179,7 @@ describe(`replay of the real log (${accessLogPath.split("/").slice(-2).join("/")
         peakLiveKeys,
       });
     }
-    // The token and leaky buckets decide alike as meters (API.md).
+    // The token and leaky buckets decide alike as meters (docs/semantics.md#the-algorithms).
     expect(together.results[1]!.denied).toBe(together.results[0]!.denied);
     expect(together.top[0]!.denied).toHaveLength(5);
   });

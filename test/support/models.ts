@@ -1,6 +1,6 @@
 /**
- * Naive reference models of the window algorithms, written from API.md in the plainest
- * form (arrays, maps, loops), for property tests. Each model is a function
+ * Naive reference models of the window algorithms, written from docs/semantics.md in the
+ * plainest form (arrays, maps, loops), for property tests. Each model is a function
  * `(t, cost, take) => ModelDecision`: the decision at clock reading `t` for `cost`,
  * taking the cost when `take` and allowed. Costs and times are meant to be integers in
  * the properties, so comparisons are exact.
@@ -16,12 +16,12 @@ export interface ModelDecision {
 
 export type Model = (t: number, cost: number, take: boolean) => ModelDecision;
 
-/** API.md's fit rule: allowed iff `cost <= available + 1e-9 * max(1, cost)`. */
+/** The fit rule (docs/semantics.md#float-tolerance): `cost <= available + 1e-9 * max(1, cost)`. */
 function fitsIn(cost: number, available: number): boolean {
   return cost <= available + 1e-9 * Math.max(1, cost);
 }
 
-/** API.md's `remaining`: `max(0, floor(available + 1e-9))`, never above the limit. */
+/** `remaining` (docs/semantics.md#remaining): `max(0, floor(available + 1e-9))`, <= limit. */
 function whole(available: number, limit: number): number {
   return Math.min(Math.floor(limit), Math.max(0, Math.floor(available + 1e-9)));
 }
@@ -89,11 +89,11 @@ export function slidingLogModel(limit: number, windowMs: number): Model {
 }
 
 /**
- * SlidingWindowCounter: a count per window index and the API.md formula
- * `prev * (W - e) / W + curr`. `retryAfterMs` is found window by window: in window `j`
- * (this one, then the next, with no further traffic) the estimate falls linearly from
- * `prev + curr` to `curr`; the first window where `curr + cost` fits gives the
- * earliest `e` at which `prev * (W - e) / W` has fallen enough.
+ * SlidingWindowCounter: a count per window index and the formula of
+ * docs/semantics.md#the-algorithms, `prev * (W - e) / W + curr`. `retryAfterMs` is found
+ * window by window: in window `j` (this one, then the next, with no further traffic) the
+ * estimate falls linearly from `prev + curr` to `curr`; the first window where
+ * `curr + cost` fits gives the earliest `e` at which `prev * (W - e) / W` has fallen enough.
  */
 export function slidingCounterModel(limit: number, windowMs: number): Model {
   const counts = new Map<number, number>();

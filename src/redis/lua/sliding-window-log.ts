@@ -5,21 +5,16 @@ import { LUA_COMMON, luaArgs } from "./common.js";
  * The sliding window log's one script (consume and peek). One list per key: entries
  * oldest first, each `struct.pack('<dd', leaveAtMs, runningTotal)`, then a last
  * element `struct.pack('<dd', base, at)` (the running total already gone, and the
- * time of the last append). An entry counts while `leaveAtMs > now`; the units in the
- * window are `newest total - base`. ARGV: limit, windowMs, cost, take (1/0), now
- * ('' = server TIME), maxTtlMs. Reply: `{allowed (1/0), available before the cost,
- * newest leaveAtMs (after the cost; -inf when empty), now, leaveAtMs of the entry
- * whose departure lets the cost fit (-inf when not computed), entries in the window
- * before the cost}`; the caller builds the Decision with `logDecision` and stamps the
- * cost's entry with `logLeaveAt` (window-math.ts), as this script does.
+ * time of the last append). An entry counts while `leaveAtMs > now`; the window holds
+ * `newest total - base`. ARGV: limit, windowMs, cost, take (1/0), now ('' = server
+ * TIME), maxTtlMs. Reply: `{allowed (1/0), available before the cost, newest leaveAtMs
+ * (after the cost; -inf when empty), now, leaveAtMs of the entry whose departure lets the
+ * cost fit (-inf when not computed), entries in the window before the cost}`, for
+ * `logDecision` and `logLeaveAt` (window-math.ts).
  *
- * Mirrors `SlidingWindowLog` step for step (expiry of old entries from the head,
- * the rebase of running totals above `2 * limit`, merging into the newest entry at the
- * same leave time, stamping entries beyond `max(64, ceil(limit))` at the end of their
- * granule of `windowMs / max(64, ceil(limit))`, the binary search of retryAfter),
- * so the floats agree bit for bit. Dropping entries that left is stored even by a
- * peek or a denial (it changes no decision). The key expires when the newest entry
- * leaves, and is deleted once empty.
+ * Mirrors `SlidingWindowLog` step for step (expiry, rebase above `2 * limit`, merging,
+ * granule stamping, the binary search of retryAfter), so the floats agree bit for bit.
+ * Dropping entries that left is stored even by a peek or a denial (it changes no decision).
  */
 export const SLIDING_WINDOW_LOG_SCRIPT = new Script(
   "sliding-window-log",
