@@ -4,7 +4,7 @@ import { LeakyBucket } from "../algorithms/leaky-bucket.js";
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { RateLimitError } from "../errors.js";
 import type { Decision, Limiter, WaitOptions } from "../limiter.js";
-import { BucketLedger } from "../reservation.js";
+import { BucketLedger } from "../algorithms/bucket-ledger.js";
 import { WaitQueue } from "../wait.js";
 import type { SlabEngine } from "./engine.js";
 import type { Slab } from "./layouts/index.js";
