@@ -357,7 +357,7 @@ describe("waiters and the bounds", () => {
     expect(keyed.size).toBe(before.size);
     expect(statsOf(keyed).bytes).toBe(before.bytes);
     expect(keyed.peek("k0"), "every aborted wait gave its token back").toEqual(before.k0);
-  });
+  }, 60_000);
 });
 
 describe('whenFull "refuse"', () => {
