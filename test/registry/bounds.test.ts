@@ -1,0 +1,416 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import { afterEach, describe, expect, test, vi } from "vitest";
+import {
+  allOf,
+  FixedWindow,
+  type KeyedLimiter,
+  RateLimitError,
+  SlidingWindowCounter,
+  SlidingWindowLog,
+  TokenBucket,
+} from "../../src/index.js";
+import { type BoundOptions, bounded, NO_SWEEP, statsOf } from "../support/bounded-registry.js";
+import { manualClock } from "../support/manual-clock.js";
+import { timerClock } from "../support/timer-clock.js";
+
+/**
+ * Regression tests of the registry's bounds (keys, bytes, key length, waiters), each
+ * named after what broke: a client that could make the registry forget it, a key
+ * or a wait that could grow memory without bound.
+ */
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const MINUTE = 60_000;
+
+/** The two answers to a new key at the bound; `undefined` is the default ("evict"). */
+const WHEN_FULL = [undefined, "refuse"] as const;
+
+/** `{ maxKeys, whenFull }` without `whenFull` when it is the default. */
+function atBound(maxKeys: number, whenFull: BoundOptions["whenFull"] | undefined): BoundOptions {
+  return whenFull === undefined ? { ...NO_SWEEP, maxKeys } : { ...NO_SWEEP, maxKeys, whenFull };
+}
+
+describe("a limited client is not forgotten by a flood of one-request keys", () => {
+  test.each(WHEN_FULL)(
+    "SlidingWindowLog logins, 5 per 15 minutes per account (whenFull %s)",
+    (whenFull) => {
+      const clock = manualClock();
+      const logins = bounded(
+        new SlidingWindowLog({ limit: 5, windowMs: 15 * MINUTE, clock }),
+        atBound(2000, whenFull),
+      );
+      for (let i = 0; i < 5; i++) {
+        clock.set(i * 1000);
+        expect(logins.allow("user:alice"), `attempt ${i + 1}`).toBe(true);
+      }
+      expect(logins.consume("user:alice").allowed, "attempt 6 is over the limit").toBe(false);
+      // A guesser sprays made-up user names, one attempt each, 100 ms apart (220 s in all).
+      for (let i = 0; i < 2200; i++) {
+        clock.set(5000 + i * 100);
+        logins.allow(`user:guess-${i}`);
+        expect(logins.size).toBeLessThanOrEqual(2000);
+      }
+      clock.set(5000 + 2200 * 100);
+      const next = logins.consume("user:alice");
+      expect(next.allowed, "alice's 6th attempt in 15 minutes").toBe(false);
+      expect(next.retryAfterMs).toBeGreaterThan(0);
+    },
+  );
+
+  test.each(WHEN_FULL)(
+    "SlidingWindowCounter just after its window rolls, prev = limit and curr = 0 (whenFull %s)",
+    (whenFull) => {
+      const clock = manualClock();
+      const keyed = bounded(
+        new SlidingWindowCounter({ limit: 10, windowMs: MINUTE, clock }),
+        atBound(100, whenFull),
+      );
+      clock.set(59_000);
+      expect(keyed.consume("client", 10).allowed, "the whole limit, late in window 0").toBe(true);
+      clock.set(MINUTE + 1);
+      expect(keyed.peek("client").allowed, "1 ms into window 1 prev still weighs 9.9998").toBe(
+        false,
+      );
+      for (let i = 0; i < 150; i++) {
+        keyed.allow(`flood-${i}`);
+        expect(keyed.size).toBeLessThanOrEqual(100);
+      }
+      expect(keyed.consume("client").allowed, "estimate 9.9998 + 1 is over 10").toBe(false);
+    },
+  );
+
+  test.each(WHEN_FULL)(
+    "allOf(TokenBucket, FixedWindow), a burst spent and a flood in the same millisecond (whenFull %s)",
+    (whenFull) => {
+      const clock = manualClock();
+      const keyed = bounded(
+        allOf(
+          new TokenBucket({ capacity: 10, refillPerSecond: 10, clock }),
+          new FixedWindow({ limit: 1000, windowMs: 60 * MINUTE, clock }),
+        ),
+        atBound(2000, whenFull),
+      );
+      clock.set(5000);
+      for (let i = 0; i < 10; i++) expect(keyed.allow("client"), `#${i}`).toBe(true);
+      expect(keyed.allow("client"), "the burst is spent").toBe(false);
+      for (let i = 0; i < 2200; i++) {
+        keyed.allow(`flood-${i}`);
+        expect(keyed.size).toBeLessThanOrEqual(2000);
+      }
+      expect(keyed.consume("client").allowed, "no token came back in the same ms").toBe(false);
+      clock.set(5050);
+      expect(keyed.consume("client").allowed, "half a token 50 ms later").toBe(false);
+    },
+  );
+
+  test.each(WHEN_FULL)(
+    "allOf(TokenBucket, FixedWindow), the layered 10 per second and 1000 per hour (whenFull %s)",
+    (whenFull) => {
+      const clock = manualClock();
+      const keyed = bounded(
+        allOf(
+          new TokenBucket({ capacity: 10, refillPerSecond: 10, clock }),
+          new FixedWindow({ limit: 1000, windowMs: 60 * MINUTE, clock }),
+        ),
+        atBound(2000, whenFull),
+      );
+      // The hour's 1000, at the burst's pace: 10 a second for 100 s.
+      for (let s = 0; s < 100; s++) {
+        clock.set(s * 1000);
+        for (let i = 0; i < 10; i++) expect(keyed.allow("client"), `${s} s, #${i}`).toBe(true);
+      }
+      clock.set(100_000);
+      expect(keyed.allow("client"), "the hourly window is used up").toBe(false);
+      for (let i = 0; i < 2200; i++) {
+        clock.set(100_000 + i * 10);
+        keyed.allow(`flood-${i}`);
+        expect(keyed.size).toBeLessThanOrEqual(2000);
+      }
+      clock.set(200_000);
+      expect(keyed.consume("client").allowed, "still within the same hour").toBe(false);
+    },
+  );
+});
+
+test("an evicted key that was not idle does not come back fresh", () => {
+  const clock = manualClock();
+  const keyed = bounded(new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }), {
+    ...NO_SWEEP,
+    maxKeys: 2,
+  });
+  // 2.01 tokens left; remaining counts whole units.
+  expect(keyed.consume("b", 0.99)).toMatchObject({ allowed: true, remaining: 2 });
+  // Two new keys push b out: neither it nor they are idle.
+  expect(keyed.allow("c", 3)).toBe(true);
+  expect(keyed.allow("d", 3)).toBe(true);
+  expect(keyed.size).toBeLessThanOrEqual(2);
+  expect(statsOf(keyed).evictedLossy, "a key was dropped in use").toBeGreaterThanOrEqual(1);
+  expect(keyed.peek("b").remaining, "no fresher than it left").toBeLessThanOrEqual(2);
+  expect(keyed.consume("b", 3).allowed, "3 tokens were never there").toBe(false);
+  // And it stays conservative as it refills: 0.5 s adds at most 0.5 token (2.51 at most).
+  clock.set(500);
+  expect(keyed.peek("b").remaining).toBeLessThanOrEqual(2);
+  expect(keyed.consume("b", 2.6).allowed).toBe(false);
+});
+
+/** A full collection now, for heap measurements (`--expose-gc` set at run time). */
+function collect(): () => void {
+  setFlagsFromString("--expose-gc");
+  return runInNewContext("gc") as () => void;
+}
+
+/** The largest key count of the one-off run: `FLOOD_KEYS=10000000 npx vitest run ...`. */
+const FLOOD_KEYS = Number(process.env.FLOOD_KEYS ?? 0);
+
+describe("a flood of long keys stays within maxBytes", () => {
+  const maxBytes = 8 * 1024 * 1024;
+  // 16,000 code units: below 16,384, from which V8 hashes a string by its length alone
+  // (the test after this one is about those).
+  const prefix = "k".repeat(16_000 - 10);
+
+  /** Floods a registry bounded to `maxBytes` with `keys` distinct keys; checks the bounds. */
+  function flood(keys: number): void {
+    const gc = collect();
+    const clock = manualClock();
+    const keyed = bounded(new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }), {
+      ...NO_SWEEP,
+      maxBytes,
+      maxKeyLength: 16_384,
+    });
+    gc();
+    const heapBefore = process.memoryUsage().heapUsed;
+    const started = performance.now();
+    let worstBytes = 0;
+    for (let i = 0; i < keys; i++) {
+      clock.set(i);
+      keyed.allow(prefix + String(i).padStart(10, "0"));
+      const bytes = statsOf(keyed).bytes;
+      // One expect per key would cost more than the registry; check, then report.
+      if (!(bytes <= maxBytes))
+        expect(bytes, `stats.bytes after key ${i}`).toBeLessThanOrEqual(maxBytes);
+      if (bytes > worstBytes) worstBytes = bytes;
+    }
+    const elapsedMs = performance.now() - started;
+    gc();
+    const grewBytes = process.memoryUsage().heapUsed - heapBefore;
+    console.log(
+      `${keys} keys of 16,000 code units: ${(elapsedMs / 1000).toFixed(1)} s, ` +
+        `${keyed.size} kept, stats.bytes at most ${worstBytes}, heap grew ${(grewBytes / 2 ** 20).toFixed(1)} MiB`,
+    );
+    expect(keyed.size, "the newest keys are kept").toBeGreaterThan(0);
+    expect(grewBytes).toBeLessThan(2 * maxBytes + 64 * 2 ** 20);
+  }
+
+  test("100,000 distinct 16 KB keys (a shared prefix and a counter)", () => flood(100_000), 60_000);
+
+  test.skipIf(!(FLOOD_KEYS > 0))(
+    `FLOOD_KEYS=${FLOOD_KEYS} distinct 16 KB keys (a one-off run)`,
+    () => flood(FLOOD_KEYS),
+    3 * 60 * 60_000,
+  );
+
+  test("keys of 65,536 code units, which V8 hashes by length alone, do not make each lookup a scan", () => {
+    // A Map keyed by such strings puts them all in one bucket and compares each lookup
+    // with every kept key, 64K code units apiece: 4000 keys at about 250 kept took
+    // minutes; hashed or indexed properly they take about a second.
+    const clock = manualClock();
+    const keyed = bounded(new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }), {
+      ...NO_SWEEP,
+      maxBytes: 32 * 1024 * 1024,
+      maxKeyLength: 65_536,
+    });
+    const long = "k".repeat(65_536 - 10);
+    for (let i = 0; i < 4000; i++) {
+      clock.set(i);
+      expect(keyed.allow(long + String(i).padStart(10, "0"))).toBe(true);
+    }
+    expect(statsOf(keyed).bytes).toBeLessThanOrEqual(32 * 1024 * 1024);
+  }, 10_000);
+});
+
+describe("a key above maxKeyLength is refused with a RangeError and nothing is kept", () => {
+  test("every method, at a maxKeyLength of 8 UTF-16 code units", async () => {
+    const clock = manualClock();
+    const keyed = bounded(new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }), {
+      ...NO_SWEEP,
+      maxKeyLength: 8,
+    });
+    expect(keyed.allow("12345678"), "8 code units is the longest").toBe(true);
+    expect(keyed.allow("😀😀😀😀"), "4 emoji are 8 code units").toBe(true);
+    const before = { size: keyed.size, stats: statsOf(keyed) };
+    for (const key of ["123456789", "😀😀😀😀😀", "x".repeat(100_000)]) {
+      expect(() => keyed.allow(key)).toThrow(RangeError);
+      expect(() => keyed.allow(key)).toThrow(/maxKeyLength/);
+      expect(() => keyed.consume(key, 1)).toThrow(/maxKeyLength/);
+      expect(() => keyed.peek(key)).toThrow(/maxKeyLength/);
+      await expect(keyed.wait(key, 1)).rejects.toThrow(RangeError);
+    }
+    expect(keyed.size).toBe(before.size);
+    expect(statsOf(keyed)).toEqual(before.stats);
+  });
+
+  test("the default is 512", () => {
+    const keyed = bounded(
+      new TokenBucket({ capacity: 3, refillPerSecond: 1, clock: manualClock() }),
+      NO_SWEEP,
+    );
+    expect(keyed.allow("k".repeat(512))).toBe(true);
+    expect(() => keyed.allow("k".repeat(513))).toThrow(/maxKeyLength/);
+    expect(keyed.size).toBe(1);
+  });
+
+  test.each([0, 65_537, 1.5, Number.NaN])(
+    "maxKeyLength %s is a RangeError naming it",
+    (maxKeyLength) => {
+      const policy = new TokenBucket({ capacity: 3, refillPerSecond: 1, clock: manualClock() });
+      expect(() => bounded(policy, { maxKeyLength })).toThrow(RangeError);
+      expect(() => bounded(policy, { maxKeyLength })).toThrow(/maxKeyLength/);
+    },
+  );
+});
+
+describe("waiters and the bounds", () => {
+  /** A bucket of 1 token a second, on fake timers. */
+  function oneASecond(options: BoundOptions): {
+    keyed: KeyedLimiter;
+    advance(ms: number): Promise<void>;
+  } {
+    const { clock, advance } = timerClock();
+    const keyed = bounded(new TokenBucket({ capacity: 1, refillPerSecond: 1, clock }), {
+      ...NO_SWEEP,
+      ...options,
+    });
+    return { keyed, advance };
+  }
+
+  test("keys with waiters count toward the bound", async () => {
+    const { keyed, advance } = oneASecond({ maxKeys: 2 });
+    keyed.consume("a", 1);
+    keyed.consume("b", 1);
+    const waits = [keyed.wait("a", 1), keyed.wait("b", 1)];
+    expect(keyed.size).toBe(2);
+    for (let i = 0; i < 20; i++) {
+      keyed.allow(`new-${i}`);
+      expect(keyed.size, `after new-${i}`).toBeLessThanOrEqual(2);
+    }
+    await advance(1000);
+    await expect(Promise.all(waits)).resolves.toMatchObject([{ allowed: true }, { allowed: true }]);
+    expect(keyed.size).toBeLessThanOrEqual(2);
+  });
+
+  test("maxWaiters rejects a wait past it at once", async () => {
+    const { keyed, advance } = oneASecond({ maxWaiters: 3 });
+    keyed.consume("a", 1);
+    keyed.consume("b", 1);
+    // Three pending: two on a, one on b (each bucket in debt).
+    const waits = [keyed.wait("a", 1), keyed.wait("a", 1), keyed.wait("b", 1)];
+    const before = { size: keyed.size, bytes: statsOf(keyed).bytes, a: keyed.peek("a") };
+    let settled: string | undefined;
+    const past = keyed.wait("a", 1).then(
+      () => "resolved",
+      (error: unknown) => (error instanceof RateLimitError ? "RateLimitError" : String(error)),
+    );
+    void past.then((how) => {
+      settled = how;
+    });
+    await advance(0);
+    expect(settled, "the fourth pending wait, settled before any time passed").toBe(
+      "RateLimitError",
+    );
+    expect(keyed.size).toBe(before.size);
+    expect(statsOf(keyed).bytes).toBe(before.bytes);
+    expect(keyed.peek("a")).toEqual(before.a);
+    await advance(1000);
+    await expect(waits[0]).resolves.toMatchObject({ allowed: true });
+    // One settled: room for one more.
+    const again = keyed.wait("a", 1);
+    await advance(10_000);
+    await expect(Promise.all([waits[1], waits[2], again])).resolves.toMatchObject([
+      { allowed: true },
+      { allowed: true },
+      { allowed: true },
+    ]);
+  });
+
+  test("aborted waiters leave every structure", async () => {
+    const { keyed, advance } = oneASecond({});
+    for (let k = 0; k < 10; k++) keyed.consume(`k${k}`, 1);
+    const before = { size: keyed.size, bytes: statsOf(keyed).bytes, k0: keyed.peek("k0") };
+    expect(before.bytes, "ten keys are accounted").toBeGreaterThan(0);
+    for (let round = 0; round < 100; round++) {
+      const controller = new AbortController();
+      const waits = Array.from({ length: 1000 }, (_, i) =>
+        keyed.wait(`k${i % 10}`, 1, { signal: controller.signal }),
+      );
+      controller.abort(new Error("client went away"));
+      const outcomes = await Promise.allSettled(waits);
+      expect(
+        outcomes.every((o) => o.status === "rejected"),
+        `round ${round}`,
+      ).toBe(true);
+    }
+    await advance(0);
+    expect(keyed.size).toBe(before.size);
+    expect(statsOf(keyed).bytes).toBe(before.bytes);
+    expect(keyed.peek("k0"), "every aborted wait gave its token back").toEqual(before.k0);
+  }, 60_000);
+});
+
+describe('whenFull "refuse"', () => {
+  test("at the bound with no idle key a new key is denied and nothing kept", () => {
+    const clock = manualClock();
+    const policy = new TokenBucket({ capacity: 3, refillPerSecond: 1, clock });
+    const keyed = bounded(policy, { ...NO_SWEEP, maxKeys: 2, whenFull: "refuse" });
+    const a = policy.clone();
+    const b = policy.clone();
+    // [atMs, key, cost, allowed]: a and b decide as limiters of their own throughout.
+    const steps = [
+      [0, "a", 3, true],
+      [0, "b", 2, true],
+      [0, "c", 1, false],
+      [0, "a", 1, false],
+      [100, "d", 1, false],
+      [500, "b", 1, true],
+      [1000, "a", 1, true],
+      [1000, "c", 1, false],
+      [4000, "c", 1, true],
+    ] as const;
+    let refused = 0;
+    steps.forEach(([atMs, key, cost, allowed], i) => {
+      clock.set(atMs);
+      const at = `step ${i}: ${key} ${cost} at ${atMs} ms`;
+      const expected = key === "a" ? a.consume(cost) : key === "b" ? b.consume(cost) : undefined;
+      const sizeBefore = keyed.size;
+      const bytesBefore = statsOf(keyed).bytes;
+      const decision = keyed.consume(key, cost);
+      expect(decision.allowed, at).toBe(allowed);
+      if (expected !== undefined) expect(decision, at).toEqual(expected);
+      if ((key === "c" || key === "d") && !allowed) {
+        refused++;
+        expect(keyed.size, `${at}: nothing kept`).toBe(sizeBefore);
+        expect(statsOf(keyed).bytes, `${at}: nothing kept`).toBe(bytesBefore);
+      }
+      expect(statsOf(keyed).refused, `${at}: stats.refused`).toBe(refused);
+      expect(keyed.size).toBeLessThanOrEqual(2);
+    });
+    expect(statsOf(keyed).evictedLossy, "refuse never drops a key in use").toBe(0);
+  });
+
+  test("allow is refused the same way", () => {
+    const clock = manualClock();
+    const keyed = bounded(new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }), {
+      ...NO_SWEEP,
+      maxKeys: 1,
+      whenFull: "refuse",
+    });
+    expect(keyed.allow("a", 1)).toBe(true);
+    expect(keyed.allow("b", 1)).toBe(false);
+    expect(keyed.allow("a", 2)).toBe(true);
+    expect(statsOf(keyed)).toMatchObject({ refused: 1, created: 1, evictedLossy: 0 });
+    expect(keyed.size).toBe(1);
+  });
+});
