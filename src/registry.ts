@@ -181,7 +181,7 @@ export class KeyedLimiter {
       DEFAULT_MAX_KEY_LENGTH,
       "maxKeyLength",
       1,
-      2 ** 16,
+      MAX_KEY_LENGTH_LIMIT,
     );
     this.maxWaiters = optional(o.maxWaiters, DEFAULT_MAX_WAITERS, "maxWaiters", 0, 2 ** 31 - 1);
     this.whenFull = checkWhenFull(o.whenFull);
@@ -289,7 +289,10 @@ export class KeyedLimiter {
       const k = this.checkKey(key);
       const c = checkCost(`${WHERE}.wait`, cost);
       const { signal } = checkWaitOptions(`${WHERE}.wait`, options);
-      if (this.map !== undefined) return this.map.wait(k, c, options);
+      if (this.map !== undefined) {
+        if (signal?.aborted) return Promise.reject(signal.reason);
+        return this.map.wait(k, c, options);
+      }
       const limit = this.engine!.layout.limit;
       if (!(c <= limit)) throw new RangeError(`${WHERE}.wait: cost ${c} exceeds limit ${limit}`);
       if (signal?.aborted) return Promise.reject(signal.reason);

@@ -86,6 +86,7 @@ export class SlabEngine {
   private highWater = 0;
   private free = -1;
   private count = 0;
+  private pinned = 0;
   private cursor = 0;
   private countdown = SWEEP_EVERY;
   /** Accounted bytes of the keys kept and of their logs (slots and table apart). */
@@ -154,7 +155,7 @@ export class SlabEngine {
     if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
     const seen = this.seen;
     if (t > seen[0]!) {
-      if (!(t <= this.clockBoundMs && t >= -this.clockBoundMs)) {
+      if (!(t < this.clockBoundMs && t > -this.clockBoundMs)) {
         checkWindowClock(this.clockWhere, t, this.windowMs, this.clockBoundMs);
       }
       seen[0] = t;
@@ -230,6 +231,7 @@ export class SlabEngine {
 
   /** Pins a slot while it has waiters: never swept nor evicted. */
   pin(slot: number): void {
+    if ((this.flags[slot]! & PINNED) === 0) this.pinned++;
     this.flags[slot]! |= PINNED;
   }
 
@@ -237,6 +239,7 @@ export class SlabEngine {
   unpin(slot: number): void {
     if ((this.flags[slot]! & PINNED) === 0) return;
     this.flags[slot]! &= ~PINNED;
+    this.pinned--;
     if (this.layout.isIdle(this.state, slot * this.stride, slot, this.seen[0]!)) {
       this.drop(slot);
       this.evictedIdle++;
@@ -259,8 +262,28 @@ export class SlabEngine {
     this.drop(slot);
   }
 
-  /** Forgets every key that is not pinned, and the trace table. */
+  /** Forgets every key that is not pinned, and the trace table; with none pinned, the slab shrinks back. */
   clear(): void {
+    this.trace.fill(Number.NEGATIVE_INFINITY);
+    this.traceUntil = Number.NEGATIVE_INFINITY;
+    if (this.pinned === 0) {
+      for (let slot = 0; slot < this.highWater; slot++) {
+        if (this.keys[slot] !== undefined) this.layout.release(slot, this);
+      }
+      this.index.clear();
+      this.slots = Math.min(FIRST_SLOTS, this.maxKeys);
+      this.state = new Float64Array(this.slots * this.stride);
+      this.flags = new Uint8Array(this.slots);
+      this.keys = new Array<string | undefined>(this.slots).fill(undefined);
+      this.layout.grow(this.slots);
+      this.highWater = 0;
+      this.free = -1;
+      this.count = 0;
+      this.cursor = 0;
+      this.keyBytesKept = 0;
+      this.lastKey = undefined;
+      return;
+    }
     for (let slot = 0; slot < this.highWater; slot++) {
       if (this.keys[slot] === undefined) continue;
       if ((this.flags[slot]! & PINNED) !== 0) {
@@ -346,8 +369,9 @@ export class SlabEngine {
       if (this.refuse || victim < 0) return false;
       const key = this.keys[victim]!;
       const h = this.hash(key) & this.traceMask;
-      if (victimTrace > this.trace[h]!) this.trace[h] = victimTrace;
-      const expires = this.layout.traceExpiresMs(victimTrace);
+      const combined = this.layout.traceCombine(this.trace[h]!, victimTrace, now);
+      this.trace[h] = combined;
+      const expires = this.layout.traceExpiresMs(combined);
       if (expires > this.traceUntil) this.traceUntil = expires;
       this.drop(victim);
       this.evictedLossy++;
@@ -413,12 +437,17 @@ export class SlabEngine {
 }
 
 /**
- * Entries of the trace table: a power of two, at least 1,024, at most 2^18 (2 MiB), and
- * at most one per `maxKeys` key, within a 64th of `maxBytes`.
+ * Entries of the trace table: the power of two at or above `2 * maxKeys` (fewer
+ * collisions: a collision only makes a new key start conservatively), at least 4,096, at
+ * most 2^21 (16 MiB, at the default `maxKeys`), and within a 16th of `maxBytes`.
  */
 export function traceSlots(maxKeys: number, maxBytes: number): number {
-  let n = 1024;
-  const cap = Math.min(2 ** 18, Math.max(1024, maxBytes / 64 / 8));
-  while (n < maxKeys && n * 2 <= cap) n *= 2;
+  let n = MIN_TRACE_SLOTS;
+  const cap = Math.min(MAX_TRACE_SLOTS, Math.max(MIN_TRACE_SLOTS, maxBytes / 16 / 8));
+  while (n < 2 * maxKeys && n * 2 <= cap) n *= 2;
   return n;
 }
+/** Fewest trace entries (32 KiB). */
+const MIN_TRACE_SLOTS = 4096;
+/** Most trace entries (16 MiB). */
+const MAX_TRACE_SLOTS = 2 ** 21;

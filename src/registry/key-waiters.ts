@@ -1,10 +1,10 @@
 import { heldDecision } from "../algorithms/bucket-base.js";
+import { BucketLedger } from "../algorithms/bucket-ledger.js";
 import { bucketDecision, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
 import { LeakyBucket } from "../algorithms/leaky-bucket.js";
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { RateLimitError } from "../errors.js";
 import type { Decision, Limiter, WaitOptions } from "../limiter.js";
-import { BucketLedger } from "../algorithms/bucket-ledger.js";
 import { WaitQueue } from "../wait.js";
 import type { SlabEngine } from "./engine.js";
 import type { Slab } from "./layouts/index.js";

@@ -36,6 +36,11 @@ export interface SlotLayout {
    * adds its count (see {@link FixedWindowLayout}).
    */
   traceValue(st: Float64Array, s: number, slot: number, now: number): number;
+  /**
+   * The table entry after a key with trace `value` joins an entry holding `old` (which may
+   * no longer apply at `now`): at least both, so it bounds every key on the entry.
+   */
+  traceCombine(old: number, value: number, now: number): number;
   /** The clock reading from which a trace value no longer applies (the state is fresh by then). */
   traceExpiresMs(value: number): number;
   /**

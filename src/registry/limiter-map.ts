@@ -124,9 +124,14 @@ export class LimiterMap implements KeyStore {
     let limiter = this.map.get(key);
     let promise: Promise<Decision>;
     if (limiter === undefined) {
+      const fresh = this.create(key);
+      const decision = fresh.peek(cost);
+      // A cost above the limit never fits: the limiter's own wait would say so first.
+      if (decision.retryAfterMs === Number.POSITIVE_INFINITY && cost > decision.limit) {
+        return fresh.wait(cost, options);
+      }
       if (!this.hasRoom(key) && !this.makeRoom(key)) {
         this.refused++;
-        const decision = this.create(key).peek(cost);
         return Promise.reject(
           new RateLimitError(`${WHERE}.wait: the registry is full and cannot keep this key`, {
             ...decision,
@@ -134,7 +139,7 @@ export class LimiterMap implements KeyStore {
           }),
         );
       }
-      limiter = this.create(key);
+      limiter = fresh;
       promise = limiter.wait(cost, options);
       if (!limiter.isIdle()) this.insert(key, limiter);
     } else {

@@ -47,7 +47,7 @@ describe("BucketSlab (KeyedLimiter fast path)", () => {
     expect(keyed.stats.slots, "clear gives the slab back").toBe(16);
   });
 
-  test("when full and nothing is idle, the key with the fewest missing tokens goes", () => {
+  test("when full and nothing is idle, the key idle soonest goes and comes back no fresher", () => {
     const clock = manualClock();
     const keyed = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1, clock }), {
       maxKeys: 3,
@@ -57,7 +57,10 @@ describe("BucketSlab (KeyedLimiter fast path)", () => {
     keyed.consume("medium", 5);
     keyed.consume("new", 1);
     expect(keyed.stats.evictedLossy).toBe(1);
-    expect(keyed.peek("light", 0).remaining, "light was dropped: fresh again").toBe(10);
+    // light was dropped (1 token missing, full again soonest) and left its trace.
+    expect(keyed.stats.evictedLossy).toBe(1);
+    expect(keyed.peek("light", 0).remaining, "light comes back as it left").toBe(9);
+    expect(keyed.consume("light", 10).allowed, "not fresh").toBe(false);
     expect(keyed.peek("heavy", 0).remaining).toBe(1);
     expect(keyed.peek("medium", 0).remaining).toBe(5);
   });

@@ -17,7 +17,7 @@ describe("LimiterMap (KeyedLimiter generic path)", () => {
     expect(keyed.sweep()).toBe(2);
   });
 
-  test("when full and nothing is idle, the limiter with the smallest resetAfterMs goes", () => {
+  test("when full and nothing is idle, a new key is refused and no key in use is dropped", () => {
     const clock = manualClock();
     const keyed = new KeyedLimiter(
       (key) =>
@@ -28,10 +28,13 @@ describe("LimiterMap (KeyedLimiter generic path)", () => {
     );
     keyed.consume("slow", 1); // resetAfterMs 10,000
     keyed.consume("fast", 5); // resetAfterMs 500
-    keyed.consume("new", 1);
-    expect(keyed.stats.evictedLossy).toBe(1);
-    expect(keyed.peek("fast", 0).remaining, "fast was dropped: fresh again").toBe(10);
+    expect(keyed.consume("new", 1)).toMatchObject({ allowed: false, remaining: 0 });
+    expect(keyed.stats).toMatchObject({ evictedLossy: 0, refused: 1 });
+    expect(keyed.peek("fast", 0).remaining, "fast is kept").toBe(5);
     expect(keyed.peek("slow", 0).remaining).toBe(9);
+    clock.advance(500); // fast is full again: idle, it makes room
+    expect(keyed.consume("new", 1).allowed).toBe(true);
+    expect(keyed.stats).toMatchObject({ evictedIdle: 1, evictedLossy: 0, refused: 1 });
   });
 
   test("a limiter that is idle right after its first call is not kept", () => {

@@ -61,6 +61,10 @@ export class AllOfLayout implements SlotLayout {
     return this.idleAtMs(st, s, slot, now);
   }
 
+  traceCombine(old: number, value: number): number {
+    return old > value ? old : value;
+  }
+
   traceExpiresMs(value: number): number {
     return value;
   }

@@ -51,6 +51,10 @@ export class BucketLayout implements SlotLayout {
     return this.idleAtMs(st, s, slot, now);
   }
 
+  traceCombine(old: number, value: number): number {
+    return old > value ? old : value;
+  }
+
   traceExpiresMs(value: number): number {
     return value;
   }

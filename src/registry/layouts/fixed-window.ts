@@ -58,6 +58,10 @@ export class FixedWindowLayout implements SlotLayout {
     return start + share * windowMs * SHARE_SPAN;
   }
 
+  traceCombine(old: number, value: number): number {
+    return old > value ? old : value;
+  }
+
   traceExpiresMs(value: number): number {
     return windowEnd(value, this.params[WINDOW_MS]!);
   }

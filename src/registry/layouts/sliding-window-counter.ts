@@ -11,6 +11,8 @@ import type { SlotLayout } from "../layout.js";
 /** `params` indexes: limit, windowMs. */
 const LIMIT = 0;
 const WINDOW_MS = 1;
+/** The part of a window a trace value's share spans: short of its end, so it stays inside. */
+const SHARE_SPAN = 1 - 2 ** -20;
 
 /**
  * The slot of a `SlidingWindowCounter` key: `[prev, curr, index]` (the counts of windows
@@ -71,16 +73,61 @@ export class SlidingWindowCounterLayout implements SlotLayout {
    * Both counts at `limit` when the key could have taken units in this window (it is busy
    * past its end), else the previous count alone: no count of a state idle by then is higher.
    */
-  traceValue(st: Float64Array, s: number, slot: number, now: number): number {
-    return this.idleAtMs(st, s, slot, now);
+  /**
+   * The window's start plus its share used, `k * windowMs + (max(prev, curr) / limit) *
+   * windowMs`, a hair short of the window's end (as `FixedWindowLayout` does): it grows
+   * with either count and from one window to the next. Restored, both counts are that share.
+   */
+  traceValue(st: Float64Array, s: number, _slot: number, now: number): number {
+    this.roll(st, s, now);
+    const most = st[s]! > st[s + 1]! ? st[s]! : st[s + 1]!;
+    return this.encode(st[s + 2]!, most);
   }
 
+  /** `k * windowMs` plus the share `units / limit` (at most 1) of a window. */
+  private encode(k: number, units: number): number {
+    const p = this.params;
+    const share = units >= p[LIMIT]! ? 1 : units / p[LIMIT]!;
+    return k * p[WINDOW_MS]! + share * p[WINDOW_MS]! * SHARE_SPAN;
+  }
+
+  /** The window index and the units (rounded up) of a trace value. */
+  private decode(value: number): [number, number] {
+    const p = this.params;
+    const windowMs = p[WINDOW_MS]!;
+    const limit = p[LIMIT]!;
+    const k = windowIndex(value, windowMs);
+    const share = (value - k * windowMs) / (windowMs * SHARE_SPAN);
+    const margin = ((Math.abs(value) * 2 ** -48) / windowMs + 2 ** -40) * limit;
+    const units = share * limit + margin;
+    return [k, units < limit ? units : limit];
+  }
+
+  /**
+   * An entry of the previous window still bounds the new window's previous count: the
+   * combined entry is of the newest window with the larger share of the two.
+   */
+  traceCombine(old: number, value: number): number {
+    if (old === Number.NEGATIVE_INFINITY) return value;
+    const [kOld, uOld] = this.decode(old);
+    const [kNew, uNew] = this.decode(value);
+    if (kOld === kNew) return old > value ? old : value;
+    const [k, u, other, otherK] = kOld > kNew ? [kOld, uOld, uNew, kNew] : [kNew, uNew, uOld, kOld];
+    // One window behind: its counts become the previous count; further behind, nothing.
+    return this.encode(k, otherK === k - 1 && other > u ? other : u);
+  }
+
+  /** Fresh two windows after the trace's window: its counts have rolled out by then. */
   traceExpiresMs(value: number): number {
-    return value;
+    return (windowIndex(value, this.params[WINDOW_MS]!) + 2) * this.params[WINDOW_MS]!;
   }
 
-  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void {
-    this.restoreUntil(st, s, slot, value, now);
+  restore(st: Float64Array, s: number, _slot: number, value: number, now: number): void {
+    const [k, units] = this.decode(value);
+    st[s] = units;
+    st[s + 1] = units;
+    st[s + 2] = k;
+    this.roll(st, s, now);
   }
 
   restoreUntil(st: Float64Array, s: number, _slot: number, busyUntilMs: number, now: number): void {
