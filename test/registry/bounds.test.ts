@@ -179,7 +179,7 @@ describe("a flood of long keys stays within maxBytes", () => {
     const keyed = bounded(new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }), {
       ...NO_SWEEP,
       maxBytes,
-      maxKeyLength: 16_384,
+      maxKeyLength: 16_000,
     });
     gc();
     const heapBefore = process.memoryUsage().heapUsed;
@@ -260,7 +260,7 @@ describe("a key above maxKeyLength is refused with a RangeError and nothing is k
     expect(keyed.size).toBe(1);
   });
 
-  test.each([0, 65_537, 1.5, Number.NaN])(
+  test.each([0, 16_384, 1.5, Number.NaN])(
     "maxKeyLength %s is a RangeError naming it",
     (maxKeyLength) => {
       const policy = new TokenBucket({ capacity: 3, refillPerSecond: 1, clock: manualClock() });
