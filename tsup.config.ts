@@ -5,7 +5,8 @@ export default defineConfig([
     // Named entries so the subpaths build to dist/http.js and dist/redis.js.
     entry: { index: "src/index.ts", http: "src/http/index.ts", redis: "src/redis/index.ts" },
     format: ["esm", "cjs"],
-    dts: true,
+    // Declarations marked @internal (protected and private machinery) stay out of the types.
+    dts: { compilerOptions: { stripInternal: true } },
     sourcemap: true,
     target: "es2022",
     treeshake: true,

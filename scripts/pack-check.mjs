@@ -12,7 +12,15 @@
 // `--keep` leaves the temporary directory for inspection. Exits 1 on the first failure.
 
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -191,6 +199,23 @@ try {
     "main.cts",
   ];
   await Promise.all([
+    check("the published types hold only the documented API", async () => {
+      // Machinery is marked @internal and stripped (tsup.config.ts): no private or
+      // protected member, and none of the registry's old state hooks, may reach a user.
+      const installed = join(app, "node_modules", "tollgate", "dist");
+      const found = [];
+      for (const file of readdirSync(installed).filter((f) => /\.d\.c?ts$/.test(f))) {
+        const text = readFileSync(join(installed, file), "utf8");
+        for (const [n, line] of text.split("\n").entries()) {
+          if (
+            /^\s*(private|protected)\b|\b(exportState|importState|seenClockMs|waitAs)\b/.test(line)
+          ) {
+            found.push(`${file}:${n + 1}: ${line.trim()}`);
+          }
+        }
+      }
+      if (found.length > 0) throw new Error(`internal members in the types:\n${found.join("\n")}`);
+    }),
     check("publint --strict", async () => {
       await run("publint", bin("publint"), ["--strict"], { cwd: root });
     }),

@@ -18,17 +18,19 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   /** The parts, in the order given. */
   readonly parts: readonly Limiter[];
   /**
+   * @internal
    * The limiters that decide, in order: the parts, with every exact `AllOf` part replaced
    * by its own leaves (a subclass of `AllOf` is one leaf). Deciding over the leaves gives
    * the same {@link combine}d decision as deciding over the parts.
    */
   private readonly leaves: readonly Limiter[];
-  /** The driver of each leaf that is a built-in algorithm; undefined for a custom leaf. */
+  /** @internal The driver of each leaf that is a built-in algorithm; undefined for a custom leaf. */
   private readonly drivers: readonly (TimedPart<object> | undefined)[];
-  /** Indexes of the custom leaves, in order. */
+  /** @internal Indexes of the custom leaves, in order. */
   private readonly custom: readonly number[];
-  /** Each built-in leaf's time for the call under way (read once per call). */
+  /** @internal Each built-in leaf's time for the call under way (read once per call). */
   private readonly timesMs: Float64Array;
+  /** @internal */
   private queue: WaitQueue | undefined;
 
   /**
@@ -126,6 +128,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
+   * @internal
    * Checks and charges the custom parts (not one of the five algorithms) through their
    * public methods: every one but the last peeked, then the last charged (its denial, or
    * its throw, charges nothing), then the others. False when one denies; from the second
@@ -198,7 +201,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     return this.queue.wait(cost, options);
   }
 
-  /** `consume` (`take` true) or `peek`, in the order of {@link allow}. */
+  /** @internal `consume` (`take` true) or `peek`, in the order of {@link allow}. */
   private decide(cost: number, take: boolean): Decision {
     const leaves = this.leaves;
     const drivers = this.drivers;

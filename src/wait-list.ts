@@ -29,8 +29,11 @@ export interface WaitListNode<N> {
  * @internal
  */
 export class WaitList<N extends WaitListNode<N>> {
+  /** @internal */
   private first: N | undefined;
+  /** @internal */
   private last: N | undefined;
+  /** @internal */
   private count = 0;
 
   /**

@@ -43,7 +43,9 @@ export function timerDelay(ms: number): number {
  * `setTimeout` does, so `await limiter.wait()` in a script never exits silently half-way.
  */
 export class OneTimer {
+  /** @internal */
   private handle: ReturnType<typeof setTimeout> | undefined;
+  /** @internal */
   private readonly run: () => void;
 
   constructor(fire: () => void) {
@@ -92,15 +94,19 @@ interface Waiter extends WaitListNode<Waiter> {
  * earliest deadline, whichever comes first. See docs/waiting.md.
  */
 export class WaitQueue {
+  /** @internal */
   private readonly list = new WaitList<Waiter>((w, reason) => {
     this.list.remove(w);
     w.reject(reason);
     this.serve();
   });
-  /** Queued waiters with a finite deadline, as a binary min-heap on `deadlineMs`. */
+  /** @internal Queued waiters with a finite deadline, as a binary min-heap on `deadlineMs`. */
   private readonly deadlines: Waiter[] = [];
+  /** @internal */
   private readonly timer: OneTimer;
+  /** @internal */
   private readonly clock: Clock;
+  /** @internal */
   private seenMs = Number.NEGATIVE_INFINITY;
 
   /**
@@ -171,6 +177,7 @@ export class WaitQueue {
     });
   }
 
+  /** @internal */
   private now(): number {
     const t = this.clock();
     if (t > this.seenMs) this.seenMs = t;
@@ -178,6 +185,7 @@ export class WaitQueue {
   }
 
   /**
+   * @internal
    * Rejects waiters past their deadline, grants every head waiter that fits now, then
    * arms the one timer for the head's retry or the earliest deadline.
    */
@@ -223,7 +231,7 @@ export class WaitQueue {
     }
   }
 
-  /** Rejects every queued waiter whose deadline has come; true when the head was one. */
+  /** @internal Rejects every queued waiter whose deadline has come; true when the head was one. */
   private expire(now: number): boolean {
     const head = this.list.head;
     for (let w = this.peekDeadline(); w !== undefined && w.deadlineMs <= now; ) {
@@ -241,13 +249,14 @@ export class WaitQueue {
     return head !== undefined && !head.queued;
   }
 
-  /** The queued waiter with the earliest deadline (dropping ones no longer queued). */
+  /** @internal The queued waiter with the earliest deadline (dropping ones no longer queued). */
   private peekDeadline(): Waiter | undefined {
     const heap = this.deadlines;
     while (heap.length > 0 && !heap[0]!.queued) this.popDeadline();
     return heap[0];
   }
 
+  /** @internal */
   private pushDeadline(w: Waiter): void {
     const heap = this.deadlines;
     let i = heap.push(w) - 1;
@@ -260,6 +269,7 @@ export class WaitQueue {
     heap[i] = w;
   }
 
+  /** @internal */
   private popDeadline(): void {
     const heap = this.deadlines;
     const last = heap.pop();

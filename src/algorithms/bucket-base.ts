@@ -44,22 +44,23 @@ export function defineBucketPart(prototype: BucketBase): void {
 /**
  * Base of the two bucket classes: units (tokens, or free room) exact at an anchor time,
  * the clock high-water mark, the units held by pending reservations and waiters, and
- * the lazily made {@link BucketLedger} behind `wait`/`reserve`.
- * @internal
+ * the lazily made {@link BucketLedger} behind `wait`/`reserve`. Not exported from the
+ * package; its members are marked internal, so the published types show none of them.
  */
 export abstract class BucketBase extends UnkeyedLimiterBase {
   /** Most units the bucket holds. */
   abstract readonly capacity: number;
   /** The time source, in milliseconds. */
   abstract readonly clock: Clock;
-  /** Class name for messages (`TokenBucket`, `LeakyBucket`). */
+  /** @internal Class name for messages (`TokenBucket`, `LeakyBucket`). */
   protected abstract get where(): string;
-  /** Units per second the bucket refills (tokens) or drains (level). */
+  /** @internal Units per second the bucket refills (tokens) or drains (level). */
   protected abstract get ratePerSecond(): number;
-  /** True for the leaky bucket's shaping: delay by the level, refuse when full. */
+  /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
   protected abstract get shaping(): boolean;
 
   /**
+   * @internal
    * Units (tokens, or free room) at `anchorMs` as if the held units had not been taken;
    * the units are `min(capacity + held, units + refill) - held` (see `unitsAt()`), so
    * giving held units back restores the balance bit for bit.
@@ -68,15 +69,16 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   // declared without a value starts as undefined, V8 then stores it tagged, and each
   // update allocated a 16-byte HeapNumber (allow() went from 32 to 0 bytes per call).
   protected units = Number.NaN;
-  /** Time (ms) at which `units` was exact; `-Infinity` while unused. Never moves back. */
+  /** @internal Time (ms) at which `units` was exact; `-Infinity` while unused. Never moves back. */
   protected anchorMs = Number.NEGATIVE_INFINITY;
-  /** Latest clock reading seen; earlier readings are treated as this one. */
+  /** @internal Latest clock reading seen; earlier readings are treated as this one. */
   protected seenMs = Number.NEGATIVE_INFINITY;
-  /** Units held by pending reservations and waiters (0 without any). */
+  /** @internal Units held by pending reservations and waiters (0 without any). */
   protected held = 0;
+  /** @internal */
   protected ledger: BucketLedger | undefined;
 
-  /** Reads the clock; a reading behind the latest one counts as the latest one. */
+  /** @internal Reads the clock; a reading behind the latest one counts as the latest one. */
   protected now(): number {
     const t = this.clock();
     if (typeof t !== "number" || t - t !== 0) throw badClock(this.where, t);
@@ -84,25 +86,25 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     return this.seenMs;
   }
 
-  /** Units available at `now` (>= anchor), without storing them; negative in debt. */
+  /** @internal Units available at `now` (>= anchor), without storing them; negative in debt. */
   protected unitsAt(now: number): number {
     // With nothing held this is tokensAt(units, anchor, now, capacity, rate), bit for bit.
     return this.baseAt(now) - this.held;
   }
 
-  /** `units` brought to `now`: the units plus the held ones, capped at capacity + held. */
+  /** @internal `units` brought to `now`: the units plus the held ones, capped at capacity + held. */
   protected baseAt(now: number): number {
     const held = this.held;
     return tokensAt(this.units, this.anchorMs, now, this.capacity + held, this.ratePerSecond);
   }
 
-  /** Takes `cost` from `units` available at `now`. */
+  /** @internal Takes `cost` from `units` available at `now`. */
   protected take(units: number, cost: number, now: number): void {
     this.units = tokensAfter(units, cost) + this.held;
     this.anchorMs = now;
   }
 
-  /** Back to the fresh state; pending reservations and waiters keep their units and place. */
+  /** @internal Back to the fresh state; pending reservations and waiters keep their units and place. */
   protected resetUnits(): void {
     this.units = this.capacity;
     if (this.held === 0) {
@@ -113,7 +115,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     this.ledger?.reset(this.anchorMs);
   }
 
-  /** True when the bucket is at capacity and nothing is pending. */
+  /** @internal True when the bucket is at capacity and nothing is pending. */
   protected idle(): boolean {
     const now = this.now();
     // Reservations whose time has come are spent: settle them before looking.
@@ -121,7 +123,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     return this.held === 0 && this.unitsAt(now) >= this.capacity;
   }
 
-  /** `wait` through the ledger. */
+  /** @internal `wait` through the ledger. */
   protected waitUnits(
     cost: number | undefined,
     options: WaitOptions | undefined,
@@ -129,7 +131,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     return this.waitLedger().wait(cost, options);
   }
 
-  /** `reserve` through the ledger. */
+  /** @internal `reserve` through the ledger. */
   protected reserveUnits(
     cost: number | undefined,
     options: ReserveOptions | undefined,
@@ -137,35 +139,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     return this.waitLedger().reserve(cost, options);
   }
 
-  /**
-   * @internal For the keyed registry, which keeps a key's state in a slab and moves it into
-   * a bucket object while the key has waiters: `[units, anchorMs]`, as the slab stores them.
-   * Only meaningful while nothing is held (no pending reservation or waiter).
-   */
-  exportState(): [number, number] {
-    return [this.units, this.anchorMs];
-  }
-
-  /**
-   * @internal Loads a state exported by the registry's slab (see {@link exportState}) into a
-   * bucket with nothing held, and its clock high-water mark `seenMs`.
-   */
-  importState(units: number, anchorMs: number, seenMs: number): void {
-    this.units = units;
-    this.anchorMs = anchorMs;
-    if (seenMs > this.seenMs) this.seenMs = seenMs;
-  }
-
-  /** @internal The latest clock reading this bucket has seen (its high-water mark). */
-  get seenClockMs(): number {
-    return this.seenMs;
-  }
-
-  /** @internal `wait` whose error messages name `where` (`KeyedLimiter.wait` for a key). */
-  waitAs(where: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
-    return this.waitLedger().wait(cost, options, where);
-  }
-
+  /** @internal */
   private waitLedger(): BucketLedger {
     this.ledger ??= new BucketLedger({
       where: this.where,
@@ -189,12 +163,13 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     return this.ledger;
   }
 
-  /** `consume` (`take` true) or `peek` for a checked `cost`. */
+  /** @internal `consume` (`take` true) or `peek` for a checked `cost`. */
   protected decide(cost: number, take: boolean): Decision {
     return this.decideAt(this.now(), cost, take);
   }
 
   /**
+   * @internal
    * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
    * bucket's clock, at least `seenMs`).
    */
@@ -223,7 +198,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     bucketDriver ??= BucketBase.makeTimedPart();
   }
 
-  /** The driver behind {@link defineBucketPart}, made once by the first constructor. */
+  /** @internal The driver behind {@link defineBucketPart}, made once by the first constructor. */
   private static makeTimedPart(): TimedPart<BucketBase> {
     return {
       timeOf: (b) => readClock(b.where, b.clock, b.seenMs),

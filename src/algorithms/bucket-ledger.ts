@@ -132,14 +132,17 @@ const TOO_BIG = -2;
  * @internal
  */
 export class BucketLedger {
+  /** @internal */
   private readonly list = new WaitList<Entry>((e, reason) => this.withdraw(e, reason));
-  /** Units held by all entries. */
+  /** @internal Units held by all entries. */
   private total = 0;
-  /** Units held by reservations (not waiters). */
+  /** @internal Units held by reservations (not waiters). */
   private fixedUnits = 0;
-  /** Pending reservations (not waiters), of any cost: a free one still has its place. */
+  /** @internal Pending reservations (not waiters), of any cost: a free one still has its place. */
   private fixedEntries = 0;
+  /** @internal */
   private waiters = 0;
+  /** @internal */
   private readonly timer: OneTimer;
 
   constructor(private readonly host: LedgerHost) {
@@ -157,6 +160,7 @@ export class BucketLedger {
   }
 
   /**
+   * @internal
    * The delay in ms before `cost` may act given `units` now, or `FULL` (a leaky queue
    * without room) or `TOO_BIG` (above capacity); `Infinity` when it never can.
    */
@@ -172,6 +176,7 @@ export class BucketLedger {
   }
 
   /**
+   * @internal
    * Holds `cost` for a reservation with `delayMs` and queues its entry, kept until the
    * clock passes its time to act (a delay of 0 included: it may still be cancelled at
    * that instant, Go's rule).
@@ -290,11 +295,13 @@ export class BucketLedger {
     });
   }
 
+  /** @internal */
   private link(entry: Entry): void {
     this.list.push(entry);
     this.total += entry.units;
   }
 
+  /** @internal */
   private unlink(e: Entry): void {
     this.list.remove(e);
     if (e.kind === FIXED) {
@@ -434,7 +441,7 @@ export class BucketLedger {
     this.serve();
   }
 
-  /** Whether `f`, with `keptAhead` units kept ahead of it, is a due reservation kept. */
+  /** @internal Whether `f`, with `keptAhead` units kept ahead of it, is a due reservation kept. */
   private isKept(f: Entry, units: number, keptAhead: number, now: number): boolean {
     return (
       f.kind === FIXED &&
@@ -444,6 +451,7 @@ export class BucketLedger {
   }
 
   /**
+   * @internal
    * Moves the turn (see `Entry.turnMs`) of the reservations from `from` on to when the
    * ledger says they are due, given the bucket's units at `now`.
    */
@@ -479,7 +487,7 @@ export class BucketLedger {
     }
   }
 
-  /** Arms the timer for the first waiter, given `units` now (after settling). */
+  /** @internal Arms the timer for the first waiter, given `units` now (after settling). */
   private arm(units: number): void {
     let ahead = 0;
     for (let e = this.list.head; e !== undefined; e = e.next) {
@@ -492,7 +500,7 @@ export class BucketLedger {
     this.timer.clear();
   }
 
-  /** A clock that throws: no waiter can be served; reject them all rather than hang. */
+  /** @internal A clock that throws: no waiter can be served; reject them all rather than hang. */
   private fail(error: unknown): void {
     for (let e = this.list.head; e !== undefined; ) {
       const next = e.next;
@@ -505,7 +513,7 @@ export class BucketLedger {
     this.timer.clear();
   }
 
-  /** The decision a granted waiter resolves with, at `units` now. */
+  /** @internal The decision a granted waiter resolves with, at `units` now. */
   private granted(units: number): Decision {
     const h = this.host;
     return {
@@ -517,7 +525,7 @@ export class BucketLedger {
     };
   }
 
-  /** The decision a refused wait carries: `retryAfterMs` is the wait it would have had. */
+  /** @internal The decision a refused wait carries: `retryAfterMs` is the wait it would have had. */
   private denial(units: number, waitMs: number): Decision {
     const h = this.host;
     return {

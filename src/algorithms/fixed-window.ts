@@ -59,16 +59,18 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   readonly clock: Clock;
 
   /**
+   * @internal
    * End (ms) of the window `count` belongs to; `-Infinity` while unused. Time never goes
    * back, so a reading before it is in that window.
    */
   private endMs = Number.NEGATIVE_INFINITY;
-  /** Units taken in the window ending at `endMs`. */
+  /** @internal Units taken in the window ending at `endMs`. */
   private count = 0;
-  /** Latest clock reading seen; earlier readings are treated as this one. */
+  /** @internal Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
-  /** Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
+  /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
   private readonly clockBoundMs = Number.POSITIVE_INFINITY;
+  /** @internal */
   private queue: WaitQueue | undefined;
 
   constructor(options: FixedWindowOptions) {
@@ -82,6 +84,7 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
+   * @internal
    * Registers how allOf reads, checks and charges an exact FixedWindow at one clock
    * reading (see timed-part.ts). Called by the first constructor rather than from a
    * static block, so that a bundle that does not use this class can drop it.
@@ -156,27 +159,8 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
     return this.queue.wait(cost, options);
   }
 
-  /** @internal The state for the registry's slab: `[count, endMs]` (see {@link importState}). */
-  exportState(): [number, number] {
-    return [this.count, this.endMs];
-  }
-
   /**
-   * @internal Loads a state exported by the registry's slab (`count` taken in the window
-   * ending at `endMs`) and raises the clock high-water mark to `seenMs`.
-   */
-  importState(count: number, endMs: number, seenMs: number): void {
-    this.count = count;
-    this.endMs = endMs;
-    if (seenMs > this.seenMs) this.seenMs = seenMs;
-  }
-
-  /** @internal The latest clock reading this window has seen (its high-water mark). */
-  get seenClockMs(): number {
-    return this.seenMs;
-  }
-
-  /**
+   * @internal
    * Reads the clock; a reading behind the latest one counts as the latest one. A
    * reading where `windowMs` is below the clock's float step throws and is not kept.
    */
@@ -186,7 +170,7 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
     return this.seenMs;
   }
 
-  /** `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
+  /** @internal `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
   private decide(cost: number, take: boolean, now: number): Decision {
     if (now > this.seenMs) this.seenMs = now;
     const used = fixedWindowUsed(this.count, this.endMs, now);

@@ -77,15 +77,17 @@ export class LeakyBucket extends BucketBase implements Limiter {
     }
   }
 
+  /** @internal */
   protected override get where(): string {
     return WHERE;
   }
 
+  /** @internal */
   protected override get ratePerSecond(): number {
     return this.leakPerSecond;
   }
 
-  /** Shaping: delay by the level, refuse when the queue is full (see the class doc). */
+  /** @internal Shaping: delay by the level, refuse when the queue is full (see the class doc). */
   protected override get shaping(): boolean {
     return true;
   }

@@ -64,18 +64,19 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
   /** The time source, in milliseconds. */
   readonly clock: Clock;
 
-  /** Index of the window `curr` counts; `-Infinity` while unused. Never moves back. */
+  /** @internal Index of the window `curr` counts; `-Infinity` while unused. Never moves back. */
   private index = Number.NEGATIVE_INFINITY;
-  /** End (ms) of window `index`: `(index + 1) * windowMs`. */
+  /** @internal End (ms) of window `index`: `(index + 1) * windowMs`. */
   private endMs = Number.NEGATIVE_INFINITY;
-  /** Units taken in window `index - 1`. */
+  /** @internal Units taken in window `index - 1`. */
   private prev = 0;
-  /** Units taken in window `index`. */
+  /** @internal Units taken in window `index`. */
   private curr = 0;
-  /** Latest clock reading seen; earlier readings are treated as this one. */
+  /** @internal Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
-  /** Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
+  /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
   private readonly clockBoundMs = Number.POSITIVE_INFINITY;
+  /** @internal */
   private queue: WaitQueue | undefined;
 
   constructor(options: SlidingWindowCounterOptions) {
@@ -89,6 +90,7 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
   }
 
   /**
+   * @internal
    * Registers how allOf reads, checks and charges an exact SlidingWindowCounter at one clock
    * reading (see timed-part.ts). Called by the first constructor rather than from a
    * static block, so that a bundle that does not use this class can drop it.
@@ -172,29 +174,8 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
     return this.queue.wait(cost, options);
   }
 
-  /** @internal The state for the registry's slab: `[prev, curr, index]` (see {@link importState}). */
-  exportState(): [number, number, number] {
-    return [this.prev, this.curr, this.index];
-  }
-
   /**
-   * @internal Loads a state exported by the registry's slab (`prev` and `curr` counted
-   * in windows `index - 1` and `index`) and raises the clock high-water mark to `seenMs`.
-   */
-  importState(prev: number, curr: number, index: number, seenMs: number): void {
-    this.prev = prev;
-    this.curr = curr;
-    this.index = index;
-    this.endMs = (index + 1) * this.windowMs;
-    if (seenMs > this.seenMs) this.seenMs = seenMs;
-  }
-
-  /** @internal The latest clock reading this counter has seen (its high-water mark). */
-  get seenClockMs(): number {
-    return this.seenMs;
-  }
-
-  /**
+   * @internal
    * Reads the clock; a reading behind the latest one counts as the latest one. A
    * reading where `windowMs` is below the clock's float step throws and is not kept.
    */
@@ -204,13 +185,14 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
     return this.seenMs;
   }
 
-  /** Rolls the state to `now` (see `roll`) and returns the estimate at `now`. */
+  /** @internal Rolls the state to `now` (see `roll`) and returns the estimate at `now`. */
   private estimate(now: number): number {
     this.roll(now);
     return counterEstimate(this.prev, this.curr, this.endMs, now, this.windowMs);
   }
 
   /**
+   * @internal
    * Moves the state to the window holding `now`: curr becomes prev when it is the next
    * one; both clear when later. Moving forward changes no decision, so peek and denied
    * requests may do it.
@@ -224,7 +206,7 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
     this.endMs = (k + 1) * this.windowMs;
   }
 
-  /** `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
+  /** @internal `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
   private decide(cost: number, take: boolean, now: number): Decision {
     if (now > this.seenMs) this.seenMs = now;
     this.roll(now);

@@ -74,15 +74,17 @@ export class TokenBucket extends BucketBase implements Limiter {
     }
   }
 
+  /** @internal */
   protected override get where(): string {
     return WHERE;
   }
 
+  /** @internal */
   protected override get ratePerSecond(): number {
     return this.refillPerSecond;
   }
 
-  /** Not shaping: a request that does not fit goes into debt (Go's `rate.Limiter`). */
+  /** @internal Not shaping: a request that does not fit goes into debt (Go's `rate.Limiter`). */
   protected override get shaping(): boolean {
     return false;
   }

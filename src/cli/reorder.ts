@@ -23,12 +23,19 @@ export class ReorderBuffer<T> {
   /** Most items held at once. */
   peakSize = 0;
 
+  /** @internal */
   private readonly emit: (timeMs: number, item: T) => void;
+  /** @internal */
   private readonly times: number[] = [];
+  /** @internal */
   private readonly seqs: number[] = [];
+  /** @internal */
   private readonly items: T[] = [];
+  /** @internal */
   private seq = 0;
+  /** @internal */
   private latestMs = Number.NEGATIVE_INFINITY;
+  /** @internal */
   private releasedMs = Number.NEGATIVE_INFINITY;
 
   /**
@@ -73,6 +80,7 @@ export class ReorderBuffer<T> {
     while (this.times.length > 0) this.release();
   }
 
+  /** @internal */
   private release(): void {
     const timeMs = this.times[0]!;
     const item = this.items[0]!;
@@ -84,10 +92,12 @@ export class ReorderBuffer<T> {
     this.emit(timeMs, item);
   }
 
+  /** @internal */
   private before(t1: number, s1: number, t2: number, s2: number): boolean {
     return t1 < t2 || (t1 === t2 && s1 < s2);
   }
 
+  /** @internal */
   private insert(timeMs: number, item: T): void {
     const seq = this.seq++;
     let i = this.times.length;
@@ -107,7 +117,7 @@ export class ReorderBuffer<T> {
     this.items[i] = item;
   }
 
-  /** Places (t, s, item) from the root down, the root having been removed. */
+  /** @internal Places (t, s, item) from the root down, the root having been removed. */
   private siftDown(t: number, s: number, item: T): void {
     const n = this.times.length;
     let i = 0;

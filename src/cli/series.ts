@@ -53,10 +53,13 @@ export function bucketText(minutes: number): string {
  * folded into its bucket (by maximum) when the next minute starts.
  */
 export class SeriesBuilder {
+  /** @internal */
   private bucketMinutes = 1;
-  /** Bucket index (minute / bucketMinutes) → [requests, busiest client, denials…]. */
+  /** @internal Bucket index (minute / bucketMinutes) → [requests, busiest client, denials…]. */
   private buckets = new Map<number, Float64Array>();
+  /** @internal */
   private minute = Number.NaN;
+  /** @internal */
   private readonly current: Float64Array;
 
   /**
@@ -117,7 +120,7 @@ export class SeriesBuilder {
     };
   }
 
-  /** Moves the current minute into its bucket, coarsening first when none is free. */
+  /** @internal Moves the current minute into its bucket, coarsening first when none is free. */
   private fold(): void {
     if (Number.isNaN(this.minute)) return;
     let index = Math.floor(this.minute / this.bucketMinutes);
@@ -132,7 +135,7 @@ export class SeriesBuilder {
     maxInto(bucket, this.current);
   }
 
-  /** The next bucket size; each bucket goes into the coarser one that holds it. */
+  /** @internal The next bucket size; each bucket goes into the coarser one that holds it. */
   private coarsen(): void {
     const from = this.bucketMinutes;
     const at = BUCKET_MINUTES.indexOf(from);

@@ -274,6 +274,7 @@ export const PEER_KEY_CACHE_SIZE = 1024;
  * The mapping is a pure function of the address, so a stale entry cannot exist.
  */
 export class PeerKeyCache {
+  /** @internal */
   private readonly keys = new Map<string, string>();
 
   constructor(private readonly config: ClientKeyConfig) {}
@@ -320,8 +321,9 @@ export class UntrustedProxyWarning {
     return this.done;
   }
 
+  /** @internal */
   private done = false;
-  /** Fetch requests seen before the warning fired (see {@link checkFetch}). */
+  /** @internal Fetch requests seen before the warning fired (see {@link checkFetch}). */
   private seen = 0;
 
   /**
@@ -363,7 +365,7 @@ export class UntrustedProxyWarning {
     if (name !== undefined) this.fire(name, peer, undefined);
   }
 
-  /** Writes the one line. */
+  /** @internal Writes the one line. */
   private fire(header: string, peer: string | undefined, app: unknown): void {
     this.done = true;
     // The canonical form of a parsed address only: never text a client could have chosen.

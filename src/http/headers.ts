@@ -398,16 +398,27 @@ export function wholeText(value: number): string {
  * Produces exactly the strings of {@link buildHeaders}.
  */
 export class HeaderText {
+  /** @internal */
   private readonly policyHead: string;
+  /** @internal */
   private readonly policyTail: string;
+  /** @internal */
   private readonly rateHead: string;
+  /** @internal */
   private readonly wallClock: () => number;
+  /** @internal */
   private lastLimit = -1;
+  /** @internal */
   private lastPolicy = "";
+  /** @internal */
   private lastRemaining = -1;
+  /** @internal */
   private lastReset = -2; // -1 is a valid reset ("none")
+  /** @internal */
   private lastRate = "";
+  /** @internal */
   private lastEpoch = -1;
+  /** @internal */
   private lastEpochText = "";
 
   /**
@@ -540,7 +551,9 @@ function problemOf(policy: string, detail: string): Record<string, unknown> {
  * two cannot drift apart.
  */
 export class QuotaExceededJson {
+  /** @internal */
   private readonly head: string;
+  /** @internal */
   private readonly tail: string;
 
   /** `policy` is a checked name (printable ASCII). */

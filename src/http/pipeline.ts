@@ -89,9 +89,11 @@ export interface ClientSource<Req, Extra> {
  * failure of an adapter-level hook (`onLimited`) as the programming error it is.
  */
 export class Pipeline<Req, Extra = undefined> {
+  /** @internal */
   private readonly peerKeys: PeerKeyCache;
+  /** @internal */
   private readonly trusting: boolean;
-  /** Set only while no proxy is trusted: then nothing about it is on the request path. */
+  /** @internal Set only while no proxy is trusted: then nothing about it is on the request path. */
   private readonly proxyWarning: UntrustedProxyWarning | undefined;
 
   /**
@@ -155,6 +157,7 @@ export class Pipeline<Req, Extra = undefined> {
   }
 
   /**
+   * @internal
    * The key of a request when no proxy is trusted: its peer's (cached), after showing the
    * request to the forwarding-header warning until that has fired.
    */
@@ -172,7 +175,7 @@ export class Pipeline<Req, Extra = undefined> {
     return new Outcome("error", key);
   }
 
-  /** The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
+  /** @internal The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
   private decided(decision: Decision, key: string, cost: number): Outcome {
     const outcome = new Outcome("pass", key);
     const config = this.config;
@@ -193,6 +196,7 @@ export class Pipeline<Req, Extra = undefined> {
   }
 
   /**
+   * @internal
    * The limiter threw or rejected. A `TypeError` or `RangeError` (of any realm, see
    * {@link isArgumentError}) is a wrong argument (a limiter that cannot take this key or
    * cost), so a programming error; anything else is an outage, reported, then passed

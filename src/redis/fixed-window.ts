@@ -35,13 +35,16 @@ const OPTIONS = optionNames<RedisFixedWindowOptions>()(["limit", "windowMs", ...
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisFixedWindow extends RedisWindowLimiter {
+  /** @internal */
   protected readonly where = WHERE;
+  /** @internal */
   protected readonly script = FIXED_WINDOW_SCRIPT;
 
   constructor(options: RedisFixedWindowOptions) {
     super(WHERE, options, "fixed-window", OPTIONS);
   }
 
+  /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
     const [allowed, used, now] = replyArray(reply, 3);
     const t = replyNumber(now);

@@ -49,7 +49,9 @@ export class RedisLeakyBucket extends RedisLimiter {
   readonly capacity: number;
   /** Units drained per second. */
   readonly leakPerSecond: number;
+  /** @internal */
   protected readonly where = WHERE;
+  /** @internal */
   protected readonly script = TOKEN_BUCKET_SCRIPT;
 
   constructor(options: RedisLeakyBucketOptions) {
@@ -65,6 +67,7 @@ export class RedisLeakyBucket extends RedisLimiter {
     this.leakPerSecond = leakPerSecond;
   }
 
+  /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
     const [allowed, room] = replyArray(reply, 2);
     const decision = bucketDecision(cost, replyNumber(room), this.capacity, this.leakPerSecond);

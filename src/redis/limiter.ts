@@ -40,23 +40,28 @@ export abstract class RedisLimiter {
   /** The explicit clock, if any (tests and replays); otherwise Redis's `TIME` decides. */
   readonly clock: Clock | undefined;
 
-  /** `prefix + keyspace + ":"`, before every caller's key. */
+  /** @internal `prefix + keyspace + ":"`, before every caller's key. */
   private readonly keyPrefix: string;
+  /** @internal */
   private readonly onError: ((event: StoreFailureEvent) => void) | undefined;
+  /** @internal */
   private readonly onRecover: ((event: StoreRecoveryEvent) => void) | undefined;
+  /** @internal */
   private failedCalls = 0;
+  /** @internal */
   private seenMs = Number.NEGATIVE_INFINITY;
 
-  /** The class name, for messages. */
+  /** @internal The class name, for messages. */
   protected abstract readonly where: string;
-  /** The algorithm's one decision script. */
+  /** @internal The algorithm's one decision script. */
   protected abstract readonly script: Script;
-  /** `limit` or `capacity`, for fail-open/closed decisions. */
+  /** @internal `limit` or `capacity`, for fail-open/closed decisions. */
   protected readonly size: number;
-  /** The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
+  /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
   private readonly config: readonly string[];
 
   /**
+   * @internal
    * @param common The validated common options.
    * @param size `limit` or `capacity`.
    * @param config The algorithm's validated numeric options, in the script's ARGV order.
@@ -76,7 +81,7 @@ export abstract class RedisLimiter {
     this.config = config.map(String);
   }
 
-  /** Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
+  /** @internal Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
   protected abstract decode(reply: unknown, cost: number): Decision;
 
   /**
@@ -123,6 +128,7 @@ export abstract class RedisLimiter {
     this.recovered("reset");
   }
 
+  /** @internal */
   private checkKey(where: string, key: unknown): RedisKey {
     if (typeof key !== "string") {
       throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
@@ -130,13 +136,14 @@ export abstract class RedisLimiter {
     return redisKey(this.keyPrefix, key);
   }
 
-  /** The time argument: the explicit clock's reading (held at its high-water mark), or "" for `TIME`. */
+  /** @internal The time argument: the explicit clock's reading (held at its high-water mark), or "" for `TIME`. */
   private timeArg(where: string): string {
     if (this.clock === undefined) return "";
     this.seenMs = readClock(where, this.clock, this.seenMs);
     return String(this.seenMs);
   }
 
+  /** @internal */
   private async call(
     operation: "allow" | "consume" | "peek",
     key: string,
@@ -166,6 +173,7 @@ export abstract class RedisLimiter {
     return { ...decision, source: "redis" };
   }
 
+  /** @internal */
   private recovered(operation: RedisOperation): void {
     if (this.failedCalls === 0) return;
     const failedCalls = this.failedCalls;
@@ -173,6 +181,7 @@ export abstract class RedisLimiter {
     this.onRecover?.({ operation, failedCalls });
   }
 
+  /** @internal */
   private report(
     operation: RedisOperation,
     key: string,
@@ -191,6 +200,7 @@ export abstract class RedisLimiter {
     return error;
   }
 
+  /** @internal */
   private fail(
     operation: "allow" | "consume" | "peek",
     key: string,

@@ -41,13 +41,16 @@ const OPTIONS = optionNames<RedisSlidingWindowCounterOptions>()([
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisSlidingWindowCounter extends RedisWindowLimiter {
+  /** @internal */
   protected readonly where = WHERE;
+  /** @internal */
   protected readonly script = SLIDING_WINDOW_COUNTER_SCRIPT;
 
   constructor(options: RedisSlidingWindowCounterOptions) {
     super(WHERE, options, "sliding-window-counter", OPTIONS);
   }
 
+  /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
     const [allowed, index, prev, curr, now] = replyArray(reply, 5);
     const decision = counterDecision(

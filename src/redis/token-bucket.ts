@@ -49,7 +49,9 @@ export class RedisTokenBucket extends RedisLimiter {
   readonly capacity: number;
   /** Tokens added per second. */
   readonly refillPerSecond: number;
+  /** @internal */
   protected readonly where = WHERE;
+  /** @internal */
   protected readonly script = TOKEN_BUCKET_SCRIPT;
 
   constructor(options: RedisTokenBucketOptions) {
@@ -65,6 +67,7 @@ export class RedisTokenBucket extends RedisLimiter {
     this.refillPerSecond = refillPerSecond;
   }
 
+  /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
     const [allowed, tokens] = replyArray(reply, 2);
     const decision = bucketDecision(cost, replyNumber(tokens), this.capacity, this.refillPerSecond);

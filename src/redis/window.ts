@@ -40,6 +40,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
   readonly windowMs: number;
 
   /**
+   * @internal
    * @param where The class name, for messages.
    * @param algorithm The algorithm, for the default prefix and the keyspace fingerprint.
    * @param names The class's option names (`limit`, `windowMs` and the Redis ones).

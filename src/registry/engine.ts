@@ -74,33 +74,53 @@ export class SlabEngine {
   /** The last key found and its slot: a hot key's repeated calls skip the Map. */
   lastKey: string | undefined;
   lastSlot = 0;
+  /** @internal */
   private readonly clock: Clock;
+  /** @internal */
   private readonly maxKeys: number;
+  /** @internal */
   private readonly maxBytes: number;
+  /** @internal */
   private readonly refuse: boolean;
+  /** @internal */
   private readonly clockBoundMs: number;
+  /** @internal */
   private readonly clockWhere: string;
+  /** @internal */
   private readonly windowMs: number;
+  /** @internal */
   private slots: number;
-  /** Slots ever handed out: slots at or above it were never used. */
+  /** @internal Slots ever handed out: slots at or above it were never used. */
   private highWater = 0;
+  /** @internal */
   private free = -1;
+  /** @internal */
   private count = 0;
+  /** @internal */
   private pinned = 0;
+  /** @internal */
   private cursor = 0;
+  /** @internal */
   private countdown = SWEEP_EVERY;
-  /** Accounted bytes of the keys kept and of their logs (slots and table apart). */
+  /** @internal Accounted bytes of the keys kept and of their logs (slots and table apart). */
   private keyBytesKept = 0;
-  /** "Busy until" clock readings, by seeded hash of a key. */
+  /** @internal "Busy until" clock readings, by seeded hash of a key. */
   private readonly trace: Float64Array;
+  /** @internal */
   private readonly traceMask: number;
+  /** @internal */
   private readonly traceSeed: number;
-  /** The latest "busy until" in the table: at or after it, no entry applies. */
+  /** @internal The latest "busy until" in the table: at or after it, no entry applies. */
   private traceUntil = Number.NEGATIVE_INFINITY;
+  /** @internal */
   private created = 0;
+  /** @internal */
   private evictedIdle = 0;
+  /** @internal */
   private evictedLossy = 0;
+  /** @internal */
   private refused = 0;
+  /** @internal */
   private restored = 0;
   /**
    * The soonest "idle at" among the keys the last full scan looked at (`Infinity` when all
@@ -308,7 +328,7 @@ export class SlabEngine {
     return dropped;
   }
 
-  /** True when the slot holds a key that is idle and not pinned. */
+  /** @internal True when the slot holds a key that is idle and not pinned. */
   private droppable(slot: number, now: number): boolean {
     return (
       this.keys[slot] !== undefined &&
@@ -317,7 +337,7 @@ export class SlabEngine {
     );
   }
 
-  /** The incremental sweep: looks at the next few slots and drops the idle ones. */
+  /** @internal The incremental sweep: looks at the next few slots and drops the idle ones. */
   private step(): void {
     const now = this.seen[0]!;
     this.countdown = SWEEP_EVERY;
@@ -333,6 +353,7 @@ export class SlabEngine {
   }
 
   /**
+   * @internal
    * Makes room for a key of `need` bytes: drops the idle keys among the next
    * {@link EVICT_SCAN} kept ones; while still full, drops the one of them idle soonest,
    * leaving its trace (`"evict"`), or gives up (`"refuse"`). False when no room was made.
@@ -380,13 +401,14 @@ export class SlabEngine {
     }
   }
 
-  /** True when a key of `need` bytes fits: under `maxKeys`, and its bytes (and a slot) under `maxBytes`. */
+  /** @internal True when a key of `need` bytes fits: under `maxKeys`, and its bytes (and a slot) under `maxBytes`. */
   private hasRoom(need: number): boolean {
     if (this.count >= this.maxKeys || this.bytes + need > this.maxBytes) return false;
     if (this.free >= 0 || this.highWater < this.slots) return true;
     return this.bytes + need + this.slotBytes() <= this.maxBytes;
   }
 
+  /** @internal */
   private drop(slot: number): void {
     const key = this.keys[slot]!;
     this.index.delete(key);
@@ -400,12 +422,12 @@ export class SlabEngine {
     if (this.lastKey === key) this.lastKey = undefined;
   }
 
-  /** Bytes one allocated slot costs: its doubles, its flag and its key pointer. */
+  /** @internal Bytes one allocated slot costs: its doubles, its flag and its key pointer. */
   private slotBytes(): number {
     return this.stride * 8 + 1 + 8;
   }
 
-  /** Grows the slab by doubling, within `maxKeys` and what `maxBytes` leaves after `need`. */
+  /** @internal Grows the slab by doubling, within `maxKeys` and what `maxBytes` leaves after `need`. */
   private grow(need: number): void {
     const affordable = Math.floor((this.maxBytes - this.bytes - need) / this.slotBytes());
     const slots = Math.max(
@@ -425,7 +447,7 @@ export class SlabEngine {
     this.layout.grow(slots);
   }
 
-  /** FNV-1a over the key's UTF-16 code units, seeded per registry. */
+  /** @internal FNV-1a over the key's UTF-16 code units, seeded per registry. */
   private hash(key: string): number {
     let h = 0x811c9dc5 ^ this.traceSeed;
     for (let i = 0; i < key.length; i++) {

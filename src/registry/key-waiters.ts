@@ -50,10 +50,13 @@ interface Entry {
  * @internal
  */
 export class KeyWaiters {
+  /** @internal */
   private readonly byKey = new Map<string, Entry>();
+  /** @internal */
   private readonly bySlot = new Map<number, Entry>();
-  /** Pending waits, against `maxWaiters`. */
+  /** @internal Pending waits, against `maxWaiters`. */
   private pending = 0;
+  /** @internal */
   private readonly bucket: BucketPolicy | undefined;
 
   constructor(
@@ -158,6 +161,7 @@ export class KeyWaiters {
       if (entry.ledger !== undefined) this.resetBucket(entry);
   }
 
+  /** @internal */
   private resetBucket(entry: Entry): void {
     const st = this.engine.state;
     const s = entry.slot * this.engine.stride;
@@ -171,7 +175,7 @@ export class KeyWaiters {
     entry.ledger!.reset(now);
   }
 
-  /** Gives `key` a pinned slot and its waiting list; `undefined` when the registry is full. */
+  /** @internal Gives `key` a pinned slot and its waiting list; `undefined` when the registry is full. */
   private enter(key: string): Entry | undefined {
     const e = this.engine;
     const now = e.now();
@@ -208,7 +212,7 @@ export class KeyWaiters {
     return made;
   }
 
-  /** A ledger over the slot's doubles and the entry's held units (the buckets' `LedgerHost`). */
+  /** @internal A ledger over the slot's doubles and the entry's held units (the buckets' `LedgerHost`). */
   private ledgerFor(slot: number, b: BucketPolicy, entry: () => Entry): BucketLedger {
     const e = this.engine;
     const baseAt = (now: number): number => {
@@ -242,7 +246,7 @@ export class KeyWaiters {
     });
   }
 
-  /** The key's last wait settled: its list goes, and its slot is unpinned (dropped if idle). */
+  /** @internal The key's last wait settled: its list goes, and its slot is unpinned (dropped if idle). */
   private leave(entry: Entry): void {
     if (this.byKey.get(entry.key) !== entry) return;
     this.byKey.delete(entry.key);

@@ -33,17 +33,25 @@ const REFUSED_RETRY_MS = 1000;
  * @internal
  */
 export class LimiterMap implements KeyStore {
+  /** @internal */
   private readonly map = new Map<string, Limiter>();
-  /** Keys with `wait` calls not yet settled, and how many: never dropped. */
+  /** @internal Keys with `wait` calls not yet settled, and how many: never dropped. */
   private readonly waits = new Map<string, number>();
+  /** @internal */
   private iter: MapIterator<[string, Limiter]> | undefined;
+  /** @internal */
   private countdown = SWEEP_EVERY;
+  /** @internal */
   private bytes = 0;
+  /** @internal */
   private refused = 0;
+  /** @internal */
   private created = 0;
+  /** @internal */
   private evictedIdle = 0;
+  /** @internal */
   private evictedLossy = 0;
-  /** The key whose limiter `make` is making right now (the re-entrancy guard), else undefined. */
+  /** @internal The key whose limiter `make` is making right now (the re-entrancy guard), else undefined. */
   private making: string | undefined = undefined;
 
   /**
@@ -90,6 +98,7 @@ export class LimiterMap implements KeyStore {
   }
 
   /**
+   * @internal
    * `consume` for a key without a limiter: a fresh one decides; it is kept when the call
    * left it in use, for which a full map must first make room (or refuse: nothing kept).
    */
@@ -156,6 +165,7 @@ export class LimiterMap implements KeyStore {
   }
 
   /**
+   * @internal
    * `make(key)`, refusing a call made from inside `make` itself (a policy function that
    * calls the registry for a key it does not hold): that call throws before it changes
    * anything, so the registry is as it was.
@@ -178,7 +188,7 @@ export class LimiterMap implements KeyStore {
     }
   }
 
-  /** True when the key may be dropped now: idle, and no `wait` of it pending. */
+  /** @internal True when the key may be dropped now: idle, and no `wait` of it pending. */
   private droppable(key: string, limiter: Limiter): boolean {
     return limiter.isIdle() && (this.waits.size === 0 || !this.waits.has(key));
   }
@@ -195,13 +205,13 @@ export class LimiterMap implements KeyStore {
     this.iter = undefined;
   }
 
-  /** Deletes a key and its accounted bytes. */
+  /** @internal Deletes a key and its accounted bytes. */
   private delete(key: string): void {
     this.map.delete(key);
     this.bytes -= keyBytes(key) + LIMITER_BYTES;
   }
 
-  /** True when a new `key` fits under both bounds. */
+  /** @internal True when a new `key` fits under both bounds. */
   private hasRoom(key: string): boolean {
     return (
       this.map.size < this.maxKeys && this.bytes + keyBytes(key) + LIMITER_BYTES <= this.maxBytes
@@ -220,7 +230,7 @@ export class LimiterMap implements KeyStore {
     return dropped;
   }
 
-  /** The next entry of the live sweep iterator, starting over at the end. */
+  /** @internal The next entry of the live sweep iterator, starting over at the end. */
   private next(): [string, Limiter] | undefined {
     let r = this.iter?.next();
     if (r === undefined || r.done === true) {
@@ -230,6 +240,7 @@ export class LimiterMap implements KeyStore {
     return r.done === true ? undefined : r.value;
   }
 
+  /** @internal */
   private step(): void {
     this.countdown = SWEEP_EVERY;
     const n = this.map.size < CHUNK ? this.map.size : CHUNK;
@@ -243,7 +254,7 @@ export class LimiterMap implements KeyStore {
     }
   }
 
-  /** Keeps a new key's limiter, making room first (idle keys only) when full. */
+  /** @internal Keeps a new key's limiter, making room first (idle keys only) when full. */
   private insert(key: string, limiter: Limiter): void {
     // A denied or free first request that left state (a policy that counts denials) is
     // kept only when there is room: it took nothing, so dropping it grants nothing.
@@ -254,6 +265,7 @@ export class LimiterMap implements KeyStore {
   }
 
   /**
+   * @internal
    * Drops every idle limiter among the next `EVICT_SCAN` entries, skipping keys with
    * pending waits; true when a new `key` then fits. A key in use is never dropped.
    */

@@ -12,7 +12,9 @@ export class AllOfLayout implements SlotLayout {
   readonly doubles: number;
   readonly keyExtraBytes: number;
   readonly limit: number;
+  /** @internal */
   private readonly parts: readonly SlotLayout[];
+  /** @internal */
   private readonly offsets: readonly number[];
 
   constructor(parts: readonly SlotLayout[]) {

@@ -19,7 +19,7 @@ export class BucketLayout implements SlotLayout {
   readonly doubles = DOUBLES;
   readonly keyExtraBytes = 0;
   readonly limit: number;
-  /** `[capacity, ratePerSecond]` as raw doubles: V8 keeps the arithmetic unboxed. */
+  /** @internal `[capacity, ratePerSecond]` as raw doubles: V8 keeps the arithmetic unboxed. */
   private readonly params: Float64Array;
 
   /** @param ratePerSecond `refillPerSecond` of a token bucket, `leakPerSecond` of a leaky one. */

@@ -24,6 +24,7 @@ export class FixedWindowLayout implements SlotLayout {
   readonly doubles = 2;
   readonly keyExtraBytes = 0;
   readonly limit: number;
+  /** @internal */
   private readonly params: Float64Array;
 
   constructor(limit: number, windowMs: number) {

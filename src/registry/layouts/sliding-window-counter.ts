@@ -25,6 +25,7 @@ export class SlidingWindowCounterLayout implements SlotLayout {
   readonly doubles = 3;
   readonly keyExtraBytes = 0;
   readonly limit: number;
+  /** @internal */
   private readonly params: Float64Array;
 
   constructor(limit: number, windowMs: number) {
@@ -32,7 +33,7 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     this.limit = limit;
   }
 
-  /** Rolls the slot at `s` to the window holding `now`. */
+  /** @internal Rolls the slot at `s` to the window holding `now`. */
   private roll(st: Float64Array, s: number, now: number): void {
     const windowMs = this.params[WINDOW_MS]!;
     const index = st[s + 2]!;
@@ -43,7 +44,7 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     st[s + 2] = k;
   }
 
-  /** The slot's estimate at `now`, rolled. */
+  /** @internal The slot's estimate at `now`, rolled. */
   private estimate(st: Float64Array, s: number, now: number): number {
     this.roll(st, s, now);
     const windowMs = this.params[WINDOW_MS]!;
@@ -84,14 +85,14 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     return this.encode(st[s + 2]!, most);
   }
 
-  /** `k * windowMs` plus the share `units / limit` (at most 1) of a window. */
+  /** @internal `k * windowMs` plus the share `units / limit` (at most 1) of a window. */
   private encode(k: number, units: number): number {
     const p = this.params;
     const share = units >= p[LIMIT]! ? 1 : units / p[LIMIT]!;
     return k * p[WINDOW_MS]! + share * p[WINDOW_MS]! * SHARE_SPAN;
   }
 
-  /** The window index and the units (rounded up) of a trace value. */
+  /** @internal The window index and the units (rounded up) of a trace value. */
   private decode(value: number): [number, number] {
     const p = this.params;
     const windowMs = p[WINDOW_MS]!;
