@@ -46,6 +46,14 @@ export const UNKNOWN_CLIENT_KEY = "unknown";
 export const MALFORMED_FORWARDED_KEY = "malformed-forwarded";
 
 /**
+ * The key shared by every request whose key (from the client address or a `key` hook,
+ * often a header the client wrote) is longer than the limiter's `maxKeyLength` (512 for a
+ * limiter without one): one budget for all of them, so a client's header length never
+ * decides memory and a long key is not a way around the limit. See docs/http.md#keys.
+ */
+export const OVERSIZED_KEY = "oversized-key";
+
+/**
  * The largest hop count `trustProxy` accepts: 4, the deepest chain commonly deployed (a
  * CDN, a cloud load balancer, an ingress controller, a service-mesh sidecar). A larger
  * count trusts more proxies than stand in front of the server, so every client could

@@ -8,6 +8,7 @@ export {
   type ClientKeyConfig,
   MALFORMED_FORWARDED_KEY,
   MAX_TRUSTED_HOPS,
+  OVERSIZED_KEY,
   type ProxyHeader,
   type TrustProxy,
   UNKNOWN_CLIENT_KEY,

@@ -7,7 +7,8 @@
  * @module
  */
 import type { Decision } from "../limiter.js";
-import { clientKey, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
+import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
+import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
   type DecisionNumbers,
@@ -95,6 +96,8 @@ export class Pipeline<Req, Extra = undefined> {
   private readonly trusting: boolean;
   /** @internal Set only while no proxy is trusted: then nothing about it is on the request path. */
   private readonly proxyWarning: UntrustedProxyWarning | undefined;
+  /** @internal Keys longer than this share {@link OVERSIZED_KEY}: the limiter's own bound, or 512. */
+  private readonly maxKeyLength: number;
 
   /**
    * `proxyWarning` is the middleware's one {@link UntrustedProxyWarning}, for pipelines
@@ -110,6 +113,8 @@ export class Pipeline<Req, Extra = undefined> {
   ) {
     this.peerKeys = new PeerKeyCache(config.client);
     this.trusting = config.client.hops !== 0;
+    const own = (config.limiter as { maxKeyLength?: unknown }).maxKeyLength;
+    this.maxKeyLength = typeof own === "number" && own >= 1 ? own : DEFAULT_MAX_KEY_LENGTH;
     this.proxyWarning = this.trusting
       ? undefined
       : (proxyWarning ?? new UntrustedProxyWarning(where));
@@ -136,6 +141,8 @@ export class Pipeline<Req, Extra = undefined> {
           )
         : this.peerKey(req, extra);
       key = hooks.key === undefined ? client : checkHookKey(this.where, hooks.key(req, client));
+      // A key is often a header the client wrote: its length never decides memory.
+      if (key.length > this.maxKeyLength) key = OVERSIZED_KEY;
       if (hooks.cost !== undefined) cost = checkHookCost(this.where, hooks.cost(req));
     } catch (error) {
       return this.refuse(error, key); // a hook broke its contract: never fail open on it

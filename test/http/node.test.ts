@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { allOf } from "../../src/composite.js";
+import { OVERSIZED_KEY } from "../../src/http/client-key.js";
 import { MAX_REMEMBERED_ERRORS } from "../../src/http/core.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type RateLimitOptions, rateLimit } from "../../src/http/node.js";
@@ -492,6 +493,26 @@ describe.each([
 );
 
 describe("rateLimit on node:http", () => {
+  test("regression: a client's header length decided the registry's memory (keys over maxKeyLength share one)", async () => {
+    const clock = manualClock();
+    const limiter = new KeyedLimiter(new TokenBucket({ capacity: 2, refillPerSecond: 1, clock }), {
+      maxKeyLength: 64,
+    });
+    const url = await nodeServer({
+      limiter,
+      key: (req) => String(req.headers["x-api-key"]),
+    });
+    const send = (key: string) => fetch(url, { headers: { "x-api-key": key } });
+    // Three different 8 KB keys: one budget of 2, one key kept, 64 code units at most.
+    expect((await send("a".repeat(8000))).status).toBe(200);
+    expect((await send("b".repeat(8000))).status).toBe(200);
+    expect((await send("c".repeat(8000))).status, "the third shares the budget").toBe(429);
+    expect(limiter.size).toBe(1);
+    expect(limiter.peek(OVERSIZED_KEY).remaining).toBe(0);
+    expect((await send("short")).status, "a key within the bound has its own").toBe(200);
+    expect(limiter.size).toBe(2);
+  });
+
   test("a limiter that throws synchronously is a failure, not a crash", async () => {
     const onError = vi.fn(() => {
       throw new Error("the hook itself fails");
