@@ -116,21 +116,19 @@ export function keyedPolicyOf(limiter: unknown): CloneableLimiter | undefined {
 let pendingSlab: Slab | undefined;
 
 /**
- * Many limiters, one per key (an API key, a user id, an IP address): `allow(key, cost)`
- * on every request. `policy` is a limiter every key copies (its `clone()`, clock
- * included), or a function `(key) => Limiter` for per-key policies; the function must not
- * call the registry re-entrantly for a key it does not hold (a `TypeError`).
+ * Many limiters, one per key (an API key, a user id, an IP address): `allow(key, cost)` on
+ * every request. `policy` is a limiter every key copies (`clone()`, clock included), or a
+ * function `(key) => Limiter` for per-key policies (it must not call the registry for a key
+ * it does not hold: a `TypeError`).
  *
- * Good for: any built-in policy or `allOf` of them takes the slab fast path (no object per
- * key, decisions bit for bit those of one limiter per key); memory is bounded by `maxKeys`
- * and `maxBytes`, and a flood of keys never makes it forget a client in use: see
- * docs/keyed.md. Watch out: a policy function or a subclass takes the generic path (one
- * limiter per key), where a full registry refuses new keys.
- * @throws {TypeError} For a policy that is neither, or a bad or unknown option (docs/semantics.md#options).
- * @throws {RangeError} For an option out of its range (named in the message).
+ * Good for: every built-in policy and `allOf` of them take the slab fast path, bit for bit
+ * one limiter per key; `maxKeys` and `maxBytes` bound memory, and a flood of keys never makes
+ * it forget a client in use (docs/keyed.md#bounds). Watch out: a function or a subclass takes
+ * the generic path (one limiter per key), where a full registry refuses new keys.
+ * @throws {TypeError} For a bad policy or an unknown option; {RangeError} for an option out
+ *   of its range (docs/semantics.md#options).
  * @example
- * const perKey = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 }))
- * perKey.allow("api-key-1") //=> true
+ * new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })).allow("key-1") //=> true
  */
 export class KeyedLimiter {
   /** Most keys kept at once. */

@@ -39,24 +39,17 @@ export interface EngineOptions {
 
 /**
  * The one slab engine of {@link KeyedLimiter}'s fast path, for every built-in policy: the
- * key-to-slot index, the slab of state doubles, the free list, the last-key cache, the
- * incremental idle sweep, eviction at the bound, byte accounting and the trace table.
- * What a slot holds and how it decides is its {@link SlotLayout}'s (one per algorithm,
- * beside its math in `registry/layouts/`); the engine only keeps, finds and drops slots.
+ * key-to-slot index, the slab of state doubles (it grows by doubling, never shrinks but on
+ * `clear`), the free list threaded through it, the last-key cache, the incremental idle
+ * sweep ({@link SWEEP_CHUNK} slots every {@link SWEEP_EVERY} calls), the bound (`maxKeys`,
+ * `maxBytes`) and the trace table. A slot's content and decisions are its
+ * {@link SlotLayout}'s. One clock reading per call, one high-water mark for the registry.
  *
- * - **Slots.** `state` holds `layout.doubles` doubles per slot; it grows by doubling up to
- *   the bound and never shrinks. A free slot's first double links the free list.
- * - **Clock.** Read once per call, with one high-water mark for the whole registry: a
- *   reading behind the latest one seen counts as that latest one.
- * - **Sweep.** Every {@link SWEEP_EVERY} calls it looks at {@link SWEEP_CHUNK} slots and
- *   drops those that are idle (fresh again): dropping them changes no decision.
- * - **Bound.** `size <= maxKeys` and accounted bytes `<= maxBytes` (keys, slots, logs and
- *   this table). At the bound idle keys go first; then, with `whenFull: "evict"`, the key
- *   of {@link EVICT_SCAN} looked at that is idle soonest goes, and its "busy until" time is
- *   kept in the trace table, combined by maximum under a seeded hash of the key: a new key
- *   whose entry still applies starts from the most-used state it bounds
- *   ({@link SlotLayout.restore}), so it is never fresher than the key that left. With
- *   `"refuse"` a new key is refused instead. Pinned keys never go.
+ * At the bound idle keys go first; then (`whenFull: "evict"`) the key of {@link EVICT_SCAN}
+ * looked at that is idle soonest goes, its trace kept under a seeded hash of its key, and a
+ * new key whose entry still applies starts from the state it bounds (`restore`), never
+ * fresher; with `"refuse"` the new key is refused. Pinned keys (waiters) never go.
+ * See docs/keyed.md#bounds.
  * @internal
  */
 export class SlabEngine {

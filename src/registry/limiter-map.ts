@@ -14,22 +14,15 @@ const REFUSED_RETRY_MS = 1000;
 
 /**
  * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key,
- * made by `make(key)` (a policy function, or the policy's `clone()`).
- *
- * A key is stored only when its limiter is not idle after the call that created it (a
- * denied or free first request keeps nothing), so `make` may be called again for a key
- * that was never kept or was dropped. The incremental sweep walks the Map with one live
- * iterator (Map iterators survive deletions and insertions).
+ * made by `make(key)` (a policy function, or the policy's `clone()`). A key is kept only
+ * when its limiter is not idle after the call that created it; one live Map iterator walks
+ * the incremental sweep.
  *
  * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per
- * limiter), idle keys go first; a key in use is never dropped (its state cannot be
- * bounded for an arbitrary limiter), so a new key that would take units is refused
- * (denied, nothing kept, counted in `stats.refused`) until one is idle.
- *
- * `make` must not call the registry for a key it does not hold (that call would call `make`
- * again: for the same key the inner call's limiter was overwritten by the outer one, so a
- * decision was lost, and an unbounded one overflowed the stack): such a call throws a
- * `TypeError` naming the key and changes nothing. Calls for keys already held are served.
+ * limiter) idle keys go first; a key in use is never dropped (an arbitrary limiter's state
+ * cannot be bounded), so a new key that would take units is refused (`stats.refused`).
+ * `make` must not call the registry for a key it does not hold: such a call throws a
+ * `TypeError` naming the key and changes nothing (it used to lose a decision).
  * @internal
  */
 export class LimiterMap implements KeyStore {
