@@ -79,6 +79,8 @@ interface Waiter extends WaitListNode<Waiter> {
   readonly deadlineMs: number;
   readonly resolve: (decision: Decision) => void;
   readonly reject: (reason: unknown) => void;
+  /** Its index in the deadline heap, -1 when not there (so a waiter that leaves leaves it at once). */
+  heapAt: number;
 }
 
 /**
@@ -96,11 +98,14 @@ interface Waiter extends WaitListNode<Waiter> {
 export class WaitQueue {
   /** @internal */
   private readonly list = new WaitList<Waiter>((w, reason) => {
-    this.list.remove(w);
+    this.drop(w);
     w.reject(reason);
     this.serve();
   });
-  /** @internal Queued waiters with a finite deadline, as a binary min-heap on `deadlineMs`. */
+  /**
+   * @internal Queued waiters with a finite deadline, as a binary min-heap on `deadlineMs`,
+   * each knowing its index: a waiter that leaves (granted, aborted) leaves the heap too.
+   */
   private readonly deadlines: Waiter[] = [];
   /** @internal */
   private readonly timer: OneTimer;
@@ -169,6 +174,7 @@ export class WaitQueue {
         prev: undefined,
         next: undefined,
         queued: false,
+        heapAt: -1,
       };
       this.list.push(waiter);
       if (deadlineMs !== Number.POSITIVE_INFINITY) this.pushDeadline(waiter);
@@ -200,12 +206,12 @@ export class WaitQueue {
         for (let head = this.list.head; head !== undefined; head = this.list.head) {
           const d = this.limiter.peek(head.cost);
           if (d.allowed) {
-            this.list.remove(head);
+            this.drop(head);
             head.resolve(this.limiter.consume(head.cost));
             continue;
           }
           if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
-            this.list.remove(head);
+            this.drop(head);
             head.reject(neverError(`${this.where}.wait`, head.cost, d));
             continue;
           }
@@ -218,14 +224,12 @@ export class WaitQueue {
     } catch (error) {
       // A clock or part that throws: nobody can be served; reject all rather than hang.
       for (let w = this.list.head; w !== undefined; w = this.list.head) {
-        this.list.remove(w);
+        this.drop(w);
         w.reject(error);
       }
-      this.deadlines.length = 0;
     }
     if (this.list.size === 0) {
       this.timer.clear();
-      this.deadlines.length = 0;
     } else if (waitMs !== Number.POSITIVE_INFINITY) {
       this.timer.arm(waitMs);
     }
@@ -235,8 +239,7 @@ export class WaitQueue {
   private expire(now: number): boolean {
     const head = this.list.head;
     for (let w = this.peekDeadline(); w !== undefined && w.deadlineMs <= now; ) {
-      this.popDeadline();
-      this.list.remove(w);
+      this.drop(w);
       const d = this.limiter.peek(w.cost);
       w.reject(
         new RateLimitError(
@@ -249,42 +252,66 @@ export class WaitQueue {
     return head !== undefined && !head.queued;
   }
 
-  /** @internal The queued waiter with the earliest deadline (dropping ones no longer queued). */
+  /** @internal Takes a waiter out of the list and, when there, the deadline heap. */
+  private drop(w: Waiter): void {
+    this.list.remove(w);
+    if (w.heapAt >= 0) this.removeDeadline(w.heapAt);
+  }
+
+  /** @internal The queued waiter with the earliest deadline. */
   private peekDeadline(): Waiter | undefined {
-    const heap = this.deadlines;
-    while (heap.length > 0 && !heap[0]!.queued) this.popDeadline();
-    return heap[0];
+    return this.deadlines[0];
   }
 
   /** @internal */
   private pushDeadline(w: Waiter): void {
+    this.deadlines.push(w);
+    this.siftUp(this.deadlines.length - 1, w);
+  }
+
+  /** @internal Removes the heap entry at `i` in O(log n). */
+  private removeDeadline(i: number): void {
     const heap = this.deadlines;
-    let i = heap.push(w) - 1;
+    const gone = heap[i]!;
+    gone.heapAt = -1;
+    const last = heap.pop()!;
+    if (last === gone) return;
+    // The last entry fills the hole, then moves up or down to its place.
+    if (i > 0 && heap[(i - 1) >> 1]!.deadlineMs > last.deadlineMs) this.siftUp(i, last);
+    else this.siftDown(i, last);
+  }
+
+  /** @internal */
+  private siftUp(from: number, w: Waiter): void {
+    const heap = this.deadlines;
+    let i = from;
     while (i > 0) {
       const parent = (i - 1) >> 1;
       if (heap[parent]!.deadlineMs <= w.deadlineMs) break;
       heap[i] = heap[parent]!;
+      heap[i]!.heapAt = i;
       i = parent;
     }
     heap[i] = w;
+    w.heapAt = i;
   }
 
   /** @internal */
-  private popDeadline(): void {
+  private siftDown(from: number, w: Waiter): void {
     const heap = this.deadlines;
-    const last = heap.pop();
-    if (last === undefined || heap.length === 0) return;
-    let i = 0;
+    let i = from;
     for (;;) {
       const l = 2 * i + 1;
       if (l >= heap.length) break;
       const r = l + 1;
       const c = r < heap.length && heap[r]!.deadlineMs < heap[l]!.deadlineMs ? r : l;
-      if (heap[c]!.deadlineMs >= last.deadlineMs) break;
+      if (heap[c]!.deadlineMs >= w.deadlineMs) break;
       heap[i] = heap[c]!;
+      heap[i]!.heapAt = i;
       i = c;
     }
-    heap[i] = last;
+    heap[i] = w;
+    w.heapAt = i;
   }
 }
 

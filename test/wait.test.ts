@@ -9,7 +9,7 @@ import { allOf } from "../src/composite.js";
 import { RateLimitError } from "../src/errors.js";
 import type { Clock, Limiter } from "../src/limiter.js";
 import { cleanMs } from "../src/numeric.js";
-import { MAX_TIMER_MS, timerDelay } from "../src/wait.js";
+import { MAX_TIMER_MS, timerDelay, WaitQueue } from "../src/wait.js";
 import { manualClock } from "./support/manual-clock.js";
 import { settleLog, timerClock } from "./support/timer-clock.js";
 
@@ -621,4 +621,25 @@ describe("deadlines and failing clocks", () => {
       expect(vi.getTimerCount()).toBe(0);
     },
   );
+});
+
+describe("WaitQueue deadlines", () => {
+  test("regression: aborted waiters stayed in the deadline heap behind an earlier deadline", async () => {
+    const { clock, advance } = timerClock();
+    const window = new FixedWindow({ limit: 1, windowMs: 60_000, clock });
+    window.consume(1);
+    const queue = new WaitQueue("FixedWindow", window, clock);
+    const heapSize = () => (queue as unknown as { deadlines: unknown[] }).deadlines.length;
+    const first = queue.wait(1, { maxWaitMs: 120_000 }); // the head, with the earliest deadline
+    const controllers = Array.from({ length: 10_000 }, () => new AbortController());
+    const rest = controllers.map((c) => queue.wait(1, { maxWaitMs: 600_000, signal: c.signal }));
+    expect(heapSize()).toBe(10_001);
+    for (const c of controllers) c.abort(new Error("gone"));
+    await Promise.allSettled(rest);
+    expect(queue.size).toBe(1);
+    expect(heapSize(), "aborted waiters left the heap at once").toBe(1);
+    await advance(60_000);
+    await expect(first).resolves.toMatchObject({ allowed: true });
+    expect(heapSize()).toBe(0);
+  });
 });
