@@ -8,7 +8,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { optionNames, windowHints } from "../option-names.js";
+import { FIXED_WINDOW_OPTIONS, windowHints } from "../option-names.js";
 import { WaitQueue } from "../wait.js";
 import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
 import { defineTimedPart } from "./timed-part.js";
@@ -31,8 +31,6 @@ const WHERE = "FixedWindow";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
-/** The option names of {@link FixedWindowOptions}, checked by the constructor. */
-const OPTIONS = optionNames<FixedWindowOptions>()(["limit", "windowMs", "clock"]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 
 /**
@@ -76,7 +74,7 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   constructor(options: FixedWindowOptions) {
     super();
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, FIXED_WINDOW_OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

@@ -9,7 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, LEAKY_BUCKET_OPTIONS } from "../option-names.js";
 import { BucketBase, defineBucketPart } from "./bucket-base.js";
 import { readClock } from "./time.js";
 
@@ -30,8 +30,6 @@ const WHERE = "LeakyBucket";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
-/** The option names of {@link LeakyBucketOptions}, checked by the constructor. */
-const OPTIONS = optionNames<LeakyBucketOptions>()(["capacity", "leakPerSecond", "clock"]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
 
 /**
@@ -59,7 +57,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
 
   constructor(options: LeakyBucketOptions) {
     const o = checkOptions<LeakyBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, LEAKY_BUCKET_OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
     const clock = checkClock(WHERE, o.clock, systemClock);
