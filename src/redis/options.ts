@@ -1,3 +1,4 @@
+import type { AlgorithmId } from "../catalog.js";
 import { checkClock, checkNumber, describe } from "../errors.js";
 import type { Clock } from "../limiter.js";
 import { notRedisLike, type RedisLike } from "./client.js";
@@ -94,14 +95,22 @@ export const REDIS_HINTS: Readonly<Record<string, string>> = {
   timeout: 'use "timeoutMs" (milliseconds)',
 };
 
-/** Short algorithm codes of the default prefixes. */
-const CODES: Readonly<Record<string, string>> = {
+/**
+ * Short algorithm codes of the default prefixes (`tollgate:tb:`), one per algorithm of
+ * the catalog (src/catalog.ts; a new row without a code here is a type error).
+ */
+const CODES: Readonly<Record<AlgorithmId, string>> = {
   "token-bucket": "tb",
   "leaky-bucket": "lb",
   "fixed-window": "fw",
   "sliding-window-log": "swl",
   "sliding-window-counter": "swc",
 };
+
+/** The code of `algorithm` for the default prefix (its id for one without a code). */
+function codeOf(algorithm: string): string {
+  return Object.hasOwn(CODES, algorithm) ? CODES[algorithm as AlgorithmId] : algorithm;
+}
 
 const DEFAULT_TIMEOUT_MS = 1000;
 const DEFAULT_MAX_TTL_MS = 365 * 24 * 3600 * 1000;
@@ -144,7 +153,7 @@ export function checkRedisOptions(
   ) {
     throw new TypeError(notRedisLike(where, client));
   }
-  const prefix = o.prefix === undefined ? `tollgate:${CODES[algorithm] ?? algorithm}:` : o.prefix;
+  const prefix = o.prefix === undefined ? `tollgate:${codeOf(algorithm)}:` : o.prefix;
   if (typeof prefix !== "string") {
     throw new TypeError(`${where}: prefix must be a string, got ${describe(prefix)}`);
   }
