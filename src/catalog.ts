@@ -1,15 +1,11 @@
-import { FixedWindow } from "./algorithms/fixed-window.js";
-import { LeakyBucket } from "./algorithms/leaky-bucket.js";
-import { SlidingWindowCounter } from "./algorithms/sliding-window-counter.js";
-import { SlidingWindowLog } from "./algorithms/sliding-window-log.js";
-import { TokenBucket } from "./algorithms/token-bucket.js";
+import { FIXED_WINDOW_OPTIONS, FixedWindow } from "./algorithms/fixed-window.js";
+import { LEAKY_BUCKET_OPTIONS, LeakyBucket } from "./algorithms/leaky-bucket.js";
 import {
-  FIXED_WINDOW_OPTIONS,
-  LEAKY_BUCKET_OPTIONS,
   SLIDING_WINDOW_COUNTER_OPTIONS,
-  SLIDING_WINDOW_LOG_OPTIONS,
-  TOKEN_BUCKET_OPTIONS,
-} from "./option-names.js";
+  SlidingWindowCounter,
+} from "./algorithms/sliding-window-counter.js";
+import { SLIDING_WINDOW_LOG_OPTIONS, SlidingWindowLog } from "./algorithms/sliding-window-log.js";
+import { TOKEN_BUCKET_OPTIONS, TokenBucket } from "./algorithms/token-bucket.js";
 import type { CloneableLimiter } from "./registry.js";
 
 /**

@@ -1,8 +1,3 @@
-import type { FixedWindowOptions } from "./algorithms/fixed-window.js";
-import type { LeakyBucketOptions } from "./algorithms/leaky-bucket.js";
-import type { SlidingWindowCounterOptions } from "./algorithms/sliding-window-counter.js";
-import type { SlidingWindowLogOptions } from "./algorithms/sliding-window-log.js";
-import type { TokenBucketOptions } from "./algorithms/token-bucket.js";
 import type { ReserveOptions, WaitOptions } from "./limiter.js";
 
 /**
@@ -104,34 +99,6 @@ export function windowHints(where: string): Readonly<Record<string, string>> {
     blockDuration: LOCKOUT,
   };
 }
-
-/** Names of {@link TokenBucketOptions}, checked by `TokenBucket`. */
-export const TOKEN_BUCKET_OPTIONS = /* @__PURE__ */ optionNames<TokenBucketOptions>()([
-  "capacity",
-  "refillPerSecond",
-  "clock",
-]);
-/** Names of {@link LeakyBucketOptions}, checked by `LeakyBucket`. */
-export const LEAKY_BUCKET_OPTIONS = /* @__PURE__ */ optionNames<LeakyBucketOptions>()([
-  "capacity",
-  "leakPerSecond",
-  "clock",
-]);
-/** Names of {@link FixedWindowOptions}, checked by `FixedWindow`. */
-export const FIXED_WINDOW_OPTIONS = /* @__PURE__ */ optionNames<FixedWindowOptions>()([
-  "limit",
-  "windowMs",
-  "clock",
-]);
-/** Names of {@link SlidingWindowLogOptions}, checked by `SlidingWindowLog`. */
-export const SLIDING_WINDOW_LOG_OPTIONS = /* @__PURE__ */ optionNames<SlidingWindowLogOptions>()([
-  "limit",
-  "windowMs",
-  "clock",
-]);
-/** Names of {@link SlidingWindowCounterOptions}, checked by `SlidingWindowCounter`. */
-export const SLIDING_WINDOW_COUNTER_OPTIONS =
-  /* @__PURE__ */ optionNames<SlidingWindowCounterOptions>()(["limit", "windowMs", "clock"]);
 
 /** Names of {@link WaitOptions}. */
 export const WAIT_OPTIONS = optionNames<WaitOptions>()(["signal", "maxWaitMs"]);

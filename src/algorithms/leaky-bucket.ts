@@ -9,7 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { bucketHints, LEAKY_BUCKET_OPTIONS } from "../option-names.js";
+import { bucketHints, optionNames } from "../option-names.js";
 import { BucketBase, defineBucketPart } from "./bucket-base.js";
 import { readClock } from "./time.js";
 
@@ -30,6 +30,12 @@ const WHERE = "LeakyBucket";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
+/** The option names of {@link LeakyBucketOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const LEAKY_BUCKET_OPTIONS = optionNames<LeakyBucketOptions>()([
+  "capacity",
+  "leakPerSecond",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
 
 /**

@@ -8,7 +8,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { SLIDING_WINDOW_COUNTER_OPTIONS, windowHints } from "../option-names.js";
+import { optionNames, windowHints } from "../option-names.js";
 import { WaitQueue } from "../wait.js";
 import {
   checkWindowClock,
@@ -37,6 +37,12 @@ const WHERE = "SlidingWindowCounter";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
+/** The option names of {@link SlidingWindowCounterOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const SLIDING_WINDOW_COUNTER_OPTIONS = optionNames<SlidingWindowCounterOptions>()([
+  "limit",
+  "windowMs",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 
 /**

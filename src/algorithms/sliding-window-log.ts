@@ -8,7 +8,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { SLIDING_WINDOW_LOG_OPTIONS, windowHints } from "../option-names.js";
+import { optionNames, windowHints } from "../option-names.js";
 import { WaitQueue } from "../wait.js";
 import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
 import { defineTimedPart } from "./timed-part.js";
@@ -31,6 +31,12 @@ const WHERE = "SlidingWindowLog";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
+/** The option names of {@link SlidingWindowLogOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const SLIDING_WINDOW_LOG_OPTIONS = optionNames<SlidingWindowLogOptions>()([
+  "limit",
+  "windowMs",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 /** Entries a log allocates at its first use; it doubles from there as needed. */
 const INITIAL_ENTRIES = 4;

@@ -9,7 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { bucketHints, TOKEN_BUCKET_OPTIONS } from "../option-names.js";
+import { bucketHints, optionNames } from "../option-names.js";
 import { BucketBase, defineBucketPart } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
@@ -29,6 +29,12 @@ const WHERE = "TokenBucket";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
+/** The option names of {@link TokenBucketOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const TOKEN_BUCKET_OPTIONS = optionNames<TokenBucketOptions>()([
+  "capacity",
+  "refillPerSecond",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
 
 /**
