@@ -6,7 +6,7 @@ import {
 } from "./algorithms/sliding-window-counter.js";
 import { SLIDING_WINDOW_LOG_OPTIONS, SlidingWindowLog } from "./algorithms/sliding-window-log.js";
 import { TOKEN_BUCKET_OPTIONS, TokenBucket } from "./algorithms/token-bucket.js";
-import type { CloneableLimiter } from "./registry.js";
+import type { Limiter } from "./limiter.js";
 
 /**
  * The catalog of algorithms: one descriptor per algorithm, the one place that lists them.
@@ -30,12 +30,15 @@ export type Measure =
   | { readonly kind: "window" };
 
 /**
- * Reserved for `KeyedLimiter`: how the registry lays out this algorithm's per-key state
- * in a slab (src/registry/). No row sets it yet: the registry still picks its fast paths
- * itself, by exact prototype. Absent means the generic path (one limiter object per key).
+ * Reserved for the registry: how `KeyedLimiter` keeps this algorithm's keys in the slab
+ * engine (a `SlotLayout` of src/registry/layout.ts, or how to make one from a policy). No
+ * row sets it yet: the registry still picks its layouts itself (src/registry/layouts/).
+ * The registry's own type is to replace this one; the catalog imports nothing from the
+ * registry (type imports included), so the registry may import the catalog without a
+ * cycle between layers (test/layers.test.ts).
  */
 export interface SlabLayout {
-  /** The slab that holds the keys, as the registry names it. */
+  /** The layout's name, as the registry names it (`bucket`, `fixed-window`, …). */
   readonly kind: string;
 }
 
@@ -68,7 +71,7 @@ export interface AlgorithmDescriptor {
    */
   readonly Class: new (
     options: never,
-  ) => CloneableLimiter;
+  ) => Limiter & { clone(): Limiter };
   /** The option names the constructor accepts (its `checkOptionNames` list), `clock` included. */
   readonly options: readonly string[];
   /** How the options read as a burst and a long-run rate. */
