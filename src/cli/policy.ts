@@ -1,4 +1,10 @@
-import { type AlgorithmDescriptor, type AlgorithmId, CATALOG, type Measure } from "../catalog.js";
+import {
+  type AlgorithmDescriptor,
+  type AlgorithmId,
+  CATALOG,
+  descriptorOf,
+  type Measure,
+} from "../catalog.js";
 import type { Clock } from "../limiter.js";
 import type { CloneableLimiter } from "../registry.js";
 
@@ -46,7 +52,7 @@ export class CommandUsageError extends UsageError {}
 
 /** The catalog's row of `algorithm`. */
 export function descriptor(algorithm: AlgorithmName): AlgorithmDescriptor {
-  return CATALOG.find((d) => d.id === algorithm)!;
+  return descriptorOf(algorithm)!;
 }
 
 /** The policy options of `algorithm`, in its flags' order. */
