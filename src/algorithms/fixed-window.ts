@@ -31,8 +31,12 @@ const WHERE = "FixedWindow";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
-/** The option names of {@link FixedWindowOptions}, checked by the constructor. */
-const OPTIONS = optionNames<FixedWindowOptions>()(["limit", "windowMs", "clock"]);
+/** The option names of {@link FixedWindowOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const FIXED_WINDOW_OPTIONS = optionNames<FixedWindowOptions>()([
+  "limit",
+  "windowMs",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 
 /**
@@ -76,7 +80,7 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   constructor(options: FixedWindowOptions) {
     super();
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, FIXED_WINDOW_OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

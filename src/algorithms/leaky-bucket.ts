@@ -30,8 +30,12 @@ const WHERE = "LeakyBucket";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
-/** The option names of {@link LeakyBucketOptions}, checked by the constructor. */
-const OPTIONS = optionNames<LeakyBucketOptions>()(["capacity", "leakPerSecond", "clock"]);
+/** The option names of {@link LeakyBucketOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const LEAKY_BUCKET_OPTIONS = optionNames<LeakyBucketOptions>()([
+  "capacity",
+  "leakPerSecond",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
 
 /**
@@ -59,7 +63,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
 
   constructor(options: LeakyBucketOptions) {
     const o = checkOptions<LeakyBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, LEAKY_BUCKET_OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
     const clock = checkClock(WHERE, o.clock, systemClock);

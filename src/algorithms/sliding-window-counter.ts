@@ -37,8 +37,12 @@ const WHERE = "SlidingWindowCounter";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
-/** The option names of {@link SlidingWindowCounterOptions}, checked by the constructor. */
-const OPTIONS = optionNames<SlidingWindowCounterOptions>()(["limit", "windowMs", "clock"]);
+/** The option names of {@link SlidingWindowCounterOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const SLIDING_WINDOW_COUNTER_OPTIONS = optionNames<SlidingWindowCounterOptions>()([
+  "limit",
+  "windowMs",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 
 /**
@@ -82,7 +86,7 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
   constructor(options: SlidingWindowCounterOptions) {
     super();
     const o = checkOptions<SlidingWindowCounterOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, SLIDING_WINDOW_COUNTER_OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

@@ -31,8 +31,12 @@ const WHERE = "SlidingWindowLog";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
-/** The option names of {@link SlidingWindowLogOptions}, checked by the constructor. */
-const OPTIONS = optionNames<SlidingWindowLogOptions>()(["limit", "windowMs", "clock"]);
+/** The option names of {@link SlidingWindowLogOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const SLIDING_WINDOW_LOG_OPTIONS = optionNames<SlidingWindowLogOptions>()([
+  "limit",
+  "windowMs",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 /** Entries a log allocates at its first use; it doubles from there as needed. */
 const INITIAL_ENTRIES = 4;
@@ -90,7 +94,7 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   constructor(options: SlidingWindowLogOptions) {
     super();
     const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, SLIDING_WINDOW_LOG_OPTIONS, HINTS);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

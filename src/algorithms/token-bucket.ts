@@ -29,8 +29,12 @@ const WHERE = "TokenBucket";
 
 /** Whether allOf's driver for this class is registered (by the first constructor). */
 let timedPartDefined = false;
-/** The option names of {@link TokenBucketOptions}, checked by the constructor. */
-const OPTIONS = optionNames<TokenBucketOptions>()(["capacity", "refillPerSecond", "clock"]);
+/** The option names of {@link TokenBucketOptions}, checked by the constructor; src/catalog.ts lists them. */
+export const TOKEN_BUCKET_OPTIONS = optionNames<TokenBucketOptions>()([
+  "capacity",
+  "refillPerSecond",
+  "clock",
+]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
 
 /**
@@ -57,7 +61,7 @@ export class TokenBucket extends BucketBase implements Limiter {
 
   constructor(options: TokenBucketOptions) {
     const o = checkOptions<TokenBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, TOKEN_BUCKET_OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const clock = checkClock(WHERE, o.clock, systemClock);

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { CATALOG } from "../catalog.js";
 import { type KeySpec, parseKeySpec } from "./keys.js";
 import { DEFAULT_MAX_LINE_BYTES, MAX_LINE_BYTES_LIMIT } from "./lines.js";
 import { LOG_FORMATS, type LogFormat } from "./parse-log.js";
@@ -7,8 +8,11 @@ import {
   type AlgorithmName,
   CommandUsageError,
   comparePolicies,
+  flagsUsage,
   numberOrText,
+  POLICY_FLAGS,
   type PolicySpec,
+  type RawPolicyOptions,
   singlePolicy,
   UsageError,
 } from "./policy.js";
@@ -38,6 +42,19 @@ export type Command =
   | { readonly kind: "version" }
   | ReplayCommand;
 
+/** The width of the algorithm column in the help: the longest id and two spaces. */
+const ALGORITHM_COLUMN = Math.max(...ALGORITHMS.map((id) => id.length)) + 2;
+
+/**
+ * The help's list of algorithms, from the catalog: each id with its policy flags, and
+ * its summary on the next line, under the flags.
+ */
+const ALGORITHM_HELP = CATALOG.map(
+  (d) =>
+    `  ${d.id.padEnd(ALGORITHM_COLUMN)}${flagsUsage(d.id, "<n>")}\n` +
+    `  ${"".padEnd(ALGORITHM_COLUMN)}${d.summary}`,
+).join("\n");
+
 /** The help of `tollgate` and `tollgate replay`. */
 export const HELP = `Usage: tollgate replay <file|-> --algorithm <name> [policy options] [options]
        tollgate --version | --help
@@ -46,15 +63,11 @@ Replays an access log through a rate-limit policy, offline, using each line's
 timestamp as the clock, and reports who would have been limited, when and how often.
 
 Algorithms and their policy options (the constructors' options):
-  token-bucket            --capacity <n> --refill-per-second <n>
-  leaky-bucket            --capacity <n> --leak-per-second <n>
-  fixed-window            --limit <n> --window-ms <n>
-  sliding-window-log      --limit <n> --window-ms <n>
-  sliding-window-counter  --limit <n> --window-ms <n>
+${ALGORITHM_HELP}
 
 Options:
   -a, --algorithm <name>     the algorithm (with --compare: the one charted first)
-      --compare              run all five with equivalent options, one row each:
+      --compare              run them all with equivalent options, one row each:
                              limit = capacity, windowMs = capacity * 1000 / rate,
                              or capacity = limit, rate = limit * 1000 / windowMs
       --key <k>              client key: ip (default), ip24 (IPv4 /24, IPv6 /64),
@@ -82,13 +95,9 @@ Example:
   tollgate replay access.log --algorithm token-bucket --capacity 10 --refill-per-second 1
 `;
 
+/** The options of `tollgate replay` other than the policy options (those are the catalog's). */
 const OPTIONS = {
   algorithm: { type: "string", short: "a" },
-  capacity: { type: "string" },
-  "refill-per-second": { type: "string" },
-  "leak-per-second": { type: "string" },
-  limit: { type: "string" },
-  "window-ms": { type: "string" },
   compare: { type: "boolean" },
   key: { type: "string" },
   format: { type: "string" },
@@ -103,21 +112,31 @@ const OPTIONS = {
   version: { type: "boolean", short: "v" },
 } as const;
 
+/** The policy options' flags for parseArgs, from the catalog (`capacity`, `refill-per-second`, …). */
+const POLICY_OPTIONS: Readonly<Record<string, { readonly type: "string" }>> = Object.fromEntries(
+  [...POLICY_FLAGS.values()].map((flag) => [flag.slice(2), { type: "string" }]),
+);
+
+/**
+ * Every option of `tollgate replay` by its name without `--`, for parseArgs and for
+ * test/catalog.test.ts (a policy flag must not take the name of another option).
+ */
+export const REPLAY_OPTION_NAMES: readonly string[] = [
+  ...Object.keys(OPTIONS),
+  ...Object.keys(POLICY_OPTIONS),
+];
+
 /** The options whose value is a number: the policy options and the numeric settings. */
 const NUMERIC_OPTIONS: ReadonlySet<string> = new Set(
-  (
-    [
-      "capacity",
-      "refill-per-second",
-      "leak-per-second",
-      "limit",
-      "window-ms",
+  [
+    ...Object.keys(POLICY_OPTIONS),
+    ...([
       "reorder-window-ms",
       "top",
       "max-keys",
       "max-line-bytes",
-    ] satisfies readonly (keyof typeof OPTIONS)[]
-  ).map((name) => `--${name}`),
+    ] satisfies readonly (keyof typeof OPTIONS)[]),
+  ].map((name) => `--${name}`),
 );
 
 /**
@@ -189,7 +208,9 @@ export function parseCommand(argv: readonly string[]): Command {
   try {
     parsed = parseArgs({
       args: joinNumericValues(rest),
-      options: OPTIONS,
+      // The policy options first: a fixed option keeps its definition (no policy flag takes
+      // one's name, which test/catalog.test.ts checks).
+      options: { ...POLICY_OPTIONS, ...OPTIONS } as typeof OPTIONS,
       allowPositionals: true,
       strict: true,
     });
@@ -213,17 +234,17 @@ export function parseCommand(argv: readonly string[]): Command {
       `unknown algorithm ${JSON.stringify(algorithm)} (one of ${ALGORITHMS.join(", ")})`,
     );
   }
-  const raw = {
-    capacity: numberOrText(v.capacity),
-    refillPerSecond: numberOrText(v["refill-per-second"]),
-    leakPerSecond: numberOrText(v["leak-per-second"]),
-    limit: numberOrText(v.limit),
-    windowMs: numberOrText(v["window-ms"]),
-  };
+  const given = v as Readonly<Record<string, string | boolean | undefined>>;
+  const raw: RawPolicyOptions = Object.fromEntries(
+    [...POLICY_FLAGS].map(([name, flag]) => [
+      name,
+      numberOrText(given[flag.slice(2)] as string | undefined),
+    ]),
+  );
   let policies: PolicySpec[];
   if (v.compare) {
     policies = comparePolicies(raw);
-    const first = policies.findIndex((p) => p.algorithm === (algorithm ?? "token-bucket"));
+    const first = policies.findIndex((p) => p.algorithm === (algorithm ?? ALGORITHMS[0]));
     policies.unshift(...policies.splice(first, 1));
   } else if (algorithm === undefined) {
     throw new UsageError(`missing --algorithm (one of ${ALGORITHMS.join(", ")}), or --compare`);

@@ -1,34 +1,31 @@
-import { FixedWindow } from "../algorithms/fixed-window.js";
-import { LeakyBucket } from "../algorithms/leaky-bucket.js";
-import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
-import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
-import { TokenBucket } from "../algorithms/token-bucket.js";
+import {
+  type AlgorithmDescriptor,
+  type AlgorithmId,
+  CATALOG,
+  descriptorOf,
+  type Measure,
+} from "../catalog.js";
 import type { Clock } from "../limiter.js";
 import type { CloneableLimiter } from "../registry.js";
 
-/** The algorithms `tollgate replay --algorithm` accepts, in report order. */
-export const ALGORITHMS = [
-  "token-bucket",
-  "leaky-bucket",
-  "fixed-window",
-  "sliding-window-log",
-  "sliding-window-counter",
-] as const;
+/** The algorithms `tollgate replay --algorithm` accepts, in report order: the catalog's ids. */
+export const ALGORITHMS: readonly AlgorithmName[] = CATALOG.map((d) => d.id);
 /** One of {@link ALGORITHMS}. */
-export type AlgorithmName = (typeof ALGORITHMS)[number];
+export type AlgorithmName = AlgorithmId;
+
+/** The option names of one descriptor's flags (distributed over the catalog's rows). */
+type FlagOptionOf<D> = D extends { readonly cli: { readonly flags: infer F } } ? keyof F : never;
+/** A policy option the command line takes: `capacity`, `refillPerSecond`, `limit`, … */
+export type PolicyOptionName = FlagOptionOf<(typeof CATALOG)[number]> & string;
 
 /**
  * Policy options as given on the command line: a number when the text reads as one
  * (`10`, `0.5`, `1e3`, `Infinity`, `NaN`), else the text itself, so the constructor
  * reports it in its own words (`got "ten" (string)`). Undefined when not given.
  */
-export interface RawPolicyOptions {
-  readonly capacity?: number | string | undefined;
-  readonly refillPerSecond?: number | string | undefined;
-  readonly leakPerSecond?: number | string | undefined;
-  readonly limit?: number | string | undefined;
-  readonly windowMs?: number | string | undefined;
-}
+export type RawPolicyOptions = {
+  readonly [name in PolicyOptionName]?: number | string | undefined;
+};
 
 /** One validated policy: an algorithm and the options of its constructor (all numbers). */
 export interface PolicySpec {
@@ -53,22 +50,30 @@ export class UsageError extends Error {
  */
 export class CommandUsageError extends UsageError {}
 
-/** The command-line flags of each algorithm's options. */
-const FLAGS: Readonly<Record<AlgorithmName, readonly (keyof RawPolicyOptions)[]>> = {
-  "token-bucket": ["capacity", "refillPerSecond"],
-  "leaky-bucket": ["capacity", "leakPerSecond"],
-  "fixed-window": ["limit", "windowMs"],
-  "sliding-window-log": ["limit", "windowMs"],
-  "sliding-window-counter": ["limit", "windowMs"],
-};
+/** The catalog's row of `algorithm`. */
+export function descriptor(algorithm: AlgorithmName): AlgorithmDescriptor {
+  return descriptorOf(algorithm)!;
+}
 
-const FLAG_NAMES: Readonly<Record<keyof RawPolicyOptions, string>> = {
-  capacity: "--capacity",
-  refillPerSecond: "--refill-per-second",
-  leakPerSecond: "--leak-per-second",
-  limit: "--limit",
-  windowMs: "--window-ms",
-};
+/** The policy options of `algorithm`, in its flags' order. */
+function optionsOf(algorithm: AlgorithmName): readonly PolicyOptionName[] {
+  return Object.keys(descriptor(algorithm).cli.flags) as PolicyOptionName[];
+}
+
+/**
+ * Each policy option's flag, in the catalog's order (an option's first appearance). A flag
+ * names one option for every algorithm that takes it, which test/catalog.test.ts checks.
+ */
+export const POLICY_FLAGS: ReadonlyMap<PolicyOptionName, string> = new Map(
+  CATALOG.flatMap((d) => Object.entries(d.cli.flags) as [PolicyOptionName, string][]),
+);
+
+/** `--capacity <n> --refill-per-second <n>`: the flags of `algorithm` with a placeholder. */
+export function flagsUsage(algorithm: AlgorithmName, placeholder: string): string {
+  return optionsOf(algorithm)
+    .map((n) => `${POLICY_FLAGS.get(n)} ${placeholder}`)
+    .join(" ");
+}
 
 /** Reads an option's text as a number when it is one, else keeps the text. */
 export function numberOrText(text: string | undefined): number | string | undefined {
@@ -89,30 +94,19 @@ export function buildLimiter(
   options: Readonly<Record<string, unknown>>,
   clock?: Clock,
 ): CloneableLimiter {
-  const o = { ...options, clock } as never;
-  switch (algorithm) {
-    case "token-bucket":
-      return new TokenBucket(o);
-    case "leaky-bucket":
-      return new LeakyBucket(o);
-    case "fixed-window":
-      return new FixedWindow(o);
-    case "sliding-window-log":
-      return new SlidingWindowLog(o);
-    case "sliding-window-counter":
-      return new SlidingWindowCounter(o);
-  }
+  const Class = descriptor(algorithm).Class;
+  return new Class({ ...options, clock } as never);
 }
 
 /** Validates one algorithm's options by constructing it; the error becomes a UsageError. */
 function validated(algorithm: AlgorithmName, raw: RawPolicyOptions, derived: boolean): PolicySpec {
   const options: Record<string, unknown> = {};
-  for (const name of FLAGS[algorithm]) options[name] = raw[name];
+  for (const name of optionsOf(algorithm)) options[name] = raw[name];
   try {
     buildLimiter(algorithm, options);
   } catch (error) {
     if (error instanceof TypeError || error instanceof RangeError) {
-      const flags = FLAGS[algorithm].map((n) => `${FLAG_NAMES[n]} <number>`).join(" ");
+      const flags = flagsUsage(algorithm, "<number>");
       const how = derived ? " (derived for --compare, see --help)" : "";
       throw new UsageError(`${error.message}${how}\n${algorithm} takes ${flags}`);
     }
@@ -127,19 +121,19 @@ function validated(algorithm: AlgorithmName, raw: RawPolicyOptions, derived: boo
  * @throws {UsageError} For a missing, foreign or invalid option.
  */
 export function singlePolicy(algorithm: AlgorithmName, raw: RawPolicyOptions): PolicySpec {
-  for (const name of Object.keys(FLAG_NAMES) as (keyof RawPolicyOptions)[]) {
-    if (raw[name] !== undefined && !FLAGS[algorithm].includes(name)) {
-      const flags = FLAGS[algorithm].map((n) => FLAG_NAMES[n]).join(" and ");
-      throw new UsageError(
-        `${FLAG_NAMES[name]} does not apply to ${algorithm} (it takes ${flags})`,
-      );
+  const own = optionsOf(algorithm);
+  for (const [name, flag] of POLICY_FLAGS) {
+    if (raw[name] !== undefined && !own.includes(name)) {
+      const flags = own.map((n) => POLICY_FLAGS.get(n)).join(" and ");
+      throw new UsageError(`${flag} does not apply to ${algorithm} (it takes ${flags})`);
     }
   }
   return validated(algorithm, raw, false);
 }
 
 /**
- * The five policies of `--compare`, equivalent in burst and long-run rate:
+ * The policies of `--compare`, one per algorithm in catalog order, equivalent in burst and
+ * long-run rate (each algorithm's {@link Measure}):
  * a bucket of `capacity` C refilled (or leaking) at R per second matches windows of
  * `limit` L = C requests per `windowMs` W = C * 1000 / R, and the other way round
  * (C = L, R = L * 1000 / W). Both admit C at once and R per second over time; the
@@ -150,49 +144,46 @@ export function singlePolicy(algorithm: AlgorithmName, raw: RawPolicyOptions): P
  * @throws {UsageError} When neither side is given, or an option is invalid.
  */
 export function comparePolicies(raw: RawPolicyOptions): PolicySpec[] {
-  const rate = raw.refillPerSecond ?? raw.leakPerSecond;
+  const buckets = CATALOG.filter((d) => d.measure.kind === "bucket");
+  const windows = CATALOG.filter((d) => d.measure.kind === "window");
+  const rates = CATALOG.flatMap((d) => (d.measure.kind === "bucket" ? [d.measure.rate] : []));
+  const rate = rates.map((r) => raw[r]).find((value) => value !== undefined);
   const bucketGiven = raw.capacity !== undefined || rate !== undefined;
   const windowGiven = raw.limit !== undefined || raw.windowMs !== undefined;
   if (!bucketGiven && !windowGiven) {
-    throw new UsageError(
-      "--compare needs --capacity and --refill-per-second, or --limit and --window-ms",
-    );
+    const flags = (d: AlgorithmDescriptor) => Object.values(d.cli.flags).join(" and ");
+    throw new UsageError(`--compare needs ${flags(buckets[0]!)}, or ${flags(windows[0]!)}`);
   }
-  let bucket: RawPolicyOptions;
+  let bucket: Record<string, number | string | undefined>;
   let window: RawPolicyOptions;
   let bucketDerived = false;
   let windowDerived = false;
   if (bucketGiven) {
-    bucket = {
-      capacity: raw.capacity,
-      refillPerSecond: raw.refillPerSecond ?? rate,
-      leakPerSecond: raw.leakPerSecond ?? rate,
-    };
-    validated("token-bucket", bucket, false);
-    validated("leaky-bucket", bucket, false);
+    bucket = { capacity: raw.capacity };
+    for (const r of rates) bucket[r] = raw[r] ?? rate;
+    for (const d of buckets) validated(d.id, bucket, false);
   }
   if (windowGiven) {
     window = { limit: raw.limit, windowMs: raw.windowMs };
-    validated("fixed-window", window, false);
+    validated(windows[0]!.id, window, false);
   } else {
     const c = bucket!.capacity as number;
-    const r = bucket!.refillPerSecond as number;
+    const r = bucket![rates[0]!] as number;
     window = { limit: c, windowMs: (c * 1000) / r };
     windowDerived = true;
   }
   if (!bucketGiven) {
     const l = window.limit as number;
     const perSecond = (l * 1000) / (window.windowMs as number);
-    bucket = { capacity: l, refillPerSecond: perSecond, leakPerSecond: perSecond };
+    bucket = { capacity: l };
+    for (const r of rates) bucket[r] = perSecond;
     bucketDerived = true;
   }
-  return [
-    validated("token-bucket", bucket!, bucketDerived),
-    validated("leaky-bucket", bucket!, bucketDerived),
-    validated("fixed-window", window, windowDerived),
-    validated("sliding-window-log", window, windowDerived),
-    validated("sliding-window-counter", window, windowDerived),
-  ];
+  return CATALOG.map((d) =>
+    d.measure.kind === "bucket"
+      ? validated(d.id, bucket!, bucketDerived)
+      : validated(d.id, window, windowDerived),
+  );
 }
 
 /** `capacity 10, refillPerSecond 1`: a policy's options, for reports. */
@@ -214,12 +205,6 @@ export function formatNumber(value: number): string {
  */
 export function limitPerMinute(spec: PolicySpec): number {
   const o = spec.options;
-  switch (spec.algorithm) {
-    case "token-bucket":
-      return o.refillPerSecond! * 60;
-    case "leaky-bucket":
-      return o.leakPerSecond! * 60;
-    default:
-      return (o.limit! * 60_000) / o.windowMs!;
-  }
+  const measure = descriptor(spec.algorithm).measure;
+  return measure.kind === "bucket" ? o[measure.rate]! * 60 : (o.limit! * 60_000) / o.windowMs!;
 }

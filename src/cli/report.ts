@@ -1,3 +1,4 @@
+import { CATALOG } from "../catalog.js";
 import { describeOptions } from "./policy.js";
 import { asciiSafeJson, printable } from "./printable.js";
 import type { PolicyResult, ReplayReport } from "./replay.js";
@@ -25,13 +26,10 @@ export function percent(part: number, whole: number): string {
   return `${whole === 0 ? "0.0" : ((part * 100) / whole).toFixed(1)}%`;
 }
 
-const SHORT_NAMES: Readonly<Record<string, string>> = {
-  "token-bucket": "token",
-  "leaky-bucket": "leaky",
-  "fixed-window": "fixed",
-  "sliding-window-log": "log",
-  "sliding-window-counter": "counter",
-};
+/** Each algorithm's short column name in the top-keys table, from the catalog. */
+const SHORT_NAMES: Readonly<Record<string, string>> = Object.fromEntries(
+  CATALOG.map((d) => [d.id, d.cli.column]),
+);
 
 /** Lays out rows as columns: left-aligned where `right[i]` is false. */
 function table(rows: readonly (readonly string[])[], right: readonly boolean[]): string[] {

@@ -1,3 +1,4 @@
+import { CATALOG } from "../catalog.js";
 import { daysFromCivil, MAX_TIME_MS } from "./parse-log.js";
 import { printable } from "./printable.js";
 import { bucketText, type MinuteSeries } from "./series.js";
@@ -40,14 +41,10 @@ export interface ChartOptions {
 }
 
 const MINUTE_MS = 60_000;
-/** Colours per algorithm (distinct in hue, readable on white). */
-export const ALGORITHM_COLORS: Readonly<Record<string, string>> = {
-  "token-bucket": "#1f77b4",
-  "leaky-bucket": "#17a2b8",
-  "fixed-window": "#ff7f0e",
-  "sliding-window-log": "#d62728",
-  "sliding-window-counter": "#9467bd",
-};
+/** Colours per algorithm (distinct in hue, readable on white), from the catalog. */
+export const ALGORITHM_COLORS: Readonly<Record<string, string>> = Object.fromEntries(
+  CATALOG.map((d) => [d.id, d.cli.color]),
+);
 const OTHER_COLOR = "#8c564b";
 const REQUESTS_COLOR = "#c3c9d0";
 const BUSIEST_COLOR = "#2b2b2b";

@@ -94,14 +94,17 @@ export const REDIS_HINTS: Readonly<Record<string, string>> = {
   timeout: 'use "timeoutMs" (milliseconds)',
 };
 
-/** Short algorithm codes of the default prefixes. */
-const CODES: Readonly<Record<string, string>> = {
-  "token-bucket": "tb",
-  "leaky-bucket": "lb",
-  "fixed-window": "fw",
-  "sliding-window-log": "swl",
-  "sliding-window-counter": "swc",
-};
+/**
+ * The short code of an algorithm in the default prefix: the initials of its catalog id
+ * (`token-bucket` → `tb`, `sliding-window-log` → `swl`). test/redis/catalog.test.ts checks
+ * that no two twins share one.
+ */
+function codeOf(algorithm: string): string {
+  return algorithm
+    .split("-")
+    .map((word) => word.charAt(0))
+    .join("");
+}
 
 const DEFAULT_TIMEOUT_MS = 1000;
 const DEFAULT_MAX_TTL_MS = 365 * 24 * 3600 * 1000;
@@ -144,7 +147,7 @@ export function checkRedisOptions(
   ) {
     throw new TypeError(notRedisLike(where, client));
   }
-  const prefix = o.prefix === undefined ? `tollgate:${CODES[algorithm] ?? algorithm}:` : o.prefix;
+  const prefix = o.prefix === undefined ? `tollgate:${codeOf(algorithm)}:` : o.prefix;
   if (typeof prefix !== "string") {
     throw new TypeError(`${where}: prefix must be a string, got ${describe(prefix)}`);
   }
