@@ -151,7 +151,7 @@ export function ratioTarget(
       value === undefined
         ? "not measured"
         : (options.measured ?? `${ns(subject)} ns vs ${ns(reference)} ns`),
-    bound: `${comparison} ${times(limit)}`,
+    bound: `${comparison} ${limit}x`,
     ratio: value === undefined ? "–" : times(value),
     value,
     limit,
