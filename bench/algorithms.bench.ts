@@ -30,11 +30,11 @@ import {
   type KeyPattern,
   keyOf,
   keyPatterns,
+  newKeyBound,
   SEQUENCE_LENGTH,
 } from "./support/keys.js";
 import { BATCH, type TimedTask } from "./support/measure.js";
 import { NaiveTokenBuckets } from "./support/naive.js";
-import { newKeyBound } from "./support/targets.js";
 
 /** Keeps results observable so the JIT cannot drop the work. */
 export const sink = { value: 0 };

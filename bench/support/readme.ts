@@ -9,10 +9,10 @@
 import { readFileSync } from "node:fs";
 import { PEERS } from "../peers.js";
 import { int, ns, ratio, table } from "./format.js";
-import { keyPatterns } from "./keys.js";
+import { keyPatterns, newKeyBound } from "./keys.js";
 import { machineLine } from "./machine.js";
 import { httpSection, type RunResults, renderReport } from "./report.js";
-import { NEW_KEY_ROWS, newKeyBound, targets, verdict } from "./targets.js";
+import { NEW_KEY_ROWS, targets, verdict } from "./targets.js";
 
 /** `private redis-server on 127.0.0.1:38381 (Redis server v=7.0.15), pid 1` -> `a private redis-server 7.0.15 on loopback`. */
 function redisOrigin(origin: string): string {

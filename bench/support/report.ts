@@ -7,10 +7,10 @@ import { ALGORITHMS } from "../algorithms.bench.js";
 import type { MemoryResult } from "../memory.js";
 import { PEERS } from "../peers.js";
 import { int, ns, ratio, table, us } from "./format.js";
-import { keyPatterns } from "./keys.js";
+import { keyPatterns, newKeyBound } from "./keys.js";
 import { type Machine, machineLine } from "./machine.js";
 import type { Timing } from "./measure.js";
-import { NEW_KEY_ROWS, newKeyBound, targets, verdict } from "./targets.js";
+import { NEW_KEY_ROWS, targets, verdict } from "./targets.js";
 
 /** Redis section results, in microseconds and operations per second. */
 export interface RedisResults {

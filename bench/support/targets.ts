@@ -6,9 +6,10 @@
  * reported, never a failed run.
  * @module
  */
+import { ALGORITHMS } from "../algorithms.bench.js";
 import { PEERS } from "../peers.js";
 import { ns } from "./format.js";
-import { count, keyPatterns } from "./keys.js";
+import { count, keyPatterns, newKeyBound } from "./keys.js";
 import type { RunResults } from "./report.js";
 
 /** How a value is held against its bound: at most (`<=`) or strictly below (`<`). */
@@ -58,45 +59,29 @@ export const NEW_KEY_LIMIT_US = 1;
 export const HTTP_LIMIT = 0.05;
 
 /** The policies timed at 100k keys against the keyed TokenBucket row: id part and label. */
-export const POLICY_ROWS = [
-  { id: "LeakyBucket.keyed", label: "KeyedLimiter(LeakyBucket)" },
-  { id: "FixedWindow.keyed", label: "KeyedLimiter(FixedWindow)" },
-  { id: "SlidingWindowLog.keyed", label: "KeyedLimiter(SlidingWindowLog)" },
-  { id: "SlidingWindowCounter.keyed", label: "KeyedLimiter(SlidingWindowCounter)" },
+export const POLICY_ROWS: readonly { readonly id: string; readonly label: string }[] = [
+  ...ALGORITHMS.filter((a) => a.name !== "TokenBucket").map((a) => ({
+    id: `${a.name}.keyed`,
+    label: `KeyedLimiter(${a.name})`,
+  })),
   { id: "TokenBucket.allOf", label: "KeyedLimiter(allOf(TokenBucket, TokenBucket))" },
-] as const;
+];
 
-/** The memory rows with a bytes-per-key target: memory variant id and label. */
-export const MEMORY_ROWS = [
-  { id: "tollgate.TokenBucket", label: "KeyedLimiter(TokenBucket)" },
-  { id: "tollgate.LeakyBucket", label: "KeyedLimiter(LeakyBucket)" },
-  { id: "tollgate.FixedWindow", label: "KeyedLimiter(FixedWindow)" },
-  { id: "tollgate.SlidingWindowLog", label: "KeyedLimiter(SlidingWindowLog)" },
-  { id: "tollgate.SlidingWindowCounter", label: "KeyedLimiter(SlidingWindowCounter)" },
+/** The memory rows with a bytes-per-key target: memory variant id (bench/memory.ts) and label. */
+export const MEMORY_ROWS: readonly { readonly id: string; readonly label: string }[] = [
+  ...ALGORITHMS.map((a) => ({ id: `tollgate.${a.name}`, label: `KeyedLimiter(${a.name})` })),
   { id: "tollgate.TokenBucket.allOf", label: "KeyedLimiter(allOf(TokenBucket, TokenBucket))" },
-] as const;
+];
 
 /** The policies timed with a new key at the bound: timing id and label. */
-export const NEW_KEY_ROWS = [
-  { id: "TokenBucket.keyed.new-key", label: "KeyedLimiter(TokenBucket)" },
-  { id: "LeakyBucket.keyed.new-key", label: "KeyedLimiter(LeakyBucket)" },
-  { id: "FixedWindow.keyed.new-key", label: "KeyedLimiter(FixedWindow)" },
-  { id: "SlidingWindowLog.keyed.new-key", label: "KeyedLimiter(SlidingWindowLog)" },
-  { id: "SlidingWindowCounter.keyed.new-key", label: "KeyedLimiter(SlidingWindowCounter)" },
-  {
-    id: "TokenBucket.allOf.new-key",
-    label: "KeyedLimiter(allOf(TokenBucket, TokenBucket))",
-  },
+export const NEW_KEY_ROWS: readonly { readonly id: string; readonly label: string }[] = [
+  ...ALGORITHMS.map((a) => ({ id: `${a.name}.keyed.new-key`, label: `KeyedLimiter(${a.name})` })),
+  { id: "TokenBucket.allOf.new-key", label: "KeyedLimiter(allOf(TokenBucket, TokenBucket))" },
   {
     id: "allOf.TokenBucket+FixedWindow.new-key",
     label: "KeyedLimiter(allOf(TokenBucket, FixedWindow))",
   },
-] as const;
-
-/** `maxKeys` of the new-key-at-the-bound rows: 100k, or 10k in quick mode. */
-export function newKeyBound(quick: boolean): number {
-  return quick ? 10_000 : 100_000;
-}
+];
 
 /** A ratio with two decimals, or three when it is within 0.5% of 1 (a near tie). */
 export function times(v: number): string {
