@@ -24,7 +24,7 @@ import {
   SlidingWindowLog,
   TokenBucket,
 } from "../src/index.js";
-import { KeyedLimiter } from "../src/registry.js";
+import { KeyedLimiter, type KeyedLimiterStats } from "../src/registry.js";
 import {
   accessSequence,
   type KeyPattern,
@@ -368,20 +368,42 @@ export function newKeyTask(
           calls += BATCH;
           denied += BATCH - n;
         },
-        check: () => {
-          const after = keyed.stats;
-          const created = after.created - before.created;
-          const idle = after.evictedIdle - before.evictedIdle;
-          if (created !== calls) {
-            return `${calls - created} of ${calls} calls found their key kept: not all new keys`;
-          }
-          if (idle !== 0) return `${idle} of ${calls} evictions were of idle keys, not keys in use`;
-          if (keyed.size !== maxKeys) return `size is ${keyed.size}, expected ${maxKeys}`;
-          return deniedNote(denied, calls);
-        },
+        check: () => newKeyNote(before, keyed.stats, calls, denied, keyed.size, maxKeys),
       };
     },
   };
+}
+
+/**
+ * What a new-key task saw that is not the intended path (every call creates a key and
+ * evicts one in use, and is allowed), or undefined: keys found kept, new keys refused at
+ * the bound, new keys restored from the trace of an evicted key, idle evictions, denials.
+ */
+export function newKeyNote(
+  before: KeyedLimiterStats,
+  after: KeyedLimiterStats,
+  calls: number,
+  denied: number,
+  size: number,
+  maxKeys: number,
+): string | undefined {
+  const refused = after.refused - before.refused;
+  const restored = after.restored - before.restored;
+  const created = after.created - before.created;
+  const idle = after.evictedIdle - before.evictedIdle;
+  const notes = [
+    refused === 0 ? "" : `${refused} of ${calls} new keys were refused (full, no room made)`,
+    created + refused === calls
+      ? ""
+      : `${calls - created - refused} of ${calls} calls found their key kept`,
+    restored === 0
+      ? ""
+      : `${restored} of ${calls} new keys were restored from an evicted key's trace`,
+    idle === 0 ? "" : `${idle} evictions were of idle keys, not keys in use`,
+    size === maxKeys ? "" : `size is ${size}, expected ${maxKeys}`,
+    deniedNote(denied, calls) ?? "",
+  ].filter((n) => n !== "");
+  return notes.length === 0 ? undefined : notes.join("; ");
 }
 
 /** The new-key task of a keyed algorithm (`${name}.keyed.new-key`). */
