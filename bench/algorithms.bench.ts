@@ -24,8 +24,15 @@ import {
   SlidingWindowLog,
   TokenBucket,
 } from "../src/index.js";
-import { KeyedLimiter } from "../src/registry.js";
-import { accessSequence, type KeyPattern, keyPatterns, SEQUENCE_LENGTH } from "./support/keys.js";
+import { KeyedLimiter, type KeyedLimiterStats } from "../src/registry.js";
+import {
+  accessSequence,
+  type KeyPattern,
+  keyOf,
+  keyPatterns,
+  newKeyBound,
+  SEQUENCE_LENGTH,
+} from "./support/keys.js";
 import { BATCH, type TimedTask } from "./support/measure.js";
 import { NaiveTokenBuckets } from "./support/naive.js";
 
@@ -78,6 +85,14 @@ export function makeKeyed(name: AlgorithmName, keys: number, viaFunction = false
   const template = makeLimiter(name);
   const policy = viaFunction ? () => template.clone() : template;
   return new KeyedLimiter(policy, { maxKeys: Math.max(keys, 1) });
+}
+
+/** A `KeyedLimiter` of `allOf` two copies of `makeLimiter(name)`, sized for `keys` keys. */
+export function makeKeyedAllOf(name: AlgorithmName, keys: number): KeyedLimiter {
+  // Two limits on every key, as "10/s and 1000/hour" would be.
+  return new KeyedLimiter(allOf(makeLimiter(name), makeLimiter(name)), {
+    maxKeys: Math.max(keys, 1),
+  });
 }
 
 /** A note when `denied` of `total` calls were denied although all should be allowed. */
@@ -234,12 +249,7 @@ function singleConsumeTask(name: AlgorithmName, denies: boolean): TimedTask {
 type KeyedPath = "keyed" | "fn" | "allOf";
 
 function keyedFor(path: KeyedPath, name: AlgorithmName, keys: number): KeyedLimiter {
-  if (path === "allOf") {
-    // Two limits on every key, as "10/s and 1000/hour" would be.
-    return new KeyedLimiter(allOf(makeLimiter(name), makeLimiter(name)), {
-      maxKeys: Math.max(keys, 1),
-    });
-  }
+  if (path === "allOf") return makeKeyedAllOf(name, keys);
   return makeKeyed(name, keys, path === "fn");
 }
 
@@ -317,9 +327,99 @@ function keyedConsumeTask(name: AlgorithmName, pattern: KeyPattern, denies: bool
   };
 }
 
+/** Fresh keys one new-key task cycles through (a power of two: the cursor wraps with a mask). */
+const FRESH_KEYS = 1 << 20;
+
+/**
+ * A new key at the bound: a registry of `maxKeys` keys, each checked once so none is idle
+ * (every policy of this file keeps a used key in use for the whole run), then timed calls
+ * of `allow(key)` on keys it has never seen, so each one creates a key and evicts one in
+ * use (the lossy case, the worst a flood of new clients can force). The fresh keys are
+ * built before timing and cycle after `FRESH_KEYS`, ten times the bound, by when the
+ * registry has long dropped them; the check counts creations to confirm every call was new.
+ */
+export function newKeyTask(
+  id: string,
+  label: string,
+  make: (maxKeys: number) => KeyedLimiter,
+  quick: boolean,
+): TimedTask {
+  const maxKeys = newKeyBound(quick);
+  return {
+    id,
+    name: `${label}.allow(new key), full at maxKeys ${maxKeys}`,
+    prepare: () => {
+      const keyed = make(maxKeys);
+      for (let i = 0; i < maxKeys; i++) keyed.allow(keyOf(i));
+      const fresh: string[] = [];
+      for (let i = 0; i < FRESH_KEYS; i++) fresh.push(keyOf(maxKeys + i));
+      const before = { ...keyed.stats }; // a copy, whatever the getter returns
+      let at = 0;
+      let calls = 0;
+      let denied = 0;
+      const mask = FRESH_KEYS - 1;
+      return {
+        run: () => {
+          let n = 0;
+          for (let i = 0; i < BATCH; i++) {
+            if (keyed.allow(fresh[at]!)) n++;
+            at = (at + 1) & mask;
+          }
+          calls += BATCH;
+          denied += BATCH - n;
+        },
+        check: () => newKeyNote(before, keyed.stats, calls, denied, keyed.size, maxKeys),
+      };
+    },
+  };
+}
+
+/**
+ * What a new-key task saw that is not the intended path (every call creates a key and
+ * evicts one in use, and is allowed), or undefined: keys found kept, new keys refused at
+ * the bound, new keys restored from the trace of an evicted key, idle evictions, denials.
+ */
+export function newKeyNote(
+  before: KeyedLimiterStats,
+  after: KeyedLimiterStats,
+  calls: number,
+  denied: number,
+  size: number,
+  maxKeys: number,
+): string | undefined {
+  const refused = after.refused - before.refused;
+  const restored = after.restored - before.restored;
+  const created = after.created - before.created;
+  const idle = after.evictedIdle - before.evictedIdle;
+  const notes = [
+    refused === 0 ? "" : `${refused} of ${calls} new keys were refused (full, no room made)`,
+    created + refused === calls
+      ? ""
+      : `${calls - created - refused} of ${calls} calls found their key kept`,
+    restored === 0
+      ? ""
+      : `${restored} of ${calls} new keys were restored from an evicted key's trace`,
+    idle === 0 ? "" : `${idle} evictions were of idle keys, not keys in use`,
+    size === maxKeys ? "" : `size is ${size}, expected ${maxKeys}`,
+    deniedNote(denied, calls) ?? "",
+  ].filter((n) => n !== "");
+  return notes.length === 0 ? undefined : notes.join("; ");
+}
+
+/** The new-key task of a keyed algorithm (`${name}.keyed.new-key`). */
+function algorithmNewKeyTask(name: AlgorithmName, quick: boolean): TimedTask {
+  return newKeyTask(
+    `${name}.keyed.new-key`,
+    `KeyedLimiter(${name})`,
+    (n) => makeKeyed(name, n),
+    quick,
+  );
+}
+
 /**
  * Section 2 for one algorithm: single `allow()`/`consume()`, keyed `allow(key)` on the three
- * key patterns, keyed `consume(key)` on the hot key.
+ * key patterns, keyed `consume(key)` on the hot key, and a new key at the bound (last, so
+ * its eviction path runs after the other rows are timed).
  */
 export function algorithmTasks(name: AlgorithmName, quick: boolean): TimedTask[] {
   const spec = ALGORITHMS.find((a) => a.name === name)!;
@@ -330,6 +430,7 @@ export function algorithmTasks(name: AlgorithmName, quick: boolean): TimedTask[]
     keyedAllowTask(name, patterns[1]!, false, "keyed"),
     keyedAllowTask(name, patterns[2]!, false, "keyed"),
     keyedConsumeTask(name, patterns[0]!, spec.deniesHot),
+    algorithmNewKeyTask(name, quick),
   );
   return tasks;
 }
@@ -342,7 +443,33 @@ export function policyFunctionTasks(quick: boolean): TimedTask[] {
   return keyPatterns(quick).map((p) => keyedAllowTask("TokenBucket", p, false, "fn"));
 }
 
-/** `KeyedLimiter(allOf(TokenBucket, TokenBucket))`: two limits per key, on the three patterns. */
+/**
+ * `KeyedLimiter(allOf(TokenBucket, TokenBucket))`: two limits per key, on the three
+ * patterns, then a new key at the bound.
+ */
 export function allOfTasks(quick: boolean): TimedTask[] {
-  return keyPatterns(quick).map((p) => keyedAllowTask("TokenBucket", p, false, "allOf"));
+  return [
+    ...keyPatterns(quick).map((p) => keyedAllowTask("TokenBucket", p, false, "allOf")),
+    newKeyTask(
+      "TokenBucket.allOf.new-key",
+      "KeyedLimiter(allOf(TokenBucket, TokenBucket))",
+      (n) => makeKeyedAllOf("TokenBucket", n),
+      quick,
+    ),
+  ];
+}
+
+/** `KeyedLimiter(allOf(TokenBucket, FixedWindow))`, a bucket and a window: a new key at the bound. */
+export function mixedAllOfTasks(quick: boolean): TimedTask[] {
+  return [
+    newKeyTask(
+      "allOf.TokenBucket+FixedWindow.new-key",
+      "KeyedLimiter(allOf(TokenBucket, FixedWindow))",
+      (n) =>
+        new KeyedLimiter(allOf(makeLimiter("TokenBucket"), makeLimiter("FixedWindow")), {
+          maxKeys: n,
+        }),
+      quick,
+    ),
+  ];
 }

@@ -12,7 +12,7 @@
  * step 3, as it does in production.
  * @module
  */
-import { ALGORITHMS, type AlgorithmName, makeKeyed } from "./algorithms.bench.js";
+import { ALGORITHMS, type AlgorithmName, makeKeyed, makeKeyedAllOf } from "./algorithms.bench.js";
 import { PEERS } from "./peers.js";
 import type { WorkerMessage } from "./support/child.js";
 import { keyOf } from "./support/keys.js";
@@ -39,11 +39,14 @@ function build(variant: string, keys: number): { hit: Hit; root: unknown } {
     return { hit: (key) => naive.allow(key), root: naive };
   }
   if (variant.startsWith("tollgate.")) {
-    const rest = variant.slice("tollgate.".length);
-    const viaFunction = rest.endsWith(".fn");
-    const name = (viaFunction ? rest.slice(0, -3) : rest) as AlgorithmName;
+    // tollgate.<algorithm>, tollgate.<algorithm>.fn (policy function), tollgate.<algorithm>.allOf
+    const [name, path] = variant.slice("tollgate.".length).split(".") as [AlgorithmName, string?];
     if (!ALGORITHMS.some((a) => a.name === name)) throw new Error(`unknown algorithm ${name}`);
-    const keyed = makeKeyed(name, keys, viaFunction);
+    if (path !== undefined && path !== "fn" && path !== "allOf") {
+      throw new Error(`unknown memory variant ${variant}`);
+    }
+    const keyed =
+      path === "allOf" ? makeKeyedAllOf(name, keys) : makeKeyed(name, keys, path === "fn");
     return { hit: (key) => keyed.allow(key), root: keyed };
   }
   if (variant.startsWith("peer.")) {

@@ -1,7 +1,7 @@
 /**
  * Section 4 of `npm run bench`: memory per key at 1M keys. Each variant (tollgate per
- * algorithm through `KeyedLimiter`, the per-key policy function path, the naive map, each
- * peer) is filled in a fresh child process with `--expose-gc` (bench/memory-worker.ts), so
+ * algorithm through `KeyedLimiter`, an `allOf` of two token buckets, the per-key policy
+ * function path, the naive map, each peer) is filled in a fresh child process with `--expose-gc` (bench/memory-worker.ts), so
  * no variant's garbage or code is counted for another.
  * @module
  */
@@ -28,6 +28,11 @@ export function memoryVariants(): MemoryVariant[] {
         kind: "tollgate",
       }),
     ),
+    {
+      id: "tollgate.TokenBucket.allOf",
+      name: "tollgate KeyedLimiter(allOf(TokenBucket, TokenBucket))",
+      kind: "tollgate",
+    },
     {
       id: "tollgate.TokenBucket.fn",
       name: "tollgate KeyedLimiter((key) => new TokenBucket)",

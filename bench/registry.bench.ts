@@ -2,6 +2,8 @@
  * The keyed registry benchmark: `KeyedLimiter.allow(key)` with one `TokenBucket`
  * policy next to its reference rows, measured in one run:
  * - a bare `performance.now()` call (the one clock read every check needs);
+ * - a bare `Map<string, number>.get` over the same keys in the same order (the lookup every
+ *   keyed check does; with `performance.now()` it is the floor of the random-key targets);
  * - a naive `Map<string, { tokens, last }>` token bucket, the baseline most code starts with;
  * at one hot key, 100k keys and 1M keys in random order; plus `consume` (which allocates
  * the Decision), the generic path (a per-key policy function), an `allOf` of two buckets,
@@ -14,7 +16,7 @@
  * The rows of one size run in interleaved rounds (3 by default) and each keeps its best
  * round: on a shared machine a burst of load then hits one round rather than one row.
  *
- * Run: `npx tsx bench/registry.bench.ts [--quick] [--only=naive,keyed]`. `runRegistryBench()` is the entry point
+ * Run: `npx tsx bench/registry.bench.ts [--quick] [--only=map-get,naive,keyed]`. `runRegistryBench()` is the entry point
  * for the bench runner; it returns the rows and prints nothing unless asked to.
  * @module
  */
@@ -105,10 +107,19 @@ const bucket = () => new TokenBucket({ capacity: CAPACITY, refillPerSecond: REFI
 interface Subject {
   readonly id: string;
   readonly name: string;
-  make(keyCount: number): (key: string) => unknown;
+  make(keys: readonly string[]): (key: string) => unknown;
 }
 
 const subjects: readonly Subject[] = [
+  {
+    id: "map-get",
+    name: "Map<string, number>.get",
+    make: (keys) => {
+      const map = new Map<string, number>();
+      for (const [i, key] of keys.entries()) map.set(key, i);
+      return (key) => map.get(key);
+    },
+  },
   {
     id: "naive",
     name: "naive Map<string, {tokens, last}>",
@@ -120,32 +131,34 @@ const subjects: readonly Subject[] = [
   {
     id: "keyed",
     name: "KeyedLimiter(TokenBucket).allow",
-    make: (n) => {
-      const keyed = new KeyedLimiter(bucket(), { maxKeys: Math.max(n, 1) });
+    make: (keys) => {
+      const keyed = new KeyedLimiter(bucket(), { maxKeys: Math.max(keys.length, 1) });
       return (key) => keyed.allow(key);
     },
   },
   {
     id: "keyed-consume",
     name: "KeyedLimiter(TokenBucket).consume",
-    make: (n) => {
-      const keyed = new KeyedLimiter(bucket(), { maxKeys: Math.max(n, 1) });
+    make: (keys) => {
+      const keyed = new KeyedLimiter(bucket(), { maxKeys: Math.max(keys.length, 1) });
       return (key) => keyed.consume(key);
     },
   },
   {
     id: "keyed-fn",
     name: "KeyedLimiter(key => new TokenBucket).allow",
-    make: (n) => {
-      const keyed = new KeyedLimiter(() => bucket(), { maxKeys: Math.max(n, 1) });
+    make: (keys) => {
+      const keyed = new KeyedLimiter(() => bucket(), { maxKeys: Math.max(keys.length, 1) });
       return (key) => keyed.allow(key);
     },
   },
   {
     id: "keyed-allof",
     name: "KeyedLimiter(allOf(TokenBucket x2)).allow",
-    make: (n) => {
-      const keyed = new KeyedLimiter(allOf(bucket(), bucket()), { maxKeys: Math.max(n, 1) });
+    make: (keys) => {
+      const keyed = new KeyedLimiter(allOf(bucket(), bucket()), {
+        maxKeys: Math.max(keys.length, 1),
+      });
       return (key) => keyed.allow(key);
     },
   },
@@ -200,7 +213,7 @@ export async function runRegistryBench(
     if (size.id === "hot") tasks.push({ id: "now", name: "performance.now()", run: nowRow });
     for (const subject of subjects) {
       if (options.only !== undefined && !options.only.includes(subject.id)) continue;
-      const check = subject.make(keys.length);
+      const check = subject.make(keys);
       for (const key of keys) check(key); // every key exists before timing
       let cursor = 0;
       const run = () => {
@@ -223,8 +236,13 @@ export async function runRegistryBench(
     for (const task of tasks) add(best.get(task.id)!);
   }
   const ns = (id: string) => rows.find((r) => r.id === id)?.nsPerOp ?? Number.NaN;
+  // The targets' forms (bench/support/targets.ts), then the naive-map ratios.
+  const floor = (size: string) => ns(`map-get/${size}`) + ns("now");
   const ratios = {
     "keyed hot / performance.now()": ns("keyed/hot") / ns("now"),
+    "keyed 100k / (Map.get 100k + performance.now())": ns("keyed/100k") / floor("100k"),
+    "keyed 1M / (Map.get 1M + performance.now())": ns("keyed/1M") / floor("1M"),
+    "keyed-allof 100k / keyed 100k": ns("keyed-allof/100k") / ns("keyed/100k"),
     "keyed 100k / naive 100k": ns("keyed/100k") / ns("naive/100k"),
     "keyed 1M / naive 1M": ns("keyed/1M") / ns("naive/1M"),
     "keyed-fn 100k / naive 100k": ns("keyed-fn/100k") / ns("naive/100k"),

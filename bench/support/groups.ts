@@ -8,6 +8,7 @@ import {
   algorithmTasks,
   allOfTasks,
   floorTasks,
+  mixedAllOfTasks,
   policyFunctionTasks,
 } from "../algorithms.bench.js";
 import { PEER_GROUPS, peerTasks } from "../peers.js";
@@ -40,6 +41,7 @@ export const GROUPS: readonly Group[] = [
   ),
   { id: "TokenBucket.fn", section: "algorithms", tasks: policyFunctionTasks },
   { id: "TokenBucket.allOf", section: "algorithms", tasks: allOfTasks },
+  { id: "allOf.TokenBucket+FixedWindow", section: "algorithms", tasks: mixedAllOfTasks },
   ...PEER_GROUPS.map(
     (id): Group => ({ id: `peer.${id}`, section: "peers", tasks: (quick) => peerTasks(id, quick) }),
   ),

@@ -53,6 +53,11 @@ export function keyPatterns(quick: boolean): KeyPattern[] {
   ];
 }
 
+/** `maxKeys` of the new-key-at-the-bound rows: 100k, or 10k in quick mode. */
+export function newKeyBound(quick: boolean): number {
+  return quick ? 10_000 : 100_000;
+}
+
 /** `100000` -> `100k`, `1000000` -> `1M`. */
 export function count(n: number): string {
   if (n >= 1_000_000 && n % 1_000_000 === 0) return `${n / 1_000_000}M`;

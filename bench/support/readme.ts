@@ -9,9 +9,10 @@
 import { readFileSync } from "node:fs";
 import { PEERS } from "../peers.js";
 import { int, ns, ratio, table } from "./format.js";
-import { keyPatterns } from "./keys.js";
+import { keyPatterns, newKeyBound } from "./keys.js";
 import { machineLine } from "./machine.js";
-import { httpSection, type RunResults, renderReport, targets } from "./report.js";
+import { httpSection, type RunResults, renderReport } from "./report.js";
+import { NEW_KEY_ROWS, targets, verdict } from "./targets.js";
 
 /** `private redis-server on 127.0.0.1:38381 (Redis server v=7.0.15), pid 1` -> `a private redis-server 7.0.15 on loopback`. */
 function redisOrigin(origin: string): string {
@@ -23,6 +24,23 @@ function redisOrigin(origin: string): string {
 
 function load(path: string): RunResults {
   return JSON.parse(readFileSync(path, "utf8")) as RunResults;
+}
+
+/** The new-key-at-the-bound table, when the run has it. */
+function newKeyLines(core: RunResults): string[] {
+  const rows = NEW_KEY_ROWS.flatMap((row) => {
+    const v = core.timings[row.id]?.nsPerOp;
+    return v === undefined ? [] : [[row.label, ns(v)]];
+  });
+  if (rows.length === 0) return [];
+  return [
+    "",
+    `A new key at the bound (ns per new key): \`maxKeys\` ${int(newKeyBound(core.quick))}, ` +
+      "filled with keys in use, then only keys it has not seen, so every call creates a key " +
+      "and evicts one in use:",
+    "",
+    table(["policy", "ns per new key"], "lr", rows),
+  ];
 }
 
 /** The section as Markdown. */
@@ -118,6 +136,7 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
       "slab fast path (no object per key); `SlidingWindowLog` keeps one log object per key and " +
       "stores one entry per allowed request, so its " +
       "benchmark limit is 1000 and its `allow()` and hot-key cells time denials.",
+    ...newKeyLines(core),
     "",
     `Memory at ${int(core.memory?.keys)} keys (bytes per key, each in a fresh process after full GCs):`,
     "",
@@ -156,22 +175,13 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
   }
   lines.push(
     "",
-    "Targets, as measured in these runs:",
+    "Targets, as measured in these runs (ratio: the row over its reference, both from the same " +
+      "run; for a bound in bytes or µs, the value over the bound):",
     "",
     table(
-      ["target", "measured", ""],
-      "lrl",
-      all.map((x) => [
-        x.target,
-        x.measured,
-        x.met === undefined
-          ? x.value === undefined
-            ? "–"
-            : "within noise"
-          : x.met
-            ? "met"
-            : "missed",
-      ]),
+      ["target", "measured", "bound", "ratio", ""],
+      "lrrrl",
+      all.map((x) => [x.target, x.measured, x.bound, x.ratio, verdict(x, core.quick)]),
     ),
   );
   return `${lines.join("\n")}\n`;

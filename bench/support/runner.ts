@@ -14,8 +14,9 @@ import { machine } from "./machine.js";
 import { budget, type Timing } from "./measure.js";
 import { Progress } from "./progress.js";
 import { runRedisSection } from "./redis-section.js";
-import { type RunResults, renderReport, targets } from "./report.js";
+import { type RunResults, renderReport } from "./report.js";
 import { writeResults } from "./results.js";
+import { targets } from "./targets.js";
 
 /** What to run. */
 export interface BenchOptions {
