@@ -341,7 +341,7 @@ export class KeyedLimiter {
   protected allowNew(key: string, cost: number, now: number): boolean {
     if (cost === 0) return true;
     const e = this.engine!;
-    if (e.traceOf(key, now) === Number.NEGATIVE_INFINITY) {
+    if (e.traceOf(key, now) < 0) {
       const scratch = this.scratch!;
       e.layout.init(scratch, 0, -1, now);
       if (!e.layout.fitsAt(scratch, 0, -1, now, cost)) return false;
@@ -355,7 +355,7 @@ export class KeyedLimiter {
   /** @internal `consume` of a key without a slot (fast path). */
   protected consumeNew(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
-    if (e.traceOf(key, now) === Number.NEGATIVE_INFINITY) {
+    if (e.traceOf(key, now) < 0) {
       const fresh = this.peekNew(key, cost, now);
       if (!fresh.allowed || cost === 0) return fresh;
     }
@@ -369,9 +369,9 @@ export class KeyedLimiter {
   protected peekNew(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
     const scratch = this.scratch!;
-    const until = e.traceOf(key, now);
-    if (until === Number.NEGATIVE_INFINITY) e.layout.init(scratch, 0, -1, now);
-    else e.layout.restore(scratch, 0, -1, until, now);
+    const o = e.traceOf(key, now);
+    if (o < 0) e.layout.init(scratch, 0, -1, now);
+    else e.layout.restore(scratch, 0, -1, e.trace, o, now);
     return e.layout.decideAt(scratch, 0, -1, now, cost, false);
   }
 

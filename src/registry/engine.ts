@@ -97,8 +97,15 @@ export class SlabEngine {
   private countdown = SWEEP_EVERY;
   /** @internal Accounted bytes of the keys kept and of their logs (slots and table apart). */
   private keyBytesKept = 0;
-  /** @internal "Busy until" clock readings, by seeded hash of a key. */
-  private readonly trace: Float64Array;
+  /**
+   * The trace table: `traceWidth` numbers per entry (see {@link SlotLayout.traceValue}),
+   * entries by seeded hash of a key.
+   */
+  readonly trace: Float64Array;
+  /** @internal */
+  private readonly traceWidth: number;
+  /** @internal One entry's worth, for the trace of a key being dropped. */
+  private readonly traceScratch: Float64Array;
   /** @internal */
   private readonly traceMask: number;
   /** @internal */
@@ -131,8 +138,11 @@ export class SlabEngine {
     this.clockBoundMs = o.clockBoundMs;
     this.clockWhere = o.clockWhere;
     this.windowMs = o.windowMs;
-    this.trace = new Float64Array(traceSlots(o.maxKeys, o.maxBytes)).fill(Number.NEGATIVE_INFINITY);
-    this.traceMask = this.trace.length - 1;
+    this.traceWidth = o.layout.traceWidth;
+    const entries = traceSlots(o.maxKeys, o.maxBytes / this.traceWidth);
+    this.trace = new Float64Array(entries * this.traceWidth).fill(Number.NEGATIVE_INFINITY);
+    this.traceScratch = new Float64Array(this.traceWidth);
+    this.traceMask = entries - 1;
     this.traceSeed = (Math.random() * 2 ** 32) >>> 0;
     this.slots = Math.min(FIRST_SLOTS, o.maxKeys);
     this.state = new Float64Array(this.slots * this.stride);
@@ -198,14 +208,13 @@ export class SlabEngine {
   }
 
   /**
-   * Where a key without a slot stands: `-Infinity` when it starts fresh, else the "busy
-   * until" time of its trace entry (it starts from {@link SlotLayout.restore} of it).
+   * Where a key without a slot stands: -1 when it starts fresh, else the offset in
+   * {@link trace} of the entry it starts from ({@link SlotLayout.restore}).
    */
   traceOf(key: string, now: number): number {
-    if (this.traceUntil <= now) return Number.NEGATIVE_INFINITY;
-    const value = this.trace[this.hash(key) & this.traceMask]!;
-    if (value === Number.NEGATIVE_INFINITY) return value;
-    return this.layout.traceExpiresMs(value) > now ? value : Number.NEGATIVE_INFINITY;
+    if (this.traceUntil <= now) return -1;
+    const o = (this.hash(key) & this.traceMask) * this.traceWidth;
+    return this.layout.traceExpiresMs(this.trace, o) > now ? o : -1;
   }
 
   /**
@@ -231,13 +240,13 @@ export class SlabEngine {
     this.count++;
     this.created++;
     this.keyBytesKept += need;
-    const until = this.traceOf(key, now);
+    const o = this.traceOf(key, now);
     const s = slot * this.stride;
     this.flags[slot] = 0;
-    if (until === Number.NEGATIVE_INFINITY) this.layout.init(this.state, s, slot, now);
+    if (o < 0) this.layout.init(this.state, s, slot, now);
     else {
       this.restored++;
-      this.layout.restore(this.state, s, slot, until, now);
+      this.layout.restore(this.state, s, slot, this.trace, o, now);
     }
     return slot;
   }
@@ -368,10 +377,11 @@ export class SlabEngine {
           this.evictedIdle++;
           continue;
         }
-        // The key idle soonest, and of those the least used (the smallest trace) goes.
+        // The key idle soonest goes (the least used of them: the smallest first trace number).
         const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
         if (victim >= 0 && idleAt > victimIdleAt) continue;
-        const trace = this.layout.traceValue(this.state, s, slot, now);
+        this.layout.traceValue(this.state, s, slot, now, this.traceScratch, 0);
+        const trace = this.traceScratch[0]!;
         if (victim < 0 || idleAt < victimIdleAt || trace < victimTrace) {
           victim = slot;
           victimIdleAt = idleAt;
@@ -382,10 +392,11 @@ export class SlabEngine {
       if (this.hasRoom(need)) return true;
       if (this.refuse || victim < 0) return false;
       const key = this.keys[victim]!;
-      const h = this.hash(key) & this.traceMask;
-      const combined = this.layout.traceCombine(this.trace[h]!, victimTrace, now);
-      this.trace[h] = combined;
-      const expires = this.layout.traceExpiresMs(combined);
+      const o = (this.hash(key) & this.traceMask) * this.traceWidth;
+      const vs = victim * this.stride;
+      this.layout.traceValue(this.state, vs, victim, now, this.traceScratch, 0);
+      this.layout.traceCombine(this.trace, o, this.traceScratch, 0, now);
+      const expires = this.layout.traceExpiresMs(this.trace, o);
       if (expires > this.traceUntil) this.traceUntil = expires;
       this.drop(victim);
       this.evictedLossy++;

@@ -9,8 +9,8 @@ import type { Decision } from "../limiter.js";
  * (a log) keeps it by `slot` and accounts its bytes through the engine.
  *
  * Every `now` is the engine's reading for this call (at least every earlier one).
- * The trace methods (`traceValue`, `traceExpiresMs`, `restore`) are what lets the engine
- * drop a key in use without ever granting it anything: see docs/keyed.md#bounds.
+ * The trace methods (`traceValue`, `traceCombine`, `traceExpiresMs`, `restore`) are what
+ * lets the engine drop a key in use without ever granting it anything: docs/keyed.md#bounds.
  * @internal
  */
 export interface SlotLayout {
@@ -30,26 +30,42 @@ export interface SlotLayout {
    */
   idleAtMs(st: Float64Array, s: number, slot: number, now: number): number;
   /**
-   * What the trace table keeps for a key in use that is dropped: a number that only grows
-   * as the state is more used (the table combines entries by maximum). The clock reading
-   * by which it is fresh again (`idleAtMs`) for every layout but `FixedWindow`'s, which
-   * adds its count (see {@link FixedWindowLayout}).
+   * Numbers per trace-table entry: 1 for a bucket or a window, 2 for a log (units and
+   * time), the sum of the parts' for an `allOf` (each part keeps its own).
    */
-  traceValue(st: Float64Array, s: number, slot: number, now: number): number;
+  readonly traceWidth: number;
   /**
-   * The table entry after a key with trace `value` joins an entry holding `old` (which may
-   * no longer apply at `now`): at least both, so it bounds every key on the entry.
+   * What the trace table keeps for a key in use that is dropped, written to
+   * `out[o .. o + traceWidth)`: numbers that only grow as the state is more used (see
+   * each layout), `-Infinity` first for none.
    */
-  traceCombine(old: number, value: number, now: number): number;
-  /** The clock reading from which a trace value no longer applies (the state is fresh by then). */
-  traceExpiresMs(value: number): number;
+  traceValue(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void;
   /**
-   * Writes the most-used state that `value` (a trace value, combined by maximum, that
-   * applies now) bounds: a state that allows no request the state that left would deny.
+   * Joins the trace at `fresh[f ..]` into the entry at `table[o ..]` (which may no longer
+   * apply at `now`): the entry then bounds every key that wrote it.
    */
-  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void;
-  /** {@link restore} from a time: the most-used state that is fresh again by `untilMs` (> now). */
-  restoreUntil(st: Float64Array, s: number, slot: number, untilMs: number, now: number): void;
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void;
+  /** The clock reading from which the entry at `table[o ..]` no longer applies (`-Infinity`: none). */
+  traceExpiresMs(table: Float64Array, o: number): number;
+  /**
+   * Writes the most-used state the entry at `table[o ..]` bounds (a fresh state where it no
+   * longer applies at `now`): a state that allows no request a state that wrote it would deny.
+   */
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void;
   /** True when `cost` fits the slot now (as `allowAt` would answer), changing nothing. */
   fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean;
   /** Takes `cost` (> 0) from the slot now, unchecked (`allOf` checked every part first). */

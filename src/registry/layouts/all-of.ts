@@ -16,20 +16,29 @@ export class AllOfLayout implements SlotLayout {
   private readonly parts: readonly SlotLayout[];
   /** @internal */
   private readonly offsets: readonly number[];
+  /** Where each part's trace numbers start in an entry. */
+  private readonly traceOffsets: readonly number[];
+  readonly traceWidth: number;
 
   constructor(parts: readonly SlotLayout[]) {
     this.parts = parts;
     const offsets: number[] = [];
+    const traceOffsets: number[] = [];
+    let width = 0;
     let doubles = 0;
     let extra = 0;
     let limit = Number.POSITIVE_INFINITY;
     for (const part of parts) {
       offsets.push(doubles);
+      traceOffsets.push(width);
+      width += part.traceWidth;
       doubles += part.doubles;
       extra += part.keyExtraBytes;
       if (part.limit < limit) limit = part.limit;
     }
     this.offsets = offsets;
+    this.traceOffsets = traceOffsets;
+    this.traceWidth = width;
     this.doubles = doubles;
     this.keyExtraBytes = extra;
     this.limit = limit;
@@ -58,27 +67,52 @@ export class AllOfLayout implements SlotLayout {
     return at;
   }
 
-  /** The latest time any part is fresh again: parts are restored from that time. */
-  traceValue(st: Float64Array, s: number, slot: number, now: number): number {
-    return this.idleAtMs(st, s, slot, now);
-  }
-
-  traceCombine(old: number, value: number): number {
-    return old > value ? old : value;
-  }
-
-  traceExpiresMs(value: number): number {
-    return value;
-  }
-
-  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void {
-    this.restoreUntil(st, s, slot, value, now);
-  }
-
-  restoreUntil(st: Float64Array, s: number, slot: number, untilMs: number, now: number): void {
+  /** Each part keeps its own trace numbers, side by side. */
+  traceValue(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
     const parts = this.parts;
     for (let i = 0; i < parts.length; i++) {
-      parts[i]!.restoreUntil(st, s + this.offsets[i]!, slot, untilMs, now);
+      parts[i]!.traceValue(st, s + this.offsets[i]!, slot, now, out, o + this.traceOffsets[i]!);
+    }
+  }
+
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      const t = this.traceOffsets[i]!;
+      parts[i]!.traceCombine(table, o + t, fresh, f + t, now);
+    }
+  }
+
+  /** The entry applies while any part's does. */
+  traceExpiresMs(table: Float64Array, o: number): number {
+    let at = Number.NEGATIVE_INFINITY;
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      const t = parts[i]!.traceExpiresMs(table, o + this.traceOffsets[i]!);
+      if (t > at) at = t;
+    }
+    return at;
+  }
+
+  /** Each part from its own numbers (fresh where they no longer apply). */
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      parts[i]!.restore(st, s + this.offsets[i]!, slot, table, o + this.traceOffsets[i]!, now);
     }
   }
 

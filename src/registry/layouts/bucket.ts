@@ -47,28 +47,47 @@ export class BucketLayout implements SlotLayout {
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
-  traceValue(st: Float64Array, s: number, slot: number, now: number): number {
-    return this.idleAtMs(st, s, slot, now);
+  readonly traceWidth = 1;
+
+  /** The time the bucket is full again: a later one bounds an earlier one. */
+  traceValue(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
+    out[o] = this.idleAtMs(st, s, slot, now);
   }
 
-  traceCombine(old: number, value: number): number {
-    return old > value ? old : value;
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number): void {
+    if (fresh[f]! > table[o]!) table[o] = fresh[f]!;
   }
 
-  traceExpiresMs(value: number): number {
-    return value;
+  traceExpiresMs(table: Float64Array, o: number): number {
+    return table[o]!;
   }
 
-  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void {
-    this.restoreUntil(st, s, slot, value, now);
-  }
-
-  restoreUntil(st: Float64Array, s: number, _slot: number, busyUntilMs: number, now: number): void {
+  /** Full again at the entry's time: the capacity less what refills until then. */
+  restore(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    const busyUntilMs = table[o]!;
     const p = this.params;
     const capacity = p[CAPACITY]!;
     const rate = p[RATE]!;
-    // Full again at busyUntilMs: capacity - refill until then, made a hair smaller for the
-    // float error of the times (so it is never above the state that left).
+    st[s + 1] = now;
+    if (!(busyUntilMs > now)) {
+      this.init(st, s);
+      return;
+    }
+    // Made a hair smaller for the float error of the times, so never above the state that left.
     const tokens =
       busyUntilMs === Number.POSITIVE_INFINITY
         ? -capacity
@@ -77,7 +96,6 @@ export class BucketLayout implements SlotLayout {
           (Math.abs(busyUntilMs) * 2 ** -48 * rate) / 1000 -
           capacity * TOLERANCE * TOLERANCE;
     st[s] = tokens < capacity ? tokens : capacity;
-    st[s + 1] = now;
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

@@ -45,46 +45,63 @@ export class FixedWindowLayout implements SlotLayout {
     return fixedWindowUsed(st[s]!, st[s + 1]!, now) === 0 ? now : st[s + 1]!;
   }
 
+  readonly traceWidth = 1;
+
   /**
    * The window's start plus its share used, `windowStart + (used / limit) * windowMs`, a
    * hair short of the window's end: it grows with the count within a window and from one
    * window to the next, so the table's maximum keeps the most-used key of the latest window.
    */
-  traceValue(st: Float64Array, s: number, _slot: number, now: number): number {
+  traceValue(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
     const p = this.params;
     const windowMs = p[WINDOW_MS]!;
     const start = windowEnd(now, windowMs) - windowMs;
     const used = fixedWindowUsed(st[s]!, st[s + 1]!, now);
     const share = used >= p[LIMIT]! ? 1 : used / p[LIMIT]!;
-    return start + share * windowMs * SHARE_SPAN;
+    out[o] = start + share * windowMs * SHARE_SPAN;
   }
 
-  traceCombine(old: number, value: number): number {
-    return old > value ? old : value;
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number): void {
+    if (fresh[f]! > table[o]!) table[o] = fresh[f]!;
   }
 
-  traceExpiresMs(value: number): number {
-    return windowEnd(value, this.params[WINDOW_MS]!);
+  /** The end of the entry's window. */
+  traceExpiresMs(table: Float64Array, o: number): number {
+    const value = table[o]!;
+    return value === Number.NEGATIVE_INFINITY ? value : windowEnd(value, this.params[WINDOW_MS]!);
   }
 
-  /** The count a trace value bounds, rounded up (never below the count that left). */
-  restore(st: Float64Array, s: number, _slot: number, value: number, now: number): void {
+  /** The count the entry bounds, rounded up (never below the count that left). */
+  restore(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    const value = table[o]!;
     const p = this.params;
     const windowMs = p[WINDOW_MS]!;
     const limit = p[LIMIT]!;
-    const end = windowEnd(value, windowMs);
+    const end = value === Number.NEGATIVE_INFINITY ? value : windowEnd(value, windowMs);
+    if (!(end > now)) {
+      this.init(st, s);
+      return;
+    }
     const share = (value - (end - windowMs)) / (windowMs * SHARE_SPAN);
     // The float error of the start (a few steps of |value|) and of the share, rounded up.
     const margin = ((Math.abs(value) * 2 ** -48) / windowMs + 2 ** -40) * limit;
     const count = share * limit + margin;
     st[s] = count < limit ? count : limit;
-    st[s + 1] = windowEnd(now, windowMs);
-  }
-
-  /** The window holding now, full: any state is fresh by its end, which no window passes. */
-  restoreUntil(st: Float64Array, s: number, _slot: number, _untilMs: number, now: number): void {
-    st[s] = this.params[LIMIT]!;
-    st[s + 1] = windowEnd(now, this.params[WINDOW_MS]!);
+    st[s + 1] = end;
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

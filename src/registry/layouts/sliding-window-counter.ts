@@ -74,25 +74,34 @@ export class SlidingWindowCounterLayout implements SlotLayout {
    * Both counts at `limit` when the key could have taken units in this window (it is busy
    * past its end), else the previous count alone: no count of a state idle by then is higher.
    */
+  readonly traceWidth = 1;
+
   /**
    * The window's start plus its share used, `k * windowMs + (max(prev, curr) / limit) *
    * windowMs`, a hair short of the window's end (as `FixedWindowLayout` does): it grows
    * with either count and from one window to the next. Restored, both counts are that share.
    */
-  traceValue(st: Float64Array, s: number, _slot: number, now: number): number {
+  traceValue(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
     this.roll(st, s, now);
     const most = st[s]! > st[s + 1]! ? st[s]! : st[s + 1]!;
-    return this.encode(st[s + 2]!, most);
+    out[o] = this.encode(st[s + 2]!, most);
   }
 
-  /** @internal `k * windowMs` plus the share `units / limit` (at most 1) of a window. */
+  /** `k * windowMs` plus the share `units / limit` (at most 1) of a window. */
   private encode(k: number, units: number): number {
     const p = this.params;
     const share = units >= p[LIMIT]! ? 1 : units / p[LIMIT]!;
     return k * p[WINDOW_MS]! + share * p[WINDOW_MS]! * SHARE_SPAN;
   }
 
-  /** @internal The window index and the units (rounded up) of a trace value. */
+  /** The window index and the units (rounded up) of a trace value. */
   private decode(value: number): [number, number] {
     const p = this.params;
     const windowMs = p[WINDOW_MS]!;
@@ -106,38 +115,50 @@ export class SlidingWindowCounterLayout implements SlotLayout {
 
   /**
    * An entry of the previous window still bounds the new window's previous count: the
-   * combined entry is of the newest window with the larger share of the two.
+   * joined entry is of the newer window, with the larger share of the two.
    */
-  traceCombine(old: number, value: number): number {
-    if (old === Number.NEGATIVE_INFINITY) return value;
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number): void {
+    const old = table[o]!;
+    const value = fresh[f]!;
+    if (old === Number.NEGATIVE_INFINITY) {
+      table[o] = value;
+      return;
+    }
     const [kOld, uOld] = this.decode(old);
     const [kNew, uNew] = this.decode(value);
-    if (kOld === kNew) return old > value ? old : value;
+    if (kOld === kNew) {
+      if (value > old) table[o] = value;
+      return;
+    }
     const [k, u, other, otherK] = kOld > kNew ? [kOld, uOld, uNew, kNew] : [kNew, uNew, uOld, kOld];
     // One window behind: its counts become the previous count; further behind, nothing.
-    return this.encode(k, otherK === k - 1 && other > u ? other : u);
+    table[o] = this.encode(k, otherK === k - 1 && other > u ? other : u);
   }
 
-  /** Fresh two windows after the trace's window: its counts have rolled out by then. */
-  traceExpiresMs(value: number): number {
+  /** Two windows after the entry's window: its counts have rolled out by then. */
+  traceExpiresMs(table: Float64Array, o: number): number {
+    const value = table[o]!;
+    if (value === Number.NEGATIVE_INFINITY) return value;
     return (windowIndex(value, this.params[WINDOW_MS]!) + 2) * this.params[WINDOW_MS]!;
   }
 
-  restore(st: Float64Array, s: number, _slot: number, value: number, now: number): void {
-    const [k, units] = this.decode(value);
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    if (!(this.traceExpiresMs(table, o) > now)) {
+      this.init(st, s, slot, now);
+      return;
+    }
+    const [k, units] = this.decode(table[o]!);
     st[s] = units;
     st[s + 1] = units;
     st[s + 2] = k;
     this.roll(st, s, now);
-  }
-
-  restoreUntil(st: Float64Array, s: number, _slot: number, busyUntilMs: number, now: number): void {
-    const windowMs = this.params[WINDOW_MS]!;
-    const limit = this.params[LIMIT]!;
-    const k = windowIndex(now, windowMs);
-    st[s] = limit;
-    st[s + 1] = busyUntilMs > (k + 1) * windowMs ? limit : 0;
-    st[s + 2] = k;
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {
