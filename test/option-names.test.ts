@@ -145,7 +145,7 @@ describe("unknown options are a TypeError naming them", () => {
 
   test("regression: new KeyedLimiter(policy, { maxkeys: 10 }) was accepted and kept 1,000,000 keys", () => {
     expect(() => new KeyedLimiter(new TokenBucket(bucket), { maxkeys: 10 } as never)).toThrow(
-      'KeyedLimiter: unknown option "maxkeys" (did you mean "maxKeys"?); known options: maxKeys, sweepIntervalMs',
+      'KeyedLimiter: unknown option "maxkeys" (did you mean "maxKeys"?); known options: maxKeys, maxBytes, maxKeyLength, maxWaiters, whenFull, sweepIntervalMs',
     );
   });
 

@@ -4,6 +4,8 @@ import type { Clock } from "../limiter.js";
 import type { SlotLayout } from "./layout.js";
 import { EVICT_SCAN, type KeyStoreStats, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
 
+/** The trace table before its first entry. */
+const EMPTY_TRACE = new Float64Array(0);
 /** Slots allocated at first. */
 const FIRST_SLOTS = 16;
 /** Flag of a slot with pending waiters: never swept nor evicted. */
@@ -101,9 +103,11 @@ export class SlabEngine {
    * The trace table: `traceWidth` numbers per entry (see {@link SlotLayout.traceValue}),
    * entries by seeded hash of a key.
    */
-  readonly trace: Float64Array;
+  trace: Float64Array = EMPTY_TRACE;
   /** @internal */
   private readonly traceWidth: number;
+  /** @internal The table's bytes, accounted before it is made. */
+  private readonly traceBytes: number;
   /** @internal One entry's worth, for the trace of a key being dropped. */
   private readonly traceScratch: Float64Array;
   /** @internal */
@@ -140,7 +144,8 @@ export class SlabEngine {
     this.windowMs = o.windowMs;
     this.traceWidth = o.layout.traceWidth;
     const entries = traceSlots(o.maxKeys, o.maxBytes / this.traceWidth);
-    this.trace = new Float64Array(entries * this.traceWidth).fill(Number.NEGATIVE_INFINITY);
+    // Counted from the start, made at the first key pushed out in use: most registries never are.
+    this.traceBytes = entries * this.traceWidth * 8;
     this.traceScratch = new Float64Array(this.traceWidth);
     this.traceMask = entries - 1;
     this.traceSeed = (Math.random() * 2 ** 32) >>> 0;
@@ -157,7 +162,7 @@ export class SlabEngine {
 
   /** Accounted bytes now: keys, allocated slots, logs and the trace table. */
   get bytes(): number {
-    return this.keyBytesKept + this.slots * this.slotBytes() + this.trace.length * 8;
+    return this.keyBytesKept + this.slots * this.slotBytes() + this.traceBytes;
   }
 
   get stats(): KeyStoreStats {
@@ -286,7 +291,7 @@ export class SlabEngine {
 
   /** Forgets every key that is not pinned, and the trace table; with none pinned, the slab shrinks back. */
   clear(): void {
-    this.trace.fill(Number.NEGATIVE_INFINITY);
+    this.trace = EMPTY_TRACE;
     this.traceUntil = Number.NEGATIVE_INFINITY;
     if (this.pinned === 0) {
       for (let slot = 0; slot < this.highWater; slot++) {
@@ -312,8 +317,6 @@ export class SlabEngine {
         this.layout.init(this.state, slot * this.stride, slot, this.seen[0]!);
       } else this.drop(slot);
     }
-    this.trace.fill(Number.NEGATIVE_INFINITY);
-    this.traceUntil = Number.NEGATIVE_INFINITY;
   }
 
   /** Drops every idle key now; returns how many. */
@@ -392,6 +395,9 @@ export class SlabEngine {
       if (this.hasRoom(need)) return true;
       if (this.refuse || victim < 0) return false;
       const key = this.keys[victim]!;
+      if (this.trace.length === 0) {
+        this.trace = new Float64Array(this.traceBytes / 8).fill(Number.NEGATIVE_INFINITY);
+      }
       const o = (this.hash(key) & this.traceMask) * this.traceWidth;
       const vs = victim * this.stride;
       this.layout.traceValue(this.state, vs, victim, now, this.traceScratch, 0);

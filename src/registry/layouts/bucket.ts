@@ -49,7 +49,10 @@ export class BucketLayout implements SlotLayout {
 
   readonly traceWidth = 1;
 
-  /** The time the bucket is full again: a later one bounds an earlier one. */
+  /**
+   * The time the bucket is full again (a later one bounds an earlier one); for a rate of 0,
+   * which is never full again, the tokens missing instead (more bounds fewer), for good.
+   */
   traceValue(
     st: Float64Array,
     s: number,
@@ -58,7 +61,11 @@ export class BucketLayout implements SlotLayout {
     out: Float64Array,
     o: number,
   ): void {
-    out[o] = this.idleAtMs(st, s, slot, now);
+    const p = this.params;
+    out[o] =
+      p[RATE] === 0
+        ? p[CAPACITY]! - tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, 0)
+        : this.idleAtMs(st, s, slot, now);
   }
 
   traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number): void {
@@ -66,7 +73,8 @@ export class BucketLayout implements SlotLayout {
   }
 
   traceExpiresMs(table: Float64Array, o: number): number {
-    return table[o]!;
+    if (this.params[RATE] !== 0) return table[o]!;
+    return table[o]! > 0 ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY;
   }
 
   /** Full again at the entry's time: the capacity less what refills until then. */
@@ -78,24 +86,22 @@ export class BucketLayout implements SlotLayout {
     o: number,
     now: number,
   ): void {
-    const busyUntilMs = table[o]!;
+    const value = table[o]!;
     const p = this.params;
     const capacity = p[CAPACITY]!;
     const rate = p[RATE]!;
-    st[s + 1] = now;
-    if (!(busyUntilMs > now)) {
+    if (!(this.traceExpiresMs(table, o) > now)) {
       this.init(st, s);
       return;
     }
-    // Made a hair smaller for the float error of the times, so never above the state that left.
-    const tokens =
-      busyUntilMs === Number.POSITIVE_INFINITY
-        ? -capacity
-        : capacity -
-          ((busyUntilMs - now) * rate) / 1000 -
-          (Math.abs(busyUntilMs) * 2 ** -48 * rate) / 1000 -
-          capacity * TOLERANCE * TOLERANCE;
+    // Made a hair smaller for the float error of the numbers, so never above what left.
+    const missing =
+      rate === 0
+        ? value + Math.abs(value) * 2 ** -48
+        : ((value - now) * rate) / 1000 + (Math.abs(value) * 2 ** -48 * rate) / 1000;
+    const tokens = capacity - missing - capacity * TOLERANCE * TOLERANCE;
     st[s] = tokens < capacity ? tokens : capacity;
+    st[s + 1] = now;
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {
