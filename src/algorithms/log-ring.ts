@@ -156,24 +156,6 @@ export class LogRing {
   }
 
   /**
-   * `allow(cost)` at `nowMs` (a checked cost): expires, then logs `cost` when it fits. A
-   * cost of 0 is allowed and logs nothing; a denial changes nothing.
-   */
-  allow(
-    nowMs: number,
-    cost: number,
-    limit: number,
-    windowMs: number,
-    exactEntries: number,
-  ): boolean {
-    this.expire(nowMs, limit);
-    if (cost === 0) return true;
-    if (!fits(cost, limit - this.sum())) return false;
-    this.append(nowMs, cost, windowMs, exactEntries);
-    return true;
-  }
-
-  /**
    * `consume` (`take` true) or `peek` of a checked `cost` at `nowMs`, built by
    * {@link logDecision}; a consumed cost that fits is logged.
    */

@@ -143,8 +143,12 @@ export class SlidingWindowLogLayout implements SlotLayout {
       if (!fits(cost, this.limit)) return false;
       ring = this.create(slot);
     }
+    // SlidingWindowLog.allow's steps on the ring, written out as there (V8 inlines them).
     const slots = ring.slotCount;
-    const allowed = ring.allow(now, cost, this.limit, this.windowMs, this.exactEntries);
+    const limit = this.limit;
+    ring.expire(now, limit);
+    const allowed = cost === 0 || fits(cost, limit - ring.sum());
+    if (allowed && cost > 0) ring.append(now, cost, this.windowMs, this.exactEntries);
     if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
     return allowed;
   }
