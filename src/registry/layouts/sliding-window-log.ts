@@ -1,5 +1,5 @@
 import { LogRing } from "../../algorithms/log-ring.js";
-import { logExactEntries, logLeaveAt } from "../../algorithms/window-math.js";
+import { logExactEntries } from "../../algorithms/window-math.js";
 import type { Decision } from "../../limiter.js";
 import { fits, TOLERANCE } from "../../numeric.js";
 import type { SlotLayout } from "../layout.js";
@@ -53,7 +53,7 @@ export class SlidingWindowLogLayout implements SlotLayout {
   /** `logExactEntries(limit)`: entries kept at their exact time (see `logLeaveAt`). */
   private readonly exactEntries: number;
   /**
-   * Units of the one entry of a conservative state ({@link restore}, {@link chargeDenied}):
+   * Units of the one entry of a restored state ({@link restoreUntil}):
    * `limit` plus twice the most a log can go over it (the cost tolerance of `fits` lets a
    * log hold up to `limit + TOLERANCE * max(1, cost)`), so it is at least any log's sum and
    * admits no cost > 0 while it counts.
@@ -104,35 +104,47 @@ export class SlidingWindowLogLayout implements SlotLayout {
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
-  /**
-   * One entry of {@link boundUnits} (`limit` and a hair) leaving at `busyUntilMs`: at every
-   * reading before then it holds at least what any log idle by then holds, and admits no
-   * cost > 0; from then on it is empty, as that log is (docs/keyed.md#bounds).
-   */
-  restore(_st: Float64Array, _s: number, slot: number, busyUntilMs: number, _now: number): void {
-    const ring = this.rings[slot] ?? this.create(slot);
-    const slots = ring.slotCount;
-    ring.replace(busyUntilMs, this.boundUnits);
-    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+  /** The clock reading by which the log is empty: its {@link idleAtMs}. */
+  traceValue(st: Float64Array, s: number, slot: number, now: number): number {
+    return this.idleAtMs(st, s, slot, now);
+  }
+
+  traceExpiresMs(value: number): number {
+    return value;
+  }
+
+  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void {
+    this.restoreUntil(st, s, slot, value, now);
   }
 
   /**
-   * A cost that could fit some log (`fits(cost, limit)`) was denied: the log becomes one
-   * entry of {@link boundUnits} leaving at the later of its newest entry and the granule
-   * stamp's `logLeaveAt` (the ceiling of `stamp + windowMs`, so at least the leave time of
-   * any entry a log would log now, whatever its size). Every log it bounded, had it taken
-   * the cost, is at most that until then and empty after (docs/keyed.md#bounds). A cost
-   * above `limit` is denied to every log: no change.
+   * One entry of {@link boundUnits} (`limit` and a hair) leaving at `untilMs`: until then it
+   * holds at least what any log empty by then holds, and admits no cost > 0; from then on
+   * it is empty, as that log is, and only what it admitted counts (docs/keyed.md#bounds).
    */
-  chargeDenied(_st: Float64Array, _s: number, slot: number, now: number, cost: number): void {
-    if (!fits(cost, this.limit)) return;
+  restoreUntil(_st: Float64Array, _s: number, slot: number, untilMs: number, _now: number): void {
     const ring = this.rings[slot] ?? this.create(slot);
-    const n = this.exactEntries;
-    const granule = logLeaveAt(now, n, this.windowMs, n);
-    const newest = ring.newestLeaveAt();
-    const leaveAtMs = newest > granule ? newest : granule;
     const slots = ring.slotCount;
-    ring.replace(leaveAtMs, this.boundUnits);
+    ring.replace(untilMs, this.boundUnits);
+    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+  }
+
+  /** True when `cost` fits the log now (after expiring it), as `allowAt` would answer. */
+  fitsAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {
+    const ring = this.rings[slot];
+    if (ring === undefined || cost === 0) return cost === 0 || fits(cost, this.limit);
+    const slots = ring.slotCount;
+    ring.expire(now, this.limit);
+    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    return fits(cost, this.limit - ring.sum());
+  }
+
+  /** Logs `cost` (> 0) now, unchecked: `allOf` checked every part with {@link fitsAt}. */
+  takeAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): void {
+    const ring = this.rings[slot] ?? this.create(slot);
+    const slots = ring.slotCount;
+    ring.expire(now, this.limit);
+    ring.append(now, cost, this.windowMs, this.exactEntries);
     if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
   }
 

@@ -2,7 +2,6 @@ import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { SlidingWindowLog } from "../../../src/algorithms/sliding-window-log.js";
 import { windowClockBoundMs } from "../../../src/algorithms/time.js";
-import { logExactEntries, logLeaveAt } from "../../../src/algorithms/window-math.js";
 import { keyBytes, SlabEngine } from "../../../src/registry/engine.js";
 import {
   LOG_RING_BYTES,
@@ -12,16 +11,16 @@ import {
 import { type ManualClock, manualClock } from "../../support/manual-clock.js";
 
 // The SlidingWindowLog slot layout driven directly on a SlabEngine: its decisions against
-// a SlidingWindowLog per key, its conservative states (restore, chargeDenied) against the
-// exact log they bound, and its byte accounting.
+// a SlidingWindowLog per key, its restored states against the exact log they bound, and
+// its byte accounting.
 
 /** An engine of `SlidingWindowLog({ limit, windowMs })` keys on `clock`, its layout bound. */
-function engineOf(limit: number, windowMs: number, clock: ManualClock) {
+function engineOf(limit: number, windowMs: number, clock: ManualClock, maxKeys = 1000) {
   const layout = new SlidingWindowLogLayout(limit, windowMs);
   const engine = new SlabEngine({
     layout,
     clock,
-    maxKeys: 1000,
+    maxKeys,
     maxBytes: 2 ** 28,
     whenFull: "evict",
     clockBoundMs: windowClockBoundMs(windowMs),
@@ -43,13 +42,16 @@ function slotOf({ layout, engine }: Engine, key: string) {
     slot,
     s,
     allow: (cost: number) => layout.allowAt(engine.state, s, slot, engine.now(), cost),
+    fits: (cost: number) => layout.fitsAt(engine.state, s, slot, engine.now(), cost),
+    take: (cost: number) => layout.takeAt(engine.state, s, slot, engine.now(), cost),
     decide: (cost: number, take: boolean) =>
       layout.decideAt(engine.state, s, slot, engine.now(), cost, take),
   };
 }
 
-type Op = "allow" | "consume" | "peek";
-const op = fc.constantFrom<Op>("allow", "consume", "peek");
+/** `fitsTake`: allOf's two steps, `fitsAt` then (when it fits) `takeAt`. */
+type Op = "allow" | "consume" | "peek" | "fitsTake";
+const op = fc.constantFrom<Op>("allow", "consume", "peek", "fitsTake");
 
 /** Small limits and windows (integer and fractional), and limits large enough for many entries. */
 const params = fc.oneof(
@@ -103,7 +105,7 @@ function entryBytes(layout: SlidingWindowLogLayout, slots: readonly { slot: numb
 }
 
 describe("SlidingWindowLogLayout decides as a SlidingWindowLog per key", () => {
-  test("any timeline of allow, consume and peek, fractional and large costs included", () => {
+  test("any timeline of allow, consume, peek, fitsAt and takeAt, fractional and large costs", () => {
     fc.assert(
       fc.property(timelineOf(3, 400), ({ limit, windowMs, calls }) => {
         const clock = manualClock(1000);
@@ -118,7 +120,14 @@ describe("SlidingWindowLogLayout decides as a SlidingWindowLog per key", () => {
           const log = logs[key]!;
           const where = `call ${i}: ${op}(${cost}) of key ${key} at ${clock()}`;
           if (op === "allow") expect(slot.allow(cost), where).toBe(log.allow(cost));
-          else expect(slot.decide(cost, op === "consume"), where).toEqual(log[op](cost));
+          else if (op === "fitsTake") {
+            const fits = slot.fits(cost);
+            expect(fits, where).toBe(log.peek(cost).allowed);
+            if (fits && cost > 0) {
+              slot.take(cost);
+              expect(log.allow(cost), where).toBe(true);
+            }
+          } else expect(slot.decide(cost, op === "consume"), where).toEqual(log[op](cost));
           expect(e.engine.bytes, "accounted bytes").toBe(baseline + entryBytes(e.layout, keys));
         }
         for (const key of ["a", "b", "c"]) e.engine.reset(key);
@@ -158,7 +167,11 @@ describe("SlidingWindowLogLayout decides as a SlidingWindowLog per key", () => {
   });
 });
 
-/** Feeds `calls` to an exact slot and a bounding one, the way the engine drives a bound. */
+/**
+ * Feeds `calls` to a bounding slot, and what it admits to the exact slot it bounds (as
+ * test/registry/flood.test.ts feeds its reference): the bound never admits a request the
+ * exact log would deny.
+ */
 function expectBounded(
   e: Engine,
   exact: ReturnType<typeof slotOf>,
@@ -166,25 +179,23 @@ function expectBounded(
   clock: ManualClock,
   calls: readonly { dtMs: number; cost: number; op: Op }[],
 ): void {
-  const { layout, engine } = e;
   for (const [i, { dtMs, cost, op }] of calls.entries()) {
     clock.advance(dtMs);
-    const now = engine.now();
-    const where = `call ${i}: ${op}(${cost}) at ${now}`;
-    const allowed =
-      op === "allow" ? bound.allow(cost) : bound.decide(cost, op === "consume").allowed;
-    if (op === "peek") {
-      if (allowed) expect(exact.decide(cost, false).allowed, where).toBe(true);
-      continue;
-    }
-    // The exact log takes the request iff it allows it; the bound never allows more.
-    const exactAllowed = exact.allow(cost);
-    if (allowed) expect(exactAllowed, where).toBe(true);
-    else layout.chargeDenied(engine.state, bound.s, bound.slot, now, cost);
+    const where = `call ${i}: ${op}(${cost}) at ${e.engine.now()}`;
+    const exactAllows = exact.decide(cost, false).allowed;
+    let allowed: boolean;
+    if (op === "allow") allowed = bound.allow(cost);
+    else if (op === "fitsTake") {
+      allowed = bound.fits(cost);
+      if (allowed && cost > 0) bound.take(cost);
+    } else allowed = bound.decide(cost, op === "consume").allowed;
+    if (!allowed) continue;
+    expect(exactAllows, `${where}: admitted, but the exact log denies it`).toBe(true);
+    if (op !== "peek") expect(exact.allow(cost), where).toBe(true);
   }
 }
 
-describe("SlidingWindowLogLayout conservative states (docs/keyed.md#bounds)", () => {
+describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => {
   const history = params.chain(({ limit, windowMs }) =>
     fc.record({
       limit: fc.constant(limit),
@@ -227,41 +238,6 @@ describe("SlidingWindowLogLayout conservative states (docs/keyed.md#bounds)", ()
     );
   });
 
-  test("a key charged after a denial stays a bound of the log that allowed it", () => {
-    // The bound starts as the exact log's twin (same history): an uncertain key that has
-    // become exact again is charged on every denial, and must stay a bound from there.
-    fc.assert(
-      fc.property(history, ({ limit, windowMs, before, after }) => {
-        const clock = manualClock(0);
-        const e = engineOf(limit, windowMs, clock);
-        const exact = slotOf(e, "exact");
-        const bound = slotOf(e, "bound");
-        for (const { dtMs, cost } of before) {
-          clock.advance(dtMs);
-          expect(bound.allow(cost)).toBe(exact.allow(cost));
-        }
-        expectBounded(e, exact, bound, clock, after);
-      }),
-      { numRuns: 200 },
-    );
-  });
-
-  test("the granule stamp's leave time is at least any log's, so chargeDenied may use it", () => {
-    fc.assert(
-      fc.property(
-        fc.double({ min: -1e13, max: 1e13, noNaN: true }),
-        fc.double({ min: 1e-3, max: 1e9, noNaN: true }),
-        fc.double({ min: 1e-3, max: 1e8, noNaN: true }),
-        (nowMs, windowMs, limit) => {
-          const n = logExactEntries(limit);
-          expect(logLeaveAt(nowMs, n, windowMs, n)).toBeGreaterThanOrEqual(
-            logLeaveAt(nowMs, 0, windowMs, n),
-          );
-        },
-      ),
-    );
-  });
-
   test("restore: limit units until busyUntilMs, then empty", () => {
     const clock = manualClock(100);
     const e = engineOf(5, 1000, clock);
@@ -282,27 +258,24 @@ describe("SlidingWindowLogLayout conservative states (docs/keyed.md#bounds)", ()
     expect(key.decide(5, true)).toMatchObject({ allowed: true, remaining: 0 });
   });
 
-  test("chargeDenied: the entry leaves when a log's entry logged now would, or later", () => {
+  test("a key evicted in use comes back from its trace no fresher than it left", () => {
     const clock = manualClock(0);
-    const limit = 10;
-    const windowMs = 1000;
-    const e = engineOf(limit, windowMs, clock);
+    const e = engineOf(3, 1000, clock, 2);
     const { layout, engine } = e;
-    const key = slotOf(e, "k");
-    layout.restore(engine.state, key.s, key.slot, 500, 0);
-    clock.set(100.3);
-    layout.chargeDenied(engine.state, key.s, key.slot, 100.3, 1);
-    const n = logExactEntries(limit);
-    const granuleLeave = logLeaveAt(100.3, n, windowMs, n);
-    expect(granuleLeave, "the granule end, after the exact stamp").toBeGreaterThan(1100.3);
-    expect(key.decide(1, false).retryAfterMs).toBe(granuleLeave - 100.3);
-    // A cost above the limit is denied to every log: nothing changes.
-    layout.chargeDenied(engine.state, key.s, key.slot, 100.3, 11);
-    expect(key.decide(1, false).retryAfterMs).toBe(granuleLeave - 100.3);
-    // A later entry is kept: the charge never shortens the bound.
-    layout.restore(engine.state, key.s, key.slot, 5000, 100.3);
-    layout.chargeDenied(engine.state, key.s, key.slot, 100.3, 1);
-    expect(key.decide(1, false).retryAfterMs).toBe(5000 - 100.3);
+    const busy = slotOf(e, "busy");
+    expect(busy.allow(3)).toBe(true); // full until 1000
+    const idleAt = 1000 + 1000 * 2 ** -50;
+    expect(layout.traceValue(engine.state, busy.s, busy.slot, 0)).toBe(idleAt);
+    expect(layout.traceExpiresMs(idleAt)).toBe(idleAt);
+    clock.set(400);
+    expect(slotOf(e, "other").allow(1)).toBe(true); // idle at 1400
+    slotOf(e, "flood"); // at the bound: "busy", idle soonest, goes and leaves its trace
+    expect(engine.lookup("busy")).toBe(-1);
+    const back = slotOf(e, "busy"); // the idle "flood" makes room
+    expect(engine.stats).toMatchObject({ evictedLossy: 1, restored: 1 });
+    expect(back.decide(1e-6, false)).toMatchObject({ allowed: false, retryAfterMs: idleAt - 400 });
+    clock.set(idleAt);
+    expect(back.allow(3)).toBe(true);
   });
 });
 
@@ -344,7 +317,7 @@ describe("SlidingWindowLogLayout bytes", () => {
     expect(key.decide(10, true).allowed, "a fresh log").toBe(true);
   });
 
-  test("restore and chargeDenied account a ring they make or shrink", () => {
+  test("restore accounts the ring it makes or shrinks", () => {
     const clock = manualClock(0);
     const e = engineOf(1e6, 1000, clock);
     const { layout, engine } = e;
@@ -358,7 +331,7 @@ describe("SlidingWindowLogLayout bytes", () => {
       key.allow(1);
     }
     expect(engine.bytes - keyed).toBe(logEntryBytes(64));
-    layout.chargeDenied(engine.state, key.s, key.slot, engine.now(), 1);
+    layout.restoreUntil(engine.state, key.s, key.slot, engine.now() + 5, engine.now());
     expect(engine.bytes - keyed).toBe(logEntryBytes(4));
     engine.reset("k");
     expect(engine.bytes).toBe(keyed - keyBytes("k") - LOG_RING_BYTES);
