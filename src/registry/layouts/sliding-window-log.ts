@@ -109,6 +109,11 @@ export class SlidingWindowLogLayout implements SlotLayout {
     return this.idleAtMs(st, s, slot, now);
   }
 
+  /** The later of the two times: a log empty by then is empty by either. */
+  traceCombine(old: number, value: number, _now: number): number {
+    return old > value ? old : value;
+  }
+
   traceExpiresMs(value: number): number {
     return value;
   }
@@ -141,6 +146,7 @@ export class SlidingWindowLogLayout implements SlotLayout {
 
   /** Logs `cost` (> 0) now, unchecked: `allOf` checked every part with {@link fitsAt}. */
   takeAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): void {
+    if (cost === 0) return;
     const ring = this.rings[slot] ?? this.create(slot);
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
@@ -196,8 +202,10 @@ export class SlidingWindowLogLayout implements SlotLayout {
     if (n !== 0) bytes.addBytes(-n);
   }
 
+  /** The engine has `slots` slots now (more, or fewer after a `clear` that released all). */
   grow(slots: number): void {
     const rings = this.rings;
+    if (rings.length > slots) rings.length = slots;
     while (rings.length < slots) rings.push(undefined);
   }
 

@@ -267,6 +267,8 @@ describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => 
     const idleAt = 1000 + 1000 * 2 ** -50;
     expect(layout.traceValue(engine.state, busy.s, busy.slot, 0)).toBe(idleAt);
     expect(layout.traceExpiresMs(idleAt)).toBe(idleAt);
+    expect(layout.traceCombine(Number.NEGATIVE_INFINITY, idleAt, 0)).toBe(idleAt);
+    expect(layout.traceCombine(2000, idleAt, 0), "the later time bounds both").toBe(2000);
     clock.set(400);
     expect(slotOf(e, "other").allow(1)).toBe(true); // idle at 1400
     slotOf(e, "flood"); // at the bound: "busy", idle soonest, goes and leaves its trace
@@ -335,6 +337,18 @@ describe("SlidingWindowLogLayout bytes", () => {
     expect(engine.bytes - keyed).toBe(logEntryBytes(4));
     engine.reset("k");
     expect(engine.bytes).toBe(keyed - keyBytes("k") - LOG_RING_BYTES);
+  });
+
+  test("clear releases every ring and the slab shrinks back", () => {
+    const clock = manualClock(0);
+    const e = engineOf(10, 1000, clock);
+    const empty = e.engine.bytes;
+    for (let i = 0; i < 40; i++) slotOf(e, `k${i}`).allow(1);
+    expect(e.engine.bytes).toBeGreaterThan(empty);
+    e.engine.clear();
+    expect(e.engine.bytes).toBe(empty);
+    const key = slotOf(e, "k0");
+    expect(key.decide(10, true).allowed, "a fresh log").toBe(true);
   });
 
   test("an unbound layout says so at its first ring", () => {
