@@ -104,22 +104,41 @@ export class SlidingWindowLogLayout implements SlotLayout {
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
+  readonly traceWidth = 1;
+
   /** The clock reading by which the log is empty: its {@link idleAtMs}. */
-  traceValue(st: Float64Array, s: number, slot: number, now: number): number {
-    return this.idleAtMs(st, s, slot, now);
+  traceValue(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
+    out[o] = this.idleAtMs(st, s, slot, now);
   }
 
   /** The later of the two times: a log empty by then is empty by either. */
-  traceCombine(old: number, value: number, _now: number): number {
-    return old > value ? old : value;
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, _now: number): void {
+    if (fresh[f]! > table[o]!) table[o] = fresh[f]!;
   }
 
-  traceExpiresMs(value: number): number {
-    return value;
+  traceExpiresMs(table: Float64Array, o: number): number {
+    return table[o]!;
   }
 
-  restore(st: Float64Array, s: number, slot: number, value: number, now: number): void {
-    this.restoreUntil(st, s, slot, value, now);
+  /** {@link restoreUntil} the entry's time while it applies, else a fresh log. */
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    const untilMs = table[o]!;
+    if (untilMs > now) this.restoreUntil(st, s, slot, untilMs, now);
+    else this.init(st, s, slot);
   }
 
   /**

@@ -228,7 +228,7 @@ describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => 
         const busyUntilMs = layout.idleAtMs(engine.state, exact.s, exact.slot, now);
         expect(busyUntilMs).toBeGreaterThan(now);
         const bound = slotOf(e, "bound");
-        layout.restore(engine.state, bound.s, bound.slot, busyUntilMs, now);
+        layout.restoreUntil(engine.state, bound.s, bound.slot, busyUntilMs, now);
         expect(layout.idleAtMs(engine.state, bound.s, bound.slot, now)).toBeGreaterThanOrEqual(
           busyUntilMs,
         );
@@ -243,7 +243,7 @@ describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => 
     const e = engineOf(5, 1000, clock);
     const { layout, engine } = e;
     const key = slotOf(e, "k");
-    layout.restore(engine.state, key.s, key.slot, 700, 100);
+    layout.restoreUntil(engine.state, key.s, key.slot, 700, 100);
     expect(key.decide(1, true)).toEqual({
       allowed: false,
       limit: 5,
@@ -265,10 +265,15 @@ describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => 
     const busy = slotOf(e, "busy");
     expect(busy.allow(3)).toBe(true); // full until 1000
     const idleAt = 1000 + 1000 * 2 ** -50;
-    expect(layout.traceValue(engine.state, busy.s, busy.slot, 0)).toBe(idleAt);
-    expect(layout.traceExpiresMs(idleAt)).toBe(idleAt);
-    expect(layout.traceCombine(Number.NEGATIVE_INFINITY, idleAt, 0)).toBe(idleAt);
-    expect(layout.traceCombine(2000, idleAt, 0), "the later time bounds both").toBe(2000);
+    const entry = new Float64Array([Number.NEGATIVE_INFINITY]);
+    const fresh = new Float64Array(1);
+    layout.traceValue(engine.state, busy.s, busy.slot, 0, fresh, 0);
+    expect(fresh[0]).toBe(idleAt);
+    layout.traceCombine(entry, 0, fresh, 0, 0);
+    expect(layout.traceExpiresMs(entry, 0)).toBe(idleAt);
+    entry[0] = 2000;
+    layout.traceCombine(entry, 0, fresh, 0, 0);
+    expect(entry[0], "the later time bounds both").toBe(2000);
     clock.set(400);
     expect(slotOf(e, "other").allow(1)).toBe(true); // idle at 1400
     slotOf(e, "flood"); // at the bound: "busy", idle soonest, goes and leaves its trace
@@ -325,7 +330,7 @@ describe("SlidingWindowLogLayout bytes", () => {
     const { layout, engine } = e;
     const key = slotOf(e, "k");
     const keyed = engine.bytes;
-    layout.restore(engine.state, key.s, key.slot, 10, 0);
+    layout.restore(engine.state, key.s, key.slot, new Float64Array([10]), 0, 0);
     expect(engine.bytes - keyed).toBe(logEntryBytes(4));
     clock.set(10);
     for (let i = 0; i < 50; i++) {
