@@ -1,0 +1,250 @@
+import { LogRing } from "../../algorithms/log-ring.js";
+import { logExactEntries } from "../../algorithms/window-math.js";
+import type { Decision } from "../../limiter.js";
+import { fits, TOLERANCE } from "../../numeric.js";
+import type { SlotLayout } from "../layout.js";
+
+/** Where a layout accounts the bytes its logs gain or lose: the slab engine. */
+export interface ByteSink {
+  /** Adds `delta` (possibly negative) accounted bytes. */
+  addBytes(delta: number): void;
+}
+
+/**
+ * Accounted bytes of a ring object beyond its entries, charged per key up front (as
+ * `keyExtraBytes`): the object (header and five fields, 64 bytes on 64-bit V8 without
+ * pointer compression), the box of its `base` once it holds a fraction (16) and its
+ * pointer in `rings` (8).
+ */
+export const LOG_RING_BYTES = 64 + 16 + 8;
+/**
+ * Accounted bytes of a ring's entries once it has any: its `Float64Array` with its buffer
+ * and backing store (measured at about 200 bytes beyond the data on Node 20 x64) and 16
+ * bytes per entry slot.
+ */
+export function logEntryBytes(slotCount: number): number {
+  return slotCount === 0 ? 0 : 200 + 16 * slotCount;
+}
+
+/** The sink before {@link SlidingWindowLogLayout.bind}: a ring that grows then is a bug. */
+const UNBOUND: ByteSink = {
+  addBytes() {
+    throw new Error("SlidingWindowLogLayout: bind(engine) before the first request");
+  },
+};
+
+/**
+ * The slot of a `SlidingWindowLog` key: one double (unused by the layout; the engine
+ * threads its free list through it) and, by slot, a {@link LogRing} made at the key's
+ * first logged entry, decided by the ring as the class decides (same functions, same
+ * arithmetic), so a key decides bit for bit as a `SlidingWindowLog` of its own. A slot
+ * without a ring is an empty log.
+ *
+ * Bytes: each key is charged {@link LOG_RING_BYTES} up front (`keyExtraBytes`); a ring's
+ * entries ({@link logEntryBytes}) are added and taken back through the sink given to
+ * {@link bind} as the ring grows, shrinks and is released.
+ * @internal
+ */
+export class SlidingWindowLogLayout implements SlotLayout {
+  readonly doubles = 1;
+  readonly keyExtraBytes = LOG_RING_BYTES;
+  readonly limit: number;
+  readonly windowMs: number;
+  /** `logExactEntries(limit)`: entries kept at their exact time (see `logLeaveAt`). */
+  private readonly exactEntries: number;
+  /**
+   * Units of the one entry of a restored state ({@link restoreUntil}):
+   * `limit` plus twice the most a log can go over it (the cost tolerance of `fits` lets a
+   * log hold up to `limit + TOLERANCE * max(1, cost)`), so it is at least any log's sum and
+   * admits no cost > 0 while it counts.
+   */
+  private readonly boundUnits: number;
+  /** The ring of each slot; `undefined` for an empty log. */
+  private readonly rings: (LogRing | undefined)[] = [];
+  private sink: ByteSink = UNBOUND;
+  /** An empty log for the decisions of a slot without a ring; never logged to. */
+  private readonly empty = new LogRing();
+
+  /** `limit` and `windowMs` as a `SlidingWindowLog` has them (already checked). */
+  constructor(limit: number, windowMs: number) {
+    this.limit = limit;
+    this.windowMs = windowMs;
+    this.exactEntries = logExactEntries(limit);
+    this.boundUnits = limit + 2 * TOLERANCE * (limit > 1 ? limit : 1);
+  }
+
+  /**
+   * Gives the layout the engine whose slots it serves, where the rings' bytes are
+   * accounted: call it once, right after the engine is made and before its first request.
+   */
+  bind(sink: ByteSink): void {
+    this.sink = sink;
+  }
+
+  init(st: Float64Array, s: number, slot: number): void {
+    st[s] = 0;
+    // A pinned key reset in place keeps its slot: its ring goes.
+    if (this.rings[slot] !== undefined) this.release(slot, this.sink);
+  }
+
+  isIdle(_st: Float64Array, _s: number, slot: number, now: number): boolean {
+    const ring = this.rings[slot];
+    if (ring === undefined) return true;
+    const slots = ring.slotCount;
+    ring.expire(now, this.limit);
+    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    return ring.size === 0;
+  }
+
+  /** When the newest entry leaves (then the log is empty), a float step or so later. */
+  idleAtMs(_st: Float64Array, _s: number, slot: number, now: number): number {
+    const ring = this.rings[slot];
+    const at = ring === undefined ? Number.NEGATIVE_INFINITY : ring.newestLeaveAt();
+    if (!(at > now)) return now;
+    return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
+  }
+
+  readonly traceWidth = 1;
+
+  /** The clock reading by which the log is empty: its {@link idleAtMs}. */
+  traceValue(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
+    out[o] = this.idleAtMs(st, s, slot, now);
+  }
+
+  /** The later of the two times: a log empty by then is empty by either. */
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, _now: number): void {
+    if (fresh[f]! > table[o]!) table[o] = fresh[f]!;
+  }
+
+  traceExpiresMs(table: Float64Array, o: number): number {
+    return table[o]!;
+  }
+
+  /** {@link restoreUntil} the entry's time while it applies, else a fresh log. */
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    const untilMs = table[o]!;
+    if (untilMs > now) this.restoreUntil(st, s, slot, untilMs, now);
+    else this.init(st, s, slot);
+  }
+
+  /**
+   * One entry of {@link boundUnits} (`limit` and a hair) leaving at `untilMs`: until then it
+   * holds at least what any log empty by then holds, and admits no cost > 0; from then on
+   * it is empty, as that log is, and only what it admitted counts (docs/keyed.md#bounds).
+   */
+  restoreUntil(_st: Float64Array, _s: number, slot: number, untilMs: number, _now: number): void {
+    const ring = this.rings[slot] ?? this.create(slot);
+    const slots = ring.slotCount;
+    ring.replace(untilMs, this.boundUnits);
+    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+  }
+
+  /** True when `cost` fits the log now (after expiring it), as `allowAt` would answer. */
+  fitsAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {
+    const ring = this.rings[slot];
+    if (ring === undefined || cost === 0) return cost === 0 || fits(cost, this.limit);
+    const slots = ring.slotCount;
+    ring.expire(now, this.limit);
+    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    return fits(cost, this.limit - ring.sum());
+  }
+
+  /** Logs `cost` (> 0) now, unchecked: `allOf` checked every part with {@link fitsAt}. */
+  takeAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): void {
+    if (cost === 0) return;
+    const ring = this.rings[slot] ?? this.create(slot);
+    const slots = ring.slotCount;
+    ring.expire(now, this.limit);
+    ring.append(now, cost, this.windowMs, this.exactEntries);
+    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+  }
+
+  allowAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {
+    let ring = this.rings[slot];
+    if (ring === undefined) {
+      if (cost === 0) return true;
+      if (!fits(cost, this.limit)) return false;
+      ring = this.create(slot);
+    }
+    // SlidingWindowLog.allow's steps on the ring, written out as there (V8 inlines them).
+    const slots = ring.slotCount;
+    const limit = this.limit;
+    ring.expire(now, limit);
+    const allowed = cost === 0 || fits(cost, limit - ring.sum());
+    if (allowed && cost > 0) ring.append(now, cost, this.windowMs, this.exactEntries);
+    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    return allowed;
+  }
+
+  decideAt(
+    _st: Float64Array,
+    _s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    take: boolean,
+  ): Decision {
+    let ring = this.rings[slot];
+    if (ring === undefined) {
+      // An empty log decides as any: a ring is made only for a cost it may log.
+      if (!(take && cost > 0 && fits(cost, this.limit))) {
+        return this.empty.decide(now, cost, false, this.limit, this.windowMs, this.exactEntries);
+      }
+      ring = this.create(slot);
+    }
+    const slots = ring.slotCount;
+    const decision = ring.decide(now, cost, take, this.limit, this.windowMs, this.exactEntries);
+    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    return decision;
+  }
+
+  /** Frees the slot's ring and gives its entries' bytes back. */
+  release(slot: number, bytes: ByteSink): void {
+    const ring = this.rings[slot];
+    if (ring === undefined) return;
+    this.rings[slot] = undefined;
+    const n = logEntryBytes(ring.slotCount);
+    if (n !== 0) bytes.addBytes(-n);
+  }
+
+  /** The engine has `slots` slots now (more, or fewer after a `clear` that released all). */
+  grow(slots: number): void {
+    const rings = this.rings;
+    if (rings.length > slots) rings.length = slots;
+    while (rings.length < slots) rings.push(undefined);
+  }
+
+  /** Accounted bytes of the slot's ring entries (0 without a ring): for tests and stats. */
+  entryBytesOf(slot: number): number {
+    const ring = this.rings[slot];
+    return ring === undefined ? 0 : logEntryBytes(ring.slotCount);
+  }
+
+  /** A ring for `slot`, empty (its bytes are in `keyExtraBytes` until it has entries). */
+  private create(slot: number): LogRing {
+    const rings = this.rings;
+    while (rings.length <= slot) rings.push(undefined);
+    const ring = new LogRing();
+    rings[slot] = ring;
+    return ring;
+  }
+
+  /** A ring went from `before` to `after` entry slots: accounts the difference. */
+  private account(before: number, after: number): void {
+    this.sink.addBytes(logEntryBytes(after) - logEntryBytes(before));
+  }
+}
