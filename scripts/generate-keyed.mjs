@@ -18,6 +18,7 @@ export const LAYOUTS = [
   ["bucket", "BucketKeyedLimiter", "BucketLayout", "a `TokenBucket` or `LeakyBucket`"],
   ["fixedWindow", "FixedWindowKeyedLimiter", "FixedWindowLayout", "a `FixedWindow`"],
   ["counter", "CounterKeyedLimiter", "SlidingWindowCounterLayout", "a `SlidingWindowCounter`"],
+  ["log", "LogKeyedLimiter", "SlidingWindowLogLayout", "a `SlidingWindowLog`"],
   ["allOf", "AllOfKeyedLimiter", "AllOfLayout", "an `allOf` of built-in limiters"],
 ];
 

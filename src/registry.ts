@@ -8,6 +8,7 @@ import type { BucketLayout } from "./registry/layouts/bucket.js";
 import type { FixedWindowLayout } from "./registry/layouts/fixed-window.js";
 import { type Slab, slabOf } from "./registry/layouts/index.js";
 import type { SlidingWindowCounterLayout } from "./registry/layouts/sliding-window-counter.js";
+import type { SlidingWindowLogLayout } from "./registry/layouts/sliding-window-log.js";
 import { LimiterMap } from "./registry/limiter-map.js";
 import {
   armSweepTimer,
@@ -544,6 +545,51 @@ class CounterKeyedLimiter extends KeyedLimiter {
   }
 }
 
+/** The fast path for a `SlidingWindowLog` policy (kind `log`): see {@link KeyedLimiter}. */
+class LogKeyedLimiter extends KeyedLimiter {
+  private readonly slab: SlabEngine;
+  private readonly cell: SlidingWindowLogLayout;
+
+  constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
+    super(policy, options);
+    this.slab = this.engine!;
+    this.cell = this.engine!.layout as SlidingWindowLogLayout;
+  }
+
+  override allow(key: string, cost?: number): boolean {
+    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const e = this.slab;
+    const now = e.now();
+    const slot = e.find(key);
+    if (slot < 0) return this.allowNew(key, c, now);
+    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
+  }
+
+  override consume(key: string, cost?: number): Decision {
+    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const e = this.slab;
+    const now = e.now();
+    const slot = e.find(key);
+    if (slot < 0) return this.consumeNew(key, c, now);
+    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
+    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
+  }
+
+  override peek(key: string, cost?: number): Decision {
+    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
+    const e = this.slab;
+    const now = e.now();
+    const slot = e.find(key);
+    if (slot < 0) return this.peekNew(key, c, now);
+    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
+    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
+  }
+}
+
 /** The fast path for an `allOf` of built-in limiters policy (kind `allOf`): see {@link KeyedLimiter}. */
 class AllOfKeyedLimiter extends KeyedLimiter {
   private readonly slab: SlabEngine;
@@ -600,6 +646,7 @@ const FAST_PATHS: Record<
   bucket: BucketKeyedLimiter,
   fixedWindow: FixedWindowKeyedLimiter,
   counter: CounterKeyedLimiter,
+  log: LogKeyedLimiter,
   allOf: AllOfKeyedLimiter,
 };
 // </generated>

@@ -153,6 +153,8 @@ export class SlabEngine {
     this.state = new Float64Array(this.slots * this.stride);
     this.flags = new Uint8Array(this.slots);
     this.keys = new Array<string | undefined>(this.slots).fill(undefined);
+    this.layout.grow(this.slots);
+    this.layout.bind(this);
   }
 
   /** Keys kept. */

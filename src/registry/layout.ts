@@ -81,6 +81,8 @@ export interface SlotLayout {
     cost: number,
     take: boolean,
   ): Decision;
+  /** The engine whose bytes a layout that keeps more per key (a log) accounts; called once by it. */
+  bind(sink: { addBytes(delta: number): void }): void;
   /** Frees what the layout keeps for `slot` beyond its doubles (a log), through `bytes`. */
   release(slot: number, bytes: { addBytes(delta: number): void }): void;
   /** The engine grew to `slots` slots. */

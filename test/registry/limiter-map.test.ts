@@ -6,9 +6,10 @@ import { manualClock } from "../support/manual-clock.js";
 
 // The Map-of-limiters store is reached through KeyedLimiter with any other policy.
 describe("LimiterMap (KeyedLimiter generic path)", () => {
-  test("copies a non-bucket policy per key with clone()", () => {
+  test("copies a subclass policy per key with clone(), as itself", () => {
     const clock = manualClock();
-    const keyed = new KeyedLimiter(new SlidingWindowLog({ limit: 2, windowMs: 1000, clock }));
+    class Log extends SlidingWindowLog {}
+    const keyed = new KeyedLimiter(new Log({ limit: 2, windowMs: 1000, clock }));
     expect(keyed.stats.slots).toBe(0);
     expect(keyed.consume("a", 2)).toMatchObject({ allowed: true, limit: 2, remaining: 0 });
     expect(keyed.allow("a")).toBe(false);

@@ -167,6 +167,10 @@ export class AllOfLayout implements SlotLayout {
     return combine(allowed, decisions);
   }
 
+  bind(sink: { addBytes(delta: number): void }): void {
+    for (const part of this.parts) part.bind(sink);
+  }
+
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
     for (const part of this.parts) part.release(slot, bytes);
   }

@@ -146,6 +146,8 @@ export class BucketLayout implements SlotLayout {
     return decision;
   }
 
+  bind(): void {}
+
   release(): void {}
 
   grow(): void {}

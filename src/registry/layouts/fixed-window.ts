@@ -145,6 +145,8 @@ export class FixedWindowLayout implements SlotLayout {
     return decision;
   }
 
+  bind(): void {}
+
   release(): void {}
 
   grow(): void {}

@@ -1,6 +1,7 @@
 import { FixedWindow } from "../../algorithms/fixed-window.js";
 import { LeakyBucket } from "../../algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../../algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../../algorithms/sliding-window-log.js";
 import { windowClockBoundMs } from "../../algorithms/time.js";
 import { TokenBucket } from "../../algorithms/token-bucket.js";
 import { AllOf } from "../../composite.js";
@@ -10,6 +11,7 @@ import { AllOfLayout } from "./all-of.js";
 import { BucketLayout } from "./bucket.js";
 import { FixedWindowLayout } from "./fixed-window.js";
 import { SlidingWindowCounterLayout } from "./sliding-window-counter.js";
+import { SlidingWindowLogLayout } from "./sliding-window-log.js";
 
 /** A policy's slab: its layout and how its clock readings are checked. */
 export interface Slab {
@@ -21,7 +23,7 @@ export interface Slab {
   readonly clockWhere: string;
   readonly windowMs: number;
   /** Which generated keyed class serves it (see registry.ts). */
-  readonly kind: "bucket" | "fixedWindow" | "counter" | "allOf";
+  readonly kind: "bucket" | "fixedWindow" | "counter" | "log" | "allOf";
 }
 
 /** A single-algorithm slab, or `undefined` when `policy` is not exactly a built-in class. */
@@ -68,6 +70,10 @@ function partSlab(policy: Limiter): Slab | undefined {
       "SlidingWindowCounter",
       "counter",
     );
+  }
+  if (proto === SlidingWindowLog.prototype) {
+    const p = policy as SlidingWindowLog;
+    return window(new SlidingWindowLogLayout(p.limit, p.windowMs), p, "SlidingWindowLog", "log");
   }
   return undefined;
 }

@@ -193,6 +193,8 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     return decision;
   }
 
+  bind(): void {}
+
   release(): void {}
 
   grow(): void {}

@@ -62,6 +62,8 @@ export class SlidingWindowLogLayout implements SlotLayout {
   /** The ring of each slot; `undefined` for an empty log. */
   private readonly rings: (LogRing | undefined)[] = [];
   private sink: ByteSink = UNBOUND;
+  /** The ring of a key without a slot being decided (`peek` of a traced new key). */
+  private scratch: LogRing | undefined;
   /** An empty log for the decisions of a slot without a ring; never logged to. */
   private readonly empty = new LogRing();
 
@@ -83,30 +85,35 @@ export class SlidingWindowLogLayout implements SlotLayout {
 
   init(st: Float64Array, s: number, slot: number): void {
     st[s] = 0;
+    if (slot < 0) {
+      this.scratch = undefined;
+      return;
+    }
     // A pinned key reset in place keeps its slot: its ring goes.
     if (this.rings[slot] !== undefined) this.release(slot, this.sink);
   }
 
   isIdle(_st: Float64Array, _s: number, slot: number, now: number): boolean {
-    const ring = this.rings[slot];
+    const ring = this.ringAt(slot);
     if (ring === undefined) return true;
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
-    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
     return ring.size === 0;
   }
 
   /** When the newest entry leaves (then the log is empty), a float step or so later. */
   idleAtMs(_st: Float64Array, _s: number, slot: number, now: number): number {
-    const ring = this.rings[slot];
+    const ring = this.ringAt(slot);
     const at = ring === undefined ? Number.NEGATIVE_INFINITY : ring.newestLeaveAt();
     if (!(at > now)) return now;
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
-  readonly traceWidth = 1;
+  /** The time the log is empty, then the units it holds: each bound grows with use. */
+  readonly traceWidth = 2;
 
-  /** The clock reading by which the log is empty: its {@link idleAtMs}. */
+  /** `[idleAtMs, sum]`: by the first the log is empty, until then it holds at most the second. */
   traceValue(
     st: Float64Array,
     s: number,
@@ -115,19 +122,32 @@ export class SlidingWindowLogLayout implements SlotLayout {
     out: Float64Array,
     o: number,
   ): void {
-    out[o] = this.idleAtMs(st, s, slot, now);
+    out[o] = this.idleAtMs(st, s, slot, now); // expires the ring to now first
+    const ring = this.ringAt(slot);
+    out[o + 1] = ring === undefined ? 0 : ring.sum();
   }
 
-  /** The later of the two times: a log empty by then is empty by either. */
-  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, _now: number): void {
+  /** The later time and the larger sum: one entry of both bounds either log. */
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void {
+    if (!(table[o]! > now)) {
+      table[o] = fresh[f]!;
+      table[o + 1] = fresh[f + 1]!;
+      return;
+    }
     if (fresh[f]! > table[o]!) table[o] = fresh[f]!;
+    if (fresh[f + 1]! > table[o + 1]!) table[o + 1] = fresh[f + 1]!;
   }
 
   traceExpiresMs(table: Float64Array, o: number): number {
     return table[o]!;
   }
 
-  /** {@link restoreUntil} the entry's time while it applies, else a fresh log. */
+  /**
+   * One entry of the entry's units (and a hair: the cost tolerance of `fits` lets a log hold
+   * a little over what it admitted) leaving at the entry's time: until then it holds at
+   * least what any log that wrote the entry holds; from then on it is empty, as that log is
+   * (docs/keyed.md#bounds). A fresh log where the entry no longer applies.
+   */
   restore(
     st: Float64Array,
     s: number,
@@ -137,29 +157,36 @@ export class SlidingWindowLogLayout implements SlotLayout {
     now: number,
   ): void {
     const untilMs = table[o]!;
-    if (untilMs > now) this.restoreUntil(st, s, slot, untilMs, now);
-    else this.init(st, s, slot);
+    if (!(untilMs > now)) {
+      this.init(st, s, slot);
+      return;
+    }
+    const margin = 2 * TOLERANCE * (this.limit > 1 ? this.limit : 1);
+    const units = table[o + 1]! + margin;
+    const ring = slot < 0 ? this.scratchRing() : (this.rings[slot] ?? this.create(slot));
+    const slots = ring.slotCount;
+    ring.replace(untilMs, units < this.boundUnits ? units : this.boundUnits);
+    if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
   }
 
-  /**
-   * One entry of {@link boundUnits} (`limit` and a hair) leaving at `untilMs`: until then it
-   * holds at least what any log empty by then holds, and admits no cost > 0; from then on
-   * it is empty, as that log is, and only what it admitted counts (docs/keyed.md#bounds).
-   */
-  restoreUntil(_st: Float64Array, _s: number, slot: number, untilMs: number, _now: number): void {
-    const ring = this.rings[slot] ?? this.create(slot);
-    const slots = ring.slotCount;
-    ring.replace(untilMs, this.boundUnits);
-    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+  /** A ring for deciding a key without a slot (`peek` of a new key): never kept nor accounted. */
+  private scratchRing(): LogRing {
+    this.scratch = new LogRing();
+    return this.scratch;
+  }
+
+  /** The ring of `slot`, or of the key without a slot (`slot` -1) being decided. */
+  private ringAt(slot: number): LogRing | undefined {
+    return slot < 0 ? this.scratch : this.rings[slot];
   }
 
   /** True when `cost` fits the log now (after expiring it), as `allowAt` would answer. */
   fitsAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {
-    const ring = this.rings[slot];
+    const ring = this.ringAt(slot);
     if (ring === undefined || cost === 0) return cost === 0 || fits(cost, this.limit);
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
-    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
     return fits(cost, this.limit - ring.sum());
   }
 
@@ -170,11 +197,11 @@ export class SlidingWindowLogLayout implements SlotLayout {
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
     ring.append(now, cost, this.windowMs, this.exactEntries);
-    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
   }
 
   allowAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {
-    let ring = this.rings[slot];
+    let ring = this.ringAt(slot);
     if (ring === undefined) {
       if (cost === 0) return true;
       if (!fits(cost, this.limit)) return false;
@@ -186,7 +213,7 @@ export class SlidingWindowLogLayout implements SlotLayout {
     ring.expire(now, limit);
     const allowed = cost === 0 || fits(cost, limit - ring.sum());
     if (allowed && cost > 0) ring.append(now, cost, this.windowMs, this.exactEntries);
-    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
     return allowed;
   }
 
@@ -198,7 +225,7 @@ export class SlidingWindowLogLayout implements SlotLayout {
     cost: number,
     take: boolean,
   ): Decision {
-    let ring = this.rings[slot];
+    let ring = this.ringAt(slot);
     if (ring === undefined) {
       // An empty log decides as any: a ring is made only for a cost it may log.
       if (!(take && cost > 0 && fits(cost, this.limit))) {
@@ -208,13 +235,13 @@ export class SlidingWindowLogLayout implements SlotLayout {
     }
     const slots = ring.slotCount;
     const decision = ring.decide(now, cost, take, this.limit, this.windowMs, this.exactEntries);
-    if (ring.slotCount !== slots) this.account(slots, ring.slotCount);
+    if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
     return decision;
   }
 
   /** Frees the slot's ring and gives its entries' bytes back. */
   release(slot: number, bytes: ByteSink): void {
-    const ring = this.rings[slot];
+    const ring = this.ringAt(slot);
     if (ring === undefined) return;
     this.rings[slot] = undefined;
     const n = logEntryBytes(ring.slotCount);
@@ -230,7 +257,7 @@ export class SlidingWindowLogLayout implements SlotLayout {
 
   /** Accounted bytes of the slot's ring entries (0 without a ring): for tests and stats. */
   entryBytesOf(slot: number): number {
-    const ring = this.rings[slot];
+    const ring = this.ringAt(slot);
     return ring === undefined ? 0 : logEntryBytes(ring.slotCount);
   }
 
@@ -243,8 +270,9 @@ export class SlidingWindowLogLayout implements SlotLayout {
     return ring;
   }
 
-  /** A ring went from `before` to `after` entry slots: accounts the difference. */
-  private account(before: number, after: number): void {
+  /** A ring went from `before` to `after` entry slots: accounts the difference (not for the scratch ring). */
+  private account(slot: number, before: number, after: number): void {
+    if (slot < 0) return;
     this.sink.addBytes(logEntryBytes(after) - logEntryBytes(before));
   }
 }

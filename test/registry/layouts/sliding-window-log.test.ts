@@ -225,10 +225,12 @@ describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => 
         const now = e.engine.now();
         const { layout, engine } = e;
         if (layout.isIdle(engine.state, exact.s, exact.slot, now)) return; // nothing to bound
-        const busyUntilMs = layout.idleAtMs(engine.state, exact.s, exact.slot, now);
+        const trace = new Float64Array(2);
+        layout.traceValue(engine.state, exact.s, exact.slot, now, trace, 0);
+        const busyUntilMs = trace[0]!;
         expect(busyUntilMs).toBeGreaterThan(now);
         const bound = slotOf(e, "bound");
-        layout.restoreUntil(engine.state, bound.s, bound.slot, busyUntilMs, now);
+        layout.restore(engine.state, bound.s, bound.slot, trace, 0, now);
         expect(layout.idleAtMs(engine.state, bound.s, bound.slot, now)).toBeGreaterThanOrEqual(
           busyUntilMs,
         );
@@ -238,12 +240,12 @@ describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => 
     );
   });
 
-  test("restore: limit units until busyUntilMs, then empty", () => {
+  test("restore: the entry's units (the limit here) until its time, then empty", () => {
     const clock = manualClock(100);
     const e = engineOf(5, 1000, clock);
     const { layout, engine } = e;
     const key = slotOf(e, "k");
-    layout.restoreUntil(engine.state, key.s, key.slot, 700, 100);
+    layout.restore(engine.state, key.s, key.slot, new Float64Array([700, 5]), 0, 100);
     expect(key.decide(1, true)).toEqual({
       allowed: false,
       limit: 5,
@@ -330,7 +332,7 @@ describe("SlidingWindowLogLayout bytes", () => {
     const { layout, engine } = e;
     const key = slotOf(e, "k");
     const keyed = engine.bytes;
-    layout.restore(engine.state, key.s, key.slot, new Float64Array([10]), 0, 0);
+    layout.restore(engine.state, key.s, key.slot, new Float64Array([10, 5]), 0, 0);
     expect(engine.bytes - keyed).toBe(logEntryBytes(4));
     clock.set(10);
     for (let i = 0; i < 50; i++) {
@@ -338,7 +340,14 @@ describe("SlidingWindowLogLayout bytes", () => {
       key.allow(1);
     }
     expect(engine.bytes - keyed).toBe(logEntryBytes(64));
-    layout.restoreUntil(engine.state, key.s, key.slot, engine.now() + 5, engine.now());
+    layout.restore(
+      engine.state,
+      key.s,
+      key.slot,
+      new Float64Array([engine.now() + 5, 10]),
+      0,
+      engine.now(),
+    );
     expect(engine.bytes - keyed).toBe(logEntryBytes(4));
     engine.reset("k");
     expect(engine.bytes).toBe(keyed - keyBytes("k") - LOG_RING_BYTES);
