@@ -155,6 +155,20 @@ export class SlabEngine {
     this.keys = new Array<string | undefined>(this.slots).fill(undefined);
     this.layout.grow(this.slots);
     this.layout.bind(this);
+    // Room for two keys at their largest (a full log each, a 512-unit key): below that the
+    // bound could not hold while one key grows, since a key never pushes itself out.
+    const floor =
+      this.bytes +
+      2 *
+        (o.layout.maxGrowthBytes +
+          o.layout.keyExtraBytes +
+          keyBytes("x".repeat(512)) +
+          this.slotBytes());
+    if (o.maxBytes < floor) {
+      throw new RangeError(
+        `KeyedLimiter: maxBytes must be at least ${floor} for this policy (two keys at their largest: a full log each), got ${o.maxBytes}`,
+      );
+    }
   }
 
   /** Keys kept. */
@@ -275,9 +289,61 @@ export class SlabEngine {
     }
   }
 
-  /** Called by a layout when a slot's log grows or shrinks by `delta` accounted bytes. */
-  addBytes(delta: number): void {
+  /**
+   * Called by a layout when `slot`'s log grows or shrinks by `delta` accounted bytes. A
+   * growth past `maxBytes` makes room at once among the other keys (idle ones first; with
+   * `whenFull: "evict"` then keys in use, with traces), never `slot` itself nor a pinned key.
+   */
+  addBytes(delta: number, slot = -1): void {
     this.keyBytesKept += delta;
+    if (delta > 0 && this.bytes > this.maxBytes) this.shed(slot);
+  }
+
+  /** @internal Drops other keys until the bytes are within `maxBytes` again, or none can go. */
+  private shed(keep: number): void {
+    const now = this.seen[0]!;
+    for (let rounds = 0; this.bytes > this.maxBytes && rounds <= this.count; rounds++) {
+      let victim = -1;
+      let victimIdleAt = Number.POSITIVE_INFINITY;
+      let seen = 0;
+      for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
+        const slot = this.cursor;
+        this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
+        if (slot === keep || this.keys[slot] === undefined || (this.flags[slot]! & PINNED) !== 0) {
+          continue;
+        }
+        seen++;
+        const s = slot * this.stride;
+        if (this.layout.isIdle(this.state, s, slot, now)) {
+          this.drop(slot);
+          this.evictedIdle++;
+          continue;
+        }
+        const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
+        if (victim < 0 || idleAt < victimIdleAt) {
+          victim = slot;
+          victimIdleAt = idleAt;
+        }
+      }
+      if (this.bytes <= this.maxBytes) return;
+      if (this.refuse || victim < 0) return; // "refuse" never drops a key in use
+      this.evict(victim, now);
+    }
+  }
+
+  /** @internal Drops a key in use, keeping its trace. */
+  private evict(victim: number, now: number): void {
+    const key = this.keys[victim]!;
+    if (this.trace.length === 0) {
+      this.trace = new Float64Array(this.traceBytes / 8).fill(Number.NEGATIVE_INFINITY);
+    }
+    const o = (this.hash(key) & this.traceMask) * this.traceWidth;
+    this.layout.traceValue(this.state, victim * this.stride, victim, now, this.traceScratch, 0);
+    this.layout.traceCombine(this.trace, o, this.traceScratch, 0, now);
+    const expires = this.layout.traceExpiresMs(this.trace, o);
+    if (expires > this.traceUntil) this.traceUntil = expires;
+    this.drop(victim);
+    this.evictedLossy++;
   }
 
   /** Forgets a key's state (its next request starts as a new key). */
@@ -396,18 +462,7 @@ export class SlabEngine {
       this.soonestIdleMs = victimIdleAt;
       if (this.hasRoom(need)) return true;
       if (this.refuse || victim < 0) return false;
-      const key = this.keys[victim]!;
-      if (this.trace.length === 0) {
-        this.trace = new Float64Array(this.traceBytes / 8).fill(Number.NEGATIVE_INFINITY);
-      }
-      const o = (this.hash(key) & this.traceMask) * this.traceWidth;
-      const vs = victim * this.stride;
-      this.layout.traceValue(this.state, vs, victim, now, this.traceScratch, 0);
-      this.layout.traceCombine(this.trace, o, this.traceScratch, 0, now);
-      const expires = this.layout.traceExpiresMs(this.trace, o);
-      if (expires > this.traceUntil) this.traceUntil = expires;
-      this.drop(victim);
-      this.evictedLossy++;
+      this.evict(victim, now);
       if (this.hasRoom(need)) return true;
       if (round > this.maxKeys) return false;
     }
@@ -478,10 +533,12 @@ export class SlabEngine {
 export function traceSlots(maxKeys: number, maxBytes: number): number {
   let n = MIN_TRACE_SLOTS;
   const cap = Math.min(MAX_TRACE_SLOTS, Math.max(MIN_TRACE_SLOTS, maxBytes / 16 / 8));
-  while (n < 2 * maxKeys && n * 2 <= cap) n *= 2;
+  while ((n < 2 * maxKeys || n < USUAL_MIN_TRACE_SLOTS) && n * 2 <= cap) n *= 2;
   return n;
 }
-/** Fewest trace entries (32 KiB). */
-const MIN_TRACE_SLOTS = 4096;
+/** Fewest trace entries (512 bytes), for the smallest `maxBytes`. */
+const MIN_TRACE_SLOTS = 64;
+/** Trace entries at least, where `maxBytes` allows (32 KiB). */
+const USUAL_MIN_TRACE_SLOTS = 4096;
 /** Most trace entries (16 MiB). */
 const MAX_TRACE_SLOTS = 2 ** 21;

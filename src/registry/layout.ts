@@ -18,6 +18,8 @@ export interface SlotLayout {
   readonly doubles: number;
   /** Accounted bytes per key beyond its slot doubles (a log's fixed part). */
   readonly keyExtraBytes: number;
+  /** The most bytes one key's state can grow by beyond that (a full log's entries); 0 if none. */
+  readonly maxGrowthBytes: number;
   /** The most units one request can ever take (the smallest limit of the parts). */
   readonly limit: number;
   /** Writes the state of a key that was never used. */
@@ -82,7 +84,7 @@ export interface SlotLayout {
     take: boolean,
   ): Decision;
   /** The engine whose bytes a layout that keeps more per key (a log) accounts; called once by it. */
-  bind(sink: { addBytes(delta: number): void }): void;
+  bind(sink: { addBytes(delta: number, slot?: number): void }): void;
   /** Frees what the layout keeps for `slot` beyond its doubles (a log), through `bytes`. */
   release(slot: number, bytes: { addBytes(delta: number): void }): void;
   /** The engine grew to `slots` slots. */

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, test, vi } from "vitest";
 import {
   allOf,
   FixedWindow,
-  type KeyedLimiter,
+  KeyedLimiter,
   RateLimitError,
   SlidingWindowCounter,
   SlidingWindowLog,
@@ -409,5 +409,32 @@ describe('whenFull "refuse"', () => {
     expect(keyed.allow("a", 2)).toBe(true);
     expect(statsOf(keyed)).toMatchObject({ refused: 1, created: 1, evictedLossy: 0 });
     expect(keyed.size).toBe(1);
+  });
+});
+
+describe("a log that grows stays within maxBytes", () => {
+  test("regression: a ring that grew during a decision could pass maxBytes until the next new key", () => {
+    const clock = manualClock();
+    const maxBytes = 2 ** 18;
+    const keyed = new KeyedLimiter(new SlidingWindowLog({ limit: 1000, windowMs: 60_000, clock }), {
+      maxBytes,
+      sweepIntervalMs: Number.POSITIVE_INFINITY,
+    });
+    // Twenty keys, each growing its log to a thousand entries: rings double past the bound.
+    for (let round = 0; round < 1000; round++) {
+      for (let k = 0; k < 20; k++) {
+        clock.advance(1);
+        keyed.allow(`client-${k}`);
+        expect(keyed.stats.bytes, `round ${round}, key ${k}`).toBeLessThanOrEqual(maxBytes);
+      }
+    }
+    expect(keyed.stats.evictedLossy, "keys in use went, with traces").toBeGreaterThan(0);
+  });
+
+  test("a maxBytes below two full logs is a RangeError naming it", () => {
+    const policy = new SlidingWindowLog({ limit: 1000, windowMs: 60_000, clock: manualClock() });
+    expect(() => new KeyedLimiter(policy, { maxBytes: 2 ** 16 })).toThrow(
+      /^KeyedLimiter: maxBytes must be at least \d+ for this policy \(two keys at their largest: a full log each\), got 65536$/,
+    );
   });
 });

@@ -11,6 +11,7 @@ import type { SlotLayout } from "../layout.js";
 export class AllOfLayout implements SlotLayout {
   readonly doubles: number;
   readonly keyExtraBytes: number;
+  readonly maxGrowthBytes: number;
   readonly limit: number;
   /** @internal */
   private readonly parts: readonly SlotLayout[];
@@ -27,6 +28,7 @@ export class AllOfLayout implements SlotLayout {
     let width = 0;
     let doubles = 0;
     let extra = 0;
+    let growth = 0;
     let limit = Number.POSITIVE_INFINITY;
     for (const part of parts) {
       offsets.push(doubles);
@@ -34,6 +36,7 @@ export class AllOfLayout implements SlotLayout {
       width += part.traceWidth;
       doubles += part.doubles;
       extra += part.keyExtraBytes;
+      growth += part.maxGrowthBytes;
       if (part.limit < limit) limit = part.limit;
     }
     this.offsets = offsets;
@@ -41,6 +44,7 @@ export class AllOfLayout implements SlotLayout {
     this.traceWidth = width;
     this.doubles = doubles;
     this.keyExtraBytes = extra;
+    this.maxGrowthBytes = growth;
     this.limit = limit;
   }
 
@@ -167,7 +171,7 @@ export class AllOfLayout implements SlotLayout {
     return combine(allowed, decisions);
   }
 
-  bind(sink: { addBytes(delta: number): void }): void {
+  bind(sink: { addBytes(delta: number, slot?: number): void }): void {
     for (const part of this.parts) part.bind(sink);
   }
 

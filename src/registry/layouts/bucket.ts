@@ -18,6 +18,7 @@ const RATE = 1;
 export class BucketLayout implements SlotLayout {
   readonly doubles = DOUBLES;
   readonly keyExtraBytes = 0;
+  readonly maxGrowthBytes = 0;
   readonly limit: number;
   /** @internal `[capacity, ratePerSecond]` as raw doubles: V8 keeps the arithmetic unboxed. */
   private readonly params: Float64Array;

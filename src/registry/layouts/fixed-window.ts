@@ -23,6 +23,7 @@ const SHARE_SPAN = 1 - 2 ** -20;
 export class FixedWindowLayout implements SlotLayout {
   readonly doubles = 2;
   readonly keyExtraBytes = 0;
+  readonly maxGrowthBytes = 0;
   readonly limit: number;
   /** @internal */
   private readonly params: Float64Array;

@@ -24,6 +24,7 @@ const SHARE_SPAN = 1 - 2 ** -20;
 export class SlidingWindowCounterLayout implements SlotLayout {
   readonly doubles = 3;
   readonly keyExtraBytes = 0;
+  readonly maxGrowthBytes = 0;
   readonly limit: number;
   /** @internal */
   private readonly params: Float64Array;

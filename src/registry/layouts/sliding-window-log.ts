@@ -7,7 +7,7 @@ import type { SlotLayout } from "../layout.js";
 /** Where a layout accounts the bytes its logs gain or lose: the slab engine. */
 export interface ByteSink {
   /** Adds `delta` (possibly negative) accounted bytes. */
-  addBytes(delta: number): void;
+  addBytes(delta: number, slot?: number): void;
 }
 
 /**
@@ -48,6 +48,8 @@ const UNBOUND: ByteSink = {
 export class SlidingWindowLogLayout implements SlotLayout {
   readonly doubles = 1;
   readonly keyExtraBytes = LOG_RING_BYTES;
+  /** A full ring: `2 * exactEntries + 1` entries, the class's bound (see `logLeaveAt`). */
+  readonly maxGrowthBytes: number;
   readonly limit: number;
   readonly windowMs: number;
   /** `logExactEntries(limit)`: entries kept at their exact time (see `logLeaveAt`). */
@@ -72,6 +74,7 @@ export class SlidingWindowLogLayout implements SlotLayout {
     this.limit = limit;
     this.windowMs = windowMs;
     this.exactEntries = logExactEntries(limit);
+    this.maxGrowthBytes = logEntryBytes(2 * this.exactEntries + 1);
     this.boundUnits = limit + 2 * TOLERANCE * (limit > 1 ? limit : 1);
   }
 
@@ -273,6 +276,6 @@ export class SlidingWindowLogLayout implements SlotLayout {
   /** A ring went from `before` to `after` entry slots: accounts the difference (not for the scratch ring). */
   private account(slot: number, before: number, after: number): void {
     if (slot < 0) return;
-    this.sink.addBytes(logEntryBytes(after) - logEntryBytes(before));
+    this.sink.addBytes(logEntryBytes(after) - logEntryBytes(before), slot);
   }
 }
