@@ -25,6 +25,8 @@ export class LogRing {
   slots: Float64Array = EMPTY;
   /** Entries the ring can hold (`slots.length / 2`). */
   slotCount = 0;
+  /** False while the ring may not grow (the keyed registry is at `maxBytes`): appends merge. */
+  growable = true;
   /** Ring position of the oldest entry. */
   head = 0;
   /** Entries in the ring. */
@@ -112,8 +114,14 @@ export class LogRing {
     const maxEntries = 2 * exactEntries + 1;
     if (this.size > 0) {
       const newest = 2 * this.at(this.size - 1);
-      // The second test is a safety net the granules make unreachable: merge, later.
-      if (this.slots[newest] === leaveAtMs || this.size >= maxEntries) {
+      // The second test is a safety net the granules make unreachable: merge, later. The
+      // third is the keyed registry's memory bound: a full ring it may not grow merges too,
+      // so the newest entry counts a little longer (conservative), never shorter.
+      if (
+        this.slots[newest] === leaveAtMs ||
+        this.size >= maxEntries ||
+        (this.size === this.slotCount && !this.growable)
+      ) {
         this.slots[newest] = leaveAtMs;
         this.slots[newest + 1]! += cost;
         return;

@@ -155,18 +155,12 @@ export class SlabEngine {
     this.keys = new Array<string | undefined>(this.slots).fill(undefined);
     this.layout.grow(this.slots);
     this.layout.bind(this);
-    // Room for two keys at their largest (a full log each, a 512-unit key): below that the
-    // bound could not hold while one key grows, since a key never pushes itself out.
+    // Room for a few keys: beyond what is left, a log merges its entries rather than grow.
     const floor =
-      this.bytes +
-      2 *
-        (o.layout.maxGrowthBytes +
-          o.layout.keyExtraBytes +
-          keyBytes("x".repeat(512)) +
-          this.slotBytes());
+      this.bytes + 4 * (o.layout.keyExtraBytes + keyBytes("x".repeat(512)) + this.slotBytes());
     if (o.maxBytes < floor) {
       throw new RangeError(
-        `KeyedLimiter: maxBytes must be at least ${floor} for this policy (two keys at their largest: a full log each), got ${o.maxBytes}`,
+        `KeyedLimiter: maxBytes must be at least ${floor} for this policy (room for four keys), got ${o.maxBytes}`,
       );
     }
   }
@@ -296,13 +290,20 @@ export class SlabEngine {
    */
   addBytes(delta: number, slot = -1): void {
     this.keyBytesKept += delta;
-    if (delta > 0 && this.bytes > this.maxBytes) this.shed(slot);
+    if (delta > 0 && this.bytes > this.maxBytes) this.shed(slot, 0);
   }
 
-  /** @internal Drops other keys until the bytes are within `maxBytes` again, or none can go. */
-  private shed(keep: number): void {
+  /** True when `slot` may grow by `delta` bytes within `maxBytes`, after making room if needed. */
+  reserve(delta: number, slot: number): boolean {
+    if (this.bytes + delta <= this.maxBytes) return true;
+    this.shed(slot, delta);
+    return this.bytes + delta <= this.maxBytes;
+  }
+
+  /** @internal Drops other keys until the bytes and `extra` are within `maxBytes`, or none can go. */
+  private shed(keep: number, extra: number): void {
     const now = this.seen[0]!;
-    for (let rounds = 0; this.bytes > this.maxBytes && rounds <= this.count; rounds++) {
+    for (let rounds = 0; this.bytes + extra > this.maxBytes && rounds <= this.count; rounds++) {
       let victim = -1;
       let victimIdleAt = Number.POSITIVE_INFINITY;
       let seen = 0;
@@ -325,7 +326,7 @@ export class SlabEngine {
           victimIdleAt = idleAt;
         }
       }
-      if (this.bytes <= this.maxBytes) return;
+      if (this.bytes + extra <= this.maxBytes) return;
       if (this.refuse || victim < 0) return; // "refuse" never drops a key in use
       this.evict(victim, now);
     }

@@ -431,10 +431,20 @@ describe("a log that grows stays within maxBytes", () => {
     expect(keyed.stats.evictedLossy, "keys in use went, with traces").toBeGreaterThan(0);
   });
 
-  test("a maxBytes below two full logs is a RangeError naming it", () => {
-    const policy = new SlidingWindowLog({ limit: 1000, windowMs: 60_000, clock: manualClock() });
-    expect(() => new KeyedLimiter(policy, { maxBytes: 2 ** 16 })).toThrow(
-      /^KeyedLimiter: maxBytes must be at least \d+ for this policy \(two keys at their largest: a full log each\), got 65536$/,
-    );
+  test("a ring that may not grow merges its next entry into the newest: conservative", () => {
+    const clock = manualClock();
+    const maxBytes = 2 ** 16;
+    const policy = new SlidingWindowLog({ limit: 100_000, windowMs: 60_000, clock });
+    const keyed = new KeyedLimiter(policy, { maxBytes, sweepIntervalMs: Number.POSITIVE_INFINITY });
+    const alone = policy.clone();
+    for (let i = 0; i < 20_000; i++) {
+      clock.advance(1);
+      const allowed = keyed.allow("one");
+      expect(allowed, `request ${i}`).toBe(alone.allow());
+      expect(keyed.stats.bytes).toBeLessThanOrEqual(maxBytes);
+    }
+    // Merged entries leave later, never sooner: denied where the class would still be too.
+    clock.advance(60_000 - 20_000);
+    expect(keyed.peek("one").remaining).toBeLessThanOrEqual(alone.peek().remaining);
   });
 });

@@ -8,6 +8,8 @@ import type { SlotLayout } from "../layout.js";
 export interface ByteSink {
   /** Adds `delta` (possibly negative) accounted bytes. */
   addBytes(delta: number, slot?: number): void;
+  /** True when `slot` may grow by `delta` bytes (making room among the other keys first). */
+  reserve(delta: number, slot: number): boolean;
 }
 
 /**
@@ -29,6 +31,9 @@ export function logEntryBytes(slotCount: number): number {
 /** The sink before {@link SlidingWindowLogLayout.bind}: a ring that grows then is a bug. */
 const UNBOUND: ByteSink = {
   addBytes() {
+    throw new Error("SlidingWindowLogLayout: bind(engine) before the first request");
+  },
+  reserve() {
     throw new Error("SlidingWindowLogLayout: bind(engine) before the first request");
   },
 };
@@ -178,6 +183,25 @@ export class SlidingWindowLogLayout implements SlotLayout {
     return this.scratch;
   }
 
+  /**
+   * Sets whether a full ring may grow: only when the engine has (or makes) room for it
+   * within `maxBytes`; otherwise its next entry merges into the newest (docs/keyed.md#bounds).
+   */
+  private mayGrow(ring: LogRing, slot: number): void {
+    if (ring.size !== ring.slotCount || ring.slotCount === 0 || slot < 0) {
+      ring.growable = true;
+      return;
+    }
+    const cap = 2 * this.exactEntries + 1;
+    const next = Math.min(
+      2 * ring.slotCount,
+      ring.slotCount < this.exactEntries ? this.exactEntries : cap,
+    );
+    ring.growable =
+      next <= ring.slotCount ||
+      this.sink.reserve(logEntryBytes(next) - logEntryBytes(ring.slotCount), slot);
+  }
+
   /** The ring of `slot`, or of the key without a slot (`slot` -1) being decided. */
   private ringAt(slot: number): LogRing | undefined {
     return slot < 0 ? this.scratch : this.rings[slot];
@@ -199,6 +223,7 @@ export class SlidingWindowLogLayout implements SlotLayout {
     const ring = this.rings[slot] ?? this.create(slot);
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
+    this.mayGrow(ring, slot);
     ring.append(now, cost, this.windowMs, this.exactEntries);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
   }
@@ -215,7 +240,10 @@ export class SlidingWindowLogLayout implements SlotLayout {
     const limit = this.limit;
     ring.expire(now, limit);
     const allowed = cost === 0 || fits(cost, limit - ring.sum());
-    if (allowed && cost > 0) ring.append(now, cost, this.windowMs, this.exactEntries);
+    if (allowed && cost > 0) {
+      if (ring.size === ring.slotCount) this.mayGrow(ring, slot);
+      ring.append(now, cost, this.windowMs, this.exactEntries);
+    }
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
     return allowed;
   }
@@ -237,6 +265,10 @@ export class SlidingWindowLogLayout implements SlotLayout {
       ring = this.create(slot);
     }
     const slots = ring.slotCount;
+    if (take && cost > 0) {
+      ring.expire(now, this.limit);
+      this.mayGrow(ring, slot);
+    }
     const decision = ring.decide(now, cost, take, this.limit, this.windowMs, this.exactEntries);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
     return decision;
