@@ -4,7 +4,7 @@ import { bytesPerCall } from "../support/bytes-per-call.js";
  * Bytes allocated per `allow` on one existing key of `new KeyedLimiter(<policy>)`, measured
  * in a fresh Node process as bench/registry.bench.ts measures (see `bytesPerCall`).
  * `policy` is source text for a limiter over `clock`, an integer clock (a small integer is
- * not allocated, so only the registry counts); `FixedWindow` and `SlidingWindowCounter`
+ * not allocated, so only the registry counts); the five algorithms and `allOf`
  * are in scope.
  */
 export function bytesPerAllow(policy: string): number {
@@ -12,7 +12,11 @@ export function bytesPerAllow(policy: string): number {
     `
     import { KeyedLimiter } from "./src/registry.ts";
     import { FixedWindow } from "./src/algorithms/fixed-window.ts";
-    import { SlidingWindowCounter } from "./src/algorithms/sliding-window-counter.ts";`,
+    import { SlidingWindowCounter } from "./src/algorithms/sliding-window-counter.ts";
+    import { SlidingWindowLog } from "./src/algorithms/sliding-window-log.ts";
+    import { TokenBucket } from "./src/algorithms/token-bucket.ts";
+    import { LeakyBucket } from "./src/algorithms/leaky-bucket.ts";
+    import { allOf } from "./src/composite.ts";`,
     `const keyed = new KeyedLimiter(${policy}, { maxKeys: 16, sweepIntervalMs: Infinity });`,
     'keyed.allow("10.0.0.1")',
   );

@@ -1,0 +1,18 @@
+import { describe, expect, test } from "vitest";
+import { bytesPerAllow } from "./bytes-per-call.js";
+
+// Measured in a fresh process (see bytes-per-call.ts); consume, which builds a Decision,
+// shows about 112 bytes there, so the measure can fail.
+describe.each([
+  ["TokenBucket", "new TokenBucket({ capacity: 1e12, refillPerSecond: 1, clock })"],
+  ["LeakyBucket", "new LeakyBucket({ capacity: 1e12, leakPerSecond: 1, clock })"],
+  ["SlidingWindowLog", "new SlidingWindowLog({ limit: 1e12, windowMs: 1e9, clock })"],
+  [
+    "allOf(TokenBucket, FixedWindow)",
+    "allOf(new TokenBucket({ capacity: 1e12, refillPerSecond: 1, clock }), new FixedWindow({ limit: 1e12, windowMs: 1e9, clock }))",
+  ],
+])("KeyedLimiter(%s) on the slab", (_name, policy) => {
+  test("allow on an existing key allocates nothing", () => {
+    expect(bytesPerAllow(policy), "bytes per call").toBeLessThan(1);
+  });
+});
