@@ -41,7 +41,7 @@ class ${name} extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.allowNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
     return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
   }
 
@@ -52,7 +52,7 @@ class ${name} extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
   }
 
@@ -63,7 +63,7 @@ class ${name} extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.peekNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
   }
 }

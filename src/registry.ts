@@ -428,7 +428,8 @@ class BucketKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.allowNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    if (e.pinned !== 0 && e.flags[slot] !== 0)
+      return this.decideFlagged(slot, c, now, true).allowed;
     return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
   }
 
@@ -439,7 +440,7 @@ class BucketKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
   }
 
@@ -450,7 +451,7 @@ class BucketKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.peekNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
   }
 }
@@ -473,7 +474,8 @@ class FixedWindowKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.allowNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    if (e.pinned !== 0 && e.flags[slot] !== 0)
+      return this.decideFlagged(slot, c, now, true).allowed;
     return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
   }
 
@@ -484,7 +486,7 @@ class FixedWindowKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
   }
 
@@ -495,7 +497,7 @@ class FixedWindowKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.peekNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
   }
 }
@@ -518,7 +520,8 @@ class CounterKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.allowNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    if (e.pinned !== 0 && e.flags[slot] !== 0)
+      return this.decideFlagged(slot, c, now, true).allowed;
     return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
   }
 
@@ -529,7 +532,7 @@ class CounterKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
   }
 
@@ -540,7 +543,7 @@ class CounterKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.peekNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
   }
 }
@@ -563,7 +566,8 @@ class LogKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.allowNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    if (e.pinned !== 0 && e.flags[slot] !== 0)
+      return this.decideFlagged(slot, c, now, true).allowed;
     return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
   }
 
@@ -574,7 +578,7 @@ class LogKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
   }
 
@@ -585,7 +589,7 @@ class LogKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.peekNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
   }
 }
@@ -608,7 +612,8 @@ class AllOfKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.allowNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    if (e.pinned !== 0 && e.flags[slot] !== 0)
+      return this.decideFlagged(slot, c, now, true).allowed;
     return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
   }
 
@@ -619,7 +624,7 @@ class AllOfKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
   }
 
@@ -630,7 +635,7 @@ class AllOfKeyedLimiter extends KeyedLimiter {
     const now = e.now();
     const slot = e.find(key);
     if (slot < 0) return this.peekNew(key, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
+    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
     return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
   }
 }

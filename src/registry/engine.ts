@@ -91,8 +91,8 @@ export class SlabEngine {
   private free = -1;
   /** @internal */
   private count = 0;
-  /** @internal */
-  private pinned = 0;
+  /** Pinned slots (keys with waiters): while 0, no slot's flag needs reading. */
+  pinned = 0;
   /** @internal */
   private cursor = 0;
   /** @internal */
