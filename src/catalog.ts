@@ -11,7 +11,8 @@ import type { Limiter } from "./limiter.js";
 /**
  * The catalog of algorithms: one descriptor per algorithm, the one place that lists them.
  * The CLI (`tollgate replay`) reads it for its algorithm names, flags, help and builder;
- * `tollgate/redis` keys its twins by its ids (src/redis/catalog.ts); test/catalog.test.ts
+ * `tollgate/redis` keys its twins by its ids (src/redis/catalog.ts), and `KeyedLimiter` its
+ * slab layouts (src/registry/layouts/index.ts); test/catalog.test.ts
  * checks it against the package index and each class's option names.
  *
  * Internal: not exported by the package. The algorithm files never import it (it imports
@@ -28,19 +29,6 @@ import type { Limiter } from "./limiter.js";
 export type Measure =
   | { readonly kind: "bucket"; readonly rate: "refillPerSecond" | "leakPerSecond" }
   | { readonly kind: "window" };
-
-/**
- * Reserved for the registry: how `KeyedLimiter` keeps this algorithm's keys in the slab
- * engine (a `SlotLayout` of src/registry/layout.ts, or how to make one from a policy). No
- * row sets it yet: the registry still picks its layouts itself (src/registry/layouts/).
- * The registry's own type is to replace this one; the catalog imports nothing from the
- * registry (type imports included), so the registry may import the catalog without a
- * cycle between layers (test/layers.test.ts).
- */
-export interface SlabLayout {
-  /** The layout's name, as the registry names it (`bucket`, `fixed-window`, …). */
-  readonly kind: string;
-}
 
 /** What `tollgate replay` needs of an algorithm beyond its constructor. */
 export interface CliDescriptor {
@@ -84,8 +72,6 @@ export interface AlgorithmDescriptor {
   readonly cli: CliDescriptor;
   /** The class name of its twin in `tollgate/redis` (src/redis/catalog.ts holds the class). */
   readonly redis: string;
-  /** See {@link SlabLayout}: set by the registry's rows once slabs are described here. */
-  readonly slab?: SlabLayout;
 }
 
 /** The algorithms, in the order the CLI's help, `--compare` and its report list them. */

@@ -189,7 +189,7 @@ export class KeyedLimiter {
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
     if (slab !== undefined) {
       this.engine = new SlabEngine({ ...slab, maxKeys, maxBytes, whenFull: this.whenFull });
-      this.waiters = new KeyWaiters(this.engine, policy as CloneableLimiter, slab, this);
+      this.waiters = new KeyWaiters(this.engine, slab, this);
       this.scratch = new Float64Array(Math.max(1, slab.layout.doubles));
       this.map = undefined;
     } else if (typeof policy === "function") {

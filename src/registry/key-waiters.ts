@@ -1,10 +1,8 @@
 import { heldDecision } from "../algorithms/bucket-base.js";
 import { BucketLedger } from "../algorithms/bucket-ledger.js";
 import { bucketDecision, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
-import { LeakyBucket } from "../algorithms/leaky-bucket.js";
-import { TokenBucket } from "../algorithms/token-bucket.js";
 import { RateLimitError } from "../errors.js";
-import type { Decision, Limiter, WaitOptions } from "../limiter.js";
+import type { Decision, WaitOptions } from "../limiter.js";
 import { WaitQueue } from "../wait.js";
 import type { SlabEngine } from "./engine.js";
 import type { Slab } from "./layouts/index.js";
@@ -61,18 +59,10 @@ export class KeyWaiters {
 
   constructor(
     private readonly engine: SlabEngine,
-    policy: Limiter,
     private readonly slab: Slab,
     private readonly registry: Registry & { readonly maxWaiters: number },
   ) {
-    const proto: unknown = Object.getPrototypeOf(policy);
-    if (proto === TokenBucket.prototype) {
-      const p = policy as TokenBucket;
-      this.bucket = { capacity: p.capacity, ratePerSecond: p.refillPerSecond, shaping: false };
-    } else if (proto === LeakyBucket.prototype) {
-      const p = policy as LeakyBucket;
-      this.bucket = { capacity: p.capacity, ratePerSecond: p.leakPerSecond, shaping: true };
-    }
+    this.bucket = slab.bucket;
   }
 
   /** Pending waits. */

@@ -1,9 +1,10 @@
-import { FixedWindow } from "../../algorithms/fixed-window.js";
-import { LeakyBucket } from "../../algorithms/leaky-bucket.js";
-import { SlidingWindowCounter } from "../../algorithms/sliding-window-counter.js";
-import { SlidingWindowLog } from "../../algorithms/sliding-window-log.js";
+import type { FixedWindow } from "../../algorithms/fixed-window.js";
+import type { LeakyBucket } from "../../algorithms/leaky-bucket.js";
+import type { SlidingWindowCounter } from "../../algorithms/sliding-window-counter.js";
+import type { SlidingWindowLog } from "../../algorithms/sliding-window-log.js";
 import { windowClockBoundMs } from "../../algorithms/time.js";
-import { TokenBucket } from "../../algorithms/token-bucket.js";
+import type { TokenBucket } from "../../algorithms/token-bucket.js";
+import { type AlgorithmId, CATALOG } from "../../catalog.js";
 import { AllOf } from "../../composite.js";
 import type { Clock, Limiter } from "../../limiter.js";
 import type { SlotLayout } from "../layout.js";
@@ -24,56 +25,81 @@ export interface Slab {
   readonly windowMs: number;
   /** Which generated keyed class serves it (see registry.ts). */
   readonly kind: "bucket" | "fixedWindow" | "counter" | "log" | "allOf";
+  /** A bucket policy's waiting (a ledger over the slot); `undefined`: a first-in, first-out queue. */
+  readonly bucket: BucketWaiting | undefined;
 }
 
-/** A single-algorithm slab, or `undefined` when `policy` is not exactly a built-in class. */
-function partSlab(policy: Limiter): Slab | undefined {
-  const proto: unknown = Object.getPrototypeOf(policy);
-  const bucket = (layout: SlotLayout, clock: Clock): Slab => ({
-    layout,
+/** How a bucket policy's keys wait (its ledger's numbers); `undefined` for the windows. */
+export interface BucketWaiting {
+  readonly capacity: number;
+  readonly ratePerSecond: number;
+  /** True for the leaky bucket's shaping. */
+  readonly shaping: boolean;
+}
+
+/** A bucket's slab: its layout, no window bound on the clock, and how its keys wait. */
+function bucketSlab(capacity: number, ratePerSecond: number, shaping: boolean, clock: Clock): Slab {
+  return {
+    layout: new BucketLayout(capacity, ratePerSecond),
     clock,
     clockBoundMs: Number.POSITIVE_INFINITY,
     clockWhere: "KeyedLimiter",
     windowMs: 1,
     kind: "bucket",
-  });
-  const window = (
-    layout: SlotLayout,
-    p: { clock: Clock; windowMs: number },
-    where: string,
-    kind: Slab["kind"],
-  ): Slab => ({
+    bucket: { capacity, ratePerSecond, shaping },
+  };
+}
+
+/** A window's slab: its layout, and readings bound by its window's float step. */
+function windowSlab(
+  layout: SlotLayout,
+  p: { clock: Clock; windowMs: number },
+  where: string,
+  kind: Slab["kind"],
+): Slab {
+  return {
     layout,
     clock: p.clock,
     clockBoundMs: windowClockBoundMs(p.windowMs),
     clockWhere: where,
     windowMs: p.windowMs,
     kind,
-  });
-  if (proto === TokenBucket.prototype) {
-    const p = policy as TokenBucket;
-    return bucket(new BucketLayout(p.capacity, p.refillPerSecond), p.clock);
-  }
-  if (proto === LeakyBucket.prototype) {
-    const p = policy as LeakyBucket;
-    return bucket(new BucketLayout(p.capacity, p.leakPerSecond), p.clock);
-  }
-  if (proto === FixedWindow.prototype) {
-    const p = policy as FixedWindow;
-    return window(new FixedWindowLayout(p.limit, p.windowMs), p, "FixedWindow", "fixedWindow");
-  }
-  if (proto === SlidingWindowCounter.prototype) {
-    const p = policy as SlidingWindowCounter;
-    return window(
+    bucket: undefined,
+  };
+}
+
+/**
+ * The slab of each algorithm of the catalog (src/catalog.ts), by its id: a row missing
+ * here, or one for an id the catalog lacks, is a type error. A sixth algorithm adds its
+ * layout file beside the others and one row here (CONTRIBUTING.md, "Adding an algorithm").
+ */
+const SLABS = {
+  "token-bucket": (p: TokenBucket) => bucketSlab(p.capacity, p.refillPerSecond, false, p.clock),
+  "leaky-bucket": (p: LeakyBucket) => bucketSlab(p.capacity, p.leakPerSecond, true, p.clock),
+  "fixed-window": (p: FixedWindow) =>
+    windowSlab(new FixedWindowLayout(p.limit, p.windowMs), p, "FixedWindow", "fixedWindow"),
+  "sliding-window-log": (p: SlidingWindowLog) =>
+    windowSlab(new SlidingWindowLogLayout(p.limit, p.windowMs), p, "SlidingWindowLog", "log"),
+  "sliding-window-counter": (p: SlidingWindowCounter) =>
+    windowSlab(
       new SlidingWindowCounterLayout(p.limit, p.windowMs),
       p,
       "SlidingWindowCounter",
       "counter",
-    );
-  }
-  if (proto === SlidingWindowLog.prototype) {
-    const p = policy as SlidingWindowLog;
-    return window(new SlidingWindowLogLayout(p.limit, p.windowMs), p, "SlidingWindowLog", "log");
+    ),
+} as const satisfies Readonly<Record<AlgorithmId, (policy: never) => Slab>>;
+
+/**
+ * A single algorithm's slab, or `undefined` when `policy` is not exactly a catalog class
+ * (a subclass may override anything the slab would skip; the prototype is compared, not
+ * `constructor`, which an object may shadow).
+ */
+function partSlab(policy: Limiter): Slab | undefined {
+  const proto: unknown = Object.getPrototypeOf(policy);
+  for (const row of CATALOG) {
+    if (row.Class.prototype === proto) {
+      return (SLABS[row.id] as (p: Limiter) => Slab)(policy);
+    }
   }
   return undefined;
 }
@@ -113,5 +139,6 @@ export function slabOf(policy: unknown): Slab | undefined {
     clockWhere: tightest.clockWhere,
     windowMs: tightest.windowMs,
     kind: "allOf",
+    bucket: undefined,
   };
 }
