@@ -448,3 +448,51 @@ describe("a log that grows stays within maxBytes", () => {
     expect(keyed.peek("one").remaining).toBeLessThanOrEqual(alone.peek().remaining);
   });
 });
+
+describe("traces at a large clock reading", () => {
+  test.each([
+    ["FixedWindow", (clock: () => number) => new FixedWindow({ limit: 10, windowMs: 100, clock })],
+    [
+      "SlidingWindowCounter",
+      (clock: () => number) => new SlidingWindowCounter({ limit: 10, windowMs: 100, clock }),
+    ],
+    [
+      "allOf(TokenBucket, FixedWindow)",
+      (clock: () => number) =>
+        allOf(
+          new TokenBucket({ capacity: 100, refillPerSecond: 1, clock }),
+          new FixedWindow({ limit: 10, windowMs: 100, clock }),
+        ),
+    ],
+  ])(
+    "regression: %s at a Date.now()-sized clock came back fresh (a trace packed into one float rounded into the next window)",
+    (_name, make) => {
+      const t = 1_700_000_000_000; // inside one 100 ms window, frozen
+      const keyed = new KeyedLimiter(
+        make(() => t),
+        { maxKeys: 1, sweepIntervalMs: Number.POSITIVE_INFINITY },
+      );
+      let admitted = 0;
+      for (let round = 0; round < 20; round++) {
+        while (keyed.allow("victim")) admitted++;
+        keyed.allow(`other-${round}`); // pushes the victim out
+      }
+      expect(admitted, "at most the window's limit").toBeLessThanOrEqual(10);
+      expect(keyed.stats.restored).toBeGreaterThan(0);
+    },
+  );
+
+  test("a SlidingWindowCounter key comes back with its own counts, not both at the larger", () => {
+    let t = 1000;
+    const keyed = new KeyedLimiter(
+      new SlidingWindowCounter({ limit: 5, windowMs: 1000, clock: () => t }),
+      { maxKeys: 1, sweepIntervalMs: Number.POSITIVE_INFINITY },
+    );
+    keyed.consume("a", 2);
+    t = 2000; // the next window: prev 2, curr 0
+    keyed.consume("a", 1); // prev 2, curr 1
+    const before = keyed.peek("a", 0);
+    keyed.consume("b"); // pushes a out
+    expect(keyed.peek("a", 0), "restored exactly").toEqual(before);
+  });
+});

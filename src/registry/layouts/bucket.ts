@@ -1,6 +1,6 @@
 import { bucketDecision, tokensAfter, tokensAt } from "../../algorithms/bucket-math.js";
 import type { Decision } from "../../limiter.js";
-import { fits, TOLERANCE } from "../../numeric.js";
+import { fits } from "../../numeric.js";
 import type { SlotLayout } from "../layout.js";
 
 /** Slot doubles: tokens (free room, for a leaky bucket), then anchorMs (the class's fields). */
@@ -48,37 +48,51 @@ export class BucketLayout implements SlotLayout {
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
-  readonly traceWidth = 1;
+  /** A trace entry is the state itself, `[tokens, anchorMs]`: restored exactly. */
+  readonly traceWidth = 2;
 
-  /**
-   * The time the bucket is full again (a later one bounds an earlier one); for a rate of 0,
-   * which is never full again, the tokens missing instead (more bounds fewer), for good.
-   */
   traceValue(
     st: Float64Array,
     s: number,
-    slot: number,
-    now: number,
+    _slot: number,
+    _now: number,
     out: Float64Array,
     o: number,
   ): void {
-    const p = this.params;
-    out[o] =
-      p[RATE] === 0
-        ? p[CAPACITY]! - tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, 0)
-        : this.idleAtMs(st, s, slot, now);
+    out[o] = st[s]!;
+    out[o + 1] = st[s + 1]!;
   }
 
-  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number): void {
-    if (fresh[f]! > table[o]!) table[o] = fresh[f]!;
+  /**
+   * Keeps the more used of the two states: the one full again later (every key shares one
+   * capacity and rate, so that one has fewer tokens at every time until then); for a rate
+   * of 0, the one with fewer tokens.
+   */
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void {
+    if (
+      !(this.expiresAt(table[o]!, table[o + 1]!) > now) ||
+      this.expiresAt(fresh[f]!, fresh[f + 1]!) > this.expiresAt(table[o]!, table[o + 1]!) ||
+      (this.params[RATE] === 0 && fresh[f]! < table[o]!)
+    ) {
+      table[o] = fresh[f]!;
+      table[o + 1] = fresh[f + 1]!;
+    }
   }
 
   traceExpiresMs(table: Float64Array, o: number): number {
-    if (this.params[RATE] !== 0) return table[o]!;
-    return table[o]! > 0 ? Number.POSITIVE_INFINITY : Number.NEGATIVE_INFINITY;
+    return this.expiresAt(table[o]!, table[o + 1]!);
   }
 
-  /** Full again at the entry's time: the capacity less what refills until then. */
+  /** When the state `tokens` at `anchorMs` is full again (`-Infinity` for none, `Infinity` never). */
+  private expiresAt(tokens: number, anchorMs: number): number {
+    const p = this.params;
+    if (anchorMs === Number.NEGATIVE_INFINITY || !(tokens < p[CAPACITY]!))
+      return Number.NEGATIVE_INFINITY;
+    if (p[RATE] === 0) return Number.POSITIVE_INFINITY;
+    return anchorMs + ((p[CAPACITY]! - tokens) * 1000) / p[RATE]!;
+  }
+
+  /** The entry's state, as it was (fresh where it no longer applies). */
   restore(
     st: Float64Array,
     s: number,
@@ -87,22 +101,12 @@ export class BucketLayout implements SlotLayout {
     o: number,
     now: number,
   ): void {
-    const value = table[o]!;
-    const p = this.params;
-    const capacity = p[CAPACITY]!;
-    const rate = p[RATE]!;
     if (!(this.traceExpiresMs(table, o) > now)) {
       this.init(st, s);
       return;
     }
-    // Made a hair smaller for the float error of the numbers, so never above what left.
-    const missing =
-      rate === 0
-        ? value + Math.abs(value) * 2 ** -48
-        : ((value - now) * rate) / 1000 + (Math.abs(value) * 2 ** -48 * rate) / 1000;
-    const tokens = capacity - missing - capacity * TOLERANCE * TOLERANCE;
-    st[s] = tokens < capacity ? tokens : capacity;
-    st[s + 1] = now;
+    st[s] = table[o]!;
+    st[s + 1] = table[o + 1]!;
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

@@ -1,4 +1,3 @@
-import { windowEnd } from "../../algorithms/time.js";
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
@@ -11,8 +10,6 @@ import type { SlotLayout } from "../layout.js";
 /** `params` indexes: limit, windowMs. */
 const LIMIT = 0;
 const WINDOW_MS = 1;
-/** The part of a window a trace value's share spans: short of its end, so it stays inside. */
-const SHARE_SPAN = 1 - 2 ** -20;
 
 /**
  * The slot of a `FixedWindow` key: `[count, endMs]` (units taken in the window ending at
@@ -46,40 +43,37 @@ export class FixedWindowLayout implements SlotLayout {
     return fixedWindowUsed(st[s]!, st[s + 1]!, now) === 0 ? now : st[s + 1]!;
   }
 
-  readonly traceWidth = 1;
+  /** A trace entry is the state itself, `[count, endMs]`: restored exactly. */
+  readonly traceWidth = 2;
 
-  /**
-   * The window's start plus its share used, `windowStart + (used / limit) * windowMs`, a
-   * hair short of the window's end: it grows with the count within a window and from one
-   * window to the next, so the table's maximum keeps the most-used key of the latest window.
-   */
   traceValue(
     st: Float64Array,
     s: number,
     _slot: number,
-    now: number,
+    _now: number,
     out: Float64Array,
     o: number,
   ): void {
-    const p = this.params;
-    const windowMs = p[WINDOW_MS]!;
-    const start = windowEnd(now, windowMs) - windowMs;
-    const used = fixedWindowUsed(st[s]!, st[s + 1]!, now);
-    const share = used >= p[LIMIT]! ? 1 : used / p[LIMIT]!;
-    out[o] = start + share * windowMs * SHARE_SPAN;
+    out[o] = st[s]!;
+    out[o + 1] = st[s + 1]!;
   }
 
+  /** The later window's; of one window, the larger count (windows share their ends). */
   traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number): void {
-    if (fresh[f]! > table[o]!) table[o] = fresh[f]!;
+    const end = table[o + 1]!;
+    const freshEnd = fresh[f + 1]!;
+    if (freshEnd > end || (freshEnd === end && fresh[f]! > table[o]!)) {
+      table[o] = fresh[f]!;
+      table[o + 1] = freshEnd;
+    }
   }
 
   /** The end of the entry's window. */
   traceExpiresMs(table: Float64Array, o: number): number {
-    const value = table[o]!;
-    return value === Number.NEGATIVE_INFINITY ? value : windowEnd(value, this.params[WINDOW_MS]!);
+    return table[o]! > 0 ? table[o + 1]! : Number.NEGATIVE_INFINITY;
   }
 
-  /** The count the entry bounds, rounded up (never below the count that left). */
+  /** The entry's count in its window (fresh where that window has ended). */
   restore(
     st: Float64Array,
     s: number,
@@ -88,21 +82,12 @@ export class FixedWindowLayout implements SlotLayout {
     o: number,
     now: number,
   ): void {
-    const value = table[o]!;
-    const p = this.params;
-    const windowMs = p[WINDOW_MS]!;
-    const limit = p[LIMIT]!;
-    const end = value === Number.NEGATIVE_INFINITY ? value : windowEnd(value, windowMs);
-    if (!(end > now)) {
+    if (!(this.traceExpiresMs(table, o) > now)) {
       this.init(st, s);
       return;
     }
-    const share = (value - (end - windowMs)) / (windowMs * SHARE_SPAN);
-    // The float error of the start (a few steps of |value|) and of the share, rounded up.
-    const margin = ((Math.abs(value) * 2 ** -48) / windowMs + 2 ** -40) * limit;
-    const count = share * limit + margin;
-    st[s] = count < limit ? count : limit;
-    st[s + 1] = end;
+    st[s] = table[o]!;
+    st[s + 1] = table[o + 1]!;
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

@@ -11,8 +11,6 @@ import type { SlotLayout } from "../layout.js";
 /** `params` indexes: limit, windowMs. */
 const LIMIT = 0;
 const WINDOW_MS = 1;
-/** The part of a window a trace value's share spans: short of its end, so it stays inside. */
-const SHARE_SPAN = 1 - 2 ** -20;
 
 /**
  * The slot of a `SlidingWindowCounter` key: `[prev, curr, index]` (the counts of windows
@@ -75,13 +73,9 @@ export class SlidingWindowCounterLayout implements SlotLayout {
    * Both counts at `limit` when the key could have taken units in this window (it is busy
    * past its end), else the previous count alone: no count of a state idle by then is higher.
    */
-  readonly traceWidth = 1;
+  /** A trace entry is the state itself, `[prev, curr, index]`: restored exactly. */
+  readonly traceWidth = 3;
 
-  /**
-   * The window's start plus its share used, `k * windowMs + (max(prev, curr) / limit) *
-   * windowMs`, a hair short of the window's end (as `FixedWindowLayout` does): it grows
-   * with either count and from one window to the next. Restored, both counts are that share.
-   */
   traceValue(
     st: Float64Array,
     s: number,
@@ -91,58 +85,43 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     o: number,
   ): void {
     this.roll(st, s, now);
-    const most = st[s]! > st[s + 1]! ? st[s]! : st[s + 1]!;
-    out[o] = this.encode(st[s + 2]!, most);
-  }
-
-  /** `k * windowMs` plus the share `units / limit` (at most 1) of a window. */
-  private encode(k: number, units: number): number {
-    const p = this.params;
-    const share = units >= p[LIMIT]! ? 1 : units / p[LIMIT]!;
-    return k * p[WINDOW_MS]! + share * p[WINDOW_MS]! * SHARE_SPAN;
-  }
-
-  /** The window index and the units (rounded up) of a trace value. */
-  private decode(value: number): [number, number] {
-    const p = this.params;
-    const windowMs = p[WINDOW_MS]!;
-    const limit = p[LIMIT]!;
-    const k = windowIndex(value, windowMs);
-    const share = (value - k * windowMs) / (windowMs * SHARE_SPAN);
-    const margin = ((Math.abs(value) * 2 ** -48) / windowMs + 2 ** -40) * limit;
-    const units = share * limit + margin;
-    return [k, units < limit ? units : limit];
+    out[o] = st[s]!;
+    out[o + 1] = st[s + 1]!;
+    out[o + 2] = st[s + 2]!;
   }
 
   /**
-   * An entry of the previous window still bounds the new window's previous count: the
-   * joined entry is of the newer window, with the larger share of the two.
+   * Both states rolled to the later one's window, then the larger of each count: the
+   * previous count of a state one window behind is its current one; further behind, nothing.
    */
   traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number): void {
-    const old = table[o]!;
-    const value = fresh[f]!;
-    if (old === Number.NEGATIVE_INFINITY) {
-      table[o] = value;
+    if (table[o + 2] === Number.NEGATIVE_INFINITY) {
+      table[o] = fresh[f]!;
+      table[o + 1] = fresh[f + 1]!;
+      table[o + 2] = fresh[f + 2]!;
       return;
     }
-    const [kOld, uOld] = this.decode(old);
-    const [kNew, uNew] = this.decode(value);
-    if (kOld === kNew) {
-      if (value > old) table[o] = value;
-      return;
-    }
-    const [k, u, other, otherK] = kOld > kNew ? [kOld, uOld, uNew, kNew] : [kNew, uNew, uOld, kOld];
-    // One window behind: its counts become the previous count; further behind, nothing.
-    table[o] = this.encode(k, otherK === k - 1 && other > u ? other : u);
+    const k = table[o + 2]! > fresh[f + 2]! ? table[o + 2]! : fresh[f + 2]!;
+    const prev = max(rolledPrev(table, o, k), rolledPrev(fresh, f, k));
+    const curr = max(
+      table[o + 2] === k ? table[o + 1]! : 0,
+      fresh[f + 2] === k ? fresh[f + 1]! : 0,
+    );
+    table[o] = prev;
+    table[o + 1] = curr;
+    table[o + 2] = k;
   }
 
-  /** Two windows after the entry's window: its counts have rolled out by then. */
+  /** The end of the window by which both counts have rolled out. */
   traceExpiresMs(table: Float64Array, o: number): number {
-    const value = table[o]!;
-    if (value === Number.NEGATIVE_INFINITY) return value;
-    return (windowIndex(value, this.params[WINDOW_MS]!) + 2) * this.params[WINDOW_MS]!;
+    const k = table[o + 2]!;
+    if (k === Number.NEGATIVE_INFINITY) return k;
+    const windowMs = this.params[WINDOW_MS]!;
+    if (table[o + 1]! > 0) return (k + 2) * windowMs;
+    return table[o]! > 0 ? (k + 1) * windowMs : Number.NEGATIVE_INFINITY;
   }
 
+  /** The entry's counts, rolled to now's window (fresh where they have rolled out). */
   restore(
     st: Float64Array,
     s: number,
@@ -155,10 +134,9 @@ export class SlidingWindowCounterLayout implements SlotLayout {
       this.init(st, s, slot, now);
       return;
     }
-    const [k, units] = this.decode(table[o]!);
-    st[s] = units;
-    st[s + 1] = units;
-    st[s + 2] = k;
+    st[s] = table[o]!;
+    st[s + 1] = table[o + 1]!;
+    st[s + 2] = table[o + 2]!;
     this.roll(st, s, now);
   }
 
@@ -199,4 +177,15 @@ export class SlidingWindowCounterLayout implements SlotLayout {
   release(): void {}
 
   grow(): void {}
+}
+
+/** The previous count of the state at `t[o ..]` once rolled to window `k` (>= its own). */
+function rolledPrev(t: Float64Array, o: number, k: number): number {
+  const index = t[o + 2]!;
+  if (index === k) return t[o]!;
+  return counterRolledPrev(index, t[o + 1]!, k);
+}
+
+function max(a: number, b: number): number {
+  return a > b ? a : b;
 }
