@@ -78,6 +78,7 @@ export class LogRing {
   }
 
   /**
+   * @internal
    * Subtracts `base` from every running total, keeping them below `3 * limit` so their
    * differences stay exact. Every entry is rebased at most once (FIFO, and more than
    * `2 * limit` must leave in between), so this is O(1) amortized.
@@ -88,7 +89,7 @@ export class LogRing {
     this.base = 0;
   }
 
-  /** Copies the entries, oldest first, into a ring of `entries` slots. */
+  /** @internal Copies the entries, oldest first, into a ring of `entries` slots. */
   private resize(entries: number): void {
     const next = new Float64Array(2 * entries);
     for (let i = 0; i < this.size; i++) {

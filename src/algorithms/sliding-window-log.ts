@@ -64,30 +64,32 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   readonly clock: Clock;
 
   /**
+   * @internal
    * Entries kept at their exact time: `ceil(limit)`, at least 64, at most 2^24. Beyond
    * it new entries are stamped at the end of their granule of `windowMs / exactEntries`.
    */
   private readonly exactEntries: number;
-  /** The log: `[leaveAtMs, runningTotal]` entries (`leaveAtMs` = time + `windowMs`). */
+  /** @internal The log: `[leaveAtMs, runningTotal]` entries (`leaveAtMs` = time + `windowMs`). */
   private readonly ring = new LogRing();
-  /** Latest clock reading seen; earlier readings are treated as this one. */
+  /** @internal Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
-  /** Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
+  /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
   private readonly clockBoundMs = Number.POSITIVE_INFINITY;
+  /** @internal */
   private queue: WaitQueue | undefined;
 
   // `size`, `slotCount` and `base` are the ring's, read as the log's own by white-box tests
   // of its bounds (test/algorithms/sliding-window-log.test.ts); the class reads only `size`.
-  /** Entries in the log. */
+  /** @internal Entries in the log. */
   private get size(): number {
     return this.ring.size;
   }
-  /** Entries the ring can hold. */
+  /** @internal Entries the ring can hold. */
   // @ts-expect-error TS6133: read by white-box tests only
   private get slotCount(): number {
     return this.ring.slotCount;
   }
-  /** The running total before the oldest entry. */
+  /** @internal The running total before the oldest entry. */
   // @ts-expect-error TS6133: read by white-box tests only
   private get base(): number {
     return this.ring.base;
@@ -105,6 +107,7 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
+   * @internal
    * Registers how allOf reads, checks and charges an exact SlidingWindowLog at one clock
    * reading (see timed-part.ts). Called by the first constructor rather than from a
    * static block, so that a bundle that does not use this class can drop it.
@@ -183,6 +186,7 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
+   * @internal
    * Reads the clock; a reading behind the latest one counts as the latest one. A
    * reading where `windowMs` is below the clock's float step throws and is not kept.
    */
@@ -192,7 +196,7 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
     return this.seenMs;
   }
 
-  /** `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
+  /** @internal `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
   private decide(cost: number, take: boolean, now: number): Decision {
     if (now > this.seenMs) this.seenMs = now;
     return this.ring.decide(now, cost, take, this.limit, this.windowMs, this.exactEntries);

@@ -41,9 +41,11 @@ const OPTIONS = optionNames<RedisSlidingWindowLogOptions>()([
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisSlidingWindowLog extends RedisWindowLimiter {
+  /** @internal */
   protected readonly where = WHERE;
+  /** @internal */
   protected readonly script = SLIDING_WINDOW_LOG_SCRIPT;
-  /** Entries kept at their exact time (`logExactEntries(limit)`), as in memory. */
+  /** @internal Entries kept at their exact time (`logExactEntries(limit)`), as in memory. */
   private readonly exactEntries: number;
 
   constructor(options: RedisSlidingWindowLogOptions) {
@@ -51,6 +53,7 @@ export class RedisSlidingWindowLog extends RedisWindowLimiter {
     this.exactEntries = logExactEntries(this.limit);
   }
 
+  /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
     const [allowed, available, newestLeave, now, retryLeave, size] = replyArray(reply, 6);
     const t = replyNumber(now);
