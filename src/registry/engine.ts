@@ -4,6 +4,12 @@ import type { Clock } from "../limiter.js";
 import type { SlotLayout } from "./layout.js";
 import { EVICT_SCAN, type KeyStoreStats, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
 
+/**
+ * Slots one scan at the bound visits at most once it has found a key to look at (pinned
+ * ones are skipped; at most half the slots are, and the cursor moves on, so a scan is
+ * amortized O(1) even past a run of pinned slots).
+ */
+const MAX_VISIT = 4 * EVICT_SCAN;
 /** The trace table before its first entry. */
 const EMPTY_TRACE = new Float64Array(0);
 /** Slots allocated at first. */
@@ -307,7 +313,11 @@ export class SlabEngine {
       let victim = -1;
       let victimIdleAt = Number.POSITIVE_INFINITY;
       let seen = 0;
-      for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
+      for (
+        let visited = 0;
+        visited < this.highWater && (visited < MAX_VISIT || seen === 0) && seen < EVICT_SCAN;
+        visited++
+      ) {
         const slot = this.cursor;
         this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
         if (slot === keep || this.keys[slot] === undefined || (this.flags[slot]! & PINNED) !== 0) {
@@ -438,7 +448,11 @@ export class SlabEngine {
       let victimIdleAt = Number.POSITIVE_INFINITY;
       let victimTrace = Number.POSITIVE_INFINITY;
       let seen = 0;
-      for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
+      for (
+        let visited = 0;
+        visited < this.highWater && (visited < MAX_VISIT || seen === 0) && seen < EVICT_SCAN;
+        visited++
+      ) {
         const slot = this.cursor;
         this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
         if (this.keys[slot] === undefined || (this.flags[slot]! & PINNED) !== 0) continue;

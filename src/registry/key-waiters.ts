@@ -56,13 +56,16 @@ export class KeyWaiters {
   private pending = 0;
   /** @internal */
   private readonly bucket: BucketPolicy | undefined;
+  /** Most keys with waiters: half of `maxKeys`, so evicting always finds a key to push out. */
+  private readonly maxPinned: number;
 
   constructor(
     private readonly engine: SlabEngine,
     private readonly slab: Slab,
-    private readonly registry: Registry & { readonly maxWaiters: number },
+    private readonly registry: Registry & { readonly maxWaiters: number; readonly maxKeys: number },
   ) {
     this.bucket = slab.bucket;
+    this.maxPinned = Math.max(1, Math.floor(registry.maxKeys / 2));
   }
 
   /** Pending waits. */
@@ -72,16 +75,23 @@ export class KeyWaiters {
 
   /** `wait` for a checked key and cost (at most the layout's limit). Never throws. */
   wait(key: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
-    if (this.pending >= this.registry.maxWaiters) {
-      return Promise.reject(
-        refused(
-          `maxWaiters (${this.registry.maxWaiters}) waits are pending`,
-          this.registry.peek(key, cost),
-        ),
-      );
+    const max = this.registry.maxWaiters;
+    if (this.pending >= max) {
+      const why =
+        max === 0 ? "maxWaiters is 0: no wait is taken" : `maxWaiters (${max}) waits are pending`;
+      return Promise.reject(refused(why, this.registry.peek(key, cost)));
     }
     let entry = this.byKey.get(key);
     if (entry === undefined) {
+      // At most half the slots wait: the other half stays free to push out for new keys.
+      if (this.engine.pinned >= this.maxPinned) {
+        return Promise.reject(
+          refused(
+            `half of maxKeys (${this.maxPinned} keys) already wait; a new key may not`,
+            this.registry.peek(key, cost),
+          ),
+        );
+      }
       const made = this.enter(key);
       if (made === undefined) {
         return Promise.reject(
@@ -90,6 +100,17 @@ export class KeyWaiters {
       }
       entry = made;
     }
+    const bytes = WAITER_BYTES + (options?.signal === undefined ? 0 : SIGNAL_BYTES);
+    if (!this.engine.reserve(bytes, entry.slot)) {
+      if (entry.inflight === 0) this.leave(entry);
+      return Promise.reject(
+        refused(
+          "maxBytes is reached and no other key can make room",
+          this.registry.peek(key, cost),
+        ),
+      );
+    }
+    this.engine.addBytes(bytes, entry.slot);
     const promise =
       entry.ledger !== undefined
         ? entry.ledger.wait(cost, options, `${WHERE}.wait`)
@@ -99,6 +120,7 @@ export class KeyWaiters {
     const e = entry;
     const settled = () => {
       this.pending--;
+      this.engine.addBytes(-bytes);
       if (--e.inflight === 0) this.leave(e);
     };
     promise.then(settled, settled);
@@ -248,6 +270,14 @@ export class KeyWaiters {
     }
   }
 }
+
+/**
+ * Accounted bytes of one pending wait (its promise, waiter and closures, measured at about
+ * 0.9 KB), and more with an `AbortSignal` (its listener: about 2.3 KB in all).
+ */
+export const WAITER_BYTES = 1024;
+/** See {@link WAITER_BYTES}. */
+export const SIGNAL_BYTES = 1536;
 
 /** The `RateLimitError` of a wait refused at once, with the key's decision as denied. */
 function refused(message: string, decision: Decision): RateLimitError {

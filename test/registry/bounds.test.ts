@@ -285,18 +285,58 @@ describe("waiters and the bounds", () => {
   }
 
   test("keys with waiters count toward the bound", async () => {
-    const { keyed, advance } = oneASecond({ maxKeys: 2 });
+    const { keyed, advance } = oneASecond({ maxKeys: 4 });
     keyed.consume("a", 1);
     keyed.consume("b", 1);
     const waits = [keyed.wait("a", 1), keyed.wait("b", 1)];
     expect(keyed.size).toBe(2);
     for (let i = 0; i < 20; i++) {
       keyed.allow(`new-${i}`);
-      expect(keyed.size, `after new-${i}`).toBeLessThanOrEqual(2);
+      expect(keyed.size, `after new-${i}`).toBeLessThanOrEqual(4);
     }
+    // Half of maxKeys wait: a third key may not, so new keys always find one to push out.
+    keyed.consume("c", 1);
+    await expect(keyed.wait("c", 1)).rejects.toThrow(
+      "KeyedLimiter.wait: half of maxKeys (2 keys) already wait; a new key may not",
+    );
+    expect(keyed.allow("new-last"), "a new key is still served").toBe(true);
     await advance(1000);
     await expect(Promise.all(waits)).resolves.toMatchObject([{ allowed: true }, { allowed: true }]);
-    expect(keyed.size).toBeLessThanOrEqual(2);
+    expect(keyed.size).toBeLessThanOrEqual(4);
+  });
+
+  test("regression: with every key waiting, each new key scanned the whole slab and was refused", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const clock = () => 1000;
+    const maxKeys = 20_000;
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 1e9, clock }), {
+      maxKeys,
+      maxWaiters: maxKeys,
+      sweepIntervalMs: Number.POSITIVE_INFINITY,
+    });
+    let refused = 0;
+    for (let i = 0; i < maxKeys; i++) {
+      keyed.allow(`w${i}`);
+      keyed.wait(`w${i}`, 1).catch(() => refused++);
+    }
+    let served = 0;
+    for (let i = 0; i < 200; i++) if (keyed.allow(`new${i}`)) served++;
+    expect(served, "new keys are served: at most half the keys wait").toBe(200);
+    expect(keyed.size).toBeLessThanOrEqual(maxKeys);
+  });
+
+  test("pending waits count toward maxBytes", async () => {
+    const { keyed } = oneASecond({ maxBytes: 2 ** 18 });
+    keyed.consume("a", 1);
+    const before = statsOf(keyed).bytes;
+    const controller = new AbortController();
+    const waits = Array.from({ length: 10 }, () =>
+      keyed.wait("a", 1, { signal: controller.signal }).catch(() => "aborted"),
+    );
+    expect(statsOf(keyed).bytes - before).toBe(10 * 2560);
+    controller.abort();
+    await Promise.all(waits);
+    expect(statsOf(keyed).bytes).toBe(before);
   });
 
   test("maxWaiters rejects a wait past it at once", async () => {
