@@ -188,7 +188,13 @@ export class KeyedLimiter {
     this.maxBytes = maxBytes;
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
     if (slab !== undefined) {
-      this.engine = new SlabEngine({ ...slab, maxKeys, maxBytes, whenFull: this.whenFull });
+      this.engine = new SlabEngine({
+        ...slab,
+        maxKeys,
+        maxBytes,
+        maxKeyLength: this.maxKeyLength,
+        whenFull: this.whenFull,
+      });
       this.waiters = new KeyWaiters(this.engine, slab, this);
       this.scratch = new Float64Array(Math.max(1, slab.layout.doubles));
       this.map = undefined;
@@ -357,7 +363,7 @@ export class KeyedLimiter {
   protected consumeNew(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
     if (e.traceOf(key, now) < 0) {
-      const fresh = this.peekNew(key, cost, now);
+      const fresh = this.decideWithoutSlot(key, cost, now);
       if (!fresh.allowed || cost === 0) return fresh;
     }
     const slot = e.insert(key, now);
@@ -366,8 +372,20 @@ export class KeyedLimiter {
     return e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, true);
   }
 
-  /** @internal `peek` of a key without a slot: a fresh state, or the one its trace gives. */
+  /**
+   * @internal `peek` of a key without a slot: as `consume` would answer, a refusal while
+   * the registry is full and cannot keep it, else {@link decideWithoutSlot}.
+   */
   protected peekNew(key: string, cost: number, now: number): Decision {
+    const decision = this.decideWithoutSlot(key, cost, now);
+    if (decision.allowed && cost > 0 && this.engine!.wouldRefuse(key, now)) {
+      return this.refusal(now);
+    }
+    return decision;
+  }
+
+  /** @internal The decision of a key without a slot: a fresh state, or the one its trace gives. */
+  protected decideWithoutSlot(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
     const scratch = this.scratch!;
     const o = e.traceOf(key, now);
@@ -392,7 +410,14 @@ export class KeyedLimiter {
     const soonest = e.soonestIdleMs;
     const retryAfterMs =
       soonest > now && soonest !== Number.POSITIVE_INFINITY ? soonest - now : REFUSED_RETRY_MS;
-    return { allowed: false, limit: e.layout.limit, remaining: 0, retryAfterMs, resetAfterMs: 0 };
+    // Nothing is kept for the key, but nothing is usable until then either.
+    return {
+      allowed: false,
+      limit: e.layout.limit,
+      remaining: 0,
+      retryAfterMs,
+      resetAfterMs: retryAfterMs,
+    };
   }
 }
 

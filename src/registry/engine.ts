@@ -34,6 +34,8 @@ export interface EngineOptions {
   readonly clock: Clock;
   readonly maxKeys: number;
   readonly maxBytes: number;
+  /** Longest key, in UTF-16 code units (for the smallest `maxBytes` that holds a few). */
+  readonly maxKeyLength: number;
   /** At the bound: drop a key in use (leaving a trace) or refuse new keys. */
   readonly whenFull: "evict" | "refuse";
   /**
@@ -163,7 +165,8 @@ export class SlabEngine {
     this.layout.bind(this);
     // Room for a few keys: beyond what is left, a log merges its entries rather than grow.
     const floor =
-      this.bytes + 4 * (o.layout.keyExtraBytes + keyBytes("x".repeat(512)) + this.slotBytes());
+      this.committed() +
+      4 * (o.layout.keyExtraBytes + 2 * o.maxKeyLength + KEY_OVERHEAD_BYTES + this.slotBytes());
     if (o.maxBytes < floor) {
       throw new RangeError(
         `KeyedLimiter: maxBytes must be at least ${floor} for this policy (room for four keys), got ${o.maxBytes}`,
@@ -176,9 +179,17 @@ export class SlabEngine {
     return this.count;
   }
 
-  /** Accounted bytes now: keys, allocated slots, logs and the trace table. */
-  get bytes(): number {
+  /**
+   * The bytes the bounds count: {@link bytes} with the trace table's reserved from the
+   * start, so that making it at the first key pushed out never passes `maxBytes`.
+   */
+  private committed(): number {
     return this.keyBytesKept + this.slots * this.slotBytes() + this.traceBytes;
+  }
+
+  /** Accounted bytes now: keys, allocated slots, waits, logs and the trace table once made. */
+  get bytes(): number {
+    return this.keyBytesKept + this.slots * this.slotBytes() + this.trace.length * 8;
   }
 
   get stats(): KeyStoreStats {
@@ -272,6 +283,28 @@ export class SlabEngine {
     return slot;
   }
 
+  /**
+   * True when {@link insert} of a new `key` would be refused now (for `peek`, which keeps
+   * nothing): the registry is full and, with `"refuse"`, none of the keys a scan would look
+   * at is idle (or, with `"evict"`, every key waits). Changes nothing.
+   */
+  wouldRefuse(key: string, now: number): boolean {
+    if (this.hasRoom(keyBytes(key) + this.layout.keyExtraBytes)) return false;
+    if (!this.refuse) return this.pinned >= this.count;
+    let slot = this.cursor;
+    let seen = 0;
+    for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
+      if (this.keys[slot] !== undefined && (this.flags[slot]! & PINNED) === 0) {
+        seen++;
+        if (this.layout.isIdle(this.state, slot * this.stride, slot, now)) return false;
+        const idleAt = this.layout.idleAtMs(this.state, slot * this.stride, slot, now);
+        if (seen === 1 || idleAt < this.soonestIdleMs) this.soonestIdleMs = idleAt;
+      }
+      slot = slot + 1 < this.highWater ? slot + 1 : 0;
+    }
+    return true;
+  }
+
   /** Pins a slot while it has waiters: never swept nor evicted. */
   pin(slot: number): void {
     if ((this.flags[slot]! & PINNED) === 0) this.pinned++;
@@ -296,20 +329,24 @@ export class SlabEngine {
    */
   addBytes(delta: number, slot = -1): void {
     this.keyBytesKept += delta;
-    if (delta > 0 && this.bytes > this.maxBytes) this.shed(slot, 0);
+    if (delta > 0 && this.committed() > this.maxBytes) this.shed(slot, 0);
   }
 
   /** True when `slot` may grow by `delta` bytes within `maxBytes`, after making room if needed. */
   reserve(delta: number, slot: number): boolean {
-    if (this.bytes + delta <= this.maxBytes) return true;
+    if (this.committed() + delta <= this.maxBytes) return true;
     this.shed(slot, delta);
-    return this.bytes + delta <= this.maxBytes;
+    return this.committed() + delta <= this.maxBytes;
   }
 
   /** @internal Drops other keys until the bytes and `extra` are within `maxBytes`, or none can go. */
   private shed(keep: number, extra: number): void {
     const now = this.seen[0]!;
-    for (let rounds = 0; this.bytes + extra > this.maxBytes && rounds <= this.count; rounds++) {
+    for (
+      let rounds = 0;
+      this.committed() + extra > this.maxBytes && rounds <= this.count;
+      rounds++
+    ) {
       let victim = -1;
       let victimIdleAt = Number.POSITIVE_INFINITY;
       let seen = 0;
@@ -336,7 +373,7 @@ export class SlabEngine {
           victimIdleAt = idleAt;
         }
       }
-      if (this.bytes + extra <= this.maxBytes) return;
+      if (this.committed() + extra <= this.maxBytes) return;
       if (this.refuse || victim < 0) return; // "refuse" never drops a key in use
       this.evict(victim, now);
     }
@@ -485,9 +522,9 @@ export class SlabEngine {
 
   /** @internal True when a key of `need` bytes fits: under `maxKeys`, and its bytes (and a slot) under `maxBytes`. */
   private hasRoom(need: number): boolean {
-    if (this.count >= this.maxKeys || this.bytes + need > this.maxBytes) return false;
+    if (this.count >= this.maxKeys || this.committed() + need > this.maxBytes) return false;
     if (this.free >= 0 || this.highWater < this.slots) return true;
-    return this.bytes + need + this.slotBytes() <= this.maxBytes;
+    return this.committed() + need + this.slotBytes() <= this.maxBytes;
   }
 
   /** @internal */
@@ -511,7 +548,7 @@ export class SlabEngine {
 
   /** @internal Grows the slab by doubling, within `maxKeys` and what `maxBytes` leaves after `need`. */
   private grow(need: number): void {
-    const affordable = Math.floor((this.maxBytes - this.bytes - need) / this.slotBytes());
+    const affordable = Math.floor((this.maxBytes - this.committed() - need) / this.slotBytes());
     const slots = Math.max(
       this.slots + 1,
       Math.min(this.slots * 2, this.maxKeys, this.slots + affordable),

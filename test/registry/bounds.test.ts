@@ -536,3 +536,24 @@ describe("traces at a large clock reading", () => {
     expect(keyed.peek("a", 0), "restored exactly").toEqual(before);
   });
 });
+
+describe('whenFull "refuse" and peek', () => {
+  test("regression: peek of a new key while full said allowed where consume refused", () => {
+    let t = 0;
+    const keyed = new KeyedLimiter(
+      new TokenBucket({ capacity: 3, refillPerSecond: 1, clock: () => t }),
+      { maxKeys: 1, whenFull: "refuse", sweepIntervalMs: Number.POSITIVE_INFINITY },
+    );
+    keyed.consume("a");
+    t = 100;
+    const peeked = keyed.peek("b");
+    expect(peeked).toEqual(keyed.consume("b"));
+    expect(peeked).toMatchObject({ allowed: false, remaining: 0 });
+    expect(peeked.retryAfterMs, "until a is full again").toBeCloseTo(900, 6);
+    expect(peeked.resetAfterMs, "nothing usable before then").toBe(peeked.retryAfterMs);
+    expect(keyed.peek("b", 0).allowed, "a free probe is not refused").toBe(true);
+    expect(keyed.peek("b", 4).retryAfterMs, "a cost above capacity: never").toBe(
+      Number.POSITIVE_INFINITY,
+    );
+  });
+});

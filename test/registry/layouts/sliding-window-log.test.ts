@@ -22,6 +22,7 @@ function engineOf(limit: number, windowMs: number, clock: ManualClock, maxKeys =
     clock,
     maxKeys,
     maxBytes: 2 ** 28,
+    maxKeyLength: 512,
     whenFull: "evict",
     clockBoundMs: windowClockBoundMs(windowMs),
     clockWhere: "SlidingWindowLog",
