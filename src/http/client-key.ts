@@ -49,7 +49,7 @@ export const MALFORMED_FORWARDED_KEY = "malformed-forwarded";
  * The key shared by every request whose key (from the client address or a `key` hook,
  * often a header the client wrote) is longer than the limiter's `maxKeyLength` (512 for a
  * limiter without one): one budget for all of them, so a client's header length never
- * decides memory and a long key is not a way around the limit. See docs/http.md#keys.
+ * decides memory and a long key is not a way around the limit. See docs/http.md#client-keys.
  */
 export const OVERSIZED_KEY = "oversized-key";
 

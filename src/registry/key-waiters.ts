@@ -210,7 +210,7 @@ export class KeyWaiters {
         ? {
             ...entry,
             queue: new WaitQueue(
-              `${WHERE}.wait`,
+              WHERE,
               {
                 peek: (c = 1) => registry.peek(key, c),
                 consume: (c = 1) => registry.consume(key, c),
