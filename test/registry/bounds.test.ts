@@ -309,7 +309,9 @@ describe("waiters and the bounds", () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     const clock = () => 1000;
     const maxKeys = 20_000;
-    const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 1e9, clock }), {
+    // A limit of 2, each waiting key at 1 and waiting for 2: a new key that lands on a
+    // pushed-out key's trace starts at 1 and is still served.
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 1e9, clock }), {
       maxKeys,
       maxWaiters: maxKeys,
       sweepIntervalMs: Number.POSITIVE_INFINITY,
@@ -317,7 +319,7 @@ describe("waiters and the bounds", () => {
     let refused = 0;
     for (let i = 0; i < maxKeys; i++) {
       keyed.allow(`w${i}`);
-      keyed.wait(`w${i}`, 1).catch(() => refused++);
+      keyed.wait(`w${i}`, 2).catch(() => refused++);
     }
     let served = 0;
     for (let i = 0; i < 200; i++) if (keyed.allow(`new${i}`)) served++;

@@ -94,8 +94,8 @@ describe("KeyedLimiter fast path for SlidingWindowCounter", () => {
     // new key on a traced entry starts conservatively (never fresher than what left).
     // 19,900 pushed out in one window onto 4,096 entries: an entry hit again keeps the
     // most used of its keys plus what the new one took, so later keys start fuller (and a
-    // counter's entry lasts two windows). whenFull "refuse" would serve none of them.
-    expect(served, "flood keys served").toBeGreaterThan(6_000);
+    // counter's entry lasts two windows). About 14,700 are served; "refuse" would serve none.
+    expect(served, "flood keys served").toBeGreaterThan(12_000);
     expect(keyed.stats.restored).toBeGreaterThan(0);
     expect(keyed.allow("attacker")).toBe(false);
     expect(keyed.stats.evictedLossy).toBeGreaterThan(0);
