@@ -483,7 +483,7 @@ export class SlabEngine {
     for (let round = 0; ; round++) {
       let victim = -1;
       let victimIdleAt = Number.POSITIVE_INFINITY;
-      let victimTrace = Number.POSITIVE_INFINITY;
+      let victimUsage = Number.POSITIVE_INFINITY;
       let seen = 0;
       for (
         let visited = 0;
@@ -500,15 +500,14 @@ export class SlabEngine {
           this.evictedIdle++;
           continue;
         }
-        // The key idle soonest goes (the least used of them: the smallest first trace number).
+        // The key idle soonest goes, and of those the least used.
         const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
         if (victim >= 0 && idleAt > victimIdleAt) continue;
-        this.layout.traceValue(this.state, s, slot, now, this.traceScratch, 0);
-        const trace = this.traceScratch[0]!;
-        if (victim < 0 || idleAt < victimIdleAt || trace < victimTrace) {
+        const usage = this.layout.usage(this.state, s, slot, now);
+        if (victim < 0 || idleAt < victimIdleAt || usage < victimUsage) {
           victim = slot;
           victimIdleAt = idleAt;
-          victimTrace = trace;
+          victimUsage = usage;
         }
       }
       this.soonestIdleMs = victimIdleAt;

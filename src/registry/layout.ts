@@ -32,6 +32,11 @@ export interface SlotLayout {
    */
   idleAtMs(st: Float64Array, s: number, slot: number, now: number): number;
   /**
+   * How used the slot is, as a share of its limit (0 fresh, 1 used up): of keys idle equally
+   * soon, the least used is pushed out, so its trace costs a colliding key the least.
+   */
+  usage(st: Float64Array, s: number, slot: number, now: number): number;
+  /**
    * Numbers per trace-table entry: 1 for a bucket or a window, 2 for a log (units and
    * time), the sum of the parts' for an `allOf` (each part keeps its own).
    */

@@ -412,7 +412,10 @@ describe("replay of crafted input", () => {
     expect(report.distinctKeysExact).toBe(false);
     expect(Math.abs(report.distinctKeys - 20_001)).toBeLessThan(20_001 * 0.03);
     expect(report.untalliedRequests).toBeGreaterThan(0);
-    expect(report.top[0]).toMatchObject({ key: "192.0.2.1", denied: [90] });
+    // Its 10 of a fixed quota of 10, never more: a key pushed out comes back no fresher (a
+    // colliding flood key's usage may cost it one more denial, never one fewer).
+    expect(report.top[0]!.key).toBe("192.0.2.1");
+    expect(report.top[0]!.denied[0]).toBeGreaterThanOrEqual(90);
     expect(report.results[0]!.peakLiveKeys).toBeLessThanOrEqual(100);
   });
 

@@ -71,6 +71,17 @@ export class AllOfLayout implements SlotLayout {
     return at;
   }
 
+  /** The most used part's share. */
+  usage(st: Float64Array, s: number, slot: number, now: number): number {
+    let most = 0;
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      const u = parts[i]!.usage(st, s + this.offsets[i]!, slot, now);
+      if (u > most) most = u;
+    }
+    return most;
+  }
+
   /** Each part keeps its own trace numbers, side by side. */
   traceValue(
     st: Float64Array,

@@ -48,6 +48,11 @@ export class BucketLayout implements SlotLayout {
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
+  usage(st: Float64Array, s: number, _slot: number, now: number): number {
+    const p = this.params;
+    return 1 - tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!) / p[CAPACITY]!;
+  }
+
   /** A trace entry is the state itself, `[tokens, anchorMs]`: restored exactly. */
   readonly traceWidth = 2;
 

@@ -43,6 +43,10 @@ export class FixedWindowLayout implements SlotLayout {
     return fixedWindowUsed(st[s]!, st[s + 1]!, now) === 0 ? now : st[s + 1]!;
   }
 
+  usage(st: Float64Array, s: number, _slot: number, now: number): number {
+    return fixedWindowUsed(st[s]!, st[s + 1]!, now) / this.params[LIMIT]!;
+  }
+
   /** A trace entry is the state itself, `[count, endMs]`: restored exactly. */
   readonly traceWidth = 2;
 

@@ -73,6 +73,10 @@ export class SlidingWindowCounterLayout implements SlotLayout {
    * Both counts at `limit` when the key could have taken units in this window (it is busy
    * past its end), else the previous count alone: no count of a state idle by then is higher.
    */
+  usage(st: Float64Array, s: number, _slot: number, now: number): number {
+    return this.estimate(st, s, now) / this.params[LIMIT]!;
+  }
+
   /** A trace entry is the state itself, `[prev, curr, index]`: restored exactly. */
   readonly traceWidth = 3;
 

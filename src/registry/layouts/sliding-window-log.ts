@@ -118,6 +118,12 @@ export class SlidingWindowLogLayout implements SlotLayout {
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
+  usage(st: Float64Array, s: number, slot: number, now: number): number {
+    this.isIdle(st, s, slot, now); // expires the ring to now
+    const ring = this.ringAt(slot);
+    return ring === undefined ? 0 : ring.sum() / this.limit;
+  }
+
   /** The time the log is empty, then the units it holds: each bound grows with use. */
   readonly traceWidth = 2;
 
