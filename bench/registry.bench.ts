@@ -132,7 +132,10 @@ const subjects: readonly Subject[] = [
     id: "keyed",
     name: "KeyedLimiter(TokenBucket).allow",
     make: (keys) => {
-      const keyed = new KeyedLimiter(bucket(), { maxKeys: Math.max(keys.length, 1) });
+      const keyed = new KeyedLimiter(bucket(), {
+        maxKeys: Math.max(keys.length, 1),
+        maxBytes: 2 ** 32,
+      });
       return (key) => keyed.allow(key);
     },
   },
@@ -140,7 +143,10 @@ const subjects: readonly Subject[] = [
     id: "keyed-consume",
     name: "KeyedLimiter(TokenBucket).consume",
     make: (keys) => {
-      const keyed = new KeyedLimiter(bucket(), { maxKeys: Math.max(keys.length, 1) });
+      const keyed = new KeyedLimiter(bucket(), {
+        maxKeys: Math.max(keys.length, 1),
+        maxBytes: 2 ** 32,
+      });
       return (key) => keyed.consume(key);
     },
   },
@@ -148,7 +154,10 @@ const subjects: readonly Subject[] = [
     id: "keyed-fn",
     name: "KeyedLimiter(key => new TokenBucket).allow",
     make: (keys) => {
-      const keyed = new KeyedLimiter(() => bucket(), { maxKeys: Math.max(keys.length, 1) });
+      const keyed = new KeyedLimiter(() => bucket(), {
+        maxKeys: Math.max(keys.length, 1),
+        maxBytes: 2 ** 32,
+      });
       return (key) => keyed.allow(key);
     },
   },
@@ -278,8 +287,10 @@ export function measureBytesPerKey(n: number): Record<string, number> {
   const keys = makeKeys(n);
   const structures: Record<string, () => { allow(key: string): unknown }> = {
     "naive Map<string, {tokens, last}>": () => new NaiveMap(),
-    "KeyedLimiter(TokenBucket)": () => new KeyedLimiter(bucket(), { maxKeys: n }),
-    "KeyedLimiter(key => new TokenBucket)": () => new KeyedLimiter(() => bucket(), { maxKeys: n }),
+    "KeyedLimiter(TokenBucket)": () =>
+      new KeyedLimiter(bucket(), { maxKeys: n, maxBytes: 2 ** 32 }),
+    "KeyedLimiter(key => new TokenBucket)": () =>
+      new KeyedLimiter(() => bucket(), { maxKeys: n, maxBytes: 2 ** 32 }),
   };
   const out: Record<string, number> = {};
   for (const [name, make] of Object.entries(structures)) {

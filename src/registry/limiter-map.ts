@@ -3,8 +3,13 @@ import type { Decision, Limiter, WaitOptions } from "../limiter.js";
 import { keyBytes } from "./engine.js";
 import { WHERE } from "./options.js";
 import type { KeyStore, KeyStoreStats } from "./store.js";
-import { EVICT_SCAN, SWEEP_EVERY } from "./store.js";
+import { SWEEP_EVERY } from "./store.js";
 
+/**
+ * Entries looked at for idle ones when a new key arrives at the bound (the generic path
+ * only drops idle keys, so it looks further than the slab's scan).
+ */
+const IDLE_SCAN = 32;
 /** Entries one incremental sweep step looks at (each `isIdle` reads a clock). */
 const CHUNK = 8;
 /** Accounted bytes of one limiter object of a policy function or a subclass: an estimate. */
@@ -259,11 +264,11 @@ export class LimiterMap implements KeyStore {
 
   /**
    * @internal
-   * Drops every idle limiter among the next `EVICT_SCAN` entries, skipping keys with
+   * Drops every idle limiter among the next {@link IDLE_SCAN} entries, skipping keys with
    * pending waits; true when a new `key` then fits. A key in use is never dropped.
    */
   private makeRoom(key: string): boolean {
-    const n = this.map.size < EVICT_SCAN ? this.map.size : EVICT_SCAN;
+    const n = this.map.size < IDLE_SCAN ? this.map.size : IDLE_SCAN;
     for (let i = 0; i < n; i++) {
       const entry = this.next();
       if (entry === undefined) break;

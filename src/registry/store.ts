@@ -51,5 +51,8 @@ export interface KeyStore {
 export const SWEEP_EVERY = 64;
 /** Entries one incremental sweep step looks at. */
 export const SWEEP_CHUNK = 16;
-/** Entries looked at, when full, for idle keys or else the one closest to idle. */
-export const EVICT_SCAN = 32;
+/**
+ * Keys the slab looks at, when full, for idle ones or else the one to push out: 8 (32 cost
+ * 40% more per new key at the bound, measured, for a victim only slightly better chosen).
+ */
+export const EVICT_SCAN = 8;
