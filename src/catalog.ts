@@ -152,7 +152,7 @@ export const CATALOG = [
 export type AlgorithmId = (typeof CATALOG)[number]["id"];
 
 /** The ids of {@link CATALOG}, in its order. */
-export const ALGORITHM_IDS: readonly AlgorithmId[] = CATALOG.map((d) => d.id);
+export const ALGORITHM_IDS: readonly AlgorithmId[] = /* @__PURE__ */ CATALOG.map((d) => d.id);
 
 /** The descriptor of `id`, or `undefined` for a name that is not an algorithm's id. */
 export function descriptorOf(id: string): AlgorithmDescriptor | undefined {

@@ -11,7 +11,7 @@ import { EVICT_SCAN, type KeyStoreStats, SWEEP_CHUNK, SWEEP_EVERY } from "./stor
  */
 const MAX_VISIT = 4 * EVICT_SCAN;
 /** The trace table before its first entry. */
-const EMPTY_TRACE = new Float64Array(0);
+const EMPTY_TRACE = /* @__PURE__ */ new Float64Array(0);
 /** Slots allocated at first. */
 const FIRST_SLOTS = 16;
 /** Flag of a slot with pending waiters: never swept nor evicted. */
