@@ -347,32 +347,7 @@ export class SlabEngine {
       this.committed() + extra > this.maxBytes && rounds <= this.count;
       rounds++
     ) {
-      let victim = -1;
-      let victimIdleAt = Number.POSITIVE_INFINITY;
-      let seen = 0;
-      for (
-        let visited = 0;
-        visited < this.highWater && (visited < MAX_VISIT || seen === 0) && seen < EVICT_SCAN;
-        visited++
-      ) {
-        const slot = this.cursor;
-        this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
-        if (slot === keep || this.keys[slot] === undefined || (this.flags[slot]! & PINNED) !== 0) {
-          continue;
-        }
-        seen++;
-        const s = slot * this.stride;
-        if (this.layout.isIdle(this.state, s, slot, now)) {
-          this.drop(slot);
-          this.evictedIdle++;
-          continue;
-        }
-        const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
-        if (victim < 0 || idleAt < victimIdleAt) {
-          victim = slot;
-          victimIdleAt = idleAt;
-        }
-      }
+      const victim = this.scan(now, keep);
       if (this.committed() + extra <= this.maxBytes) return;
       if (this.refuse || victim < 0) return; // "refuse" never drops a key in use
       this.evict(victim, now);
@@ -481,42 +456,53 @@ export class SlabEngine {
    */
   private makeRoom(now: number, need: number): boolean {
     for (let round = 0; ; round++) {
-      let victim = -1;
-      let victimIdleAt = Number.POSITIVE_INFINITY;
-      let victimUsage = Number.POSITIVE_INFINITY;
-      let seen = 0;
-      for (
-        let visited = 0;
-        visited < this.highWater && (visited < MAX_VISIT || seen === 0) && seen < EVICT_SCAN;
-        visited++
-      ) {
-        const slot = this.cursor;
-        this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
-        if (this.keys[slot] === undefined || (this.flags[slot]! & PINNED) !== 0) continue;
-        seen++;
-        const s = slot * this.stride;
-        if (this.layout.isIdle(this.state, s, slot, now)) {
-          this.drop(slot);
-          this.evictedIdle++;
-          continue;
-        }
-        // The key idle soonest goes, and of those the least used.
-        const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
-        if (victim >= 0 && idleAt > victimIdleAt) continue;
-        const usage = this.layout.usage(this.state, s, slot, now);
-        if (victim < 0 || idleAt < victimIdleAt || usage < victimUsage) {
-          victim = slot;
-          victimIdleAt = idleAt;
-          victimUsage = usage;
-        }
-      }
-      this.soonestIdleMs = victimIdleAt;
+      const victim = this.scan(now, -1);
       if (this.hasRoom(need)) return true;
       if (this.refuse || victim < 0) return false;
       this.evict(victim, now);
       if (this.hasRoom(need)) return true;
       if (round > this.maxKeys) return false;
     }
+  }
+
+  /**
+   * @internal One scan at the bound: drops the idle keys among the next
+   * {@link EVICT_SCAN} kept ones (not pinned, not `keep`) and returns the slot of the one
+   * to push out (idle soonest, and of those the least used), or -1; sets `soonestIdleMs`.
+   */
+  private scan(now: number, keep: number): number {
+    let victim = -1;
+    let victimIdleAt = Number.POSITIVE_INFINITY;
+    let victimUsage = Number.POSITIVE_INFINITY;
+    let seen = 0;
+    for (
+      let visited = 0;
+      visited < this.highWater && (visited < MAX_VISIT || seen === 0) && seen < EVICT_SCAN;
+      visited++
+    ) {
+      const slot = this.cursor;
+      this.cursor = slot + 1 < this.highWater ? slot + 1 : 0;
+      if (slot === keep || this.keys[slot] === undefined || (this.flags[slot]! & PINNED) !== 0) {
+        continue;
+      }
+      seen++;
+      const s = slot * this.stride;
+      if (this.layout.isIdle(this.state, s, slot, now)) {
+        this.drop(slot);
+        this.evictedIdle++;
+        continue;
+      }
+      const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
+      if (victim >= 0 && idleAt > victimIdleAt) continue;
+      const usage = this.layout.usage(this.state, s, slot, now);
+      if (victim < 0 || idleAt < victimIdleAt || usage < victimUsage) {
+        victim = slot;
+        victimIdleAt = idleAt;
+        victimUsage = usage;
+      }
+    }
+    this.soonestIdleMs = victimIdleAt;
+    return victim;
   }
 
   /** @internal True when a key of `need` bytes fits: under `maxKeys`, and its bytes (and a slot) under `maxBytes`. */
