@@ -246,7 +246,7 @@ export class SlabEngine {
   traceOf(key: string, now: number): number {
     if (this.traceUntil <= now) return -1;
     const o = (this.hash(key) & this.traceMask) * this.traceWidth;
-    return this.layout.traceExpiresMs(this.trace, o) > now ? o : -1;
+    return this.layout.traceApplies(this.trace, o, now) ? o : -1;
   }
 
   /**

@@ -59,7 +59,12 @@ export interface SlotLayout {
    * apply at `now`): the entry then bounds every key that wrote it.
    */
   traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void;
-  /** The clock reading from which the entry at `table[o ..]` no longer applies (`-Infinity`: none). */
+  /** True when the entry at `table[o ..]` applies at `now`: the state it holds is not fresh yet. */
+  traceApplies(table: Float64Array, o: number, now: number): boolean;
+  /**
+   * A clock reading from which the entry at `table[o ..]` no longer applies, or later
+   * (`-Infinity`: none): the engine skips the table once every entry's has passed.
+   */
   traceExpiresMs(table: Float64Array, o: number): number;
   /**
    * Writes the most-used state the entry at `table[o ..]` bounds (a fresh state where it no

@@ -5,6 +5,7 @@ import {
   allOf,
   FixedWindow,
   KeyedLimiter,
+  LeakyBucket,
   RateLimitError,
   SlidingWindowCounter,
   SlidingWindowLog,
@@ -557,5 +558,34 @@ describe('whenFull "refuse" and peek', () => {
     expect(keyed.peek("b", 4).retryAfterMs, "a cost above capacity: never").toBe(
       Number.POSITIVE_INFINITY,
     );
+  });
+});
+
+describe("bucket traces at a large clock", () => {
+  test("regression: two traces full again within one float step of the clock kept the less used", () => {
+    // At 4e15 ms the clock's float step is 0.5 ms; at 1e6 tokens/s a bucket refills 0.5 token
+    // in 0.0005 ms, so every state here is "full again" at the same rounded time: comparing
+    // those times kept the first trace (0.5 left) over the more used second (0.25 left).
+    const t = 4e15;
+    for (const make of [
+      () => new TokenBucket({ capacity: 1, refillPerSecond: 1e6, clock: () => t }),
+      () => new LeakyBucket({ capacity: 1, leakPerSecond: 1e6, clock: () => t }),
+    ]) {
+      const keyed = new KeyedLimiter(make(), {
+        maxKeys: 1,
+        sweepIntervalMs: Number.POSITIVE_INFINITY,
+      });
+      const own = make();
+      const both = (key: string, cost: number) => {
+        const allowed = keyed.consume(key, cost).allowed;
+        if (key === "victim") expect(allowed, `victim ${cost}`).toBe(own.consume(cost).allowed);
+      };
+      both("victim", 0.5);
+      both("k39", 1);
+      both("victim", 0.25);
+      both("k40", 1);
+      both("victim", 0.1);
+      both("victim", 0.25);
+    }
   });
 });

@@ -106,6 +106,15 @@ export class AllOfLayout implements SlotLayout {
   }
 
   /** The entry applies while any part's does. */
+  traceApplies(table: Float64Array, o: number, now: number): boolean {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++) {
+      if (parts[i]!.traceApplies(table, o + this.traceOffsets[i]!, now)) return true;
+    }
+    return false;
+  }
+
+  /** The entry applies while any part's does. */
   traceExpiresMs(table: Float64Array, o: number): number {
     let at = Number.NEGATIVE_INFINITY;
     const parts = this.parts;

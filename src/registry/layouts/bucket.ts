@@ -69,19 +69,23 @@ export class BucketLayout implements SlotLayout {
   }
 
   /**
-   * Keeps the more used of the two states: the one full again later (every key shares one
-   * capacity and rate, so that one has fewer tokens at every time until then); for a rate
-   * of 0, the one with fewer tokens.
+   * Keeps the more used of the two states: the one with fewer tokens now (every key shares
+   * one capacity and rate, so it has fewer at every time until both are full). Compared at
+   * now, not by the time each is full, which a large clock can round to one value.
    */
   traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void {
-    if (
-      !(this.expiresAt(table[o]!, table[o + 1]!) > now) ||
-      this.expiresAt(fresh[f]!, fresh[f + 1]!) > this.expiresAt(table[o]!, table[o + 1]!) ||
-      (this.params[RATE] === 0 && fresh[f]! < table[o]!)
-    ) {
+    const p = this.params;
+    const kept = tokensAt(table[o]!, table[o + 1]!, now, p[CAPACITY]!, p[RATE]!);
+    const joining = tokensAt(fresh[f]!, fresh[f + 1]!, now, p[CAPACITY]!, p[RATE]!);
+    if (joining < kept) {
       table[o] = fresh[f]!;
       table[o + 1] = fresh[f + 1]!;
     }
+  }
+
+  traceApplies(table: Float64Array, o: number, now: number): boolean {
+    const p = this.params;
+    return tokensAt(table[o]!, table[o + 1]!, now, p[CAPACITY]!, p[RATE]!) < p[CAPACITY]!;
   }
 
   traceExpiresMs(table: Float64Array, o: number): number {
@@ -94,7 +98,10 @@ export class BucketLayout implements SlotLayout {
     if (anchorMs === Number.NEGATIVE_INFINITY || !(tokens < p[CAPACITY]!))
       return Number.NEGATIVE_INFINITY;
     if (p[RATE] === 0) return Number.POSITIVE_INFINITY;
-    return anchorMs + ((p[CAPACITY]! - tokens) * 1000) / p[RATE]!;
+    const at = anchorMs + ((p[CAPACITY]! - tokens) * 1000) / p[RATE]!;
+    // A few float steps later: where the refill time is below the clock's float step the
+    // sum rounds back to the anchor, and the entry would stop applying too soon.
+    return at + Math.abs(at) * 2 ** -50 + Number.MIN_VALUE;
   }
 
   /** The entry's state, as it was (fresh where it no longer applies). */
@@ -106,7 +113,7 @@ export class BucketLayout implements SlotLayout {
     o: number,
     now: number,
   ): void {
-    if (!(this.traceExpiresMs(table, o) > now)) {
+    if (!this.traceApplies(table, o, now)) {
       this.init(st, s);
       return;
     }

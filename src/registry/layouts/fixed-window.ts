@@ -72,6 +72,10 @@ export class FixedWindowLayout implements SlotLayout {
     }
   }
 
+  traceApplies(table: Float64Array, o: number, now: number): boolean {
+    return table[o]! > 0 && now < table[o + 1]!;
+  }
+
   /** The end of the entry's window. */
   traceExpiresMs(table: Float64Array, o: number): number {
     return table[o]! > 0 ? table[o + 1]! : Number.NEGATIVE_INFINITY;
@@ -86,7 +90,7 @@ export class FixedWindowLayout implements SlotLayout {
     o: number,
     now: number,
   ): void {
-    if (!(this.traceExpiresMs(table, o) > now)) {
+    if (!this.traceApplies(table, o, now)) {
       this.init(st, s);
       return;
     }

@@ -116,6 +116,10 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     table[o + 2] = k;
   }
 
+  traceApplies(table: Float64Array, o: number, now: number): boolean {
+    return this.traceExpiresMs(table, o) > now;
+  }
+
   /** The end of the window by which both counts have rolled out. */
   traceExpiresMs(table: Float64Array, o: number): number {
     const k = table[o + 2]!;
@@ -134,7 +138,7 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     o: number,
     now: number,
   ): void {
-    if (!(this.traceExpiresMs(table, o) > now)) {
+    if (!this.traceApplies(table, o, now)) {
       this.init(st, s, slot, now);
       return;
     }

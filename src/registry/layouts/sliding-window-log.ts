@@ -152,6 +152,10 @@ export class SlidingWindowLogLayout implements SlotLayout {
     if (fresh[f + 1]! > table[o + 1]!) table[o + 1] = fresh[f + 1]!;
   }
 
+  traceApplies(table: Float64Array, o: number, now: number): boolean {
+    return table[o]! > now;
+  }
+
   traceExpiresMs(table: Float64Array, o: number): number {
     return table[o]!;
   }
