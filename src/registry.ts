@@ -13,6 +13,7 @@ import { LimiterMap } from "./registry/limiter-map.js";
 import {
   armSweepTimer,
   checkedFactory,
+  checkKey,
   checkSweepInterval,
   isLimiter,
   MAX_KEYS_LIMIT,
@@ -336,15 +337,13 @@ export class KeyedLimiter {
    * @throws {TypeError} For a non-string; {RangeError} for a longer key.
    */
   protected checkKey(key: unknown): string {
-    if (typeof key !== "string") {
-      throw new TypeError(`${WHERE}: key must be a string, got ${describe(key)}`);
-    }
-    if (key.length > this.maxKeyLength) {
+    checkKey(key);
+    if ((key as string).length > this.maxKeyLength) {
       throw new RangeError(
-        `${WHERE}: key must be at most maxKeyLength (${this.maxKeyLength}) UTF-16 code units, got ${key.length}`,
+        `${WHERE}: key must be at most maxKeyLength (${this.maxKeyLength}) UTF-16 code units, got ${(key as string).length}`,
       );
     }
-    return key;
+    return key as string;
   }
 
   /** @internal `allow` of a key without a slot (fast path). */
