@@ -40,12 +40,8 @@ export class BucketLayout implements SlotLayout {
   }
 
   idleAtMs(st: Float64Array, s: number, _slot: number, now: number): number {
-    const p = this.params;
-    const missing = p[CAPACITY]! - tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
-    if (!(missing > 0)) return now;
-    if (p[RATE] === 0) return Number.POSITIVE_INFINITY;
-    const at = now + (missing * 1000) / p[RATE]!;
-    return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
+    const at = this.expiresAt(st[s]!, st[s + 1]!);
+    return at > now ? at : now;
   }
 
   usage(st: Float64Array, s: number, _slot: number, now: number): number {
