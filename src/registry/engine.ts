@@ -2,7 +2,7 @@ import { checkWindowClock } from "../algorithms/time.js";
 import { badClock } from "../errors.js";
 import type { Clock } from "../limiter.js";
 import type { SlotLayout } from "./layout.js";
-import { EVICT_SCAN, type KeyStoreStats, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
+import { EVICT_SCAN, type KeyedLimiterStats, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
 
 /**
  * Slots one scan at the bound visits at most once it has found a key to look at (pinned
@@ -192,7 +192,7 @@ export class SlabEngine {
     return this.keyBytesKept + this.slots * this.slotBytes() + this.trace.length * 8;
   }
 
-  get stats(): KeyStoreStats {
+  get stats(): KeyedLimiterStats {
     return {
       created: this.created,
       evictedIdle: this.evictedIdle,

@@ -2,7 +2,7 @@ import { RateLimitError } from "../errors.js";
 import type { Decision, Limiter, WaitOptions } from "../limiter.js";
 import { keyBytes } from "./engine.js";
 import { WHERE } from "./options.js";
-import type { KeyStore, KeyStoreStats } from "./store.js";
+import type { KeyedLimiterStats } from "./store.js";
 import { SWEEP_EVERY } from "./store.js";
 
 /**
@@ -30,7 +30,7 @@ const REFUSED_RETRY_MS = 1000;
  * `TypeError` naming the key and changes nothing (it used to lose a decision).
  * @internal
  */
-export class LimiterMap implements KeyStore {
+export class LimiterMap {
   /** @internal */
   private readonly map = new Map<string, Limiter>();
   /** @internal Keys with `wait` calls not yet settled, and how many: never dropped. */
@@ -69,7 +69,7 @@ export class LimiterMap implements KeyStore {
     return this.map.size;
   }
 
-  get stats(): KeyStoreStats {
+  get stats(): KeyedLimiterStats {
     return {
       created: this.created,
       evictedIdle: this.evictedIdle,
@@ -102,15 +102,13 @@ export class LimiterMap implements KeyStore {
    */
   private decideNew(key: string, cost: number): Decision {
     const fresh = this.create(key);
-    const peeked = fresh.peek(cost);
-    if (!peeked.allowed || cost === 0) {
-      const decision = fresh.consume(cost);
-      if (!fresh.isIdle()) this.insert(key, fresh);
-      return decision;
-    }
-    if (!this.hasRoom(key) && !this.makeRoom(key)) {
-      this.refused++;
-      return { ...peeked, allowed: false, remaining: 0, retryAfterMs: REFUSED_RETRY_MS };
+    // Only a full map must know first whether the call would keep the key.
+    if (cost > 0 && !this.hasRoom(key)) {
+      const peeked = fresh.peek(cost);
+      if (peeked.allowed && !this.makeRoom(key)) {
+        this.refused++;
+        return { ...peeked, allowed: false, remaining: 0, retryAfterMs: REFUSED_RETRY_MS };
+      }
     }
     const decision = fresh.consume(cost);
     if (!fresh.isIdle()) this.insert(key, fresh);

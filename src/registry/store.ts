@@ -1,5 +1,3 @@
-import type { Decision } from "../limiter.js";
-
 /**
  * Counters of a {@link KeyedLimiter}, since it was created (`clear()` keeps them).
  */
@@ -27,24 +25,6 @@ export interface KeyedLimiterStats {
    * this key's entry says it is busy until later): conservatively, never fresher.
    */
   readonly restored: number;
-}
-
-/** @internal The stats of one store. */
-export type KeyStoreStats = KeyedLimiterStats;
-
-/**
- * @internal One way of keeping per-key state. Keys and costs arrive validated; `cost`
- * is a number. Each store sweeps itself incrementally and keeps `size <= maxKeys`.
- */
-export interface KeyStore {
-  readonly size: number;
-  readonly stats: KeyStoreStats;
-  allow(key: string, cost: number): boolean;
-  consume(key: string, cost: number): Decision;
-  peek(key: string, cost: number): Decision;
-  reset(key: string): void;
-  clear(): void;
-  sweep(): number;
 }
 
 /** Calls between two incremental sweep steps. */
