@@ -25,10 +25,10 @@ interface BucketPolicy {
 interface Entry {
   readonly key: string;
   readonly slot: number;
-  /** A bucket's ledger, which holds units for its waiters in the slot; else undefined. */
-  readonly ledger: BucketLedger | undefined;
-  /** A window's or `allOf`'s queue, which polls the registry for the key; else undefined. */
-  readonly queue: WaitQueue | undefined;
+  /** A bucket's ledger, which holds units for its waiters in the slot; else undefined (set once). */
+  ledger: BucketLedger | undefined;
+  /** A window's or `allOf`'s queue, which polls the registry for the key; else undefined (set once). */
+  queue: WaitQueue | undefined;
   /** Units the ledger holds (the bucket's `held`); 0 for a queue. */
   held: number;
   /** `wait` calls not yet settled. */
@@ -196,41 +196,29 @@ export class KeyWaiters {
     if (slot < 0) return undefined;
     e.pin(slot);
     const registry = this.registry;
-    const entry: Entry = {
-      key,
-      slot,
-      ledger: undefined,
-      queue: undefined,
-      held: 0,
-      inflight: 0,
-    };
+    const entry: Entry = { key, slot, ledger: undefined, queue: undefined, held: 0, inflight: 0 };
     const b = this.bucket;
-    const made: Entry =
-      b === undefined
-        ? {
-            ...entry,
-            queue: new WaitQueue(
-              WHERE,
-              {
-                peek: (c = 1) => registry.peek(key, c),
-                consume: (c = 1) => registry.consume(key, c),
-              },
-              this.slab.clock,
-            ),
-          }
-        : { ...entry, ledger: this.ledgerFor(slot, b, () => made) };
-    this.byKey.set(key, made);
-    this.bySlot.set(slot, made);
-    return made;
+    if (b !== undefined) entry.ledger = this.ledgerFor(b, entry);
+    else {
+      entry.queue = new WaitQueue(
+        WHERE,
+        { peek: (c = 1) => registry.peek(key, c), consume: (c = 1) => registry.consume(key, c) },
+        this.slab.clock,
+      );
+    }
+    this.byKey.set(key, entry);
+    this.bySlot.set(slot, entry);
+    return entry;
   }
 
   /** @internal A ledger over the slot's doubles and the entry's held units (the buckets' `LedgerHost`). */
-  private ledgerFor(slot: number, b: BucketPolicy, entry: () => Entry): BucketLedger {
+  private ledgerFor(b: BucketPolicy, entry: Entry): BucketLedger {
+    const slot = entry.slot;
     const e = this.engine;
     const baseAt = (now: number): number => {
       const st = e.state;
       const s = slot * e.stride;
-      return tokensAt(st[s]!, st[s + 1]!, now, b.capacity + entry().held, b.ratePerSecond);
+      return tokensAt(st[s]!, st[s + 1]!, now, b.capacity + entry.held, b.ratePerSecond);
     };
     const write = (units: number, now: number): void => {
       const s = slot * e.stride;
@@ -243,17 +231,15 @@ export class KeyWaiters {
       ratePerSecond: b.ratePerSecond,
       shaping: b.shaping,
       now: () => e.now(),
-      unitsAt: (now) => baseAt(now) - entry().held,
-      take: (units, cost, now) => write(tokensAfter(units, cost) + entry().held, now),
+      unitsAt: (now) => baseAt(now) - entry.held,
+      take: (units, cost, now) => write(tokensAfter(units, cost) + entry.held, now),
       hold: (units, now) => {
-        const x = entry();
         write(baseAt(now), now);
-        x.held = units === -x.held ? 0 : x.held + units;
+        entry.held = units === -entry.held ? 0 : entry.held + units;
       },
       spend: (units, now) => {
-        const x = entry();
         write(baseAt(now) - units, now);
-        x.held = units === x.held ? 0 : x.held - units;
+        entry.held = units === entry.held ? 0 : entry.held - units;
       },
     });
   }
