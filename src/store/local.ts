@@ -20,7 +20,7 @@ export type LocalClass<O> = new (options: O & { readonly clock?: Clock }) => Clo
 /**
  * Builds the local limiter of `Class` with `options` (and `clock`, the store limiter's
  * explicit clock, if any): a `KeyedLimiter` of at most {@link LOCAL_MAX_KEYS} keys. A key
- * longer than {@link LOCAL_MAX_KEY_LENGTH} code units is replaced by its first 960 code
+ * longer than {@link LOCAL_MAX_KEY_LENGTH} code units is replaced by its first 900 code
  * units and the hex SHA-256 of its UTF-8, so that no key makes the local limiter throw.
  */
 export function localLimiter<O extends object>(
@@ -35,7 +35,7 @@ export function localLimiter<O extends object>(
   const fold = (key: string): string =>
     key.length <= LOCAL_MAX_KEY_LENGTH
       ? key
-      : `${key.slice(0, 960)}#${createHash("sha256").update(key, "utf8").digest("hex")}`;
+      : `${key.slice(0, 900)}#${createHash("sha256").update(key, "utf8").digest("hex")}`;
   return {
     consume: (key, cost) => keyed.consume(fold(key), cost),
     peek: (key, cost) => keyed.peek(fold(key), cost),
