@@ -1,7 +1,9 @@
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { createClient } from "redis";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import {
   fromIoredis,
+  fromNodeRedis,
   RedisTokenBucket,
   type StoreFailureEvent,
   type StoreRecoveryEvent,
@@ -87,5 +89,45 @@ describe.skipIf(!canStartRedis())("a stalled server (SIGSTOP)", () => {
     expect(await limiter.consume("k")).toMatchObject({ source: "redis" });
     expect(recoveries).toHaveLength(1);
     expect(errors).toHaveLength(1);
+  }, 30_000);
+});
+
+describe.skipIf(!canStartRedis())("a server whose maxmemory-policy evicts limiter keys", () => {
+  let server: PrivateRedis;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  test("each wrapper reads the policy and the limiter warns once, allkeys-lru; not under noeviction", async () => {
+    const redis = new Redis(server.url);
+    const nodeRedis = createClient({ url: server.url });
+    await nodeRedis.connect();
+    const warn = vi.spyOn(process, "emitWarning").mockImplementation(() => {});
+    try {
+      const make = (client: ReturnType<typeof fromIoredis>) =>
+        new RedisTokenBucket({ client, capacity: 5, refillPerSecond: 1, prefix: uniquePrefix() });
+      const quiet = make(fromIoredis(redis));
+      await quiet.consume("k");
+      await redis.ping();
+      expect(warn).not.toHaveBeenCalled();
+      await redis.config("SET", "maxmemory-policy", "allkeys-lru");
+      for (const client of [fromIoredis(redis), fromNodeRedis(nodeRedis)]) {
+        const limiter = make(client);
+        await limiter.consume("a");
+        await limiter.consume("b");
+        await redis.ping();
+      }
+      const codes = warn.mock.calls.map((c) => (c[1] as { code?: string } | undefined)?.code);
+      expect(codes).toEqual(["TOLLGATE_MAXMEMORY_POLICY", "TOLLGATE_MAXMEMORY_POLICY"]);
+      expect(String(warn.mock.calls[0]![0])).toMatch(/maxmemory-policy is allkeys-lru/);
+    } finally {
+      warn.mockRestore();
+      await redis.config("SET", "maxmemory-policy", "noeviction");
+      redis.disconnect();
+      nodeRedis.destroy();
+    }
   }, 30_000);
 });
