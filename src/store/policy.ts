@@ -43,21 +43,18 @@ export interface FallbackLimiter {
 }
 
 /**
- * What a store-backed limiter does when its store cannot answer (a connection error, a
- * timeout, a script error, an unexpected reply, an open circuit, the pending-call cap):
- * - `'local'` (default): decide with the same algorithm and options held in process
- *   memory (a bounded `KeyedLimiter`, one per limiter, built on the first failure):
- *   each process limits alone, so N processes admit up to N times the shared limit,
- *   never unlimited (`source: 'local'`);
- * - `'open'`: answer `allowed: true` (`source: 'open'`, `remaining` as a fresh limiter
- *   would say, `retryAfterMs` and `resetAfterMs` 0);
- * - `'closed'`: answer `allowed: false` (`source: 'closed'`, `remaining` 0,
- *   `retryAfterMs` {@link FAIL_CLOSED_RETRY_AFTER_MS}, `resetAfterMs` 0);
+ * What a store-backed limiter does when its store cannot answer (an error, a timeout, an
+ * unexpected reply, an open circuit, the pending-call cap); docs/redis.md#failure-policies:
+ * - `'local'` (default): the same algorithm and options in process memory (a bounded
+ *   `KeyedLimiter`): each process limits alone, never unlimited (`source: 'local'`);
+ * - `'open'`: `allowed: true`, `remaining` as a fresh limiter's (`source: 'open'`);
+ * - `'closed'`: `allowed: false`, `retryAfterMs` {@link FAIL_CLOSED_RETRY_AFTER_MS}
+ *   (`source: 'closed'`);
  * - `'throw'`: reject with a {@link RateLimitStoreError} (`cause` set);
  * - a {@link FallbackLimiter}: decide locally with it (`source: 'local'`).
  *
- * `'allow'` and `'deny'`, the names of the previous release, are still accepted (with a
- * deprecation warning, once) as `'open'` and `'closed'`.
+ * The previous names `'allow'` and `'deny'` still mean `'open'` and `'closed'` for a
+ * release (one deprecation warning).
  */
 export type FailurePolicy = "local" | "open" | "closed" | "throw" | FallbackLimiter;
 
