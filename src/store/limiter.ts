@@ -14,6 +14,9 @@ import {
   type StoreOperation,
 } from "./policy.js";
 
+/** Most circuits kept by node; past it, keys of a new node share the client's circuit. */
+export const MAX_NODE_CIRCUITS = 1024;
+
 /**
  * The store-neutral half of a limiter whose state lives in a shared store: the key and
  * cost checks, the call timeout, one circuit breaker per store node, the pending-call cap,
@@ -179,6 +182,8 @@ export abstract class StoreLimiter<Store extends string, Key> {
     if (node === undefined) return this.mainCircuit;
     let circuit = this.nodeCircuits.get(node);
     if (circuit === undefined) {
+      // Nodes are few; a nodeOf that names something per key must not grow this map.
+      if (this.nodeCircuits.size >= MAX_NODE_CIRCUITS) return this.mainCircuit;
       circuit = new Circuit(node, this.common.circuit);
       this.nodeCircuits.set(node, circuit);
     }

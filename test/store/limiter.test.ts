@@ -350,3 +350,15 @@ describe("the default policy, 'local'", () => {
 afterEach(() => {
   vi.restoreAllMocks();
 });
+
+describe("circuits by node", () => {
+  test("a nodeOf that names a node per key keeps at most MAX_NODE_CIRCUITS circuits", async () => {
+    const { MAX_NODE_CIRCUITS } = await import("../../src/store/limiter.js");
+    const fake = new FakeRedis((key) => String(key));
+    const s = setup({}, fake);
+    for (let i = 0; i < MAX_NODE_CIRCUITS + 10; i++) void s.limiter.consume(`k${i}`);
+    expect(s.limiter.circuits()).toHaveLength(MAX_NODE_CIRCUITS + 1);
+    for (const call of fake.calls) call.resolve([1, "10"]);
+    await flush();
+  });
+});
