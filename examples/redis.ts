@@ -29,7 +29,7 @@ const instanceA = new RedisTokenBucket({
 const instanceB = new RedisTokenBucket({
   ...shared,
   client: fromNodeRedis(nodeRedis),
-  failure: "deny",
+  failure: "closed",
 });
 
 for (let i = 0; i < 7; i++) {

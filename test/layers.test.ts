@@ -1,7 +1,8 @@
 // No import in src/ runs back up a layer. A layer is a directory of src/ (algorithms,
-// registry, http, redis, cli; a nested directory belongs to its top one) or one file at the
-// top of src/ (wait.ts, errors.ts, registry.ts, ...). The algorithms sit below the keyed
-// registry and the adapters, the slab engine below the adapters, and no two layers import
+// registry, store, http, redis, cli; a nested directory belongs to its top one) or one file at
+// the top of src/ (wait.ts, errors.ts, registry.ts, ...). The algorithms sit below the keyed
+// registry and the adapters, the slab engine below the adapters, the store-neutral limiter
+// (store/) below every store (redis/) and never imports one, and no two layers import
 // each other, even through others. Imports are read with a regex over `from "..."` (type
 // imports and re-exports included); the helpers are checked on small inputs first, so a
 // checker that accepts everything fails here.
@@ -49,8 +50,13 @@ function layer(file: string): string {
 
 /** Layers that may not be imported from a layer; a key or value ending in `/` is a directory. */
 const FORBIDDEN: ReadonlyMap<string, readonly string[]> = new Map([
-  ["algorithms/", ["registry.ts", "registry/", "composite.ts", "http/", "redis/", "cli/"]],
-  ["registry/", ["http/", "redis/", "cli/"]],
+  [
+    "algorithms/",
+    ["registry.ts", "registry/", "composite.ts", "http/", "redis/", "store/", "cli/"],
+  ],
+  ["registry/", ["http/", "redis/", "store/", "cli/"]],
+  // The store seam is store-neutral: no store's code, no adapter.
+  ["store/", ["redis/", "http/", "cli/"]],
 ]);
 
 /** Every import in `tree` from a layer to one it may not import: `from -> to`. */
@@ -146,6 +152,9 @@ describe("import helpers", () => {
     ["registry/a.ts", 'import { h } from "../http/core.js";', "http/core.ts"],
     ["registry/a.ts", 'import { r } from "../redis/limiter.js";', "redis/limiter.ts"],
     ["registry/a.ts", 'import { c } from "../cli/run.js";', "cli/run.ts"],
+    ["store/a.ts", 'import { r } from "../redis/client.js";', "redis/client.ts"],
+    ["store/a.ts", 'import { h } from "../http/core.js";', "http/core.ts"],
+    ["registry/a.ts", 'import { s } from "../store/limiter.js";', "store/limiter.ts"],
   ])("flags %s importing %s", (file, source, target) => {
     expect(upwardImports(new Map([[file, source]]))).toEqual([`${file} -> ${target}`]);
   });
@@ -189,7 +198,7 @@ describe("src/ layers", () => {
     expect(graph.get("registry.ts")).toContain("registry/");
   });
 
-  it("no algorithm imports the registry, allOf, http, redis or the CLI; no slab imports an adapter", () => {
+  it("no algorithm imports the registry, allOf, http, redis or the CLI; no slab imports an adapter; the store seam imports no store", () => {
     expect(upwardImports(tree)).toEqual([]);
   });
 

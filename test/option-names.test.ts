@@ -205,7 +205,7 @@ describe("unknown options are a TypeError naming them", () => {
       name: "failOpen on a Redis limiter names the failure option",
       make: () => new RedisTokenBucket({ client, ...bucket, failOpen: true } as never),
       message:
-        'RedisTokenBucket: unknown option "failOpen" (use failure: "allow" (fail open), "deny" (fail closed) or a fallback limiter)',
+        'RedisTokenBucket: unknown option "failOpen" (use failure: "open" (fail open), "closed" (fail closed), "local" (the default) or a fallback limiter)',
     },
     {
       name: "@fastify/rate-limit's nameSpace on a Redis limiter",

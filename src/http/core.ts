@@ -60,8 +60,26 @@ export type FailureMode = "open" | "closed";
  */
 export type FailureKind = "outage" | "programming";
 
-/** What `onError` is told about a failure. */
+/**
+ * How the middleware answered a request whose check failed: `'open'` (passed, an outage
+ * under `failure: 'open'`), `'closed'` (503, an outage under `failure: 'closed'`) or
+ * `'error'` (500, a programming error). `'open'` and `'closed'` are the words of the store
+ * limiters' failure policies and their events (`tollgate/redis`).
+ */
+export type HttpFailureOutcome = "open" | "closed" | "error";
+
+/**
+ * What `onError` is told about a failure, as its second argument. Its `error`, `operation`,
+ * `key` and `outcome` have the names and words of a store limiter's `StoreFailureEvent`
+ * (`tollgate/redis`), so one handler can read both.
+ */
 export interface FailureInfo {
+  /** The failure (the same as `onError`'s first argument). */
+  readonly error: unknown;
+  /** The call that failed: the limiter's `consume`. */
+  readonly operation: "consume";
+  /** How the request was answered (see {@link HttpFailureOutcome}). */
+  readonly outcome: HttpFailureOutcome;
   /** Which kind of failure (see {@link FailureKind}). */
   readonly kind: FailureKind;
   /**
@@ -436,7 +454,15 @@ export function report(
   kind: FailureKind,
 ): void {
   try {
-    config.onError(error, { kind, failure: config.failure, key });
+    const outcome: HttpFailureOutcome = kind === "programming" ? "error" : config.failure;
+    config.onError(error, {
+      error,
+      operation: "consume",
+      outcome,
+      kind,
+      failure: config.failure,
+      key,
+    });
   } catch {
     // The hook is for logging; it must not turn an outage into a crash.
   }

@@ -19,6 +19,7 @@ export type {
   FailureKind,
   FailureMode,
   HeaderMode,
+  HttpFailureOutcome,
   KeyedConsumer,
 } from "./core.js";
 export {

@@ -26,18 +26,35 @@ export interface RedisLike {
   evalSha(sha1: string, keys: readonly RedisKey[], args: readonly string[]): Promise<unknown>;
   /** `EVAL script numkeys ...keys ...args`. */
   evalScript(script: string, keys: readonly RedisKey[], args: readonly string[]): Promise<unknown>;
+  /**
+   * Optional: the node that serves `key` in a cluster (its address, or any stable name),
+   * or `undefined` when unknown. The limiters keep one circuit breaker per node; without
+   * it, one for the whole client.
+   */
+  nodeOf?(key: RedisKey): string | undefined;
+  /**
+   * Optional: a plain command without keys (`["CONFIG", "GET", "maxmemory-policy"]`),
+   * resolving with its reply. The limiters only use it to read the server's
+   * `maxmemory-policy` once and warn when it would evict their keys; a rejection is
+   * ignored. {@link fromIoredis} and {@link fromNodeRedis} implement it.
+   */
+  command?(args: readonly string[]): Promise<unknown>;
 }
 
 /** The part of an ioredis client (v5, v6) that {@link fromIoredis} calls. */
 export interface IoredisClientLike {
   evalsha(sha1: string, numkeys: number, ...keysAndArgs: RedisKey[]): Promise<unknown>;
   eval(script: string, numkeys: number, ...keysAndArgs: RedisKey[]): Promise<unknown>;
+  /** Any command by name (ioredis `call`); used for `CONFIG GET` when present. */
+  call?(command: string, ...args: string[]): Promise<unknown>;
 }
 
 /** The part of a node-redis client (v4 and later) that {@link fromNodeRedis} calls. */
 export interface NodeRedisClientLike {
   evalSha(sha1: string, options: { keys: RedisKey[]; arguments: string[] }): Promise<unknown>;
   eval(script: string, options: { keys: RedisKey[]; arguments: string[] }): Promise<unknown>;
+  /** Any command as an array (node-redis `sendCommand`); used for `CONFIG GET` when present. */
+  sendCommand?(...args: never[]): Promise<unknown>;
 }
 
 /**
@@ -91,10 +108,15 @@ export function fromIoredis(client: IoredisClientLike): RedisLike {
     typeof c["evalsha"] === "function" &&
     typeof c["eval"] === "function";
   if (!accepted) throw new TypeError(wrongClient("fromIoredis", client, "ioredis"));
-  return {
+  const adapter: RedisLike = {
     evalSha: (sha1, keys, args) => client.evalsha(sha1, keys.length, ...keys, ...args),
     evalScript: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
   };
+  const call = client.call;
+  if (typeof call === "function") {
+    adapter.command = ([name, ...rest]) => call.call(client, name ?? "", ...rest);
+  }
+  return adapter;
 }
 
 /**
@@ -113,11 +135,17 @@ export function fromNodeRedis(client: NodeRedisClientLike): RedisLike {
     typeof c["eval"] === "function" &&
     typeof c["evalScript"] !== "function";
   if (!accepted) throw new TypeError(wrongClient("fromNodeRedis", client, "node-redis"));
-  return {
+  const adapter: RedisLike = {
     evalSha: (sha1, keys, args) => client.evalSha(sha1, { keys: [...keys], arguments: [...args] }),
     evalScript: (script, keys, args) =>
       client.eval(script, { keys: [...keys], arguments: [...args] }),
   };
+  const send = client.sendCommand as ((args: string[]) => Promise<unknown>) | undefined;
+  // A cluster's sendCommand takes (firstKey, isReadonly, args): only a plain client's is used.
+  if (typeof send === "function" && !("masters" in client)) {
+    adapter.command = (args) => send.call(client, [...args]);
+  }
+  return adapter;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { FixedWindow } from "../algorithms/fixed-window.js";
 import { windowEnd } from "../algorithms/time.js";
 import { fixedWindowDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
@@ -41,7 +42,7 @@ export class RedisFixedWindow extends RedisWindowLimiter {
   protected readonly script = FIXED_WINDOW_SCRIPT;
 
   constructor(options: RedisFixedWindowOptions) {
-    super(WHERE, options, "fixed-window", OPTIONS);
+    super(WHERE, options, "fixed-window", OPTIONS, FixedWindow);
   }
 
   /** @internal */

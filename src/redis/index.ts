@@ -7,6 +7,9 @@
  * through {@link fromIoredis}, {@link fromNodeRedis} or your own {@link RedisLike}.
  * @module
  */
+
+export type { CircuitSnapshot, CircuitState } from "../store/circuit.js";
+export type { CircuitOptions, StoreLimiterOptions } from "../store/options.js";
 export {
   fromIoredis,
   fromNodeRedis,
@@ -15,7 +18,7 @@ export {
   type RedisKey,
   type RedisLike,
 } from "./client.js";
-export { RateLimitStoreError, StoreTimeoutError } from "./errors.js";
+export { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from "./errors.js";
 export { RedisFixedWindow, type RedisFixedWindowOptions } from "./fixed-window.js";
 export { RedisLeakyBucket, type RedisLeakyBucketOptions } from "./leaky-bucket.js";
 export { RedisLimiter } from "./limiter.js";
@@ -23,11 +26,15 @@ export type { RedisLimiterOptions } from "./options.js";
 export {
   type DecisionSource,
   FAIL_CLOSED_RETRY_AFTER_MS,
+  type FailureOutcome,
   type FailurePolicy,
   type FallbackLimiter,
+  type PolicySource,
   type RedisDecision,
   type RedisOperation,
+  type StoreDecision,
   type StoreFailureEvent,
+  type StoreOperation,
   type StoreRecoveryEvent,
 } from "./policy.js";
 export {

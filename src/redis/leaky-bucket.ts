@@ -1,8 +1,9 @@
 import { bucketDecision } from "../algorithms/bucket-math.js";
+import { LeakyBucket } from "../algorithms/leaky-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { bucketHints, optionNames } from "../option-names.js";
-import { RedisLimiter } from "./limiter.js";
+import { localTwin, RedisLimiter } from "./limiter.js";
 import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
 import {
   checkRedisOptions,
@@ -59,10 +60,12 @@ export class RedisLeakyBucket extends RedisLimiter {
     checkOptionNames(WHERE, o, OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
-    super(checkRedisOptions(WHERE, o, "leaky-bucket", { capacity, leakPerSecond }), capacity, [
+    super(
+      checkRedisOptions(WHERE, o, "leaky-bucket", { capacity, leakPerSecond }),
       capacity,
-      leakPerSecond,
-    ]);
+      [capacity, leakPerSecond],
+      localTwin(LeakyBucket, { capacity, leakPerSecond }),
+    );
     this.capacity = capacity;
     this.leakPerSecond = leakPerSecond;
   }

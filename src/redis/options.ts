@@ -1,16 +1,20 @@
 import { checkClock, checkNumber, describe } from "../errors.js";
 import type { Clock } from "../limiter.js";
+import {
+  checkStoreOptions,
+  STORE_OPTIONS,
+  type StoreCommon,
+  type StoreLimiterOptions,
+} from "../store/options.js";
 import { notRedisLike, type RedisLike } from "./client.js";
 import { checkKeyspace } from "./keyspace.js";
-import type {
-  FailurePolicy,
-  FallbackLimiter,
-  StoreFailureEvent,
-  StoreRecoveryEvent,
-} from "./policy.js";
 
-/** Options every Redis limiter takes besides its algorithm's own. */
-export interface RedisLimiterOptions {
+/**
+ * Options every Redis limiter takes besides its algorithm's own: the store-neutral ones
+ * ({@link StoreLimiterOptions}: `timeoutMs`, `failure`, `onError`, `onRecover`, `circuit`)
+ * and Redis's.
+ */
+export interface RedisLimiterOptions extends StoreLimiterOptions {
   /** The connection, through an adapter: `fromIoredis(client)`, `fromNodeRedis(client)`. */
   readonly client: RedisLike;
   /**
@@ -35,20 +39,6 @@ export interface RedisLimiterOptions {
    */
   readonly keyspace?: string | undefined;
   /**
-   * Longest wait for Redis per call, in milliseconds (> 0); then the call counts as a
-   * failure. The command itself is not cancelled: a client that queues commands while
-   * disconnected may still run it later and take units then. To fail fast instead,
-   * turn the client's offline queue off (ioredis `enableOfflineQueue: false`,
-   * node-redis `disableOfflineQueue: true`). @default 1000
-   */
-  readonly timeoutMs?: number | undefined;
-  /** What to do when Redis fails; see {@link FailurePolicy}. @default 'throw' */
-  readonly failure?: FailurePolicy | undefined;
-  /** Called once for every call Redis failed, before the policy answers. */
-  readonly onError?: ((event: StoreFailureEvent) => void) | undefined;
-  /** Called at the first call Redis answers after one or more failures. */
-  readonly onRecover?: ((event: StoreRecoveryEvent) => void) | undefined;
-  /**
    * Cap on a key's time to live, in milliseconds (> 0). Keys expire exactly when
    * their state becomes fresh (rounded up to Redis's whole milliseconds); only state
    * that would stay in use longer (a rate of 0, or a refill slower than this) is cut to
@@ -72,10 +62,7 @@ export const REDIS_OPTIONS = [
   "client",
   "prefix",
   "keyspace",
-  "timeoutMs",
-  "failure",
-  "onError",
-  "onRecover",
+  ...STORE_OPTIONS,
   "maxTtlMs",
   "clock",
 ] as const satisfies readonly (keyof RedisLimiterOptions)[];
@@ -87,9 +74,12 @@ export const REDIS_HINTS: Readonly<Record<string, string>> = {
   redis: WRAP,
   sendCommand: WRAP,
   keyPrefix: 'use "prefix"',
-  insuranceLimiter: 'use "failure" with a fallback limiter',
-  failOpen: 'use failure: "allow" (fail open), "deny" (fail closed) or a fallback limiter',
-  passOnStoreError: 'use failure: "allow" (fail open), "deny" (fail closed) or a fallback limiter',
+  insuranceLimiter:
+    'use "failure" with a fallback limiter (the default, "local", is the same limit in memory)',
+  failOpen:
+    'use failure: "open" (fail open), "closed" (fail closed), "local" (the default) or a fallback limiter',
+  passOnStoreError:
+    'use failure: "open" (fail open), "closed" (fail closed), "local" (the default) or a fallback limiter',
   nameSpace: 'use "prefix"',
   timeout: 'use "timeoutMs" (milliseconds)',
 };
@@ -106,22 +96,15 @@ function codeOf(algorithm: string): string {
     .join("");
 }
 
-const DEFAULT_TIMEOUT_MS = 1000;
 const DEFAULT_MAX_TTL_MS = 365 * 24 * 3600 * 1000;
 /** Largest TTL sent to Redis, so `PEXPIRE` never overflows. */
 const TTL_CAP_MS = 2 ** 47;
-/** setTimeout's largest delay. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The validated common options. */
-export interface Common {
+export interface Common extends StoreCommon {
   readonly client: RedisLike;
   readonly prefix: string;
   readonly keyspace: string;
-  readonly timeoutMs: number;
-  readonly failure: FailurePolicy;
-  readonly onError: ((event: StoreFailureEvent) => void) | undefined;
-  readonly onRecover: ((event: StoreRecoveryEvent) => void) | undefined;
   readonly maxTtlMs: number;
   readonly clock: Clock | undefined;
 }
@@ -156,16 +139,7 @@ export function checkRedisOptions(
     state,
     clock: o.clock === undefined ? "server" : "caller",
   });
-  const timeoutMs =
-    o.timeoutMs === undefined
-      ? DEFAULT_TIMEOUT_MS
-      : checkNumber(where, "timeoutMs", o.timeoutMs, 0, false);
-  if (timeoutMs > MAX_TIMER_MS) {
-    throw new RangeError(`${where}: timeoutMs must be at most ${MAX_TIMER_MS}, got ${timeoutMs}`);
-  }
-  const failure = checkFailure(where, o.failure);
-  const onError = checkHook<(event: StoreFailureEvent) => void>(where, "onError", o.onError);
-  const onRecover = checkHook<(event: StoreRecoveryEvent) => void>(where, "onRecover", o.onRecover);
+  const store = checkStoreOptions(where, o);
   const maxTtlMs =
     o.maxTtlMs === undefined
       ? DEFAULT_MAX_TTL_MS
@@ -175,32 +149,8 @@ export function checkRedisOptions(
     client: client as RedisLike,
     prefix,
     keyspace,
-    timeoutMs,
-    failure,
-    onError,
-    onRecover,
+    ...store,
     maxTtlMs: Math.min(Math.ceil(maxTtlMs), TTL_CAP_MS),
     clock,
   };
-}
-
-function checkFailure(where: string, failure: unknown): FailurePolicy {
-  if (failure === undefined) return "throw";
-  if (failure === "throw" || failure === "allow" || failure === "deny") return failure;
-  if (
-    typeof failure === "object" &&
-    failure !== null &&
-    typeof (failure as FallbackLimiter).consume === "function" &&
-    typeof (failure as FallbackLimiter).peek === "function" &&
-    typeof (failure as FallbackLimiter).reset === "function"
-  ) {
-    return failure as FallbackLimiter;
-  }
-  const message = `${where}: failure must be 'throw', 'allow', 'deny' or a fallback limiter (consume, peek, reset), got ${describe(failure)}`;
-  throw typeof failure === "string" ? new RangeError(message) : new TypeError(message);
-}
-
-function checkHook<T>(where: string, name: string, hook: unknown): T | undefined {
-  if (hook === undefined || typeof hook === "function") return hook as T | undefined;
-  throw new TypeError(`${where}: ${name} must be a function, got ${describe(hook)}`);
 }

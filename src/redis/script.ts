@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
+import { StoreTimeoutError } from "../store/errors.js";
 import type { RedisKey, RedisLike } from "./client.js";
-import { StoreTimeoutError } from "./errors.js";
 
 /**
  * A Lua script with its SHA1 digest (hex), the name `EVALSHA` knows it by; computed
@@ -29,15 +29,17 @@ export function isNoScript(error: unknown): boolean {
 /**
  * Runs `script` by digest, falling back to its source once when the server's script
  * cache lacks it (after `SCRIPT FLUSH`, a restart or a failover); `EVAL` caches it
- * again. Rejects with the client's error, or a {@link StoreTimeoutError} after
- * `timeoutMs` (the command itself may still run on the server).
+ * again. Rejects with the client's error, or, when `timeoutMs` is given, a
+ * {@link StoreTimeoutError} after it (the command itself may still run on the server).
+ * The limiters pass no timeout: `StoreLimiter` times their calls, and counts each one in
+ * flight until the client settles it.
  */
 export function runScript(
   client: RedisLike,
   script: Script,
   keys: readonly RedisKey[],
   args: readonly string[],
-  timeoutMs: number,
+  timeoutMs?: number,
 ): Promise<unknown> {
   const call = (async () => {
     try {
@@ -47,6 +49,7 @@ export function runScript(
       return await client.evalScript(script.source, keys, args);
     }
   })();
+  if (timeoutMs === undefined) return call;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new StoreTimeoutError(timeoutMs)), timeoutMs);

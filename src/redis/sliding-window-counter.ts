@@ -1,3 +1,4 @@
+import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
 import { counterDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
 import { optionNames } from "../option-names.js";
@@ -47,7 +48,7 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
   protected readonly script = SLIDING_WINDOW_COUNTER_SCRIPT;
 
   constructor(options: RedisSlidingWindowCounterOptions) {
-    super(WHERE, options, "sliding-window-counter", OPTIONS);
+    super(WHERE, options, "sliding-window-counter", OPTIONS, SlidingWindowCounter);
   }
 
   /** @internal */

@@ -1,3 +1,4 @@
+import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
 import { logDecision, logExactEntries } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
 import { optionNames } from "../option-names.js";
@@ -49,7 +50,7 @@ export class RedisSlidingWindowLog extends RedisWindowLimiter {
   private readonly exactEntries: number;
 
   constructor(options: RedisSlidingWindowLogOptions) {
-    super(WHERE, options, "sliding-window-log", OPTIONS);
+    super(WHERE, options, "sliding-window-log", OPTIONS, SlidingWindowLog);
     this.exactEntries = logExactEntries(this.limit);
   }
 

@@ -1,8 +1,9 @@
 import { bucketDecision } from "../algorithms/bucket-math.js";
+import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { bucketHints, optionNames } from "../option-names.js";
-import { RedisLimiter } from "./limiter.js";
+import { localTwin, RedisLimiter } from "./limiter.js";
 import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
 import {
   checkRedisOptions,
@@ -59,10 +60,12 @@ export class RedisTokenBucket extends RedisLimiter {
     checkOptionNames(WHERE, o, OPTIONS, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
-    super(checkRedisOptions(WHERE, o, "token-bucket", { capacity, refillPerSecond }), capacity, [
+    super(
+      checkRedisOptions(WHERE, o, "token-bucket", { capacity, refillPerSecond }),
       capacity,
-      refillPerSecond,
-    ]);
+      [capacity, refillPerSecond],
+      localTwin(TokenBucket, { capacity, refillPerSecond }),
+    );
     this.capacity = capacity;
     this.refillPerSecond = refillPerSecond;
   }

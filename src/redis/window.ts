@@ -2,7 +2,8 @@ import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algori
 import { checkOptionNames, checkOptions } from "../errors.js";
 import type { Clock } from "../limiter.js";
 import { windowHints } from "../option-names.js";
-import { RedisLimiter } from "./limiter.js";
+import type { LocalClass } from "../store/local.js";
+import { localTwin, RedisLimiter } from "./limiter.js";
 import { checkRedisOptions, REDIS_HINTS, type RedisLimiterOptions } from "./options.js";
 
 /** The options the three Redis window limiters share: their algorithm's, then the Redis ones. */
@@ -44,6 +45,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
    * @param where The class name, for messages.
    * @param algorithm The algorithm, for the default prefix and the keyspace fingerprint.
    * @param names The class's option names (`limit`, `windowMs` and the Redis ones).
+   * @param Local The in-memory class of the same algorithm, for the `'local'` failure policy.
    * @throws {TypeError} If `options` is not an object or an option has the wrong type.
    * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs`
    *   is below 0.001 without a `clock`, or a Redis option is out of range.
@@ -53,6 +55,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     options: RedisWindowOptions,
     algorithm: string,
     names: readonly string[],
+    Local: LocalClass<{ limit: number; windowMs: number }>,
   ) {
     const o = checkOptions<RedisWindowOptions>(where, options);
     checkOptionNames(where, o, names, { ...windowHints(where), ...REDIS_HINTS });
@@ -65,7 +68,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     }
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
     const clock = common.clock && checkedWindowClock(where, common.clock, windowMs);
-    super({ ...common, clock }, limit, [limit, windowMs]);
+    super({ ...common, clock }, limit, [limit, windowMs], localTwin(Local, { limit, windowMs }));
     this.limit = limit;
     this.windowMs = windowMs;
   }

@@ -6,7 +6,13 @@ import { type FastifyRateLimitOptions, fastifyRateLimit } from "../../src/http/f
 import type { Decision } from "../../src/limiter.js";
 import { KeyedLimiter } from "../../src/registry.js";
 import { manualClock } from "../support/manual-clock.js";
-import { describeWiring, expectQuotaSteps, limitHeaders, RecordingLimiter } from "./support.js";
+import {
+  describeWiring,
+  expectQuotaSteps,
+  limitHeaders,
+  outageInfo,
+  RecordingLimiter,
+} from "./support.js";
 
 const apps: FastifyInstance[] = [];
 afterEach(async () => {
@@ -122,7 +128,7 @@ describe("fastifyRateLimit on a real Fastify 5 server", () => {
       if (title === undefined) expect(await response.text()).toBe("ok");
       else expect((await response.json()).title).toBe(title);
       expect(onError.mock.calls).toStrictEqual([
-        [outage, { kind: "outage", failure, key: "127.0.0.1" }],
+        [outage, { ...outageInfo(outage, failure), key: "127.0.0.1" }],
       ]);
     },
   );

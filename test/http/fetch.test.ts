@@ -11,6 +11,7 @@ import {
   closeServed,
   describeWiring,
   limitHeaders,
+  outageInfo,
   RecordingLimiter,
   serveFetch,
 } from "./support.js";
@@ -133,8 +134,8 @@ describe("withRateLimit (called directly under Node)", () => {
     expect(open.status).toBe(200);
     expect(limitHeaders(open)).toStrictEqual({});
     expect(onError.mock.calls).toStrictEqual([
-      [outage, { kind: "outage", failure: "closed", key: "unknown" }],
-      [outage, { kind: "outage", failure: "open", key: "unknown" }],
+      [outage, { ...outageInfo(outage, "closed"), key: "unknown" }],
+      [outage, { ...outageInfo(outage, "open"), key: "unknown" }],
     ]);
   });
 

@@ -10,6 +10,7 @@ import {
   describeWiring,
   expectQuotaSteps,
   limitHeaders,
+  outageInfo,
   RecordingLimiter,
   serveFetch,
 } from "./support.js";
@@ -91,7 +92,7 @@ describe("honoRateLimit on a real Hono 4 server (@hono/node-server)", () => {
       expect(response.status).toBe(status);
       expect(limitHeaders(response)).toStrictEqual({});
       expect(onError.mock.calls).toStrictEqual([
-        [outage, { kind: "outage", failure, key: "127.0.0.1" }],
+        [outage, { ...outageInfo(outage, failure), key: "127.0.0.1" }],
       ]);
     },
   );

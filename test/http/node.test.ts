@@ -17,6 +17,7 @@ import {
   describeWiring,
   limitHeaders,
   listen,
+  outageInfo,
   RESET_AT_T1,
   RecordingLimiter,
   WALL_MS,
@@ -189,8 +190,8 @@ describe.each([
     expect(await passed.text()).toBe("ok");
     expect(limitHeaders(passed)).toStrictEqual({});
     expect(onError.mock.calls).toStrictEqual([
-      [outage, { kind: "outage", failure: "closed", key: "127.0.0.1" }],
-      [outage, { kind: "outage", failure: "open", key: "127.0.0.1" }],
+      [outage, { ...outageInfo(outage, "closed"), key: "127.0.0.1" }],
+      [outage, { ...outageInfo(outage, "open"), key: "127.0.0.1" }],
     ]);
   });
 });
@@ -388,7 +389,17 @@ describe.each([
         expect(response.headers.get("retry-after")).toBe("1");
         expect(nexts).toStrictEqual([]);
         expect(onError.mock.calls).toStrictEqual([
-          [bug, { kind: "programming", failure: "open", key: "127.0.0.1" }],
+          [
+            bug,
+            {
+              error: bug,
+              operation: "consume",
+              outcome: "error",
+              kind: "programming",
+              failure: "open",
+              key: "127.0.0.1",
+            },
+          ],
         ]);
       },
     );

@@ -249,3 +249,8 @@ export function describeWiring(
     });
   });
 }
+
+/** What `onError` is told, besides `key`, of an outage answered under `failure`. */
+export function outageInfo(error: unknown, failure: "open" | "closed") {
+  return { error, operation: "consume", outcome: failure, kind: "outage", failure } as const;
+}

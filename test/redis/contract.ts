@@ -400,6 +400,7 @@ export function describeAdapterContract(adapter: Adapter, redis: RedisHandle): v
         prefix: uniquePrefix(),
         capacity: 1,
         refillPerSecond: 1,
+        failure: "throw",
       });
       await c.command("SET", keyOf(bucket, "k"), "not a hash");
       const error = await bucket.consume("k").catch((e: unknown) => e);

@@ -21,12 +21,17 @@ import { canStartRedis, freePort, type PrivateRedis, startRedis } from "../suppo
 // private redis-server (whatever REDIS_URL says), since they stop it.
 
 const POLICIES: readonly { name: string; policy: () => FailurePolicy; expected: object }[] = [
-  { name: "allow", policy: () => "allow", expected: { allowed: true, source: "failOpen" } },
-  { name: "deny", policy: () => "deny", expected: { allowed: false, source: "failClosed" } },
+  { name: "open", policy: () => "open", expected: { allowed: true, source: "open" } },
+  { name: "closed", policy: () => "closed", expected: { allowed: false, source: "closed" } },
+  {
+    name: "local (the default)",
+    policy: () => "local",
+    expected: { allowed: true, remaining: 1, source: "local" },
+  },
   {
     name: "fallback",
     policy: () => new KeyedLimiter(new TokenBucket({ capacity: 2, refillPerSecond: 0 })),
-    expected: { allowed: true, remaining: 1, source: "fallback" },
+    expected: { allowed: true, remaining: 1, source: "local" },
   },
 ];
 
@@ -91,6 +96,9 @@ describe.skipIf(!canStartRedis())("Redis failing for real", () => {
           refillPerSecond: 0,
           timeoutMs: 200,
           failure,
+          // Each limiter's first failure opens its circuit (one event each); no cool-down, so
+          // the first call after the restart is the probe that closes it.
+          circuit: { failuresToOpen: 1, coolDownMs: 0 },
           onError: (event) => events.push(event),
           onRecover: (event) => recoveries.push(event),
         });
@@ -110,7 +118,7 @@ describe.skipIf(!canStartRedis())("Redis failing for real", () => {
       for (const { name: policy, policy: makePolicy, expected } of POLICIES) {
         expect(await make(makePolicy()).consume("k"), policy).toMatchObject(expected);
       }
-      expect(events.map((e) => e.outcome)).toEqual(["throw", "failOpen", "failClosed", "fallback"]);
+      expect(events.map((e) => e.outcome)).toEqual(["throw", "open", "closed", "local", "local"]);
 
       server = await startRedis(server.port);
       // The restarted server is empty (no persistence); the client reconnects on its own.
@@ -122,7 +130,7 @@ describe.skipIf(!canStartRedis())("Redis failing for real", () => {
         source: "redis",
       });
       // Counted per limiter: `strict` failed once (the other policies were other limiters).
-      expect(recoveries).toEqual([{ operation: "consume", failedCalls: 1 }]);
+      expect(recoveries).toEqual([{ operation: "consume", failedCalls: 1, node: undefined }]);
     },
     30_000,
   );
@@ -144,6 +152,7 @@ describe("a port nobody listens on", () => {
         capacity: 2,
         refillPerSecond: 1,
         failure: policy(),
+        circuit: { failuresToOpen: 1 },
         onError: (event) => events.push(event),
       });
       expect(await limiter.consume("k")).toMatchObject(expected);
@@ -165,6 +174,7 @@ describe("a port nobody listens on", () => {
       capacity: 2,
       refillPerSecond: 1,
       timeoutMs: 100,
+      failure: "throw",
     });
     const error = await limiter.consume("k").catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RateLimitStoreError);

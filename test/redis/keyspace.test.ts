@@ -106,7 +106,9 @@ describe("keyspace fingerprint", () => {
       expect(base.prefix).toBe(prefix);
       expect(base.keyspace).toMatch(/^[0-9a-f]{8}$/);
       // Options that do not define the state leave the keyspace alone.
-      expect(make({ timeoutMs: 50, failure: "deny", maxTtlMs: 5000 }).keyspace).toBe(base.keyspace);
+      expect(make({ timeoutMs: 50, failure: "closed", maxTtlMs: 5000 }).keyspace).toBe(
+        base.keyspace,
+      );
       const seen = new Set([base.keyspace]);
       for (const variant of [...variants, { clock: () => 0 }]) {
         const other = make(variant).keyspace;

@@ -151,16 +151,16 @@ describe("constructor validation", () => {
       message: "RedisTokenBucket: timeoutMs must be at most 2147483647, got 2147483648",
     },
     {
-      name: "failure 'open'",
+      name: "failure 'fallback'",
       make: () =>
         new RedisTokenBucket({
           ...base,
           capacity: 1,
           refillPerSecond: 1,
-          failure: "open" as never,
+          failure: "fallback" as never,
         }),
       error: RangeError,
-      message: `RedisTokenBucket: failure must be 'throw', 'allow', 'deny' or a fallback limiter (consume, peek, reset), got "open" (string)`,
+      message: `RedisTokenBucket: failure must be 'local', 'open', 'closed', 'throw' or a fallback limiter (consume, peek, reset), got "fallback" (string)`,
     },
     {
       name: "failure a bare Limiter-less object",
@@ -168,7 +168,7 @@ describe("constructor validation", () => {
         new RedisTokenBucket({ ...base, capacity: 1, refillPerSecond: 1, failure: {} as never }),
       error: TypeError,
       message:
-        "RedisTokenBucket: failure must be 'throw', 'allow', 'deny' or a fallback limiter (consume, peek, reset), got an object",
+        "RedisTokenBucket: failure must be 'local', 'open', 'closed', 'throw' or a fallback limiter (consume, peek, reset), got an object",
     },
     {
       name: "onError a number",
@@ -358,12 +358,14 @@ describe("failure policy", () => {
       capacity: 10,
       refillPerSecond: 1,
       ...(failure === undefined ? {} : { failure }),
+      // The first failure opens the circuit, so onError hears of it.
+      circuit: { failuresToOpen: 1 },
       onError: (event) => events.push(event),
     });
 
-  test("'throw' (the default) rejects with RateLimitStoreError, cause set, and reports it", async () => {
+  test("'throw' rejects with RateLimitStoreError, cause set, and reports it", async () => {
     const events: StoreFailureEvent[] = [];
-    const error = await make(undefined, events)
+    const error = await make("throw", events)
       .consume("k")
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RateLimitStoreError);
@@ -376,46 +378,44 @@ describe("failure policy", () => {
     expect(e.cause).toBe(cause);
     expect(e.operation).toBe("RedisTokenBucket.consume");
     expect(e.timedOut).toBe(false);
-    expect(events).toEqual([{ error: e, operation: "consume", key: "k", outcome: "throw" }]);
+    expect(events).toEqual([
+      { error: e, operation: "consume", key: "k", outcome: "throw", node: undefined },
+    ]);
   });
 
-  test("'allow' fails open and says so", async () => {
+  test("'open' fails open and says so, once for the circuit", async () => {
     const events: StoreFailureEvent[] = [];
-    const limiter = make("allow", events);
+    const limiter = make("open", events);
     expect(await limiter.consume("k", 2)).toEqual({
       allowed: true,
       limit: 10,
       remaining: 8,
       retryAfterMs: 0,
       resetAfterMs: 0,
-      source: "failOpen",
+      source: "open",
     });
     expect(await limiter.peek("k", 20)).toMatchObject({
       allowed: true,
       remaining: 0,
-      source: "failOpen",
+      source: "open",
     });
     expect(await limiter.allow("k")).toBe(true);
-    expect(events.map((e) => [e.operation, e.outcome])).toEqual([
-      ["consume", "failOpen"],
-      ["peek", "failOpen"],
-      ["allow", "failOpen"],
-    ]);
+    expect(events.map((e) => [e.operation, e.outcome])).toEqual([["consume", "open"]]);
   });
 
-  test("'deny' fails closed and says so", async () => {
+  test("'closed' fails closed and says so", async () => {
     const events: StoreFailureEvent[] = [];
-    const limiter = make("deny", events);
+    const limiter = make("closed", events);
     expect(await limiter.consume("k")).toEqual({
       allowed: false,
       limit: 10,
       remaining: 0,
       retryAfterMs: FAIL_CLOSED_RETRY_AFTER_MS,
       resetAfterMs: 0,
-      source: "failClosed",
+      source: "closed",
     });
     expect(await limiter.allow("k")).toBe(false);
-    expect(events.map((e) => e.outcome)).toEqual(["failClosed", "failClosed"]);
+    expect(events.map((e) => e.outcome)).toEqual(["closed"]);
   });
 
   test("a fallback limiter decides locally, per key, and peek takes nothing", async () => {
@@ -425,31 +425,31 @@ describe("failure policy", () => {
     expect(await limiter.peek("a")).toMatchObject({
       allowed: true,
       remaining: 1,
-      source: "fallback",
+      source: "local",
     });
     expect(await limiter.consume("a")).toMatchObject({
       allowed: true,
       remaining: 1,
-      source: "fallback",
+      source: "local",
     });
     expect(await limiter.consume("a")).toMatchObject({
       allowed: true,
       remaining: 0,
-      source: "fallback",
+      source: "local",
     });
     expect(await limiter.consume("a")).toMatchObject({
       allowed: false,
       limit: 2,
       retryAfterMs: Number.POSITIVE_INFINITY,
-      source: "fallback",
+      source: "local",
     });
     expect(await limiter.consume("b")).toMatchObject({
       allowed: true,
       remaining: 1,
-      source: "fallback",
+      source: "local",
     });
-    expect(events).toHaveLength(5);
-    expect(events.every((e) => e.outcome === "fallback" && e.error.cause === cause)).toBe(true);
+    expect(events).toHaveLength(1);
+    expect(events.every((e) => e.outcome === "local" && e.error.cause === cause)).toBe(true);
   });
 
   test("reset rejects whatever the policy (a lost reset must not pass silently) and resets the fallback", async () => {
@@ -468,7 +468,7 @@ describe("failure policy", () => {
 
   test("an unexpected reply is a store failure, not a wrong answer", async () => {
     const events: StoreFailureEvent[] = [];
-    const error = await make(undefined, events, scripted("OK"))
+    const error = await make("throw", events, scripted("OK"))
       .consume("k")
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RateLimitStoreError);
@@ -480,7 +480,7 @@ describe("failure policy", () => {
   test("a script verdict that disagrees with the arithmetic is a store failure", async () => {
     const events: StoreFailureEvent[] = [];
     // 10 tokens available, yet the script says denied.
-    const error = await make(undefined, events, scripted([0, "10"]))
+    const error = await make("throw", events, scripted([0, "10"]))
       .consume("k")
       .catch((e: unknown) => e);
     expect((error as Error).message).toBe(
@@ -488,7 +488,7 @@ describe("failure policy", () => {
     );
   });
 
-  test("onRecover reports the first success after failures, once", async () => {
+  test("onRecover reports the first success after the circuit opened, once", async () => {
     const recovered: unknown[] = [];
     const limiter = new RedisTokenBucket({
       client: scripted(
@@ -503,14 +503,16 @@ describe("failure policy", () => {
       ),
       capacity: 10,
       refillPerSecond: 1,
-      failure: "allow",
+      failure: "open",
+      // Opens at the second failure; no cool-down, so the third call is the probe.
+      circuit: { failuresToOpen: 2, coolDownMs: 0 },
       onRecover: (event) => recovered.push(event),
     });
-    expect((await limiter.consume("k")).source).toBe("failOpen");
-    expect((await limiter.consume("k")).source).toBe("failOpen");
+    expect((await limiter.consume("k")).source).toBe("open");
+    expect((await limiter.consume("k")).source).toBe("open");
     expect(await limiter.consume("k")).toMatchObject({ source: "redis", remaining: 9 });
     expect(await limiter.consume("k")).toMatchObject({ source: "redis", remaining: 8 });
-    expect(recovered).toEqual([{ operation: "consume", failedCalls: 2 }]);
+    expect(recovered).toEqual([{ operation: "consume", failedCalls: 2, node: undefined }]);
   });
 
   describe("timeout", () => {
@@ -530,12 +532,13 @@ describe("failure policy", () => {
         capacity: 10,
         refillPerSecond: 1,
         timeoutMs: 50,
-        failure: "deny",
+        failure: "closed",
+        circuit: { failuresToOpen: 1 },
         onError: (event) => events.push(event),
       });
       const pending = limiter.consume("k");
       await vi.advanceTimersByTimeAsync(50);
-      expect(await pending).toMatchObject({ allowed: false, source: "failClosed" });
+      expect(await pending).toMatchObject({ allowed: false, source: "closed" });
       expect(events).toHaveLength(1);
       const error = events[0]!.error;
       expect(error.message).toBe("RedisTokenBucket.consume: Redis did not answer within 50 ms");

@@ -1,0 +1,331 @@
+import { checkCost, describe } from "../errors.js";
+import type { Decision } from "../limiter.js";
+import { wholeUnits } from "../numeric.js";
+import { Circuit, type CircuitSnapshot } from "./circuit.js";
+import { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from "./errors.js";
+import type { StoreCommon } from "./options.js";
+import {
+  FAIL_CLOSED_RETRY_AFTER_MS,
+  type FailureOutcome,
+  type FailurePolicy,
+  type FallbackLimiter,
+  type StoreDecision,
+  type StoreFailureEvent,
+  type StoreOperation,
+} from "./policy.js";
+
+/** Most circuits kept by node; past it, keys of a new node share the client's circuit. */
+export const MAX_NODE_CIRCUITS = 1024;
+
+/**
+ * The store-neutral half of a limiter whose state lives in a shared store: the key and
+ * cost checks, the call timeout, one circuit breaker per store node, the pending-call cap,
+ * the failure policy and the `onError`/`onRecover` hooks. A store (`RedisLimiter`)
+ * supplies only how to name a key in the store ({@link storeKey}), how to send one
+ * decision ({@link prepare}) and a reset ({@link prepareReset}), how to read the reply
+ * ({@link decode}), and optionally which node serves a key ({@link nodeOf}).
+ *
+ * A call goes: check key and cost → prepare (may throw a programming error: rejected as
+ * is) → the key's circuit admits it or not → send, with the timeout → decode → decision
+ * with `source` the store's name. Any failure of the store (rejection, timeout, a reply
+ * `decode` refuses), an open circuit and the pending cap are answered by the policy.
+ */
+export abstract class StoreLimiter<Store extends string, Key> {
+  /** Longest wait per call, in milliseconds. */
+  readonly timeoutMs: number;
+  /** What happens when the store cannot answer (`'local'` unless set). */
+  readonly failure: FailurePolicy;
+
+  /** @internal The class name, for messages. */
+  protected abstract readonly where: string;
+  /** @internal `limit` or `capacity`, for open and closed decisions. */
+  protected readonly size: number;
+  /** @internal */
+  private readonly common: StoreCommon;
+  /** @internal The store's name as a decision's source (`redis`). */
+  private readonly store: Store;
+  /** @internal The store's name in messages (`Redis`). */
+  private readonly label: string;
+  /** @internal Builds the `'local'` policy's limiter. */
+  private readonly makeLocal: () => FallbackLimiter;
+  /** @internal Built at the first failure under `'local'`. */
+  private localLimiter: FallbackLimiter | undefined;
+  /** @internal The circuit of a store without nodes, or of keys whose node is unknown. */
+  private readonly mainCircuit: Circuit;
+  /** @internal Circuits by node. */
+  private readonly nodeCircuits = new Map<string, Circuit>();
+
+  /**
+   * @internal
+   * @param store The store's name as a decision source (`'redis'`).
+   * @param label The store's name in messages (`'Redis'`).
+   * @param common The validated store options.
+   * @param size `limit` or `capacity`.
+   * @param makeLocal Builds the same algorithm in memory, bounded, for `failure: 'local'`.
+   */
+  protected constructor(
+    store: Store,
+    label: string,
+    common: StoreCommon,
+    size: number,
+    makeLocal: () => FallbackLimiter,
+  ) {
+    this.store = store;
+    this.label = label;
+    this.common = common;
+    this.timeoutMs = common.timeoutMs;
+    this.failure = common.failure;
+    this.size = size;
+    this.makeLocal = makeLocal;
+    this.mainCircuit = new Circuit(undefined, common.circuit);
+  }
+
+  /** @internal The store's key for the caller's `key` (validated to be a string). */
+  protected abstract storeKey(key: string): Key;
+  /**
+   * @internal Readies one decision call and returns the function that sends it. Throwing
+   * here is a programming error (a bad clock reading) and rejects the call as is; a
+   * rejection of the returned promise is a store failure.
+   */
+  protected abstract prepare(
+    where: string,
+    key: Key,
+    cost: number,
+    take: boolean,
+  ): () => Promise<unknown>;
+  /** @internal Readies the deletion of a key's state. */
+  protected abstract prepareReset(key: Key): () => Promise<unknown>;
+  /** @internal Builds the decision from the store's reply. @throws {TypeError} on a malformed reply. */
+  protected abstract decode(reply: unknown, cost: number): Decision;
+  /** @internal The node that serves `key`, or `undefined` (one circuit for the whole client). */
+  protected nodeOf(_key: Key): string | undefined {
+    return undefined;
+  }
+
+  /**
+   * `consume(key, cost).allowed`: resolves true when the request may proceed (its cost
+   * was taken). Rejects like {@link consume}.
+   */
+  async allow(key: string, cost?: number): Promise<boolean> {
+    return (await this.call("allow", key, cost, true)).allowed;
+  }
+
+  /**
+   * Takes `cost` units from `key`'s shared state when they are available, atomically
+   * in the store, and resolves with the decision; a denied request changes nothing.
+   * Rejects with `TypeError` for a non-string key or a non-number cost, `RangeError`
+   * for NaN, a negative or an infinite cost, and {@link RateLimitStoreError} when the
+   * store cannot answer and the policy is `'throw'`.
+   */
+  consume(key: string, cost?: number): Promise<StoreDecision<Store>> {
+    return this.call("consume", key, cost, true);
+  }
+
+  /**
+   * What `consume(key, cost)` would answer now; takes nothing and sets no expiry (the
+   * sliding log may drop entries that already left, which changes no decision).
+   */
+  peek(key: string, cost?: number): Promise<StoreDecision<Store>> {
+    return this.call("peek", key, cost, false);
+  }
+
+  /**
+   * Deletes `key`'s state: back to fresh. Also resets the key in the local limiter
+   * (`'local'` or a fallback). Rejects with {@link RateLimitStoreError} when the store
+   * fails or the key's circuit is open, whatever the policy (a reset that did not happen
+   * must not pass silently).
+   */
+  async reset(key: string): Promise<void> {
+    const where = `${this.where}.reset`;
+    const k = this.checkKey(where, key);
+    const policy = this.failure;
+    if (typeof policy === "object") policy.reset(key);
+    else this.localLimiter?.reset(key);
+    const send = this.prepareReset(k);
+    const circuit = this.circuitOf(k);
+    const admission = circuit.admit();
+    if (admission === "circuit-open" || admission === "pending-cap") {
+      circuit.answeredByPolicy();
+      throw this.storeError(where, this.unavailable(admission, circuit));
+    }
+    try {
+      await this.timed(send(), circuit);
+    } catch (cause) {
+      const opened = circuit.failed(admission === "probe");
+      circuit.answeredByPolicy();
+      const error = this.storeError(where, cause);
+      if (opened) this.opened("reset", key, error, "throw", circuit);
+      throw error;
+    }
+    this.answered("reset", circuit);
+  }
+
+  /**
+   * The circuits as plain data, one per node seen (the client's one circuit first), for
+   * metrics and health checks.
+   */
+  circuits(): CircuitSnapshot[] {
+    return [this.mainCircuit, ...this.nodeCircuits.values()].map((c) => c.snapshot());
+  }
+
+  /** @internal */
+  private checkKey(where: string, key: unknown): Key {
+    if (typeof key !== "string") {
+      throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
+    }
+    return this.storeKey(key);
+  }
+
+  /** @internal The circuit of the node that serves `key`. */
+  private circuitOf(key: Key): Circuit {
+    const node = this.nodeOf(key);
+    if (node === undefined) return this.mainCircuit;
+    let circuit = this.nodeCircuits.get(node);
+    if (circuit === undefined) {
+      // Nodes are few; a nodeOf that names something per key must not grow this map.
+      if (this.nodeCircuits.size >= MAX_NODE_CIRCUITS) return this.mainCircuit;
+      circuit = new Circuit(node, this.common.circuit);
+      this.nodeCircuits.set(node, circuit);
+    }
+    return circuit;
+  }
+
+  /** @internal */
+  private async call(
+    operation: "allow" | "consume" | "peek",
+    key: string,
+    cost: number | undefined,
+    take: boolean,
+  ): Promise<StoreDecision<Store>> {
+    const where = `${this.where}.${operation}`;
+    const k = this.checkKey(where, key);
+    const c = checkCost(where, cost);
+    const send = this.prepare(where, k, c, take);
+    const circuit = this.circuitOf(k);
+    const admission = circuit.admit();
+    if (admission === "circuit-open" || admission === "pending-cap") {
+      circuit.answeredByPolicy();
+      return this.answer(operation, key, c, take, circuit, false, () =>
+        this.unavailable(admission, circuit),
+      );
+    }
+    let decision: Decision;
+    try {
+      decision = this.decode(await this.timed(send(), circuit), c);
+    } catch (cause) {
+      const opened = circuit.failed(admission === "probe");
+      circuit.answeredByPolicy();
+      return this.answer(operation, key, c, take, circuit, opened, () => cause);
+    }
+    this.answered(operation, circuit);
+    return { ...decision, source: this.store };
+  }
+
+  /**
+   * @internal The store's promise, rejected with a {@link StoreTimeoutError} after
+   * `timeoutMs`; the circuit counts the call pending until the store itself settles it.
+   */
+  private timed(call: Promise<unknown>, circuit: Circuit): Promise<unknown> {
+    const timeoutMs = this.timeoutMs;
+    const label = this.label;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new StoreTimeoutError(timeoutMs, label)), timeoutMs);
+      // A pending limiter call must not hold the process open on its own.
+      if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
+      call.then(
+        (reply) => {
+          circuit.settled();
+          clearTimeout(timer);
+          resolve(reply);
+        },
+        (error: unknown) => {
+          circuit.settled();
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** @internal The cause for a call that was not sent. */
+  private unavailable(admission: "circuit-open" | "pending-cap", circuit: Circuit): Error {
+    const on = circuit.node === undefined ? "" : ` on ${circuit.node}`;
+    const message =
+      admission === "circuit-open"
+        ? `circuit open${on} after ${circuit.consecutiveFailures} consecutive failures`
+        : `${circuit.pendingCalls} calls already pending${on} (maxPendingCalls)`;
+    return new StoreUnavailableError(message, admission, circuit.node);
+  }
+
+  /** @internal */
+  private storeError(where: string, cause: unknown): RateLimitStoreError {
+    const timedOut = cause instanceof StoreTimeoutError;
+    const detail = cause instanceof Error ? cause.message : describe(cause);
+    const message =
+      timedOut || cause instanceof StoreUnavailableError
+        ? `${where}: ${detail}`
+        : `${where}: ${this.label} failed: ${detail}`;
+    return new RateLimitStoreError(message, { cause, operation: where, timedOut });
+  }
+
+  /** @internal The store answered in time: closes the circuit, reporting the transition. */
+  private answered(operation: StoreOperation, circuit: Circuit): void {
+    const failedCalls = circuit.succeeded();
+    if (failedCalls === undefined) return;
+    this.common.onRecover?.({ operation, failedCalls, node: circuit.node });
+  }
+
+  /** @internal Reports a circuit's opening. */
+  private opened(
+    operation: StoreOperation,
+    key: string,
+    error: RateLimitStoreError,
+    outcome: FailureOutcome,
+    circuit: Circuit,
+  ): void {
+    const event: StoreFailureEvent = { error, operation, key, outcome, node: circuit.node };
+    this.common.onError?.(event);
+  }
+
+  /** @internal The policy's answer for a call the store did not answer. */
+  private answer(
+    operation: "allow" | "consume" | "peek",
+    key: string,
+    cost: number,
+    take: boolean,
+    circuit: Circuit,
+    opened: boolean,
+    cause: () => unknown,
+  ): StoreDecision<Store> {
+    const policy = this.failure;
+    const outcome: FailureOutcome = typeof policy === "object" ? "local" : policy;
+    if (opened || policy === "throw") {
+      const error = this.storeError(`${this.where}.${operation}`, cause());
+      if (opened) this.opened(operation, key, error, outcome, circuit);
+      if (policy === "throw") throw error;
+    }
+    if (policy === "open") {
+      return {
+        allowed: true,
+        limit: this.size,
+        remaining: wholeUnits(this.size - cost, this.size),
+        retryAfterMs: 0,
+        resetAfterMs: 0,
+        source: "open",
+      };
+    }
+    if (policy === "closed") {
+      return {
+        allowed: false,
+        limit: this.size,
+        remaining: 0,
+        retryAfterMs: FAIL_CLOSED_RETRY_AFTER_MS,
+        resetAfterMs: 0,
+        source: "closed",
+      };
+    }
+    const local = typeof policy === "object" ? policy : (this.localLimiter ??= this.makeLocal());
+    const decision = take ? local.consume(key, cost) : local.peek(key, cost);
+    return { ...decision, source: "local" };
+  }
+}

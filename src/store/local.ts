@@ -1,0 +1,44 @@
+import { createHash } from "node:crypto";
+import type { Clock } from "../limiter.js";
+import { type CloneableLimiter, KeyedLimiter } from "../registry.js";
+import type { FallbackLimiter } from "./policy.js";
+
+/**
+ * The `'local'` failure policy's limiter: the store's algorithm with the same options in
+ * process memory, one state per key in a bounded `KeyedLimiter`.
+ * @module
+ */
+
+/** Most keys the local limiter keeps; past it the key idle soonest is evicted (its trace kept). */
+export const LOCAL_MAX_KEYS = 100_000;
+/** Longest key kept as it is; a longer one is kept as its prefix and a SHA-256 digest. */
+export const LOCAL_MAX_KEY_LENGTH = 1024;
+
+/** An in-memory algorithm class, as the catalog lists it (`TokenBucket`, `FixedWindow`, ...). */
+export type LocalClass<O> = new (options: O & { readonly clock?: Clock }) => CloneableLimiter;
+
+/**
+ * Builds the local limiter of `Class` with `options` (and `clock`, the store limiter's
+ * explicit clock, if any): a `KeyedLimiter` of at most {@link LOCAL_MAX_KEYS} keys. A key
+ * longer than {@link LOCAL_MAX_KEY_LENGTH} code units is replaced by its first 900 code
+ * units and the hex SHA-256 of its UTF-8, so that no key makes the local limiter throw.
+ */
+export function localLimiter<O extends object>(
+  Class: LocalClass<O>,
+  options: O,
+  clock: Clock | undefined,
+): FallbackLimiter {
+  const keyed = new KeyedLimiter(new Class(clock === undefined ? options : { ...options, clock }), {
+    maxKeys: LOCAL_MAX_KEYS,
+    maxKeyLength: LOCAL_MAX_KEY_LENGTH,
+  });
+  const fold = (key: string): string =>
+    key.length <= LOCAL_MAX_KEY_LENGTH
+      ? key
+      : `${key.slice(0, 900)}#${createHash("sha256").update(key, "utf8").digest("hex")}`;
+  return {
+    consume: (key, cost) => keyed.consume(fold(key), cost),
+    peek: (key, cost) => keyed.peek(fold(key), cost),
+    reset: (key) => keyed.reset(fold(key)),
+  };
+}

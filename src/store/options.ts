@@ -1,0 +1,182 @@
+import { checkInteger, checkNumber, checkOptionNames, checkOptions, describe } from "../errors.js";
+import type { CircuitSettings } from "./circuit.js";
+import type {
+  FailurePolicy,
+  FallbackLimiter,
+  StoreFailureEvent,
+  StoreRecoveryEvent,
+} from "./policy.js";
+
+/** The circuit breaker's options (the `circuit` option of a store-backed limiter). */
+export interface CircuitOptions {
+  /** Consecutive failures (errors or timeouts) of a node that open its circuit, an integer from 1 to 2^31 - 1. @default 5 */
+  readonly failuresToOpen?: number | undefined;
+  /**
+   * How long an open circuit answers every call by the failure policy before one probe
+   * call goes out, in milliseconds (>= 0). @default 1000
+   */
+  readonly coolDownMs?: number | undefined;
+  /**
+   * Most calls in flight per circuit, an integer from 1 to 2^31 - 1: a call beyond it is
+   * answered by the failure policy at once. A command that timed out stays in flight until
+   * the store or the client settles it, so this bounds the client's queue during a stall.
+   * @default 1000
+   */
+  readonly maxPendingCalls?: number | undefined;
+  /**
+   * The circuit's monotonic clock in milliseconds, for tests. @default performance.now
+   */
+  readonly clock?: (() => number) | undefined;
+}
+
+/** The options every store-backed limiter takes besides its store's and its algorithm's. */
+export interface StoreLimiterOptions {
+  /**
+   * Longest wait for the store per call, in milliseconds (> 0, at most 2^31 - 1); then
+   * the call counts as a failure and the policy answers it. @default 1000
+   */
+  readonly timeoutMs?: number | undefined;
+  /** What to do when the store cannot answer; see {@link FailurePolicy}. @default 'local' */
+  readonly failure?: FailurePolicy | "allow" | "deny" | undefined;
+  /** Called once when a circuit opens (not for every failed call), before the policy answers. */
+  readonly onError?: ((event: StoreFailureEvent) => void) | undefined;
+  /** Called once when an open circuit closes again. */
+  readonly onRecover?: ((event: StoreRecoveryEvent) => void) | undefined;
+  /** The circuit breaker; see {@link CircuitOptions}. */
+  readonly circuit?: CircuitOptions | undefined;
+}
+
+/** The option names of {@link StoreLimiterOptions}. */
+export const STORE_OPTIONS = [
+  "timeoutMs",
+  "failure",
+  "onError",
+  "onRecover",
+  "circuit",
+] as const satisfies readonly (keyof StoreLimiterOptions)[];
+
+const CIRCUIT_OPTIONS = [
+  "failuresToOpen",
+  "coolDownMs",
+  "maxPendingCalls",
+  "clock",
+] as const satisfies readonly (keyof CircuitOptions)[];
+
+/** Defaults of {@link CircuitOptions}. */
+export const DEFAULT_FAILURES_TO_OPEN = 5;
+/** Default {@link CircuitOptions.coolDownMs}. */
+export const DEFAULT_COOL_DOWN_MS = 1000;
+/** Default {@link CircuitOptions.maxPendingCalls}. */
+export const DEFAULT_MAX_PENDING_CALLS = 1000;
+/** Default {@link StoreLimiterOptions.timeoutMs}. */
+export const DEFAULT_TIMEOUT_MS = 1000;
+/** setTimeout's largest delay. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const MAX_COUNT = 2 ** 31 - 1;
+
+/** The validated {@link StoreLimiterOptions}. */
+export interface StoreCommon {
+  readonly timeoutMs: number;
+  readonly failure: FailurePolicy;
+  readonly onError: ((event: StoreFailureEvent) => void) | undefined;
+  readonly onRecover: ((event: StoreRecoveryEvent) => void) | undefined;
+  readonly circuit: CircuitSettings;
+}
+
+/**
+ * Validates the store options, in the order of {@link STORE_OPTIONS}.
+ * @throws {TypeError} For a wrong type or an unknown circuit option; {RangeError} for a
+ *   number out of range or an unknown policy name.
+ */
+export function checkStoreOptions(where: string, o: StoreLimiterOptions): StoreCommon {
+  const timeoutMs =
+    o.timeoutMs === undefined
+      ? DEFAULT_TIMEOUT_MS
+      : checkNumber(where, "timeoutMs", o.timeoutMs, 0, false);
+  if (timeoutMs > MAX_TIMER_MS) {
+    throw new RangeError(`${where}: timeoutMs must be at most ${MAX_TIMER_MS}, got ${timeoutMs}`);
+  }
+  const failure = checkFailure(where, o.failure);
+  const onError = checkHook<(event: StoreFailureEvent) => void>(where, "onError", o.onError);
+  const onRecover = checkHook<(event: StoreRecoveryEvent) => void>(where, "onRecover", o.onRecover);
+  return { timeoutMs, failure, onError, onRecover, circuit: checkCircuit(where, o.circuit) };
+}
+
+function checkCircuit(where: string, options: CircuitOptions | undefined): CircuitSettings {
+  if (options === undefined) {
+    return {
+      failuresToOpen: DEFAULT_FAILURES_TO_OPEN,
+      coolDownMs: DEFAULT_COOL_DOWN_MS,
+      maxPendingCalls: DEFAULT_MAX_PENDING_CALLS,
+      clock: monotonicNow,
+    };
+  }
+  const at = `${where}: circuit`;
+  const o = checkOptions<CircuitOptions>(at, options);
+  checkOptionNames(at, o, CIRCUIT_OPTIONS);
+  const failuresToOpen =
+    o.failuresToOpen === undefined
+      ? DEFAULT_FAILURES_TO_OPEN
+      : checkInteger(at, "failuresToOpen", o.failuresToOpen, 1, MAX_COUNT);
+  const coolDownMs =
+    o.coolDownMs === undefined
+      ? DEFAULT_COOL_DOWN_MS
+      : checkNumber(at, "coolDownMs", o.coolDownMs, 0, true);
+  const maxPendingCalls =
+    o.maxPendingCalls === undefined
+      ? DEFAULT_MAX_PENDING_CALLS
+      : checkInteger(at, "maxPendingCalls", o.maxPendingCalls, 1, MAX_COUNT);
+  const clock = o.clock === undefined ? monotonicNow : o.clock;
+  if (typeof clock !== "function") {
+    throw new TypeError(
+      `${at}: clock must be a function returning milliseconds, got ${describe(clock)}`,
+    );
+  }
+  return { failuresToOpen, coolDownMs, maxPendingCalls, clock };
+}
+
+/** `performance.now()`: monotonic, unaffected by wall-clock steps. */
+function monotonicNow(): number {
+  return performance.now();
+}
+
+let warnedOldNames = false;
+
+/**
+ * Checks the `failure` option: undefined means `'local'`; `'allow'` and `'deny'` (the
+ * previous names) mean `'open'` and `'closed'`, with one deprecation warning per process.
+ * @throws {RangeError} For another string; {TypeError} for anything else.
+ */
+export function checkFailure(where: string, failure: unknown): FailurePolicy {
+  if (failure === undefined) return "local";
+  if (failure === "local" || failure === "open" || failure === "closed" || failure === "throw") {
+    return failure;
+  }
+  if (failure === "allow" || failure === "deny") {
+    if (!warnedOldNames) {
+      warnedOldNames = true;
+      process.emitWarning(
+        `${where}: failure '${failure}' is deprecated: use '${failure === "allow" ? "open" : "closed"}' (the same behaviour; the old names go in the next release)`,
+        { type: "DeprecationWarning", code: "TOLLGATE_FAILURE_NAMES" },
+      );
+    }
+    return failure === "allow" ? "open" : "closed";
+  }
+  if (
+    typeof failure === "object" &&
+    failure !== null &&
+    typeof (failure as FallbackLimiter).consume === "function" &&
+    typeof (failure as FallbackLimiter).peek === "function" &&
+    typeof (failure as FallbackLimiter).reset === "function"
+  ) {
+    return failure as FallbackLimiter;
+  }
+  const message = `${where}: failure must be 'local', 'open', 'closed', 'throw' or a fallback limiter (consume, peek, reset), got ${describe(failure)}`;
+  throw typeof failure === "string" ? new RangeError(message) : new TypeError(message);
+}
+
+/** Checks an optional hook. @throws {TypeError} for a non-function. */
+export function checkHook<T>(where: string, name: string, hook: unknown): T | undefined {
+  if (hook === undefined || typeof hook === "function") return hook as T | undefined;
+  throw new TypeError(`${where}: ${name} must be a function, got ${describe(hook)}`);
+}
