@@ -76,19 +76,22 @@ describe("reconfigure step tables", () => {
   });
 
   test("TokenBucket: a larger capacity keeps the tokens, a smaller clamps; full stays full", () => {
-    runRows((clock) => new TokenBucket({ capacity: 10, refillPerSecond: 1, clock }), [
-      [0, 7, true, 3, 0],
-      // Go's SetBurst: the 3 tokens stay; the refill fills up to 20.
-      ["reconfigure", 0, { capacity: 20 }],
-      [0, 0, true, 3, 0, 17_000],
-      [1000, 0, true, 4, 0, 16_000],
-      // Clamped to 2: full at the new capacity.
-      ["reconfigure", 1000, { capacity: 2 }],
-      [1000, 0, true, 2, 0, 0],
-      // A full bucket is fresh: full at the new capacity, as one dropped and made again.
-      ["reconfigure", 1000, { capacity: 30 }],
-      [1000, 0, true, 30, 0, 0],
-    ]);
+    runRows(
+      (clock) => new TokenBucket({ capacity: 10, refillPerSecond: 1, clock }),
+      [
+        [0, 7, true, 3, 0],
+        // Go's SetBurst: the 3 tokens stay; the refill fills up to 20.
+        ["reconfigure", 0, { capacity: 20 }],
+        [0, 0, true, 3, 0, 17_000],
+        [1000, 0, true, 4, 0, 16_000],
+        // Clamped to 2: full at the new capacity.
+        ["reconfigure", 1000, { capacity: 2 }],
+        [1000, 0, true, 2, 0, 0],
+        // A full bucket is fresh: full at the new capacity, as one dropped and made again.
+        ["reconfigure", 1000, { capacity: 30 }],
+        [1000, 0, true, 30, 0, 0],
+      ],
+    );
   });
 
   test("LeakyBucket keeps its level, clamped to a smaller capacity", () => {

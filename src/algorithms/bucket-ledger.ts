@@ -64,6 +64,12 @@ export interface LedgerHost {
   readonly ratePerSecond: number;
   /** True for the leaky bucket's shaping: delay by the level, refuse when full. */
   readonly shaping: boolean;
+  /**
+   * The word a fresh `wait` of the caller uses for a cost that can never fit, for the
+   * waiters `replan` refuses: `"capacity"` (a bucket's own `wait`, the default) or
+   * `"limit"` (`KeyedLimiter.wait`).
+   */
+  readonly sizeWord?: "capacity" | "limit";
   /** Reads the clock (with the bucket's high-water mark). */
   now(): number;
   /** Units at `now`: tokens (may be negative while held) or free room. */
@@ -528,7 +534,8 @@ export class BucketLedger {
       ahead += e.units;
       if (e.kind !== WAITER) continue;
       if (!fits(e.cost, h.capacity)) {
-        return [e, new RangeError(`${e.where}: cost ${e.cost} exceeds capacity ${h.capacity}`)];
+        const word = h.sizeWord ?? "capacity";
+        return [e, new RangeError(`${e.where}: cost ${e.cost} exceeds ${word} ${h.capacity}`)];
       }
       const waitMs = msToRefill(e.threshold - (this.total - ahead) - units, h.ratePerSecond);
       if (waitMs === Number.POSITIVE_INFINITY) {

@@ -245,6 +245,7 @@ export class KeyWaiters {
         return b.ratePerSecond;
       },
       shaping: b.shaping,
+      sizeWord: "limit",
       now: () => e.now(),
       unitsAt: (now) => baseAt(now) - entry.held,
       take: (units, cost, now) => write(tokensAfter(units, cost) + entry.held, now),
