@@ -12,7 +12,7 @@ import {
 import type { Decision } from "../src/limiter.js";
 import { manualClock } from "./support/manual-clock.js";
 import { fixedWindowModel, slidingCounterModel, slidingLogModel } from "./support/models.js";
-import { runSteps, type Step } from "./support/steps.js";
+import type { Step } from "./support/steps.js";
 import { settleLog, timerClock } from "./support/timer-clock.js";
 
 /** A row of a reconfiguring step table: a `consume` step, or a change at a time. */
