@@ -7,6 +7,7 @@ import {
   UnkeyedLimiterBase,
   type WaitOptions,
 } from "./limiter.js";
+import { type ApplyReconfigure, isReconfigurable } from "./reconfigure.js";
 import { WaitQueue } from "./wait.js";
 
 const WHERE = "allOf";
@@ -150,6 +151,50 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
    */
   consume(cost?: number): Decision {
     return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true);
+  }
+
+  /**
+   * Changes the parts' options live, all or none: `options[i]` is what `parts[i].reconfigure`
+   * takes (an array again for a nested `allOf`), or `undefined` to keep part `i` as it is.
+   * Every entry is checked (and every clock read) before any part changes, so a bad option
+   * anywhere throws and changes nothing. Each part carries its state over by its own rule
+   * (docs/semantics.md#changing-limits-live); waiters on the composite are re-planned: one
+   * whose cost is now above a part's limit is rejected with the `RangeError` a fresh `wait`
+   * gets.
+   * @example
+   * const both = allOf([perSecond, perDay])
+   * both.reconfigure([undefined, { limit: 20_000 }]) // only the daily quota changes
+   * @throws {TypeError} If `options` is not an array of one entry per part, or names options
+   *   for a part that cannot be reconfigured (a custom limiter), or as the part's own
+   *   `reconfigure` throws; nothing changes.
+   * @throws {RangeError} As the part's own `reconfigure`; nothing changes.
+   */
+  reconfigure(options: readonly (object | undefined)[]): void {
+    this.planReconfigure(options)();
+  }
+
+  /** @internal Checks every part's options (reading their clocks); the result applies them all. */
+  planReconfigure(options: unknown): ApplyReconfigure {
+    if (!Array.isArray(options) || options.length !== this.parts.length) {
+      throw new TypeError(
+        `${WHERE}.reconfigure: options must be an array of ${this.parts.length} entries (one per part, undefined to keep it), got ${describe(options)}${Array.isArray(options) ? ` of ${options.length}` : ""}`,
+      );
+    }
+    const applies: ApplyReconfigure[] = [];
+    this.parts.forEach((part, i) => {
+      const o: unknown = options[i];
+      if (o === undefined) return;
+      if (!isReconfigurable(part)) {
+        throw new TypeError(
+          `${WHERE}.reconfigure: part ${i} (${describe(part)}) has no reconfigure; pass undefined for it`,
+        );
+      }
+      applies.push(part.planReconfigure(o));
+    });
+    return () => {
+      for (const apply of applies) apply();
+      this.queue?.replan();
+    };
   }
 
   /** What `consume(cost)` would answer now; changes nothing. */

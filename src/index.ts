@@ -1,11 +1,28 @@
-export { FixedWindow, type FixedWindowOptions } from "./algorithms/fixed-window.js";
-export { LeakyBucket, type LeakyBucketOptions } from "./algorithms/leaky-bucket.js";
+export {
+  FixedWindow,
+  type FixedWindowOptions,
+  type FixedWindowReconfigure,
+} from "./algorithms/fixed-window.js";
+export {
+  LeakyBucket,
+  type LeakyBucketOptions,
+  type LeakyBucketReconfigure,
+} from "./algorithms/leaky-bucket.js";
 export {
   SlidingWindowCounter,
   type SlidingWindowCounterOptions,
+  type SlidingWindowCounterReconfigure,
 } from "./algorithms/sliding-window-counter.js";
-export { SlidingWindowLog, type SlidingWindowLogOptions } from "./algorithms/sliding-window-log.js";
-export { TokenBucket, type TokenBucketOptions } from "./algorithms/token-bucket.js";
+export {
+  SlidingWindowLog,
+  type SlidingWindowLogOptions,
+  type SlidingWindowLogReconfigure,
+} from "./algorithms/sliding-window-log.js";
+export {
+  TokenBucket,
+  type TokenBucketOptions,
+  type TokenBucketReconfigure,
+} from "./algorithms/token-bucket.js";
 export { AllOf, allOf } from "./composite.js";
 export { RateLimitError } from "./errors.js";
 export {

@@ -1,6 +1,7 @@
 import { checkCost, checkInteger, checkOptionNames, checkOptions, describe } from "./errors.js";
 import type { Decision, Limiter, WaitOptions } from "./limiter.js";
 import { optionNames } from "./option-names.js";
+import { isReconfigurable, type Reconfigurable } from "./reconfigure.js";
 import { SlabEngine } from "./registry/engine.js";
 import { KeyWaiters } from "./registry/key-waiters.js";
 import type { AllOfLayout } from "./registry/layouts/all-of.js";
@@ -154,6 +155,8 @@ export class KeyedLimiter {
   protected readonly waiters: KeyWaiters | undefined;
   /** @internal A slot's worth of doubles, to decide for a key without a slot. */
   protected readonly scratch: Float64Array | undefined;
+  /** @internal The limiter new keys copy on the generic path; `reconfigure` replaces it. */
+  private template: CloneableLimiter | undefined;
 
   constructor(
     policy: CloneableLimiter | ((key: string) => Limiter),
@@ -205,9 +208,9 @@ export class KeyedLimiter {
     } else if (typeof policy === "function") {
       this.map = new LimiterMap(checkedFactory(policy, "policy"), maxKeys, maxBytes);
     } else if (isLimiter(policy) && typeof (policy as CloneableLimiter).clone === "function") {
-      const template = policy as CloneableLimiter;
+      this.template = policy as CloneableLimiter;
       this.map = new LimiterMap(
-        checkedFactory(() => template.clone(), "policy.clone()"),
+        checkedFactory(() => this.template!.clone(), "policy.clone()"),
         maxKeys,
         maxBytes,
         "policy.clone()",
@@ -309,6 +312,57 @@ export class KeyedLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * Changes the policy of every key live, as the policy's own `reconfigure` (same options:
+   * an object for one algorithm, an array per part for an `allOf`): every kept key carries
+   * its state over by its algorithm's rule (docs/semantics.md#changing-limits-live), slab
+   * and trace table included (a key pushed out earlier comes back as it would be had it been
+   * kept, never fresher), keys created later start from the new options, and waiters are
+   * re-planned (one whose cost is now above the limit is rejected with the `RangeError` a
+   * fresh `wait` gets). The options are checked in full first: a bad one throws and changes
+   * nothing. The registry's own options (`maxKeys`, `maxBytes`, `maxKeyLength`,
+   * `maxWaiters`, `whenFull`, `sweepIntervalMs`) are not part of it, and the limiter given to
+   * the constructor is not changed (it is a template). O(keys); see docs/keyed.md#changing-limits-live.
+   * @example
+   * const perUser = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 }))
+   * perUser.reconfigure({ refillPerSecond: 2 })
+   * @throws {TypeError} For a registry built from a function `(key) => Limiter` (its keys'
+   *   limiters are the function's: reconfigure those), a policy without `reconfigure`, or as
+   *   the policy's `reconfigure` throws; nothing changes.
+   * @throws {RangeError} As the policy's `reconfigure`; nothing changes.
+   */
+  reconfigure(options: object | readonly (object | undefined)[]): void {
+    const policy = policies.get(this);
+    if (policy === undefined) {
+      throw new TypeError(
+        `${WHERE}.reconfigure: this registry was built from a function (key) => Limiter; reconfigure the limiters it returns, or build it from a limiter`,
+      );
+    }
+    if (!isReconfigurable(policy)) {
+      throw new TypeError(
+        `${WHERE}.reconfigure: the policy (${describe(policy)}) has no reconfigure(options)`,
+      );
+    }
+    // A copy takes the options: they are checked in full before any key changes.
+    const next = policy.clone() as CloneableLimiter & Reconfigurable;
+    next.planReconfigure(options)();
+    const e = this.engine;
+    if (e === undefined) {
+      this.map!.forEach((limiter) => {
+        (limiter as unknown as Reconfigurable).planReconfigure(options)();
+      });
+      this.template = next;
+    } else {
+      const slab = slabOf(next)!;
+      const now = e.now();
+      const waiters = this.waiters!;
+      waiters.retune(slab.bucket, now);
+      e.retune(slab, now, (slot) => waiters.owns(slot));
+      waiters.replan();
+    }
+    policies.set(this, next);
   }
 
   /** Forgets the key's usage: its next request starts fresh. Pending waiters keep waiting. */

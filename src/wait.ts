@@ -183,6 +183,30 @@ export class WaitQueue {
     });
   }
 
+  /**
+   * The limiter's options changed (`reconfigure`): rejects every waiter whose cost is now
+   * above the limit, with the `RangeError` a fresh `wait` gets, then re-plans the rest
+   * (those that fit are granted in order; one that can never be is rejected; the timer is
+   * re-armed for the head).
+   */
+  replan(): void {
+    const where = `${this.where}.wait`;
+    try {
+      for (let w = this.list.head; w !== undefined; ) {
+        const next = w.next;
+        const d = this.limiter.peek(w.cost);
+        if (d.retryAfterMs === Number.POSITIVE_INFINITY && w.cost > d.limit) {
+          this.drop(w);
+          w.reject(new RangeError(`${where}: cost ${w.cost} exceeds limit ${d.limit}`));
+        }
+        w = next;
+      }
+    } catch {
+      // A clock that throws: serve() below rejects every waiter with its error.
+    }
+    this.serve();
+  }
+
   /** @internal */
   private now(): number {
     const t = this.clock();

@@ -8,8 +8,9 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
+import type { ApplyReconfigure } from "../reconfigure.js";
 import { BucketLedger } from "./bucket-ledger.js";
-import { bucketDecision, msToRefill, tokensAfter, tokensAt } from "./bucket-math.js";
+import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
 import { readClock } from "./time.js";
 import { defineTimedPart, type TimedPart } from "./timed-part.js";
 
@@ -141,10 +142,16 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
 
   /** @internal */
   private waitLedger(): BucketLedger {
+    const bucket = this;
     this.ledger ??= new BucketLedger({
       where: this.where,
-      capacity: this.capacity,
-      ratePerSecond: this.ratePerSecond,
+      // Read live: reconfigure() may change them.
+      get capacity() {
+        return bucket.capacity;
+      },
+      get ratePerSecond() {
+        return bucket.ratePerSecond;
+      },
       shaping: this.shaping,
       now: () => this.now(),
       unitsAt: (now) => this.unitsAt(now),
@@ -161,6 +168,34 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       },
     });
     return this.ledger;
+  }
+
+  /**
+   * @internal
+   * Reads the clock and returns what moves the bucket to `capacity` and `ratePerSecond` at
+   * that reading (`assign` sets the subclass's fields): the units accrued up to then at the
+   * old rate are kept (`retunedUnits`: tokens, or a leaky bucket's level, clamped to the new
+   * capacity; a full bucket with nothing held stays full), the new rate applies from then
+   * on, and waiters are re-planned (`BucketLedger.replan`). Reservations keep their units
+   * and their time to act. See docs/semantics.md#changing-limits-live.
+   */
+  protected planBucket(capacity: number, assign: () => void): ApplyReconfigure {
+    const now = this.now();
+    return () => {
+      if (this.held !== 0) this.ledger!.settle(now);
+      const oldCapacity = this.capacity;
+      const units = this.unitsAt(now);
+      const held = this.held;
+      assign();
+      if (held === 0 && units >= oldCapacity) {
+        this.units = this.capacity;
+        this.anchorMs = Number.NEGATIVE_INFINITY;
+      } else {
+        this.units = retunedUnits(units, oldCapacity, capacity, this.shaping) + held;
+        this.anchorMs = now;
+      }
+      this.ledger?.replan();
+    };
   }
 
   /** @internal `consume` (`take` true) or `peek` for a checked `cost`. */

@@ -64,6 +64,12 @@ export interface LedgerHost {
   readonly ratePerSecond: number;
   /** True for the leaky bucket's shaping: delay by the level, refuse when full. */
   readonly shaping: boolean;
+  /**
+   * The word a fresh `wait` of the caller uses for a cost that can never fit, for the
+   * waiters `replan` refuses: `"capacity"` (a bucket's own `wait`, the default) or
+   * `"limit"` (`KeyedLimiter.wait`).
+   */
+  readonly sizeWord?: "capacity" | "limit";
   /** Reads the clock (with the bucket's high-water mark). */
   now(): number;
   /** Units at `now`: tokens (may be negative while held) or free room. */
@@ -83,7 +89,14 @@ interface Entry extends WaitListNode<Entry> {
   /** Units held: its cost, plus units kept for reservations cancelled ahead of it. */
   units: number;
   readonly cost: number;
-  readonly threshold: number;
+  /** Due once `units(now) + behind >= threshold` (see the module doc); re-set by `replan`. */
+  threshold: number;
+  /** A waiter's `where` for messages (`TokenBucket.wait`); the host's for a reservation. */
+  readonly where: string;
+  /** A waiter's `maxWaitMs` deadline (clock ms), checked again by `replan`; `Infinity` for none. */
+  readonly deadlineMs: number;
+  /** The `maxWaitMs` the waiter gave (for the message). */
+  readonly maxWaitMs: number;
   /**
    * A reservation's time to act (clock ms): until the clock passes it, the reservation is
    * kept, and `cancel()` gives its units back, even once it is due; `Infinity` for a waiter.
@@ -188,6 +201,9 @@ export class BucketLedger {
       units: cost,
       cost,
       threshold: h.shaping ? h.capacity - cost : 0,
+      where: h.where,
+      deadlineMs: Number.POSITIVE_INFINITY,
+      maxWaitMs: Number.POSITIVE_INFINITY,
       actAtMs: now + delayMs,
       turnMs: now + delayMs,
       kind: FIXED,
@@ -278,6 +294,9 @@ export class BucketLedger {
         units: c,
         cost: c,
         threshold: h.shaping ? h.capacity - c : 0,
+        where,
+        deadlineMs: maxWaitMs === Number.POSITIVE_INFINITY ? maxWaitMs : now + maxWaitMs,
+        maxWaitMs,
         actAtMs: Number.POSITIVE_INFINITY,
         turnMs: Number.POSITIVE_INFINITY,
         kind: WAITER,
@@ -474,6 +493,67 @@ export class BucketLedger {
   reset(now: number): void {
     this.markEarly(this.list.head, now);
     this.serve();
+  }
+
+  /**
+   * The bucket's capacity or rate changed (`reconfigure`; the host reads the new ones):
+   * re-plans every entry at the current time. A leaky bucket's thresholds follow the new
+   * capacity; then, one at a time from the head, a waiter is rejected as a fresh `wait`
+   * would be now: a cost above the new capacity (`RangeError`), a wait that never ends (a
+   * rate of 0: `RateLimitError`), or one that now ends after its `maxWaitMs` deadline
+   * (`RateLimitError`); its units are given back as on abort, and those behind move up.
+   * Reservations keep their units and their time to act. Then the timer is re-armed.
+   */
+  replan(): void {
+    const h = this.host;
+    for (let e = this.list.head; e !== undefined; e = e.next) {
+      e.threshold = h.shaping ? h.capacity - e.cost : 0;
+    }
+    for (;;) {
+      let units: number;
+      let now: number;
+      try {
+        now = h.now();
+        units = this.settle(now);
+      } catch (error) {
+        this.fail(error);
+        return;
+      }
+      const refused = this.refusedWaiter(units, now);
+      if (refused === undefined) break;
+      this.withdraw(refused[0], refused[1]);
+    }
+    this.serve();
+  }
+
+  /** @internal The first waiter a fresh `wait` would refuse now, with its rejection. */
+  private refusedWaiter(units: number, now: number): [Entry, unknown] | undefined {
+    const h = this.host;
+    let ahead = 0;
+    for (let e = this.list.head; e !== undefined; e = e.next) {
+      ahead += e.units;
+      if (e.kind !== WAITER) continue;
+      if (!fits(e.cost, h.capacity)) {
+        const word = h.sizeWord ?? "capacity";
+        return [e, new RangeError(`${e.where}: cost ${e.cost} exceeds ${word} ${h.capacity}`)];
+      }
+      const waitMs = msToRefill(e.threshold - (this.total - ahead) - units, h.ratePerSecond);
+      if (waitMs === Number.POSITIVE_INFINITY) {
+        return [e, neverError(e.where, e.cost, this.denial(units, waitMs))];
+      }
+      // A few float steps of slack: an unchanged plan must not be refused by rounding.
+      if (now + waitMs > e.deadlineMs + Math.abs(e.deadlineMs) * 2 ** -48 + 1e-9) {
+        const error = maxWaitError(
+          e.where,
+          e.cost,
+          waitMs,
+          e.maxWaitMs,
+          this.denial(units, waitMs),
+        );
+        return [e, error];
+      }
+    }
+    return undefined;
   }
 
   /** Settles at the current time and re-arms the one timer for the first waiter. */

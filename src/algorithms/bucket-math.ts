@@ -78,3 +78,23 @@ export function bucketDecision(
     resetAfterMs: msToRefill(capacity - tokens, refillPerSecond),
   };
 }
+
+/**
+ * The units of a bucket reconfigured from `oldCapacity` to `capacity`, from the `units`
+ * it has at the moment of the change (tokens, or a leaky bucket's free room; accrued up to
+ * then at the old rate). A token bucket keeps its tokens (Go's `SetBurst`), a leaky bucket
+ * its level (`capacity - units`); either is clamped to the new capacity. A debt (tokens
+ * below 0) is kept. The caller handles a full bucket, which stays full (fresh).
+ */
+export function retunedUnits(
+  units: number,
+  oldCapacity: number,
+  capacity: number,
+  keepsLevel: boolean,
+): number {
+  if (keepsLevel) {
+    const level = oldCapacity - units;
+    return level < capacity ? capacity - level : 0;
+  }
+  return units < capacity ? units : capacity;
+}

@@ -9,10 +9,22 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { optionNames, windowHints } from "../option-names.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
-import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
+import {
+  checkWindowClock,
+  checkWindowResize,
+  checkWindowSize,
+  readClock,
+  windowClockBoundMs,
+} from "./time.js";
 import { defineTimedPart } from "./timed-part.js";
-import { fixedWindowDecision, fixedWindowEndAt, fixedWindowUsed } from "./window-math.js";
+import {
+  fixedWindowDecision,
+  fixedWindowEndAt,
+  fixedWindowRetunedEnd,
+  fixedWindowUsed,
+} from "./window-math.js";
 
 /** Options of {@link FixedWindow}. */
 export interface FixedWindowOptions {
@@ -26,6 +38,12 @@ export interface FixedWindowOptions {
    */
   readonly clock?: Clock | undefined;
 }
+
+/**
+ * Options of {@link FixedWindow.reconfigure}: `limit` and/or `windowMs` (not the clock); an
+ * option left out keeps its value.
+ */
+export type FixedWindowReconfigure = Partial<Omit<FixedWindowOptions, "clock">>;
 
 const WHERE = "FixedWindow";
 
@@ -73,7 +91,7 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   /** @internal Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
-  private readonly clockBoundMs = Number.POSITIVE_INFINITY;
+  private clockBoundMs = Number.POSITIVE_INFINITY;
   /** @internal */
   private queue: WaitQueue | undefined;
 
@@ -117,6 +135,44 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
    */
   clone(): FixedWindow {
     return new FixedWindow({ limit: this.limit, windowMs: this.windowMs, clock: this.clock });
+  }
+
+  /**
+   * Changes `limit` and/or `windowMs` live: the units counted so far carry over and are
+   * judged against the new limit; a new `windowMs` applies to the window holding now (its count is kept until the later of the old end and the end of the new-length window holding now, so it is never forgotten sooner) and to every window after it, aligned to multiples of it. Waiters are re-planned: one whose cost is now
+   * above `limit` is rejected with the `RangeError` a fresh `wait` gets, and the others
+   * are granted as soon as they fit. See docs/semantics.md#changing-limits-live.
+   * @example
+   * const window = new FixedWindow({ limit: 100, windowMs: 60_000 })
+   * window.reconfigure({ limit: 200 })
+   * @throws {TypeError} If `options` is not an object, names an unknown option or the
+   *   clock, or an option is not a number; nothing changes.
+   * @throws {RangeError} As the constructor, for an option out of range (or a window below
+   *   the clock's resolution now); nothing changes.
+   */
+  reconfigure(options: FixedWindowReconfigure): void {
+    this.planReconfigure(options)();
+  }
+
+  /** @internal Checks `options` and reads the clock; the returned function applies them. */
+  planReconfigure(options: unknown): ApplyReconfigure {
+    const o = checkReconfigureOptions<FixedWindowOptions>(
+      WHERE,
+      options,
+      FIXED_WINDOW_OPTIONS,
+      HINTS,
+    );
+    const now = this.now();
+    const next = checkWindowResize(WHERE, o, this, now);
+    return () => {
+      this.endMs = fixedWindowRetunedEnd(this.count, this.endMs, now, this.windowMs, next.windowMs);
+      this.count = this.endMs === Number.NEGATIVE_INFINITY ? 0 : this.count;
+      const self = this as { limit: number; windowMs: number };
+      self.limit = next.limit;
+      self.windowMs = next.windowMs;
+      this.clockBoundMs = next.clockBoundMs;
+      this.queue?.replan();
+    };
   }
 
   /** `consume(cost).allowed`, without allocating. */

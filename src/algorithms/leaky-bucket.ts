@@ -10,6 +10,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { bucketHints, optionNames } from "../option-names.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { BucketBase, defineBucketPart } from "./bucket-base.js";
 import { readClock } from "./time.js";
 
@@ -25,6 +26,12 @@ export interface LeakyBucketOptions {
    */
   readonly clock?: Clock | undefined;
 }
+
+/**
+ * Options of {@link LeakyBucket.reconfigure}: any of the constructor's but the clock; an
+ * option left out keeps its value.
+ */
+export type LeakyBucketReconfigure = Partial<Omit<LeakyBucketOptions, "clock">>;
 
 const WHERE = "LeakyBucket";
 
@@ -108,6 +115,47 @@ export class LeakyBucket extends BucketBase implements Limiter {
       capacity: this.capacity,
       leakPerSecond: this.leakPerSecond,
       clock: this.clock,
+    });
+  }
+
+  /**
+   * Changes `capacity` and/or `leakPerSecond` live, as Go's `SetBurst`/`SetLimit`: the
+   * level, drained up to now at the old rate, is kept (clamped to a smaller capacity; an
+   * empty bucket stays empty), and the new rate drains it from now on. Waiters are re-planned:
+   * one whose cost is now above `capacity`, whose wait would never end or would now pass
+   * its `maxWaitMs` is rejected as a fresh `wait` would be. Reservations keep their
+   * water and their time to act. See docs/semantics.md#changing-limits-live.
+   * @example
+   * const bucket = new LeakyBucket({ capacity: 10, leakPerSecond: 1 })
+   * bucket.reconfigure({ leakPerSecond: 5 })
+   * @throws {TypeError} If `options` is not an object, names an unknown option or the
+   *   clock, or an option is not a number; nothing changes.
+   * @throws {RangeError} As the constructor, for an option out of range; nothing changes.
+   */
+  reconfigure(options: LeakyBucketReconfigure): void {
+    this.planReconfigure(options)();
+  }
+
+  /** @internal Checks `options` and reads the clock; the returned function applies them. */
+  planReconfigure(options: unknown): ApplyReconfigure {
+    const o = checkReconfigureOptions<LeakyBucketOptions>(
+      WHERE,
+      options,
+      LEAKY_BUCKET_OPTIONS,
+      HINTS,
+    );
+    const capacity =
+      o.capacity === undefined
+        ? this.capacity
+        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    const rate =
+      o.leakPerSecond === undefined
+        ? this.leakPerSecond
+        : checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
+    return this.planBucket(capacity, () => {
+      const self = this as { capacity: number; leakPerSecond: number };
+      self.capacity = capacity;
+      self.leakPerSecond = rate;
     });
   }
 

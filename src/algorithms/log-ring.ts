@@ -155,6 +155,14 @@ export class LogRing {
     this.slots[1] = cost;
   }
 
+  /**
+   * Moves every entry's leave time `deltaMs` (> 0) later: the log's window grew by it
+   * (`reconfigure`), so each entry counts for the new length from its stamp.
+   */
+  extend(deltaMs: number): void {
+    for (let i = 0; i < this.size; i++) this.slots[2 * this.at(i)]! += deltaMs;
+  }
+
   /** Forgets every entry and frees the ring. */
   clear(): void {
     this.slots = EMPTY;

@@ -9,16 +9,23 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { optionNames, windowHints } from "../option-names.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
 import {
   checkWindowClock,
+  checkWindowResize,
   checkWindowSize,
   readClock,
   windowClockBoundMs,
   windowIndex,
 } from "./time.js";
 import { defineTimedPart } from "./timed-part.js";
-import { counterDecision, counterEstimate, counterRolledPrev } from "./window-math.js";
+import {
+  counterDecision,
+  counterEstimate,
+  counterRetuned,
+  counterRolledPrev,
+} from "./window-math.js";
 
 /** Options of {@link SlidingWindowCounter}. */
 export interface SlidingWindowCounterOptions {
@@ -32,6 +39,12 @@ export interface SlidingWindowCounterOptions {
    */
   readonly clock?: Clock | undefined;
 }
+
+/**
+ * Options of {@link SlidingWindowCounter.reconfigure}: `limit` and/or `windowMs` (not the clock); an
+ * option left out keeps its value.
+ */
+export type SlidingWindowCounterReconfigure = Partial<Omit<SlidingWindowCounterOptions, "clock">>;
 
 const WHERE = "SlidingWindowCounter";
 
@@ -79,7 +92,7 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
   /** @internal Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
-  private readonly clockBoundMs = Number.POSITIVE_INFINITY;
+  private clockBoundMs = Number.POSITIVE_INFINITY;
   /** @internal */
   private queue: WaitQueue | undefined;
 
@@ -130,6 +143,55 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
       windowMs: this.windowMs,
       clock: this.clock,
     });
+  }
+
+  /**
+   * Changes `limit` and/or `windowMs` live: the units counted so far carry over and are
+   * judged against the new limit; for a new `windowMs`, the estimate at the change becomes the count of the new-length window holding now (it then weighs into the next window as any count does). Waiters are re-planned: one whose cost is now
+   * above `limit` is rejected with the `RangeError` a fresh `wait` gets, and the others
+   * are granted as soon as they fit. See docs/semantics.md#changing-limits-live.
+   * @example
+   * const window = new SlidingWindowCounter({ limit: 100, windowMs: 60_000 })
+   * window.reconfigure({ limit: 200 })
+   * @throws {TypeError} If `options` is not an object, names an unknown option or the
+   *   clock, or an option is not a number; nothing changes.
+   * @throws {RangeError} As the constructor, for an option out of range (or a window below
+   *   the clock's resolution now); nothing changes.
+   */
+  reconfigure(options: SlidingWindowCounterReconfigure): void {
+    this.planReconfigure(options)();
+  }
+
+  /** @internal Checks `options` and reads the clock; the returned function applies them. */
+  planReconfigure(options: unknown): ApplyReconfigure {
+    const o = checkReconfigureOptions<SlidingWindowCounterOptions>(
+      WHERE,
+      options,
+      SLIDING_WINDOW_COUNTER_OPTIONS,
+      HINTS,
+    );
+    const now = this.now();
+    const next = checkWindowResize(WHERE, o, this, now);
+    return () => {
+      this.roll(now);
+      const [prev, curr, index] = counterRetuned(
+        this.prev,
+        this.curr,
+        this.index,
+        now,
+        this.windowMs,
+        next.windowMs,
+      );
+      this.prev = prev;
+      this.curr = curr;
+      this.index = index;
+      this.endMs = (index + 1) * next.windowMs;
+      const self = this as { limit: number; windowMs: number };
+      self.limit = next.limit;
+      self.windowMs = next.windowMs;
+      this.clockBoundMs = next.clockBoundMs;
+      this.queue?.replan();
+    };
   }
 
   /** `consume(cost).allowed`, without allocating. */

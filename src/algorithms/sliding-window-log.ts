@@ -9,9 +9,16 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { optionNames, windowHints } from "../option-names.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
 import { LogRing } from "./log-ring.js";
-import { checkWindowClock, checkWindowSize, readClock, windowClockBoundMs } from "./time.js";
+import {
+  checkWindowClock,
+  checkWindowResize,
+  checkWindowSize,
+  readClock,
+  windowClockBoundMs,
+} from "./time.js";
 import { defineTimedPart } from "./timed-part.js";
 import { logExactEntries } from "./window-math.js";
 
@@ -27,6 +34,12 @@ export interface SlidingWindowLogOptions {
    */
   readonly clock?: Clock | undefined;
 }
+
+/**
+ * Options of {@link SlidingWindowLog.reconfigure}: `limit` and/or `windowMs` (not the clock); an
+ * option left out keeps its value.
+ */
+export type SlidingWindowLogReconfigure = Partial<Omit<SlidingWindowLogOptions, "clock">>;
 
 const WHERE = "SlidingWindowLog";
 
@@ -68,13 +81,13 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
    * Entries kept at their exact time: `ceil(limit)`, at least 64, at most 2^24. Beyond
    * it new entries are stamped at the end of their granule of `windowMs / exactEntries`.
    */
-  private readonly exactEntries: number;
+  private exactEntries: number;
   /** @internal The log: `[leaveAtMs, runningTotal]` entries (`leaveAtMs` = time + `windowMs`). */
   private readonly ring = new LogRing();
   /** @internal Latest clock reading seen; earlier readings are treated as this one. */
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
-  private readonly clockBoundMs = Number.POSITIVE_INFINITY;
+  private clockBoundMs = Number.POSITIVE_INFINITY;
   /** @internal */
   private queue: WaitQueue | undefined;
 
@@ -139,6 +152,45 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
    */
   clone(): SlidingWindowLog {
     return new SlidingWindowLog({ limit: this.limit, windowMs: this.windowMs, clock: this.clock });
+  }
+
+  /**
+   * Changes `limit` and/or `windowMs` live: the units counted so far carry over and are
+   * judged against the new limit; a longer `windowMs` makes every logged entry count for the new length from its time, a shorter one lets logged entries leave when they would have (never sooner) and applies to entries logged from now on. Waiters are re-planned: one whose cost is now
+   * above `limit` is rejected with the `RangeError` a fresh `wait` gets, and the others
+   * are granted as soon as they fit. See docs/semantics.md#changing-limits-live.
+   * @example
+   * const window = new SlidingWindowLog({ limit: 100, windowMs: 60_000 })
+   * window.reconfigure({ limit: 200 })
+   * @throws {TypeError} If `options` is not an object, names an unknown option or the
+   *   clock, or an option is not a number; nothing changes.
+   * @throws {RangeError} As the constructor, for an option out of range (or a window below
+   *   the clock's resolution now); nothing changes.
+   */
+  reconfigure(options: SlidingWindowLogReconfigure): void {
+    this.planReconfigure(options)();
+  }
+
+  /** @internal Checks `options` and reads the clock; the returned function applies them. */
+  planReconfigure(options: unknown): ApplyReconfigure {
+    const o = checkReconfigureOptions<SlidingWindowLogOptions>(
+      WHERE,
+      options,
+      SLIDING_WINDOW_LOG_OPTIONS,
+      HINTS,
+    );
+    const now = this.now();
+    const next = checkWindowResize(WHERE, o, this, now);
+    return () => {
+      this.ring.expire(now, this.limit);
+      if (next.windowMs > this.windowMs) this.ring.extend(next.windowMs - this.windowMs);
+      const self = this as { limit: number; windowMs: number };
+      self.limit = next.limit;
+      self.windowMs = next.windowMs;
+      this.clockBoundMs = next.clockBoundMs;
+      this.exactEntries = logExactEntries(next.limit);
+      this.queue?.replan();
+    };
   }
 
   /** `consume(cost).allowed`, without allocating (except when the ring grows). */

@@ -118,3 +118,28 @@ export function granuleEnd(nowMs: number, granuleMs: number): number {
   // the end below nowMs: an entry stamped there would count for less than windowMs.
   return end < nowMs ? nowMs : end;
 }
+
+/**
+ * The window size after `reconfigure(o)`: each of `limit` and `windowMs` checked as the
+ * constructor checks it when given, else the current one; with the new window's clock
+ * bound ({@link windowClockBoundMs}), which `nowMs` (the reading the change applies at)
+ * must be within.
+ * @throws {TypeError} If a given option is not a number.
+ * @throws {RangeError} If one is out of range, or `nowMs` is past the new window's bound.
+ */
+export function checkWindowResize(
+  where: string,
+  o: { readonly limit?: unknown; readonly windowMs?: unknown },
+  current: { readonly limit: number; readonly windowMs: number },
+  nowMs: number,
+): { limit: number; windowMs: number; clockBoundMs: number } {
+  const limit =
+    o.limit === undefined ? current.limit : checkNumber(where, "limit", o.limit, 0, false);
+  const windowMs =
+    o.windowMs === undefined
+      ? current.windowMs
+      : checkNumber(where, "windowMs", o.windowMs, 0, false);
+  const clockBoundMs = windowClockBoundMs(windowMs);
+  checkWindowClock(where, nowMs, windowMs, clockBoundMs);
+  return { limit, windowMs, clockBoundMs };
+}

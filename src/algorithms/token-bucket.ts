@@ -10,6 +10,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { bucketHints, optionNames } from "../option-names.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { BucketBase, defineBucketPart } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
@@ -24,6 +25,12 @@ export interface TokenBucketOptions {
    */
   readonly clock?: Clock | undefined;
 }
+
+/**
+ * Options of {@link TokenBucket.reconfigure}: any of the constructor's but the clock; an
+ * option left out keeps its value.
+ */
+export type TokenBucketReconfigure = Partial<Omit<TokenBucketOptions, "clock">>;
 
 const WHERE = "TokenBucket";
 
@@ -105,6 +112,47 @@ export class TokenBucket extends BucketBase implements Limiter {
       capacity: this.capacity,
       refillPerSecond: this.refillPerSecond,
       clock: this.clock,
+    });
+  }
+
+  /**
+   * Changes `capacity` and/or `refillPerSecond` live, as Go's `SetBurst`/`SetLimit`: the
+   * tokens accrued up to now at the old rate are kept, clamped to a smaller capacity (a
+   * full bucket stays full), and the new rate applies from now on. Waiters are re-planned:
+   * one whose cost is now above `capacity`, whose wait would never end or would now pass
+   * its `maxWaitMs` is rejected as a fresh `wait` would be. Reservations keep their
+   * tokens and their time to act. See docs/semantics.md#changing-limits-live.
+   * @example
+   * const bucket = new TokenBucket({ capacity: 10, refillPerSecond: 1 })
+   * bucket.reconfigure({ refillPerSecond: 5 })
+   * @throws {TypeError} If `options` is not an object, names an unknown option or the
+   *   clock, or an option is not a number; nothing changes.
+   * @throws {RangeError} As the constructor, for an option out of range; nothing changes.
+   */
+  reconfigure(options: TokenBucketReconfigure): void {
+    this.planReconfigure(options)();
+  }
+
+  /** @internal Checks `options` and reads the clock; the returned function applies them. */
+  planReconfigure(options: unknown): ApplyReconfigure {
+    const o = checkReconfigureOptions<TokenBucketOptions>(
+      WHERE,
+      options,
+      TOKEN_BUCKET_OPTIONS,
+      HINTS,
+    );
+    const capacity =
+      o.capacity === undefined
+        ? this.capacity
+        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    const rate =
+      o.refillPerSecond === undefined
+        ? this.refillPerSecond
+        : checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    return this.planBucket(capacity, () => {
+      const self = this as { capacity: number; refillPerSecond: number };
+      self.capacity = capacity;
+      self.refillPerSecond = rate;
     });
   }
 

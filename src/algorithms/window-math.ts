@@ -278,3 +278,45 @@ function counterRetryMs(
   }
   return ms > 0 ? ms : Number.MIN_VALUE;
 }
+
+/**
+ * The end of a `FixedWindow`'s current window after its length changes from `windowMs` to
+ * `nextWindowMs` at `nowMs`, from its state `count` in the window ending at `endMs`:
+ * `-Infinity` (fresh) when nothing is counted at `nowMs`; the same end for the same
+ * length; else the later of the old end and the end of the new-length window holding
+ * `nowMs` (aligned to multiples of `nextWindowMs`), so the count carries over and is never
+ * forgotten sooner than it would have been. The count is kept as it is.
+ */
+export function fixedWindowRetunedEnd(
+  count: number,
+  endMs: number,
+  nowMs: number,
+  windowMs: number,
+  nextWindowMs: number,
+): number {
+  if (fixedWindowUsed(count, endMs, nowMs) === 0) return Number.NEGATIVE_INFINITY;
+  if (nextWindowMs === windowMs) return endMs;
+  const end = windowEnd(nowMs, nextWindowMs);
+  return end > endMs ? end : endMs;
+}
+
+/**
+ * A sliding counter's state after its length changes from `windowMs` to `nextWindowMs` at
+ * `nowMs`, from its state rolled to now's window `index` (`prev`, `curr`): the same state
+ * for the same length; else the estimate at `nowMs` becomes the count of the new-length
+ * window holding `nowMs` (`[0, estimate, index']`), which then weighs into the next window
+ * as any count does. `[0, 0, -Infinity]` (fresh) when the estimate is 0.
+ */
+export function counterRetuned(
+  prev: number,
+  curr: number,
+  index: number,
+  nowMs: number,
+  windowMs: number,
+  nextWindowMs: number,
+): [prev: number, curr: number, index: number] {
+  const estimate = counterEstimate(prev, curr, (index + 1) * windowMs, nowMs, windowMs);
+  if (!(estimate > 0)) return [0, 0, Number.NEGATIVE_INFINITY];
+  if (nextWindowMs === windowMs) return [prev, curr, index];
+  return [0, estimate, windowIndex(nowMs, nextWindowMs)];
+}

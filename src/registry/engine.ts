@@ -2,6 +2,7 @@ import { checkWindowClock } from "../algorithms/time.js";
 import { badClock } from "../errors.js";
 import type { Clock } from "../limiter.js";
 import type { SlotLayout } from "./layout.js";
+import type { Slab } from "./layouts/index.js";
 import { EVICT_SCAN, type KeyedLimiterStats, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
 
 /**
@@ -86,11 +87,11 @@ export class SlabEngine {
   /** @internal */
   private readonly refuse: boolean;
   /** @internal */
-  private readonly clockBoundMs: number;
+  private clockBoundMs: number;
   /** @internal */
-  private readonly clockWhere: string;
+  private clockWhere: string;
   /** @internal */
-  private readonly windowMs: number;
+  private windowMs: number;
   /** @internal */
   private slots: number;
   /** @internal Slots ever handed out: slots at or above it were never used. */
@@ -367,6 +368,36 @@ export class SlabEngine {
     if (expires > this.traceUntil) this.traceUntil = expires;
     this.drop(victim);
     this.evictedLossy++;
+  }
+
+  /**
+   * `reconfigure`: carries every kept key's state over to the numbers of `next` (the slab of
+   * the reconfigured policy, of the same kind) at `now`, the trace table's entries too (so a
+   * key pushed out comes back as it would be had it been kept, never fresher), then takes its
+   * numbers and window bound; keys created later start from them. `skip(slot)` is true for a
+   * slot whose state another owner carries over (a bucket key with waiters). O(slots +
+   * trace entries).
+   */
+  retune(next: Slab, now: number, skip: (slot: number) => boolean): void {
+    const layout = this.layout;
+    for (let slot = 0; slot < this.highWater; slot++) {
+      if (this.keys[slot] === undefined || skip(slot)) continue;
+      layout.retuneSlot(next.layout, this.state, slot * this.stride, slot, now);
+    }
+    const trace = this.trace;
+    for (let o = 0; o < trace.length; o += this.traceWidth) {
+      layout.retuneTrace(next.layout, trace, o, now);
+    }
+    layout.adopt(next.layout);
+    let until = Number.NEGATIVE_INFINITY;
+    for (let o = 0; o < trace.length; o += this.traceWidth) {
+      const expires = layout.traceExpiresMs(trace, o);
+      if (expires > until) until = expires;
+    }
+    this.traceUntil = until;
+    this.clockBoundMs = next.clockBoundMs;
+    this.clockWhere = next.clockWhere;
+    this.windowMs = next.windowMs;
   }
 
   /** Forgets a key's state (its next request starts as a new key). */

@@ -1,6 +1,6 @@
 import { heldDecision } from "../algorithms/bucket-base.js";
 import { BucketLedger } from "../algorithms/bucket-ledger.js";
-import { bucketDecision, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
+import { bucketDecision, retunedUnits, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
 import { RateLimitError } from "../errors.js";
 import type { Decision, WaitOptions } from "../limiter.js";
 import { WaitQueue } from "../wait.js";
@@ -55,7 +55,7 @@ export class KeyWaiters {
   /** @internal Pending waits, against `maxWaiters`. */
   private pending = 0;
   /** @internal */
-  private readonly bucket: BucketPolicy | undefined;
+  private bucket: BucketPolicy | undefined;
   /** Most keys with waiters: half of `maxKeys`, so evicting always finds a key to push out. */
   private readonly maxPinned: number;
 
@@ -212,9 +212,20 @@ export class KeyWaiters {
   }
 
   /** @internal A ledger over the slot's doubles and the entry's held units (the buckets' `LedgerHost`). */
-  private ledgerFor(b: BucketPolicy, entry: Entry): BucketLedger {
+  private ledgerFor(policy: BucketPolicy, entry: Entry): BucketLedger {
     const slot = entry.slot;
     const e = this.engine;
+    // Read live: reconfigure() replaces the policy's numbers.
+    const self = this;
+    const b = {
+      get capacity() {
+        return self.bucket!.capacity;
+      },
+      get ratePerSecond() {
+        return self.bucket!.ratePerSecond;
+      },
+      shaping: policy.shaping,
+    };
     const baseAt = (now: number): number => {
       const st = e.state;
       const s = slot * e.stride;
@@ -227,9 +238,14 @@ export class KeyWaiters {
     };
     return new BucketLedger({
       where: b.shaping ? "LeakyBucket" : "TokenBucket",
-      capacity: b.capacity,
-      ratePerSecond: b.ratePerSecond,
+      get capacity() {
+        return b.capacity;
+      },
+      get ratePerSecond() {
+        return b.ratePerSecond;
+      },
       shaping: b.shaping,
+      sizeWord: "limit",
       now: () => e.now(),
       unitsAt: (now) => baseAt(now) - entry.held,
       take: (units, cost, now) => write(tokensAfter(units, cost) + entry.held, now),
@@ -245,6 +261,46 @@ export class KeyWaiters {
   }
 
   /** @internal The key's last wait settled: its list goes, and its slot is unpinned (dropped if idle). */
+  /** True when `slot` is a bucket key with waiters: {@link retune} carries its state over. */
+  owns(slot: number): boolean {
+    return this.bySlot.get(slot)?.ledger !== undefined;
+  }
+
+  /**
+   * `reconfigure` of a bucket policy: carries the state of every key with waiters over to
+   * `next` at `now` (its units without the held ones, as `BucketBase.planBucket` does), and
+   * takes the new numbers. Then {@link replan}, once the engine has its new numbers too.
+   */
+  retune(next: BucketPolicy | undefined, now: number): void {
+    const b = this.bucket;
+    if (b === undefined || next === undefined) return;
+    const st = this.engine.state;
+    for (const entry of this.byKey.values()) {
+      if (entry.ledger === undefined) continue;
+      const s = entry.slot * this.engine.stride;
+      const held = entry.held;
+      if (held !== 0) entry.ledger.settle(now);
+      const h = entry.held;
+      const units = tokensAt(st[s]!, st[s + 1]!, now, b.capacity + h, b.ratePerSecond) - h;
+      if (h === 0 && units >= b.capacity) {
+        st[s] = next.capacity;
+        st[s + 1] = Number.NEGATIVE_INFINITY;
+      } else {
+        st[s] = retunedUnits(units, b.capacity, next.capacity, b.shaping) + h;
+        st[s + 1] = now;
+      }
+    }
+    this.bucket = next;
+  }
+
+  /** Re-plans every key's waiters under the new numbers (see `BucketLedger.replan`, `WaitQueue.replan`). */
+  replan(): void {
+    for (const entry of [...this.byKey.values()]) {
+      if (entry.ledger !== undefined) entry.ledger.replan();
+      else entry.queue?.replan();
+    }
+  }
+
   private leave(entry: Entry): void {
     if (this.byKey.get(entry.key) !== entry) return;
     this.byKey.delete(entry.key);

@@ -93,6 +93,23 @@ export interface SlotLayout {
     cost: number,
     take: boolean,
   ): Decision;
+  /**
+   * `reconfigure`: rewrites the state of a kept key at `st[s ..]` from this layout's
+   * numbers to those of `next` (a layout of the same class, made from the reconfigured
+   * policy), as the algorithm's own `reconfigure` carries its state over
+   * (docs/semantics.md#changing-limits-live); a fresh state stays fresh. Before {@link adopt}.
+   */
+  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void;
+  /**
+   * `reconfigure`: rewrites the trace entry at `table[o ..]` so that, read with the numbers
+   * of `next`, it bounds what the keys that wrote it would hold had they been kept (each
+   * carried over as {@link retuneSlot} does; the carry-over is monotone, so the entry still
+   * bounds every one of them: never fresher); an entry that no longer applies is cleared.
+   * Before {@link adopt}.
+   */
+  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void;
+  /** `reconfigure`: takes the numbers of `next` (same class); every state was retuned first. */
+  adopt(next: SlotLayout): void;
   /** The engine whose bytes a layout that keeps more per key (a log) accounts; called once by it. */
   bind(sink: { addBytes(delta: number, slot?: number): void }): void;
   /** Frees what the layout keeps for `slot` beyond its doubles (a log), through `bytes`. */

@@ -189,6 +189,11 @@ export class LimiterMap {
     return limiter.isIdle() && (this.waits.size === 0 || !this.waits.has(key));
   }
 
+  /** Calls `visit` with every kept limiter (`reconfigure`: each carries its own state over). */
+  forEach(visit: (limiter: Limiter) => void): void {
+    for (const limiter of this.map.values()) visit(limiter);
+  }
+
   reset(key: string): void {
     this.map.get(key)?.reset();
   }

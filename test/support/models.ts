@@ -3,7 +3,8 @@
  * plainest form (arrays, maps, loops), for property tests. Each model is a function
  * `(t, cost, take) => ModelDecision`: the decision at clock reading `t` for `cost`,
  * taking the cost when `take` and allowed. Costs and times are meant to be integers in
- * the properties, so comparisons are exact.
+ * the properties, so comparisons are exact. `limitOf` may be a function, read on every
+ * call: the limit changed live (`reconfigure`) with the state kept.
  * @module
  */
 
@@ -36,10 +37,11 @@ function highWater(): (t: number) => number {
 }
 
 /** FixedWindow: a count per window index `floor(t / windowMs)`. */
-export function fixedWindowModel(limit: number, windowMs: number): Model {
+export function fixedWindowModel(limitOf: number | (() => number), windowMs: number): Model {
   const counts = new Map<number, number>();
   const latest = highWater();
   return (reading, cost, take) => {
+    const limit = typeof limitOf === "function" ? limitOf() : limitOf;
     const t = latest(reading);
     const k = Math.floor(t / windowMs);
     const used = counts.get(k) ?? 0;
@@ -57,10 +59,11 @@ export function fixedWindowModel(limit: number, windowMs: number): Model {
 }
 
 /** SlidingWindowLog: a plain array of every allowed (time, cost), filtered on each call. */
-export function slidingLogModel(limit: number, windowMs: number): Model {
+export function slidingLogModel(limitOf: number | (() => number), windowMs: number): Model {
   const entries: { time: number; cost: number }[] = [];
   const latest = highWater();
   return (reading, cost, take) => {
+    const limit = typeof limitOf === "function" ? limitOf() : limitOf;
     const t = latest(reading);
     const live = entries.filter((e) => e.time > t - windowMs);
     const sum = live.reduce((s, e) => s + e.cost, 0);
@@ -95,11 +98,12 @@ export function slidingLogModel(limit: number, windowMs: number): Model {
  * estimate falls linearly from `prev + curr` to `curr`; the first window where
  * `curr + cost` fits gives the earliest `e` at which `prev * (W - e) / W` has fallen enough.
  */
-export function slidingCounterModel(limit: number, windowMs: number): Model {
+export function slidingCounterModel(limitOf: number | (() => number), windowMs: number): Model {
   const counts = new Map<number, number>();
   const latest = highWater();
   const count = (k: number) => counts.get(k) ?? 0;
   return (reading, cost, take) => {
+    const limit = typeof limitOf === "function" ? limitOf() : limitOf;
     const t = latest(reading);
     const W = windowMs;
     const k = Math.floor(t / W);

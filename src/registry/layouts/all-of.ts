@@ -11,8 +11,8 @@ import type { SlotLayout } from "../layout.js";
 export class AllOfLayout implements SlotLayout {
   readonly doubles: number;
   readonly keyExtraBytes: number;
-  readonly maxGrowthBytes: number;
-  readonly limit: number;
+  maxGrowthBytes: number;
+  limit: number;
   /** @internal */
   private readonly parts: readonly SlotLayout[];
   /** @internal */
@@ -46,6 +46,30 @@ export class AllOfLayout implements SlotLayout {
     this.keyExtraBytes = extra;
     this.maxGrowthBytes = growth;
     this.limit = limit;
+  }
+
+  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+    const parts = this.parts;
+    const nextParts = (next as AllOfLayout).parts;
+    for (let i = 0; i < parts.length; i++) {
+      parts[i]!.retuneSlot(nextParts[i]!, st, s + this.offsets[i]!, slot, now);
+    }
+  }
+
+  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+    const parts = this.parts;
+    const nextParts = (next as AllOfLayout).parts;
+    for (let i = 0; i < parts.length; i++) {
+      parts[i]!.retuneTrace(nextParts[i]!, table, o + this.traceOffsets[i]!, now);
+    }
+  }
+
+  adopt(next: SlotLayout): void {
+    const parts = this.parts;
+    const nextParts = (next as AllOfLayout).parts;
+    for (let i = 0; i < parts.length; i++) parts[i]!.adopt(nextParts[i]!);
+    this.maxGrowthBytes = next.maxGrowthBytes;
+    this.limit = next.limit;
   }
 
   init(st: Float64Array, s: number, slot: number, now: number): void {

@@ -1,4 +1,9 @@
-import { bucketDecision, tokensAfter, tokensAt } from "../../algorithms/bucket-math.js";
+import {
+  bucketDecision,
+  retunedUnits,
+  tokensAfter,
+  tokensAt,
+} from "../../algorithms/bucket-math.js";
 import type { Decision } from "../../limiter.js";
 import { fits } from "../../numeric.js";
 import type { SlotLayout } from "../layout.js";
@@ -19,14 +24,45 @@ export class BucketLayout implements SlotLayout {
   readonly doubles = DOUBLES;
   readonly keyExtraBytes = 0;
   readonly maxGrowthBytes = 0;
-  readonly limit: number;
+  limit: number;
   /** @internal `[capacity, ratePerSecond]` as raw doubles: V8 keeps the arithmetic unboxed. */
   private readonly params: Float64Array;
+  /** @internal True for a leaky bucket: `reconfigure` keeps its level, not its free room. */
+  private readonly keepsLevel: boolean;
 
-  /** @param ratePerSecond `refillPerSecond` of a token bucket, `leakPerSecond` of a leaky one. */
-  constructor(capacity: number, ratePerSecond: number) {
+  /**
+   * @param ratePerSecond `refillPerSecond` of a token bucket, `leakPerSecond` of a leaky one.
+   * @param keepsLevel True for a leaky bucket (see `retunedUnits`).
+   */
+  constructor(capacity: number, ratePerSecond: number, keepsLevel = false) {
     this.params = new Float64Array([capacity, ratePerSecond]);
     this.limit = capacity;
+    this.keepsLevel = keepsLevel;
+  }
+
+  /** Tokens accrued up to now at the old rate, carried over by `retunedUnits`; full stays full. */
+  retuneSlot(next: SlotLayout, st: Float64Array, s: number, _slot: number, now: number): void {
+    const p = this.params;
+    const q = (next as BucketLayout).params;
+    const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
+    if (tokens >= p[CAPACITY]!) {
+      st[s] = q[CAPACITY]!;
+      st[s + 1] = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    st[s] = retunedUnits(tokens, p[CAPACITY]!, q[CAPACITY]!, this.keepsLevel);
+    st[s + 1] = now;
+  }
+
+  /** An entry is a state: carried over as one (one that no longer applies is full: fresh). */
+  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+    if (table[o + 1] === Number.NEGATIVE_INFINITY) return;
+    this.retuneSlot(next, table, o, -1, now);
+  }
+
+  adopt(next: SlotLayout): void {
+    this.params.set((next as BucketLayout).params);
+    this.limit = next.limit;
   }
 
   init(st: Float64Array, s: number): void {

@@ -1,6 +1,7 @@
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
+  fixedWindowRetunedEnd,
   fixedWindowUsed,
 } from "../../algorithms/window-math.js";
 import type { Decision } from "../../limiter.js";
@@ -21,13 +22,31 @@ export class FixedWindowLayout implements SlotLayout {
   readonly doubles = 2;
   readonly keyExtraBytes = 0;
   readonly maxGrowthBytes = 0;
-  readonly limit: number;
+  limit: number;
   /** @internal */
   private readonly params: Float64Array;
 
   constructor(limit: number, windowMs: number) {
     this.params = new Float64Array([limit, windowMs]);
     this.limit = limit;
+  }
+
+  /** The count is kept; the window ends as `fixedWindowRetunedEnd` says (fresh if none). */
+  retuneSlot(next: SlotLayout, st: Float64Array, s: number, _slot: number, now: number): void {
+    const windowMs = (next as FixedWindowLayout).params[WINDOW_MS]!;
+    const end = fixedWindowRetunedEnd(st[s]!, st[s + 1]!, now, this.params[WINDOW_MS]!, windowMs);
+    if (end === Number.NEGATIVE_INFINITY) st[s] = 0;
+    st[s + 1] = end;
+  }
+
+  /** An entry is a state: carried over as one. */
+  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+    this.retuneSlot(next, table, o, -1, now);
+  }
+
+  adopt(next: SlotLayout): void {
+    this.params.set((next as FixedWindowLayout).params);
+    this.limit = next.limit;
   }
 
   init(st: Float64Array, s: number): void {

@@ -40,7 +40,7 @@ export interface BucketWaiting {
 /** A bucket's slab: its layout, no window bound on the clock, and how its keys wait. */
 function bucketSlab(capacity: number, ratePerSecond: number, shaping: boolean, clock: Clock): Slab {
   return {
-    layout: new BucketLayout(capacity, ratePerSecond),
+    layout: new BucketLayout(capacity, ratePerSecond, shaping),
     clock,
     clockBoundMs: Number.POSITIVE_INFINITY,
     clockWhere: "KeyedLimiter",

@@ -2,6 +2,7 @@ import { windowIndex } from "../../algorithms/time.js";
 import {
   counterDecision,
   counterEstimate,
+  counterRetuned,
   counterRolledPrev,
 } from "../../algorithms/window-math.js";
 import type { Decision } from "../../limiter.js";
@@ -23,13 +24,51 @@ export class SlidingWindowCounterLayout implements SlotLayout {
   readonly doubles = 3;
   readonly keyExtraBytes = 0;
   readonly maxGrowthBytes = 0;
-  readonly limit: number;
+  limit: number;
   /** @internal */
   private readonly params: Float64Array;
 
   constructor(limit: number, windowMs: number) {
     this.params = new Float64Array([limit, windowMs]);
     this.limit = limit;
+  }
+
+  /** Rolled to now, then carried over by `counterRetuned` (fresh if the estimate is 0). */
+  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+    this.roll(st, s, now);
+    const windowMs = (next as SlidingWindowCounterLayout).params[WINDOW_MS]!;
+    const [prev, curr, index] = counterRetuned(
+      st[s]!,
+      st[s + 1]!,
+      st[s + 2]!,
+      now,
+      this.params[WINDOW_MS]!,
+      windowMs,
+    );
+    if (index === Number.NEGATIVE_INFINITY) {
+      next.init(st, s, slot, now);
+      return;
+    }
+    st[s] = prev;
+    st[s + 1] = curr;
+    st[s + 2] = index;
+  }
+
+  /** An entry is a state: rolled and carried over as one; one that no longer applies is cleared. */
+  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+    if (!this.traceApplies(table, o, now)) {
+      table[o] = 0;
+      table[o + 1] = 0;
+      table[o + 2] = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    this.retuneSlot(next, table, o, -1, now);
+    if (table[o] === 0 && table[o + 1] === 0) table[o + 2] = Number.NEGATIVE_INFINITY;
+  }
+
+  adopt(next: SlotLayout): void {
+    this.params.set((next as SlidingWindowCounterLayout).params);
+    this.limit = next.limit;
   }
 
   /** @internal Rolls the slot at `s` to the window holding `now`. */

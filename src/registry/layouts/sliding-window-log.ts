@@ -54,18 +54,18 @@ export class SlidingWindowLogLayout implements SlotLayout {
   readonly doubles = 1;
   readonly keyExtraBytes = LOG_RING_BYTES;
   /** A full ring: `2 * exactEntries + 1` entries, the class's bound (see `logLeaveAt`). */
-  readonly maxGrowthBytes: number;
-  readonly limit: number;
-  readonly windowMs: number;
+  maxGrowthBytes: number;
+  limit: number;
+  windowMs: number;
   /** `logExactEntries(limit)`: entries kept at their exact time (see `logLeaveAt`). */
-  private readonly exactEntries: number;
+  private exactEntries: number;
   /**
    * Units of the one entry of a restored state ({@link restoreUntil}):
    * `limit` plus twice the most a log can go over it (the cost tolerance of `fits` lets a
    * log hold up to `limit + TOLERANCE * max(1, cost)`), so it is at least any log's sum and
    * admits no cost > 0 while it counts.
    */
-  private readonly boundUnits: number;
+  private boundUnits: number;
   /** The ring of each slot; `undefined` for an empty log. */
   private readonly rings: (LogRing | undefined)[] = [];
   private sink: ByteSink = UNBOUND;
@@ -87,6 +87,28 @@ export class SlidingWindowLogLayout implements SlotLayout {
    * Gives the layout the engine whose slots it serves, where the rings' bytes are
    * accounted: call it once, right after the engine is made and before its first request.
    */
+  /** Expired to now; a longer window moves every entry out by the difference (as the class). */
+  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+    this.isIdle(st, s, slot, now); // expires the ring to now
+    const grow = (next as SlidingWindowLogLayout).windowMs - this.windowMs;
+    if (grow > 0) this.ringAt(slot)?.extend(grow);
+  }
+
+  /** `[idleAtMs, sum]`: a longer window moves the time out by the difference; the sum is kept. */
+  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+    const grow = (next as SlidingWindowLogLayout).windowMs - this.windowMs;
+    if (grow > 0 && this.traceApplies(table, o, now)) table[o]! += grow;
+  }
+
+  adopt(next: SlotLayout): void {
+    const n = next as SlidingWindowLogLayout;
+    this.limit = n.limit;
+    this.windowMs = n.windowMs;
+    this.exactEntries = n.exactEntries;
+    this.maxGrowthBytes = n.maxGrowthBytes;
+    this.boundUnits = n.boundUnits;
+  }
+
   bind(sink: ByteSink): void {
     this.sink = sink;
   }
