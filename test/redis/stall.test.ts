@@ -56,7 +56,7 @@ async function connectNodeRedis(url: string): Promise<Connection> {
 }
 
 /** Units the server holds as taken for `key` of `limiter` (refill 0: capacity - tokens). */
-async function unitsHeld(c: Connection, limiter: RedisTokenBucket, key: string): Promise<number> {
+async function unitsHeld(limiter: RedisTokenBucket, key: string): Promise<number> {
   // After the stall every late command has run: the connection answers in order.
   const d = await limiter.peek(key, 0);
   expect(d.source).toBe("redis");
@@ -81,7 +81,7 @@ describe.skipIf(!canStartRedis())("a stalled Redis charges nothing late", () => 
    * Runs calls every EVERY_MS for the whole stall (and a little before and after), then
    * compares the units the server holds with those of the decisions sourced from Redis.
    */
-  async function stall(c: Connection, limiter: RedisTokenBucket, key: string, warm: boolean) {
+  async function stall(limiter: RedisTokenBucket, key: string, warm: boolean) {
     if (warm) expect((await limiter.consume(key)).source).toBe("redis");
     const calls: Promise<RedisDecision>[] = [];
     const stop = (async () => {
@@ -102,7 +102,7 @@ describe.skipIf(!canStartRedis())("a stalled Redis charges nothing late", () => 
     const decisions = await Promise.all(calls);
     const answeredByRedis = decisions.filter((d) => d.source === "redis").length + (warm ? 1 : 0);
     const answeredByPolicy = decisions.filter((d) => d.source !== "redis").length;
-    const held = await unitsHeld(c, limiter, key);
+    const held = await unitsHeld(limiter, key);
     return { answeredByRedis, answeredByPolicy, held, late: held - answeredByRedis };
   }
 
@@ -117,9 +117,9 @@ describe.skipIf(!canStartRedis())("a stalled Redis charges nothing late", () => 
         timeoutMs: TIMEOUT_MS,
         failure: "deny",
       });
-      const r = await stall(c, limiter, "k", true);
+      const r = await stall(limiter, "k", true);
       console.info(`${name}, ${STALL_MS} ms stall: ${JSON.stringify(r)}`);
-      expect(r.answeredByPolicy).toBeGreaterThan(STALL_MS / EVERY_MS / 4);
+      expect(r.answeredByPolicy).toBeGreaterThan(10);
       expect(r.late).toBe(0);
     });
 
@@ -147,7 +147,7 @@ describe.skipIf(!canStartRedis())("a stalled Redis charges nothing late", () => 
         process.kill(server.pid, "SIGCONT");
       }
       expect(first.source).toBe("failOpen");
-      expect(await unitsHeld(c, limiter, "k")).toBe(0);
+      expect(await unitsHeld(limiter, "k")).toBe(0);
     });
   }
 });
