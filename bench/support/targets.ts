@@ -307,7 +307,7 @@ export function redisTargets(r: RunResults): Target[] {
   ] as const) {
     const x = row(id);
     const cpu = ratioTarget(
-      `Redis: ${label}.consume server CPU per check at most ${REDIS_CPU_LIMIT}x rate-limiter-flexible's RateLimiterRedis`,
+      `Redis: ${label}.consume server CPU per check at most ${REDIS_CPU_LIMIT}x RateLimiterRedis's`,
       x?.serverUsPerCall,
       rlf?.serverUsPerCall,
       REDIS_CPU_LIMIT,
