@@ -402,7 +402,10 @@ function redisSection(r: RunResults): string[] {
         `ops/s, ${redis.inFlight} in flight`,
       ],
       "lrrr",
-      [row("bare `PING` (reference)", redis.ping), row("`RedisTokenBucket.consume`", redis.consume)],
+      [
+        row("bare `PING` (reference)", redis.ping),
+        row("`RedisTokenBucket.consume`", redis.consume),
+      ],
     ),
     "",
     table(["ratio", "value"], "lr", [

@@ -3,13 +3,12 @@ import { LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
 
 /**
  * The sliding window counter's one script (consume and peek). One string per key,
- * `struct.pack('<dddd', index, prev, curr, at)`: `index` of the current window, `prev` and
- * `curr` (units in windows index-1 and index), `at` (time of the last write), written with
- * its expiry by one `SET`. ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME),
- * maxTtlMs, deadlineMs ('' = none). Reply: `{allowed (1/0), index, prev, curr (before the
- * cost), now, serverNowMs}` after rolling to now's window (or `{-1, serverNowMs}` past the
- * deadline); the caller builds the Decision with `counterDecision` (window-math.ts), as
- * `SlidingWindowCounter` does.
+ * `struct.pack('<dddd', index, prev, curr, at)` (window index, units in windows index-1 and
+ * index, time of the last write), written with its expiry by one `SET`. ARGV: limit,
+ * windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs ('' = none).
+ * Reply: `{allowed (1/0), index, prev, curr (before the cost), now, serverNowMs}` after
+ * rolling to now's window (`{-1, serverNowMs}` past the deadline), for `counterDecision`
+ * (window-math.ts), as `SlidingWindowCounter` does.
  *
  * Mirrors `counterEstimate` (window-math.ts) operation for operation:
  * `estimate = prev * ((index + 1) * W - now) / W + curr`, that is `prev * (W - e) / W + curr`.
