@@ -270,6 +270,7 @@ describe.skipIf(!redis.available)("keyspaces on a real Redis", () => {
       keyspace: "token-bucket",
       capacity: 5,
       refillPerSecond: 0,
+      failure: "throw",
     });
     try {
       await c.command("HSET", `tollgate:token-bucket:${old}`, "tokens", "2", "anchor", "0");
