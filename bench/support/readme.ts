@@ -104,6 +104,7 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
   const all = [
     ...targets(core).filter((x) => x.section === "core"),
     ...(http ? targets(http).filter((x) => x.section === "http") : []),
+    ...targets(core).filter((x) => x.section === "redis" && x.value !== undefined),
   ];
   const lines: string[] = [
     "## Benchmarks",
@@ -164,6 +165,39 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
       "",
       `A Redis check costs ${ratio(redis.consume.p50Us * 1000, t("TokenBucket.keyed.consume.hot"))} an in-process one (p50 against \`KeyedLimiter.consume\`, hot key).`,
     );
+    const side = redis.rows ?? [];
+    const ping = side.find((x) => x.id === "ping");
+    const rlf = side.find((x) => x.id === "rlf.redis");
+    if (side.length > 0) {
+      lines.push(
+        "",
+        "Side by side on that connection (server µs/check: `INFO commandstats`; server CPU: `INFO cpu`):",
+        "",
+        table(
+          [
+            "",
+            "p50 µs",
+            "p99 µs",
+            "ops/s",
+            "server µs/check",
+            "server CPU µs/check",
+            "p50 / PING",
+            "server µs / RLF",
+          ],
+          "lrrrrrrr",
+          side.map((x) => [
+            x.name,
+            x.p50Us.toFixed(0),
+            x.p99Us.toFixed(0),
+            int(x.opsPerSecond),
+            x.serverUsPerCall.toFixed(2),
+            x.serverCpuUsPerCall.toFixed(2),
+            ratio(x.p50Us, ping?.p50Us),
+            ratio(x.serverUsPerCall, rlf?.serverUsPerCall),
+          ]),
+        ),
+      );
+    }
   }
   if (http?.http !== undefined) {
     const where = http === core ? "" : ` on **${machineLine(http.machine)}**`;

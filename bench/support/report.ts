@@ -20,8 +20,24 @@ export interface RedisResults {
   readonly subject: string;
   readonly ping: RedisRow;
   readonly consume: RedisRow;
+  /** Every subject side by side on one connection, `PING` first (absent in older results). */
+  readonly rows?: readonly RedisSubjectRow[];
   /** Requests in flight in the throughput rows. */
   readonly inFlight: number;
+}
+
+/** One subject of the side-by-side Redis table. */
+export interface RedisSubjectRow extends RedisRow {
+  /** `ping`, `tollgate.token-bucket`, `tollgate.fixed-window`, `rlf.redis`, `rate-limit-redis`. */
+  readonly id: string;
+  readonly name: string;
+  /**
+   * Server µs per call inside the commands the subject sent (`INFO commandstats`
+   * usec / calls, during the throughput phase); NaN when not read.
+   */
+  readonly serverUsPerCall: number;
+  /** Server process CPU (user + system, `INFO cpu`) per call during the throughput phase, µs. */
+  readonly serverCpuUsPerCall: number;
 }
 
 /** One Redis operation: sequential latency and throughput with many in flight. */
@@ -337,6 +353,44 @@ function redisSection(r: RunResults): string[] {
     v.p99Us.toFixed(1),
     int(v.opsPerSecond),
   ];
+  const side = redis.rows ?? [];
+  const ping = side.find((x) => x.id === "ping");
+  const rlf = side.find((x) => x.id === "rlf.redis");
+  const sideBySide =
+    side.length === 0
+      ? []
+      : [
+          "",
+          "Side by side, one connection, one server, subjects taking turns in rounds. Server " +
+            "µs/check: `INFO commandstats` usec per call of the commands the subject sent " +
+            "(script time, its inner commands included), during the throughput phase; server " +
+            "CPU/check: the server process's user + system time per check then (parsing and " +
+            "networking included).",
+          "",
+          table(
+            [
+              "subject",
+              "p50 µs",
+              "p99 µs",
+              `ops/s, ${redis.inFlight} in flight`,
+              "server µs/check",
+              "server CPU µs/check",
+              "p50 / PING",
+              "server µs / rate-limiter-flexible",
+            ],
+            "lrrrrrrr",
+            side.map((x) => [
+              x.name,
+              x.p50Us.toFixed(1),
+              x.p99Us.toFixed(1),
+              int(x.opsPerSecond),
+              x.serverUsPerCall.toFixed(2),
+              x.serverCpuUsPerCall.toFixed(2),
+              ratio(x.p50Us, ping?.p50Us),
+              ratio(x.serverUsPerCall, rlf?.serverUsPerCall),
+            ]),
+          ),
+        ];
   return [
     "## 5. Redis",
     "",
@@ -348,7 +402,10 @@ function redisSection(r: RunResults): string[] {
         `ops/s, ${redis.inFlight} in flight`,
       ],
       "lrrr",
-      [row("bare `PING` (reference)", redis.ping), row(`${redis.subject}`, redis.consume)],
+      [
+        row("bare `PING` (reference)", redis.ping),
+        row("`RedisTokenBucket.consume`", redis.consume),
+      ],
     ),
     "",
     table(["ratio", "value"], "lr", [
@@ -359,8 +416,9 @@ function redisSection(r: RunResults): string[] {
       ],
       ["in-process consume, ns", ns(inProcess)],
     ]),
+    ...sideBySide,
     "",
-    `Server: ${redis.origin}. Same connection for PING and consume.`,
+    `Server: ${redis.origin}. Same connection for every subject.`,
   ];
 }
 
@@ -434,7 +492,11 @@ export function httpSection(r: RunResults): string[] {
 }
 
 function targetsSection(r: RunResults): string[] {
-  const ran = { core: r.method !== undefined, http: r.http !== undefined };
+  const ran = {
+    core: r.method !== undefined,
+    http: r.http !== undefined,
+    redis: r.redis !== undefined && !("skipped" in r.redis) && r.redis.rows !== undefined,
+  };
   const list = targets(r).filter((t) => ran[t.section]);
   const rows = list.map((t) => {
     const v = verdict(t, r.quick);

@@ -18,7 +18,7 @@ export type Comparison = "<=" | "<";
 /** One performance target as judged on one run. */
 export interface Target {
   /** The part of the run that measures it. */
-  readonly section: "core" | "http";
+  readonly section: "core" | "http" | "redis";
   /** What is compared with what, in words. */
   readonly target: string;
   /** The measurements the value comes from (`58.2 ns vs 44.9 ns`), or `not measured`. */
@@ -55,6 +55,10 @@ export const RLF_LIMIT = 0.25;
 export const PEER_LIMIT = 1;
 /** Microseconds per new key at the bound (a full registry of keys in use). */
 export const NEW_KEY_LIMIT_US = 1;
+/** tollgate's Redis checks: server CPU per check over rate-limiter-flexible's `RateLimiterRedis`. */
+export const REDIS_CPU_LIMIT = 1.3;
+/** tollgate's Redis checks: sequential p50 over a bare `PING` on the same connection. */
+export const REDIS_PING_LIMIT = 1.15;
 /** Share of no-limiter HTTP throughput the in-process limiter may cost. */
 export const HTTP_LIMIT = 0.05;
 
@@ -281,7 +285,45 @@ export function targets(r: RunResults): Target[] {
       ),
     );
   }
-  out.push(httpTarget(r));
+  out.push(httpTarget(r), ...redisTargets(r));
+  return out;
+}
+
+/**
+ * The Redis targets, on the side-by-side rows of one run: for the token bucket and the fixed
+ * window, server CPU per check (`INFO commandstats` usec per call of the commands sent) at
+ * most {@link REDIS_CPU_LIMIT}x rate-limiter-flexible's, and sequential p50 at most
+ * {@link REDIS_PING_LIMIT}x a bare `PING`.
+ */
+export function redisTargets(r: RunResults): Target[] {
+  const rows = r.redis !== undefined && "rows" in r.redis ? (r.redis.rows ?? []) : [];
+  const row = (id: string) => rows.find((x) => x.id === id);
+  const ping = row("ping");
+  const rlf = row("rlf.redis");
+  const out: Target[] = [];
+  for (const [id, label] of [
+    ["tollgate.token-bucket", "RedisTokenBucket"],
+    ["tollgate.fixed-window", "RedisFixedWindow"],
+  ] as const) {
+    const x = row(id);
+    const cpu = ratioTarget(
+      `Redis: ${label}.consume server CPU per check at most ${REDIS_CPU_LIMIT}x RateLimiterRedis's`,
+      x?.serverUsPerCall,
+      rlf?.serverUsPerCall,
+      REDIS_CPU_LIMIT,
+      {
+        measured: `${x?.serverUsPerCall.toFixed(2)} µs vs ${rlf?.serverUsPerCall.toFixed(2)} µs (commandstats)`,
+      },
+    );
+    const p50 = ratioTarget(
+      `Redis: ${label}.consume p50 at most ${REDIS_PING_LIMIT}x a bare PING on the same connection`,
+      x?.p50Us,
+      ping?.p50Us,
+      REDIS_PING_LIMIT,
+      { measured: `${x?.p50Us.toFixed(1)} µs vs ${ping?.p50Us.toFixed(1)} µs` },
+    );
+    out.push({ ...cpu, section: "redis" }, { ...p50, section: "redis" });
+  }
   return out;
 }
 

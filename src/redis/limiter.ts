@@ -7,6 +7,7 @@ import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
 import type { Common } from "./options.js";
 import { runScript, Script } from "./script.js";
+import { runDecision } from "./server-clock.js";
 
 /** The in-memory twin of a Redis limiter, for the `'local'` failure policy. */
 export interface LocalTwin {
@@ -98,7 +99,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     return String(this.seenMs);
   }
 
-  /** @internal One decision: `config..., cost, take, now, maxTtl`. */
+  /** @internal One decision: `config..., cost, take, now, maxTtl` (and the deadline, server-clock.ts). */
   protected prepare(
     where: string,
     key: RedisKey,
@@ -113,7 +114,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       String(this.maxTtlMs),
     ];
     checkEvictionPolicy(this.client);
-    return () => runScript(this.client, this.script, [key], args);
+    return () => runDecision(this.client, this.script, [key], args, this.timeoutMs);
   }
 
   /** @internal */

@@ -42,16 +42,18 @@ export interface RedisLimiterOptions extends StoreLimiterOptions {
    * Cap on a key's time to live, in milliseconds (> 0). Keys expire exactly when
    * their state becomes fresh (rounded up to Redis's whole milliseconds); only state
    * that would stay in use longer (a rate of 0, or a refill slower than this) is cut to
-   * this cap, the one lossy case. With an explicit `clock`, keys live this long after
-   * their last write.
+   * this cap, the one lossy case. With an explicit `clock`, it caps the time a key lives
+   * after its last write (until fresh on the server's clock, at least 60 s).
    * @default 31_536_000_000 (365 days)
    */
   readonly maxTtlMs?: number | undefined;
   /**
    * Explicit time in milliseconds, sent to the script instead of the server's `TIME`.
    * For tests and replays only: with it, each caller's clock decides, and since Redis
-   * cannot tell when that clock makes a key idle, keys live `maxTtlMs` after their last
-   * write. Leave it unset in production (all callers then share Redis's clock).
+   * cannot tell when that clock makes a key idle, a key lives until its state is fresh
+   * counted on the server's clock from its last write, at least 60 s (so a test's frozen
+   * clock keeps its state), at most `maxTtlMs`. Leave it unset in production (all callers
+   * then share Redis's clock).
    * @default undefined (the Redis server's clock)
    */
   readonly clock?: Clock | undefined;

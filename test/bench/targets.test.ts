@@ -6,7 +6,10 @@ import {
   absoluteTarget,
   closestPeer,
   judge,
+  REDIS_CPU_LIMIT,
+  REDIS_PING_LIMIT,
   ratioTarget,
+  redisTargets,
   type Target,
   targets,
   times,
@@ -347,5 +350,56 @@ describe("the report's targets section", () => {
     expect(lines.length).toBeGreaterThan(20);
     for (const line of lines) expect(line).toMatch(/\| not judged \(quick run\) \|$/);
     expect(text).not.toMatch(/\| (pass|\*\*miss\*\*) \|/);
+  });
+});
+
+describe("Redis targets", () => {
+  const row = (id: string, p50Us: number, serverUsPerCall: number) => ({
+    id,
+    name: id,
+    p50Us,
+    p99Us: 2 * p50Us,
+    meanUs: p50Us,
+    opsPerSecond: 1000,
+    serverUsPerCall,
+    serverCpuUsPerCall: serverUsPerCall + 2,
+  });
+  const withRedis = (rows: ReturnType<typeof row>[]): RunResults => ({
+    ...run(),
+    redis: {
+      origin: "test",
+      subject: "test",
+      ping: rows[0]!,
+      consume: rows[1]!,
+      rows,
+      inFlight: 100,
+    },
+  });
+
+  test("server time per check against RateLimiterRedis and p50 against PING, per algorithm", () => {
+    const list = redisTargets(
+      withRedis([
+        row("ping", 20, 0.05),
+        row("tollgate.token-bucket", 23, 5.2),
+        row("tollgate.fixed-window", 24, 6),
+        row("rlf.redis", 22, 4),
+      ]),
+    );
+    expect(list.map((t) => [t.section, t.limit, t.value, t.met])).toEqual([
+      ["redis", REDIS_CPU_LIMIT, 5.2 / 4, true],
+      ["redis", REDIS_PING_LIMIT, 23 / 20, true],
+      ["redis", REDIS_CPU_LIMIT, 6 / 4, false],
+      ["redis", REDIS_PING_LIMIT, 24 / 20, false],
+    ]);
+    expect(list[0]!.measured).toBe("5.20 µs vs 4.00 µs (commandstats)");
+  });
+
+  test("without side-by-side rows (skipped, or an older result) nothing is measured", () => {
+    expect(redisTargets(run()).map((t) => t.value)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
   });
 });

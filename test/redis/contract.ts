@@ -363,15 +363,14 @@ export function describeAdapterContract(adapter: Adapter, redis: RedisHandle): v
         capacity: 2,
         refillPerSecond: 0.25,
       });
+      // The wall clock lags; performance.now() is monotonic and only measures intervals (the
+      // offset to the server's clock for deadlines is learned from replies), so it stays.
       const realDateNow = Date.now.bind(Date);
-      const realPerfNow = performance.now.bind(performance);
       const dateSpy = vi.spyOn(Date, "now").mockImplementation(() => realDateNow() - 10_000);
-      const perfSpy = vi.spyOn(performance, "now").mockImplementation(() => realPerfNow() - 10_000);
       try {
         expect((await lagging.consume("k", 2)).allowed).toBe(true);
       } finally {
         dateSpy.mockRestore();
-        perfSpy.mockRestore();
       }
       // Had the lagging client's time been used, 10 s of refill (2.5 tokens) would fill the bucket.
       const d = await onTime.peek("k", 1);
@@ -402,7 +401,7 @@ export function describeAdapterContract(adapter: Adapter, redis: RedisHandle): v
         refillPerSecond: 1,
         failure: "throw",
       });
-      await c.command("SET", keyOf(bucket, "k"), "not a hash");
+      await c.command("HSET", keyOf(bucket, "k"), "not", "a string");
       const error = await bucket.consume("k").catch((e: unknown) => e);
       expect(error).toBeInstanceOf(RateLimitStoreError);
       expect((error as RateLimitStoreError).cause).toBeInstanceOf(Error);

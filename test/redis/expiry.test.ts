@@ -8,6 +8,7 @@ import {
   RedisSlidingWindowLog,
   RedisTokenBucket,
 } from "../../src/redis/index.js";
+import { EXPLICIT_CLOCK_MIN_TTL_MS } from "../../src/redis/lua/common.js";
 import {
   deleteTestKeys,
   ioredisAdapter,
@@ -210,7 +211,7 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
     expect(pttl).toBeLessThanOrEqual(90_000);
   });
 
-  test("regression: explicit-clock keys expired on the real clock after their logical idle time; now they live maxTtlMs", async () => {
+  test("regression: explicit-clock keys expired on the real clock after their logical idle time; now they live at least 60 s", async () => {
     const prefix = uniquePrefix();
     const bucket = new RedisTokenBucket({
       client: c.client,
@@ -224,5 +225,52 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
     const pttl = Number(await c.command("PTTL", keyOf(bucket, "k")));
     expect(pttl).toBeGreaterThan(1000); // not the 1 ms the bucket takes to refill
     expect(pttl).toBeLessThanOrEqual(30_000);
+  });
+
+  // With an explicit clock a key lives until fresh counted on the server's clock from its
+  // write (PX), never less than EXPLICIT_CLOCK_MIN_TTL_MS, never more than maxTtlMs.
+  test.each([
+    {
+      name: "regression: a one-shot fixed window of 200 ms lives 60 s, not maxTtlMs (365 days)",
+      make: (client: RedisLike, prefix: string) =>
+        new RedisFixedWindow({ client, prefix, limit: 1, windowMs: 200, clock: () => 1_000 }),
+      ttlMs: EXPLICIT_CLOCK_MIN_TTL_MS,
+    },
+    {
+      name: "a bucket fresh in 120 s lives 120 s",
+      make: (client: RedisLike, prefix: string) =>
+        new RedisTokenBucket({
+          client,
+          prefix,
+          capacity: 5,
+          refillPerSecond: 1 / 120,
+          clock: () => 1_000,
+        }),
+      ttlMs: 120_000,
+    },
+    {
+      name: "a sliding counter of 100 s windows lives to the end of the next window",
+      make: (client: RedisLike, prefix: string) =>
+        new RedisSlidingWindowCounter({
+          client,
+          prefix,
+          limit: 3,
+          windowMs: 100_000,
+          clock: () => 50_000,
+        }),
+      ttlMs: 150_000,
+    },
+    {
+      name: "a sliding log of 90 s lives 90 s",
+      make: (client: RedisLike, prefix: string) =>
+        new RedisSlidingWindowLog({ client, prefix, limit: 3, windowMs: 90_000, clock: () => 0 }),
+      ttlMs: 90_000,
+    },
+  ])("explicit clock: $name", async ({ make, ttlMs }) => {
+    const limiter = make(c.client, uniquePrefix());
+    await limiter.consume("k");
+    const pttl = Number(await c.command("PTTL", keyOf(limiter, "k")));
+    expect(pttl).toBeLessThanOrEqual(ttlMs);
+    expect(pttl).toBeGreaterThan(ttlMs - 5_000);
   });
 });

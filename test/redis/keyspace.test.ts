@@ -261,20 +261,21 @@ describe.skipIf(!redis.available)("keyspaces on a real Redis", () => {
     expect(keyOf(before, "k")).toBe(`${prefix}api:k`);
   });
 
-  test("prefix 'tollgate:' with keyspace 'token-bucket' reads keys of the earlier layout", async () => {
+  test("regression: a key of the earlier hash layout is a store failure, never misread", async () => {
     const old = `tollgate-test:${process.pid}:legacy-${Date.now()}`;
-    // The earlier layout was prefix + key with the prefix 'tollgate:token-bucket:'.
+    // The earlier layout was prefix + key with the prefix 'tollgate:token-bucket:', and a hash.
     const bucket = new RedisTokenBucket({
       client: c.client,
       prefix: "tollgate:",
       keyspace: "token-bucket",
       capacity: 5,
       refillPerSecond: 0,
+      failure: "throw",
     });
     try {
       await c.command("HSET", `tollgate:token-bucket:${old}`, "tokens", "2", "anchor", "0");
       await c.command("PEXPIRE", `tollgate:token-bucket:${old}`, "60000");
-      expect((await bucket.peek(old, 0)).remaining).toBe(2);
+      await expect(bucket.peek(old, 0)).rejects.toThrow(/Redis failed: .*WRONGTYPE/);
     } finally {
       await bucket.reset(old);
     }

@@ -13,6 +13,7 @@ import {
   type StoreFailureEvent,
   StoreTimeoutError,
 } from "../../src/redis/index.js";
+import { PROBE_DEADLINE } from "../../src/redis/server-clock.js";
 import { KeyedLimiter } from "../../src/registry.js";
 
 /** A client that fails the test if the limiter ever calls it. */
@@ -33,9 +34,24 @@ function failing(error: unknown): RedisLike {
   };
 }
 
-/** A client answering each call with the next reply (a function may throw). */
+/**
+ * The reply to the limiter's clock probe (its first call on a client: the decision script
+ * with a deadline long past), `{-1, serverNowMs}`; undefined for any other call.
+ */
+function probeReply(args: readonly string[]): unknown[] | undefined {
+  return args[args.length - 1] === PROBE_DEADLINE ? [-1, Date.now()] : undefined;
+}
+
+/**
+ * A client answering each call with the next reply (a function may throw); the clock
+ * probe, when it comes first, is answered as Redis would.
+ */
 function scripted(...replies: (unknown | (() => unknown))[]): RedisLike {
-  const next = async () => {
+  let first = true;
+  const next = async (_: unknown, _keys: unknown, args: readonly string[]) => {
+    const probe = first ? probeReply(args) : undefined;
+    first = false;
+    if (probe !== undefined) return probe;
     const r = replies.shift();
     return typeof r === "function" ? (r as () => unknown)() : r;
   };
@@ -232,8 +248,10 @@ describe("window limiters: a refused clock reading is not kept", () => {
     const sent: string[] = [];
     const client: RedisLike = {
       evalSha: async (_sha, _keys, args) => {
+        const probe = probeReply(args);
+        if (probe !== undefined) return probe;
         sent.push(String(args[4]));
-        return [1, "0", String(args[4])];
+        return [1, "0", String(args[4]), Date.now()];
       },
       evalScript: () => Promise.reject(new Error("no script load expected")),
     };

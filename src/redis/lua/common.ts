@@ -1,29 +1,51 @@
 /**
- * Lua shared by every decision script, prepended to each (so each script stays one
- * self-contained source with its own SHA1). Every script gets
- * `ARGV = [...config, cost, take, now, maxTtlMs]`; the helpers mirror
- * `src/numeric.ts` and `src/algorithms/time.ts` operation for operation, so Lua and
- * TypeScript decide bit for bit alike (Lua numbers are IEEE doubles, as JavaScript's).
+ * Lua shared by the decision scripts, as fragments: each script takes only the helpers it
+ * calls (a `local function` statement builds a closure on every call, so an unused one is
+ * pure cost). Every script gets `ARGV = [...config, cost, take, now, maxTtlMs, deadlineMs]`;
+ * the helpers mirror `src/numeric.ts` and `src/algorithms/time.ts` operation for operation,
+ * so Lua and TypeScript decide bit for bit alike (Lua numbers are IEEE doubles, as
+ * JavaScript's).
  *
- * Floats go back to JavaScript as `%.17g` strings (Redis truncates Lua numbers in
- * replies to integers); `%.17g` round-trips every double; infinity prints as `inf`.
+ * Replies: an integral number goes back as a Redis integer (exact below 2^53); any other
+ * float as a `%.17g` string (Redis truncates Lua numbers in replies to integers), which
+ * round-trips every double; infinity prints as `inf`. Every reply ends with the server's
+ * now in whole ms (`TIME`, truncated), for the caller's offset to the server's clock
+ * (src/redis/server-clock.ts).
  * @module
  */
-export const LUA_COMMON = `
-local function f(x) return string.format('%.17g', x) end
 
+/**
+ * With an explicit clock, the shortest time to live a write sets, in ms of the server's
+ * clock: a key expires when it is fresh on the caller's terms, counted from the write as if
+ * the caller's clock ran at the server's rate, but never sooner than this. A clock that runs
+ * slower than real time (a frozen manual clock in a test) would otherwise see its state
+ * vanish while it is still in use; a test or replay runs for far less than a minute per key.
+ */
+export const EXPLICIT_CLOCK_MIN_TTL_MS = 60_000;
+
+/** `n(x)`: a reply number, an integer when `x` is integral, else `%.17g`. */
+export const LUA_NUMBER = `
+local function n(x)
+  if x % 1 == 0 and x > -9007199254740992 and x < 9007199254740992 then return x end
+  return string.format('%.17g', x)
+end
+`;
+
+/** `f(x)`: a float as `%.17g` (for a script that stores floats as text). */
+export const LUA_FORMAT = `
+local function f(x) return string.format('%.17g', x) end
+`;
+
+/** `fits(cost, available)`: numeric.ts fits(). */
+export const LUA_FITS = `
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local function fits(cost, available)
   return cost <= available + 1e-9 * (cost > 1 and cost or 1)
 end
+`;
 
--- The explicit time (tests, replays) or the server's clock in ms (epoch, microsecond resolution).
-local function clock(arg)
-  if arg ~= '' then return tonumber(arg) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-end
-
+/** `cleanMs(ms)`: numeric.ts cleanMs(). */
+export const LUA_CLEAN_MS = `
 -- numeric.ts cleanMs(): snap to the nearest integer within a relative 1e-9; never negative.
 local function cleanMs(ms)
   if not (ms > 0) then return 0 end
@@ -32,21 +54,10 @@ local function cleanMs(ms)
   if math.abs(ms - rounded) <= 1e-9 * scale and rounded > 0 then return rounded end
   return ms
 end
+`;
 
--- Expires the key when its state becomes fresh, freshMs ms from now, at time freshAt:
--- on the server's clock at the first whole ms at or after freshAt (PEXPIREAT, so later
--- traffic that keeps the same end, as in a fixed window, never moves it), capped at
--- maxTtl ms from now. With an explicit time the server cannot know when that time
--- reaches freshAt, so the key lives maxTtl ms (an idle state decides as no state, so
--- keeping it longer changes nothing).
-local function expire(key, freshMs, freshAt, explicit, maxTtl)
-  if explicit or math.ceil(freshMs) >= maxTtl then
-    redis.call('PEXPIRE', key, string.format('%d', maxTtl))
-  else
-    redis.call('PEXPIREAT', key, string.format('%d', math.ceil(freshAt)))
-  end
-end
-
+/** `windowIndex(t, w)`: time.ts windowIndex(). */
+export const LUA_WINDOW_INDEX = `
 -- time.ts windowIndex(): floor(t / w), corrected so that k * w <= t < (k + 1) * w.
 local function windowIndex(t, w)
   local k = math.floor(t / w)
@@ -57,20 +68,88 @@ end
 `;
 
 /**
- * The head of every decision script, after {@link LUA_COMMON}: reads `KEYS[1]` and
- * `ARGV = [first, second, cost, take, now, maxTtlMs]` into the locals `key`, `first`,
- * `second` (the algorithm's two options, under the names given), `cost`, `take`,
- * `explicit` (an explicit time was sent), `now` and `maxTtl`.
+ * `ttl(freshMs, maxTtl)`: the time to live of a write under an explicit clock: freshMs rounded up,
+ * at least {@link EXPLICIT_CLOCK_MIN_TTL_MS}, at most maxTtl.
+ */
+const LUA_EXPLICIT_TTL = `
+local function ttl(freshMs, maxTtl)
+  local ms = math.ceil(freshMs)
+  if ms < ${EXPLICIT_CLOCK_MIN_TTL_MS} then ms = ${EXPLICIT_CLOCK_MIN_TTL_MS} end
+  if ms > maxTtl then ms = maxTtl end
+  return ms
+end
+`;
+
+/**
+ * `store(value, freshMs, freshAt)`: writes the key's one string value and its expiry in one
+ * command. The state becomes fresh freshMs ms from now, at time freshAt. On the server's
+ * clock the key expires at the first whole ms at or after freshAt (PXAT, so later traffic
+ * that keeps the same end, as in a fixed window, never moves it), capped at maxTtl ms from
+ * now. With an explicit time the server cannot know when that time reaches freshAt: the key
+ * lives freshMs of the server's time (at least EXPLICIT_CLOCK_MIN_TTL_MS, at most maxTtl),
+ * right for a clock that runs at least as fast as the server's (a production clock, a
+ * replay); an idle state decides as no state, so keeping it longer changes nothing.
+ */
+export const LUA_STORE = `${LUA_EXPLICIT_TTL}
+local function store(value, freshMs, freshAt)
+  if explicit then
+    redis.call('SET', key, value, 'PX', ttl(freshMs, maxTtl))
+  elseif math.ceil(freshMs) >= maxTtl then
+    redis.call('SET', key, value, 'PX', maxTtl)
+  else
+    redis.call('SET', key, value, 'PXAT', math.ceil(freshAt))
+  end
+end
+`;
+
+/**
+ * `expire(key, freshMs, freshAt, explicit, maxTtl)`: the expiry alone, for a script whose
+ * value is not one string (the sliding log's list); the same times as {@link LUA_STORE}.
+ */
+export const LUA_EXPIRE = `${LUA_EXPLICIT_TTL}
+local function expire(key, freshMs, freshAt, explicit, maxTtl)
+  if explicit then
+    redis.call('PEXPIRE', key, ttl(freshMs, maxTtl))
+  elseif math.ceil(freshMs) >= maxTtl then
+    redis.call('PEXPIRE', key, maxTtl)
+  else
+    redis.call('PEXPIREAT', key, math.ceil(freshAt))
+  end
+end
+`;
+
+/**
+ * Every helper but {@link LUA_STORE}, for a script that wants them all (the sliding log);
+ * self-contained, so it may precede {@link luaArgs}. The lean scripts take the fragments
+ * instead, after the head (LUA_STORE reads the head's locals).
+ */
+export const LUA_COMMON = `${LUA_FORMAT}${LUA_FITS}${LUA_CLEAN_MS}${LUA_WINDOW_INDEX}${LUA_EXPIRE}`;
+
+/**
+ * The head of every decision script, first in its source: reads the server's `TIME` before
+ * anything else and, past the caller's deadline (`ARGV[7]`, server-clock ms; `''` = none),
+ * returns `{-1, serverNow}` having read and written nothing, so a call its client already
+ * answered by the failure policy never takes units when Redis runs it late. Then reads
+ * `KEYS[1]` and `ARGV = [first, second, cost, take, now, maxTtlMs, deadlineMs]` into the
+ * locals `key`, `first`, `second` (the algorithm's two options, under the names given),
+ * `cost`, `take`, `explicit` (an explicit time was sent), `now` (that time, else the
+ * server's), `maxTtl` and `serverNow` (ms, microsecond resolution), which every reply ends
+ * with.
  */
 export function luaArgs(first: string, second: string): string {
   return `
+local t = redis.call('TIME')
+local serverNow = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local deadline = ARGV[7]
+if deadline ~= '' and serverNow > tonumber(deadline) then return { -1, serverNow } end
 local key = KEYS[1]
 local ${first} = tonumber(ARGV[1])
 local ${second} = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
 local take = ARGV[4] == '1'
 local explicit = ARGV[5] ~= ''
-local now = clock(ARGV[5])
+local now = serverNow
+if explicit then now = tonumber(ARGV[5]) end
 local maxTtl = tonumber(ARGV[6])
 `;
 }

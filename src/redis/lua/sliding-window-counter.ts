@@ -1,13 +1,14 @@
 import { Script } from "../script.js";
-import { LUA_COMMON, luaArgs } from "./common.js";
+import { LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
 
 /**
- * The sliding window counter's one script (consume and peek). One hash per key:
- * `index` of the current window, `prev` and `curr` (units in windows index-1 and
- * index), `at` (time of the last write). ARGV: limit, windowMs, cost, take (1/0), now
- * ('' = server TIME), maxTtlMs. Reply: `{allowed (1/0), index, prev, curr (before the
- * cost), now}` after rolling to now's window; the caller builds the Decision with
- * `counterDecision` (window-math.ts), as `SlidingWindowCounter` does.
+ * The sliding window counter's one script (consume and peek). One string per key,
+ * `struct.pack('<dddd', index, prev, curr, at)` (window index, units in windows index-1 and
+ * index, time of the last write), written with its expiry by one `SET`. ARGV: limit,
+ * windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs ('' = none).
+ * Reply: `{allowed (1/0), index, prev, curr (before the cost), now, serverNowMs}` after
+ * rolling to now's window (`{-1, serverNowMs}` past the deadline), for `counterDecision`
+ * (window-math.ts), as `SlidingWindowCounter` does.
  *
  * Mirrors `counterEstimate` (window-math.ts) operation for operation:
  * `estimate = prev * ((index + 1) * W - now) / W + curr`, that is `prev * (W - e) / W + curr`.
@@ -17,14 +18,12 @@ import { LUA_COMMON, luaArgs } from "./common.js";
  */
 export const SLIDING_WINDOW_COUNTER_SCRIPT = new Script(
   "sliding-window-counter",
-  `${LUA_COMMON}${luaArgs("limit", "windowMs")}
-local state = redis.call('HMGET', key, 'index', 'prev', 'curr', 'at')
+  `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_WINDOW_INDEX}
+local state = redis.call('GET', key)
 local index, prev, curr = -math.huge, 0, 0
-if state[1] then
-  index = tonumber(state[1])
-  prev = tonumber(state[2])
-  curr = tonumber(state[3])
-  local at = tonumber(state[4])
+if state then
+  local at
+  index, prev, curr, at = struct.unpack('<dddd', state)
   if now < at then now = at end
 end
 local k = windowIndex(now, windowMs)
@@ -38,11 +37,13 @@ if prev ~= 0 then
   estimate = prev * (((index + 1) * windowMs - now) / windowMs) + curr
 end
 
-local allowed = cost == 0 or fits(cost, limit - estimate)
+-- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
+local allowed = cost == 0 or cost <= (limit - estimate) + 1e-9 * (cost > 1 and cost or 1)
 if allowed and take and cost > 0 then
-  redis.call('HSET', key, 'index', f(index), 'prev', f(prev), 'curr', f(curr + cost), 'at', f(now))
-  expire(key, ((index + 1) * windowMs - now) + windowMs, (index + 2) * windowMs, explicit, maxTtl)
+  ${LUA_STORE.trim().replace(/\n/g, "\n  ")}
+  store(struct.pack('<dddd', index, prev, curr + cost, now),
+    ((index + 1) * windowMs - now) + windowMs, (index + 2) * windowMs)
 end
-return { allowed and 1 or 0, f(index), f(prev), f(curr), f(now) }
+return { allowed and 1 or 0, n(index), n(prev), n(curr), n(now), serverNow }
 `,
 );

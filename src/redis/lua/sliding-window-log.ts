@@ -7,7 +7,7 @@ import { LUA_COMMON, luaArgs } from "./common.js";
  * element `struct.pack('<dd', base, at)` (the running total already gone, and the
  * time of the last append). An entry counts while `leaveAtMs > now`; the window holds
  * `newest total - base`. ARGV: limit, windowMs, cost, take (1/0), now ('' = server
- * TIME), maxTtlMs. Reply: `{allowed (1/0), available before the cost, newest leaveAtMs
+ * TIME), maxTtlMs, deadlineMs. Reply: `{allowed (1/0), available before the cost, newest leaveAtMs
  * (after the cost; -inf when empty), now, leaveAtMs of the entry whose departure lets the
  * cost fit (-inf when not computed), entries in the window before the cost}`, for
  * `logDecision` and `logLeaveAt` (window-math.ts).
@@ -105,6 +105,6 @@ elseif not allowed and size > 0 and fits(cost, limit) then
   end
   retryLeave = entry(lo)
 end
-return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size }
+return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size, serverNow }
 `,
 );
