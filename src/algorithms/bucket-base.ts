@@ -115,6 +115,29 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     this.ledger?.reset(this.anchorMs);
   }
 
+  /**
+   * @internal
+   * Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never above
+   * the fresh state (capacity, plus the units held for waiters, which keep theirs). Waiters
+   * are then served first-in, first-out by the ledger: a refund lets no one jump the queue.
+   */
+  protected refundUnits(cost: number): void {
+    const now = this.now();
+    if (cost === 0) return;
+    const held = this.held;
+    const top = this.capacity + held;
+    const base = this.baseAt(now) + cost;
+    if (base >= top && held === 0) {
+      // Full again: exactly the fresh state, so isIdle and the keyed trace see a new bucket.
+      this.units = this.capacity;
+      this.anchorMs = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    this.units = base < top ? base : top;
+    this.anchorMs = now;
+    if (held !== 0) this.ledger!.serve();
+  }
+
   /** @internal True when the bucket is at capacity and nothing is pending. */
   protected idle(): boolean {
     const now = this.now();
