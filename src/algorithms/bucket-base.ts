@@ -118,22 +118,21 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   /**
    * @internal
    * Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never above
-   * the fresh state (capacity, plus the units held for waiters, which keep theirs). Waiters
-   * are then served first-in, first-out by the ledger: a refund lets no one jump the queue.
+   * the fresh state (see {@link refundedBase}). Waiters are then served first-in, first-out
+   * by the ledger: a refund lets no one jump the queue.
    */
   protected refundUnits(cost: number): void {
     const now = this.now();
     if (cost === 0) return;
     const held = this.held;
-    const top = this.capacity + held;
-    const base = this.baseAt(now) + cost;
-    if (base >= top && held === 0) {
+    const base = this.baseAt(now);
+    if (base + cost >= this.capacity && held === 0) {
       // Full again: exactly the fresh state, so isIdle and the keyed trace see a new bucket.
       this.units = this.capacity;
       this.anchorMs = Number.NEGATIVE_INFINITY;
       return;
     }
-    this.units = base < top ? base : top;
+    this.units = refundedBase(base, cost, this.capacity);
     this.anchorMs = now;
     if (held !== 0) this.ledger!.serve();
   }
@@ -280,4 +279,18 @@ export function heldDecision(
     };
   }
   return undefined;
+}
+
+/**
+ * A bucket's `units` plus held units (its base, see `BucketBase.units`) after a refund of
+ * `cost`: `base + cost`, but never above `capacity`, which is a fresh bucket whose pending
+ * waiters then took theirs (so a refund repays their debt, and grants no one more than a
+ * fresh bucket would). A base already above it (refilled past the waiters' debt) stays.
+ * Shared with the keyed registry's waiting keys.
+ * @internal
+ */
+export function refundedBase(base: number, cost: number, capacity: number): number {
+  const raised = base + cost;
+  if (raised <= capacity) return raised;
+  return base > capacity ? base : capacity;
 }
