@@ -292,9 +292,11 @@ export class SlabEngine {
    * makes room first at the bound. Returns -1 when no room can
    * be made (`whenFull: "refuse"`, or every key pinned): nothing is kept.
    */
-  insert(key: string, now: number): number {
-    // A key the block trace keeps blocked gets its block back: its bytes count from the start.
-    const blockedUntil = this.blockTraceOf(key, now);
+  insert(key: string, now: number, blockUntilMs = Number.NEGATIVE_INFINITY): number {
+    // A key the block trace keeps blocked (or `block` is blocking) gets its block with its
+    // slot: its bytes count from the start.
+    const traced = this.blockTraceOf(key, now);
+    const blockedUntil = traced > blockUntilMs ? traced : blockUntilMs;
     const need = keyBytes(key) + this.layout.keyExtraBytes + (blockedUntil > now ? BLOCK_BYTES : 0);
     if (!this.hasRoom(need) && !this.makeRoom(now, need)) {
       this.refused++;
@@ -379,13 +381,11 @@ export class SlabEngine {
       this.blockTraceBytes = this.blockTraceSlots * BLOCK_TRACE_WIDTH * 8;
       if (this.committed() > this.maxBytes) this.shed(-1, 0);
     }
-    let slot = this.lookup(key);
+    const slot = this.lookup(key);
     if (slot < 0) {
-      // Into the block trace first: the slot made next takes the block from there, its
-      // bytes made room for with the key's.
-      const own = this.traceBlock(key, untilMs, now);
-      slot = this.insert(key, now);
-      if (slot >= 0 && own) this.clearBlockTrace(key);
+      // A slot made with its block (its bytes made room for with the key's), or, when none
+      // can be made, the block trace.
+      if (this.insert(key, now, untilMs) < 0) this.traceBlock(key, untilMs, now);
       return;
     }
     if ((this.flags[slot]! & BLOCKED) !== 0 || this.reserve(BLOCK_BYTES, slot)) {
@@ -479,11 +479,8 @@ export class SlabEngine {
     return fp === ANY_KEY || fp === this.fingerprint(key) ? t[o]! : Number.NEGATIVE_INFINITY;
   }
 
-  /**
-   * @internal Keeps the block of a key pushed out (or never given a slot) in the block
-   * trace; true when the entry is the key's alone (it was empty or expired).
-   */
-  private traceBlock(key: string, untilMs: number, now: number): boolean {
+  /** @internal Keeps the block of a key pushed out (or never given a slot) in the block trace. */
+  private traceBlock(key: string, untilMs: number, now: number): void {
     if (this.blockTrace.length === 0) {
       this.blockTraceBytes = this.blockTraceSlots * BLOCK_TRACE_WIDTH * 8;
       this.blockTrace = new Float64Array(this.blockTraceSlots * BLOCK_TRACE_WIDTH).fill(
@@ -493,8 +490,7 @@ export class SlabEngine {
     const t = this.blockTrace;
     const o = this.blockTraceAt(key);
     const fp = this.fingerprint(key);
-    const own = !(t[o]! > now);
-    if (own) {
+    if (!(t[o]! > now)) {
       t[o] = untilMs;
       t[o + 1] = fp;
     } else {
@@ -503,7 +499,6 @@ export class SlabEngine {
       if (untilMs > t[o]!) t[o] = untilMs;
     }
     if (t[o]! > this.blockTraceUntil) this.blockTraceUntil = t[o]!;
-    return own;
   }
 
   /**

@@ -56,7 +56,7 @@ export class LimiterMap {
   /** @internal */
   private evictedLossy = 0;
   /**
-   * @internal Blocked keys and when their block ends, on their limiter's clock (its `clock`,
+   * @internal Blocked keys and when their block ends, on their limiter's clock (its `clock`, an allOf's first part's,
    * else `performance.now()`): each also holds its limiter, kept while blocked.
    */
   private readonly blocks = new Map<string, number>();
@@ -384,6 +384,8 @@ export class LimiterMap {
 
 /** The clock a key's limiter decides on: its `clock` when it has one, else `performance.now()`. */
 function clockOf(limiter: Limiter): Clock {
-  const clock = (limiter as { clock?: unknown }).clock;
+  const own = limiter as { clock?: unknown; parts?: readonly { clock?: unknown }[] };
+  // An allOf has no clock of its own: its first part's, as its own waiting reads it.
+  const clock = own.clock ?? own.parts?.[0]?.clock;
   return typeof clock === "function" ? (clock as Clock) : systemClock;
 }
