@@ -202,6 +202,23 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false);
   }
 
+  /**
+   * Gives back `cost` units to every part (each by its own rule, never past its fresh
+   * state), then wakes the composite's waiters. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` is not a number, or a part has no `refund()` (then no part
+   *   is refunded). {RangeError} If `cost` is NaN, negative or infinite.
+   */
+  refund(cost?: number): void {
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
+    this.parts.forEach((part, i) => {
+      if (typeof part.refund !== "function") {
+        throw new TypeError(`${WHERE}.refund: part ${i} has no refund(), so no part is refunded`);
+      }
+    });
+    for (const part of this.parts) part.refund!(c);
+    this.queue?.wake();
+  }
+
   /** Resets every part. */
   reset(): void {
     for (const part of this.parts) part.reset();

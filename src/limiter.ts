@@ -104,6 +104,13 @@ export interface Limiter {
   /** Forgets all usage: back to the fresh state. */
   reset(): void;
   /**
+   * Gives back `cost` units taken earlier (default 1), never past the fresh state; may wake
+   * waiters, first-in, first-out. Optional, so that a custom limiter without it still is a
+   * `Limiter`; every built-in limiter and `allOf` have it. See docs/semantics.md#refunds.
+   */
+  refund?(cost?: number): void;
+
+  /**
    * True when the state equals a fresh one, so that dropping this limiter and
    * creating a new one later would change no decision.
    */

@@ -28,13 +28,6 @@ export function optionNames<T extends object>() {
 /** `use "name"` plus an optional reason, for a hint. */
 const use = (name: string, why = "") => `use ${JSON.stringify(name)}${why}`;
 
-/**
- * @fastify/rate-limit's `ban` (refuse a client for good after it was limited N times),
- * which tollgate does not have yet.
- */
-export const NO_BAN =
-  "not supported yet: tollgate does not block a client after repeated abuse; limit it harder with a second, slower limiter in allOf (a SlidingWindowLog of a few units per hour)";
-
 /** rate-limiter-flexible's lockout, which tollgate does not have. */
 const LOCKOUT =
   "tollgate has no lockout: a SlidingWindowLog of limit N over windowMs T refuses a key until its oldest attempt in the window is T old";

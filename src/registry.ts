@@ -1,8 +1,16 @@
-import { checkCost, checkInteger, checkOptionNames, checkOptions, describe } from "./errors.js";
+import {
+  checkCost,
+  checkInteger,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+  describe,
+  RateLimitError,
+} from "./errors.js";
 import type { Decision, Limiter, WaitOptions } from "./limiter.js";
 import { optionNames } from "./option-names.js";
 import { isReconfigurable, type Reconfigurable } from "./reconfigure.js";
-import { SlabEngine } from "./registry/engine.js";
+import { BLOCKED, SlabEngine } from "./registry/engine.js";
 import { KeyWaiters } from "./registry/key-waiters.js";
 import type { AllOfLayout } from "./registry/layouts/all-of.js";
 import type { BucketLayout } from "./registry/layouts/bucket.js";
@@ -308,6 +316,11 @@ export class KeyedLimiter {
       const limit = this.engine!.layout.limit;
       if (!(c <= limit)) throw new RangeError(`${WHERE}.wait: cost ${c} exceeds limit ${limit}`);
       if (signal?.aborted) return Promise.reject(signal.reason);
+      if (this.blockedMs(k) > 0) {
+        return Promise.reject(
+          new RateLimitError(`${WHERE}.wait: the key is blocked`, this.peek(k, c)),
+        );
+      }
       return this.waiters!.wait(k, c, options);
     } catch (error) {
       return Promise.reject(error);
@@ -365,11 +378,95 @@ export class KeyedLimiter {
     policies.set(this, next);
   }
 
-  /** Forgets the key's usage: its next request starts fresh. Pending waiters keep waiting. */
+  /**
+   * Gives back `cost` units (default 1) the key took earlier, by the policy's refund rule
+   * (docs/semantics.md#refunds): never past the fresh state; waiters of the key that then
+   * fit are served first-in, first-out. A key the registry does not hold (never used, idle
+   * and dropped, or pushed out) is left as it is: a refund never creates state.
+   * @throws {TypeError} If `key` is not a string, `cost` not a number, or (generic path) the
+   *   key's limiter has no `refund()`.
+   * @throws {RangeError} If `key` is longer than `maxKeyLength`, or `cost` is NaN, negative or infinite.
+   */
+  refund(key: string, cost?: number): void {
+    const k = this.checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
+    if (this.map !== undefined) {
+      this.map.refund(k, c);
+      return;
+    }
+    const e = this.engine!;
+    const now = e.now();
+    const slot = e.lookup(k);
+    if (slot < 0 || c === 0) return;
+    if (e.flags[slot] !== 0 && this.waiters!.refund(slot, c, now)) return;
+    e.layout.refundAt(e.state, slot * e.stride, slot, now, c);
+  }
+
+  /**
+   * Blocks the key for `durationMs` from now (a ban after abuse): every request of it is
+   * denied, with `retryAfterMs` and `resetAfterMs` at least the time left, until then; the
+   * key's usage is kept and decides again afterwards. A longer block already in place
+   * stays (a block never shortens another: {@link unblock} lifts it). A blocked key is kept
+   * like any key: it counts toward `maxKeys` and `maxBytes`, is never swept while blocked,
+   * and a blocked key pushed out at the bound keeps its block in the block trace, so that no
+   * flood of new keys lifts it (docs/keyed.md#blocking). Waits already pending are not
+   * cancelled; a new `wait` of a blocked key rejects at once.
+   * @throws {TypeError} If `key` is not a string or `durationMs` not a number.
+   * @throws {RangeError} If `key` is longer than `maxKeyLength`, or `durationMs` is not a
+   *   finite number > 0; on the generic path, when the full registry cannot keep the key.
+   */
+  block(key: string, durationMs: number): void {
+    const k = this.checkKey(key);
+    const ms = checkNumber(`${WHERE}.block`, "durationMs", durationMs, 0, false);
+    if (this.map !== undefined) {
+      this.map.block(k, ms);
+      return;
+    }
+    const e = this.engine!;
+    const now = e.now();
+    e.block(k, now + ms, now);
+  }
+
+  /**
+   * Lifts the key's block, if any; its usage stays as it is ({@link reset} lifts the block
+   * and forgets the usage). Returns whether the key was blocked.
+   * @throws {TypeError} If `key` is not a string. {RangeError} If it is longer than `maxKeyLength`.
+   */
+  unblock(key: string): boolean {
+    const k = this.checkKey(key);
+    if (this.map !== undefined) return this.map.unblock(k);
+    const e = this.engine!;
+    const now = e.now();
+    const slot = e.lookup(k);
+    const blocked = slot >= 0 ? e.blockedMs(slot, now) > 0 : e.tracedBlockMs(k, now) > 0;
+    e.unblock(k);
+    return blocked;
+  }
+
+  /**
+   * Milliseconds until the key's block ends; 0 when it is not blocked. Changes nothing.
+   * @throws {TypeError} If `key` is not a string. {RangeError} If it is longer than `maxKeyLength`.
+   */
+  blockedMs(key: string): number {
+    const k = this.checkKey(key);
+    if (this.map !== undefined) return this.map.blockedMs(k);
+    const e = this.engine!;
+    const now = e.now();
+    const slot = e.lookup(k);
+    return slot >= 0 ? e.blockedMs(slot, now) : e.tracedBlockMs(k, now);
+  }
+
+  /**
+   * Forgets the key's usage and lifts its block: its next request starts fresh. Pending
+   * waiters keep waiting.
+   */
   reset(key: string): void {
     const k = this.checkKey(key);
     if (this.map !== undefined) this.map.reset(k);
-    else if (!this.waiters!.reset(k)) this.engine!.reset(k);
+    else {
+      this.engine!.unblock(k);
+      if (!this.waiters!.reset(k)) this.engine!.reset(k);
+    }
   }
 
   /** Forgets every key. Pending waiters keep waiting; `stats` keep counting. */
@@ -402,8 +499,9 @@ export class KeyedLimiter {
 
   /** @internal `allow` of a key without a slot (fast path). */
   protected allowNew(key: string, cost: number, now: number): boolean {
-    if (cost === 0) return true;
     const e = this.engine!;
+    if (e.tracedBlockMs(key, now) > 0) return false;
+    if (cost === 0) return true;
     if (e.traceOf(key, now) < 0) {
       const scratch = this.scratch!;
       e.layout.init(scratch, 0, -1, now);
@@ -418,6 +516,9 @@ export class KeyedLimiter {
   /** @internal `consume` of a key without a slot (fast path). */
   protected consumeNew(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
+    const blockedMs = e.tracedBlockMs(key, now);
+    if (blockedMs > 0)
+      return this.blocked(this.decideWithoutSlot(key, cost, now), key, -1, now, blockedMs);
     if (e.traceOf(key, now) < 0) {
       const fresh = this.decideWithoutSlot(key, cost, now);
       if (!fresh.allowed || cost === 0) return fresh;
@@ -434,6 +535,8 @@ export class KeyedLimiter {
    */
   protected peekNew(key: string, cost: number, now: number): Decision {
     const decision = this.decideWithoutSlot(key, cost, now);
+    const blockedMs = this.engine!.tracedBlockMs(key, now);
+    if (blockedMs > 0) return this.blocked(decision, key, -1, now, blockedMs);
     if (decision.allowed && cost > 0 && this.engine!.wouldRefuse(key, now)) {
       return this.refusal(now);
     }
@@ -456,8 +559,51 @@ export class KeyedLimiter {
    */
   protected decideFlagged(slot: number, cost: number, now: number, take: boolean): Decision {
     const e = this.engine!;
+    if ((e.flags[slot]! & BLOCKED) !== 0) {
+      const blockedMs = e.blockedMs(slot, now);
+      if (blockedMs > 0) {
+        const state = this.decideWaiting(slot, cost, now, false);
+        return this.blocked(state, e.keys[slot]!, slot, now, blockedMs);
+      }
+    }
+    return this.decideWaiting(slot, cost, now, take);
+  }
+
+  /** @internal The decision of a flagged slot that is not blocked (see {@link decideFlagged}). */
+  protected decideWaiting(slot: number, cost: number, now: number, take: boolean): Decision {
+    const e = this.engine!;
     const decision = this.waiters!.decide(slot, cost, now, take);
     return decision ?? e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, take);
+  }
+
+  /**
+   * @internal The denial of a blocked key, from its state's decision `state` for the cost
+   * (peeked): nothing usable until the block ends (`blockedMs` from now) and the state
+   * allows; `resetAfterMs` is when both the block and the usage are over.
+   */
+  protected blocked(
+    state: Decision,
+    key: string,
+    slot: number,
+    now: number,
+    blockedMs: number,
+  ): Decision {
+    let resetAfterMs = state.resetAfterMs;
+    if (state.allowed) {
+      // The allowed state counts the cost in its reset: the usage without it is wanted.
+      const e = this.engine!;
+      resetAfterMs =
+        slot < 0
+          ? this.decideWithoutSlot(key, 0, now).resetAfterMs
+          : e.layout.decideAt(e.state, slot * e.stride, slot, now, 0, false).resetAfterMs;
+    }
+    return {
+      allowed: false,
+      limit: state.limit,
+      remaining: 0,
+      retryAfterMs: state.retryAfterMs > blockedMs ? state.retryAfterMs : blockedMs,
+      resetAfterMs: resetAfterMs > blockedMs ? resetAfterMs : blockedMs,
+    };
   }
 
   /** @internal The denial of a new key the full registry could not keep (`whenFull: "refuse"`). */

@@ -135,6 +135,14 @@ export class WaitQueue {
     return this.list.size;
   }
 
+  /**
+   * Re-checks the head waiters now (after a refund gave units back): those that fit are
+   * granted in order, first-in, first-out, and the timer is re-planned.
+   */
+  wake(): void {
+    if (this.list.size > 0) this.serve();
+  }
+
   /** See {@link Limiter.wait}. Never throws: every problem is a rejection. */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {

@@ -116,6 +116,28 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     this.ledger?.reset(this.anchorMs);
   }
 
+  /**
+   * @internal
+   * Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never above
+   * the fresh state (see {@link refundedBase}). Waiters are then served first-in, first-out
+   * by the ledger: a refund lets no one jump the queue.
+   */
+  protected refundUnits(cost: number): void {
+    const now = this.now();
+    if (cost === 0) return;
+    const held = this.held;
+    const base = this.baseAt(now);
+    if (base + cost >= this.capacity && held === 0) {
+      // Full again: exactly the fresh state, so isIdle and the keyed trace see a new bucket.
+      this.units = this.capacity;
+      this.anchorMs = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    this.units = refundedBase(base, cost, this.capacity);
+    this.anchorMs = now;
+    if (held !== 0) this.ledger!.serve();
+  }
+
   /** @internal True when the bucket is at capacity and nothing is pending. */
   protected idle(): boolean {
     const now = this.now();
@@ -292,4 +314,18 @@ export function heldDecision(
     };
   }
   return undefined;
+}
+
+/**
+ * A bucket's `units` plus held units (its base, see `BucketBase.units`) after a refund of
+ * `cost`: `base + cost`, but never above `capacity`, which is a fresh bucket whose pending
+ * waiters then took theirs (so a refund repays their debt, and grants no one more than a
+ * fresh bucket would). A base already above it (refilled past the waiters' debt) stays.
+ * Shared with the keyed registry's waiting keys.
+ * @internal
+ */
+export function refundedBase(base: number, cost: number, capacity: number): number {
+  const raised = base + cost;
+  if (raised <= capacity) return raised;
+  return base > capacity ? base : capacity;
 }

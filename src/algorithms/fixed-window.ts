@@ -23,6 +23,7 @@ import {
   fixedWindowDecision,
   fixedWindowEndAt,
   fixedWindowRetunedEnd,
+  fixedWindowRefunded,
   fixedWindowUsed,
 } from "./window-math.js";
 
@@ -201,6 +202,22 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   reset(): void {
     this.endMs = Number.NEGATIVE_INFINITY;
     this.count = 0;
+  }
+
+  /**
+   * Gives back `cost` units taken earlier in the current window: its count falls by `cost`,
+   * never below 0 (units of a window that has ended are gone). Waiters that then fit are
+   * granted first-in, first-out. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  refund(cost?: number): void {
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
+    const now = this.now();
+    if (c === 0) return;
+    const count = fixedWindowRefunded(this.count, this.endMs, now, c);
+    if (count === 0) this.reset();
+    else this.count = count;
+    this.queue?.wake();
   }
 
   /** True when the current window has no count and nobody waits. */

@@ -190,6 +190,16 @@ export class LeakyBucket extends BucketBase implements Limiter {
     this.resetUnits();
   }
 
+  /**
+   * Gives back `cost` units taken earlier: the level falls by `cost`, never below empty.
+   * Requests waiting in the shaping queue leave sooner, first-in, first-out. See
+   * docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  refund(cost?: number): void {
+    this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
+  }
+
   /** True when the bucket is empty and nothing waits: a new bucket would decide the same. */
   isIdle(): boolean {
     return this.idle();

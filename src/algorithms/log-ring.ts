@@ -163,6 +163,31 @@ export class LogRing {
     for (let i = 0; i < this.size; i++) this.slots[2 * this.at(i)]! += deltaMs;
   }
 
+  /**
+   * Gives back `cost` (> 0) units, from the newest entries first (a refund): an entry whose
+   * cost is at most what is left to give back goes, the next one is cut by the rest. Never
+   * below an empty log; the ring keeps its slots (an expiry shrinks it later).
+   */
+  refund(cost: number): void {
+    let left = cost;
+    while (left > 0 && this.size > 0) {
+      const p = 2 * this.at(this.size - 1) + 1;
+      const before = this.size === 1 ? this.base : this.slots[2 * this.at(this.size - 2) + 1]!;
+      const own = this.slots[p]! - before;
+      if (fits(own, left)) {
+        this.size--;
+        left -= own;
+      } else {
+        this.slots[p] = this.slots[p]! - left;
+        left = 0;
+      }
+    }
+    if (this.size === 0) {
+      this.head = 0;
+      this.base = 0;
+    }
+  }
+
   /** Forgets every entry and frees the ring. */
   clear(): void {
     this.slots = EMPTY;

@@ -24,6 +24,8 @@ import {
   counterDecision,
   counterEstimate,
   counterRetuned,
+  counterRefundCurr,
+  counterRefundPrev,
   counterRolledPrev,
 } from "./window-math.js";
 
@@ -220,6 +222,22 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
     this.endMs = Number.NEGATIVE_INFINITY;
     this.prev = 0;
     this.curr = 0;
+  }
+
+  /**
+   * Gives back `cost` units taken earlier: from the current window's count first, then from
+   * the previous window's, never below 0. Waiters that then fit are granted first-in,
+   * first-out. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  refund(cost?: number): void {
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
+    const now = this.now();
+    if (c === 0) return;
+    this.roll(now);
+    this.prev = counterRefundPrev(this.prev, this.curr, c);
+    this.curr = counterRefundCurr(this.curr, c);
+    this.queue?.wake();
   }
 
   /** True when the estimate is 0 and nobody waits. */

@@ -221,6 +221,21 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
     this.ring.clear();
   }
 
+  /**
+   * Gives back `cost` units taken earlier, from the most recent entries first (an entry
+   * wholly given back leaves the log), never below an empty log. Waiters that then fit are
+   * granted first-in, first-out. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  refund(cost?: number): void {
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
+    const now = this.now();
+    if (c === 0) return;
+    this.ring.expire(now, this.limit);
+    this.ring.refund(c);
+    this.queue?.wake();
+  }
+
   /** True when no entry is in the window and nobody waits. */
   isIdle(): boolean {
     this.ring.expire(this.now(), this.limit);

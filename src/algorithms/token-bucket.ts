@@ -185,6 +185,17 @@ export class TokenBucket extends BucketBase implements Limiter {
     this.resetUnits();
   }
 
+  /**
+   * Gives back `cost` tokens taken earlier (a request that turned out cheaper, or should not
+   * count): the bucket holds `min(capacity, tokens + cost)`, never more than a full one.
+   * Pending waiters are served first-in, first-out with the tokens given back. See
+   * docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  refund(cost?: number): void {
+    this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
+  }
+
   /** True when the bucket is full and nothing is pending: a new bucket would decide the same. */
   isIdle(): boolean {
     return this.idle();

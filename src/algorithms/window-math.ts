@@ -23,6 +23,20 @@ export function fixedWindowUsed(count: number, endMs: number, nowMs: number): nu
 }
 
 /**
+ * `FixedWindow`'s count after a refund of `cost` at `nowMs`: the units used in the window
+ * holding now less `cost`, never below 0 (a window that has ended has nothing to give back).
+ */
+export function fixedWindowRefunded(
+  count: number,
+  endMs: number,
+  nowMs: number,
+  cost: number,
+): number {
+  const left = fixedWindowUsed(count, endMs, nowMs) - cost;
+  return left > 0 ? left : 0;
+}
+
+/**
  * The end of `FixedWindow`'s window holding `nowMs`, from the end `endMs` of the window
  * its count belongs to: `endMs` while `nowMs` is before it, else the end of the new
  * window ({@link windowEnd}). Where a taken cost is recorded.
@@ -155,6 +169,21 @@ function logLeavesInMs(leaveAtMs: number, nowMs: number): number {
  */
 export function counterRolledPrev(index: number, curr: number, k: number): number {
   return k === index + 1 ? curr : 0;
+}
+
+/**
+ * A sliding counter's current count after a refund of `cost`: taken from the current window
+ * first (`max(0, curr - cost)`); {@link counterRefundPrev} gives what is left to the previous.
+ */
+export function counterRefundCurr(curr: number, cost: number): number {
+  return curr > cost ? curr - cost : 0;
+}
+
+/** A sliding counter's previous count after a refund of `cost`: what the current window could not give back. */
+export function counterRefundPrev(prev: number, curr: number, cost: number): number {
+  if (curr >= cost) return prev;
+  const left = prev - (cost - curr);
+  return left > 0 ? left : 0;
 }
 
 /**

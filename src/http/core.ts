@@ -1,7 +1,7 @@
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkOptionNames, checkOptions, describe } from "../errors.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../limiter.js";
-import { NO_BAN } from "../option-names.js";
+import { checkBlockDuration } from "./after-response.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,
@@ -30,6 +30,12 @@ import {
  */
 export interface KeyedConsumer {
   consume(key: string, cost?: number): Decision | PromiseLike<Decision>;
+  /** Gives back `cost` units of `key`: needed by `refundIf` and `refund(request)` (`KeyedLimiter.refund`). */
+  refund?(key: string, cost: number): unknown;
+  /** Blocks `key` for `durationMs`: needed by `blockDurationMs` (`KeyedLimiter.block`). */
+  block?(key: string, durationMs: number): unknown;
+  /** Milliseconds until the block of `key` ends, 0 when none (`KeyedLimiter.blockedMs`). */
+  blockedMs?(key: string): number;
 }
 
 /** Which rate-limit headers to send: the draft-10 fields, the `X-RateLimit-*` ones, both, or none. */
@@ -172,6 +178,16 @@ export interface CommonRateLimitOptions {
    * @default 56 (`DEFAULT_IPV6_PREFIX`)
    */
   readonly ipv6Prefix?: number | undefined;
+  /**
+   * Blocks a client for this many milliseconds once it hits its limit (rate-limiter-flexible's
+   * `blockDuration`): the denied request and every request of that key until then get 429
+   * with `Retry-After` the block (`KeyedLimiter.block`, docs/keyed.md#blocking); requests
+   * during the block do not extend it. Needs a `KeyedLimiter` (a finite number > 0).
+   * @default undefined (no block: a limited client may retry once its limit allows)
+   * @throws {TypeError} at creation for a limiter without `block(key, durationMs)` (one
+   *   unkeyed limiter, whose limit is global).
+   */
+  readonly blockDurationMs?: number | undefined;
 }
 
 /** {@link CommonRateLimitOptions} after validation. */
@@ -191,6 +207,8 @@ export interface CommonConfig {
   readonly text: HeaderText;
   /** The 429 body text around the retry seconds (see {@link QuotaExceededJson}). */
   readonly quotaJson: QuotaExceededJson;
+  /** `blockDurationMs`, or `undefined` for none. */
+  readonly blockDurationMs: number | undefined;
 }
 
 /** Validates an optional function option. */
@@ -226,6 +244,7 @@ export const COMMON_OPTION_NAMES: readonly string[] = [
   "trustProxy",
   "proxyHeader",
   "ipv6Prefix",
+  "blockDurationMs",
 ];
 
 const LIMIT_HINT =
@@ -249,9 +268,9 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   legacyHeaders: 'use headers: "legacy" or "both" for X-RateLimit-*',
   keyGenerator: "use key: (request, clientKey) => string",
   skipSuccessfulRequests:
-    "not supported: a request is counted when it arrives, before its outcome is known",
+    "use refundIf: (status) => status < 400 (the request's units come back once its response is a success)",
   skipFailedRequests:
-    "not supported: a request is counted when it arrives, before its outcome is known",
+    "use refundIf: (status) => status >= 400 (the request's units come back once its response is a failure)",
   message: "use onLimited to answer a limited request with your own body",
   statusCode: "use onLimited to answer a limited request with another status",
   handler: "use onLimited to answer a limited request yourself",
@@ -273,9 +292,9 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   addHeadersOnExceeding: HEADERS_HINT,
   global:
     "there is no global: false: the middleware covers what it is mounted on; with fastifyRateLimit, turn it off on a route with config: { rateLimit: false }, or register the plugin inside the one whose routes it should cover",
-  ban: NO_BAN,
-  requestWasSuccessful:
-    "not supported: a request is counted when it arrives, before its outcome is known",
+  ban: "use blockDurationMs: a client that hits its limit is blocked for that many milliseconds",
+  blockDuration: "use blockDurationMs (milliseconds, not seconds)",
+  requestWasSuccessful: "use refundIf: (status, request) => boolean (true gives the units back)",
 };
 
 /**
@@ -289,7 +308,13 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
  */
 function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
   if (isUnkeyedLimiter(limiter)) {
-    return { consume: (_key: string, cost?: number) => limiter.consume(cost) };
+    const refund = limiter.refund;
+    return typeof refund === "function"
+      ? {
+          consume: (_key: string, cost?: number) => limiter.consume(cost),
+          refund: (_key: string, cost: number) => refund.call(limiter, cost),
+        }
+      : { consume: (_key: string, cost?: number) => limiter.consume(cost) };
   }
   if (
     typeof limiter !== "object" ||
@@ -336,6 +361,12 @@ export function checkCommonOptions(
   const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
   const quotedPolicy = sfString(policy);
+  const blockDurationMs = checkBlockDuration(
+    where,
+    o.blockDurationMs,
+    o.limiter,
+    isUnkeyedLimiter(o.limiter),
+  );
   return {
     limiter,
     policy,
@@ -348,6 +379,7 @@ export function checkCommonOptions(
     client,
     text: new HeaderText(quotedPolicy, windowSeconds, wallClock),
     quotaJson: new QuotaExceededJson(policy),
+    blockDurationMs,
   };
 }
 
@@ -361,6 +393,7 @@ export interface AdapterHookOptions {
   readonly skip?: unknown;
   readonly onLimited?: unknown;
   readonly remoteAddress?: unknown;
+  readonly refundIf?: unknown;
 }
 
 /** An adapter's options after {@link checkAdapterOptions}: each hook a function or `undefined`. */
@@ -375,6 +408,8 @@ export interface CheckedAdapterOptions<O extends AdapterHookOptions> {
   readonly onLimited: O["onLimited"] | undefined;
   /** `undefined` unless `own` names `remoteAddress`. */
   readonly remoteAddress: O["remoteAddress"] | undefined;
+  /** `undefined` unless `own` names `refundIf` and it is given. */
+  readonly refundIf: O["refundIf"] | undefined;
 }
 
 /**
@@ -400,7 +435,10 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
     skip: checkFunction<O["skip"]>(where, "skip", options.skip),
   };
   const onLimited = checkFunction<O["onLimited"]>(where, "onLimited", options.onLimited);
-  return { config, hooks, onLimited, remoteAddress };
+  const refundIf = own.includes("refundIf")
+    ? checkFunction<O["refundIf"]>(where, "refundIf", options.refundIf)
+    : undefined;
+  return { config, hooks, onLimited, remoteAddress, refundIf };
 }
 
 /** How many distinct programming errors the default `onError` remembers having logged. */

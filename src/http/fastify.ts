@@ -3,9 +3,10 @@
  * reply; no runtime dependency on Fastify (the types below are the few members it uses).
  * @module
  */
-import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
-import { checkOptionNames, checkOptions, describe } from "../errors.js";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { checkNumber, checkOptionNames, checkOptions, describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
+import { AfterResponse, type RequestCharges, watchNodeResponse } from "./after-response.js";
 import { UntrustedProxyWarning } from "./client-key.js";
 import {
   type CommonRateLimitOptions,
@@ -47,6 +48,8 @@ export interface FastifyReplyLike {
   getHeader(name: string): unknown;
   send(payload?: unknown): unknown;
   readonly sent: boolean;
+  /** The node response, watched for its status by `refundIf`. */
+  readonly raw?: ServerResponse;
 }
 
 /** The members of a Fastify instance that the plugin uses. */
@@ -85,6 +88,14 @@ export interface FastifyRateLimitOptions<
    * programming error: 500, and `onError` is told with `kind: 'programming'`.
    */
   onLimited?(request: Request, reply: Reply, decision: Decision): unknown;
+  /**
+   * Called once the response status is known, for each request the limiter charged: true
+   * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
+   * `status` is the reply's, or 499 when the connection closed first (a failure).
+   * @example
+   * refundIf: (status) => status < 400 // count only failed logins
+   */
+  refundIf?(status: number, request: Request): boolean;
 }
 
 /**
@@ -112,7 +123,7 @@ export type FastifyRouteRateLimit<
 const WHERE = "fastifyRateLimit";
 
 /** The option names of the plugin beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf"] as const;
 
 /** The options a route may override in `config.rateLimit`. */
 const ROUTE_OPTIONS = [
@@ -125,6 +136,8 @@ const ROUTE_OPTIONS = [
   "cost",
   "skip",
   "onLimited",
+  "refundIf",
+  "blockDurationMs",
 ] as const;
 
 const PLUGIN_ONLY =
@@ -144,7 +157,34 @@ const ROUTE_HINTS: Readonly<Record<string, string>> = {
 interface Route {
   readonly pipeline: Pipeline<FastifyRequestLike>;
   readonly onLimited: FastifyRateLimitOptions["onLimited"];
+  readonly after: AfterResponse<FastifyRequestLike>;
 }
+
+/** The route that charged each request, for {@link fastifyRateLimitCharges}. */
+const charged = new WeakMap<FastifyRequestLike, AfterResponse<FastifyRequestLike>>();
+
+/**
+ * The per-request handle of {@link fastifyRateLimit}, for every route of every instance:
+ * `fastifyRateLimitCharges.refund(request, units)` gives back units of what the request
+ * took, `charge(request, units)` takes more (see `RequestCharges`).
+ * @example
+ * app.post("/complete", async (request) => {
+ *   const answer = await llm(request.body)
+ *   fastifyRateLimitCharges.refund(request, 4000 - answer.tokens) // cost: () => 4000
+ *   return answer
+ * })
+ */
+export const fastifyRateLimitCharges: RequestCharges<FastifyRequestLike> = {
+  refund: (request, units) => {
+    // Checked for every request, charged or not, so that a bad call never goes unseen.
+    if (units !== undefined) checkNumber(`${WHERE}.refund`, "units", units, 0, true);
+    charged.get(request)?.refund(request, units);
+  },
+  charge: (request, units) => {
+    checkNumber(`${WHERE}.charge`, "units", units, 0, true);
+    return charged.get(request)?.charge(request, units);
+  },
+};
 
 /** The client's address on Fastify: the node socket's peer, and the forwarding header. */
 const FASTIFY_SOURCE: ClientSource<FastifyRequestLike, undefined> = {
@@ -162,8 +202,12 @@ function build(
   options: FastifyRateLimitOptions,
   warning: UntrustedProxyWarning,
 ): Route {
-  const { config, hooks, onLimited } = checkAdapterOptions(where, options, OWN_OPTIONS);
-  return { pipeline: new Pipeline(where, config, hooks, FASTIFY_SOURCE, warning), onLimited };
+  const { config, hooks, onLimited, refundIf } = checkAdapterOptions(where, options, OWN_OPTIONS);
+  return {
+    pipeline: new Pipeline(where, config, hooks, FASTIFY_SOURCE, warning),
+    onLimited,
+    after: new AfterResponse(where, config, refundIf as AfterRefundIf),
+  };
 }
 
 /**
@@ -278,6 +322,9 @@ function setReplyHeader(reply: FastifyReplyLike, name: string, value: string, li
   else reply.header(name, [...(Array.isArray(previous) ? previous : [String(previous)]), value]);
 }
 
+/** `refundIf` as the route's {@link AfterResponse} calls it. */
+type AfterRefundIf = ((status: number, request: FastifyRequestLike) => boolean) | undefined;
+
 /** Renders an outcome on a Fastify reply: `next()` to go on, or an answer. */
 function render(
   route: Route,
@@ -293,6 +340,13 @@ function render(
       return;
     case "pass":
       if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
+      if (outcome.decision !== undefined) {
+        const after = route.after;
+        charged.set(request, after);
+        if (after.open(request, outcome) && reply.raw !== undefined) {
+          watchNodeResponse(reply.raw, (status) => after.settle(request, request, status));
+        }
+      }
       next();
       return;
     case "limited":

@@ -1,5 +1,12 @@
 import { describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
+import {
+  ABORTED_STATUS,
+  AfterResponse,
+  type AfterResponseOptions,
+  type RequestCharges,
+  requestCharges,
+} from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
 import {
   type ClientSource,
@@ -25,7 +32,8 @@ export type FetchHandler<
 
 /** Options of {@link withRateLimit}: the shared ones plus request hooks for `Request`s. */
 export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
-  extends CommonRateLimitOptions {
+  extends CommonRateLimitOptions,
+    AfterResponseOptions<Request> {
   /**
    * The key a request is counted under. `clientKey` is the default: the client's address
    * (see `trustProxy` and `remoteAddress`), IPv6 grouped by `ipv6Prefix`, or `"unknown"`.
@@ -62,7 +70,7 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
 const WHERE = "withRateLimit";
 
 /** The option names of {@link withRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress", "refundIf"] as const;
 
 /**
  * The peer address as Deno, Bun or @hono/node-server hands it to a fetch handler in its
@@ -110,15 +118,16 @@ export function withRateLimit<
 >(
   handler: FetchHandler<Args, Result>,
   options: FetchRateLimitOptions<Args>,
-): (request: Request, ...args: Args) => Promise<Result | Response> {
+): ((request: Request, ...args: Args) => Promise<Result | Response>) & RequestCharges<Request> {
   if (typeof handler !== "function") {
     throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
   }
-  const { config, hooks, onLimited, remoteAddress } = checkAdapterOptions(
+  const { config, hooks, onLimited, remoteAddress, refundIf } = checkAdapterOptions(
     WHERE,
     options,
     OWN_OPTIONS,
   );
+  const after = new AfterResponse<Request>(WHERE, config, refundIf);
   const source: ClientSource<Request, Args> = {
     peer:
       remoteAddress === undefined
@@ -129,7 +138,7 @@ export function withRateLimit<
   };
   const pipeline = new Pipeline<Request, Args>(WHERE, config, hooks, source);
 
-  return async (request, ...args) => {
+  const limited = async (request: Request, ...args: Args): Promise<Result | Response> => {
     const result = pipeline.run(request, args);
     const outcome = result instanceof Outcome ? result : await result;
     switch (outcome.kind) {
@@ -138,7 +147,17 @@ export function withRateLimit<
       case "pass": {
         if (outcome.decision === undefined) return handler(request, ...args); // failed open
         const headers = headerRecord(config, outcome);
-        return withHeaders(await handler(request, ...args), headers);
+        if (!after.open(request, outcome))
+          return withHeaders(await handler(request, ...args), headers);
+        let response: Result;
+        try {
+          response = await handler(request, ...args);
+        } catch (error) {
+          after.settle(request, request, 500); // the runtime answers a throw with 500
+          throw error;
+        }
+        after.settle(request, request, settledStatus(request, response));
+        return withHeaders(response, headers);
       }
       case "limited": {
         const headers = headerRecord(config, outcome);
@@ -155,6 +174,18 @@ export function withRateLimit<
         return problem(500, INTERNAL_ERROR_BODY, {});
     }
   };
+  return Object.assign(limited, requestCharges(after));
+}
+
+/**
+ * The status `refundIf` sees for a fetch handler's answer: the response's, or 499 when the
+ * request was aborted first (its `signal`) or there is no response.
+ */
+export function settledStatus(request: Request, response: Response | undefined): number {
+  if (request.signal?.aborted === true || response === undefined || response === null) {
+    return ABORTED_STATUS;
+  }
+  return response.status;
 }
 
 /**

@@ -4,8 +4,9 @@
  * @module
  */
 import type { Decision } from "../limiter.js";
+import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
-import { limitedAnswer, problem, runtimeAddress, withHeaders } from "./fetch.js";
+import { limitedAnswer, problem, runtimeAddress, settledStatus, withHeaders } from "./fetch.js";
 import {
   type ClientSource,
   headerRecord,
@@ -67,12 +68,20 @@ export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextL
    * `(c) => c.req.raw.headers.get("cf-connecting-ip") ?? undefined`.
    */
   remoteAddress?(c: Ctx): string | undefined;
+  /**
+   * Called once the response status is known, for each request the limiter charged: true
+   * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
+   * `status` is the response's, or 499 when the connection closed first (a failure).
+   * @example
+   * refundIf: (status) => status < 400 // count only failed logins
+   */
+  refundIf?(status: number, c: Ctx): boolean;
 }
 
 const WHERE = "honoRateLimit";
 
 /** The option names of {@link honoRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress", "refundIf"] as const;
 
 /**
  * A Hono middleware: `app.use(honoRateLimit(options))`, with the options, headers, 429
@@ -88,12 +97,13 @@ const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress"] as con
  */
 export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
   options: HonoRateLimitOptions<Ctx>,
-): (c: Ctx, next: () => Promise<void>) => Promise<Response | undefined> {
-  const { config, hooks, onLimited, remoteAddress } = checkAdapterOptions(
+): ((c: Ctx, next: () => Promise<void>) => Promise<Response | undefined>) & RequestCharges<Ctx> {
+  const { config, hooks, onLimited, remoteAddress, refundIf } = checkAdapterOptions(
     WHERE,
     options,
     OWN_OPTIONS,
   );
+  const after = new AfterResponse<Ctx>(WHERE, config, refundIf);
   let warned = false;
   const source: ClientSource<Ctx, undefined> = {
     peer:
@@ -120,7 +130,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
   };
   const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, source);
 
-  return async (c, next) => {
+  const middleware = async (c: Ctx, next: () => Promise<void>): Promise<Response | undefined> => {
     const result = pipeline.run(c, undefined);
     const outcome = result instanceof Outcome ? result : await result;
     switch (outcome.kind) {
@@ -128,7 +138,15 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
         await next();
         return undefined;
       case "pass": {
-        await next();
+        if (after.open(c, outcome)) {
+          try {
+            await next();
+          } catch (error) {
+            after.settle(c, c, 500);
+            throw error;
+          }
+          after.settle(c, c, settledStatus(c.req.raw, c.res));
+        } else await next();
         if (outcome.decision !== undefined) {
           const response = withHeaders(c.res, headerRecord(config, outcome));
           if (response !== c.res) c.res = response; // the handler's headers were immutable
@@ -146,4 +164,5 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
         return problem(500, INTERNAL_ERROR_BODY, {});
     }
   };
+  return Object.assign(middleware, requestCharges(after));
 }

@@ -5,6 +5,11 @@
  * frameworks); loads nothing unless imported.
  */
 export {
+  ABORTED_STATUS,
+  type AfterResponseOptions,
+  type RequestCharges,
+} from "./after-response.js";
+export {
   type ClientKeyConfig,
   MALFORMED_FORWARDED_KEY,
   MAX_TRUSTED_HOPS,
@@ -29,6 +34,7 @@ export {
   type FastifyRequestLike,
   type FastifyRouteRateLimit,
   fastifyRateLimit,
+  fastifyRateLimitCharges,
 } from "./fastify.js";
 export { type FetchHandler, type FetchRateLimitOptions, withRateLimit } from "./fetch.js";
 export {

@@ -5,6 +5,12 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Decision } from "../limiter.js";
+import {
+  AfterResponse,
+  type RequestCharges,
+  requestCharges,
+  watchNodeResponse,
+} from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
 import { NODE_SOURCE, setNodeHeader } from "./node.js";
 import {
@@ -52,12 +58,20 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
    * rejects, that is a programming error: 500, and `onError` is told.
    */
   onLimited?(ctx: Ctx, decision: Decision): unknown;
+  /**
+   * Called once the response status is known, for each request the limiter charged: true
+   * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
+   * `status` is the response's, or 499 when the connection closed first (a failure).
+   * @example
+   * refundIf: (status) => status < 400 // count only failed logins
+   */
+  refundIf?(status: number, ctx: Ctx): boolean;
 }
 
 const WHERE = "koaRateLimit";
 
 /** The option names of {@link koaRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf"] as const;
 
 /** The client's address on Koa: the node request's, as for `rateLimit`. */
 const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
@@ -78,11 +92,12 @@ const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
  */
 export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
   options: KoaRateLimitOptions<Ctx>,
-): (ctx: Ctx, next: () => Promise<unknown>) => Promise<void> {
-  const { config, hooks, onLimited } = checkAdapterOptions(WHERE, options, OWN_OPTIONS);
+): ((ctx: Ctx, next: () => Promise<unknown>) => Promise<void>) & RequestCharges<Ctx> {
+  const { config, hooks, onLimited, refundIf } = checkAdapterOptions(WHERE, options, OWN_OPTIONS);
   const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, KOA_SOURCE);
+  const after = new AfterResponse<Ctx>(WHERE, config, refundIf);
 
-  return async (ctx, next) => {
+  const middleware = async (ctx: Ctx, next: () => Promise<unknown>): Promise<void> => {
     const result = pipeline.run(ctx, undefined);
     const outcome = result instanceof Outcome ? result : await result;
     switch (outcome.kind) {
@@ -91,6 +106,9 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
         return;
       case "pass":
         if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        if (after.open(ctx, outcome)) {
+          watchNodeResponse(ctx.res, (status) => after.settle(ctx, ctx, status));
+        }
         await next();
         return;
       case "limited":
@@ -114,6 +132,7 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
         problem(ctx, 500, INTERNAL_ERROR_BODY);
     }
   };
+  return Object.assign(middleware, requestCharges(after));
 }
 
 /** Answers with an `application/problem+json` body (JSON text). */

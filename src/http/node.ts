@@ -1,5 +1,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Decision } from "../limiter.js";
+import {
+  AfterResponse,
+  type AfterResponseOptions,
+  type RequestCharges,
+  requestCharges,
+  watchNodeResponse,
+} from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions, isThenable, report } from "./core.js";
 import {
   type ClientSource,
@@ -25,7 +32,8 @@ export type RateLimitMiddleware<
 export interface RateLimitOptions<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
-> extends CommonRateLimitOptions {
+> extends CommonRateLimitOptions,
+    AfterResponseOptions<Req> {
   /**
    * The key a request is counted under. `clientKey` is the default: the client's address
    * (see `trustProxy`), IPv6 grouped by `ipv6Prefix`, or `"unknown"` when there is none.
@@ -56,7 +64,7 @@ export interface RateLimitOptions<
 const WHERE = "rateLimit";
 
 /** The option names of {@link rateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf"] as const;
 
 /**
  * A connect-style middleware `(req, res, next)` for node:http and Express: counts each
@@ -76,15 +84,22 @@ const OWN_OPTIONS = ["key", "cost", "skip", "onLimited"] as const;
 export function rateLimit<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
->(options: RateLimitOptions<Req, Res>): RateLimitMiddleware<Req, Res> {
-  const { config, hooks, onLimited } = checkAdapterOptions(WHERE, options, OWN_OPTIONS);
+>(options: RateLimitOptions<Req, Res>): RateLimitMiddleware<Req, Res> & RequestCharges<Req> {
+  const { config, hooks, onLimited, refundIf } = checkAdapterOptions(WHERE, options, OWN_OPTIONS);
   const pipeline = new Pipeline<Req>(WHERE, config, hooks, NODE_SOURCE);
-
-  return (req, res, next) => {
-    const result = pipeline.run(req, undefined);
-    if (result instanceof Outcome) render(pipeline, result, req, res, next, onLimited);
-    else result.then((outcome) => render(pipeline, outcome, req, res, next, onLimited));
+  const after = new AfterResponse<Req>(WHERE, config, refundIf);
+  const run = (outcome: Outcome, req: Req, res: Res, next: NextFunction) => {
+    if (outcome.kind === "pass" && !res.headersSent && after.open(req, outcome)) {
+      watchNodeResponse(res, (status) => after.settle(req, req, status));
+    }
+    render(pipeline, outcome, req, res, next, onLimited);
   };
+  const middleware: RateLimitMiddleware<Req, Res> = (req, res, next) => {
+    const result = pipeline.run(req, undefined);
+    if (result instanceof Outcome) run(result, req, res, next);
+    else result.then((outcome) => run(outcome, req, res, next));
+  };
+  return Object.assign(middleware, requestCharges(after));
 }
 
 /**

@@ -8,6 +8,7 @@
  */
 import type { Decision } from "../limiter.js";
 import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
+import { blockOnLimit } from "./after-response.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
@@ -183,9 +184,14 @@ export class Pipeline<Req, Extra = undefined> {
   }
 
   /** @internal The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
-  private decided(decision: Decision, key: string, cost: number): Outcome {
+  private decided(given: Decision, key: string, cost: number): Outcome {
     const outcome = new Outcome("pass", key);
     const config = this.config;
+    const block = config.blockDurationMs;
+    const decision =
+      block === undefined || given.allowed !== false
+        ? given
+        : blockOnLimit(config, given, key, block);
     try {
       readDecision(decision, outcome); // throws for a malformed decision
       // Read here, once, so every adapter sends the same text, and a wall clock that

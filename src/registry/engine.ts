@@ -17,6 +17,16 @@ const EMPTY_TRACE = /* @__PURE__ */ new Float64Array(0);
 const FIRST_SLOTS = 16;
 /** Flag of a slot with pending waiters: never swept nor evicted. */
 export const PINNED = 1;
+/** Flag of a blocked slot (see {@link SlabEngine.block}): denied until its time, never swept. */
+export const BLOCKED = 2;
+/** Accounted bytes of one block beyond its key: its `Map` entry (slot and time). */
+export const BLOCK_BYTES = 64;
+/** Doubles per entry of the block trace: `[untilMs, fingerprint]`. */
+const BLOCK_TRACE_WIDTH = 2;
+/** The fingerprint of a block trace entry two blocked keys wrote: it applies to every key. */
+const ANY_KEY = -1;
+/** Most block trace entries (1 MiB). */
+const MAX_BLOCK_TRACE_SLOTS = 2 ** 16;
 
 /**
  * Bytes a key costs beyond its slot, as accounted: the key string (2 bytes per UTF-16
@@ -71,7 +81,7 @@ export class SlabEngine {
   keys: (string | undefined)[];
   /** The slot doubles (see {@link SlotLayout}). */
   state: Float64Array;
-  /** Per slot: {@link UNCERTAIN}, {@link PINNED}. */
+  /** Per slot: {@link PINNED}, {@link BLOCKED}. */
   flags: Uint8Array;
   /** `[seenMs]`: the latest clock reading seen, kept as a raw double (never boxed). */
   readonly seen = new Float64Array([Number.NEGATIVE_INFINITY]);
@@ -100,8 +110,28 @@ export class SlabEngine {
   private free = -1;
   /** @internal */
   private count = 0;
-  /** Pinned slots (keys with waiters): while 0, no slot's flag needs reading. */
+  /**
+   * Slots with a flag (waiters, {@link PINNED}, or a block, {@link BLOCKED}): while 0, no
+   * slot's flag needs reading (the generated fast paths test it first).
+   */
   pinned = 0;
+  /** Slots with pending waiters ({@link PINNED}): never swept nor evicted. */
+  waitingSlots = 0;
+  /** The time (clock ms) each blocked slot is blocked until. */
+  private readonly blockedUntil = new Map<number, number>();
+  /**
+   * The block trace: what keeps an evicted blocked key blocked, `[untilMs, fingerprint]`
+   * entries by seeded hash of the key (a second seeded hash is the fingerprint; two keys
+   * blocked in one entry make it apply to any key there: conservative). Made at the first
+   * blocked key pushed out; its bytes count from the first `block` on.
+   */
+  private blockTrace: Float64Array = EMPTY_TRACE;
+  /** @internal Bytes of the block trace, counted from the first block on (0 before). */
+  private blockTraceBytes = 0;
+  /** @internal Entries of the block trace, a power of two. */
+  private readonly blockTraceSlots: number;
+  /** @internal The latest time in the block trace: at or after it, no entry applies. */
+  private blockTraceUntil = Number.NEGATIVE_INFINITY;
   /** @internal */
   private cursor = 0;
   /** @internal */
@@ -158,6 +188,7 @@ export class SlabEngine {
     this.traceScratch = new Float64Array(this.traceWidth);
     this.traceMask = entries - 1;
     this.traceSeed = (Math.random() * 2 ** 32) >>> 0;
+    this.blockTraceSlots = Math.min(entries, MAX_BLOCK_TRACE_SLOTS);
     this.slots = Math.min(FIRST_SLOTS, o.maxKeys);
     this.state = new Float64Array(this.slots * this.stride);
     this.flags = new Uint8Array(this.slots);
@@ -185,12 +216,19 @@ export class SlabEngine {
    * start, so that making it at the first key pushed out never passes `maxBytes`.
    */
   private committed(): number {
-    return this.keyBytesKept + this.slots * this.slotBytes() + this.traceBytes;
+    return (
+      this.keyBytesKept + this.slots * this.slotBytes() + this.traceBytes + this.blockTraceBytes
+    );
   }
 
   /** Accounted bytes now: keys, allocated slots, waits, logs and the trace table once made. */
   get bytes(): number {
-    return this.keyBytesKept + this.slots * this.slotBytes() + this.trace.length * 8;
+    return (
+      this.keyBytesKept +
+      this.slots * this.slotBytes() +
+      this.trace.length * 8 +
+      this.blockTrace.length * 8
+    );
   }
 
   get stats(): KeyedLimiterStats {
@@ -255,8 +293,12 @@ export class SlabEngine {
    * makes room first at the bound. Returns -1 when no room can
    * be made (`whenFull: "refuse"`, or every key pinned): nothing is kept.
    */
-  insert(key: string, now: number): number {
-    const need = keyBytes(key) + this.layout.keyExtraBytes;
+  insert(key: string, now: number, blockUntilMs = Number.NEGATIVE_INFINITY): number {
+    // A key the block trace keeps blocked (or `block` is blocking) gets its block with its
+    // slot: its bytes count from the start.
+    const traced = this.blockTraceOf(key, now);
+    const blockedUntil = traced > blockUntilMs ? traced : blockUntilMs;
+    const need = keyBytes(key) + this.layout.keyExtraBytes + (blockedUntil > now ? BLOCK_BYTES : 0);
     if (!this.hasRoom(need) && !this.makeRoom(now, need)) {
       this.refused++;
       return -1;
@@ -281,6 +323,7 @@ export class SlabEngine {
       this.restored++;
       this.layout.restore(this.state, s, slot, this.trace, o, now);
     }
+    if (blockedUntil > now) this.setBlock(slot, blockedUntil, true);
     return slot;
   }
 
@@ -291,14 +334,14 @@ export class SlabEngine {
    */
   wouldRefuse(key: string, now: number): boolean {
     if (this.hasRoom(keyBytes(key) + this.layout.keyExtraBytes)) return false;
-    if (!this.refuse) return this.pinned >= this.count;
+    if (!this.refuse) return this.waitingSlots >= this.count;
     let slot = this.cursor;
     let seen = 0;
     for (let visited = 0; visited < this.highWater && seen < EVICT_SCAN; visited++) {
       if (this.keys[slot] !== undefined && (this.flags[slot]! & PINNED) === 0) {
         seen++;
-        if (this.layout.isIdle(this.state, slot * this.stride, slot, now)) return false;
-        const idleAt = this.layout.idleAtMs(this.state, slot * this.stride, slot, now);
+        if (this.slotIdle(slot, now)) return false;
+        const idleAt = this.slotIdleAtMs(slot, now);
         if (seen === 1 || idleAt < this.soonestIdleMs) this.soonestIdleMs = idleAt;
       }
       slot = slot + 1 < this.highWater ? slot + 1 : 0;
@@ -308,19 +351,185 @@ export class SlabEngine {
 
   /** Pins a slot while it has waiters: never swept nor evicted. */
   pin(slot: number): void {
-    if ((this.flags[slot]! & PINNED) === 0) this.pinned++;
+    if ((this.flags[slot]! & PINNED) !== 0) return;
+    if (this.flags[slot] === 0) this.pinned++;
     this.flags[slot]! |= PINNED;
+    this.waitingSlots++;
   }
 
   /** Unpins a slot; drops it when idle. */
   unpin(slot: number): void {
     if ((this.flags[slot]! & PINNED) === 0) return;
     this.flags[slot]! &= ~PINNED;
-    this.pinned--;
-    if (this.layout.isIdle(this.state, slot * this.stride, slot, this.seen[0]!)) {
+    this.waitingSlots--;
+    if (this.flags[slot] === 0) this.pinned--;
+    if (this.slotIdle(slot, this.seen[0]!)) {
       this.drop(slot);
       this.evictedIdle++;
     }
+  }
+
+  /**
+   * Blocks `key` until `untilMs` (clock ms; a later block extends, an earlier one never
+   * shortens): its slot (made first, restored from its trace, if it has none) is flagged
+   * {@link BLOCKED} and counts toward the bounds like any key, plus {@link BLOCK_BYTES}.
+   * When no slot can be made (the registry refuses, or every key waits) the block goes to
+   * the block trace, as if the key had been pushed out blocked: it is kept all the same.
+   */
+  block(key: string, untilMs: number, now: number): void {
+    if (this.blockTraceBytes === 0) {
+      // The block trace's bytes count from the first block on: room is made for it now.
+      this.blockTraceBytes = this.blockTraceSlots * BLOCK_TRACE_WIDTH * 8;
+      if (this.committed() > this.maxBytes) this.shed(-1, 0);
+    }
+    const slot = this.lookup(key);
+    if (slot < 0) {
+      // A slot made with its block (its bytes made room for with the key's), or, when none
+      // can be made, the block trace.
+      if (this.insert(key, now, untilMs) < 0) this.traceBlock(key, untilMs, now);
+      return;
+    }
+    if ((this.flags[slot]! & BLOCKED) !== 0 || this.reserve(BLOCK_BYTES, slot)) {
+      this.setBlock(slot, untilMs, false);
+      return;
+    }
+    if ((this.flags[slot]! & PINNED) !== 0) {
+      this.setBlock(slot, untilMs, false); // a key with waiters cannot go: over by one block
+      return;
+    }
+    // No room for the block beside the key: the key goes, its state and block in the traces.
+    this.traceBlock(key, untilMs, now);
+    this.evict(slot, now);
+  }
+
+  /** Lifts the block of `key`, in its slot and in the block trace; false when it had none. */
+  unblock(key: string): boolean {
+    let had = this.clearBlockTrace(key);
+    const slot = this.lookup(key);
+    if (slot >= 0 && (this.flags[slot]! & BLOCKED) !== 0) {
+      this.clearBlock(slot);
+      had = true;
+    }
+    return had;
+  }
+
+  /**
+   * Milliseconds from `now` until the block of `slot` ends, 0 when it is not blocked (a
+   * block whose time has come is lifted here).
+   */
+  blockedMs(slot: number, now: number): number {
+    if ((this.flags[slot]! & BLOCKED) === 0) return 0;
+    const until = this.blockedUntil.get(slot)!;
+    if (until > now) return until - now;
+    this.clearBlock(slot);
+    return 0;
+  }
+
+  /** Milliseconds from `now` until the block the trace keeps for `key` (without a slot) ends; 0 if none. */
+  tracedBlockMs(key: string, now: number): number {
+    const until = this.blockTraceOf(key, now);
+    return until > now ? until - now : 0;
+  }
+
+  /**
+   * @internal Sets the block of `slot` to at least `untilMs`; `accounted` when its
+   * {@link BLOCK_BYTES} are counted already (a slot made with its block).
+   */
+  private setBlock(slot: number, untilMs: number, accounted: boolean): void {
+    if ((this.flags[slot]! & BLOCKED) !== 0) {
+      if (untilMs > this.blockedUntil.get(slot)!) this.blockedUntil.set(slot, untilMs);
+      return;
+    }
+    if (this.flags[slot] === 0) this.pinned++;
+    this.flags[slot]! |= BLOCKED;
+    this.blockedUntil.set(slot, untilMs);
+    if (!accounted) this.keyBytesKept += BLOCK_BYTES;
+  }
+
+  /** @internal Lifts the block of a blocked slot. */
+  private clearBlock(slot: number): void {
+    this.blockedUntil.delete(slot);
+    this.keyBytesKept -= BLOCK_BYTES;
+    this.flags[slot]! &= ~BLOCKED;
+    if (this.flags[slot] === 0) this.pinned--;
+  }
+
+  /** @internal True when the slot is idle (fresh) and not blocked. */
+  private slotIdle(slot: number, now: number): boolean {
+    return (
+      this.layout.isIdle(this.state, slot * this.stride, slot, now) &&
+      this.blockedMs(slot, now) === 0
+    );
+  }
+
+  /** @internal When the slot is idle and unblocked with no further traffic. */
+  private slotIdleAtMs(slot: number, now: number): number {
+    const at = this.layout.idleAtMs(this.state, slot * this.stride, slot, now);
+    if ((this.flags[slot]! & BLOCKED) === 0) return at;
+    const until = this.blockedUntil.get(slot)!;
+    return until > at ? until : at;
+  }
+
+  /** @internal The block trace's time for `key`: when its block ends, `-Infinity` for none. */
+  private blockTraceOf(key: string, now: number): number {
+    if (this.blockTraceUntil <= now) return Number.NEGATIVE_INFINITY;
+    const o = this.blockTraceAt(key);
+    const t = this.blockTrace;
+    if (!(t[o]! > now)) return Number.NEGATIVE_INFINITY;
+    const fp = t[o + 1]!;
+    return fp === ANY_KEY || fp === this.fingerprint(key) ? t[o]! : Number.NEGATIVE_INFINITY;
+  }
+
+  /** @internal Keeps the block of a key pushed out (or never given a slot) in the block trace. */
+  private traceBlock(key: string, untilMs: number, now: number): void {
+    if (this.blockTrace.length === 0) {
+      this.blockTraceBytes = this.blockTraceSlots * BLOCK_TRACE_WIDTH * 8;
+      this.blockTrace = new Float64Array(this.blockTraceSlots * BLOCK_TRACE_WIDTH).fill(
+        Number.NEGATIVE_INFINITY,
+      );
+    }
+    const t = this.blockTrace;
+    const o = this.blockTraceAt(key);
+    const fp = this.fingerprint(key);
+    if (!(t[o]! > now)) {
+      t[o] = untilMs;
+      t[o + 1] = fp;
+    } else {
+      // Two keys in one entry: it keeps the later time and applies to both (to any key).
+      if (t[o + 1] !== fp) t[o + 1] = ANY_KEY;
+      if (untilMs > t[o]!) t[o] = untilMs;
+    }
+    if (t[o]! > this.blockTraceUntil) this.blockTraceUntil = t[o]!;
+  }
+
+  /**
+   * @internal Clears the block trace's entry of `key`: its own, or one it shares with
+   * another key (lifting that key's block too: an unblock is the application's word, and
+   * keeping the entry would keep this key blocked). True when there was one.
+   */
+  private clearBlockTrace(key: string): boolean {
+    if (this.blockTrace.length === 0) return false;
+    const now = this.seen[0]!;
+    if (!(this.blockTraceOf(key, now) > now)) return false;
+    const o = this.blockTraceAt(key);
+    this.blockTrace[o] = Number.NEGATIVE_INFINITY;
+    this.blockTrace[o + 1] = Number.NEGATIVE_INFINITY;
+    return true;
+  }
+
+  /** @internal Offset of `key`'s entry in the block trace. */
+  private blockTraceAt(key: string): number {
+    return (this.hash(key) & (this.blockTraceSlots - 1)) * BLOCK_TRACE_WIDTH;
+  }
+
+  /** @internal A second seeded hash of `key`, told apart from the entry's own: a uint32. */
+  private fingerprint(key: string): number {
+    let h = 0x9e3779b9 ^ this.traceSeed;
+    for (let i = key.length - 1; i >= 0; i--) {
+      h = Math.imul(h ^ key.charCodeAt(i), 0x85ebca6b);
+      h ^= h >>> 13;
+    }
+    return h >>> 0;
   }
 
   /**
@@ -366,6 +575,8 @@ export class SlabEngine {
     this.layout.traceCombine(this.trace, o, this.traceScratch, 0, now);
     const expires = this.layout.traceExpiresMs(this.trace, o);
     if (expires > this.traceUntil) this.traceUntil = expires;
+    const blockedMs = this.blockedMs(victim, now);
+    if (blockedMs > 0) this.traceBlock(key, this.blockedUntil.get(victim)!, now);
     this.drop(victim);
     this.evictedLossy++;
   }
@@ -402,6 +613,7 @@ export class SlabEngine {
 
   /** Forgets a key's state (its next request starts as a new key). */
   reset(key: string): void {
+    this.unblock(key);
     const slot = this.index.get(key);
     if (slot === undefined) return;
     if ((this.flags[slot]! & PINNED) !== 0) {
@@ -415,7 +627,10 @@ export class SlabEngine {
   clear(): void {
     this.trace = EMPTY_TRACE;
     this.traceUntil = Number.NEGATIVE_INFINITY;
-    if (this.pinned === 0) {
+    if (this.blockTrace.length > 0) this.blockTrace.fill(Number.NEGATIVE_INFINITY);
+    this.blockTraceUntil = Number.NEGATIVE_INFINITY;
+    for (const slot of [...this.blockedUntil.keys()]) this.clearBlock(slot);
+    if (this.waitingSlots === 0) {
       for (let slot = 0; slot < this.highWater; slot++) {
         if (this.keys[slot] !== undefined) this.layout.release(slot, this);
       }
@@ -460,7 +675,7 @@ export class SlabEngine {
     return (
       this.keys[slot] !== undefined &&
       (this.flags[slot]! & PINNED) === 0 &&
-      this.layout.isIdle(this.state, slot * this.stride, slot, now)
+      this.slotIdle(slot, now)
     );
   }
 
@@ -518,12 +733,12 @@ export class SlabEngine {
       }
       seen++;
       const s = slot * this.stride;
-      if (this.layout.isIdle(this.state, s, slot, now)) {
+      if (this.slotIdle(slot, now)) {
         this.drop(slot);
         this.evictedIdle++;
         continue;
       }
-      const idleAt = this.layout.idleAtMs(this.state, s, slot, now);
+      const idleAt = this.slotIdleAtMs(slot, now);
       if (victim >= 0 && idleAt > victimIdleAt) continue;
       const usage = this.layout.usage(this.state, s, slot, now);
       if (victim < 0 || idleAt < victimIdleAt || usage < victimUsage) {
@@ -550,6 +765,7 @@ export class SlabEngine {
     this.keys[slot] = undefined;
     this.keyBytesKept -= keyBytes(key) + this.layout.keyExtraBytes;
     this.layout.release(slot, this);
+    if ((this.flags[slot]! & BLOCKED) !== 0) this.clearBlock(slot);
     this.flags[slot] = 0;
     this.state[slot * this.stride] = this.free;
     this.free = slot;

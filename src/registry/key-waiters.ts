@@ -1,4 +1,4 @@
-import { heldDecision } from "../algorithms/bucket-base.js";
+import { heldDecision, refundedBase } from "../algorithms/bucket-base.js";
 import { BucketLedger } from "../algorithms/bucket-ledger.js";
 import { bucketDecision, retunedUnits, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
 import { RateLimitError } from "../errors.js";
@@ -84,7 +84,7 @@ export class KeyWaiters {
     let entry = this.byKey.get(key);
     if (entry === undefined) {
       // At most half the slots wait: the other half stays free to push out for new keys.
-      if (this.engine.pinned >= this.maxPinned) {
+      if (this.engine.waitingSlots >= this.maxPinned) {
         return Promise.reject(
           refused(
             `half of maxKeys (${this.maxPinned} keys) already wait; a new key may not`,
@@ -157,6 +157,31 @@ export class KeyWaiters {
       st[s + 1] = now;
     }
     return decision;
+  }
+
+  /**
+   * Gives back `cost` (> 0) to a waiting key at `now`, as the policy's own `refund` does
+   * with waiters: a bucket's units rise, never above capacity plus what its ledger holds,
+   * and the ledger serves who is due, in order; a window's slot gives back by its rule and
+   * its queue re-checks the head. False when the slot has no waiters (the slot decides).
+   */
+  refund(slot: number, cost: number, now: number): boolean {
+    const entry = this.bySlot.get(slot);
+    if (entry === undefined) return false;
+    const e = this.engine;
+    const st = e.state;
+    const s = slot * e.stride;
+    if (entry.ledger === undefined) {
+      e.layout.refundAt(st, s, slot, now, cost);
+      entry.queue!.wake();
+      return true;
+    }
+    const b = this.bucket!;
+    const base = tokensAt(st[s]!, st[s + 1]!, now, b.capacity + entry.held, b.ratePerSecond);
+    st[s] = refundedBase(base, cost, b.capacity);
+    st[s + 1] = now;
+    entry.ledger.serve();
+    return true;
   }
 
   /** Resets a waiting bucket key as `BucketBase` resets (waiters keep their place); false if none. */

@@ -84,6 +84,11 @@ export interface SlotLayout {
   takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void;
   /** `allow(cost)` of the slot: takes `cost` when it fits. */
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean;
+  /**
+   * Gives back `cost` (> 0) units taken earlier, by the algorithm's refund rule
+   * (docs/semantics.md#refunds): never past the fresh state.
+   */
+  refundAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void;
   /** `consume` (`take`) or `peek` of the slot. */
   decideAt(
     st: Float64Array,

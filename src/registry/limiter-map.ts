@@ -1,6 +1,12 @@
 import { RateLimitError } from "../errors.js";
-import type { Decision, Limiter, WaitOptions } from "../limiter.js";
-import { keyBytes } from "./engine.js";
+import {
+  type Clock,
+  type Decision,
+  type Limiter,
+  systemClock,
+  type WaitOptions,
+} from "../limiter.js";
+import { BLOCK_BYTES, keyBytes } from "./engine.js";
 import { WHERE } from "./options.js";
 import type { KeyedLimiterStats } from "./store.js";
 import { SWEEP_EVERY } from "./store.js";
@@ -49,6 +55,11 @@ export class LimiterMap {
   private evictedIdle = 0;
   /** @internal */
   private evictedLossy = 0;
+  /**
+   * @internal Blocked keys and when their block ends, on their limiter's clock (its `clock`, an allOf's first part's,
+   * else `performance.now()`): each also holds its limiter, kept while blocked.
+   */
+  private readonly blocks = new Map<string, number>();
   /** @internal The key whose limiter `make` is making right now (the re-entrancy guard), else undefined. */
   private making: string | undefined = undefined;
 
@@ -83,6 +94,7 @@ export class LimiterMap {
 
   allow(key: string, cost: number): boolean {
     if (--this.countdown === 0) this.step();
+    if (this.blocks.size !== 0 && this.blockedMs(key) > 0) return false;
     const limiter = this.map.get(key);
     if (limiter !== undefined) return limiter.allow(cost);
     return this.decideNew(key, cost).allowed;
@@ -90,6 +102,7 @@ export class LimiterMap {
 
   consume(key: string, cost: number): Decision {
     if (--this.countdown === 0) this.step();
+    if (this.blocks.size !== 0 && this.blockedMs(key) > 0) return this.blocked(key, cost);
     const limiter = this.map.get(key);
     if (limiter !== undefined) return limiter.consume(cost);
     return this.decideNew(key, cost);
@@ -117,7 +130,80 @@ export class LimiterMap {
 
   peek(key: string, cost: number): Decision {
     if (--this.countdown === 0) this.step();
+    if (this.blocks.size !== 0 && this.blockedMs(key) > 0) return this.blocked(key, cost);
     return (this.map.get(key) ?? this.create(key)).peek(cost);
+  }
+
+  /** See `KeyedLimiter.refund`: the key's limiter gives back; a key not held is left alone. */
+  refund(key: string, cost: number): void {
+    const limiter = this.map.get(key);
+    if (limiter === undefined) return;
+    if (typeof limiter.refund !== "function") {
+      throw new TypeError(`${WHERE}.refund: the limiter of ${this.maker} has no refund()`);
+    }
+    limiter.refund(cost);
+  }
+
+  /**
+   * See `KeyedLimiter.block`: the key's limiter is kept (made first when the key has none)
+   * while blocked, on its own clock.
+   * @throws {RangeError} When the map is full of keys in use and cannot keep the key.
+   */
+  block(key: string, durationMs: number): void {
+    let limiter = this.map.get(key);
+    if (limiter === undefined) {
+      const fresh = this.create(key);
+      if (!this.hasRoom(key, BLOCK_BYTES) && !this.makeRoom(key, BLOCK_BYTES)) {
+        this.refused++;
+        throw new RangeError(
+          `${WHERE}.block: the registry is full (maxKeys or maxBytes) of keys in use and cannot keep this key`,
+        );
+      }
+      this.insertKept(key, fresh);
+      limiter = fresh;
+    }
+    const until = clockOf(limiter)() + durationMs;
+    const had = this.blocks.get(key);
+    if (had === undefined) this.bytes += BLOCK_BYTES;
+    if (had === undefined || until > had) this.blocks.set(key, until);
+  }
+
+  /** See `KeyedLimiter.unblock`. */
+  unblock(key: string): boolean {
+    const blocked = this.blockedMs(key) > 0;
+    this.lift(key);
+    return blocked;
+  }
+
+  /** Milliseconds until the key's block ends, 0 when not blocked (an ended block is lifted). */
+  blockedMs(key: string): number {
+    const until = this.blocks.get(key);
+    if (until === undefined) return 0;
+    const limiter = this.map.get(key);
+    const left = limiter === undefined ? 0 : until - clockOf(limiter)();
+    if (left > 0) return left;
+    this.lift(key);
+    return 0;
+  }
+
+  /** @internal Forgets the key's block and its bytes. */
+  private lift(key: string): void {
+    if (this.blocks.delete(key)) this.bytes -= BLOCK_BYTES;
+  }
+
+  /** @internal The denial of a blocked key (see `KeyedLimiter.block`). */
+  private blocked(key: string, cost: number): Decision {
+    const ms = this.blockedMs(key);
+    const limiter = this.map.get(key)!;
+    const state = limiter.peek(cost);
+    const reset = state.allowed ? limiter.peek(0).resetAfterMs : state.resetAfterMs;
+    return {
+      allowed: false,
+      limit: state.limit,
+      remaining: 0,
+      retryAfterMs: state.retryAfterMs > ms ? state.retryAfterMs : ms,
+      resetAfterMs: reset > ms ? reset : ms,
+    };
   }
 
   /**
@@ -126,6 +212,11 @@ export class LimiterMap {
    * dropped (swept or evicted) until its waits settle.
    */
   wait(key: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
+    if (this.blocks.size !== 0 && this.blockedMs(key) > 0) {
+      return Promise.reject(
+        new RateLimitError(`${WHERE}.wait: the key is blocked`, this.blocked(key, cost)),
+      );
+    }
     let limiter = this.map.get(key);
     let promise: Promise<Decision>;
     if (limiter === undefined) {
@@ -186,7 +277,11 @@ export class LimiterMap {
 
   /** @internal True when the key may be dropped now: idle, and no `wait` of it pending. */
   private droppable(key: string, limiter: Limiter): boolean {
-    return limiter.isIdle() && (this.waits.size === 0 || !this.waits.has(key));
+    return (
+      limiter.isIdle() &&
+      (this.waits.size === 0 || !this.waits.has(key)) &&
+      (this.blocks.size === 0 || this.blockedMs(key) === 0)
+    );
   }
 
   /** Calls `visit` with every kept limiter (`reconfigure`: each carries its own state over). */
@@ -195,10 +290,12 @@ export class LimiterMap {
   }
 
   reset(key: string): void {
+    this.lift(key);
     this.map.get(key)?.reset();
   }
 
   clear(): void {
+    for (const key of [...this.blocks.keys()]) this.lift(key);
     for (const key of this.map.keys()) {
       if (this.waits.size === 0 || !this.waits.has(key)) this.delete(key);
       else this.map.get(key)!.reset();
@@ -213,9 +310,10 @@ export class LimiterMap {
   }
 
   /** @internal True when a new `key` fits under both bounds. */
-  private hasRoom(key: string): boolean {
+  private hasRoom(key: string, extra = 0): boolean {
     return (
-      this.map.size < this.maxKeys && this.bytes + keyBytes(key) + LIMITER_BYTES <= this.maxBytes
+      this.map.size < this.maxKeys &&
+      this.bytes + keyBytes(key) + LIMITER_BYTES + extra <= this.maxBytes
     );
   }
 
@@ -260,6 +358,11 @@ export class LimiterMap {
     // A denied or free first request that left state (a policy that counts denials) is
     // kept only when there is room: it took nothing, so dropping it grants nothing.
     if (!this.hasRoom(key) && !this.makeRoom(key)) return;
+    this.insertKept(key, limiter);
+  }
+
+  /** @internal Keeps a new key's limiter (room was made). */
+  private insertKept(key: string, limiter: Limiter): void {
     this.map.set(key, limiter);
     this.bytes += keyBytes(key) + LIMITER_BYTES;
     this.created++;
@@ -270,7 +373,7 @@ export class LimiterMap {
    * Drops every idle limiter among the next {@link IDLE_SCAN} entries, skipping keys with
    * pending waits; true when a new `key` then fits. A key in use is never dropped.
    */
-  private makeRoom(key: string): boolean {
+  private makeRoom(key: string, extra = 0): boolean {
     const n = this.map.size < IDLE_SCAN ? this.map.size : IDLE_SCAN;
     for (let i = 0; i < n; i++) {
       const entry = this.next();
@@ -280,6 +383,14 @@ export class LimiterMap {
         this.evictedIdle++;
       }
     }
-    return this.hasRoom(key);
+    return this.hasRoom(key, extra);
   }
+}
+
+/** The clock a key's limiter decides on: its `clock` when it has one, else `performance.now()`. */
+function clockOf(limiter: Limiter): Clock {
+  const own = limiter as { clock?: unknown; parts?: readonly { clock?: unknown }[] };
+  // An allOf has no clock of its own: its first part's, as its own waiting reads it.
+  const clock = own.clock ?? own.parts?.[0]?.clock;
+  return typeof clock === "function" ? (clock as Clock) : systemClock;
 }

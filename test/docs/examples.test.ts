@@ -33,6 +33,8 @@ const SLOW = 60_000; // tsx compiles each example in a child process
 describe.each([
   "api-key.ts",
   "behind-proxy.ts",
+  "block.ts",
+  "refund.ts",
   "express.ts",
   "fastify.ts",
   "hono.ts",
@@ -50,6 +52,45 @@ describe.each([
 });
 
 describe("what the examples print", () => {
+  it(
+    "refund.ts: the budget gives back what a completion did not use; only failed logins count",
+    () => {
+      const lines = run("refund.ts").stdout.split("\n");
+      expect(lines.slice(0, 5)).toEqual([
+        "ok, 1200 tokens",
+        "ok, 3900 tokens",
+        "4900",
+        "ok, 3900 tokens",
+        "429: token budget spent",
+      ]);
+      expect(lines.filter((l) => l.startsWith("login"))).toEqual([
+        ...Array(3).fill("login (right) -> 200"),
+        "login (wrong) -> 401",
+        "login (wrong) -> 401",
+        "login (right) -> 200",
+        "login (wrong) -> 401",
+        "login (wrong) -> 429",
+      ]);
+    },
+    SLOW,
+  );
+
+  it(
+    "block.ts: a blocked client gets Retry-After the block, a new window does not lift it",
+    () => {
+      const lines = run("block.ts").stdout.split("\n");
+      expect(lines.filter((l) => l.startsWith("at "))).toEqual([
+        "at 0 s: 200",
+        "at 0 s: 200",
+        "at 0 s: 429, Retry-After: 60",
+        "at 10 s: 429, Retry-After: 50",
+        "at 59 s: 429, Retry-After: 1",
+        "at 60 s: 200",
+      ]);
+    },
+    SLOW,
+  );
+
   it(
     "express.ts: the fourth login is refused, with X-RateLimit-Reset a Unix time 20 s on",
     () => {

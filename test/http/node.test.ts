@@ -961,7 +961,10 @@ describe("rateLimit refuses options it does not have, naming what to use", () =>
     ["standardHeaders", "draft-8", 'use headers: "draft-10", "legacy", "both" or "none"'],
     ["legacyHeaders", true, 'use headers: "legacy" or "both" for X-RateLimit-*'],
     ["keyGenerator", () => "k", "use key: (request, clientKey) => string"],
-    ["skipSuccessfulRequests", true, "not supported: a request is counted when it arrives"],
+    ["skipSuccessfulRequests", true, "use refundIf: (status) => status < 400"],
+    ["skipFailedRequests", true, "use refundIf: (status) => status >= 400"],
+    ["requestWasSuccessful", () => true, "use refundIf: (status, request) => boolean"],
+    ["blockDuration", 60, "use blockDurationMs (milliseconds, not seconds)"],
     ["message", "slow down", "use onLimited to answer a limited request with your own body"],
     ["statusCode", 503, "use onLimited to answer a limited request with another status"],
     ["handler", () => {}, "use onLimited to answer a limited request yourself"],
@@ -977,7 +980,7 @@ describe("rateLimit refuses options it does not have, naming what to use", () =>
     ["enableDraftSpec", true, 'use headers: "draft-10", "legacy", "both" or "none"'],
     ["addHeaders", {}, 'use headers: "draft-10", "legacy", "both" or "none"'],
     ["global", false, "there is no global: false: the middleware covers what it is mounted on"],
-    ["ban", 3, "not supported yet: tollgate does not block a client after repeated abuse"],
+    ["ban", 3, "use blockDurationMs: a client that hits its limit is blocked"],
   ])("%s", (name, value, hint) => {
     const call = () => rateLimit({ limiter, [name]: value } as unknown as RateLimitOptions);
     expect(call).toThrow(TypeError);

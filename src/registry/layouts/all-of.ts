@@ -178,6 +178,13 @@ export class AllOfLayout implements SlotLayout {
       parts[i]!.takeAt(st, s + this.offsets[i]!, slot, now, cost);
   }
 
+  /** Every part gives back `cost` by its own rule, as `AllOf.refund`. */
+  refundAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
+    const parts = this.parts;
+    for (let i = 0; i < parts.length; i++)
+      parts[i]!.refundAt(st, s + this.offsets[i]!, slot, now, cost);
+  }
+
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
     if (!this.fitsAt(st, s, slot, now, cost)) return false;
     if (cost > 0) this.takeAt(st, s, slot, now, cost);

@@ -164,6 +164,19 @@ export class BucketLayout implements SlotLayout {
     st[s + 1] = now;
   }
 
+  /** `min(capacity, tokens + cost)`, as `TokenBucket.refund`; a full bucket is written fresh. */
+  refundAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
+    const p = this.params;
+    const capacity = p[CAPACITY]!;
+    const tokens = tokensAt(st[s]!, st[s + 1]!, now, capacity, p[RATE]!) + cost;
+    if (tokens >= capacity) {
+      this.init(st, s);
+      return;
+    }
+    st[s] = tokens;
+    st[s + 1] = now;
+  }
+
   allowAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {
     const p = this.params;
     const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);

@@ -2,6 +2,7 @@ import {
   fixedWindowDecision,
   fixedWindowEndAt,
   fixedWindowRetunedEnd,
+  fixedWindowRefunded,
   fixedWindowUsed,
 } from "../../algorithms/window-math.js";
 import type { Decision } from "../../limiter.js";
@@ -125,6 +126,13 @@ export class FixedWindowLayout implements SlotLayout {
     const endMs = st[s + 1]!;
     st[s] = fixedWindowUsed(st[s]!, endMs, now) + cost;
     st[s + 1] = fixedWindowEndAt(endMs, now, this.params[WINDOW_MS]!);
+  }
+
+  /** The count less `cost`, never below 0, as `FixedWindow.refund`; 0 is written fresh. */
+  refundAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
+    const count = fixedWindowRefunded(st[s]!, st[s + 1]!, now, cost);
+    if (count === 0) this.init(st, s);
+    else st[s] = count;
   }
 
   allowAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

@@ -3,6 +3,8 @@ import {
   counterDecision,
   counterEstimate,
   counterRetuned,
+  counterRefundCurr,
+  counterRefundPrev,
   counterRolledPrev,
 } from "../../algorithms/window-math.js";
 import type { Decision } from "../../limiter.js";
@@ -194,6 +196,14 @@ export class SlidingWindowCounterLayout implements SlotLayout {
   takeAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
     this.roll(st, s, now);
     st[s + 1] = st[s + 1]! + cost;
+  }
+
+  /** From the current count first, then the previous, as `SlidingWindowCounter.refund`. */
+  refundAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
+    this.roll(st, s, now);
+    const curr = st[s + 1]!;
+    st[s] = counterRefundPrev(st[s]!, curr, cost);
+    st[s + 1] = counterRefundCurr(curr, cost);
   }
 
   allowAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

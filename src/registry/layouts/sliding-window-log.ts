@@ -260,6 +260,14 @@ export class SlidingWindowLogLayout implements SlotLayout {
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
   }
 
+  /** From the newest entries first, as `SlidingWindowLog.refund`; an emptied ring is released. */
+  refundAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
+    const ring = this.ringAt(slot);
+    if (ring === undefined) return;
+    if (this.isIdle(st, s, slot, now)) return; // expired to now: nothing left to give back
+    ring.refund(cost);
+  }
+
   allowAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {
     let ring = this.ringAt(slot);
     if (ring === undefined) {

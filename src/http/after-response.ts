@@ -1,0 +1,267 @@
+/**
+ * After the response: what the middleware does once a checked request's outcome is known.
+ * - `refundIf(status, request)`: gives back the units the request took when it says so
+ *   (express-rate-limit's `skipSuccessfulRequests` is `(status) => status < 400`, its
+ *   `skipFailedRequests` is `(status) => status >= 400`);
+ * - `refund(request, units?)` and `charge(request, units)`: the per-request handle on each
+ *   middleware, for a cost known only at the end (an LLM's tokens);
+ * - `blockDurationMs`: a client that hits its limit is blocked for that long.
+ * The adapters only say when the status is known (a node response's `finish`, or its
+ * `close` first: an aborted request, seen as {@link ABORTED_STATUS}).
+ * @module
+ */
+import type { ServerResponse } from "node:http";
+import { checkNumber, describe } from "../errors.js";
+import type { Decision } from "../limiter.js";
+import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./core.js";
+import type { Outcome } from "./pipeline.js";
+
+/**
+ * The status `refundIf` sees for a request whose connection closed before its response was
+ * complete (the client went away, or the handler threw): nginx's 499 "client closed
+ * request", a failure (>= 400), as express-rate-limit counts one.
+ */
+export const ABORTED_STATUS = 499;
+
+/**
+ * The after-response options every adapter has, typed on its request (or context).
+ */
+export interface AfterResponseOptions<Req> {
+  /**
+   * Called once the response status is known, for each request the limiter charged: true
+   * gives back what the request took (its cost, plus what `charge` added, less what
+   * `refund` gave back already). `status` is the response's status code, or
+   * {@link ABORTED_STATUS} (499) when the connection closed first (a failure). The
+   * rate-limit headers already sent stay as sent. It needs a limiter with `refund(key,
+   * cost)` (a `KeyedLimiter`, or one unkeyed tollgate limiter). If it throws, that is a
+   * programming error, reported to `onError`; nothing is refunded.
+   * @example
+   * refundIf: (status) => status < 400 // count only failed logins
+   * @example
+   * refundIf: (status) => status >= 400 // count only the requests that succeed
+   */
+  readonly refundIf?: ((status: number, request: Req) => boolean) | undefined;
+}
+
+/** The per-request handle of a middleware: what a handler may do once it knows the real cost. */
+export interface RequestCharges<Handle> {
+  /**
+   * Gives back `units` (default: all that is left) of what the request took, at most what
+   * it took (its cost plus what {@link charge} added, less what was given back already), so
+   * a handler cannot give back other requests' units. A request the middleware did not
+   * charge (skipped, limited, or let through while the limiter failed) gives back nothing.
+   * @throws {TypeError} If `units` is not a number, or the limiter has no `refund(key, cost)`.
+   * @throws {RangeError} If `units` is NaN, negative or infinite.
+   */
+  refund(request: Handle, units?: number): void;
+  /**
+   * Takes `units` more under the request's key (the real cost was higher: an LLM answer
+   * longer than expected) and returns the limiter's decision. When they do not fit, nothing
+   * is taken (a limiter never goes over its limit): to always count the real cost, take the
+   * most it can be as `cost` and give the rest back with {@link refund}. `undefined` for a
+   * request the middleware did not charge.
+   * @throws {TypeError} If `units` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  charge(request: Handle, units: number): Decision | PromiseLike<Decision> | undefined;
+}
+
+/** What one charged request took, by its handle (the request, or the framework's context). */
+interface Ticket {
+  readonly key: string;
+  /** Units taken and not given back. */
+  taken: number;
+  /** True once `refundIf` has been asked (the response is over). */
+  settled: boolean;
+}
+
+/**
+ * The after-response side of one middleware: the tickets of the requests it charged (held
+ * weakly by their handle), `refundIf`, and the per-request handle.
+ */
+export class AfterResponse<Handle extends object, Req = Handle> {
+  /** @internal */
+  private readonly tickets = new WeakMap<Handle, Ticket>();
+  /** @internal */
+  private readonly limiter: KeyedConsumer;
+
+  constructor(
+    private readonly where: string,
+    private readonly config: CommonConfig,
+    private readonly refundIf: ((status: number, request: Req) => boolean) | undefined,
+  ) {
+    this.limiter = config.limiter as KeyedConsumer;
+    if (refundIf !== undefined && typeof this.limiter.refund !== "function") {
+      throw new TypeError(
+        `${where}: refundIf needs a limiter with refund(key, cost) (a KeyedLimiter, or an unkeyed tollgate limiter), got ${describe(config.limiter)}`,
+      );
+    }
+  }
+
+  /** True when the adapter must tell {@link settle} the status of each charged request. */
+  get watching(): boolean {
+    return this.refundIf !== undefined;
+  }
+
+  /**
+   * Keeps the ticket of a request the limiter charged (`'pass'` with a decision); true
+   * when the adapter must report its status (`refundIf` is set).
+   */
+  open(handle: Handle, outcome: Outcome): boolean {
+    if (outcome.decision === undefined || outcome.key === undefined) return false;
+    this.tickets.set(handle, { key: outcome.key, taken: outcome.cost, settled: false });
+    return this.refundIf !== undefined;
+  }
+
+  /**
+   * The response of `handle` is over with `status` (or {@link ABORTED_STATUS}): asks
+   * `refundIf`, once, and gives back what the request still holds when it says so.
+   */
+  settle(handle: Handle, request: Req, status: number): void {
+    const ticket = this.tickets.get(handle);
+    if (ticket === undefined || ticket.settled) return;
+    ticket.settled = true;
+    let refund: boolean;
+    try {
+      refund = this.refundIf!(status, request) === true;
+    } catch (error) {
+      report(this.config, error, ticket.key, "programming");
+      return;
+    }
+    if (refund) this.giveBack(ticket, ticket.taken);
+  }
+
+  /** See {@link RequestCharges.refund}. */
+  refund(handle: Handle, units?: number): void {
+    const u = units === undefined ? undefined : checkUnits(`${this.where}.refund`, units);
+    if (typeof this.limiter.refund !== "function") {
+      throw new TypeError(
+        `${this.where}.refund: the limiter has no refund(key, cost) (use a KeyedLimiter)`,
+      );
+    }
+    const ticket = this.tickets.get(handle);
+    if (ticket === undefined) return;
+    this.giveBack(ticket, u === undefined || u > ticket.taken ? ticket.taken : u);
+  }
+
+  /** See {@link RequestCharges.charge}. */
+  charge(handle: Handle, units: number): Decision | PromiseLike<Decision> | undefined {
+    const u = checkUnits(`${this.where}.charge`, units);
+    const ticket = this.tickets.get(handle);
+    if (ticket === undefined) return undefined;
+    const result = this.config.limiter.consume(ticket.key, u);
+    if (isThenable(result)) {
+      return Promise.resolve(result).then((decision) => {
+        if (decision.allowed) ticket.taken += u;
+        return decision;
+      });
+    }
+    if (result.allowed) ticket.taken += u;
+    return result;
+  }
+
+  /** @internal Gives back `units` (> 0, at most what the ticket holds); a failure is reported. */
+  private giveBack(ticket: Ticket, units: number): void {
+    if (!(units > 0)) return;
+    ticket.taken -= units;
+    try {
+      const result = this.limiter.refund!(ticket.key, units);
+      if (isThenable(result)) {
+        Promise.resolve(result).then(undefined, (error: unknown) =>
+          report(this.config, error, ticket.key, "outage"),
+        );
+      }
+    } catch (error) {
+      report(this.config, error, ticket.key, "programming");
+    }
+  }
+}
+
+/** `units` of `refund`/`charge`: a finite number >= 0. */
+function checkUnits(where: string, units: unknown): number {
+  return checkNumber(where, "units", units, 0, true);
+}
+
+/**
+ * Validates `blockDurationMs`: undefined, or a finite number > 0 with a limiter that can
+ * block a key (`block(key, durationMs)`, a `KeyedLimiter`).
+ * @throws {TypeError} for a non-number, or a limiter without `block`; {RangeError} out of range.
+ */
+export function checkBlockDuration(
+  where: string,
+  value: unknown,
+  limiter: unknown,
+  unkeyed: boolean,
+): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = checkNumber(where, "blockDurationMs", value, 0, false);
+  if (unkeyed || typeof (limiter as KeyedConsumer).block !== "function") {
+    throw new TypeError(
+      `${where}: blockDurationMs needs a limiter that blocks one client, with block(key, durationMs) (a KeyedLimiter), got ${describe(limiter)}`,
+    );
+  }
+  return ms;
+}
+
+/**
+ * A denial under `blockDurationMs`: a key that is not blocked yet is blocked for that long,
+ * and the decision sent says so (`retryAfterMs` and `resetAfterMs` at least the block, so
+ * `Retry-After` is the block). A key blocked already keeps its block (it is not extended by
+ * the requests it makes meanwhile) and its denial says how long is left.
+ */
+export function blockOnLimit(
+  config: CommonConfig,
+  decision: Decision,
+  key: string,
+  durationMs: number,
+): Decision {
+  const limiter = config.limiter as KeyedConsumer;
+  try {
+    const left = limiter.blockedMs?.(key) ?? 0;
+    if (left > 0) return decision;
+    limiter.block!(key, durationMs);
+  } catch (error) {
+    // The request is denied all the same: a block that fails is reported, never a pass.
+    report(config, error, key, "programming");
+    return decision;
+  }
+  return {
+    allowed: false,
+    limit: decision.limit,
+    remaining: 0,
+    retryAfterMs: decision.retryAfterMs > durationMs ? decision.retryAfterMs : durationMs,
+    resetAfterMs: decision.resetAfterMs > durationMs ? decision.resetAfterMs : durationMs,
+  };
+}
+
+/**
+ * Calls `done` once with a node response's status when it is over: its `finish` (all of it
+ * handed to the OS), or its `close` first (the connection went away, or the response was
+ * destroyed: {@link ABORTED_STATUS}).
+ */
+export function watchNodeResponse(res: ServerResponse, done: (status: number) => void): void {
+  let called = false;
+  const finish = () => {
+    if (called) return;
+    called = true;
+    res.off("close", close);
+    done(res.statusCode);
+  };
+  const close = () => {
+    if (called) return;
+    called = true;
+    res.off("finish", finish);
+    done(res.writableFinished ? res.statusCode : ABORTED_STATUS);
+  };
+  res.once("finish", finish);
+  res.once("close", close);
+}
+
+/** The per-request handle of a middleware, bound to its {@link AfterResponse}. */
+export function requestCharges<Handle extends object, Req>(
+  after: AfterResponse<Handle, Req>,
+): RequestCharges<Handle> {
+  return {
+    refund: (request, units) => after.refund(request, units),
+    charge: (request, units) => after.charge(request, units),
+  };
+}

@@ -1,0 +1,311 @@
+// refundIf, refund/charge per request and blockDurationMs on real servers, for every adapter.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { ServerType } from "@hono/node-server";
+import express from "express";
+import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
+import { type Context, Hono } from "hono";
+import Koa from "koa";
+import { afterEach, describe, expect, test, vi } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { CommonRateLimitOptions } from "../../src/http/core.js";
+import {
+  ABORTED_STATUS,
+  fastifyRateLimit,
+  fastifyRateLimitCharges,
+  honoRateLimit,
+  koaRateLimit,
+  type RequestCharges,
+  rateLimit,
+  withRateLimit,
+} from "../../src/http/index.js";
+import { KeyedLimiter } from "../../src/registry.js";
+import { manualClock } from "../support/manual-clock.js";
+import { close, closeServed, listen, serveFetch } from "./support.js";
+
+/** The options every adapter is given, `refundIf` typed loosely (each types its own request). */
+type Options = CommonRateLimitOptions & {
+  refundIf?: (status: number, request: never) => boolean;
+};
+
+/**
+ * The routes every adapter serves behind the middleware:
+ * - `/ok` 200, `/fail` 401;
+ * - `/hang`: never answers (the client aborts);
+ * - `/charge/N`: charges N more units, then 200 with the decision's `allowed` as body;
+ * - `/refund/N`: gives back N units, then 200.
+ */
+type Act = (handle: object, units: number) => unknown;
+
+const nodeServers: Server[] = [];
+const fetchServers: ServerType[] = [];
+const fastifyApps: FastifyInstance[] = [];
+afterEach(async () => {
+  await Promise.all(nodeServers.splice(0).map(close));
+  await Promise.all(fetchServers.splice(0).map(closeServed));
+  await Promise.all(fastifyApps.splice(0).map((app) => app.close()));
+});
+
+/** What one route answers: a status and a body, or undefined to hang. */
+function answer(
+  path: string,
+  handle: object,
+  charges: RequestCharges<never>,
+): [number, string] | undefined {
+  const [, route, n] = path.split("/");
+  const units = Number(n);
+  if (route === "ok") return [200, "ok"];
+  if (route === "fail") return [401, "no"];
+  if (route === "charge") {
+    const decision = (charges.charge as Act)(handle, units) as { allowed: boolean } | undefined;
+    return [200, String(decision?.allowed)];
+  }
+  if (route === "refund") {
+    (charges.refund as Act)(handle, units);
+    return [200, "given back"];
+  }
+  return undefined;
+}
+
+function nodeHandler(charges: RequestCharges<never>) {
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const a = answer(req.url ?? "/", req, charges);
+    if (a === undefined) return; // hangs
+    res.statusCode = a[0];
+    res.end(a[1]);
+  };
+}
+
+const ADAPTERS: readonly { name: string; start: (options: Options) => Promise<string> }[] = [
+  {
+    name: "node:http",
+    start: (options) => {
+      const limit = rateLimit(options as never);
+      const handler = nodeHandler(limit as never);
+      const server = createServer((req, res) => limit(req, res, () => handler(req, res)));
+      nodeServers.push(server);
+      return listen(server);
+    },
+  },
+  {
+    name: "Express 5",
+    start: (options) => {
+      const app = express();
+      const limit = rateLimit(options as never);
+      app.use(limit);
+      app.use(nodeHandler(limit as never));
+      const server = createServer(app);
+      nodeServers.push(server);
+      return listen(server);
+    },
+  },
+  {
+    name: "fetch (withRateLimit)",
+    start: (options) => {
+      const limited = withRateLimit(async (request: Request, _env: unknown) => {
+        const a = answer(new URL(request.url).pathname, request, limited as never);
+        if (a === undefined) {
+          await new Promise<void>((resolve) =>
+            request.signal.addEventListener("abort", () => resolve()),
+          );
+          return new Response("too late", { status: 200 });
+        }
+        return new Response(a[1], { status: a[0] });
+      }, options as never);
+      return serveFetch((request, env) => limited(request, env), fetchServers);
+    },
+  },
+  {
+    name: "Fastify 5",
+    start: async (options) => {
+      const app = Fastify();
+      fastifyApps.push(app);
+      await app.register(fastifyRateLimit, options as never);
+      app.get("/*", async (request: FastifyRequest, reply) => {
+        const a = answer(request.url, request, fastifyRateLimitCharges as never);
+        if (a === undefined) return new Promise(() => {});
+        reply.code(a[0]);
+        return a[1];
+      });
+      return app.listen({ port: 0, host: "127.0.0.1" });
+    },
+  },
+  {
+    name: "Hono 4",
+    start: (options) => {
+      const app = new Hono();
+      const limit = honoRateLimit(options as never);
+      app.use(limit);
+      app.get("/*", async (c: Context) => {
+        const a = answer(c.req.path, c, limit as never);
+        if (a === undefined) {
+          await new Promise<void>((resolve) =>
+            c.req.raw.signal.addEventListener("abort", () => resolve()),
+          );
+          return c.text("too late");
+        }
+        return c.text(a[1], a[0] as 200);
+      });
+      return serveFetch(app.fetch, fetchServers);
+    },
+  },
+  {
+    name: "Koa 3",
+    start: (options) => {
+      const app = new Koa();
+      const limit = koaRateLimit(options as never);
+      app.use(limit);
+      app.use(async (ctx) => {
+        const a = answer(ctx.path, ctx, limit as never);
+        if (a === undefined) {
+          await new Promise<void>((resolve) => ctx.req.on("close", () => resolve()));
+          return;
+        }
+        ctx.status = a[0];
+        ctx.body = a[1];
+      });
+      const server = createServer(app.callback());
+      nodeServers.push(server);
+      return listen(server);
+    },
+  },
+];
+
+const KEY = "127.0.0.1";
+
+for (const { name, start } of ADAPTERS) {
+  describe(`${name}: refunds and charges after the response`, () => {
+    test("refundIf: (status) => status >= 400 counts only the requests that succeed", async () => {
+      const clock = manualClock();
+      const limiter = new KeyedLimiter(new TokenBucket({ capacity: 2, refillPerSecond: 0, clock }));
+      const statuses: number[] = [];
+      const url = await start({
+        limiter,
+        refundIf: (status: number) => {
+          statuses.push(status);
+          return status >= 400;
+        },
+      });
+      for (let i = 0; i < 3; i++) expect((await fetch(`${url}/fail`)).status).toBe(401);
+      await vi.waitFor(() => expect(statuses).toEqual([401, 401, 401]));
+      // The failures were given back: the two successes still fit, the third does not.
+      expect(limiter.peek(KEY, 0).remaining).toBe(2);
+      const first = await fetch(`${url}/ok`);
+      // Headers already sent stay as sent: they counted this request.
+      expect(first.headers.get("ratelimit")).toContain("r=1");
+      expect((await fetch(`${url}/ok`)).status).toBe(200);
+      expect((await fetch(`${url}/ok`)).status).toBe(429);
+      await vi.waitFor(() => expect(statuses).toEqual([401, 401, 401, 200, 200]));
+      expect(limiter.peek(KEY, 0).remaining).toBe(0);
+    });
+
+    test("refundIf: (status) => status < 400 counts only failures; an aborted request is 499, a failure", async () => {
+      const clock = manualClock();
+      const limiter = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 0, clock }));
+      const statuses: number[] = [];
+      const url = await start({
+        limiter,
+        refundIf: (status: number) => {
+          statuses.push(status);
+          return status < 400;
+        },
+      });
+      expect((await fetch(`${url}/ok`)).status).toBe(200);
+      await vi.waitFor(() => expect(statuses).toEqual([200]));
+      expect(limiter.peek(KEY, 0).remaining).toBe(3);
+      const abort = new AbortController();
+      const hanging = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => "aborted");
+      await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining).toBe(2));
+      abort.abort();
+      expect(await hanging).toBe("aborted");
+      await vi.waitFor(() => expect(statuses).toEqual([200, ABORTED_STATUS]));
+      expect(limiter.peek(KEY, 0).remaining).toBe(2);
+    });
+
+    test("charge takes more units after the fact; refund gives back at most what the request took", async () => {
+      const clock = manualClock();
+      const limiter = new KeyedLimiter(
+        new TokenBucket({ capacity: 10, refillPerSecond: 0, clock }),
+      );
+      const url = await start({ limiter });
+      expect(await (await fetch(`${url}/charge/4`)).text()).toBe("true"); // 1 + 4 taken
+      expect(limiter.peek(KEY, 0).remaining).toBe(5);
+      expect(await (await fetch(`${url}/charge/9`)).text()).toBe("false"); // 1 taken, 9 do not fit
+      expect(limiter.peek(KEY, 0).remaining).toBe(4);
+      // A refund of 100 gives back only this request's own unit, not the others'.
+      await fetch(`${url}/refund/100`);
+      expect(limiter.peek(KEY, 0).remaining).toBe(4);
+    });
+
+    test("blockDurationMs blocks a client once it hits its limit, with Retry-After the block", async () => {
+      const clock = manualClock();
+      const limiter = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1, clock }));
+      const url = await start({ limiter, blockDurationMs: 60_000 });
+      expect((await fetch(`${url}/ok`)).status).toBe(200);
+      // [clock ms, status, Retry-After]
+      const steps: readonly [number, number, string | null][] = [
+        [0, 429, "60"],
+        [1000, 429, "59"], // the bucket has refilled, but the block holds
+        [30_500, 429, "30"], // requests during the block do not extend it
+        [60_000, 200, null],
+      ];
+      for (const [at, status, retryAfter] of steps) {
+        clock.set(at);
+        const response = await fetch(`${url}/ok`);
+        expect(response.status, `at ${at} ms`).toBe(status);
+        expect(response.headers.get("retry-after"), `at ${at} ms`).toBe(retryAfter);
+      }
+    });
+  });
+}
+
+describe("option checks", () => {
+  const keyed = () => new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 1000 }));
+  test("refundIf must be a function and needs a limiter with refund()", () => {
+    expect(() => rateLimit({ limiter: keyed(), refundIf: 1 as never })).toThrow(
+      /rateLimit: refundIf must be a function/,
+    );
+    const consumeOnly = {
+      consume: () => ({ allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 0 }),
+    };
+    expect(() => rateLimit({ limiter: consumeOnly, refundIf: () => true })).toThrow(
+      /rateLimit: refundIf needs a limiter with refund\(key, cost\)/,
+    );
+    expect(() =>
+      rateLimit({ limiter: new FixedWindow({ limit: 1, windowMs: 1000 }), refundIf: () => true }),
+    ).not.toThrow();
+  });
+
+  test("blockDurationMs must be a finite number > 0 and needs a keyed limiter with block()", () => {
+    expect(() => rateLimit({ limiter: keyed(), blockDurationMs: 0 })).toThrow(
+      /rateLimit: blockDurationMs must be a finite number > 0, got 0/,
+    );
+    expect(() => rateLimit({ limiter: keyed(), blockDurationMs: "1" as never })).toThrow(TypeError);
+    expect(() =>
+      rateLimit({ limiter: new FixedWindow({ limit: 1, windowMs: 1000 }), blockDurationMs: 1000 }),
+    ).toThrow(/blockDurationMs needs a limiter that blocks one client/);
+  });
+
+  test("the peers' names point to refundIf and blockDurationMs", () => {
+    expect(() => rateLimit({ limiter: keyed(), skipSuccessfulRequests: true } as never)).toThrow(
+      /use refundIf: \(status\) => status < 400/,
+    );
+    expect(() => rateLimit({ limiter: keyed(), skipFailedRequests: true } as never)).toThrow(
+      /use refundIf: \(status\) => status >= 400/,
+    );
+    expect(() => rateLimit({ limiter: keyed(), blockDuration: 60 } as never)).toThrow(
+      /use blockDurationMs/,
+    );
+  });
+
+  test("refund and charge check their units", () => {
+    const limit = rateLimit({ limiter: keyed() });
+    const req = {} as IncomingMessage;
+    expect(() => limit.refund(req, -1)).toThrow(
+      /rateLimit.refund: units must be a finite number >= 0/,
+    );
+    expect(() => limit.charge(req, Number.NaN)).toThrow(RangeError);
+    expect(limit.charge(req, 1)).toBeUndefined(); // not a request it charged
+    expect(() => fastifyRateLimitCharges.charge({} as never, -1)).toThrow(RangeError);
+  });
+});
