@@ -42,7 +42,7 @@ export interface ClusterNodeProcess extends ClusterAddress {
 
 /** A private cluster started by {@link startRedisCluster}. */
 export interface PrivateRedisCluster {
-  /** Every node, masters first as created (roles change on failover: ask the cluster). */
+  /** Every node, in start order (which are masters: ask the cluster, roles change on failover). */
   readonly nodes: readonly ClusterNodeProcess[];
   /** A node to start a client from (the first one). */
   readonly seed: ClusterAddress;
@@ -64,6 +64,8 @@ export interface ClusterOptions {
   readonly requireFullCoverage?: boolean;
   /** Spawn the servers detached (they outlive this process: the CI's shared cluster). */
   readonly detached?: boolean;
+  /** Called as each node starts (the CLI records pids at once, so a killed start leaks nothing). */
+  readonly onNode?: (node: ClusterNodeProcess) => void;
 }
 
 /** Runs `redis-cli` with `args`, resolving with its stdout. */
@@ -204,7 +206,7 @@ export async function waitFor(
 /** Starts one cluster-mode redis-server in `dir`, resolving once it accepts connections. */
 async function startNode(
   dir: string,
-  options: Required<ClusterOptions>,
+  options: Required<Omit<ClusterOptions, "onNode">>,
 ): Promise<ClusterNodeProcess> {
   const port = await freePort();
   let busPort = await freePort();
@@ -247,15 +249,22 @@ async function startNode(
   );
   const pid = child.pid as number;
   const address = { host: "127.0.0.1", port };
-  await waitFor(
-    `redis-server on port ${port} (log ${join(dir, "redis.log")})`,
-    async () => {
-      if (exited) throw new Error(readLog(dir));
-      return (await nodeCommand(address, "PING")) === "PONG";
-    },
-    15_000,
-    20,
-  );
+  try {
+    await waitFor(
+      `redis-server on port ${port} (log ${join(dir, "redis.log")})`,
+      async () => {
+        if (exited) throw new Error(readLog(dir));
+        return (await nodeCommand(address, "PING")) === "PONG";
+      },
+      15_000,
+      20,
+    );
+  } catch (error) {
+    if (!exited) process.kill(pid, "SIGKILL");
+    await exit;
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   return {
     ...address,
     pid,
@@ -299,7 +308,7 @@ async function clusterReady(nodes: readonly ClusterNodeProcess[]): Promise<boole
 export async function startRedisCluster(
   options: ClusterOptions = {},
 ): Promise<PrivateRedisCluster> {
-  const o: Required<ClusterOptions> = {
+  const o: Required<Omit<ClusterOptions, "onNode">> = {
     masters: options.masters ?? 3,
     replicasPerMaster: options.replicasPerMaster ?? 1,
     nodeTimeoutMs: options.nodeTimeoutMs ?? 5000,
@@ -313,12 +322,13 @@ export async function startRedisCluster(
     for (const n of nodes) rmSync(n.dir, { recursive: true, force: true });
   };
   try {
-    const started = await Promise.all(
-      Array.from({ length: count }, () =>
-        startNode(mkdtempSync(join(tmpdir(), "tollgate-cluster-")), o),
-      ),
+    await Promise.all(
+      Array.from({ length: count }, async () => {
+        const node = await startNode(mkdtempSync(join(tmpdir(), "tollgate-cluster-")), o);
+        nodes.push(node);
+        options.onNode?.(node);
+      }),
     );
-    nodes.push(...started);
     await redisCli([
       "--cluster",
       "create",
@@ -414,12 +424,15 @@ async function main(argv: readonly string[]): Promise<void> {
     throw new Error("usage: redis-cluster.ts start|stop STATE_FILE");
   }
   if (command === "start") {
-    const cluster = await startRedisCluster({ detached: true });
-    const state = {
-      seed: cluster.seedAddress,
-      nodes: cluster.nodes.map((n) => ({ pid: n.pid, dir: n.dir })),
-    };
-    writeFileSync(stateFile, JSON.stringify(state));
+    const started: { pid: number; dir: string }[] = [];
+    const cluster = await startRedisCluster({
+      detached: true,
+      onNode: (node) => {
+        started.push({ pid: node.pid, dir: node.dir });
+        writeFileSync(stateFile, JSON.stringify({ nodes: started }));
+      },
+    });
+    writeFileSync(stateFile, JSON.stringify({ seed: cluster.seedAddress, nodes: started }));
     process.stdout.write(`${cluster.seedAddress}\n`);
     return;
   }
