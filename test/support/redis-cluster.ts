@@ -118,6 +118,7 @@ export function infoFields(text: string): Map<string, string> {
 export interface ClusterNodeInfo {
   readonly id: string;
   readonly address: string;
+  readonly host: string;
   readonly port: number;
   readonly flags: readonly string[];
   readonly master: boolean;
@@ -147,6 +148,7 @@ export function parseClusterNodes(text: string): ClusterNodeInfo[] {
       return {
         id: id ?? "",
         address,
+        host: address.split(":")[0] ?? "",
         port: Number(address.split(":")[1]),
         flags,
         master: flags.includes("master"),
