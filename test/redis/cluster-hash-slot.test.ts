@@ -73,7 +73,7 @@ describe.skipIf(!cluster.available)("hashSlot against the server's CLUSTER KEYSL
       return slot === hashSlot(key) ? [] : [{ key, server: slot, ours: hashSlot(key) }];
     });
     expect(mismatches).toEqual([]);
-  });
+  }, 30_000);
 
   test("20,000 sequential keys agree (most of the 16,384 slots)", async () => {
     const pipeline = redis.pipeline();
@@ -82,7 +82,7 @@ describe.skipIf(!cluster.available)("hashSlot against the server's CLUSTER KEYSL
     const replies = (await pipeline.exec()) ?? [];
     expect(replies.map(([, slot]) => slot)).toEqual(keys.map(hashSlot));
     expect(new Set(keys.map(hashSlot)).size).toBeGreaterThan(11_000);
-  });
+  }, 30_000);
 });
 
 describe.skipIf(!cluster.available)("nodeOf", () => {
