@@ -16,10 +16,7 @@ const CRC16_TABLE = (() => {
   return table;
 })();
 
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-
-/** CRC16 of `bytes[start, end)`, each read as a byte 0..255. */
+/** CRC16 of `bytes[start, end)`. */
 function crc16(bytes: Uint8Array, start: number, end: number): number {
   let crc = 0;
   for (let i = start; i < end; i++) {
@@ -29,7 +26,7 @@ function crc16(bytes: Uint8Array, start: number, end: number): number {
   return crc;
 }
 
-/** The same over an ASCII string's char codes (no encoding needed: one char is one byte). */
+/** The same over an ASCII string's char codes (one char is one byte: no encoding needed). */
 function crc16Ascii(text: string, start: number, end: number): number {
   let crc = 0;
   for (let i = start; i < end; i++) {
@@ -38,39 +35,34 @@ function crc16Ascii(text: string, start: number, end: number): number {
   return crc;
 }
 
-/**
- * The part of a key that is hashed, `[start, end)`: with a hash tag (the bytes between
- * the first `{` and the first `}` after it, if not empty) only the tag, else the whole
- * key. `{}` (an empty tag) and a `{` without `}` hash the whole key, as in Redis.
- */
-function hashedRange(length: number, at: (i: number) => number): [number, number] {
-  for (let open = 0; open < length; open++) {
-    if (at(open) !== OPEN_BRACE) continue;
-    for (let close = open + 1; close < length; close++) {
-      if (at(close) === CLOSE_BRACE) return close > open + 1 ? [open + 1, close] : [0, length];
-    }
-    return [0, length];
+/** The slot of raw bytes: only the hash tag when there is one (see {@link hashSlot}). */
+function bytesSlot(bytes: Uint8Array): number {
+  const open = bytes.indexOf(0x7b); // "{"
+  if (open !== -1) {
+    const close = bytes.indexOf(0x7d, open + 1); // "}"
+    if (close > open + 1) return crc16(bytes, open + 1, close) & (HASH_SLOTS - 1);
   }
-  return [0, length];
-}
-
-function isAscii(text: string): boolean {
-  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) > 0x7f) return false;
-  return true;
+  return crc16(bytes, 0, bytes.length) & (HASH_SLOTS - 1);
 }
 
 /**
  * The Redis Cluster hash slot of `key`, in `[0, 16384)`: CRC16 (XMODEM) of its bytes
- * modulo 16384, hashing only the hash tag when the key has one (`user:{42}:a` and
- * `user:{42}:b` share a slot). A string is hashed as its UTF-8 bytes, as a Redis client
- * sends it; a `Buffer` as its raw bytes. Equals the server's `CLUSTER KEYSLOT key`.
+ * modulo 16384. With a hash tag (the bytes between the first `{` and the first `}` after
+ * it, when not empty) only the tag is hashed, so `user:{42}:a` and `user:{42}:b` share a
+ * slot; `{}` (an empty tag) and a `{` without a `}` hash the whole key, as in Redis. A
+ * string is hashed as its UTF-8 bytes, as a client sends it; a `Buffer` as its raw bytes.
+ * Equals the server's `CLUSTER KEYSLOT key`.
  */
 export function hashSlot(key: RedisKey): number {
-  if (typeof key === "string" && isAscii(key)) {
-    const [start, end] = hashedRange(key.length, (i) => key.charCodeAt(i));
-    return crc16Ascii(key, start, end) & (HASH_SLOTS - 1);
+  if (typeof key !== "string") return bytesSlot(key);
+  for (let i = 0; i < key.length; i++) {
+    if (key.charCodeAt(i) > 0x7f) return bytesSlot(Buffer.from(key, "utf8"));
   }
-  const bytes = typeof key === "string" ? Buffer.from(key, "utf8") : key;
-  const [start, end] = hashedRange(bytes.length, (i) => bytes[i] as number);
-  return crc16(bytes, start, end) & (HASH_SLOTS - 1);
+  // ASCII: char offsets are byte offsets.
+  const open = key.indexOf("{");
+  if (open !== -1) {
+    const close = key.indexOf("}", open + 1);
+    if (close > open + 1) return crc16Ascii(key, open + 1, close) & (HASH_SLOTS - 1);
+  }
+  return crc16Ascii(key, 0, key.length) & (HASH_SLOTS - 1);
 }
