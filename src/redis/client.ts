@@ -1,5 +1,6 @@
 import { Buffer } from "node:buffer";
 import { describe } from "../errors.js";
+import { hashSlot } from "./hash-slot.js";
 
 /**
  * A Redis key as sent to the server: a string (sent as UTF-8) or raw bytes. The
@@ -27,9 +28,11 @@ export interface RedisLike {
   /** `EVAL script numkeys ...keys ...args`. */
   evalScript(script: string, keys: readonly RedisKey[], args: readonly string[]): Promise<unknown>;
   /**
-   * Optional: the node that serves `key` in a cluster (its address, or any stable name),
-   * or `undefined` when unknown. The limiters keep one circuit breaker per node; without
-   * it, one for the whole client.
+   * Which server holds `key` now, as `host:port` (for a Redis Cluster: the master of the
+   * key's hash slot in the client's slot table), or `undefined` for a single server or
+   * while the client does not know yet (not connected). Optional; the failure handling
+   * keeps one circuit per node it names, and one per client when it is absent or answers
+   * `undefined`. Must be cheap (called once per call) and must not throw.
    */
   nodeOf?(key: RedisKey): string | undefined;
   /**
@@ -116,6 +119,17 @@ export function fromIoredis(client: IoredisClientLike): RedisLike {
   if (typeof call === "function") {
     adapter.command = ([name, ...rest]) => call.call(client, name ?? "", ...rest);
   }
+  // An ioredis Cluster: `isCluster` is true and `slots[slot]` lists the slot's nodes as
+  // "host:port", its master first (refreshed on MOVED and on topology changes).
+  if (c["isCluster"] === true) {
+    adapter.nodeOf = (key) => {
+      const slots = c["slots"];
+      if (!Array.isArray(slots)) return undefined;
+      const nodes: unknown = slots[hashSlot(key)];
+      const master: unknown = Array.isArray(nodes) ? nodes[0] : undefined;
+      return typeof master === "string" ? master : undefined;
+    };
+  }
   return adapter;
 }
 
@@ -144,6 +158,22 @@ export function fromNodeRedis(client: NodeRedisClientLike): RedisLike {
   // A cluster's sendCommand takes (firstKey, isReadonly, args): only a plain client's is used.
   if (typeof send === "function" && !("masters" in client)) {
     adapter.command = (args) => send.call(client, [...args]);
+  }
+  // A node-redis cluster (createCluster): `masters` lists the masters and `slots[slot]`
+  // is the slot's shard, `{ master: { address: "host:port" }, replicas }` (rediscovered
+  // on MOVED). A single client, a pool or a sentinel has no `masters` array.
+  if (Array.isArray(c["masters"])) {
+    adapter.nodeOf = (key) => {
+      const slots = c["slots"];
+      if (!Array.isArray(slots)) return undefined;
+      const shard: unknown = slots[hashSlot(key)];
+      const master =
+        typeof shard === "object" && shard !== null
+          ? (shard as { master?: { address?: unknown } }).master
+          : undefined;
+      const address = master?.address;
+      return typeof address === "string" ? address : undefined;
+    };
   }
   return adapter;
 }

@@ -20,6 +20,7 @@ export {
 } from "./client.js";
 export { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from "./errors.js";
 export { RedisFixedWindow, type RedisFixedWindowOptions } from "./fixed-window.js";
+export { HASH_SLOTS, hashSlot } from "./hash-slot.js";
 export { RedisLeakyBucket, type RedisLeakyBucketOptions } from "./leaky-bucket.js";
 export { RedisLimiter } from "./limiter.js";
 export type { RedisLimiterOptions } from "./options.js";
