@@ -204,16 +204,16 @@ elseif not allowed and size > 0 and fits(cost, limit) then
   retryLeave = raw(lo)
 end
 
+-- Delete a few chunks whose every entry has left (after the last read of them).
+local dead = floor(head / B)
+if clean < dead then
+  local last = math.min(dead, clean + ${LOG_CHUNKS_DELETED_PER_CALL}) - 1
+  local fields = {}
+  for c = clean, last do fields[#fields + 1] = string.format('%d', c) end
+  redis.call('HDEL', key, unpack(fields))
+  clean, dirty = last + 1, true
+end
 if dirty then
-  -- Delete a few chunks whose every entry has left (after the last read of them).
-  local dead = floor(head / B)
-  if clean < dead then
-    local last = math.min(dead, clean + ${LOG_CHUNKS_DELETED_PER_CALL}) - 1
-    local fields = {}
-    for c = clean, last do fields[#fields + 1] = string.format('%d', c) end
-    redis.call('HDEL', key, unpack(fields))
-    clean = last + 1
-  end
   redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B))
 end
 return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size }
