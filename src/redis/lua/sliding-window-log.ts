@@ -16,46 +16,42 @@ export const LARGE_LOG_CHUNK_ENTRIES = 255;
 /** Dead chunks (every entry left) a call deletes at most, oldest first. */
 export const LOG_CHUNKS_DELETED_PER_CALL = 4;
 
+// Layout: one hash per key. Field `m` is the meta, struct.pack('<dddddddd', head, tail,
+// base, at, rebaseSeq, rebaseBy, clean, chunkEntries): entries are numbered (`head` the
+// oldest live, `tail` one past the newest, from 0 in each new key), and entry `s` lives in
+// field `floor(s / chunkEntries)` (decimal), a chunk: struct.pack('<d', maxLeave), then up to
+// `chunkEntries` entries struct.pack('<dd', leaveAtMs, runningTotal). `maxLeave` is the
+// latest leave time of any entry up to the chunk's end, nondecreasing from chunk to chunk
+// (the leave times need not be: an entry stamped at its time may follow one stamped at the
+// end of its granule). `base` is the running total gone, `at` the time of the last append,
+// `clean` the oldest chunk not yet deleted, `chunkEntries` fixed when the key is made.
+//
+// Bounded steps, each mirroring SlidingWindowLog's result bit for bit:
+// - expiry: a binary search over the chunks' maxLeave, then a scan inside one chunk (memory
+//   pops the same entries one by one);
+// - dead chunks: deleted LOG_CHUNKS_DELETED_PER_CALL a call at most; every append deletes one
+//   while any is dead, so the hash holds at most 2 * exactEntries + 1 live entries plus
+//   chunkEntries - 1 dead ones; a log that empties is UNLINKed (freed off the main thread);
+// - the rebase above 2 * limit is lazy: entries below rebaseSeq keep their totals and read as
+//   total - rebaseBy, the float operation memory applies to each. An entry outlives at most
+//   one rebase (on the new scale the entries older than the last one total at most
+//   limit + 1e-9 * max(1, limit), below 2 * limit, so they leave before the next), so one
+//   offset suffices; only for a limit near 1e-9, where that fails, are the few entries left
+//   (at most 129) rewritten;
+// - retryAfter's binary search: O(log n) reads, each O(1) (a chunk is read once a call).
+
 /**
- * The sliding window log's one script (consume and peek), with bounded work per call.
- *
- * Layout: one hash per key. Field `m` is the meta,
- * `struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, chunkEntries)`;
- * entries are numbered by a sequence number (`head` the oldest live, `tail` one past the
- * newest; restarting at 0 with each new key), and entry `s` lives in the field
- * `floor(s / chunkEntries)` (decimal), a chunk: `struct.pack('<d', maxLeave)` then up to
- * `chunkEntries` entries `struct.pack('<dd', leaveAtMs, runningTotal)`. `maxLeave` is the
- * latest leave time of any entry up to the chunk's end (nondecreasing from chunk to chunk,
- * where the leave times themselves need not be: an entry stamped at its time may follow one
- * stamped at the end of its granule). `base` is the running total already gone, `at` the
- * time of the last append. `chunkEntries` is {@link SMALL_LOG_CHUNK_ENTRIES} or
- * {@link LARGE_LOG_CHUNK_ENTRIES}, fixed when the key is made.
- *
+ * The sliding window log's one script (consume and peek), with a bounded number of O(1)
+ * commands per call: the log is a hash of chunks (layout above; docs/redis.md#the-sliding-log-at-large-limits).
  * Mirrors `SlidingWindowLog` decision for decision (expiry, rebase above `2 * limit`,
  * merging, granule stamping, the binary search of retryAfter), so the floats agree bit for
- * bit, with every step bounded:
- * - Expiry finds the first live entry by a binary search over the chunks' `maxLeave`, then
- *   a scan inside one chunk (the in-memory class pops the same entries one by one).
- * - Entries that left are deleted lazily, {@link LOG_CHUNKS_DELETED_PER_CALL} whole chunks a
- *   call at most; since every append deletes one while any is dead, the hash holds at most
- *   `2 * exactEntries + 1` live entries plus `chunkEntries - 1` dead ones. A log that empties
- *   is `UNLINK`ed (freed off the main thread).
- * - The rebase is lazy: the in-memory class subtracts `base` from every running total once
- *   more than `2 * limit` has left; here the entries below `rebaseSeq` keep their old totals
- *   and are read as `total - rebaseBy`, the same float operation. An entry outlives at most
- *   one rebase (every entry older than the last rebase has a total below `2 * limit`, so it
- *   leaves before the next one), so one pair suffices; for a limit near 1e-9, where that
- *   does not hold, the few entries left (at most 129) are brought to the current scale.
- * - retryAfter's binary search reads O(log n) entries, each O(1) (a chunk read once a call).
- *
- * ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs. Reply:
+ * bit. ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs. Reply:
  * `{allowed (1/0), available before the cost, newest leaveAtMs (after the cost; -inf when
  * empty), now, leaveAtMs of the entry whose departure lets the cost fit (-inf when not
  * computed), entries in the window before the cost}`, for `logDecision` and `logLeaveAt`
- * (window-math.ts). Dropping entries that left (and deleting dead chunks) is stored even by
- * a peek or a denial (it changes no decision). A key in the earlier layout (a list) is
- * replaced by one entry holding all its units until its newest entry leaves: conservative,
- * never a fresh budget.
+ * (window-math.ts). Dropping entries that left and deleting dead chunks is stored even by
+ * a peek or a denial (it changes no decision). A key in the earlier layout (a list) becomes
+ * one entry of all its units until its newest entry leaves: stricter, never a fresh budget.
  */
 export const SLIDING_WINDOW_LOG_SCRIPT = new Script(
   "sliding-window-log",
