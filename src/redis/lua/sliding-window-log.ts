@@ -45,10 +45,10 @@ export const LOG_CHUNKS_DELETED_PER_CALL = 4;
  * commands per call: the log is a hash of chunks (layout above; docs/redis.md#the-sliding-log-at-large-limits).
  * Mirrors `SlidingWindowLog` decision for decision (expiry, rebase above `2 * limit`,
  * merging, granule stamping, the binary search of retryAfter), so the floats agree bit for
- * bit. ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs. Reply:
+ * bit. ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs. Reply:
  * `{allowed (1/0), available before the cost, newest leaveAtMs (after the cost; -inf when
  * empty), now, leaveAtMs of the entry whose departure lets the cost fit (-inf when not
- * computed), entries in the window before the cost}`, for `logDecision` and `logLeaveAt`
+ * computed), entries in the window before the cost, the server's now}`, for `logDecision` and `logLeaveAt`
  * (window-math.ts). Dropping entries that left and deleting dead chunks is stored even by
  * a peek or a denial (it changes no decision). A key in the earlier layout (a list) becomes
  * one entry of all its units until its newest entry leaves: stricter, never a fresh budget.
@@ -212,6 +212,6 @@ end
 if dirty then
   redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B))
 end
-return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size }
+return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size, serverNow }
 `,
 );
