@@ -14,6 +14,17 @@ import { describe } from "../errors.js";
  */
 export const STATE_LAYOUT_VERSION = 1;
 
+/**
+ * The algorithms whose state layout has changed since {@link STATE_LAYOUT_VERSION}, with
+ * their own version: the sliding log's list became a hash of chunks (2).
+ */
+const ALGORITHM_LAYOUT_VERSIONS: Readonly<Record<string, number>> = { "sliding-window-log": 2 };
+
+/** The state layout version of `algorithm`, part of its fingerprint. */
+export function stateLayoutVersion(algorithm: string): number {
+  return ALGORITHM_LAYOUT_VERSIONS[algorithm] ?? STATE_LAYOUT_VERSION;
+}
+
 /** What a limiter's fingerprint is computed from. */
 export interface KeyspaceSource {
   /** The algorithm, `token-bucket`, `leaky-bucket`, `fixed-window`, `sliding-window-log`, `sliding-window-counter`. */
@@ -26,14 +37,14 @@ export interface KeyspaceSource {
 
 /**
  * The canonical text a fingerprint hashes: `tollgate/1 token-bucket capacity=10
- * refillPerSecond=5 clock=server`. Numbers are written as JavaScript writes them (the
+ * refillPerSecond=5 clock=server` (the number is {@link stateLayoutVersion}). Numbers are written as JavaScript writes them (the
  * shortest text that reads back as the same double), so every runtime and process that
  * was given the same numbers writes the same text; the options appear in a fixed order.
  */
 export function canonicalText(source: KeyspaceSource): string {
   const state = Object.entries(source.state).map(([name, value]) => `${name}=${String(value)}`);
   return [
-    `tollgate/${STATE_LAYOUT_VERSION}`,
+    `tollgate/${stateLayoutVersion(source.algorithm)}`,
     source.algorithm,
     ...state,
     `clock=${source.clock}`,

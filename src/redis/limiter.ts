@@ -126,5 +126,5 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   protected abstract override decode(reply: unknown, cost: number): Decision;
 }
 
-/** `reset`: deletes the key. */
-export const RESET_SCRIPT = new Script("reset", "return redis.call('DEL', KEYS[1])");
+/** `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread). */
+export const RESET_SCRIPT = new Script("reset", "return redis.call('UNLINK', KEYS[1])");

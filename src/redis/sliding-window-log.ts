@@ -31,9 +31,9 @@ const OPTIONS = optionNames<RedisSlidingWindowLogOptions>()([
  * last `windowMs` plus `cost` fit in `limit`. Decides as the in-memory class does for the
  * same timeline, atomically, in one Lua script on Redis's clock.
  *
- * Good for: an exact shared rolling limit. Watch out: memory per key grows with the
- * requests in a window (16 bytes an entry, time slices beyond `max(64, ceil(limit))` as in
- * memory). The key expires when its newest entry leaves, and is deleted once empty.
+ * Good for: an exact shared rolling limit. Watch out: memory per key grows with the requests
+ * in a window (about 16 bytes an entry, time slices beyond `max(64, ceil(limit))` as in
+ * memory), the work per call does not (docs/redis.md#the-sliding-log-at-large-limits).
  * @example
  * const limiter = new RedisSlidingWindowLog({ client: fromNodeRedis(redis), limit: 5, windowMs: 1000 })
  * await limiter.allow("login:alice") //=> true

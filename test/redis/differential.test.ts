@@ -169,6 +169,79 @@ describe.skipIf(!redis.available)("Redis twin decides as the in-memory class", (
     });
   });
 
+  // Large limits: a log of many chunks (expiry by binary search over them, big drops, dead
+  // chunks deleted a few per call), the lazy rebase with hundreds of entries older than it,
+  // entries stamped exactly after granule-stamped ones, and a limit so small (1e-10) that an
+  // entry outlives a rebase. Timelines are phases: bursts of small costs, jumps of a part of
+  // the window, large costs; costs are shares of the limit, so every case reaches its limit.
+  test("SlidingWindowLog: large limits and many chunks", async () => {
+    const phase = fc.oneof(
+      fc.record({
+        kind: fc.constant("burst" as const),
+        count: fc.integer({ min: 50, max: 400 }),
+        dtMs: fc.constantFrom(0, 0.01, 0.1, 0.3),
+        share: fc.oneof(
+          fc.constantFrom(1e-6, 1e-4, 1e-3, 3e-3, 0.01, 0.05),
+          fc.double({ min: 0, max: 0.01, noNaN: true }),
+        ),
+      }),
+      fc.record({
+        kind: fc.constant("jump" as const),
+        part: fc.constantFrom(0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 1.1),
+      }),
+      fc.record({
+        kind: fc.constant("big" as const),
+        count: fc.integer({ min: 1, max: 4 }),
+        share: fc.constantFrom(0.3, 0.45, 1, 10),
+      }),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(1e6, 65, 1000.5, 1e-10),
+        fc.constantFrom(500, 1000 / 3),
+        fc.constantFrom(5000, 1_764_480_000_123.25),
+        fc.array(phase, { minLength: 8, maxLength: 20 }),
+        async (limit, w, t0, phases) => {
+          const clock = manualClock(t0);
+          const memory = new SlidingWindowLog({ limit, windowMs: w, clock });
+          const shared = new RedisSlidingWindowLog({
+            client: conn.client,
+            clock,
+            prefix: uniquePrefix("SlidingWindowLog"),
+            limit,
+            windowMs: w,
+            maxTtlMs,
+          });
+          const check = async (where: string, cost: number, peek: boolean) => {
+            const expected = peek ? memory.peek(cost) : memory.consume(cost);
+            const actual = await (peek ? shared.peek("k", cost) : shared.consume("k", cost));
+            expect(actual, `${where} at ${clock()} cost ${cost}`).toEqual({
+              ...expected,
+              source: "redis",
+            });
+          };
+          for (const [i, p] of phases.entries()) {
+            if (p.kind === "burst") {
+              for (let j = 0; j < p.count; j++) {
+                clock.advance(p.dtMs);
+                await check(`phase ${i} burst ${j}`, p.share * limit, j % 7 === 6);
+              }
+            } else if (p.kind === "jump") {
+              clock.advance(p.part * w);
+              await check(`phase ${i} jump`, 1e-3 * limit, true);
+            } else {
+              for (let j = 0; j < p.count; j++) {
+                clock.advance(1);
+                await check(`phase ${i} big ${j}`, p.share * limit, false);
+              }
+            }
+          }
+        },
+      ),
+      { numRuns: Math.ceil(Number(process.env["FC_RUNS"] ?? 60) / 6) },
+    );
+  }, 120_000);
+
   // Long, dense timelines: the log's running-total rebase and its merging beyond 64 entries.
   test.each(TWINS)(
     "$name: long dense timelines",

@@ -46,6 +46,16 @@ describe("keyspace fingerprint", () => {
     ).toBe("tollgate/1 token-bucket capacity=10 refillPerSecond=5 clock=server");
   });
 
+  test("the sliding log's layout is version 2 (a hash of chunks; version 1 was a list)", () => {
+    expect(
+      canonicalText({
+        algorithm: "sliding-window-log",
+        state: { limit: 100, windowMs: 60_000 },
+        clock: "server",
+      }),
+    ).toBe("tollgate/2 sliding-window-log limit=100 windowMs=60000 clock=server");
+  });
+
   // Golden values: if one of these changes, every deployed limiter's keys change with it
   // (state is lost at the upgrade), which must be a deliberate, announced change.
   test.each([
@@ -58,6 +68,11 @@ describe("keyspace fingerprint", () => {
       name: "RedisFixedWindow limit 100, windowMs 60000",
       make: () => new RedisFixedWindow({ client: offline, limit: 100, windowMs: 60_000 }),
       key: "tollgate:fw:487bd52a:user:42",
+    },
+    {
+      name: "RedisSlidingWindowLog limit 100, windowMs 60000 (layout 2; 1 was c1d3c9ad)",
+      make: () => new RedisSlidingWindowLog({ client: offline, limit: 100, windowMs: 60_000 }),
+      key: "tollgate:swl:f8b59f8a:user:42",
     },
   ])("$name stores user:42 under $key", ({ make, key }) => {
     expect(keyOf(make(), "user:42")).toBe(key);

@@ -2,19 +2,56 @@ import { Script } from "../script.js";
 import { LUA_COMMON, luaArgs } from "./common.js";
 
 /**
- * The sliding window log's one script (consume and peek). One list per key: entries
- * oldest first, each `struct.pack('<dd', leaveAtMs, runningTotal)`, then a last
- * element `struct.pack('<dd', base, at)` (the running total already gone, and the
- * time of the last append). An entry counts while `leaveAtMs > now`; the window holds
- * `newest total - base`. ARGV: limit, windowMs, cost, take (1/0), now ('' = server
- * TIME), maxTtlMs, deadlineMs. Reply: `{allowed (1/0), available before the cost, newest leaveAtMs
- * (after the cost; -inf when empty), now, leaveAtMs of the entry whose departure lets the
- * cost fit (-inf when not computed), entries in the window before the cost}`, for
- * `logDecision` and `logLeaveAt` (window-math.ts).
- *
- * Mirrors `SlidingWindowLog` step for step (expiry, rebase above `2 * limit`, merging,
- * granule stamping, the binary search of retryAfter), so the floats agree bit for bit.
- * Dropping entries that left is stored even by a peek or a denial (it changes no decision).
+ * Entries per chunk of a log whose limiter keeps at most 64 exact entries (`limit <= 64`):
+ * a chunk is then at most 56 bytes and a full log at most 45 chunks, so Redis keeps the
+ * whole hash as one small listpack (`hash-max-listpack-value` 64,
+ * `hash-max-listpack-entries` 128 by default).
+ */
+export const SMALL_LOG_CHUNK_ENTRIES = 3;
+/**
+ * Entries per chunk of a larger log: 8 + 255 * 16 = 4,088 bytes, which with its string
+ * header fills one 4 KiB allocation, so the log costs about 16 bytes an entry.
+ */
+export const LARGE_LOG_CHUNK_ENTRIES = 255;
+/** Dead chunks (every entry left) a call deletes at most, oldest first. */
+export const LOG_CHUNKS_DELETED_PER_CALL = 4;
+
+// Layout: one hash per key. Field `m` is the meta, struct.pack('<dddddddd', head, tail,
+// base, at, rebaseSeq, rebaseBy, clean, chunkEntries): entries are numbered (`head` the
+// oldest live, `tail` one past the newest, from 0 in each new key), and entry `s` lives in
+// field `floor(s / chunkEntries)` (decimal), a chunk: struct.pack('<d', maxLeave), then up to
+// `chunkEntries` entries struct.pack('<dd', leaveAtMs, runningTotal). `maxLeave` is the
+// latest leave time of any entry up to the chunk's end, nondecreasing from chunk to chunk
+// (the leave times need not be: an entry stamped at its time may follow one stamped at the
+// end of its granule). `base` is the running total gone, `at` the time of the last append,
+// `clean` the oldest chunk not yet deleted, `chunkEntries` fixed when the key is made.
+//
+// Bounded steps, each mirroring SlidingWindowLog's result bit for bit:
+// - expiry: a binary search over the chunks' maxLeave, then a scan inside one chunk (memory
+//   pops the same entries one by one);
+// - dead chunks: deleted LOG_CHUNKS_DELETED_PER_CALL a call at most; every append deletes one
+//   while any is dead, so the hash holds at most 2 * exactEntries + 1 live entries plus
+//   chunkEntries - 1 dead ones; a log that empties is UNLINKed (freed off the main thread);
+// - the rebase above 2 * limit is lazy: entries below rebaseSeq keep their totals and read as
+//   total - rebaseBy, the float operation memory applies to each. An entry outlives at most
+//   one rebase (on the new scale the entries older than the last one total at most
+//   limit + 1e-9 * max(1, limit), below 2 * limit, so they leave before the next), so one
+//   offset suffices; only for a limit near 1e-9, where that fails, are the few entries left
+//   (at most 129) rewritten;
+// - retryAfter's binary search: O(log n) reads, each O(1) (a chunk is read once a call).
+
+/**
+ * The sliding window log's one script (consume and peek), with a bounded number of O(1)
+ * commands per call: the log is a hash of chunks (layout above; docs/redis.md#the-sliding-log-at-large-limits).
+ * Mirrors `SlidingWindowLog` decision for decision (expiry, rebase above `2 * limit`,
+ * merging, granule stamping, the binary search of retryAfter), so the floats agree bit for
+ * bit. ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs. Reply:
+ * `{allowed (1/0), available before the cost, newest leaveAtMs (after the cost; -inf when
+ * empty), now, leaveAtMs of the entry whose departure lets the cost fit (-inf when not
+ * computed), entries in the window before the cost, the server's now}`, for `logDecision` and `logLeaveAt`
+ * (window-math.ts). Dropping entries that left and deleting dead chunks is stored even by
+ * a peek or a denial (it changes no decision). A key in the earlier layout (a list) becomes
+ * one entry of all its units until its newest entry leaves: stricter, never a fresh budget.
  */
 export const SLIDING_WINDOW_LOG_SCRIPT = new Script(
   "sliding-window-log",
@@ -23,45 +60,99 @@ export const SLIDING_WINDOW_LOG_SCRIPT = new Script(
 -- windowMs / exactEntries, so the log never holds more than 2 * exactEntries + 1.
 local exactEntries = math.min(math.max(64, math.ceil(limit)), 16777216)
 local maxEntries = 2 * exactEntries + 1
+local floor = math.floor
 
-local function entry(i) return struct.unpack('<dd', redis.call('LINDEX', key, i)) end
+local head, tail, base, at, rebaseSeq, rebaseBy, clean = 0, 0, 0, -math.huge, 0, 0, 0
+local B = ${LARGE_LOG_CHUNK_ENTRIES}
+if exactEntries <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} end
 
-local size, base, at = 0, 0, -math.huge
-local meta = redis.call('LINDEX', key, -1)
-if meta then
-  base, at = struct.unpack('<dd', meta)
-  size = redis.call('LLEN', key) - 1
-  if now < at then now = at end
+local meta = redis.pcall('HGET', key, 'm')
+if type(meta) == 'table' then
+  -- The earlier layout, a list: entries struct.pack('<dd', leaveAtMs, runningTotal), then
+  -- struct.pack('<dd', base, at). Kept as one entry of all its units (read at both ends, O(1)).
+  if redis.call('TYPE', key)['ok'] ~= 'list' then return redis.error_reply(meta['err']) end
+  local oldBase, oldAt = struct.unpack('<dd', redis.call('LINDEX', key, -1))
+  local newest = false
+  if redis.call('LLEN', key) > 1 then newest = redis.call('LINDEX', key, -2) end
+  redis.call('UNLINK', key)
+  meta = false
+  if newest then
+    local leave, total = struct.unpack('<dd', newest)
+    redis.call('HSET', key, '0', struct.pack('<ddd', leave, leave, total - oldBase))
+    tail, at = 1, oldAt
+    meta = true
+    expire(key, leave - now, leave, explicit, maxTtl)
+  end
+elseif meta then
+  head, tail, base, at, rebaseSeq, rebaseBy, clean, B = struct.unpack('<dddddddd', meta)
+end
+if meta and now < at then now = at end
+local dirty = meta == true
+
+-- Chunks read this call, by index.
+local chunks = {}
+local function chunk(c)
+  local s = chunks[c]
+  if not s then
+    s = redis.call('HGET', key, string.format('%d', c))
+    chunks[c] = s
+  end
+  return s
+end
+-- Entry s as stored: leaveAtMs, running total on the scale of its time.
+local function raw(s)
+  local c = floor(s / B)
+  return struct.unpack('<dd', chunk(c), 9 + 16 * (s - c * B))
+end
+-- Entry s: leaveAtMs and running total, as SlidingWindowLog holds them.
+local function entry(s)
+  local leave, total = raw(s)
+  if s < rebaseSeq then total = total - rebaseBy end
+  return leave, total
+end
+-- Stores entry s (at most tail); maxLeave nil keeps the chunk's.
+local function write(s, leave, total, maxLeave)
+  local c = floor(s / B)
+  local k = s - c * B
+  local old = ''
+  if s < tail then old = chunk(c) elseif k > 0 then old = chunk(c) end
+  if maxLeave == nil then maxLeave = struct.unpack('<d', old) end
+  local new = struct.pack('<d', maxLeave) .. string.sub(old, 9, 8 + 16 * k)
+    .. struct.pack('<dd', leave, total) .. string.sub(old, 25 + 16 * k)
+  redis.call('HSET', key, string.format('%d', c), new)
+  chunks[c] = new
 end
 
--- SlidingWindowLog.expire: drop entries that left, oldest first.
-local dropped = false
-while size > 0 do
-  local leave, total = entry(0)
-  if leave > now then break end
-  base = total
-  redis.call('LPOP', key)
-  size = size - 1
-  dropped = true
-end
-if dropped then
-  if size == 0 then
-    base = 0
-    redis.call('DEL', key)
+-- SlidingWindowLog.expire: drop the entries up to the first that has not left.
+if tail > head and raw(head) <= now then
+  local lo, hi = floor(head / B), floor((tail - 1) / B) + 1
+  while lo < hi do -- the first chunk whose maxLeave is still ahead
+    local mid = floor((lo + hi) / 2)
+    if struct.unpack('<d', chunk(mid)) > now then hi = mid else lo = mid + 1 end
+  end
+  local first = math.min(tail, math.max(head, lo * B))
+  while first < tail and raw(first) <= now do first = first + 1 end
+  if first == tail then
+    redis.call('UNLINK', key)
+    head, tail, base, rebaseSeq, rebaseBy, clean, dirty = 0, 0, 0, 0, 0, 0, false
+    if exactEntries <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} else B = ${LARGE_LOG_CHUNK_ENTRIES} end
   else
+    local _, total = entry(first - 1)
+    base, head, dirty = total, first, true
     if base > 2 * limit then
-      for i = 0, size - 1 do
-        local leave, total = entry(i)
-        redis.call('LSET', key, i, struct.pack('<dd', leave, total - base))
+      -- SlidingWindowLog.rebase, lazily: entries below rebaseSeq read as total - rebaseBy.
+      for s = head, rebaseSeq - 1 do
+        local leave, old = entry(s)
+        write(s, leave, old, nil)
       end
-      base = 0
+      rebaseSeq, rebaseBy, base = tail, base, 0
     end
-    redis.call('LSET', key, -1, struct.pack('<dd', base, at))
   end
 end
 
+local size = tail - head
 local newestLeave, newestTotal = -math.huge, base
-if size > 0 then newestLeave, newestTotal = entry(size - 1) end
+if size > 0 then newestLeave, newestTotal = entry(tail - 1) end
 local available = limit
 if size > 0 then available = limit - (newestTotal - base) end
 
@@ -84,26 +175,42 @@ if allowed and take and cost > 0 then
   if stamp - (leaveAt - windowPart) + (windowMs - windowPart) > 0 then
     leaveAt = leaveAt + math.abs(leaveAt) * 1.1102230246251568e-16 -- NEXT_UP: the next double
   end
-  if size > 0 and (newestLeave == leaveAt or size >= maxEntries) then
-    redis.call('LSET', key, size - 1, struct.pack('<dd', leaveAt, newestTotal + cost))
-    redis.call('LSET', key, -1, struct.pack('<dd', base, now))
-  elseif size > 0 then
-    redis.call('LSET', key, -1, struct.pack('<dd', leaveAt, newestTotal + cost))
-    redis.call('RPUSH', key, struct.pack('<dd', base, now))
-  else
-    redis.call('RPUSH', key, struct.pack('<dd', leaveAt, newestTotal + cost), struct.pack('<dd', base, now))
+  local maxLeave = leaveAt
+  if size > 0 then
+    local before = struct.unpack('<d', chunk(floor((tail - 1) / B)))
+    if before > maxLeave then maxLeave = before end
   end
-  newestLeave = leaveAt
+  if size > 0 and (newestLeave == leaveAt or size >= maxEntries) then
+    write(tail - 1, leaveAt, newestTotal + cost, maxLeave)
+    if tail - 1 < rebaseSeq then rebaseSeq = tail - 1 end
+  else
+    write(tail, leaveAt, newestTotal + cost, maxLeave)
+    tail = tail + 1
+  end
+  at, newestLeave, dirty = now, leaveAt, true
   expire(key, leaveAt - now, leaveAt, explicit, maxTtl)
 elseif not allowed and size > 0 and fits(cost, limit) then
   -- SlidingWindowLog.retryLeaveAt: the oldest entry whose departure lets the cost fit.
-  local lo, hi = 0, size - 1
+  local lo, hi = head, tail - 1
   while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
+    local mid = floor((lo + hi) / 2)
     local _, total = entry(mid)
     if fits(cost, limit - (newestTotal - total)) then hi = mid else lo = mid + 1 end
   end
-  retryLeave = entry(lo)
+  retryLeave = raw(lo)
+end
+
+-- Delete a few chunks whose every entry has left (after the last read of them).
+local dead = floor(head / B)
+if clean < dead then
+  local last = math.min(dead, clean + ${LOG_CHUNKS_DELETED_PER_CALL}) - 1
+  local fields = {}
+  for c = clean, last do fields[#fields + 1] = string.format('%d', c) end
+  redis.call('HDEL', key, unpack(fields))
+  clean, dirty = last + 1, true
+end
+if dirty then
+  redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B))
 end
 return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size, serverNow }
 `,
