@@ -1,4 +1,8 @@
 import type { RedisKey, RedisLike } from "../../src/redis/client.js";
+import { PROBE_DEADLINE, serverClockOf } from "../../src/redis/server-clock.js";
+
+/** The server time every reply of the fake carries, in ms. */
+const SERVER_NOW_MS = 1_700_000_000_000;
 
 /** One script call the fake received, settled by hand. */
 export interface PendingCall {
@@ -19,11 +23,19 @@ export class FakeRedis implements RedisLike {
 
   constructor(nodeOf?: (key: RedisKey) => string | undefined) {
     if (nodeOf !== undefined) this.nodeOf = nodeOf;
+    // Known offset to the server's clock, so each decision goes out at once (no probe
+    // first) and the tests settle calls in the order they make them.
+    serverClockOf(this).observe(SERVER_NOW_MS);
   }
 
   evalSha(_sha1: string, keys: readonly RedisKey[], args: readonly string[]): Promise<unknown> {
+    // The limiter's clock probe (deadline long past) is answered at once, as Redis would.
+    if (args.at(-1) === PROBE_DEADLINE) return Promise.resolve([-1, SERVER_NOW_MS]);
     return new Promise((resolve, reject) => {
-      this.calls.push({ key: keys[0] as RedisKey, args, resolve, reject });
+      // A script's reply ends with the server's now; the tests give only the decision.
+      const answer = (reply: unknown) =>
+        resolve(Array.isArray(reply) ? [...reply, SERVER_NOW_MS] : reply);
+      this.calls.push({ key: keys[0] as RedisKey, args, resolve: answer, reject });
     });
   }
 
