@@ -1,0 +1,119 @@
+import { Script } from "../script.js";
+import { LUA_COMMON } from "./common.js";
+
+/**
+ * The lease exchange of `LeasedTokenBucket`, batched over many keys (all in one hash
+ * slot in a cluster). For each key in turn, on the server's clock: give back `give`
+ * tokens (never above `capacity`: any excess is dropped), then take up to `want`
+ * tokens when at least `need` are there ("take up to", not all or nothing), else take
+ * nothing and answer the time until `need` tokens are there.
+ *
+ * The bucket's state is the token bucket script's (src/redis/lua/token-bucket.ts): a
+ * hash with `tokens` exact at `anchor` (ms), no key while full, the same refill and fit
+ * arithmetic. With `record` set, the same hash also keeps `taken` and `given`, running
+ * totals of tokens taken and given back, which no decision reads: the independent
+ * record that tests check bounds against. A recorded key is never deleted when full (its
+ * token fields are) and lives `maxTtlMs` after its last write.
+ *
+ * KEYS: the bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), then
+ * for each key give, want, need, and last the deadline (server-clock ms, '' = none).
+ * Past the deadline the script writes nothing and answers `{-1, serverNowMs}`. Otherwise
+ * it answers, for each key, granted, waitMs (0 unless nothing was granted), tokens left,
+ * tokens accepted back; and last the server's now in ms. Floats as `%.17g` strings.
+ */
+export const LEASE_SCRIPT = new Script(
+  "lease",
+  `${LUA_COMMON}
+local capacity = tonumber(ARGV[1])
+local rate = tonumber(ARGV[2])
+local maxTtl = tonumber(ARGV[3])
+local record = ARGV[4] == '1'
+local deadline = ARGV[#ARGV]
+local now = clock('')
+if deadline ~= '' and now > tonumber(deadline) then return { -1, f(now) } end
+local out = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local base = 4 + (i - 1) * 3
+  local give = tonumber(ARGV[base + 1])
+  local want = tonumber(ARGV[base + 2])
+  local need = tonumber(ARGV[base + 3])
+  local state = redis.call('HMGET', key, 'tokens', 'anchor')
+  local tokens = capacity
+  local t = now
+  if state[1] then
+    local anchor = tonumber(state[2])
+    if t < anchor then t = anchor end
+    local refilled = tonumber(state[1]) + ((t - anchor) * rate) / 1000
+    if refilled < capacity then tokens = refilled end
+  end
+  local back = 0
+  if give > 0 and tokens < capacity then
+    back = math.min(give, capacity - tokens)
+    tokens = tokens + back
+  end
+  local granted = 0
+  local waitMs = 0
+  if want > 0 then
+    if fits(need, tokens) then
+      granted = math.min(want, tokens)
+      if granted < 0 then granted = 0 end
+      tokens = tokens - granted
+    elseif rate > 0 then
+      waitMs = cleanMs(((need - tokens) * 1000) / rate)
+    else
+      waitMs = math.huge
+    end
+  end
+  if back > 0 or granted > 0 then
+    local missing = capacity - tokens
+    if missing > 0 then
+      redis.call('HSET', key, 'tokens', f(tokens), 'anchor', f(t))
+    elseif record then
+      redis.call('HDEL', key, 'tokens', 'anchor')
+    else
+      redis.call('DEL', key)
+    end
+    if record then
+      if granted > 0 then redis.call('HSET', key, 'taken', f(tonumber(redis.call('HGET', key, 'taken') or '0') + granted)) end
+      if back > 0 then redis.call('HSET', key, 'given', f(tonumber(redis.call('HGET', key, 'given') or '0') + back)) end
+      redis.call('PEXPIRE', key, string.format('%d', maxTtl))
+    elseif missing > 0 then
+      local fullMs = math.huge
+      if rate > 0 then fullMs = cleanMs((missing * 1000) / rate) end
+      expire(key, fullMs, t + fullMs, false, maxTtl)
+    end
+  end
+  out[#out + 1] = f(granted)
+  out[#out + 1] = f(waitMs)
+  out[#out + 1] = f(tokens)
+  out[#out + 1] = f(back)
+end
+out[#out + 1] = f(now)
+return out
+`,
+);
+
+/**
+ * The heartbeat of `LeasedTokenBucket`: one sorted set per limiter keyspace holds each
+ * live process's id, scored by the server-clock ms at which its heartbeat lapses. The
+ * script drops lapsed members, adds or refreshes `id` (or removes it when `leave` is 1)
+ * and answers `{live processes, serverNowMs}`. KEYS: the set. ARGV: id, ttlMs, leave.
+ * It takes no tokens, so it carries no deadline.
+ */
+export const HEARTBEAT_SCRIPT = new Script(
+  "lease-heartbeat",
+  `${LUA_COMMON}
+local now = clock('')
+local ttl = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. f(now))
+if ARGV[3] == '1' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+else
+  redis.call('ZADD', KEYS[1], f(now + ttl), ARGV[1])
+end
+local live = redis.call('ZCARD', KEYS[1])
+if live > 0 then redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil(ttl * 2))) end
+return { live, f(now) }
+`,
+);
