@@ -331,7 +331,14 @@ export class LeasedTokenBucket {
     e.tokens -= cost;
     e.lastUsedMs = now;
     e.demand.observe(cost, now);
-    if (e.tokens < e.lowWater && !e.queued && !e.inFlight && !this.closed) {
+    // No refill while the shared bucket said it is empty: no calls until its tokens return.
+    if (
+      e.tokens < e.lowWater &&
+      !e.queued &&
+      !e.inFlight &&
+      now >= e.deniedUntilMs &&
+      !this.closed
+    ) {
       e.wants = true;
       e.needCost = 0;
       this.enqueue(e);
@@ -506,8 +513,9 @@ export class LeasedTokenBucket {
     let want = 0;
     let need = 0;
     if (e.wants && !this.closed) {
-      const target = this.sizing.target(e.demand.rate(now));
-      e.lowWater = this.sizing.lowWater(target);
+      const rate = e.demand.rate(now);
+      const target = this.sizing.target(rate);
+      e.lowWater = this.sizing.lowWater(target, rate, this.leaseDelayMs);
       const short = e.needCost - e.tokens;
       want = Math.max(target - e.tokens, short, 0);
       if (want > this.capacity) want = this.capacity;
@@ -576,10 +584,9 @@ export class LeasedTokenBucket {
       return;
     }
     const now = this.now(WHERE);
-    this.leaseDelayMs = Math.max(
-      this.config.batchWindowMs,
-      now - sentMs + this.config.batchWindowMs,
-    );
+    // The delay from asking to having: a quick rise, a slow decay.
+    const delay = now - sentMs + this.config.batchWindowMs;
+    this.leaseDelayMs = delay > this.leaseDelayMs ? delay : this.leaseDelayMs * 0.9 + delay * 0.1;
     this.down.delete(group);
     this.settled("lease", requests.length, undefined);
     for (let i = 0; i < requests.length; i++) {
@@ -607,7 +614,7 @@ export class LeasedTokenBucket {
         e.grantedAtMs = now;
         e.deniedUntilMs = Number.NEGATIVE_INFINITY;
       } else if (r.want > 0) {
-        e.deniedUntilMs = now + grant.waitMs;
+        e.deniedUntilMs = now + this.emptyWaitMs(grant.waitMs, r.need);
       }
       if (this.closed && e.tokens > 0) {
         e.give += e.tokens;
@@ -615,6 +622,22 @@ export class LeasedTokenBucket {
         this.enqueue(e);
       }
     }
+  }
+
+  /**
+   * @internal How long to deny after the shared bucket answered "empty, `need` tokens in
+   * `waitMs`": that wait, or longer when other live processes compete for the same tokens,
+   * up to this process's fair turn (N x need at the refill rate), so that N processes do not
+   * all call at once for the same few tokens. The longer wait loses no tokens: they stay in
+   * the bucket, and it never passes the time half the capacity takes to come back, well
+   * before the bucket could overflow.
+   */
+  private emptyWaitMs(waitMs: number, need: number): number {
+    const rate = this.refillPerSecond;
+    if (!(rate > 0) || !Number.isFinite(waitMs)) return waitMs;
+    const fairTokens = Math.min(this.heartbeat.live * need, this.capacity / 2);
+    const fairMs = (fairTokens * 1000) / rate;
+    return fairMs > waitMs ? fairMs : waitMs;
   }
 
   /** @internal An exchange failed (or came late: nothing was written, so gives can be retried). */

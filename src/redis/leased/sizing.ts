@@ -64,8 +64,16 @@ export class LeaseSizing {
     return wanted < this.cap ? wanted : this.cap;
   }
 
-  /** The refill threshold for a target. */
-  lowWater(target: number): number {
-    return target * this.lowWaterShare;
+  /**
+   * The refill threshold for a target: `lowWaterShare` of it, or more when the demand
+   * during two lease delays (`delayMs`, batch window plus round trip, as measured) is
+   * larger, so that the refill lands before the lease runs out; at most 3/4 of the target.
+   */
+  lowWater(target: number, ratePerMs: number, delayMs: number): number {
+    const share = target * this.lowWaterShare;
+    const inFlight = ratePerMs * delayMs * 2;
+    const most = target * 0.75;
+    const wanted = inFlight > share ? inFlight : share;
+    return wanted < most ? wanted : most;
   }
 }
