@@ -98,7 +98,7 @@ return out
  * The heartbeat of `LeasedTokenBucket`: one sorted set per limiter keyspace holds each
  * live process's id, scored by the server-clock ms at which its heartbeat lapses. The
  * script drops lapsed members, adds or refreshes `id` (or removes it when `leave` is 1)
- * and answers `{live processes, serverNowMs}`. KEYS: the set. ARGV: id, ttlMs, leave.
+ * and answers `{live processes, serverNowMs}`; the set expires when its last member lapses. KEYS: the set. ARGV: id, ttlMs, leave.
  * It takes no tokens, so it carries no deadline.
  */
 export const HEARTBEAT_SCRIPT = new Script(
@@ -113,7 +113,9 @@ else
   redis.call('ZADD', KEYS[1], f(now + ttl), ARGV[1])
 end
 local live = redis.call('ZCARD', KEYS[1])
-if live > 0 then redis.call('PEXPIRE', KEYS[1], string.format('%d', math.ceil(ttl * 2))) end
+-- The set lives until its last member lapses (a short heartbeat never cuts a longer one).
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(tonumber(last[2])))) end
 return { live, f(now) }
 `,
 );
