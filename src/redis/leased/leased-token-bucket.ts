@@ -356,7 +356,7 @@ export class LeasedTokenBucket {
       e = new LeaseEntry(
         key,
         this.store.groupOf(key),
-        this.config.initialCredit,
+        Math.min(this.config.initialCredit, this.capacity),
         this.capacity,
         now,
         this.config.leaseHorizonMs / 4,

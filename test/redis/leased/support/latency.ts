@@ -64,7 +64,9 @@ const result = {
   keyedP99ns: pct(b, 0.99),
   p50Ratio: pct(a, 0.5) / pct(b, 0.5),
   p99Ratio: pct(a, 0.99) / pct(b, 0.99),
-  roundTripsPer1000: ((after.exchanges - before.exchanges + after.heartbeats - before.heartbeats) / decisions) * 1000,
+  roundTripsPer1000:
+    ((after.exchanges - before.exchanges + after.heartbeats - before.heartbeats) / decisions) *
+    1000,
   sink: sink > 0,
 };
 console.log(JSON.stringify(result));
