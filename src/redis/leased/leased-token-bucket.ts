@@ -131,6 +131,8 @@ export class LeasedTokenBucket {
   };
   /** @internal Failed calls in a row, per operation. */
   private readonly failedCalls: Record<LeaseOperation, number> = { lease: 0, heartbeat: 0 };
+  /** @internal The last failure of a lease call, the `cause` of a `'throw'` decision. */
+  private lastError: unknown;
   /** @internal */
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal */
@@ -430,12 +432,13 @@ export class LeasedTokenBucket {
     if (policy === "open") return this.shape(true, 0, this.capacity - cost, "open");
     if (policy === "closed") return this.denied(FAIL_CLOSED_RETRY_AFTER_MS, 0, "closed");
     if (policy === "throw") {
+      const operation = `${WHERE}.${take ? "consume" : "peek"}`;
       throw new RateLimitStoreError(
-        `${WHERE}.consume: Redis failed and the lease of this key ran out`,
+        `${operation}: Redis failed and the lease of this key ran out`,
         {
-          cause: undefined,
-          operation: `${WHERE}.consume`,
-          timedOut: false,
+          cause: this.lastError,
+          operation,
+          timedOut: this.lastError instanceof StoreTimeoutError,
         },
       );
     }
@@ -643,6 +646,7 @@ export class LeasedTokenBucket {
   /** @internal An exchange failed (or came late: nothing was written, so gives can be retried). */
   private lost(group: string, requests: LeaseRequest[], error: unknown, late: boolean): void {
     this.counters.failedExchanges++;
+    this.lastError = error;
     const now = this.now(WHERE);
     this.down.set(group, now + Math.min(1000, Math.max(this.config.batchWindowMs, 100)));
     for (const r of requests) {

@@ -32,7 +32,8 @@ export class RateWindow {
   rate(nowMs: number): number {
     if (nowMs - this.startMs >= this.windowMs) this.roll(nowMs);
     const elapsed = nowMs - this.startMs;
-    const current = elapsed > 0 ? this.units / Math.max(elapsed, this.windowMs / 4) : 0;
+    // A partial window counts as a whole one: one request just after a roll is not a burst.
+    const current = elapsed > 0 ? this.units / this.windowMs : 0;
     return current > this.lastRate ? current : this.lastRate;
   }
 
