@@ -562,10 +562,20 @@ export class LeasedTokenBucket {
     } catch (error) {
       call = Promise.reject(error);
     }
-    const done = call.then(
-      (exchange) => this.received(group, requests, exchange, sentMs),
-      (error: unknown) => this.lost(group, requests, error, false),
-    );
+    // Settling an answer cannot fail but through a bad clock reading or a throwing hook;
+    // either is reported, and `done` never rejects (close() awaits it).
+    const done = call
+      .then(
+        (exchange) => this.received(group, requests, exchange, sentMs),
+        (error: unknown) => this.lost(group, requests, error, false),
+      )
+      .catch((error: unknown) => {
+        try {
+          this.settled("lease", requests.length, error);
+        } catch {
+          // A throwing onError has nowhere left to go.
+        }
+      });
     this.inFlight.add(done);
     void done.finally(() => this.inFlight.delete(done));
   }
@@ -704,8 +714,8 @@ export class LeasedTokenBucket {
     );
     const tick = () => {
       if (this.closed) return;
-      this.sweep();
       this.cancelSweep = this.config.scheduler(tick, period);
+      this.sweep();
     };
     this.cancelSweep = this.config.scheduler(tick, period);
   }
