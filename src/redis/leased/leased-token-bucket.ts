@@ -67,34 +67,19 @@ export interface LeasedTokenBucketStats {
 const NO_LEASE_RETRY_FLOOR_MS = 1;
 
 /**
- * One token bucket per key held in Redis and shared by every process (capacity, refill
- * per second, the server's clock, the token bucket script's semantics), with each
- * process deciding locally, in memory and synchronously, from a lease of tokens per key
- * taken from it atomically: one global limit at in-process speed
- * (docs/redis.md#leases-one-global-limit-at-in-process-speed).
- *
- * Leases are refilled in the background when they fall below a low-water mark, at most
- * one refill in flight per key, batched across keys into one round trip per batch window
- * (per hash slot in a cluster); their size follows the key's observed local rate, capped
- * by `maxLeaseTokens` and `maxLeaseShare x capacity`. Unused tokens go back when a key is
- * idle, when a lease expires and on {@link close}. When the shared bucket is empty, the
- * server's answer (when tokens return) is kept and the key is denied with that
- * `retryAfterMs` without further calls until then.
- *
- * Bounds: with `initialCredit: 0` the processes together never admit more than the
- * shared bucket would (`capacity + refillPerSecond x T` over any run of length T); with
- * credit, at most `N x initialCredit` more per key (N processes). A process that dies
- * loses at most its current leases (tokens taken and not spent: fewer admissions, never
- * more), plus up to `initialCredit` per key of uncharged credit.
- *
- * The decision methods are synchronous and never wait for Redis: they fit `rateLimit` of
- * `tollgate/http` like a `KeyedLimiter`.
+ * One token bucket per key in Redis, shared by every process (the token bucket script's
+ * semantics, the server's clock), with each process deciding in memory, synchronously,
+ * from a lease of the key's tokens (docs/redis.md#leases-one-global-limit-at-in-process-speed).
+ * Leases refill in the background below a low-water mark, batched across keys; sizes
+ * follow the key's local rate, capped; unused tokens go back when idle, expired and on
+ * {@link close}. An empty shared bucket's answer is kept: denied without calls until then.
+ * Bounds: with `initialCredit: 0` never above the shared bucket (`capacity +
+ * refillPerSecond x T`); with credit, at most `N x initialCredit` more per key.
  * @example
  * const limiter = new LeasedTokenBucket({ client: fromIoredis(redis), capacity: 100, refillPerSecond: 50 })
  * limiter.consume("user:42") //=> { allowed: true, …, source: 'credit' }, then 'lease'
  * await limiter.close()
- * @throws {RangeError} For an option out of range (`capacity` not > 0, `maxLeaseShare` not in (0, 1], …).
- * @throws {TypeError} For an unknown or mistyped option, or a `client` that is not a `RedisLike`.
+ * @throws {RangeError} | {TypeError} For an option out of range / unknown, mistyped, or a raw client.
  */
 export class LeasedTokenBucket {
   /** Most tokens a key's shared bucket holds. */

@@ -2,24 +2,17 @@ import { Script } from "../script.js";
 import { LUA_COMMON } from "./common.js";
 
 /**
- * The lease exchange of `LeasedTokenBucket`, batched over many keys (all in one hash
- * slot in a cluster). For each key in turn, on the server's clock: give back `give`
- * tokens (never above `capacity`: any excess is dropped), then take up to `want`
- * tokens when at least `need` are there ("take up to", not all or nothing), else take
- * nothing and answer the time until `need` tokens are there.
+ * The lease exchange of `LeasedTokenBucket`, batched over keys (of one hash slot in a
+ * cluster). Per key, on the server's clock: give back `give` (never above `capacity`: the
+ * excess is dropped), then take up to `want` when `need` fits, else nothing and the time
+ * until `need` is there. State as in the token bucket script (src/redis/lua/token-bucket.ts).
+ * With `record`, the hash also keeps running totals `taken` and `given` that no decision
+ * reads (the independent record tests check), and the key lives `maxTtlMs` after a write.
  *
- * The bucket's state is the token bucket script's (src/redis/lua/token-bucket.ts): a
- * hash with `tokens` exact at `anchor` (ms), no key while full, the same refill and fit
- * arithmetic. With `record` set, the same hash also keeps `taken` and `given`, running
- * totals of tokens taken and given back, which no decision reads: the independent
- * record that tests check bounds against. A recorded key is never deleted when full (its
- * token fields are) and lives `maxTtlMs` after its last write.
- *
- * KEYS: the bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), then
- * for each key give, want, need, and last the deadline (server-clock ms, '' = none).
- * Past the deadline the script writes nothing and answers `{-1, serverNowMs}`. Otherwise
- * it answers, for each key, granted, waitMs (0 unless nothing was granted), tokens left,
- * tokens accepted back; and last the server's now in ms. Floats as `%.17g` strings.
+ * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), then per key
+ * give, want, need, and last the deadline (server ms, '' = none). Past it: no write,
+ * `{-1, serverNowMs}`. Else per key granted, waitMs, tokens left, accepted back; last the
+ * server's now. Floats as `%.17g` strings.
  */
 export const LEASE_SCRIPT = new Script(
   "lease",
