@@ -28,7 +28,10 @@ export type LeaseFailurePolicy = "local" | "open" | "closed" | "throw" | Fallbac
 
 /** Options of {@link LeasedTokenBucket}: those of `RedisTokenBucket` plus the lease options. */
 export interface LeasedTokenBucketOptions
-  extends Omit<RedisLimiterOptions, "client" | "failure" | "clock" | "onError" | "onRecover"> {
+  extends Omit<
+    RedisLimiterOptions,
+    "client" | "failure" | "clock" | "onError" | "onRecover" | "circuit"
+  > {
   /** The connection, through an adapter (`fromIoredis`, `fromNodeRedis`); required unless `store` is given. */
   readonly client?: RedisLike | undefined;
   /** Most tokens a key's shared bucket holds, and so the largest burst (> 0). */
@@ -117,7 +120,8 @@ const OPTIONS = optionNames<LeasedTokenBucketOptions>()([
   "record",
   "store",
   "scheduler",
-  ...REDIS_OPTIONS,
+  // No circuit: the leases already keep Redis off the decision path.
+  ...REDIS_OPTIONS.filter((name): name is Exclude<typeof name, "circuit"> => name !== "circuit"),
 ]);
 
 const HINTS = {
@@ -126,6 +130,8 @@ const HINTS = {
   credit: 'use "initialCredit"',
   leaseSize: 'use "maxLeaseTokens" or "maxLeaseShare"',
   batchMs: 'use "batchWindowMs"',
+  circuit:
+    "LeasedTokenBucket has no circuit: decisions never wait for Redis; a failed batch is retried after 100 ms to 1 s",
 };
 
 /** The validated options. */

@@ -56,6 +56,7 @@ describe("LeasedTokenBucket options", () => {
     [{ batchWindowMS: 3 }, TypeError, 'did you mean "batchWindowMs"?'],
     [{ store: {} }, TypeError, "store must be a LeaseStore"],
     [{ record: "yes" }, TypeError, "record must be a boolean"],
+    [{ circuit: {} }, TypeError, 'unknown option "circuit" (LeasedTokenBucket has no circuit'],
   ] as const)("%o throws", (extra, type, message) => {
     expect(() => new LeasedTokenBucket({ ...base, ...(extra as object) } as never)).toThrow(type);
     expect(() => new LeasedTokenBucket({ ...base, ...(extra as object) } as never)).toThrow(
