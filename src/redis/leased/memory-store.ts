@@ -22,16 +22,35 @@ export class MemoryLeaseStore implements LeaseStore {
   failing = false;
   /** Calls made (exchanges and heartbeats). */
   roundTrips = 0;
+  /** @internal */
   private readonly buckets = new Map<string, Bucket>();
+  /** @internal */
   private readonly live = new Map<string, number>();
+  /** @internal */
+  private readonly clock: Clock;
+  /** @internal */
+  private readonly latencyMs: number;
+  /** @internal */
+  private readonly scheduler: Scheduler | undefined;
 
+  /**
+   * @param capacity Most tokens a key's bucket holds (each starts full).
+   * @param refillPerSecond Tokens added per second.
+   * @param clock The simulation's clock (ms).
+   * @param latencyMs Delay of every answer, through `scheduler` (0: answers at once).
+   * @param scheduler The simulation's timers, for `latencyMs`.
+   */
   constructor(
     readonly capacity: number,
     readonly refillPerSecond: number,
-    private readonly clock: Clock,
-    private readonly latencyMs = 0,
-    private readonly scheduler?: Scheduler,
-  ) {}
+    clock: Clock,
+    latencyMs = 0,
+    scheduler?: Scheduler,
+  ) {
+    this.clock = clock;
+    this.latencyMs = latencyMs;
+    this.scheduler = scheduler;
+  }
 
   groupOf(): string {
     return "";
@@ -86,6 +105,7 @@ export class MemoryLeaseStore implements LeaseStore {
     });
   }
 
+  /** @internal */
   private answer<T>(run: () => T): Promise<T> {
     this.roundTrips++;
     if (this.failing) return Promise.reject(new Error("store down"));
@@ -99,6 +119,7 @@ export class MemoryLeaseStore implements LeaseStore {
     });
   }
 
+  /** @internal */
   private refill(key: string, now: number): Bucket {
     let b = this.buckets.get(key);
     if (b === undefined) {
