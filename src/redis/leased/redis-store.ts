@@ -1,9 +1,9 @@
 import type { Clock } from "../../limiter.js";
 import { type RedisKey, type RedisLike, redisKey } from "../client.js";
+import { hashSlot } from "../hash-slot.js";
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../lua/lease.js";
 import { replyArray, replyNumber } from "../reply.js";
 import { runScript } from "../script.js";
-import { hashSlot } from "./slot.js";
 import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore } from "./store.js";
 
 /** What {@link RedisLeaseStore} is built from (validated by `LeasedTokenBucket`). */

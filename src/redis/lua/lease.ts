@@ -22,7 +22,8 @@ local rate = tonumber(ARGV[2])
 local maxTtl = tonumber(ARGV[3])
 local record = ARGV[4] == '1'
 local deadline = ARGV[#ARGV]
-local now = clock('')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 if deadline ~= '' and now > tonumber(deadline) then return { -1, f(now) } end
 local out = {}
 for i = 1, #KEYS do
@@ -97,7 +98,8 @@ return out
 export const HEARTBEAT_SCRIPT = new Script(
   "lease-heartbeat",
   `${LUA_COMMON}
-local now = clock('')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. f(now))
 if ARGV[3] == '1' then
