@@ -22,6 +22,26 @@ export { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from ".
 export { RedisFixedWindow, type RedisFixedWindowOptions } from "./fixed-window.js";
 export { HASH_SLOTS, hashSlot } from "./hash-slot.js";
 export { RedisLeakyBucket, type RedisLeakyBucketOptions } from "./leaky-bucket.js";
+export type {
+  LeaseFailureEvent,
+  LeaseOperation,
+  LeaseRecoveryEvent,
+} from "./leased/events.js";
+export {
+  type LeasedDecision,
+  type LeasedSource,
+  LeasedTokenBucket,
+  type LeasedTokenBucketStats,
+} from "./leased/leased-token-bucket.js";
+export { MemoryLeaseStore } from "./leased/memory-store.js";
+export type { LeasedTokenBucketOptions, LeaseFailurePolicy } from "./leased/options.js";
+export type {
+  LeaseExchange,
+  LeaseGrant,
+  LeaseRequest,
+  LeaseStore,
+  Scheduler,
+} from "./leased/store.js";
 export { RedisLimiter } from "./limiter.js";
 export type { RedisLimiterOptions } from "./options.js";
 export {

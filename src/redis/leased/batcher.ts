@@ -1,0 +1,62 @@
+import type { Scheduler } from "./store.js";
+
+/** Most keys in one exchange call. */
+export const MAX_BATCH_KEYS = 512;
+
+/**
+ * Collects the keys that need an exchange and hands them over once per batch window,
+ * grouped (one group per hash slot in a cluster, one in all on a standalone server) and
+ * cut into calls of at most {@link MAX_BATCH_KEYS} keys. Keeping at most one exchange in
+ * flight per key is the caller's part (a key is added only when it has none).
+ */
+export class Batcher {
+  private readonly queue = new Map<string, string[]>();
+  private cancel: (() => void) | undefined;
+
+  constructor(
+    private readonly windowMs: number,
+    private readonly scheduler: Scheduler,
+    private readonly send: (group: string, keys: string[]) => void,
+  ) {}
+
+  /** Queues `key` of `group` for the next batch. */
+  add(group: string, key: string): void {
+    const keys = this.queue.get(group);
+    if (keys === undefined) this.queue.set(group, [key]);
+    else keys.push(key);
+    if (this.cancel === undefined) {
+      this.cancel = this.scheduler(() => {
+        this.cancel = undefined;
+        this.flush();
+      }, this.windowMs);
+    }
+  }
+
+  /** Keys waiting for the next batch. */
+  get pending(): number {
+    let n = 0;
+    for (const keys of this.queue.values()) n += keys.length;
+    return n;
+  }
+
+  /** Sends every queued key now. */
+  flush(): void {
+    if (this.cancel !== undefined) {
+      this.cancel();
+      this.cancel = undefined;
+    }
+    const groups = [...this.queue];
+    this.queue.clear();
+    for (const [group, keys] of groups) {
+      for (let i = 0; i < keys.length; i += MAX_BATCH_KEYS) {
+        this.send(group, keys.slice(i, i + MAX_BATCH_KEYS));
+      }
+    }
+  }
+
+  /** Stops the timer (queued keys stay queued until {@link flush}). */
+  stop(): void {
+    this.cancel?.();
+    this.cancel = undefined;
+  }
+}

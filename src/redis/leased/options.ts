@@ -1,0 +1,301 @@
+import { checkClock, checkInteger, checkNumber, checkOptionNames, describe } from "../../errors.js";
+import { type Clock, systemClock } from "../../limiter.js";
+import { bucketHints, optionNames } from "../../option-names.js";
+import type { RedisKey, RedisLike } from "../client.js";
+import {
+  type Common,
+  checkRedisOptions,
+  REDIS_HINTS,
+  REDIS_OPTIONS,
+  type RedisLimiterOptions,
+} from "../options.js";
+import type { FallbackLimiter } from "../policy.js";
+import type { LeaseFailureEvent, LeaseRecoveryEvent } from "./events.js";
+import { type LeaseStore, type Scheduler, timerScheduler } from "./store.js";
+
+/**
+ * What a {@link LeasedTokenBucket} does for a key whose lease ran out while Redis cannot
+ * answer:
+ * - `'local'` (default): a local token bucket per key of `capacity / N` and
+ *   `refillPerSecond / N`, N the live processes last counted by the heartbeats
+ *   (`source: 'local'`);
+ * - `'open'` / `'closed'`: allow / deny (`source: 'open'` / `'closed'`);
+ * - `'throw'`: the decision throws a `RateLimitStoreError`;
+ * - a {@link FallbackLimiter}: decide with it (`source: 'local'`).
+ * `'allow'` and `'deny'` are read as `'open'` and `'closed'`.
+ */
+export type LeaseFailurePolicy = "local" | "open" | "closed" | "throw" | FallbackLimiter;
+
+/** Options of {@link LeasedTokenBucket}: those of `RedisTokenBucket` plus the lease options. */
+export interface LeasedTokenBucketOptions
+  extends Omit<
+    RedisLimiterOptions,
+    "client" | "failure" | "clock" | "onError" | "onRecover" | "circuit"
+  > {
+  /** The connection, through an adapter (`fromIoredis`, `fromNodeRedis`); required unless `store` is given. */
+  readonly client?: RedisLike | undefined;
+  /** Most tokens a key's shared bucket holds, and so the largest burst (> 0). */
+  readonly capacity: number;
+  /** Tokens added to the shared bucket per second (>= 0). */
+  readonly refillPerSecond: number;
+  /**
+   * Units a key this process has not seen yet (no lease) may be admitted on credit before
+   * its first lease arrives (>= 0), charged to the shared bucket with the next batch; if
+   * the bucket lacks them the key is in local debt until later leases pay it. Bound: at
+   * most `N x initialCredit` units per key above the shared bucket's own bound. 0: deny
+   * until the first lease, never admitting more than the single shared bucket.
+   * @default 1
+   */
+  readonly initialCredit?: number | undefined;
+  /** Most tokens one lease holds for a key (> 0). @default Infinity (only `maxLeaseShare` caps) */
+  readonly maxLeaseTokens?: number | undefined;
+  /**
+   * Most of `capacity` one process's lease of a key holds, as a share (> 0, <= 1), so that a
+   * process does not sit on tokens others need. @default 0.2
+   */
+  readonly maxLeaseShare?: number | undefined;
+  /**
+   * How long a lease should last at the key's observed local rate, in ms (> 0): the target
+   * lease is `rate x leaseHorizonMs`, capped. @default 1000
+   */
+  readonly leaseHorizonMs?: number | undefined;
+  /** Refills wait this long to go out together, one round trip per batch (> 0, ms). @default 5 */
+  readonly batchWindowMs?: number | undefined;
+  /**
+   * A key's lease is refilled in the background when it falls below this share of its
+   * target (> 0, < 1). @default 0.25
+   */
+  readonly lowWaterShare?: number | undefined;
+  /** A key unused this long gives its unused tokens back (> 0, ms). @default 2000 */
+  readonly idleAfterMs?: number | undefined;
+  /** A lease's unused tokens go back this long after it was granted (> 0, ms). @default 10_000 */
+  readonly leaseTtlMs?: number | undefined;
+  /**
+   * A process counts as live this long after its last heartbeat (> 0, ms); heartbeats go
+   * every third of it. @default 10_000
+   */
+  readonly heartbeatTtlMs?: number | undefined;
+  /** Most keys in the local lease table (integer >= 1); a full table refuses new keys. @default 100_000 */
+  readonly maxKeys?: number | undefined;
+  /** Longest key in UTF-16 code units (integer >= 1); longer keys throw. @default 512 */
+  readonly maxKeyLength?: number | undefined;
+  /**
+   * Keep a record of tokens taken and given back (`taken`, `given`) in each key's hash, for
+   * audits and tests. Recorded keys live `maxTtlMs` after their last write. @default false
+   */
+  readonly record?: boolean | undefined;
+  /** What to do once a key's lease ran out while Redis fails. @default 'local' */
+  readonly failure?: LeaseFailurePolicy | "allow" | "deny" | undefined;
+  /** Called once for every lease call or heartbeat Redis failed. */
+  readonly onError?: ((event: LeaseFailureEvent) => void) | undefined;
+  /** Called at the first call Redis answered after failures. */
+  readonly onRecover?: ((event: LeaseRecoveryEvent) => void) | undefined;
+  /**
+   * The process clock in ms for the local bookkeeping (rates, waits, idleness). The shared
+   * bucket always runs on the server's `TIME`. @default performance.now
+   */
+  readonly clock?: Clock | undefined;
+  /** The shared bucket, for simulations and tests; replaces `client`. @default the Redis store */
+  readonly store?: LeaseStore | undefined;
+  /** The timers, for simulations and tests. @default setTimeout, unref'd */
+  readonly scheduler?: Scheduler | undefined;
+}
+
+export const WHERE = "LeasedTokenBucket";
+
+const OPTIONS = optionNames<LeasedTokenBucketOptions>()([
+  "capacity",
+  "refillPerSecond",
+  "initialCredit",
+  "maxLeaseTokens",
+  "maxLeaseShare",
+  "leaseHorizonMs",
+  "batchWindowMs",
+  "lowWaterShare",
+  "idleAfterMs",
+  "leaseTtlMs",
+  "heartbeatTtlMs",
+  "maxKeys",
+  "maxKeyLength",
+  "record",
+  "store",
+  "scheduler",
+  // No circuit: the leases already keep Redis off the decision path.
+  ...REDIS_OPTIONS.filter((name): name is Exclude<typeof name, "circuit"> => name !== "circuit"),
+]);
+
+const HINTS = {
+  ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"),
+  ...REDIS_HINTS,
+  credit: 'use "initialCredit"',
+  leaseSize: 'use "maxLeaseTokens" or "maxLeaseShare"',
+  batchMs: 'use "batchWindowMs"',
+  circuit:
+    "LeasedTokenBucket has no circuit: decisions never wait for Redis; a failed batch is retried after 100 ms to 1 s",
+};
+
+/** The validated options. */
+export interface LeaseConfig {
+  readonly capacity: number;
+  readonly refillPerSecond: number;
+  readonly initialCredit: number;
+  /** The lease cap: `min(maxLeaseTokens, maxLeaseShare x capacity)`. */
+  readonly leaseCap: number;
+  readonly leaseHorizonMs: number;
+  readonly batchWindowMs: number;
+  readonly lowWaterShare: number;
+  readonly idleAfterMs: number;
+  readonly leaseTtlMs: number;
+  readonly heartbeatTtlMs: number;
+  readonly maxKeys: number;
+  readonly maxKeyLength: number;
+  readonly record: boolean;
+  readonly failure: LeaseFailurePolicy;
+  readonly onError: ((event: LeaseFailureEvent) => void) | undefined;
+  readonly onRecover: ((event: LeaseRecoveryEvent) => void) | undefined;
+  readonly clock: Clock;
+  readonly scheduler: Scheduler;
+  /** The Redis options, when no `store` was given. */
+  readonly redis: Common | undefined;
+  readonly store: LeaseStore | undefined;
+  readonly heartbeatKey: RedisKey | undefined;
+}
+
+function optional(
+  where: string,
+  name: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+  inclusive: boolean,
+): number {
+  return value === undefined ? fallback : checkNumber(where, name, value, min, inclusive);
+}
+
+function checkFailure(failure: unknown): LeaseFailurePolicy {
+  if (failure === undefined) return "local";
+  if (failure === "allow") return "open";
+  if (failure === "deny") return "closed";
+  if (failure === "local" || failure === "open" || failure === "closed" || failure === "throw") {
+    return failure;
+  }
+  if (
+    typeof failure === "object" &&
+    failure !== null &&
+    typeof (failure as FallbackLimiter).consume === "function" &&
+    typeof (failure as FallbackLimiter).peek === "function" &&
+    typeof (failure as FallbackLimiter).reset === "function"
+  ) {
+    return failure as FallbackLimiter;
+  }
+  const message = `${WHERE}: failure must be 'local', 'open', 'closed', 'throw' or a fallback limiter (consume, peek, reset), got ${describe(failure)}`;
+  throw typeof failure === "string" ? new RangeError(message) : new TypeError(message);
+}
+
+function checkHook<T>(name: string, hook: unknown): T | undefined {
+  if (hook === undefined || typeof hook === "function") return hook as T | undefined;
+  throw new TypeError(`${WHERE}: ${name} must be a function, got ${describe(hook)}`);
+}
+
+/**
+ * Validates the options in the order of {@link LeasedTokenBucketOptions}.
+ * @throws {TypeError} For an unknown option or a wrong type; {RangeError} out of range.
+ */
+export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
+  checkOptionNames(WHERE, o, OPTIONS, HINTS);
+  const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
+  const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+  const initialCredit = optional(WHERE, "initialCredit", o.initialCredit, 1, 0, true);
+  const maxLeaseTokens =
+    o.maxLeaseTokens === Number.POSITIVE_INFINITY
+      ? Number.POSITIVE_INFINITY
+      : optional(WHERE, "maxLeaseTokens", o.maxLeaseTokens, Number.POSITIVE_INFINITY, 0, false);
+  const maxLeaseShare = optional(WHERE, "maxLeaseShare", o.maxLeaseShare, 0.2, 0, false);
+  if (maxLeaseShare > 1) {
+    throw new RangeError(
+      `${WHERE}: maxLeaseShare must be a share of capacity > 0 and <= 1, got ${maxLeaseShare}`,
+    );
+  }
+  const leaseHorizonMs = optional(WHERE, "leaseHorizonMs", o.leaseHorizonMs, 1000, 0, false);
+  const batchWindowMs = optional(WHERE, "batchWindowMs", o.batchWindowMs, 5, 0, false);
+  const lowWaterShare = optional(WHERE, "lowWaterShare", o.lowWaterShare, 0.25, 0, false);
+  if (lowWaterShare >= 1) {
+    throw new RangeError(
+      `${WHERE}: lowWaterShare must be a share of the lease > 0 and < 1, got ${lowWaterShare}`,
+    );
+  }
+  const idleAfterMs = optional(WHERE, "idleAfterMs", o.idleAfterMs, 2000, 0, false);
+  const leaseTtlMs = optional(WHERE, "leaseTtlMs", o.leaseTtlMs, 10_000, 0, false);
+  const heartbeatTtlMs = optional(WHERE, "heartbeatTtlMs", o.heartbeatTtlMs, 10_000, 0, false);
+  const maxKeys =
+    o.maxKeys === undefined ? 100_000 : checkInteger(WHERE, "maxKeys", o.maxKeys, 1, 2 ** 30);
+  const maxKeyLength =
+    o.maxKeyLength === undefined
+      ? 512
+      : checkInteger(WHERE, "maxKeyLength", o.maxKeyLength, 1, 16_383);
+  if (o.record !== undefined && typeof o.record !== "boolean") {
+    throw new TypeError(`${WHERE}: record must be a boolean, got ${describe(o.record)}`);
+  }
+  const store = o.store as unknown;
+  if (
+    store !== undefined &&
+    (typeof store !== "object" ||
+      store === null ||
+      typeof (store as LeaseStore).exchange !== "function" ||
+      typeof (store as LeaseStore).heartbeat !== "function" ||
+      typeof (store as LeaseStore).groupOf !== "function")
+  ) {
+    throw new TypeError(
+      `${WHERE}: store must be a LeaseStore (groupOf, exchange, heartbeat), got ${describe(store)}`,
+    );
+  }
+  if (o.scheduler !== undefined && typeof o.scheduler !== "function") {
+    throw new TypeError(`${WHERE}: scheduler must be a function, got ${describe(o.scheduler)}`);
+  }
+  if (store !== undefined && o.client !== undefined) {
+    throw new TypeError(`${WHERE}: give either client or store, not both`);
+  }
+  // The common Redis options, with the lease policy, hooks and the process clock checked here.
+  const redis =
+    store === undefined
+      ? checkRedisOptions(
+          WHERE,
+          {
+            ...o,
+            failure: undefined,
+            clock: undefined,
+            onError: undefined,
+            onRecover: undefined,
+          } as RedisLimiterOptions,
+          "leased-token-bucket",
+          { capacity, refillPerSecond },
+        )
+      : undefined;
+  const failure = checkFailure(o.failure);
+  const onError = checkHook<(event: LeaseFailureEvent) => void>("onError", o.onError);
+  const onRecover = checkHook<(event: LeaseRecoveryEvent) => void>("onRecover", o.onRecover);
+  const clock = checkClock<Clock>(WHERE, o.clock, systemClock);
+  return {
+    capacity,
+    refillPerSecond,
+    initialCredit,
+    leaseCap: Math.min(maxLeaseTokens, maxLeaseShare * capacity),
+    leaseHorizonMs,
+    batchWindowMs,
+    lowWaterShare,
+    idleAfterMs,
+    leaseTtlMs,
+    heartbeatTtlMs,
+    maxKeys,
+    maxKeyLength,
+    record: o.record === true,
+    failure,
+    onError,
+    onRecover,
+    clock,
+    scheduler: o.scheduler ?? timerScheduler,
+    redis,
+    store: store as LeaseStore | undefined,
+    heartbeatKey: redis === undefined ? undefined : `${redis.prefix}${redis.keyspace}#processes`,
+  };
+}

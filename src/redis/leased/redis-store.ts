@@ -1,0 +1,144 @@
+import type { Clock } from "../../limiter.js";
+import { type RedisKey, type RedisLike, redisKey } from "../client.js";
+import { hashSlot } from "../hash-slot.js";
+import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../lua/lease.js";
+import { replyArray, replyNumber } from "../reply.js";
+import { runScript } from "../script.js";
+import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore } from "./store.js";
+
+/** What {@link RedisLeaseStore} is built from (validated by `LeasedTokenBucket`). */
+export interface RedisLeaseStoreConfig {
+  readonly client: RedisLike;
+  /** `<prefix><keyspace>:`, before every caller's key. */
+  readonly keyPrefix: string;
+  /** The sorted set of live processes. */
+  readonly heartbeatKey: RedisKey;
+  readonly capacity: number;
+  readonly refillPerSecond: number;
+  readonly maxTtlMs: number;
+  /** Keep the `taken`/`given` record in each bucket's hash. */
+  readonly record: boolean;
+  readonly timeoutMs: number;
+  /** The process clock the offset to the server's clock is measured against. */
+  readonly clock: Clock;
+}
+
+/** True when a client error says the keys of one call were in different slots. */
+function isCrossSlot(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.startsWith("CROSSSLOT");
+}
+
+/**
+ * The shared buckets in Redis, through the lease scripts of src/redis/lua/lease.ts.
+ *
+ * No late charges: every exchange carries a deadline on the server's clock, the local
+ * clock plus the offset to the server last measured (from the server's now that ends
+ * every reply, less half the round trip) plus `timeoutMs`, so a script that runs after
+ * the limiter stopped waiting writes nothing. Until an offset is known (the first call),
+ * an exchange first asks the heartbeat script for the server's now, which takes no tokens.
+ *
+ * Batches: one call for all keys on a standalone server; in a cluster (the client has
+ * `nodeOf`, or a call was refused with `CROSSSLOT`) one call per hash slot.
+ */
+export class RedisLeaseStore implements LeaseStore {
+  /** Round trips made (exchanges and heartbeats). */
+  roundTrips = 0;
+  /** @internal Server now minus local now, ms; undefined until measured. */
+  private offsetMs: number | undefined;
+  /** @internal Group by hash slot. */
+  private bySlot: boolean;
+  private readonly config: RedisLeaseStoreConfig;
+  private readonly head: readonly string[];
+
+  constructor(config: RedisLeaseStoreConfig) {
+    this.config = config;
+    this.bySlot = typeof (config.client as { nodeOf?: unknown }).nodeOf === "function";
+    this.head = [
+      String(config.capacity),
+      String(config.refillPerSecond),
+      String(config.maxTtlMs),
+      config.record ? "1" : "0",
+    ];
+  }
+
+  /** The Redis key of a caller's key. */
+  keyOf(key: string): RedisKey {
+    return redisKey(this.config.keyPrefix, key);
+  }
+
+  groupOf(key: string): string {
+    return this.bySlot ? String(hashSlot(this.keyOf(key))) : "";
+  }
+
+  async exchange(requests: readonly LeaseRequest[]): Promise<LeaseExchange> {
+    if (this.offsetMs === undefined) await this.measure();
+    const c = this.config;
+    const keys = requests.map((r) => this.keyOf(r.key));
+    const args = [...this.head];
+    for (const r of requests) args.push(String(r.give), String(r.want), String(r.need));
+    const sentMs = c.clock();
+    args.push(String(Math.floor(sentMs + (this.offsetMs as number) + c.timeoutMs)));
+    let reply: unknown;
+    try {
+      this.roundTrips++;
+      reply = await runScript(c.client, LEASE_SCRIPT, keys, args, c.timeoutMs);
+    } catch (error) {
+      if (!this.bySlot && isCrossSlot(error)) this.bySlot = true;
+      throw error;
+    }
+    const items = replyArray(reply, 2);
+    this.observe(sentMs, items[items.length - 1]);
+    if (items[0] === -1 && items.length === 2) return { late: true };
+    replyArray(items, requests.length * 4 + 1);
+    const grants: LeaseGrant[] = [];
+    for (let i = 0; i < requests.length; i++) {
+      const granted = replyNumber(items[i * 4]);
+      const waitMs = replyNumber(items[i * 4 + 1]);
+      const tokens = replyNumber(items[i * 4 + 2]);
+      const want = (requests[i] as LeaseRequest).want;
+      if (!(granted >= 0 && granted <= want) || !(waitMs >= 0) || Number.isNaN(tokens)) {
+        throw new TypeError(`unexpected lease reply ${granted}, ${waitMs}, ${tokens}`);
+      }
+      grants.push({ granted, waitMs, tokens });
+    }
+    return { late: false, grants };
+  }
+
+  async heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<number> {
+    const c = this.config;
+    const sentMs = c.clock();
+    this.roundTrips++;
+    const reply = await runScript(
+      c.client,
+      HEARTBEAT_SCRIPT,
+      [c.heartbeatKey],
+      [processId, String(ttlMs), leave ? "1" : "0"],
+      c.timeoutMs,
+    );
+    const [live, now] = replyArray(reply, 2);
+    this.observe(sentMs, now);
+    return replyNumber(live);
+  }
+
+  /** @internal Measures the offset with a heartbeat-script call that changes nothing. */
+  private async measure(): Promise<void> {
+    const c = this.config;
+    const sentMs = c.clock();
+    this.roundTrips++;
+    const reply = await runScript(
+      c.client,
+      HEARTBEAT_SCRIPT,
+      [c.heartbeatKey],
+      ["", "0", "1"],
+      c.timeoutMs,
+    );
+    this.observe(sentMs, replyArray(reply, 2)[1]);
+  }
+
+  /** @internal Keeps the offset from the server's now in a reply (at the round trip's middle). */
+  private observe(sentMs: number, serverNow: unknown): void {
+    const receivedMs = this.config.clock();
+    this.offsetMs = replyNumber(serverNow) - (sentMs + receivedMs) / 2;
+  }
+}

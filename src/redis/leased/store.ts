@@ -1,0 +1,71 @@
+/**
+ * The seam between `LeasedTokenBucket` and the shared bucket: everything the lease logic
+ * needs from a store, so that a deterministic simulation (or a test) can drive the same
+ * logic with a store of its own and a manual clock and scheduler. The Redis store is
+ * {@link RedisLeaseStore} in ./redis-store.ts.
+ * @module
+ */
+
+/** One key's part of a lease exchange, in tokens (all finite, >= 0). */
+export interface LeaseRequest {
+  /** The caller's key (without prefix). */
+  readonly key: string;
+  /** Unused tokens given back first (the store never fills the bucket above capacity). */
+  readonly give: number;
+  /** Most tokens to take. */
+  readonly want: number;
+  /** Fewest tokens worth taking: with fewer in the bucket, nothing is taken. */
+  readonly need: number;
+}
+
+/** One key's answer, in the order of the requests. */
+export interface LeaseGrant {
+  /** Tokens taken for this process (0 to `want`). */
+  readonly granted: number;
+  /** When nothing was granted: ms until `need` tokens are there (Infinity: never); else 0. */
+  readonly waitMs: number;
+  /** Tokens left in the shared bucket after the exchange. */
+  readonly tokens: number;
+}
+
+/**
+ * The answer to one exchange: the grants, or `late` when the store refused to act because
+ * the call arrived after its deadline (nothing was written).
+ */
+export type LeaseExchange =
+  | { readonly late: false; readonly grants: readonly LeaseGrant[] }
+  | { readonly late: true };
+
+/** The shared bucket behind a `LeasedTokenBucket`. */
+export interface LeaseStore {
+  /**
+   * The batch a key belongs to: keys of one batch go in one call. A standalone Redis
+   * answers one group for all keys; a cluster, the key's hash slot.
+   */
+  groupOf(key: string): string;
+  /**
+   * Gives back and takes tokens for every request, atomically per key. Rejects when the
+   * store failed (a connection error, a timeout, a malformed reply). A call that did not
+   * answer in time must charge nothing afterwards (the Redis store sends a deadline).
+   */
+  exchange(requests: readonly LeaseRequest[]): Promise<LeaseExchange>;
+  /**
+   * Announces this process as live for `ttlMs` (or withdraws it with `leave`) and resolves
+   * with the number of live processes, this one included unless it left.
+   */
+  heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<number>;
+}
+
+/**
+ * Schedules `run` after `delayMs` and returns a function that cancels it. The default uses
+ * `setTimeout` with `unref()` (a limiter never holds a process open); a simulation passes
+ * its own.
+ */
+export type Scheduler = (run: () => void, delayMs: number) => () => void;
+
+/** The default {@link Scheduler}: `setTimeout`, unref'd. */
+export const timerScheduler: Scheduler = (run, delayMs) => {
+  const timer = setTimeout(run, delayMs);
+  if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
+  return () => clearTimeout(timer);
+};

@@ -1,0 +1,188 @@
+// One process of the multi-process lease tests: N of these share one Redis. Reads its task
+// as JSON from the LEASE_WORKER environment variable, prints "ready", waits for "go" on
+// stdin, offers the load of each scenario for durationMs (paced by wall-clock time), closes
+// its limiters (unused leases go back) and prints one JSON line with what it admitted.
+import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { Redis } from "ioredis";
+import { fromIoredis, LeasedTokenBucket } from "../../../../src/redis/index.js";
+import { readSimpleLine } from "../../../support/access-log.js";
+
+export interface Scenario {
+  readonly name: string;
+  readonly prefix: string;
+  readonly capacity: number;
+  readonly refillPerSecond: number;
+  readonly initialCredit: number;
+  readonly maxLeaseShare?: number;
+  /** Keys drawn from in turn (pseudo-randomly when more than one). */
+  readonly keys?: readonly string[];
+  /** Requests per second this process offers, over all its keys. */
+  readonly perSecond?: number;
+  /** Replay this access log instead: lines index % processes, time compressed into durationMs. */
+  readonly log?: string;
+}
+
+export interface Task {
+  readonly url: string;
+  readonly index: number;
+  readonly processes: number;
+  readonly durationMs: number;
+  readonly scenarios: readonly Scenario[];
+}
+
+export interface ScenarioResult {
+  readonly name: string;
+  readonly admitted: Record<string, number>;
+  readonly decisions: number;
+  readonly exchanges: number;
+  readonly heartbeats: number;
+  /** Decisions, exchanges and admissions after the first quarter of the run (steady state). */
+  readonly steadyDecisions: number;
+  readonly steadyExchanges: number;
+  readonly steadyAdmitted: number;
+  /** When the steady state began (wall clock ms). */
+  readonly steadyFromMs: number;
+  readonly sources: Record<string, number>;
+}
+
+export interface WorkerResult {
+  readonly index: number;
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly scenarios: readonly ScenarioResult[];
+}
+
+const task = JSON.parse(process.env["LEASE_WORKER"] ?? "") as Task;
+const redis = new Redis(task.url);
+const client = fromIoredis(redis);
+
+interface Running {
+  readonly scenario: Scenario;
+  readonly limiter: LeasedTokenBucket;
+  readonly events: readonly { atMs: number; key: string }[];
+  next: number;
+  issued: number;
+  seed: number;
+  decisions: number;
+  readonly admitted: Record<string, number>;
+  readonly sources: Record<string, number>;
+  admittedTotal: number;
+  mark?: { decisions: number; exchanges: number; admitted: number; atMs: number };
+}
+
+function logEvents(path: string): { atMs: number; key: string }[] {
+  const lines = readFileSync(path, "utf8").split("\n");
+  const read = lines.map(readSimpleLine).filter((l) => l !== undefined);
+  const first = Math.min(...read.map((l) => l.timeMs));
+  const last = Math.max(...read.map((l) => l.timeMs));
+  const scale = (task.durationMs * 0.95) / Math.max(1, last - first);
+  return read
+    .map((l, i) => ({ i, atMs: (l.timeMs - first) * scale, key: l.host }))
+    .filter((e) => e.i % task.processes === task.index)
+    .sort((a, b) => a.atMs - b.atMs);
+}
+
+const running: Running[] = task.scenarios.map((scenario) => ({
+  scenario,
+  limiter: new LeasedTokenBucket({
+    client,
+    prefix: scenario.prefix,
+    capacity: scenario.capacity,
+    refillPerSecond: scenario.refillPerSecond,
+    initialCredit: scenario.initialCredit,
+    maxLeaseShare: scenario.maxLeaseShare,
+    record: true,
+    timeoutMs: 2000,
+  }),
+  events: scenario.log === undefined ? [] : logEvents(scenario.log),
+  next: 0,
+  issued: 0,
+  seed: task.index * 7919 + 1,
+  decisions: 0,
+  admitted: {},
+  sources: {},
+  admittedTotal: 0,
+}));
+
+function decide(r: Running, key: string): void {
+  const d = r.limiter.consume(key);
+  r.decisions++;
+  r.sources[d.source] = (r.sources[d.source] ?? 0) + 1;
+  if (d.allowed) {
+    r.admitted[key] = (r.admitted[key] ?? 0) + 1;
+    r.admittedTotal++;
+  }
+}
+
+function tick(elapsedMs: number): void {
+  for (const r of running) {
+    const s = r.scenario;
+    if (s.log !== undefined) {
+      while (r.next < r.events.length && (r.events[r.next] as { atMs: number }).atMs <= elapsedMs) {
+        decide(r, (r.events[r.next] as { key: string }).key);
+        r.next++;
+      }
+      continue;
+    }
+    const keys = s.keys ?? [];
+    const due = Math.floor((elapsedMs * (s.perSecond ?? 0)) / 1000);
+    while (r.issued < due) {
+      r.seed = (r.seed * 1103515245 + 12345) % 2147483648;
+      decide(r, keys[(r.seed >>> 8) % keys.length] as string);
+      r.issued++;
+    }
+  }
+}
+
+const lines = createInterface({ input: process.stdin });
+process.stdout.write("ready\n");
+await new Promise<void>((resolve) => lines.once("line", () => resolve()));
+const startMs = Date.now();
+await new Promise<void>((resolve) => {
+  const step = () => {
+    const elapsed = Date.now() - startMs;
+    if (elapsed >= task.durationMs) {
+      resolve();
+      return;
+    }
+    tick(elapsed);
+    if (elapsed >= task.durationMs / 4) {
+      for (const r of running) {
+        r.mark ??= {
+          decisions: r.decisions,
+          exchanges: r.limiter.stats.exchanges,
+          admitted: r.admittedTotal,
+          atMs: Date.now(),
+        };
+      }
+    }
+    setTimeout(step, 1);
+  };
+  step();
+});
+const endMs = Date.now();
+await Promise.all(running.map((r) => r.limiter.close()));
+const result: WorkerResult = {
+  index: task.index,
+  startMs,
+  endMs,
+  scenarios: running.map((r) => {
+    const stats = r.limiter.stats;
+    return {
+      name: r.scenario.name,
+      admitted: r.admitted,
+      decisions: r.decisions,
+      exchanges: stats.exchanges,
+      heartbeats: stats.heartbeats,
+      steadyDecisions: r.decisions - (r.mark?.decisions ?? 0),
+      steadyExchanges: stats.exchanges - (r.mark?.exchanges ?? 0),
+      steadyAdmitted: r.admittedTotal - (r.mark?.admitted ?? 0),
+      steadyFromMs: r.mark?.atMs ?? startMs,
+      sources: r.sources,
+    };
+  }),
+};
+process.stdout.write(`${JSON.stringify(result)}\n`);
+lines.close();
+redis.disconnect();
