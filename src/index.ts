@@ -24,6 +24,16 @@ export {
   type TokenBucketReconfigure,
 } from "./algorithms/token-bucket.js";
 export { AllOf, allOf } from "./composite.js";
+export {
+  ConcurrencyLimiter,
+  type ConcurrencyLimiterOptions,
+} from "./concurrency/concurrency-limiter.js";
+export {
+  DEFAULT_CONCURRENCY_MAX_KEYS,
+  KeyedConcurrencyLimiter,
+  type KeyedConcurrencyLimiterOptions,
+} from "./concurrency/keyed-concurrency-limiter.js";
+export type { Permit } from "./concurrency/permit.js";
 export { RateLimitError } from "./errors.js";
 export {
   type Clock,
