@@ -62,8 +62,8 @@ export function releasingBody(
 
 /**
  * Wraps a fetch handler so that at most `limiter.limit` requests (per key, for a
- * `KeyedConcurrencyLimiter`) run at once. A permit is held until the response body ends
- * (or is cancelled), the handler throws, or `request.signal` aborts, released once; one
+ * `KeyedConcurrencyLimiter`) run at once. A permit is held while the handler runs, then
+ * until the response body ends, is cancelled or `request.signal` aborts, released once; one
  * past the limit gets 429 with `qu="concurrent-requests"`. See docs/concurrency.md#http.
  * @throws {TypeError} For a handler that is not a function, a bad limiter, an unknown option.
  */
@@ -113,31 +113,33 @@ export function withConcurrencyLimit<
   };
 }
 
-/** Runs the handler holding `permit`, and hands the permit to the response body. */
+/**
+ * Runs the handler holding `permit`, then hands the permit to the response body. An abort
+ * of `request.signal` releases it only once the handler has settled: a client that goes
+ * away does not free a permit while the work it started still runs.
+ */
 async function held<Result extends Response | undefined>(
   permit: Permit,
   request: Request,
   run: () => Result | Promise<Result>,
   headers: Record<string, string>,
 ): Promise<Result | Response> {
-  const signal = request.signal as AbortSignal | undefined;
-  const release = () => {
-    permit.release();
-    signal?.removeEventListener("abort", release);
-  };
-  if (signal?.aborted) release();
-  else signal?.addEventListener("abort", release, { once: true });
   let response: Result;
   try {
     response = await run();
   } catch (error) {
-    release();
+    permit.release();
     throw error;
   }
-  if (response === undefined || response === null || response.body === null) {
-    release();
+  const signal = request.signal as AbortSignal | undefined;
+  if (response === undefined || response === null || response.body === null || signal?.aborted) {
+    permit.release();
     return withHeaders(response, headers);
   }
+  const release = () => {
+    permit.release();
+    signal?.removeEventListener("abort", release);
+  };
   let streamed: Response;
   try {
     streamed = new Response(releasingBody(response.body, release), response);
@@ -145,5 +147,6 @@ async function held<Result extends Response | undefined>(
     release(); // a response that cannot be copied (an upgrade): hold nothing past the handler
     return withHeaders(response, headers);
   }
+  signal?.addEventListener("abort", release, { once: true });
   return withHeaders(streamed, headers);
 }
