@@ -15,7 +15,7 @@ import {
 import { optionNames } from "../option-names.js";
 import { keyedPolicyOf } from "../registry.js";
 import { type NearLimitKey, NearLimitKeys } from "./near-limit-keys.js";
-import type { StoreHealth } from "./store-health.js";
+import type { CircuitState, StoreHealth } from "./store-health.js";
 
 /** Options of {@link withMetrics}. */
 export interface MetricsOptions {
@@ -92,6 +92,10 @@ interface MetricsConfig {
   readonly share: number;
   readonly top: NearLimitKeys | undefined;
   readonly store: (() => StoreHealth) | undefined;
+  /** A store-backed limiter's `circuits()`, when `store` is not given. */
+  readonly circuits:
+    | (() => readonly { node: string | undefined; state: CircuitState }[])
+    | undefined;
 }
 
 function checkMetricsOptions(where: string, limiter: object, options: unknown): MetricsConfig {
@@ -125,15 +129,29 @@ function checkMetricsOptions(where: string, limiter: object, options: unknown): 
   const store =
     o.store ??
     (typeof own === "function" ? () => (own as () => StoreHealth).call(limiter) : undefined);
-  return { name, share, top: topN > 0 ? new NearLimitKeys(topN) : undefined, store };
+  const circuitsOf = (limiter as { circuits?: unknown }).circuits;
+  const circuits =
+    store === undefined && typeof circuitsOf === "function"
+      ? () => (circuitsOf as NonNullable<MetricsConfig["circuits"]>).call(limiter)
+      : undefined;
+  return { name, share, top: topN > 0 ? new NearLimitKeys(topN) : undefined, store, circuits };
 }
 
 /** The snapshot of counters and what the limiter itself tells. @internal */
 function snapshot(
   config: MetricsConfig,
-  counts: { allowed: number; denied: number; nearLimit: number },
+  counts: { allowed: number; denied: number; nearLimit: number; storeFailures: number },
   limiter: object,
 ): LimiterMetrics {
+  const circuits = config.circuits;
+  const store =
+    config.store?.() ??
+    (circuits === undefined
+      ? undefined
+      : {
+          failures: counts.storeFailures,
+          circuits: circuits().map(({ node, state }) => ({ node: node ?? "", state })),
+        });
   const size = (limiter as { size?: unknown }).size;
   const stats = (limiter as { stats?: unknown }).stats as
     | { evictedIdle?: unknown; evictedLossy?: unknown; refused?: unknown }
@@ -149,9 +167,20 @@ function snapshot(
     evictedIdle: count(stats?.evictedIdle),
     evictedLossy: count(stats?.evictedLossy),
     refused: count(stats?.refused),
-    store: config.store?.(),
+    store,
     nearLimitKeys: config.top?.top() ?? [],
   };
+}
+
+/** True for a store-backed decision answered by the failure policy instead of the store. */
+function isPolicyAnswer(d: Decision): boolean {
+  const source = (d as { source?: unknown }).source;
+  return source === "local" || source === "open" || source === "closed";
+}
+
+/** A wrong argument (a programming error), not a store failure. */
+function isArgumentError(error: unknown): boolean {
+  return error instanceof TypeError || error instanceof RangeError;
 }
 
 /** True when a rejection of `wait` is a denial (a `RateLimitError` of any copy of tollgate). */
@@ -171,6 +200,8 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
   denied = 0;
   /** @internal */
   nearLimit = 0;
+  /** @internal Async calls answered by a failure policy (`source` local/open/closed) or rejected. */
+  storeFailures = 0;
   /** @internal */
   private readonly config: MetricsConfig;
 
@@ -217,8 +248,13 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
     if (typeof (result as Decision).allowed === "boolean") this.count(key, result as Decision);
     else if (typeof (result as PromiseLike<Decision>)?.then === "function") {
       (result as PromiseLike<Decision>).then(
-        (d) => this.count(key, d),
-        () => {},
+        (d) => {
+          if (isPolicyAnswer(d)) this.storeFailures++;
+          this.count(key, d);
+        },
+        (error: unknown) => {
+          if (!isArgumentError(error)) this.storeFailures++;
+        },
       );
     }
     return result as ReturnType<L["consume"]>;
@@ -276,6 +312,8 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
  * {@link withMetrics}.
  */
 export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, MetricsSource {
+  /** @internal Always 0: an unkeyed limiter has no store. */
+  readonly storeFailures = 0;
   /** @internal */
   allowed = 0;
   /** @internal */
