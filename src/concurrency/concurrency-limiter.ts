@@ -52,7 +52,7 @@ interface Waiter extends WaitListNode<Waiter> {
 /**
  * The seam a `KeyedConcurrencyLimiter` keeps each key's limiter on: told when the limiter
  * holds nothing and has no waiters (so the key can be forgotten), and asked before a waiter
- * queues (a budget shared by every key). @internal
+ * queues (a budget shared by every key).
  */
 export interface ConcurrencyLink {
   /** The limiter holds no permit and has no waiter. */
@@ -199,7 +199,7 @@ export class ConcurrencyLimiter implements PermitOwner {
     return concurrencyDenial(this.limit, this.retryAfterMs);
   }
 
-  /** @internal A permit came back: the oldest waiter gets it, else it is free again. */
+  /** A permit came back (called by the permit, once): the oldest waiter gets it, else it is free. */
   releaseOne(): void {
     const head = this.queue.head;
     if (head !== undefined) {

@@ -17,7 +17,7 @@ export interface Permit {
   readonly released: boolean;
 }
 
-/** What a {@link HeldPermit} gives its unit back to. @internal */
+/** What a permit gives its unit back to. */
 export interface PermitOwner {
   /** Called exactly once per permit, on its first `release()`. */
   releaseOne(): void;
