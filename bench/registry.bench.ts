@@ -25,6 +25,7 @@ import { runInNewContext } from "node:vm";
 import { Bench } from "tinybench";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
 import { allOf } from "../src/composite.js";
+import { withMetrics } from "../src/metrics/with-metrics.js";
 import { KeyedLimiter } from "../src/registry.js";
 
 const BATCH = 1000;
@@ -151,6 +152,30 @@ const subjects: readonly Subject[] = [
     },
   },
   {
+    id: "keyed-metrics",
+    name: "withMetrics(KeyedLimiter(TokenBucket)).allow",
+    make: (keys) => {
+      const keyed = new KeyedLimiter(bucket(), {
+        maxKeys: Math.max(keys.length, 1),
+        maxBytes: 2 ** 32,
+      });
+      const metered = withMetrics(keyed);
+      return (key) => metered.allow(key);
+    },
+  },
+  {
+    id: "keyed-consume-metrics",
+    name: "withMetrics(KeyedLimiter(TokenBucket)).consume",
+    make: (keys) => {
+      const keyed = new KeyedLimiter(bucket(), {
+        maxKeys: Math.max(keys.length, 1),
+        maxBytes: 2 ** 32,
+      });
+      const metered = withMetrics(keyed);
+      return (key) => metered.consume(key);
+    },
+  },
+  {
     id: "keyed-fn",
     name: "KeyedLimiter(key => new TokenBucket).allow",
     make: (keys) => {
@@ -249,6 +274,9 @@ export async function runRegistryBench(
   const floor = (size: string) => ns(`map-get/${size}`) + ns("now");
   const ratios = {
     "keyed hot / performance.now()": ns("keyed/hot") / ns("now"),
+    "withMetrics keyed hot / keyed hot": ns("keyed-metrics/hot") / ns("keyed/hot"),
+    "withMetrics consume hot / consume hot":
+      ns("keyed-consume-metrics/hot") / ns("keyed-consume/hot"),
     "keyed 100k / (Map.get 100k + performance.now())": ns("keyed/100k") / floor("100k"),
     "keyed 1M / (Map.get 1M + performance.now())": ns("keyed/1M") / floor("1M"),
     "keyed-allof 100k / keyed 100k": ns("keyed-allof/100k") / ns("keyed/100k"),

@@ -24,6 +24,16 @@ export {
   type TokenBucketReconfigure,
 } from "./algorithms/token-bucket.js";
 export { AllOf, allOf } from "./composite.js";
+export {
+  ConcurrencyLimiter,
+  type ConcurrencyLimiterOptions,
+} from "./concurrency/concurrency-limiter.js";
+export {
+  DEFAULT_CONCURRENCY_MAX_KEYS,
+  KeyedConcurrencyLimiter,
+  type KeyedConcurrencyLimiterOptions,
+} from "./concurrency/keyed-concurrency-limiter.js";
+export type { Permit } from "./concurrency/permit.js";
 export { RateLimitError } from "./errors.js";
 export {
   type Clock,
@@ -34,6 +44,32 @@ export {
   systemClock,
   type WaitOptions,
 } from "./limiter.js";
+export type { NearLimitKey } from "./metrics/near-limit-keys.js";
+export {
+  type MeterAttributes,
+  type MeterLike,
+  type ObservableLike,
+  type ObservableResultLike,
+  observeMetrics,
+} from "./metrics/opentelemetry.js";
+export {
+  escapeLabelValue,
+  type MetricsResponse,
+  metricsHandler,
+  metricsText,
+  PROMETHEUS_CONTENT_TYPE,
+} from "./metrics/prometheus.js";
+export { CIRCUIT_STATES, type CircuitState, type StoreHealth } from "./metrics/store-health.js";
+export {
+  type KeyedDecider,
+  type LimiterMetrics,
+  MAX_NEAR_LIMIT_KEYS,
+  MeteredKeyedLimiter,
+  MeteredLimiter,
+  type MetricsOptions,
+  type MetricsSource,
+  withMetrics,
+} from "./metrics/with-metrics.js";
 export {
   type CloneableLimiter,
   DEFAULT_MAX_KEYS,

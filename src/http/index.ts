@@ -18,6 +18,18 @@ export {
   type TrustProxy,
   UNKNOWN_CLIENT_KEY,
 } from "./client-key.js";
+export {
+  CONCURRENT_REQUESTS,
+  type CommonConcurrencyOptions,
+} from "./concurrency.js";
+export {
+  type FastifyConcurrencyOptions,
+  type FastifyConcurrencyReplyLike,
+  type FastifyConcurrencyRequestLike,
+  fastifyConcurrencyLimit,
+} from "./concurrency-fastify.js";
+export { type FetchConcurrencyOptions, withConcurrencyLimit } from "./concurrency-fetch.js";
+export { type ConcurrencyLimitOptions, concurrencyLimit } from "./concurrency-node.js";
 export type {
   CommonRateLimitOptions,
   FailureInfo,

@@ -1,0 +1,98 @@
+/**
+ * `fastifyConcurrencyLimit`: a Fastify `onRequest` hook that holds a permit for the
+ * duration of each request.
+ * @module
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { UntrustedProxyWarning } from "./client-key.js";
+import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
+import { holdUntilDone } from "./concurrency-node.js";
+import { NODE_SOURCE } from "./node.js";
+import {
+  headerRecord,
+  INTERNAL_ERROR_BODY,
+  limitedBody,
+  type Outcome,
+  Pipeline,
+  PROBLEM_JSON,
+  UNAVAILABLE_BODY,
+} from "./pipeline.js";
+
+/** The members of a Fastify request the hook uses. */
+export interface FastifyConcurrencyRequestLike {
+  readonly raw: IncomingMessage;
+}
+
+/** The members of a Fastify reply the hook uses. */
+export interface FastifyConcurrencyReplyLike {
+  readonly raw: ServerResponse;
+  code(status: number): FastifyConcurrencyReplyLike;
+  header(name: string, value: string): FastifyConcurrencyReplyLike;
+  send(body: string): unknown;
+}
+
+/** Options of {@link fastifyConcurrencyLimit}. */
+export interface FastifyConcurrencyOptions<
+  Request extends FastifyConcurrencyRequestLike = FastifyConcurrencyRequestLike,
+> extends CommonConcurrencyOptions {
+  /** The key of a `KeyedConcurrencyLimiter`. @default (request, clientKey) => clientKey */
+  readonly key?: ((request: Request, clientKey: string) => string) | undefined;
+  /** Return true to let a request through without a permit (no headers). */
+  readonly skip?: ((request: Request) => boolean) | undefined;
+}
+
+const WHERE = "fastifyConcurrencyLimit";
+const OWN_OPTIONS = ["key", "skip"] as const;
+
+/**
+ * A Fastify `onRequest` hook (`app.addHook("onRequest", fastifyConcurrencyLimit({ limiter }))`)
+ * that lets at most `limiter.limit` requests run at once (per key, for a
+ * `KeyedConcurrencyLimiter`): the permit is released when the response finishes or the
+ * connection closes, once; one past the limit gets 429 with `qu="concurrent-requests"`.
+ * See docs/concurrency.md#http.
+ * @throws {TypeError} For a bad limiter or an unknown option.
+ */
+export function fastifyConcurrencyLimit<
+  Request extends FastifyConcurrencyRequestLike = FastifyConcurrencyRequestLike,
+  Reply extends FastifyConcurrencyReplyLike = FastifyConcurrencyReplyLike,
+>(
+  options: FastifyConcurrencyOptions<Request>,
+): (request: Request, reply: Reply, done: () => void) => void {
+  const { config, hooks } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const source = {
+    peer: (request: Request) => NODE_SOURCE.peer(request.raw, undefined),
+    header: (request: Request, name: string) => NODE_SOURCE.header(request.raw, name, undefined),
+    untrusted: (
+      request: Request,
+      _extra: undefined,
+      _peer: string | undefined,
+      warning: UntrustedProxyWarning,
+    ) => warning.checkNode(request.raw),
+  };
+  const pipeline = new Pipeline<Request>(WHERE, config, hooks, source);
+  return (request, reply, done) => {
+    const outcome = pipeline.run(request, undefined) as Outcome; // the consumer is synchronous
+    const headers = headerRecord(config, outcome);
+    switch (outcome.kind) {
+      case "skip":
+        done();
+        return;
+      case "pass": {
+        const permit = permitOf(outcome.decision);
+        if (permit !== undefined) holdUntilDone(reply.raw, permit);
+        for (const name in headers) reply.header(name, headers[name]!);
+        done();
+        return;
+      }
+      case "limited":
+        for (const name in headers) reply.header(name, headers[name]!);
+        reply.code(429).header("Content-Type", PROBLEM_JSON).send(limitedBody(config, outcome));
+        return;
+      case "unavailable":
+        reply.code(503).header("Content-Type", PROBLEM_JSON).send(UNAVAILABLE_BODY);
+        return;
+      case "error":
+        reply.code(500).header("Content-Type", PROBLEM_JSON).send(INTERNAL_ERROR_BODY);
+    }
+  };
+}

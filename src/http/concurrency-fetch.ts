@@ -1,0 +1,152 @@
+/**
+ * `withConcurrencyLimit`: the fetch-handler wrapper (Bun, Deno, Workers, Hono's
+ * `app.fetch`) that holds a permit for the duration of each request.
+ * @module
+ */
+import type { Permit } from "../concurrency/permit.js";
+import { describe } from "../errors.js";
+import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
+import { type FetchHandler, problem, runtimeAddress, withHeaders } from "./fetch.js";
+import {
+  type ClientSource,
+  headerRecord,
+  INTERNAL_ERROR_BODY,
+  limitedBody,
+  type Outcome,
+  Pipeline,
+  UNAVAILABLE_BODY,
+} from "./pipeline.js";
+
+/** Options of {@link withConcurrencyLimit}. */
+export interface FetchConcurrencyOptions<Args extends unknown[] = unknown[]>
+  extends CommonConcurrencyOptions {
+  /** The key of a `KeyedConcurrencyLimiter`. @default (request, clientKey) => clientKey */
+  readonly key?: ((request: Request, clientKey: string) => string) | undefined;
+  /** Return true to pass a request to the handler without a permit (no headers). */
+  readonly skip?: ((request: Request) => boolean) | undefined;
+  /** The peer address of the connection, as for `withRateLimit`. */
+  readonly remoteAddress?: ((request: Request, ...args: Args) => string | undefined) | undefined;
+}
+
+const WHERE = "withConcurrencyLimit";
+const OWN_OPTIONS = ["key", "skip", "remoteAddress"] as const;
+
+/**
+ * `body` passed through, calling `done` once it ends, errors or is cancelled (the client
+ * went away), so a streamed response holds its permit until its last byte. @internal
+ */
+export function releasingBody(
+  body: ReadableStream<Uint8Array>,
+  done: () => void,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const chunk = await reader.read();
+        if (chunk.done) {
+          done();
+          controller.close();
+        } else controller.enqueue(chunk.value);
+      } catch (error) {
+        done();
+        controller.error(error);
+      }
+    },
+    cancel(reason) {
+      done();
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/**
+ * Wraps a fetch handler so that at most `limiter.limit` requests (per key, for a
+ * `KeyedConcurrencyLimiter`) run at once. A permit is held while the handler runs, then
+ * until the response body ends, is cancelled or `request.signal` aborts, released once; one
+ * past the limit gets 429 with `qu="concurrent-requests"`. See docs/concurrency.md#http.
+ * @throws {TypeError} For a handler that is not a function, a bad limiter, an unknown option.
+ */
+export function withConcurrencyLimit<
+  Args extends unknown[],
+  Result extends Response | undefined = Response,
+>(
+  handler: FetchHandler<Args, Result>,
+  options: FetchConcurrencyOptions<Args>,
+): (request: Request, ...args: Args) => Promise<Result | Response> {
+  if (typeof handler !== "function") {
+    throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
+  }
+  const { config, hooks, remoteAddress } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const source: ClientSource<Request, Args> = {
+    peer:
+      remoteAddress === undefined
+        ? (request, args) => runtimeAddress(request, args[0])
+        : (request, args) => remoteAddress(request, ...args),
+    header: (request, name) => request.headers.get(name),
+    untrusted: (request, _args, peer, warning) => warning.checkFetch(request.headers, peer),
+  };
+  const pipeline = new Pipeline<Request, Args>(WHERE, config, hooks, source);
+
+  return async (request, ...args) => {
+    const outcome = pipeline.run(request, args) as Outcome; // the consumer is synchronous
+    switch (outcome.kind) {
+      case "skip":
+        return handler(request, ...args);
+      case "pass": {
+        const permit = permitOf(outcome.decision);
+        if (permit === undefined) return handler(request, ...args);
+        return held(
+          permit,
+          request,
+          () => handler(request, ...args),
+          headerRecord(config, outcome),
+        );
+      }
+      case "limited":
+        return problem(429, limitedBody(config, outcome), headerRecord(config, outcome));
+      case "unavailable":
+        return problem(503, UNAVAILABLE_BODY, {});
+      case "error":
+        return problem(500, INTERNAL_ERROR_BODY, {});
+    }
+  };
+}
+
+/**
+ * Runs the handler holding `permit`, then hands the permit to the response body. An abort
+ * of `request.signal` releases it only once the handler has settled: a client that goes
+ * away does not free a permit while the work it started still runs.
+ */
+async function held<Result extends Response | undefined>(
+  permit: Permit,
+  request: Request,
+  run: () => Result | Promise<Result>,
+  headers: Record<string, string>,
+): Promise<Result | Response> {
+  let response: Result;
+  try {
+    response = await run();
+  } catch (error) {
+    permit.release();
+    throw error;
+  }
+  const signal = request.signal as AbortSignal | undefined;
+  if (response === undefined || response === null || response.body === null || signal?.aborted) {
+    permit.release();
+    return withHeaders(response, headers);
+  }
+  const release = () => {
+    permit.release();
+    signal?.removeEventListener("abort", release);
+  };
+  let streamed: Response;
+  try {
+    streamed = new Response(releasingBody(response.body, release), response);
+  } catch {
+    release(); // a response that cannot be copied (an upgrade): hold nothing past the handler
+    return withHeaders(response, headers);
+  }
+  signal?.addEventListener("abort", release, { once: true });
+  return withHeaders(streamed, headers);
+}

@@ -1,0 +1,104 @@
+/**
+ * `concurrencyLimit`: the node:http and Express middleware that holds a permit for the
+ * duration of each request.
+ * @module
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Permit } from "../concurrency/permit.js";
+import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
+import { type NextFunction, NODE_SOURCE, type RateLimitMiddleware, setNodeHeader } from "./node.js";
+import {
+  INTERNAL_ERROR_BODY,
+  limitedBody,
+  type Outcome,
+  Pipeline,
+  PROBLEM_JSON,
+  UNAVAILABLE_BODY,
+  writeHeaders,
+} from "./pipeline.js";
+
+/** Options of {@link concurrencyLimit}. */
+export interface ConcurrencyLimitOptions<Req extends IncomingMessage = IncomingMessage>
+  extends CommonConcurrencyOptions {
+  /** The key of a `KeyedConcurrencyLimiter` (ignored by a `ConcurrencyLimiter`). @default (req, clientKey) => clientKey */
+  readonly key?: ((req: Req, clientKey: string) => string) | undefined;
+  /** Return true to let a request through without a permit (no headers). */
+  readonly skip?: ((req: Req) => boolean) | undefined;
+}
+
+const WHERE = "concurrencyLimit";
+const OWN_OPTIONS = ["key", "skip"] as const;
+
+/**
+ * Holds `permit` until `res` finishes or closes (an aborted request closes without
+ * finishing), released exactly once; at once when `res` is already closed. @internal
+ */
+export function holdUntilDone(res: ServerResponse, permit: Permit): void {
+  if (res.destroyed || (res as { closed?: boolean }).closed === true) {
+    permit.release();
+    return;
+  }
+  const release = () => permit.release();
+  res.once("finish", release);
+  res.once("close", release);
+}
+
+/**
+ * A connect-style middleware for node:http and Express that lets at most `limiter.limit`
+ * requests (per key, for a `KeyedConcurrencyLimiter`) run at once: each holds a permit
+ * until its response finishes or its connection closes; one past the limit gets 429 with
+ * `RateLimit-Policy: "default";q=N;qu="concurrent-requests"` and `Retry-After`.
+ * See docs/concurrency.md#http.
+ * @throws {TypeError} For a limiter that is not a concurrency limiter or an unknown option.
+ * @example
+ * const gate = concurrencyLimit({ limiter: new ConcurrencyLimiter({ limit: 100 }) })
+ */
+export function concurrencyLimit<
+  Req extends IncomingMessage = IncomingMessage,
+  Res extends ServerResponse = ServerResponse,
+>(options: ConcurrencyLimitOptions<Req>): RateLimitMiddleware<Req, Res> {
+  const { config, hooks } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const pipeline = new Pipeline<Req>(WHERE, config, hooks, NODE_SOURCE);
+  return (req, res, next) => {
+    // The consumer answers synchronously: the outcome is never a promise.
+    render(pipeline.run(req, undefined) as Outcome, res, next, pipeline);
+  };
+}
+
+function render<Req extends IncomingMessage>(
+  outcome: Outcome,
+  res: ServerResponse,
+  next: NextFunction,
+  pipeline: Pipeline<Req>,
+): void {
+  const config = pipeline.config;
+  switch (outcome.kind) {
+    case "skip":
+      next();
+      return;
+    case "pass": {
+      const permit = permitOf(outcome.decision);
+      if (permit !== undefined) holdUntilDone(res, permit);
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
+      next();
+      return;
+    }
+    case "limited":
+      writeHeaders(config, outcome, res, setNodeHeader);
+      send(res, 429, limitedBody(config, outcome));
+      return;
+    case "unavailable":
+      send(res, 503, UNAVAILABLE_BODY);
+      return;
+    case "error":
+      send(res, 500, INTERNAL_ERROR_BODY);
+  }
+}
+
+function send(res: ServerResponse, status: number, body: string): void {
+  if (res.headersSent) return;
+  res.statusCode = status;
+  res.setHeader("Content-Type", PROBLEM_JSON);
+  res.setHeader("Content-Length", body.length);
+  res.end(body);
+}

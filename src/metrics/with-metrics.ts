@@ -1,0 +1,429 @@
+/**
+ * `withMetrics(limiter, options)`: a wrapper that counts a limiter's decisions. Counting
+ * lives in a wrapper, not in the limiters, so a limiter without it pays nothing: the
+ * generated fast paths of `KeyedLimiter` are untouched (docs/metrics.md#where-the-counters-live).
+ * @module
+ */
+import { checkInteger, checkNumber, checkOptionNames, checkOptions, describe } from "../errors.js";
+import {
+  type Decision,
+  isUnkeyedLimiter,
+  type Limiter,
+  UnkeyedLimiterBase,
+  type WaitOptions,
+} from "../limiter.js";
+import { optionNames } from "../option-names.js";
+import { keyedPolicyOf } from "../registry.js";
+import { type NearLimitKey, NearLimitKeys } from "./near-limit-keys.js";
+import type { CircuitState, StoreHealth } from "./store-health.js";
+
+/** Options of {@link withMetrics}. */
+export interface MetricsOptions {
+  /** The `limiter` label of every series (1 to 128 code units, unique per exposition). @default "default" */
+  readonly name?: string | undefined;
+  /**
+   * An allowed decision is near its limit when `remaining <= nearLimitShare * limit`
+   * (a share from 0 to 1). @default 0.1
+   */
+  readonly nearLimitShare?: number | undefined;
+  /**
+   * Keep the keys seen near their limit most often, at most this many (0 to 100): a bounded
+   * top-N, never one series per client. @default 0 (none kept)
+   */
+  readonly nearLimitKeys?: number | undefined;
+  /**
+   * The store's health, read at each scrape; by default the limiter's own `storeHealth()`
+   * when it has one. See {@link StoreHealth}.
+   */
+  readonly store?: (() => StoreHealth) | undefined;
+}
+
+const OPTIONS = optionNames<MetricsOptions>()(["name", "nearLimitShare", "nearLimitKeys", "store"]);
+const HINTS: Readonly<Record<string, string>> = {
+  label: 'use "name" (the limiter label)',
+  prefix: 'use "name" (the limiter label); metric names are fixed (tollgate_*)',
+  threshold: 'use "nearLimitShare" (a share of the limit, 0 to 1)',
+  nearLimit: 'use "nearLimitShare" (a share of the limit, 0 to 1)',
+  topKeys: 'use "nearLimitKeys" (most keys kept, 0 to 100)',
+};
+
+/** Most keys {@link MetricsOptions.nearLimitKeys} may keep. */
+export const MAX_NEAR_LIMIT_KEYS = 100;
+
+/** A snapshot of one limiter's metrics: plain data, counters since the wrapper was made. */
+export interface LimiterMetrics {
+  /** The `limiter` label. */
+  readonly name: string;
+  /** Decisions that allowed the request (`allow`, `consume`, a granted `wait`). */
+  readonly allowed: number;
+  /** Decisions that denied it (a rejected `wait` with a `RateLimitError` too). */
+  readonly denied: number;
+  /** Allowed decisions that left `remaining <= nearLimitShare * limit` (counted by `consume` and `wait`). */
+  readonly nearLimit: number;
+  /** The share `nearLimit` is counted at. */
+  readonly nearLimitShare: number;
+  /** Keys kept now, for a keyed limiter with `size`; else `undefined`. */
+  readonly keys: number | undefined;
+  /** The registry's `stats` (evictions, refusals), for a `KeyedLimiter`; else `undefined`. */
+  readonly evictedIdle: number | undefined;
+  /** Keys dropped while in use (at `maxKeys`/`maxBytes`). */
+  readonly evictedLossy: number | undefined;
+  /** New keys refused by a full registry. */
+  readonly refused: number | undefined;
+  /** The store's health, for a store-backed limiter; else `undefined`. */
+  readonly store: StoreHealth | undefined;
+  /** The top near-limit keys (empty unless `nearLimitKeys` > 0), most hits first. */
+  readonly nearLimitKeys: readonly NearLimitKey[];
+}
+
+/** Anything that gives a {@link LimiterMetrics} snapshot: what `metricsText` and `observeMetrics` read. */
+export interface MetricsSource {
+  metrics(): LimiterMetrics;
+}
+
+/** A keyed limiter `withMetrics` can wrap: `consume(key, cost)`, sync or async. */
+export interface KeyedDecider {
+  consume(key: string, cost?: number): Decision | PromiseLike<Decision>;
+}
+
+/** The checked options. @internal */
+interface MetricsConfig {
+  readonly name: string;
+  readonly share: number;
+  readonly top: NearLimitKeys | undefined;
+  readonly store: (() => StoreHealth) | undefined;
+  /** A store-backed limiter's `circuits()`, when `store` is not given. */
+  readonly circuits:
+    | (() => readonly { node: string | undefined; state: CircuitState }[])
+    | undefined;
+}
+
+function checkMetricsOptions(where: string, limiter: object, options: unknown): MetricsConfig {
+  const o = options === undefined ? {} : checkOptions<MetricsOptions>(where, options);
+  checkOptionNames(where, o, OPTIONS, HINTS);
+  const name = o.name ?? "default";
+  if (typeof name !== "string" || name.length < 1 || name.length > 128) {
+    throw new (typeof name === "string" ? RangeError : TypeError)(
+      `${where}: name must be a string of 1 to 128 code units, got ${describe(name)}`,
+    );
+  }
+  const share =
+    o.nearLimitShare === undefined
+      ? 0.1
+      : checkNumber(where, "nearLimitShare", o.nearLimitShare, 0, true);
+  if (share > 1) {
+    throw new RangeError(
+      `${where}: nearLimitShare must be a finite number from 0 to 1, got ${share}`,
+    );
+  }
+  const topN =
+    o.nearLimitKeys === undefined
+      ? 0
+      : checkInteger(where, "nearLimitKeys", o.nearLimitKeys, 0, MAX_NEAR_LIMIT_KEYS);
+  if (o.store !== undefined && typeof o.store !== "function") {
+    throw new TypeError(
+      `${where}: store must be a function () => StoreHealth, got ${describe(o.store)}`,
+    );
+  }
+  const own = (limiter as { storeHealth?: unknown }).storeHealth;
+  const store =
+    o.store ??
+    (typeof own === "function" ? () => (own as () => StoreHealth).call(limiter) : undefined);
+  const circuitsOf = (limiter as { circuits?: unknown }).circuits;
+  const circuits =
+    store === undefined && typeof circuitsOf === "function"
+      ? () => (circuitsOf as NonNullable<MetricsConfig["circuits"]>).call(limiter)
+      : undefined;
+  return { name, share, top: topN > 0 ? new NearLimitKeys(topN) : undefined, store, circuits };
+}
+
+/** The snapshot of counters and what the limiter itself tells. @internal */
+function snapshot(
+  config: MetricsConfig,
+  counts: { allowed: number; denied: number; nearLimit: number; storeFailures: number },
+  limiter: object,
+): LimiterMetrics {
+  const circuits = config.circuits;
+  const store =
+    config.store?.() ??
+    (circuits === undefined
+      ? undefined
+      : {
+          failures: counts.storeFailures,
+          circuits: circuits().map(({ node, state }) => ({ node: node ?? "", state })),
+        });
+  const size = (limiter as { size?: unknown }).size;
+  const stats = (limiter as { stats?: unknown }).stats as
+    | { evictedIdle?: unknown; evictedLossy?: unknown; refused?: unknown }
+    | undefined;
+  const count = (v: unknown) => (typeof v === "number" ? v : undefined);
+  return {
+    name: config.name,
+    allowed: counts.allowed,
+    denied: counts.denied,
+    nearLimit: counts.nearLimit,
+    nearLimitShare: config.share,
+    keys: count(size),
+    evictedIdle: count(stats?.evictedIdle),
+    evictedLossy: count(stats?.evictedLossy),
+    refused: count(stats?.refused),
+    store,
+    nearLimitKeys: config.top?.top() ?? [],
+  };
+}
+
+/** True for a store-backed decision answered by the failure policy instead of the store. */
+function isPolicyAnswer(d: Decision): boolean {
+  const source = (d as { source?: unknown }).source;
+  return source === "local" || source === "open" || source === "closed";
+}
+
+/** A wrong argument (a programming error), not a store failure. */
+function isArgumentError(error: unknown): boolean {
+  return error instanceof TypeError || error instanceof RangeError;
+}
+
+/** True when a rejection of `wait` is a denial (a `RateLimitError` of any copy of tollgate). */
+function isDenial(error: unknown): boolean {
+  return error instanceof Error && error.name === "RateLimitError";
+}
+
+/**
+ * A keyed limiter (a `KeyedLimiter`, a `tollgate/redis` limiter, any `consume(key, cost)`)
+ * that counts its decisions; every method forwards to `limiter`. `peek` counts nothing.
+ * Made by {@link withMetrics}.
+ */
+export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implements MetricsSource {
+  /** Decisions counted so far. @internal */
+  allowed = 0;
+  /** @internal */
+  denied = 0;
+  /** @internal */
+  nearLimit = 0;
+  /** @internal Async calls answered by a failure policy (`source` local/open/closed) or rejected. */
+  storeFailures = 0;
+  /** @internal */
+  private readonly config: MetricsConfig;
+
+  /** `limiter` is the one wrapped; see {@link withMetrics} for the options. */
+  constructor(
+    readonly limiter: L,
+    options?: MetricsOptions,
+  ) {
+    this.config = checkMetricsOptions("withMetrics", limiter, options);
+  }
+
+  /** The `limiter` label. */
+  get name(): string {
+    return this.config.name;
+  }
+
+  /** The wrapped limiter's `windowMs` (or its policy's), for the `w=` of `tollgate/http`. */
+  get windowMs(): number | undefined {
+    const own = (this.limiter as { windowMs?: unknown }).windowMs;
+    const w = own ?? (keyedPolicyOf(this.limiter) as { windowMs?: unknown } | undefined)?.windowMs;
+    return typeof w === "number" ? w : undefined;
+  }
+
+  /** The wrapped limiter's `maxKeyLength`, when it has one. */
+  get maxKeyLength(): number | undefined {
+    const own = (this.limiter as { maxKeyLength?: unknown }).maxKeyLength;
+    return typeof own === "number" ? own : undefined;
+  }
+
+  /** `limiter.allow(key, cost)`, counted (no near-limit: `allow` gives no `remaining`). */
+  allow(key: string, cost?: number): boolean {
+    const ok = (this.limiter as unknown as { allow(k: string, c?: number): boolean }).allow(
+      key,
+      cost,
+    );
+    if (ok) this.allowed++;
+    else this.denied++;
+    return ok;
+  }
+
+  /** `limiter.consume(key, cost)`, counted when it answers (a promise: when it resolves). */
+  consume(key: string, cost?: number): ReturnType<L["consume"]> {
+    const result = this.limiter.consume(key, cost);
+    if (typeof (result as Decision).allowed === "boolean") this.count(key, result as Decision);
+    else if (typeof (result as PromiseLike<Decision>)?.then === "function") {
+      (result as PromiseLike<Decision>).then(
+        (d) => {
+          if (isPolicyAnswer(d)) this.storeFailures++;
+          this.count(key, d);
+        },
+        (error: unknown) => {
+          if (!isArgumentError(error)) this.storeFailures++;
+        },
+      );
+    }
+    return result as ReturnType<L["consume"]>;
+  }
+
+  /** `limiter.peek(key, cost)`: counts nothing. */
+  peek(key: string, cost?: number): Decision | PromiseLike<Decision> {
+    return (this.limiter as unknown as { peek(k: string, c?: number): Decision }).peek(key, cost);
+  }
+
+  /** `limiter.wait(key, cost, options)`: a grant counts as allowed, a `RateLimitError` as denied. */
+  wait(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
+    const waiting = (
+      this.limiter as unknown as { wait(k: string, c?: number, o?: WaitOptions): Promise<Decision> }
+    ).wait(key, cost, options);
+    return waiting.then(
+      (d) => {
+        this.count(key, d);
+        return d;
+      },
+      (error: unknown) => {
+        if (isDenial(error)) this.denied++;
+        throw error;
+      },
+    );
+  }
+
+  /** `limiter.reset(key)`. */
+  reset(key: string): unknown {
+    return (this.limiter as unknown as { reset(k: string): unknown }).reset(key);
+  }
+
+  /** A snapshot of the counters and of what the limiter tells (keys, evictions, store). */
+  metrics(): LimiterMetrics {
+    return snapshot(this.config, this, this.limiter);
+  }
+
+  /** @internal */
+  private count(key: string, d: Decision): void {
+    if (!d.allowed) {
+      this.denied++;
+      return;
+    }
+    this.allowed++;
+    if (d.remaining <= this.config.share * d.limit) {
+      this.nearLimit++;
+      this.config.top?.hit(key);
+    }
+  }
+}
+
+/**
+ * An unkeyed limiter that counts its decisions (every method forwards; `peek` counts
+ * nothing). A limiter itself: `tollgate/http` takes it as one global limit. Made by
+ * {@link withMetrics}.
+ */
+export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, MetricsSource {
+  /** @internal Always 0: an unkeyed limiter has no store. */
+  readonly storeFailures = 0;
+  /** @internal */
+  allowed = 0;
+  /** @internal */
+  denied = 0;
+  /** @internal */
+  nearLimit = 0;
+  /** @internal */
+  private readonly config: MetricsConfig;
+
+  /** `limiter` is the one wrapped; see {@link withMetrics} for the options. */
+  constructor(
+    readonly limiter: Limiter,
+    options?: MetricsOptions,
+  ) {
+    super();
+    this.config = checkMetricsOptions("withMetrics", limiter, options);
+  }
+
+  /** The `limiter` label. */
+  get name(): string {
+    return this.config.name;
+  }
+
+  /** The wrapped limiter's `windowMs`, for the `w=` of `tollgate/http`. */
+  get windowMs(): number | undefined {
+    const w = (this.limiter as { windowMs?: unknown }).windowMs;
+    return typeof w === "number" ? w : undefined;
+  }
+
+  allow(cost?: number): boolean {
+    const ok = this.limiter.allow(cost);
+    if (ok) this.allowed++;
+    else this.denied++;
+    return ok;
+  }
+
+  consume(cost?: number): Decision {
+    const d = this.limiter.consume(cost);
+    this.count(d);
+    return d;
+  }
+
+  peek(cost?: number): Decision {
+    return this.limiter.peek(cost);
+  }
+
+  reset(): void {
+    this.limiter.reset();
+  }
+
+  isIdle(): boolean {
+    return this.limiter.isIdle();
+  }
+
+  wait(cost?: number, options?: WaitOptions): Promise<Decision> {
+    return this.limiter.wait(cost, options).then(
+      (d) => {
+        this.count(d);
+        return d;
+      },
+      (error: unknown) => {
+        if (isDenial(error)) this.denied++;
+        throw error;
+      },
+    );
+  }
+
+  /** A snapshot of the counters. */
+  metrics(): LimiterMetrics {
+    return snapshot(this.config, this, this.limiter);
+  }
+
+  /** @internal */
+  private count(d: Decision): void {
+    if (!d.allowed) {
+      this.denied++;
+      return;
+    }
+    this.allowed++;
+    if (d.remaining <= this.config.share * d.limit) this.nearLimit++;
+  }
+}
+
+/**
+ * Wraps a limiter so that its decisions are counted: allowed, denied, near the limit, plus
+ * what the limiter tells (keys, evictions, the store's health). Read them with `metrics()`,
+ * `metricsText` (Prometheus) or `observeMetrics` (OpenTelemetry). Use the wrapper in place
+ * of the limiter; an unwrapped limiter pays nothing (docs/metrics.md).
+ * @throws {TypeError} For an unknown option or a limiter without `consume`; {RangeError} for a bad value.
+ * @example
+ * const api = withMetrics(new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })), { name: "api" });
+ */
+export function withMetrics(limiter: Limiter, options?: MetricsOptions): MeteredLimiter;
+export function withMetrics<L extends KeyedDecider>(
+  limiter: L,
+  options?: MetricsOptions,
+): MeteredKeyedLimiter<L>;
+export function withMetrics(
+  limiter: Limiter | KeyedDecider,
+  options?: MetricsOptions,
+): MeteredLimiter | MeteredKeyedLimiter {
+  if (isUnkeyedLimiter(limiter)) return new MeteredLimiter(limiter, options);
+  if (
+    typeof limiter !== "object" ||
+    limiter === null ||
+    typeof (limiter as { consume?: unknown }).consume !== "function"
+  ) {
+    throw new TypeError(
+      `withMetrics: limiter must be a tollgate limiter or an object with consume(key, cost), got ${describe(limiter)}`,
+    );
+  }
+  return new MeteredKeyedLimiter(limiter as KeyedDecider, options);
+}

@@ -1,0 +1,56 @@
+// The concurrency middlewares' options, checked at creation, and the decision they hand the
+// pipeline: a permit inside an allowed Decision, the configured retry hint on a denial.
+import { describe, expect, it } from "vitest";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { ConcurrencyLimiter } from "../../src/concurrency/concurrency-limiter.js";
+import { withConcurrencyLimit } from "../../src/http/concurrency-fetch.js";
+import { concurrencyLimit } from "../../src/http/concurrency-node.js";
+
+describe("concurrency middleware options", () => {
+  const limiter = new ConcurrencyLimiter({ limit: 1 });
+
+  it.each([
+    [
+      { limiter: new TokenBucket({ capacity: 1, refillPerSecond: 1 }) },
+      /limiter must be a ConcurrencyLimiter or a KeyedConcurrencyLimiter/,
+    ],
+    [{ limiter, windowSeconds: 60 }, /a concurrency limit has no window/],
+    [{ limiter, cost: () => 2 }, /cost/],
+    [{ limiter, key: "ip" }, /key must be a function/],
+  ])("%o throws a TypeError", (options, message) => {
+    expect(() => concurrencyLimit(options as never)).toThrow(TypeError);
+    expect(() => concurrencyLimit(options as never)).toThrow(message);
+  });
+
+  it("a denial sends the limiter's retry hint as Retry-After and t", async () => {
+    const slow = new ConcurrencyLimiter({ limit: 1, retryAfterMs: 2500 });
+    let finish: () => void = () => {};
+    const handler = withConcurrencyLimit(
+      () => new Promise<Response>((resolve) => (finish = () => resolve(new Response("ok")))),
+      { limiter: slow, remoteAddress: () => "192.0.2.1", policy: "conc" },
+    );
+    const first = handler(new Request("http://x/"));
+    const denied = await handler(new Request("http://x/"));
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("retry-after")).toBe("3");
+    expect(denied.headers.get("ratelimit")).toBe('"conc";r=0;t=3');
+    expect(denied.headers.get("ratelimit-policy")).toBe('"conc";q=1;qu="concurrent-requests"');
+    finish();
+    const ok = await first;
+    expect(slow.inUse).toBe(1); // held until the body is read
+    expect(await ok.text()).toBe("ok");
+    expect(slow.inUse).toBe(0);
+  });
+
+  it("a handler that throws releases its permit", async () => {
+    const one = new ConcurrencyLimiter({ limit: 1 });
+    const handler = withConcurrencyLimit(
+      () => {
+        throw new Error("boom");
+      },
+      { limiter: one, remoteAddress: () => "192.0.2.1" },
+    );
+    await expect(handler(new Request("http://x/"))).rejects.toThrow("boom");
+    expect(one.inUse).toBe(0);
+  });
+});
