@@ -18,8 +18,9 @@ function createService(redis: Redis) {
     refillPerSecond: 10,
     prefix: "example:global:", // the same in every process of the service
     timeoutMs: 200,
+    failure: "closed", // Redis unreachable: refuse (429, Retry-After: 1), never exceed the upstream's limit
   });
-  const limit = rateLimit({ limiter, policy: "global", key: () => "global", failure: "closed" });
+  const limit = rateLimit({ limiter, policy: "global", key: () => "global" });
   const server = createServer((req, res) => limit(req, res, () => res.end("ok\n")));
   return { limiter, server, redis };
 }
