@@ -9,6 +9,7 @@
 import { ALGORITHMS } from "../algorithms.bench.js";
 import { PEERS } from "../peers.js";
 import { ns } from "./format.js";
+import { globalTargets, httpLeasedTarget } from "./global-section.js";
 import { count, keyPatterns, newKeyBound } from "./keys.js";
 import type { RunResults } from "./report.js";
 
@@ -285,7 +286,7 @@ export function targets(r: RunResults): Target[] {
       ),
     );
   }
-  out.push(httpTarget(r), ...redisTargets(r));
+  out.push(...globalTargets(r), httpTarget(r), httpLeasedTarget(r), ...redisTargets(r));
   return out;
 }
 
