@@ -73,6 +73,7 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
       series: command.svg !== undefined,
       maxKeys: command.maxKeys,
       maxLineBytes: command.maxLineBytes,
+      nodes: command.nodes,
       onProgress: tty
         ? (lines) => {
             const read = (stream as { bytesRead?: number }).bytesRead;
