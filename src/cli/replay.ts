@@ -1,8 +1,8 @@
 import type { Readable } from "node:stream";
 import { KeyedLimiter } from "../registry.js";
 import { KEY_NAMES, type KeySpec, keyFunction, keySpecName } from "./keys.js";
-import { type NodesOptions, type NodesReport, NodesSimulation } from "./nodes.js";
 import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from "./lines.js";
+import { type NodesOptions, type NodesReport, NodesSimulation } from "./nodes.js";
 import { detectFormat, type LineParser, type LogFormat, parserFor } from "./parse-log.js";
 import {
   type AlgorithmName,
