@@ -121,6 +121,9 @@ function generator(seed: number): () => number {
   };
 }
 
+/** The nodes' `heartbeatTtlMs` (heartbeats go every third of it). */
+const HEARTBEAT_TTL_MS = 3_600_000;
+
 /** Rounds away float noise (`t x r` at epoch-ms scale) to 6 decimals. */
 function round6(value: number): number {
   return Math.round(value * 1e6) / 1e6;
@@ -216,6 +219,9 @@ export class NodesSimulation {
           clock,
           scheduler: this.schedule,
           initialCredit: o.initialCredit,
+          // The live count only sizes the fallback when the store fails, which the simulation
+          // does not model: a heartbeat every 20 min keeps days of log time cheap.
+          heartbeatTtlMs: HEARTBEAT_TTL_MS,
           ...(o.maxKeys === undefined ? {} : { maxKeys: o.maxKeys }),
         }),
     );
