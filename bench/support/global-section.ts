@@ -130,7 +130,7 @@ export function globalSection(r: RunResults): string[] {
 export function globalTargets(r: RunResults): Target[] {
   const leased = rowOf(r, "leased");
   const share = leased === undefined ? undefined : leased.admitted / leased.bound;
-  return [
+  const list: Target[] = [
     ratioTarget(
       `global: LeasedTokenBucket check p50 <= ${LEASED_P50_LIMIT}x in-process KeyedLimiter(TokenBucket), same processes`,
       leased?.p50Ns,
@@ -173,6 +173,7 @@ export function globalTargets(r: RunResults): Target[] {
       met: share === undefined ? undefined : share >= LEASED_UTILISATION,
     },
   ];
+  return list.map((t) => ({ ...t, section: "global" }));
 }
 
 /**

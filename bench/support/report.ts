@@ -499,6 +499,7 @@ function targetsSection(r: RunResults): string[] {
     core: r.method !== undefined,
     http: r.http !== undefined,
     redis: r.redis !== undefined && !("skipped" in r.redis) && r.redis.rows !== undefined,
+    global: r.global !== undefined && !("skipped" in r.global),
   };
   const list = targets(r).filter((t) => ran[t.section]);
   const rows = list.map((t) => {

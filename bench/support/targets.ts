@@ -19,7 +19,7 @@ export type Comparison = "<=" | "<";
 /** One performance target as judged on one run. */
 export interface Target {
   /** The part of the run that measures it. */
-  readonly section: "core" | "http" | "redis";
+  readonly section: "core" | "http" | "redis" | "global";
   /** What is compared with what, in words. */
   readonly target: string;
   /** The measurements the value comes from (`58.2 ns vs 44.9 ns`), or `not measured`. */
