@@ -3,11 +3,12 @@
  * machine line first), writes the raw numbers to bench/results/<timestamp>.json, and shows
  * progress on stderr when it is a terminal.
  *
- *   npm run bench                  sections 1-5 (floors, algorithms, peers, memory, Redis)
- *   npm run bench -- --quick       sections 1-6 briefly, smaller key sets (CI smoke test)
+ *   npm run bench                  sections 1-5 and 7 (floors, algorithms, peers, memory,
+ *                                  Redis, the global limit of 4 processes)
+ *   npm run bench -- --quick       sections 1-7 briefly, smaller key sets (CI smoke test)
  *   npm run bench:http             section 6, the HTTP experiment (autocannon, about 70 s)
  *   npm run bench -- --http        the same as bench:http (add --quick for a short one)
- *   npm run bench -- --all         sections 1-6
+ *   npm run bench -- --all         sections 1-7
  *
  * Every comparison is a ratio to a reference row measured in the same run (a bare
  * `performance.now()`, the naive `Map` token bucket, a bare Redis `PING`, the server with

@@ -1,25 +1,31 @@
 /**
- * Child process of the HTTP section's Redis row: the same node:http "hello" server as
+ * Child process of the HTTP section's Redis rows: the same node:http "hello" server as
  * bench/http.bench.ts, with `tollgate/http`'s `rateLimit` in front of a `RedisTokenBucket`
- * (one round trip to Redis per request, every request allowed). Started as
- * `node --import tsx bench/support/http-redis-server.ts <redis-url>`; reports its port over IPC.
+ * (one round trip to Redis per request) or, with `leased`, a `LeasedTokenBucket` (decisions
+ * in process from leases of the shared bucket); every request allowed. Started as
+ * `node --import tsx bench/support/http-redis-server.ts <redis-url> [redis|leased]`; reports
+ * its port over IPC.
  * @module
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
 import { rateLimit } from "../../src/http/index.js";
-import { fromIoredis, RedisTokenBucket } from "../../src/redis/index.js";
+import { fromIoredis, LeasedTokenBucket, RedisTokenBucket } from "../../src/redis/index.js";
 
 const url = process.argv[2];
-if (url === undefined) throw new Error("usage: http-redis-server.ts <redis-url>");
+const kind = process.argv[3] ?? "redis";
+if (url === undefined || (kind !== "redis" && kind !== "leased")) {
+  throw new Error("usage: http-redis-server.ts <redis-url> [redis|leased]");
+}
 const redis = new Redis(url);
-const limiter = new RedisTokenBucket({
+const options = {
   client: fromIoredis(redis),
   prefix: `tollgate-http-bench:${process.pid}:`,
   capacity: 1e12,
   refillPerSecond: 1e-3,
-});
+};
+const limiter = kind === "leased" ? new LeasedTokenBucket(options) : new RedisTokenBucket(options);
 const limit = rateLimit({ limiter, windowSeconds: 60 });
 const server = createServer((req, res) =>
   limit(req, res, () => {

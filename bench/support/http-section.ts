@@ -1,10 +1,11 @@
 /**
  * Section 6 (`npm run bench:http`): the HTTP experiment of bench/http.bench.ts (node:http,
  * autocannon, each server in its own process), reported beside the source article's
- * figures. When that harness has no `tollgate/redis` row, this module adds one the same
+ * figures. When that harness has no `tollgate/redis` rows, this module adds them the same
  * way: a server in a second process (bench/support/http-redis-server.ts) rate limiting
- * every request through `RedisTokenBucket` on the bench's Redis, warmed up for 1 s, then
- * measured for the same duration and connections.
+ * every request through `RedisTokenBucket` (one round trip per request), then one through
+ * `LeasedTokenBucket` (decisions in process from leases), on the bench's Redis, each warmed
+ * up for 1 s, then measured for the same duration and connections.
  * @module
  */
 import { fork } from "node:child_process";
@@ -39,11 +40,21 @@ interface RedisServerChild {
   stop(): void;
 }
 
-/** Starts the Redis-limited server for `redisUrl`. */
-function startRedisServer(redisUrl: string): Promise<RedisServerChild> {
+/** The Redis-backed rows: server kind (bench/support/http-redis-server.ts), id and name. */
+const REDIS_ROWS = [
+  { kind: "redis", id: "redis", name: "tollgate/http + tollgate/redis RedisTokenBucket (allowed)" },
+  {
+    kind: "leased",
+    id: "leased",
+    name: "tollgate/http + tollgate/redis LeasedTokenBucket (allowed)",
+  },
+] as const;
+
+/** Starts the Redis-limited server of `kind` for `redisUrl`. */
+function startRedisServer(redisUrl: string, kind: string): Promise<RedisServerChild> {
   const file = fileURLToPath(new URL("./http-redis-server.ts", import.meta.url));
   return new Promise((resolve, reject) => {
-    const child = fork(file, [redisUrl], {
+    const child = fork(file, [redisUrl, kind], {
       execArgv: ["--import", "tsx"],
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
@@ -68,47 +79,65 @@ function startRedisServer(redisUrl: string): Promise<RedisServerChild> {
   });
 }
 
-/** Measures the `tollgate/redis` row, or says why it was skipped. */
-async function redisRow(
+/** Measures the `tollgate/redis` rows, or says why they were skipped. */
+async function redisRows(
   quick: boolean,
   durationSeconds: number,
   connections: number,
   progress: (text: string) => void,
-): Promise<HttpRow | { skipped: string }> {
+): Promise<HttpRow[] | { skipped: string }> {
   const available = await benchRedis();
   if (!available.ok) return { skipped: available.reason };
-  const rounds = quick ? 1 : 2;
   try {
-    const server = await startRedisServer(available.redis.url);
-    try {
-      const samples: AutocannonResult[] = [];
-      let cpuUs = 0;
-      let requests = 0;
-      for (let round = 1; round <= rounds; round++) {
-        progress(`redis, round ${round}/${rounds}`);
-        await autocannon({ url: server.url, connections, duration: 1 }); // warm-up
-        const before = await server.cpu();
-        samples.push(await autocannon({ url: server.url, connections, duration: durationSeconds }));
-        const after = await server.cpu();
-        cpuUs += after.cpuUs - before.cpuUs;
-        requests += after.requests - before.requests;
-      }
-      const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-      return {
-        id: "redis",
-        name: "tollgate/http + tollgate/redis RedisTokenBucket (allowed)",
-        requestsPerSecond: mean(samples.map((s) => s.requests.average)),
-        p50Ms: mean(samples.map((s) => s.latency.p50)),
-        p99Ms: mean(samples.map((s) => s.latency.p99)),
-        non2xx: samples.reduce((a, s) => a + s.non2xx, 0),
-        errors: samples.reduce((a, s) => a + s.errors + s.timeouts, 0),
-        cpuUsPerRequest: cpuUs / requests,
-      };
-    } finally {
-      server.stop();
+    const rows: HttpRow[] = [];
+    for (const row of REDIS_ROWS) {
+      rows.push(
+        await redisRow(available.redis.url, row, quick, durationSeconds, connections, progress),
+      );
     }
+    return rows;
   } finally {
     await available.redis.stop();
+  }
+}
+
+/** Measures one Redis-backed row against the Redis at `redisUrl`. */
+async function redisRow(
+  redisUrl: string,
+  row: (typeof REDIS_ROWS)[number],
+  quick: boolean,
+  durationSeconds: number,
+  connections: number,
+  progress: (text: string) => void,
+): Promise<HttpRow> {
+  const rounds = quick ? 1 : 2;
+  const server = await startRedisServer(redisUrl, row.kind);
+  try {
+    const samples: AutocannonResult[] = [];
+    let cpuUs = 0;
+    let requests = 0;
+    for (let round = 1; round <= rounds; round++) {
+      progress(`${row.id}, round ${round}/${rounds}`);
+      await autocannon({ url: server.url, connections, duration: 1 }); // warm-up
+      const before = await server.cpu();
+      samples.push(await autocannon({ url: server.url, connections, duration: durationSeconds }));
+      const after = await server.cpu();
+      cpuUs += after.cpuUs - before.cpuUs;
+      requests += after.requests - before.requests;
+    }
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    return {
+      id: row.id,
+      name: row.name,
+      requestsPerSecond: mean(samples.map((s) => s.requests.average)),
+      p50Ms: mean(samples.map((s) => s.latency.p50)),
+      p99Ms: mean(samples.map((s) => s.latency.p99)),
+      non2xx: samples.reduce((a, s) => a + s.non2xx, 0),
+      errors: samples.reduce((a, s) => a + s.errors + s.timeouts, 0),
+      cpuUsPerRequest: cpuUs / requests,
+    };
+  } finally {
+    server.stop();
   }
 }
 
@@ -128,13 +157,14 @@ export async function runHttpSection(
   const rows: HttpRow[] = [...results.rows];
   const notes = [...results.notes];
   if (!rows.some((row) => row.id === "redis")) {
-    const redis = await redisRow(quick, results.durationSeconds, results.connections, progress);
-    if ("skipped" in redis) notes.push(`The tollgate/redis row was skipped: ${redis.skipped}.`);
+    const redis = await redisRows(quick, results.durationSeconds, results.connections, progress);
+    if ("skipped" in redis) notes.push(`The tollgate/redis rows were skipped: ${redis.skipped}.`);
     else {
-      rows.push(redis);
+      rows.push(...redis);
       notes.push(
-        "The tollgate/redis row ran after the others (bench/support/http-section.ts), against " +
-          "a private redis-server on the same machine: one round trip per request.",
+        "The tollgate/redis rows ran after the others (bench/support/http-section.ts), against " +
+          "a private redis-server on the same machine: RedisTokenBucket makes one round trip " +
+          "per request; LeasedTokenBucket decides in process from leases refilled in the background.",
       );
     }
   }

@@ -7,6 +7,7 @@ import { ALGORITHMS } from "../algorithms.bench.js";
 import type { MemoryResult } from "../memory.js";
 import { PEERS } from "../peers.js";
 import { int, ns, ratio, table, us } from "./format.js";
+import { type GlobalSection, globalSection } from "./global-section.js";
 import { keyPatterns, newKeyBound } from "./keys.js";
 import { type Machine, machineLine } from "./machine.js";
 import type { Timing } from "./measure.js";
@@ -88,6 +89,8 @@ export interface RunResults {
   readonly memory?: { readonly keys: number; readonly results: readonly MemoryResult[] };
   readonly redis?: RedisResults | { readonly skipped: string };
   readonly http?: HttpResults | { readonly skipped: string };
+  /** Section 7: one limit shared by 4 processes (bench/global.bench.ts). */
+  readonly global?: GlobalSection;
   readonly extra?: Readonly<Record<string, unknown>>;
 }
 
@@ -496,6 +499,7 @@ function targetsSection(r: RunResults): string[] {
     core: r.method !== undefined,
     http: r.http !== undefined,
     redis: r.redis !== undefined && !("skipped" in r.redis) && r.redis.rows !== undefined,
+    global: r.global !== undefined && !("skipped" in r.global),
   };
   const list = targets(r).filter((t) => ran[t.section]);
   const rows = list.map((t) => {
@@ -551,7 +555,14 @@ export function renderReport(r: RunResults): string {
   if (r.timings["floor.performance-now"] !== undefined) {
     parts.push(floorsSection(r), algorithmsSection(r), peersSection(r));
   }
-  parts.push(memorySection(r), redisSection(r), httpSection(r), targetsSection(r), notesSection(r));
+  parts.push(
+    memorySection(r),
+    redisSection(r),
+    httpSection(r),
+    globalSection(r),
+    targetsSection(r),
+    notesSection(r),
+  );
   return `${parts
     .filter((p) => p.length > 0)
     .map((p) => p.join("\n"))

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import os from "node:os";
 import { measureMemory, memoryKeys } from "../memory.js";
 import { runChild } from "./child.js";
+import { type GlobalSection, runGlobalSection } from "./global-section.js";
 import { GROUPS } from "./groups.js";
 import { runHttpSection } from "./http-section.js";
 import { machine } from "./machine.js";
@@ -22,7 +23,7 @@ import { targets } from "./targets.js";
 export interface BenchOptions {
   /** Short runs and smaller key sets (the CI smoke test). */
   readonly quick: boolean;
-  /** Sections 1-5. */
+  /** Sections 1-5 and 7 (the global limit). */
   readonly core: boolean;
   /** Section 6 (HTTP). */
   readonly http: boolean;
@@ -51,6 +52,7 @@ export async function runBench(options: BenchOptions): Promise<RunResults> {
   let memory: RunResults["memory"];
   let redis: RunResults["redis"];
   let http: RunResults["http"];
+  let global: GlobalSection | undefined;
 
   if (options.core) {
     for (const [index, group] of GROUPS.entries()) {
@@ -79,6 +81,14 @@ export async function runBench(options: BenchOptions): Promise<RunResults> {
       redis = await runRedisSection(options.quick, (text) => progress.update(`Redis: ${text}`));
     } catch (error) {
       failures.push({ part: "Redis section", error: (error as Error).message });
+    }
+    progress.update("global limit");
+    try {
+      global = await runGlobalSection(options.quick, (text) =>
+        progress.update(`global limit: ${text}`),
+      );
+    } catch (error) {
+      failures.push({ part: "global limit section", error: (error as Error).message });
     }
   }
   if (options.http) {
@@ -109,6 +119,7 @@ export async function runBench(options: BenchOptions): Promise<RunResults> {
     ...(memory === undefined ? {} : { memory }),
     ...(redis === undefined ? {} : { redis }),
     ...(http === undefined ? {} : { http }),
+    ...(global === undefined ? {} : { global }),
   };
   process.stdout.write(renderReport(results));
   const file = await writeResults({ ...results, targets: targets(results) }, started);

@@ -9,6 +9,7 @@
 import { ALGORITHMS } from "../algorithms.bench.js";
 import { PEERS } from "../peers.js";
 import { ns } from "./format.js";
+import { globalTargets, httpLeasedTarget } from "./global-section.js";
 import { count, keyPatterns, newKeyBound } from "./keys.js";
 import type { RunResults } from "./report.js";
 
@@ -18,7 +19,7 @@ export type Comparison = "<=" | "<";
 /** One performance target as judged on one run. */
 export interface Target {
   /** The part of the run that measures it. */
-  readonly section: "core" | "http" | "redis";
+  readonly section: "core" | "http" | "redis" | "global";
   /** What is compared with what, in words. */
   readonly target: string;
   /** The measurements the value comes from (`58.2 ns vs 44.9 ns`), or `not measured`. */
@@ -285,7 +286,7 @@ export function targets(r: RunResults): Target[] {
       ),
     );
   }
-  out.push(httpTarget(r), ...redisTargets(r));
+  out.push(...globalTargets(r), httpTarget(r), httpLeasedTarget(r), ...redisTargets(r));
   return out;
 }
 

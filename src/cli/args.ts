@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { CATALOG } from "../catalog.js";
 import { type KeySpec, parseKeySpec } from "./keys.js";
 import { DEFAULT_MAX_LINE_BYTES, MAX_LINE_BYTES_LIMIT } from "./lines.js";
+import { type NodesOptions, SPREADS, type Spread } from "./nodes.js";
 import { LOG_FORMATS, type LogFormat } from "./parse-log.js";
 import {
   ALGORITHMS,
@@ -34,6 +35,8 @@ export interface ReplayCommand {
   readonly reorderWindowMs: number;
   readonly maxKeys: number | undefined;
   readonly maxLineBytes: number;
+  /** `--nodes` and its settings: simulate N processes sharing the limit through leases. */
+  readonly nodes: Omit<NodesOptions, "capacity" | "refillPerSecond" | "maxKeys"> | undefined;
 }
 
 /** What the command line asks for: a help text, the package version, or a replay. */
@@ -83,6 +86,14 @@ Options:
       --max-keys <n>         keys each registry holds at most (default 1000000)
       --max-line-bytes <n>   longest line read (default ${DEFAULT_MAX_LINE_BYTES}, 1 MiB); a longer
                              line is skipped and reported, memory stays bounded
+      --nodes <n>            also simulate n processes sharing the (token-bucket)
+                             limit through LeasedTokenBucket leases, against the
+                             exact shared bucket: overshoot and utilisation
+      --rtt-ms <ms>          --nodes: the simulated store's round trip (default 1)
+      --spread <s>           --nodes: random (default, seeded per request),
+                             round-robin, or key (sticky: a client on one node)
+      --seed <n>             --nodes: seed of the random and key spreads (default 1)
+      --initial-credit <n>   --nodes: LeasedTokenBucket's initialCredit (default 1)
       --json                 print the report as JSON
       --svg <file>           write a chart of allowed and denied requests per minute
   -h, --help                 this help
@@ -106,6 +117,11 @@ const OPTIONS = {
   top: { type: "string" },
   "max-keys": { type: "string" },
   "max-line-bytes": { type: "string" },
+  nodes: { type: "string" },
+  "rtt-ms": { type: "string" },
+  spread: { type: "string" },
+  seed: { type: "string" },
+  "initial-credit": { type: "string" },
   json: { type: "boolean" },
   svg: { type: "string" },
   help: { type: "boolean", short: "h" },
@@ -135,6 +151,10 @@ const NUMERIC_OPTIONS: ReadonlySet<string> = new Set(
       "top",
       "max-keys",
       "max-line-bytes",
+      "nodes",
+      "rtt-ms",
+      "seed",
+      "initial-credit",
     ] satisfies readonly (keyof typeof OPTIONS)[]),
   ].map((name) => `--${name}`),
 );
@@ -182,6 +202,46 @@ function integerOption(
     );
   }
   return value + 0; // -0 (from `--top -0`) as 0
+}
+
+/** A finite number >= 0, or a UsageError naming the flag. */
+function nonNegativeOption(flag: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const value = numberOrText(text);
+  if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
+    throw new UsageError(`${flag} must be a finite number >= 0, got ${JSON.stringify(text)}`);
+  }
+  return value + 0;
+}
+
+/** `--nodes` and its settings, or undefined; a setting without `--nodes` is an error. */
+function nodesOption(
+  v: Readonly<Record<string, string | boolean | undefined>>,
+): ReplayCommand["nodes"] {
+  const settings = ["rtt-ms", "spread", "seed", "initial-credit"].filter((f) => v[f] !== undefined);
+  if (v["nodes"] === undefined) {
+    if (settings.length > 0) {
+      throw new UsageError(`--${settings[0]} applies with --nodes only`);
+    }
+    return undefined;
+  }
+  const spread = (v["spread"] as string | undefined) ?? "random";
+  if (!(SPREADS as readonly string[]).includes(spread)) {
+    throw new UsageError(
+      `unknown --spread ${JSON.stringify(spread)} (one of ${SPREADS.join(", ")})`,
+    );
+  }
+  return {
+    nodes: integerOption("--nodes", v["nodes"] as string, 1, 1, 1024),
+    rttMs: nonNegativeOption("--rtt-ms", v["rtt-ms"] as string | undefined, 1),
+    spread: spread as Spread,
+    seed: integerOption("--seed", v["seed"] as string | undefined, 1, 0, 2 ** 32 - 1),
+    initialCredit: nonNegativeOption(
+      "--initial-credit",
+      v["initial-credit"] as string | undefined,
+      1,
+    ),
+  };
 }
 
 /**
@@ -252,6 +312,12 @@ export function parseCommand(argv: readonly string[]): Command {
     policies = [singlePolicy(algorithm as AlgorithmName, raw)];
   }
 
+  const nodes = nodesOption(given);
+  if (nodes !== undefined && (policies.length !== 1 || policies[0]!.algorithm !== "token-bucket")) {
+    throw new UsageError(
+      "--nodes simulates LeasedTokenBucket, a token bucket: use it with --algorithm token-bucket and without --compare",
+    );
+  }
   const format = v.format ?? "auto";
   if (format !== "auto" && !(LOG_FORMATS as readonly string[]).includes(format)) {
     throw new UsageError(`unknown format ${JSON.stringify(format)} (combined, common or jsonl)`);
@@ -293,5 +359,6 @@ export function parseCommand(argv: readonly string[]): Command {
       1,
       MAX_LINE_BYTES_LIMIT,
     ),
+    nodes,
   };
 }

@@ -2,6 +2,7 @@ import type { Readable } from "node:stream";
 import { KeyedLimiter } from "../registry.js";
 import { KEY_NAMES, type KeySpec, keyFunction, keySpecName } from "./keys.js";
 import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from "./lines.js";
+import { type NodesOptions, type NodesReport, NodesSimulation } from "./nodes.js";
 import { detectFormat, type LineParser, type LogFormat, parserFor } from "./parse-log.js";
 import {
   type AlgorithmName,
@@ -14,6 +15,7 @@ import { ReorderBuffer } from "./reorder.js";
 import { type MinuteSeries, SeriesBuilder } from "./series.js";
 import { ClientTally, type KeyReport } from "./tally.js";
 
+export type { NodesOptions, NodesReport, Spread } from "./nodes.js";
 export type { MinuteSeries } from "./series.js";
 export type { KeyReport } from "./tally.js";
 
@@ -70,6 +72,13 @@ export interface ReplayOptions {
    * @default 5
    */
   readonly badLineSamples?: number | undefined;
+  /**
+   * Also simulate N processes sharing the (one, token-bucket) policy through
+   * `LeasedTokenBucket` leases (see {@link NodesSimulation}); its decisions are a second lane
+   * of the tally and the series, after the policy's. Everything except the capacity and
+   * refill, which are the policy's.
+   */
+  readonly nodes?: Omit<NodesOptions, "capacity" | "refillPerSecond" | "maxKeys"> | undefined;
   /** Called every `progressEvery` lines (for a progress display). */
   readonly onProgress?: ((linesRead: number) => void) | undefined;
   /** @default 65_536 */
@@ -128,6 +137,8 @@ export interface ReplayReport {
   readonly results: readonly PolicyResult[];
   readonly top: readonly KeyReport[];
   readonly series: MinuteSeries | undefined;
+  /** The leased simulation against the exact shared bucket (the policy), with `nodes`. */
+  readonly nodes?: NodesReport | undefined;
 }
 
 const MINUTE_MS = 60_000;
@@ -197,11 +208,14 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     denied: 0,
     peakLiveKeys: 0,
   }));
-  const tally = new ClientTally(options.maxKeys ?? DEFAULT_MAX_KEYS, lanes.length);
-  const deniedNow = new Uint8Array(lanes.length);
-  const series = options.series
-    ? new SeriesBuilder(lanes.length, options.maxSeriesBuckets)
-    : undefined;
+  const nodes = nodesOf(options, lanes);
+  // With nodes, the leased decisions are one more lane of the tally and the series.
+  const width = lanes.length + (nodes === undefined ? 0 : 1);
+  const tally = new ClientTally(options.maxKeys ?? DEFAULT_MAX_KEYS, width);
+  const deniedNow = new Uint8Array(width);
+  const series = options.series ? new SeriesBuilder(width, options.maxSeriesBuckets) : undefined;
+  /** Requests decided by the policies, waiting for the (asynchronous) leased simulation. */
+  let pending: { timeMs: number; key: string; denied: Uint8Array }[] = [];
   let sweptMinute = Number.NaN;
 
   const lines = { read: 0, parsed: 0, skipped: 0, unkeyed: 0, samples: [] as BadLine[] };
@@ -225,8 +239,24 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
       const size = lane.registry.size;
       if (size > lane.peakLiveKeys) lane.peakLiveKeys = size;
     }
+    if (nodes === undefined) record(minute, key);
+    else pending.push({ timeMs: nowMs, key, denied: deniedNow.slice(0, lanes.length) });
+  };
+  const record = (minute: number, key: string): void => {
     const inMinute = tally.count(key, minute, deniedNow);
     series?.add(minute, inMinute, deniedNow);
+  };
+  /** Runs the leased simulation over the pending requests, in order. */
+  const drain = async (): Promise<void> => {
+    if (nodes === undefined) return;
+    const batch = pending;
+    pending = [];
+    for (const p of batch) {
+      const allowed = await nodes.allow(p.timeMs, p.key, p.denied[0] === 0);
+      deniedNow.set(p.denied);
+      deniedNow[lanes.length] = allowed ? 0 : 1;
+      record(Math.floor(p.timeMs / MINUTE_MS), p.key);
+    }
   };
 
   const buffer = new ReorderBuffer<string>(
@@ -287,9 +317,13 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
   // `for await` destroys the input when the loop throws (a bug in a later stage), and
   // rejects with the input's own error (unreadable file, bad gzip data).
   return (async () => {
-    for await (const chunk of input) splitter.push(chunk as Buffer | string);
+    for await (const chunk of input) {
+      splitter.push(chunk as Buffer | string);
+      await drain();
+    }
     splitter.end();
     buffer.flush();
+    await drain();
     return finish();
   })();
 
@@ -321,8 +355,29 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
       results,
       top: tally.top(topN),
       series: series?.finish(),
+      ...(nodes === undefined ? {} : { nodes: nodes.finish() }),
     };
   }
+}
+
+/**
+ * The leased simulation of `options.nodes`, on the one policy's bucket.
+ * @throws {UsageError} Unless there is exactly one policy and it is a token bucket.
+ */
+function nodesOf(options: ReplayOptions, lanes: readonly Lane[]): NodesSimulation | undefined {
+  if (options.nodes === undefined) return undefined;
+  const spec = lanes.length === 1 ? lanes[0]!.spec : undefined;
+  if (spec === undefined || spec.algorithm !== "token-bucket") {
+    throw new UsageError(
+      `--nodes simulates LeasedTokenBucket, a token bucket: use it with --algorithm token-bucket and without --compare, got ${lanes.map((l) => l.spec.algorithm).join(", ")}`,
+    );
+  }
+  return new NodesSimulation({
+    ...options.nodes,
+    capacity: spec.options["capacity"]!,
+    refillPerSecond: spec.options["refillPerSecond"]!,
+    maxKeys: options.maxKeys,
+  });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { CATALOG } from "../catalog.js";
 import { describeOptions } from "./policy.js";
 import { asciiSafeJson, printable } from "./printable.js";
-import type { PolicyResult, ReplayReport } from "./replay.js";
+import type { NodesReport, PolicyResult, ReplayReport } from "./replay.js";
 
 /** An epoch-ms instant as ISO 8601 UTC, without `.000` when whole seconds. */
 export function isoTime(ms: number): string {
@@ -95,6 +95,7 @@ export function textReport(report: ReplayReport, source: string): string {
       "    (or capacity = limit, rate = limit * 1000 / windowMs): same burst, same long-run rate",
     );
   }
+  if (report.nodes !== undefined) out.push(...nodesLines(report.nodes));
   for (const r of report.results) {
     if (r.lossyEvictions > 0) {
       out.push(
@@ -112,6 +113,8 @@ export function textReport(report: ReplayReport, source: string): string {
     const head = ["key", "requests", "peak/min"];
     if (many) head.push(...report.results.map((r) => SHORT_NAMES[r.algorithm] ?? r.algorithm));
     else head.push("denied");
+    const leased = report.nodes !== undefined;
+    if (leased) head.push(`leased x${report.nodes!.nodes}`);
     const topRows = [head];
     for (const k of report.top) {
       const row = [
@@ -121,6 +124,7 @@ export function textReport(report: ReplayReport, source: string): string {
       ];
       if (many) row.push(...k.denied.map(String));
       else row.push(`${k.denied[0]} (${percent(k.denied[0]!, k.requests)})`);
+      if (leased) row.push(`${k.denied[1]} (${percent(k.denied[1]!, k.requests)})`);
       topRows.push(row);
     }
     out.push(
@@ -150,6 +154,28 @@ export function textReport(report: ReplayReport, source: string): string {
     }
   }
   return `${out.join("\n")}\n`;
+}
+
+/** Up to two decimals, without trailing zeros. */
+function round(value: number): string {
+  return String(Math.round(value * 100) / 100);
+}
+
+/** The text lines of `--nodes`: the leased nodes against the exact shared bucket. */
+function nodesLines(n: NodesReport): string[] {
+  const sources = Object.entries(n.sources)
+    .map(([source, count]) => `${source} ${count}`)
+    .join(", ");
+  return [
+    "",
+    `  nodes     ${n.nodes} processes sharing it through LeasedTokenBucket leases (spread ${n.spread}, seed ${n.seed}, round trip ${n.rttMs} ms, initialCredit ${n.initialCredit})`,
+    `            admitted ${n.admitted}, the exact shared bucket ${n.exactAdmitted}: utilisation ${percent(n.admitted, n.exactAdmitted)}`,
+    `            overshoot ${n.overshoot} requests above the exact bucket's admissions (most for one key ${n.maxKeyOvershoot})`,
+    `            above the bucket's own bound, capacity + refillPerSecond x T: worst key ${round(n.worstRunExcess)} from its first request (bound ${n.overshootBound} = nodes x initialCredit; keys over it: ${n.keysOverBound}), ${round(n.worstWindowExcess)} over any window`,
+    `            keys admitted less than by the exact bucket: ${n.keysUnder}${n.perKeyExact ? "" : " (per-key counts cover the first --max-keys keys)"}`,
+    `            lease round trips ${n.exchanges} (${n.exchangesPer1000.toFixed(1)} per 1,000 decisions), heartbeats ${n.heartbeats}; tokens taken ${round(n.tokensTaken)}, given back ${round(n.tokensGivenBack)}`,
+    `            decisions by source: ${sources}`,
+  ];
 }
 
 /**
@@ -195,11 +221,15 @@ export function jsonReport(report: ReplayReport, source: string): string {
       peakLiveKeys: r.peakLiveKeys,
       lossyEvictions: r.lossyEvictions,
     })),
+    ...(report.nodes === undefined ? {} : { nodes: report.nodes }),
     top: report.top.map((k) => ({
       key: k.key,
       requests: k.requests,
       peakPerMinute: k.peakPerMinute,
-      denied: Object.fromEntries(report.results.map((r, i) => [r.algorithm, k.denied[i]])),
+      denied: Object.fromEntries([
+        ...report.results.map((r, i) => [r.algorithm, k.denied[i]]),
+        ...(report.nodes === undefined ? [] : [["leased", k.denied[report.results.length]]]),
+      ]),
       approximate: k.approximate,
       deniedErrorMax: k.deniedErrorMax,
     })),

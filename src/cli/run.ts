@@ -73,6 +73,7 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
       series: command.svg !== undefined,
       maxKeys: command.maxKeys,
       maxLineBytes: command.maxLineBytes,
+      nodes: command.nodes,
       onProgress: tty
         ? (lines) => {
             const read = (stream as { bytesRead?: number }).bytesRead;
@@ -108,13 +109,28 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
         report.firstMs === undefined || report.lastMs === undefined
           ? `${command.file}: no request`
           : `${command.file}: ${report.lines.parsed} requests, ${isoTime(report.firstMs)} .. ${isoTime(report.lastMs)} UTC, ${report.distinctKeysExact ? "" : "about "}${report.distinctKeys} distinct ${report.key}`,
-      policies: report.results.map((r, i) => ({
-        algorithm: r.algorithm,
-        options: describeOptions(r),
-        requests: r.allowed + r.denied,
-        denied: r.denied,
-        limitPerMinute: limitPerMinute(command.policies[i]!),
-      })),
+      policies: [
+        ...report.results.map((r, i) => ({
+          algorithm: r.algorithm,
+          options: describeOptions(r),
+          requests: r.allowed + r.denied,
+          denied: r.denied,
+          limitPerMinute: limitPerMinute(command.policies[i]!),
+        })),
+        ...(report.nodes === undefined
+          ? []
+          : [
+              {
+                algorithm: `leased x${report.nodes.nodes}`,
+                options: `spread ${report.nodes.spread}, round trip ${report.nodes.rttMs} ms, initialCredit ${report.nodes.initialCredit}`,
+                requests: report.results[0]!.allowed + report.results[0]!.denied,
+                denied:
+                  report.results[0]!.allowed + report.results[0]!.denied - report.nodes.admitted,
+                limitPerMinute: undefined,
+              },
+            ]),
+      ],
+      leased: report.nodes,
       top: report.top,
       keyName: report.key,
     });

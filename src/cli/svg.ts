@@ -31,6 +31,19 @@ export interface ChartOptions {
   readonly top: readonly KeyReport[];
   /** What a client is (`ip`, `user`…), for the labels. */
   readonly keyName: string;
+  /**
+   * With `replay --nodes`: the series' second lane is the leased nodes, the first the exact
+   * shared bucket; a panel shows their difference per minute (overshoot above the axis,
+   * unused capacity below), headed by the totals.
+   */
+  readonly leased?:
+    | {
+        readonly nodes: number;
+        readonly utilisation: number;
+        readonly overshoot: number;
+        readonly overshootBound: number;
+      }
+    | undefined;
   /** @default 1000 */
   readonly width?: number | undefined;
   /**
@@ -46,6 +59,9 @@ export const ALGORITHM_COLORS: Readonly<Record<string, string>> = Object.fromEnt
   CATALOG.map((d) => [d.id, d.cli.color]),
 );
 const OTHER_COLOR = "#8c564b";
+/** The leased panel: admitted above the exact bucket, and below it. */
+const OVERSHOOT_COLOR = "#c0392b";
+const UNUSED_COLOR = "#8aa1b4";
 const REQUESTS_COLOR = "#c3c9d0";
 const BUSIEST_COLOR = "#2b2b2b";
 const TEXT = "#333";
@@ -510,6 +526,74 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   }
   y += 38;
   parts.push(text(left + plotW / 2, y, layout.caption, `text-anchor="middle" fill="${MUTED}"`));
+
+  // With --nodes: the leased nodes against the exact shared bucket.
+  const leased = options.leased;
+  if (leased !== undefined && layout.denied.length >= 2) {
+    y += 40;
+    parts.push(
+      heading(
+        y,
+        `${leased.nodes} leased nodes minus the exact shared bucket, admitted per minute: utilisation ${(leased.utilisation * 100).toFixed(1)}%, overshoot ${count(leased.overshoot)} (bound ${count(leased.overshootBound)} per ${options.keyName})`,
+      ),
+    );
+    const exact = layout.denied[0]!;
+    const nodes = layout.denied[1]!;
+    // Exact denials minus leased denials: what the nodes admitted more (+) or less (-).
+    const diff = exact.map((v, i) => v - nodes[i]!);
+    const peak = niceCeil(Math.max(1, ...diff.map(Math.abs)));
+    const top = y + 14;
+    const half = 40;
+    const mid = top + half;
+    const yy = (v: number) => mid - (v / peak) * half;
+    parts.push(
+      `<line x1="${left}" x2="${width - right}" y1="${px(top)}" y2="${px(top)}" stroke="${GRID}"/>`,
+      `<line x1="${left}" x2="${width - right}" y1="${px(mid)}" y2="${px(mid)}" stroke="#999"/>`,
+      `<line x1="${left}" x2="${width - right}" y1="${px(top + 2 * half)}" y2="${px(top + 2 * half)}" stroke="${GRID}"/>`,
+      text(
+        left - 6,
+        top + 4,
+        `+${count(peak)}`,
+        `text-anchor="end" fill="${MUTED}" font-size="10"`,
+      ),
+      text(left - 6, mid + 4, "0", `text-anchor="end" fill="${MUTED}" font-size="10"`),
+      text(
+        left - 6,
+        top + 2 * half + 4,
+        `-${count(peak)}`,
+        `text-anchor="end" fill="${MUTED}" font-size="10"`,
+      ),
+    );
+    timeGrid(top, 2 * half);
+    const over: string[] = [];
+    const under: string[] = [];
+    for (let s = 0; s < slots; s++) {
+      const v = diff[s]!;
+      if (v === 0) continue;
+      const rect = `<rect x="${px(layout.x[s]!)}" y="${px(Math.min(yy(v), mid))}" width="${px(barW)}" height="${px(Math.abs(yy(v) - mid))}"/>`;
+      (v > 0 ? over : under).push(rect);
+    }
+    parts.push(
+      `<g shape-rendering="crispEdges" class="overshoot" fill="${OVERSHOOT_COLOR}">`,
+      ...over,
+      "</g>",
+      `<g shape-rendering="crispEdges" class="unused" fill="${UNUSED_COLOR}">`,
+      ...under,
+      "</g>",
+    );
+    y = top + 2 * half + 18;
+    parts.push(
+      `<rect x="${left}" y="${px(y - 10)}" width="11" height="11" fill="${OVERSHOOT_COLOR}"/>`,
+      text(left + 16, y, "admitted above the exact bucket (overshoot)", `fill="${TEXT}"`),
+      `<rect x="${left + 330}" y="${px(y - 10)}" width="11" height="11" fill="${UNUSED_COLOR}"/>`,
+      text(
+        left + 346,
+        y,
+        "denied where the exact bucket admitted (unused capacity)",
+        `fill="${TEXT}"`,
+      ),
+    );
+  }
 
   // Panel 3: the most limited clients.
   y += 40;
