@@ -43,7 +43,7 @@ describe("keyspace fingerprint", () => {
         state: { capacity: 10, refillPerSecond: 5 },
         clock: "server",
       }),
-    ).toBe("tollgate/1 token-bucket capacity=10 refillPerSecond=5 clock=server");
+    ).toBe("tollgate/2 token-bucket capacity=10 refillPerSecond=5 clock=server");
   });
 
   test("the sliding log's layout is version 2 (a hash of chunks; version 1 was a list)", () => {
@@ -60,14 +60,14 @@ describe("keyspace fingerprint", () => {
   // (state is lost at the upgrade), which must be a deliberate, announced change.
   test.each([
     {
-      name: "RedisTokenBucket capacity 10, refillPerSecond 5",
+      name: "RedisTokenBucket capacity 10, refillPerSecond 5 (layout 2; 1 was cc272ad2)",
       make: () => new RedisTokenBucket({ client: offline, capacity: 10, refillPerSecond: 5 }),
-      key: "tollgate:tb:cc272ad2:user:42",
+      key: "tollgate:tb:36879efb:user:42",
     },
     {
-      name: "RedisFixedWindow limit 100, windowMs 60000",
+      name: "RedisFixedWindow limit 100, windowMs 60000 (layout 2; 1 was 487bd52a)",
       make: () => new RedisFixedWindow({ client: offline, limit: 100, windowMs: 60_000 }),
-      key: "tollgate:fw:487bd52a:user:42",
+      key: "tollgate:fw:f1215f4d:user:42",
     },
     {
       name: "RedisSlidingWindowLog limit 100, windowMs 60000 (layout 2; 1 was c1d3c9ad)",

@@ -3,11 +3,15 @@ import { LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
 
 /**
  * The fixed window's one script (consume and peek). One string per key,
- * `struct.pack('<ddd', index, count, at)`: `index` of the window `count` belongs to, and
- * `at`, the time (ms) of the last write, written with its expiry by one `SET`. ARGV: limit,
+ * `struct.pack('<ddd', endAt, count, at)`: the end (ms) of the window `count` belongs to, and
+ * `at`, the time (ms) of the last write, written with its expiry by one `SET`; while the key
+ * is blocked, followed by `struct.pack('<d', blockedUntilMs)`. The window's end is stored, as
+ * `FixedWindow` keeps it, so a new `windowMs` (`reconfigure`) keeps a count until the end of
+ * the window it was counted in. ARGV: limit,
  * windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs ('' = none).
- * Reply: `{allowed (1/0), units used in now's window before the cost, now, serverNowMs}`
- * (or `{-1, serverNowMs}` past the deadline); the caller builds the Decision with
+ * Reply: `{allowed (1/0), units used in now's window before the cost, ms until that window
+ * ends, serverNowMs}` (or `{-1, serverNowMs}` past the deadline; `{2, used, endsInMs,
+ * blockLeftMs, serverNowMs}` for a blocked key, which writes nothing); the caller builds the Decision with
  * `fixedWindowDecision` (window-math.ts), as `FixedWindow` does.
  *
  * Mirrors `FixedWindow`'s state update. A time behind the last write counts as that write's
@@ -19,23 +23,25 @@ export const FIXED_WINDOW_SCRIPT = new Script(
   "fixed-window",
   `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_WINDOW_INDEX}
 local state = redis.call('GET', key)
-local stored, count = nil, 0
+local endAt, count, blockedUntil = -math.huge, 0, nil
 if state then
   local at
-  stored, count, at = struct.unpack('<ddd', state)
+  endAt, count, at = struct.unpack('<ddd', state)
   if now < at then now = at end
+  if #state > 24 then blockedUntil = struct.unpack('<d', state, 25) end
 end
-local k = windowIndex(now, windowMs)
+-- window-math.ts fixedWindowUsed(), fixedWindowEndAt()
 local used = 0
-if stored == k then used = count end
-
+if now < endAt then used = count else endAt = (windowIndex(now, windowMs) + 1) * windowMs end
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local allowed = cost == 0 or cost <= (limit - used) + 1e-9 * (cost > 1 and cost or 1)
+if blockedUntil and now < blockedUntil then
+  return { 2, n(used), n(endAt - now), n(blockedUntil - now), serverNow }
+end
 if allowed and take and cost > 0 then
   ${LUA_STORE.trim().replace(/\n/g, "\n  ")}
-  local endAt = (k + 1) * windowMs
-  store(struct.pack('<ddd', k, used + cost, now), endAt - now, endAt)
+  store(struct.pack('<ddd', endAt, used + cost, now), endAt - now, endAt)
 end
-return { allowed and 1 or 0, n(used), n(now), serverNow }
+return { allowed and 1 or 0, n(used), n(endAt - now), serverNow }
 `,
 );

@@ -1,13 +1,17 @@
 import { Script } from "../script.js";
-import { LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
+import { LUA_COUNTER_RETUNE, LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
 
 /**
  * The sliding window counter's one script (consume and peek). One string per key,
- * `struct.pack('<dddd', index, prev, curr, at)` (window index, units in windows index-1 and
- * index, time of the last write), written with its expiry by one `SET`. ARGV: limit,
+ * `struct.pack('<ddddd', index, prev, curr, at, windowMs)` (window index, units in windows
+ * index-1 and index, time of the last write, the window length they were counted with),
+ * written with its expiry by one `SET`; while the key is blocked, followed by
+ * `struct.pack('<d', blockedUntilMs)`. A state counted with another `windowMs`
+ * (`reconfigure`) is first turned into the new length's as `counterRetuned` does. ARGV: limit,
  * windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs ('' = none).
  * Reply: `{allowed (1/0), index, prev, curr (before the cost), now, serverNowMs}` after
- * rolling to now's window (`{-1, serverNowMs}` past the deadline), for `counterDecision`
+ * rolling to now's window (`{-1, serverNowMs}` past the deadline; `{2, index, prev, curr,
+ * now, blockLeftMs, serverNowMs}` for a blocked key, which writes nothing), for `counterDecision`
  * (window-math.ts), as `SlidingWindowCounter` does.
  *
  * Mirrors `counterEstimate` (window-math.ts) operation for operation:
@@ -20,11 +24,15 @@ export const SLIDING_WINDOW_COUNTER_SCRIPT = new Script(
   "sliding-window-counter",
   `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_WINDOW_INDEX}
 local state = redis.call('GET', key)
-local index, prev, curr = -math.huge, 0, 0
+local index, prev, curr, blockedUntil = -math.huge, 0, 0, nil
 if state then
-  local at
-  index, prev, curr, at = struct.unpack('<dddd', state)
+  local at, w
+  index, prev, curr, at, w = struct.unpack('<ddddd', state)
   if now < at then now = at end
+  if #state > 40 then blockedUntil = struct.unpack('<d', state, 41) end
+  if w ~= windowMs then
+    ${LUA_COUNTER_RETUNE.trim().replace(/\n/g, "\n    ")}
+  end
 end
 local k = windowIndex(now, windowMs)
 if k ~= index then
@@ -36,12 +44,14 @@ local estimate = curr
 if prev ~= 0 then
   estimate = prev * (((index + 1) * windowMs - now) / windowMs) + curr
 end
-
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local allowed = cost == 0 or cost <= (limit - estimate) + 1e-9 * (cost > 1 and cost or 1)
+if blockedUntil and now < blockedUntil then
+  return { 2, n(index), n(prev), n(curr), n(now), n(blockedUntil - now), serverNow }
+end
 if allowed and take and cost > 0 then
   ${LUA_STORE.trim().replace(/\n/g, "\n  ")}
-  store(struct.pack('<dddd', index, prev, curr + cost, now),
+  store(struct.pack('<ddddd', index, prev, curr + cost, now, windowMs),
     ((index + 1) * windowMs - now) + windowMs, (index + 2) * windowMs)
 end
 return { allowed and 1 or 0, n(index), n(prev), n(curr), n(now), serverNow }
