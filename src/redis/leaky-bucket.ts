@@ -6,8 +6,8 @@ import { bucketHints, optionNames } from "../option-names.js";
 import { checkReconfigureOptions } from "../reconfigure.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
 import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
-import { BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
-import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
+import { LEAKY_BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
+import { LEAKY_BUCKET_SCRIPT } from "./lua/token-bucket.js";
 import {
   checkRedisOptions,
   REDIS_HINTS,
@@ -56,9 +56,9 @@ export class RedisLeakyBucket extends RedisLimiter {
   /** @internal */
   protected readonly where = WHERE;
   /** @internal */
-  protected readonly script = TOKEN_BUCKET_SCRIPT;
+  protected readonly script = LEAKY_BUCKET_SCRIPT;
   /** @internal */
-  protected readonly refundScript = BUCKET_REFUND_SCRIPT;
+  protected readonly refundScript = LEAKY_BUCKET_REFUND_SCRIPT;
   /** @internal */
   protected readonly blockScript = BUCKET_BLOCK_SCRIPT;
 

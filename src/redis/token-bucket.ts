@@ -6,7 +6,7 @@ import { bucketHints, optionNames } from "../option-names.js";
 import { checkReconfigureOptions } from "../reconfigure.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
 import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
-import { BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
+import { TOKEN_BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
 import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
 import {
   checkRedisOptions,
@@ -58,7 +58,7 @@ export class RedisTokenBucket extends RedisLimiter {
   /** @internal */
   protected readonly script = TOKEN_BUCKET_SCRIPT;
   /** @internal */
-  protected readonly refundScript = BUCKET_REFUND_SCRIPT;
+  protected readonly refundScript = TOKEN_BUCKET_REFUND_SCRIPT;
   /** @internal */
   protected readonly blockScript = BUCKET_BLOCK_SCRIPT;
 

@@ -40,9 +40,9 @@ return { n(untilMs - now), serverNow }
 
 /** Blocks a token or leaky bucket's key (a fresh bucket packs `tokens` as infinity: full at any capacity). */
 export const BUCKET_BLOCK_SCRIPT = blockScript(
-  "token-bucket",
-  16,
-  "struct.pack('<dd', math.huge, now)",
+  "bucket",
+  24,
+  "struct.pack('<ddd', math.huge, now, first)",
 );
 /** Blocks a fixed window's key (a fresh window ended long ago). */
 export const FIXED_WINDOW_BLOCK_SCRIPT = blockScript(

@@ -1,5 +1,6 @@
 import { Script } from "../script.js";
 import { LUA_COUNTER_RETUNE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
+import { luaBucketRead } from "./token-bucket.js";
 
 /**
  * The refund scripts, one per state shape: give back `cost` units taken earlier, by the
@@ -24,28 +25,33 @@ end
 `;
 
 /**
- * A token or leaky bucket's refund: `tokens = min(capacity, tokens + cost)` at now, as
- * `BucketBase.refundUnits` (a bucket full again is the fresh state: no key, or infinity
- * tokens under a block).
+ * A token (`leaky` false) or leaky bucket's refund: `tokens = min(capacity, tokens + cost)`
+ * at now, as `BucketBase.refundUnits` (a bucket full again is the fresh state: no key, or
+ * infinity tokens under a block).
  */
-export const BUCKET_REFUND_SCRIPT = new Script(
-  "token-bucket-refund",
-  `${luaArgs("capacity", "rate")}${LUA_PUT}
+function bucketRefund(name: string, leaky: boolean): Script {
+  return new Script(
+    `${name}-refund`,
+    `${luaArgs("capacity", "rate")}${LUA_PUT}
 local state = redis.call('GET', key)
 if not state or cost == 0 then return { 0, serverNow } end
-local stored, anchor = struct.unpack('<dd', state)
-if now < anchor then now = anchor end
-local base = stored + ((now - anchor) * rate) / 1000
-if base > capacity then base = capacity end
-local tail = string.sub(state, 17)
-if base + cost >= capacity then
-  put(struct.pack('<dd', math.huge, now), true, tail)
+local tokens = capacity
+${luaBucketRead(leaky).trim()}
+local tail = string.sub(state, 25)
+if tokens + cost >= capacity then
+  put(struct.pack('<ddd', math.huge, now, capacity), true, tail)
 else
-  put(struct.pack('<dd', base + cost, now), false, tail)
+  put(struct.pack('<ddd', tokens + cost, now, capacity), false, tail)
 end
 return { 1, serverNow }
 `,
-);
+  );
+}
+
+/** The token bucket's refund script. */
+export const TOKEN_BUCKET_REFUND_SCRIPT = bucketRefund("token-bucket", false);
+/** The leaky bucket's refund script (its free room is its tokens). */
+export const LEAKY_BUCKET_REFUND_SCRIPT = bucketRefund("leaky-bucket", true);
 
 /** A fixed window's refund: the current window's count becomes `max(0, count - cost)`. */
 export const FIXED_WINDOW_REFUND_SCRIPT = new Script(

@@ -4,8 +4,8 @@ import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
 /**
  * The token bucket's one script, also the leaky bucket's (as a meter a leaky bucket is
  * a token bucket whose tokens are its free room, `capacity - level`) (consume and peek). One
- * string per key, `struct.pack('<dd', tokens, anchor)`: `tokens` exact at `anchor` (ms),
- * written with its expiry by one `SET`, followed by `struct.pack('<d', blockedUntilMs)` while
+ * string per key, `struct.pack('<ddd', tokens, anchor, capacity)`: `tokens` exact at `anchor`
+ * (ms), counted with `capacity`, written with its expiry by one `SET`, followed by `struct.pack('<d', blockedUntilMs)` while
  * the key is blocked (see `blockScript`: a blocked key is denied, and the block costs a
  * check of the value's length). ARGV: capacity, refillPerSecond, cost, take (1/0),
  * now ('' = server TIME), maxTtlMs, deadlineMs ('' = none). Reply: `{allowed (1/0), tokens
@@ -18,18 +18,49 @@ import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
  * stored anchor counts as the anchor (a lagging clock adds nothing). A full bucket has
  * no key; any other state expires exactly when the bucket would be full again.
  */
-export const TOKEN_BUCKET_SCRIPT = new Script(
-  "token-bucket",
-  `${luaArgs("capacity", "rate")}${LUA_NUMBER}
+export const TOKEN_BUCKET_SCRIPT = bucketScript("token-bucket", false);
+
+/** The leaky bucket's script: {@link TOKEN_BUCKET_SCRIPT} keeping the level at a new capacity. */
+export const LEAKY_BUCKET_SCRIPT = bucketScript("leaky-bucket", true);
+
+/**
+ * Reads a bucket's state (the local `state`, not nil) into `tokens` at `now` (clamped to the
+ * anchor) under today's `capacity`: as `BucketBase.unitsAt`, and, for a state written with
+ * another capacity (`reconfigure`), as `planBucket` at this call: a bucket full under its
+ * old capacity is fresh (full at the new one); else a token bucket's tokens are clamped to
+ * the new capacity, a leaky bucket's level is kept (clamped), as `retunedUnits` does.
+ */
+export function luaBucketRead(leaky: boolean): string {
+  return `
+local stored, anchor, storedCap = struct.unpack('<ddd', state)
+if now < anchor then now = anchor end
+local refilled = stored + ((now - anchor) * rate) / 1000
+if refilled >= storedCap then
+  tokens = capacity
+elseif storedCap == capacity then
+  tokens = refilled
+else
+${
+  leaky
+    ? `  local level = storedCap - refilled
+  if level < capacity then tokens = capacity - level else tokens = 0 end`
+    : "  if refilled < capacity then tokens = refilled else tokens = capacity end"
+}
+end
+`;
+}
+
+/** The decision script of a token (`leaky` false) or leaky bucket. */
+function bucketScript(name: string, leaky: boolean): Script {
+  return new Script(
+    name,
+    `${luaArgs("capacity", "rate")}${LUA_NUMBER}
 local state = redis.call('GET', key)
 local tokens = capacity
 local blockedUntil = nil
 if state then
-  local stored, anchor = struct.unpack('<dd', state)
-  if now < anchor then now = anchor end
-  local refilled = stored + ((now - anchor) * rate) / 1000
-  if refilled < capacity then tokens = refilled end
-  if #state > 16 then blockedUntil = struct.unpack('<d', state, 17) end
+  ${luaBucketRead(leaky).trim().replace(/\n/g, "\n  ")}
+  if #state > 24 then blockedUntil = struct.unpack('<d', state, 25) end
 end
 
 -- A free probe is allowed even in an overdraft (tokens a hair below 0, kept as in TS).
@@ -44,11 +75,12 @@ if allowed and take and cost > 0 then
     local fullMs = math.huge
     if rate > 0 then fullMs = cleanMs((missing * 1000) / rate) end
     ${LUA_STORE.trim().replace(/\n/g, "\n    ")}
-    store(struct.pack('<dd', left, now), fullMs, now + fullMs)
+    store(struct.pack('<ddd', left, now, capacity), fullMs, now + fullMs)
   else
     redis.call('DEL', key)
   end
 end
 return { allowed and 1 or 0, n(tokens), serverNow }
 `,
-);
+  );
+}
