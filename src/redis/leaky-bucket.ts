@@ -86,14 +86,25 @@ export class RedisLeakyBucket extends RedisLimiter {
    * @throws {RangeError} As the constructor, for an option out of range.
    */
   reconfigure(options: Partial<Pick<RedisLeakyBucketOptions, "capacity" | "leakPerSecond">>): void {
-    const o = checkReconfigureOptions<RedisLeakyBucketOptions>(WHERE, options, ["capacity", "leakPerSecond"], HINTS);
+    const o = checkReconfigureOptions<RedisLeakyBucketOptions>(
+      WHERE,
+      options,
+      ["capacity", "leakPerSecond"],
+      HINTS,
+    );
     const capacity =
-      o.capacity === undefined ? this.capacity : checkNumber(WHERE, "capacity", o.capacity, 0, false);
+      o.capacity === undefined
+        ? this.capacity
+        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond =
       o.leakPerSecond === undefined
         ? this.leakPerSecond
         : checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
-    this.retune(capacity, [capacity, leakPerSecond], localTwin(LeakyBucket, { capacity, leakPerSecond }));
+    this.retune(
+      capacity,
+      [capacity, leakPerSecond],
+      localTwin(LeakyBucket, { capacity, leakPerSecond }),
+    );
     const self = this as { capacity: number; leakPerSecond: number };
     self.capacity = capacity;
     self.leakPerSecond = leakPerSecond;

@@ -1,9 +1,8 @@
 import { readClock } from "../algorithms/time.js";
+import { checkCost, checkNumber } from "../errors.js";
 import type { Clock, Decision } from "../limiter.js";
 import { StoreLimiter } from "../store/limiter.js";
-import { type LocalClass, localLimiter } from "../store/local.js";
-import { checkCost, checkNumber } from "../errors.js";
-import { type LocalLimiter } from "../store/local.js";
+import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
 import type { Common } from "./options.js";

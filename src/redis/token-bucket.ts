@@ -85,15 +85,28 @@ export class RedisTokenBucket extends RedisLimiter {
    * @throws {TypeError} For an unknown option (the Redis options and `clock` cannot change).
    * @throws {RangeError} As the constructor, for an option out of range.
    */
-  reconfigure(options: Partial<Pick<RedisTokenBucketOptions, "capacity" | "refillPerSecond">>): void {
-    const o = checkReconfigureOptions<RedisTokenBucketOptions>(WHERE, options, ["capacity", "refillPerSecond"], HINTS);
+  reconfigure(
+    options: Partial<Pick<RedisTokenBucketOptions, "capacity" | "refillPerSecond">>,
+  ): void {
+    const o = checkReconfigureOptions<RedisTokenBucketOptions>(
+      WHERE,
+      options,
+      ["capacity", "refillPerSecond"],
+      HINTS,
+    );
     const capacity =
-      o.capacity === undefined ? this.capacity : checkNumber(WHERE, "capacity", o.capacity, 0, false);
+      o.capacity === undefined
+        ? this.capacity
+        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond =
       o.refillPerSecond === undefined
         ? this.refillPerSecond
         : checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
-    this.retune(capacity, [capacity, refillPerSecond], localTwin(TokenBucket, { capacity, refillPerSecond }));
+    this.retune(
+      capacity,
+      [capacity, refillPerSecond],
+      localTwin(TokenBucket, { capacity, refillPerSecond }),
+    );
     const self = this as { capacity: number; refillPerSecond: number };
     self.capacity = capacity;
     self.refillPerSecond = refillPerSecond;

@@ -46,14 +46,14 @@ describe("keyspace fingerprint", () => {
     ).toBe("tollgate/2 token-bucket capacity=10 refillPerSecond=5 clock=server");
   });
 
-  test("the sliding log's layout is version 2 (a hash of chunks; version 1 was a list)", () => {
+  test("the sliding log's layout is version 3 (a hash of chunks, the meta may carry a block; 1 was a list)", () => {
     expect(
       canonicalText({
         algorithm: "sliding-window-log",
         state: { limit: 100, windowMs: 60_000 },
         clock: "server",
       }),
-    ).toBe("tollgate/2 sliding-window-log limit=100 windowMs=60000 clock=server");
+    ).toBe("tollgate/3 sliding-window-log limit=100 windowMs=60000 clock=server");
   });
 
   // Golden values: if one of these changes, every deployed limiter's keys change with it
@@ -70,9 +70,9 @@ describe("keyspace fingerprint", () => {
       key: "tollgate:fw:f1215f4d:user:42",
     },
     {
-      name: "RedisSlidingWindowLog limit 100, windowMs 60000 (layout 2; 1 was c1d3c9ad)",
+      name: "RedisSlidingWindowLog limit 100, windowMs 60000 (layout 3; 2 was f8b59f8a, 1 c1d3c9ad)",
       make: () => new RedisSlidingWindowLog({ client: offline, limit: 100, windowMs: 60_000 }),
-      key: "tollgate:swl:f8b59f8a:user:42",
+      key: "tollgate:swl:3c45e9b3:user:42",
     },
   ])("$name stores user:42 under $key", ({ make, key }) => {
     expect(keyOf(make(), "user:42")).toBe(key);

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import type { Clock, Limiter } from "../../src/limiter.js";
 import {
@@ -88,6 +89,14 @@ const TWINS: readonly Twin[] = [
       new RedisFixedWindow({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
   },
   {
+    name: "SlidingWindowLog",
+    size: "limit",
+    options: fc.tuple(size, windowMs),
+    memory: (clock, limit, w) => new SlidingWindowLog({ limit, windowMs: w, clock }),
+    redis: (client, clock, prefix, limit, w) =>
+      new RedisSlidingWindowLog({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+  },
+  {
     name: "SlidingWindowCounter",
     size: "limit",
     options: fc.tuple(size, windowMs),
@@ -143,6 +152,44 @@ describe.skipIf(!redis.available)("Redis refund and reconfigure decide as in mem
     60_000,
   );
 
+  // Long, dense timelines: the sliding log's chunks, rebase and merging under refunds.
+  test.each(TWINS)(
+    "$name: long dense timelines with refunds",
+    async (twin) => {
+      const dense = fc.record({
+        dtMs: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 40 })),
+        cost: fc.constantFrom(1e-3, 1e-3, 0.01, 0.1, 0.25, 0.5, 1, 2.5),
+        op: fc.constantFrom("consume", "consume", "consume", "peek", "refund"),
+      });
+      await fc.assert(
+        fc.asyncProperty(
+          fc.tuple(fc.constantFrom(3, 10, 100), fc.constantFrom(500, 1000, 3.5)),
+          fc.array(dense, { minLength: 100, maxLength: 400 }),
+          async ([a, b], steps) => {
+            const clock = manualClock(1000);
+            const memory = twin.memory(clock, a, b);
+            const shared = twin.redis(conn.client, clock, uniquePrefix(twin.name), a, b);
+            for (const [i, s] of steps.entries()) {
+              clock.advance(s.dtMs);
+              const where = `step ${i} at ${clock()} ${s.op}(${s.cost})`;
+              if (s.op === "refund") {
+                memory.refund!(s.cost);
+                await shared.refund("k", s.cost);
+                continue;
+              }
+              const expected = s.op === "peek" ? memory.peek(s.cost) : memory.consume(s.cost);
+              const actual =
+                s.op === "peek" ? shared.peek("k", s.cost) : shared.consume("k", s.cost);
+              expect(await actual, where).toEqual({ ...expected, source: "redis" });
+            }
+          },
+        ),
+        { numRuns: Math.ceil(Number(process.env["FC_RUNS"] ?? 40) / 4) },
+      );
+    },
+    120_000,
+  );
+
   test.each(TWINS)("$name: consume then refund of the same cost is as no consume", async (twin) => {
     const clock = manualClock(5_000);
     const shared = twin.redis(conn.client, clock, uniquePrefix(twin.name), 5, 100);
@@ -151,9 +198,9 @@ describe.skipIf(!redis.available)("Redis refund and reconfigure decide as in mem
     await shared.refund("k", 3);
     expect(await shared.peek("k", 1)).toEqual(before);
     // A fresh state is no key: the refund deleted it.
-    expect(await conn.client.evalScript("return redis.call('KEYS', ARGV[1])", [], ["*k"])).toSatisfy(
-      (keys: unknown) => Array.isArray(keys),
-    );
+    expect(
+      await conn.client.evalScript("return redis.call('KEYS', ARGV[1])", [], ["*k"]),
+    ).toSatisfy((keys: unknown) => Array.isArray(keys));
   });
 
   test("a refund of a key without state creates none", async () => {
@@ -241,7 +288,9 @@ describe.skipIf(!redis.available)("Redis block", () => {
       [],
       [`${prefix}*`],
     )) as string[];
-    const pttl = Number(await conn.client.evalScript("return redis.call('PTTL', KEYS[1])", [key!], []));
+    const pttl = Number(
+      await conn.client.evalScript("return redis.call('PTTL', KEYS[1])", [key!], []),
+    );
     expect(pttl).toBeGreaterThan(590_000);
     expect(pttl).toBeLessThanOrEqual(600_000);
   });
@@ -275,12 +324,43 @@ describe.skipIf(!redis.available)("Redis block", () => {
     await expect(shared.block("k", Number.POSITIVE_INFINITY)).rejects.toThrow(RangeError);
   });
 
-  test("the sliding log cannot refund or block yet, and says so", async () => {
-    const log = new RedisSlidingWindowLog({ client: conn.client, limit: 1, windowMs: 1000 });
-    await expect(log.refund("k", 1)).rejects.toThrow(
-      "RedisSlidingWindowLog.refund: not available for this algorithm in Redis yet",
-    );
-    await expect(log.block("k", 1)).rejects.toThrow(TypeError);
+  test("the sliding log: a block survives the log emptying, and a refund empties it", async () => {
+    const clock = manualClock(0);
+    const memory = new KeyedLimiter(new SlidingWindowLog({ limit: 3, windowMs: 1000, clock }));
+    const shared = new RedisSlidingWindowLog({
+      client: conn.client,
+      clock,
+      prefix: uniquePrefix("log-block"),
+      limit: 3,
+      windowMs: 1000,
+      maxTtlMs,
+    });
+    const steps: [dtMs: number, op: string, arg: number][] = [
+      [0, "consume", 2],
+      [0, "block", 5000],
+      [1500, "consume", 1], // the entry left: the log is empty, the block stays
+      [0, "peek", 3],
+      [3500, "consume", 3],
+      [0, "refund", 2],
+      [0, "consume", 2],
+      [0, "refund", 10],
+      [0, "consume", 3],
+    ];
+    for (const [i, [dt, op, arg]] of steps.entries()) {
+      clock.advance(dt);
+      const where = `step ${i} at ${clock()} ${op}(${arg})`;
+      if (op === "block") {
+        memory.block("k", arg);
+        await shared.block("k", arg);
+      } else if (op === "refund") {
+        memory.refund("k", arg);
+        await shared.refund("k", arg);
+      } else {
+        const expected = op === "peek" ? memory.peek("k", arg) : memory.consume("k", arg);
+        const actual = op === "peek" ? shared.peek("k", arg) : shared.consume("k", arg);
+        expect(await actual, where).toEqual({ ...expected, source: "redis" });
+      }
+    }
   });
 });
 
@@ -295,9 +375,7 @@ describe.skipIf(!redis.available)("Redis reconfigure", () => {
       "RedisTokenBucket: capacity must be a finite number > 0, got 0",
     );
     expect(() => bucket.reconfigure({ prefix: "x" } as object)).toThrow(TypeError);
-    expect(() => bucket.reconfigure({ clock: () => 0 } as object)).toThrow(
-      /clock cannot change/,
-    );
+    expect(() => bucket.reconfigure({ clock: () => 0 } as object)).toThrow(/clock cannot change/);
     const window = new RedisFixedWindow({ client: conn.client, limit: 5, windowMs: 1000 });
     expect(() => window.reconfigure({ windowMs: 0.0001 })).toThrow(/windowMs must be/);
     expect([bucket.capacity, window.windowMs]).toEqual([5, 1000]);
@@ -385,7 +463,11 @@ describe.skipIf(!redis.available)("Redis reconfigure", () => {
     expect(await bucket.consume("k", 2)).toMatchObject({ allowed: true, source: "local" });
     bucket.reconfigure({ capacity: 5 });
     // The local key keeps its 0 tokens; the new capacity shows.
-    expect(await bucket.consume("k", 1)).toMatchObject({ allowed: false, limit: 5, source: "local" });
+    expect(await bucket.consume("k", 1)).toMatchObject({
+      allowed: false,
+      limit: 5,
+      source: "local",
+    });
     await bucket.refund("k", 1).catch(() => undefined); // Redis down: rejected, the local refunded
     expect(await bucket.consume("k", 1)).toMatchObject({ allowed: true, source: "local" });
   });

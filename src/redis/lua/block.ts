@@ -56,4 +56,3 @@ export const SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT = blockScript(
   40,
   "struct.pack('<ddddd', -math.huge, 0, 0, now, second)",
 );
-
