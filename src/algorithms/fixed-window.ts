@@ -22,8 +22,8 @@ import { defineTimedPart } from "./timed-part.js";
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
-  fixedWindowRefunded,
   fixedWindowRetunedEnd,
+  fixedWindowRefunded,
   fixedWindowUsed,
 } from "./window-math.js";
 
