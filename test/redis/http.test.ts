@@ -3,6 +3,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { type RequestCharges, rateLimit } from "../../src/http/index.js";
+import { metricsText } from "../../src/metrics/prometheus.js";
+import { withMetrics } from "../../src/metrics/with-metrics.js";
 import { RedisFixedWindow, RedisTokenBucket } from "../../src/redis/index.js";
 import { close, listen } from "../http/support.js";
 import { manualClock } from "../support/manual-clock.js";
@@ -174,5 +176,41 @@ describe.skipIf(!redis.available)("HTTP middleware with a Redis limiter", () => 
     // The local policy's limiter kept the block.
     const blocked = await fetch(`${url}/ok`);
     expect([blocked.status, blocked.headers.get("retry-after")]).toEqual([429, "5"]);
+  });
+
+  test("through withMetrics: refundIf and blockDurationMs still work; a failed refund is a store failure", async () => {
+    const clock = manualClock(0);
+    let down = false;
+    const client = {
+      evalSha: (sha: string, keys: readonly string[], args: readonly string[]) =>
+        down ? Promise.reject(new Error("down")) : conn.client.evalSha(sha, keys, args),
+      evalScript: (src: string, keys: readonly string[], args: readonly string[]) =>
+        down ? Promise.reject(new Error("down")) : conn.client.evalScript(src, keys, args),
+    };
+    const redisLimiter = new RedisTokenBucket({
+      client,
+      clock,
+      prefix: uniquePrefix("http-metrics"),
+      capacity: 1,
+      refillPerSecond: 1,
+      maxTtlMs: 60_000,
+      circuit: { failuresToOpen: 100 },
+    });
+    const limiter = withMetrics(redisLimiter, { name: "api" });
+    const url = await serve(
+      rateLimit({ limiter, refundIf: (status) => status < 400, blockDurationMs: 10_000 }),
+    );
+    expect((await fetch(`${url}/ok`)).status).toBe(200); // given back
+    expect((await fetch(`${url}/fail`)).status).toBe(401); // counts
+    await settled();
+    const limited = await fetch(`${url}/fail`); // limited: blocked
+    expect([limited.status, limited.headers.get("retry-after")]).toEqual([429, "10"]);
+    clock.set(5000);
+    expect((await fetch(`${url}/ok`)).headers.get("retry-after")).toBe("5");
+    down = true;
+    await expect(limiter.refund!("someone", 1)).rejects.toThrow(/down/);
+    await Promise.resolve();
+    expect(limiter.metrics().store?.failures).toBe(1);
+    expect(metricsText([limiter])).toMatch(/tollgate_store_failures_total\{limiter="api"\} 1/);
   });
 });
