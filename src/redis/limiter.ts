@@ -225,6 +225,13 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
 
   /** @internal Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
   protected abstract override decode(reply: unknown, cost: number): Decision;
+
+  /**
+   * Changes the algorithm's numbers live, from the next call (each class documents its
+   * options): the keyspace stays. See docs/redis.md#changing-limits-live.
+   * @throws {TypeError} For an unknown option. {RangeError} For one out of range.
+   */
+  abstract reconfigure(options: object): void;
 }
 
 /** `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread). */
