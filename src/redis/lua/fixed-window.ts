@@ -3,21 +3,17 @@ import { LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
 
 /**
  * The fixed window's one script (consume and peek). One string per key,
- * `struct.pack('<ddd', endAt, count, at)`: the end (ms) of the window `count` belongs to, and
- * `at`, the time (ms) of the last write, written with its expiry by one `SET`; while the key
- * is blocked, followed by `struct.pack('<d', blockedUntilMs)`. The window's end is stored, as
- * `FixedWindow` keeps it, so a new `windowMs` (`reconfigure`) keeps a count until the end of
- * the window it was counted in. ARGV: limit,
- * windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs ('' = none).
- * Reply: `{allowed (1/0), units used in now's window before the cost, ms until that window
- * ends, serverNowMs}` (or `{-1, serverNowMs}` past the deadline; `{2, used, endsInMs,
- * blockLeftMs, serverNowMs}` for a blocked key, which writes nothing); the caller builds the Decision with
- * `fixedWindowDecision` (window-math.ts), as `FixedWindow` does.
+ * `struct.pack('<ddd', endAt, count, at)` (the end of `count`'s window, as `FixedWindow`
+ * keeps it, so a new `windowMs` keeps a count until its window ends; the last write's time),
+ * then `struct.pack('<d', blockedUntilMs)` while blocked; written with its expiry by one `SET`.
+ * ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs.
+ * Reply: `{allowed (1/0), used before the cost, ms until the window ends, serverNowMs}`
+ * (`{-1, serverNowMs}` past the deadline; `{2, used, endsInMs, blockLeftMs, serverNowMs}`
+ * blocked, writing nothing), for `fixedWindowDecision` (window-math.ts).
  *
  * Mirrors `FixedWindow`'s state update. A time behind the last write counts as that write's
  * time, so a lagging clock never returns to an earlier window. The key expires at the
- * window's end (`PXAT`), set alike by every write of the window, so steady
- * traffic never extends it.
+ * window's end (`PXAT`), set alike by every write of the window.
  */
 export const FIXED_WINDOW_SCRIPT = new Script(
   "fixed-window",

@@ -4,21 +4,17 @@ import { LUA_COUNTER_RETUNE, LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } 
 /**
  * The sliding window counter's one script (consume and peek). One string per key,
  * `struct.pack('<ddddd', index, prev, curr, at, windowMs)` (window index, units in windows
- * index-1 and index, time of the last write, the window length they were counted with),
- * written with its expiry by one `SET`; while the key is blocked, followed by
- * `struct.pack('<d', blockedUntilMs)`. A state counted with another `windowMs`
- * (`reconfigure`) is first turned into the new length's as `counterRetuned` does. ARGV: limit,
- * windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs ('' = none).
- * Reply: `{allowed (1/0), index, prev, curr (before the cost), now, serverNowMs}` after
- * rolling to now's window (`{-1, serverNowMs}` past the deadline; `{2, index, prev, curr,
- * now, blockLeftMs, serverNowMs}` for a blocked key, which writes nothing), for `counterDecision`
- * (window-math.ts), as `SlidingWindowCounter` does.
+ * index-1 and index, last write's time, the length they were counted with; another length,
+ * after `reconfigure`, is turned into today's as `counterRetuned` does), then
+ * `struct.pack('<d', blockedUntilMs)` while blocked; written with its expiry by one `SET`.
+ * ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs.
+ * Reply after rolling to now's window: `{allowed (1/0), index, prev, curr (before the cost),
+ * now, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, ..., now, blockLeftMs,
+ * serverNowMs}` blocked, writing nothing), for `counterDecision` (window-math.ts).
  *
- * Mirrors `counterEstimate` (window-math.ts) operation for operation:
- * `estimate = prev * ((index + 1) * W - now) / W + curr`, that is `prev * (W - e) / W + curr`.
- * Both windows live in one key, which expires at the end of the window after the
- * current one, when the estimate reaches 0: the previous window is always readable
- * for the whole current one. A time behind the last write counts as that write's time.
+ * Mirrors `counterEstimate` operation for operation: `prev * ((index + 1) * W - now) / W +
+ * curr`. Both windows live in one key, which expires when the estimate reaches 0 (the end of
+ * the next window). A time behind the last write counts as that write's time.
  */
 export const SLIDING_WINDOW_COUNTER_SCRIPT = new Script(
   "sliding-window-counter",

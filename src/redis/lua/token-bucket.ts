@@ -2,21 +2,18 @@ import { Script } from "../script.js";
 import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
 
 /**
- * The token bucket's one script, also the leaky bucket's (as a meter a leaky bucket is
- * a token bucket whose tokens are its free room, `capacity - level`) (consume and peek). One
- * string per key, `struct.pack('<ddd', tokens, anchor, capacity)`: `tokens` exact at `anchor`
- * (ms), counted with `capacity`, written with its expiry by one `SET`, followed by `struct.pack('<d', blockedUntilMs)` while
- * the key is blocked (see `blockScript`: a blocked key is denied, and the block costs a
- * check of the value's length). ARGV: capacity, refillPerSecond, cost, take (1/0),
- * now ('' = server TIME), maxTtlMs, deadlineMs ('' = none). Reply: `{allowed (1/0), tokens
- * available now before the cost, serverNowMs}` (or `{-1, serverNowMs}` past the deadline;
- * `{2, tokens, blockLeftMs, serverNowMs}` for a blocked key, which writes nothing);
- * the caller builds the Decision with `bucketDecision`.
+ * The token bucket's one script (consume and peek); {@link LEAKY_BUCKET_SCRIPT} is its twin
+ * (a leaky bucket is a token bucket whose tokens are its free room). One string per key,
+ * `struct.pack('<ddd', tokens, anchor, capacity)` (`tokens` exact at `anchor`, counted with
+ * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
+ * length); written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take
+ * (1/0), now ('' = server TIME), maxTtlMs, deadlineMs. Reply: `{allowed (1/0), tokens now
+ * before the cost, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, tokens,
+ * blockLeftMs, serverNowMs}` blocked, writing nothing), for `bucketDecision`.
  *
- * Mirrors `tokensAt`/`tokensAfter` of src/algorithms/bucket-math.ts (the overdraft
- * within the fit tolerance is kept, not clamped at 0, so it is forgiven only once). A time behind the
- * stored anchor counts as the anchor (a lagging clock adds nothing). A full bucket has
- * no key; any other state expires exactly when the bucket would be full again.
+ * Mirrors `tokensAt`/`tokensAfter` of bucket-math.ts (an overdraft within the fit tolerance
+ * is kept, so it is forgiven only once). A time behind the anchor counts as the anchor. A
+ * full bucket has no key; any other state expires exactly when it would be full again.
  */
 export const TOKEN_BUCKET_SCRIPT = bucketScript("token-bucket", false);
 
