@@ -22,8 +22,8 @@ import { defineTimedPart } from "./timed-part.js";
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
-  fixedWindowRetunedEnd,
   fixedWindowRefunded,
+  fixedWindowRetunedEnd,
   fixedWindowUsed,
 } from "./window-math.js";
 

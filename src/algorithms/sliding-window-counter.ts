@@ -23,9 +23,9 @@ import { defineTimedPart } from "./timed-part.js";
 import {
   counterDecision,
   counterEstimate,
-  counterRetuned,
   counterRefundCurr,
   counterRefundPrev,
+  counterRetuned,
   counterRolledPrev,
 } from "./window-math.js";
 

@@ -1,8 +1,8 @@
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
-  fixedWindowRetunedEnd,
   fixedWindowRefunded,
+  fixedWindowRetunedEnd,
   fixedWindowUsed,
 } from "../../algorithms/window-math.js";
 import type { Decision } from "../../limiter.js";

@@ -2,9 +2,9 @@ import { windowIndex } from "../../algorithms/time.js";
 import {
   counterDecision,
   counterEstimate,
-  counterRetuned,
   counterRefundCurr,
   counterRefundPrev,
+  counterRetuned,
   counterRolledPrev,
 } from "../../algorithms/window-math.js";
 import type { Decision } from "../../limiter.js";
