@@ -1,7 +1,7 @@
 // One limit shared by two app instances through Redis: instance A talks through ioredis,
 // instance B through node-redis, and both draw from the same bucket of 5 per user,
-// decided atomically in Redis on Redis's clock. Reads REDIS_URL (default
-// redis://127.0.0.1:6379).
+// decided atomically in Redis on Redis's clock. Then a refund, a block seen by both
+// instances, and a limit changed live. Reads REDIS_URL (default redis://127.0.0.1:6379).
 import { Redis } from "ioredis";
 import { createClient } from "redis";
 import { KeyedLimiter, TokenBucket } from "tollgate";
@@ -42,6 +42,27 @@ for (let i = 0; i < 7; i++) {
 // 5 pass, the 6th and 7th are denied: the two instances share one bucket.
 const denied = await instanceB.peek("user:42");
 console.log(`retry after ${Math.ceil(denied.retryAfterMs / 1000)} s`);
+
+// A request that turned out cheaper gives units back: in Redis, for both instances.
+await instanceA.refund("user:42", 2);
+console.log(`after a refund of 2: remaining=${(await instanceB.peek("user:42", 0)).remaining}`);
+
+// A ban after abuse, set by A and enforced by B (the block lives in the key's value).
+await instanceA.block("user:42", 60_000);
+const banned = await instanceB.consume("user:42");
+console.log(
+  `blocked: allowed=${banned.allowed} retry after ${Math.ceil(banned.retryAfterMs / 1000)} s`,
+);
+await instanceA.reset("user:42"); // lifts the block and forgets the usage
+
+// A limit changed live, keeping every key's state (each process reconfigures its own limiter).
+await instanceA.consume("user:42", 3);
+instanceA.reconfigure({ capacity: 10 });
+instanceB.reconfigure({ capacity: 10 });
+const raised = await instanceB.peek("user:42", 0);
+console.log(`after reconfigure: limit=${raised.limit} remaining=${raised.remaining}`);
+// after a refund of 2: remaining=2; blocked: allowed=false retry after 60 s;
+// after reconfigure: limit=10 remaining=2 (the 2 tokens left are kept, then refill to 10)
 
 await instanceA.reset("user:42");
 ioredis.disconnect();

@@ -213,8 +213,10 @@ export function blockOnLimit(
   decision: Decision,
   key: string,
   durationMs: number,
-): Decision {
+): Decision | Promise<Decision> {
   const limiter = config.limiter as KeyedConsumer;
+  if (typeof limiter.blockOnce === "function")
+    return blockInStore(config, decision, key, durationMs);
   try {
     const left = limiter.blockedMs?.(key) ?? 0;
     if (left > 0) return decision;
@@ -224,12 +226,45 @@ export function blockOnLimit(
     report(config, error, key, "programming");
     return decision;
   }
+  return blockedFor(decision, durationMs);
+}
+
+/**
+ * {@link blockOnLimit} for a limiter whose blocks live in a shared store (the Redis
+ * limiters' `blockOnce`): one call blocks the key unless it is blocked already, and answers
+ * how long the block in place has left, which the decision sent says. A store that fails is
+ * reported as an outage; the request is denied all the same.
+ */
+function blockInStore(
+  config: CommonConfig,
+  decision: Decision,
+  key: string,
+  durationMs: number,
+): Decision | Promise<Decision> {
+  let result: unknown;
+  try {
+    result = (config.limiter as KeyedConsumer).blockOnce!(key, durationMs);
+  } catch (error) {
+    report(config, error, key, "programming");
+    return decision;
+  }
+  return Promise.resolve(result).then(
+    (left) => blockedFor(decision, typeof left === "number" && left > 0 ? left : durationMs),
+    (error: unknown) => {
+      report(config, error, key, "outage");
+      return decision;
+    },
+  );
+}
+
+/** `decision` denied for at least `ms`: `retryAfterMs` and `resetAfterMs` at least it. */
+function blockedFor(decision: Decision, ms: number): Decision {
   return {
     allowed: false,
     limit: decision.limit,
     remaining: 0,
-    retryAfterMs: decision.retryAfterMs > durationMs ? decision.retryAfterMs : durationMs,
-    resetAfterMs: decision.resetAfterMs > durationMs ? decision.resetAfterMs : durationMs,
+    retryAfterMs: decision.retryAfterMs > ms ? decision.retryAfterMs : ms,
+    resetAfterMs: decision.resetAfterMs > ms ? decision.resetAfterMs : ms,
   };
 }
 

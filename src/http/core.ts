@@ -36,6 +36,12 @@ export interface KeyedConsumer {
   block?(key: string, durationMs: number): unknown;
   /** Milliseconds until the block of `key` ends, 0 when none (`KeyedLimiter.blockedMs`). */
   blockedMs?(key: string): number;
+  /**
+   * Blocks `key` for `durationMs` unless it is blocked already, resolving with the ms the
+   * block in place has left (the Redis limiters' `blockOnce`): used by `blockDurationMs`
+   * in place of `blockedMs` and `block` when present.
+   */
+  blockOnce?(key: string, durationMs: number): unknown;
 }
 
 /** Which rate-limit headers to send: the draft-10 fields, the `X-RateLimit-*` ones, both, or none. */

@@ -184,14 +184,18 @@ export class Pipeline<Req, Extra = undefined> {
   }
 
   /** @internal The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
-  private decided(given: Decision, key: string, cost: number): Outcome {
+  private decided(given: Decision, key: string, cost: number): Outcome | Promise<Outcome> {
+    const block = this.config.blockDurationMs;
+    if (block === undefined || given.allowed !== false) return this.outcome(given, key, cost);
+    const decision = blockOnLimit(this.config, given, key, block);
+    if (decision instanceof Promise) return decision.then((d) => this.outcome(d, key, cost));
+    return this.outcome(decision, key, cost);
+  }
+
+  /** @internal The outcome of a decision (after any block), checked. */
+  private outcome(decision: Decision, key: string, cost: number): Outcome {
     const outcome = new Outcome("pass", key);
     const config = this.config;
-    const block = config.blockDurationMs;
-    const decision =
-      block === undefined || given.allowed !== false
-        ? given
-        : blockOnLimit(config, given, key, block);
     try {
       readDecision(decision, outcome); // throws for a malformed decision
       // Read here, once, so every adapter sends the same text, and a wall clock that

@@ -172,6 +172,9 @@ function snapshot(
   };
 }
 
+/** The methods a {@link MeteredKeyedLimiter} forwards when its limiter has them. */
+const FORWARDED = ["refund", "block", "blockOnce", "blockedMs", "unblock", "reconfigure"] as const;
+
 /** True for a store-backed decision answered by the failure policy instead of the store. */
 function isPolicyAnswer(d: Decision): boolean {
   const source = (d as { source?: unknown }).source;
@@ -205,12 +208,48 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
   /** @internal */
   private readonly config: MetricsConfig;
 
+  /**
+   * `limiter.refund(key, cost)`, when the wrapped limiter has it (`KeyedLimiter`, the Redis
+   * limiters): so `tollgate/http`'s `refundIf` works through the wrapper. A store's
+   * rejection counts as a store failure.
+   */
+  declare readonly refund?: (key: string, cost?: number) => unknown;
+  /** `limiter.block(key, durationMs)`, when it has it; a store's rejection counts as a store failure. */
+  declare readonly block?: (key: string, durationMs: number) => unknown;
+  /** `limiter.blockOnce(key, durationMs)` (the Redis limiters), when it has it; counted as {@link block}. */
+  declare readonly blockOnce?: (key: string, durationMs: number) => unknown;
+  /** `limiter.blockedMs(key)` (`KeyedLimiter`), when it has it. */
+  declare readonly blockedMs?: (key: string) => number;
+  /** `limiter.unblock(key)` (`KeyedLimiter`), when it has it. */
+  declare readonly unblock?: (key: string) => boolean;
+  /** `limiter.reconfigure(options)`, when it has it. */
+  declare readonly reconfigure?: (options: object) => void;
+
   /** `limiter` is the one wrapped; see {@link withMetrics} for the options. */
   constructor(
     readonly limiter: L,
     options?: MetricsOptions,
   ) {
     this.config = checkMetricsOptions("withMetrics", limiter, options);
+    // Forwarded only when the wrapped limiter has them, so that `tollgate/http`'s checks at
+    // creation (`refundIf`, `blockDurationMs`) see what the limiter can do.
+    const target = limiter as unknown as Record<string, unknown>;
+    for (const name of FORWARDED) {
+      const method = target[name];
+      if (typeof method !== "function") continue;
+      const counted = name === "refund" || name === "block" || name === "blockOnce";
+      Object.defineProperty(this, name, {
+        value: (...args: unknown[]) => {
+          const result: unknown = method.apply(limiter, args);
+          if (counted && typeof (result as PromiseLike<unknown>)?.then === "function") {
+            (result as PromiseLike<unknown>).then(undefined, (error: unknown) => {
+              if (!isArgumentError(error)) this.storeFailures++;
+            });
+          }
+          return result;
+        },
+      });
+    }
   }
 
   /** The `limiter` label. */

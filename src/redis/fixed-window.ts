@@ -1,9 +1,11 @@
 import { FixedWindow } from "../algorithms/fixed-window.js";
-import { windowEnd } from "../algorithms/time.js";
 import { fixedWindowDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
 import { optionNames } from "../option-names.js";
+import { blockedDecision } from "./limiter.js";
+import { FIXED_WINDOW_BLOCK_SCRIPT } from "./lua/block.js";
 import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
+import { FIXED_WINDOW_REFUND_SCRIPT } from "./lua/refund.js";
 import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
@@ -40,6 +42,10 @@ export class RedisFixedWindow extends RedisWindowLimiter {
   protected readonly where = WHERE;
   /** @internal */
   protected readonly script = FIXED_WINDOW_SCRIPT;
+  /** @internal */
+  protected readonly refundScript = FIXED_WINDOW_REFUND_SCRIPT;
+  /** @internal */
+  protected readonly blockScript = FIXED_WINDOW_BLOCK_SCRIPT;
 
   constructor(options: RedisFixedWindowOptions) {
     super(WHERE, options, "fixed-window", OPTIONS, FixedWindow);
@@ -47,12 +53,11 @@ export class RedisFixedWindow extends RedisWindowLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, used, now] = replyArray(reply, 3);
-    const t = replyNumber(now);
-    const endsInMs = windowEnd(t, this.windowMs) - t;
-    return checkAgreement(
-      fixedWindowDecision(cost, replyNumber(used), endsInMs, this.limit),
-      allowed,
-    );
+    const [allowed, used, endsIn, left] = replyArray(reply, 3);
+    const u = replyNumber(used);
+    const endsInMs = replyNumber(endsIn);
+    const decide = (c: number) => fixedWindowDecision(c, u, endsInMs, this.limit);
+    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
+    return checkAgreement(decide(cost), allowed);
   }
 }

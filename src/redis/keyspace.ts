@@ -16,9 +16,17 @@ export const STATE_LAYOUT_VERSION = 1;
 
 /**
  * The algorithms whose state layout has changed since {@link STATE_LAYOUT_VERSION}, with
- * their own version: the sliding log's list became a hash of chunks (2).
+ * their own version: the sliding log's list became a hash of chunks (2), its meta may carry a block (3); the buckets store the
+ * capacity they were counted with, the fixed window its end, the counter its window length,
+ * and each may carry a block after its state (2).
  */
-const ALGORITHM_LAYOUT_VERSIONS: Readonly<Record<string, number>> = { "sliding-window-log": 2 };
+const ALGORITHM_LAYOUT_VERSIONS: Readonly<Record<string, number>> = {
+  "sliding-window-log": 3,
+  "token-bucket": 2,
+  "leaky-bucket": 2,
+  "fixed-window": 2,
+  "sliding-window-counter": 2,
+};
 
 /** The state layout version of `algorithm`, part of its fingerprint. */
 export function stateLayoutVersion(algorithm: string): number {

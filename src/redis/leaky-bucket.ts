@@ -3,8 +3,11 @@ import { LeakyBucket } from "../algorithms/leaky-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { bucketHints, optionNames } from "../option-names.js";
-import { localTwin, RedisLimiter } from "./limiter.js";
-import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
+import { checkReconfigureOptions } from "../reconfigure.js";
+import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
+import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
+import { LEAKY_BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
+import { LEAKY_BUCKET_SCRIPT } from "./lua/token-bucket.js";
 import {
   checkRedisOptions,
   REDIS_HINTS,
@@ -53,7 +56,11 @@ export class RedisLeakyBucket extends RedisLimiter {
   /** @internal */
   protected readonly where = WHERE;
   /** @internal */
-  protected readonly script = TOKEN_BUCKET_SCRIPT;
+  protected readonly script = LEAKY_BUCKET_SCRIPT;
+  /** @internal */
+  protected readonly refundScript = LEAKY_BUCKET_REFUND_SCRIPT;
+  /** @internal */
+  protected readonly blockScript = BUCKET_BLOCK_SCRIPT;
 
   constructor(options: RedisLeakyBucketOptions) {
     const o = checkOptions<RedisLeakyBucketOptions>(WHERE, options);
@@ -70,10 +77,45 @@ export class RedisLeakyBucket extends RedisLimiter {
     this.leakPerSecond = leakPerSecond;
   }
 
+  /**
+   * Changes `capacity` and/or `leakPerSecond` live, from the next call, for every key: the
+   * keyspace stays, so each key's stored state is judged by the new numbers
+   * (docs/redis.md#changing-limits-live). The `'local'` policy's limiter follows. Checked
+   * first, with the constructor's messages; a throw changes nothing.
+   * @throws {TypeError} For an unknown option (the Redis options and `clock` cannot change).
+   * @throws {RangeError} As the constructor, for an option out of range.
+   */
+  reconfigure(options: Partial<Pick<RedisLeakyBucketOptions, "capacity" | "leakPerSecond">>): void {
+    const o = checkReconfigureOptions<RedisLeakyBucketOptions>(
+      WHERE,
+      options,
+      ["capacity", "leakPerSecond"],
+      HINTS,
+    );
+    const capacity =
+      o.capacity === undefined
+        ? this.capacity
+        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    const leakPerSecond =
+      o.leakPerSecond === undefined
+        ? this.leakPerSecond
+        : checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
+    this.retune(
+      capacity,
+      [capacity, leakPerSecond],
+      localTwin(LeakyBucket, { capacity, leakPerSecond }),
+    );
+    const self = this as { capacity: number; leakPerSecond: number };
+    self.capacity = capacity;
+    self.leakPerSecond = leakPerSecond;
+  }
+
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, room] = replyArray(reply, 2);
-    const decision = bucketDecision(cost, replyNumber(room), this.capacity, this.leakPerSecond);
-    return checkAgreement(decision, allowed);
+    const [allowed, room, left] = replyArray(reply, 2);
+    const units = replyNumber(room);
+    const decide = (c: number) => bucketDecision(c, units, this.capacity, this.leakPerSecond);
+    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
+    return checkAgreement(decide(cost), allowed);
   }
 }

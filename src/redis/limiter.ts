@@ -1,11 +1,12 @@
 import { readClock } from "../algorithms/time.js";
+import { checkCost, checkNumber } from "../errors.js";
 import type { Clock, Decision } from "../limiter.js";
 import { StoreLimiter } from "../store/limiter.js";
-import { type LocalClass, localLimiter } from "../store/local.js";
-import type { FallbackLimiter } from "../store/policy.js";
+import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
 import type { Common } from "./options.js";
+import { replyArray, replyNumber } from "./reply.js";
 import { runScript, Script } from "./script.js";
 import { runDecision } from "./server-clock.js";
 
@@ -51,10 +52,14 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal The algorithm's one decision script. */
   protected abstract readonly script: Script;
+  /** @internal The algorithm's refund script (`undefined`: the limiter cannot refund yet). */
+  protected abstract readonly refundScript: Script | undefined;
+  /** @internal The algorithm's block script (`undefined`: the limiter cannot block yet). */
+  protected abstract readonly blockScript: Script | undefined;
   /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
-  private readonly config: readonly string[];
+  private config: readonly string[];
   /** @internal The in-memory twin, for `'local'`. */
-  readonly local: LocalTwin;
+  local: LocalTwin;
 
   /**
    * @internal
@@ -70,7 +75,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       "Redis",
       common,
       size,
-      (): FallbackLimiter => localLimiter(local.Class as LocalClass<object>, local.options, clock),
+      (): LocalLimiter => localLimiter(local.Class as LocalClass<object>, local.options, clock),
     );
     this.client = common.client;
     this.prefix = common.prefix;
@@ -106,15 +111,111 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     cost: number,
     take: boolean,
   ): () => Promise<unknown> {
-    const args = [
+    const args = this.args(where, cost, take);
+    checkEvictionPolicy(this.client);
+    return () => runDecision(this.client, this.script, [key], args, this.timeoutMs);
+  }
+
+  /**
+   * Gives back `cost` units (default 1) `key` took earlier, by the algorithm's refund rule
+   * (docs/semantics.md#refunds), atomically in Redis: never past the fresh state; a key
+   * without state is left as it is. The `'local'` policy's limiter, if built, is refunded
+   * too. Sent once with the call's deadline: when Redis fails, times out or the circuit is
+   * open it rejects with {@link RateLimitStoreError} whatever the policy, and a refund that
+   * timed out was not applied late (docs/redis.md#refunds-and-blocks).
+   * @throws {TypeError} (rejects) For a non-string key or a non-number cost.
+   * @throws {RangeError} (rejects) For NaN, a negative or an infinite cost.
+   */
+  async refund(key: string, cost?: number): Promise<void> {
+    const where = `${this.where}.refund`;
+    const k = this.checkKey(where, key);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    const script = this.refundScript;
+    if (script === undefined) {
+      throw new TypeError(`${where}: not available for this algorithm in Redis yet`);
+    }
+    if (c === 0) return;
+    this.builtLocal()?.refund(key, c);
+    const args = this.args(where, c, false);
+    await this.write("refund", key, k, () =>
+      runDecision(this.client, script, [k], args, this.timeoutMs),
+    );
+  }
+
+  /**
+   * Blocks `key` for `durationMs` from now (a ban after abuse), in Redis, for every process:
+   * each of its requests is denied, with `retryAfterMs` and `resetAfterMs` at least the time
+   * left, until then; its usage is kept and decides again afterwards. A block that ends later
+   * already in place stays. The block is part of the key's value (the decision reads it in
+   * the same `GET`, in the same cluster slot) and the key lives until the block ends. The
+   * `'local'` policy's limiter, if built, blocks the key too. Resolves with the ms the key is
+   * blocked from now; rejects as {@link refund} when Redis cannot answer.
+   * @throws {TypeError} (rejects) For a non-string key or a non-number duration.
+   * @throws {RangeError} (rejects) If `durationMs` is not a finite number > 0.
+   */
+  block(key: string, durationMs: number): Promise<number> {
+    return this.sendBlock("block", key, durationMs, false);
+  }
+
+  /**
+   * {@link block}, except that a block in place is kept as it is (neither extended nor
+   * shortened): what the HTTP middleware's `blockDurationMs` calls for a denied request, so
+   * that requests during a block do not extend it. Resolves with the ms the key is blocked
+   * from now (the block in place, or the new one).
+   */
+  blockOnce(key: string, durationMs: number): Promise<number> {
+    return this.sendBlock("block", key, durationMs, true);
+  }
+
+  /** @internal */
+  private async sendBlock(
+    operation: "block",
+    key: string,
+    durationMs: number,
+    keep: boolean,
+  ): Promise<number> {
+    const where = `${this.where}.${keep ? "blockOnce" : operation}`;
+    const k = this.checkKey(where, key);
+    const ms = checkNumber(where, "durationMs", durationMs, 0, false);
+    const script = this.blockScript;
+    if (script === undefined) {
+      throw new TypeError(`${where}: not available for this algorithm in Redis yet`);
+    }
+    const local = this.builtLocal();
+    if (local !== undefined && !(keep && local.peek(key, 0).allowed === false)) {
+      local.block(key, ms);
+    }
+    const args = this.args(where, ms, keep);
+    const reply = await this.write(operation, key, k, () =>
+      runDecision(this.client, script, [k], args, this.timeoutMs),
+    );
+    return replyNumber(replyArray(reply, 2)[0]);
+  }
+
+  /**
+   * @internal For `reconfigure`: the algorithm's new validated numbers (in the script's ARGV
+   * order), its `limit` or `capacity`, and its in-memory twin. The keyspace stays: the same
+   * keys are read with the new numbers from the next call. The `'local'` policy's limiter,
+   * if built, is reconfigured keeping its state; one built later takes the new options.
+   */
+  protected retune(size: number, config: readonly number[], local: LocalTwin): void {
+    this.builtLocal()?.reconfigure(local.options);
+    const clock = this.clock;
+    this.setMakeLocal(() => localLimiter(local.Class as LocalClass<object>, local.options, clock));
+    this.setSize(size);
+    this.config = config.map(String);
+    this.local = local;
+  }
+
+  /** @internal A script's ARGV before the deadline: `config..., cost, take, now, maxTtl`. */
+  private args(where: string, cost: number, take: boolean): string[] {
+    return [
       ...this.config,
       String(cost),
       take ? "1" : "0",
       this.timeArg(where),
       String(this.maxTtlMs),
     ];
-    checkEvictionPolicy(this.client);
-    return () => runDecision(this.client, this.script, [key], args, this.timeoutMs);
   }
 
   /** @internal */
@@ -124,7 +225,35 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
 
   /** @internal Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
   protected abstract override decode(reply: unknown, cost: number): Decision;
+
+  /**
+   * Changes the algorithm's numbers live, from the next call (each class documents its
+   * options): the keyspace stays. See docs/redis.md#changing-limits-live.
+   * @throws {TypeError} For an unknown option. {RangeError} For one out of range.
+   */
+  abstract reconfigure(options: object): void;
 }
 
 /** `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread). */
 export const RESET_SCRIPT = new Script("reset", "return redis.call('UNLINK', KEYS[1])");
+
+/**
+ * The denial of a blocked key, as `KeyedLimiter` answers it: `decide(cost)` is what the
+ * state alone would answer; `retryAfterMs` and `resetAfterMs` are at least `leftMs`, the
+ * time left of the block, and `remaining` is 0.
+ */
+export function blockedDecision(
+  decide: (cost: number) => Decision,
+  cost: number,
+  leftMs: number,
+): Decision {
+  const state = decide(cost);
+  const reset = state.allowed ? decide(0).resetAfterMs : state.resetAfterMs;
+  return {
+    allowed: false,
+    limit: state.limit,
+    remaining: 0,
+    retryAfterMs: state.retryAfterMs > leftMs ? state.retryAfterMs : leftMs,
+    resetAfterMs: reset > leftMs ? reset : leftMs,
+  };
+}

@@ -2,6 +2,9 @@ import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
 import { counterDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
 import { optionNames } from "../option-names.js";
+import { blockedDecision } from "./limiter.js";
+import { SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT } from "./lua/block.js";
+import { SLIDING_WINDOW_COUNTER_REFUND_SCRIPT } from "./lua/refund.js";
 import { SLIDING_WINDOW_COUNTER_SCRIPT } from "./lua/sliding-window-counter.js";
 import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
@@ -46,6 +49,10 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
   protected readonly where = WHERE;
   /** @internal */
   protected readonly script = SLIDING_WINDOW_COUNTER_SCRIPT;
+  /** @internal */
+  protected readonly refundScript = SLIDING_WINDOW_COUNTER_REFUND_SCRIPT;
+  /** @internal */
+  protected readonly blockScript = SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT;
 
   constructor(options: RedisSlidingWindowCounterOptions) {
     super(WHERE, options, "sliding-window-counter", OPTIONS, SlidingWindowCounter);
@@ -53,16 +60,13 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, index, prev, curr, now] = replyArray(reply, 5);
-    const decision = counterDecision(
-      cost,
-      replyNumber(index),
-      replyNumber(prev),
-      replyNumber(curr),
-      replyNumber(now),
-      this.limit,
-      this.windowMs,
-    );
-    return checkAgreement(decision, allowed);
+    const [allowed, index, prev, curr, now, left] = replyArray(reply, 5);
+    const i = replyNumber(index);
+    const p = replyNumber(prev);
+    const c0 = replyNumber(curr);
+    const t = replyNumber(now);
+    const decide = (c: number) => counterDecision(c, i, p, c0, t, this.limit, this.windowMs);
+    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
+    return checkAgreement(decide(cost), allowed);
   }
 }

@@ -2,7 +2,12 @@ import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
 import { logDecision, logExactEntries } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
 import { optionNames } from "../option-names.js";
-import { SLIDING_WINDOW_LOG_SCRIPT } from "./lua/sliding-window-log.js";
+import { blockedDecision } from "./limiter.js";
+import {
+  SLIDING_WINDOW_LOG_BLOCK_SCRIPT,
+  SLIDING_WINDOW_LOG_REFUND_SCRIPT,
+  SLIDING_WINDOW_LOG_SCRIPT,
+} from "./lua/sliding-window-log.js";
 import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
@@ -46,29 +51,43 @@ export class RedisSlidingWindowLog extends RedisWindowLimiter {
   protected readonly where = WHERE;
   /** @internal */
   protected readonly script = SLIDING_WINDOW_LOG_SCRIPT;
+  /** @internal */
+  protected readonly refundScript = SLIDING_WINDOW_LOG_REFUND_SCRIPT;
+  /** @internal */
+  protected readonly blockScript = SLIDING_WINDOW_LOG_BLOCK_SCRIPT;
   /** @internal Entries kept at their exact time (`logExactEntries(limit)`), as in memory. */
-  private readonly exactEntries: number;
+  private exactEntries: number;
 
   constructor(options: RedisSlidingWindowLogOptions) {
     super(WHERE, options, "sliding-window-log", OPTIONS, SlidingWindowLog);
     this.exactEntries = logExactEntries(this.limit);
   }
 
+  /**
+   * Changes `limit` and/or `windowMs` live, from the next call (see the window limiters'
+   * `reconfigure`): logged entries are kept and judged against the new `limit`; each keeps
+   * the leave time it was logged with, so a longer `windowMs` applies to entries logged from
+   * the change on (in memory, logged entries move out too: docs/redis.md#changing-limits-live).
+   * @throws {TypeError} For an unknown option. {RangeError} As the constructor.
+   */
+  override reconfigure(
+    options: Partial<Pick<RedisSlidingWindowLogOptions, "limit" | "windowMs">>,
+  ): void {
+    super.reconfigure(options);
+    this.exactEntries = logExactEntries(this.limit);
+  }
+
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, available, newestLeave, now, retryLeave, size] = replyArray(reply, 6);
+    const [allowed, available, newestLeave, now, retryLeave, size, left] = replyArray(reply, 6);
     const t = replyNumber(now);
-    const decision = logDecision(
-      cost,
-      replyNumber(available),
-      t,
-      this.limit,
-      this.windowMs,
-      this.exactEntries,
-      replyNumber(size),
-      replyNumber(newestLeave),
-      replyNumber(retryLeave),
-    );
-    return checkAgreement(decision, allowed);
+    const a = replyNumber(available);
+    const n = replyNumber(size);
+    const newest = replyNumber(newestLeave);
+    const retry = replyNumber(retryLeave);
+    const decide = (c: number) =>
+      logDecision(c, a, t, this.limit, this.windowMs, this.exactEntries, n, newest, retry);
+    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
+    return checkAgreement(decide(cost), allowed);
   }
 }

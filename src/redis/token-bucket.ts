@@ -3,7 +3,10 @@ import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { bucketHints, optionNames } from "../option-names.js";
-import { localTwin, RedisLimiter } from "./limiter.js";
+import { checkReconfigureOptions } from "../reconfigure.js";
+import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
+import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
+import { TOKEN_BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
 import { TOKEN_BUCKET_SCRIPT } from "./lua/token-bucket.js";
 import {
   checkRedisOptions,
@@ -54,6 +57,10 @@ export class RedisTokenBucket extends RedisLimiter {
   protected readonly where = WHERE;
   /** @internal */
   protected readonly script = TOKEN_BUCKET_SCRIPT;
+  /** @internal */
+  protected readonly refundScript = TOKEN_BUCKET_REFUND_SCRIPT;
+  /** @internal */
+  protected readonly blockScript = BUCKET_BLOCK_SCRIPT;
 
   constructor(options: RedisTokenBucketOptions) {
     const o = checkOptions<RedisTokenBucketOptions>(WHERE, options);
@@ -70,10 +77,47 @@ export class RedisTokenBucket extends RedisLimiter {
     this.refillPerSecond = refillPerSecond;
   }
 
+  /**
+   * Changes `capacity` and/or `refillPerSecond` live, from the next call, for every key: the
+   * keyspace stays, so each key's stored state is judged by the new numbers
+   * (docs/redis.md#changing-limits-live). The `'local'` policy's limiter follows. Checked
+   * first, with the constructor's messages; a throw changes nothing.
+   * @throws {TypeError} For an unknown option (the Redis options and `clock` cannot change).
+   * @throws {RangeError} As the constructor, for an option out of range.
+   */
+  reconfigure(
+    options: Partial<Pick<RedisTokenBucketOptions, "capacity" | "refillPerSecond">>,
+  ): void {
+    const o = checkReconfigureOptions<RedisTokenBucketOptions>(
+      WHERE,
+      options,
+      ["capacity", "refillPerSecond"],
+      HINTS,
+    );
+    const capacity =
+      o.capacity === undefined
+        ? this.capacity
+        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    const refillPerSecond =
+      o.refillPerSecond === undefined
+        ? this.refillPerSecond
+        : checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    this.retune(
+      capacity,
+      [capacity, refillPerSecond],
+      localTwin(TokenBucket, { capacity, refillPerSecond }),
+    );
+    const self = this as { capacity: number; refillPerSecond: number };
+    self.capacity = capacity;
+    self.refillPerSecond = refillPerSecond;
+  }
+
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, tokens] = replyArray(reply, 2);
-    const decision = bucketDecision(cost, replyNumber(tokens), this.capacity, this.refillPerSecond);
-    return checkAgreement(decision, allowed);
+    const [allowed, tokens, left] = replyArray(reply, 2);
+    const units = replyNumber(tokens);
+    const decide = (c: number) => bucketDecision(c, units, this.capacity, this.refillPerSecond);
+    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
+    return checkAgreement(decide(cost), allowed);
   }
 }

@@ -2,6 +2,7 @@ import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algori
 import { checkOptionNames, checkOptions } from "../errors.js";
 import type { Clock } from "../limiter.js";
 import { windowHints } from "../option-names.js";
+import { checkReconfigureOptions } from "../reconfigure.js";
 import type { LocalClass } from "../store/local.js";
 import { localTwin, RedisLimiter } from "./limiter.js";
 import { checkRedisOptions, REDIS_HINTS, type RedisLimiterOptions } from "./options.js";
@@ -67,10 +68,54 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
       );
     }
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
-    const clock = common.clock && checkedWindowClock(where, common.clock, windowMs);
+    const length = { windowMs };
+    const clock = common.clock && checkedWindowClock(where, common.clock, length);
     super({ ...common, clock }, limit, [limit, windowMs], localTwin(Local, { limit, windowMs }));
     this.limit = limit;
     this.windowMs = windowMs;
+    this.Local = Local;
+    this.length = length;
+    this.names = names;
+  }
+
+  /** @internal The in-memory class, for the `'local'` policy. */
+  private readonly Local: LocalClass<{ limit: number; windowMs: number }>;
+  /** @internal The window length the explicit clock's check reads. */
+  private readonly length: { windowMs: number };
+  /** @internal The constructor's option names. */
+  private readonly names: readonly string[];
+
+  /**
+   * Changes `limit` and/or `windowMs` live, from the next call, for every key: the keyspace
+   * stays, so each key's stored state is judged by the new numbers, and a state counted with
+   * another `windowMs` is carried over at its next call (docs/redis.md#changing-limits-live).
+   * The `'local'` policy's limiter follows. Checked first, with the constructor's messages;
+   * a throw changes nothing.
+   * @throws {TypeError} For an unknown option (the Redis options and `clock` cannot change).
+   * @throws {RangeError} As the constructor, for an option out of range.
+   */
+  reconfigure(options: Partial<Pick<RedisWindowOptions, "limit" | "windowMs">>): void {
+    const o = checkReconfigureOptions<RedisWindowOptions>(
+      this.where,
+      options,
+      this.names.filter((name) => name === "limit" || name === "windowMs"),
+      windowHints(this.where),
+    );
+    const { limit, windowMs } = checkWindowSize(this.where, {
+      limit: o.limit === undefined ? this.limit : o.limit,
+      windowMs: o.windowMs === undefined ? this.windowMs : o.windowMs,
+    });
+    if (this.clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
+      throw new RangeError(
+        `${this.where}: windowMs must be a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock ` +
+          `(TIME counts whole microseconds; pass a clock for shorter windows), got ${windowMs}`,
+      );
+    }
+    this.retune(limit, [limit, windowMs], localTwin(this.Local, { limit, windowMs }));
+    this.length.windowMs = windowMs;
+    const self = this as { limit: number; windowMs: number };
+    self.limit = limit;
+    self.windowMs = windowMs;
   }
 }
 
@@ -80,12 +125,17 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
  * RangeError before the script runs; such a reading is not kept. Anything but a finite
  * number passes through, for the limiter's own clock check and message.
  */
-function checkedWindowClock(where: string, clock: Clock, windowMs: number): Clock {
-  const boundMs = windowClockBoundMs(windowMs);
+function checkedWindowClock(
+  where: string,
+  clock: Clock,
+  length: { readonly windowMs: number },
+): Clock {
   let seenMs = Number.NEGATIVE_INFINITY;
   return () => {
     const t = clock();
     if (typeof t !== "number" || t - t !== 0) return t;
+    const windowMs = length.windowMs;
+    const boundMs = windowClockBoundMs(windowMs);
     seenMs = checkWindowClock(where, t > seenMs ? t : seenMs, windowMs, boundMs);
     return t;
   };

@@ -3,12 +3,12 @@ import type { Decision } from "../limiter.js";
 import { wholeUnits } from "../numeric.js";
 import { Circuit, type CircuitSnapshot } from "./circuit.js";
 import { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from "./errors.js";
+import type { LocalLimiter } from "./local.js";
 import type { StoreCommon } from "./options.js";
 import {
   FAIL_CLOSED_RETRY_AFTER_MS,
   type FailureOutcome,
   type FailurePolicy,
-  type FallbackLimiter,
   type StoreDecision,
   type StoreFailureEvent,
   type StoreOperation,
@@ -39,7 +39,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
   /** @internal The class name, for messages. */
   protected abstract readonly where: string;
   /** @internal `limit` or `capacity`, for open and closed decisions. */
-  protected readonly size: number;
+  protected size: number;
   /** @internal */
   private readonly common: StoreCommon;
   /** @internal The store's name as a decision's source (`redis`). */
@@ -47,9 +47,9 @@ export abstract class StoreLimiter<Store extends string, Key> {
   /** @internal The store's name in messages (`Redis`). */
   private readonly label: string;
   /** @internal Builds the `'local'` policy's limiter. */
-  private readonly makeLocal: () => FallbackLimiter;
+  private makeLocal: () => LocalLimiter;
   /** @internal Built at the first failure under `'local'`. */
-  private localLimiter: FallbackLimiter | undefined;
+  private localLimiter: LocalLimiter | undefined;
   /** @internal The circuit of a store without nodes, or of keys whose node is unknown. */
   private readonly mainCircuit: Circuit;
   /** @internal Circuits by node. */
@@ -68,7 +68,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
     label: string,
     common: StoreCommon,
     size: number,
-    makeLocal: () => FallbackLimiter,
+    makeLocal: () => LocalLimiter,
   ) {
     this.store = store;
     this.label = label;
@@ -141,23 +141,59 @@ export abstract class StoreLimiter<Store extends string, Key> {
     const policy = this.failure;
     if (typeof policy === "object") policy.reset(key);
     else this.localLimiter?.reset(key);
-    const send = this.prepareReset(k);
+    await this.write("reset", key, k, this.prepareReset(k));
+  }
+
+  /**
+   * @internal
+   * Sends one write that is not a decision (a reset, a refund, a block) through the key's
+   * circuit, with the timeout, once: when the store fails, times out or the circuit is open
+   * it rejects with {@link RateLimitStoreError}, whatever the policy (a write that did not
+   * happen must not pass silently, and is never sent again: it may have run).
+   */
+  protected async write(
+    operation: "reset" | "refund" | "block",
+    key: string,
+    k: Key,
+    send: () => Promise<unknown>,
+  ): Promise<unknown> {
+    const where = `${this.where}.${operation}`;
     const circuit = this.circuitOf(k);
     const admission = circuit.admit();
     if (admission === "circuit-open" || admission === "pending-cap") {
       circuit.answeredByPolicy();
       throw this.storeError(where, this.unavailable(admission, circuit));
     }
+    let reply: unknown;
     try {
-      await this.timed(send(), circuit);
+      reply = await this.timed(send(), circuit);
     } catch (cause) {
       const opened = circuit.failed(admission === "probe");
       circuit.answeredByPolicy();
       const error = this.storeError(where, cause);
-      if (opened) this.opened("reset", key, error, "throw", circuit);
+      if (opened) this.opened(operation, key, error, "throw", circuit);
       throw error;
     }
-    this.answered("reset", circuit);
+    this.answered(operation, circuit);
+    return reply;
+  }
+
+  /** @internal For `reconfigure`: the new `limit` or `capacity`. */
+  protected setSize(size: number): void {
+    this.size = size;
+  }
+
+  /** @internal The `'local'` policy's limiter, if it was built (not a caller's fallback). */
+  protected builtLocal(): LocalLimiter | undefined {
+    return this.localLimiter;
+  }
+
+  /**
+   * @internal For `reconfigure`: how the `'local'` policy's limiter is built from now on
+   * (the one built already, if any, is reconfigured by the caller, keeping its state).
+   */
+  protected setMakeLocal(makeLocal: () => LocalLimiter): void {
+    this.makeLocal = makeLocal;
   }
 
   /**
@@ -169,7 +205,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
   }
 
   /** @internal */
-  private checkKey(where: string, key: unknown): Key {
+  protected checkKey(where: string, key: unknown): Key {
     if (typeof key !== "string") {
       throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
     }

@@ -14,6 +14,19 @@ export const LOCAL_MAX_KEYS = 100_000;
 /** Longest key kept as it is; a longer one is kept as its prefix and a SHA-256 digest. */
 export const LOCAL_MAX_KEY_LENGTH = 1024;
 
+/**
+ * The `'local'` policy's limiter: a {@link FallbackLimiter} that also follows the store
+ * limiter's `refund`, `block` and `reconfigure`, so the policy judges as the store would.
+ */
+export interface LocalLimiter extends FallbackLimiter {
+  /** Gives back `cost` units of `key` (`KeyedLimiter.refund`). */
+  refund(key: string, cost: number): void;
+  /** Blocks `key` for `durationMs` (`KeyedLimiter.block`). */
+  block(key: string, durationMs: number): void;
+  /** Changes the options of every key (`KeyedLimiter.reconfigure`; checked already). */
+  reconfigure(options: object): void;
+}
+
 /** An in-memory algorithm class, as the catalog lists it (`TokenBucket`, `FixedWindow`, ...). */
 export type LocalClass<O> = new (options: O & { readonly clock?: Clock }) => CloneableLimiter;
 
@@ -27,7 +40,7 @@ export function localLimiter<O extends object>(
   Class: LocalClass<O>,
   options: O,
   clock: Clock | undefined,
-): FallbackLimiter {
+): LocalLimiter {
   const keyed = new KeyedLimiter(new Class(clock === undefined ? options : { ...options, clock }), {
     maxKeys: LOCAL_MAX_KEYS,
     maxKeyLength: LOCAL_MAX_KEY_LENGTH,
@@ -40,5 +53,14 @@ export function localLimiter<O extends object>(
     consume: (key, cost) => keyed.consume(fold(key), cost),
     peek: (key, cost) => keyed.peek(fold(key), cost),
     reset: (key) => keyed.reset(fold(key)),
+    refund: (key, cost) => keyed.refund(fold(key), cost),
+    block: (key, durationMs) => {
+      try {
+        keyed.block(fold(key), durationMs);
+      } catch {
+        // A full local limiter cannot keep one more block: the store keeps it all the same.
+      }
+    },
+    reconfigure: (next) => keyed.reconfigure(next),
   };
 }

@@ -62,7 +62,7 @@ export type FailurePolicy = "local" | "open" | "closed" | "throw" | FallbackLimi
 export const FAIL_CLOSED_RETRY_AFTER_MS = 1000;
 
 /** The call of a store-backed limiter that failed or recovered. */
-export type StoreOperation = "allow" | "consume" | "peek" | "reset";
+export type StoreOperation = "allow" | "consume" | "peek" | "reset" | "refund" | "block";
 
 /** How a call the store could not answer was answered instead. */
 export type FailureOutcome = PolicySource | "throw";

@@ -43,36 +43,36 @@ describe("keyspace fingerprint", () => {
         state: { capacity: 10, refillPerSecond: 5 },
         clock: "server",
       }),
-    ).toBe("tollgate/1 token-bucket capacity=10 refillPerSecond=5 clock=server");
+    ).toBe("tollgate/2 token-bucket capacity=10 refillPerSecond=5 clock=server");
   });
 
-  test("the sliding log's layout is version 2 (a hash of chunks; version 1 was a list)", () => {
+  test("the sliding log's layout is version 3 (a hash of chunks, the meta may carry a block; 1 was a list)", () => {
     expect(
       canonicalText({
         algorithm: "sliding-window-log",
         state: { limit: 100, windowMs: 60_000 },
         clock: "server",
       }),
-    ).toBe("tollgate/2 sliding-window-log limit=100 windowMs=60000 clock=server");
+    ).toBe("tollgate/3 sliding-window-log limit=100 windowMs=60000 clock=server");
   });
 
   // Golden values: if one of these changes, every deployed limiter's keys change with it
   // (state is lost at the upgrade), which must be a deliberate, announced change.
   test.each([
     {
-      name: "RedisTokenBucket capacity 10, refillPerSecond 5",
+      name: "RedisTokenBucket capacity 10, refillPerSecond 5 (layout 2; 1 was cc272ad2)",
       make: () => new RedisTokenBucket({ client: offline, capacity: 10, refillPerSecond: 5 }),
-      key: "tollgate:tb:cc272ad2:user:42",
+      key: "tollgate:tb:36879efb:user:42",
     },
     {
-      name: "RedisFixedWindow limit 100, windowMs 60000",
+      name: "RedisFixedWindow limit 100, windowMs 60000 (layout 2; 1 was 487bd52a)",
       make: () => new RedisFixedWindow({ client: offline, limit: 100, windowMs: 60_000 }),
-      key: "tollgate:fw:487bd52a:user:42",
+      key: "tollgate:fw:f1215f4d:user:42",
     },
     {
-      name: "RedisSlidingWindowLog limit 100, windowMs 60000 (layout 2; 1 was c1d3c9ad)",
+      name: "RedisSlidingWindowLog limit 100, windowMs 60000 (layout 3; 2 was f8b59f8a, 1 c1d3c9ad)",
       make: () => new RedisSlidingWindowLog({ client: offline, limit: 100, windowMs: 60_000 }),
-      key: "tollgate:swl:f8b59f8a:user:42",
+      key: "tollgate:swl:3c45e9b3:user:42",
     },
   ])("$name stores user:42 under $key", ({ make, key }) => {
     expect(keyOf(make(), "user:42")).toBe(key);

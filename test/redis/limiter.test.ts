@@ -251,7 +251,8 @@ describe("window limiters: a refused clock reading is not kept", () => {
         const probe = probeReply(args);
         if (probe !== undefined) return probe;
         sent.push(String(args[4]));
-        return [1, "0", String(args[4]), Date.now()];
+        // used 0; the 1 ms window holding the time ends at the next whole ms
+        return [1, "0", String(Math.floor(Number(args[4])) + 1 - Number(args[4])), Date.now()];
       },
       evalScript: () => Promise.reject(new Error("no script load expected")),
     };

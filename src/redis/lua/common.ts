@@ -153,3 +153,26 @@ if explicit then now = tonumber(ARGV[5]) end
 local maxTtl = tonumber(ARGV[6])
 `;
 }
+
+/**
+ * The sliding counter's state counted with window length `w`, turned into one of
+ * `windowMs` at `now`, inline (it reads and sets the locals `index`, `prev`, `curr`): rolled
+ * to now's window of length `w`, then, as `counterRetuned` (window-math.ts), its estimate
+ * becomes the count of now's window of the new length. Runs only after a `reconfigure`
+ * changed `windowMs`.
+ */
+export const LUA_COUNTER_RETUNE = `
+local k0 = windowIndex(now, w)
+if k0 ~= index then
+  if k0 == index + 1 then prev = curr else prev = 0 end
+  curr = 0
+  index = k0
+end
+local carried = curr
+if prev ~= 0 then carried = prev * (((index + 1) * w - now) / w) + curr end
+if carried > 0 then
+  prev, curr, index = 0, carried, windowIndex(now, windowMs)
+else
+  prev, curr, index = 0, 0, -math.huge
+end
+`;

@@ -88,6 +88,19 @@ elseif meta then
 end
 if meta and now < at then now = at end
 local dirty = meta == true
+-- A block, after the meta's 64 bytes (see LOG_BLOCK_SCRIPT): kept while it lasts.
+local blockedUntil, blockTail, recreated = nil, '', false
+if type(meta) == 'string' and #meta > 64 then
+  blockedUntil = struct.unpack('<d', meta, 65)
+  if now < blockedUntil then blockTail = string.sub(meta, 65) else blockedUntil = nil end
+end
+-- Every entry left (or was given back): no key, or only the meta of a block in place.
+local function emptied()
+  redis.call('UNLINK', key)
+  head, tail, base, rebaseSeq, rebaseBy, clean, dirty = 0, 0, 0, 0, 0, 0, false
+  if exactEntries <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} else B = ${LARGE_LOG_CHUNK_ENTRIES} end
+  if blockTail ~= '' then dirty, recreated = true, true end
+end
 
 -- Chunks read this call, by index.
 local chunks = {}
@@ -133,9 +146,7 @@ if tail > head and raw(head) <= now then
   local first = math.min(tail, math.max(head, lo * B))
   while first < tail and raw(first) <= now do first = first + 1 end
   if first == tail then
-    redis.call('UNLINK', key)
-    head, tail, base, rebaseSeq, rebaseBy, clean, dirty = 0, 0, 0, 0, 0, 0, false
-    if exactEntries <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} else B = ${LARGE_LOG_CHUNK_ENTRIES} end
+    emptied()
   else
     local _, total = entry(first - 1)
     base, head, dirty = total, first, true
@@ -157,6 +168,7 @@ local available = limit
 if size > 0 then available = limit - (newestTotal - base) end
 
 local allowed = cost == 0 or fits(cost, available)
+if blockedUntil then take = false end -- a blocked key is denied: it logs nothing
 local retryLeave = -math.huge
 if allowed and take and cost > 0 then
   local stamp = now
@@ -210,8 +222,204 @@ if clean < dead then
   clean, dirty = last + 1, true
 end
 if dirty then
-  redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B))
+  redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B) .. blockTail)
+  if recreated then redis.call('PEXPIRE', key, math.ceil(blockedUntil - now)) end
+end
+if blockedUntil then
+  return { 2, f(available), f(newestLeave), f(now), f(retryLeave), size, f(blockedUntil - now), serverNow }
 end
 return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size, serverNow }
+`,
+);
+
+/**
+ * The sliding log's refund (see {@link SLIDING_WINDOW_LOG_SCRIPT} for the layout): after
+ * dropping the entries that left, as `SlidingWindowLog.refund`, the newest entries go first
+ * (an entry whose cost fits in what is left leaves the log, the next one is cut by the
+ * rest), bit for bit as in memory; a log given back whole is no key (or only a block's
+ * meta). Work: amortized O(1) per logged entry (each entry leaves once). ARGV as the
+ * decision's; reply `{1, serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
+ */
+export const SLIDING_WINDOW_LOG_REFUND_SCRIPT = new Script(
+  "sliding-window-log-refund",
+  `${LUA_COMMON}${luaArgs("limit", "windowMs")}-- As SlidingWindowLog: the first max(64, ceil(limit)) entries (at most 2^24) keep their
+-- exact time; beyond that, new entries are stamped at the end of their granule of
+-- windowMs / exactEntries, so the log never holds more than 2 * exactEntries + 1.
+local exactEntries = math.min(math.max(64, math.ceil(limit)), 16777216)
+local maxEntries = 2 * exactEntries + 1
+local floor = math.floor
+
+local head, tail, base, at, rebaseSeq, rebaseBy, clean = 0, 0, 0, -math.huge, 0, 0, 0
+local B = ${LARGE_LOG_CHUNK_ENTRIES}
+if exactEntries <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} end
+
+local meta = redis.pcall('HGET', key, 'm')
+if type(meta) == 'table' then
+  -- The earlier layout, a list: entries struct.pack('<dd', leaveAtMs, runningTotal), then
+  -- struct.pack('<dd', base, at). Kept as one entry of all its units (read at both ends, O(1)).
+  if redis.call('TYPE', key)['ok'] ~= 'list' then return redis.error_reply(meta['err']) end
+  local oldBase, oldAt = struct.unpack('<dd', redis.call('LINDEX', key, -1))
+  local newest = false
+  if redis.call('LLEN', key) > 1 then newest = redis.call('LINDEX', key, -2) end
+  redis.call('UNLINK', key)
+  meta = false
+  if newest then
+    local leave, total = struct.unpack('<dd', newest)
+    redis.call('HSET', key, '0', struct.pack('<ddd', leave, leave, total - oldBase))
+    tail, at = 1, oldAt
+    meta = true
+    expire(key, leave - now, leave, explicit, maxTtl)
+  end
+elseif meta then
+  head, tail, base, at, rebaseSeq, rebaseBy, clean, B = struct.unpack('<dddddddd', meta)
+end
+if meta and now < at then now = at end
+local dirty = meta == true
+-- A block, after the meta's 64 bytes (see LOG_BLOCK_SCRIPT): kept while it lasts.
+local blockedUntil, blockTail, recreated = nil, '', false
+if type(meta) == 'string' and #meta > 64 then
+  blockedUntil = struct.unpack('<d', meta, 65)
+  if now < blockedUntil then blockTail = string.sub(meta, 65) else blockedUntil = nil end
+end
+-- Every entry left (or was given back): no key, or only the meta of a block in place.
+local function emptied()
+  redis.call('UNLINK', key)
+  head, tail, base, rebaseSeq, rebaseBy, clean, dirty = 0, 0, 0, 0, 0, 0, false
+  if exactEntries <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} else B = ${LARGE_LOG_CHUNK_ENTRIES} end
+  if blockTail ~= '' then dirty, recreated = true, true end
+end
+
+-- Chunks read this call, by index.
+local chunks = {}
+local function chunk(c)
+  local s = chunks[c]
+  if not s then
+    s = redis.call('HGET', key, string.format('%d', c))
+    chunks[c] = s
+  end
+  return s
+end
+-- Entry s as stored: leaveAtMs, running total on the scale of its time.
+local function raw(s)
+  local c = floor(s / B)
+  return struct.unpack('<dd', chunk(c), 9 + 16 * (s - c * B))
+end
+-- Entry s: leaveAtMs and running total, as SlidingWindowLog holds them.
+local function entry(s)
+  local leave, total = raw(s)
+  if s < rebaseSeq then total = total - rebaseBy end
+  return leave, total
+end
+-- Stores entry s (at most tail); maxLeave nil keeps the chunk's.
+local function write(s, leave, total, maxLeave)
+  local c = floor(s / B)
+  local k = s - c * B
+  local old = ''
+  if s < tail then old = chunk(c) elseif k > 0 then old = chunk(c) end
+  if maxLeave == nil then maxLeave = struct.unpack('<d', old) end
+  local new = struct.pack('<d', maxLeave) .. string.sub(old, 9, 8 + 16 * k)
+    .. struct.pack('<dd', leave, total) .. string.sub(old, 25 + 16 * k)
+  redis.call('HSET', key, string.format('%d', c), new)
+  chunks[c] = new
+end
+
+-- SlidingWindowLog.expire: drop the entries up to the first that has not left.
+if tail > head and raw(head) <= now then
+  local lo, hi = floor(head / B), floor((tail - 1) / B) + 1
+  while lo < hi do -- the first chunk whose maxLeave is still ahead
+    local mid = floor((lo + hi) / 2)
+    if struct.unpack('<d', chunk(mid)) > now then hi = mid else lo = mid + 1 end
+  end
+  local first = math.min(tail, math.max(head, lo * B))
+  while first < tail and raw(first) <= now do first = first + 1 end
+  if first == tail then
+    emptied()
+  else
+    local _, total = entry(first - 1)
+    base, head, dirty = total, first, true
+    if base > 2 * limit then
+      -- SlidingWindowLog.rebase, lazily: entries below rebaseSeq read as total - rebaseBy.
+      for s = head, rebaseSeq - 1 do
+        local leave, old = entry(s)
+        write(s, leave, old, nil)
+      end
+      rebaseSeq, rebaseBy, base = tail, base, 0
+    end
+  end
+end
+
+-- SlidingWindowLog.refund (log-ring.ts): the newest entries first; an entry whose cost
+-- fits in what is left goes, the next is cut by the rest (stored on the new scale).
+if cost > 0 then
+  local left = cost
+  while left > 0 and tail > head do
+    local s = tail - 1
+    local leave, total = entry(s)
+    local before = base
+    if s > head then
+      local _, t = entry(s - 1)
+      before = t
+    end
+    local own = total - before
+    if fits(own, left) then
+      tail = s
+      left = left - own
+    else
+      write(s, leave, total - left, nil)
+      if s < rebaseSeq then rebaseSeq = s end
+      left = 0
+    end
+    dirty = true
+  end
+  if rebaseSeq > tail then rebaseSeq = tail end
+  if tail == head and dirty then emptied() end
+end
+-- Delete a few chunks whose every entry has left (after the last read of them).
+local dead = floor(head / B)
+if clean < dead then
+  local last = math.min(dead, clean + ${LOG_CHUNKS_DELETED_PER_CALL}) - 1
+  local fields = {}
+  for c = clean, last do fields[#fields + 1] = string.format('%d', c) end
+  redis.call('HDEL', key, unpack(fields))
+  clean, dirty = last + 1, true
+end
+if dirty then
+  redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B) .. blockTail)
+  if recreated then redis.call('PEXPIRE', key, math.ceil(blockedUntil - now)) end
+end
+return { 1, serverNow }
+`,
+);
+
+/**
+ * Blocks a sliding log's key: the block's end after the meta's 64 bytes (a key without
+ * state gets an empty log's meta), seen by the decision in the `HGET` of the meta it makes
+ * anyway. ARGV: limit, windowMs, durationMs (as the cost), keep (1: a block in place stays
+ * as it is), now, maxTtlMs, deadlineMs. The key lives at least until the block ends.
+ * Reply: `{ms the key is blocked from now, serverNowMs}`.
+ */
+export const SLIDING_WINDOW_LOG_BLOCK_SCRIPT = new Script(
+  "sliding-window-log-block",
+  `${LUA_COMMON}${luaArgs("limit", "windowMs")}
+local meta = redis.call('HGET', key, 'm')
+local untilMs = now + cost
+local body
+if meta then
+  body = string.sub(meta, 1, 64)
+  if #meta > 64 then
+    local had = struct.unpack('<d', meta, 65)
+    if had > now and (take or had > untilMs) then untilMs = had end
+  end
+else
+  local B = ${LARGE_LOG_CHUNK_ENTRIES}
+  if math.min(math.max(64, math.ceil(limit)), 16777216) <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} end
+  body = struct.pack('<dddddddd', 0, 0, 0, -math.huge, 0, 0, 0, B)
+end
+local ms = math.ceil(untilMs - now)
+local pttl = redis.call('PTTL', key)
+if pttl > ms then ms = pttl end
+redis.call('HSET', key, 'm', body .. struct.pack('<d', untilMs))
+redis.call('PEXPIRE', key, ms)
+return { f(untilMs - now), serverNow }
 `,
 );

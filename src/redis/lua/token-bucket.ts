@@ -2,34 +2,68 @@ import { Script } from "../script.js";
 import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
 
 /**
- * The token bucket's one script, also the leaky bucket's (as a meter a leaky bucket is
- * a token bucket whose tokens are its free room, `capacity - level`) (consume and peek). One
- * string per key, `struct.pack('<dd', tokens, anchor)`: `tokens` exact at `anchor` (ms),
- * written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take (1/0),
- * now ('' = server TIME), maxTtlMs, deadlineMs ('' = none). Reply: `{allowed (1/0), tokens
- * available now before the cost, serverNowMs}` (or `{-1, serverNowMs}` past the deadline);
- * the caller builds the Decision with `bucketDecision`.
+ * The token bucket's one script (consume and peek); {@link LEAKY_BUCKET_SCRIPT} is its twin
+ * (a leaky bucket is a token bucket whose tokens are its free room). One string per key,
+ * `struct.pack('<ddd', tokens, anchor, capacity)` (`tokens` exact at `anchor`, counted with
+ * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
+ * length); written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take
+ * (1/0), now ('' = server TIME), maxTtlMs, deadlineMs. Reply: `{allowed (1/0), tokens now
+ * before the cost, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, tokens,
+ * blockLeftMs, serverNowMs}` blocked, writing nothing), for `bucketDecision`.
  *
- * Mirrors `tokensAt`/`tokensAfter` of src/algorithms/bucket-math.ts (the overdraft
- * within the fit tolerance is kept, not clamped at 0, so it is forgiven only once). A time behind the
- * stored anchor counts as the anchor (a lagging clock adds nothing). A full bucket has
- * no key; any other state expires exactly when the bucket would be full again.
+ * Mirrors `tokensAt`/`tokensAfter` of bucket-math.ts (an overdraft within the fit tolerance
+ * is kept, so it is forgiven only once). A time behind the anchor counts as the anchor. A
+ * full bucket has no key; any other state expires exactly when it would be full again.
  */
-export const TOKEN_BUCKET_SCRIPT = new Script(
-  "token-bucket",
-  `${luaArgs("capacity", "rate")}${LUA_NUMBER}
+export const TOKEN_BUCKET_SCRIPT = bucketScript("token-bucket", false);
+
+/** The leaky bucket's script: {@link TOKEN_BUCKET_SCRIPT} keeping the level at a new capacity. */
+export const LEAKY_BUCKET_SCRIPT = bucketScript("leaky-bucket", true);
+
+/**
+ * Reads a bucket's state (the local `state`, not nil) into `tokens` at `now` (clamped to the
+ * anchor) under today's `capacity`: as `BucketBase.unitsAt`, and, for a state written with
+ * another capacity (`reconfigure`), as `planBucket` at this call: a bucket full under its
+ * old capacity is fresh (full at the new one); else a token bucket's tokens are clamped to
+ * the new capacity, a leaky bucket's level is kept (clamped), as `retunedUnits` does.
+ */
+export function luaBucketRead(leaky: boolean): string {
+  return `
+local stored, anchor, storedCap = struct.unpack('<ddd', state)
+if now < anchor then now = anchor end
+local refilled = stored + ((now - anchor) * rate) / 1000
+if refilled >= storedCap then
+  tokens = capacity
+elseif storedCap == capacity then
+  tokens = refilled
+else
+${
+  leaky
+    ? `  local level = storedCap - refilled
+  if level < capacity then tokens = capacity - level else tokens = 0 end`
+    : "  if refilled < capacity then tokens = refilled else tokens = capacity end"
+}
+end
+`;
+}
+
+/** The decision script of a token (`leaky` false) or leaky bucket. */
+function bucketScript(name: string, leaky: boolean): Script {
+  return new Script(
+    name,
+    `${luaArgs("capacity", "rate")}${LUA_NUMBER}
 local state = redis.call('GET', key)
 local tokens = capacity
+local blockedUntil = nil
 if state then
-  local stored, anchor = struct.unpack('<dd', state)
-  if now < anchor then now = anchor end
-  local refilled = stored + ((now - anchor) * rate) / 1000
-  if refilled < capacity then tokens = refilled end
+  ${luaBucketRead(leaky).trim().replace(/\n/g, "\n  ")}
+  if #state > 24 then blockedUntil = struct.unpack('<d', state, 25) end
 end
 
 -- A free probe is allowed even in an overdraft (tokens a hair below 0, kept as in TS).
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local allowed = cost == 0 or cost <= tokens + 1e-9 * (cost > 1 and cost or 1)
+if blockedUntil and now < blockedUntil then return { 2, n(tokens), n(blockedUntil - now), serverNow } end
 if allowed and take and cost > 0 then
   local left = tokens - cost
   local missing = capacity - left
@@ -38,11 +72,12 @@ if allowed and take and cost > 0 then
     local fullMs = math.huge
     if rate > 0 then fullMs = cleanMs((missing * 1000) / rate) end
     ${LUA_STORE.trim().replace(/\n/g, "\n    ")}
-    store(struct.pack('<dd', left, now), fullMs, now + fullMs)
+    store(struct.pack('<ddd', left, now, capacity), fullMs, now + fullMs)
   else
     redis.call('DEL', key)
   end
 end
 return { allowed and 1 or 0, n(tokens), serverNow }
 `,
-);
+  );
+}

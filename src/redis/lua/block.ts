@@ -1,0 +1,58 @@
+import { Script } from "../script.js";
+import { LUA_NUMBER, luaArgs } from "./common.js";
+
+/**
+ * The block scripts, one per state shape: a block lives in the key's own value, after the
+ * state (`struct.pack('<d', blockedUntilMs)`), so every decision script sees it in the
+ * `GET` it makes anyway (no extra command, the same key and so the same cluster slot).
+ * ARGV: the algorithm's two options, durationMs (as the cost), keep (1: a block in place is
+ * kept as it is, the middleware's `blockDurationMs`; 0: the later end wins), now ('' =
+ * server TIME), maxTtlMs, deadlineMs. A key without state gets the fresh state. The key
+ * lives at least until the block ends (`PX`, the longer of its time to live and the
+ * block's). Reply: `{ms the key is blocked from now, serverNowMs}` (or `{-1, serverNowMs}`
+ * past the deadline).
+ * @module
+ */
+
+/** The block script of a state of `size` bytes whose fresh state packs as `fresh` (Lua). */
+function blockScript(name: string, size: number, fresh: string): Script {
+  return new Script(
+    `${name}-block`,
+    `${luaArgs("first", "second")}${LUA_NUMBER}
+local state = redis.call('GET', key)
+local untilMs = now + cost
+local body = ${fresh}
+if state then
+  body = string.sub(state, 1, ${size})
+  if #state > ${size} then
+    local had = struct.unpack('<d', state, ${size + 1})
+    if had > now and (take or had > untilMs) then untilMs = had end
+  end
+end
+local ms = math.ceil(untilMs - now)
+local pttl = redis.call('PTTL', key)
+if pttl > ms then ms = pttl end
+redis.call('SET', key, body .. struct.pack('<d', untilMs), 'PX', ms)
+return { n(untilMs - now), serverNow }
+`,
+  );
+}
+
+/** Blocks a token or leaky bucket's key (a fresh bucket packs `tokens` as infinity: full at any capacity). */
+export const BUCKET_BLOCK_SCRIPT = blockScript(
+  "bucket",
+  24,
+  "struct.pack('<ddd', math.huge, now, first)",
+);
+/** Blocks a fixed window's key (a fresh window ended long ago). */
+export const FIXED_WINDOW_BLOCK_SCRIPT = blockScript(
+  "fixed-window",
+  24,
+  "struct.pack('<ddd', -math.huge, 0, now)",
+);
+/** Blocks a sliding window counter's key (second is `windowMs`). */
+export const SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT = blockScript(
+  "sliding-window-counter",
+  40,
+  "struct.pack('<ddddd', -math.huge, 0, 0, now, second)",
+);
