@@ -713,6 +713,17 @@ export class LeasedTokenBucket {
     for (const e of this.table.chunk(count)) {
       if (e.inFlight || e.queued) continue;
       const idle = now - e.lastUsedMs >= idleAfterMs;
+      if (idle && e.fallback !== undefined) {
+        // A quiet key's fallback bucket: once full again it is a fresh one and can go; once
+        // Redis is back, what it spent and has not refilled becomes debt (as on a lease's
+        // arrival). Either way the entry can then leave: a key flood during an outage must
+        // not hold the table (and refuse every new key) for good.
+        const spent = e.fallback.spent(now);
+        if (spent <= 1e-9 || !this.isDown(e, now)) {
+          e.tokens -= spent;
+          e.fallback = undefined;
+        }
+      }
       if (idle && e.isFree(now)) {
         this.table.entries.delete(e.key);
         this.table.counts.evictedIdle++;
