@@ -122,6 +122,8 @@ export class LeasedTokenBucket {
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal */
   private closed = false;
+  /** @internal The one close() under way or done. */
+  private closing: Promise<void> | undefined;
   /** @internal */
   private cancelSweep: (() => void) | undefined;
   /** @internal Exchanges under way, for close(). */
@@ -268,8 +270,14 @@ export class LeasedTokenBucket {
    * are made by the failure policy, as when Redis is away. Resolves when done; never
    * rejects (failures go to `onError`).
    */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    // A second call waits for the first: it must not resolve before the tokens went back.
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  /** @internal close()'s one run. */
+  private async shutDown(): Promise<void> {
     this.closed = true;
     this.cancelSweep?.();
     this.batcher.stop();
