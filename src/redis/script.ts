@@ -52,7 +52,11 @@ export function runScript(
   if (timeoutMs === undefined) return call;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StoreTimeoutError(timeoutMs)), timeoutMs);
+    // The rejection waits one turn (setImmediate), so that a reply already in the socket
+    // when a blocked event loop wakes (timers run before sockets are read) still wins.
+    timer = setTimeout(() => {
+      setImmediate(() => reject(new StoreTimeoutError(timeoutMs)));
+    }, timeoutMs);
     // A pending limiter call must not hold the process open on its own.
     if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
   });

@@ -104,15 +104,36 @@ export class ServerClock {
   }
 }
 
-/** One {@link ServerClock} per client adapter, shared by every limiter on it. */
-const CLOCKS = new WeakMap<RedisLike, ServerClock>();
+/** Most clocks kept by node per client; past it, keys of a new node share the client's clock. */
+export const MAX_NODE_CLOCKS = 1024;
 
-/** The {@link ServerClock} of `client`, made on first use. */
-export function serverClockOf(client: RedisLike): ServerClock {
-  let clock = CLOCKS.get(client);
+/** The clocks of one client adapter: its own, and one per cluster node. */
+interface ClientClocks {
+  readonly main: ServerClock;
+  readonly nodes: Map<string, ServerClock>;
+}
+
+/** The clocks of each client adapter, shared by every limiter on it. */
+const CLOCKS = new WeakMap<RedisLike, ClientClocks>();
+
+/**
+ * The {@link ServerClock} of `client`, made on first use; with `node` (a cluster node's
+ * address), that node's own: cluster nodes are separate servers whose clocks may differ,
+ * and an offset measured on a node ahead would put the deadlines of a node behind past
+ * the client's timeout (late charges again), for as long as the sample lives.
+ */
+export function serverClockOf(client: RedisLike, node?: string): ServerClock {
+  let clocks = CLOCKS.get(client);
+  if (clocks === undefined) {
+    clocks = { main: new ServerClock(), nodes: new Map() };
+    CLOCKS.set(client, clocks);
+  }
+  if (node === undefined) return clocks.main;
+  let clock = clocks.nodes.get(node);
   if (clock === undefined) {
+    if (clocks.nodes.size >= MAX_NODE_CLOCKS) return clocks.main;
     clock = new ServerClock();
-    CLOCKS.set(client, clock);
+    clocks.nodes.set(node, clock);
   }
   return clock;
 }
@@ -162,7 +183,8 @@ export async function runDecision(
   args: readonly string[],
   timeoutMs: number,
 ): Promise<unknown> {
-  const clock = serverClockOf(client);
+  const key = keys[0];
+  const clock = serverClockOf(client, key === undefined ? undefined : client.nodeOf?.(key));
   const sentAt = clock.now();
   let deadline = clock.deadlineArg(sentAt, timeoutMs);
   if (deadline === undefined) {

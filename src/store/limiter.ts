@@ -260,12 +260,18 @@ export abstract class StoreLimiter<Store extends string, Key> {
   /**
    * @internal The store's promise, rejected with a {@link StoreTimeoutError} after
    * `timeoutMs`; the circuit counts the call pending until the store itself settles it.
+   * The timer's rejection waits one turn of the event loop (`setImmediate`): after a
+   * blocked event loop the timer phase runs before the poll phase, so a reply already in
+   * the socket would otherwise lose to the timer, and a call Redis answered (and charged)
+   * would be answered again by the policy.
    */
   private timed(call: Promise<unknown>, circuit: Circuit): Promise<unknown> {
     const timeoutMs = this.timeoutMs;
     const label = this.label;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new StoreTimeoutError(timeoutMs, label)), timeoutMs);
+      const timer = setTimeout(() => {
+        setImmediate(() => reject(new StoreTimeoutError(timeoutMs, label)));
+      }, timeoutMs);
       // A pending limiter call must not hold the process open on its own.
       if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
       call.then(

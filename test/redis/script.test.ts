@@ -126,6 +126,25 @@ describe("runScript", () => {
     expect((error as StoreTimeoutError).timeoutMs).toBe(250);
   });
 
+  test("a reply read in the same turn as the expired timer wins over it", async () => {
+    // After a blocked event loop, Node runs the expired timer before it reads the socket
+    // where the reply already waits: the reply must still be the answer (a lease Redis
+    // granted is then used, not lost).
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    let answer: (reply: unknown) => void = () => {};
+    const client = fake(
+      () =>
+        new Promise((resolve) => {
+          answer = resolve;
+        }),
+      () => new Promise(() => {}),
+    );
+    const pending = runScript(client, script, [], [], 250).catch((e: unknown) => e);
+    vi.advanceTimersByTime(250); // the timer fires first
+    answer(7); // then the socket is read, in the same turn
+    expect(await pending).toBe(7);
+  });
+
   test("clears its timer when the answer comes first", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     const client = fake(

@@ -105,6 +105,34 @@ describe("runDecision", () => {
     }
   });
 
+  test("each cluster node keeps its own offset: a node behind gets no deadline past the timeout", async () => {
+    // Node a's clock runs 500 ms ahead of node b's. With one offset per client, the largest
+    // sample (a's) set b's deadlines 500 ms late: past the client's 1 s timeout, so b could
+    // run a call the policy had answered and charge it.
+    const aheadMs: Record<string, number> = { a: 1e12 + 500, b: 1e12 };
+    const sent: { node: string; deadline: string }[] = [];
+    const client: RedisLike = {
+      evalSha: async (_sha, keys, args) => {
+        const node = String(keys[0]);
+        const deadline = args[args.length - 1]!;
+        sent.push({ node, deadline });
+        const now = performance.now() + aheadMs[node]!;
+        return [deadline === PROBE_DEADLINE ? -1 : 1, now];
+      },
+      evalScript: () => Promise.reject(new Error("no script load expected")),
+      nodeOf: (key) => String(key),
+    };
+    await runDecision(client, script, ["a"], [], 1_000);
+    await runDecision(client, script, ["b"], [], 1_000);
+    await runDecision(client, script, ["b"], [], 1_000);
+    const decisions = sent.filter((c) => c.node === "b" && c.deadline !== PROBE_DEADLINE);
+    expect(decisions.length).toBe(2);
+    for (const c of decisions) {
+      const ahead = Number(c.deadline) - (performance.now() + aheadMs["b"]!);
+      expect(ahead).toBeLessThanOrEqual(750);
+    }
+  });
+
   test("a {-1} reply is a timeout: the call ran past its deadline and wrote nothing", async () => {
     const { client } = recording(() => [-1, performance.now()]);
     const error = await runDecision(client, script, ["k"], [], 1_000).catch((e: unknown) => e);

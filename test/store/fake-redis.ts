@@ -22,9 +22,16 @@ export class FakeRedis implements RedisLike {
   nodeOf?: (key: RedisKey) => string | undefined;
 
   constructor(nodeOf?: (key: RedisKey) => string | undefined) {
-    if (nodeOf !== undefined) this.nodeOf = nodeOf;
-    // Known offset to the server's clock, so each decision goes out at once (no probe
-    // first) and the tests settle calls in the order they make them.
+    // Known offset to the server's clock (each node's too: they keep their own), so each
+    // decision goes out at once (no probe first) and the tests settle calls in the order
+    // they make them.
+    if (nodeOf !== undefined) {
+      this.nodeOf = (key) => {
+        const node = nodeOf(key);
+        if (node !== undefined) serverClockOf(this, node).observe(SERVER_NOW_MS);
+        return node;
+      };
+    }
     serverClockOf(this).observe(SERVER_NOW_MS);
   }
 

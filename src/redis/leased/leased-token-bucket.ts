@@ -122,6 +122,8 @@ export class LeasedTokenBucket {
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal */
   private closed = false;
+  /** @internal The one close() under way or done. */
+  private closing: Promise<void> | undefined;
   /** @internal */
   private cancelSweep: (() => void) | undefined;
   /** @internal Exchanges under way, for close(). */
@@ -268,8 +270,14 @@ export class LeasedTokenBucket {
    * are made by the failure policy, as when Redis is away. Resolves when done; never
    * rejects (failures go to `onError`).
    */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    // A second call waits for the first: it must not resolve before the tokens went back.
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  /** @internal close()'s one run. */
+  private async shutDown(): Promise<void> {
     this.closed = true;
     this.cancelSweep?.();
     this.batcher.stop();
@@ -713,6 +721,17 @@ export class LeasedTokenBucket {
     for (const e of this.table.chunk(count)) {
       if (e.inFlight || e.queued) continue;
       const idle = now - e.lastUsedMs >= idleAfterMs;
+      if (idle && e.fallback !== undefined) {
+        // A quiet key's fallback bucket: once full again it is a fresh one and can go; once
+        // Redis is back, what it spent and has not refilled becomes debt (as on a lease's
+        // arrival). Either way the entry can then leave: a key flood during an outage must
+        // not hold the table (and refuse every new key) for good.
+        const spent = e.fallback.spent(now);
+        if (spent <= 1e-9 || !this.isDown(e, now)) {
+          e.tokens -= spent;
+          e.fallback = undefined;
+        }
+      }
       if (idle && e.isFree(now)) {
         this.table.entries.delete(e.key);
         this.table.counts.evictedIdle++;

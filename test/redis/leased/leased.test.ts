@@ -4,7 +4,7 @@ import { rateLimit } from "../../../src/http/node.js";
 import { LeasedTokenBucket, MemoryLeaseStore } from "../../../src/redis/index.js";
 import type { LeasedTokenBucketOptions } from "../../../src/redis/leased/options.js";
 import { type ManualClock, manualClock } from "../../support/manual-clock.js";
-import { type ManualScheduler, manualScheduler } from "../../support/manual-scheduler.js";
+import { type ManualScheduler, manualScheduler, settle } from "../../support/manual-scheduler.js";
 
 interface World {
   readonly clock: ManualClock;
@@ -169,6 +169,25 @@ describe("LeasedTokenBucket decisions (deterministic store, clock and timers)", 
     const held = w.store.record("hot").taken - w.store.record("hot").given - allowed;
     expect(held).toBeLessThanOrEqual(250);
     await limiter.close();
+  });
+
+  test("a second close() resolves only once the tokens went back", async () => {
+    const w = world(100, 0, 20);
+    const limiter = w.limiter({ initialCredit: 0, maxLeaseShare: 0.5 });
+    limiter.consume("k");
+    await w.timers.advance(50);
+    expect(limiter.consume("k").allowed).toBe(true);
+    expect(w.store.tokens("k")).toBeLessThan(99);
+    void limiter.close();
+    let second = false;
+    void limiter.close().then(() => {
+      second = true;
+    });
+    await settle();
+    expect(second).toBe(false);
+    await w.timers.advance(100);
+    expect(second).toBe(true);
+    expect(w.store.tokens("k")).toBeCloseTo(99, 9);
   });
 
   test("idle keys and close() give unused tokens back", async () => {

@@ -75,6 +75,45 @@ describe("LeasedTokenBucket failure policies", () => {
 });
 
 describe("LeasedTokenBucket local table", () => {
+  test("a key flood during an outage does not hold the table once the keys went quiet", async () => {
+    // One call per key while the store fails: each entry gets a fallback bucket. Before,
+    // an entry with a fallback could never leave (not free, not evictable) and no exchange
+    // cleared the outage, so after Redis came back the full table refused every new key.
+    const w = world(10, 1);
+    const limiter = w.limiter({ initialCredit: 0, maxKeys: 50 });
+    await w.timers.advance(10);
+    w.store.failing = true;
+    for (let i = 0; i < 100; i++) {
+      limiter.consume(`flood:${i}`);
+      await w.timers.advance(1);
+    }
+    expect(limiter.size).toBe(50);
+    expect(limiter.consume("newcomer")).toMatchObject({ allowed: false, source: "lease" });
+    await w.timers.advance(5000);
+    w.store.failing = false;
+    await w.timers.advance(60_000);
+    expect(limiter.size).toBe(0);
+    limiter.consume("newcomer");
+    await w.timers.advance(50);
+    expect(limiter.consume("newcomer")).toMatchObject({ allowed: true, source: "lease" });
+  });
+
+  test("an idle fallback still owing tokens becomes debt once Redis answers again", async () => {
+    const w = world(10, 0);
+    const limiter = w.limiter({ initialCredit: 0 });
+    await w.timers.advance(10);
+    w.store.failing = true;
+    limiter.consume("k"); // denied: no lease yet; its exchange fails
+    await w.timers.advance(10);
+    expect(limiter.consume("k")).toMatchObject({ allowed: true, source: "local" });
+    await w.timers.advance(5000);
+    w.store.failing = false;
+    limiter.consume("other"); // an exchange goes out and succeeds: the outage is over
+    await w.timers.advance(60_000);
+    // The unit the fallback admitted (no refill) was charged to the shared bucket.
+    expect(w.store.record("k").taken).toBeGreaterThanOrEqual(1);
+  });
+
   test("peek changes nothing: no entry, no call", async () => {
     const w = world(10, 1);
     const limiter = w.limiter();
