@@ -39,13 +39,21 @@ function isCrossSlot(error: unknown): boolean {
  * an exchange first asks the heartbeat script for the server's now, which takes no tokens.
  *
  * Batches: one call for all keys on a standalone server; in a cluster (the client has
- * `nodeOf`, or a call was refused with `CROSSSLOT`) one call per hash slot.
+ * `nodeOf`, or a call was refused with `CROSSSLOT`) one call per hash slot, as a cluster
+ * refuses a script whose keys lie in more than one slot. {@link nodeOf} names the slot's
+ * master, so the limiter sends the calls of one node back to back (one round trip).
+ *
+ * The offset is measured once however many calls start together before it is known (a
+ * cluster's first window has one call per slot), and kept from the reply of every call,
+ * whichever node answered: it assumes the nodes' clocks agree to well within `timeoutMs`.
  */
 export class RedisLeaseStore implements LeaseStore {
   /** Round trips made (exchanges and heartbeats). */
   roundTrips = 0;
   /** @internal Server now minus local now, ms; undefined until measured. */
   private offsetMs: number | undefined;
+  /** @internal The measurement under way, shared by the calls that wait for it. */
+  private measuring: Promise<void> | undefined;
   /** @internal Group by hash slot. */
   private bySlot: boolean;
   private readonly config: RedisLeaseStoreConfig;
@@ -71,8 +79,23 @@ export class RedisLeaseStore implements LeaseStore {
     return this.bySlot ? String(hashSlot(this.keyOf(key))) : "";
   }
 
+  nodeOf(key: string): string | undefined {
+    const nodeOf = this.config.client.nodeOf;
+    if (nodeOf === undefined) return undefined;
+    try {
+      return nodeOf.call(this.config.client, this.keyOf(key));
+    } catch {
+      return undefined;
+    }
+  }
+
   async exchange(requests: readonly LeaseRequest[]): Promise<LeaseExchange> {
-    if (this.offsetMs === undefined) await this.measure();
+    if (this.offsetMs === undefined) {
+      this.measuring ??= this.measure().finally(() => {
+        this.measuring = undefined;
+      });
+      await this.measuring;
+    }
     const c = this.config;
     const keys = requests.map((r) => this.keyOf(r.key));
     const args = [...this.head];
