@@ -38,14 +38,10 @@ function isCrossSlot(error: unknown): boolean {
  * the limiter stopped waiting writes nothing. Until an offset is known (the first call),
  * an exchange first asks the heartbeat script for the server's now, which takes no tokens.
  *
- * Batches: one call for all keys on a standalone server; in a cluster (the client has
- * `nodeOf`, or a call was refused with `CROSSSLOT`) one call per hash slot, as a cluster
- * refuses a script whose keys lie in more than one slot. {@link nodeOf} names the slot's
- * master, so the limiter sends the calls of one node back to back (one round trip).
- *
- * The offset is measured once however many calls start together before it is known (a
- * cluster's first window has one call per slot), and kept from the reply of every call,
- * whichever node answered: it assumes the nodes' clocks agree to well within `timeoutMs`.
+ * Batches: one call for all keys on one server; in a cluster (the client has `nodeOf`, or
+ * a call was refused with `CROSSSLOT`) one per hash slot, sent back to back per node
+ * ({@link nodeOf}). The offset is measured once for all calls waiting for it, and kept
+ * from every reply, whichever node gave it (node clocks must agree within `timeoutMs`).
  */
 export class RedisLeaseStore implements LeaseStore {
   /** Round trips made (exchanges and heartbeats). */
