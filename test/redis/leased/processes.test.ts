@@ -1,7 +1,9 @@
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { hashSlot } from "../../../src/redis/hash-slot.js";
 import { accessLogPath } from "../../support/access-log.js";
 import { uniquePrefix } from "../../support/redis-clients.js";
+import { useRedisCluster } from "../../support/redis-cluster.js";
 import { useRedis } from "../../support/redis-server.js";
 import {
   type Oracle,
@@ -9,7 +11,7 @@ import {
   type Summary,
   steadyUtilisation,
 } from "./support/processes.js";
-import type { Scenario } from "./support/worker.js";
+import type { Scenario, Target } from "./support/worker.js";
 
 // N = 4 Node processes share one leased limit through one real redis-server. The oracle is
 // the server's own record (taken, given) of each key's shared bucket, read after the run.
@@ -115,3 +117,145 @@ describe.skipIf(!redis.available)(`LeasedTokenBucket, ${PROCESSES} processes, on
     expect(log.decisions).toBeGreaterThan(1000);
   });
 });
+
+// N = 4 Node processes share one leased limit through a Redis Cluster (3 masters, 3
+// replicas), each through its own cluster client. The same scenarios and the same oracle
+// as on one redis-server (processes.test.ts): each key's record (taken, given) read after
+// the run from the master of its slot; the keys spread over slots and masters.
+
+// In the same file as the single-server runs, so that the two never load the machine at
+// once. Shorter than those (8 s): the bounds bind from the first second on (saturated
+// keys), and the steady window is still 3 s.
+const CLUSTER_DURATION_MS = 4000;
+
+const cluster = useRedisCluster();
+let oracleClient: Cluster;
+beforeAll(async () => {
+  if (!cluster.available) return;
+  const seed = cluster.seed();
+  oracleClient = new Cluster([{ host: seed.host, port: seed.port }], { lazyConnect: true });
+  oracleClient.on("error", () => {});
+  await oracleClient.connect();
+});
+afterAll(() => oracleClient?.disconnect());
+
+const clusterOracle: Oracle = {
+  async serverMs() {
+    const [s, us] = (await oracleClient.nodes("master")[0]?.time()) ?? ["0", "0"];
+    return Number(s) * 1000 + Number(us) / 1000;
+  },
+  async keys(prefix) {
+    const answers = await Promise.all(
+      oracleClient.nodes("master").map((node) => node.keys(`${prefix}*`)),
+    );
+    return answers.flat();
+  },
+  hgetall: (key) => oracleClient.hgetall(key),
+};
+
+/** The masters (as host:port) holding the keys under `prefix`. */
+async function mastersOf(prefix: string): Promise<Set<string>> {
+  const slots = oracleClient.slots;
+  const masters = new Set<string>();
+  for (const key of await clusterOracle.keys(prefix)) {
+    const master = slots[hashSlot(key)]?.[0];
+    if (master !== undefined) masters.add(master);
+  }
+  return masters;
+}
+
+function target(library: "ioredis" | "node-redis"): Target {
+  return { kind: "cluster", library, seeds: [cluster.seed()] };
+}
+
+const LIBRARIES = ["ioredis", "node-redis"] as const;
+
+describe.skipIf(!cluster.available)(
+  `LeasedTokenBucket, ${PROCESSES} processes, one Redis Cluster`,
+  () => {
+    for (const library of LIBRARIES) {
+      test(`${library}: hot keys: bounds from the masters' records, utilisation, round trips`, {
+        timeout: 120_000,
+      }, async () => {
+        const scenarios: Scenario[] = [
+          {
+            name: "hot",
+            prefix: uniquePrefix("chot"),
+            capacity: 1000,
+            refillPerSecond: 5000,
+            initialCredit: 0,
+            keys: ["hot"],
+            perSecond: 2500,
+          },
+          {
+            name: "steady",
+            prefix: uniquePrefix("csteady"),
+            capacity: 1000,
+            refillPerSecond: 5000,
+            initialCredit: 0,
+            keys: ["steady"],
+            perSecond: 600,
+          },
+        ];
+        const { summaries, report, results } = await run(
+          target(library),
+          clusterOracle,
+          PROCESSES,
+          CLUSTER_DURATION_MS,
+          scenarios,
+        );
+        const hot = summaries.get("hot") as Summary;
+        const utilisation = steadyUtilisation(results, "hot", 5000);
+        const steady = summaries.get("steady") as Summary;
+        const steadyShare = (steady.admitted["steady"] ?? 0) / steady.decisions;
+        console.log(
+          `lease cluster processes (${library}, hot): ${JSON.stringify({ ...report, utilisation, steadyShare })}`,
+        );
+        expect(utilisation).toBeGreaterThanOrEqual(0.99);
+        for (const s of [hot, steady]) {
+          expect((s.steadyExchanges / s.steadyDecisions) * 100).toBeLessThanOrEqual(1);
+        }
+        expect(steadyShare).toBeGreaterThanOrEqual(0.95);
+      });
+
+      test(`${library}: many keys and the real access log over every master, with credit`, {
+        timeout: 120_000,
+      }, async () => {
+        const many = Array.from({ length: 200 }, (_, i) => `client-${i}`);
+        const scenarios: Scenario[] = [
+          {
+            name: "many",
+            prefix: uniquePrefix("cmany"),
+            capacity: 5,
+            refillPerSecond: 10,
+            initialCredit: 1,
+            keys: many,
+            perSecond: 1000,
+          },
+          {
+            name: "log",
+            prefix: uniquePrefix("clog"),
+            capacity: 10,
+            refillPerSecond: 2,
+            initialCredit: 1,
+            log: accessLogPath,
+          },
+        ];
+        const { summaries, report } = await run(
+          target(library),
+          clusterOracle,
+          PROCESSES,
+          CLUSTER_DURATION_MS,
+          scenarios,
+        );
+        console.log(`lease cluster processes (${library}, keys): ${JSON.stringify(report)}`);
+        const masters = oracleClient.nodes("master").length;
+        for (const s of scenarios) {
+          expect((await mastersOf(s.prefix)).size, `${s.name}: keys on every master`).toBe(masters);
+        }
+        const log = summaries.get("log") as Summary;
+        expect(log.decisions).toBeGreaterThan(1000);
+      });
+    }
+  },
+);
