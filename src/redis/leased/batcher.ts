@@ -3,11 +3,19 @@ import type { Scheduler } from "./store.js";
 /** Most keys in one exchange call. */
 export const MAX_BATCH_KEYS = 512;
 
+/** One call of a batch window: keys of one group, at most {@link MAX_BATCH_KEYS}. */
+export interface BatchCall {
+  readonly group: string;
+  readonly keys: string[];
+}
+
 /**
- * Collects the keys that need an exchange and hands them over once per batch window,
- * grouped (one group per hash slot in a cluster, one in all on a standalone server) and
- * cut into calls of at most {@link MAX_BATCH_KEYS} keys. Keeping at most one exchange in
- * flight per key is the caller's part (a key is added only when it has none).
+ * Collects the keys that need an exchange and hands them over once per batch window, all
+ * at once: grouped (one group per hash slot in a cluster, one in all on a standalone
+ * server) and cut into calls of at most {@link MAX_BATCH_KEYS} keys, so that the caller can
+ * send the calls of one node back to back (one round trip per node per window). Keeping at
+ * most one exchange in flight per key is the caller's part (a key is added only when it has
+ * none).
  */
 export class Batcher {
   private readonly queue = new Map<string, string[]>();
@@ -16,7 +24,7 @@ export class Batcher {
   constructor(
     private readonly windowMs: number,
     private readonly scheduler: Scheduler,
-    private readonly send: (group: string, keys: string[]) => void,
+    private readonly send: (calls: BatchCall[]) => void,
   ) {}
 
   /** Queues `key` of `group` for the next batch. */
@@ -45,13 +53,15 @@ export class Batcher {
       this.cancel();
       this.cancel = undefined;
     }
-    const groups = [...this.queue];
-    this.queue.clear();
-    for (const [group, keys] of groups) {
+    if (this.queue.size === 0) return;
+    const calls: BatchCall[] = [];
+    for (const [group, keys] of this.queue) {
       for (let i = 0; i < keys.length; i += MAX_BATCH_KEYS) {
-        this.send(group, keys.slice(i, i + MAX_BATCH_KEYS));
+        calls.push({ group, keys: keys.slice(i, i + MAX_BATCH_KEYS) });
       }
     }
+    this.queue.clear();
+    this.send(calls);
   }
 
   /** Stops the timer (queued keys stay queued until {@link flush}). */

@@ -4,7 +4,7 @@ import type { Decision } from "../../limiter.js";
 import { fits, wholeUnits } from "../../numeric.js";
 import { RateLimitStoreError, StoreTimeoutError } from "../errors.js";
 import { FAIL_CLOSED_RETRY_AFTER_MS } from "../policy.js";
-import { Batcher } from "./batcher.js";
+import { type BatchCall, Batcher } from "./batcher.js";
 import type { LeaseOperation } from "./events.js";
 import { Heartbeat } from "./heartbeat.js";
 import { LeaseEntry, LeaseTable } from "./lease-table.js";
@@ -46,8 +46,17 @@ export interface LeasedTokenBucketStats {
   readonly evictedLossy: number;
   /** New keys denied because the table was full of entries that could not go. */
   readonly refused: number;
-  /** Exchange calls made to the store (each one round trip). */
+  /**
+   * Exchange calls made to the store: per batch window, one per group of keys (a hash slot
+   * in a cluster; one server is one group), each one script call.
+   */
   readonly exchanges: number;
+  /**
+   * Round trips of exchanges: per batch window, one per node that got a call (the calls of
+   * one node are sent back to back, without waiting for each other). On one server, equal
+   * to `exchanges`.
+   */
+  readonly roundTrips: number;
   /** Heartbeat calls made. */
   readonly heartbeats: number;
   /** Exchange calls that failed or came back late. */
@@ -103,11 +112,12 @@ export class LeasedTokenBucket {
   private readonly heartbeat: Heartbeat;
   /** @internal Tokens of dropped entries, to go back with the next batch. */
   private readonly returns = new Map<string, number>();
-  /** @internal Groups whose last exchange failed: no new one before the time given. */
+  /** @internal Nodes whose last exchange failed: no new one before the time given. */
   private readonly down = new Map<string, number>();
   /** @internal */
   private readonly counters = {
     exchanges: 0,
+    roundTrips: 0,
     failedExchanges: 0,
     tokensTaken: 0,
     tokensGivenBack: 0,
@@ -156,8 +166,8 @@ export class LeasedTokenBucket {
     this.table = new LeaseTable(config.maxKeys, (e) =>
       this.giveBack(e.key, e.group, (e.tokens > 0 ? e.tokens : 0) + e.give),
     );
-    this.batcher = new Batcher(config.batchWindowMs, config.scheduler, (group, keys) =>
-      this.send(group, keys),
+    this.batcher = new Batcher(config.batchWindowMs, config.scheduler, (calls) =>
+      this.sendWindow(calls),
     );
     this.leaseDelayMs = config.batchWindowMs;
     this.heartbeat = new Heartbeat(
@@ -186,6 +196,7 @@ export class LeasedTokenBucket {
       evictedLossy: c.evictedLossy,
       refused: c.refused,
       exchanges: this.counters.exchanges,
+      roundTrips: this.counters.roundTrips,
       heartbeats: this.heartbeat.sent,
       failedExchanges: this.counters.failedExchanges,
       tokensTaken: this.counters.tokensTaken,
@@ -410,9 +421,18 @@ export class LeasedTokenBucket {
     this.batcher.add(e.group, e.key);
   }
 
-  /** @internal The group is down (its last exchange failed) and not due for a retry. */
+  /** @internal The key's node is down (its last exchange failed, no answer since). */
   private isDown(e: LeaseEntry, _now: number): boolean {
-    return this.down.has(e.group);
+    return this.down.size > 0 && this.down.has(this.nodeOf(e.group, e.key));
+  }
+
+  /**
+   * @internal The node a group's calls go to now: the store's answer for one of its keys
+   * (a cluster's master of the slot), else the group itself.
+   */
+  private nodeOf(group: string, key: string): string {
+    const node = this.store.nodeOf?.(key);
+    return node === undefined ? `group ${group}` : `node ${node}`;
   }
 
   /** @internal A decision of the failure policy for a key whose lease ran out. */
@@ -527,23 +547,36 @@ export class LeasedTokenBucket {
     return { key, give, want, need };
   }
 
-  /** @internal One exchange call for keys of one group. */
-  private send(group: string, keys: string[]): void {
+  /**
+   * @internal The calls of one batch window, back to back: those of one node make one
+   * round trip (a cluster client writes them to the node's connection without waiting).
+   */
+  private sendWindow(calls: readonly BatchCall[]): void {
+    const nodes = new Set<string>();
+    for (const { group, keys } of calls) {
+      const node = this.nodeOf(group, keys[0] as string);
+      if (this.send(group, keys, node)) nodes.add(node);
+    }
+    this.counters.roundTrips += nodes.size;
+  }
+
+  /** @internal One exchange call for keys of one group; true when it was sent. */
+  private send(group: string, keys: string[], node: string): boolean {
     const now = this.now(WHERE);
-    const retryAt = this.down.get(group);
+    const retryAt = this.down.get(node);
     if (retryAt !== undefined && now < retryAt && !this.closed) {
       // Back off: keep the keys for a later batch.
       this.config.scheduler(() => {
         for (const key of keys) this.batcher.add(group, key);
       }, retryAt - now);
-      return;
+      return false;
     }
     const requests: LeaseRequest[] = [];
     for (const key of keys) {
       const r = this.requestOf(key, now);
       if (r !== undefined) requests.push(r);
     }
-    if (requests.length === 0) return;
+    if (requests.length === 0) return false;
     this.counters.exchanges++;
     let given = 0;
     for (const r of requests) given += r.give;
@@ -559,8 +592,8 @@ export class LeasedTokenBucket {
     // either is reported, and `done` never rejects (close() awaits it).
     const done = call
       .then(
-        (exchange) => this.received(group, requests, exchange, sentMs),
-        (error: unknown) => this.lost(group, requests, error, false),
+        (exchange) => this.received(group, node, requests, exchange, sentMs),
+        (error: unknown) => this.lost(node, requests, error, false),
       )
       .catch((error: unknown) => {
         try {
@@ -571,29 +604,26 @@ export class LeasedTokenBucket {
       });
     this.inFlight.add(done);
     void done.finally(() => this.inFlight.delete(done));
+    return true;
   }
 
   /** @internal */
   private received(
     group: string,
+    node: string,
     requests: LeaseRequest[],
     exchange: LeaseExchange,
     sentMs: number,
   ): void {
     if (exchange.late) {
-      this.lost(
-        group,
-        requests,
-        new Error("the lease call reached Redis after its deadline"),
-        true,
-      );
+      this.lost(node, requests, new Error("the lease call reached Redis after its deadline"), true);
       return;
     }
     const now = this.now(WHERE);
     // The delay from asking to having: a quick rise, a slow decay.
     const delay = now - sentMs + this.config.batchWindowMs;
     this.leaseDelayMs = delay > this.leaseDelayMs ? delay : this.leaseDelayMs * 0.9 + delay * 0.1;
-    this.down.delete(group);
+    this.down.delete(node);
     this.settled("lease", requests.length, undefined);
     for (let i = 0; i < requests.length; i++) {
       const r = requests[i] as LeaseRequest;
@@ -647,11 +677,11 @@ export class LeasedTokenBucket {
   }
 
   /** @internal An exchange failed (or came late: nothing was written, so gives can be retried). */
-  private lost(group: string, requests: LeaseRequest[], error: unknown, late: boolean): void {
+  private lost(node: string, requests: LeaseRequest[], error: unknown, late: boolean): void {
     this.counters.failedExchanges++;
     this.lastError = error;
     const now = this.now(WHERE);
-    this.down.set(group, now + Math.min(1000, Math.max(this.config.batchWindowMs, 100)));
+    this.down.set(node, now + Math.min(1000, Math.max(this.config.batchWindowMs, 100)));
     for (const r of requests) {
       const e = this.table.entries.get(r.key);
       if (late) this.counters.tokensGivenBack -= r.give;

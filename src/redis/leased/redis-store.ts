@@ -38,14 +38,18 @@ function isCrossSlot(error: unknown): boolean {
  * the limiter stopped waiting writes nothing. Until an offset is known (the first call),
  * an exchange first asks the heartbeat script for the server's now, which takes no tokens.
  *
- * Batches: one call for all keys on a standalone server; in a cluster (the client has
- * `nodeOf`, or a call was refused with `CROSSSLOT`) one call per hash slot.
+ * Batches: one call for all keys on one server; in a cluster (the client has `nodeOf`, or
+ * a call was refused with `CROSSSLOT`) one per hash slot, sent back to back per node
+ * ({@link nodeOf}). The offset is measured once for all calls waiting for it, and kept
+ * from every reply, whichever node gave it (node clocks must agree within `timeoutMs`).
  */
 export class RedisLeaseStore implements LeaseStore {
   /** Round trips made (exchanges and heartbeats). */
   roundTrips = 0;
   /** @internal Server now minus local now, ms; undefined until measured. */
   private offsetMs: number | undefined;
+  /** @internal The measurement under way, shared by the calls that wait for it. */
+  private measuring: Promise<void> | undefined;
   /** @internal Group by hash slot. */
   private bySlot: boolean;
   private readonly config: RedisLeaseStoreConfig;
@@ -71,8 +75,23 @@ export class RedisLeaseStore implements LeaseStore {
     return this.bySlot ? String(hashSlot(this.keyOf(key))) : "";
   }
 
+  nodeOf(key: string): string | undefined {
+    const nodeOf = this.config.client.nodeOf;
+    if (nodeOf === undefined) return undefined;
+    try {
+      return nodeOf.call(this.config.client, this.keyOf(key));
+    } catch {
+      return undefined;
+    }
+  }
+
   async exchange(requests: readonly LeaseRequest[]): Promise<LeaseExchange> {
-    if (this.offsetMs === undefined) await this.measure();
+    if (this.offsetMs === undefined) {
+      this.measuring ??= this.measure().finally(() => {
+        this.measuring = undefined;
+      });
+      await this.measuring;
+    }
     const c = this.config;
     const keys = requests.map((r) => this.keyOf(r.key));
     const args = [...this.head];

@@ -44,6 +44,14 @@ export interface LeaseStore {
    */
   groupOf(key: string): string;
   /**
+   * Optional: the server that serves `key` now (a cluster's master of its slot, as
+   * `host:port`), or undefined when unknown. The calls of one node in one batch window go
+   * out back to back (one round trip per node), and a failed call backs off every group of
+   * its node, not just its own. Absent or undefined: each group is a node of its own. Must
+   * be cheap and must not throw.
+   */
+  nodeOf?(key: string): string | undefined;
+  /**
    * Gives back and takes tokens for every request, atomically per key. Rejects when the
    * store failed (a connection error, a timeout, a malformed reply). A call that did not
    * answer in time must charge nothing afterwards (the Redis store sends a deadline).

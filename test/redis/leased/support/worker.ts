@@ -4,8 +4,14 @@
 // its limiters (unused leases go back) and prints one JSON line with what it admitted.
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { Redis } from "ioredis";
-import { fromIoredis, LeasedTokenBucket } from "../../../../src/redis/index.js";
+import { Cluster, Redis } from "ioredis";
+import { createCluster } from "redis";
+import {
+  fromIoredis,
+  fromNodeRedis,
+  LeasedTokenBucket,
+  type RedisLike,
+} from "../../../../src/redis/index.js";
 import { readSimpleLine } from "../../../support/access-log.js";
 
 export interface Scenario {
@@ -23,8 +29,17 @@ export interface Scenario {
   readonly log?: string;
 }
 
+/** Where the shared buckets are: one redis-server, or a Redis Cluster from its seed nodes. */
+export type Target =
+  | { readonly kind: "server"; readonly url: string }
+  | {
+      readonly kind: "cluster";
+      readonly library: "ioredis" | "node-redis";
+      readonly seeds: readonly { readonly host: string; readonly port: number }[];
+    };
+
 export interface Task {
-  readonly url: string;
+  readonly target: Target;
   readonly index: number;
   readonly processes: number;
   readonly durationMs: number;
@@ -37,6 +52,10 @@ export interface ScenarioResult {
   readonly decisions: number;
   readonly exchanges: number;
   readonly heartbeats: number;
+  /** Script calls (EVALSHA, EVAL) the client sent for this limiter: one per hash slot and batch. */
+  readonly commands: number;
+  /** Round trips of exchanges (per batch window, one per node that got a call). */
+  readonly roundTrips: number;
   /** Decisions, exchanges and admissions after the first quarter of the run (steady state). */
   readonly steadyDecisions: number;
   readonly steadyExchanges: number;
@@ -54,12 +73,51 @@ export interface WorkerResult {
 }
 
 const task = JSON.parse(process.env["LEASE_WORKER"] ?? "") as Task;
-const redis = new Redis(task.url);
-const client = fromIoredis(redis);
+
+/** The client of the target and how to let it go. */
+async function connect(target: Target): Promise<{ client: RedisLike; close: () => void }> {
+  if (target.kind === "server") {
+    const redis = new Redis(target.url);
+    return { client: fromIoredis(redis), close: () => redis.disconnect() };
+  }
+  if (target.library === "ioredis") {
+    const cluster = new Cluster(
+      target.seeds.map((s) => ({ host: s.host, port: s.port })),
+      { lazyConnect: true },
+    );
+    await cluster.connect();
+    return { client: fromIoredis(cluster), close: () => cluster.disconnect() };
+  }
+  const cluster = createCluster({
+    rootNodes: target.seeds.map((s) => ({ url: `redis://${s.host}:${s.port}` })),
+  });
+  await cluster.connect();
+  return { client: fromNodeRedis(cluster), close: () => void cluster.destroy() };
+}
+
+/** `client` with a count of the script calls sent through it (nodeOf kept). */
+function counted(client: RedisLike): { client: RedisLike; commands: () => number } {
+  let commands = 0;
+  const wrapped: RedisLike = {
+    evalSha: (sha1, keys, args) => {
+      commands++;
+      return client.evalSha(sha1, keys, args);
+    },
+    evalScript: (script, keys, args) => {
+      commands++;
+      return client.evalScript(script, keys, args);
+    },
+  };
+  if (client.nodeOf !== undefined) wrapped.nodeOf = client.nodeOf.bind(client);
+  return { client: wrapped, commands: () => commands };
+}
+
+const connection = await connect(task.target);
 
 interface Running {
   readonly scenario: Scenario;
   readonly limiter: LeasedTokenBucket;
+  readonly commands: () => number;
   readonly events: readonly { atMs: number; key: string }[];
   next: number;
   issued: number;
@@ -83,27 +141,31 @@ function logEvents(path: string): { atMs: number; key: string }[] {
     .sort((a, b) => a.atMs - b.atMs);
 }
 
-const running: Running[] = task.scenarios.map((scenario) => ({
-  scenario,
-  limiter: new LeasedTokenBucket({
-    client,
-    prefix: scenario.prefix,
-    capacity: scenario.capacity,
-    refillPerSecond: scenario.refillPerSecond,
-    initialCredit: scenario.initialCredit,
-    maxLeaseShare: scenario.maxLeaseShare,
-    record: true,
-    timeoutMs: 2000,
-  }),
-  events: scenario.log === undefined ? [] : logEvents(scenario.log),
-  next: 0,
-  issued: 0,
-  seed: task.index * 7919 + 1,
-  decisions: 0,
-  admitted: {},
-  sources: {},
-  admittedTotal: 0,
-}));
+const running: Running[] = task.scenarios.map((scenario) => {
+  const client = counted(connection.client);
+  return {
+    scenario,
+    commands: client.commands,
+    limiter: new LeasedTokenBucket({
+      client: client.client,
+      prefix: scenario.prefix,
+      capacity: scenario.capacity,
+      refillPerSecond: scenario.refillPerSecond,
+      initialCredit: scenario.initialCredit,
+      maxLeaseShare: scenario.maxLeaseShare,
+      record: true,
+      timeoutMs: 2000,
+    }),
+    events: scenario.log === undefined ? [] : logEvents(scenario.log),
+    next: 0,
+    issued: 0,
+    seed: task.index * 7919 + 1,
+    decisions: 0,
+    admitted: {},
+    sources: {},
+    admittedTotal: 0,
+  };
+});
 
 function decide(r: Running, key: string): void {
   const d = r.limiter.consume(key);
@@ -175,6 +237,8 @@ const result: WorkerResult = {
       decisions: r.decisions,
       exchanges: stats.exchanges,
       heartbeats: stats.heartbeats,
+      commands: r.commands(),
+      roundTrips: stats.roundTrips,
       steadyDecisions: r.decisions - (r.mark?.decisions ?? 0),
       steadyExchanges: stats.exchanges - (r.mark?.exchanges ?? 0),
       steadyAdmitted: r.admittedTotal - (r.mark?.admitted ?? 0),
@@ -185,4 +249,4 @@ const result: WorkerResult = {
 };
 process.stdout.write(`${JSON.stringify(result)}\n`);
 lines.close();
-redis.disconnect();
+connection.close();
