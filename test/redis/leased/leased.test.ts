@@ -16,7 +16,13 @@ interface World {
 function world(capacity: number, refillPerSecond: number, latencyMs = 0): World {
   const clock = manualClock(1000);
   const timers = manualScheduler(clock);
-  const store = new MemoryLeaseStore(capacity, refillPerSecond, clock, latencyMs, timers.schedule);
+  const store = new MemoryLeaseStore({
+    capacity,
+    refillPerSecond,
+    clock,
+    latencyMs,
+    scheduler: timers.schedule,
+  });
   return {
     clock,
     timers,
@@ -34,7 +40,7 @@ function world(capacity: number, refillPerSecond: number, latencyMs = 0): World 
 }
 
 describe("LeasedTokenBucket options", () => {
-  const store = new MemoryLeaseStore(10, 1, () => 0);
+  const store = new MemoryLeaseStore({ capacity: 10, refillPerSecond: 1, clock: () => 0 });
   const base = { capacity: 10, refillPerSecond: 1, store };
   test.each([
     [{ capacity: 0 }, RangeError, "LeasedTokenBucket: capacity must be a finite number > 0, got 0"],

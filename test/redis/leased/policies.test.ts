@@ -13,7 +13,7 @@ import { manualScheduler } from "../../support/manual-scheduler.js";
 function world(capacity: number, refillPerSecond: number) {
   const clock = manualClock(1000);
   const timers = manualScheduler(clock);
-  const store = new MemoryLeaseStore(capacity, refillPerSecond, clock);
+  const store = new MemoryLeaseStore({ capacity, refillPerSecond, clock });
   const limiter = (options: Partial<LeasedTokenBucketOptions> = {}) =>
     new LeasedTokenBucket({
       capacity,
