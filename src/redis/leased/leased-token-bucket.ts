@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { checkCost, checkOptions, describe } from "../../errors.js";
 import type { Decision } from "../../limiter.js";
+import type { StoreHealth } from "../../metrics/store-health.js";
 import { fits, wholeUnits } from "../../numeric.js";
 import { RateLimitStoreError, StoreTimeoutError } from "../errors.js";
 import { FAIL_CLOSED_RETRY_AFTER_MS } from "../policy.js";
@@ -194,6 +195,19 @@ export class LeasedTokenBucket {
       creditAdmitted: this.counters.creditAdmitted,
       fallbackDecisions: this.counters.fallbackDecisions,
       liveProcesses: this.heartbeat.live,
+    };
+  }
+
+  /**
+   * The store's health for metrics (`withMetrics` reads it at each scrape): `failures`, the
+   * lease exchanges that failed or came late (`stats.failedExchanges`); one circuit for the
+   * client (`node: ""`), `'open'` while lease calls fail (from a failed one until one
+   * succeeds), else `'closed'`. Heartbeats do not count: they only keep the process count.
+   */
+  storeHealth(): StoreHealth {
+    return {
+      failures: this.counters.failedExchanges,
+      circuits: [{ node: "", state: this.failedCalls.lease > 0 ? "open" : "closed" }],
     };
   }
 
