@@ -208,7 +208,13 @@ export class NodesSimulation {
     this.nowMs = timeMs;
     const clock = () => this.nowMs;
     const o = this.options;
-    this.store = new MemoryLeaseStore(o.capacity, o.refillPerSecond, clock, o.rttMs, this.schedule);
+    this.store = new MemoryLeaseStore({
+      capacity: o.capacity,
+      refillPerSecond: o.refillPerSecond,
+      clock,
+      latencyMs: o.rttMs,
+      scheduler: this.schedule,
+    });
     this.limiters = Array.from(
       { length: o.nodes },
       () =>

@@ -9,13 +9,13 @@ import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from
 import { holdUntilDone } from "./concurrency-node.js";
 import { NODE_SOURCE } from "./node.js";
 import {
-  headerRecord,
   INTERNAL_ERROR_BODY,
   limitedBody,
   type Outcome,
   Pipeline,
   PROBLEM_JSON,
   UNAVAILABLE_BODY,
+  writeHeaders,
 } from "./pipeline.js";
 
 /** The members of a Fastify request the hook uses. */
@@ -27,7 +27,9 @@ export interface FastifyConcurrencyRequestLike {
 export interface FastifyConcurrencyReplyLike {
   readonly raw: ServerResponse;
   code(status: number): FastifyConcurrencyReplyLike;
-  header(name: string, value: string): FastifyConcurrencyReplyLike;
+  header(name: string, value: string | string[]): FastifyConcurrencyReplyLike;
+  /** A header already set (by `fastifyRateLimit`, say), so that List fields are appended to. */
+  getHeader(name: string): unknown;
   send(body: string): unknown;
 }
 
@@ -72,7 +74,6 @@ export function fastifyConcurrencyLimit<
   const pipeline = new Pipeline<Request>(WHERE, config, hooks, source);
   return (request, reply, done) => {
     const outcome = pipeline.run(request, undefined) as Outcome; // the consumer is synchronous
-    const headers = headerRecord(config, outcome);
     switch (outcome.kind) {
       case "skip":
         done();
@@ -80,12 +81,12 @@ export function fastifyConcurrencyLimit<
       case "pass": {
         const permit = permitOf(outcome.decision);
         if (permit !== undefined) holdUntilDone(reply.raw, permit);
-        for (const name in headers) reply.header(name, headers[name]!);
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, appendHeader);
         done();
         return;
       }
       case "limited":
-        for (const name in headers) reply.header(name, headers[name]!);
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, appendHeader);
         reply.code(429).header("Content-Type", PROBLEM_JSON).send(limitedBody(config, outcome));
         return;
       case "unavailable":
@@ -95,4 +96,23 @@ export function fastifyConcurrencyLimit<
         reply.code(500).header("Content-Type", PROBLEM_JSON).send(INTERNAL_ERROR_BODY);
     }
   };
+}
+
+/**
+ * Sets a header on a reply; a List field (`RateLimit`, `RateLimit-Policy`) is appended to a
+ * value already there, so that a `fastifyRateLimit` before this hook keeps its own.
+ */
+function appendHeader(
+  reply: FastifyConcurrencyReplyLike,
+  name: string,
+  value: string,
+  list: boolean,
+): void {
+  const previous = list ? reply.getHeader(name) : undefined;
+  if (previous === undefined) reply.header(name, value);
+  else
+    reply.header(name, [
+      ...(Array.isArray(previous) ? previous.map(String) : [String(previous)]),
+      value,
+    ]);
 }

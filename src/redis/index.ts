@@ -33,7 +33,7 @@ export {
   LeasedTokenBucket,
   type LeasedTokenBucketStats,
 } from "./leased/leased-token-bucket.js";
-export { MemoryLeaseStore } from "./leased/memory-store.js";
+export { MemoryLeaseStore, type MemoryLeaseStoreOptions } from "./leased/memory-store.js";
 export type { LeasedTokenBucketOptions, LeaseFailurePolicy } from "./leased/options.js";
 export type {
   LeaseExchange,

@@ -54,6 +54,11 @@ export abstract class StoreLimiter<Store extends string, Key> {
   private readonly mainCircuit: Circuit;
   /** @internal Circuits by node. */
   private readonly nodeCircuits = new Map<string, Circuit>();
+  /**
+   * @internal The client's circuit serves the nodes past {@link MAX_NODE_CIRCUITS}: it stays
+   * in {@link circuits} from then.
+   */
+  private mainSharedWithNodes = false;
 
   /**
    * @internal
@@ -197,11 +202,24 @@ export abstract class StoreLimiter<Store extends string, Key> {
   }
 
   /**
-   * The circuits as plain data, one per node seen (the client's one circuit first), for
-   * metrics and health checks.
+   * The circuits as plain data, for metrics and health checks: the client's one circuit
+   * (`node: undefined`) first, then one per node seen. On a cluster the client's circuit
+   * serves only the calls made while the slot table was unknown; once node circuits exist it
+   * is left out while it is closed with no call pending and no failure counted (so metrics
+   * show no `node=""` beside the nodes), unless it serves the nodes past
+   * {@link MAX_NODE_CIRCUITS}.
    */
   circuits(): CircuitSnapshot[] {
-    return [this.mainCircuit, ...this.nodeCircuits.values()].map((c) => c.snapshot());
+    const main = this.mainCircuit;
+    const keepMain =
+      this.nodeCircuits.size === 0 ||
+      this.mainSharedWithNodes ||
+      main.state !== "closed" ||
+      main.pendingCalls > 0 ||
+      main.consecutiveFailures > 0 ||
+      main.failedCalls > 0;
+    const circuits = [...this.nodeCircuits.values()];
+    return (keepMain ? [main, ...circuits] : circuits).map((c) => c.snapshot());
   }
 
   /** @internal */
@@ -219,7 +237,10 @@ export abstract class StoreLimiter<Store extends string, Key> {
     let circuit = this.nodeCircuits.get(node);
     if (circuit === undefined) {
       // Nodes are few; a nodeOf that names something per key must not grow this map.
-      if (this.nodeCircuits.size >= MAX_NODE_CIRCUITS) return this.mainCircuit;
+      if (this.nodeCircuits.size >= MAX_NODE_CIRCUITS) {
+        this.mainSharedWithNodes = true;
+        return this.mainCircuit;
+      }
       circuit = new Circuit(node, this.common.circuit);
       this.nodeCircuits.set(node, circuit);
     }

@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { metricsText } from "../../src/metrics/prometheus.js";
+import { withMetrics } from "../../src/metrics/with-metrics.js";
 import {
   type FailurePolicy,
   RateLimitStoreError,
@@ -202,11 +204,53 @@ describe("circuit breaker", () => {
     expect(await s.limiter.consume("a")).toMatchObject({ source: "open" });
     expect(fake.calls).toHaveLength(3);
     expect(s.limiter.circuits().map((c) => [c.node, c.state])).toEqual([
-      [undefined, "closed"],
       ["10.0.0.1:7000", "open"],
       ["10.0.0.2:7001", "closed"],
     ]);
     expect(s.recoveries).toEqual([]);
+  });
+
+  test("a cluster kept a node-undefined circuit from before the slot table beside the nodes' ones", async () => {
+    let slotsKnown = false;
+    const fake = new FakeRedis((key) =>
+      slotsKnown ? (String(key).endsWith(":a") ? "10.0.0.1:7000" : "10.0.0.2:7001") : undefined,
+    );
+    const s = setup({ failuresToOpen: 2 }, fake);
+    // Before the slot table: the client's circuit, pending, then answered.
+    const early = s.limiter.consume("a");
+    expect(s.limiter.circuits().map((c) => [c.node, c.pendingCalls])).toEqual([[undefined, 1]]);
+    slotsKnown = true;
+    const late = s.limiter.consume("b");
+    // A call still pending on the client's circuit keeps it listed.
+    expect(s.limiter.circuits().map((c) => c.node)).toEqual([undefined, "10.0.0.2:7001"]);
+    fake.calls[0]!.resolve([1, "9"]);
+    fake.calls[1]!.resolve([1, "9"]);
+    await Promise.all([early, late]);
+    const third = s.limiter.consume("a");
+    fake.last().resolve([1, "9"]);
+    await third;
+    expect(s.limiter.circuits().map((c) => [c.node, c.state])).toEqual([
+      ["10.0.0.2:7001", "closed"],
+      ["10.0.0.1:7000", "closed"],
+    ]);
+    expect(metricsText([withMetrics(s.limiter, { name: "cluster" })]).includes('node=""')).toBe(
+      false,
+    );
+  });
+
+  test("a failure on the client's circuit keeps it listed beside the nodes' circuits", async () => {
+    let slotsKnown = false;
+    const fake = new FakeRedis(() => (slotsKnown ? "10.0.0.1:7000" : undefined));
+    const s = setup({ failuresToOpen: 1 }, fake);
+    await failCalls(s, 1, "a"); // before the slot table: opens the client's circuit
+    slotsKnown = true;
+    const b = s.limiter.consume("b");
+    fake.last().resolve([1, "9"]);
+    await b;
+    expect(s.limiter.circuits().map((c) => [c.node, c.state])).toEqual([
+      [undefined, "open"],
+      ["10.0.0.1:7000", "closed"],
+    ]);
   });
 
   test("a client whose nodeOf answers undefined has one circuit", async () => {

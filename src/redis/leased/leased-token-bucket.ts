@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { checkCost, checkOptions, describe } from "../../errors.js";
 import type { Decision } from "../../limiter.js";
+import type { StoreHealth } from "../../metrics/store-health.js";
 import { fits, wholeUnits } from "../../numeric.js";
 import { RateLimitStoreError, StoreTimeoutError } from "../errors.js";
 import { FAIL_CLOSED_RETRY_AFTER_MS } from "../policy.js";
@@ -22,11 +23,12 @@ import type { LeaseExchange, LeaseRequest, LeaseStore } from "./store.js";
 /**
  * Who decided a {@link LeasedDecision}: `'lease'` (this process's lease of the shared
  * bucket, or the cached answer that the shared bucket is empty), `'credit'` (a key with
- * no lease yet, admitted on `initialCredit`), `'local'` (Redis failed and the key's lease
- * ran out: the `'local'` fallback bucket or a fallback limiter), `'open'`, `'closed'`
- * (the same, with those policies).
+ * no lease yet, admitted on `initialCredit`), `'pending'` (denied: no lease covers the
+ * cost and one is on its way; `remaining` is 0, `retryAfterMs` about one batch window),
+ * `'local'` (Redis failed and the key's lease ran out: the `'local'` fallback bucket or a
+ * fallback limiter), `'open'`, `'closed'` (the same, with those policies).
  */
-export type LeasedSource = "lease" | "credit" | "local" | "open" | "closed";
+export type LeasedSource = "lease" | "credit" | "pending" | "local" | "open" | "closed";
 
 /** A {@link Decision} plus where it came from. */
 export interface LeasedDecision extends Decision {
@@ -204,6 +206,19 @@ export class LeasedTokenBucket {
       creditAdmitted: this.counters.creditAdmitted,
       fallbackDecisions: this.counters.fallbackDecisions,
       liveProcesses: this.heartbeat.live,
+    };
+  }
+
+  /**
+   * The store's health for metrics (`withMetrics` reads it at each scrape): `failures`, the
+   * lease exchanges that failed or came late (`stats.failedExchanges`); one circuit for the
+   * client (`node: ""`), `'open'` while lease calls fail (from a failed one until one
+   * succeeds), else `'closed'`. Heartbeats do not count: they only keep the process count.
+   */
+  storeHealth(): StoreHealth {
+    return {
+      failures: this.counters.failedExchanges,
+      circuits: [{ node: "", state: this.failedCalls.lease > 0 ? "open" : "closed" }],
     };
   }
 
@@ -391,7 +406,8 @@ export class LeasedTokenBucket {
     if (cost > this.capacity) return this.denied(Number.POSITIVE_INFINITY, e.shared, "lease");
     if (now < e.deniedUntilMs) return this.denied(e.deniedUntilMs - now, e.shared, "lease");
     if (take) this.request(e, cost);
-    return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), e.shared, "lease");
+    // Nothing here to admit with until the lease arrives: 0 left for this process now.
+    return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), 0, "pending");
   }
 
   /** @internal peek of a key with no entry: what a first consume would answer. */
@@ -400,11 +416,7 @@ export class LeasedTokenBucket {
     if (fits(cost, this.config.initialCredit) && !this.closed) {
       return this.shape(true, 0, this.capacity - cost, "credit");
     }
-    return this.denied(
-      Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs),
-      this.capacity,
-      "lease",
-    );
+    return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), 0, "pending");
   }
 
   /** @internal Queues a lease request covering `cost`. */
@@ -475,10 +487,12 @@ export class LeasedTokenBucket {
     return this.denied(e.fallback.waitMs(cost, now), e.fallback.available(now), "local");
   }
 
-  /** @internal An allowed decision from the lease. */
+  /**
+   * @internal An allowed decision from the lease or credit: what is left after it, the
+   * lease plus the shared bucket's last count, less a debt (credit not yet paid by a lease).
+   */
   private granted(e: LeaseEntry, source: LeasedSource): LeasedDecision {
-    const left = (e.tokens > 0 ? e.tokens : 0) + e.shared;
-    return this.shape(true, 0, left, source);
+    return this.shape(true, 0, e.tokens + e.shared, source);
   }
 
   /** @internal */

@@ -1,6 +1,38 @@
-import type { Clock } from "../../limiter.js";
+import { checkClock, checkNumber, checkOptionNames, checkOptions, describe } from "../../errors.js";
+import { type Clock, systemClock } from "../../limiter.js";
 import { fits } from "../../numeric.js";
-import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore, Scheduler } from "./store.js";
+import { optionNames } from "../../option-names.js";
+import {
+  type LeaseExchange,
+  type LeaseGrant,
+  type LeaseRequest,
+  type LeaseStore,
+  type Scheduler,
+  timerScheduler,
+} from "./store.js";
+
+/** Options of {@link MemoryLeaseStore}. */
+export interface MemoryLeaseStoreOptions {
+  /** Most tokens a key's shared bucket holds (each starts full): a finite number > 0. */
+  readonly capacity: number;
+  /** Tokens added to a key's bucket per second: a finite number >= 0. */
+  readonly refillPerSecond: number;
+  /** The simulation's clock, in ms; give the limiters the same one. @default systemClock */
+  readonly clock?: Clock | undefined;
+  /** Delay of every answer in ms, through `scheduler` (0: answers at once). @default 0 */
+  readonly latencyMs?: number | undefined;
+  /** The simulation's timers, for `latencyMs`. @default setTimeout, unref'd */
+  readonly scheduler?: Scheduler | undefined;
+}
+
+const WHERE = "MemoryLeaseStore";
+const OPTIONS = optionNames<MemoryLeaseStoreOptions>()([
+  "capacity",
+  "refillPerSecond",
+  "clock",
+  "latencyMs",
+  "scheduler",
+]);
 
 /** One key's shared bucket and record in a {@link MemoryLeaseStore}. */
 interface Bucket {
@@ -16,6 +48,7 @@ interface Bucket {
  * on an injected clock: the shared bucket of a deterministic simulation (N limiters on one
  * store, a manual clock and scheduler) and of the tests. With `latencyMs`, answers arrive
  * that long after the call through `scheduler`; `failing` makes every call reject.
+ * Options: {@link MemoryLeaseStoreOptions}.
  */
 export class MemoryLeaseStore implements LeaseStore {
   /** Every call rejects while true. */
@@ -31,25 +64,31 @@ export class MemoryLeaseStore implements LeaseStore {
   /** @internal */
   private readonly latencyMs: number;
   /** @internal */
-  private readonly scheduler: Scheduler | undefined;
+  private readonly scheduler: Scheduler;
+
+  /** Most tokens a key's bucket holds. */
+  readonly capacity: number;
+  /** Tokens added per second. */
+  readonly refillPerSecond: number;
 
   /**
-   * @param capacity Most tokens a key's bucket holds (each starts full).
-   * @param refillPerSecond Tokens added per second.
-   * @param clock The simulation's clock (ms).
-   * @param latencyMs Delay of every answer, through `scheduler` (0: answers at once).
-   * @param scheduler The simulation's timers, for `latencyMs`.
+   * `new MemoryLeaseStore({ capacity, refillPerSecond, clock, latencyMs?, scheduler? })`.
+   * @throws {TypeError} For options that are not an object, an unknown option or a wrong
+   *   type; {RangeError} for a number out of range
+   *   (`MemoryLeaseStore: capacity must be a finite number > 0, got 0`).
    */
-  constructor(
-    readonly capacity: number,
-    readonly refillPerSecond: number,
-    clock: Clock,
-    latencyMs = 0,
-    scheduler?: Scheduler,
-  ) {
-    this.clock = clock;
-    this.latencyMs = latencyMs;
-    this.scheduler = scheduler;
+  constructor(options: MemoryLeaseStoreOptions) {
+    const o = checkOptions<MemoryLeaseStoreOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, OPTIONS);
+    this.capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
+    this.refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    this.clock = checkClock(WHERE, o.clock, systemClock);
+    this.latencyMs =
+      o.latencyMs === undefined ? 0 : checkNumber(WHERE, "latencyMs", o.latencyMs, 0, true);
+    if (o.scheduler !== undefined && typeof o.scheduler !== "function") {
+      throw new TypeError(`${WHERE}: scheduler must be a function, got ${describe(o.scheduler)}`);
+    }
+    this.scheduler = o.scheduler ?? timerScheduler;
   }
 
   groupOf(): string {
@@ -109,7 +148,7 @@ export class MemoryLeaseStore implements LeaseStore {
   private answer<T>(run: () => T): Promise<T> {
     this.roundTrips++;
     if (this.failing) return Promise.reject(new Error("store down"));
-    if (this.latencyMs <= 0 || this.scheduler === undefined) return Promise.resolve(run());
+    if (this.latencyMs <= 0) return Promise.resolve(run());
     const schedule = this.scheduler;
     return new Promise((resolve, reject) => {
       schedule(() => {

@@ -16,7 +16,13 @@ interface World {
 function world(capacity: number, refillPerSecond: number, latencyMs = 0): World {
   const clock = manualClock(1000);
   const timers = manualScheduler(clock);
-  const store = new MemoryLeaseStore(capacity, refillPerSecond, clock, latencyMs, timers.schedule);
+  const store = new MemoryLeaseStore({
+    capacity,
+    refillPerSecond,
+    clock,
+    latencyMs,
+    scheduler: timers.schedule,
+  });
   return {
     clock,
     timers,
@@ -34,7 +40,7 @@ function world(capacity: number, refillPerSecond: number, latencyMs = 0): World 
 }
 
 describe("LeasedTokenBucket options", () => {
-  const store = new MemoryLeaseStore(10, 1, () => 0);
+  const store = new MemoryLeaseStore({ capacity: 10, refillPerSecond: 1, clock: () => 0 });
   const base = { capacity: 10, refillPerSecond: 1, store };
   test.each([
     [{ capacity: 0 }, RangeError, "LeasedTokenBucket: capacity must be a finite number > 0, got 0"],
@@ -87,10 +93,11 @@ describe("LeasedTokenBucket decisions (deterministic store, clock and timers)", 
     const w = world(10, 1);
     const limiter = w.limiter({ initialCredit: 1, batchWindowMs: 5 });
     // Credit admits the first unit; the second waits for the lease.
-    expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "credit" });
+    expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "credit", remaining: 9 });
     expect(limiter.consume("a")).toMatchObject({
       allowed: false,
-      source: "lease",
+      source: "pending",
+      remaining: 0,
       retryAfterMs: 5,
     });
     await w.timers.advance(5);
@@ -102,11 +109,30 @@ describe("LeasedTokenBucket decisions (deterministic store, clock and timers)", 
     await limiter.close();
   });
 
+  test("a new key's credit admission reported the remaining before it, and its pending denials the shared count", async () => {
+    const w = world(100, 10);
+    const limiter = w.limiter({ batchWindowMs: 5 });
+    // Step table: [advance ms, decision]; the first lease is on its way until the batch runs.
+    const steps: [number, Partial<ReturnType<LeasedTokenBucket["consume"]>>][] = [
+      [0, { allowed: true, source: "credit", remaining: 99, retryAfterMs: 0 }],
+      [0, { allowed: false, source: "pending", remaining: 0, retryAfterMs: 5 }],
+      [2, { allowed: false, source: "pending", remaining: 0 }],
+      [3, { allowed: true, source: "lease" }],
+    ];
+    for (const [ms, expected] of steps) {
+      await w.timers.advance(ms);
+      expect(limiter.consume("k")).toMatchObject(expected);
+    }
+    // The lease took 20 (0.2 x 100), paid the debt of 1 and spent 1: 98 left in all.
+    expect(limiter.peek("k", 0)).toMatchObject({ allowed: true, source: "lease", remaining: 98 });
+    await limiter.close();
+  });
+
   test("initialCredit 0 denies until the first lease", async () => {
     const w = world(10, 1);
     const limiter = w.limiter({ initialCredit: 0 });
-    expect(limiter.peek("a")).toMatchObject({ allowed: false, source: "lease" });
-    expect(limiter.consume("a")).toMatchObject({ allowed: false, source: "lease" });
+    expect(limiter.peek("a")).toMatchObject({ allowed: false, source: "pending", remaining: 0 });
+    expect(limiter.consume("a")).toMatchObject({ allowed: false, source: "pending", remaining: 0 });
     await w.timers.advance(5);
     expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "lease" });
     await limiter.close();
@@ -313,6 +339,35 @@ describe("LeasedTokenBucket in rateLimit of tollgate/http", () => {
     await w.timers.advance(5);
     for (let i = 0; i < 4; i++) await run();
     expect(statuses).toEqual([429, 200, 200, 200, 429]);
+    await limiter.close();
+  });
+
+  test("a 429 while the first lease is pending said 5 were left; it says 0", async () => {
+    const w = world(100, 10);
+    const limiter = w.limiter();
+    const limit = rateLimit({ limiter, key: () => "client", policy: "api" });
+    const run = async () => {
+      const headers = new Map<string, unknown>();
+      const res = {
+        statusCode: 200,
+        headersSent: false,
+        setHeader(name: string, value: unknown) {
+          headers.set(name.toLowerCase(), value);
+        },
+        getHeader(name: string) {
+          return headers.get(name.toLowerCase());
+        },
+        end() {},
+      };
+      await limit(
+        { headers: {}, socket: { remoteAddress: "192.0.2.1" } } as never,
+        res as never,
+        () => {},
+      );
+      return { status: res.statusCode, rate: String(headers.get("ratelimit")) };
+    };
+    expect(await run()).toEqual({ status: 200, rate: '"api";r=99;t=1' });
+    expect(await run()).toMatchObject({ status: 429, rate: expect.stringMatching(/^"api";r=0;/) });
     await limiter.close();
   });
 });

@@ -13,7 +13,7 @@ import { manualScheduler } from "../../support/manual-scheduler.js";
 function world(capacity: number, refillPerSecond: number) {
   const clock = manualClock(1000);
   const timers = manualScheduler(clock);
-  const store = new MemoryLeaseStore(capacity, refillPerSecond, clock);
+  const store = new MemoryLeaseStore({ capacity, refillPerSecond, clock });
   const limiter = (options: Partial<LeasedTokenBucketOptions> = {}) =>
     new LeasedTokenBucket({
       capacity,
@@ -120,7 +120,11 @@ describe("LeasedTokenBucket local table", () => {
     await w.timers.advance(1);
     const calls = w.store.roundTrips;
     expect(limiter.peek("new")).toMatchObject({ allowed: true, source: "credit" });
-    expect(limiter.peek("new", 2)).toMatchObject({ allowed: false, source: "lease" });
+    expect(limiter.peek("new", 2)).toMatchObject({
+      allowed: false,
+      source: "pending",
+      remaining: 0,
+    });
     await w.timers.advance(10);
     expect(limiter.size).toBe(0);
     expect(w.store.roundTrips).toBe(calls);
