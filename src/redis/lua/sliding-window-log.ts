@@ -41,21 +41,12 @@ export const LOG_CHUNKS_DELETED_PER_CALL = 4;
 // - retryAfter's binary search: O(log n) reads, each O(1) (a chunk is read once a call).
 
 /**
- * The sliding window log's one script (consume and peek), with a bounded number of O(1)
- * commands per call: the log is a hash of chunks (layout above; docs/redis.md#the-sliding-log-at-large-limits).
- * Mirrors `SlidingWindowLog` decision for decision (expiry, rebase above `2 * limit`,
- * merging, granule stamping, the binary search of retryAfter), so the floats agree bit for
- * bit. ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs. Reply:
- * `{allowed (1/0), available before the cost, newest leaveAtMs (after the cost; -inf when
- * empty), now, leaveAtMs of the entry whose departure lets the cost fit (-inf when not
- * computed), entries in the window before the cost, the server's now}`, for `logDecision` and `logLeaveAt`
- * (window-math.ts). Dropping entries that left and deleting dead chunks is stored even by
- * a peek or a denial (it changes no decision). A key in the earlier layout (a list) becomes
- * one entry of all its units until its newest entry leaves: stricter, never a fresh budget.
+ * The head both log scripts share, after the ARGV head: reads the meta (converting the
+ * earlier list layout), defines the entry accessors, and drops the entries that left (a
+ * binary search over the chunks, then the lazy rebase above `2 * limit`), so that the
+ * decision and the refund read the log by one text.
  */
-export const SLIDING_WINDOW_LOG_SCRIPT = new Script(
-  "sliding-window-log",
-  `${LUA_COMMON}${luaArgs("limit", "windowMs")}-- As SlidingWindowLog: the first max(64, ceil(limit)) entries (at most 2^24) keep their
+const LOG_STATE = `-- As SlidingWindowLog: the first max(64, ceil(limit)) entries (at most 2^24) keep their
 -- exact time; beyond that, new entries are stamped at the end of their granule of
 -- windowMs / exactEntries, so the log never holds more than 2 * exactEntries + 1.
 local exactEntries = math.min(math.max(64, math.ceil(limit)), 16777216)
@@ -161,6 +152,24 @@ if tail > head and raw(head) <= now then
   end
 end
 
+`;
+
+/**
+ * The sliding window log's one script (consume and peek), with a bounded number of O(1)
+ * commands per call: the log is a hash of chunks (layout above; docs/redis.md#the-sliding-log-at-large-limits).
+ * Mirrors `SlidingWindowLog` decision for decision (expiry, rebase above `2 * limit`,
+ * merging, granule stamping, the binary search of retryAfter), so the floats agree bit for
+ * bit. ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs. Reply:
+ * `{allowed (1/0), available before the cost, newest leaveAtMs (after the cost; -inf when
+ * empty), now, leaveAtMs of the entry whose departure lets the cost fit (-inf when not
+ * computed), entries in the window before the cost, the server's now}`, for `logDecision` and `logLeaveAt`
+ * (window-math.ts). Dropping entries that left and deleting dead chunks is stored even by
+ * a peek or a denial (it changes no decision). A key in the earlier layout (a list) becomes
+ * one entry of all its units until its newest entry leaves: stricter, never a fresh budget.
+ */
+export const SLIDING_WINDOW_LOG_SCRIPT = new Script(
+  "sliding-window-log",
+  `${LUA_COMMON}${luaArgs("limit", "windowMs")}${LOG_STATE}
 local size = tail - head
 local newestLeave, newestTotal = -math.huge, base
 if size > 0 then newestLeave, newestTotal = entry(tail - 1) end
@@ -242,112 +251,7 @@ return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave)
  */
 export const SLIDING_WINDOW_LOG_REFUND_SCRIPT = new Script(
   "sliding-window-log-refund",
-  `${LUA_COMMON}${luaArgs("limit", "windowMs")}-- As SlidingWindowLog: the first max(64, ceil(limit)) entries (at most 2^24) keep their
--- exact time; beyond that, new entries are stamped at the end of their granule of
--- windowMs / exactEntries, so the log never holds more than 2 * exactEntries + 1.
-local exactEntries = math.min(math.max(64, math.ceil(limit)), 16777216)
-local maxEntries = 2 * exactEntries + 1
-local floor = math.floor
-
-local head, tail, base, at, rebaseSeq, rebaseBy, clean = 0, 0, 0, -math.huge, 0, 0, 0
-local B = ${LARGE_LOG_CHUNK_ENTRIES}
-if exactEntries <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} end
-
-local meta = redis.pcall('HGET', key, 'm')
-if type(meta) == 'table' then
-  -- The earlier layout, a list: entries struct.pack('<dd', leaveAtMs, runningTotal), then
-  -- struct.pack('<dd', base, at). Kept as one entry of all its units (read at both ends, O(1)).
-  if redis.call('TYPE', key)['ok'] ~= 'list' then return redis.error_reply(meta['err']) end
-  local oldBase, oldAt = struct.unpack('<dd', redis.call('LINDEX', key, -1))
-  local newest = false
-  if redis.call('LLEN', key) > 1 then newest = redis.call('LINDEX', key, -2) end
-  redis.call('UNLINK', key)
-  meta = false
-  if newest then
-    local leave, total = struct.unpack('<dd', newest)
-    redis.call('HSET', key, '0', struct.pack('<ddd', leave, leave, total - oldBase))
-    tail, at = 1, oldAt
-    meta = true
-    expire(key, leave - now, leave, explicit, maxTtl)
-  end
-elseif meta then
-  head, tail, base, at, rebaseSeq, rebaseBy, clean, B = struct.unpack('<dddddddd', meta)
-end
-if meta and now < at then now = at end
-local dirty = meta == true
--- A block, after the meta's 64 bytes (see LOG_BLOCK_SCRIPT): kept while it lasts.
-local blockedUntil, blockTail, recreated = nil, '', false
-if type(meta) == 'string' and #meta > 64 then
-  blockedUntil = struct.unpack('<d', meta, 65)
-  if now < blockedUntil then blockTail = string.sub(meta, 65) else blockedUntil = nil end
-end
--- Every entry left (or was given back): no key, or only the meta of a block in place.
-local function emptied()
-  redis.call('UNLINK', key)
-  head, tail, base, rebaseSeq, rebaseBy, clean, dirty = 0, 0, 0, 0, 0, 0, false
-  if exactEntries <= 64 then B = ${SMALL_LOG_CHUNK_ENTRIES} else B = ${LARGE_LOG_CHUNK_ENTRIES} end
-  if blockTail ~= '' then dirty, recreated = true, true end
-end
-
--- Chunks read this call, by index.
-local chunks = {}
-local function chunk(c)
-  local s = chunks[c]
-  if not s then
-    s = redis.call('HGET', key, string.format('%d', c))
-    chunks[c] = s
-  end
-  return s
-end
--- Entry s as stored: leaveAtMs, running total on the scale of its time.
-local function raw(s)
-  local c = floor(s / B)
-  return struct.unpack('<dd', chunk(c), 9 + 16 * (s - c * B))
-end
--- Entry s: leaveAtMs and running total, as SlidingWindowLog holds them.
-local function entry(s)
-  local leave, total = raw(s)
-  if s < rebaseSeq then total = total - rebaseBy end
-  return leave, total
-end
--- Stores entry s (at most tail); maxLeave nil keeps the chunk's.
-local function write(s, leave, total, maxLeave)
-  local c = floor(s / B)
-  local k = s - c * B
-  local old = ''
-  if s < tail then old = chunk(c) elseif k > 0 then old = chunk(c) end
-  if maxLeave == nil then maxLeave = struct.unpack('<d', old) end
-  local new = struct.pack('<d', maxLeave) .. string.sub(old, 9, 8 + 16 * k)
-    .. struct.pack('<dd', leave, total) .. string.sub(old, 25 + 16 * k)
-  redis.call('HSET', key, string.format('%d', c), new)
-  chunks[c] = new
-end
-
--- SlidingWindowLog.expire: drop the entries up to the first that has not left.
-if tail > head and raw(head) <= now then
-  local lo, hi = floor(head / B), floor((tail - 1) / B) + 1
-  while lo < hi do -- the first chunk whose maxLeave is still ahead
-    local mid = floor((lo + hi) / 2)
-    if struct.unpack('<d', chunk(mid)) > now then hi = mid else lo = mid + 1 end
-  end
-  local first = math.min(tail, math.max(head, lo * B))
-  while first < tail and raw(first) <= now do first = first + 1 end
-  if first == tail then
-    emptied()
-  else
-    local _, total = entry(first - 1)
-    base, head, dirty = total, first, true
-    if base > 2 * limit then
-      -- SlidingWindowLog.rebase, lazily: entries below rebaseSeq read as total - rebaseBy.
-      for s = head, rebaseSeq - 1 do
-        local leave, old = entry(s)
-        write(s, leave, old, nil)
-      end
-      rebaseSeq, rebaseBy, base = tail, base, 0
-    end
-  end
-end
-
+  `${LUA_COMMON}${luaArgs("limit", "windowMs")}${LOG_STATE}
 -- SlidingWindowLog.refund (log-ring.ts): the newest entries first; an entry whose cost
 -- fits in what is left goes, the next is cut by the rest (stored on the new scale).
 if cost > 0 then
