@@ -89,6 +89,15 @@ export interface FastifyRateLimitOptions<
    */
   onLimited?(request: Request, reply: Reply, decision: Decision): unknown;
   /**
+   * Called for each admitted request that is near its limit: its decision's `remaining`
+   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
+   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
+   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
+   * throws, that is a programming error: 500, and `onError` is told (`kind:
+   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   */
+  onNearLimit?(request: Request, decision: Decision, key: string): unknown;
+  /**
    * Called once the response status is known, for each request the limiter charged: true
    * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
    * `status` is the reply's, or 499 when the connection closed first (a failure).
@@ -123,7 +132,7 @@ export type FastifyRouteRateLimit<
 const WHERE = "fastifyRateLimit";
 
 /** The option names of the plugin beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "onNearLimit"] as const;
 
 /** The options a route may override in `config.rateLimit`. */
 const ROUTE_OPTIONS = [
@@ -138,6 +147,8 @@ const ROUTE_OPTIONS = [
   "onLimited",
   "refundIf",
   "blockDurationMs",
+  "nearLimitShare",
+  "onNearLimit",
 ] as const;
 
 const PLUGIN_ONLY =
@@ -351,7 +362,8 @@ function render(
       return;
     case "limited":
       writeHeaders(config, outcome, reply, setReplyHeader);
-      if (route.onLimited === undefined) problem(reply, 429, limitedBody(config, outcome));
+      if (route.onLimited === undefined)
+        problem(reply, outcome.status, limitedBody(config, outcome));
       else limited(route, outcome, request, reply, route.onLimited);
       return;
     case "unavailable":
@@ -377,7 +389,7 @@ function limited(
   const answer = (payload: unknown) => {
     if (!reply.sent) reply.send(payload);
   };
-  reply.code(429);
+  reply.code(outcome.status);
   let returned: unknown;
   try {
     returned = onLimited(request, reply, outcome.decision!);
