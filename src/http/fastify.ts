@@ -82,8 +82,8 @@ export interface FastifyRateLimitOptions<
   /** Return true to let a request through unchecked (no cost, no headers). */
   skip?(request: Request): boolean;
   /**
-   * Answers a limited request instead of the default 429 body: the status is already 429
-   * and the rate-limit headers are set on `reply`. Either send with `reply` yourself, or
+   * Answers a limited request instead of the default body: the status is already set (429,
+   * or 403/413 when it can never pass) and the rate-limit headers are set on `reply`. Either send with `reply` yourself, or
    * return (or resolve with) the payload to send. If it throws or rejects, that is a
    * programming error: 500, and `onError` is told with `kind: 'programming'`.
    */

@@ -334,7 +334,8 @@ export function resetMsOf(decision: Decision, ratePerSecond: number | undefined)
  * Large) when the cost is above the limit, 403 (Forbidden) when the quota is spent and
  * never comes back (a rate of 0). A 429 without `Retry-After` is retried by ky, got,
  * undici's `RetryAgent` and axios-retry anyway (axios-retry at once, 13 times in 3 s);
- * none of them retries a 403 or a 413 that has no `Retry-After` (docs/http.md#clients).
+ * none of them retries a 403 or a 413 that has no `Retry-After`
+ * (docs/http.md#what-http-clients-do-with-these-answers).
  */
 export function refusalStatus(decision: Decision, cost: number): 429 | 403 | 413 {
   if (decision.allowed || decision.retryAfterMs < Number.POSITIVE_INFINITY) return 429;
@@ -366,9 +367,9 @@ export function retryAfterSeconds(decision: Decision): number | undefined {
  * (`r` to `[0, limit]`, all to {@link MAX_SF_INTEGER}); a denial's status is
  * {@link refusalStatus}: docs/http.md#headers.
  * @example
- * const denied = { allowed: false, limit: 10, remaining: 0, retryAfterMs: 4200, resetAfterMs: 60000 }
- * rateLimitHeaders(denied, { policy: "default", windowSeconds: 60 })
- * //=> { "RateLimit-Policy": '"default";q=10;w=60', RateLimit: '"default";r=0;t=5', "Retry-After": "5" }
+ * const allowed = { allowed: true, limit: 10, remaining: 7, retryAfterMs: 0, resetAfterMs: 2500 }
+ * rateLimitHeaders(allowed, { policy: "default", windowSeconds: 60 })
+ * //=> { "RateLimit-Policy": '"default";q=10;w=60', RateLimit: '"default";r=7;t=3' }
  * @throws {TypeError} If `decision` lacks a boolean `allowed` or a number field, or an option
  *   is unknown or of the wrong type.
  * @throws {RangeError} If a field is NaN, `limit`/`resetAfterMs` or a denial's `retryAfterMs`

@@ -53,8 +53,8 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
   /** Return true to let a request through unchecked (no cost, no headers). */
   skip?(ctx: Ctx): boolean;
   /**
-   * Answers a limited request instead of the default 429 body: `ctx.status` is already
-   * 429 and the headers are set; set `ctx.body` (and maybe `ctx.status`). If it throws or
+   * Answers a limited request instead of the default body: `ctx.status` is already 429
+   * (or 403/413 when it can never pass) and the headers are set; set `ctx.body` (and maybe `ctx.status`). If it throws or
    * rejects, that is a programming error: 500, and `onError` is told.
    */
   onLimited?(ctx: Ctx, decision: Decision): unknown;
