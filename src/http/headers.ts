@@ -132,11 +132,14 @@ export function limiterWindowMs(limiter: unknown): number | undefined {
  * `reconfigure` shows at once.
  */
 export function limiterRatePerSecond(limiter: unknown): number | undefined {
-  const shape = describing(limiter) as
-    | { refillPerSecond?: unknown; leakPerSecond?: unknown }
-    | undefined;
+  return shapeRatePerSecond(describing(limiter));
+}
+
+/** {@link limiterRatePerSecond} of the object {@link describing} found. */
+export function shapeRatePerSecond(shape: object | undefined): number | undefined {
   if (shape === undefined) return undefined;
-  return positive(shape.refillPerSecond ?? shape.leakPerSecond);
+  const s = shape as { refillPerSecond?: unknown; leakPerSecond?: unknown };
+  return positive(s.refillPerSecond ?? s.leakPerSecond);
 }
 
 /**
@@ -145,7 +148,7 @@ export function limiterRatePerSecond(limiter: unknown): number | undefined {
  * `withMetrics` wrapper), else the policy a `KeyedLimiter` copies (which `reconfigure`
  * replaces, so it is looked up each time).
  */
-function describing(limiter: unknown): object | undefined {
+export function describing(limiter: unknown): object | undefined {
   if (typeof limiter !== "object" || limiter === null) return undefined;
   const own = limiter as { windowMs?: unknown; refillPerSecond?: unknown; leakPerSecond?: unknown };
   if (
@@ -189,7 +192,15 @@ export function liveWindowSeconds(
   limiter: unknown,
   declared: number | undefined,
 ): number | undefined {
-  const windowMs = limiterWindowMs(limiter);
+  return shapeWindowSeconds(describing(limiter), declared);
+}
+
+/** {@link liveWindowSeconds} of the object {@link describing} found. */
+export function shapeWindowSeconds(
+  shape: object | undefined,
+  declared: number | undefined,
+): number | undefined {
+  const windowMs = positive((shape as { windowMs?: unknown } | undefined)?.windowMs);
   return windowMs === undefined ? declared : wholeWindowSeconds(windowMs);
 }
 

@@ -13,13 +13,14 @@ import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from ".
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
   type DecisionNumbers,
+  describing,
   INTERNAL_ERROR_PROBLEM,
   legacyWanted,
-  limiterRatePerSecond,
-  liveWindowSeconds,
   quotaExceededProblem,
   readDecision,
   refusalStatus,
+  shapeRatePerSecond,
+  shapeWindowSeconds,
   UNAVAILABLE_PROBLEM,
   wholeText,
 } from "./headers.js";
@@ -216,9 +217,9 @@ export class Pipeline<Req, Extra = undefined> {
     try {
       // The limiter's window and rate are read now, not at creation: a reconfigure shows
       // in the next response.
-      const source = config.source;
-      readDecision(decision, outcome, limiterRatePerSecond(source)); // throws for a malformed decision
-      outcome.windowSeconds = liveWindowSeconds(source, config.windowSeconds);
+      const shape = describing(config.source);
+      readDecision(decision, outcome, shapeRatePerSecond(shape)); // throws for a malformed decision
+      outcome.windowSeconds = shapeWindowSeconds(shape, config.windowSeconds);
       // Read here, once, so every adapter sends the same text, and a wall clock that
       // reads NaN (a RangeError) is a 500 before anything is written.
       if (outcome.reset >= 0 && legacyWanted(outcome, config.draft, config.legacy)) {
