@@ -56,7 +56,8 @@ for (let i = 1; i <= 3; i++) {
     : ((await handler(new Request("http://localhost/"))) as Response);
   console.log(`GET / -> ${response.status}`);
   response.headers.forEach((value, name) => {
-    if (/^(ratelimit|retry-after|content-type)/.test(name)) console.log(`${name}: ${value}`);
+    if (/^(ratelimit|x-ratelimit|retry-after|content-type)/.test(name))
+      console.log(`${name}: ${value}`);
   });
   console.log(`${(await response.text()).trim()}\n`);
 }

@@ -44,6 +44,11 @@ export {
   systemClock,
   type WaitOptions,
 } from "./limiter.js";
+export {
+  type DecisionAttributesOptions,
+  type DecisionAttributeValue,
+  decisionAttributes,
+} from "./metrics/attributes.js";
 export type { NearLimitKey } from "./metrics/near-limit-keys.js";
 export {
   type MeterAttributes,

@@ -59,9 +59,9 @@ class ConcurrencyHeaderText extends HeaderText {
   /** @internal */
   private unitPolicy = "";
 
-  override policy(limit: number): string {
+  override policy(limit: number, windowSeconds?: number): string {
     if (limit !== this.unitLimit) {
-      this.unitPolicy = `${super.policy(limit)};qu="${CONCURRENT_REQUESTS}"`;
+      this.unitPolicy = `${super.policy(limit, windowSeconds)};qu="${CONCURRENT_REQUESTS}"`;
       this.unitLimit = limit;
     }
     return this.unitPolicy;
@@ -137,7 +137,7 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
   const config: CommonConfig = {
     ...base,
     windowSeconds: undefined,
-    text: new ConcurrencyHeaderText(base.quotedPolicy, undefined, Date.now),
+    text: new ConcurrencyHeaderText(base.quotedPolicy, Date.now),
   };
   // No cost: a request holds one permit.
   const hooks = { key: checked.hooks.key, skip: checked.hooks.skip };

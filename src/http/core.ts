@@ -133,7 +133,10 @@ export interface CommonRateLimitOptions {
   readonly windowSeconds?: number | undefined;
   /**
    * Which rate-limit headers to send on every checked response. `Retry-After` is sent on
-   * a 429 in every mode (it is part of the 429, RFC 6585 section 4).
+   * a 429 in every mode (it is part of the 429, RFC 6585 section 4); in every mode but
+   * `"none"` a 429 also carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+   * `X-RateLimit-Reset`, the only fields GitHub-style clients (Octokit) read
+   * (docs/http.md#headers).
    * @default "draft-10"
    */
   readonly headers?: HeaderMode | undefined;
@@ -194,6 +197,15 @@ export interface CommonRateLimitOptions {
    *   unkeyed limiter, whose limit is global).
    */
   readonly blockDurationMs?: number | undefined;
+  /**
+   * When an admitted request counts as near its limit, for `onNearLimit`: when the
+   * decision's `remaining` (whole units left after it) is at most `nearLimitShare * limit`
+   * (a share from 0 to 1; the same rule and default as `withMetrics`). 0 means "only the
+   * request that took the last unit"; 1 means every admitted request, as
+   * @fastify/rate-limit's `onExceeding`.
+   * @default 0.1
+   */
+  readonly nearLimitShare?: number | undefined;
 }
 
 /** {@link CommonRateLimitOptions} after validation. */
@@ -202,8 +214,20 @@ export interface CommonConfig {
   readonly limiter: KeyedConsumer;
   readonly policy: string;
   readonly quotedPolicy: string;
-  /** The `w=` sent: `windowSeconds`, or the limiter's own (see `policyWindowSeconds`). */
+  /**
+   * The `windowSeconds` given (checked against the limiter's window when it was created,
+   * see `policyWindowSeconds`). The `w=` sent is read per response: the limiter's live
+   * window when it has one, else this (see `liveWindowSeconds`).
+   */
   readonly windowSeconds: number | undefined;
+  /**
+   * The limiter as the user gave it, read per response for its live window and a bucket's
+   * rate (`liveWindowSeconds`, `limiterRatePerSecond`): a wrapped unkeyed limiter no
+   * longer shows them.
+   */
+  readonly source: unknown;
+  /** `nearLimitShare`: an admitted request with `remaining <= nearLimitShare * limit` is near. */
+  readonly nearLimitShare: number;
   readonly draft: boolean;
   readonly legacy: boolean;
   readonly failure: FailureMode;
@@ -215,6 +239,18 @@ export interface CommonConfig {
   readonly quotaJson: QuotaExceededJson;
   /** `blockDurationMs`, or `undefined` for none. */
   readonly blockDurationMs: number | undefined;
+}
+
+/**
+ * Checks `nearLimitShare`: a finite number from 0 to 1 (the same rule as `withMetrics`).
+ * @throws {TypeError} for a non-number; {RangeError} for NaN or a number outside [0, 1].
+ */
+function checkShare(where: string, value: unknown): number {
+  if (value === undefined) return 0.1;
+  if (typeof value === "number" && value >= 0 && value <= 1) return value;
+  throw new (typeof value === "number" ? RangeError : TypeError)(
+    `${where}: nearLimitShare must be a finite number from 0 to 1, got ${describe(value)}`,
+  );
 }
 
 /** Validates an optional function option. */
@@ -251,6 +287,7 @@ export const COMMON_OPTION_NAMES: readonly string[] = [
   "proxyHeader",
   "ipv6Prefix",
   "blockDurationMs",
+  "nearLimitShare",
 ];
 
 const LIMIT_HINT =
@@ -289,7 +326,7 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   errorResponseBuilder: "use onLimited to answer a limited request with your own body",
   onExceeded: "use onLimited, called for every limited request",
   onExceeding:
-    "not supported: nothing is called before the limit is reached; the remaining units are in the RateLimit header",
+    "use onNearLimit: (request, decision, key) => void, called for each admitted request with at most nearLimitShare * limit units left (nearLimitShare: 1 for every admitted request, as onExceeding)",
   identifier: "use policy (the policy name in RateLimit-Policy, RateLimit and the 429 body)",
   nameSpace: "set the key prefix on the store: prefix of a tollgate/redis limiter",
   keyPrefix: "set the key prefix on the store: prefix of a tollgate/redis limiter",
@@ -367,6 +404,7 @@ export function checkCommonOptions(
   const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
   const quotedPolicy = sfString(policy);
+  const nearLimitShare = checkShare(where, o.nearLimitShare);
   const blockDurationMs = checkBlockDuration(
     where,
     o.blockDurationMs,
@@ -378,12 +416,14 @@ export function checkCommonOptions(
     policy,
     quotedPolicy,
     windowSeconds,
+    source: o.limiter,
+    nearLimitShare,
     draft: headers === "draft-10" || headers === "both",
     legacy: headers === "legacy" || headers === "both",
     failure,
     onError: onError ?? defaultOnError(where),
     client,
-    text: new HeaderText(quotedPolicy, windowSeconds, wallClock),
+    text: new HeaderText(quotedPolicy, wallClock),
     quotaJson: new QuotaExceededJson(policy),
     blockDurationMs,
   };
@@ -400,6 +440,7 @@ export interface AdapterHookOptions {
   readonly onLimited?: unknown;
   readonly remoteAddress?: unknown;
   readonly refundIf?: unknown;
+  readonly onNearLimit?: unknown;
 }
 
 /** An adapter's options after {@link checkAdapterOptions}: each hook a function or `undefined`. */
@@ -410,6 +451,7 @@ export interface CheckedAdapterOptions<O extends AdapterHookOptions> {
     readonly key: O["key"] | undefined;
     readonly cost: O["cost"] | undefined;
     readonly skip: O["skip"] | undefined;
+    readonly onNearLimit: O["onNearLimit"] | undefined;
   };
   readonly onLimited: O["onLimited"] | undefined;
   /** `undefined` unless `own` names `remoteAddress`. */
@@ -439,6 +481,7 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
     key: checkFunction<O["key"]>(where, "key", options.key),
     cost: checkFunction<O["cost"]>(where, "cost", options.cost),
     skip: checkFunction<O["skip"]>(where, "skip", options.skip),
+    onNearLimit: checkFunction<O["onNearLimit"]>(where, "onNearLimit", options.onNearLimit),
   };
   const onLimited = checkFunction<O["onLimited"]>(where, "onLimited", options.onLimited);
   const refundIf = own.includes("refundIf")

@@ -82,12 +82,21 @@ export interface FastifyRateLimitOptions<
   /** Return true to let a request through unchecked (no cost, no headers). */
   skip?(request: Request): boolean;
   /**
-   * Answers a limited request instead of the default 429 body: the status is already 429
-   * and the rate-limit headers are set on `reply`. Either send with `reply` yourself, or
+   * Answers a limited request instead of the default body: the status is already set (429,
+   * or 403/413 when it can never pass) and the rate-limit headers are set on `reply`. Either send with `reply` yourself, or
    * return (or resolve with) the payload to send. If it throws or rejects, that is a
    * programming error: 500, and `onError` is told with `kind: 'programming'`.
    */
   onLimited?(request: Request, reply: Reply, decision: Decision): unknown;
+  /**
+   * Called for each admitted request that is near its limit: its decision's `remaining`
+   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
+   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
+   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
+   * throws, that is a programming error: 500, and `onError` is told (`kind:
+   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   */
+  onNearLimit?(request: Request, decision: Decision, key: string): unknown;
   /**
    * Called once the response status is known, for each request the limiter charged: true
    * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
@@ -123,7 +132,7 @@ export type FastifyRouteRateLimit<
 const WHERE = "fastifyRateLimit";
 
 /** The option names of the plugin beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "onNearLimit"] as const;
 
 /** The options a route may override in `config.rateLimit`. */
 const ROUTE_OPTIONS = [
@@ -138,6 +147,8 @@ const ROUTE_OPTIONS = [
   "onLimited",
   "refundIf",
   "blockDurationMs",
+  "nearLimitShare",
+  "onNearLimit",
 ] as const;
 
 const PLUGIN_ONLY =
@@ -351,7 +362,8 @@ function render(
       return;
     case "limited":
       writeHeaders(config, outcome, reply, setReplyHeader);
-      if (route.onLimited === undefined) problem(reply, 429, limitedBody(config, outcome));
+      if (route.onLimited === undefined)
+        problem(reply, outcome.status, limitedBody(config, outcome));
       else limited(route, outcome, request, reply, route.onLimited);
       return;
     case "unavailable":
@@ -377,7 +389,7 @@ function limited(
   const answer = (payload: unknown) => {
     if (!reply.sent) reply.send(payload);
   };
-  reply.code(429);
+  reply.code(outcome.status);
   let returned: unknown;
   try {
     returned = onLimited(request, reply, outcome.decision!);

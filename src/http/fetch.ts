@@ -58,6 +58,17 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
     | ((request: Request, decision: Decision) => Response | Promise<Response>)
     | undefined;
   /**
+   * Called for each admitted request that is near its limit: its decision's `remaining`
+   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
+   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
+   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
+   * throws, that is a programming error: 500, and `onError` is told (`kind:
+   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   */
+  readonly onNearLimit?:
+    | ((request: Request, decision: Decision, key: string) => unknown)
+    | undefined;
+  /**
    * The peer address of the connection. The default asks the runtime through the extra
    * handler arguments: Deno's `info.remoteAddr.hostname`, Bun's `server.requestIP(request)`,
    * `@hono/node-server`'s `env.incoming.socket.remoteAddress`; `undefined` when none of
@@ -70,7 +81,15 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
 const WHERE = "withRateLimit";
 
 /** The option names of {@link withRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress", "refundIf"] as const;
+const OWN_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "remoteAddress",
+  "refundIf",
+  "onNearLimit",
+] as const;
 
 /**
  * The peer address as Deno, Bun or @hono/node-server hands it to a fetch handler in its
@@ -162,7 +181,7 @@ export function withRateLimit<
       case "limited": {
         const headers = headerRecord(config, outcome);
         if (onLimited === undefined) {
-          return problem(429, limitedBody(config, outcome), headers);
+          return problem(outcome.status, limitedBody(config, outcome), headers);
         }
         return limitedAnswer(pipeline, outcome, headers, () =>
           onLimited(request, outcome.decision!),

@@ -23,13 +23,21 @@ export interface RateLimitHeadersOptions {
   /**
    * The policy's time window in whole seconds (an integer >= 1), sent as
    * `RateLimit-Policy: ...;w=<windowSeconds>`; omitted when undefined (`w` is optional).
+   * When `limiter` has a window of its own, that one is sent and this must agree with it.
    */
   readonly windowSeconds?: number | undefined;
   /**
-   * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` for
-   * older clients. `X-RateLimit-Reset` is a Unix time in whole seconds (rounded up), as
-   * express-rate-limit's legacy headers and the GitHub REST API send it (see
-   * {@link resetEpochSeconds}); the delta in seconds is the `t` of `RateLimit`.
+   * The limiter that made `decision` (a `KeyedLimiter`, one tollgate limiter, a Redis
+   * limiter), read now for what the decision alone does not say: its live window (the
+   * `w=`) and a bucket's rate (so that `t` is the time to the next unit, not to a full
+   * bucket). Without it, `w` is `windowSeconds` and a bucket's `t` the time until full.
+   */
+  readonly limiter?: unknown;
+  /**
+   * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` on an
+   * allowed decision (a denial that can pass later always carries them, for GitHub-style
+   * clients). `X-RateLimit-Reset` is the Unix time in whole seconds of the moment `t`
+   * stands for, rounded once, down (see {@link resetEpochSeconds}).
    * @default false
    */
   readonly legacy?: boolean | undefined;
@@ -112,14 +120,51 @@ export function checkWindowSeconds(where: string, value: unknown): number | unde
  * differ).
  */
 export function limiterWindowMs(limiter: unknown): number | undefined {
+  return positive((describing(limiter) as { windowMs?: unknown } | undefined)?.windowMs);
+}
+
+/**
+ * The rate, in units per second, at which a bucket gives units back: the `refillPerSecond`
+ * of a `TokenBucket` (or `leakPerSecond` of a `LeakyBucket`), their Redis counterparts, a
+ * `LeasedTokenBucket`, a `KeyedLimiter` copying one, or any object with such a finite
+ * number > 0. `undefined` for the windows, an `allOf`, a `KeyedLimiter` built from a
+ * function, and a bucket that never refills (a rate of 0). Read per response, so a
+ * `reconfigure` shows at once.
+ */
+export function limiterRatePerSecond(limiter: unknown): number | undefined {
+  return shapeRatePerSecond(describing(limiter));
+}
+
+/** {@link limiterRatePerSecond} of the object {@link describing} found. */
+export function shapeRatePerSecond(shape: object | undefined): number | undefined {
+  if (shape === undefined) return undefined;
+  const s = shape as { refillPerSecond?: unknown; leakPerSecond?: unknown };
+  return positive(s.refillPerSecond ?? s.leakPerSecond);
+}
+
+/**
+ * The object that states a limiter's window or rate: the limiter itself when it has a
+ * `windowMs`, `refillPerSecond` or `leakPerSecond` (one tollgate limiter, a Redis one, a
+ * `withMetrics` wrapper), else the policy a `KeyedLimiter` copies (which `reconfigure`
+ * replaces, so it is looked up each time).
+ */
+export function describing(limiter: unknown): object | undefined {
   if (typeof limiter !== "object" || limiter === null) return undefined;
-  const own = (limiter as { windowMs?: unknown }).windowMs;
-  const windowMs =
-    own !== undefined
-      ? own
-      : (keyedPolicyOf(limiter) as { windowMs?: unknown } | undefined)?.windowMs;
-  return typeof windowMs === "number" && windowMs > 0 && windowMs < Number.POSITIVE_INFINITY
-    ? windowMs
+  const own = limiter as { windowMs?: unknown; refillPerSecond?: unknown; leakPerSecond?: unknown };
+  if (
+    own.windowMs !== undefined ||
+    own.refillPerSecond !== undefined ||
+    own.leakPerSecond !== undefined
+  ) {
+    return own;
+  }
+  return keyedPolicyOf(limiter);
+}
+
+/** `value` when it is a finite number > 0, else `undefined`. */
+function positive(value: unknown): number | undefined {
+  return typeof value === "number" && value > 0 && value < Number.POSITIVE_INFINITY
+    ? value
     : undefined;
 }
 
@@ -134,7 +179,33 @@ export function limiterWindowMs(limiter: unknown): number | undefined {
  */
 export function windowSecondsOf(limiter: unknown): number | undefined {
   const windowMs = limiterWindowMs(limiter);
-  if (windowMs === undefined) return undefined;
+  return windowMs === undefined ? undefined : wholeWindowSeconds(windowMs);
+}
+
+/**
+ * The `w=` sent for a response now: the limiter's own window ({@link windowSecondsOf},
+ * `undefined` when it is not whole seconds) when it has one, read live so that a
+ * `reconfigure({ windowMs })` shows in the next response; else `declared` (the
+ * `windowSeconds` option, for a bucket or an `allOf`).
+ */
+export function liveWindowSeconds(
+  limiter: unknown,
+  declared: number | undefined,
+): number | undefined {
+  return shapeWindowSeconds(describing(limiter), declared);
+}
+
+/** {@link liveWindowSeconds} of the object {@link describing} found. */
+export function shapeWindowSeconds(
+  shape: object | undefined,
+  declared: number | undefined,
+): number | undefined {
+  const windowMs = positive((shape as { windowMs?: unknown } | undefined)?.windowMs);
+  return windowMs === undefined ? declared : wholeWindowSeconds(windowMs);
+}
+
+/** `windowMs` in whole seconds, 1 to the SF maximum (within 1e-9), else `undefined`. */
+function wholeWindowSeconds(windowMs: number): number | undefined {
   const seconds = windowMs / 1000;
   const whole = Math.round(seconds);
   if (whole < 1 || whole > MAX_SF_INTEGER) return undefined;
@@ -180,22 +251,24 @@ export function checkWallClock(where: string, value: unknown): () => number {
 }
 
 /**
- * The value of `X-RateLimit-Reset`: the Unix time, in whole seconds, `resetSeconds` (the
- * `t` of `RateLimit`, a whole number >= 0) from the wall-clock reading `nowMs`:
- * `ceil(nowMs / 1000) + resetSeconds`, so it is never earlier than the reset itself (it
- * may be up to a second later, like `t`). The convention of express-rate-limit's legacy
- * headers (`Math.ceil(resetTime.getTime() / 1000)`) and of the GitHub REST API ("the time
- * at which the current rate limit window resets in UTC epoch seconds"). At most
- * {@link MAX_SF_INTEGER}.
+ * The value of `X-RateLimit-Reset`: the Unix time, in whole seconds, of the moment
+ * `resetMs` (the unrounded time `t` stands for: when the request can pass, or more quota
+ * comes) after the wall-clock reading `nowMs`, rounded once, down:
+ * `floor((nowMs + resetMs) / 1000)`, the Unix second in which that moment falls. Down,
+ * because the clients that read it add a second of their own: GitHub's documentation says
+ * to retry "after" it, and Octokit's throttling plugin waits
+ * `ceil((reset * 1000 - now) / 1000) + 1` seconds, which lands after the moment and at most
+ * a second after `Retry-After`; rounded up, that was up to two seconds more.
+ * At most {@link MAX_SF_INTEGER}.
  * @throws {RangeError} If `nowMs` is not a finite number >= 0 (a broken `wallClock`).
  */
-export function resetEpochSeconds(nowMs: number, resetSeconds: number): number {
+export function resetEpochSeconds(nowMs: number, resetMs: number): number {
   if (!(nowMs >= 0 && nowMs < Number.POSITIVE_INFINITY)) {
     throw new RangeError(
       `rateLimitHeaders: wallClock must return a finite number of milliseconds since the Unix epoch >= 0, got ${describe(nowMs)}`,
     );
   }
-  const epoch = Math.ceil(nowMs / 1000) + resetSeconds;
+  const epoch = Math.floor((nowMs + resetMs) / 1000);
   return epoch < MAX_SF_INTEGER ? epoch : MAX_SF_INTEGER;
 }
 
@@ -239,21 +312,45 @@ function checkNonNegative(name: string, value: unknown, when = ""): number {
 }
 
 /**
- * Seconds the `RateLimit` reset (`t`) and `X-RateLimit-Reset` report, or `undefined` to
- * leave them out:
- * - allowed: `ceil(resetAfterMs / 1000)`, the time until the limiter is back to its fresh
- *   state, so `r` units spread over `t` seconds never overstate the rate (draft-10
- *   section 8.5 warns against a high remaining/reset ratio);
- * - denied: the `Retry-After` value, because "the Retry-After field value SHOULD NOT
- *   reference a point in time earlier than the reset parameter" (section 6); when the
- *   retry is `Infinity`, the reset time if finite;
- * - `undefined` when that time is `Infinity` (a quota that never refills): the draft's
- *   example of "a partition key that has no time window reset" has no `t`.
+ * The milliseconds `t` of `RateLimit` stands for, unrounded: "the number of seconds until
+ * additional quota ... is made available" (draft-10 section 4.1.2), `Infinity` for none:
+ * - a denial that can pass later: `retryAfterMs`, the moment of `Retry-After` ("SHOULD NOT
+ *   reference a point in time earlier than the reset parameter", section 6);
+ * - a bucket below capacity (`ratePerSecond` its refill or leak rate): the time to its
+ *   next whole unit, `resetAfterMs - (limit - remaining - 1) * 1000 / ratePerSecond` (it
+ *   holds `limit - resetAfterMs * rate / 1000` now); until full when less than a unit is
+ *   missing;
+ * - else `resetAfterMs`: a fixed window's end, a sliding window's time until empty (an
+ *   upper bound), the time until fresh for an `allOf` or an unknown rate; `Infinity` for
+ *   a quota that never refills (no `t`, as the draft's example "that has no time window
+ *   reset"). docs/http.md#headers.
  */
-function resetSeconds(decision: Decision, retryAfter: number | undefined): number | undefined {
-  if (!decision.allowed && retryAfter !== undefined) return retryAfter;
+export function resetMsOf(decision: Decision, ratePerSecond: number | undefined): number {
+  if (!decision.allowed && decision.retryAfterMs < Number.POSITIVE_INFINITY) {
+    return decision.retryAfterMs;
+  }
   const reset = decision.resetAfterMs;
-  return reset === Number.POSITIVE_INFINITY ? undefined : ceilSeconds(reset);
+  if (ratePerSecond === undefined || !(reset > 0) || reset === Number.POSITIVE_INFINITY) {
+    return reset;
+  }
+  const missing = decision.limit - decision.remaining - 1; // whole units beyond the next
+  if (!(missing >= 0)) return reset;
+  const next = reset - (missing * 1000) / ratePerSecond;
+  return next > 0 && next <= reset ? next : reset;
+}
+
+/**
+ * The status of a refusal: 429 when the request can pass later; when it never can at its
+ * cost (`retryAfterMs: Infinity`), a status no retrying client repeats: 413 (Content Too
+ * Large) when the cost is above the limit, 403 (Forbidden) when the quota is spent and
+ * never comes back (a rate of 0). A 429 without `Retry-After` is retried by ky, got,
+ * undici's `RetryAgent` and axios-retry anyway (axios-retry at once, 13 times in 3 s);
+ * none of them retries a 403 or a 413 that has no `Retry-After`
+ * (docs/http.md#what-http-clients-do-with-these-answers).
+ */
+export function refusalStatus(decision: Decision, cost: number): 429 | 403 | 413 {
+  if (decision.allowed || decision.retryAfterMs < Number.POSITIVE_INFINITY) return 429;
+  return cost > decision.limit + TOLERANCE * (cost > 1 ? cost : 1) ? 413 : 403;
 }
 
 /**
@@ -275,15 +372,15 @@ export function retryAfterSeconds(decision: Decision): number | undefined {
 }
 
 /**
- * The rate-limit headers for one {@link Decision}, as `{ name: value }`: draft-10's
- * `RateLimit-Policy` and `RateLimit` (Structured Fields, RFC 9651), `Retry-After` on a
- * denial (none when `retryAfterMs` is `Infinity`), and with `legacy` the `X-RateLimit-*`
- * trio. Numbers are whole and clamped (`r` to `[0, limit]`, all to {@link MAX_SF_INTEGER}):
- * docs/http.md#headers, docs/http.md#retry-after.
+ * The rate-limit headers for one {@link Decision}: draft-10's `RateLimit-Policy` and
+ * `RateLimit` (RFC 9651), `Retry-After` on a denial that can pass later, and the
+ * `X-RateLimit-*` trio with `legacy` or on such a denial. Numbers are whole and clamped
+ * (`r` to `[0, limit]`, all to {@link MAX_SF_INTEGER}); a denial's status is
+ * {@link refusalStatus}: docs/http.md#headers.
  * @example
- * const denied = { allowed: false, limit: 10, remaining: 0, retryAfterMs: 4200, resetAfterMs: 60000 }
- * rateLimitHeaders(denied, { policy: "default", windowSeconds: 60 })
- * //=> { "RateLimit-Policy": '"default";q=10;w=60', RateLimit: '"default";r=0;t=5', "Retry-After": "5" }
+ * const allowed = { allowed: true, limit: 10, remaining: 7, retryAfterMs: 0, resetAfterMs: 2500 }
+ * rateLimitHeaders(allowed, { policy: "default", windowSeconds: 60 })
+ * //=> { "RateLimit-Policy": '"default";q=10;w=60', RateLimit: '"default";r=7;t=3' }
  * @throws {TypeError} If `decision` lacks a boolean `allowed` or a number field, or an option
  *   is unknown or of the wrong type.
  * @throws {RangeError} If a field is NaN, `limit`/`resetAfterMs` or a denial's `retryAfterMs`
@@ -302,7 +399,18 @@ export function rateLimitHeaders(
   const legacy = checkBoolean("legacy", options.legacy, false);
   const wallClock = checkWallClock(WHERE, options.wallClock);
   const draft = checkBoolean("draft", options.draft, true);
-  return buildHeaders(decision, sfString(policy), windowSeconds, draft, legacy, wallClock);
+  const limiter = options.limiter;
+  const declared =
+    limiter === undefined ? windowSeconds : policyWindowSeconds(WHERE, limiter, windowSeconds);
+  return buildHeaders(
+    decision,
+    sfString(policy),
+    liveWindowSeconds(limiter, declared),
+    draft,
+    legacy,
+    wallClock,
+    limiterRatePerSecond(limiter),
+  );
 }
 
 const WHERE = "rateLimitHeaders";
@@ -311,6 +419,7 @@ const WHERE = "rateLimitHeaders";
 const HEADERS_OPTIONS = optionNames<RateLimitHeadersOptions>()([
   "policy",
   "windowSeconds",
+  "limiter",
   "legacy",
   "wallClock",
   "draft",
@@ -352,14 +461,26 @@ export interface DecisionNumbers {
   retryAfter: number;
   /** Reset seconds (`t`), or -1 when left out (`Infinity`). */
   reset: number;
+  /**
+   * The unrounded milliseconds `t` stands for ({@link resetMsOf}), from which
+   * `X-RateLimit-Reset` is rounded once; `Infinity` when `t` is left out.
+   */
+  resetMs: number;
+  /** True for a denial that can never pass at its cost (`retryAfterMs: Infinity`). */
+  never: boolean;
 }
 
 /**
  * Checks `decision` and writes its header numbers into `out` (see {@link buildHeaders} for
- * the rules). Throws exactly as {@link rateLimitHeaders} does for a malformed decision,
- * before anything is written to a response.
+ * the rules); `ratePerSecond` is a bucket's rate ({@link limiterRatePerSecond}), for `t`.
+ * Throws exactly as {@link rateLimitHeaders} does for a malformed decision, before
+ * anything is written to a response.
  */
-export function readDecision(decision: Decision, out: DecisionNumbers): void {
+export function readDecision(
+  decision: Decision,
+  out: DecisionNumbers,
+  ratePerSecond?: number,
+): void {
   if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
     throw new TypeError(
       `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
@@ -369,11 +490,19 @@ export function readDecision(decision: Decision, out: DecisionNumbers): void {
   const left = sfCount(checkField("remaining", decision.remaining));
   checkNonNegative("resetAfterMs", decision.resetAfterMs);
   const retryAfter = retryAfterSeconds(decision);
-  const reset = resetSeconds(decision, retryAfter);
+  const resetMs = resetMsOf(decision, ratePerSecond);
   out.limit = limit;
   out.remaining = left < limit ? left : limit; // more left than the quota is not possible
   out.retryAfter = retryAfter === undefined ? -1 : retryAfter;
-  out.reset = reset === undefined ? -1 : reset;
+  // On a denial, t is the Retry-After value itself (at least 1), so the two always agree.
+  out.reset =
+    retryAfter !== undefined
+      ? retryAfter
+      : resetMs === Number.POSITIVE_INFINITY
+        ? -1
+        : ceilSeconds(resetMs);
+  out.resetMs = resetMs;
+  out.never = !decision.allowed && retryAfter === undefined;
 }
 
 /**
@@ -391,8 +520,8 @@ export function wholeText(value: number): string {
 
 /**
  * The header text of one middleware, with its constant parts joined once at construction:
- * `"<policy>";q=` and `;w=<windowSeconds>` for `RateLimit-Policy` (whose whole value is
- * also kept for the last `limit` seen, since a limiter's limit rarely changes), and
+ * `"<policy>";q=` for `RateLimit-Policy` (whose whole value is also kept for the last
+ * `limit` and window seen, since a limiter's limit and window rarely change), and
  * `"<policy>";r=` for `RateLimit` (whose last value is kept too), and the last
  * `X-RateLimit-Reset` text (a Unix time: it changes once a second for a steady `t`).
  * Produces exactly the strings of {@link buildHeaders}.
@@ -401,13 +530,13 @@ export class HeaderText {
   /** @internal */
   private readonly policyHead: string;
   /** @internal */
-  private readonly policyTail: string;
-  /** @internal */
   private readonly rateHead: string;
   /** @internal */
   private readonly wallClock: () => number;
   /** @internal */
   private lastLimit = -1;
+  /** @internal -2: none seen yet (undefined is a valid window: no w=) */
+  private lastWindow: number | undefined = -2;
   /** @internal */
   private lastPolicy = "";
   /** @internal */
@@ -422,27 +551,22 @@ export class HeaderText {
   private lastEpochText = "";
 
   /**
-   * `quotedPolicy` is the SF String of a checked name; `windowSeconds` a checked one;
-   * `wallClock` reads milliseconds since the Unix epoch, for `X-RateLimit-Reset`.
+   * `quotedPolicy` is the SF String of a checked name; `wallClock` reads milliseconds since
+   * the Unix epoch, for `X-RateLimit-Reset`.
    */
-  constructor(
-    quotedPolicy: string,
-    windowSeconds: number | undefined,
-    wallClock: () => number = Date.now,
-  ) {
+  constructor(quotedPolicy: string, wallClock: () => number = Date.now) {
     this.policyHead = `${quotedPolicy};q=`;
-    this.policyTail = windowSeconds === undefined ? "" : `;w=${windowSeconds}`;
     this.rateHead = `${quotedPolicy};r=`;
     this.wallClock = wallClock;
   }
 
   /**
-   * The `X-RateLimit-Reset` value for a reset `t` of `reset` seconds (>= 0): the Unix time
-   * of {@link resetEpochSeconds}, read on the wall clock now. The last text is kept.
+   * The `X-RateLimit-Reset` value for a moment `resetMs` (>= 0, finite) from now: the Unix
+   * time of {@link resetEpochSeconds}, read on the wall clock now. The last text is kept.
    * @throws {RangeError} If the wall clock reads anything but a finite number >= 0.
    */
-  resetEpoch(reset: number): string {
-    const epoch = resetEpochSeconds(this.wallClock(), reset);
+  resetEpoch(resetMs: number): string {
+    const epoch = resetEpochSeconds(this.wallClock(), resetMs);
     if (epoch !== this.lastEpoch) {
       this.lastEpochText = wholeText(epoch);
       this.lastEpoch = epoch;
@@ -450,11 +574,14 @@ export class HeaderText {
     return this.lastEpochText;
   }
 
-  /** The `RateLimit-Policy` value for a whole `limit`. */
-  policy(limit: number): string {
-    if (limit !== this.lastLimit) {
-      this.lastPolicy = this.policyHead + wholeText(limit) + this.policyTail;
+  /** The `RateLimit-Policy` value for a whole `limit` and a window (`w=`; none when undefined). */
+  policy(limit: number, windowSeconds: number | undefined): string {
+    if (limit !== this.lastLimit || windowSeconds !== this.lastWindow) {
+      const head = this.policyHead + wholeText(limit);
+      this.lastPolicy =
+        windowSeconds === undefined ? head : `${head};w=${wholeText(windowSeconds)}`;
       this.lastLimit = limit;
+      this.lastWindow = windowSeconds;
     }
     return this.lastPolicy;
   }
@@ -486,37 +613,69 @@ export function buildHeaders(
   draft: boolean,
   legacy: boolean,
   wallClock: () => number = Date.now,
+  ratePerSecond?: number,
 ): Record<string, string> {
-  const n: DecisionNumbers = { limit: 0, remaining: 0, retryAfter: -1, reset: -1 };
-  readDecision(decision, n);
-  return headersOf(n, new HeaderText(quotedPolicy, windowSeconds, wallClock), draft, legacy);
+  const n: DecisionNumbers = {
+    limit: 0,
+    remaining: 0,
+    retryAfter: -1,
+    reset: -1,
+    resetMs: Number.POSITIVE_INFINITY,
+    never: false,
+  };
+  readDecision(decision, n, ratePerSecond);
+  const text = new HeaderText(quotedPolicy, wallClock);
+  const resetText =
+    legacyWanted(n, draft, legacy) && n.reset >= 0 ? text.resetEpoch(n.resetMs) : "";
+  return headersOf(n, text, windowSeconds, draft, legacy, resetText);
 }
 
-/** The header object for checked numbers (insertion order is the order they are set). */
+/**
+ * Whether the `X-RateLimit-*` fields go on this response: with `legacy` on every one, and
+ * in every mode with the draft fields on a denial that can pass later (`Retry-After` set),
+ * because GitHub-style clients (Octokit's throttling plugin) read nothing else: without
+ * `X-RateLimit-Remaining: 0` they do not retry at all.
+ */
+export function legacyWanted(n: DecisionNumbers, draft: boolean, legacy: boolean): boolean {
+  return legacy || (draft && n.retryAfter >= 0);
+}
+
+/**
+ * The header object for checked numbers (insertion order is the order they are set);
+ * `resetText` is the `X-RateLimit-Reset` value, read once per response ("" for none).
+ * A denial that can never pass carries neither `X-RateLimit-Remaining` nor
+ * `X-RateLimit-Reset`: GitHub-style clients take `X-RateLimit-Remaining: 0` as "wait for
+ * the reset, then retry", and ky retries a 413 at `X-RateLimit-Reset`.
+ */
 export function headersOf(
   n: DecisionNumbers,
   text: HeaderText,
+  windowSeconds: number | undefined,
   draft: boolean,
   legacy: boolean,
+  resetText: string,
 ): Record<string, string> {
   const headers: Record<string, string> = {};
   if (draft) {
-    headers["RateLimit-Policy"] = text.policy(n.limit);
+    headers["RateLimit-Policy"] = text.policy(n.limit, windowSeconds);
     headers["RateLimit"] = text.rate(n.remaining, n.reset);
   }
-  if (legacy) {
+  if (legacyWanted(n, draft, legacy)) {
     headers["X-RateLimit-Limit"] = wholeText(n.limit);
-    headers["X-RateLimit-Remaining"] = wholeText(n.remaining);
-    if (n.reset >= 0) headers["X-RateLimit-Reset"] = text.resetEpoch(n.reset);
+    if (!n.never) {
+      headers["X-RateLimit-Remaining"] = wholeText(n.remaining);
+      if (resetText !== "") headers["X-RateLimit-Reset"] = resetText;
+    }
   }
   if (n.retryAfter >= 0) headers["Retry-After"] = wholeText(n.retryAfter);
   return headers;
 }
 
 /**
- * The default 429 body: an RFC 9457 problem (`application/problem+json`) of the draft's
- * `quota-exceeded` type, naming the violated policy. When `retryAfterMs` is `Infinity`
- * the detail says that the request can never succeed at this cost, so no retry helps.
+ * The default refusal body: an RFC 9457 problem (`application/problem+json`) of the
+ * draft's `quota-exceeded` type, naming the violated policy, its `status` that of
+ * {@link refusalStatus}. When `retryAfterMs` is `Infinity` the detail says that the
+ * request can never succeed at this cost, so no retry helps.
  */
 export function quotaExceededProblem(
   decision: Decision,
@@ -528,15 +687,15 @@ export function quotaExceededProblem(
     retryAfter === undefined
       ? `This request (cost ${cost}) can never succeed at this cost: policy ${JSON.stringify(policy)} will never have ${cost} units available (quota ${sfCount(decision.limit)}). Retrying will not help.`
       : `Quota exceeded; retry after ${retryAfter} second${retryAfter === 1 ? "" : "s"}.`;
-  return problemOf(policy, detail);
+  return problemOf(policy, detail, refusalStatus(decision, cost));
 }
 
-/** The `quota-exceeded` problem object with a given detail. */
-function problemOf(policy: string, detail: string): Record<string, unknown> {
+/** The `quota-exceeded` problem object with a given detail and status. */
+function problemOf(policy: string, detail: string, status = 429): Record<string, unknown> {
   return {
     type: QUOTA_EXCEEDED_TYPE,
     title: "Request cannot be satisfied as assigned quota has been exceeded",
-    status: 429,
+    status,
     detail,
     "violated-policies": [policy],
   };

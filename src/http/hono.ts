@@ -57,6 +57,15 @@ export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextL
    */
   onLimited?(c: Ctx, decision: Decision): Response | Promise<Response>;
   /**
+   * Called for each admitted request that is near its limit: its decision's `remaining`
+   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
+   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
+   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
+   * throws, that is a programming error: 500, and `onError` is told (`kind:
+   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   */
+  onNearLimit?(c: Ctx, decision: Decision, key: string): unknown;
+  /**
    * The peer address of the connection. Hono has no runtime-neutral way to ask (its
    * `getConnInfo` is a different import per runtime), so the default asks the runtime
    * through `c.env`: `@hono/node-server`'s `c.env.incoming.socket.remoteAddress` (or
@@ -81,7 +90,15 @@ export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextL
 const WHERE = "honoRateLimit";
 
 /** The option names of {@link honoRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress", "refundIf"] as const;
+const OWN_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "remoteAddress",
+  "refundIf",
+  "onNearLimit",
+] as const;
 
 /**
  * A Hono middleware: `app.use(honoRateLimit(options))`, with the options, headers, 429
@@ -155,7 +172,9 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
       }
       case "limited": {
         const headers = headerRecord(config, outcome);
-        if (onLimited === undefined) return problem(429, limitedBody(config, outcome), headers);
+        if (onLimited === undefined) {
+          return problem(outcome.status, limitedBody(config, outcome), headers);
+        }
         return limitedAnswer(pipeline, outcome, headers, () => onLimited(c, outcome.decision!));
       }
       case "unavailable":

@@ -56,6 +56,7 @@ export {
   quotaExceededProblem,
   type RateLimitHeadersOptions,
   rateLimitHeaders,
+  refusalStatus,
   retryAfterSeconds,
   windowSecondsOf,
 } from "./headers.js";

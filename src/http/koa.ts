@@ -53,11 +53,20 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
   /** Return true to let a request through unchecked (no cost, no headers). */
   skip?(ctx: Ctx): boolean;
   /**
-   * Answers a limited request instead of the default 429 body: `ctx.status` is already
-   * 429 and the headers are set; set `ctx.body` (and maybe `ctx.status`). If it throws or
+   * Answers a limited request instead of the default body: `ctx.status` is already 429
+   * (or 403/413 when it can never pass) and the headers are set; set `ctx.body` (and maybe `ctx.status`). If it throws or
    * rejects, that is a programming error: 500, and `onError` is told.
    */
   onLimited?(ctx: Ctx, decision: Decision): unknown;
+  /**
+   * Called for each admitted request that is near its limit: its decision's `remaining`
+   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
+   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
+   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
+   * throws, that is a programming error: 500, and `onError` is told (`kind:
+   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   */
+  onNearLimit?(ctx: Ctx, decision: Decision, key: string): unknown;
   /**
    * Called once the response status is known, for each request the limiter charged: true
    * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
@@ -71,7 +80,7 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
 const WHERE = "koaRateLimit";
 
 /** The option names of {@link koaRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "onNearLimit"] as const;
 
 /** The client's address on Koa: the node request's, as for `rateLimit`. */
 const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
@@ -114,10 +123,10 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
       case "limited":
         writeHeaders(config, outcome, ctx.res, setNodeHeader);
         if (onLimited === undefined) {
-          problem(ctx, 429, limitedBody(config, outcome));
+          problem(ctx, outcome.status, limitedBody(config, outcome));
           return;
         }
-        ctx.status = 429;
+        ctx.status = outcome.status;
         try {
           await onLimited(ctx, outcome.decision!);
         } catch (error) {

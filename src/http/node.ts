@@ -59,22 +59,31 @@ export interface RateLimitOptions<
   readonly onLimited?:
     | ((req: Req, res: Res, next: NextFunction, decision: Decision) => void)
     | undefined;
+  /**
+   * Called for each admitted request that is near its limit: its decision's `remaining`
+   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
+   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
+   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
+   * throws, that is a programming error: 500, and `onError` is told (`kind:
+   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   */
+  readonly onNearLimit?: ((req: Req, decision: Decision, key: string) => unknown) | undefined;
 }
 
 const WHERE = "rateLimit";
 
 /** The option names of {@link rateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "onNearLimit"] as const;
 
 /**
  * A connect-style middleware `(req, res, next)` for node:http and Express: counts each
  * request against `limiter` under its key, then calls `next()` with the rate-limit headers
- * set, or answers 429 with `Retry-After` and a problem+json body (draft-10 `quota-exceeded`).
+ * set, or answers 429 with `Retry-After` and a problem+json body (`quota-exceeded`; 413 or
+ * 403 without `Retry-After` for a request that can never pass: `refusalStatus`).
  *
- * Watch out: a limiter that throws or rejects is an outage, decided by `failure` (`'open'`
- * calls `next()`, `'closed'` answers 503); a programming error (a bad `key` or `cost`, a
- * hook that throws) is a 500 whatever `failure` says; errors thrown by `next` are not
- * caught (docs/http.md#when-something-fails-outage-or-programming-error).
+ * Watch out: a limiter that throws or rejects is an outage, decided by `failure`; a
+ * programming error (a bad `key` or `cost`, a hook that throws) is a 500 whatever `failure`
+ * says; errors thrown by `next` are not caught (docs/http.md#when-something-fails-outage-or-programming-error).
  * @example
  * const limit = rateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1 })) })
  * http.createServer((req, res) => limit(req, res, () => res.end("ok")))
@@ -159,7 +168,7 @@ function render<Req extends IncomingMessage, Res extends ServerResponse>(
     case "limited":
       if (res.headersSent) return;
       writeHeaders(config, outcome, res, setNodeHeader);
-      if (onLimited === undefined) send(res, 429, limitedBody(config, outcome));
+      if (onLimited === undefined) send(res, outcome.status, limitedBody(config, outcome));
       else limited(pipeline, outcome, req, res, next, onLimited);
       return;
     case "unavailable":

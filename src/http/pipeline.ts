@@ -13,9 +13,14 @@ import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from ".
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
   type DecisionNumbers,
+  describing,
   INTERNAL_ERROR_PROBLEM,
+  legacyWanted,
   quotaExceededProblem,
   readDecision,
+  refusalStatus,
+  shapeRatePerSecond,
+  shapeWindowSeconds,
   UNAVAILABLE_PROBLEM,
   wholeText,
 } from "./headers.js";
@@ -25,7 +30,8 @@ import {
  * - `'skip'`: `skip` said so; pass it on unchecked, without headers.
  * - `'pass'`: pass it on, with the rate-limit headers when `decision` is set (none when
  *   the limiter failed and `failure` is `'open'`).
- * - `'limited'`: answer 429 (or call `onLimited`) with the headers and {@link limitedBody}.
+ * - `'limited'`: answer `status` (429, or 403/413 for a request that can never pass: see
+ *   `refusalStatus`), or call `onLimited`, with the headers and {@link limitedBody}.
  * - `'unavailable'`: the limiter failed and `failure` is `'closed'`: answer 503.
  * - `'error'`: a programming error: answer 500. Already reported to `onError`.
  */
@@ -48,6 +54,12 @@ export class Outcome implements DecisionNumbers {
   remaining = 0;
   retryAfter = -1;
   reset = -1;
+  resetMs = Number.POSITIVE_INFINITY;
+  never = false;
+  /** The status of a `'limited'` outcome: 429, or 403/413 when it can never pass. */
+  status = 429;
+  /** The `w=` of `RateLimit-Policy`, read from the limiter with the decision; none when undefined. */
+  windowSeconds: number | undefined = undefined;
   /**
    * The `X-RateLimit-Reset` text (a Unix time, read on the wall clock when the decision
    * was checked), or `""` when it is not sent (no legacy headers, or no reset).
@@ -67,6 +79,7 @@ export interface RequestHooks<Req> {
   readonly key?: ((req: Req, clientKey: string) => string) | undefined;
   readonly cost?: ((req: Req) => number) | undefined;
   readonly skip?: ((req: Req) => boolean) | undefined;
+  readonly onNearLimit?: ((req: Req, decision: Decision, key: string) => unknown) | undefined;
 }
 
 /**
@@ -157,11 +170,11 @@ export class Pipeline<Req, Extra = undefined> {
     }
     if (isThenable(result)) {
       return Promise.resolve(result).then(
-        (decision) => this.decided(decision, checked, cost),
+        (decision) => this.decided(decision, checked, cost, req),
         (error: unknown) => this.failed(error, checked, cost),
       );
     }
-    return this.decided(result, checked, cost);
+    return this.decided(result, checked, cost, req);
   }
 
   /**
@@ -184,31 +197,75 @@ export class Pipeline<Req, Extra = undefined> {
   }
 
   /** @internal The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
-  private decided(given: Decision, key: string, cost: number): Outcome | Promise<Outcome> {
+  private decided(
+    given: Decision,
+    key: string,
+    cost: number,
+    req: Req,
+  ): Outcome | Promise<Outcome> {
     const block = this.config.blockDurationMs;
-    if (block === undefined || given.allowed !== false) return this.outcome(given, key, cost);
+    if (block === undefined || given.allowed !== false) return this.outcome(given, key, cost, req);
     const decision = blockOnLimit(this.config, given, key, block);
-    if (decision instanceof Promise) return decision.then((d) => this.outcome(d, key, cost));
-    return this.outcome(decision, key, cost);
+    if (decision instanceof Promise) return decision.then((d) => this.outcome(d, key, cost, req));
+    return this.outcome(decision, key, cost, req);
   }
 
   /** @internal The outcome of a decision (after any block), checked. */
-  private outcome(decision: Decision, key: string, cost: number): Outcome {
+  private outcome(decision: Decision, key: string, cost: number, req: Req): Outcome {
     const outcome = new Outcome("pass", key);
     const config = this.config;
     try {
-      readDecision(decision, outcome); // throws for a malformed decision
+      // The limiter's window and rate are read now, not at creation: a reconfigure shows
+      // in the next response.
+      const shape = describing(config.source);
+      readDecision(decision, outcome, shapeRatePerSecond(shape)); // throws for a malformed decision
+      outcome.windowSeconds = shapeWindowSeconds(shape, config.windowSeconds);
       // Read here, once, so every adapter sends the same text, and a wall clock that
       // reads NaN (a RangeError) is a 500 before anything is written.
-      if (config.legacy && outcome.reset >= 0) {
-        outcome.resetText = config.text.resetEpoch(outcome.reset);
+      if (outcome.reset >= 0 && legacyWanted(outcome, config.draft, config.legacy)) {
+        outcome.resetText = config.text.resetEpoch(outcome.resetMs);
       }
     } catch (error) {
       return this.refuse(error, key); // invalid limiter output is a bug, not an outage
     }
     outcome.cost = cost;
     outcome.decision = decision;
-    if (!decision.allowed) outcome.kind = "limited";
+    if (!decision.allowed) {
+      outcome.kind = "limited";
+      outcome.status = refusalStatus(decision, cost);
+      return outcome;
+    }
+    const near = this.hooks.onNearLimit;
+    if (near !== undefined && decision.remaining <= config.nearLimitShare * decision.limit) {
+      return this.nearLimit(near, outcome, req, decision, key);
+    }
+    return outcome;
+  }
+
+  /**
+   * @internal
+   * Calls `onNearLimit` for an admitted request. A throw is a programming error (500, like
+   * every hook's); a promise it returns is not waited for, and its rejection is reported
+   * to `onError` (the request has gone on by then).
+   */
+  private nearLimit(
+    hook: NonNullable<RequestHooks<Req>["onNearLimit"]>,
+    outcome: Outcome,
+    req: Req,
+    decision: Decision,
+    key: string,
+  ): Outcome {
+    let returned: unknown;
+    try {
+      returned = hook(req, decision, key);
+    } catch (error) {
+      return this.refuse(error, key);
+    }
+    if (isThenable(returned)) {
+      Promise.resolve(returned).then(undefined, (error: unknown) =>
+        report(this.config, error, key, "programming"),
+      );
+    }
     return outcome;
   }
 
@@ -238,8 +295,9 @@ export type SetHeader<Target> = (
 
 /**
  * Writes the rate-limit headers of an outcome that has a decision, in the order of
- * `rateLimitHeaders`: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*`, `Retry-After`.
- * The text comes from the config's precomputed parts; nothing is built per header.
+ * `rateLimitHeaders`: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*` (with `legacy`, or
+ * on a refusal that can pass later), `Retry-After`. The text comes from the config's
+ * precomputed parts; nothing is built per header.
  */
 export function writeHeaders<Target>(
   config: CommonConfig,
@@ -248,13 +306,16 @@ export function writeHeaders<Target>(
   set: SetHeader<Target>,
 ): void {
   if (config.draft) {
-    set(target, "RateLimit-Policy", config.text.policy(outcome.limit), true);
+    set(target, "RateLimit-Policy", config.text.policy(outcome.limit, outcome.windowSeconds), true);
     set(target, "RateLimit", config.text.rate(outcome.remaining, outcome.reset), true);
   }
-  if (config.legacy) {
+  if (legacyWanted(outcome, config.draft, config.legacy)) {
     set(target, "X-RateLimit-Limit", wholeText(outcome.limit), false);
-    set(target, "X-RateLimit-Remaining", wholeText(outcome.remaining), false);
-    if (outcome.reset >= 0) set(target, "X-RateLimit-Reset", outcome.resetText, false);
+    // Not on a refusal that can never pass: GitHub-style clients retry on remaining 0.
+    if (!outcome.never) {
+      set(target, "X-RateLimit-Remaining", wholeText(outcome.remaining), false);
+      if (outcome.resetText !== "") set(target, "X-RateLimit-Reset", outcome.resetText, false);
+    }
   }
   if (outcome.retryAfter >= 0) set(target, "Retry-After", wholeText(outcome.retryAfter), false);
 }
@@ -274,8 +335,8 @@ function setRecord(target: Record<string, string>, name: string, value: string):
 export const LIST_FIELDS: ReadonlySet<string> = new Set(["RateLimit-Policy", "RateLimit"]);
 
 /**
- * The 429 body of a `'limited'` outcome: the `quota-exceeded` problem as JSON text (from
- * precomputed parts when the retry is finite).
+ * The body of a `'limited'` outcome: the `quota-exceeded` problem as JSON text (from
+ * precomputed parts when the retry is finite; its `status` is the outcome's).
  */
 export function limitedBody(config: CommonConfig, outcome: Outcome): string {
   return outcome.retryAfter >= 0
@@ -288,9 +349,6 @@ export const UNAVAILABLE_BODY = JSON.stringify(UNAVAILABLE_PROBLEM);
 
 /** The 500 body of `'error'`, as JSON text. */
 export const INTERNAL_ERROR_BODY = JSON.stringify(INTERNAL_ERROR_PROBLEM);
-
-/** The status of each outcome that the middleware answers itself. */
-export const STATUS = { limited: 429, unavailable: 503, error: 500 } as const;
 
 /** The media type of every body the middleware sends (RFC 9457). */
 export const PROBLEM_JSON = "application/problem+json";

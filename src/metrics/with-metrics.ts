@@ -47,6 +47,16 @@ const HINTS: Readonly<Record<string, string>> = {
   topKeys: 'use "nearLimitKeys" (most keys kept, 0 to 100)',
 };
 
+/** A number option of `limiter`, or of the policy a `KeyedLimiter` copies; `undefined` if none. */
+function ownOrPolicy(
+  limiter: unknown,
+  name: "refillPerSecond" | "leakPerSecond",
+): number | undefined {
+  const own = (limiter as Record<string, unknown>)[name];
+  const value = own ?? (keyedPolicyOf(limiter) as Record<string, unknown> | undefined)?.[name];
+  return typeof value === "number" ? value : undefined;
+}
+
 /** Most keys {@link MetricsOptions.nearLimitKeys} may keep. */
 export const MAX_NEAR_LIMIT_KEYS = 100;
 
@@ -264,6 +274,16 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
     return typeof w === "number" ? w : undefined;
   }
 
+  /** The wrapped bucket's `refillPerSecond` (or its policy's), for the `t=` of `tollgate/http`. */
+  get refillPerSecond(): number | undefined {
+    return ownOrPolicy(this.limiter, "refillPerSecond");
+  }
+
+  /** The wrapped bucket's `leakPerSecond` (or its policy's), for the `t=` of `tollgate/http`. */
+  get leakPerSecond(): number | undefined {
+    return ownOrPolicy(this.limiter, "leakPerSecond");
+  }
+
   /** The wrapped limiter's `maxKeyLength`, when it has one. */
   get maxKeyLength(): number | undefined {
     const own = (this.limiter as { maxKeyLength?: unknown }).maxKeyLength;
@@ -380,6 +400,16 @@ export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, Metri
   get windowMs(): number | undefined {
     const w = (this.limiter as { windowMs?: unknown }).windowMs;
     return typeof w === "number" ? w : undefined;
+  }
+
+  /** The wrapped bucket's `refillPerSecond`, for the `t=` of `tollgate/http`. */
+  get refillPerSecond(): number | undefined {
+    return ownOrPolicy(this.limiter, "refillPerSecond");
+  }
+
+  /** The wrapped bucket's `leakPerSecond`, for the `t=` of `tollgate/http`. */
+  get leakPerSecond(): number | undefined {
+    return ownOrPolicy(this.limiter, "leakPerSecond");
   }
 
   allow(cost?: number): boolean {

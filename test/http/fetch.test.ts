@@ -110,16 +110,18 @@ describe("withRateLimit (called directly under Node)", () => {
     expect(on.calls).toStrictEqual([["203.0.113.9", 1]]);
   });
 
-  test("a cost that can never fit: 429 without Retry-After, body says it can never succeed", async () => {
+  test("a cost that can never fit: 413 without Retry-After, body says it can never succeed", async () => {
     const limiter = new RecordingLimiter(2, 1, manualClock());
     const handler = withRateLimit(ok, { limiter, cost: () => 5 });
     const response = (await handler(get()))!;
-    expect(response.status).toBe(429);
+    expect(response.status).toBe(413);
     expect(limitHeaders(response)).toStrictEqual({
       "ratelimit-policy": '"default";q=2',
       ratelimit: '"default";r=2;t=0',
     });
-    expect((await response.json()).detail).toMatch(/can never succeed at this cost/);
+    const body = await response.json();
+    expect(body.detail).toMatch(/can never succeed at this cost/);
+    expect(body.status).toBe(413);
   });
 
   test("rejecting limiter: 503 with failure 'closed', handler called with 'open', onError told", async () => {
@@ -367,7 +369,7 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: { limiter: new RecordingLimiter(1, 1, manualClock()), windowMs: 1000, max: 5 },
       error: new TypeError(
-        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, key, cost, skip, onLimited, remoteAddress, refundIf',
+        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, nearLimitShare, key, cost, skip, onLimited, remoteAddress, refundIf, onNearLimit',
       ),
     },
     {

@@ -42,9 +42,18 @@ const allowed = (remaining: number, resetAfterMs: number, limit = 10): Decision 
 
 /** A wall-clock reading: 2026-01-01T00:00:00.250Z, in ms since the Unix epoch. */
 const NOW_MS = 1_767_225_600_250;
-/** `NOW_MS` in whole seconds, rounded up. */
-const NOW_S = 1_767_225_601;
+/** `NOW_MS` in whole seconds, rounded down. */
+const NOW_FLOOR_S = 1_767_225_600;
 const wallClock = () => NOW_MS;
+/**
+ * The `X-RateLimit-*` fields of a refusal that can pass in `ms` (limit 10, none left), read
+ * at `NOW_MS`: GitHub-style clients read nothing else.
+ */
+const refusal = (ms: number) => ({
+  "X-RateLimit-Limit": "10",
+  "X-RateLimit-Remaining": "0",
+  "X-RateLimit-Reset": String(Math.floor((NOW_MS + ms) / 1000)),
+});
 
 describe("rateLimitHeaders", () => {
   // decision, options, expected headers (exactly: nothing more, nothing less)
@@ -53,13 +62,23 @@ describe("rateLimitHeaders", () => {
       "float noise never adds a second: 1000.0000000000031 ms -> 1",
       denied(1000.0000000000031, 1000.0000000000031),
       { policy: "default" },
-      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=1', "Retry-After": "1" },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=1',
+        ...refusal(1000.0000000000031),
+        "Retry-After": "1",
+      },
     ],
     [
       "300 ms rounds up to 1",
       denied(300),
       { policy: "default" },
-      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=1', "Retry-After": "1" },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=1',
+        ...refusal(300),
+        "Retry-After": "1",
+      },
     ],
     [
       "59995 ms rounds up to 60",
@@ -68,6 +87,7 @@ describe("rateLimitHeaders", () => {
       {
         "RateLimit-Policy": '"default";q=10;w=60',
         RateLimit: '"default";r=0;t=60',
+        ...refusal(59995),
         "Retry-After": "60",
       },
     ],
@@ -75,25 +95,45 @@ describe("rateLimitHeaders", () => {
       "exactly 5 s is 5, not 6",
       denied(5000),
       { policy: "default" },
-      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=5', "Retry-After": "5" },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=5',
+        ...refusal(5000),
+        "Retry-After": "5",
+      },
     ],
     [
       "4999.999999999 ms (float short of 5 s) is 5",
       denied(4999.999999999),
       { policy: "default" },
-      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=5', "Retry-After": "5" },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=5',
+        ...refusal(4999.999999999),
+        "Retry-After": "5",
+      },
     ],
     [
       "5001 ms is 6 (never early)",
       denied(5001),
       { policy: "default" },
-      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=6', "Retry-After": "6" },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=6',
+        ...refusal(5001),
+        "Retry-After": "6",
+      },
     ],
     [
       "a denial with retryAfterMs 0 still says at least 1",
       denied(0),
       { policy: "default" },
-      { "RateLimit-Policy": '"default";q=10', RateLimit: '"default";r=0;t=1', "Retry-After": "1" },
+      {
+        "RateLimit-Policy": '"default";q=10',
+        RateLimit: '"default";r=0;t=1',
+        ...refusal(0),
+        "Retry-After": "1",
+      },
     ],
     [
       "Infinity: no Retry-After; t is the finite reset",
@@ -134,7 +174,7 @@ describe("rateLimitHeaders", () => {
         RateLimit: '"default";r=0;t=5',
         "X-RateLimit-Limit": "10",
         "X-RateLimit-Remaining": "0",
-        "X-RateLimit-Reset": String(NOW_S + 5),
+        "X-RateLimit-Reset": String(NOW_FLOOR_S + 4),
         "Retry-After": "5",
       },
     ],
@@ -145,7 +185,7 @@ describe("rateLimitHeaders", () => {
       {
         "X-RateLimit-Limit": "10",
         "X-RateLimit-Remaining": "4",
-        "X-RateLimit-Reset": String(NOW_S + 6),
+        "X-RateLimit-Reset": String(NOW_FLOOR_S + 6),
       },
     ],
     [
@@ -169,7 +209,7 @@ describe("rateLimitHeaders", () => {
         RateLimit: '"default";r=0;t=0',
         "X-RateLimit-Limit": "10",
         "X-RateLimit-Remaining": "0",
-        "X-RateLimit-Reset": String(NOW_S),
+        "X-RateLimit-Reset": String(NOW_FLOOR_S),
       },
     ],
     [
@@ -181,7 +221,7 @@ describe("rateLimitHeaders", () => {
         RateLimit: '"default";r=5;t=1',
         "X-RateLimit-Limit": "5",
         "X-RateLimit-Remaining": "5",
-        "X-RateLimit-Reset": String(NOW_S + 1),
+        "X-RateLimit-Reset": String(NOW_FLOOR_S + 1),
       },
     ],
     [
@@ -212,6 +252,7 @@ describe("rateLimitHeaders", () => {
       {
         "RateLimit-Policy": '"default";q=10',
         RateLimit: '"default";r=0;t=1',
+        ...refusal(0),
         "Retry-After": "1",
       },
     ],
@@ -228,6 +269,9 @@ describe("rateLimitHeaders", () => {
       {
         "RateLimit-Policy": '"default";q=10',
         RateLimit: `"default";r=0;t=${MAX_SF_INTEGER}`,
+        "X-RateLimit-Limit": "10",
+        "X-RateLimit-Remaining": "0",
+        "X-RateLimit-Reset": String(MAX_SF_INTEGER),
         "Retry-After": String(MAX_SF_INTEGER),
       },
     ],
@@ -242,7 +286,7 @@ describe("rateLimitHeaders", () => {
     ],
   ];
   test.each(steps)("%s", (_name, decision, options, expected) => {
-    expect(rateLimitHeaders(decision, options)).toStrictEqual(expected);
+    expect(rateLimitHeaders(decision, { wallClock, ...options })).toStrictEqual(expected);
   });
 
   test("Retry-After is never earlier than t on a denial (draft-10 section 6)", () => {
@@ -389,7 +433,7 @@ describe("rateLimitHeaders", () => {
       decision: allowed(1, 0),
       options: { policy: "p", headers: "legacy" },
       error: new TypeError(
-        'rateLimitHeaders: unknown option "headers" (use legacy: true for X-RateLimit-*, draft: false to leave out RateLimit-Policy and RateLimit ("headers" is the middleware\'s option)); known options: policy, windowSeconds, legacy, wallClock, draft',
+        'rateLimitHeaders: unknown option "headers" (use legacy: true for X-RateLimit-*, draft: false to leave out RateLimit-Policy and RateLimit ("headers" is the middleware\'s option)); known options: policy, windowSeconds, limiter, legacy, wallClock, draft',
       ),
     },
     {
@@ -397,7 +441,7 @@ describe("rateLimitHeaders", () => {
       decision: allowed(1, 0),
       options: { policy: "p", windowMs: 60_000 },
       error: new TypeError(
-        'rateLimitHeaders: unknown option "windowMs" (use "windowSeconds" (whole seconds, the w= of RateLimit-Policy)); known options: policy, windowSeconds, legacy, wallClock, draft',
+        'rateLimitHeaders: unknown option "windowMs" (use "windowSeconds" (whole seconds, the w= of RateLimit-Policy)); known options: policy, windowSeconds, limiter, legacy, wallClock, draft',
       ),
     },
     {
@@ -405,7 +449,7 @@ describe("rateLimitHeaders", () => {
       decision: allowed(1, 0),
       options: Object.assign(Object.create({ legacyHeaders: true }), { policy: "p" }),
       error: new TypeError(
-        'rateLimitHeaders: unknown option "legacyHeaders" (use legacy: true for X-RateLimit-*, draft: false to leave out RateLimit-Policy and RateLimit ("headers" is the middleware\'s option)); known options: policy, windowSeconds, legacy, wallClock, draft',
+        'rateLimitHeaders: unknown option "legacyHeaders" (use legacy: true for X-RateLimit-*, draft: false to leave out RateLimit-Policy and RateLimit ("headers" is the middleware\'s option)); known options: policy, windowSeconds, limiter, legacy, wallClock, draft',
       ),
     },
     {
@@ -569,14 +613,14 @@ describe("precomputed header and body text (the middleware's fast path)", () => 
           maxLength: 5,
         }),
         (policy, windowSeconds, steps) => {
-          const text = new HeaderText(sfString(policy), windowSeconds);
+          const text = new HeaderText(sfString(policy));
           for (const [limit, remaining] of steps) {
             const expected = rateLimitHeaders(allowed(remaining, 5000, limit), {
               policy,
               windowSeconds,
             });
             const r = Math.min(remaining, limit);
-            expect(text.policy(limit)).toBe(expected["RateLimit-Policy"]);
+            expect(text.policy(limit, windowSeconds)).toBe(expected["RateLimit-Policy"]);
             expect(text.rate(r, 5)).toBe(expected["RateLimit"]);
           }
           expect(text.rate(0, -1)).toBe(`${sfString(policy)};r=0`);
@@ -618,28 +662,68 @@ describe("sfString", () => {
   });
 });
 
-describe("X-RateLimit-Reset is a Unix time, as express-rate-limit and the GitHub API send it", () => {
-  // Regression: it was the delta in seconds (the `t` of RateLimit), which clients written for
+describe("X-RateLimit-Reset is the Unix second of the moment t stands for, rounded once", () => {
+  // It was the delta in seconds (the `t` of RateLimit) once, which clients written for
   // express-rate-limit's legacy headers or the GitHub API read as a date in January 1970.
-  test("the legacy reset is epoch seconds: ceil(now / 1000) + t", () => {
+  test("the legacy reset is epoch seconds: floor((now + ms) / 1000)", () => {
     const headers = rateLimitHeaders(allowed(4, 6000), { policy: "p", legacy: true, wallClock });
-    expect(headers["X-RateLimit-Reset"]).toBe(String(NOW_S + 6));
+    expect(headers["X-RateLimit-Reset"]).toBe(String(NOW_FLOOR_S + 6)); // 600.25 + 6 s
     expect(
       rateLimitHeaders(denied(4200), { policy: "p", legacy: true, wallClock })["X-RateLimit-Reset"],
-    ).toBe(String(NOW_S + 5));
+    ).toBe(String(NOW_FLOOR_S + 4)); // 600.25 + 4.2 s: second 604 (Retry-After says 5)
   });
 
   test("the default wall clock is Date.now", () => {
-    const before = Math.ceil(Date.now() / 1000);
+    const before = Math.floor(Date.now() / 1000);
     const reset = Number(
       rateLimitHeaders(allowed(4, 6000), { policy: "p", legacy: true })["X-RateLimit-Reset"],
     );
-    const after = Math.ceil(Date.now() / 1000);
+    const after = Math.floor(Date.now() / 1000);
     expect(reset).toBeGreaterThanOrEqual(before + 6);
     expect(reset).toBeLessThanOrEqual(after + 6);
   });
 
-  test("property: never before express-rate-limit's exact ceil((now + resetMs) / 1000), at most 1 s after", () => {
+  test("X-RateLimit-Reset is rounded twice no more: a 300 ms wait at x.5 s says x, not x+2", () => {
+    // ceil(now) + ceil(t) was 1001 + 1: Octokit, adding its second, waited 3 s for 0.3 s;
+    // now ceil(1000 - 1000.5) + 1 = 1 s, and it retries at 1001.5, after the moment 1000.8.
+    const headers = rateLimitHeaders(denied(300), {
+      policy: "p",
+      legacy: true,
+      wallClock: () => 1_000_500,
+    });
+    expect(headers["X-RateLimit-Reset"]).toBe("1000");
+    expect(headers["Retry-After"]).toBe("1");
+  });
+
+  /** What Octokit's throttling plugin waits, in ms, for a refusal read at `nowMs`. */
+  const octokitWaitMs = (reset: number, nowMs: number) =>
+    Math.max(Math.ceil((reset * 1000 - nowMs) / 1000) + 1, 0) * 1000;
+
+  test("property: Octokit, which waits ceil(reset - now) + 1 s, retries after the moment and at most 1 s after Retry-After", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 4e12 }),
+        fc.integer({ min: 1, max: 1e7 }),
+        fc.integer({ min: 0, max: 50 }), // the client reads the response this much later
+        (nowMs, retryAfterMs, lateMs) => {
+          const headers = rateLimitHeaders(denied(retryAfterMs), {
+            policy: "p",
+            legacy: true,
+            wallClock: () => nowMs,
+          });
+          const reset = Number(headers["X-RateLimit-Reset"]);
+          const readAt = nowMs + lateMs;
+          const retryAt = readAt + octokitWaitMs(reset, readAt);
+          expect(retryAt).toBeGreaterThanOrEqual(nowMs + retryAfterMs);
+          expect(retryAt - readAt).toBeLessThanOrEqual(
+            Number(headers["Retry-After"]) * 1000 + 1000,
+          );
+        },
+      ),
+    );
+  });
+
+  test("property: floor((now + resetMs) / 1000), and t is the same moment rounded up", () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 0, max: 4e12 }),
@@ -652,22 +736,17 @@ describe("X-RateLimit-Reset is a Unix time, as express-rate-limit and the GitHub
             legacy: true,
             wallClock: () => nowMs,
           });
-          const exact = Math.ceil((nowMs + resetMs) / 1000);
-          const sent = Number(headers["X-RateLimit-Reset"]);
-          expect(sent).toBeGreaterThanOrEqual(
-            isAllowed ? exact : Math.max(exact, Math.ceil(nowMs / 1000) + 1),
-          );
-          expect(sent).toBeLessThanOrEqual(exact + 1 + (isAllowed ? 0 : 1));
-          expect(sent - Math.ceil(nowMs / 1000)).toBe(
-            Number(/;t=(\d+)/.exec(headers.RateLimit!)![1]),
-          );
+          const moment = isAllowed || resetMs > 0 ? nowMs + resetMs : nowMs;
+          expect(Number(headers["X-RateLimit-Reset"])).toBe(Math.floor(moment / 1000));
+          const t = Number(/;t=(\d+)/.exec(headers.RateLimit!)![1]);
+          expect(t).toBe(isAllowed ? ceilSeconds(resetMs) : Math.max(1, ceilSeconds(resetMs)));
         },
       ),
     );
   });
 
   test("resetEpochSeconds caps at the largest SF Integer and refuses a broken reading", () => {
-    expect(resetEpochSeconds(NOW_MS, MAX_SF_INTEGER)).toBe(MAX_SF_INTEGER);
+    expect(resetEpochSeconds(NOW_MS, MAX_SF_INTEGER * 1000)).toBe(MAX_SF_INTEGER);
     expect(resetEpochSeconds(0, 0)).toBe(0);
     for (const bad of [Number.NaN, -1, Number.POSITIVE_INFINITY]) {
       expect(() => resetEpochSeconds(bad, 1), String(bad)).toThrow(RangeError);
@@ -684,7 +763,7 @@ describe("X-RateLimit-Reset is a Unix time, as express-rate-limit and the GitHub
         }),
         (startMs, steps) => {
           let nowMs = startMs;
-          const text = new HeaderText(sfString("p"), undefined, () => nowMs);
+          const text = new HeaderText(sfString("p"), () => nowMs);
           for (const [advanceMs, reset] of steps) {
             nowMs += advanceMs;
             const expected = rateLimitHeaders(allowed(1, reset * 1000), {
@@ -692,7 +771,7 @@ describe("X-RateLimit-Reset is a Unix time, as express-rate-limit and the GitHub
               legacy: true,
               wallClock: () => nowMs,
             })["X-RateLimit-Reset"];
-            expect(text.resetEpoch(reset)).toBe(expected);
+            expect(text.resetEpoch(reset * 1000)).toBe(expected);
           }
         },
       ),

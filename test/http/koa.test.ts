@@ -6,7 +6,15 @@ import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type KoaRateLimitOptions, koaRateLimit } from "../../src/http/koa.js";
 import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
-import { close, describeWiring, limitHeaders, listen, RecordingLimiter } from "./support.js";
+import {
+  close,
+  describeWiring,
+  limitHeaders,
+  listen,
+  RESET_AT_T1,
+  RecordingLimiter,
+  WALL_MS,
+} from "./support.js";
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -31,7 +39,7 @@ describe("koaRateLimit on a real Koa 3 server", () => {
   test("allowed requests carry the headers; the limit gives a 429 with Retry-After and a problem body", async () => {
     const clock = manualClock();
     const limiter = new RecordingLimiter(1, 1, clock);
-    const url = await start({ limiter, windowSeconds: 1 });
+    const url = await start({ limiter, windowSeconds: 1, wallClock: () => WALL_MS });
     const allowed = await fetch(url);
     expect([allowed.status, await allowed.text()]).toStrictEqual([200, "ok"]);
     expect(limitHeaders(allowed)).toStrictEqual({
@@ -44,6 +52,9 @@ describe("koaRateLimit on a real Koa 3 server", () => {
     expect(limitHeaders(denied)).toStrictEqual({
       "ratelimit-policy": '"default";q=1;w=1',
       ratelimit: '"default";r=0;t=1',
+      "x-ratelimit-limit": "1",
+      "x-ratelimit-remaining": "0",
+      "x-ratelimit-reset": RESET_AT_T1,
       "retry-after": "1",
     });
     expect((await denied.json()).type).toBe(QUOTA_EXCEEDED_TYPE);

@@ -63,12 +63,26 @@ const steps: Step[] = [
   [
     0,
     429,
-    { "ratelimit-policy": '"default";q=2;w=2', ratelimit: '"default";r=0;t=1', "retry-after": "1" },
+    {
+      "ratelimit-policy": '"default";q=2;w=2',
+      ratelimit: '"default";r=0;t=1',
+      "x-ratelimit-limit": "2",
+      "x-ratelimit-remaining": "0",
+      "x-ratelimit-reset": RESET_AT_T1, // the moment 1 s on, in its Unix second
+      "retry-after": "1",
+    },
   ],
   [
     300,
     429,
-    { "ratelimit-policy": '"default";q=2;w=2', ratelimit: '"default";r=0;t=1', "retry-after": "1" },
+    {
+      "ratelimit-policy": '"default";q=2;w=2',
+      ratelimit: '"default";r=0;t=1',
+      "x-ratelimit-limit": "2",
+      "x-ratelimit-remaining": "0",
+      "x-ratelimit-reset": "1767225600", // 0.7 s on: still the second of WALL_MS
+      "retry-after": "1",
+    },
   ],
   [1000, 200, { "ratelimit-policy": '"default";q=2;w=2', ratelimit: '"default";r=0;t=2' }],
 ];
@@ -80,7 +94,7 @@ describe.each([
   test("allowed requests carry the headers; the limit gives a 429 with Retry-After and a problem body", async () => {
     const clock = manualClock();
     const limiter = new RecordingLimiter(2, 1, clock);
-    const url = await start({ limiter, windowSeconds: 2 });
+    const url = await start({ limiter, windowSeconds: 2, wallClock: () => WALL_MS });
     for (const [i, [atMs, status, headers]] of steps.entries()) {
       clock.set(atMs);
       const response = await fetch(url);
@@ -122,13 +136,12 @@ describe.each([
       "x-ratelimit-reset": RESET_AT_T1,
     });
     response = await fetch(url, { headers: { "x-cost": "3" } });
-    expect(response.status).toBe(429);
+    expect(response.status).toBe(413); // above the limit: retrying cannot help
+    // No X-RateLimit-Remaining nor -Reset: GitHub-style clients would wait for it and retry.
     expect(limitHeaders(response)).toStrictEqual({
       "ratelimit-policy": '"api";q=2',
       ratelimit: '"api";r=1;t=1',
       "x-ratelimit-limit": "2",
-      "x-ratelimit-remaining": "1",
-      "x-ratelimit-reset": RESET_AT_T1,
     });
     expect((await response.json()).detail).toBe(
       'This request (cost 3) can never succeed at this cost: policy "api" will never have 3 units available (quota 2). Retrying will not help.',

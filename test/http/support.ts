@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { type ServerType, serve } from "@hono/node-server";
 import { describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import type { CommonRateLimitOptions } from "../../src/http/core.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
@@ -132,8 +133,8 @@ export function limitHeaders(response: Response): Record<string, string> {
  */
 export const WALL_MS = 1_767_225_600_250;
 
-/** `X-RateLimit-Reset` for `t = 1` at {@link WALL_MS}: ceil(WALL_MS / 1000) + 1. */
-export const RESET_AT_T1 = "1767225602";
+/** `X-RateLimit-Reset` for a moment 1 s after {@link WALL_MS}: floor((WALL_MS + 1000) / 1000). */
+export const RESET_AT_T1 = "1767225601";
 
 /**
  * The end-to-end checks of the header and client-key wiring that every adapter shares,
@@ -155,7 +156,7 @@ export function describeWiring(
         headers: "legacy",
         wallClock: () => WALL_MS,
       });
-      // allowed, t = 1 -> ceil(1767225600.25) + 1
+      // allowed, t = 1 -> floor(1767225600.25 + 1)
       expect(limitHeaders(await fetch(url))).toStrictEqual({
         "x-ratelimit-limit": "2",
         "x-ratelimit-remaining": "1",
@@ -170,6 +171,145 @@ export function describeWiring(
         "x-ratelimit-reset": RESET_AT_T1,
         "retry-after": "1",
       });
+    });
+
+    test("t on an allowed bucket response is the time to the next unit, not until full", async () => {
+      // TokenBucket capacity 3 at 1/s: each response says one more unit comes in 1 s. It
+      // said t=1, 2, 3 (the time until full), then t=1 on the 429 that followed t=3.
+      const clock = manualClock();
+      const limiter = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }));
+      const url = await start({ limiter, policy: "demo" });
+      const seen: Array<[number, string | null]> = [];
+      for (let i = 0; i < 4; i++) {
+        const response = await fetch(url);
+        seen.push([response.status, response.headers.get("ratelimit")]);
+      }
+      expect(seen).toStrictEqual([
+        [200, '"demo";r=2;t=1'],
+        [200, '"demo";r=1;t=1'],
+        [200, '"demo";r=0;t=1'],
+        [429, '"demo";r=0;t=1'],
+      ]);
+      clock.set(500); // half a unit back: the next one is 0.5 s away, said as 1
+      expect((await fetch(url)).headers.get("ratelimit")).toBe('"demo";r=0;t=1');
+      clock.set(2500); // 2.5 units back: the third in 0.5 s
+      const response = await fetch(url);
+      expect(response.headers.get("ratelimit")).toBe('"demo";r=1;t=1');
+      // A LeakyBucket, and a reconfigured rate, read at response time.
+      limiter.reconfigure({ refillPerSecond: 0.25 });
+      clock.set(2500);
+      expect((await fetch(url)).headers.get("ratelimit")).toBe('"demo";r=0;t=2');
+      const leaky = new KeyedLimiter(new LeakyBucket({ capacity: 2, leakPerSecond: 0.5, clock }));
+      const leakyUrl = await start({ limiter: leaky, policy: "demo" });
+      expect((await fetch(leakyUrl)).headers.get("ratelimit")).toBe('"demo";r=1;t=2');
+    });
+
+    test("w= follows reconfigure({ windowMs }) of the limiter: the next response says w=30", async () => {
+      const limiter = new KeyedLimiter(
+        new FixedWindow({ limit: 3, windowMs: 60_000, clock: manualClock() }),
+      );
+      const url = await start({ limiter, policy: "api" });
+      expect((await fetch(url)).headers.get("ratelimit-policy")).toBe('"api";q=3;w=60');
+      limiter.reconfigure({ windowMs: 30_000 });
+      expect((await fetch(url)).headers.get("ratelimit-policy")).toBe('"api";q=3;w=30');
+      limiter.reconfigure({ limit: 5, windowMs: 1500 }); // not whole seconds: no w at all
+      expect((await fetch(url)).headers.get("ratelimit-policy")).toBe('"api";q=5');
+      // One unkeyed window, agreeing windowSeconds given at creation: the live one still wins.
+      const global = new FixedWindow({ limit: 3, windowMs: 60_000, clock: manualClock() });
+      const globalUrl = await start({ limiter: global, policy: "api", windowSeconds: 60 });
+      global.reconfigure({ windowMs: 30_000 });
+      expect((await fetch(globalUrl)).headers.get("ratelimit-policy")).toBe('"api";q=3;w=30');
+    });
+
+    test("a never-passing limit answered 429 without Retry-After: now 403 (spent) or 413 (cost above capacity)", async () => {
+      // ky, got, undici's RetryAgent and axios-retry all retried that 429 (axios-retry at
+      // once); none of them retries a 403 or 413 that has no Retry-After.
+      const clock = manualClock();
+      const spent = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 0, clock }));
+      const url = await start({ limiter: spent, policy: "trial", headers: "both" });
+      expect((await fetch(url)).status).toBe(200);
+      const refused = await fetch(url);
+      expect(refused.status).toBe(403);
+      // Neither X-RateLimit-Remaining: 0 nor a reset: Octokit would retry on those.
+      expect(limitHeaders(refused)).toStrictEqual({
+        "ratelimit-policy": '"trial";q=1',
+        ratelimit: '"trial";r=0',
+        "x-ratelimit-limit": "1",
+      });
+      const body = await refused.json();
+      expect([body.status, body.type]).toStrictEqual([403, QUOTA_EXCEEDED_TYPE]);
+      expect(body.detail).toMatch(/can never succeed at this cost.*Retrying will not help/);
+      const bucket = new KeyedLimiter(new TokenBucket({ capacity: 2, refillPerSecond: 1, clock }));
+      const costly = await start({
+        limiter: bucket,
+        policy: "api",
+        cost: () => 3,
+      } as CommonRateLimitOptions);
+      const tooLarge = await fetch(costly);
+      expect(tooLarge.status).toBe(413);
+      expect(limitHeaders(tooLarge)).toStrictEqual({
+        "ratelimit-policy": '"api";q=2',
+        ratelimit: '"api";r=2;t=0',
+      });
+      expect((await tooLarge.json()).status).toBe(413);
+    });
+
+    test("a 429 carries X-RateLimit-Remaining: 0 and X-RateLimit-Reset by default, for Octokit", async () => {
+      // Octokit's throttling plugin retries only a refusal that says x-ratelimit-remaining: 0.
+      const clock = manualClock();
+      const limiter = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1, clock }));
+      const url = await start({ limiter, wallClock: () => WALL_MS });
+      const allowed = await fetch(url);
+      expect(limitHeaders(allowed)).toStrictEqual({
+        "ratelimit-policy": '"default";q=1',
+        ratelimit: '"default";r=0;t=1',
+      });
+      const refused = await fetch(url);
+      expect(refused.status).toBe(429);
+      expect(limitHeaders(refused)).toStrictEqual({
+        "ratelimit-policy": '"default";q=1',
+        ratelimit: '"default";r=0;t=1',
+        "x-ratelimit-limit": "1",
+        "x-ratelimit-remaining": "0",
+        "x-ratelimit-reset": RESET_AT_T1,
+        "retry-after": "1",
+      });
+      const none = await start({ limiter, headers: "none" });
+      expect(limitHeaders(await fetch(none))).toStrictEqual({ "retry-after": "1" });
+    });
+
+    test("onNearLimit is called for an admitted request with at most nearLimitShare * limit left", async () => {
+      const clock = manualClock();
+      const calls: Array<[number, string]> = [];
+      const limiter = new KeyedLimiter(new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }));
+      const url = await start({
+        limiter,
+        nearLimitShare: 0.4, // remaining <= 2
+        onNearLimit: (_request: unknown, decision: Decision, key: string) => {
+          calls.push([decision.remaining, key]);
+        },
+      } as CommonRateLimitOptions);
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i++) statuses.push((await fetch(url)).status);
+      expect(statuses).toStrictEqual([200, 200, 200, 200, 200, 429]);
+      expect(calls).toStrictEqual([
+        [2, "127.0.0.1"],
+        [1, "127.0.0.1"],
+        [0, "127.0.0.1"],
+      ]); // not for 4 and 3 left, nor for the refusal
+      const onError = vi.fn();
+      const broken = await start({
+        limiter: new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1, clock })),
+        onError,
+        onNearLimit: () => {
+          throw new Error("hook bug");
+        },
+      } as CommonRateLimitOptions);
+      expect((await fetch(broken)).status).toBe(500);
+      expect(onError.mock.calls[0]![1]).toMatchObject({ kind: "programming", outcome: "error" });
+      await expect(start({ limiter, nearLimitShare: 2 })).rejects.toThrow(
+        new RangeError(`${where}: nearLimitShare must be a finite number from 0 to 1, got 2`),
+      );
     });
 
     test("a wall clock that reads NaN is a programming error (500), not an outage", async () => {

@@ -85,3 +85,31 @@ test("an unkeyed limiter is accepted as the limiter (one global limit)", () => {
     limiter: allOf(new TokenBucket({ capacity: 10, refillPerSecond: 1 })),
   });
 });
+
+test("onNearLimit gets each adapter's own request, the decision and the key", () => {
+  rateLimit({
+    limiter,
+    onNearLimit: (req, decision, key) => {
+      expectTypeOf(req.headers).toHaveProperty("host");
+      expectTypeOf(decision.remaining).toBeNumber();
+      expectTypeOf(key).toBeString();
+    },
+  });
+  withRateLimit(() => new Response("ok"), {
+    limiter,
+    onNearLimit: (request) => expectTypeOf(request).toEqualTypeOf<Request>(),
+  });
+  honoRateLimit<Context>({ limiter, onNearLimit: (c) => expectTypeOf(c).toEqualTypeOf<Context>() });
+  koaRateLimit({
+    limiter,
+    nearLimitShare: 0.2,
+    onNearLimit: (ctx) => expectTypeOf(ctx).toHaveProperty("req"),
+  });
+  const route: FastifyRouteRateLimit<FastifyRequest, FastifyReply> = {
+    nearLimitShare: 1,
+    onNearLimit: (request: FastifyRequest) => expectTypeOf(request).toEqualTypeOf<FastifyRequest>(),
+  };
+  expectTypeOf(route.nearLimitShare).toEqualTypeOf<number | undefined>();
+  // @ts-expect-error: a string is not a share
+  rateLimit({ limiter, nearLimitShare: "0.2" });
+});
