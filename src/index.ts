@@ -70,6 +70,7 @@ export {
   type MetricsSource,
   withMetrics,
 } from "./metrics/with-metrics.js";
+export type { Receipt } from "./receipt.js";
 export {
   type CloneableLimiter,
   DEFAULT_MAX_KEYS,

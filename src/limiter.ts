@@ -1,3 +1,5 @@
+import type { Receipt } from "./receipt.js";
+
 /**
  * A source of time in milliseconds. It should be monotonic; a reading that goes
  * backwards is treated as the latest reading seen (time stands still), so it never
@@ -104,11 +106,23 @@ export interface Limiter {
   /** Forgets all usage: back to the fresh state. */
   reset(): void;
   /**
-   * Gives back `cost` units taken earlier (default 1), never past the fresh state; may wake
-   * waiters, first-in, first-out. Optional, so that a custom limiter without it still is a
-   * `Limiter`; every built-in limiter and `allOf` have it. See docs/semantics.md#refunds.
+   * `consume(cost)` that also says what it took and when: a {@link Receipt} (the decision,
+   * the units, the instant) to refund through later, when the request turns out cheaper or
+   * should not count. Optional, so that a custom limiter without it still is a `Limiter`;
+   * every built-in limiter and `allOf` have it. See docs/semantics.md#refunds.
    */
-  refund?(cost?: number): void;
+  charge?(cost?: number): Receipt;
+  /**
+   * Gives back units taken earlier and returns how many it gave back; may wake waiters,
+   * first-in, first-out. Through a receipt (`refund(receipt, units?)`, `units` by default
+   * all it still holds): never more than that charge took, and nothing once its units no
+   * longer count. Without one (`refund(cost?)`, default 1): never past the fresh state; a
+   * `FixedWindow` refuses it (it cannot tell which window the units came from). Optional
+   * like {@link charge}. See docs/semantics.md#refunds.
+   */
+  refund?(receipt: Receipt, units?: number): number;
+  /** See the receipt form: gives back `cost` (default 1) without a receipt. */
+  refund?(cost?: number): number;
 
   /**
    * True when the state equals a fresh one, so that dropping this limiter and
