@@ -91,11 +91,19 @@ export interface FastifyRateLimitOptions<
   /**
    * Called once the response status is known, for each request the limiter charged: true
    * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
-   * `status` is the reply's, or 499 when the connection closed first (a failure).
+   * `status` is the reply's. A request whose client went away first is not asked about: it
+   * stays charged, unless `refundAborted` (then with status 499).
    * @example
    * refundIf: (status) => status < 400 // count only failed logins
    */
   refundIf?(status: number, request: Request): boolean;
+  /**
+   * Also ask `refundIf` about a request whose client went away before its response was
+   * complete (status 499). Off by default: such a request stays charged
+   * (docs/http.md#refunds-and-charges-after-the-response).
+   * @default false
+   */
+  readonly refundAborted?: boolean | undefined;
 }
 
 /**
@@ -123,7 +131,7 @@ export type FastifyRouteRateLimit<
 const WHERE = "fastifyRateLimit";
 
 /** The option names of the plugin beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "refundAborted"] as const;
 
 /** The options a route may override in `config.rateLimit`. */
 const ROUTE_OPTIONS = [
@@ -137,6 +145,7 @@ const ROUTE_OPTIONS = [
   "skip",
   "onLimited",
   "refundIf",
+  "refundAborted",
   "blockDurationMs",
 ] as const;
 
@@ -202,11 +211,15 @@ function build(
   options: FastifyRateLimitOptions,
   warning: UntrustedProxyWarning,
 ): Route {
-  const { config, hooks, onLimited, refundIf } = checkAdapterOptions(where, options, OWN_OPTIONS);
+  const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
+    where,
+    options,
+    OWN_OPTIONS,
+  );
   return {
     pipeline: new Pipeline(where, config, hooks, FASTIFY_SOURCE, warning),
     onLimited,
-    after: new AfterResponse(where, config, refundIf as AfterRefundIf),
+    after: new AfterResponse(where, config, refundIf as AfterRefundIf, refundAborted),
   };
 }
 
@@ -344,7 +357,9 @@ function render(
         const after = route.after;
         charged.set(request, after);
         if (after.open(request, outcome) && reply.raw !== undefined) {
-          watchNodeResponse(reply.raw, (status) => after.settle(request, request, status));
+          watchNodeResponse(reply.raw, (status, aborted) =>
+            after.settle(request, request, status, aborted),
+          );
         }
       }
       next();

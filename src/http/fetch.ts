@@ -70,7 +70,15 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
 const WHERE = "withRateLimit";
 
 /** The option names of {@link withRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "remoteAddress", "refundIf"] as const;
+const OWN_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "remoteAddress",
+  "refundIf",
+  "refundAborted",
+] as const;
 
 /**
  * The peer address as Deno, Bun or @hono/node-server hands it to a fetch handler in its
@@ -122,12 +130,12 @@ export function withRateLimit<
   if (typeof handler !== "function") {
     throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
   }
-  const { config, hooks, onLimited, remoteAddress, refundIf } = checkAdapterOptions(
+  const { config, hooks, onLimited, remoteAddress, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
     OWN_OPTIONS,
   );
-  const after = new AfterResponse<Request>(WHERE, config, refundIf);
+  const after = new AfterResponse<Request>(WHERE, config, refundIf, refundAborted);
   const source: ClientSource<Request, Args> = {
     peer:
       remoteAddress === undefined
@@ -156,7 +164,12 @@ export function withRateLimit<
           after.settle(request, request, 500); // the runtime answers a throw with 500
           throw error;
         }
-        after.settle(request, request, settledStatus(request, response));
+        after.settle(
+          request,
+          request,
+          settledStatus(request, response),
+          wasAborted(request, response),
+        );
         return withHeaders(response, headers);
       }
       case "limited": {
@@ -175,6 +188,14 @@ export function withRateLimit<
     }
   };
   return Object.assign(limited, requestCharges(after));
+}
+
+/**
+ * True when a fetch request was aborted before its handler answered (its `signal`), or it
+ * answered nothing: the client went away, so `refundIf` is not asked (`refundAborted`).
+ */
+export function wasAborted(request: Request, response: Response | undefined): boolean {
+  return request.signal?.aborted === true || response === undefined || response === null;
 }
 
 /**

@@ -7,6 +7,7 @@
  * @module
  */
 import type { Decision } from "../limiter.js";
+import type { Receipt } from "../receipt.js";
 import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
 import { blockOnLimit } from "./after-response.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
@@ -44,6 +45,8 @@ export class Outcome implements DecisionNumbers {
   cost = 1;
   /** The limiter's decision, for `'pass'` (unless it failed open) and `'limited'`. */
   decision: Decision | undefined = undefined;
+  /** The decision as a receipt, when the limiter charged through `charge` (for refunds). */
+  receipt: Receipt | undefined = undefined;
   limit = 0;
   remaining = 0;
   retryAfter = -1;
@@ -99,6 +102,8 @@ export class Pipeline<Req, Extra = undefined> {
   private readonly proxyWarning: UntrustedProxyWarning | undefined;
   /** @internal Keys longer than this share {@link OVERSIZED_KEY}: the limiter's own bound, or 512. */
   private readonly maxKeyLength: number;
+  /** @internal True when the limiter has `charge`: each request is charged with a receipt. */
+  private readonly charging: boolean;
 
   /**
    * `proxyWarning` is the middleware's one {@link UntrustedProxyWarning}, for pipelines
@@ -116,6 +121,7 @@ export class Pipeline<Req, Extra = undefined> {
     this.trusting = config.client.hops !== 0;
     const own = (config.limiter as { maxKeyLength?: unknown }).maxKeyLength;
     this.maxKeyLength = typeof own === "number" && own >= 1 ? own : DEFAULT_MAX_KEY_LENGTH;
+    this.charging = typeof config.limiter.charge === "function";
     this.proxyWarning = this.trusting
       ? undefined
       : (proxyWarning ?? new UntrustedProxyWarning(where));
@@ -151,7 +157,9 @@ export class Pipeline<Req, Extra = undefined> {
     const checked = key;
     let result: Decision | PromiseLike<Decision>;
     try {
-      result = this.config.limiter.consume(checked, cost);
+      // With `charge`, the decision is a receipt: refunds then give back only what it took.
+      const limiter = this.config.limiter;
+      result = this.charging ? limiter.charge!(checked, cost) : limiter.consume(checked, cost);
     } catch (error) {
       return this.failed(error, checked, cost);
     }
@@ -208,6 +216,7 @@ export class Pipeline<Req, Extra = undefined> {
     }
     outcome.cost = cost;
     outcome.decision = decision;
+    if (this.charging && decision.allowed) outcome.receipt = decision as Receipt;
     if (!decision.allowed) outcome.kind = "limited";
     return outcome;
   }

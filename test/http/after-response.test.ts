@@ -26,6 +26,7 @@ import { close, closeServed, listen, serveFetch } from "./support.js";
 /** The options every adapter is given, `refundIf` typed loosely (each types its own request). */
 type Options = CommonRateLimitOptions & {
   refundIf?: (status: number, request: never) => boolean;
+  refundAborted?: boolean;
 };
 
 /**
@@ -199,27 +200,40 @@ for (const { name, start } of ADAPTERS) {
       expect(limiter.peek(KEY, 0).remaining).toBe(0);
     });
 
-    test("refundIf: (status) => status < 400 counts only failures; an aborted request is 499, a failure", async () => {
-      const clock = manualClock();
-      const limiter = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 0, clock }));
-      const statuses: number[] = [];
-      const url = await start({
-        limiter,
-        refundIf: (status: number) => {
-          statuses.push(status);
-          return status < 400;
-        },
-      });
-      expect((await fetch(`${url}/ok`)).status).toBe(200);
-      await vi.waitFor(() => expect(statuses).toEqual([200]));
-      expect(limiter.peek(KEY, 0).remaining).toBe(3);
-      const abort = new AbortController();
-      const hanging = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => "aborted");
-      await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining).toBe(2));
-      abort.abort();
-      expect(await hanging).toBe("aborted");
-      await vi.waitFor(() => expect(statuses).toEqual([200, ABORTED_STATUS]));
-      expect(limiter.peek(KEY, 0).remaining).toBe(2);
+    test("a request whose client hung up stays charged, whatever refundIf says; refundAborted asks with 499", async () => {
+      for (const refundAborted of [false, true]) {
+        const clock = manualClock();
+        const limiter = new KeyedLimiter(
+          new TokenBucket({ capacity: 3, refillPerSecond: 0, clock }),
+        );
+        const statuses: number[] = [];
+        const url = await start({
+          limiter,
+          ...(refundAborted ? { refundAborted } : {}),
+          refundIf: (status: number) => {
+            statuses.push(status);
+            return status < 400 || status === ABORTED_STATUS; // as skipFailedRequests would
+          },
+        });
+        const where = `refundAborted: ${refundAborted}`;
+        expect((await fetch(`${url}/ok`)).status).toBe(200);
+        await vi.waitFor(() => expect(statuses).toEqual([200]));
+        expect(limiter.peek(KEY, 0).remaining, where).toBe(3);
+        const abort = new AbortController();
+        const hanging = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => "aborted");
+        await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining).toBe(2));
+        abort.abort();
+        expect(await hanging).toBe("aborted");
+        if (refundAborted) {
+          await vi.waitFor(() => expect(statuses).toEqual([200, ABORTED_STATUS]));
+          await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining, where).toBe(3));
+        } else {
+          expect((await fetch(`${url}/ok`)).status).toBe(200);
+          await vi.waitFor(() => expect(statuses).toEqual([200, 200]));
+          expect(limiter.peek(KEY, 0).remaining, where).toBe(2);
+          expect(statuses, where).not.toContain(ABORTED_STATUS);
+        }
+      }
     });
 
     test("charge takes more units after the fact; refund gives back at most what the request took", async () => {

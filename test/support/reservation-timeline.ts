@@ -81,7 +81,7 @@ function stillCancels(maxSteps: number): fc.Arbitrary<Timeline> {
       fc.record({
         gapQ: fc.constant(0),
         op: fc.constantFrom("reserve", "reserve", "reserve", "cancel", "cancel", "allow"),
-        cost: fc.constantFrom(0.5, 1, 2),
+        cost: fc.constantFrom(0.5, 1, 2, 2),
         giveUpQ: fc.constant(undefined),
         pick: fc.nat({ max: 11 }),
       }),
