@@ -1,5 +1,6 @@
 import { type TimedPart, timedPartOf } from "./algorithms/timed-part.js";
 import { checkCost, describe } from "./errors.js";
+import type { Receipt } from "./limiter.js";
 import {
   type Clock,
   type Decision,
@@ -7,7 +8,7 @@ import {
   UnkeyedLimiterBase,
   type WaitOptions,
 } from "./limiter.js";
-import { ChargeReceipt, checkReceipt, type Receipt } from "./receipt.js";
+import { ChargeReceipt, checkReceipt } from "./receipt.js";
 import { type ApplyReconfigure, isReconfigurable } from "./reconfigure.js";
 import { WaitQueue } from "./wait.js";
 

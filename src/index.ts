@@ -39,6 +39,7 @@ export {
   type Clock,
   type Decision,
   type Limiter,
+  type Receipt,
   type Reservation,
   type ReserveOptions,
   systemClock,
@@ -70,7 +71,6 @@ export {
   type MetricsSource,
   withMetrics,
 } from "./metrics/with-metrics.js";
-export type { Receipt } from "./receipt.js";
 export {
   type CloneableLimiter,
   DEFAULT_MAX_KEYS,

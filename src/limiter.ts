@@ -1,5 +1,3 @@
-import type { Receipt } from "./receipt.js";
-
 /**
  * A source of time in milliseconds. It should be monotonic; a reading that goes
  * backwards is treated as the latest reading seen (time stands still), so it never
@@ -43,6 +41,33 @@ export interface Decision {
    * `Infinity` when it never will be (a rate of 0 after any use).
    */
   readonly resetAfterMs: number;
+}
+
+/**
+ * The answer to one `charge`: its {@link Decision}, plus what it took and when. Give it to
+ * the same limiter's `refund(receipt, units?)` to hand units back: never more than it took
+ * (less what refunds through it gave back already), and nothing once those units no longer
+ * count: the fixed window they were charged in has ended, the sliding log entry has left,
+ * the counter's window is two windows back, the bucket has refilled past them. A `reset` or
+ * `reconfigure` of the limiter since the charge leaves nothing to give back.
+ * See docs/semantics.md#refunds.
+ */
+export interface Receipt extends Decision {
+  /** The key charged (`KeyedLimiter`, the Redis limiters); `undefined` for an unkeyed limiter. */
+  readonly key: string | undefined;
+  /** Units the charge took: its cost when allowed, 0 when denied. */
+  readonly units: number;
+  /** When: the limiter's clock reading at the charge, in ms (Redis: the server's clock). */
+  readonly atMs: number;
+  /**
+   * The clock reading (ms) from which a refund through this receipt gives nothing back:
+   * the end of the fixed window charged, when the log entry leaves, the end of the window
+   * after the counter's, when the bucket would be full again with no further traffic
+   * (`Infinity` at a rate of 0); for `allOf`, the latest of its parts'. A denial's is its `atMs`.
+   */
+  readonly refundableUntilMs: number;
+  /** Units given back through this receipt so far (at most `units`). */
+  readonly refunded: number;
 }
 
 /** Options of `wait`. */

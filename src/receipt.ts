@@ -1,39 +1,12 @@
 import { checkCost, describe } from "./errors.js";
-import type { Decision } from "./limiter.js";
+import type { Decision, Receipt } from "./limiter.js";
 
 /**
  * Receipts: what a charge took, and when, so that a refund can hand back exactly that and
- * no more (Go's `rate.Reservation` for units already taken). The rules are in one place,
- * docs/semantics.md#refunds.
+ * no more (Go's `rate.Reservation` for units already taken). `Receipt`, the public shape, is
+ * in limiter.ts beside `Decision`; the rules are in one place, docs/semantics.md#refunds.
  * @module
  */
-
-/**
- * The answer to one `charge`: its {@link Decision}, plus what it took and when. Give it to
- * the same limiter's `refund(receipt, units?)` to hand units back: never more than it took
- * (less what refunds through it gave back already), and nothing once those units no longer
- * count: the fixed window they were charged in has ended, the sliding log entry has left,
- * the counter's window is two windows back, the bucket has refilled past them. A `reset` or
- * `reconfigure` of the limiter since the charge leaves nothing to give back.
- * See docs/semantics.md#refunds.
- */
-export interface Receipt extends Decision {
-  /** The key charged (`KeyedLimiter`, the Redis limiters); `undefined` for an unkeyed limiter. */
-  readonly key: string | undefined;
-  /** Units the charge took: its cost when allowed, 0 when denied. */
-  readonly units: number;
-  /** When: the limiter's clock reading at the charge, in ms (Redis: the server's clock). */
-  readonly atMs: number;
-  /**
-   * The clock reading (ms) from which a refund through this receipt gives nothing back:
-   * the end of the fixed window charged, when the log entry leaves, the end of the window
-   * after the counter's, when the bucket would be full again with no further traffic
-   * (`Infinity` at a rate of 0); for `allOf`, the latest of its parts'. A denial's is its `atMs`.
-   */
-  readonly refundableUntilMs: number;
-  /** Units given back through this receipt so far (at most `units`). */
-  readonly refunded: number;
-}
 
 /**
  * The one {@link Receipt} class. Its internal fields say who issued it and what the issuer

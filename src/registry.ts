@@ -7,9 +7,9 @@ import {
   describe,
   RateLimitError,
 } from "./errors.js";
-import type { Decision, Limiter, WaitOptions } from "./limiter.js";
+import type { Decision, Limiter, Receipt, WaitOptions } from "./limiter.js";
 import { optionNames } from "./option-names.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt, type Receipt } from "./receipt.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "./receipt.js";
 import { isReconfigurable, type Reconfigurable } from "./reconfigure.js";
 import { BLOCKED, SlabEngine } from "./registry/engine.js";
 import { KeyWaiters } from "./registry/key-waiters.js";

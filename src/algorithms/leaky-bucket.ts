@@ -1,4 +1,5 @@
 import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import {
   type Clock,
   type Decision,
@@ -10,7 +11,6 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { bucketHints, optionNames } from "../option-names.js";
-import type { Receipt } from "../receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { BucketBase, defineBucketPart } from "./bucket-base.js";
 import { readClock } from "./time.js";

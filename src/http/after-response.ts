@@ -14,8 +14,7 @@
  */
 import type { ServerResponse } from "node:http";
 import { checkNumber, describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
-import type { Receipt } from "../receipt.js";
+import type { Decision, Receipt } from "../limiter.js";
 import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./core.js";
 import type { Outcome } from "./pipeline.js";
 

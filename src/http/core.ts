@@ -1,7 +1,7 @@
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkOptionNames, checkOptions, describe } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../limiter.js";
-import type { Receipt } from "../receipt.js";
 import { checkBlockDuration } from "./after-response.js";
 import {
   type ClientKeyConfig,

@@ -6,8 +6,7 @@
  * outcome in its own terms. Synchronous when the limiter is: no promise, no microtask.
  * @module
  */
-import type { Decision } from "../limiter.js";
-import type { Receipt } from "../receipt.js";
+import type { Decision, Receipt } from "../limiter.js";
 import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
 import { blockOnLimit } from "./after-response.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";

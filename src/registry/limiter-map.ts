@@ -1,4 +1,5 @@
 import { RateLimitError } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import {
   type Clock,
   type Decision,
@@ -6,7 +7,6 @@ import {
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
-import type { Receipt } from "../receipt.js";
 import { BLOCK_BYTES, keyBytes } from "./engine.js";
 import { WHERE } from "./options.js";
 import type { KeyedLimiterStats } from "./store.js";
