@@ -272,6 +272,9 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
         this.anchorMs = now;
         this.held = units === this.held ? 0 : this.held - units;
       },
+      get heldUnits() {
+        return bucket.held;
+      },
     });
     return this.ledger;
   }

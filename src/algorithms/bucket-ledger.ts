@@ -82,6 +82,8 @@ export interface LedgerHost {
   hold(units: number, now: number): void;
   /** `units` held are spent at `now`: they stay taken, no longer held. */
   spend(units: number, now: number): void;
+  /** Units the host counts as held (the ledger's total, up to float rounding). */
+  readonly heldUnits: number;
 }
 
 const WAITER = 1;
@@ -369,7 +371,18 @@ export class BucketLedger {
       }
       e = next;
     }
+    this.sync(now);
     return units;
+  }
+
+  /**
+   * @internal With nothing pending, nothing is held: a float residue the host's count kept
+   * (its sums and the ledger's differ in the last bit) would deny forever what a fresh
+   * bucket allows.
+   */
+  private sync(now: number): void {
+    const h = this.host;
+    if (this.list.size === 0 && h.heldUnits !== 0) h.hold(-h.heldUnits, now);
   }
 
   /** Whether a plain request must wait behind pending entries at `units` now. */
@@ -444,6 +457,7 @@ export class BucketLedger {
       // Units given back ahead of reservations move their turn before their time to act.
       if (give > 0) this.markEarly(nextFixed, now);
     }
+    this.sync(now);
     if (e.kind === WAITER) e.reject!(reason);
     this.serve();
   }

@@ -297,6 +297,9 @@ export class KeyWaiters {
         write(baseAt(now) - units, now);
         entry.held = units === entry.held ? 0 : entry.held - units;
       },
+      get heldUnits() {
+        return entry.held;
+      },
     });
   }
 
