@@ -166,9 +166,10 @@ export class LogRing {
   /**
    * Gives back `cost` (> 0) units, from the newest entries first (a refund): an entry whose
    * cost is at most what is left to give back goes, the next one is cut by the rest. Never
-   * below an empty log; the ring keeps its slots (an expiry shrinks it later).
+   * below an empty log; the ring keeps its slots (an expiry shrinks it later). Returns the
+   * units given back (`cost` less what found no entry, as the Redis script counts it).
    */
-  refund(cost: number): void {
+  refund(cost: number): number {
     let left = cost;
     while (left > 0 && this.size > 0) {
       const p = 2 * this.at(this.size - 1) + 1;
@@ -186,6 +187,7 @@ export class LogRing {
       this.head = 0;
       this.base = 0;
     }
+    return cost - left;
   }
 
   /**

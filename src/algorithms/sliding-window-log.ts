@@ -292,9 +292,7 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
     ring.expire(now, this.limit);
     let given: number;
     if (receipt === undefined) {
-      const before = ring.sum();
-      ring.refund(units);
-      given = before - ring.sum();
+      given = ring.refund(units);
     } else {
       if (receipt.epoch !== this.receiptEpoch || !(receipt.a > now)) return 0;
       given = ring.refundEntry(receipt.a, units);

@@ -274,9 +274,7 @@ export class SlidingWindowLogLayout implements SlotLayout {
     const ring = this.ringAt(slot);
     if (ring === undefined) return 0;
     if (this.isIdle(st, s, slot, now)) return 0; // expired to now: nothing left to give back
-    const before = ring.sum();
-    ring.refund(cost);
-    given[o] = before - ring.sum();
+    given[o] = ring.refund(cost);
     return 0;
   }
 
