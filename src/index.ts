@@ -78,3 +78,4 @@ export {
   type KeyedLimiterOptions,
   type KeyedLimiterStats,
 } from "./registry.js";
+export { type Settleable, type Settlement, settle } from "./settle.js";

@@ -12,6 +12,7 @@ import {
   type Receipt,
   SlidingWindowCounter,
   SlidingWindowLog,
+  settle,
   TokenBucket,
 } from "../src/index.js";
 import { type ManualClock, manualClock } from "./support/manual-clock.js";
@@ -476,5 +477,33 @@ describe("KeyedLimiter receipts decide and give back as a limiter of its own", (
     expect(() => keyed.refund("k")).toThrow(
       "KeyedLimiter.refund: give the receipt of the charge (refund(receipt, units)): the policy has a FixedWindow, which cannot tell which window the units were charged in",
     );
+  });
+});
+
+describe("settle: charge the estimate up front, settle the difference after", () => {
+  test("gives back what the request did not use, or takes the excess; a denial settles nothing", () => {
+    const clock = manualClock();
+    const perUser = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 0, clock }));
+    const r = perUser.charge("u", 8);
+    expect(settle(perUser, r, 3)).toEqual({ refunded: 5, excess: undefined });
+    expect(perUser.peek("u", 0).remaining).toBe(7);
+    const s = perUser.charge("u", 4);
+    expect(settle(perUser, s, 6).excess).toMatchObject({ allowed: true, remaining: 1 });
+    const t = perUser.charge("u", 5);
+    expect(t.allowed).toBe(false);
+    expect(settle(perUser, t, 5)).toEqual({ refunded: 0, excess: undefined });
+    expect(() => settle(perUser, r, -1)).toThrow(
+      "settle: actualUnits must be a finite number >= 0, got -1",
+    );
+  });
+
+  test("an unkeyed fixed window: what was not used comes back only while its window lasts", () => {
+    const clock = manualClock();
+    const window = new FixedWindow({ limit: 10, windowMs: 1000, clock });
+    const early = window.charge(6);
+    clock.set(1000);
+    expect(settle(window, early, 1).refunded).toBe(0);
+    const late = window.charge(6);
+    expect(settle(window, late, 1).refunded).toBe(5);
   });
 });

@@ -76,6 +76,15 @@ export interface RequestCharges<Handle> {
    * @throws {TypeError} If `units` is not a number. {RangeError} If it is NaN, negative or infinite.
    */
   charge(request: Handle, units: number): Decision | PromiseLike<Decision> | undefined;
+  /**
+   * Settles the request's charge once its real cost is known: the safe way to count a cost
+   * known only at the end (charge the most it can be as `cost`, settle after). Gives back
+   * what it took beyond `actualUnits` ({@link refund}), or takes what it cost beyond what it
+   * took ({@link charge}, whose decision it returns). `undefined` when it gave back, or for
+   * a request the middleware did not charge. See docs/http.md#refunds-and-charges-after-the-response.
+   * @throws {TypeError} If `actualUnits` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  settle(request: Handle, actualUnits: number): Decision | PromiseLike<Decision> | undefined;
 }
 
 /** What one charged request took, by its handle (the request, or the framework's context). */
@@ -161,6 +170,18 @@ export class AfterResponse<Handle extends object, Req = Handle> {
     const ticket = this.tickets.get(handle);
     if (ticket === undefined) return;
     this.giveBack(ticket, u === undefined || u > ticket.taken ? ticket.taken : u);
+  }
+
+  /** See {@link RequestCharges.settle}. */
+  settleCost(handle: Handle, actualUnits: number): Decision | PromiseLike<Decision> | undefined {
+    const actual = checkNumber(`${this.where}.settle`, "actualUnits", actualUnits, 0, true);
+    const ticket = this.tickets.get(handle);
+    if (ticket === undefined) return undefined;
+    if (actual < ticket.taken) {
+      this.refund(handle, ticket.taken - actual);
+      return undefined;
+    }
+    return actual > ticket.taken ? this.charge(handle, actual - ticket.taken) : undefined;
   }
 
   /** See {@link RequestCharges.charge}. */
@@ -353,5 +374,6 @@ export function requestCharges<Handle extends object, Req>(
   return {
     refund: (request, units) => after.refund(request, units),
     charge: (request, units) => after.charge(request, units),
+    settle: (request, actualUnits) => after.settleCost(request, actualUnits),
   };
 }

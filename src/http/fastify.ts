@@ -193,6 +193,10 @@ export const fastifyRateLimitCharges: RequestCharges<FastifyRequestLike> = {
     checkNumber(`${WHERE}.charge`, "units", units, 0, true);
     return charged.get(request)?.charge(request, units);
   },
+  settle: (request, actualUnits) => {
+    checkNumber(`${WHERE}.settle`, "actualUnits", actualUnits, 0, true);
+    return charged.get(request)?.settleCost(request, actualUnits);
+  },
 };
 
 /** The client's address on Fastify: the node socket's peer, and the forwarding header. */

@@ -65,6 +65,10 @@ function answer(
     (charges.refund as Act)(handle, units);
     return [200, "given back"];
   }
+  if (route === "settle") {
+    const decision = (charges.settle as Act)(handle, units) as { allowed: boolean } | undefined;
+    return [200, String(decision?.allowed)];
+  }
   return undefined;
 }
 
@@ -249,6 +253,20 @@ for (const { name, start } of ADAPTERS) {
       // A refund of 100 gives back only this request's own unit, not the others'.
       await fetch(`${url}/refund/100`);
       expect(limiter.peek(KEY, 0).remaining).toBe(4);
+    });
+
+    test("settle gives back what a request did not use, or takes what it cost beyond its charge", async () => {
+      const clock = manualClock();
+      const limiter = new KeyedLimiter(
+        new TokenBucket({ capacity: 12, refillPerSecond: 0, clock }),
+      );
+      const url = await start({ limiter, cost: () => 4 } as Options);
+      expect(await (await fetch(`${url}/settle/1`)).text()).toBe("undefined"); // 4 taken, 3 back
+      expect(limiter.peek(KEY, 0).remaining).toBe(11);
+      expect(await (await fetch(`${url}/settle/6`)).text()).toBe("true"); // 4 taken, 2 more
+      expect(limiter.peek(KEY, 0).remaining).toBe(5);
+      expect(await (await fetch(`${url}/settle/9`)).text()).toBe("false"); // 5 more do not fit
+      expect(limiter.peek(KEY, 0).remaining).toBe(1);
     });
 
     test("blockDurationMs blocks a client once it hits its limit, with Retry-After the block", async () => {
