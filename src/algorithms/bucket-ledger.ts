@@ -490,6 +490,33 @@ export class BucketLedger {
     return least;
   }
 
+  /**
+   * @internal After a `reconfigure`: a faster rate (or a smaller leaky capacity) would let a
+   * pending reservation fall due before its time to act, which it keeps; so the units that
+   * would (the least slack, below 0) are held ahead of the first reservation acting later
+   * than now, as units a cancel keeps are, and spent with it.
+   */
+  private keepLate(): void {
+    if (this.fixedEntries === 0) return;
+    const h = this.host;
+    let now: number;
+    try {
+      now = h.now();
+    } catch {
+      return; // a clock that throws: replan rejects the waiters
+    }
+    const slack = this.slack(h.unitsAt(now), now);
+    if (!(slack < 0)) return;
+    for (let f = this.list.head; f !== undefined; f = f.next) {
+      if (f.kind !== FIXED || !(f.actAtMs > now)) continue;
+      f.units -= slack;
+      this.total -= slack;
+      this.fixedUnits -= slack;
+      h.hold(-slack, now);
+      return;
+    }
+  }
+
   /** @internal The first reservation behind `e` that acts later than `now`. */
   private firstLater(e: Entry, now: number): Entry | undefined {
     for (let f = e.next; f !== undefined; f = f.next) {
@@ -547,6 +574,7 @@ export class BucketLedger {
     for (let e = this.list.head; e !== undefined; e = e.next) {
       e.threshold = h.shaping ? h.capacity - e.cost : 0;
     }
+    this.keepLate();
     for (;;) {
       let units: number;
       let now: number;

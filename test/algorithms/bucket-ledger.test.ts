@@ -3,6 +3,7 @@ import { afterEach, describe, expect, test, vi } from "vitest";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { manualClock } from "../support/manual-clock.js";
+import { burstBeyondBound } from "../support/reservation-timeline.js";
 import { settleLog, timerClock } from "../support/timer-clock.js";
 import { leakyBucketModel, tokenBucketModel } from "../support/wait-model.js";
 
@@ -261,6 +262,31 @@ async function shapeSteps(
 }
 
 describe("regressions found by the conformance properties", () => {
+  test("LeakyBucket: a faster rate after a reservation let requests leave together with it, beyond the bound", async () => {
+    // Found by the cross-feature suite: capacity 4 at 10/s; 3 at 0 ms; at 226 ms a
+    // reservation of 1 leaves at 300 ms (0.74 ahead of it). Then capacity 8 at 20/s: its
+    // water drained at the new rate by 313 ms, though it leaves at 300 ms, so a wait of 2
+    // and two requests of 3 left at 313 ms: 9 units within 13 ms where 8.26 fit.
+    const { clock, advance } = timerClock();
+    const shaper = new LeakyBucket({ capacity: 4, leakPerSecond: 10, clock });
+    expect(shaper.consume(3).allowed).toBe(true);
+    await advance(226);
+    const r = shaper.reserve(1);
+    expect(r.delayMs).toBeCloseTo(74, 9);
+    shaper.reconfigure({ capacity: 8, leakPerSecond: 20 });
+    await advance(87);
+    const acts: { atMs: number; units: number; what: string }[] = [
+      { atMs: 226 + r.delayMs, units: 1, what: "reserved" },
+    ];
+    shaper.wait(2).then(() => acts.push({ atMs: clock(), units: 2, what: "wait" }));
+    for (const cost of [3, 3]) {
+      if (shaper.consume(cost).allowed) acts.push({ atMs: clock(), units: cost, what: "consume" });
+    }
+    await advance(1000);
+    acts.sort((a, b) => a.atMs - b.atMs);
+    expect(burstBeyondBound(acts, 8, 20), JSON.stringify(acts)).toBeUndefined();
+  });
+
   test("LeakyBucket: an aborted waiter ahead of a reservation gave back its outflow slot, so a later wait left together with the reservation (a burst)", async () => {
     // fast-check seed 524431479: capacity 4, 250/s (4 ms per unit). The reservation leaves
     // at 12 ms (3 units ahead); giving back part of the aborted waiter's 2 units let the
