@@ -28,11 +28,8 @@ export interface Settleable {
 /**
  * Settles a charge made for the most a request could cost, once its real cost is known:
  * gives back `receipt.units - actualUnits` through the receipt (nothing once its units no
- * longer count: docs/semantics.md#refunds), or, when the request cost more than charged,
- * takes the excess (`consume`, denied and taking nothing when it does not fit). The safe
- * way to count a cost known only at the end: charging it after the work takes nothing when
- * it does not fit, so every request of a burst can do the work. A denied receipt settles
- * nothing (the request should not have run).
+ * longer count: docs/semantics.md#refunds), or takes the excess (`consume`, denied and
+ * taking nothing when it does not fit). A denied receipt settles nothing.
  * @example
  * const receipt = perUser.charge(user, 4000) // an LLM answer costs at most 4000 tokens
  * if (!receipt.allowed) return tooManyRequests()

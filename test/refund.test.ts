@@ -295,6 +295,23 @@ describe("allOf refund", () => {
     expect(both.isIdle()).toBe(true);
   });
 
+  test("a composite refund whose second part's clock reads NaN gives nothing back to the first", () => {
+    let bad = false;
+    const clock = manualClock();
+    const first = new TokenBucket({ capacity: 3, refillPerSecond: 0, clock });
+    const second = new TokenBucket({
+      capacity: 3,
+      refillPerSecond: 0,
+      clock: () => (bad ? Number.NaN : clock()),
+    });
+    const both = allOf(first, second);
+    expect(both.consume(2).allowed).toBe(true);
+    bad = true;
+    expect(() => both.refund(1)).toThrow(RangeError);
+    bad = false;
+    expect([first.peek(0).remaining, second.peek(0).remaining]).toEqual([1, 1]);
+  });
+
   test("a part without refund() throws before any part is refunded", () => {
     const clock = manualClock();
     const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 0, clock });
