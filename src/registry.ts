@@ -172,6 +172,8 @@ export class KeyedLimiter {
   /** @internal The units each leaf is asked to give back, and gave back, in one refund. */
   private asked: Float64Array | undefined;
   private given: Float64Array | undefined;
+  /** @internal A one-leaf receipt's mark, as the layouts read marks. */
+  private marks: Float64Array | undefined;
 
   constructor(
     policy: CloneableLimiter | ((key: string) => Limiter),
@@ -418,14 +420,18 @@ export class KeyedLimiter {
     if (slot < 0) return deniedReceipt(decision, k, now, this);
     const layout = e.layout;
     const guard = (this.guard ??= new ReceiptGuard(this.maxKeys));
-    this.asked ??= new Float64Array(layout.leafCount);
-    this.given ??= new Float64Array(layout.leafCount);
-    const marks = new Float64Array(layout.leafCount);
+    const n = layout.leafCount;
+    this.asked ??= new Float64Array(n);
+    this.given ??= new Float64Array(n);
+    this.marks ??= new Float64Array(n);
+    const marks = n === 1 ? this.marks : new Float64Array(n);
     const until = layout.markReceipt(e.state, slot * e.stride, slot, now, marks, 0);
-    const entry = guard.live(k, now);
+    const entry = guard.size === 0 ? undefined : guard.live(k, now);
     if (entry !== undefined && until > entry.untilMs) entry.untilMs = until;
     const epoch = entry?.epoch ?? 0;
     const credited = entry?.credited ?? 0;
+    const many = n === 1 ? undefined : marks;
+    const g = guard.epoch;
     return new KeyedReceipt(
       decision,
       k,
@@ -433,8 +439,9 @@ export class KeyedLimiter {
       now,
       until,
       this,
-      guard.epoch,
-      marks,
+      g,
+      marks[0]!,
+      many,
       entry,
       epoch,
       credited,
@@ -518,31 +525,38 @@ export class KeyedLimiter {
     const n = layout.leafCount;
     const asked = this.asked!;
     const given = this.given!;
+    const by = c.refundedBy;
     for (let i = 0; i < n; i++) {
-      const left = c.units - c.refundedBy[i]!;
+      const left = c.units - (by === undefined ? c.refunded : by[i]!);
       asked[i] = r.units < left ? r.units : left;
       given[i] = 0;
     }
+    const marks = c.marks ?? this.marks!;
+    if (c.marks === undefined) marks[0] = c.a;
     const s = slot * e.stride;
     const idleAt = layout.idleAtMs(e.state, s, slot, now);
     if (!guard.canCredit(key, now)) return 0; // a credit it could not record: nothing back
     let credit: number;
     if (e.flags[slot] !== 0 && this.waiters!.hasLedger(slot)) {
       // A waiting bucket key: its ledger holds units for the waiters; give back as refund does.
-      const bound = (layout as BucketLayout).receiptBound(c.marks[0]!, now, asked[0]!, creditSince);
+      const bound = (layout as BucketLayout).receiptBound(c.a, now, asked[0]!, creditSince);
       given[0] = 0;
       credit = bound > 0 ? this.waiters!.refund(slot, bound, now, given) : 0;
     } else {
-      credit = layout.refundMarkedAt(e.state, s, slot, now, c.marks, asked, creditSince, given, 0);
+      credit = layout.refundMarkedAt(e.state, s, slot, now, marks, asked, creditSince, given, 0);
       if (e.flags[slot] !== 0) this.waiters!.wake(slot);
     }
     if (credit > 0) guard.credit(key, now, idleAt, credit);
+    if (by === undefined) {
+      c.refunded += given[0]!;
+      return given[0]!;
+    }
     let least = Number.POSITIVE_INFINITY;
     let refunded = Number.POSITIVE_INFINITY;
     for (let i = 0; i < n; i++) {
-      c.refundedBy[i] = c.refundedBy[i]! + given[i]!;
+      by[i] = by[i]! + given[i]!;
       if (given[i]! < least) least = given[i]!;
-      if (c.refundedBy[i]! < refunded) refunded = c.refundedBy[i]!;
+      if (by[i]! < refunded) refunded = by[i]!;
     }
     c.refunded = refunded;
     return least;

@@ -107,8 +107,11 @@ export interface GuardEntry {
  * @internal
  */
 export class KeyedReceipt extends ChargeReceipt {
-  /** What each leaf gave back so far. */
-  readonly refundedBy: Float64Array;
+  /**
+   * What each leaf gave back so far, for an `allOf` policy (`undefined` for one leaf:
+   * `refunded` says it, and the one mark is `a`: no array for the common case).
+   */
+  readonly refundedBy: Float64Array | undefined;
 
   constructor(
     decision: Decision,
@@ -118,15 +121,17 @@ export class KeyedReceipt extends ChargeReceipt {
     refundableUntilMs: number,
     owner: object,
     epoch: number,
-    /** Each leaf's mark (`SlotLayout.markReceipt`). */
-    readonly marks: Float64Array,
+    /** The one leaf's mark (`SlotLayout.markReceipt`). */
+    mark: number,
+    /** Each leaf's mark, for an `allOf` policy. */
+    readonly marks: Float64Array | undefined,
     /** The key's guard entry at the charge, if it had one. */
     readonly entry: GuardEntry | undefined,
     /** That entry's epoch and credit at the charge. */
     readonly entryEpoch: number,
     readonly credited: number,
   ) {
-    super(decision, key, units, atMs, refundableUntilMs, owner, epoch, 0, 0, undefined);
-    this.refundedBy = new Float64Array(marks.length);
+    super(decision, key, units, atMs, refundableUntilMs, owner, epoch, mark, 0, undefined);
+    this.refundedBy = marks === undefined ? undefined : new Float64Array(marks.length);
   }
 }
