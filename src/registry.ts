@@ -169,8 +169,9 @@ export class KeyedLimiter {
   private template: CloneableLimiter | undefined;
   /** @internal What refunds through receipts need on the fast path, from the first `charge`. */
   private guard: ReceiptGuard | undefined;
-  /** @internal The units each leaf is asked to give back, and gave back, in one refund. */
+  /** @internal The units each leaf is asked to give back in one refund. */
   private asked: Float64Array | undefined;
+  /** @internal The units each leaf gave back in one refund. */
   private given: Float64Array | undefined;
   /** @internal A one-leaf receipt's mark, as the layouts read marks. */
   private marks: Float64Array | undefined;
