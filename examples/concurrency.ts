@@ -1,6 +1,6 @@
 // The recipe of docs/concurrency.md: at most N at once, in process (a ConcurrencyLimiter
 // with a queue), per client (KeyedConcurrencyLimiter), and per HTTP request
-// (concurrencyLimit on node:http: the permit is held until the response ends or closes).
+// (concurrencyLimit on node:http: the permit is held until the handler ends the response).
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConcurrencyLimiter, KeyedConcurrencyLimiter, RateLimitError } from "tollgate";

@@ -1,11 +1,12 @@
 // Refunds: give units back when a request turned out cheaper, or should not count.
-// 1. An LLM token budget: take the most a completion can cost up front, give back what it
-//    did not use (so the real cost always counts, and a budget is never overdrawn).
+// 1. An LLM token budget: charge the most a completion can cost up front, settle what it did
+//    not use through the receipt (so the real cost always counts, a budget is never
+//    overdrawn, and nothing comes back once the bucket has refilled past it).
 // 2. Count only failed logins over HTTP: refundIf gives a successful login's unit back.
 // The demo sends requests to itself, prints the exchange and closes the server.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { KeyedLimiter, SlidingWindowLog, TokenBucket } from "tollgate";
+import { KeyedLimiter, SlidingWindowLog, settle, TokenBucket } from "tollgate";
 import { rateLimit } from "tollgate/http";
 
 const now = 0;
@@ -18,8 +19,9 @@ const budget = new KeyedLimiter(
 const MAX_TOKENS = 4000; // the most one completion may use
 
 function complete(user: string, tokensUsed: number): string {
-  if (!budget.allow(user, MAX_TOKENS)) return "429: token budget spent";
-  budget.refund(user, MAX_TOKENS - tokensUsed); // the answer was shorter: give back the rest
+  const receipt = budget.charge(user, MAX_TOKENS); // the most it can cost, up front
+  if (!receipt.allowed) return "429: token budget spent";
+  settle(budget, receipt, tokensUsed); // it cost less: give back the rest
   return `ok, ${tokensUsed} tokens`;
 }
 

@@ -1,5 +1,6 @@
 import { type TimedPart, timedPartOf } from "./algorithms/timed-part.js";
 import { checkCost, describe } from "./errors.js";
+import type { Receipt } from "./limiter.js";
 import {
   type Clock,
   type Decision,
@@ -7,6 +8,7 @@ import {
   UnkeyedLimiterBase,
   type WaitOptions,
 } from "./limiter.js";
+import { ChargeReceipt, checkReceipt } from "./receipt.js";
 import { type ApplyReconfigure, isReconfigurable } from "./reconfigure.js";
 import { WaitQueue } from "./wait.js";
 
@@ -75,8 +77,9 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     this.parts = [...parts];
     const leaves: Limiter[] = [];
     for (const part of this.parts) {
-      if (Object.getPrototypeOf(part) === AllOf.prototype) leaves.push(...(part as AllOf).leaves);
-      else leaves.push(part);
+      if (Object.getPrototypeOf(part) === AllOf.prototype) {
+        leaves.push(...(part as unknown as AllOf).leaves);
+      } else leaves.push(part);
     }
     this.leaves = leaves;
     this.drivers = leaves.map((leaf) => timedPartOf(leaf));
@@ -203,20 +206,117 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * Gives back `cost` units to every part (each by its own rule, never past its fresh
-   * state), then wakes the composite's waiters. See docs/semantics.md#refunds.
-   * @throws {TypeError} If `cost` is not a number, or a part has no `refund()` (then no part
-   *   is refunded). {RangeError} If `cost` is NaN, negative or infinite.
+   * `consume(cost)` with a {@link Receipt}: every part charged (or none), each keeping its
+   * own receipt inside the composite's, for a refund through it later. Its
+   * `refundableUntilMs` is the latest of the parts'.
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
    */
-  refund(cost?: number): void {
-    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
-    this.parts.forEach((part, i) => {
-      if (typeof part.refund !== "function") {
-        throw new TypeError(`${WHERE}.refund: part ${i} has no refund(), so no part is refunded`);
+  charge(cost?: number): Receipt {
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.charge`, cost);
+    const receipts: (ChargeReceipt | undefined)[] = new Array(this.leaves.length);
+    const decision = this.decide(c, true, receipts);
+    const taken = decision.allowed && c > 0;
+    let until = Number.NEGATIVE_INFINITY;
+    let atMs = Number.NaN;
+    for (let i = 0; i < receipts.length; i++) {
+      const r = receipts[i];
+      if (r === undefined) continue;
+      if (Number.isNaN(atMs)) atMs = r.atMs;
+      if (r.refundableUntilMs > until) until = r.refundableUntilMs;
+    }
+    if (Number.isNaN(atMs)) atMs = this.timesMs[0] ?? 0;
+    const units = taken ? c : 0;
+    if (!taken) until = atMs;
+    return new ChargeReceipt(
+      decision,
+      undefined,
+      units,
+      atMs,
+      until,
+      this,
+      0,
+      0,
+      0,
+      taken ? receipts : undefined,
+    );
+  }
+
+  /**
+   * Gives back units to every part and returns the least any part gave back: through the
+   * receipt of a {@link charge}, each part by its own receipt's rule (at most what the
+   * charge took from it, nothing once its units no longer count there); without one, `cost`
+   * units (default 1) to each part by its own rule. Every part's clock is read first, and
+   * every part checked, so a bad reading or a part that cannot refund gives nothing back
+   * anywhere. Then wakes the composite's waiters. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` or `units` is not a number, a part has no `refund()`, a
+   *   part refunds only through a receipt (a `FixedWindow`) and none is given, or the
+   *   receipt is another limiter's: then no part is refunded. {RangeError} If it is NaN,
+   *   negative or infinite; as a part's clock reading.
+   */
+  refund(receipt: Receipt, units?: number): number;
+  refund(cost?: number): number;
+  refund(cost?: number | Receipt, units?: number): number {
+    const where = `${WHERE}.refund`;
+    let receipt: ChargeReceipt | undefined;
+    let u: number;
+    if (typeof cost === "object" && cost !== null) {
+      const r = checkReceipt(where, cost, this, units);
+      receipt = r.receipt;
+      u = r.units;
+    } else {
+      u = cost === undefined ? 1 : checkCost(where, cost);
+    }
+    const leaves = this.leaves;
+    const drivers = this.drivers;
+    const times = this.timesMs;
+    const n = leaves.length;
+    for (let i = 0; i < n; i++) {
+      const d = drivers[i];
+      if (d === undefined) {
+        if (typeof leaves[i]!.refund !== "function") {
+          throw new TypeError(`${where}: part ${i} has no refund(), so no part is refunded`);
+        }
+      } else if (receipt === undefined && !d.refundsWithoutReceipt) {
+        throw new TypeError(
+          `${where}: part ${i} (${describe(leaves[i])}) gives back only through a receipt: charge() the composite and refund(receipt); no part is refunded`,
+        );
       }
-    });
-    for (const part of this.parts) part.refund!(c);
+    }
+    // Every built-in part's clock first: a reading that throws leaves every part as it was.
+    for (let i = 0; i < n; i++) {
+      const d = drivers[i];
+      if (d !== undefined) times[i] = d.timeOf(leaves[i]!);
+    }
+    const parts = receipt?.parts;
+    if (receipt !== undefined && parts === undefined) return 0; // a denial took nothing
+    let least = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < n; i++) {
+      const d = drivers[i];
+      const part = parts?.[i];
+      let given: number;
+      if (d !== undefined) {
+        given = d.refundAt(
+          leaves[i]!,
+          times[i]!,
+          u < (part?.left ?? u) ? u : (part?.left ?? u),
+          part,
+        );
+      } else {
+        const ask = part === undefined ? u : u < part.left ? u : part.left;
+        const got = ask > 0 ? leaves[i]!.refund!(ask) : 0;
+        given = typeof got === "number" ? got : ask;
+        if (part !== undefined) part.refunded += given;
+      }
+      if (given < least) least = given;
+    }
+    if (receipt !== undefined && parts !== undefined) {
+      let refunded = Number.POSITIVE_INFINITY;
+      for (const part of parts)
+        if (part !== undefined && part.refunded < refunded) refunded = part.refunded;
+      receipt.refunded = refunded === Number.POSITIVE_INFINITY ? 0 : refunded;
+    }
     this.queue?.wake();
+    return least === Number.POSITIVE_INFINITY ? 0 : least;
   }
 
   /** Resets every part. */
@@ -263,8 +363,12 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     return this.queue.wait(cost, options);
   }
 
-  /** @internal `consume` (`take` true) or `peek`, in the order of {@link allow}. */
-  private decide(cost: number, take: boolean): Decision {
+  /**
+   * @internal `consume` (`take` true) or `peek`, in the order of {@link allow}; with
+   * `receipts`, a `charge`: each part's receipt at its index (built-in parts by their own
+   * `charge`, custom parts a receipt of the composite's that only counts what was given back).
+   */
+  private decide(cost: number, take: boolean, receipts?: (ChargeReceipt | undefined)[]): Decision {
     const leaves = this.leaves;
     const drivers = this.drivers;
     const times = this.timesMs;
@@ -308,7 +412,26 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     if (allowed && take) {
       for (let i = 0; i < n; i++) {
         const d = drivers[i];
-        if (d !== undefined) decisions[i] = d.decideAt(leaves[i]!, times[i]!, cost, true);
+        if (d === undefined) continue;
+        if (receipts === undefined) decisions[i] = d.decideAt(leaves[i]!, times[i]!, cost, true);
+        else decisions[i] = receipts[i] = d.chargeAt(leaves[i]!, times[i]!, cost);
+      }
+      if (receipts !== undefined) {
+        for (const i of custom) {
+          const own = decisions[i]!;
+          receipts[i] = new ChargeReceipt(
+            own,
+            undefined,
+            cost,
+            Number.NaN,
+            Number.POSITIVE_INFINITY,
+            this,
+            0,
+            0,
+            0,
+            undefined,
+          );
+        }
       }
     } else if (!allowed) {
       // Nothing is taken: parts that would allow report their state without the cost.

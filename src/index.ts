@@ -39,6 +39,7 @@ export {
   type Clock,
   type Decision,
   type Limiter,
+  type Receipt,
   type Reservation,
   type ReserveOptions,
   systemClock,
@@ -82,3 +83,4 @@ export {
   type KeyedLimiterOptions,
   type KeyedLimiterStats,
 } from "./registry.js";
+export { type Settleable, type Settlement, settle } from "./settle.js";

@@ -43,6 +43,33 @@ export interface Decision {
   readonly resetAfterMs: number;
 }
 
+/**
+ * The answer to one `charge`: its {@link Decision}, plus what it took and when. Give it to
+ * the same limiter's `refund(receipt, units?)` to hand units back: never more than it took
+ * (less what refunds through it gave back already), and nothing once those units no longer
+ * count: the fixed window they were charged in has ended, the sliding log entry has left,
+ * the counter's window is two windows back, the bucket has refilled past them. A `reset` or
+ * `reconfigure` of the limiter since the charge leaves nothing to give back.
+ * See docs/semantics.md#refunds.
+ */
+export interface Receipt extends Decision {
+  /** The key charged (`KeyedLimiter`, the Redis limiters); `undefined` for an unkeyed limiter. */
+  readonly key: string | undefined;
+  /** Units the charge took: its cost when allowed, 0 when denied. */
+  readonly units: number;
+  /** When: the limiter's clock reading at the charge, in ms (Redis: the server's clock). */
+  readonly atMs: number;
+  /**
+   * The clock reading (ms) from which a refund through this receipt gives nothing back:
+   * the end of the fixed window charged, when the log entry leaves, the end of the window
+   * after the counter's, when the bucket would be full again with no further traffic
+   * (`Infinity` at a rate of 0); for `allOf`, the latest of its parts'. A denial's is its `atMs`.
+   */
+  readonly refundableUntilMs: number;
+  /** Units given back through this receipt so far (at most `units`). */
+  readonly refunded: number;
+}
+
 /** Options of `wait`. */
 export interface WaitOptions {
   /** Cancels the wait: the promise rejects with `signal.reason` and gives back what it held. */
@@ -104,11 +131,23 @@ export interface Limiter {
   /** Forgets all usage: back to the fresh state. */
   reset(): void;
   /**
-   * Gives back `cost` units taken earlier (default 1), never past the fresh state; may wake
-   * waiters, first-in, first-out. Optional, so that a custom limiter without it still is a
-   * `Limiter`; every built-in limiter and `allOf` have it. See docs/semantics.md#refunds.
+   * `consume(cost)` that also says what it took and when: a {@link Receipt} (the decision,
+   * the units, the instant) to refund through later, when the request turns out cheaper or
+   * should not count. Optional, so that a custom limiter without it still is a `Limiter`;
+   * every built-in limiter and `allOf` have it. See docs/semantics.md#refunds.
    */
-  refund?(cost?: number): void;
+  charge?(cost?: number): Receipt;
+  /**
+   * Gives back units taken earlier and returns how many it gave back; may wake waiters,
+   * first-in, first-out. Through a receipt (`refund(receipt, units?)`, `units` by default
+   * all it still holds): never more than that charge took, and nothing once its units no
+   * longer count. Without one (`refund(cost?)`, default 1): never past the fresh state; a
+   * `FixedWindow` refuses it (it cannot tell which window the units came from). Optional
+   * like {@link charge}. See docs/semantics.md#refunds.
+   */
+  refund?(receipt: Receipt, units?: number): number;
+  /** See the receipt form: gives back `cost` (default 1) without a receipt. */
+  refund?(cost?: number): number;
 
   /**
    * True when the state equals a fresh one, so that dropping this limiter and

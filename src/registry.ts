@@ -7,8 +7,9 @@ import {
   describe,
   RateLimitError,
 } from "./errors.js";
-import type { Decision, Limiter, WaitOptions } from "./limiter.js";
+import type { Decision, Limiter, Receipt, WaitOptions } from "./limiter.js";
 import { optionNames } from "./option-names.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "./receipt.js";
 import { isReconfigurable, type Reconfigurable } from "./reconfigure.js";
 import { BLOCKED, SlabEngine } from "./registry/engine.js";
 import { KeyWaiters } from "./registry/key-waiters.js";
@@ -28,6 +29,7 @@ import {
   MAX_KEYS_LIMIT,
   WHERE,
 } from "./registry/options.js";
+import { KeyedReceipt, ReceiptGuard } from "./registry/receipts.js";
 import type { KeyedLimiterStats } from "./registry/store.js";
 import { checkWaitOptions } from "./wait.js";
 
@@ -165,6 +167,14 @@ export class KeyedLimiter {
   protected readonly scratch: Float64Array | undefined;
   /** @internal The limiter new keys copy on the generic path; `reconfigure` replaces it. */
   private template: CloneableLimiter | undefined;
+  /** @internal What refunds through receipts need on the fast path, from the first `charge`. */
+  private guard: ReceiptGuard | undefined;
+  /** @internal The units each leaf is asked to give back in one refund. */
+  private asked: Float64Array | undefined;
+  /** @internal The units each leaf gave back in one refund. */
+  private given: Float64Array | undefined;
+  /** @internal A one-leaf receipt's mark, as the layouts read marks. */
+  private marks: Float64Array | undefined;
 
   constructor(
     policy: CloneableLimiter | ((key: string) => Limiter),
@@ -370,6 +380,10 @@ export class KeyedLimiter {
     } else {
       const slab = slabOf(next)!;
       const now = e.now();
+      if (this.guard !== undefined) {
+        this.guard.epoch++;
+        this.guard.clear();
+      }
       const waiters = this.waiters!;
       waiters.retune(slab.bucket, now);
       e.retune(slab, now, (slot) => waiters.owns(slot));
@@ -379,27 +393,174 @@ export class KeyedLimiter {
   }
 
   /**
-   * Gives back `cost` units (default 1) the key took earlier, by the policy's refund rule
-   * (docs/semantics.md#refunds): never past the fresh state; waiters of the key that then
-   * fit are served first-in, first-out. A key the registry does not hold (never used, idle
-   * and dropped, or pushed out) is left as it is: a refund never creates state.
-   * @throws {TypeError} If `key` is not a string, `cost` not a number, or (generic path) the
-   *   key's limiter has no `refund()`.
+   * `consume(key, cost)` with a {@link Receipt}: the decision, the key, and what the charge
+   * took and when, for `refund(receipt, units?)` later (docs/semantics.md#refunds). A
+   * denied charge's receipt takes and gives back nothing.
+   * @example
+   * const receipt = perUser.charge("user-1", 1000) // the most the answer may cost
+   * if (receipt.allowed) perUser.refund(receipt, 1000 - used) // settle: give back the rest
+   * @throws {TypeError} If `key` is not a string or `cost` not a number; on the generic path,
+   *   when the key's limiter has no `charge()`.
    * @throws {RangeError} If `key` is longer than `maxKeyLength`, or `cost` is NaN, negative or infinite.
    */
-  refund(key: string, cost?: number): void {
+  charge(key: string, cost?: number): Receipt {
     const k = this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.charge`, cost);
     if (this.map !== undefined) {
-      this.map.refund(k, c);
-      return;
+      const { decision, receipt, atMs } = this.map.charge(k, c);
+      if (receipt === undefined) return deniedReceipt(decision, k, atMs, this);
+      const until = receipt.refundableUntilMs;
+      return new ChargeReceipt(decision, k, c, receipt.atMs, until, this, 0, 0, 0, [
+        receipt as ChargeReceipt,
+      ]);
     }
     const e = this.engine!;
+    const decision = this.consume(k, c);
+    const now = e.seen[0]!;
+    const slot = decision.allowed && c > 0 ? e.lookup(k) : -1;
+    if (slot < 0) return deniedReceipt(decision, k, now, this);
+    const layout = e.layout;
+    const guard = (this.guard ??= new ReceiptGuard(this.maxKeys));
+    const n = layout.leafCount;
+    this.asked ??= new Float64Array(n);
+    this.given ??= new Float64Array(n);
+    this.marks ??= new Float64Array(n);
+    const marks = n === 1 ? this.marks : new Float64Array(n);
+    const until = layout.markReceipt(e.state, slot * e.stride, slot, now, marks, 0);
+    const entry = guard.size === 0 ? undefined : guard.live(k, now);
+    if (entry !== undefined && until > entry.untilMs) entry.untilMs = until;
+    const epoch = entry?.epoch ?? 0;
+    const credited = entry?.credited ?? 0;
+    const many = n === 1 ? undefined : marks;
+    const g = guard.epoch;
+    return new KeyedReceipt(
+      decision,
+      k,
+      c,
+      now,
+      until,
+      this,
+      g,
+      marks[0]!,
+      many,
+      entry,
+      epoch,
+      credited,
+    );
+  }
+
+  /**
+   * Gives back units a key took earlier and returns how many came back (docs/semantics.md#refunds).
+   * Through the receipt of a {@link charge}: `units` of what it took (default: all it still
+   * holds), by the policy's receipt rule (nothing once those units no longer count, nor
+   * after a `reset` of the key, a `clear` or a `reconfigure` since the charge). Without one:
+   * `cost` units (default 1) of `key`, by the policy's refund rule, never past the fresh
+   * state (a `FixedWindow` policy, or an `allOf` with one, refuses: it cannot tell which
+   * window the units came from). Waiters of the key that then fit are served first-in,
+   * first-out. A key the registry does not hold (never used, idle and dropped, or pushed
+   * out) is left as it is: a refund never creates state.
+   * @throws {TypeError} If `key` is not a string, `cost` or `units` not a number, the
+   *   receipt is another limiter's, a refund without receipt is refused, or (generic path)
+   *   the key's limiter has no `refund()`.
+   * @throws {RangeError} If `key` is longer than `maxKeyLength`, or `cost` or `units` is
+   *   NaN, negative or infinite.
+   */
+  refund(receipt: Receipt, units?: number): number;
+  refund(key: string, cost?: number): number;
+  refund(key: string | Receipt, cost?: number): number {
+    if (typeof key === "object" && key !== null) return this.refundReceipt(key, cost);
+    const k = this.checkKey(key);
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
+    if (this.map !== undefined) return this.map.refund(k, c);
+    const e = this.engine!;
+    if (!e.layout.refundsWithoutReceipt) {
+      throw new TypeError(
+        `${WHERE}.refund: give the receipt of the charge (refund(receipt, units)): the policy has a FixedWindow, which cannot tell which window the units were charged in`,
+      );
+    }
     const now = e.now();
     const slot = e.lookup(k);
-    if (slot < 0 || c === 0) return;
-    if (e.flags[slot] !== 0 && this.waiters!.refund(slot, c, now)) return;
-    e.layout.refundAt(e.state, slot * e.stride, slot, now, c);
+    if (slot < 0 || c === 0) return 0;
+    const s = slot * e.stride;
+    const guard = this.guard;
+    const idleAt = guard === undefined ? 0 : e.layout.idleAtMs(e.state, s, slot, now);
+    if (guard !== undefined && !guard.canCredit(k, now)) guard.epoch++; // cannot track it: void all
+    const given = (this.given ??= new Float64Array(e.layout.leafCount));
+    let credit = e.flags[slot] !== 0 ? this.waiters!.refund(slot, c, now, given) : -1;
+    if (credit < 0) credit = e.layout.refundAt(e.state, s, slot, now, c, given, 0);
+    if (guard !== undefined && credit > 0) guard.credit(k, now, idleAt, credit);
+    let least = c;
+    for (let i = 0; i < given.length; i++) if (given[i]! < least) least = given[i]!;
+    return least;
+  }
+
+  /** @internal `refund(receipt, units)`. */
+  private refundReceipt(receipt: unknown, units: unknown): number {
+    const where = `${WHERE}.refund`;
+    const r = checkReceipt(where, receipt, this, units);
+    const c = r.receipt;
+    const key = c.key!;
+    if (this.map !== undefined) {
+      const inner = c.parts?.[0];
+      if (inner === undefined || r.units === 0) return 0;
+      const given = this.map.refundReceipt(key, inner, r.units);
+      c.refunded += given;
+      return given;
+    }
+    if (!(c instanceof KeyedReceipt) || r.units === 0) return 0;
+    const e = this.engine!;
+    const guard = this.guard!;
+    const now = e.now();
+    if (c.epoch !== guard.epoch) return 0;
+    const slot = e.lookup(key);
+    if (slot < 0) return 0; // idle and dropped, or pushed out: its units are gone or kept
+    const entry = guard.live(key, now);
+    let creditSince: number;
+    if (c.entry === entry) {
+      if (entry !== undefined && entry.epoch !== c.entryEpoch) return 0;
+      creditSince = entry === undefined ? 0 : entry.credited - c.credited;
+    } else if (c.entry === undefined && entry!.epoch === 0) {
+      creditSince = entry!.credited; // made after the charge, by credits only
+    } else return 0; // reset since, or its entry's time has passed (so has the receipt's)
+    const layout = e.layout;
+    const n = layout.leafCount;
+    const asked = this.asked!;
+    const given = this.given!;
+    const by = c.refundedBy;
+    for (let i = 0; i < n; i++) {
+      const left = c.units - (by === undefined ? c.refunded : by[i]!);
+      asked[i] = r.units < left ? r.units : left;
+      given[i] = 0;
+    }
+    const marks = c.marks ?? this.marks!;
+    if (c.marks === undefined) marks[0] = c.a;
+    const s = slot * e.stride;
+    const idleAt = layout.idleAtMs(e.state, s, slot, now);
+    if (!guard.canCredit(key, now)) return 0; // a credit it could not record: nothing back
+    let credit: number;
+    if (e.flags[slot] !== 0 && this.waiters!.hasLedger(slot)) {
+      // A waiting bucket key: its ledger holds units for the waiters; give back as refund does.
+      const bound = (layout as BucketLayout).receiptBound(c.a, now, asked[0]!, creditSince);
+      given[0] = 0;
+      credit = bound > 0 ? this.waiters!.refund(slot, bound, now, given) : 0;
+    } else {
+      credit = layout.refundMarkedAt(e.state, s, slot, now, marks, asked, creditSince, given, 0);
+      if (e.flags[slot] !== 0) this.waiters!.wake(slot);
+    }
+    if (credit > 0) guard.credit(key, now, idleAt, credit);
+    if (by === undefined) {
+      c.refunded += given[0]!;
+      return given[0]!;
+    }
+    let least = Number.POSITIVE_INFINITY;
+    let refunded = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < n; i++) {
+      by[i] = by[i]! + given[i]!;
+      if (given[i]! < least) least = given[i]!;
+      if (by[i]! < refunded) refunded = by[i]!;
+    }
+    c.refunded = refunded;
+    return least;
   }
 
   /**
@@ -464,6 +625,14 @@ export class KeyedLimiter {
     const k = this.checkKey(key);
     if (this.map !== undefined) this.map.reset(k);
     else {
+      const guard = this.guard;
+      if (guard !== undefined) {
+        const e = this.engine!;
+        const now = e.now();
+        const slot = e.lookup(k);
+        const idleAt = slot < 0 ? now : e.layout.idleAtMs(e.state, slot * e.stride, slot, now);
+        guard.reset(k, now, idleAt);
+      }
       this.engine!.unblock(k);
       if (!this.waiters!.reset(k)) this.engine!.reset(k);
     }
@@ -471,6 +640,10 @@ export class KeyedLimiter {
 
   /** Forgets every key. Pending waiters keep waiting; `stats` keep counting. */
   clear(): void {
+    if (this.guard !== undefined) {
+      this.guard.epoch++;
+      this.guard.clear();
+    }
     if (this.map !== undefined) this.map.clear();
     else {
       this.waiters!.resetAll();

@@ -6,6 +6,7 @@ import {
   KeyedLimiter,
   LeakyBucket,
   type Limiter,
+  type Receipt,
   SlidingWindowCounter,
   SlidingWindowLog,
   TokenBucket,
@@ -19,7 +20,11 @@ import {
   slidingLogRefundModel,
 } from "./support/refund-models.js";
 
-type Refundable = Limiter & { refund(cost?: number): void; clone(): Limiter };
+type Refundable = Limiter & {
+  refund(cost?: number): number;
+  charge(cost?: number): Receipt;
+  clone(): Limiter;
+};
 
 /** Each algorithm at limit 5 (a bucket refilling 1 unit per ms), with its reference model. */
 const ALGORITHMS: readonly {
@@ -54,6 +59,9 @@ const ALGORITHMS: readonly {
   },
 ];
 
+/** The algorithms that give back without a receipt (a fixed window refuses to). */
+const KEYLESS = ALGORITHMS.filter((a) => a.name !== "FixedWindow");
+
 /** One step of a trace: time passes, then a consume or a refund of `cost`. */
 const step = fc.record({
   advanceMs: fc.integer({ min: 0, max: 7 }),
@@ -73,16 +81,6 @@ describe("refund step tables (manual clock)", () => {
       [1, "consume", 3, true, 0],
       [1, "refund", 100, null, 5],
       [1, "consume", 6, false, 5],
-    ],
-    // Limit 5 per 10 ms window: a refund takes from this window's count, never below 0, and
-    // units of an ended window are gone.
-    FixedWindow: [
-      [0, "consume", 4, true, 1],
-      [0, "refund", 1, null, 2],
-      [9, "refund", 10, null, 5],
-      [9, "consume", 5, true, 0],
-      [10, "refund", 5, null, 5],
-      [10, "consume", 6, false, 5],
     ],
     // The newest entries go first: 2 at 0 ms, 3 at 5 ms; a refund of 3 removes the entry
     // at 5 ms, so at 10 ms (the entry at 0 ms leaves) the log is empty.
@@ -134,15 +132,35 @@ describe("refund step tables (manual clock)", () => {
     for (const { name, make } of ALGORITHMS) {
       const clock = manualClock(100);
       const limiter = make(clock);
-      limiter.consume(3);
+      const receipt = limiter.charge(3);
       expect(limiter.isIdle(), name).toBe(false);
-      limiter.refund(3);
+      expect(limiter.refund(receipt), name).toBe(3);
+      expect(limiter.isIdle(), name).toBe(true);
+    }
+    for (const { name, make } of KEYLESS) {
+      const clock = manualClock(100);
+      const limiter = make(clock);
+      limiter.consume(3);
+      expect(limiter.refund(3), name).toBe(3);
       expect(limiter.isIdle(), name).toBe(true);
     }
   });
 
+  test("FixedWindow refuses a refund without a receipt: it cannot tell which window the units came from", () => {
+    const clock = manualClock();
+    const window = new FixedWindow({ limit: 5, windowMs: 10, clock });
+    window.consume(5);
+    for (const cost of [undefined, 0, 1]) {
+      expect(() => window.refund(cost)).toThrow(
+        "FixedWindow.refund: give the receipt of the charge (refund(receipt, units)): a fixed window cannot tell which window the units were charged in, and units of a window that has ended are gone",
+      );
+    }
+    expect(() => window.refund(-1)).toThrow(RangeError);
+    expect(window.peek(0).remaining).toBe(0);
+  });
+
   test("refund validates its cost as consume does", () => {
-    for (const { name, make } of ALGORITHMS) {
+    for (const { name, make } of KEYLESS) {
       const limiter = make(manualClock());
       expect(() => limiter.refund(-1), name).toThrow(RangeError);
       expect(() => limiter.refund(Number.NaN), name).toThrow(/refund: cost must be/);
@@ -155,7 +173,7 @@ describe("refund step tables (manual clock)", () => {
 });
 
 describe("refund properties against the reference models", () => {
-  for (const { name, make, model } of ALGORITHMS) {
+  for (const { name, make, model } of KEYLESS) {
     test(`${name} decides as its model through consumes and refunds`, () => {
       fc.assert(
         fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
@@ -250,14 +268,48 @@ describe("allOf refund", () => {
   test("a refund goes to every part", () => {
     const clock = manualClock();
     const second = new TokenBucket({ capacity: 3, refillPerSecond: 0, clock });
-    const hour = new FixedWindow({ limit: 10, windowMs: 3_600_000, clock });
+    const hour = new SlidingWindowLog({ limit: 10, windowMs: 3_600_000, clock });
     const both = allOf(second, hour);
     expect(both.consume(3).allowed).toBe(true);
-    both.refund(2);
+    expect(both.refund(2)).toBe(2);
     expect(second.peek(0).remaining).toBe(2);
     expect(hour.peek(0).remaining).toBe(9);
     both.refund(5);
     expect(both.isIdle()).toBe(true);
+  });
+
+  test("a refund without a receipt is refused before any part when a part is a FixedWindow", () => {
+    const clock = manualClock();
+    const second = new TokenBucket({ capacity: 3, refillPerSecond: 0, clock });
+    const hour = new FixedWindow({ limit: 10, windowMs: 3_600_000, clock });
+    const both = allOf(second, hour);
+    const receipt = both.charge(3);
+    expect(() => both.refund(1)).toThrow(
+      /allOf.refund: part 1 \(an object\) gives back only through a receipt/,
+    );
+    expect(second.peek(0).remaining).toBe(0);
+    expect(both.refund(receipt, 2)).toBe(2);
+    expect([second.peek(0).remaining, hour.peek(0).remaining]).toEqual([2, 9]);
+    expect(both.refund(receipt)).toBe(1);
+    expect(both.refund(receipt)).toBe(0);
+    expect(both.isIdle()).toBe(true);
+  });
+
+  test("a composite refund whose second part's clock reads NaN gives nothing back to the first", () => {
+    let bad = false;
+    const clock = manualClock();
+    const first = new TokenBucket({ capacity: 3, refillPerSecond: 0, clock });
+    const second = new TokenBucket({
+      capacity: 3,
+      refillPerSecond: 0,
+      clock: () => (bad ? Number.NaN : clock()),
+    });
+    const both = allOf(first, second);
+    expect(both.consume(2).allowed).toBe(true);
+    bad = true;
+    expect(() => both.refund(1)).toThrow(RangeError);
+    bad = false;
+    expect([first.peek(0).remaining, second.peek(0).remaining]).toEqual([1, 1]);
   });
 
   test("a part without refund() throws before any part is refunded", () => {
@@ -303,14 +355,14 @@ describe("refunds and waiters", () => {
   test("a window refund grants the head waiter, in order, never above the limit", async () => {
     const clock = manualClock();
     const window = new FixedWindow({ limit: 3, windowMs: 60_000, clock });
-    window.consume(3);
+    const receipt = window.charge(3);
     const order: number[] = [];
     const a = window.wait(2).then(() => order.push(2));
     const b = window.wait(1).then(() => order.push(1));
-    window.refund(1); // the head needs 2: nobody moves, and the 1 behind it may not jump
+    window.refund(receipt, 1); // the head needs 2: nobody moves, and the 1 behind it may not jump
     await Promise.resolve();
     expect(order).toEqual([]);
-    window.refund(2);
+    window.refund(receipt, 2);
     await Promise.all([a, b]);
     expect(order).toEqual([2, 1]);
     expect(window.peek(0).remaining).toBe(0);
@@ -318,7 +370,7 @@ describe("refunds and waiters", () => {
 });
 
 describe("KeyedLimiter.refund", () => {
-  for (const { name, make } of ALGORITHMS) {
+  for (const { name, make } of KEYLESS) {
     test(`${name}: the slab gives back as a limiter of its own, bit for bit`, () => {
       fc.assert(
         fc.property(
@@ -370,7 +422,7 @@ describe("KeyedLimiter.refund", () => {
   });
 
   test("a refund of a key the registry does not hold creates nothing", () => {
-    for (const { name, make } of ALGORITHMS) {
+    for (const { name, make } of KEYLESS) {
       const keyed = new KeyedLimiter(make(manualClock()));
       keyed.refund("stranger", 3);
       expect(keyed.size, name).toBe(0);
@@ -430,15 +482,15 @@ describe("KeyedLimiter.refund", () => {
   test("a waiting window key: a refund wakes the head waiter", async () => {
     const clock = manualClock();
     const keyed = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 60_000, clock }));
-    keyed.consume("k", 2);
+    const receipt = keyed.charge("k", 2);
     let granted = false;
     const waiting = keyed.wait("k", 2).then(() => {
       granted = true;
     });
-    keyed.refund("k", 1);
+    expect(keyed.refund(receipt, 1)).toBe(1);
     await Promise.resolve();
     expect(granted).toBe(false);
-    keyed.refund("k", 1);
+    expect(keyed.refund(receipt, 1)).toBe(1);
     await waiting;
     expect(keyed.peek("k", 0).remaining).toBe(0);
   });

@@ -335,16 +335,18 @@ describe("reserve and cancel restore the balance exactly", () => {
     }
   }
 
-  test("Go's rule: a cancel in the middle keeps what later reservations count on", () => {
+  test("a cancel in the middle keeps what a later reservation's time to act counts on", () => {
     const clock = manualClock();
     const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 1, clock });
     bucket.consume(3);
     const a = bucket.reserve(3); // debt 3: at 3 s
     const b = bucket.reserve(1); // debt 4: at 4 s
     expect([a.delayMs, b.delayMs]).toEqual([3000, 4000]);
-    a.cancel(); // b counts on 1 of a's 3 tokens: 2 come back now
-    expect(bucket.peek(1).retryAfterMs, "debt 2, plus the cost").toBe(3000);
-    expect(bucket.reserve(1).delayMs, "a new one queues behind b's kept unit").toBe(3000);
+    a.cancel(); // b's time was fixed counting all 3: none come back while b is pending
+    expect(bucket.peek(1).retryAfterMs, "debt 4, plus the cost").toBe(5000);
+    b.cancel(); // b is last: its own and a's 3 come back
+    expect(bucket.peek(1).retryAfterMs, "no debt: 1 token in 1 s").toBe(1000);
+    expect(bucket.reserve(1).delayMs).toBe(1000);
   });
 
   test("cancel after the time to act, or twice, does nothing; a delay-0 one cancelled at once gives back", () => {

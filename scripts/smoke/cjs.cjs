@@ -14,7 +14,7 @@ if (!first.allowed || second.allowed || second.retryAfterMs !== 500) {
 if (typeof http.rateLimit !== "function" || typeof redis.fromIoredis !== "function") {
   throw new Error("CJS smoke: subpath exports missing");
 }
-for (const name of ["fastifyRateLimit", "honoRateLimit", "koaRateLimit"]) {
+for (const name of ["fastifyRateLimit", "honoRateLimit", "koaRateLimit", "koaConcurrencyLimit"]) {
   if (typeof http[name] !== "function") throw new Error(`CJS smoke: http.${name} missing`);
 }
 // An unkeyed limiter from "tollgate" is recognised by "tollgate/http" (one shared class).

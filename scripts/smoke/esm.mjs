@@ -43,6 +43,7 @@ const adapters = {
   fastifyRateLimit: http.fastifyRateLimit,
   honoRateLimit: http.honoRateLimit,
   koaRateLimit: http.koaRateLimit,
+  koaConcurrencyLimit: http.koaConcurrencyLimit,
   withRateLimit: http.withRateLimit,
 };
 for (const [name, adapter] of Object.entries(adapters)) {

@@ -8,6 +8,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import type { ApplyReconfigure } from "../reconfigure.js";
 import { BucketLedger } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
@@ -78,6 +79,13 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   protected held = 0;
   /** @internal */
   protected ledger: BucketLedger | undefined;
+  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
+  protected receiptEpoch = 0;
+  /**
+   * @internal Units every refund gave back so far: a receipt subtracts what came back since
+   * its charge from the refill it may still count on (see {@link refundReceipt}).
+   */
+  protected credited = 0;
 
   /** @internal Reads the clock; a reading behind the latest one counts as the latest one. */
   protected now(): number {
@@ -107,6 +115,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
 
   /** @internal Back to the fresh state; pending reservations and waiters keep their units and place. */
   protected resetUnits(): void {
+    this.receiptEpoch++;
     this.units = this.capacity;
     if (this.held === 0) {
       this.anchorMs = Number.NEGATIVE_INFINITY;
@@ -119,23 +128,98 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   /**
    * @internal
    * Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never above
-   * the fresh state (see {@link refundedBase}). Waiters are then served first-in, first-out
-   * by the ledger: a refund lets no one jump the queue.
+   * the fresh state (see {@link refundedBase}), nor past the slack of a pending reservation
+   * (`BucketLedger.slack`). Waiters are then served first-in, first-out by the ledger: a
+   * refund lets no one jump the queue. Returns the units given back.
    */
-  protected refundUnits(cost: number): void {
-    const now = this.now();
-    if (cost === 0) return;
+  protected refundUnits(cost: number, now = this.now()): number {
+    if (now > this.seenMs) this.seenMs = now;
+    if (!(cost > 0)) return 0;
+    let give = cost;
+    if (this.held !== 0) {
+      // A pending reservation's time to act was fixed counting the units ahead of it.
+      const slack = this.ledger!.slack(this.unitsAt(now), now);
+      if (slack < give) give = slack > 0 ? slack : 0;
+      if (give === 0) return 0;
+    }
     const held = this.held;
     const base = this.baseAt(now);
-    if (base + cost >= this.capacity && held === 0) {
+    if (base + give >= this.capacity && held === 0) {
       // Full again: exactly the fresh state, so isIdle and the keyed trace see a new bucket.
+      const room = base < this.capacity ? this.capacity - base : 0;
+      const given = room < give ? room : give;
       this.units = this.capacity;
       this.anchorMs = Number.NEGATIVE_INFINITY;
-      return;
+      this.credited += given;
+      return given;
     }
-    this.units = refundedBase(base, cost, this.capacity);
+    const raised = refundedBase(base, give, this.capacity);
+    // All of it, unless the capacity cut it (then what was room, never a float step more).
+    const rise = raised > base ? raised - base : 0;
+    const given = raised === base + give || rise > give ? give : rise;
+    this.units = raised;
     this.anchorMs = now;
+    this.credited += given;
     if (held !== 0) this.ledger!.serve();
+    return given;
+  }
+
+  /**
+   * @internal
+   * `charge`: `consume` of a checked `cost` at `now` with its receipt. The receipt keeps
+   * when the bucket would be full again with no further traffic (`now + resetAfterMs`) and
+   * the units credited so far.
+   */
+  protected chargeAt(now: number, cost: number): ChargeReceipt {
+    const decision = this.decideAt(now, cost, true);
+    if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
+    const fullAt = now + decision.resetAfterMs;
+    const epoch = this.receiptEpoch;
+    return new ChargeReceipt(
+      decision,
+      undefined,
+      cost,
+      now,
+      fullAt,
+      this,
+      epoch,
+      fullAt,
+      this.credited,
+      undefined,
+    );
+  }
+
+  /**
+   * @internal
+   * `refund(receipt, units)`: checks them, then {@link refundReceiptAt} now.
+   */
+  protected refundReceipt(where: string, receipt: unknown, units: unknown): number {
+    const r = checkReceipt(where, receipt, this, units);
+    return this.refundReceiptAt(this.now(), r.receipt, r.units);
+  }
+
+  /**
+   * @internal
+   * A refund through a receipt at `now` of checked `units` (at most what it still holds;
+   * docs/semantics.md#refunds): at most what the refill has not yet repaid of them,
+   * `rate * (fullAt - now)`, less the units refunds credited since the charge (they
+   * refilled the bucket too), then as {@link refundUnits} allows. Nothing after a reset or
+   * reconfigure since the charge.
+   */
+  protected refundReceiptAt(now: number, receipt: ChargeReceipt, units: number): number {
+    if (now > this.seenMs) this.seenMs = now;
+    if (!(units > 0) || receipt.epoch !== this.receiptEpoch) return 0;
+    const rate = this.ratePerSecond;
+    // At a rate of 0 nothing refills: no refill repays the charge, and only the capacity
+    // bounds what comes back. Refunds since the charge (this receipt's own included: they
+    // took back part of its refill time) count as refill.
+    const bound =
+      rate === 0 ? units : ((receipt.a - now) * rate) / 1000 - (this.credited - receipt.b);
+    const give = bound < units ? bound : units;
+    if (!(give > 0)) return 0;
+    const given = this.refundUnits(give, now);
+    receipt.refunded += given;
+    return given;
   }
 
   /** @internal True when the bucket is at capacity and nothing is pending. */
@@ -188,6 +272,9 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
         this.anchorMs = now;
         this.held = units === this.held ? 0 : this.held - units;
       },
+      get heldUnits() {
+        return bucket.held;
+      },
     });
     return this.ledger;
   }
@@ -204,6 +291,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   protected planBucket(capacity: number, assign: () => void): ApplyReconfigure {
     const now = this.now();
     return () => {
+      this.receiptEpoch++;
       if (this.held !== 0) this.ledger!.settle(now);
       const oldCapacity = this.capacity;
       const units = this.unitsAt(now);
@@ -271,6 +359,10 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
         if (cost > 0) b.take(b.unitsAt(now), cost, now);
       },
       decideAt: (b, now, cost, take) => b.decideAt(now, cost, take),
+      chargeAt: (b, now, cost) => b.chargeAt(now, cost),
+      refundAt: (b, now, units, receipt) =>
+        receipt === undefined ? b.refundUnits(units, now) : b.refundReceiptAt(now, receipt, units),
+      refundsWithoutReceipt: true,
     };
   }
 }

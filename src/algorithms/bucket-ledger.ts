@@ -28,30 +28,32 @@ import { msToRefill } from "./bucket-math.js";
  * sides only grow with time and the thresholds are ordered along the queue, so entries
  * fall due in order and only the head needs checking.
  *
- * Giving back (abort, `cancel`). Removing an entry gives back its units except those
- * that reservations *behind it* count on: a reservation has a fixed `delayMs`, computed
- * with this entry's units ahead of it, and cannot move up. What they count on differs:
- * - token bucket (Go's `x/time/rate` rule): the units they took, so `give = cost -
- *   (units held by reservations behind)` (at least 0). Units the entry itself kept for
- *   entries withdrawn ahead of it are not given back while a reservation is behind: they
- *   were kept for those reservations too (giving them back let a waiter act at the same
- *   instant as such a reservation, beyond capacity);
- * - leaky bucket (shaping): every unit ahead of them. A reservation behind still leaves
- *   at its fixed time, so the outflow in front of it stays taken; giving back any unit
- *   would lower the level and let a later request leave at or before that time (a
- *   burst). So `give = 0` while any reservation is behind.
- * With no reservation behind, everything comes back, less what has already left: units
- * kept ahead of a reservation fall due from the withdrawn entry's time on, so when that
- * reservation is cancelled later, part of them may be repaid into a full bucket (token)
- * or drained (leaky): the bucket as if nothing were held is above its capacity. That
- * excess is spent, never given back nor moved behind waiters (either made them overdue:
- * they acted too soon).
- * What is not given back stays held, attached just ahead of the next reservation, until
- * that one is cancelled in turn (then it is given back with it, by the same rule) or
- * served (then it was spent). Waiters behind are not counted: they are re-checked and
- * move up at once (for the leaky bucket, into the freed outflow ahead of the reservation).
- * So cancelling every reservation, in any order, before its time gives back exactly what
- * was reserved; the arithmetic is on units (never units -> ms -> units), so it is exact.
+ * Giving back (abort, `cancel`, refund). A reservation's time to act is fixed when it is
+ * made, counting every unit held ahead of it; the bucket then places new requests behind
+ * every held unit. That is sound only while no pending reservation is due *before* its
+ * time to act: were it due earlier, a later request could be placed to act together with
+ * it (a burst). So units come back only as far as every reservation behind the entry that
+ * acts later than now stays due no sooner than its time to act: its *slack*, the units that
+ * may leave before it, `held up to and including it + threshold - base units at its time
+ * to act` (the base projected at the rate, as if nothing were held). A reservation made by
+ * the ledger has no slack (it is due exactly at its time to act), so an entry with such a
+ * reservation behind it gives nothing back at once. What is not given back stays held,
+ * attached to the first such reservation behind it, until that one is cancelled in turn
+ * (then it is given back with it, by the same rule) or acts (then it was spent). With no
+ * reservation behind acting later than now, everything comes back, less what has already
+ * left (units kept ahead of a reservation fall due from its time on, so part of them may
+ * be repaid into a full bucket: the bucket as if nothing were held is above its capacity;
+ * that excess is spent, never given back nor moved behind waiters).
+ * Waiters behind are not counted: they are re-checked and move up at once, still behind
+ * every reservation ahead of them. So cancelling every reservation, in any order, before
+ * its time gives back exactly what was reserved; the arithmetic is on units (never
+ * units -> ms -> units), so it is exact. A refund (`refund`) that finds reservations
+ * pending is bounded by the same slack (see {@link BucketLedger.slack}).
+ *
+ * This replaces Go's `x/time/rate` rule (give back `cost - units reserved later`), which
+ * counted the units kept for a reservation cancelled ahead but not that reservation's own:
+ * two reservations cancelled at one instant in reverse order let a third one, made after
+ * them, act half a second before one made before them (3 units in 500 ms where 2.5 fit).
  * @module
  */
 
@@ -80,6 +82,8 @@ export interface LedgerHost {
   hold(units: number, now: number): void;
   /** `units` held are spent at `now`: they stay taken, no longer held. */
   spend(units: number, now: number): void;
+  /** Units the host counts as held (the ledger's total, up to float rounding). */
+  readonly heldUnits: number;
 }
 
 const WAITER = 1;
@@ -367,7 +371,18 @@ export class BucketLedger {
       }
       e = next;
     }
+    this.sync(now);
     return units;
+  }
+
+  /**
+   * @internal With nothing pending, nothing is held: a float residue the host's count kept
+   * (its sums and the ledger's differ in the last bit) would deny forever what a fresh
+   * bucket allows.
+   */
+  private sync(now: number): void {
+    const h = this.host;
+    if (this.list.size === 0 && h.heldUnits !== 0) h.hold(-h.heldUnits, now);
   }
 
   /** Whether a plain request must wait behind pending entries at `units` now. */
@@ -398,15 +413,6 @@ export class BucketLedger {
       return;
     }
     if (!e.queued) return;
-    let counted = 0;
-    let nextFixed: Entry | undefined;
-    if (this.fixedEntries > (e.kind === FIXED ? 1 : 0)) {
-      for (let f = e.next; f !== undefined; f = f.next) {
-        if (f.kind !== FIXED) continue;
-        nextFixed ??= f;
-        counted += f.units;
-      }
-    }
     const held = e.units;
     // What has already left cannot come back: units kept for an entry withdrawn ahead of
     // the first pending entry (a reservation) were due from that entry's time on, so by now
@@ -427,17 +433,12 @@ export class BucketLedger {
     const ahead = h.capacity - units - this.total + keptAhead;
     const drained = first && ahead < 0 ? (-ahead < held ? -ahead : held) : 0;
     const left = held - drained;
-    let give: number;
-    if (nextFixed === undefined) give = left;
-    else if (h.shaping) {
-      // A reservation behind leaves at its fixed time: keep all the water ahead of it.
-      give = 0;
-    } else {
-      // Go's rule on its own cost: keep what the reservations behind took. Units it kept
-      // for entries withdrawn ahead of it stay kept for those reservations too.
-      give = e.cost > counted ? e.cost - counted : 0;
-      if (give > left) give = left;
-    }
+    // Only as far as no reservation behind it, acting later than now, falls due before its
+    // time to act (see the module doc); the rest stays held ahead of the first of them.
+    const binding = this.fixedEntries > (e.kind === FIXED ? 1 : 0) ? e.next : undefined;
+    const slack = binding === undefined ? left : this.slack(units, now, e);
+    const give = slack < left ? (slack > 0 ? slack : 0) : left;
+    const nextFixed = give < left ? this.firstLater(e, now) : undefined;
     const keep = left - give;
     const last = this.list.size === 1;
     const total = this.total;
@@ -456,8 +457,72 @@ export class BucketLedger {
       // Units given back ahead of reservations move their turn before their time to act.
       if (give > 0) this.markEarly(nextFixed, now);
     }
+    this.sync(now);
     if (e.kind === WAITER) e.reject!(reason);
     this.serve();
+  }
+
+  /**
+   * The units that may come back at `now` (the bucket's `units` then) without making a
+   * pending reservation due before its time to act: the least slack of the reservations
+   * acting later than now (behind `after`, when given; else all of them), where a
+   * reservation's slack is `held up to and including it + its threshold - base units at its
+   * time to act` (see the module doc); `Infinity` when there is none. A refund of the
+   * bucket is bounded by it too: a reservation's time was fixed counting those units.
+   */
+  slack(units: number, now: number, after?: Entry): number {
+    const rate = this.host.ratePerSecond;
+    const base = units + this.total;
+    let least = Number.POSITIVE_INFINITY;
+    let held = 0;
+    let behind = after === undefined;
+    for (let f = this.list.head; f !== undefined; f = f.next) {
+      held += f.units;
+      if (f === after) {
+        behind = true;
+        continue;
+      }
+      if (!behind || f.kind !== FIXED || !(f.actAtMs > now)) continue;
+      const baseThen = rate === 0 ? base : base + ((f.actAtMs - now) * rate) / 1000;
+      const s = held + f.threshold - baseThen;
+      if (s < least) least = s;
+    }
+    return least;
+  }
+
+  /**
+   * @internal After a `reconfigure`: a faster rate (or a smaller leaky capacity) would let a
+   * pending reservation fall due before its time to act, which it keeps; so the units that
+   * would (the least slack, below 0) are held ahead of the first reservation acting later
+   * than now, as units a cancel keeps are, and spent with it.
+   */
+  private keepLate(): void {
+    if (this.fixedEntries === 0) return;
+    const h = this.host;
+    let now: number;
+    try {
+      now = h.now();
+    } catch {
+      return; // a clock that throws: replan rejects the waiters
+    }
+    const slack = this.slack(h.unitsAt(now), now);
+    if (!(slack < 0)) return;
+    for (let f = this.list.head; f !== undefined; f = f.next) {
+      if (f.kind !== FIXED || !(f.actAtMs > now)) continue;
+      f.units -= slack;
+      this.total -= slack;
+      this.fixedUnits -= slack;
+      h.hold(-slack, now);
+      return;
+    }
+  }
+
+  /** @internal The first reservation behind `e` that acts later than `now`. */
+  private firstLater(e: Entry, now: number): Entry | undefined {
+    for (let f = e.next; f !== undefined; f = f.next) {
+      if (f.kind === FIXED && f.actAtMs > now) return f;
+    }
+    return undefined;
   }
 
   /** @internal Whether `f`, with `keptAhead` units kept ahead of it, is a due reservation kept. */
@@ -509,6 +574,7 @@ export class BucketLedger {
     for (let e = this.list.head; e !== undefined; e = e.next) {
       e.threshold = h.shaping ? h.capacity - e.cost : 0;
     }
+    this.keepLate();
     for (;;) {
       let units: number;
       let now: number;

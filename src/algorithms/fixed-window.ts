@@ -1,4 +1,5 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import {
   type Clock,
   type Decision,
@@ -9,6 +10,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { optionNames, windowHints } from "../option-names.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
 import {
@@ -95,6 +97,8 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   private clockBoundMs = Number.POSITIVE_INFINITY;
   /** @internal */
   private queue: WaitQueue | undefined;
+  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
+  private receiptEpoch = 0;
 
   constructor(options: FixedWindowOptions) {
     super();
@@ -127,6 +131,10 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
         w.count = used + cost;
       },
       decideAt: (w, now, cost, take) => w.decide(cost, take, now),
+      chargeAt: (w, now, cost) => w.chargeAt(now, cost),
+      refundAt: (w, now, units, receipt) =>
+        receipt === undefined ? 0 : w.refundAt(now, units, receipt),
+      refundsWithoutReceipt: false,
     });
   }
 
@@ -172,6 +180,7 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
       self.limit = next.limit;
       self.windowMs = next.windowMs;
       this.clockBoundMs = next.clockBoundMs;
+      this.receiptEpoch++;
       this.queue?.replan();
     };
   }
@@ -198,26 +207,80 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
     return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false, this.now());
   }
 
+  /**
+   * `consume(cost)` with a {@link Receipt}: the decision, and the window charged (its end is
+   * the receipt's `refundableUntilMs`), for a refund through it later.
+   * @example
+   * const receipt = window.charge(5) // the most the request can cost
+   * window.refund(receipt, 3) // it cost 2: 3 back, if its window has not ended
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  charge(cost?: number): Receipt {
+    return this.chargeAt(this.now(), cost === undefined ? 1 : checkCost(`${WHERE}.charge`, cost));
+  }
+
+  /** @internal `charge` of a checked `cost` at `now` (a checked reading). */
+  private chargeAt(now: number, cost: number): ChargeReceipt {
+    const decision = this.decide(cost, true, now);
+    if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
+    const end = this.endMs;
+    const epoch = this.receiptEpoch;
+    return new ChargeReceipt(decision, undefined, cost, now, end, this, epoch, end, 0, undefined);
+  }
+
+  /**
+   * @internal A refund through `receipt` at `now` of checked `units` (at most what it still
+   * holds): from the count, while the window it charged is the current one.
+   */
+  private refundAt(now: number, units: number, receipt: ChargeReceipt): number {
+    if (now > this.seenMs) this.seenMs = now;
+    const end = receipt.a;
+    if (!(units > 0) || receipt.epoch !== this.receiptEpoch || end !== this.endMs) return 0;
+    const used = fixedWindowUsed(this.count, this.endMs, now);
+    const give = units < used ? units : used;
+    if (!(give > 0)) return 0;
+    const count = fixedWindowRefunded(this.count, this.endMs, now, give);
+    if (count === 0) {
+      this.endMs = Number.NEGATIVE_INFINITY;
+      this.count = 0;
+    } else this.count = count;
+    receipt.refunded += give;
+    this.queue?.wake();
+    return give;
+  }
+
   /** Forgets the count: back to the fresh state. Pending waiters keep waiting. */
   reset(): void {
     this.endMs = Number.NEGATIVE_INFINITY;
     this.count = 0;
+    this.receiptEpoch++;
   }
 
   /**
-   * Gives back `cost` units taken earlier in the current window: its count falls by `cost`,
-   * never below 0 (units of a window that has ended are gone). Waiters that then fit are
-   * granted first-in, first-out. See docs/semantics.md#refunds.
-   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   * Gives back, through the receipt of a {@link charge}, `units` of what it took (default:
+   * all it still holds), and returns how many came back: the window's count falls by them,
+   * but only while the window charged is the current one (units of a window that has
+   * ended are gone), never below 0. Waiters that then fit are granted first-in, first-out.
+   * See docs/semantics.md#refunds.
+   *
+   * Without a receipt it refuses: a fixed window cannot tell which window units were
+   * charged in, and giving back in the current window what an earlier one took would let
+   * more than `limit` pass in it.
+   * @throws {TypeError} Without a receipt, for another limiter's receipt, or a non-number
+   *   `units`. {RangeError} If `units` is NaN, negative or infinite.
    */
-  refund(cost?: number): void {
-    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
-    const now = this.now();
-    if (c === 0) return;
-    const count = fixedWindowRefunded(this.count, this.endMs, now, c);
-    if (count === 0) this.reset();
-    else this.count = count;
-    this.queue?.wake();
+  refund(receipt: Receipt, units?: number): number;
+  /** @deprecated A fixed window refunds only through a receipt: this throws a `TypeError`. */
+  refund(cost?: number): number;
+  refund(receipt?: number | Receipt, units?: number): number {
+    if (typeof receipt !== "object" || receipt === null) {
+      if (receipt !== undefined) checkCost(`${WHERE}.refund`, receipt);
+      throw new TypeError(
+        `${WHERE}.refund: give the receipt of the charge (refund(receipt, units)): a fixed window cannot tell which window the units were charged in, and units of a window that has ended are gone`,
+      );
+    }
+    const r = checkReceipt(`${WHERE}.refund`, receipt, this, units);
+    return this.refundAt(this.now(), r.units, r.receipt);
   }
 
   /** True when the current window has no count and nobody waits. */

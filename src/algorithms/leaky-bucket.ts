@@ -1,4 +1,5 @@
 import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import {
   type Clock,
   type Decision,
@@ -191,13 +192,33 @@ export class LeakyBucket extends BucketBase implements Limiter {
   }
 
   /**
-   * Gives back `cost` units taken earlier: the level falls by `cost`, never below empty.
-   * Requests waiting in the shaping queue leave sooner, first-in, first-out. See
-   * docs/semantics.md#refunds.
+   * `consume(cost)` with a {@link Receipt}: the decision, and when the bucket would be empty
+   * again with no further traffic (the receipt's `refundableUntilMs`), for a refund through
+   * it later.
    * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
    */
-  refund(cost?: number): void {
-    this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
+  charge(cost?: number): Receipt {
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.charge`, cost);
+    return this.chargeAt(this.now(), c);
+  }
+
+  /**
+   * Gives back units taken earlier and returns how many came back: the level falls by them,
+   * never below empty. Through the receipt of a {@link charge}: `units` of what it took
+   * (default: all it still holds), at most what has not leaked out of them yet
+   * (`leakPerSecond * (refundableUntilMs - now) / 1000`, less what other refunds gave back
+   * since), nothing after a reset or reconfigure. Without one: `cost` units (default 1).
+   * Never what a pending reservation's time counts on; requests waiting in the shaping queue
+   * leave sooner, first-in, first-out. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` or `units` is not a number, or the receipt is another
+   *   limiter's. {RangeError} If it is NaN, negative or infinite.
+   */
+  refund(receipt: Receipt, units?: number): number;
+  refund(cost?: number): number;
+  refund(cost?: number | Receipt, units?: number): number {
+    if (typeof cost === "object" && cost !== null)
+      return this.refundReceipt(`${WHERE}.refund`, cost, units);
+    return this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
   }
 
   /** True when the bucket is empty and nothing waits: a new bucket would decide the same. */

@@ -166,9 +166,10 @@ export class LogRing {
   /**
    * Gives back `cost` (> 0) units, from the newest entries first (a refund): an entry whose
    * cost is at most what is left to give back goes, the next one is cut by the rest. Never
-   * below an empty log; the ring keeps its slots (an expiry shrinks it later).
+   * below an empty log; the ring keeps its slots (an expiry shrinks it later). Returns the
+   * units given back (`cost` less what found no entry, as the Redis script counts it).
    */
-  refund(cost: number): void {
+  refund(cost: number): number {
     let left = cost;
     while (left > 0 && this.size > 0) {
       const p = 2 * this.at(this.size - 1) + 1;
@@ -186,6 +187,42 @@ export class LogRing {
       this.head = 0;
       this.base = 0;
     }
+    return cost - left;
+  }
+
+  /**
+   * Gives back up to `cost` (> 0) units of the entry a charge at `leaveAtMs` went into (a
+   * refund through a receipt): the first entry leaving at or after it (an entry may have
+   * been stamped later since, when later charges merged into it, never earlier). Takes at
+   * most that entry's own units; an entry wholly given back leaves the log. Returns the
+   * units given back: 0 when the entry has left.
+   */
+  refundEntry(leaveAtMs: number, cost: number): number {
+    let i = 0;
+    while (i < this.size && this.slots[2 * this.at(i)]! < leaveAtMs) i++;
+    if (i === this.size) return 0;
+    const p = 2 * this.at(i) + 1;
+    const before = i === 0 ? this.base : this.slots[2 * this.at(i - 1) + 1]!;
+    const own = this.slots[p]! - before;
+    const give = own < cost ? own : cost;
+    if (!(give > 0)) return 0;
+    if (give === own) {
+      // The entry leaves: the newer ones move down one place, each total less its units.
+      for (let j = i; j + 1 < this.size; j++) {
+        const to = 2 * this.at(j);
+        const from = 2 * this.at(j + 1);
+        this.slots[to] = this.slots[from]!;
+        this.slots[to + 1] = this.slots[from + 1]! - give;
+      }
+      this.size--;
+      if (this.size === 0) {
+        this.head = 0;
+        this.base = 0;
+      }
+    } else {
+      for (let j = i; j < this.size; j++) this.slots[2 * this.at(j) + 1]! -= give;
+    }
+    return give;
   }
 
   /** Forgets every entry and frees the ring. */

@@ -1,4 +1,5 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import {
   type Clock,
   type Decision,
@@ -9,6 +10,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { optionNames, windowHints } from "../option-names.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
 import {
@@ -97,6 +99,8 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
   private clockBoundMs = Number.POSITIVE_INFINITY;
   /** @internal */
   private queue: WaitQueue | undefined;
+  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
+  private receiptEpoch = 0;
 
   constructor(options: SlidingWindowCounterOptions) {
     super();
@@ -132,6 +136,9 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
         w.curr += cost;
       },
       decideAt: (w, now, cost, take) => w.decide(cost, take, now),
+      chargeAt: (w, now, cost) => w.chargeAt(now, cost),
+      refundAt: (w, now, units, receipt) => w.refundAt(now, units, receipt),
+      refundsWithoutReceipt: true,
     });
   }
 
@@ -192,6 +199,7 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
       self.limit = next.limit;
       self.windowMs = next.windowMs;
       this.clockBoundMs = next.clockBoundMs;
+      this.receiptEpoch++;
       this.queue?.replan();
     };
   }
@@ -216,28 +224,94 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
     return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false, this.now());
   }
 
+  /**
+   * `consume(cost)` with a {@link Receipt}: the decision, and the window charged, for a
+   * refund through it later (until the end of the next window, its `refundableUntilMs`,
+   * while that count still weighs in the estimate).
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  charge(cost?: number): Receipt {
+    return this.chargeAt(this.now(), cost === undefined ? 1 : checkCost(`${WHERE}.charge`, cost));
+  }
+
   /** Forgets both windows: back to the fresh state. Pending waiters keep waiting. */
   reset(): void {
     this.index = Number.NEGATIVE_INFINITY;
     this.endMs = Number.NEGATIVE_INFINITY;
     this.prev = 0;
     this.curr = 0;
+    this.receiptEpoch++;
   }
 
   /**
-   * Gives back `cost` units taken earlier: from the current window's count first, then from
-   * the previous window's, never below 0. Waiters that then fit are granted first-in,
-   * first-out. See docs/semantics.md#refunds.
-   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   * Gives back units taken earlier and returns how many came back. Through the receipt of
+   * a {@link charge}: `units` of what it took (default: all it still holds), from the count
+   * of the window it charged, while that is the current or the previous window (nothing
+   * later, or after a reset or reconfigure). Without one: `cost` units (default 1), from the
+   * current window's count first, then from the previous window's, never below 0. Waiters
+   * that then fit are granted first-in, first-out. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` or `units` is not a number, or the receipt is another
+   *   limiter's. {RangeError} If it is NaN, negative or infinite.
    */
-  refund(cost?: number): void {
-    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
-    const now = this.now();
-    if (c === 0) return;
+  refund(receipt: Receipt, units?: number): number;
+  refund(cost?: number): number;
+  refund(cost?: number | Receipt, units?: number): number {
+    const where = `${WHERE}.refund`;
+    if (typeof cost === "object" && cost !== null) {
+      const r = checkReceipt(where, cost, this, units);
+      return this.refundAt(this.now(), r.units, r.receipt);
+    }
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.refundAt(this.now(), c, undefined);
+  }
+
+  /** @internal `charge` of a checked `cost` at `now` (a checked reading). */
+  private chargeAt(now: number, cost: number): ChargeReceipt {
+    const decision = this.decide(cost, true, now);
+    if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
+    const until = this.endMs + this.windowMs;
+    const epoch = this.receiptEpoch;
+    return new ChargeReceipt(
+      decision,
+      undefined,
+      cost,
+      now,
+      until,
+      this,
+      epoch,
+      this.index,
+      0,
+      undefined,
+    );
+  }
+
+  /**
+   * @internal A refund at `now` of checked `units`: through `receipt` (from the count of the
+   * window it charged, while current or previous), or without one (current, then previous).
+   */
+  private refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
+    if (now > this.seenMs) this.seenMs = now;
+    if (!(units > 0)) return 0;
     this.roll(now);
-    this.prev = counterRefundPrev(this.prev, this.curr, c);
-    this.curr = counterRefundCurr(this.curr, c);
-    this.queue?.wake();
+    let given: number;
+    if (receipt === undefined) {
+      const before = this.prev + this.curr;
+      this.prev = counterRefundPrev(this.prev, this.curr, units);
+      this.curr = counterRefundCurr(this.curr, units);
+      given = before - (this.prev + this.curr);
+    } else {
+      if (receipt.epoch !== this.receiptEpoch) return 0;
+      if (receipt.a === this.index) {
+        given = units < this.curr ? units : this.curr;
+        this.curr -= given;
+      } else if (receipt.a + 1 === this.index) {
+        given = units < this.prev ? units : this.prev;
+        this.prev -= given;
+      } else return 0;
+      receipt.refunded += given;
+    }
+    if (given > 0) this.queue?.wake();
+    return given;
   }
 
   /** True when the estimate is 0 and nobody waits. */

@@ -1,4 +1,5 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import {
   type Clock,
   type Decision,
@@ -9,6 +10,7 @@ import {
 } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { optionNames, windowHints } from "../option-names.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
 import { LogRing } from "./log-ring.js";
@@ -90,6 +92,8 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   private clockBoundMs = Number.POSITIVE_INFINITY;
   /** @internal */
   private queue: WaitQueue | undefined;
+  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
+  private receiptEpoch = 0;
 
   // `size`, `slotCount` and `base` are the ring's, read as the log's own by white-box tests
   // of its bounds (test/algorithms/sliding-window-log.test.ts); the class reads only `size`.
@@ -143,6 +147,9 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
         w.ring.append(now, cost, w.windowMs, w.exactEntries);
       },
       decideAt: (w, now, cost, take) => w.decide(cost, take, now),
+      chargeAt: (w, now, cost) => w.chargeAt(now, cost),
+      refundAt: (w, now, units, receipt) => w.refundAt(now, units, receipt),
+      refundsWithoutReceipt: true,
     });
   }
 
@@ -189,6 +196,7 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
       self.windowMs = next.windowMs;
       this.clockBoundMs = next.clockBoundMs;
       this.exactEntries = logExactEntries(next.limit);
+      this.receiptEpoch++;
       this.queue?.replan();
     };
   }
@@ -216,24 +224,82 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
     return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false, this.now());
   }
 
+  /**
+   * `consume(cost)` with a {@link Receipt}: the decision, and the log entry charged (when it
+   * leaves is the receipt's `refundableUntilMs`), for a refund through it later.
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  charge(cost?: number): Receipt {
+    return this.chargeAt(this.now(), cost === undefined ? 1 : checkCost(`${WHERE}.charge`, cost));
+  }
+
   /** Forgets every entry and frees the ring: back to the fresh state. Waiters keep waiting. */
   reset(): void {
     this.ring.clear();
+    this.receiptEpoch++;
   }
 
   /**
-   * Gives back `cost` units taken earlier, from the most recent entries first (an entry
-   * wholly given back leaves the log), never below an empty log. Waiters that then fit are
-   * granted first-in, first-out. See docs/semantics.md#refunds.
-   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   * Gives back units taken earlier and returns how many came back. Through the receipt of
+   * a {@link charge}: `units` of what it took (default: all it still holds), out of the
+   * entry it logged, while that entry is in the window (nothing once it has left, or after a
+   * reset or reconfigure). Without one: `cost` units (default 1), from the most recent
+   * entries first (an entry wholly given back leaves the log), never below an empty log.
+   * Waiters that then fit are granted first-in, first-out. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` or `units` is not a number, or the receipt is another
+   *   limiter's. {RangeError} If it is NaN, negative or infinite.
    */
-  refund(cost?: number): void {
-    const c = cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost);
-    const now = this.now();
-    if (c === 0) return;
-    this.ring.expire(now, this.limit);
-    this.ring.refund(c);
-    this.queue?.wake();
+  refund(receipt: Receipt, units?: number): number;
+  refund(cost?: number): number;
+  refund(cost?: number | Receipt, units?: number): number {
+    const where = `${WHERE}.refund`;
+    if (typeof cost === "object" && cost !== null) {
+      const r = checkReceipt(where, cost, this, units);
+      return this.refundAt(this.now(), r.units, r.receipt);
+    }
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.refundAt(this.now(), c, undefined);
+  }
+
+  /** @internal `charge` of a checked `cost` at `now` (a checked reading). */
+  private chargeAt(now: number, cost: number): ChargeReceipt {
+    const decision = this.decide(cost, true, now);
+    if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
+    const leaveAt = this.ring.newestLeaveAt();
+    const epoch = this.receiptEpoch;
+    return new ChargeReceipt(
+      decision,
+      undefined,
+      cost,
+      now,
+      leaveAt,
+      this,
+      epoch,
+      leaveAt,
+      0,
+      undefined,
+    );
+  }
+
+  /**
+   * @internal A refund at `now` of checked `units`: through `receipt` (at most what it still
+   * holds), or without one, from the newest entries. Returns the units given back.
+   */
+  private refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
+    if (now > this.seenMs) this.seenMs = now;
+    if (!(units > 0)) return 0;
+    const ring = this.ring;
+    ring.expire(now, this.limit);
+    let given: number;
+    if (receipt === undefined) {
+      given = ring.refund(units);
+    } else {
+      if (receipt.epoch !== this.receiptEpoch || !(receipt.a > now)) return 0;
+      given = ring.refundEntry(receipt.a, units);
+      receipt.refunded += given;
+    }
+    if (given > 0) this.queue?.wake();
+    return given;
   }
 
   /** True when no entry is in the window and nobody waits. */

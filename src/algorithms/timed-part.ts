@@ -1,4 +1,5 @@
 import type { Decision } from "../limiter.js";
+import type { ChargeReceipt } from "../receipt.js";
 
 /**
  * How {@link allOf} drives a built-in limiter at a time it read once, so that it can read
@@ -33,6 +34,15 @@ export interface TimedPart<L = never> {
   takeAt(limiter: L, nowMs: number, cost: number): void;
   /** `consume(cost)` (`take` true) or `peek(cost)` at `nowMs`. */
   decideAt(limiter: L, nowMs: number, cost: number, take: boolean): Decision;
+  /** `charge(cost)` at `nowMs`: `consume` with its receipt. */
+  chargeAt(limiter: L, nowMs: number, cost: number): ChargeReceipt;
+  /**
+   * A refund at `nowMs` of `units` (checked; through `receipt`, at most what it still holds),
+   * or without a receipt when `receipt` is undefined; returns the units given back.
+   */
+  refundAt(limiter: L, nowMs: number, units: number, receipt: ChargeReceipt | undefined): number;
+  /** False when `refund(cost)` without a receipt refuses (a fixed window). */
+  readonly refundsWithoutReceipt: boolean;
 }
 
 /** The drivers by the prototype of the class they drive. */

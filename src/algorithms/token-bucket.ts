@@ -1,4 +1,5 @@
 import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import {
   type Clock,
   type Decision,
@@ -186,14 +187,37 @@ export class TokenBucket extends BucketBase implements Limiter {
   }
 
   /**
-   * Gives back `cost` tokens taken earlier (a request that turned out cheaper, or should not
-   * count): the bucket holds `min(capacity, tokens + cost)`, never more than a full one.
-   * Pending waiters are served first-in, first-out with the tokens given back. See
-   * docs/semantics.md#refunds.
+   * `consume(cost)` with a {@link Receipt}: the decision, and when the bucket would be full
+   * again with no further traffic (the receipt's `refundableUntilMs`), for a refund through
+   * it later.
+   * @example
+   * const receipt = bucket.charge(1000) // the most an LLM answer may cost
+   * bucket.refund(receipt, 800) // it cost 200: up to 800 back
    * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
    */
-  refund(cost?: number): void {
-    this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
+  charge(cost?: number): Receipt {
+    const c = cost === undefined ? 1 : checkCost(`${WHERE}.charge`, cost);
+    return this.chargeAt(this.now(), c);
+  }
+
+  /**
+   * Gives back tokens taken earlier (a request that turned out cheaper, or should not count)
+   * and returns how many came back. Through the receipt of a {@link charge}: `units` of what
+   * it took (default: all it still holds), at most what the refill has not repaid of them
+   * yet (`refillPerSecond * (refundableUntilMs - now) / 1000`, less what other refunds gave
+   * back since), nothing after a reset or reconfigure. Without one: `cost` tokens (default
+   * 1), the bucket then holding `min(capacity, tokens + cost)`. Either way never more than a
+   * full bucket, nor what a pending reservation's time counts on; waiters are then served
+   * first-in, first-out. See docs/semantics.md#refunds.
+   * @throws {TypeError} If `cost` or `units` is not a number, or the receipt is another
+   *   limiter's. {RangeError} If it is NaN, negative or infinite.
+   */
+  refund(receipt: Receipt, units?: number): number;
+  refund(cost?: number): number;
+  refund(cost?: number | Receipt, units?: number): number {
+    if (typeof cost === "object" && cost !== null)
+      return this.refundReceipt(`${WHERE}.refund`, cost, units);
+    return this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
   }
 
   /** True when the bucket is full and nothing is pending: a new bucket would decide the same. */

@@ -1,25 +1,27 @@
 /**
  * After the response: what the middleware does once a checked request's outcome is known.
  * - `refundIf(status, request)`: gives back the units the request took when it says so
- *   (express-rate-limit's `skipSuccessfulRequests` is `(status) => status < 400`, its
- *   `skipFailedRequests` is `(status) => status >= 400`);
+ *   (express-rate-limit's `skipSuccessfulRequests` is `(status) => status < 400`); a request
+ *   whose client went away first stays charged unless `refundAborted` is set;
  * - `refund(request, units?)` and `charge(request, units)`: the per-request handle on each
  *   middleware, for a cost known only at the end (an LLM's tokens);
  * - `blockDurationMs`: a client that hits its limit is blocked for that long.
- * The adapters only say when the status is known (a node response's `finish`, or its
- * `close` first: an aborted request, seen as {@link ABORTED_STATUS}).
+ * Refunds go through the receipts of the charges (docs/semantics.md#refunds), so a slow
+ * request that fails after its window ended gives nothing back to the next one. The
+ * adapters only say when the status is known (a node response's `finish`, or its `close`
+ * first: an aborted request). The rules: docs/http.md#refunds-and-charges-after-the-response.
  * @module
  */
 import type { ServerResponse } from "node:http";
 import { checkNumber, describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
+import type { Decision, Receipt } from "../limiter.js";
 import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./core.js";
 import type { Outcome } from "./pipeline.js";
 
 /**
- * The status `refundIf` sees for a request whose connection closed before its response was
- * complete (the client went away, or the handler threw): nginx's 499 "client closed
- * request", a failure (>= 400), as express-rate-limit counts one.
+ * The status `refundIf` sees, with `refundAborted`, for a request whose connection closed
+ * before its response was complete (the client went away, or the handler destroyed it):
+ * nginx's 499 "client closed request".
  */
 export const ABORTED_STATUS = 499;
 
@@ -28,19 +30,28 @@ export const ABORTED_STATUS = 499;
  */
 export interface AfterResponseOptions<Req> {
   /**
-   * Called once the response status is known, for each request the limiter charged: true
-   * gives back what the request took (its cost, plus what `charge` added, less what
-   * `refund` gave back already). `status` is the response's status code, or
-   * {@link ABORTED_STATUS} (499) when the connection closed first (a failure). The
-   * rate-limit headers already sent stay as sent. It needs a limiter with `refund(key,
-   * cost)` (a `KeyedLimiter`, or one unkeyed tollgate limiter). If it throws, that is a
-   * programming error, reported to `onError`; nothing is refunded.
+   * Called once the response is over, for each request the limiter charged: true gives
+   * back what the request took (its cost, plus what `charge` added, less what `refund` gave
+   * back already), through the receipts of those charges, so units of a window that has
+   * ended are not given back to the next one. `status` is the response's status code. A
+   * request whose client went away before its response was complete is not asked about:
+   * it stays charged (its handler ran, and a client that hangs up must not get its requests
+   * free), unless `refundAborted` is set. The rate-limit headers already sent stay as sent.
+   * It needs a limiter with `refund` (a `KeyedLimiter`, a Redis limiter, or one unkeyed
+   * tollgate limiter). If it throws, that is a programming error, reported to `onError`;
+   * nothing is refunded. See docs/http.md#refunds-and-charges-after-the-response.
    * @example
    * refundIf: (status) => status < 400 // count only failed logins
-   * @example
-   * refundIf: (status) => status >= 400 // count only the requests that succeed
    */
   readonly refundIf?: ((status: number, request: Req) => boolean) | undefined;
+  /**
+   * Also ask `refundIf` about a request whose client went away before its response was
+   * complete, with status {@link ABORTED_STATUS} (499). Off by default: such a request
+   * stays charged, so that a client that sends requests and hangs up cannot run handlers
+   * without limit. Turn it on only when your handlers stop as soon as the client goes away.
+   * @default false
+   */
+  readonly refundAborted?: boolean | undefined;
 }
 
 /** The per-request handle of a middleware: what a handler may do once it knows the real cost. */
@@ -48,9 +59,11 @@ export interface RequestCharges<Handle> {
   /**
    * Gives back `units` (default: all that is left) of what the request took, at most what
    * it took (its cost plus what {@link charge} added, less what was given back already), so
-   * a handler cannot give back other requests' units. A request the middleware did not
-   * charge (skipped, limited, or let through while the limiter failed) gives back nothing.
-   * @throws {TypeError} If `units` is not a number, or the limiter has no `refund(key, cost)`.
+   * a handler cannot give back other requests' units; through the receipts of its charges
+   * (newest first), so nothing comes back for a window that has ended. A request the
+   * middleware did not charge (skipped, limited, or let through while the limiter failed)
+   * gives back nothing.
+   * @throws {TypeError} If `units` is not a number, or the limiter has no `refund`.
    * @throws {RangeError} If `units` is NaN, negative or infinite.
    */
   refund(request: Handle, units?: number): void;
@@ -63,14 +76,25 @@ export interface RequestCharges<Handle> {
    * @throws {TypeError} If `units` is not a number. {RangeError} If it is NaN, negative or infinite.
    */
   charge(request: Handle, units: number): Decision | PromiseLike<Decision> | undefined;
+  /**
+   * Settles the request's charge once its real cost is known: the safe way to count a cost
+   * known only at the end (charge the most it can be as `cost`, settle after). Gives back
+   * what it took beyond `actualUnits` ({@link refund}), or takes what it cost beyond what it
+   * took ({@link charge}, whose decision it returns). `undefined` when it gave back, or for
+   * a request the middleware did not charge. See docs/http.md#refunds-and-charges-after-the-response.
+   * @throws {TypeError} If `actualUnits` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  settle(request: Handle, actualUnits: number): Decision | PromiseLike<Decision> | undefined;
 }
 
 /** What one charged request took, by its handle (the request, or the framework's context). */
 interface Ticket {
   readonly key: string;
-  /** Units taken and not given back. */
+  /** The receipts of its charges (its cost, then what `charge` added); empty without receipts. */
+  readonly receipts: Receipt[];
+  /** Units taken and not given back (without receipts: what a keyless refund may give). */
   taken: number;
-  /** True once `refundIf` has been asked (the response is over). */
+  /** True once the response is over (`refundIf` asked, or not for an aborted request). */
   settled: boolean;
 }
 
@@ -88,6 +112,7 @@ export class AfterResponse<Handle extends object, Req = Handle> {
     private readonly where: string,
     private readonly config: CommonConfig,
     private readonly refundIf: ((status: number, request: Req) => boolean) | undefined,
+    private readonly refundAborted = false,
   ) {
     this.limiter = config.limiter as KeyedConsumer;
     if (refundIf !== undefined && typeof this.limiter.refund !== "function") {
@@ -108,21 +133,25 @@ export class AfterResponse<Handle extends object, Req = Handle> {
    */
   open(handle: Handle, outcome: Outcome): boolean {
     if (outcome.decision === undefined || outcome.key === undefined) return false;
-    this.tickets.set(handle, { key: outcome.key, taken: outcome.cost, settled: false });
+    const receipts = outcome.receipt === undefined ? [] : [outcome.receipt];
+    this.tickets.set(handle, { key: outcome.key, receipts, taken: outcome.cost, settled: false });
     return this.refundIf !== undefined;
   }
 
   /**
-   * The response of `handle` is over with `status` (or {@link ABORTED_STATUS}): asks
-   * `refundIf`, once, and gives back what the request still holds when it says so.
+   * The response of `handle` is over with `status`; `aborted` when the connection closed
+   * before it was complete. Asks `refundIf`, once, and gives back what the request still
+   * holds when it says so; an aborted request is not asked (it stays charged) unless
+   * `refundAborted`, then with {@link ABORTED_STATUS}.
    */
-  settle(handle: Handle, request: Req, status: number): void {
+  settle(handle: Handle, request: Req, status: number, aborted = false): void {
     const ticket = this.tickets.get(handle);
     if (ticket === undefined || ticket.settled) return;
     ticket.settled = true;
+    if (aborted && !this.refundAborted) return;
     let refund: boolean;
     try {
-      refund = this.refundIf!(status, request) === true;
+      refund = this.refundIf!(aborted ? ABORTED_STATUS : status, request) === true;
     } catch (error) {
       report(this.config, error, ticket.key, "programming");
       return;
@@ -143,28 +172,71 @@ export class AfterResponse<Handle extends object, Req = Handle> {
     this.giveBack(ticket, u === undefined || u > ticket.taken ? ticket.taken : u);
   }
 
+  /** See {@link RequestCharges.settle}. */
+  settleCost(handle: Handle, actualUnits: number): Decision | PromiseLike<Decision> | undefined {
+    const actual = checkNumber(`${this.where}.settle`, "actualUnits", actualUnits, 0, true);
+    const ticket = this.tickets.get(handle);
+    if (ticket === undefined) return undefined;
+    if (actual < ticket.taken) {
+      this.refund(handle, ticket.taken - actual);
+      return undefined;
+    }
+    return actual > ticket.taken ? this.charge(handle, actual - ticket.taken) : undefined;
+  }
+
   /** See {@link RequestCharges.charge}. */
   charge(handle: Handle, units: number): Decision | PromiseLike<Decision> | undefined {
     const u = checkUnits(`${this.where}.charge`, units);
     const ticket = this.tickets.get(handle);
     if (ticket === undefined) return undefined;
-    const result = this.config.limiter.consume(ticket.key, u);
+    const limiter = this.limiter;
+    const receipted = typeof limiter.charge === "function";
+    const result = receipted ? limiter.charge!(ticket.key, u) : limiter.consume(ticket.key, u);
+    const taken = (decision: Decision) => {
+      if (!decision.allowed) return;
+      ticket.taken += u;
+      if (receipted) ticket.receipts.push(decision as Receipt);
+    };
     if (isThenable(result)) {
       return Promise.resolve(result).then((decision) => {
-        if (decision.allowed) ticket.taken += u;
+        taken(decision);
         return decision;
       });
     }
-    if (result.allowed) ticket.taken += u;
+    taken(result);
     return result;
   }
 
-  /** @internal Gives back `units` (> 0, at most what the ticket holds); a failure is reported. */
+  /**
+   * @internal Gives back `units` (> 0, at most what the ticket holds): through its
+   * receipts, newest first, each at most what it still holds; without receipts, by a
+   * refund of the key. A failure is reported.
+   */
   private giveBack(ticket: Ticket, units: number): void {
     if (!(units > 0)) return;
     ticket.taken -= units;
+    const receipts = ticket.receipts;
+    if (receipts.length === 0) {
+      this.send(ticket, ticket.key, units);
+      return;
+    }
+    let left = units;
+    for (let i = receipts.length - 1; i >= 0 && left > 0; i--) {
+      const r = receipts[i]!;
+      const holds = r.units - r.refunded;
+      const ask = holds < left ? holds : left;
+      if (ask > 0) this.send(ticket, r, ask);
+      left -= ask;
+    }
+  }
+
+  /** @internal One refund call (of the key, or through a receipt); a failure is reported. */
+  private send(ticket: Ticket, target: string | Receipt, units: number): void {
     try {
-      const result = this.limiter.refund!(ticket.key, units);
+      const result = (this.limiter.refund as (t: string | Receipt, u: number) => unknown)(
+        target,
+        units,
+      );
       if (isThenable(result)) {
         Promise.resolve(result).then(undefined, (error: unknown) =>
           report(this.config, error, ticket.key, "outage"),
@@ -271,21 +343,25 @@ function blockedFor(decision: Decision, ms: number): Decision {
 /**
  * Calls `done` once with a node response's status when it is over: its `finish` (all of it
  * handed to the OS), or its `close` first (the connection went away, or the response was
- * destroyed: {@link ABORTED_STATUS}).
+ * destroyed: `aborted`).
  */
-export function watchNodeResponse(res: ServerResponse, done: (status: number) => void): void {
+export function watchNodeResponse(
+  res: ServerResponse,
+  done: (status: number, aborted: boolean) => void,
+): void {
   let called = false;
   const finish = () => {
     if (called) return;
     called = true;
     res.off("close", close);
-    done(res.statusCode);
+    done(res.statusCode, false);
   };
   const close = () => {
     if (called) return;
     called = true;
     res.off("finish", finish);
-    done(res.writableFinished ? res.statusCode : ABORTED_STATUS);
+    const aborted = !res.writableFinished;
+    done(aborted ? ABORTED_STATUS : res.statusCode, aborted);
   };
   res.once("finish", finish);
   res.once("close", close);
@@ -298,5 +374,6 @@ export function requestCharges<Handle extends object, Req>(
   return {
     refund: (request, units) => after.refund(request, units),
     charge: (request, units) => after.charge(request, units),
+    settle: (request, actualUnits) => after.settleCost(request, actualUnits),
   };
 }

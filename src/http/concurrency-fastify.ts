@@ -5,8 +5,12 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { UntrustedProxyWarning } from "./client-key.js";
-import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
-import { holdUntilDone } from "./concurrency-node.js";
+import {
+  type CommonConcurrencyOptions,
+  checkConcurrencyOptions,
+  holdUntilHandled,
+  permitOf,
+} from "./concurrency.js";
 import { NODE_SOURCE } from "./node.js";
 import {
   INTERNAL_ERROR_BODY,
@@ -44,14 +48,15 @@ export interface FastifyConcurrencyOptions<
 }
 
 const WHERE = "fastifyConcurrencyLimit";
-const OWN_OPTIONS = ["key", "skip"] as const;
+const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
 
 /**
  * A Fastify `onRequest` hook (`app.addHook("onRequest", fastifyConcurrencyLimit({ limiter }))`)
- * that lets at most `limiter.limit` requests run at once (per key, for a
- * `KeyedConcurrencyLimiter`): the permit is released when the response finishes or the
- * connection closes, once; one past the limit gets 429 with `qu="concurrent-requests"`.
- * See docs/concurrency.md#http.
+ * that lets at most `limiter.limit` handlers run at once (per key, for a
+ * `KeyedConcurrencyLimiter`): the permit is held until the handler is done with the reply
+ * (Fastify ends the response when it returns or sends, even once the client has gone), and
+ * at most `maxHoldMs` after the connection closed; released once. One past the limit gets
+ * 429 with `qu="concurrent-requests"`. See docs/http.md#concurrency-limits.
  * @throws {TypeError} For a bad limiter or an unknown option.
  */
 export function fastifyConcurrencyLimit<
@@ -60,7 +65,7 @@ export function fastifyConcurrencyLimit<
 >(
   options: FastifyConcurrencyOptions<Request>,
 ): (request: Request, reply: Reply, done: () => void) => void {
-  const { config, hooks } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
   const source = {
     peer: (request: Request) => NODE_SOURCE.peer(request.raw, undefined),
     header: (request: Request, name: string) => NODE_SOURCE.header(request.raw, name, undefined),
@@ -80,7 +85,7 @@ export function fastifyConcurrencyLimit<
         return;
       case "pass": {
         const permit = permitOf(outcome.decision);
-        if (permit !== undefined) holdUntilDone(reply.raw, permit);
+        if (permit !== undefined) holdUntilHandled(reply.raw, permit, maxHoldMs);
         if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, appendHeader);
         done();
         return;

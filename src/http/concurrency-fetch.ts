@@ -5,6 +5,7 @@
  */
 import type { Permit } from "../concurrency/permit.js";
 import { describe } from "../errors.js";
+import { timerDelay } from "../wait.js";
 import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
 import { type FetchHandler, problem, runtimeAddress, withHeaders } from "./fetch.js";
 import {
@@ -29,7 +30,7 @@ export interface FetchConcurrencyOptions<Args extends unknown[] = unknown[]>
 }
 
 const WHERE = "withConcurrencyLimit";
-const OWN_OPTIONS = ["key", "skip", "remoteAddress"] as const;
+const OWN_OPTIONS = ["key", "skip", "remoteAddress", "maxHoldMs"] as const;
 
 /**
  * `body` passed through, calling `done` once it ends, errors or is cancelled (the client
@@ -61,10 +62,11 @@ export function releasingBody(
 }
 
 /**
- * Wraps a fetch handler so that at most `limiter.limit` requests (per key, for a
- * `KeyedConcurrencyLimiter`) run at once. A permit is held while the handler runs, then
- * until the response body ends, is cancelled or `request.signal` aborts, released once; one
- * past the limit gets 429 with `qu="concurrent-requests"`. See docs/concurrency.md#http.
+ * Wraps a fetch handler so that at most `limiter.limit` handlers (per key, for a
+ * `KeyedConcurrencyLimiter`) run at once. A permit is held while the handler runs (an abort
+ * of `request.signal` meanwhile shortens that to `maxHoldMs`), then until the response body
+ * ends, is cancelled or `request.signal` aborts, released once; one past the limit gets 429
+ * with `qu="concurrent-requests"`. See docs/http.md#concurrency-limits.
  * @throws {TypeError} For a handler that is not a function, a bad limiter, an unknown option.
  */
 export function withConcurrencyLimit<
@@ -77,7 +79,11 @@ export function withConcurrencyLimit<
   if (typeof handler !== "function") {
     throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
   }
-  const { config, hooks, remoteAddress } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const { config, hooks, remoteAddress, maxHoldMs } = checkConcurrencyOptions(
+    WHERE,
+    options,
+    OWN_OPTIONS,
+  );
   const source: ClientSource<Request, Args> = {
     peer:
       remoteAddress === undefined
@@ -101,6 +107,7 @@ export function withConcurrencyLimit<
           request,
           () => handler(request, ...args),
           headerRecord(config, outcome),
+          maxHoldMs,
         );
       }
       case "limited":
@@ -115,23 +122,35 @@ export function withConcurrencyLimit<
 
 /**
  * Runs the handler holding `permit`, then hands the permit to the response body. An abort
- * of `request.signal` releases it only once the handler has settled: a client that goes
- * away does not free a permit while the work it started still runs.
+ * of `request.signal` releases it only once the handler has settled (a client that goes
+ * away does not free a permit while the work it started still runs), or `maxHoldMs` after
+ * the abort, whichever comes first.
  */
 async function held<Result extends Response | undefined>(
   permit: Permit,
   request: Request,
   run: () => Result | Promise<Result>,
   headers: Record<string, string>,
+  maxHoldMs: number,
 ): Promise<Result | Response> {
+  const signal = request.signal as AbortSignal | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const limit = () => {
+    timer = setTimeout(() => permit.release(), timerDelay(maxHoldMs));
+    if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
+  };
+  if (signal?.aborted) limit();
+  else signal?.addEventListener("abort", limit, { once: true });
   let response: Result;
   try {
     response = await run();
   } catch (error) {
     permit.release();
     throw error;
+  } finally {
+    signal?.removeEventListener("abort", limit);
+    if (timer !== undefined) clearTimeout(timer);
   }
-  const signal = request.signal as AbortSignal | undefined;
   if (response === undefined || response === null || response.body === null || signal?.aborted) {
     permit.release();
     return withHeaders(response, headers);

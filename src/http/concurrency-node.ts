@@ -4,8 +4,12 @@
  * @module
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Permit } from "../concurrency/permit.js";
-import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
+import {
+  type CommonConcurrencyOptions,
+  checkConcurrencyOptions,
+  holdUntilHandled,
+  permitOf,
+} from "./concurrency.js";
 import { type NextFunction, NODE_SOURCE, type RateLimitMiddleware, setNodeHeader } from "./node.js";
 import {
   INTERNAL_ERROR_BODY,
@@ -27,28 +31,15 @@ export interface ConcurrencyLimitOptions<Req extends IncomingMessage = IncomingM
 }
 
 const WHERE = "concurrencyLimit";
-const OWN_OPTIONS = ["key", "skip"] as const;
-
-/**
- * Holds `permit` until `res` finishes or closes (an aborted request closes without
- * finishing), released exactly once; at once when `res` is already closed. @internal
- */
-export function holdUntilDone(res: ServerResponse, permit: Permit): void {
-  if (res.destroyed || (res as { closed?: boolean }).closed === true) {
-    permit.release();
-    return;
-  }
-  const release = () => permit.release();
-  res.once("finish", release);
-  res.once("close", release);
-}
+const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
 
 /**
  * A connect-style middleware for node:http and Express that lets at most `limiter.limit`
- * requests (per key, for a `KeyedConcurrencyLimiter`) run at once: each holds a permit
- * until its response finishes or its connection closes; one past the limit gets 429 with
- * `RateLimit-Policy: "default";q=N;qu="concurrent-requests"` and `Retry-After`.
- * See docs/concurrency.md#http.
+ * handlers (per key, for a `KeyedConcurrencyLimiter`) run at once: each request holds a
+ * permit until its handler is done with the response (`res.end()`, or the response
+ * finishes), not until its client goes away, and at most `maxHoldMs` after its connection
+ * closed; one past the limit gets 429 with `RateLimit-Policy:
+ * "default";q=N;qu="concurrent-requests"` and `Retry-After`. See docs/http.md#concurrency-limits.
  * @throws {TypeError} For a limiter that is not a concurrency limiter or an unknown option.
  * @example
  * const gate = concurrencyLimit({ limiter: new ConcurrencyLimiter({ limit: 100 }) })
@@ -57,11 +48,11 @@ export function concurrencyLimit<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
 >(options: ConcurrencyLimitOptions<Req>): RateLimitMiddleware<Req, Res> {
-  const { config, hooks } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
   const pipeline = new Pipeline<Req>(WHERE, config, hooks, NODE_SOURCE);
   return (req, res, next) => {
     // The consumer answers synchronously: the outcome is never a promise.
-    render(pipeline.run(req, undefined) as Outcome, res, next, pipeline);
+    render(pipeline.run(req, undefined) as Outcome, res, next, pipeline, maxHoldMs);
   };
 }
 
@@ -70,6 +61,7 @@ function render<Req extends IncomingMessage>(
   res: ServerResponse,
   next: NextFunction,
   pipeline: Pipeline<Req>,
+  maxHoldMs: number,
 ): void {
   const config = pipeline.config;
   switch (outcome.kind) {
@@ -78,7 +70,7 @@ function render<Req extends IncomingMessage>(
       return;
     case "pass": {
       const permit = permitOf(outcome.decision);
-      if (permit !== undefined) holdUntilDone(res, permit);
+      if (permit !== undefined) holdUntilHandled(res, permit, maxHoldMs);
       if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
       next();
       return;

@@ -4,12 +4,15 @@
  * text with the quota unit `concurrent-requests` (draft-ietf-httpapi-ratelimit-headers-10).
  * @module
  */
+
+import type { ServerResponse } from "node:http";
 import type { ConcurrencyLimiter } from "../concurrency/concurrency-limiter.js";
 import type { KeyedConcurrencyLimiter } from "../concurrency/keyed-concurrency-limiter.js";
 import { concurrencyDenial } from "../concurrency/options.js";
 import type { Permit } from "../concurrency/permit.js";
-import { checkOptions, describe } from "../errors.js";
+import { checkNumber, checkOptions, describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
+import { timerDelay } from "../wait.js";
 import {
   type AdapterHookOptions,
   type CommonConfig,
@@ -22,15 +25,90 @@ import { HeaderText } from "./headers.js";
 /** The quota unit a concurrency policy states in `RateLimit-Policy` (`qu`). */
 export const CONCURRENT_REQUESTS = "concurrent-requests";
 
+/**
+ * Default `maxHoldMs`: how long a request whose client went away keeps its permit, at most,
+ * while its handler has not ended the response (one minute).
+ */
+export const DEFAULT_MAX_HOLD_MS = 60_000;
+
 /** Options every concurrency middleware shares (the rate middlewares' minus `windowSeconds`). */
 export interface CommonConcurrencyOptions
   extends Omit<CommonRateLimitOptions, "limiter" | "windowSeconds"> {
   /**
    * Required: a `ConcurrencyLimiter` (one limit for all requests) or a
    * `KeyedConcurrencyLimiter` (per client key). A permit is held from the check until the
-   * response finishes or its connection closes, whichever comes first; released once.
+   * handler is done with the response (it ends it, or the framework finishes it), not until
+   * the client goes away; released once. See docs/http.md#concurrency-limits.
    */
   readonly limiter: ConcurrencyLimiter | KeyedConcurrencyLimiter;
+  /**
+   * The longest a request keeps its permit once its connection has closed while its
+   * handler has not ended the response, in ms (a finite number > 0): then the permit is
+   * released whether the handler ends or not, so a handler that never ends cannot hold one
+   * for good. Until then the handler counts as running, its client gone or not.
+   * @default 60_000
+   */
+  readonly maxHoldMs?: number | undefined;
+}
+
+/**
+ * Holds `permit` until the handler is done with `res`: it ends it (`end()`, which a
+ * framework calls for the handler too, even once the client has gone), destroys it, or
+ * `res` finishes. When the connection closes first, the handler still counts as running:
+ * the permit is released when it ends the response, or `maxHoldMs` after the close,
+ * whichever comes first. Released exactly once; at once when `res` is already ended.
+ * `afterwards` (Koa) holds it also until that promise settles.
+ * @internal
+ */
+export function holdUntilHandled(
+  res: ServerResponse,
+  permit: Permit,
+  maxHoldMs: number,
+  afterwards?: Promise<unknown>,
+): void {
+  let ended = res.writableEnded;
+  let settled = afterwards === undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const release = () => {
+    if (permit.released) return;
+    if (timer !== undefined) clearTimeout(timer);
+    permit.release();
+  };
+  const done = () => {
+    ended = true;
+    if (settled) release();
+  };
+  if (ended && settled) {
+    release();
+    return;
+  }
+  const end = res.end;
+  const destroy = res.destroy;
+  // Own properties on this response only: the handler's `end` is the sign it is done.
+  res.end = function (this: ServerResponse, ...args: unknown[]) {
+    done();
+    return (end as (...a: unknown[]) => ServerResponse).apply(this, args);
+  } as ServerResponse["end"];
+  res.destroy = function (this: ServerResponse, error?: Error) {
+    done();
+    return destroy.call(this, error);
+  };
+  res.once("finish", done);
+  res.once("close", () => {
+    if (permit.released) return;
+    timer = setTimeout(release, timerDelay(maxHoldMs));
+    if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
+  });
+  afterwards?.then(
+    () => {
+      settled = true;
+      if (ended || res.destroyed) release();
+    },
+    () => {
+      settled = true;
+      if (ended || res.destroyed) release();
+    },
+  );
 }
 
 /** A granting decision that carries the permit it took, for the adapter to hold. @internal */
@@ -126,6 +204,10 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
   own: readonly string[],
 ) {
   const o = checkOptions<O>(where, options);
+  const maxHoldMs =
+    o.maxHoldMs === undefined
+      ? DEFAULT_MAX_HOLD_MS
+      : checkNumber(where, "maxHoldMs", o.maxHoldMs, 0, false);
   if ((o as { windowSeconds?: unknown }).windowSeconds !== undefined) {
     throw new TypeError(
       `${where}: windowSeconds is not an option: a concurrency limit has no window (RateLimit-Policy states qu="${CONCURRENT_REQUESTS}" instead)`,
@@ -141,5 +223,5 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
   };
   // No cost: a request holds one permit.
   const hooks = { key: checked.hooks.key, skip: checked.hooks.skip };
-  return { config, hooks, remoteAddress: checked.remoteAddress };
+  return { config, hooks, remoteAddress: checked.remoteAddress, maxHoldMs };
 }

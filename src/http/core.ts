@@ -1,5 +1,6 @@
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkOptionNames, checkOptions, describe } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../limiter.js";
 import { checkBlockDuration } from "./after-response.js";
 import {
@@ -30,7 +31,16 @@ import {
  */
 export interface KeyedConsumer {
   consume(key: string, cost?: number): Decision | PromiseLike<Decision>;
-  /** Gives back `cost` units of `key`: needed by `refundIf` and `refund(request)` (`KeyedLimiter.refund`). */
+  /**
+   * `consume` with a receipt (`KeyedLimiter.charge`): when present, the middleware charges
+   * through it, and gives back through `refund(receipt, units)`, so units of a window that
+   * has ended are never given back to the next one (docs/semantics.md#refunds).
+   */
+  charge?(key: string, cost?: number): Receipt | PromiseLike<Receipt>;
+  /**
+   * Gives back `cost` units of `key`, or `units` through a receipt of {@link charge}: needed
+   * by `refundIf` and `refund(request)` (`KeyedLimiter.refund`).
+   */
   refund?(key: string, cost: number): unknown;
   /** Blocks `key` for `durationMs`: needed by `blockDurationMs` (`KeyedLimiter.block`). */
   block?(key: string, durationMs: number): unknown;
@@ -351,13 +361,22 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
  */
 function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
   if (isUnkeyedLimiter(limiter)) {
-    const refund = limiter.refund;
-    return typeof refund === "function"
-      ? {
-          consume: (_key: string, cost?: number) => limiter.consume(cost),
-          refund: (_key: string, cost: number) => refund.call(limiter, cost),
-        }
-      : { consume: (_key: string, cost?: number) => limiter.consume(cost) };
+    const { refund, charge } = limiter;
+    if (typeof refund !== "function") {
+      return { consume: (_key: string, cost?: number) => limiter.consume(cost) };
+    }
+    const give = refund as (cost: number | Receipt, units?: number) => number;
+    return {
+      consume: (_key: string, cost?: number) => limiter.consume(cost),
+      ...(typeof charge === "function"
+        ? { charge: (_key: string, cost?: number) => charge.call(limiter, cost) }
+        : {}),
+      // `(key, cost)`, or `(receipt, units)` for a receipt of `charge`.
+      refund: (keyOrReceipt: string | Receipt, units: number) =>
+        typeof keyOrReceipt === "string"
+          ? give.call(limiter, units)
+          : give.call(limiter, keyOrReceipt, units),
+    };
   }
   if (
     typeof limiter !== "object" ||
@@ -440,6 +459,7 @@ export interface AdapterHookOptions {
   readonly onLimited?: unknown;
   readonly remoteAddress?: unknown;
   readonly refundIf?: unknown;
+  readonly refundAborted?: unknown;
   readonly onNearLimit?: unknown;
 }
 
@@ -458,6 +478,8 @@ export interface CheckedAdapterOptions<O extends AdapterHookOptions> {
   readonly remoteAddress: O["remoteAddress"] | undefined;
   /** `undefined` unless `own` names `refundIf` and it is given. */
   readonly refundIf: O["refundIf"] | undefined;
+  /** `refundAborted` (false unless `own` names it and it is true). */
+  readonly refundAborted: boolean;
 }
 
 /**
@@ -487,7 +509,11 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   const refundIf = own.includes("refundIf")
     ? checkFunction<O["refundIf"]>(where, "refundIf", options.refundIf)
     : undefined;
-  return { config, hooks, onLimited, remoteAddress, refundIf };
+  const aborted = own.includes("refundAborted") ? options.refundAborted : undefined;
+  if (aborted !== undefined && typeof aborted !== "boolean") {
+    throw new TypeError(`${where}: refundAborted must be a boolean, got ${describe(aborted)}`);
+  }
+  return { config, hooks, onLimited, remoteAddress, refundIf, refundAborted: aborted === true };
 }
 
 /** How many distinct programming errors the default `onError` remembers having logged. */

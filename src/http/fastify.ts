@@ -100,11 +100,19 @@ export interface FastifyRateLimitOptions<
   /**
    * Called once the response status is known, for each request the limiter charged: true
    * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
-   * `status` is the reply's, or 499 when the connection closed first (a failure).
+   * `status` is the reply's. A request whose client went away first is not asked about: it
+   * stays charged, unless `refundAborted` (then with status 499).
    * @example
    * refundIf: (status) => status < 400 // count only failed logins
    */
   refundIf?(status: number, request: Request): boolean;
+  /**
+   * Also ask `refundIf` about a request whose client went away before its response was
+   * complete (status 499). Off by default: such a request stays charged
+   * (docs/http.md#refunds-and-charges-after-the-response).
+   * @default false
+   */
+  readonly refundAborted?: boolean | undefined;
 }
 
 /**
@@ -132,7 +140,7 @@ export type FastifyRouteRateLimit<
 const WHERE = "fastifyRateLimit";
 
 /** The option names of the plugin beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "onNearLimit"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "refundAborted", "onNearLimit"] as const;
 
 /** The options a route may override in `config.rateLimit`. */
 const ROUTE_OPTIONS = [
@@ -146,6 +154,7 @@ const ROUTE_OPTIONS = [
   "skip",
   "onLimited",
   "refundIf",
+  "refundAborted",
   "blockDurationMs",
   "nearLimitShare",
   "onNearLimit",
@@ -195,6 +204,10 @@ export const fastifyRateLimitCharges: RequestCharges<FastifyRequestLike> = {
     checkNumber(`${WHERE}.charge`, "units", units, 0, true);
     return charged.get(request)?.charge(request, units);
   },
+  settle: (request, actualUnits) => {
+    checkNumber(`${WHERE}.settle`, "actualUnits", actualUnits, 0, true);
+    return charged.get(request)?.settleCost(request, actualUnits);
+  },
 };
 
 /** The client's address on Fastify: the node socket's peer, and the forwarding header. */
@@ -213,11 +226,15 @@ function build(
   options: FastifyRateLimitOptions,
   warning: UntrustedProxyWarning,
 ): Route {
-  const { config, hooks, onLimited, refundIf } = checkAdapterOptions(where, options, OWN_OPTIONS);
+  const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
+    where,
+    options,
+    OWN_OPTIONS,
+  );
   return {
     pipeline: new Pipeline(where, config, hooks, FASTIFY_SOURCE, warning),
     onLimited,
-    after: new AfterResponse(where, config, refundIf as AfterRefundIf),
+    after: new AfterResponse(where, config, refundIf as AfterRefundIf, refundAborted),
   };
 }
 
@@ -355,7 +372,9 @@ function render(
         const after = route.after;
         charged.set(request, after);
         if (after.open(request, outcome) && reply.raw !== undefined) {
-          watchNodeResponse(reply.raw, (status) => after.settle(request, request, status));
+          watchNodeResponse(reply.raw, (status, aborted) =>
+            after.settle(request, request, status, aborted),
+          );
         }
       }
       next();

@@ -88,6 +88,7 @@ const OWN_OPTIONS = [
   "onLimited",
   "remoteAddress",
   "refundIf",
+  "refundAborted",
   "onNearLimit",
 ] as const;
 
@@ -141,12 +142,12 @@ export function withRateLimit<
   if (typeof handler !== "function") {
     throw new TypeError(`${WHERE}: handler must be a function, got ${describe(handler)}`);
   }
-  const { config, hooks, onLimited, remoteAddress, refundIf } = checkAdapterOptions(
+  const { config, hooks, onLimited, remoteAddress, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
     OWN_OPTIONS,
   );
-  const after = new AfterResponse<Request>(WHERE, config, refundIf);
+  const after = new AfterResponse<Request>(WHERE, config, refundIf, refundAborted);
   const source: ClientSource<Request, Args> = {
     peer:
       remoteAddress === undefined
@@ -175,7 +176,12 @@ export function withRateLimit<
           after.settle(request, request, 500); // the runtime answers a throw with 500
           throw error;
         }
-        after.settle(request, request, settledStatus(request, response));
+        after.settle(
+          request,
+          request,
+          settledStatus(request, response),
+          wasAborted(request, response),
+        );
         return withHeaders(response, headers);
       }
       case "limited": {
@@ -194,6 +200,14 @@ export function withRateLimit<
     }
   };
   return Object.assign(limited, requestCharges(after));
+}
+
+/**
+ * True when a fetch request was aborted before its handler answered (its `signal`), or it
+ * answered nothing: the client went away, so `refundIf` is not asked (`refundAborted`).
+ */
+export function wasAborted(request: Request, response: Response | undefined): boolean {
+  return request.signal?.aborted === true || response === undefined || response === null;
 }
 
 /**

@@ -6,7 +6,14 @@
 import type { Decision } from "../limiter.js";
 import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
-import { limitedAnswer, problem, runtimeAddress, settledStatus, withHeaders } from "./fetch.js";
+import {
+  limitedAnswer,
+  problem,
+  runtimeAddress,
+  settledStatus,
+  wasAborted,
+  withHeaders,
+} from "./fetch.js";
 import {
   type ClientSource,
   headerRecord,
@@ -80,11 +87,19 @@ export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextL
   /**
    * Called once the response status is known, for each request the limiter charged: true
    * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
-   * `status` is the response's, or 499 when the connection closed first (a failure).
+   * `status` is the response's. A request whose client went away first is not asked about:
+   * it stays charged, unless `refundAborted` (then with status 499).
    * @example
    * refundIf: (status) => status < 400 // count only failed logins
    */
   refundIf?(status: number, c: Ctx): boolean;
+  /**
+   * Also ask `refundIf` about a request whose client went away before its response was
+   * complete (status 499). Off by default: such a request stays charged
+   * (docs/http.md#refunds-and-charges-after-the-response).
+   * @default false
+   */
+  readonly refundAborted?: boolean | undefined;
 }
 
 const WHERE = "honoRateLimit";
@@ -97,6 +112,7 @@ const OWN_OPTIONS = [
   "onLimited",
   "remoteAddress",
   "refundIf",
+  "refundAborted",
   "onNearLimit",
 ] as const;
 
@@ -115,12 +131,12 @@ const OWN_OPTIONS = [
 export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
   options: HonoRateLimitOptions<Ctx>,
 ): ((c: Ctx, next: () => Promise<void>) => Promise<Response | undefined>) & RequestCharges<Ctx> {
-  const { config, hooks, onLimited, remoteAddress, refundIf } = checkAdapterOptions(
+  const { config, hooks, onLimited, remoteAddress, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
     OWN_OPTIONS,
   );
-  const after = new AfterResponse<Ctx>(WHERE, config, refundIf);
+  const after = new AfterResponse<Ctx>(WHERE, config, refundIf, refundAborted);
   let warned = false;
   const source: ClientSource<Ctx, undefined> = {
     peer:
@@ -162,7 +178,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
             after.settle(c, c, 500);
             throw error;
           }
-          after.settle(c, c, settledStatus(c.req.raw, c.res));
+          after.settle(c, c, settledStatus(c.req.raw, c.res), wasAborted(c.req.raw, c.res));
         } else await next();
         if (outcome.decision !== undefined) {
           const response = withHeaders(c.res, headerRecord(config, outcome));

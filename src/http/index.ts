@@ -21,6 +21,7 @@ export {
 export {
   CONCURRENT_REQUESTS,
   type CommonConcurrencyOptions,
+  DEFAULT_MAX_HOLD_MS,
 } from "./concurrency.js";
 export {
   type FastifyConcurrencyOptions,
@@ -29,6 +30,7 @@ export {
   fastifyConcurrencyLimit,
 } from "./concurrency-fastify.js";
 export { type FetchConcurrencyOptions, withConcurrencyLimit } from "./concurrency-fetch.js";
+export { type KoaConcurrencyOptions, koaConcurrencyLimit } from "./concurrency-koa.js";
 export { type ConcurrencyLimitOptions, concurrencyLimit } from "./concurrency-node.js";
 export type {
   CommonRateLimitOptions,

@@ -70,17 +70,25 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
   /**
    * Called once the response status is known, for each request the limiter charged: true
    * gives back what the request took (see docs/http.md#refunds-and-charges-after-the-response).
-   * `status` is the response's, or 499 when the connection closed first (a failure).
+   * `status` is the response's. A request whose client went away first is not asked about:
+   * it stays charged, unless `refundAborted` (then with status 499).
    * @example
    * refundIf: (status) => status < 400 // count only failed logins
    */
   refundIf?(status: number, ctx: Ctx): boolean;
+  /**
+   * Also ask `refundIf` about a request whose client went away before its response was
+   * complete (status 499). Off by default: such a request stays charged
+   * (docs/http.md#refunds-and-charges-after-the-response).
+   * @default false
+   */
+  readonly refundAborted?: boolean | undefined;
 }
 
 const WHERE = "koaRateLimit";
 
 /** The option names of {@link koaRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "onNearLimit"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "refundAborted", "onNearLimit"] as const;
 
 /** The client's address on Koa: the node request's, as for `rateLimit`. */
 const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
@@ -102,9 +110,13 @@ const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
 export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
   options: KoaRateLimitOptions<Ctx>,
 ): ((ctx: Ctx, next: () => Promise<unknown>) => Promise<void>) & RequestCharges<Ctx> {
-  const { config, hooks, onLimited, refundIf } = checkAdapterOptions(WHERE, options, OWN_OPTIONS);
+  const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
+    WHERE,
+    options,
+    OWN_OPTIONS,
+  );
   const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, KOA_SOURCE);
-  const after = new AfterResponse<Ctx>(WHERE, config, refundIf);
+  const after = new AfterResponse<Ctx>(WHERE, config, refundIf, refundAborted);
 
   const middleware = async (ctx: Ctx, next: () => Promise<unknown>): Promise<void> => {
     const result = pipeline.run(ctx, undefined);
@@ -116,7 +128,7 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
       case "pass":
         if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
         if (after.open(ctx, outcome)) {
-          watchNodeResponse(ctx.res, (status) => after.settle(ctx, ctx, status));
+          watchNodeResponse(ctx.res, (status, aborted) => after.settle(ctx, ctx, status, aborted));
         }
         await next();
         return;

@@ -73,7 +73,7 @@ export interface RateLimitOptions<
 const WHERE = "rateLimit";
 
 /** The option names of {@link rateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "onNearLimit"] as const;
+const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "refundAborted", "onNearLimit"] as const;
 
 /**
  * A connect-style middleware `(req, res, next)` for node:http and Express: counts each
@@ -94,12 +94,16 @@ export function rateLimit<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
 >(options: RateLimitOptions<Req, Res>): RateLimitMiddleware<Req, Res> & RequestCharges<Req> {
-  const { config, hooks, onLimited, refundIf } = checkAdapterOptions(WHERE, options, OWN_OPTIONS);
+  const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
+    WHERE,
+    options,
+    OWN_OPTIONS,
+  );
   const pipeline = new Pipeline<Req>(WHERE, config, hooks, NODE_SOURCE);
-  const after = new AfterResponse<Req>(WHERE, config, refundIf);
+  const after = new AfterResponse<Req>(WHERE, config, refundIf, refundAborted);
   const run = (outcome: Outcome, req: Req, res: Res, next: NextFunction) => {
     if (outcome.kind === "pass" && !res.headersSent && after.open(req, outcome)) {
-      watchNodeResponse(res, (status) => after.settle(req, req, status));
+      watchNodeResponse(res, (status, aborted) => after.settle(req, req, status, aborted));
     }
     render(pipeline, outcome, req, res, next, onLimited);
   };

@@ -6,7 +6,7 @@
  * outcome in its own terms. Synchronous when the limiter is: no promise, no microtask.
  * @module
  */
-import type { Decision } from "../limiter.js";
+import type { Decision, Receipt } from "../limiter.js";
 import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
 import { blockOnLimit } from "./after-response.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
@@ -50,6 +50,8 @@ export class Outcome implements DecisionNumbers {
   cost = 1;
   /** The limiter's decision, for `'pass'` (unless it failed open) and `'limited'`. */
   decision: Decision | undefined = undefined;
+  /** The decision as a receipt, when the limiter charged through `charge` (for refunds). */
+  receipt: Receipt | undefined = undefined;
   limit = 0;
   remaining = 0;
   retryAfter = -1;
@@ -112,6 +114,8 @@ export class Pipeline<Req, Extra = undefined> {
   private readonly proxyWarning: UntrustedProxyWarning | undefined;
   /** @internal Keys longer than this share {@link OVERSIZED_KEY}: the limiter's own bound, or 512. */
   private readonly maxKeyLength: number;
+  /** @internal True when the limiter has `charge`: each request is charged with a receipt. */
+  private readonly charging: boolean;
 
   /**
    * `proxyWarning` is the middleware's one {@link UntrustedProxyWarning}, for pipelines
@@ -129,6 +133,7 @@ export class Pipeline<Req, Extra = undefined> {
     this.trusting = config.client.hops !== 0;
     const own = (config.limiter as { maxKeyLength?: unknown }).maxKeyLength;
     this.maxKeyLength = typeof own === "number" && own >= 1 ? own : DEFAULT_MAX_KEY_LENGTH;
+    this.charging = typeof config.limiter.charge === "function";
     this.proxyWarning = this.trusting
       ? undefined
       : (proxyWarning ?? new UntrustedProxyWarning(where));
@@ -164,7 +169,9 @@ export class Pipeline<Req, Extra = undefined> {
     const checked = key;
     let result: Decision | PromiseLike<Decision>;
     try {
-      result = this.config.limiter.consume(checked, cost);
+      // With `charge`, the decision is a receipt: refunds then give back only what it took.
+      const limiter = this.config.limiter;
+      result = this.charging ? limiter.charge!(checked, cost) : limiter.consume(checked, cost);
     } catch (error) {
       return this.failed(error, checked, cost);
     }
@@ -230,6 +237,7 @@ export class Pipeline<Req, Extra = undefined> {
     }
     outcome.cost = cost;
     outcome.decision = decision;
+    if (this.charging && decision.allowed) outcome.receipt = decision as Receipt;
     if (!decision.allowed) {
       outcome.kind = "limited";
       outcome.status = refusalStatus(decision, cost);

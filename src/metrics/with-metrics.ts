@@ -9,6 +9,7 @@ import {
   type Decision,
   isUnkeyedLimiter,
   type Limiter,
+  type Receipt,
   UnkeyedLimiterBase,
   type WaitOptions,
 } from "../limiter.js";
@@ -234,6 +235,11 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
   declare readonly unblock?: (key: string) => boolean;
   /** `limiter.reconfigure(options)`, when it has it. */
   declare readonly reconfigure?: (options: object) => void;
+  /**
+   * `limiter.charge(key, cost)` (`consume` with a receipt: a `KeyedLimiter`, the Redis
+   * limiters), when it has it, counted as {@link consume}: `tollgate/http` charges through it.
+   */
+  declare readonly charge?: (key: string, cost?: number) => Receipt | PromiseLike<Receipt>;
 
   /** `limiter` is the one wrapped; see {@link withMetrics} for the options. */
   constructor(
@@ -244,6 +250,13 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
     // Forwarded only when the wrapped limiter has them, so that `tollgate/http`'s checks at
     // creation (`refundIf`, `blockDurationMs`) see what the limiter can do.
     const target = limiter as unknown as Record<string, unknown>;
+    const charge = target.charge;
+    if (typeof charge === "function") {
+      Object.defineProperty(this, "charge", {
+        value: (key: string, cost?: number) =>
+          this.counted(key, charge.call(limiter, key, cost) as ReturnType<L["consume"]>),
+      });
+    }
     for (const name of FORWARDED) {
       const method = target[name];
       if (typeof method !== "function") continue;
@@ -303,7 +316,11 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
 
   /** `limiter.consume(key, cost)`, counted when it answers (a promise: when it resolves). */
   consume(key: string, cost?: number): ReturnType<L["consume"]> {
-    const result = this.limiter.consume(key, cost);
+    return this.counted(key, this.limiter.consume(key, cost) as ReturnType<L["consume"]>);
+  }
+
+  /** @internal Counts a decision (or a promise of one) of `key` when it answers. */
+  private counted(key: string, result: ReturnType<L["consume"]>): ReturnType<L["consume"]> {
     if (typeof (result as Decision).allowed === "boolean") this.count(key, result as Decision);
     else if (typeof (result as PromiseLike<Decision>)?.then === "function") {
       (result as PromiseLike<Decision>).then(

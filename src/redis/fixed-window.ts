@@ -2,6 +2,7 @@ import { FixedWindow } from "../algorithms/fixed-window.js";
 import { fixedWindowDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
 import { optionNames } from "../option-names.js";
+import { markCharge } from "../store/limiter.js";
 import { blockedDecision } from "./limiter.js";
 import { FIXED_WINDOW_BLOCK_SCRIPT } from "./lua/block.js";
 import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
@@ -46,6 +47,8 @@ export class RedisFixedWindow extends RedisWindowLimiter {
   protected readonly refundScript = FIXED_WINDOW_REFUND_SCRIPT;
   /** @internal */
   protected readonly blockScript = FIXED_WINDOW_BLOCK_SCRIPT;
+  /** @internal A fixed window refunds only through receipts. */
+  protected override readonly refundsWithoutReceipt = false;
 
   constructor(options: RedisFixedWindowOptions) {
     super(WHERE, options, "fixed-window", OPTIONS, FixedWindow);
@@ -53,11 +56,15 @@ export class RedisFixedWindow extends RedisWindowLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, used, endsIn, left] = replyArray(reply, 3);
+    const [allowed, used, endsIn, left, now] = replyArray(reply, 3);
     const u = replyNumber(used);
     const endsInMs = replyNumber(endsIn);
     const decide = (c: number) => fixedWindowDecision(c, u, endsInMs, this.limit);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
-    return checkAgreement(decide(cost), allowed);
+    // A receipt's mark: the end of the window charged (`left` is it on this reply).
+    const decision = checkAgreement(decide(cost), allowed);
+    if (left === undefined || now === undefined) return decision;
+    const endAt = replyNumber(left);
+    return markCharge(decision, endAt, replyNumber(now), endAt);
   }
 }

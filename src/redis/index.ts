@@ -53,9 +53,11 @@ export {
   type PolicySource,
   type RedisDecision,
   type RedisOperation,
+  type RedisReceipt,
   type StoreDecision,
   type StoreFailureEvent,
   type StoreOperation,
+  type StoreReceipt,
   type StoreRecoveryEvent,
 } from "./policy.js";
 export {

@@ -1,7 +1,8 @@
 import { readClock } from "../algorithms/time.js";
 import { checkCost, checkNumber } from "../errors.js";
-import type { Clock, Decision } from "../limiter.js";
-import { StoreLimiter } from "../store/limiter.js";
+import { type Clock, type Decision, type Receipt, systemClock } from "../limiter.js";
+import { checkReceipt } from "../receipt.js";
+import { markBlocked, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
@@ -57,7 +58,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /** @internal The algorithm's block script (`undefined`: the limiter cannot block yet). */
   protected abstract readonly blockScript: Script | undefined;
   /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
-  private config: readonly string[];
+  protected config: readonly string[];
   /** @internal The in-memory twin, for `'local'`. */
   local: LocalTwin;
 
@@ -97,6 +98,13 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     return this.client.nodeOf?.(key);
   }
 
+  /** @internal The block table's clock: the explicit clock, else `performance.now()`. */
+  protected blockNow(): number {
+    return this.clock === undefined
+      ? systemClock()
+      : readClock(this.where, this.clock, Number.NEGATIVE_INFINITY);
+  }
+
   /** @internal The time argument: the explicit clock's reading (held at its high-water mark), or "" for `TIME`. */
   private timeArg(where: string): string {
     if (this.clock === undefined) return "";
@@ -117,30 +125,62 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   }
 
   /**
-   * Gives back `cost` units (default 1) `key` took earlier, by the algorithm's refund rule
-   * (docs/semantics.md#refunds), atomically in Redis: never past the fresh state; a key
-   * without state is left as it is. The `'local'` policy's limiter, if built, is refunded
-   * too. Sent once with the call's deadline: when Redis fails, times out or the circuit is
-   * open it rejects with {@link RateLimitStoreError} whatever the policy, and a refund that
-   * timed out was not applied late (docs/redis.md#refunds-and-blocks).
-   * @throws {TypeError} (rejects) For a non-string key or a non-number cost.
+   * Gives back units taken earlier, atomically in Redis, and resolves with how many came
+   * back (docs/semantics.md#refunds). Through the receipt of a {@link charge}: `units` of
+   * what it took (default: all it still holds), by the algorithm's receipt rule (a fixed
+   * window's only while its window lasts, a counter's while its window is current or
+   * previous, a bucket's at most the refill not yet repaid; a sliding log's only while its
+   * entry is the newest in Redis), nothing after a `reconfigure` since the charge. Without
+   * one: `cost` units (default 1) of `key` by the rule without a receipt (a fixed window
+   * refuses: it cannot tell which window the units came from); the `'local'` policy's
+   * limiter, if built, is refunded too. Never past the fresh state; a key without state is
+   * left as it is. Sent once with the call's deadline: when Redis fails, times out or the
+   * circuit is open it rejects with {@link RateLimitStoreError} whatever the policy, and a
+   * refund that timed out was not applied late (docs/redis.md#refunds-and-blocks).
+   * @throws {TypeError} (rejects) For a non-string key, a non-number cost or units, another
+   *   limiter's receipt, or a fixed window's refund without a receipt.
    * @throws {RangeError} (rejects) For NaN, a negative or an infinite cost.
    */
-  async refund(key: string, cost?: number): Promise<void> {
+  async refund(receipt: Receipt, units?: number): Promise<number>;
+  async refund(key: string, cost?: number): Promise<number>;
+  async refund(key: string | Receipt, cost?: number): Promise<number> {
     const where = `${this.where}.refund`;
+    const script = this.refundScript;
+    if (typeof key === "object" && key !== null) {
+      const r = checkReceipt(where, key, this, cost);
+      const c = r.receipt;
+      if (r.units === 0 || c.epoch !== this.receiptEpoch || script === undefined) return 0;
+      const k = this.checkKey(where, c.key);
+      const args = this.args(where, r.units, false);
+      args[this.config.length + 1] = `r${String(c.a)}`;
+      const reply = await this.write("refund", c.key!, k, () =>
+        runDecision(this.client, script, [k], args, this.timeoutMs),
+      );
+      const given = replyNumber(replyArray(reply, 2)[0]);
+      c.refunded += given;
+      return given;
+    }
     const k = this.checkKey(where, key);
     const c = cost === undefined ? 1 : checkCost(where, cost);
-    const script = this.refundScript;
     if (script === undefined) {
       throw new TypeError(`${where}: not available for this algorithm in Redis yet`);
     }
-    if (c === 0) return;
+    if (!this.refundsWithoutReceipt) {
+      throw new TypeError(
+        `${where}: give the receipt of the charge (refund(receipt, units)): a fixed window cannot tell which window the units were charged in, and units of a window that has ended are gone`,
+      );
+    }
+    if (c === 0) return 0;
     this.builtLocal()?.refund(key, c);
     const args = this.args(where, c, false);
-    await this.write("refund", key, k, () =>
+    const reply = await this.write("refund", key, k, () =>
       runDecision(this.client, script, [k], args, this.timeoutMs),
     );
+    return replyNumber(replyArray(reply, 2)[0]);
   }
+
+  /** @internal False for a fixed window: it refunds only through receipts. */
+  protected readonly refundsWithoutReceipt: boolean = true;
 
   /**
    * Blocks `key` for `durationMs` from now (a ban after abuse), in Redis, for every process:
@@ -181,15 +221,27 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     if (script === undefined) {
       throw new TypeError(`${where}: not available for this algorithm in Redis yet`);
     }
-    const local = this.builtLocal();
-    if (local !== undefined && !(keep && local.peek(key, 0).allowed === false)) {
-      local.block(key, ms);
-    }
+    // Recorded here at once, before the store is asked: every path of this limiter denies
+    // the key from now on, the store healthy or not (docs/semantics.md#blocks). `blockOnce`
+    // keeps a block in place as it is.
+    if (!(keep && this.blockedMs(key) > 0)) this.recordBlock(key, ms);
     const args = this.args(where, ms, keep);
     const reply = await this.write(operation, key, k, () =>
       runDecision(this.client, script, [k], args, this.timeoutMs),
     );
-    return replyNumber(replyArray(reply, 2)[0]);
+    const left = replyNumber(replyArray(reply, 2)[0]);
+    if (left > 0) this.recordBlock(key, left); // the block in place, as the store has it
+    return left;
+  }
+
+  /** @internal Sets a block the store lost again: a `blockOnce` of the time left, in the background. */
+  protected override reassertBlock(key: string, k: RedisKey, leftMs: number): void {
+    const script = this.blockScript;
+    if (script === undefined) return;
+    const args = this.args(`${this.where}.blockOnce`, leftMs, true);
+    this.write("block", key, k, () =>
+      runDecision(this.client, script, [k], args, this.timeoutMs),
+    ).then(undefined, () => {}); // reported by its circuit; the table denies meanwhile
   }
 
   /**
@@ -199,6 +251,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
    * if built, is reconfigured keeping its state; one built later takes the new options.
    */
   protected retune(size: number, config: readonly number[], local: LocalTwin): void {
+    this.receiptEpoch++;
     this.builtLocal()?.reconfigure(local.options);
     const clock = this.clock;
     this.setMakeLocal(() => localLimiter(local.Class as LocalClass<object>, local.options, clock));
@@ -249,11 +302,15 @@ export function blockedDecision(
 ): Decision {
   const state = decide(cost);
   const reset = state.allowed ? decide(0).resetAfterMs : state.resetAfterMs;
-  return {
-    allowed: false,
-    limit: state.limit,
-    remaining: 0,
-    retryAfterMs: state.retryAfterMs > leftMs ? state.retryAfterMs : leftMs,
-    resetAfterMs: reset > leftMs ? reset : leftMs,
-  };
+  // Marked: the limiter records the block (one another process set) in its own table.
+  return markBlocked(
+    {
+      allowed: false,
+      limit: state.limit,
+      remaining: 0,
+      retryAfterMs: state.retryAfterMs > leftMs ? state.retryAfterMs : leftMs,
+      resetAfterMs: reset > leftMs ? reset : leftMs,
+    },
+    leftMs,
+  );
 }

@@ -2,6 +2,7 @@ import type {
   StoreDecision,
   DecisionSource as StoreDecisionSource,
   StoreOperation,
+  StoreReceipt,
 } from "../store/policy.js";
 
 /**
@@ -18,6 +19,7 @@ export {
   type StoreDecision,
   type StoreFailureEvent,
   type StoreOperation,
+  type StoreReceipt,
   type StoreRecoveryEvent,
 } from "../store/policy.js";
 
@@ -30,6 +32,12 @@ export type DecisionSource = StoreDecisionSource<"redis">;
 
 /** A {@link Decision} plus who made it; see {@link DecisionSource}. */
 export type RedisDecision = StoreDecision<"redis">;
+
+/**
+ * What a Redis limiter's `charge` resolves with: its {@link RedisDecision} as a `Receipt`
+ * (the key, the units Redis took and when), for `refund(receipt, units?)`.
+ */
+export type RedisReceipt = StoreReceipt<"redis">;
 
 /**
  * The call of a Redis limiter that failed or recovered.

@@ -2,6 +2,7 @@ import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
 import { counterDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
 import { optionNames } from "../option-names.js";
+import { markCharge } from "../store/limiter.js";
 import { blockedDecision } from "./limiter.js";
 import { SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT } from "./lua/block.js";
 import { SLIDING_WINDOW_COUNTER_REFUND_SCRIPT } from "./lua/refund.js";
@@ -67,6 +68,7 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
     const t = replyNumber(now);
     const decide = (c: number) => counterDecision(c, i, p, c0, t, this.limit, this.windowMs);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
-    return checkAgreement(decide(cost), allowed);
+    // A receipt's mark: the index of the window charged, counting until the next one ends.
+    return markCharge(checkAgreement(decide(cost), allowed), i, t, (i + 2) * this.windowMs);
   }
 }

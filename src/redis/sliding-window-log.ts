@@ -1,7 +1,8 @@
 import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
-import { logDecision, logExactEntries } from "../algorithms/window-math.js";
+import { logDecision, logExactEntries, logLeaveAt } from "../algorithms/window-math.js";
 import type { Decision } from "../limiter.js";
 import { optionNames } from "../option-names.js";
+import { markCharge } from "../store/limiter.js";
 import { blockedDecision } from "./limiter.js";
 import {
   SLIDING_WINDOW_LOG_BLOCK_SCRIPT,
@@ -88,6 +89,8 @@ export class RedisSlidingWindowLog extends RedisWindowLimiter {
     const decide = (c: number) =>
       logDecision(c, a, t, this.limit, this.windowMs, this.exactEntries, n, newest, retry);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
-    return checkAgreement(decide(cost), allowed);
+    // A receipt's mark: the leave time of the entry the charge went into, as the script stamps it.
+    const leave = logLeaveAt(t, n, this.windowMs, this.exactEntries);
+    return markCharge(checkAgreement(decide(cost), allowed), leave, t, leave);
   }
 }

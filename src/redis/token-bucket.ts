@@ -4,6 +4,7 @@ import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { bucketHints, optionNames } from "../option-names.js";
 import { checkReconfigureOptions } from "../reconfigure.js";
+import { markCharge } from "../store/limiter.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
 import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
 import { TOKEN_BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
@@ -118,6 +119,11 @@ export class RedisTokenBucket extends RedisLimiter {
     const units = replyNumber(tokens);
     const decide = (c: number) => bucketDecision(c, units, this.capacity, this.refillPerSecond);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
-    return checkAgreement(decide(cost), allowed);
+    const decision = checkAgreement(decide(cost), allowed);
+    if (left === undefined) return decision;
+    // A receipt's mark: when the bucket is full again with no further traffic.
+    const now = replyNumber(left);
+    const fullAt = now + decision.resetAfterMs;
+    return markCharge(decision, fullAt, now, fullAt);
   }
 }

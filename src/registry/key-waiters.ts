@@ -163,25 +163,40 @@ export class KeyWaiters {
    * Gives back `cost` (> 0) to a waiting key at `now`, as the policy's own `refund` does
    * with waiters: a bucket's units rise, never above capacity plus what its ledger holds,
    * and the ledger serves who is due, in order; a window's slot gives back by its rule and
-   * its queue re-checks the head. False when the slot has no waiters (the slot decides).
+   * its queue re-checks the head. Writes what each leaf gave back into `given`; returns what
+   * the key is credited (a bucket's units given back), or -1 when the slot has no waiters
+   * (the slot decides).
    */
-  refund(slot: number, cost: number, now: number): boolean {
+  refund(slot: number, cost: number, now: number, given: Float64Array): number {
     const entry = this.bySlot.get(slot);
-    if (entry === undefined) return false;
+    if (entry === undefined) return -1;
     const e = this.engine;
     const st = e.state;
     const s = slot * e.stride;
     if (entry.ledger === undefined) {
-      e.layout.refundAt(st, s, slot, now, cost);
+      const credit = e.layout.refundAt(st, s, slot, now, cost, given, 0);
       entry.queue!.wake();
-      return true;
+      return credit;
     }
     const b = this.bucket!;
     const base = tokensAt(st[s]!, st[s + 1]!, now, b.capacity + entry.held, b.ratePerSecond);
-    st[s] = refundedBase(base, cost, b.capacity);
+    const raised = refundedBase(base, cost, b.capacity);
+    st[s] = raised;
     st[s + 1] = now;
     entry.ledger.serve();
-    return true;
+    const rise = raised > base ? raised - base : 0;
+    given[0] = raised === base + cost || rise > cost ? cost : rise;
+    return given[0];
+  }
+
+  /** True when the slot's waiters are served by a bucket ledger (its refunds go through {@link refund}). */
+  hasLedger(slot: number): boolean {
+    return this.bySlot.get(slot)?.ledger !== undefined;
+  }
+
+  /** Re-checks the head waiter of a waiting window or `allOf` key (after a refund). */
+  wake(slot: number): void {
+    this.bySlot.get(slot)?.queue?.wake();
   }
 
   /** Resets a waiting bucket key as `BucketBase` resets (waiters keep their place); false if none. */
@@ -281,6 +296,9 @@ export class KeyWaiters {
       spend: (units, now) => {
         write(baseAt(now) - units, now);
         entry.held = units === entry.held ? 0 : entry.held - units;
+      },
+      get heldUnits() {
+        return entry.held;
       },
     });
   }

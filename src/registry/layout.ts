@@ -85,10 +85,54 @@ export interface SlotLayout {
   /** `allow(cost)` of the slot: takes `cost` when it fits. */
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean;
   /**
-   * Gives back `cost` (> 0) units taken earlier, by the algorithm's refund rule
-   * (docs/semantics.md#refunds): never past the fresh state.
+   * Gives back `cost` (> 0) units taken earlier, by the algorithm's refund rule without a
+   * receipt (docs/semantics.md#refunds): never past the fresh state. Writes what leaf `i`
+   * gave back into `given[o + i]`; returns the most a bucket leaf gave back (what the key's
+   * receipts must count as refill), 0 for none.
    */
-  refundAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void;
+  refundAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    given: Float64Array,
+    o: number,
+  ): number;
+  /** False when a refund without a receipt is refused (a fixed window, or an `allOf` with one). */
+  readonly refundsWithoutReceipt: boolean;
+  /** Leaves a slot decides for: 1, or the number of an `allOf`'s parts. */
+  readonly leafCount: number;
+  /**
+   * Right after an allowed charge at `now`: each leaf's receipt mark (a bucket's full time,
+   * a fixed window's end, a counter's window index, a log entry's leave time) into
+   * `marks[o ..]`. Returns the latest clock reading at which any of them can give back.
+   */
+  markReceipt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    o: number,
+  ): number;
+  /**
+   * A refund through a receipt at `now` (docs/semantics.md#refunds): leaf `i` gives back up
+   * to `asked[o + i]` by its mark `marks[o + i]`, a bucket leaf at most its refill not yet
+   * repaid less `creditSince` (the units the key's refunds credited since the charge), and
+   * writes what it gave back into `given[o + i]`. Returns the most a bucket leaf gave back.
+   */
+  refundMarkedAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    asked: Float64Array,
+    creditSince: number,
+    given: Float64Array,
+    o: number,
+  ): number;
   /** `consume` (`take`) or `peek` of the slot. */
   decideAt(
     st: Float64Array,

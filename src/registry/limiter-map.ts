@@ -1,4 +1,5 @@
 import { RateLimitError } from "../errors.js";
+import type { Receipt } from "../limiter.js";
 import {
   type Clock,
   type Decision,
@@ -135,13 +136,63 @@ export class LimiterMap {
   }
 
   /** See `KeyedLimiter.refund`: the key's limiter gives back; a key not held is left alone. */
-  refund(key: string, cost: number): void {
+  refund(key: string, cost: number): number {
     const limiter = this.map.get(key);
-    if (limiter === undefined) return;
+    if (limiter === undefined) return 0;
     if (typeof limiter.refund !== "function") {
       throw new TypeError(`${WHERE}.refund: the limiter of ${this.maker} has no refund()`);
     }
-    limiter.refund(cost);
+    const given = limiter.refund(cost);
+    return typeof given === "number" ? given : cost;
+  }
+
+  /**
+   * See `KeyedLimiter.charge`: the key's limiter's own `charge` (the key kept as `consume`
+   * keeps it). A blocked key is denied, taking nothing.
+   * @throws {TypeError} When the policy's limiters have no `charge()`.
+   */
+  charge(
+    key: string,
+    cost: number,
+  ): { decision: Decision; receipt: Receipt | undefined; atMs: number } {
+    if (--this.countdown === 0) this.step();
+    if (this.blocks.size !== 0 && this.blockedMs(key) > 0) {
+      const atMs = clockOf(this.map.get(key)!)();
+      return { decision: this.blocked(key, cost), receipt: undefined, atMs };
+    }
+    let limiter = this.map.get(key);
+    const fresh = limiter === undefined;
+    limiter ??= this.create(key);
+    if (typeof limiter.charge !== "function") {
+      throw new TypeError(`${WHERE}.charge: the limiter of ${this.maker} has no charge()`);
+    }
+    if (fresh && cost > 0 && !this.hasRoom(key)) {
+      const peeked = limiter.peek(cost);
+      if (peeked.allowed && !this.makeRoom(key)) {
+        this.refused++;
+        const decision = {
+          ...peeked,
+          allowed: false,
+          remaining: 0,
+          retryAfterMs: REFUSED_RETRY_MS,
+        };
+        return { decision, receipt: undefined, atMs: clockOf(limiter)() };
+      }
+    }
+    const receipt = limiter.charge(cost);
+    if (fresh && !limiter.isIdle()) this.insert(key, limiter);
+    const taken = receipt.units > 0 ? receipt : undefined;
+    return { decision: receipt, receipt: taken, atMs: receipt.atMs };
+  }
+
+  /**
+   * A refund through `receipt`, which the key's limiter issued: 0 when the key's limiter is
+   * no longer the one that charged (it was dropped and made again: its units are gone).
+   */
+  refundReceipt(key: string, receipt: Receipt, units: number): number {
+    const limiter = this.map.get(key);
+    if (limiter === undefined || (receipt as { owner?: unknown }).owner !== limiter) return 0;
+    return limiter.refund!(receipt, units);
   }
 
   /**

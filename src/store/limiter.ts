@@ -1,9 +1,11 @@
+import { BlockTable } from "../blocks.js";
 import { checkCost, describe } from "../errors.js";
 import type { Decision } from "../limiter.js";
 import { wholeUnits } from "../numeric.js";
+import { ChargeReceipt } from "../receipt.js";
 import { Circuit, type CircuitSnapshot } from "./circuit.js";
 import { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from "./errors.js";
-import type { LocalLimiter } from "./local.js";
+import { LOCAL_MAX_KEYS, type LocalLimiter } from "./local.js";
 import type { StoreCommon } from "./options.js";
 import {
   FAIL_CLOSED_RETRY_AFTER_MS,
@@ -12,10 +14,72 @@ import {
   type StoreDecision,
   type StoreFailureEvent,
   type StoreOperation,
+  type StoreReceipt,
 } from "./policy.js";
 
 /** Most circuits kept by node; past it, keys of a new node share the client's circuit. */
 export const MAX_NODE_CIRCUITS = 1024;
+
+/** @internal */
+class StoreChargeReceipt<Store extends string>
+  extends ChargeReceipt
+  implements StoreReceipt<Store>
+{
+  constructor(
+    decision: StoreDecision<Store>,
+    key: string,
+    units: number,
+    atMs: number,
+    untilMs: number,
+    owner: object,
+    epoch: number,
+    mark: number,
+    readonly source = decision.source,
+  ) {
+    super(decision, key, units, atMs, untilMs, owner, epoch, mark, 0, undefined);
+  }
+}
+
+function storeReceipt<Store extends string>(
+  decision: StoreDecision<Store>,
+  key: string,
+  units: number,
+  atMs: number,
+  untilMs: number,
+  owner: object,
+  epoch: number,
+  mark: number,
+): StoreReceipt<Store> {
+  return new StoreChargeReceipt(decision, key, units, atMs, untilMs, owner, epoch, mark);
+}
+
+/**
+ * Marks `decision` as the store's denial of a blocked key, `leftMs` from now: the store
+ * limiter then records the block in its own table, so that its failure policies deny the
+ * key too (a block another process set is learned this way).
+ */
+export function markBlocked<D extends Decision>(decision: D, leftMs: number): D {
+  blockedLeftMs.set(decision, leftMs);
+  return decision;
+}
+const blockedLeftMs = new WeakMap<Decision, number>();
+
+/**
+ * Marks `decision` as the store's answer to a charge it took: `mark` is what a refund
+ * through its receipt sends back (a bucket's full time, a window's end or index, a log
+ * entry's leave time), `atMs` the time it was decided at, `untilMs` when its units stop
+ * counting. {@link StoreLimiter.charge} turns it into the receipt.
+ */
+export function markCharge<D extends Decision>(
+  decision: D,
+  mark: number,
+  atMs: number,
+  untilMs: number,
+): D {
+  chargeMarks.set(decision, { mark, atMs, untilMs });
+  return decision;
+}
+const chargeMarks = new WeakMap<Decision, { mark: number; atMs: number; untilMs: number }>();
 
 /**
  * The store-neutral half of a limiter whose state lives in a shared store: the key and
@@ -59,6 +123,12 @@ export abstract class StoreLimiter<Store extends string, Key> {
    * in {@link circuits} from then.
    */
   private mainSharedWithNodes = false;
+  /**
+   * @internal The one table of this limiter's blocks (docs/semantics.md#blocks): every block
+   * set through it, or seen in a reply, at once; consulted before the store on every call,
+   * so the failure policies deny a blocked key too. On the local clock ({@link blockNow}).
+   */
+  protected readonly blocks = new BlockTable(LOCAL_MAX_KEYS);
 
   /**
    * @internal
@@ -108,6 +178,31 @@ export abstract class StoreLimiter<Store extends string, Key> {
   }
 
   /**
+   * @internal The local clock of the block table: the limiter's explicit clock, else
+   * `performance.now()` (a block's end is kept as `now + durationMs` on it).
+   */
+  protected abstract blockNow(): number;
+
+  /**
+   * @internal Records in the block table that `key` is blocked for `durationMs` from now
+   * (extending a block in place, never shortening it). False when the table is full.
+   */
+  protected recordBlock(key: string, durationMs: number): boolean {
+    const now = this.blockNow();
+    return this.blocks.block(key, now + durationMs, now);
+  }
+
+  /**
+   * Milliseconds until the block this process knows of `key` ends (set through this
+   * limiter, or seen in the store's answer for it); 0 when none. Changes nothing.
+   * @throws {TypeError} For a non-string key.
+   */
+  blockedMs(key: string): number {
+    this.checkKey(`${this.where}.blockedMs`, key);
+    return this.blocks.size === 0 ? 0 : this.blocks.blockedMs(key, this.blockNow());
+  }
+
+  /**
    * `consume(key, cost).allowed`: resolves true when the request may proceed (its cost
    * was taken). Rejects like {@link consume}.
    */
@@ -146,6 +241,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
     const policy = this.failure;
     if (typeof policy === "object") policy.reset(key);
     else this.localLimiter?.reset(key);
+    if (this.blocks.size !== 0) this.blocks.unblock(key, this.blockNow());
     await this.write("reset", key, k, this.prepareReset(k));
   }
 
@@ -257,6 +353,11 @@ export abstract class StoreLimiter<Store extends string, Key> {
     const where = `${this.where}.${operation}`;
     const k = this.checkKey(where, key);
     const c = checkCost(where, cost);
+    // A block this process knows denies whatever the store remembers (a key evicted, a
+    // failover) and whichever policy answers: the store is only asked to peek (its own
+    // block then gives the exact denial), and one it no longer has is set again.
+    const blockedLeft = this.blocks.size === 0 ? 0 : this.blocks.blockedMs(key, this.blockNow());
+    if (blockedLeft > 0) take = false;
     const send = this.prepare(where, k, c, take);
     const circuit = this.circuitOf(k);
     const admission = circuit.admit();
@@ -275,8 +376,62 @@ export abstract class StoreLimiter<Store extends string, Key> {
       return this.answer(operation, key, c, take, circuit, opened, () => cause);
     }
     this.answered(operation, circuit);
-    return { ...decision, source: this.store };
+    const left = blockedLeftMs.get(decision);
+    if (left !== undefined && left > 0) this.recordBlock(key, left);
+    else if (blockedLeft > 0) {
+      this.reassertBlock(key, k, blockedLeft);
+      return this.blockedHere(decision, blockedLeft);
+    }
+    const answer: StoreDecision<Store> = { ...decision, source: this.store };
+    const marks = chargeMarks.get(decision);
+    if (marks !== undefined) chargeMarks.set(answer, marks);
+    return answer;
   }
+
+  /**
+   * `consume(key, cost)` with a receipt (docs/semantics.md#refunds): the decision, its
+   * `source`, the key, and what the store took and when, for `refund(receipt, units?)`. A
+   * charge the failure policy answered (`source` not the store) takes nothing from the
+   * store, and its receipt gives nothing back. Rejects like {@link consume}.
+   */
+  async charge(key: string, cost?: number): Promise<StoreReceipt<Store>> {
+    const decision = await this.call("consume", key, cost, true);
+    const marks = chargeMarks.get(decision);
+    const c = cost === undefined ? 1 : cost;
+    if (marks === undefined || !decision.allowed || c === 0 || decision.source !== this.store) {
+      const atMs = marks?.atMs ?? this.blockNow();
+      return storeReceipt(decision, key, 0, atMs, atMs, this, this.receiptEpoch, 0);
+    }
+    const { mark, atMs, untilMs } = marks;
+    return storeReceipt(decision, key, c, atMs, untilMs, this, this.receiptEpoch, mark);
+  }
+
+  /** @internal Moved by `reconfigure`: receipts from before give nothing back. */
+  protected receiptEpoch = 0;
+
+  /**
+   * @internal The denial of a key the block table holds, `leftMs` more, from `state` (what
+   * its state alone answers, as peeked), as `KeyedLimiter` denies a blocked key
+   * (`source: 'local'`: the table decided).
+   */
+  private blockedHere(state: Decision | undefined, leftMs: number): StoreDecision<Store> {
+    const retry = state === undefined ? 0 : state.retryAfterMs;
+    const reset = state === undefined ? 0 : state.resetAfterMs;
+    return {
+      allowed: false,
+      limit: state?.limit ?? this.size,
+      remaining: 0,
+      retryAfterMs: retry > leftMs ? retry : leftMs,
+      resetAfterMs: reset > leftMs ? reset : leftMs,
+      source: "local",
+    };
+  }
+
+  /**
+   * @internal The store no longer has a block this process set or saw: sets it again (a
+   * `blockOnce` of the time left), in the background; a failure is only reported.
+   */
+  protected reassertBlock(_key: string, _k: Key, _leftMs: number): void {}
 
   /**
    * @internal The store's promise, rejected with a {@link StoreTimeoutError} after
@@ -362,10 +517,17 @@ export abstract class StoreLimiter<Store extends string, Key> {
   ): StoreDecision<Store> {
     const policy = this.failure;
     const outcome: FailureOutcome = typeof policy === "object" ? "local" : policy;
+    const blockedLeft = this.blocks.size === 0 ? 0 : this.blocks.blockedMs(key, this.blockNow());
     if (opened || policy === "throw") {
       const error = this.storeError(`${this.where}.${operation}`, cause());
       if (opened) this.opened(operation, key, error, outcome, circuit);
       if (policy === "throw") throw error;
+    }
+    if (blockedLeft > 0) {
+      // A known block denies under every policy ('open' included): nothing is taken.
+      if (policy === "closed" || policy === "open") return this.blockedHere(undefined, blockedLeft);
+      const local = typeof policy === "object" ? policy : (this.localLimiter ??= this.makeLocal());
+      return this.blockedHere(local.peek(key, cost), blockedLeft);
     }
     if (policy === "open") {
       return {

@@ -1,4 +1,4 @@
-import type { Decision } from "../limiter.js";
+import type { Decision, Receipt } from "../limiter.js";
 import type { RateLimitStoreError } from "./errors.js";
 
 /**
@@ -23,9 +23,21 @@ export type DecisionSource<Store extends string = string> = Store | PolicySource
 
 /** A {@link Decision} plus who made it; see {@link DecisionSource}. */
 export interface StoreDecision<Store extends string = string> extends Decision {
-  /** The store's name (`'redis'`) unless the store failed and the failure policy decided. */
+  /**
+   * The store's name (`'redis'`) unless the store failed and the failure policy decided, or
+   * the limiter's own block table denied the key first (`'local'`, docs/semantics.md#blocks).
+   */
   readonly source: DecisionSource<Store>;
 }
+
+/**
+ * What a store limiter's `charge` resolves with: a {@link Receipt} with its `source`. One
+ * the failure policy answered (`source` not the store's) took nothing from the store and
+ * gives nothing back.
+ */
+export interface StoreReceipt<Store extends string = string>
+  extends Receipt,
+    StoreDecision<Store> {}
 
 /**
  * A local limiter with one state per key, consulted while the store fails (the

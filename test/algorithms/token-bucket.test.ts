@@ -580,7 +580,7 @@ describe("TokenBucket debt (reserve and wait)", () => {
     expect(log).toEqual(["a@500", "b@1500"]);
   });
 
-  test("an aborted waiter keeps the tokens a later reservation counts on", async () => {
+  test("an aborted waiter keeps the tokens a later reservation counts on until it is cancelled", async () => {
     const { clock, advance } = timerClock();
     const bucket = new TokenBucket({ capacity: 4, refillPerSecond: 1, clock });
     bucket.consume(4);
@@ -592,9 +592,9 @@ describe("TokenBucket debt (reserve and wait)", () => {
     controller.abort("no");
     await waiting;
     expect(log).toEqual(["w!no@0"]);
-    // 2 of w's 3 tokens came back: the debt is 2 (r's own and the kept one).
-    expect(bucket.peek(1).retryAfterMs).toBe(3000);
-    r.cancel(); // r is last now: its token and the kept one come back
+    // None of w's 3 tokens came back: r acts at 4 s, its time fixed counting them.
+    expect(bucket.peek(1).retryAfterMs).toBe(5000);
+    r.cancel(); // r is last now: its token and the kept ones come back
     expect(bucket.peek(0)).toMatchObject({ remaining: 0, resetAfterMs: 4000 });
     await advance(4000);
     expect(bucket.isIdle()).toBe(true);

@@ -26,6 +26,7 @@ import { close, closeServed, listen, serveFetch } from "./support.js";
 /** The options every adapter is given, `refundIf` typed loosely (each types its own request). */
 type Options = CommonRateLimitOptions & {
   refundIf?: (status: number, request: never) => boolean;
+  refundAborted?: boolean;
 };
 
 /**
@@ -63,6 +64,10 @@ function answer(
   if (route === "refund") {
     (charges.refund as Act)(handle, units);
     return [200, "given back"];
+  }
+  if (route === "settle") {
+    const decision = (charges.settle as Act)(handle, units) as { allowed: boolean } | undefined;
+    return [200, String(decision?.allowed)];
   }
   return undefined;
 }
@@ -200,27 +205,40 @@ for (const { name, start } of ADAPTERS) {
       expect(limiter.peek(KEY, 0).remaining).toBe(0);
     });
 
-    test("refundIf: (status) => status < 400 counts only failures; an aborted request is 499, a failure", async () => {
-      const clock = manualClock();
-      const limiter = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 0, clock }));
-      const statuses: number[] = [];
-      const url = await start({
-        limiter,
-        refundIf: (status: number) => {
-          statuses.push(status);
-          return status < 400;
-        },
-      });
-      expect((await fetch(`${url}/ok`)).status).toBe(200);
-      await vi.waitFor(() => expect(statuses).toEqual([200]));
-      expect(limiter.peek(KEY, 0).remaining).toBe(3);
-      const abort = new AbortController();
-      const hanging = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => "aborted");
-      await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining).toBe(2));
-      abort.abort();
-      expect(await hanging).toBe("aborted");
-      await vi.waitFor(() => expect(statuses).toEqual([200, ABORTED_STATUS]));
-      expect(limiter.peek(KEY, 0).remaining).toBe(2);
+    test("a request whose client hung up stays charged, whatever refundIf says; refundAborted asks with 499", async () => {
+      for (const refundAborted of [false, true]) {
+        const clock = manualClock();
+        const limiter = new KeyedLimiter(
+          new TokenBucket({ capacity: 3, refillPerSecond: 0, clock }),
+        );
+        const statuses: number[] = [];
+        const url = await start({
+          limiter,
+          ...(refundAborted ? { refundAborted } : {}),
+          refundIf: (status: number) => {
+            statuses.push(status);
+            return status < 400 || status === ABORTED_STATUS; // as skipFailedRequests would
+          },
+        });
+        const where = `refundAborted: ${refundAborted}`;
+        expect((await fetch(`${url}/ok`)).status).toBe(200);
+        await vi.waitFor(() => expect(statuses).toEqual([200]));
+        expect(limiter.peek(KEY, 0).remaining, where).toBe(3);
+        const abort = new AbortController();
+        const hanging = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => "aborted");
+        await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining).toBe(2));
+        abort.abort();
+        expect(await hanging).toBe("aborted");
+        if (refundAborted) {
+          await vi.waitFor(() => expect(statuses).toEqual([200, ABORTED_STATUS]));
+          await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining, where).toBe(3));
+        } else {
+          expect((await fetch(`${url}/ok`)).status).toBe(200);
+          await vi.waitFor(() => expect(statuses).toEqual([200, 200]));
+          expect(limiter.peek(KEY, 0).remaining, where).toBe(2);
+          expect(statuses, where).not.toContain(ABORTED_STATUS);
+        }
+      }
     });
 
     test("charge takes more units after the fact; refund gives back at most what the request took", async () => {
@@ -236,6 +254,20 @@ for (const { name, start } of ADAPTERS) {
       // A refund of 100 gives back only this request's own unit, not the others'.
       await fetch(`${url}/refund/100`);
       expect(limiter.peek(KEY, 0).remaining).toBe(4);
+    });
+
+    test("settle gives back what a request did not use, or takes what it cost beyond its charge", async () => {
+      const clock = manualClock();
+      const limiter = new KeyedLimiter(
+        new TokenBucket({ capacity: 12, refillPerSecond: 0, clock }),
+      );
+      const url = await start({ limiter, cost: () => 4 } as Options);
+      expect(await (await fetch(`${url}/settle/1`)).text()).toBe("undefined"); // 4 taken, 3 back
+      expect(limiter.peek(KEY, 0).remaining).toBe(11);
+      expect(await (await fetch(`${url}/settle/6`)).text()).toBe("true"); // 4 taken, 2 more
+      expect(limiter.peek(KEY, 0).remaining).toBe(5);
+      expect(await (await fetch(`${url}/settle/9`)).text()).toBe("false"); // 5 more do not fit
+      expect(limiter.peek(KEY, 0).remaining).toBe(1);
     });
 
     test("blockDurationMs blocks a client once it hits its limit, with Retry-After the block", async () => {

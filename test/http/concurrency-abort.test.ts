@@ -1,7 +1,8 @@
 // The HTTP concurrency middlewares against real servers on loopback (node:http, Express,
 // Fastify, Hono and a plain fetch handler on @hono/node-server): requests aborted
-// mid-flight, while the handler waits or mid-body, give their permits back, so the
-// in-use count is 0 again; one past the limit gets 429 with qu="concurrent-requests".
+// mid-flight, while the handler waits or mid-body, give their permits back once their
+// handler is done, so the in-use count is 0 again; one past the limit gets 429 with
+// qu="concurrent-requests".
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { ServerType } from "@hono/node-server";
 import express from "express";
@@ -76,9 +77,10 @@ function fetchHandler(request: Request): Response | Promise<Response> {
 
 type Limiter = ConcurrencyLimiter | KeyedConcurrencyLimiter;
 /**
- * Name, start, and whether an abort frees the permit of a handler still running: node
- * servers release on `close` (they cannot tell when the handler is done); the fetch
- * wrappers hold it until the handler settles, then release on the abort.
+ * Name, start, and whether a streaming handler that has not ended its response keeps its
+ * permit after an abort: node servers hold it until the handler ends the response (the
+ * handler still runs); a fetch handler is done once it returned its `Response`, so the
+ * abort that cancels the body releases it.
  */
 const SERVERS: [string, (limiter: Limiter) => Promise<string>, boolean][] = [
   [
@@ -142,7 +144,7 @@ const SERVERS: [string, (limiter: Limiter) => Promise<string>, boolean][] = [
   ],
 ];
 
-describe.each(SERVERS)("%s", (_name, start, freedOnAbort) => {
+describe.each(SERVERS)("%s", (_name, start, streamHeld) => {
   it("aborted requests, waiting or mid-body, give their permits back; 429 when full", async () => {
     const limiter = new ConcurrencyLimiter({ limit: 2 });
     const url = await start(limiter);
@@ -170,14 +172,10 @@ describe.each(SERVERS)("%s", (_name, start, freedOnAbort) => {
     streaming.abort();
     await hung;
     await reader.cancel().catch(() => {});
-    if (freedOnAbort) {
-      await until(() => limiter.inUse === 0, "the aborted requests' permits");
-    } else {
-      // The streamed response's handler is done: its abort frees it; the waiting one still runs.
-      await until(() => limiter.inUse === 1, "the aborted stream's permit");
-      for (const end of pending.splice(0)) end();
-      await until(() => limiter.inUse === 0, "the permit of the handler that ran on");
-    }
+    // Handlers still running keep their permits, their clients gone or not.
+    await until(() => limiter.inUse === (streamHeld ? 2 : 1), "the aborted stream's permit");
+    for (const end of pending.splice(0)) end();
+    await until(() => limiter.inUse === 0, "the permits of the handlers that ran on");
     expect(limiter.inUse).toBe(0);
 
     const again = await fetch(`${url}/ok`);
@@ -196,7 +194,7 @@ describe.each(SERVERS)("%s", (_name, start, freedOnAbort) => {
     expect((await fetch(`${url}/ok`)).status).toBe(429);
     controller.abort();
     await hung;
-    if (!freedOnAbort) for (const end of pending.splice(0)) end();
+    for (const end of pending.splice(0)) end(); // the handler ends: its permit comes back
     await until(() => limiter.size === 0, "the client forgotten");
     expect(limiter.inUse).toBe(0);
   });

@@ -369,7 +369,7 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: { limiter: new RecordingLimiter(1, 1, manualClock()), windowMs: 1000, max: 5 },
       error: new TypeError(
-        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, nearLimitShare, key, cost, skip, onLimited, remoteAddress, refundIf, onNearLimit',
+        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, nearLimitShare, key, cost, skip, onLimited, remoteAddress, refundIf, refundAborted, onNearLimit',
       ),
     },
     {

@@ -4,6 +4,8 @@ import Koa from "koa";
 import { expectTypeOf, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { allOf } from "../../src/composite.js";
+import { KeyedConcurrencyLimiter } from "../../src/concurrency/keyed-concurrency-limiter.js";
+import { koaConcurrencyLimit } from "../../src/http/concurrency-koa.js";
 import type { FailureInfo, FailureKind, KeyedConsumer } from "../../src/http/core.js";
 import { type FastifyRouteRateLimit, fastifyRateLimit } from "../../src/http/fastify.js";
 import { withRateLimit } from "../../src/http/fetch.js";
@@ -75,6 +77,18 @@ test("honoRateLimit is a Hono 4 middleware; hooks may take Hono's Context", () =
 test("koaRateLimit is a Koa middleware", () => {
   const app = new Koa();
   app.use(koaRateLimit({ limiter, key: (ctx: Koa.Context, clientKey) => ctx.ip ?? clientKey }));
+});
+
+test("koaConcurrencyLimit is a Koa middleware, typed on Koa's context", () => {
+  const app = new Koa();
+  const perClient = new KeyedConcurrencyLimiter({ limit: 4 });
+  app.use(
+    koaConcurrencyLimit({
+      limiter: perClient,
+      maxHoldMs: 30_000,
+      key: (ctx: Koa.Context, clientKey) => ctx.get("x-user") || clientKey,
+    }),
+  );
 });
 
 test("an unkeyed limiter is accepted as the limiter (one global limit)", () => {

@@ -17,13 +17,21 @@ import type { Clock } from "../../src/limiter.js";
 /** One caller action, `gapQ` quarter units after the previous one. */
 export interface TimelineStep {
   readonly gapQ: number;
-  readonly op: "reserve" | "wait" | "allow";
+  /**
+   * `cancel` gives up an earlier reservation or wait still pending (the `pick`-th of them,
+   * modulo their number), at this step's instant: several in a row with a gap of 0 cancel
+   * at one instant in any order, which a timer per reservation cannot (timers armed for one
+   * instant fire in the order they were armed).
+   */
+  readonly op: "reserve" | "wait" | "allow" | "cancel";
   readonly cost: number;
   /**
    * For a reservation: `cancel()` this many quarter units after it (0: at once, in the same
    * instant); for a wait: abort it then. Undefined: never given up.
    */
   readonly giveUpQ: number | undefined;
+  /** For `cancel`: which pending reservation or wait (modulo their number). */
+  readonly pick: number;
 }
 
 /** A bucket and what its callers do. */
@@ -53,6 +61,37 @@ export function quarterMs(ratePerSecond: number): number {
 
 /** Timelines of up to `maxSteps` steps, both buckets, capacities 1 to 4. */
 export function timelines(maxSteps = 24): fc.Arbitrary<Timeline> {
+  // A third of the timelines run mostly at one instant, a third spread out, and a third
+  // are reserves and cancels (and a few allows) all at one instant on small buckets, as
+  // with a clock standing still: there cancels meet in every order.
+  return fc.oneof(
+    timelinesOf(maxSteps, false),
+    timelinesOf(maxSteps, true),
+    stillCancels(Math.min(maxSteps, 12)),
+  );
+}
+
+/** Reserves, cancels and allows of small costs, all at one instant. */
+function stillCancels(maxSteps: number): fc.Arbitrary<Timeline> {
+  return fc.record({
+    leaky: process.env.ONLY === "leaky" ? fc.constant(true) : fc.constant(false),
+    capacity: fc.integer({ min: 1, max: 3 }),
+    ratePerSecond: fc.constantFrom(1, 2, 10),
+    steps: fc.array(
+      fc.record({
+        gapQ: fc.constant(0),
+        op: fc.constantFrom("reserve", "reserve", "reserve", "cancel", "cancel", "allow"),
+        cost: fc.constantFrom(0.5, 1, 2, 2),
+        giveUpQ: fc.constant(undefined),
+        pick: fc.nat({ max: 11 }),
+      }),
+      { minLength: 4, maxLength: maxSteps },
+    ),
+  });
+}
+
+function timelinesOf(maxSteps: number, still: boolean): fc.Arbitrary<Timeline> {
+  const gap = process.env.FINE ? 1500 : 12;
   return fc.record({
     leaky:
       process.env.ONLY === "token"
@@ -64,8 +103,10 @@ export function timelines(maxSteps = 24): fc.Arbitrary<Timeline> {
     ratePerSecond: process.env.FINE ? fc.constant(1) : fc.constantFrom(...RATES),
     steps: fc.array(
       fc.record({
-        gapQ: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: process.env.FINE ? 1500 : 12 })),
-        op: fc.constantFrom("reserve", "reserve", "wait", "allow"),
+        gapQ: still
+          ? fc.oneof({ arbitrary: fc.constant(0), weight: 6 }, fc.integer({ min: 0, max: gap }))
+          : fc.oneof(fc.constant(0), fc.integer({ min: 0, max: gap })),
+        op: fc.constantFrom("reserve", "reserve", "reserve", "wait", "allow", "cancel", "cancel"),
         cost: fc.constantFrom(0, 0.5, 1, 1, 1, 1.5, 2, 3),
         giveUpQ: fc.option(
           fc.oneof(fc.constant(0), fc.integer({ min: 0, max: process.env.FINE ? 3000 : 16 })),
@@ -74,6 +115,7 @@ export function timelines(maxSteps = 24): fc.Arbitrary<Timeline> {
             freq: 3,
           },
         ),
+        pick: fc.nat({ max: 23 }),
       }),
       { minLength: 1, maxLength: maxSteps },
     ),
@@ -99,37 +141,55 @@ export async function runTimeline(
 ): Promise<Act[]> {
   const q = quarterMs(t.ratePerSecond);
   const acts: Act[] = [];
-  for (const [i, { gapQ, op, cost, giveUpQ }] of t.steps.entries()) {
+  /** Reservations made: each acts at its time unless cancelled at or before it. */
+  const reserved: { actAtMs: number; units: number; what: string; cancelled: boolean }[] = [];
+  /** What a `cancel` step may give up: pending reservations and waits, in order made. */
+  const pending: { giveUp: () => void; done: () => boolean }[] = [];
+  for (const [i, { gapQ, op, cost, giveUpQ, pick }] of t.steps.entries()) {
     await advance(gapQ * q);
     const now = clock();
     const what = `step ${i} ${op}(${cost})`;
     if (op === "allow") {
       if (bucket.allow(cost)) acts.push({ atMs: now, units: cost, what });
+    } else if (op === "cancel") {
+      const live = pending.filter((p) => !p.done());
+      if (live.length > 0) live[pick % live.length]!.giveUp();
     } else if (op === "reserve") {
       const r = bucket.reserve(cost);
       if (!r.ok) continue;
-      const actAtMs = now + r.delayMs;
-      if (giveUpQ === undefined) {
-        acts.push({ atMs: actAtMs, units: cost, what });
-        continue;
-      }
-      const cancelAtMs = now + giveUpQ * q;
-      // A caller that cancels at or before its time to act does not act.
-      if (cancelAtMs > actAtMs) acts.push({ atMs: actAtMs, units: cost, what });
-      if (giveUpQ === 0) r.cancel();
-      else setTimeout(() => r.cancel(), giveUpQ * q);
+      const entry = { actAtMs: now + r.delayMs, units: cost, what, cancelled: false };
+      reserved.push(entry);
+      let given = false;
+      const cancel = () => {
+        // A caller that cancels at or before its time to act does not act.
+        if (!given && clock() <= entry.actAtMs) entry.cancelled = true;
+        given = true;
+        r.cancel();
+      };
+      pending.push({ giveUp: cancel, done: () => given || clock() > entry.actAtMs });
+      if (giveUpQ === 0) cancel();
+      else if (giveUpQ !== undefined) setTimeout(cancel, giveUpQ * q);
     } else {
       const controller = new AbortController();
+      let settled = false;
       bucket.wait(cost, { signal: controller.signal }).then(
-        () => acts.push({ atMs: clock(), units: cost, what }),
-        () => {},
+        () => {
+          settled = true;
+          acts.push({ atMs: clock(), units: cost, what });
+        },
+        () => {
+          settled = true;
+        },
       );
+      pending.push({ giveUp: () => controller.abort(), done: () => settled });
       if (giveUpQ === 0) controller.abort();
       else if (giveUpQ !== undefined) setTimeout(() => controller.abort(), giveUpQ * q);
     }
   }
   // Long enough for every pending entry (at most 24 steps of cost 3: 288 quarter units).
   await advance(process.env.FINE ? 100_000 : 400 * q);
+  for (const r of reserved)
+    if (!r.cancelled) acts.push({ atMs: r.actAtMs, units: r.units, what: r.what });
   return acts.sort((a, b) => a.atMs - b.atMs);
 }
 

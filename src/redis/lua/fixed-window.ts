@@ -7,9 +7,10 @@ import { LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
  * keeps it, so a new `windowMs` keeps a count until its window ends; the last write's time),
  * then `struct.pack('<d', blockedUntilMs)` while blocked; written with its expiry by one `SET`.
  * ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs.
- * Reply: `{allowed (1/0), used before the cost, ms until the window ends, serverNowMs}`
- * (`{-1, serverNowMs}` past the deadline; `{2, used, endsInMs, blockLeftMs, serverNowMs}`
- * blocked, writing nothing), for `fixedWindowDecision` (window-math.ts).
+ * Reply: `{allowed (1/0), used before the cost, ms until the window ends, the window's end,
+ * now, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, used, endsInMs,
+ * blockLeftMs, serverNowMs}` blocked, writing nothing), for `fixedWindowDecision`
+ * (window-math.ts); the window's end and now make a receipt.
  *
  * Mirrors `FixedWindow`'s state update. A time behind the last write counts as that write's
  * time, so a lagging clock never returns to an earlier window. The key expires at the
@@ -38,6 +39,6 @@ if allowed and take and cost > 0 then
   ${LUA_STORE.trim().replace(/\n/g, "\n  ")}
   store(struct.pack('<ddd', endAt, used + cost, now), endAt - now, endAt)
 end
-return { allowed and 1 or 0, n(used), n(endAt - now), serverNow }
+return { allowed and 1 or 0, n(used), n(endAt - now), n(endAt), n(now), serverNow }
 `,
 );

@@ -1,17 +1,26 @@
 import { Script } from "../script.js";
-import { LUA_COUNTER_RETUNE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
+import { LUA_COUNTER_RETUNE, LUA_NUMBER, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
 import { luaBucketRead } from "./token-bucket.js";
 
 /**
  * The refund scripts, one per state shape: give back `cost` units taken earlier, by the
  * in-memory rule of the algorithm (docs/semantics.md#refunds), atomically, never past the
- * fresh state. A key without state is left as it is (a refund never creates state). The
+ * fresh state. Without a receipt (`ARGV[4]` not starting with `r`) by the rule without one;
+ * through a receipt (`ARGV[4]` = `r` and the receipt's mark: a bucket's full time, a fixed
+ * window's end, a counter's window index) by the receipt's rule, nothing once its units no
+ * longer count. A key without state is left as it is (a refund never creates state). The
  * value keeps its block, if any, and its expiry (`KEEPTTL`: a refund only makes the state
- * fresher, so the key's time to live is never too short). ARGV: as a decision's (`take` is
- * ignored), the deadline included: past it the script writes nothing. Reply: `{1 when
- * something was given back else 0, serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
+ * fresher, so the key's time to live is never too short). ARGV: as a decision's (`take`
+ * replaced by the mark), the deadline included: past it the script writes nothing. Reply:
+ * `{units given back, serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
  * @module
  */
+
+/** `mark`: the receipt's mark from `ARGV[4]` (`r<number>`), `nil` for a refund without one. */
+const LUA_MARK = `
+local mark = nil
+if string.sub(ARGV[4], 1, 1) == 'r' then mark = tonumber(string.sub(ARGV[4], 2)) end
+`;
 
 /** Writes `body` (the state) back with the block tail `tail`; a fresh body without a block deletes the key. */
 const LUA_PUT = `
@@ -27,23 +36,32 @@ end
 /**
  * A token (`leaky` false) or leaky bucket's refund: `tokens = min(capacity, tokens + cost)`
  * at now, as `BucketBase.refundUnits` (a bucket full again is the fresh state: no key, or
- * infinity tokens under a block).
+ * infinity tokens under a block). Through a receipt, at most `rate * (fullAt - now) / 1000`
+ * (the refill not yet repaid of the charge; all of it at a rate of 0).
  */
 function bucketRefund(name: string, leaky: boolean): Script {
   return new Script(
     `${name}-refund`,
-    `${luaArgs("capacity", "rate")}${LUA_PUT}
+    `${luaArgs("capacity", "rate")}${LUA_NUMBER}${LUA_MARK}${LUA_PUT}
 local state = redis.call('GET', key)
 if not state or cost == 0 then return { 0, serverNow } end
 local tokens = capacity
 ${luaBucketRead(leaky).trim()}
+if mark and rate > 0 then
+  local bound = ((mark - now) * rate) / 1000
+  if bound < cost then cost = bound end
+  if not (cost > 0) then return { 0, serverNow } end
+end
 local tail = string.sub(state, 25)
+local given = cost
 if tokens + cost >= capacity then
+  if tokens < capacity then given = capacity - tokens else given = 0 end
+  if given > cost then given = cost end
   put(struct.pack('<ddd', math.huge, now, capacity), true, tail)
 else
   put(struct.pack('<ddd', tokens + cost, now, capacity), false, tail)
 end
-return { 1, serverNow }
+return { n(given), serverNow }
 `,
   );
 }
@@ -53,40 +71,48 @@ export const TOKEN_BUCKET_REFUND_SCRIPT = bucketRefund("token-bucket", false);
 /** The leaky bucket's refund script (its free room is its tokens). */
 export const LEAKY_BUCKET_REFUND_SCRIPT = bucketRefund("leaky-bucket", true);
 
-/** A fixed window's refund: the current window's count becomes `max(0, count - cost)`. */
+/**
+ * A fixed window's refund through a receipt: while the window it charged (its end is the
+ * mark) is the current one, the count becomes `max(0, count - cost)`; else nothing. Without
+ * a receipt nothing is given back (`RedisFixedWindow.refund` refuses before sending it).
+ */
 export const FIXED_WINDOW_REFUND_SCRIPT = new Script(
   "fixed-window-refund",
-  `${luaArgs("limit", "windowMs")}${LUA_PUT}
+  `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_MARK}${LUA_PUT}
 local state = redis.call('GET', key)
-if not state or cost == 0 then return { 0, serverNow } end
+if not state or cost == 0 or not mark then return { 0, serverNow } end
 local endAt, count, at = struct.unpack('<ddd', state)
 if now < at then now = at end
-local used = 0
-if now < endAt then used = count end
-local left = used - cost
+if endAt ~= mark or not (now < endAt) then return { 0, serverNow } end
+local given = cost
+if count < given then given = count end
+local left = count - given
 local tail = string.sub(state, 25)
 if left > 0 then
   put(struct.pack('<ddd', endAt, left, now), false, tail)
 else
   put(struct.pack('<ddd', -math.huge, 0, now), true, tail)
 end
-return { 1, serverNow }
+return { n(given), serverNow }
 `,
 );
 
 /**
  * A sliding window counter's refund: from the current window's count first, then from the
  * previous window's, never below 0 (`counterRefundCurr`, `counterRefundPrev`), after rolling
- * to now's window (and to the new length, after a `reconfigure`).
+ * to now's window (and to the new length, after a `reconfigure`). Through a receipt (its
+ * window's index is the mark): from that window's count, while it is the current or the
+ * previous one.
  */
 export const SLIDING_WINDOW_COUNTER_REFUND_SCRIPT = new Script(
   "sliding-window-counter-refund",
-  `${luaArgs("limit", "windowMs")}${LUA_WINDOW_INDEX}${LUA_PUT}
+  `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_MARK}${LUA_WINDOW_INDEX}${LUA_PUT}
 local state = redis.call('GET', key)
 if not state or cost == 0 then return { 0, serverNow } end
 local index, prev, curr, at, w = struct.unpack('<ddddd', state)
 if now < at then now = at end
 if w ~= windowMs then
+  if mark then return { 0, serverNow } end
   ${LUA_COUNTER_RETUNE.trim().replace(/\n/g, "\n  ")}
 end
 local k = windowIndex(now, windowMs)
@@ -95,15 +121,30 @@ if k ~= index then
   curr = 0
   index = k
 end
-if curr < cost then
-  prev = prev - (cost - curr)
-  if prev < 0 then prev = 0 end
-  curr = 0
+local given = 0
+if mark then
+  if mark == index then
+    given = cost
+    if curr < given then given = curr end
+    curr = curr - given
+  elseif mark + 1 == index then
+    given = cost
+    if prev < given then given = prev end
+    prev = prev - given
+  end
 else
-  curr = curr - cost
+  local before = prev + curr
+  if curr < cost then
+    prev = prev - (cost - curr)
+    if prev < 0 then prev = 0 end
+    curr = 0
+  else
+    curr = curr - cost
+  end
+  given = before - (prev + curr)
 end
 local tail = string.sub(state, 41)
 put(struct.pack('<ddddd', index, prev, curr, now, windowMs), prev == 0 and curr == 0, tail)
-return { 1, serverNow }
+return { n(given), serverNow }
 `,
 );

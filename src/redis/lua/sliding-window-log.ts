@@ -246,12 +246,37 @@ return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave)
  * dropping the entries that left, as `SlidingWindowLog.refund`, the newest entries go first
  * (an entry whose cost fits in what is left leaves the log, the next one is cut by the
  * rest), bit for bit as in memory; a log given back whole is no key (or only a block's
- * meta). Work: amortized O(1) per logged entry (each entry leaves once). ARGV as the
- * decision's; reply `{1, serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
+ * meta). Through a receipt (`ARGV[4]` = `r` and the leave time of the entry it charged):
+ * only out of that entry, while it is the newest (else nothing: the log keeps no per-charge
+ * index a later entry could be found by). Work: amortized O(1) per logged entry (each entry
+ * leaves once). ARGV as the decision's; reply `{units given back, serverNowMs}` (or `{-1,
+ * serverNowMs}` past the deadline).
  */
 export const SLIDING_WINDOW_LOG_REFUND_SCRIPT = new Script(
   "sliding-window-log-refund",
   `${LUA_COMMON}${luaArgs("limit", "windowMs")}${LOG_STATE}
+-- Through a receipt (ARGV[4] = 'r' .. the leave time of the entry it charged): only out of
+-- that entry, while it is the newest (a refund soon after its charge); else nothing.
+local mark = nil
+if string.sub(ARGV[4], 1, 1) == 'r' then mark = tonumber(string.sub(ARGV[4], 2)) end
+local asked = cost
+if mark then
+  cost = 0
+  if tail > head then
+    local s = tail - 1
+    local leave, total = entry(s)
+    local before = base
+    if s > head then
+      local _, t = entry(s - 1)
+      before = t
+    end
+    if leave == mark then
+      cost = total - before
+      if asked < cost then cost = asked end
+    end
+  end
+end
+local given = 0
 -- SlidingWindowLog.refund (log-ring.ts): the newest entries first; an entry whose cost
 -- fits in what is left goes, the next is cut by the rest (stored on the new scale).
 if cost > 0 then
@@ -276,6 +301,7 @@ if cost > 0 then
     dirty = true
   end
   if rebaseSeq > tail then rebaseSeq = tail end
+  given = cost - left
   if tail == head and dirty then emptied() end
 end
 -- Delete a few chunks whose every entry has left (after the last read of them).
@@ -291,7 +317,7 @@ if dirty then
   redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B) .. blockTail)
   if recreated then redis.call('PEXPIRE', key, math.ceil(blockedUntil - now)) end
 end
-return { 1, serverNow }
+return { f(given), serverNow }
 `,
 );
 

@@ -8,8 +8,9 @@ import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
  * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
  * length); written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take
  * (1/0), now ('' = server TIME), maxTtlMs, deadlineMs. Reply: `{allowed (1/0), tokens now
- * before the cost, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, tokens,
- * blockLeftMs, serverNowMs}` blocked, writing nothing), for `bucketDecision`.
+ * before the cost, now, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, tokens,
+ * blockLeftMs, serverNowMs}` blocked, writing nothing), for `bucketDecision`; `now` dates a
+ * receipt.
  *
  * Mirrors `tokensAt`/`tokensAfter` of bucket-math.ts (an overdraft within the fit tolerance
  * is kept, so it is forgiven only once). A time behind the anchor counts as the anchor. A
@@ -77,7 +78,7 @@ if allowed and take and cost > 0 then
     redis.call('DEL', key)
   end
 end
-return { allowed and 1 or 0, n(tokens), serverNow }
+return { allowed and 1 or 0, n(tokens), n(now), serverNow }
 `,
   );
 }

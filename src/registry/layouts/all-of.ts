@@ -20,9 +20,13 @@ export class AllOfLayout implements SlotLayout {
   /** Where each part's trace numbers start in an entry. */
   private readonly traceOffsets: readonly number[];
   readonly traceWidth: number;
+  readonly leafCount: number;
+  readonly refundsWithoutReceipt: boolean;
 
   constructor(parts: readonly SlotLayout[]) {
     this.parts = parts;
+    this.leafCount = parts.length;
+    this.refundsWithoutReceipt = parts.every((part) => part.refundsWithoutReceipt);
     const offsets: number[] = [];
     const traceOffsets: number[] = [];
     let width = 0;
@@ -179,10 +183,72 @@ export class AllOfLayout implements SlotLayout {
   }
 
   /** Every part gives back `cost` by its own rule, as `AllOf.refund`. */
-  refundAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
+  refundAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    given: Float64Array,
+    o: number,
+  ): number {
     const parts = this.parts;
-    for (let i = 0; i < parts.length; i++)
-      parts[i]!.refundAt(st, s + this.offsets[i]!, slot, now, cost);
+    let credit = 0;
+    for (let i = 0; i < parts.length; i++) {
+      const c = parts[i]!.refundAt(st, s + this.offsets[i]!, slot, now, cost, given, o + i);
+      if (c > credit) credit = c;
+    }
+    return credit;
+  }
+
+  /** Each part by its own receipt mark, at `marks[o + i]`. */
+  markReceipt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    o: number,
+  ): number {
+    const parts = this.parts;
+    let until = Number.NEGATIVE_INFINITY;
+    for (let i = 0; i < parts.length; i++) {
+      const t = parts[i]!.markReceipt(st, s + this.offsets[i]!, slot, now, marks, o + i);
+      if (t > until) until = t;
+    }
+    return until;
+  }
+
+  /** Each part by its own receipt rule, as `AllOf.refund(receipt)`. */
+  refundMarkedAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    asked: Float64Array,
+    creditSince: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    const parts = this.parts;
+    let credit = 0;
+    for (let i = 0; i < parts.length; i++) {
+      const at = s + this.offsets[i]!;
+      const c = parts[i]!.refundMarkedAt(
+        st,
+        at,
+        slot,
+        now,
+        marks,
+        asked,
+        creditSince,
+        given,
+        o + i,
+      );
+      if (c > credit) credit = c;
+    }
+    return credit;
   }
 
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {

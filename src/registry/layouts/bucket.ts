@@ -1,5 +1,6 @@
 import {
   bucketDecision,
+  msToRefill,
   retunedUnits,
   tokensAfter,
   tokensAt,
@@ -165,16 +166,77 @@ export class BucketLayout implements SlotLayout {
   }
 
   /** `min(capacity, tokens + cost)`, as `TokenBucket.refund`; a full bucket is written fresh. */
-  refundAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
+  refundAt(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    cost: number,
+    given: Float64Array,
+    o: number,
+  ): number {
     const p = this.params;
     const capacity = p[CAPACITY]!;
-    const tokens = tokensAt(st[s]!, st[s + 1]!, now, capacity, p[RATE]!) + cost;
+    const before = tokensAt(st[s]!, st[s + 1]!, now, capacity, p[RATE]!);
+    const tokens = before + cost;
+    let got = cost;
     if (tokens >= capacity) {
       this.init(st, s);
-      return;
+      const room = capacity > before ? capacity - before : 0;
+      if (room < cost) got = room;
+    } else {
+      st[s] = tokens;
+      st[s + 1] = now;
     }
-    st[s] = tokens;
-    st[s + 1] = now;
+    given[o] = got;
+    return got;
+  }
+
+  readonly refundsWithoutReceipt = true;
+  readonly leafCount = 1;
+
+  /** When the bucket is full again with no further traffic: its refill repays the charge by then. */
+  markReceipt(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    marks: Float64Array,
+    o: number,
+  ): number {
+    const p = this.params;
+    const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
+    const fullAt = now + msToRefill(p[CAPACITY]! - tokens, p[RATE]!);
+    marks[o] = fullAt;
+    return fullAt;
+  }
+
+  /** As `TokenBucket.refund(receipt)`: at most the refill not yet repaid, less later credits. */
+  refundMarkedAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    asked: Float64Array,
+    creditSince: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    const give = this.receiptBound(marks[o]!, now, asked[o]!, creditSince);
+    given[o] = 0;
+    return give > 0 ? this.refundAt(st, s, slot, now, give, given, o) : 0;
+  }
+
+  /**
+   * What a receipt whose bucket is full again at `fullAt` may give back at `now` of `asked`
+   * units: at most `rate * (fullAt - now)`, less `creditSince`; all of it at a rate of 0.
+   */
+  receiptBound(fullAt: number, now: number, asked: number, creditSince: number): number {
+    const rate = this.params[RATE]!;
+    if (rate === 0) return asked;
+    const bound = ((fullAt - now) * rate) / 1000 - creditSince;
+    return bound < asked ? bound : asked;
   }
 
   allowAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

@@ -128,11 +128,58 @@ export class FixedWindowLayout implements SlotLayout {
     st[s + 1] = fixedWindowEndAt(endMs, now, this.params[WINDOW_MS]!);
   }
 
-  /** The count less `cost`, never below 0, as `FixedWindow.refund`; 0 is written fresh. */
-  refundAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
-    const count = fixedWindowRefunded(st[s]!, st[s + 1]!, now, cost);
+  /** Never called: `refundsWithoutReceipt` is false (a fixed window refunds only through receipts). */
+  refundAt(
+    _st: Float64Array,
+    _s: number,
+    _slot: number,
+    _now: number,
+    _cost: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    given[o] = 0;
+    return 0;
+  }
+
+  readonly refundsWithoutReceipt = false;
+  readonly leafCount = 1;
+
+  /** The end of the window charged. */
+  markReceipt(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    _now: number,
+    marks: Float64Array,
+    o: number,
+  ): number {
+    marks[o] = st[s + 1]!;
+    return st[s + 1]!;
+  }
+
+  /** As `FixedWindow.refund(receipt)`: the count less the units, while its window lasts. */
+  refundMarkedAt(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    marks: Float64Array,
+    asked: Float64Array,
+    _creditSince: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    given[o] = 0;
+    if (st[s + 1] !== marks[o]) return 0;
+    const used = fixedWindowUsed(st[s]!, st[s + 1]!, now);
+    const give = asked[o]! < used ? asked[o]! : used;
+    if (!(give > 0)) return 0;
+    const count = fixedWindowRefunded(st[s]!, st[s + 1]!, now, give);
     if (count === 0) this.init(st, s);
     else st[s] = count;
+    given[o] = give;
+    return 0;
   }
 
   allowAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

@@ -199,11 +199,64 @@ export class SlidingWindowCounterLayout implements SlotLayout {
   }
 
   /** From the current count first, then the previous, as `SlidingWindowCounter.refund`. */
-  refundAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): void {
+  refundAt(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    cost: number,
+    given: Float64Array,
+    o: number,
+  ): number {
     this.roll(st, s, now);
     const curr = st[s + 1]!;
+    const before = st[s]! + curr;
     st[s] = counterRefundPrev(st[s]!, curr, cost);
     st[s + 1] = counterRefundCurr(curr, cost);
+    given[o] = before - (st[s]! + st[s + 1]!);
+    return 0;
+  }
+
+  readonly refundsWithoutReceipt = true;
+  readonly leafCount = 1;
+
+  /** The index of the window charged; it gives back until the end of the next one. */
+  markReceipt(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    _now: number,
+    marks: Float64Array,
+    o: number,
+  ): number {
+    marks[o] = st[s + 2]!;
+    return (st[s + 2]! + 2) * this.params[WINDOW_MS]!;
+  }
+
+  /** As `SlidingWindowCounter.refund(receipt)`: from its window's count, current or previous. */
+  refundMarkedAt(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    marks: Float64Array,
+    asked: Float64Array,
+    _creditSince: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    this.roll(st, s, now);
+    const index = st[s + 2]!;
+    const at = index === marks[o] ? s + 1 : index === marks[o]! + 1 ? s : -1;
+    if (at < 0) {
+      given[o] = 0;
+      return 0;
+    }
+    const count = st[at]!;
+    const give = asked[o]! < count ? asked[o]! : count;
+    st[at] = count - give;
+    given[o] = give;
+    return 0;
   }
 
   allowAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {

@@ -261,11 +261,58 @@ export class SlidingWindowLogLayout implements SlotLayout {
   }
 
   /** From the newest entries first, as `SlidingWindowLog.refund`; an emptied ring is released. */
-  refundAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
+  refundAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    given[o] = 0;
     const ring = this.ringAt(slot);
-    if (ring === undefined) return;
-    if (this.isIdle(st, s, slot, now)) return; // expired to now: nothing left to give back
-    ring.refund(cost);
+    if (ring === undefined) return 0;
+    if (this.isIdle(st, s, slot, now)) return 0; // expired to now: nothing left to give back
+    given[o] = ring.refund(cost);
+    return 0;
+  }
+
+  readonly refundsWithoutReceipt = true;
+  readonly leafCount = 1;
+
+  /** When the entry the charge went into leaves. */
+  markReceipt(
+    _st: Float64Array,
+    _s: number,
+    slot: number,
+    _now: number,
+    marks: Float64Array,
+    o: number,
+  ): number {
+    const at = this.ringAt(slot)?.newestLeaveAt() ?? Number.NEGATIVE_INFINITY;
+    marks[o] = at;
+    return at;
+  }
+
+  /** As `SlidingWindowLog.refund(receipt)`: out of the entry it logged, while it is in the window. */
+  refundMarkedAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    asked: Float64Array,
+    _creditSince: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    given[o] = 0;
+    const ring = this.ringAt(slot);
+    if (ring === undefined || !(marks[o]! > now)) return 0;
+    if (this.isIdle(st, s, slot, now)) return 0; // expired to now
+    given[o] = ring.refundEntry(marks[o]!, asked[o]!);
+    return 0;
   }
 
   allowAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {

@@ -1,0 +1,98 @@
+/**
+ * `koaConcurrencyLimit`: the Koa middleware that holds a permit while each request's
+ * handlers run.
+ * @module
+ */
+import {
+  type CommonConcurrencyOptions,
+  checkConcurrencyOptions,
+  holdUntilHandled,
+  permitOf,
+} from "./concurrency.js";
+import type { KoaContextLike } from "./koa.js";
+import { NODE_SOURCE, setNodeHeader } from "./node.js";
+import {
+  type ClientSource,
+  INTERNAL_ERROR_BODY,
+  limitedBody,
+  type Outcome,
+  Pipeline,
+  PROBLEM_JSON,
+  UNAVAILABLE_BODY,
+  writeHeaders,
+} from "./pipeline.js";
+
+/** Options of {@link koaConcurrencyLimit}. */
+export interface KoaConcurrencyOptions<Ctx extends KoaContextLike = KoaContextLike>
+  extends CommonConcurrencyOptions {
+  /** The key of a `KeyedConcurrencyLimiter`. @default (ctx, clientKey) => clientKey */
+  key?(ctx: Ctx, clientKey: string): string;
+  /** Return true to let a request through without a permit (no headers). */
+  skip?(ctx: Ctx): boolean;
+}
+
+const WHERE = "koaConcurrencyLimit";
+const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
+
+/** The client's address on Koa: the node request's. */
+const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
+  peer: (ctx) => NODE_SOURCE.peer(ctx.req, undefined),
+  header: (ctx, name) => NODE_SOURCE.header(ctx.req, name, undefined),
+  untrusted: (ctx, _extra, _peer, warning) => warning.checkNode(ctx.req),
+};
+
+/**
+ * A Koa middleware (`app.use(koaConcurrencyLimit({ limiter }))`) that lets at most
+ * `limiter.limit` requests' handlers (per key, for a `KeyedConcurrencyLimiter`) run at
+ * once: a request holds its permit until the middleware after it (`next()`) has settled and
+ * the response is written, not until its client goes away; at most `maxHoldMs` after its
+ * connection closed, so a handler that never settles cannot hold one for good. One past
+ * the limit gets 429 with `RateLimit-Policy: "default";q=N;qu="concurrent-requests"`.
+ * See docs/http.md#concurrency-limits.
+ * @throws {TypeError} For a limiter that is not a concurrency limiter or an unknown option.
+ * @throws {RangeError} For an option out of range (`maxHoldMs`).
+ * @example
+ * app.use(koaConcurrencyLimit({ limiter: new KeyedConcurrencyLimiter({ limit: 4 }) }))
+ */
+export function koaConcurrencyLimit<Ctx extends KoaContextLike = KoaContextLike>(
+  options: KoaConcurrencyOptions<Ctx>,
+): (ctx: Ctx, next: () => Promise<unknown>) => Promise<void> {
+  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, KOA_SOURCE);
+  return async (ctx, next) => {
+    const outcome = pipeline.run(ctx, undefined) as Outcome; // the consumer is synchronous
+    switch (outcome.kind) {
+      case "skip":
+        await next();
+        return;
+      case "pass": {
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        const permit = permitOf(outcome.decision);
+        if (permit === undefined) {
+          await next();
+          return;
+        }
+        const handled = next();
+        holdUntilHandled(ctx.res, permit, maxHoldMs, handled);
+        await handled;
+        return;
+      }
+      case "limited":
+        writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        answer(ctx, 429, limitedBody(config, outcome));
+        return;
+      case "unavailable":
+        answer(ctx, 503, UNAVAILABLE_BODY);
+        return;
+      case "error":
+        answer(ctx, 500, INTERNAL_ERROR_BODY);
+    }
+  };
+}
+
+/** Answers with a problem+json body (JSON text). */
+function answer(ctx: KoaContextLike, status: number, body: string): void {
+  ctx.status = status;
+  ctx.type = PROBLEM_JSON;
+  ctx.body = body;
+}

@@ -1,0 +1,237 @@
+// The features together on Redis (docs/semantics.md#the-shared-invariant), on one server and
+// on a Redis Cluster, with a stall injected: random sequences of charge, refund (with and
+// without receipts), block, reset, clock steps, and stalls in which every call waits (as in
+// a stopped server's socket) until its deadline passed, so the 'local' policy answers and
+// Redis runs the call late, writing nothing. Against the reference model: the units Redis
+// admitted (and still counts) stay within the policy's bound, and so do those the local
+// fallback admitted (each process limits alone while Redis cannot answer); a blocked key is
+// denied by every path; a refund gives back at most what its charge took. Seeds are fixed.
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { Receipt } from "../../src/limiter.js";
+import {
+  RedisFixedWindow,
+  RedisLeakyBucket,
+  type RedisLike,
+  type RedisLimiter,
+  RedisSlidingWindowCounter,
+  RedisSlidingWindowLog,
+  RedisTokenBucket,
+} from "../../src/redis/index.js";
+import { type Act, breach, type Policy } from "../support/invariant.js";
+import { manualClock } from "../support/manual-clock.js";
+import { ioredisAdapter, type TestClient, uniquePrefix } from "../support/redis-clients.js";
+import { useRedisCluster } from "../support/redis-cluster.js";
+import { CLUSTER_ADAPTERS } from "../support/redis-cluster-clients.js";
+import { useRedis } from "../support/redis-server.js";
+
+const SEED = Number(process.env.SEED ?? 20_261_201);
+const RUNS = Number(process.env.CROSS_RUNS_REDIS ?? 6);
+const TIMEOUT_MS = 25;
+
+/**
+ * A client that can stall: while stalled, every call is held (as in the socket of a stopped
+ * server) and sent once it resumes, past its deadline by then, so the script writes nothing.
+ */
+class Stallable implements RedisLike {
+  private held: (() => void)[] = [];
+  stalled = false;
+  readonly nodeOf?: (key: string) => string | undefined;
+
+  constructor(private readonly inner: RedisLike) {
+    if (inner.nodeOf !== undefined) this.nodeOf = (key) => inner.nodeOf!(key);
+  }
+
+  evalSha(sha1: string, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    return this.later(() => this.inner.evalSha(sha1, keys, args));
+  }
+
+  evalScript(script: string, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    return this.later(() => this.inner.evalScript(script, keys, args));
+  }
+
+  private later(send: () => Promise<unknown>): Promise<unknown> {
+    if (!this.stalled) return send();
+    return new Promise((resolve, reject) => this.held.push(() => send().then(resolve, reject)));
+  }
+
+  /** Sends what was held, after the deadlines passed. */
+  async resume(): Promise<void> {
+    this.stalled = false;
+    await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 2));
+    for (const send of this.held.splice(0)) send();
+  }
+}
+
+interface Twin {
+  readonly name: string;
+  make(client: RedisLike, clock: () => number, prefix: string): RedisLimiter;
+  readonly policy: Policy;
+  readonly keyless: boolean;
+}
+
+const common = (client: RedisLike, clock: () => number, prefix: string) => ({
+  client,
+  clock,
+  prefix,
+  timeoutMs: TIMEOUT_MS,
+  failure: "local" as const,
+  maxTtlMs: 600_000,
+  circuit: { failuresToOpen: 1_000_000 },
+});
+
+const TWINS: readonly Twin[] = [
+  {
+    name: "RedisTokenBucket",
+    make: (c, clock, p) =>
+      new RedisTokenBucket({ ...common(c, clock, p), capacity: 4, refillPerSecond: 10 }),
+    policy: { kind: "bucket", capacity: 4, ratePerSecond: 10 },
+    keyless: true,
+  },
+  {
+    name: "RedisLeakyBucket",
+    make: (c, clock, p) =>
+      new RedisLeakyBucket({ ...common(c, clock, p), capacity: 4, leakPerSecond: 10 }),
+    policy: { kind: "bucket", capacity: 4, ratePerSecond: 10 },
+    keyless: true,
+  },
+  {
+    name: "RedisFixedWindow",
+    make: (c, clock, p) =>
+      new RedisFixedWindow({ ...common(c, clock, p), limit: 4, windowMs: 400 }),
+    policy: { kind: "fixed", limit: 4, windowMs: 400 },
+    keyless: false,
+  },
+  {
+    name: "RedisSlidingWindowLog",
+    make: (c, clock, p) =>
+      new RedisSlidingWindowLog({ ...common(c, clock, p), limit: 4, windowMs: 400 }),
+    policy: { kind: "log", limit: 4, windowMs: 400 },
+    keyless: true,
+  },
+  {
+    name: "RedisSlidingWindowCounter",
+    make: (c, clock, p) =>
+      new RedisSlidingWindowCounter({ ...common(c, clock, p), limit: 4, windowMs: 400 }),
+    policy: { kind: "counter", limit: 4, windowMs: 400 },
+    keyless: true,
+  },
+];
+
+const ops = fc.array(
+  fc.record({
+    gapMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 150 })),
+    key: fc.constantFrom("a", "b"),
+    kind: fc.constantFrom(
+      "charge",
+      "charge",
+      "charge",
+      "refundReceipt",
+      "refundKeyless",
+      "block",
+      "reset",
+      "stall",
+      "resume",
+    ),
+    cost: fc.constantFrom(0, 0.5, 1, 1, 2),
+    pick: fc.nat({ max: 40 }),
+  }),
+  { minLength: 1, maxLength: 25 },
+);
+
+/** Runs the property for every twin on `client` (a stallable wrapper around it). */
+async function crossFeature(client: RedisLike): Promise<void> {
+  for (const twin of TWINS) {
+    await fc.assert(
+      fc.asyncProperty(ops, async (steps) => {
+        const clock = manualClock(1_000_000);
+        const stallable = new Stallable(client);
+        const limiter = twin.make(stallable, clock, uniquePrefix("cross"));
+        // Acts by who admitted them: Redis, or the local fallback (each within the bound).
+        const acts = new Map<string, Act[]>();
+        const push = (where: string, atMs: number, units: number): Act => {
+          const act = { atMs, units };
+          acts.set(where, [...(acts.get(where) ?? []), act]);
+          return act;
+        };
+        const receipts: { receipt: Receipt & { source: string }; act: Act; key: string }[] = [];
+        const blockedUntil = new Map<string, number>();
+        for (const [i, s] of steps.entries()) {
+          clock.advance(s.gapMs);
+          const now = clock();
+          const where = `${twin.name} op ${i} ${s.kind}(${s.key}, ${s.cost}) at ${now}`;
+          const blocked = (blockedUntil.get(s.key) ?? Number.NEGATIVE_INFINITY) > now;
+          if (s.kind === "charge") {
+            const receipt = await limiter.charge(s.key, s.cost);
+            if (blocked) expect(receipt.allowed, `${where}: a blocked key`).toBe(false);
+            if (receipt.allowed && s.cost > 0) {
+              const by = receipt.source === "redis" ? `redis ${s.key}` : `local ${s.key}`;
+              receipts.push({ receipt, act: push(by, now, s.cost), key: s.key });
+            }
+          } else if (s.kind === "refundReceipt" && receipts.length > 0) {
+            const { receipt, act, key } = receipts[s.pick % receipts.length]!;
+            const given = await limiter.refund(receipt).catch(() => 0);
+            expect(given, where).toBeLessThanOrEqual(receipt.units);
+            // A bucket's receipt in Redis does not count what other refunds credited since
+            // its charge (docs/redis.md#refunds-and-blocks): it is held to the bound of a
+            // refund without a receipt, a negative act when it is made.
+            if (twin.policy.kind === "bucket") push(`redis ${key}`, now, -given);
+            else act.units -= given;
+          } else if (s.kind === "refundKeyless") {
+            if (!twin.keyless) {
+              await expect(limiter.refund(s.key, s.cost), where).rejects.toThrow(TypeError);
+            } else {
+              const given = await limiter.refund(s.key, s.cost).catch(() => 0);
+              if (given > 0) push(`redis ${s.key}`, now, -given);
+            }
+          } else if (s.kind === "block") {
+            await limiter.block(s.key, 300).catch(() => undefined); // held locally regardless
+            blockedUntil.set(s.key, Math.max(blockedUntil.get(s.key) ?? 0, now + 300));
+          } else if (s.kind === "reset" && !stallable.stalled) {
+            await limiter.reset(s.key);
+            blockedUntil.delete(s.key);
+            acts.set(`redis ${s.key}`, []);
+            acts.set(`local ${s.key}`, []);
+          } else if (s.kind === "stall") {
+            stallable.stalled = true;
+          } else if (s.kind === "resume") {
+            await stallable.resume();
+          }
+        }
+        await stallable.resume();
+        for (const [who, list] of acts) {
+          expect(
+            breach(twin.policy, list),
+            `${twin.name} ${who}: ${JSON.stringify(list)}`,
+          ).toBeUndefined();
+        }
+      }),
+      { numRuns: RUNS, seed: SEED },
+    );
+  }
+}
+
+const redis = useRedis();
+describe.skipIf(!redis.available)("one Redis server, a stall injected", () => {
+  let conn: TestClient;
+  beforeAll(async () => {
+    conn = await ioredisAdapter.connect(redis.url());
+  });
+  afterAll(() => conn?.close());
+
+  test("every Redis limiter: the shared invariant holds, Redis healthy or stalled", async () => {
+    await crossFeature(conn.client);
+  }, 120_000);
+});
+
+const cluster = useRedisCluster();
+describe.skipIf(!cluster.available)("a Redis Cluster, a stall injected", () => {
+  test("every Redis limiter, keys over the masters: the shared invariant holds", async () => {
+    const c = await CLUSTER_ADAPTERS[0]!.connect(cluster.seed());
+    try {
+      await crossFeature(c.client);
+    } finally {
+      c.close();
+    }
+  }, 180_000);
+});
