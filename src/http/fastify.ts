@@ -140,7 +140,15 @@ export type FastifyRouteRateLimit<
 const WHERE = "fastifyRateLimit";
 
 /** The option names of the plugin beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "refundAborted", "onNearLimit"] as const;
+const OWN_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "refundIf",
+  "refundAborted",
+  "onNearLimit",
+] as const;
 
 /** The options a route may override in `config.rateLimit`. */
 const ROUTE_OPTIONS = [

@@ -88,7 +88,15 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
 const WHERE = "koaRateLimit";
 
 /** The option names of {@link koaRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "refundAborted", "onNearLimit"] as const;
+const OWN_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "refundIf",
+  "refundAborted",
+  "onNearLimit",
+] as const;
 
 /** The client's address on Koa: the node request's, as for `rateLimit`. */
 const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {

@@ -73,7 +73,15 @@ export interface RateLimitOptions<
 const WHERE = "rateLimit";
 
 /** The option names of {@link rateLimit} beyond the shared ones. */
-const OWN_OPTIONS = ["key", "cost", "skip", "onLimited", "refundIf", "refundAborted", "onNearLimit"] as const;
+const OWN_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "refundIf",
+  "refundAborted",
+  "onNearLimit",
+] as const;
 
 /**
  * A connect-style middleware `(req, res, next)` for node:http and Express: counts each
