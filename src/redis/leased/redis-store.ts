@@ -19,8 +19,18 @@ export interface RedisLeaseStoreConfig {
   /** Keep the `taken`/`given` record in each bucket's hash. */
   readonly record: boolean;
   readonly timeoutMs: number;
+  /** A contender that stops asking is dropped after this (ms): the limiter's `idleAfterMs`. */
+  readonly staleMs: number;
   /** The process clock the offset to the server's clock is measured against. */
   readonly clock: Clock;
+}
+
+/**
+ * A process's name in the buckets' contender fields: its id without dashes, at most 16
+ * characters (a UUID's first 64 bits: two processes sharing one only share a fair share).
+ */
+function processTag(processId: string): string {
+  return processId.replace(/-/g, "").slice(0, 16);
 }
 
 /** True when a client error says the keys of one call were in different slots. */
@@ -63,6 +73,7 @@ export class RedisLeaseStore implements LeaseStore {
       String(config.refillPerSecond),
       String(config.maxTtlMs),
       config.record ? "1" : "0",
+      String(config.staleMs),
     ];
   }
 
@@ -85,7 +96,7 @@ export class RedisLeaseStore implements LeaseStore {
     }
   }
 
-  async exchange(requests: readonly LeaseRequest[]): Promise<LeaseExchange> {
+  async exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange> {
     if (this.offsetMs === undefined) {
       this.measuring ??= this.measure().finally(() => {
         this.measuring = undefined;
@@ -94,8 +105,10 @@ export class RedisLeaseStore implements LeaseStore {
     }
     const c = this.config;
     const keys = requests.map((r) => this.keyOf(r.key));
-    const args = [...this.head];
-    for (const r of requests) args.push(String(r.give), String(r.want), String(r.need));
+    const args = [...this.head, processTag(processId)];
+    for (const r of requests) {
+      args.push(String(r.give), String(r.charge), String(r.want), String(r.need), String(r.demand));
+    }
     const sentMs = c.clock();
     args.push(String(Math.floor(sentMs + (this.offsetMs as number) + c.timeoutMs)));
     let reply: unknown;
