@@ -91,9 +91,10 @@ const MAKE_ROOM_LOOKS = 32;
  * The local lease table: at most `maxKeys` entries. Entries that are not pinned (no call,
  * charge or fallback bucket: {@link LeaseEntry.pinned}) wait in a set in the order they
  * settled, so a full table finds one to push out at its head, whatever the table holds
- * (its unused tokens go to `onEvict`, to go back). An entry the caller says to keep (its
- * key would get a fresh budget if it came back) moves to the back instead; after
- * {@link MAKE_ROOM_LOOKS} of those the new key is refused.
+ * (its unused tokens go to `onEvict`, to go back). An entry the caller would rather keep
+ * (its key would get a budget again if it came back) moves to the back instead; after
+ * {@link MAKE_ROOM_LOOKS} of those, the first of them goes when `force` allows, else the
+ * new key is refused.
  */
 export class LeaseTable {
   readonly entries = new Map<string, LeaseEntry>();
@@ -136,29 +137,47 @@ export class LeaseTable {
     if (!entry.pinned && this.entries.get(entry.key) === entry) this.settled.add(entry);
   }
 
-  /** Makes room for one more entry; false when none could be made. */
-  makeRoom(nowMs: number, idleAfterMs: number, keep: (entry: LeaseEntry) => boolean): boolean {
+  /**
+   * Makes room for one more entry; false when none could be made: every entry is pinned,
+   * or (without `force`) the ones looked at are all to keep.
+   */
+  makeRoom(
+    nowMs: number,
+    idleAfterMs: number,
+    keep: (entry: LeaseEntry) => boolean,
+    force: boolean,
+  ): boolean {
     if (this.entries.size < this.maxKeys) return true;
     let looked = 0;
+    let first: LeaseEntry | undefined;
     for (const entry of this.settled) {
-      if (++looked > MAKE_ROOM_LOOKS) break;
+      if (++looked > MAKE_ROOM_LOOKS || entry === first) break;
       if (keep(entry)) {
+        first ??= entry;
         // Looked at again after the others: the next call starts further on.
         this.settled.delete(entry);
         this.settled.add(entry);
         continue;
       }
-      this.remove(entry);
-      if (entry.isFree(nowMs) || nowMs - entry.lastUsedMs >= idleAfterMs) {
-        this.counts.evictedIdle++;
-      } else {
-        this.counts.evictedLossy++;
-      }
-      this.onEvict(entry);
+      this.evict(entry, nowMs, idleAfterMs);
+      return true;
+    }
+    if (force && first !== undefined) {
+      this.evict(first, nowMs, idleAfterMs);
       return true;
     }
     this.counts.refused++;
     return false;
+  }
+
+  private evict(entry: LeaseEntry, nowMs: number, idleAfterMs: number): void {
+    this.remove(entry);
+    if (entry.isFree(nowMs) || nowMs - entry.lastUsedMs >= idleAfterMs) {
+      this.counts.evictedIdle++;
+    } else {
+      this.counts.evictedLossy++;
+    }
+    this.onEvict(entry);
   }
 
   /** Up to `count` entries, continuing round-robin from the last call. */

@@ -18,7 +18,12 @@ import {
 } from "./options.js";
 import { RedisLeaseStore } from "./redis-store.js";
 import { LeaseSizing } from "./sizing.js";
-import type { LeaseExchange, LeaseRequest, LeaseStore } from "./store.js";
+import {
+  deferredTimerScheduler,
+  type LeaseExchange,
+  type LeaseRequest,
+  type LeaseStore,
+} from "./store.js";
 
 /**
  * Who decided a {@link LeasedDecision}: `'lease'` (this process's lease of the shared
@@ -195,8 +200,9 @@ export class LeasedTokenBucket {
         timeoutMs: redis?.timeoutMs as number,
         staleMs: config.idleAfterMs,
         clock: config.clock,
+        scheduler: o.scheduler === undefined ? deferredTimerScheduler : config.scheduler,
       });
-    this.oneNode = this.store.nodeOf === undefined;
+    this.oneNode = this.store.nodeOf === undefined || this.store.nodeOf("") === undefined;
     this.sizing = new LeaseSizing(config.leaseCap, config.leaseHorizonMs, config.lowWaterShare);
     this.table = new LeaseTable(config.maxKeys, (e) =>
       this.giveBack(e.key, e.group, e.tokens + e.give),
@@ -429,7 +435,11 @@ export class LeasedTokenBucket {
     let e = this.table.entries.get(key);
     if (e === undefined) {
       if (!take) return this.unseen(cost);
-      if (!this.table.makeRoom(now, this.config.idleAfterMs, (x) => this.keep(x, now))) {
+      const failing = this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined;
+      // While the store answers, a full table of drained keys still takes a new one (the
+      // drained key, if it comes back, gets its credit again, charged like any credit);
+      // while it fails, a new key is refused rather than a drained one's fallback renewed.
+      if (!this.table.makeRoom(now, this.config.idleAfterMs, (x) => this.keep(x, now), !failing)) {
         return this.refuse(key, now);
       }
       this.full = false;
@@ -478,10 +488,10 @@ export class LeasedTokenBucket {
   }
 
   /**
-   * @internal Whether a full table should keep `e` rather than make room with it: while the
+   * @internal Whether a full table would rather keep `e` than make room with it: while the
    * store fails, an entry whose bucket was last seen less than full (a new entry would fall
-   * back to a full share); otherwise one the store said is empty for now (a new entry would
-   * be admitted on credit again).
+   * back to a full share); otherwise one the store said has nothing for this process now
+   * (a new entry would be admitted on credit again).
    */
   private keep(e: LeaseEntry, now: number): boolean {
     if (this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined) {
@@ -681,7 +691,8 @@ export class LeasedTokenBucket {
       const batch = this.refillPerSecond > 0 ? target / 2 : 0;
       need = Math.min(want, Math.max(short, batch, 1e-9));
     }
-    const probe = e.probe;
+    // A fallback bucket ends with an answer, so it asks for one even with nothing to send.
+    const probe = e.probe || e.fallback !== undefined;
     e.wants = false;
     e.probe = false;
     e.needCost = 0;
@@ -834,7 +845,9 @@ export class LeasedTokenBucket {
       if (late) e.give += r.give;
       e.charge += e.sentCharge;
       e.sentCharge = 0;
-      if (e.charge > 0 || e.give > 0) this.enqueue(e);
+      // Whatever it owes or holds is sent again once the back-off allows; so is a probe for
+      // a fallback bucket, which only an answer ends.
+      if (e.charge > 0 || e.give > 0 || e.fallback !== undefined) this.enqueue(e);
       else this.table.settle(e);
     }
     this.settled("lease", requests.length, late ? new StoreTimeoutError(0) : error, late);

@@ -11,6 +11,8 @@ import { fits } from "../../numeric.js";
  * once the store answers again, so leases resume without a burst on top of it.
  */
 export class LocalShare {
+  /** Tokens it started with (at most `capacity`; below zero: a debt refilled first). */
+  readonly startTokens: number;
   private tokens: number;
   private anchorMs: number;
 
@@ -23,7 +25,8 @@ export class LocalShare {
     startTokens: number,
     nowMs: number,
   ) {
-    this.tokens = startTokens < capacity ? startTokens : capacity;
+    this.startTokens = startTokens < capacity ? startTokens : capacity;
+    this.tokens = this.startTokens;
     this.anchorMs = nowMs;
   }
 

@@ -1,10 +1,11 @@
 import type { Clock } from "../../limiter.js";
+import { StoreTimeoutError } from "../../store/errors.js";
 import { type RedisKey, type RedisLike, redisKey } from "../client.js";
 import { hashSlot } from "../hash-slot.js";
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../lua/lease.js";
 import { replyArray, replyNumber } from "../reply.js";
 import { runScript } from "../script.js";
-import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore } from "./store.js";
+import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore, Scheduler } from "./store.js";
 
 /** What {@link RedisLeaseStore} is built from (validated by `LeasedTokenBucket`). */
 export interface RedisLeaseStoreConfig {
@@ -23,6 +24,8 @@ export interface RedisLeaseStoreConfig {
   readonly staleMs: number;
   /** The process clock the offset to the server's clock is measured against. */
   readonly clock: Clock;
+  /** The timers of the call timeouts (the limiter's scheduler, or deferred `setTimeout`). */
+  readonly scheduler: Scheduler;
 }
 
 /**
@@ -114,7 +117,7 @@ export class RedisLeaseStore implements LeaseStore {
     let reply: unknown;
     try {
       this.roundTrips++;
-      reply = await runScript(c.client, LEASE_SCRIPT, keys, args, c.timeoutMs);
+      reply = await this.timed(runScript(c.client, LEASE_SCRIPT, keys, args));
     } catch (error) {
       if (!this.bySlot && isCrossSlot(error)) this.bySlot = true;
       throw error;
@@ -141,12 +144,13 @@ export class RedisLeaseStore implements LeaseStore {
     const c = this.config;
     const sentMs = c.clock();
     this.roundTrips++;
-    const reply = await runScript(
-      c.client,
-      HEARTBEAT_SCRIPT,
-      [c.heartbeatKey],
-      [processId, String(ttlMs), leave ? "1" : "0"],
-      c.timeoutMs,
+    const reply = await this.timed(
+      runScript(
+        c.client,
+        HEARTBEAT_SCRIPT,
+        [c.heartbeatKey],
+        [processId, String(ttlMs), leave ? "1" : "0"],
+      ),
     );
     const [live, now] = replyArray(reply, 2);
     this.observe(sentMs, now);
@@ -158,14 +162,32 @@ export class RedisLeaseStore implements LeaseStore {
     const c = this.config;
     const sentMs = c.clock();
     this.roundTrips++;
-    const reply = await runScript(
-      c.client,
-      HEARTBEAT_SCRIPT,
-      [c.heartbeatKey],
-      ["", "0", "1"],
-      c.timeoutMs,
+    const reply = await this.timed(
+      runScript(c.client, HEARTBEAT_SCRIPT, [c.heartbeatKey], ["", "0", "1"]),
     );
     this.observe(sentMs, replyArray(reply, 2)[1]);
+  }
+
+  /**
+   * @internal `call`, rejected with a {@link StoreTimeoutError} after `timeoutMs` on the
+   * configured timers (the call itself may still run on the server: the deadline makes it
+   * write nothing there).
+   */
+  private timed(call: Promise<unknown>): Promise<unknown> {
+    const { timeoutMs, scheduler } = this.config;
+    return new Promise((resolve, reject) => {
+      const cancel = scheduler(() => reject(new StoreTimeoutError(timeoutMs)), timeoutMs);
+      call.then(
+        (value) => {
+          cancel();
+          resolve(value);
+        },
+        (error: unknown) => {
+          cancel();
+          reject(error);
+        },
+      );
+    });
   }
 
   /** @internal Keeps the offset from the server's now in a reply (at the round trip's middle). */

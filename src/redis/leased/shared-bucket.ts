@@ -91,8 +91,9 @@ export interface KeyExchange extends LeaseGrant {
  *    gets up to `want` of that when `need` fits, else nothing. A process that got less than
  *    it wanted is (or stays) a contender; one that got all it wanted is not.
  * `waitMs` is the time until this process could get `need` (0 when it could now): a debt
- * repaid by the whole refill, then its share of the refill plus the part nobody claims;
- * Infinity without refill.
+ * repaid by the whole refill, then its share of the refill plus the part nobody claims, or
+ * the time until the bucket is full (what is set aside does not hold back a full bucket),
+ * whichever is sooner; Infinity without refill.
  */
 export function exchangeKey(
   state: BucketState,
@@ -109,7 +110,11 @@ export function exchangeKey(
   const tokens0 = state.tokens;
   let tokens = refilled < capacity ? refilled : capacity;
   const above = (tokens > 0 ? tokens : 0) - (tokens0 > 0 ? tokens0 : 0);
-  if (above > 0 && contenders.size > 0 && rate > 0) {
+  // A full bucket wastes its refill: what is set aside does not hold it back (when the
+  // contenders' needs add up to more than the capacity, their shares could never all cover
+  // them). Whoever asks then may take any of it; the others keep their part of the rest.
+  const full = tokens >= capacity;
+  if (!full && above > 0 && contenders.size > 0 && rate > 0) {
     const list = [...contenders.values()];
     const shares = fairShares(
       rate,
@@ -142,12 +147,20 @@ export function exchangeKey(
     let mine = contenders.get(processId);
     const own = mine === undefined ? 0 : mine.entitled;
     const free = holds - reserved;
-    const available = own + (free > 0 ? free : 0);
+    const available = full ? holds : own + (free > 0 ? free : 0);
     if (fits(request.need, available)) {
       granted = request.want < available ? request.want : available;
       if (granted < 0) granted = 0;
       tokens -= granted;
       if (mine !== undefined) mine.entitled = own > granted ? own - granted : 0;
+      // Taken from a full bucket beyond its own part: the others' parts shrink to fit.
+      const left = tokens > 0 ? tokens : 0;
+      let kept = 0;
+      for (const c of contenders.values()) kept += c.entitled;
+      if (kept > left) {
+        const scale = left / kept;
+        for (const c of contenders.values()) c.entitled *= scale;
+      }
     }
     if (granted < request.want && rate > 0) {
       if (mine === undefined) {
@@ -164,6 +177,11 @@ export function exchangeKey(
     if (!fits(request.need, left)) {
       const short = request.need - (left > 0 ? left : 0);
       waitMs = waitFor(short, tokens, processId, request.demand, contenders, rate);
+      // ... or until the bucket is full, when whoever asks may take it.
+      if (rate > 0 && request.need <= capacity) {
+        const fullMs = ((capacity - tokens) * 1000) / rate;
+        if (fullMs < waitMs) waitMs = fullMs;
+      }
     }
     // Kept while it keeps asking: for staleMs, plus twice the wait it was given.
     if (mine !== undefined) {

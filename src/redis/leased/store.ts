@@ -90,3 +90,22 @@ export const timerScheduler: Scheduler = (run, delayMs) => {
   if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
   return () => clearTimeout(timer);
 };
+
+/**
+ * The call timeouts' {@link Scheduler} by default: `setTimeout` (unref'd) whose run waits
+ * one more turn of the event loop (`setImmediate`): after a blocked event loop the timer
+ * phase runs before sockets are read, so a reply already there would otherwise lose to the
+ * timer, and a call Redis answered would count as failed.
+ */
+export const deferredTimerScheduler: Scheduler = (run, delayMs) => {
+  let cancelled = false;
+  const cancel = timerScheduler(() => {
+    setImmediate(() => {
+      if (!cancelled) run();
+    });
+  }, delayMs);
+  return () => {
+    cancelled = true;
+    cancel();
+  };
+};

@@ -93,7 +93,8 @@ for i = 1, #KEYS do
   local refilled = tokens + ((t - anchor) * rate) / 1000
   if refilled < capacity then tokens = refilled else tokens = capacity end
   local above = pos(tokens) - pos(tokens0)
-  if above > 0 and #live > 0 and rate > 0 then
+  local full = tokens >= capacity
+  if not full and above > 0 and #live > 0 and rate > 0 then
     local demands = {}
     for j, c in ipairs(live) do demands[j] = c.demand end
     local shares = fairShares(demands)
@@ -125,12 +126,20 @@ for i = 1, #KEYS do
     local own = 0
     if mine then own = mine.entitled end
     local available = own + pos(holds - reserved)
+    if full then available = holds end
     if fits(need, available) then
       granted = math.min(want, available)
       if granted < 0 then granted = 0 end
       tokens = tokens - granted
       if mine then
         if own > granted then mine.entitled = own - granted else mine.entitled = 0 end
+      end
+      local left = pos(tokens)
+      local kept = 0
+      for _, c in ipairs(live) do kept = kept + c.entitled end
+      if kept > left then
+        local scale = left / kept
+        for _, c in ipairs(live) do c.entitled = c.entitled * scale end
       end
     end
     if granted < want and rate > 0 then
@@ -162,6 +171,10 @@ for i = 1, #KEYS do
         for _, s in ipairs(shares) do claimed = claimed + s end
         local perSecond = shares[1] + (rate - claimed)
         if perSecond > 0 then waitMs = debtMs + (short * 1000) / perSecond else waitMs = math.huge end
+        if need <= capacity then
+          local fullMs = ((capacity - tokens) * 1000) / rate
+          if fullMs < waitMs then waitMs = fullMs end
+        end
       end
     end
     if mine then
