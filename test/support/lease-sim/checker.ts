@@ -190,24 +190,24 @@ export class Checker {
     nowMs: number,
     label: string,
   ): void {
-    const where = `${label} t=${nowMs.toFixed(3)} p${owner} ${key} cost ${cost}`;
+    const where = () => `${label} t=${nowMs.toFixed(3)} p${owner} ${key} cost ${cost}`;
     const { capacity } = this.config;
-    if (d.limit !== capacity) this.fail(`${where}: limit ${d.limit}, capacity ${capacity}`);
+    if (d.limit !== capacity) this.fail(`${where()}: limit ${d.limit}, capacity ${capacity}`);
     if (!(Number.isInteger(d.remaining) && d.remaining >= 0 && d.remaining <= d.limit)) {
-      this.fail(`${where}: remaining ${d.remaining}`);
+      this.fail(`${where()}: remaining ${d.remaining}`);
     }
     if (d.allowed && d.retryAfterMs !== 0)
-      this.fail(`${where}: allowed with retryAfterMs ${d.retryAfterMs}`);
+      this.fail(`${where()}: allowed with retryAfterMs ${d.retryAfterMs}`);
     if (!d.allowed && !(d.retryAfterMs > 0)) {
-      this.fail(`${where}: denied (${d.source}) with retryAfterMs ${d.retryAfterMs}`);
+      this.fail(`${where()}: denied (${d.source}) with retryAfterMs ${d.retryAfterMs}`);
     }
     if (d.source === "pending" && (d.allowed || d.remaining !== 0)) {
-      this.fail(`${where}: pending ${JSON.stringify(d)}`);
+      this.fail(`${where()}: pending ${JSON.stringify(d)}`);
     }
     if ((d.source === "full" || d.source === "stopped") && d.allowed) {
-      this.fail(`${where}: ${d.source} allowed`);
+      this.fail(`${where()}: ${d.source} allowed`);
     }
-    if (d.source === "credit" && !d.allowed) this.fail(`${where}: credit denied`);
+    if (d.source === "credit" && !d.allowed) this.fail(`${where()}: credit denied`);
     if (!took || !d.allowed || cost === 0 || d.source === "open") return;
     const t = this.track(key, nowMs);
     t.admitted += cost;
@@ -225,11 +225,11 @@ export class Checker {
     const overExact = t.admitted - pe - capacity - t.minExact;
     const overFormula = t.admitted - pf - capacity - t.minFormula;
     if (overExact > tol) {
-      this.fail(`${where}: ${d.source} admission passes the exact bound by ${overExact}`);
+      this.fail(`${where()}: ${d.source} admission passes the exact bound by ${overExact}`);
     }
     if (overFormula > tol) {
       this.fail(
-        `${where}: ${d.source} admission passes the outage allowance formula by ${overFormula}`,
+        `${where()}: ${d.source} admission passes the outage allowance formula by ${overFormula}`,
       );
     }
   }
