@@ -241,6 +241,8 @@ describe("a full Redis is not an outage", () => {
     await offer(w, limiters, "k", 3000, 10); // drains the bucket
     expect(w.memory.tokens("k")).toBeLessThan(1);
     w.store.mode = "oom";
+    // Other keys' lease calls are refused: the node is down for every key, "k" included.
+    await offer(w, limiters, "other", 200, 10);
     const admitted = await offer(w, limiters, "k", 10_000, 10);
     // The fallback starts at each process's share of what the bucket held when last seen:
     // about nothing, refilled at 0.01 / 2 per second. Before: 10 (5 each, a fresh share).
@@ -250,7 +252,26 @@ describe("a full Redis is not an outage", () => {
 });
 
 describe("honest decisions", () => {
-  test("a new key refused by a full table says so: source full, a retry after the store's next try, an event", async () => {
+  test("a new key refused by a full table says so: source full, a retry after the store's next try", async () => {
+    const w = world(10, 1);
+    const limiter = w.limiter({ maxKeys: 4 });
+    await w.timers.advance(7000); // counted by the heartbeats
+    w.store.mode = "down";
+    for (let i = 0; i < 4; i++) {
+      limiter.consume(`k${i}`);
+      limiter.consume(`k${i}`); // past its credit: a fallback bucket to keep
+    }
+    await w.timers.advance(20);
+    const refused = limiter.consume("newcomer");
+    // Before: { allowed: false, retryAfterMs: 5, source: "lease" }, as if a lease were coming.
+    expect(refused).toMatchObject({ allowed: false, source: "full", remaining: 0 });
+    // Until the store is tried again (the back-off after the failed calls).
+    expect(refused.retryAfterMs).toBeGreaterThanOrEqual(50);
+    expect(limiter.consume("another").source).toBe("full");
+    expect(limiter.stats.refused).toBe(2);
+  });
+
+  test("a full table tells onTableFull once, until it takes a new key again", async () => {
     const w = world(10, 1);
     const events: unknown[] = [];
     const limiter = w.limiter({
@@ -262,18 +283,17 @@ describe("honest decisions", () => {
     w.store.mode = "down";
     for (let i = 0; i < 4; i++) {
       limiter.consume(`k${i}`);
-      limiter.consume(`k${i}`); // past its credit: a fallback bucket to keep
+      limiter.consume(`k${i}`);
     }
     await w.timers.advance(20);
     const refused = limiter.consume("newcomer");
-    // Before: { allowed: false, retryAfterMs: 5, source: "lease" }, as if a lease were coming.
-    expect(refused).toMatchObject({ allowed: false, source: "full", remaining: 0 });
-    expect(refused.retryAfterMs).toBeGreaterThanOrEqual(50);
-    expect(limiter.consume("another").source).toBe("full");
+    limiter.consume("another");
     expect(events).toEqual([
       { key: "newcomer", keys: 4, pinned: 4, retryAfterMs: refused.retryAfterMs },
     ]);
-    expect(limiter.stats.refused).toBe(2);
+    w.store.mode = "ok";
+    await w.timers.advance(5000);
+    expect(limiter.consume("later").allowed).toBe(true);
   });
 
   test("after close() a drained key admits nothing", async () => {
@@ -337,6 +357,30 @@ describe("fair shares", () => {
 });
 
 describe("efficiency", () => {
+  test("four processes offering 1,000 per second against 2,000 use fewer Redis commands and reach 98% of the bound", async () => {
+    // Before: about 34 commands (a script's inner ones included) per 1,000 decisions and
+    // 97.4% of the exact bound. A lease holds at most a fifth of the capacity (200), so a
+    // process's fair share of 500 per second takes a few lease calls a second.
+    const w = world(1000, 2000, 0.5);
+    const limiters = Array.from({ length: 4 }, () => w.limiter({ initialCredit: 0 }));
+    await offer(w, limiters, "hot", 2000, 1);
+    const exchanges0 = w.store.exchanges;
+    const keys0 = w.store.keysSent;
+    const beats0 = w.store.heartbeats;
+    const steady = await offer(w, limiters, "hot", 10_000, 1);
+    const decisions = 4 * 10_000;
+    const commands =
+      2 * (w.store.exchanges - exchanges0) +
+      3 * (w.store.keysSent - keys0) +
+      7 * (w.store.heartbeats - beats0);
+    const perThousand = (commands / decisions) * 1000;
+    const utilisation = sum(steady) / (2000 * 10);
+    expect({ perThousand, utilisation }).toEqual({
+      perThousand: expect.toSatisfy((x: number) => x <= 30),
+      utilisation: expect.toSatisfy((x: number) => x >= 0.98),
+    });
+  });
+
   test("four processes offering 4,000 per second against 2,000 use at most 10 Redis commands per 1,000 decisions at 98% of the bound", async () => {
     // capacity 1,000, 2,000 per second; each process asks 4 times a millisecond.
     const w = world(1000, 2000, 0.5);
@@ -356,7 +400,9 @@ describe("efficiency", () => {
     const perThousand = (commands / decisions) * 1000;
     // Saturated, an exact shared bucket admits its refill: 2,000 per second.
     const utilisation = sum(steady) / (2000 * 10);
-    expect(perThousand).toBeLessThanOrEqual(10);
-    expect(utilisation).toBeGreaterThanOrEqual(0.98);
+    expect({ perThousand, utilisation }).toEqual({
+      perThousand: expect.toSatisfy((x: number) => x <= 10),
+      utilisation: expect.toSatisfy((x: number) => x >= 0.98),
+    });
   });
 });
