@@ -15,7 +15,7 @@ export interface Contender {
   demand: number;
   /** Tokens of the bucket set aside for it (from its fair share of the refill). */
   entitled: number;
-  /** Most tokens it may have set aside: what it last wanted (at least what it needed). */
+  /** Most tokens it may have set aside: the most it wanted while contending (at least what it needed). */
   most: number;
   /** Dropped after this time (ms) unless it asks again. */
   untilMs: number;
@@ -168,14 +168,19 @@ export function exchangeKey(
         contenders.set(processId, mine);
       }
       mine.demand = request.demand;
-      mine.most = request.want > request.need ? request.want : request.need;
+      // What it may have set aside: the most it asked for while contending (a request that
+      // asks a little less, with tokens still in hand, does not cut it).
+      const most = request.want > request.need ? request.want : request.need;
+      if (most > mine.most) mine.most = most;
     } else if (mine !== undefined) {
       contenders.delete(processId);
       mine = undefined;
     }
     const left = available - granted;
     if (!fits(request.need, left)) {
-      const short = request.need - (left > 0 ? left : 0);
+      // Counted from what is set aside for it alone: the free part may be gone by then.
+      const own = mine === undefined ? 0 : mine.entitled;
+      const short = request.need - (own < left ? own : left > 0 ? left : 0);
       waitMs = waitFor(short, tokens, processId, request.demand, contenders, rate);
       // ... or until the bucket is full, when whoever asks may take it.
       if (rate > 0 && request.need <= capacity) {

@@ -148,7 +148,9 @@ for i = 1, #KEYS do
         live[#live + 1] = mine
       end
       mine.demand = demand
-      if want > need then mine.most = want else mine.most = need end
+      local most = need
+      if want > need then most = want end
+      if most > mine.most then mine.most = most end
     elseif mine then
       table.remove(live, mineAt)
       drop[#drop + 1] = me
@@ -156,7 +158,10 @@ for i = 1, #KEYS do
     end
     local left = available - granted
     if not fits(need, left) then
-      local short = need - pos(left)
+      local kept = 0
+      if mine then kept = mine.entitled end
+      if pos(left) < kept then kept = pos(left) end
+      local short = need - kept
       if not (rate > 0) then
         waitMs = math.huge
       else

@@ -70,6 +70,8 @@ function merge(into: Totals, t: Totals): void {
   for (const [k, n] of Object.entries(t.faults)) into.faults[k] = (into.faults[k] ?? 0) + n;
   into.violations += t.violations;
   into.failing.push(...t.failing.slice(0, 50 - into.failing.length));
+  // (Infinity crosses the worker's channel as null: a batch without fairness runs adds none.)
+  if (t.fairnessRuns === 0) return;
   into.fairnessRuns += t.fairnessRuns;
   into.worstFairness = Math.min(into.worstFairness, t.worstFairness);
   into.bestFairness = Math.max(into.bestFairness, t.bestFairness);
