@@ -3,6 +3,7 @@ import { StoreTimeoutError } from "../../store/errors.js";
 import { type RedisKey, type RedisLike, redisKey } from "../client.js";
 import { hashSlot } from "../hash-slot.js";
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../lua/lease.js";
+import { checkEvictionPolicy } from "../maxmemory.js";
 import { replyArray, replyNumber } from "../reply.js";
 import { runScript } from "../script.js";
 import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore, Scheduler } from "./store.js";
@@ -101,6 +102,8 @@ export class RedisLeaseStore implements LeaseStore {
 
   async exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange> {
     if (this.offsetMs === undefined) {
+      // Once per client: a server that may evict bucket keys gets one warning.
+      checkEvictionPolicy(this.config.client);
       this.measuring ??= this.measure().finally(() => {
         this.measuring = undefined;
       });
