@@ -87,13 +87,10 @@ export interface KeyExchange extends LeaseGrant {
  * 2. take back `give` (never above capacity);
  * 3. take `charge` whatever the bucket holds (it may go below zero: later refills repay it
  *    before anything is set aside or granted);
- * 4. when `want` > 0: the process may have what is set aside for it plus what is free; it
- *    gets up to `want` of that when `need` fits, else nothing. A process that got less than
- *    it wanted is (or stays) a contender; one that got all it wanted is not.
- * `waitMs` is the time until this process could get `need` (0 when it could now): a debt
- * repaid by the whole refill, then its share of the refill plus the part nobody claims, or
- * the time until the bucket is full (what is set aside does not hold back a full bucket),
- * whichever is sooner; Infinity without refill.
+ * 4. when `want` > 0: up to `want` of what is set aside for it plus what is free, when
+ *    `need` fits, else nothing; one that got less than it wanted is (or stays) a contender.
+ * `waitMs`: until this process could get `need` (0: now): a debt at the whole refill, then
+ * its share plus the unclaimed part, or until the bucket is full, whichever is sooner.
  */
 export function exchangeKey(
   state: BucketState,

@@ -7,11 +7,9 @@ import { LUA_COMMON } from "./common.js";
  * cluster), on the server's clock; src/redis/leased/shared-bucket.ts is its model, operation
  * for operation (refill, the contenders' fair shares of it, give back, charge, take).
  *
- * A key is a hash: `tokens` and `anchor` (absent: a full bucket), one field `c:<process>`
- * per contender (`demand entitled most until`, four `%.17g` numbers), and with `record`
- * the running totals `taken`, `given` and `charged` that no decision reads (the
- * independent record the tests check); a recorded key lives `maxTtlMs` after a write,
- * another expires when full again. A full bucket without contenders has no state.
+ * A key is a hash: `tokens` and `anchor` (absent: full), a field `c:<process>` per contender
+ * (`demand entitled most until`), and with `record` the totals `taken`, `given`, `charged`
+ * no decision reads; a recorded key lives `maxTtlMs` after a write, another until full.
  *
  * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), staleMs, the
  * process's tag, then per key give, charge, want, need, demand, and last the deadline
