@@ -1,12 +1,14 @@
 import type { LeaseStore, Scheduler } from "./store.js";
 
-/** The first retry after a failed heartbeat (ms); it doubles up to the beat interval. */
+/** The first retry after a failed heartbeat (ms); it doubles up to {@link MAX_RETRY_MS}. */
 const FIRST_RETRY_MS = 100;
+/** The longest wait between failed heartbeats (ms), or the beat interval if shorter. */
+const MAX_RETRY_MS = 1000;
 
 /**
- * This process's heartbeat: announces it as live every third of `ttlMs` (sooner after a
- * failure, from 100 ms doubling up to that) and keeps the number of live processes from
- * the last answer, which the `'local'` fallback divides the limit by.
+ * This process's heartbeat: announces it as live every third of `ttlMs` (after a failure
+ * sooner, from 100 ms doubling up to 1 s) and keeps the number of live processes from the
+ * last answer, which the `'local'` fallback divides the limit by.
  *
  * The count is only a safe divisor when every other process counted this one too: the
  * others count at their own beats, so this process must have been live for one whole beat
@@ -85,10 +87,11 @@ export class Heartbeat {
         this.failingSinceMs ??= this.now();
         // Retry sooner than the interval: a process that waits to be counted, or a store
         // that came back, should not wait a whole interval to be heard.
-        if (this.retryMs < this.intervalMs) {
+        const retryMs = Math.min(this.retryMs, MAX_RETRY_MS);
+        if (retryMs < this.intervalMs) {
           this.cancel?.();
-          this.cancel = this.scheduler(() => this.beat(), this.retryMs);
-          this.retryMs *= 2;
+          this.cancel = this.scheduler(() => this.beat(), retryMs);
+          this.retryMs = retryMs * 2;
         }
         this.onResult(error);
       },

@@ -100,7 +100,7 @@ export interface LeasedTokenBucketStats {
 const NO_LEASE_RETRY_FLOOR_MS = 1;
 /** The first back-off after a failed exchange (ms); it doubles up to {@link MAX_BACKOFF_MS}. */
 const FIRST_BACKOFF_MS = 100;
-const MAX_BACKOFF_MS = 1000;
+const MAX_BACKOFF_MS = 250;
 
 /** A node whose last exchange failed: no exchange before `retryAtMs` but a probe. */
 interface DownMark {
@@ -826,8 +826,10 @@ export class LeasedTokenBucket {
     this.lastError = error;
     const now = this.now(WHERE);
     const mark = this.down.get(node);
+    // A late answer is an answer: the node is up, only the deadline (the offset to its
+    // clock, corrected by this answer) was wrong, so the back-off starts over.
     const backoffMs =
-      mark === undefined
+      mark === undefined || late
         ? Math.max(FIRST_BACKOFF_MS, this.config.batchWindowMs)
         : Math.min(MAX_BACKOFF_MS, mark.backoffMs * 2);
     this.down.set(node, { retryAtMs: now + backoffMs, backoffMs });

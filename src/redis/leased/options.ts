@@ -149,7 +149,7 @@ const HINTS = {
   leaseSize: 'use "maxLeaseTokens" or "maxLeaseShare"',
   batchMs: 'use "batchWindowMs"',
   circuit:
-    "LeasedTokenBucket has no circuit: decisions never wait for Redis; a failed batch is retried after 100 ms to 1 s",
+    "LeasedTokenBucket has no circuit: decisions never wait for Redis; a failed batch is retried after 100 to 250 ms",
 };
 
 /** The validated options. */

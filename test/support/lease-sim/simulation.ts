@@ -123,7 +123,11 @@ export function livenessMs(c: DrawnConfig): number {
   const sweep = Math.max(c.batchWindowMs, Math.min(c.idleAfterMs, c.leaseTtlMs) / 4);
   const roundTrip = 3 * c.latencyMs + 1;
   return (
-    c.timeoutMs + Math.max(c.heartbeatTtlMs / 3, 1000) + sweep + 2 * c.batchWindowMs + 2 * roundTrip
+    c.timeoutMs +
+    Math.max(Math.min(c.heartbeatTtlMs / 3, 1000), 250) +
+    sweep +
+    2 * c.batchWindowMs +
+    2 * roundTrip
   );
 }
 
@@ -131,6 +135,16 @@ interface Proc extends Observed {
   readonly limiter: LeasedTokenBucket;
   skewMs: number;
   closed: boolean;
+}
+
+/** Internals of a process's limiter, for a violation's message. */
+function debugOf(p: { limiter: LeasedTokenBucket }): string {
+  const x = p.limiter as unknown as {
+    batcher: { pending: number; cancel: unknown };
+    down: Map<string, unknown>;
+    inFlight: Set<unknown>;
+  };
+  return `process ${p.limiter.processId.slice(0, 4)}, batcher ${x.batcher.pending} keys (timer ${x.batcher.cancel !== undefined}), down ${JSON.stringify([...x.down])}, calls in flight ${x.inFlight.size}`;
 }
 
 /**
@@ -542,8 +556,15 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
       const second = p.limiter.consume(key);
       admitted = second.allowed;
       if (!admitted) {
+        const table = (p.limiter as unknown as { table: LeaseTable }).table;
+        const entries = [...table.entries.values()]
+          .slice(0, 4)
+          .map(
+            (e) =>
+              `${e.key}{inFlight ${e.inFlight} queued ${e.queued} charge ${e.charge} sent ${e.sentCharge} fallback ${e.fallback !== undefined} deniedUntil ${e.deniedUntilMs}}`,
+          );
         checker.fail(
-          `liveness p${p.owner}: a new key denied (${first.source}, then ${second.source}) after the store healed`,
+          `liveness p${p.owner}: a new key denied (${first.source}, then ${second.source}) after the store healed (at ${healed}, checked at ${world.nowMs}, local clock ${p.skewMs} ms ahead); table ${table.size}, pinned ${table.pinned}: ${entries.join(", ")}; ${debugOf(p)}`,
         );
       }
     }
@@ -579,15 +600,20 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
   async function fairnessPhase(): Promise<SeedResult["fairness"]> {
     // New processes on the same store, after the others closed: shares are measured where
     // a window holds enough tokens to tell (a refill of at least 5 per second).
-    // Decisions of at most a quarter of the capacity, at most 100 per second per process.
-    const offered = (4 * c.refillPerSecond) / Math.max(2, Math.min(5, c.processes));
+    // Decisions of at most a quarter of the capacity, at most 100 per second per process,
+    // and room in the bucket for every process's next request twice over (a request that
+    // needs the whole bucket goes to whoever asks when it is full: no share to be fair with).
+    const n = Math.max(2, Math.min(5, c.processes));
+    const offered = (4 * c.refillPerSecond) / n;
+    const perSecond = Math.min(100, Math.max(50, offered / (c.capacity / 4)), offered);
     if (c.refillPerSecond < 5 || offered / 100 > c.capacity / 4) return undefined;
+    if (2 * n * (offered / perSecond) > c.capacity) return undefined;
     for (const p of procs.filter((x) => !x.closed)) {
       p.closed = true;
       void p.limiter.close();
     }
     await runUntil(world.nowMs + 200);
-    return measureFairness(Math.max(2, Math.min(5, c.processes)));
+    return measureFairness(n);
   }
 
   async function measureFairness(n: number): Promise<SeedResult["fairness"]> {
