@@ -29,6 +29,8 @@ export class Heartbeat {
   failingSinceMs: number | undefined = undefined;
   private cancel: (() => void) | undefined;
   private stopped = false;
+  /** A probe ({@link beatNow}) is under way. */
+  private probing = false;
   private retryMs = FIRST_RETRY_MS;
 
   constructor(
@@ -61,41 +63,59 @@ export class Heartbeat {
     return since < this.lastOkAtMs + this.ttlMs;
   }
 
+  /** Sends one heartbeat now, beside the schedule (a probe of a store marked down). */
+  beatNow(): void {
+    if (this.stopped || this.probing) return;
+    this.probing = true;
+    this.send().finally(() => {
+      this.probing = false;
+    });
+  }
+
   private beat(): void {
     if (this.stopped) return;
-    this.sent++;
     this.cancel = this.scheduler(() => this.beat(), this.intervalMs);
+    void this.send();
+  }
+
+  /** One heartbeat call and its handling; resolves when it settled. */
+  private send(): Promise<void> {
+    this.sent++;
     let call: Promise<number>;
     try {
       call = this.store.heartbeat(this.processId, this.ttlMs, false);
     } catch (error) {
       call = Promise.reject(error);
     }
-    call.then(
-      (live) => {
-        if (this.stopped) return;
-        const now = this.now();
-        if (now - this.lastOkAtMs >= this.ttlMs) this.streakStartMs = now;
-        this.lastOkAtMs = now;
-        this.failingSinceMs = undefined;
-        this.retryMs = FIRST_RETRY_MS;
-        if (live >= 1) this.live = live;
-        this.onResult(undefined);
-      },
-      (error: unknown) => {
-        if (this.stopped) return;
-        this.failingSinceMs ??= this.now();
-        // Retry sooner than the interval: a process that waits to be counted, or a store
-        // that came back, should not wait a whole interval to be heard.
-        const retryMs = Math.min(this.retryMs, MAX_RETRY_MS);
-        if (retryMs < this.intervalMs) {
-          this.cancel?.();
-          this.cancel = this.scheduler(() => this.beat(), retryMs);
-          this.retryMs = retryMs * 2;
-        }
-        this.onResult(error);
-      },
-    );
+    return call
+      .then(
+        (live) => {
+          if (this.stopped) return;
+          const now = this.now();
+          if (now - this.lastOkAtMs >= this.ttlMs) this.streakStartMs = now;
+          this.lastOkAtMs = now;
+          this.failingSinceMs = undefined;
+          this.retryMs = FIRST_RETRY_MS;
+          if (live >= 1) this.live = live;
+          this.onResult(undefined);
+        },
+        (error: unknown) => {
+          if (this.stopped) return;
+          this.failingSinceMs ??= this.now();
+          // Retry sooner than the interval: a process that waits to be counted, or a store
+          // that came back, should not wait a whole interval to be heard.
+          const retryMs = Math.min(this.retryMs, MAX_RETRY_MS);
+          if (retryMs < this.intervalMs) {
+            this.cancel?.();
+            this.cancel = this.scheduler(() => this.beat(), retryMs);
+            this.retryMs = retryMs * 2;
+          }
+          this.onResult(error);
+        },
+      )
+      .catch(() => {
+        // A throwing onError or onRecover has nowhere left to go.
+      });
   }
 
   /** Stops and withdraws this process (resolves whatever the store answers). */

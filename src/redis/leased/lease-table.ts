@@ -41,6 +41,14 @@ export class LeaseEntry {
   readonly group: string;
   /** The local bucket while the store fails (policy `'local'`). */
   fallback: LocalShare | undefined = undefined;
+  /**
+   * The last fallback bucket, kept once the store answered while it was not full: should
+   * the store fail again soon, the fallback goes on from it rather than from a fresh share
+   * (a process whose calls fail on and off must not get a share per failure).
+   */
+  pausedShare: LocalShare | undefined = undefined;
+  /** When {@link pausedShare} was kept (local clock, ms). */
+  pausedAtMs = 0;
   /** The key's observed demand. */
   readonly demand: RateWindow;
 

@@ -102,9 +102,17 @@ const NO_LEASE_RETRY_FLOOR_MS = 1;
 const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 250;
 
-/** A node whose last exchange failed: no exchange before `retryAtMs` but a probe. */
+/**
+ * A node whose last exchange failed: no exchange until its back-off has passed (timed by the
+ * scheduler, so a clock that goes back does not hold it), then one call, the probe.
+ */
 interface DownMark {
+  /** When the back-off ends, on this process's clock (for `retryAfterMs` only). */
   retryAtMs: number;
+  /** The back-off has passed: the next call may go. */
+  ready: boolean;
+  /** Keys whose calls wait for the back-off, by group. */
+  readonly waiting: Map<string, Set<string>>;
   backoffMs: number;
 }
 
@@ -368,6 +376,7 @@ export class LeasedTokenBucket {
   private async shutDown(): Promise<void> {
     this.closed = true;
     this.cancelSweep?.();
+    for (const mark of this.down.values()) this.release(mark);
     for (const e of this.table.entries.values()) {
       e.give += e.tokens;
       e.tokens = 0;
@@ -592,18 +601,23 @@ export class LeasedTokenBucket {
         // Not counted by the others yet: this process's share is unknown, so it is none.
         return this.denied(this.retryInMs(e, now), 0, "local");
       }
-      share = new LocalShare(
-        this.capacity / n,
-        this.refillPerSecond / n / 1000,
-        this.estimate(e, now) / n,
-        now,
-      );
+      let start = this.estimate(e, now) / n;
+      const paused = e.pausedShare;
+      if (paused !== undefined) {
+        // Failing again: go on from the last fallback bucket, refilled at this share's rate
+        // while the store answered (what the leases did meanwhile is in the estimate).
+        const resumed =
+          paused.available(e.pausedAtMs) + ((now - e.pausedAtMs) * this.refillPerSecond) / n / 1000;
+        if (resumed < start) start = resumed;
+      }
+      share = new LocalShare(this.capacity / n, this.refillPerSecond / n / 1000, start, now);
       if (!take) {
         return share.take(cost, now, false)
           ? this.shape(true, 0, share.available(now) - cost, "local")
           : this.denied(share.waitMs(cost, now), share.available(now), "local");
       }
       e.fallback = share;
+      e.pausedShare = undefined;
       this.table.settle(e);
     }
     if (share.take(cost, now, take)) {
@@ -723,11 +737,11 @@ export class LeasedTokenBucket {
   private send(group: string, keys: string[], node: string): boolean {
     const now = this.now(WHERE);
     const mark = this.down.get(node);
-    if (mark !== undefined && now < mark.retryAtMs && !this.closed) {
-      // Back off: keep the keys for a later batch (the first call then is the probe).
-      this.config.scheduler(() => {
-        for (const key of keys) this.batcher.add(group, key);
-      }, mark.retryAtMs - now);
+    if (mark !== undefined && !mark.ready && !this.closed) {
+      // Back off: the keys wait for the next batch after it (its first call is the probe).
+      let waiting = mark.waiting.get(group);
+      if (waiting === undefined) mark.waiting.set(group, (waiting = new Set()));
+      for (const key of keys) waiting.add(key);
       return false;
     }
     const requests: LeaseRequest[] = [];
@@ -783,7 +797,11 @@ export class LeasedTokenBucket {
     // The delay from asking to having: a quick rise, a slow decay.
     const delay = now - sentMs + this.config.batchWindowMs;
     this.leaseDelayMs = delay > this.leaseDelayMs ? delay : this.leaseDelayMs * 0.9 + delay * 0.1;
-    this.down.delete(node);
+    const mark = this.down.get(node);
+    if (mark !== undefined) {
+      this.down.delete(node);
+      this.release(mark);
+    }
     this.settled("lease", requests.length, undefined);
     for (let i = 0; i < requests.length; i++) {
       const r = requests[i] as LeaseRequest;
@@ -802,8 +820,16 @@ export class LeasedTokenBucket {
       e.credit = 0;
       e.shared = grant.tokens;
       e.sharedAtMs = now;
-      // The store answers again: what the fallback admitted is charged (sent or owed).
-      e.fallback = undefined;
+      // The store answers again: what the fallback admitted is charged (sent or owed); a
+      // bucket not full again is kept, should the store fail again soon.
+      const share = e.fallback;
+      if (share !== undefined) {
+        e.fallback = undefined;
+        if (share.available(now) < share.capacity - 1e-9) {
+          e.pausedShare = share;
+          e.pausedAtMs = now;
+        }
+      }
       if (grant.granted > 0) {
         e.tokens += grant.granted;
         e.grantedAtMs = now;
@@ -832,7 +858,14 @@ export class LeasedTokenBucket {
       mark === undefined || late
         ? Math.max(FIRST_BACKOFF_MS, this.config.batchWindowMs)
         : Math.min(MAX_BACKOFF_MS, mark.backoffMs * 2);
-    this.down.set(node, { retryAtMs: now + backoffMs, backoffMs });
+    const next: DownMark = {
+      retryAtMs: now + backoffMs,
+      backoffMs,
+      ready: false,
+      waiting: mark?.waiting ?? new Map(),
+    };
+    this.down.set(node, next);
+    this.config.scheduler(() => this.backedOff(node, next), backoffMs);
     for (const r of requests) {
       const e = this.table.entries.get(r.key);
       if (late) this.counters.tokensGivenBack -= r.give;
@@ -855,11 +888,27 @@ export class LeasedTokenBucket {
     this.settled("lease", requests.length, late ? new StoreTimeoutError(0) : error, late);
   }
 
+  /** @internal A node's back-off ended: the keys that waited go with the next batch. */
+  private backedOff(node: string, mark: DownMark): void {
+    mark.ready = true;
+    if (this.down.get(node) !== mark && this.down.has(node)) return; // a later mark took over
+    this.release(mark);
+  }
+
+  /** @internal Puts the keys a down mark held back into the batcher. */
+  private release(mark: DownMark): void {
+    for (const [group, keys] of mark.waiting) for (const key of keys) this.batcher.add(group, key);
+    mark.waiting.clear();
+  }
+
   /** @internal A heartbeat answered (error undefined) or failed. */
   private beaten(error: unknown): void {
     // On a store of one node, an answered heartbeat says the node answers: its keys go back
     // to leases at once (a failed exchange after it marks it down again).
-    if (error === undefined && this.oneNode && this.down.size > 0) this.down.clear();
+    if (error === undefined && this.oneNode && this.down.size > 0) {
+      for (const mark of this.down.values()) this.release(mark);
+      this.down.clear();
+    }
     this.settled("heartbeat", 0, error);
   }
 
@@ -923,7 +972,7 @@ export class LeasedTokenBucket {
         // that the mark ends once it answers (nothing stays down after an outage ended).
         const node = this.nodeOf(e.group, e.key);
         const mark = this.down.get(node);
-        if (mark !== undefined && now >= mark.retryAtMs && !(probed ??= new Set()).has(node)) {
+        if (mark !== undefined && mark.ready && !(probed ??= new Set()).has(node)) {
           probed.add(node);
           e.probe = true;
           this.enqueue(e);
@@ -951,6 +1000,18 @@ export class LeasedTokenBucket {
         }
         e.grantedAtMs = now;
       }
+    }
+    // Marks past their back-off that no key's call probed: on one server a heartbeat asks
+    // (its answer ends them); on a cluster a node no key of this process waits for is
+    // forgotten (its next call will tell). Either way no mark outlives the outage.
+    if (this.down.size === 0) return;
+    for (const [node, mark] of this.down) {
+      if (!mark.ready || probed?.has(node) || mark.waiting.size > 0) continue;
+      if (this.oneNode) {
+        this.heartbeat.beatNow();
+        return;
+      }
+      this.down.delete(node);
     }
   }
 }

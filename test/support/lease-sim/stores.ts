@@ -232,7 +232,6 @@ export class MemoryBackend implements SimBackend {
   }
 }
 
-let debugLines = 0;
 const NUMBER_TEXT = (x: number): string =>
   x === Number.POSITIVE_INFINITY ? "inf" : x === Number.NEGATIVE_INFINITY ? "-inf" : String(x);
 
@@ -320,20 +319,7 @@ export class RedisBackend implements SimBackend {
       };
       let state = this.buckets.get(redisKey);
       if (state === undefined) state = freshBucket(this.config.capacity, now);
-      const before = process.env["SIM_DEBUG"]
-        ? JSON.stringify({ tokens: state.tokens, c: [...state.contenders] })
-        : "";
       const answer = exchangeKey(state, request, tag, now, this.config);
-      if (process.env["SIM_DEBUG"] && redisKey.endsWith(":fair") && debugLines++ < 40) {
-        console.log(
-          now.toFixed(1),
-          tag.slice(0, 4),
-          JSON.stringify(request),
-          before,
-          "=>",
-          JSON.stringify(answer),
-        );
-      }
       if (state.tokens >= this.config.capacity && state.contenders.size === 0) {
         this.buckets.delete(redisKey);
       } else this.buckets.set(redisKey, state);
