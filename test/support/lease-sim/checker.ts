@@ -81,6 +81,8 @@ export class Checker {
   constructor(
     private readonly config: CheckedConfig,
     private readonly processes: () => readonly Observed[],
+    /** Tokens of `key` given back and not yet in its bucket (on the network). */
+    private readonly giving: (key: string) => number = () => 0,
   ) {}
 
   /** Records a violation (the first few of each kind are kept). */
@@ -151,7 +153,7 @@ export class Checker {
         return p !== undefined && p.fallback(key) === s.share;
       });
     }
-    let held = 0;
+    let held = this.giving(key);
     for (const p of processes) {
       held += p.held(key);
       const share = p.fallback(key);
@@ -225,7 +227,9 @@ export class Checker {
     const overExact = t.admitted - pe - capacity - t.minExact;
     const overFormula = t.admitted - pf - capacity - t.minFormula;
     if (overExact > tol) {
-      this.fail(`${where()}: ${d.source} admission passes the exact bound by ${overExact}`);
+      this.fail(
+        `${where()}: ${d.source} admission passes the exact bound by ${overExact} (admitted ${t.admitted}, credit ${t.creditAdmitted}, lease ${t.leaseAdmitted}, shares ${t.shareCaps} + ${t.shareRefill}, flushes ${this.flushes}, min start ${t.minExact})`,
+      );
     }
     if (overFormula > tol) {
       this.fail(

@@ -191,6 +191,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
       bounded: c.failure !== "open",
     },
     () => procs,
+    (key) => (server.giving.get(key) ?? 0) + (server.granting.get(key) ?? 0),
   );
 
   const startProcess = (overrides: Partial<LeasedTokenBucketOptions> = {}): Proc => {
@@ -230,7 +231,12 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
       owner,
       limiter,
       closed: false,
-      held: (key: string) => table.entries.get(key)?.tokens ?? 0,
+      // Held: spendable, or on the way back (not yet in the bucket).
+      held: (key: string) => {
+        const e = table.entries.get(key);
+        const returning = (limiter as unknown as { returns: Map<string, number> }).returns.get(key);
+        return (e === undefined ? 0 : e.tokens + e.give) + (returning ?? 0);
+      },
       fallback: (key: string) => table.entries.get(key)?.fallback,
       level: (share: LocalShare) => share.available(clock()),
     });

@@ -25,6 +25,11 @@ import { WORLD, type World } from "./world.js";
  * @module
  */
 
+/** True for a lease script's answer that it ran past its deadline (it wrote nothing). */
+function isLate(value: unknown): boolean {
+  return Array.isArray(value) && value[0] === -1 && value.length === 2;
+}
+
 /** The fault state of the store and the network, changed by the simulation. */
 export class Server {
   /** Connections refused. */
@@ -41,6 +46,10 @@ export class Server {
   clockOffsetMs = 0;
   /** Taken, given back and charged per key, over the whole run (a flush does not reset it). */
   readonly records = new Map<string, { taken: number; given: number; charged: number }>();
+  /** Tokens given back and not yet in the bucket, by caller key. */
+  readonly giving = new Map<string, number>();
+  /** Tokens taken from a bucket and not yet with the process that asked, by caller key. */
+  readonly granting = new Map<string, number>();
   /** Calls sent to the server and not yet answered or failed (any process). */
   outstanding = 0;
   /** Promises settled since the simulation last let them run. */
@@ -73,9 +82,33 @@ export class Server {
    * answer or the error. Nothing comes back to a killed owner; a stopped one gets it when
    * it resumes.
    */
-  call<T>(owner: number, apply: () => T, done: (error: unknown, value?: T) => void): void {
+  call<T>(
+    owner: number,
+    apply: () => T,
+    done: (error: unknown, value?: T) => void,
+    gives: readonly (readonly [string, number])[] = [],
+    takes: (value: T) => readonly (readonly [string, number])[] = () => [],
+  ): void {
     this.outstanding++;
+    // Tokens taken are on their way to the caller from when the server applies the call
+    // until its answer arrives (or is lost).
+    let taken: readonly (readonly [string, number])[] = [];
+    const deliver = () => {
+      for (const [key, n] of taken) this.granting.set(key, (this.granting.get(key) ?? 0) - n);
+      taken = [];
+    };
+    // Tokens given back are on their way until the server applies them, or until the caller
+    // learns the call failed (they are lost then, or, after a late answer, given again).
+    for (const [key, give] of gives) this.giving.set(key, (this.giving.get(key) ?? 0) + give);
+    let arrived = gives.length === 0;
+    const land = () => {
+      if (arrived) return;
+      arrived = true;
+      for (const [key, give] of gives) this.giving.set(key, (this.giving.get(key) ?? 0) - give);
+    };
     const finish = (error: unknown, value?: T) => {
+      land();
+      deliver();
       this.outstanding--;
       this.settledCalls++;
       done(error, value);
@@ -98,6 +131,11 @@ export class Server {
           } else {
             try {
               value = apply();
+              if (!isLate(value)) land();
+              taken = takes(value);
+              for (const [key, n] of taken) {
+                this.granting.set(key, (this.granting.get(key) ?? 0) + n);
+              }
             } catch (e) {
               error = e;
             }
@@ -105,7 +143,15 @@ export class Server {
           if (this.random.chance(this.lossRate)) {
             // The answer is lost: the caller learns of it by its timeout (until then its
             // promise may still settle, so the simulation keeps letting promises run).
-            this.world.add(WORLD, () => this.outstanding--, this.timeoutMs);
+            this.world.add(
+              WORLD,
+              () => {
+                land();
+                deliver();
+                this.outstanding--;
+              },
+              this.timeoutMs,
+            );
             return;
           }
           this.world.add(owner, () => finish(error, value), this.delay(), true);
@@ -188,7 +234,11 @@ export class MemoryBackend implements SimBackend {
     const server = this.server;
     const store = this.store;
     const world = server.world;
-    const timed = <T>(apply: () => T): Promise<T> =>
+    const timed = <T>(
+      apply: () => T,
+      gives: readonly (readonly [string, number])[] = [],
+      takes: () => readonly (readonly [string, number])[] = () => [],
+    ): Promise<T> =>
       new Promise<T>((resolve, reject) => {
         let settled = false;
         const timer = world.add(
@@ -202,30 +252,44 @@ export class MemoryBackend implements SimBackend {
           timeoutMs,
           true,
         );
-        server.call(owner, apply, (error, value) => {
-          if (settled) return;
-          settled = true;
-          timer.cancelled = true;
-          if (error === undefined) resolve(value as T);
-          else reject(error);
-        });
+        server.call(
+          owner,
+          apply,
+          (error, value) => {
+            if (settled) return;
+            settled = true;
+            timer.cancelled = true;
+            if (error === undefined) resolve(value as T);
+            else reject(error);
+          },
+          gives,
+          () => takes(),
+        );
       });
     return {
       groupOf: () => "",
-      exchange: (requests: readonly LeaseRequest[], processId: string) =>
-        timed(() => {
-          const before = requests.map((r) => ({ key: r.key, ...store.record(r.key) }));
-          // The memory store answers at once: its answer is read on the way back.
-          const answer = store.exchange(requests, processId);
-          for (const b of before) {
-            const after = store.record(b.key);
-            const r = server.recordOf(b.key);
-            r.taken += after.taken - b.taken;
-            r.given += after.given - b.given;
-            r.charged += after.charged - b.charged;
-          }
-          return answer;
-        }).then((answer) => answer),
+      exchange: (requests: readonly LeaseRequest[], processId: string) => {
+        let taken: [string, number][] = [];
+        return timed(
+          () => {
+            taken = [];
+            const before = requests.map((r) => ({ key: r.key, ...store.record(r.key) }));
+            // The memory store answers at once: its answer is read on the way back.
+            const answer = store.exchange(requests, processId);
+            for (const b of before) {
+              const after = store.record(b.key);
+              const r = server.recordOf(b.key);
+              r.taken += after.taken - b.taken;
+              r.given += after.given - b.given;
+              r.charged += after.charged - b.charged;
+              taken.push([b.key, after.taken - b.taken]);
+            }
+            return answer;
+          },
+          requests.map((r) => [r.key, r.give] as const),
+          () => taken,
+        ).then((answer) => answer);
+      },
       heartbeat: (processId: string, ttlMs: number, leave: boolean) =>
         timed(() => store.heartbeat(processId, ttlMs, leave)).then((live) => live),
     };
@@ -286,6 +350,8 @@ export class RedisBackend implements SimBackend {
               : this.heartbeat(keys, args);
           },
           (error, value) => (error === undefined ? resolve(value) : reject(error)),
+          this.bySha.get(sha1) === "lease" ? this.givesOf(keys, args) : [],
+          (value) => this.takesOf(keys, value),
         );
       });
     return {
@@ -296,6 +362,19 @@ export class RedisBackend implements SimBackend {
         return run(sha1, keys, args);
       },
     };
+  }
+
+  /** The tokens a lease call's answer carries to its caller, by caller key. */
+  private takesOf(keys: readonly RedisKey[], value: unknown): [string, number][] {
+    if (!Array.isArray(value) || isLate(value)) return [];
+    const prefix = this.keyPrefix();
+    return keys.map((k, i) => [String(k).slice(prefix.length), Number(value[i * 4])]);
+  }
+
+  /** The tokens a lease call gives back, by caller key. */
+  private givesOf(keys: readonly RedisKey[], args: readonly string[]): [string, number][] {
+    const prefix = this.keyPrefix();
+    return keys.map((k, i) => [String(k).slice(prefix.length), Number(args[6 + i * 5])]);
   }
 
   /** The lease script: ARGV capacity, rate, maxTtl, record, staleMs, tag, then per key 5, deadline. */
