@@ -625,6 +625,9 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
     const perSecond = Math.min(100, Math.max(50, offered / (c.capacity / 4)), offered);
     if (c.refillPerSecond < 5 || offered / 100 > c.capacity / 4) return undefined;
     if (2 * n * (offered / perSecond) > c.capacity) return undefined;
+    // And a lease (a fifth of the capacity) for two requests at least: a request that needs
+    // a whole lease makes each process's rate that of its round trips, not of its share.
+    if (2 * (offered / perSecond) > 0.2 * c.capacity) return undefined;
     for (const p of procs.filter((x) => !x.closed)) {
       p.closed = true;
       void p.limiter.close();
