@@ -972,7 +972,7 @@ export class LeasedTokenBucket {
         // that the mark ends once it answers (nothing stays down after an outage ended).
         const node = this.nodeOf(e.group, e.key);
         const mark = this.down.get(node);
-        if (mark !== undefined && mark.ready && !(probed ??= new Set()).has(node)) {
+        if (mark?.ready && !(probed ??= new Set()).has(node)) {
           probed.add(node);
           e.probe = true;
           this.enqueue(e);
