@@ -7,7 +7,8 @@
  *
  * Rows: `keyed` (an in-process `KeyedLimiter(TokenBucket)` with the shared options, so N
  * processes admit N times the limit), `leased` (`LeasedTokenBucket`, `initialCredit: 0`,
- * so the exact bound holds with no credit term), `redis` (`RedisTokenBucket`, one round trip
+ * so the exact bound holds with no credit term), `leased-paced` (the same at a steady
+ * `perSecond`, the 8th argument, against a bucket the processes contend for), `redis` (`RedisTokenBucket`, one round trip
  * per check) and `rlf` (rate-limiter-flexible's `RateLimiterRedis`, one round trip per
  * check). The synchronous rows yield to the event loop every 100 checks (as a server does
  * between requests, so background lease refills can land) and also time an in-process
@@ -40,10 +41,12 @@ export interface GlobalWorkerResult {
   readonly tokensGivenBack?: number;
 }
 
-const [row, url, prefix, capacityArg, refillArg, msArg] = process.argv.slice(2);
+const [row, url, prefix, capacityArg, refillArg, msArg, paceArg] = process.argv.slice(2);
 const capacity = Number(capacityArg);
 const refillPerSecond = Number(refillArg);
 const durationMs = Number(msArg);
+/** Checks per second, paced (the `leased-paced` row); 0: as fast as it can. */
+const perSecond = Number(paceArg ?? 0);
 const HOT = "hot";
 const BLOCK = 100;
 
@@ -107,6 +110,35 @@ async function runSync(check: SyncCheck, startMs: number): Promise<GlobalWorkerR
   };
 }
 
+/** `perSecond` checks a second, at a steady pace (whatever is due every millisecond). */
+async function runPaced(check: SyncCheck, startMs: number): Promise<GlobalWorkerResult> {
+  const lat = new Histogram();
+  let checks = 0;
+  let admitted = 0;
+  await untilStart(startMs);
+  const begin = nowMs();
+  const end = startMs + durationMs;
+  for (let now = nowMs(); now < end; now = nowMs()) {
+    const due = Math.floor(((now - begin) * perSecond) / 1000);
+    while (checks < due) {
+      const t0 = hr();
+      const ok = check(HOT);
+      lat.add(Number(hr() - t0));
+      checks++;
+      if (ok) admitted++;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  return {
+    checks,
+    admitted,
+    startMs: begin,
+    endMs: nowMs(),
+    p50Ns: lat.quantile(0.5),
+    p99Ns: lat.quantile(0.99),
+  };
+}
+
 async function runAsync(check: AsyncCheck, startMs: number): Promise<GlobalWorkerResult> {
   const lat = new Histogram();
   let checks = 0;
@@ -140,7 +172,7 @@ async function main(): Promise<GlobalWorkerResult> {
   const redis = new Redis(url as string, { lazyConnect: true });
   await redis.connect();
   try {
-    if (row === "leased") {
+    if (row === "leased" || row === "leased-paced") {
       const leased = new LeasedTokenBucket({
         client: fromIoredis(redis),
         prefix,
@@ -153,7 +185,9 @@ async function main(): Promise<GlobalWorkerResult> {
         await yieldLoop();
       }
       const before = leased.stats;
-      const result = await runSync((k) => leased.allow(k), await waitForGo());
+      const check: SyncCheck = (k) => leased.allow(k);
+      const go = await waitForGo();
+      const result = row === "leased" ? await runSync(check, go) : await runPaced(check, go);
       const after = leased.stats;
       // Counted before close(): its give-back is not part of the steady state.
       const leaseCalls = after.exchanges - before.exchanges + after.heartbeats - before.heartbeats;

@@ -30,13 +30,37 @@ export const GLOBAL_PROCESSES = 4;
 export const GLOBAL_CAPACITY = 2000;
 export const GLOBAL_REFILL_PER_SECOND = 5000;
 
-/** The rows, in report order. */
-export const GLOBAL_ROWS = [
+/**
+ * The paced row's shared bucket and load: each process offers 4,000 checks per second (at
+ * a steady pace) against one bucket of 1,000 refilled at 2,000 per second, so the key is
+ * saturated and its processes contend for it: Redis commands per 1,000 checks and the
+ * share of the exact bound admitted are the efficiency targets.
+ */
+export const PACED_CAPACITY = 1000;
+export const PACED_REFILL_PER_SECOND = 2000;
+export const PACED_PER_SECOND = 4000;
+
+/** The rows, in report order; a row with its own bucket says so. */
+export const GLOBAL_ROWS: readonly {
+  readonly id: string;
+  readonly name: string;
+  readonly capacity?: number;
+  readonly refillPerSecond?: number;
+  /** Checks per second per process, paced; absent: as fast as it can. */
+  readonly perSecond?: number;
+}[] = [
   { id: "keyed", name: "in-process KeyedLimiter(TokenBucket), per process (N x the limit)" },
   { id: "leased", name: "LeasedTokenBucket (leases, initialCredit 0)" },
+  {
+    id: "leased-paced",
+    name: `LeasedTokenBucket, ${PACED_PER_SECOND}/s per process against ${PACED_REFILL_PER_SECOND}/s (capacity ${PACED_CAPACITY})`,
+    capacity: PACED_CAPACITY,
+    refillPerSecond: PACED_REFILL_PER_SECOND,
+    perSecond: PACED_PER_SECOND,
+  },
   { id: "redis", name: "RedisTokenBucket, one round trip per check" },
   { id: "rlf", name: "rate-limiter-flexible RateLimiterRedis (fixed window)" },
-] as const;
+];
 
 /** One row of the section. */
 export interface GlobalRow {
@@ -115,7 +139,7 @@ function median(xs: readonly number[]): number {
 
 /** Starts the N processes of `row`, starts them together, and collects their results. */
 async function runRow(
-  row: string,
+  row: (typeof GLOBAL_ROWS)[number],
   url: string,
   prefix: string,
   durationMs: number,
@@ -127,12 +151,13 @@ async function runRow(
     fork(
       file,
       [
-        row,
+        row.id,
         url,
         prefix,
-        String(GLOBAL_CAPACITY),
-        String(GLOBAL_REFILL_PER_SECOND),
+        String(row.capacity ?? GLOBAL_CAPACITY),
+        String(row.refillPerSecond ?? GLOBAL_REFILL_PER_SECOND),
         String(durationMs),
+        String(row.perSecond ?? 0),
       ],
       { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] },
     ),
@@ -145,7 +170,7 @@ async function runRow(
         });
         child.once("error", reject);
         child.once("exit", (code) =>
-          reject(new Error(`global bench: ${row} process exited with status ${code}`)),
+          reject(new Error(`global bench: ${row.id} process exited with status ${code}`)),
         );
       }),
   );
@@ -156,7 +181,7 @@ async function runRow(
           new Promise<void>((resolve, reject) => {
             child.once("message", () => resolve());
             child.once("exit", () =>
-              reject(new Error(`global bench: ${row} process did not start`)),
+              reject(new Error(`global bench: ${row.id} process did not start`)),
             );
           }),
       ),
@@ -203,7 +228,7 @@ export async function runGlobalBench(
       const prefix = `tollgate-global-bench:${process.pid}:${row.id}:`;
       let info = "";
       const parts = await runRow(
-        row.id,
+        row,
         url,
         prefix,
         durationMs,
@@ -245,8 +270,10 @@ export async function runGlobalBench(
           : {}),
         commandsPer1000: (commands / checks) * 1000,
         roundTripsPer1000: (roundTrips / checks) * 1000,
-        bound: GLOBAL_CAPACITY + GLOBAL_REFILL_PER_SECOND * seconds,
-        ...(row.id === "leased" ? { leaseCallsPer1000: (leaseCalls / checks) * 1000 } : {}),
+        bound:
+          (row.capacity ?? GLOBAL_CAPACITY) +
+          (row.refillPerSecond ?? GLOBAL_REFILL_PER_SECOND) * seconds,
+        ...(row.id.startsWith("leased") ? { leaseCallsPer1000: (leaseCalls / checks) * 1000 } : {}),
       });
       const keys = await admin.keys(`${prefix}*`);
       if (keys.length > 0) await admin.del(...keys);

@@ -45,6 +45,8 @@ export interface HttpBenchRow {
    * server's own work.
    */
   readonly cpuUsPerRequest: number;
+  /** The same, round by round (its spread). */
+  readonly cpuUsPerRequestRounds?: readonly number[];
 }
 
 /** What {@link runHttpBench} returns (the shape of bench/support/report.ts `HttpResults`). */
@@ -67,6 +69,24 @@ export interface HttpBenchOptions {
   readonly quick?: boolean;
   /** Progress lines (variant and round). */
   readonly progress?: (text: string) => void;
+  /**
+   * More servers measured in the same interleaved rounds (the `tollgate/redis` rows), so
+   * that every row shares the machine's state: a row measured minutes later, beside other
+   * jobs, is not comparable.
+   */
+  readonly extraVariants?: readonly ExtraVariant[];
+}
+
+/** A server started elsewhere (another child), measured in the rounds with the others. */
+export interface ExtraVariant {
+  readonly id: string;
+  readonly name: string;
+  /** Starts it; resolves with its URL, a CPU probe and a stop function. */
+  start(): Promise<{
+    readonly url: string;
+    cpu(): Promise<{ cpuUs: number; requests: number }>;
+    stop(): void;
+  }>;
 }
 
 const VARIANTS = [
@@ -164,35 +184,56 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
   const connections = options.connections ?? 100;
   const rounds = options.rounds ?? (quick ? 1 : 2);
   const progress = options.progress ?? (() => {});
-  const servers = new Map<string, { child: ChildProcess; url: string }>();
+  const servers = new Map<
+    string,
+    { url: string; cpu(): Promise<{ cpuUs: number; requests: number }>; stop(): void }
+  >();
   const samples = new Map<string, AutocannonResult[]>();
   const cpu = new Map<string, { cpuUs: number; requests: number }>();
+  const cpuSamples = new Map<string, number[]>();
+  const variants: readonly { id: string; name: string }[] = [
+    ...VARIANTS,
+    ...(options.extraVariants ?? []),
+  ];
   try {
-    for (const v of VARIANTS) servers.set(v.id, await startServer(v.id));
+    for (const v of VARIANTS) {
+      const { child, url } = await startServer(v.id);
+      servers.set(v.id, {
+        url,
+        cpu: () => cpuOf(child),
+        stop: () => {
+          child.removeAllListeners("exit");
+          child.kill();
+        },
+      });
+    }
+    for (const v of options.extraVariants ?? []) servers.set(v.id, await v.start());
     for (let round = 1; round <= rounds; round++) {
-      for (const v of VARIANTS) {
-        const { url, child } = servers.get(v.id)!;
+      for (const v of variants) {
+        const server = servers.get(v.id)!;
+        const url = server.url;
         progress(`${v.id}, round ${round}/${rounds}`);
         await autocannon({ url, connections, duration: 1 }); // warm-up: JIT, sockets
-        const before = await cpuOf(child);
+        const before = await server.cpu();
         const result = await autocannon({ url, connections, duration: durationSeconds });
-        const after = await cpuOf(child);
+        const after = await server.cpu();
         samples.set(v.id, [...(samples.get(v.id) ?? []), result]);
         const sum = cpu.get(v.id) ?? { cpuUs: 0, requests: 0 };
         cpu.set(v.id, {
           cpuUs: sum.cpuUs + after.cpuUs - before.cpuUs,
           requests: sum.requests + after.requests - before.requests,
         });
+        cpuSamples.set(v.id, [
+          ...(cpuSamples.get(v.id) ?? []),
+          (after.cpuUs - before.cpuUs) / Math.max(1, after.requests - before.requests),
+        ]);
       }
     }
   } finally {
-    for (const { child } of servers.values()) {
-      child.removeAllListeners("exit");
-      child.kill();
-    }
+    for (const server of servers.values()) server.stop();
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  const rows = VARIANTS.map((v) => {
+  const rows = variants.map((v) => {
     const s = samples.get(v.id)!;
     return {
       id: v.id,
@@ -203,6 +244,7 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
       non2xx: s.reduce((a, r) => a + r.non2xx, 0),
       errors: s.reduce((a, r) => a + r.errors + r.timeouts, 0),
       cpuUsPerRequest: cpu.get(v.id)!.cpuUs / cpu.get(v.id)!.requests,
+      cpuUsPerRequestRounds: cpuSamples.get(v.id) ?? [],
     };
   });
   return {
@@ -247,6 +289,9 @@ async function main(argv: string[]): Promise<void> {
       `${row.name.padEnd(50)} ${row.requestsPerSecond.toFixed(0).padStart(7)} req/s  ` +
         `p50 ${row.p50Ms.toFixed(1)} ms  p99 ${row.p99Ms.toFixed(1)} ms  ` +
         `server CPU ${row.cpuUsPerRequest.toFixed(1)} µs/request` +
+        (row.cpuUsPerRequestRounds === undefined || row.cpuUsPerRequestRounds.length < 2
+          ? ""
+          : ` [${Math.min(...row.cpuUsPerRequestRounds).toFixed(1)}..${Math.max(...row.cpuUsPerRequestRounds).toFixed(1)}]`) +
         (row.id === "none"
           ? ""
           : ` (${cpuExtra >= 0 ? "+" : ""}${cpuExtra.toFixed(1)})  throughput overhead ${overheadUs.toFixed(1)} µs/request`) +

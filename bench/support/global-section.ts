@@ -17,6 +17,9 @@ import {
   GLOBAL_REFILL_PER_SECOND,
   type GlobalResults,
   type GlobalRow,
+  PACED_CAPACITY,
+  PACED_PER_SECOND,
+  PACED_REFILL_PER_SECOND,
   runGlobalBench,
 } from "../global.bench.js";
 import { int, ns, table, us } from "./format.js";
@@ -36,6 +39,10 @@ export const LEASED_BOUND_LIMIT = 1;
 export const LEASED_UTILISATION = 0.99;
 /** HTTP req/s lost with leases over the req/s lost in process. */
 export const HTTP_LEASED_LIMIT = 1.1;
+/** Redis commands (a script's inner ones included) per 1,000 checks of the paced row. */
+export const PACED_COMMANDS_LIMIT = 10;
+/** Share of the exact shared bound the paced (contended) row admits, at least. */
+export const PACED_UTILISATION = 0.98;
 
 /** The section's results, or why it was skipped, plus where the server came from. */
 export type GlobalSection =
@@ -110,7 +117,11 @@ export function globalSection(r: RunResults): string[] {
       "points x windows touched). Commands: `INFO commandstats` after `CONFIG RESETSTAT`, " +
       "including those a script runs; round trips: script calls and other top-level commands. " +
       "Latencies are medians over the processes; in-process checks include about 20 ns of " +
-      "`process.hrtime.bigint()` each.",
+      "`process.hrtime.bigint()` each. The paced row has a bucket of its own " +
+      `(${int(PACED_CAPACITY)}, ${int(PACED_REFILL_PER_SECOND)} per second) and checks at a ` +
+      `steady ${int(PACED_PER_SECOND)} per second per process: contended, its processes share ` +
+      "the refill (the efficiency targets: Redis commands per 1,000 checks, and the share of " +
+      "the bound).",
     ...(leased?.refP50Ns === undefined
       ? []
       : [
@@ -173,6 +184,32 @@ export function globalTargets(r: RunResults): Target[] {
       met: share === undefined ? undefined : share >= LEASED_UTILISATION,
     },
   ];
+  const paced = rowOf(r, "leased-paced");
+  const pacedShare = paced === undefined ? undefined : paced.admitted / paced.bound;
+  list.push(
+    absoluteTarget(
+      `global: Redis commands per 1,000 LeasedTokenBucket checks, ${GLOBAL_PROCESSES} processes offering 4,000/s against 2,000/s`,
+      paced?.commandsPer1000,
+      PACED_COMMANDS_LIMIT,
+      "per 1,000",
+      1,
+    ),
+    {
+      ...ratioTarget(
+        `global: the same admits >= ${PACED_UTILISATION * 100}% of the exact shared bound`,
+        paced?.admitted,
+        paced?.bound,
+        PACED_UTILISATION,
+      ),
+      measured:
+        pacedShare === undefined
+          ? "not measured"
+          : `${(pacedShare * 100).toFixed(1)}% of the bound`,
+      bound: `>= ${PACED_UTILISATION * 100}%`,
+      ratio: pacedShare === undefined ? "–" : `${(pacedShare * 100).toFixed(1)}%`,
+      met: pacedShare === undefined ? undefined : pacedShare >= PACED_UTILISATION,
+    },
+  );
   return list.map((t) => ({ ...t, section: "global" }));
 }
 

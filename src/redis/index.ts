@@ -26,6 +26,7 @@ export type {
   LeaseFailureEvent,
   LeaseOperation,
   LeaseRecoveryEvent,
+  LeaseTableFullEvent,
 } from "./leased/events.js";
 export {
   type LeasedDecision,
@@ -33,7 +34,11 @@ export {
   LeasedTokenBucket,
   type LeasedTokenBucketStats,
 } from "./leased/leased-token-bucket.js";
-export { MemoryLeaseStore, type MemoryLeaseStoreOptions } from "./leased/memory-store.js";
+export {
+  type LeaseRecord,
+  MemoryLeaseStore,
+  type MemoryLeaseStoreOptions,
+} from "./leased/memory-store.js";
 export type { LeasedTokenBucketOptions, LeaseFailurePolicy } from "./leased/options.js";
 export type {
   LeaseExchange,

@@ -129,6 +129,13 @@ export abstract class StoreLimiter<Store extends string, Key> {
    * so the failure policies deny a blocked key too. On the local clock ({@link blockNow}).
    */
   protected readonly blocks = new BlockTable(LOCAL_MAX_KEYS);
+  /**
+   * @internal Under `'local'`, the keys the store last denied, with when it said they may
+   * pass (the circuit clock, ms): the local limiter keeps them denied until then, so a
+   * store that fails (or refuses writes: a full Redis) hands a drained key no fresh budget.
+   * At most {@link LOCAL_MAX_KEYS}, the oldest denial out first.
+   */
+  private readonly emptyUntil = new Map<string, number>();
 
   /**
    * @internal
@@ -242,6 +249,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
     if (typeof policy === "object") policy.reset(key);
     else this.localLimiter?.reset(key);
     if (this.blocks.size !== 0) this.blocks.unblock(key, this.blockNow());
+    this.emptyUntil.delete(key);
     await this.write("reset", key, k, this.prepareReset(k));
   }
 
@@ -376,6 +384,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
       return this.answer(operation, key, c, take, circuit, opened, () => cause);
     }
     this.answered(operation, circuit);
+    if (this.failure === "local") this.remember(key, decision);
     const left = blockedLeftMs.get(decision);
     if (left !== undefined && left > 0) this.recordBlock(key, left);
     else if (blockedLeft > 0) {
@@ -386,6 +395,22 @@ export abstract class StoreLimiter<Store extends string, Key> {
     const marks = chargeMarks.get(decision);
     if (marks !== undefined) chargeMarks.set(answer, marks);
     return answer;
+  }
+
+  /** @internal Keeps (or forgets) when the store said `key` may pass again. */
+  private remember(key: string, decision: Decision): void {
+    const emptyUntil = this.emptyUntil;
+    if (decision.allowed) {
+      if (emptyUntil.size > 0) emptyUntil.delete(key);
+      return;
+    }
+    if (!(decision.retryAfterMs > 0)) return;
+    emptyUntil.delete(key); // re-inserted last: the oldest denial goes first
+    if (emptyUntil.size >= LOCAL_MAX_KEYS) {
+      const oldest = emptyUntil.keys().next();
+      if (oldest.done !== true) emptyUntil.delete(oldest.value);
+    }
+    emptyUntil.set(key, this.common.circuit.clock() + decision.retryAfterMs);
   }
 
   /**
@@ -550,6 +575,24 @@ export abstract class StoreLimiter<Store extends string, Key> {
       };
     }
     const local = typeof policy === "object" ? policy : (this.localLimiter ??= this.makeLocal());
+    if (policy === "local" && this.emptyUntil.size > 0) {
+      const until = this.emptyUntil.get(key);
+      if (until !== undefined) {
+        const waitMs = until - this.common.circuit.clock();
+        if (waitMs > 0) {
+          // The store said this key is empty until then: failing changes nothing about it.
+          const d = local.peek(key, cost);
+          return {
+            ...d,
+            allowed: false,
+            remaining: 0,
+            retryAfterMs: d.retryAfterMs > waitMs ? d.retryAfterMs : waitMs,
+            source: "local",
+          };
+        }
+        this.emptyUntil.delete(key);
+      }
+    }
     const decision = take ? local.consume(key, cost) : local.peek(key, cost);
     return { ...decision, source: "local" };
   }

@@ -57,8 +57,9 @@ export interface FallbackLimiter {
 /**
  * What a store-backed limiter does when its store cannot answer (an error, a timeout, an
  * unexpected reply, an open circuit, the pending-call cap); docs/redis.md#failure-policies:
- * - `'local'` (default): the same algorithm and options in process memory (a bounded
- *   `KeyedLimiter`): each process limits alone, never unlimited (`source: 'local'`);
+ * - `'local'` (default): the same algorithm in process memory (a bounded `KeyedLimiter`):
+ *   each process limits alone, never unlimited; a key the store last denied stays denied
+ *   until the store said it could pass (`source: 'local'`);
  * - `'open'`: `allowed: true`, `remaining` as a fresh limiter's (`source: 'open'`);
  * - `'closed'`: `allowed: false`, `retryAfterMs` {@link FAIL_CLOSED_RETRY_AFTER_MS}
  *   (`source: 'closed'`);

@@ -96,8 +96,29 @@ describe("the global limit's targets", () => {
     }
   });
 
-  test("a run without the leased row measures nothing and judges nothing", () => {
-    expect(verdicts(run(undefined))).toEqual(Array(5).fill("not measured"));
+  test("the paced row: at most 10 Redis commands per 1,000 checks, at least 98% of the bound", () => {
+    const paced = (patch: Partial<GlobalRow>) =>
+      leasedRow({
+        id: "leased-paced",
+        commandsPer1000: 6.5,
+        admitted: 2950,
+        bound: 3000,
+        ...patch,
+      });
+    const cases: [Partial<GlobalRow>, number, string][] = [
+      [{}, 5, "pass"],
+      [{ commandsPer1000: 10 }, 5, "pass"],
+      [{ commandsPer1000: 10.1 }, 5, "miss"],
+      [{ admitted: 2940 }, 6, "pass"], // 98.0%
+      [{ admitted: 2939 }, 6, "miss"],
+    ];
+    for (const [patch, index, expected] of cases) {
+      expect([patch, verdicts(run(paced(patch)))[index]]).toEqual([patch, expected]);
+    }
+  });
+
+  test("a run without the leased rows measures nothing and judges nothing", () => {
+    expect(verdicts(run(undefined))).toEqual(Array(7).fill("not measured"));
     expect(globalTargets(run(undefined)).every((t) => t.section === "global")).toBe(true);
   });
 

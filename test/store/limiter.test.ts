@@ -356,6 +356,33 @@ describe("the default policy, 'local'", () => {
     expect(await limiter.consume("k")).toMatchObject({ allowed: true, remaining: 1 });
   });
 
+  test("a key Redis said was empty stays denied when Redis then refuses writes (OOM)", async () => {
+    let now = 0;
+    const fake = new FakeRedis();
+    const limiter = new RedisTokenBucket({
+      client: fake,
+      capacity: 5,
+      refillPerSecond: 0.01,
+      circuit: { failuresToOpen: 1, clock: () => now },
+    });
+    const drained = limiter.consume("k");
+    fake.last().resolve([0, "0"]); // denied: the shared bucket is empty, 100 s per token
+    expect(await drained).toMatchObject({ allowed: false, source: "redis" });
+    const oom = new Error("OOM command not allowed when used memory > 'maxmemory'.");
+    const refused = limiter.consume("k");
+    fake.last().reject(oom);
+    // Before: the local bucket of 5, fresh, admitted it.
+    expect(await refused).toMatchObject({ allowed: false, remaining: 0, source: "local" });
+    expect((await limiter.consume("k")).retryAfterMs).toBe(100_000);
+    now = 60_000;
+    expect(await limiter.consume("k")).toMatchObject({ allowed: false, retryAfterMs: 40_000 });
+    // Another key was never seen empty: the local limiter decides it as usual.
+    expect(await limiter.consume("other")).toMatchObject({ allowed: true, source: "local" });
+    // Once the store said the key may pass, the local limiter decides it again.
+    now = 100_000;
+    expect(await limiter.consume("k")).toMatchObject({ allowed: true, source: "local" });
+  });
+
   test("uses the limiter's explicit clock", async () => {
     let now = 0;
     const fake = new FakeRedis();

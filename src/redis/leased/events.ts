@@ -20,3 +20,15 @@ export interface LeaseRecoveryEvent {
   /** Calls that failed in a row before it. */
   readonly failedCalls: number;
 }
+
+/** What `onTableFull` receives: the lease table refused a new key. */
+export interface LeaseTableFullEvent {
+  /** The key refused. */
+  readonly key: string;
+  /** Entries in the table (`maxKeys`). */
+  readonly keys: number;
+  /** Of them, entries that cannot go now (a call under way, a charge or a fallback bucket to keep). */
+  readonly pinned: number;
+  /** The refused decision's `retryAfterMs`: until the next exchange window, or the next try of a failed store. */
+  readonly retryAfterMs: number;
+}

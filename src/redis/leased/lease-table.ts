@@ -3,7 +3,7 @@ import { RateWindow } from "./sizing.js";
 
 /** One key's local state in a `LeasedTokenBucket`. */
 export class LeaseEntry {
-  /** Unspent leased tokens; negative: debt (credit admitted, not yet paid by a lease). */
+  /** Unspent leased tokens (>= 0). */
   tokens = 0;
   /** Units still admissible on credit before the first lease (initialCredit, then less). */
   credit: number;
@@ -13,26 +13,42 @@ export class LeaseEntry {
   inFlight = false;
   /** In the batcher's queue for the next exchange. */
   queued = false;
-  /** The queued exchange should take tokens (false: it only gives back). */
+  /** The queued exchange should take tokens (false: it only gives back or charges). */
   wants = false;
+  /** The queued exchange is a probe of a node marked down (it may carry nothing). */
+  probe = false;
   /** The cost of the request that asked for the lease (what the next lease must cover). */
   needCost = 0;
   /** Tokens to give back with the next exchange. */
   give = 0;
-  /** The shared bucket was empty: deny without calls until then (local clock, ms). */
+  /** Units admitted without a lease (credit, the `'local'` fallback), to charge with the next exchange. */
+  charge = 0;
+  /** The charge of the exchange under way (charged again if that call fails). */
+  sentCharge = 0;
+  /** No exchange that takes tokens before this, and a denial once the lease ran out (local clock, ms). */
   deniedUntilMs = Number.NEGATIVE_INFINITY;
   /** Last decision (local clock, ms). */
   lastUsedMs: number;
   /** When the last lease was granted (local clock, ms). */
   grantedAtMs = Number.NEGATIVE_INFINITY;
-  /** Tokens the shared bucket had at the last reply. */
+  /** Tokens the shared bucket had at the last reply (capacity until one came). */
   shared: number;
+  /** When `shared` was seen (local clock, ms); -Infinity: never. */
+  sharedAtMs = Number.NEGATIVE_INFINITY;
   /** Refill when `tokens` falls below this. */
   lowWater = 0;
   /** The batch (hash slot) the key belongs to. */
   readonly group: string;
-  /** The local bucket while Redis fails (policy `'local'`). */
+  /** The local bucket while the store fails (policy `'local'`). */
   fallback: LocalShare | undefined = undefined;
+  /**
+   * The last fallback bucket, kept once the store answered while it was not full: should
+   * the store fail again soon, the fallback goes on from it rather than from a fresh share
+   * (a process whose calls fail on and off must not get a share per failure).
+   */
+  pausedShare: LocalShare | undefined = undefined;
+  /** When {@link pausedShare} was kept (local clock, ms). */
+  pausedAtMs = 0;
   /** The key's observed demand. */
   readonly demand: RateWindow;
 
@@ -51,16 +67,20 @@ export class LeaseEntry {
     this.demand = new RateWindow(nowMs, windowMs);
   }
 
-  /** True when dropping the entry loses nothing: no tokens, debt, call or fallback state. */
-  isFree(nowMs: number): boolean {
+  /** True while the entry holds a call, a charge or a fallback bucket: it must not go. */
+  get pinned(): boolean {
     return (
-      !this.inFlight &&
-      !this.queued &&
-      this.give === 0 &&
-      Math.abs(this.tokens) < 1e-9 &&
-      this.fallback === undefined &&
-      nowMs >= this.deniedUntilMs
+      this.inFlight ||
+      this.queued ||
+      this.charge > 0 ||
+      this.sentCharge > 0 ||
+      this.fallback !== undefined
     );
+  }
+
+  /** True when dropping the entry loses nothing: no tokens, call, charge, fallback or "empty" answer. */
+  isFree(nowMs: number): boolean {
+    return !this.pinned && this.give === 0 && this.tokens < 1e-9 && nowMs >= this.deniedUntilMs;
   }
 }
 
@@ -72,14 +92,23 @@ export interface LeaseTableCounts {
   refused: number;
 }
 
+/** Entries looked at per {@link LeaseTable.makeRoom} before a new key is refused. */
+const MAKE_ROOM_LOOKS = 32;
+
 /**
- * The local lease table: at most `maxKeys` entries. When full, a new key takes the place
- * of one of the oldest entries that holds no debt and no call in flight (its unused tokens
- * are handed to `onEvict` to go back); when there is none, the new key is refused.
+ * The local lease table: at most `maxKeys` entries. Entries that are not pinned (no call,
+ * charge or fallback bucket: {@link LeaseEntry.pinned}) wait in a set in the order they
+ * settled, so a full table finds one to push out at its head, whatever the table holds
+ * (its unused tokens go to `onEvict`, to go back). An entry the caller would rather keep
+ * (its key would get a budget again if it came back) moves to the back instead; after
+ * {@link MAKE_ROOM_LOOKS} of those, the first of them goes when `force` allows, else the
+ * new key is refused.
  */
 export class LeaseTable {
   readonly entries = new Map<string, LeaseEntry>();
   readonly counts: LeaseTableCounts = { created: 0, evictedIdle: 0, evictedLossy: 0, refused: 0 };
+  /** Entries that are not pinned, oldest settled first. */
+  private readonly settled = new Set<LeaseEntry>();
   /** The sweep's position. */
   private cursor: Iterator<LeaseEntry> | undefined;
 
@@ -92,23 +121,71 @@ export class LeaseTable {
     return this.entries.size;
   }
 
-  /** Makes room for one more entry; false when none could be made. */
-  makeRoom(nowMs: number, idleAfterMs: number): boolean {
+  /** Entries that hold a call, a charge or a fallback bucket. */
+  get pinned(): number {
+    return this.entries.size - this.settled.size;
+  }
+
+  /** Adds a new entry. */
+  add(entry: LeaseEntry): void {
+    this.entries.set(entry.key, entry);
+    this.counts.created++;
+    this.settle(entry);
+  }
+
+  /** Drops an entry (its tokens are the caller's to give back). */
+  remove(entry: LeaseEntry): void {
+    this.entries.delete(entry.key);
+    this.settled.delete(entry);
+  }
+
+  /** Files `entry` again after its call, charge or fallback changed (it goes to the back). */
+  settle(entry: LeaseEntry): void {
+    this.settled.delete(entry);
+    if (!entry.pinned && this.entries.get(entry.key) === entry) this.settled.add(entry);
+  }
+
+  /**
+   * Makes room for one more entry; false when none could be made: every entry is pinned,
+   * or (without `force`) the ones looked at are all to keep.
+   */
+  makeRoom(
+    nowMs: number,
+    idleAfterMs: number,
+    keep: (entry: LeaseEntry) => boolean,
+    force: boolean,
+  ): boolean {
     if (this.entries.size < this.maxKeys) return true;
-    let scanned = 0;
-    for (const entry of this.entries.values()) {
-      if (++scanned > 8) break;
-      if (entry.inFlight || entry.queued || entry.tokens < 0 || entry.fallback !== undefined)
+    let looked = 0;
+    let first: LeaseEntry | undefined;
+    for (const entry of this.settled) {
+      if (++looked > MAKE_ROOM_LOOKS || entry === first) break;
+      if (keep(entry)) {
+        first ??= entry;
+        // Looked at again after the others: the next call starts further on.
+        this.settled.delete(entry);
+        this.settled.add(entry);
         continue;
-      const idle = nowMs - entry.lastUsedMs >= idleAfterMs;
-      this.entries.delete(entry.key);
-      if (idle || entry.isFree(nowMs)) this.counts.evictedIdle++;
-      else this.counts.evictedLossy++;
-      this.onEvict(entry);
+      }
+      this.evict(entry, nowMs, idleAfterMs);
+      return true;
+    }
+    if (force && first !== undefined) {
+      this.evict(first, nowMs, idleAfterMs);
       return true;
     }
     this.counts.refused++;
     return false;
+  }
+
+  private evict(entry: LeaseEntry, nowMs: number, idleAfterMs: number): void {
+    this.remove(entry);
+    if (entry.isFree(nowMs) || nowMs - entry.lastUsedMs >= idleAfterMs) {
+      this.counts.evictedIdle++;
+    } else {
+      this.counts.evictedLossy++;
+    }
+    this.onEvict(entry);
   }
 
   /** Up to `count` entries, continuing round-robin from the last call. */

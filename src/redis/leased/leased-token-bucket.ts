@@ -18,17 +18,34 @@ import {
 } from "./options.js";
 import { RedisLeaseStore } from "./redis-store.js";
 import { LeaseSizing } from "./sizing.js";
-import type { LeaseExchange, LeaseRequest, LeaseStore } from "./store.js";
+import {
+  deferredTimerScheduler,
+  type LeaseExchange,
+  type LeaseRequest,
+  type LeaseStore,
+} from "./store.js";
 
 /**
  * Who decided a {@link LeasedDecision}: `'lease'` (this process's lease of the shared
- * bucket, or the cached answer that the shared bucket is empty), `'credit'` (a key with
- * no lease yet, admitted on `initialCredit`), `'pending'` (denied: no lease covers the
- * cost and one is on its way; `remaining` is 0, `retryAfterMs` about one batch window),
- * `'local'` (Redis failed and the key's lease ran out: the `'local'` fallback bucket or a
- * fallback limiter), `'open'`, `'closed'` (the same, with those policies).
+ * bucket, or the cached answer that the shared bucket has nothing for this process until
+ * `retryAfterMs`), `'credit'` (a key with no lease yet, admitted on `initialCredit`),
+ * `'pending'` (denied: no lease covers the cost and one is on its way; `remaining` is 0,
+ * `retryAfterMs` about one batch window), `'full'` (denied: a new key, and the lease table
+ * is full of entries that cannot go yet; `retryAfterMs` until the next exchange window or
+ * the next try of a failed store), `'stopped'` (denied: after {@link LeasedTokenBucket.close};
+ * `retryAfterMs` Infinity), `'local'` (Redis failed and the key's lease ran out: the
+ * `'local'` fallback bucket or a fallback limiter), `'open'`, `'closed'` (the same, with
+ * those policies).
  */
-export type LeasedSource = "lease" | "credit" | "pending" | "local" | "open" | "closed";
+export type LeasedSource =
+  | "lease"
+  | "credit"
+  | "pending"
+  | "full"
+  | "stopped"
+  | "local"
+  | "open"
+  | "closed";
 
 /** A {@link Decision} plus where it came from. */
 export interface LeasedDecision extends Decision {
@@ -46,7 +63,7 @@ export interface LeasedTokenBucketStats {
   readonly evictedIdle: number;
   /** Entries pushed out of a full table while in use (their tokens given back). */
   readonly evictedLossy: number;
-  /** New keys denied because the table was full of entries that could not go. */
+  /** New keys denied because the table was full of entries that could not go (`source: 'full'`). */
   readonly refused: number;
   /**
    * Exchange calls made to the store: per batch window, one per group of keys (a hash slot
@@ -69,6 +86,11 @@ export interface LeasedTokenBucketStats {
   readonly tokensGivenBack: number;
   /** Units admitted on credit. */
   readonly creditAdmitted: number;
+  /**
+   * Units charged to the shared bucket (admitted on credit or by the `'local'` fallback),
+   * counted when the charge was sent; a charge whose call failed is sent again.
+   */
+  readonly tokensCharged: number;
   /** Decisions made by the failure policy. */
   readonly fallbackDecisions: number;
   /** Live processes as last counted by the heartbeats. */
@@ -76,16 +98,33 @@ export interface LeasedTokenBucketStats {
 }
 
 const NO_LEASE_RETRY_FLOOR_MS = 1;
+/** The first back-off after a failed exchange (ms); it doubles up to {@link MAX_BACKOFF_MS}. */
+const FIRST_BACKOFF_MS = 100;
+const MAX_BACKOFF_MS = 250;
+
+/**
+ * A node whose last exchange failed: no exchange until its back-off has passed (timed by the
+ * scheduler, so a clock that goes back does not hold it), then one call, the probe.
+ */
+interface DownMark {
+  /** When the back-off ends, on this process's clock (for `retryAfterMs` only). */
+  retryAtMs: number;
+  /** The back-off has passed: the next call may go. */
+  ready: boolean;
+  /** Keys whose calls wait for the back-off, by group. */
+  readonly waiting: Map<string, Set<string>>;
+  backoffMs: number;
+}
 
 /**
  * One token bucket per key in Redis, shared by every process (the token bucket script's
  * semantics, the server's clock), with each process deciding in memory, synchronously,
  * from a lease of the key's tokens (docs/redis.md#leases-one-global-limit-at-in-process-speed).
  * Leases refill in the background below a low-water mark, batched across keys; sizes
- * follow the key's local rate, capped; unused tokens go back when idle, expired and on
- * {@link close}. An empty shared bucket's answer is kept: denied without calls until then.
- * Bounds: with `initialCredit: 0` never above the shared bucket (`capacity +
- * refillPerSecond x T`); with credit, at most `N x initialCredit` more per key.
+ * follow the key's local rate, capped; a contended bucket is shared max-min fairly among
+ * the processes asking (docs/distributed.md#fairness); unused tokens go back when idle,
+ * expired and on {@link close}. The store's answer that nothing is there for this process
+ * is kept: denied without calls until then. Bounds and invariants: docs/distributed.md#invariants.
  * @example
  * const limiter = new LeasedTokenBucket({ client: fromIoredis(redis), capacity: 100, refillPerSecond: 50 })
  * limiter.consume("user:42") //=> { allowed: true, …, source: 'credit' }, then 'lease'
@@ -97,7 +136,7 @@ export class LeasedTokenBucket {
   readonly capacity: number;
   /** Tokens added to a shared bucket per second. */
   readonly refillPerSecond: number;
-  /** This process's id in the heartbeats. */
+  /** This process's id in the heartbeats and the buckets' fair shares. */
   readonly processId: string;
   /** The store behind the leases. */
   readonly store: LeaseStore;
@@ -114,8 +153,8 @@ export class LeasedTokenBucket {
   private readonly heartbeat: Heartbeat;
   /** @internal Tokens of dropped entries, to go back with the next batch. */
   private readonly returns = new Map<string, number>();
-  /** @internal Nodes whose last exchange failed: no new one before the time given. */
-  private readonly down = new Map<string, number>();
+  /** @internal Nodes whose last exchange failed, until one answers. */
+  private readonly down = new Map<string, DownMark>();
   /** @internal */
   private readonly counters = {
     exchanges: 0,
@@ -123,6 +162,7 @@ export class LeasedTokenBucket {
     failedExchanges: 0,
     tokensTaken: 0,
     tokensGivenBack: 0,
+    tokensCharged: 0,
     creditAdmitted: 0,
     fallbackDecisions: 0,
   };
@@ -142,6 +182,10 @@ export class LeasedTokenBucket {
   private readonly inFlight = new Set<Promise<void>>();
   /** @internal Typical time from asking for a lease to having it (ms), for retryAfterMs. */
   private leaseDelayMs: number;
+  /** @internal The table refused a key and has not taken one since (onTableFull fired). */
+  private full = false;
+  /** @internal The store has no nodes: one answered heartbeat says every node answers. */
+  private readonly oneNode: boolean;
 
   constructor(options: LeasedTokenBucketOptions) {
     const o = checkOptions<LeasedTokenBucketOptions>(WHERE, options);
@@ -162,11 +206,14 @@ export class LeasedTokenBucket {
         maxTtlMs: redis?.maxTtlMs as number,
         record: config.record,
         timeoutMs: redis?.timeoutMs as number,
+        staleMs: config.idleAfterMs,
         clock: config.clock,
+        scheduler: o.scheduler === undefined ? deferredTimerScheduler : config.scheduler,
       });
+    this.oneNode = this.store.nodeOf === undefined || this.store.nodeOf("") === undefined;
     this.sizing = new LeaseSizing(config.leaseCap, config.leaseHorizonMs, config.lowWaterShare);
     this.table = new LeaseTable(config.maxKeys, (e) =>
-      this.giveBack(e.key, e.group, (e.tokens > 0 ? e.tokens : 0) + e.give),
+      this.giveBack(e.key, e.group, e.tokens + e.give),
     );
     this.batcher = new Batcher(config.batchWindowMs, config.scheduler, (calls) =>
       this.sendWindow(calls),
@@ -177,7 +224,8 @@ export class LeasedTokenBucket {
       this.processId,
       config.heartbeatTtlMs,
       config.scheduler,
-      (error) => this.settled("heartbeat", 0, error),
+      () => this.now(WHERE),
+      (error) => this.beaten(error),
     );
     this.heartbeat.start();
     this.armSweep();
@@ -203,6 +251,7 @@ export class LeasedTokenBucket {
       failedExchanges: this.counters.failedExchanges,
       tokensTaken: this.counters.tokensTaken,
       tokensGivenBack: this.counters.tokensGivenBack,
+      tokensCharged: this.counters.tokensCharged,
       creditAdmitted: this.counters.creditAdmitted,
       fallbackDecisions: this.counters.fallbackDecisions,
       liveProcesses: this.heartbeat.live,
@@ -212,19 +261,32 @@ export class LeasedTokenBucket {
   /**
    * The store's health for metrics (`withMetrics` reads it at each scrape): `failures`, the
    * lease exchanges that failed or came late (`stats.failedExchanges`); one circuit for the
-   * client (`node: ""`), `'open'` while lease calls fail (from a failed one until one
-   * succeeds), else `'closed'`. Heartbeats do not count: they only keep the process count.
+   * client (`node: ""`), `'open'` while a node's last exchange failed or the heartbeats fail
+   * (until one answers: a heartbeat or a probe after the back-off), else `'closed'`.
    */
   storeHealth(): StoreHealth {
+    const failing = this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined;
     return {
       failures: this.counters.failedExchanges,
-      circuits: [{ node: "", state: this.failedCalls.lease > 0 ? "open" : "closed" }],
+      circuits: [{ node: "", state: failing ? "open" : "closed" }],
     };
   }
 
-  /** Live processes as last counted (the `'local'` fallback's N). */
+  /** Live processes as last counted by the heartbeats. */
   get liveProcesses(): number {
     return this.heartbeat.live;
+  }
+
+  /**
+   * The N the `'local'` fallback divides the limit by now: `expectedProcesses` or the
+   * heartbeats' count, whichever is larger; undefined when there is no `expectedProcesses`
+   * and the others may not have counted this process yet (the fallback then denies).
+   */
+  get fallbackProcesses(): number | undefined {
+    const counted = this.heartbeat.counted(this.now(WHERE));
+    const expected = this.config.expectedProcesses;
+    if (expected === undefined) return counted ? this.heartbeat.live : undefined;
+    return counted && this.heartbeat.live > expected ? this.heartbeat.live : expected;
   }
 
   /**
@@ -278,23 +340,31 @@ export class LeasedTokenBucket {
   }
 
   /**
-   * Forgets `key`'s local state: its unused tokens go back with the next batch (a debt is
-   * kept: a reset must not hand out credit again). The shared bucket is not reset.
+   * Forgets `key`'s local state: its unused tokens go back with the next batch. A charge
+   * still owed is sent all the same (a reset must not hand out credit again). The shared
+   * bucket is not reset.
    */
   reset(key: string): void {
     const k = this.checkKey(`${WHERE}.reset`, key);
     const e = this.table.entries.get(k);
     if (typeof this.config.failure === "object") this.config.failure.reset(k);
-    if (e === undefined || e.tokens < 0 || e.inFlight || e.queued) return;
-    this.table.entries.delete(k);
+    if (e === undefined) return;
+    if (e.pinned) {
+      e.give += e.tokens;
+      e.tokens = 0;
+      return;
+    }
+    this.table.remove(e);
     this.giveBack(k, e.group, e.tokens + e.give);
   }
 
   /**
-   * Stops the timers, gives every unused token back to the shared buckets, waits for the
-   * exchanges under way and withdraws this process from the heartbeats. Later decisions
-   * are made by the failure policy, as when Redis is away. Resolves when done; never
-   * rejects (failures go to `onError`).
+   * Stops the timers, gives every unused token back to the shared buckets and sends the
+   * charges still owed, waits for the exchanges under way and withdraws this process from
+   * the heartbeats. From the call on, every decision is denied (`source: 'stopped'`,
+   * `retryAfterMs` Infinity): a closed limiter holds no lease. Resolves when done; never
+   * rejects (failures go to `onError`; what a failing store did not take is lost: unused
+   * tokens, which admits less, and this process's unsent charges).
    */
   close(): Promise<void> {
     // A second call waits for the first: it must not resolve before the tokens went back.
@@ -306,18 +376,20 @@ export class LeasedTokenBucket {
   private async shutDown(): Promise<void> {
     this.closed = true;
     this.cancelSweep?.();
-    this.batcher.stop();
-    await Promise.all([...this.inFlight]);
+    for (const mark of this.down.values()) this.release(mark);
     for (const e of this.table.entries.values()) {
-      if (e.tokens > 0) {
-        e.give += e.tokens;
-        e.tokens = 0;
-      }
+      e.give += e.tokens;
+      e.tokens = 0;
       e.wants = false;
-      if (e.give > 0 && !e.queued) this.enqueue(e);
+      if ((e.give > 0 || e.charge > 0) && !e.queued && !e.inFlight) this.enqueue(e);
     }
-    this.batcher.flush();
-    await Promise.all([...this.inFlight]);
+    // Three rounds: what went out, what came back in the meantime (grants of calls under
+    // way go straight back), and a last one; a failing store does not hold close() longer.
+    for (let round = 0; round < 3; round++) {
+      this.batcher.flush();
+      if (this.inFlight.size === 0) break;
+      await Promise.all([...this.inFlight]);
+    }
     this.batcher.stop();
     await this.heartbeat.stop();
   }
@@ -352,7 +424,7 @@ export class LeasedTokenBucket {
     e.tokens -= cost;
     e.lastUsedMs = now;
     e.demand.observe(cost, now);
-    // No refill while the shared bucket said it is empty: no calls until its tokens return.
+    // No refill before the store said this process may have more.
     if (
       e.tokens < e.lowWater &&
       !e.queued &&
@@ -368,12 +440,18 @@ export class LeasedTokenBucket {
 
   /** @internal The slow path: no lease covers the cost. */
   private decide(key: string, cost: number, now: number, take: boolean): LeasedDecision {
+    if (this.closed) return this.denied(Number.POSITIVE_INFINITY, 0, "stopped");
     let e = this.table.entries.get(key);
     if (e === undefined) {
       if (!take) return this.unseen(cost);
-      if (!this.table.makeRoom(now, this.config.idleAfterMs)) {
-        return this.denied(this.config.batchWindowMs, 0, "lease");
+      const failing = this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined;
+      // While the store answers, a full table of drained keys still takes a new one (the
+      // drained key, if it comes back, gets its credit again, charged like any credit);
+      // while it fails, a new key is refused rather than a drained one's fallback renewed.
+      if (!this.table.makeRoom(now, this.config.idleAfterMs, (x) => this.keep(x, now), !failing)) {
+        return this.refuse(key, now);
       }
+      this.full = false;
       e = new LeaseEntry(
         key,
         this.store.groupOf(key),
@@ -382,8 +460,7 @@ export class LeasedTokenBucket {
         now,
         this.config.leaseHorizonMs / 4,
       );
-      this.table.entries.set(key, e);
-      this.table.counts.created++;
+      this.table.add(e);
     }
     if (cost === 0 || fits(cost, e.tokens)) {
       if (take && cost > 0) this.spend(e, cost, now);
@@ -393,16 +470,16 @@ export class LeasedTokenBucket {
       e.lastUsedMs = now;
       e.demand.observe(cost, now);
     }
-    if (!e.leased && fits(cost, e.credit) && !this.closed) {
+    if (!e.leased && fits(cost, e.credit)) {
       if (take) {
         e.credit -= cost;
-        e.tokens -= cost;
+        e.charge += cost;
         this.counters.creditAdmitted += cost;
         this.request(e, cost);
       }
       return this.granted(e, "credit");
     }
-    if (this.closed || this.isDown(e, now)) return this.failed(e, cost, now, take);
+    if (this.isDown(e)) return this.failed(e, cost, now, take);
     if (cost > this.capacity) return this.denied(Number.POSITIVE_INFINITY, e.shared, "lease");
     if (now < e.deniedUntilMs) return this.denied(e.deniedUntilMs - now, e.shared, "lease");
     if (take) this.request(e, cost);
@@ -413,10 +490,41 @@ export class LeasedTokenBucket {
   /** @internal peek of a key with no entry: what a first consume would answer. */
   private unseen(cost: number): LeasedDecision {
     if (cost === 0) return this.shape(true, 0, 0, "lease");
-    if (fits(cost, this.config.initialCredit) && !this.closed) {
+    if (fits(cost, this.config.initialCredit)) {
       return this.shape(true, 0, this.capacity - cost, "credit");
     }
     return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), 0, "pending");
+  }
+
+  /**
+   * @internal Whether a full table would rather keep `e` than make room with it: while the
+   * store fails, an entry whose bucket was last seen less than full (a new entry would fall
+   * back to a full share); otherwise one the store said has nothing for this process now
+   * (a new entry would be admitted on credit again).
+   */
+  private keep(e: LeaseEntry, now: number): boolean {
+    if (this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined) {
+      return this.estimate(e, now) < this.capacity;
+    }
+    return this.config.initialCredit > 0 && now < e.deniedUntilMs;
+  }
+
+  /** @internal A new key the full table cannot take: denied, with when to try again. */
+  private refuse(key: string, now: number): LeasedDecision {
+    let retryAfterMs = Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs);
+    for (const mark of this.down.values()) {
+      if (mark.retryAtMs - now > retryAfterMs) retryAfterMs = mark.retryAtMs - now;
+    }
+    if (!this.full) {
+      this.full = true;
+      this.config.onTableFull?.({
+        key,
+        keys: this.table.size,
+        pinned: this.table.pinned,
+        retryAfterMs,
+      });
+    }
+    return this.denied(retryAfterMs, 0, "full");
   }
 
   /** @internal Queues a lease request covering `cost`. */
@@ -430,11 +538,12 @@ export class LeasedTokenBucket {
   /** @internal */
   private enqueue(e: LeaseEntry): void {
     e.queued = true;
+    this.table.settle(e);
     this.batcher.add(e.group, e.key);
   }
 
   /** @internal The key's node is down (its last exchange failed, no answer since). */
-  private isDown(e: LeaseEntry, _now: number): boolean {
+  private isDown(e: LeaseEntry): boolean {
     return this.down.size > 0 && this.down.has(this.nodeOf(e.group, e.key));
   }
 
@@ -445,6 +554,20 @@ export class LeasedTokenBucket {
   private nodeOf(group: string, key: string): string {
     const node = this.store.nodeOf?.(key);
     return node === undefined ? `group ${group}` : `node ${node}`;
+  }
+
+  /**
+   * @internal What the shared bucket of `e` holds now as far as this process knows: the
+   * last reply's count refilled since (at most full; below zero while a charge is repaid),
+   * less what this process owes it; a key never answered for counts as full.
+   */
+  private estimate(e: LeaseEntry, now: number): number {
+    let level = this.capacity;
+    if (e.sharedAtMs !== Number.NEGATIVE_INFINITY) {
+      const refilled = e.shared + ((now - e.sharedAtMs) * this.refillPerSecond) / 1000;
+      if (refilled < level) level = refilled;
+    }
+    return level - e.charge - e.sentCharge;
   }
 
   /** @internal A decision of the failure policy for a key whose lease ran out. */
@@ -471,28 +594,52 @@ export class LeasedTokenBucket {
       const local = take ? policy.consume(e.key, cost) : policy.peek(e.key, cost);
       return { ...local, source: "local" };
     }
-    const live = this.heartbeat.live;
-    if (e.fallback === undefined) {
-      if (!take) {
-        const share = this.capacity / live;
-        return fits(cost, share)
-          ? this.shape(true, 0, share - cost, "local")
-          : this.denied(Number.POSITIVE_INFINITY, 0, "local");
+    let share = e.fallback;
+    if (share === undefined) {
+      const n = this.fallbackProcesses;
+      if (n === undefined) {
+        // Not counted by the others yet: this process's share is unknown, so it is none.
+        return this.denied(this.retryInMs(e, now), 0, "local");
       }
-      e.fallback = new LocalShare(this.capacity / live, this.refillPerSecond / live / 1000, now);
+      let start = this.estimate(e, now) / n;
+      const paused = e.pausedShare;
+      if (paused !== undefined) {
+        // Failing again: go on from the last fallback bucket, refilled at this share's rate
+        // while the store answered (what the leases did meanwhile is in the estimate).
+        const resumed =
+          paused.available(e.pausedAtMs) + ((now - e.pausedAtMs) * this.refillPerSecond) / n / 1000;
+        if (resumed < start) start = resumed;
+      }
+      share = new LocalShare(this.capacity / n, this.refillPerSecond / n / 1000, start, now);
+      if (!take) {
+        return share.take(cost, now, false)
+          ? this.shape(true, 0, share.available(now) - cost, "local")
+          : this.denied(share.waitMs(cost, now), share.available(now), "local");
+      }
+      e.fallback = share;
+      e.pausedShare = undefined;
+      this.table.settle(e);
     }
-    if (e.fallback.take(cost, now, take)) {
-      return this.shape(true, 0, e.fallback.available(now), "local");
+    if (share.take(cost, now, take)) {
+      if (take) e.charge += cost;
+      return this.shape(true, 0, share.available(now), "local");
     }
-    return this.denied(e.fallback.waitMs(cost, now), e.fallback.available(now), "local");
+    return this.denied(share.waitMs(cost, now), share.available(now), "local");
+  }
+
+  /** @internal Ms until the store is tried again for `e` (its node's back-off, or the next heartbeat). */
+  private retryInMs(e: LeaseEntry, now: number): number {
+    const mark = this.down.get(this.nodeOf(e.group, e.key));
+    const ms = mark === undefined ? this.heartbeat.intervalMs : mark.retryAtMs - now;
+    return Math.max(NO_LEASE_RETRY_FLOOR_MS, ms);
   }
 
   /**
    * @internal An allowed decision from the lease or credit: what is left after it, the
-   * lease plus the shared bucket's last count, less a debt (credit not yet paid by a lease).
+   * lease plus the shared bucket's last count, less what this process still owes it.
    */
   private granted(e: LeaseEntry, source: LeasedSource): LeasedDecision {
-    return this.shape(true, 0, e.tokens + e.shared, source);
+    return this.shape(true, 0, e.tokens + e.shared - e.charge - e.sentCharge, source);
   }
 
   /** @internal */
@@ -535,15 +682,19 @@ export class LeasedTokenBucket {
     if (returned > 0) this.returns.delete(key);
     const e = this.table.entries.get(key);
     if (e === undefined || !e.queued) {
-      return returned > 0 ? { key, give: returned, want: 0, need: 0 } : undefined;
+      return returned > 0
+        ? { key, give: returned, charge: 0, want: 0, need: 0, demand: MIN_DEMAND }
+        : undefined;
     }
     e.queued = false;
     const give = e.give + returned;
     e.give = 0;
+    const charge = e.charge;
+    e.charge = 0;
     let want = 0;
     let need = 0;
+    const rate = e.demand.rate(now);
     if (e.wants && !this.closed) {
-      const rate = e.demand.rate(now);
       const target = this.sizing.target(rate);
       e.lowWater = this.sizing.lowWater(target, rate, this.leaseDelayMs);
       const short = e.needCost - e.tokens;
@@ -554,11 +705,19 @@ export class LeasedTokenBucket {
       const batch = this.refillPerSecond > 0 ? target / 2 : 0;
       need = Math.min(want, Math.max(short, batch, 1e-9));
     }
+    // A fallback bucket ends with an answer, so it asks for one even with nothing to send.
+    const probe = e.probe || e.fallback !== undefined;
     e.wants = false;
+    e.probe = false;
     e.needCost = 0;
-    if (give <= 0 && want <= 0) return undefined;
+    if (give <= 0 && want <= 0 && charge <= 0 && !probe) {
+      this.table.settle(e);
+      return undefined;
+    }
     e.inFlight = true;
-    return { key, give, want, need };
+    e.sentCharge = charge;
+    const demand = rate * 1000;
+    return { key, give, charge, want, need, demand: demand > MIN_DEMAND ? demand : MIN_DEMAND };
   }
 
   /**
@@ -577,12 +736,12 @@ export class LeasedTokenBucket {
   /** @internal One exchange call for keys of one group; true when it was sent. */
   private send(group: string, keys: string[], node: string): boolean {
     const now = this.now(WHERE);
-    const retryAt = this.down.get(node);
-    if (retryAt !== undefined && now < retryAt && !this.closed) {
-      // Back off: keep the keys for a later batch.
-      this.config.scheduler(() => {
-        for (const key of keys) this.batcher.add(group, key);
-      }, retryAt - now);
+    const mark = this.down.get(node);
+    if (mark !== undefined && !mark.ready && !this.closed) {
+      // Back off: the keys wait for the next batch after it (its first call is the probe).
+      let waiting = mark.waiting.get(group);
+      if (waiting === undefined) mark.waiting.set(group, (waiting = new Set()));
+      for (const key of keys) waiting.add(key);
       return false;
     }
     const requests: LeaseRequest[] = [];
@@ -592,13 +751,14 @@ export class LeasedTokenBucket {
     }
     if (requests.length === 0) return false;
     this.counters.exchanges++;
-    let given = 0;
-    for (const r of requests) given += r.give;
-    this.counters.tokensGivenBack += given;
+    for (const r of requests) {
+      this.counters.tokensGivenBack += r.give;
+      this.counters.tokensCharged += r.charge;
+    }
     const sentMs = now;
     let call: Promise<LeaseExchange>;
     try {
-      call = this.store.exchange(requests);
+      call = this.store.exchange(requests, this.processId);
     } catch (error) {
       call = Promise.reject(error);
     }
@@ -637,7 +797,11 @@ export class LeasedTokenBucket {
     // The delay from asking to having: a quick rise, a slow decay.
     const delay = now - sentMs + this.config.batchWindowMs;
     this.leaseDelayMs = delay > this.leaseDelayMs ? delay : this.leaseDelayMs * 0.9 + delay * 0.1;
-    this.down.delete(node);
+    const mark = this.down.get(node);
+    if (mark !== undefined) {
+      this.down.delete(node);
+      this.release(mark);
+    }
     this.settled("lease", requests.length, undefined);
     for (let i = 0; i < requests.length; i++) {
       const r = requests[i] as LeaseRequest;
@@ -651,43 +815,35 @@ export class LeasedTokenBucket {
         continue;
       }
       e.inFlight = false;
+      e.sentCharge = 0;
       e.leased = true;
       e.credit = 0;
       e.shared = grant.tokens;
-      if (e.fallback !== undefined) {
-        // Recovery: what the fallback spent and has not refilled is charged as debt.
-        e.tokens -= e.fallback.spent(now);
+      e.sharedAtMs = now;
+      // The store answers again: what the fallback admitted is charged (sent or owed); a
+      // bucket not full again is kept, should the store fail again soon.
+      const share = e.fallback;
+      if (share !== undefined) {
         e.fallback = undefined;
+        if (share.available(now) < share.capacity - 1e-9) {
+          e.pausedShare = share;
+          e.pausedAtMs = now;
+        }
       }
       if (grant.granted > 0) {
         e.tokens += grant.granted;
         e.grantedAtMs = now;
-        e.deniedUntilMs = Number.NEGATIVE_INFINITY;
-      } else if (r.want > 0) {
-        e.deniedUntilMs = now + this.emptyWaitMs(grant.waitMs, r.need);
+      }
+      if (r.want > 0) {
+        e.deniedUntilMs = grant.waitMs > 0 ? now + grant.waitMs : Number.NEGATIVE_INFINITY;
       }
       if (this.closed && e.tokens > 0) {
         e.give += e.tokens;
         e.tokens = 0;
-        this.enqueue(e);
       }
+      if (e.charge > 0 || (this.closed && e.give > 0)) this.enqueue(e);
+      else this.table.settle(e);
     }
-  }
-
-  /**
-   * @internal How long to deny after the shared bucket answered "empty, `need` tokens in
-   * `waitMs`": that wait, or longer when other live processes compete for the same tokens,
-   * up to this process's fair turn (N x need at the refill rate), so that N processes do not
-   * all call at once for the same few tokens. The longer wait loses no tokens: they stay in
-   * the bucket, and it never passes the time half the capacity takes to come back, well
-   * before the bucket could overflow.
-   */
-  private emptyWaitMs(waitMs: number, need: number): number {
-    const rate = this.refillPerSecond;
-    if (!(rate > 0) || !Number.isFinite(waitMs)) return waitMs;
-    const fairTokens = Math.min(this.heartbeat.live * need, this.capacity / 2);
-    const fairMs = (fairTokens * 1000) / rate;
-    return fairMs > waitMs ? fairMs : waitMs;
   }
 
   /** @internal An exchange failed (or came late: nothing was written, so gives can be retried). */
@@ -695,7 +851,21 @@ export class LeasedTokenBucket {
     this.counters.failedExchanges++;
     this.lastError = error;
     const now = this.now(WHERE);
-    this.down.set(node, now + Math.min(1000, Math.max(this.config.batchWindowMs, 100)));
+    const mark = this.down.get(node);
+    // A late answer is an answer: the node is up, only the deadline (the offset to its
+    // clock, corrected by this answer) was wrong, so the back-off starts over.
+    const backoffMs =
+      mark === undefined || late
+        ? Math.max(FIRST_BACKOFF_MS, this.config.batchWindowMs)
+        : Math.min(MAX_BACKOFF_MS, mark.backoffMs * 2);
+    const next: DownMark = {
+      retryAtMs: now + backoffMs,
+      backoffMs,
+      ready: false,
+      waiting: mark?.waiting ?? new Map(),
+    };
+    this.down.set(node, next);
+    this.config.scheduler(() => this.backedOff(node, next), backoffMs);
     for (const r of requests) {
       const e = this.table.entries.get(r.key);
       if (late) this.counters.tokensGivenBack -= r.give;
@@ -704,10 +874,42 @@ export class LeasedTokenBucket {
         continue;
       }
       e.inFlight = false;
-      // A give-back that may have been applied is never sent twice; a late one was not applied.
+      // A give-back that may have been applied is never sent twice (it would add tokens);
+      // a charge is sent again (twice costs this key time, never the bound); a late call
+      // applied nothing, so both go again.
       if (late) e.give += r.give;
+      e.charge += e.sentCharge;
+      e.sentCharge = 0;
+      // Whatever it owes or holds is sent again once the back-off allows; so is a probe for
+      // a fallback bucket, which only an answer ends.
+      if (e.charge > 0 || e.give > 0 || e.fallback !== undefined) this.enqueue(e);
+      else this.table.settle(e);
     }
     this.settled("lease", requests.length, late ? new StoreTimeoutError(0) : error, late);
+  }
+
+  /** @internal A node's back-off ended: the keys that waited go with the next batch. */
+  private backedOff(node: string, mark: DownMark): void {
+    mark.ready = true;
+    if (this.down.get(node) !== mark && this.down.has(node)) return; // a later mark took over
+    this.release(mark);
+  }
+
+  /** @internal Puts the keys a down mark held back into the batcher. */
+  private release(mark: DownMark): void {
+    for (const [group, keys] of mark.waiting) for (const key of keys) this.batcher.add(group, key);
+    mark.waiting.clear();
+  }
+
+  /** @internal A heartbeat answered (error undefined) or failed. */
+  private beaten(error: unknown): void {
+    // On a store of one node, an answered heartbeat says the node answers: its keys go back
+    // to leases at once (a failed exchange after it marks it down again).
+    if (error === undefined && this.oneNode && this.down.size > 0) {
+      for (const mark of this.down.values()) this.release(mark);
+      this.down.clear();
+    }
+    this.settled("heartbeat", 0, error);
   }
 
   /** @internal Reports a failed call (onError) or a recovery (onRecover). */
@@ -762,28 +964,25 @@ export class LeasedTokenBucket {
     const now = this.now(WHERE);
     const { idleAfterMs, leaseTtlMs } = this.config;
     const count = Math.min(this.table.size, 4096);
+    let probed: Set<string> | undefined;
     for (const e of this.table.chunk(count)) {
       if (e.inFlight || e.queued) continue;
-      const idle = now - e.lastUsedMs >= idleAfterMs;
-      if (idle && e.fallback !== undefined) {
-        // A quiet key's fallback bucket: once full again it is a fresh one and can go; once
-        // Redis is back, what it spent and has not refilled becomes debt (as on a lease's
-        // arrival). Either way the entry can then leave: a key flood during an outage must
-        // not hold the table (and refuse every new key) for good.
-        const spent = e.fallback.spent(now);
-        if (spent <= 1e-9 || !this.isDown(e, now)) {
-          e.tokens -= spent;
-          e.fallback = undefined;
+      if (this.down.size > 0) {
+        // A node marked down past its back-off, with nothing queued for it: one probe, so
+        // that the mark ends once it answers (nothing stays down after an outage ended).
+        const node = this.nodeOf(e.group, e.key);
+        const mark = this.down.get(node);
+        if (mark?.ready && !(probed ??= new Set()).has(node)) {
+          probed.add(node);
+          e.probe = true;
+          this.enqueue(e);
+          continue;
         }
       }
-      if (idle && e.isFree(now)) {
-        this.table.entries.delete(e.key);
+      const idle = now - e.lastUsedMs >= idleAfterMs;
+      if (idle && e.isFree(now) && !this.keep(e, now)) {
+        this.table.remove(e);
         this.table.counts.evictedIdle++;
-        continue;
-      }
-      if (e.tokens < 0 && now >= e.deniedUntilMs && !this.isDown(e, now)) {
-        // A debt is paid off even if the key went quiet.
-        this.request(e, 0);
         continue;
       }
       if (e.tokens <= 0) continue;
@@ -802,5 +1001,20 @@ export class LeasedTokenBucket {
         e.grantedAtMs = now;
       }
     }
+    // Marks past their back-off that no key's call probed: on one server a heartbeat asks
+    // (its answer ends them); on a cluster a node no key of this process waits for is
+    // forgotten (its next call will tell). Either way no mark outlives the outage.
+    if (this.down.size === 0) return;
+    for (const [node, mark] of this.down) {
+      if (!mark.ready || probed?.has(node) || mark.waiting.size > 0) continue;
+      if (this.oneNode) {
+        this.heartbeat.beatNow();
+        return;
+      }
+      this.down.delete(node);
+    }
   }
 }
+
+/** The demand sent for a key that asks nothing (tokens per second): > 0, as the store requires. */
+const MIN_DEMAND = 1e-9;

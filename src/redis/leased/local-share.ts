@@ -1,14 +1,18 @@
 import { fits } from "../../numeric.js";
 
 /**
- * The local bucket a key falls back to while Redis cannot answer (policy `'local'`):
- * `capacity / N` tokens refilled at `refillPerSecond / N`, N the live processes last
- * counted, so that N processes together stay near the shared limit (the compromise of a
- * per-process split). It starts full. On recovery, what it spent and has not refilled
- * yet ({@link spent}) is charged to the key's lease as debt, so leases resume without a
- * burst on top of what the fallback just admitted.
+ * The local bucket a key falls back to while the store cannot answer (policy `'local'`):
+ * at most `capacity / N` tokens refilled at `refillPerSecond / N`, N the processes that
+ * share the limit ({@link Heartbeat.counted}, or `expectedProcesses`), so that N processes
+ * together stay within one shared bucket (the per-process split). It starts at this
+ * process's share of what the shared bucket held when last seen (refilled since, at most
+ * full; a key never seen counts as full): a key whose bucket was empty stays empty, and a
+ * debt still owed is owed here too. Every unit it admits is charged to the shared bucket
+ * once the store answers again, so leases resume without a burst on top of it.
  */
 export class LocalShare {
+  /** Tokens it started with (at most `capacity`; below zero: a debt refilled first). */
+  readonly startTokens: number;
   private tokens: number;
   private anchorMs: number;
 
@@ -17,13 +21,16 @@ export class LocalShare {
     readonly capacity: number,
     /** Tokens per ms: `refillPerSecond / N / 1000`. */
     private readonly perMs: number,
+    /** Tokens at the start (below zero: a debt to refill first; at most `capacity`). */
+    startTokens: number,
     nowMs: number,
   ) {
-    this.tokens = capacity;
+    this.startTokens = startTokens < capacity ? startTokens : capacity;
+    this.tokens = this.startTokens;
     this.anchorMs = nowMs;
   }
 
-  /** Tokens available at `nowMs`. */
+  /** Tokens available at `nowMs` (below zero while a debt is refilled). */
   available(nowMs: number): number {
     if (nowMs > this.anchorMs) {
       const refilled = this.tokens + (nowMs - this.anchorMs) * this.perMs;
@@ -45,10 +52,5 @@ export class LocalShare {
   waitMs(cost: number, nowMs: number): number {
     if (cost > this.capacity || this.perMs === 0) return Number.POSITIVE_INFINITY;
     return Math.max(0, (cost - this.available(nowMs)) / this.perMs);
-  }
-
-  /** Spent and not yet refilled at `nowMs`: `capacity - available`. */
-  spent(nowMs: number): number {
-    return Math.max(0, this.capacity - this.available(nowMs));
   }
 }

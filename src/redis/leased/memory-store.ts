@@ -1,7 +1,7 @@
 import { checkClock, checkNumber, checkOptionNames, checkOptions, describe } from "../../errors.js";
 import { type Clock, systemClock } from "../../limiter.js";
-import { fits } from "../../numeric.js";
 import { optionNames } from "../../option-names.js";
+import { type BucketConfig, type BucketState, exchangeKey, freshBucket } from "./shared-bucket.js";
 import {
   type LeaseExchange,
   type LeaseGrant,
@@ -23,6 +23,12 @@ export interface MemoryLeaseStoreOptions {
   readonly latencyMs?: number | undefined;
   /** The simulation's timers, for `latencyMs`. @default setTimeout, unref'd */
   readonly scheduler?: Scheduler | undefined;
+  /**
+   * A process contending for a key that does not ask again within this many ms (plus twice
+   * the wait it was given) loses what was set aside for it; give the limiters' `idleAfterMs`.
+   * @default 2000
+   */
+  readonly staleMs?: number | undefined;
 }
 
 const WHERE = "MemoryLeaseStore";
@@ -32,23 +38,32 @@ const OPTIONS = optionNames<MemoryLeaseStoreOptions>()([
   "clock",
   "latencyMs",
   "scheduler",
+  "staleMs",
 ]);
 
 /** One key's shared bucket and record in a {@link MemoryLeaseStore}. */
 interface Bucket {
-  tokens: number;
-  anchorMs: number;
+  readonly state: BucketState;
   taken: number;
   given: number;
+  charged: number;
+}
+
+/** What a key's record holds: tokens taken, given back and charged, in all. */
+export interface LeaseRecord {
+  readonly taken: number;
+  readonly given: number;
+  readonly charged: number;
 }
 
 /**
- * A {@link LeaseStore} in memory, with the lease script's semantics (give back never
- * above capacity, then take up to `want` when `need` fits, else the time until it does),
- * on an injected clock: the shared bucket of a deterministic simulation (N limiters on one
- * store, a manual clock and scheduler) and of the tests. With `latencyMs`, answers arrive
- * that long after the call through `scheduler`; `failing` makes every call reject.
- * Options: {@link MemoryLeaseStoreOptions}.
+ * A {@link LeaseStore} in memory, with the lease script's semantics (src/redis/leased/shared-bucket.ts:
+ * give back never above capacity, charge whatever the bucket holds, then take up to `want`
+ * of this process's fair share when `need` fits, else the time until it does), on an
+ * injected clock: the shared bucket of a deterministic simulation (N limiters on one store,
+ * a manual clock and scheduler) and of the tests. With `latencyMs`, answers arrive that
+ * long after the call through `scheduler`; `failing` makes every call reject; `flush()`
+ * forgets every bucket (as `FLUSHALL`). Options: {@link MemoryLeaseStoreOptions}.
  */
 export class MemoryLeaseStore implements LeaseStore {
   /** Every call rejects while true. */
@@ -65,6 +80,8 @@ export class MemoryLeaseStore implements LeaseStore {
   private readonly latencyMs: number;
   /** @internal */
   private readonly scheduler: Scheduler;
+  /** @internal */
+  private readonly bucket: BucketConfig;
 
   /** Most tokens a key's bucket holds. */
   readonly capacity: number;
@@ -89,46 +106,55 @@ export class MemoryLeaseStore implements LeaseStore {
       throw new TypeError(`${WHERE}: scheduler must be a function, got ${describe(o.scheduler)}`);
     }
     this.scheduler = o.scheduler ?? timerScheduler;
+    const staleMs =
+      o.staleMs === undefined ? 2000 : checkNumber(WHERE, "staleMs", o.staleMs, 0, true);
+    this.bucket = {
+      capacity: this.capacity,
+      refillPerSecond: this.refillPerSecond,
+      staleMs,
+    };
   }
 
   groupOf(): string {
     return "";
   }
 
-  /** Tokens in `key`'s shared bucket now. */
+  /** Tokens in `key`'s shared bucket now (below zero while charges are being repaid). */
   tokens(key: string): number {
-    return this.refill(key, this.clock()).tokens;
-  }
-
-  /** The record of `key`: tokens taken and given back. */
-  record(key: string): { readonly taken: number; readonly given: number } {
     const b = this.buckets.get(key);
-    return { taken: b?.taken ?? 0, given: b?.given ?? 0 };
+    if (b === undefined) return this.capacity;
+    const now = this.clock();
+    const t = now > b.state.anchorMs ? now : b.state.anchorMs;
+    const refilled = b.state.tokens + ((t - b.state.anchorMs) * this.refillPerSecond) / 1000;
+    return refilled < this.capacity ? refilled : this.capacity;
   }
 
-  exchange(requests: readonly LeaseRequest[]): Promise<LeaseExchange> {
+  /** The record of `key`: tokens taken, given back and charged. */
+  record(key: string): LeaseRecord {
+    const b = this.buckets.get(key);
+    return { taken: b?.taken ?? 0, given: b?.given ?? 0, charged: b?.charged ?? 0 };
+  }
+
+  /** Forgets every bucket and live process, as `FLUSHALL` does (the records too). */
+  flush(): void {
+    this.buckets.clear();
+    this.live.clear();
+  }
+
+  exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange> {
     return this.answer(() => {
       const now = this.clock();
       const grants: LeaseGrant[] = requests.map((r) => {
-        const b = this.refill(r.key, now);
-        const back = Math.max(0, Math.min(r.give, this.capacity - b.tokens));
-        b.tokens += back;
-        b.given += back;
-        let granted = 0;
-        let waitMs = 0;
-        if (r.want > 0) {
-          if (fits(r.need, b.tokens)) {
-            granted = Math.max(0, Math.min(r.want, b.tokens));
-            b.tokens -= granted;
-            b.taken += granted;
-          } else {
-            waitMs =
-              this.refillPerSecond > 0
-                ? ((r.need - b.tokens) * 1000) / this.refillPerSecond
-                : Number.POSITIVE_INFINITY;
-          }
+        let b = this.buckets.get(r.key);
+        if (b === undefined) {
+          b = { state: freshBucket(this.capacity, now), taken: 0, given: 0, charged: 0 };
+          this.buckets.set(r.key, b);
         }
-        return { granted, waitMs, tokens: b.tokens };
+        const answer = exchangeKey(b.state, r, processId, now, this.bucket);
+        b.taken += answer.granted;
+        b.given += answer.back;
+        b.charged += r.charge > 0 ? r.charge : 0;
+        return { granted: answer.granted, waitMs: answer.waitMs, tokens: answer.tokens };
       });
       return { late: false, grants };
     });
@@ -156,21 +182,5 @@ export class MemoryLeaseStore implements LeaseStore {
         else resolve(run());
       }, this.latencyMs);
     });
-  }
-
-  /** @internal */
-  private refill(key: string, now: number): Bucket {
-    let b = this.buckets.get(key);
-    if (b === undefined) {
-      b = { tokens: this.capacity, anchorMs: now, taken: 0, given: 0 };
-      this.buckets.set(key, b);
-    } else if (now > b.anchorMs) {
-      b.tokens = Math.min(
-        this.capacity,
-        b.tokens + ((now - b.anchorMs) * this.refillPerSecond) / 1000,
-      );
-      b.anchorMs = now;
-    }
-    return b;
   }
 }

@@ -10,18 +10,21 @@ import {
   type RedisLimiterOptions,
 } from "../options.js";
 import type { FallbackLimiter } from "../policy.js";
-import type { LeaseFailureEvent, LeaseRecoveryEvent } from "./events.js";
+import type { LeaseFailureEvent, LeaseRecoveryEvent, LeaseTableFullEvent } from "./events.js";
 import { type LeaseStore, type Scheduler, timerScheduler } from "./store.js";
 
 /**
  * What a {@link LeasedTokenBucket} does for a key whose lease ran out while Redis cannot
- * answer:
+ * answer (an outage, a timeout, or a refused write such as `OOM` or `READONLY`):
  * - `'local'` (default): a local token bucket per key of `capacity / N` and
- *   `refillPerSecond / N`, N the live processes last counted by the heartbeats
- *   (`source: 'local'`);
- * - `'open'` / `'closed'`: allow / deny (`source: 'open'` / `'closed'`);
+ *   `refillPerSecond / N`, starting at this process's share of what the shared bucket held
+ *   when last seen (a drained key stays drained), N the processes counted by the heartbeats
+ *   or `expectedProcesses`; a process the others may not have counted yet denies
+ *   (`source: 'local'`). What it admits is charged to the shared bucket once Redis answers;
+ * - `'open'` / `'closed'`: allow / deny (`source: 'open'` / `'closed'`; `'open'` is not
+ *   charged);
  * - `'throw'`: the decision throws a `RateLimitStoreError`;
- * - a {@link FallbackLimiter}: decide with it (`source: 'local'`).
+ * - a {@link FallbackLimiter}: decide with it (`source: 'local'`, not charged).
  * `'allow'` and `'deny'` are read as `'open'` and `'closed'`.
  */
 export type LeaseFailurePolicy = "local" | "open" | "closed" | "throw" | FallbackLimiter;
@@ -40,9 +43,9 @@ export interface LeasedTokenBucketOptions
   readonly refillPerSecond: number;
   /**
    * Units a key this process has not seen yet (no lease) may be admitted on credit before
-   * its first lease arrives (>= 0), charged to the shared bucket with the next batch; if
-   * the bucket lacks them the key is in local debt until later leases pay it. Bound: at
-   * most `N x initialCredit` units per key above the shared bucket's own bound. 0: deny
+   * its first lease arrives (>= 0), charged to the shared bucket with the next batch
+   * whatever it holds (below zero, the refill repays it before anyone gets tokens). Bound:
+   * at most `N x initialCredit` units per key above the shared bucket's own bound. 0: deny
    * until the first lease, never admitting more than the single shared bucket.
    * @default 1
    */
@@ -75,7 +78,18 @@ export interface LeasedTokenBucketOptions
    * every third of it. @default 10_000
    */
   readonly heartbeatTtlMs?: number | undefined;
-  /** Most keys in the local lease table (integer >= 1); a full table refuses new keys. @default 100_000 */
+  /**
+   * The number of processes that share the limit, if you know it (integer >= 1): the
+   * `'local'` fallback divides by at least this, and a process the others have not counted
+   * yet (started during an outage, or less than `heartbeatTtlMs / 3` before one) falls
+   * back with this share instead of denying. Too low, and N processes in an outage admit
+   * more than one shared bucket. @default none: the heartbeats' count, and deny until counted
+   */
+  readonly expectedProcesses?: number | undefined;
+  /**
+   * Most keys in the local lease table (integer >= 1); a full table pushes out a settled
+   * entry, and refuses a new key (`source: 'full'`) while none can go. @default 100_000
+   */
   readonly maxKeys?: number | undefined;
   /** Longest key in UTF-16 code units (integer >= 1); longer keys throw. @default 512 */
   readonly maxKeyLength?: number | undefined;
@@ -90,6 +104,8 @@ export interface LeasedTokenBucketOptions
   readonly onError?: ((event: LeaseFailureEvent) => void) | undefined;
   /** Called at the first call Redis answered after failures. */
   readonly onRecover?: ((event: LeaseRecoveryEvent) => void) | undefined;
+  /** Called when the table first refuses a new key (again only after it took one since). */
+  readonly onTableFull?: ((event: LeaseTableFullEvent) => void) | undefined;
   /**
    * The process clock in ms for the local bookkeeping (rates, waits, idleness). The shared
    * bucket always runs on the server's `TIME`. @default performance.now
@@ -115,9 +131,11 @@ const OPTIONS = optionNames<LeasedTokenBucketOptions>()([
   "idleAfterMs",
   "leaseTtlMs",
   "heartbeatTtlMs",
+  "expectedProcesses",
   "maxKeys",
   "maxKeyLength",
   "record",
+  "onTableFull",
   "store",
   "scheduler",
   // No circuit: the leases already keep Redis off the decision path.
@@ -131,7 +149,7 @@ const HINTS = {
   leaseSize: 'use "maxLeaseTokens" or "maxLeaseShare"',
   batchMs: 'use "batchWindowMs"',
   circuit:
-    "LeasedTokenBucket has no circuit: decisions never wait for Redis; a failed batch is retried after 100 ms to 1 s",
+    "LeasedTokenBucket has no circuit: decisions never wait for Redis; a failed batch is retried after 100 to 250 ms",
 };
 
 /** The validated options. */
@@ -147,12 +165,14 @@ export interface LeaseConfig {
   readonly idleAfterMs: number;
   readonly leaseTtlMs: number;
   readonly heartbeatTtlMs: number;
+  readonly expectedProcesses: number | undefined;
   readonly maxKeys: number;
   readonly maxKeyLength: number;
   readonly record: boolean;
   readonly failure: LeaseFailurePolicy;
   readonly onError: ((event: LeaseFailureEvent) => void) | undefined;
   readonly onRecover: ((event: LeaseRecoveryEvent) => void) | undefined;
+  readonly onTableFull: ((event: LeaseTableFullEvent) => void) | undefined;
   readonly clock: Clock;
   readonly scheduler: Scheduler;
   /** The Redis options, when no `store` was given. */
@@ -227,6 +247,10 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
   const idleAfterMs = optional(WHERE, "idleAfterMs", o.idleAfterMs, 2000, 0, false);
   const leaseTtlMs = optional(WHERE, "leaseTtlMs", o.leaseTtlMs, 10_000, 0, false);
   const heartbeatTtlMs = optional(WHERE, "heartbeatTtlMs", o.heartbeatTtlMs, 10_000, 0, false);
+  const expectedProcesses =
+    o.expectedProcesses === undefined
+      ? undefined
+      : checkInteger(WHERE, "expectedProcesses", o.expectedProcesses, 1, 2 ** 20);
   const maxKeys =
     o.maxKeys === undefined ? 100_000 : checkInteger(WHERE, "maxKeys", o.maxKeys, 1, 2 ** 30);
   const maxKeyLength =
@@ -274,6 +298,7 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
   const failure = checkFailure(o.failure);
   const onError = checkHook<(event: LeaseFailureEvent) => void>("onError", o.onError);
   const onRecover = checkHook<(event: LeaseRecoveryEvent) => void>("onRecover", o.onRecover);
+  const onTableFull = checkHook<(event: LeaseTableFullEvent) => void>("onTableFull", o.onTableFull);
   const clock = checkClock<Clock>(WHERE, o.clock, systemClock);
   return {
     capacity,
@@ -286,12 +311,14 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
     idleAfterMs,
     leaseTtlMs,
     heartbeatTtlMs,
+    expectedProcesses,
     maxKeys,
     maxKeyLength,
     record: o.record === true,
     failure,
     onError,
     onRecover,
+    onTableFull,
     clock,
     scheduler: o.scheduler ?? timerScheduler,
     redis,

@@ -1,10 +1,12 @@
 import type { Clock } from "../../limiter.js";
+import { StoreTimeoutError } from "../../store/errors.js";
 import { type RedisKey, type RedisLike, redisKey } from "../client.js";
 import { hashSlot } from "../hash-slot.js";
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../lua/lease.js";
+import { checkEvictionPolicy } from "../maxmemory.js";
 import { replyArray, replyNumber } from "../reply.js";
 import { runScript } from "../script.js";
-import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore } from "./store.js";
+import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore, Scheduler } from "./store.js";
 
 /** What {@link RedisLeaseStore} is built from (validated by `LeasedTokenBucket`). */
 export interface RedisLeaseStoreConfig {
@@ -19,8 +21,20 @@ export interface RedisLeaseStoreConfig {
   /** Keep the `taken`/`given` record in each bucket's hash. */
   readonly record: boolean;
   readonly timeoutMs: number;
+  /** A contender that stops asking is dropped after this (ms): the limiter's `idleAfterMs`. */
+  readonly staleMs: number;
   /** The process clock the offset to the server's clock is measured against. */
   readonly clock: Clock;
+  /** The timers of the call timeouts (the limiter's scheduler, or deferred `setTimeout`). */
+  readonly scheduler: Scheduler;
+}
+
+/**
+ * A process's name in the buckets' contender fields: its id without dashes, at most 16
+ * characters (a UUID's first 64 bits: two processes sharing one only share a fair share).
+ */
+function processTag(processId: string): string {
+  return processId.replace(/-/g, "").slice(0, 16);
 }
 
 /** True when a client error says the keys of one call were in different slots. */
@@ -63,6 +77,7 @@ export class RedisLeaseStore implements LeaseStore {
       String(config.refillPerSecond),
       String(config.maxTtlMs),
       config.record ? "1" : "0",
+      String(config.staleMs),
     ];
   }
 
@@ -85,8 +100,10 @@ export class RedisLeaseStore implements LeaseStore {
     }
   }
 
-  async exchange(requests: readonly LeaseRequest[]): Promise<LeaseExchange> {
+  async exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange> {
     if (this.offsetMs === undefined) {
+      // Once per client: a server that may evict bucket keys gets one warning.
+      checkEvictionPolicy(this.config.client);
       this.measuring ??= this.measure().finally(() => {
         this.measuring = undefined;
       });
@@ -94,14 +111,16 @@ export class RedisLeaseStore implements LeaseStore {
     }
     const c = this.config;
     const keys = requests.map((r) => this.keyOf(r.key));
-    const args = [...this.head];
-    for (const r of requests) args.push(String(r.give), String(r.want), String(r.need));
+    const args = [...this.head, processTag(processId)];
+    for (const r of requests) {
+      args.push(String(r.give), String(r.charge), String(r.want), String(r.need), String(r.demand));
+    }
     const sentMs = c.clock();
     args.push(String(Math.floor(sentMs + (this.offsetMs as number) + c.timeoutMs)));
     let reply: unknown;
     try {
       this.roundTrips++;
-      reply = await runScript(c.client, LEASE_SCRIPT, keys, args, c.timeoutMs);
+      reply = await this.timed(runScript(c.client, LEASE_SCRIPT, keys, args));
     } catch (error) {
       if (!this.bySlot && isCrossSlot(error)) this.bySlot = true;
       throw error;
@@ -128,12 +147,13 @@ export class RedisLeaseStore implements LeaseStore {
     const c = this.config;
     const sentMs = c.clock();
     this.roundTrips++;
-    const reply = await runScript(
-      c.client,
-      HEARTBEAT_SCRIPT,
-      [c.heartbeatKey],
-      [processId, String(ttlMs), leave ? "1" : "0"],
-      c.timeoutMs,
+    const reply = await this.timed(
+      runScript(
+        c.client,
+        HEARTBEAT_SCRIPT,
+        [c.heartbeatKey],
+        [processId, String(ttlMs), leave ? "1" : "0"],
+      ),
     );
     const [live, now] = replyArray(reply, 2);
     this.observe(sentMs, now);
@@ -145,14 +165,32 @@ export class RedisLeaseStore implements LeaseStore {
     const c = this.config;
     const sentMs = c.clock();
     this.roundTrips++;
-    const reply = await runScript(
-      c.client,
-      HEARTBEAT_SCRIPT,
-      [c.heartbeatKey],
-      ["", "0", "1"],
-      c.timeoutMs,
+    const reply = await this.timed(
+      runScript(c.client, HEARTBEAT_SCRIPT, [c.heartbeatKey], ["", "0", "1"]),
     );
     this.observe(sentMs, replyArray(reply, 2)[1]);
+  }
+
+  /**
+   * @internal `call`, rejected with a {@link StoreTimeoutError} after `timeoutMs` on the
+   * configured timers (the call itself may still run on the server: the deadline makes it
+   * write nothing there).
+   */
+  private timed(call: Promise<unknown>): Promise<unknown> {
+    const { timeoutMs, scheduler } = this.config;
+    return new Promise((resolve, reject) => {
+      const cancel = scheduler(() => reject(new StoreTimeoutError(timeoutMs)), timeoutMs);
+      call.then(
+        (value) => {
+          cancel();
+          resolve(value);
+        },
+        (error: unknown) => {
+          cancel();
+          reject(error);
+        },
+      );
+    });
   }
 
   /** @internal Keeps the offset from the server's now in a reply (at the round trip's middle). */

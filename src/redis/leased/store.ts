@@ -12,19 +12,30 @@ export interface LeaseRequest {
   readonly key: string;
   /** Unused tokens given back first (the store never fills the bucket above capacity). */
   readonly give: number;
+  /**
+   * Units this process admitted without a lease (on credit, or by the `'local'` fallback
+   * while the store failed), taken whatever the bucket holds: it may go below zero, and
+   * the refill repays it before anyone gets tokens again.
+   */
+  readonly charge: number;
   /** Most tokens to take. */
   readonly want: number;
-  /** Fewest tokens worth taking: with fewer in the bucket, nothing is taken. */
+  /** Fewest tokens worth taking: with fewer available to this process, nothing is taken. */
   readonly need: number;
+  /** This process's demand for the key, in tokens per second (its weight in the fair share; > 0). */
+  readonly demand: number;
 }
 
 /** One key's answer, in the order of the requests. */
 export interface LeaseGrant {
   /** Tokens taken for this process (0 to `want`). */
   readonly granted: number;
-  /** When nothing was granted: ms until `need` tokens are there (Infinity: never); else 0. */
+  /**
+   * Ms until this process could get `need` tokens (again): 0 when it could now; Infinity
+   * when it never can (no refill). Counts the bucket's debt and this process's fair share.
+   */
   readonly waitMs: number;
-  /** Tokens left in the shared bucket after the exchange. */
+  /** Tokens left in the shared bucket after the exchange (below zero: a debt being repaid). */
   readonly tokens: number;
 }
 
@@ -52,11 +63,13 @@ export interface LeaseStore {
    */
   nodeOf?(key: string): string | undefined;
   /**
-   * Gives back and takes tokens for every request, atomically per key. Rejects when the
-   * store failed (a connection error, a timeout, a malformed reply). A call that did not
-   * answer in time must charge nothing afterwards (the Redis store sends a deadline).
+   * Gives back, charges and takes tokens for every request of process `processId`,
+   * atomically per key, sharing a contended bucket max-min fairly among the processes
+   * that ask for it (src/redis/leased/shared-bucket.ts is the model). Rejects when the store
+   * failed (a connection error, a timeout, a malformed reply, a refused write). A call that
+   * did not answer in time must change nothing afterwards (the Redis store sends a deadline).
    */
-  exchange(requests: readonly LeaseRequest[]): Promise<LeaseExchange>;
+  exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange>;
   /**
    * Announces this process as live for `ttlMs` (or withdraws it with `leave`) and resolves
    * with the number of live processes, this one included unless it left.
@@ -76,4 +89,23 @@ export const timerScheduler: Scheduler = (run, delayMs) => {
   const timer = setTimeout(run, delayMs);
   if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
   return () => clearTimeout(timer);
+};
+
+/**
+ * The call timeouts' {@link Scheduler} by default: `setTimeout` (unref'd) whose run waits
+ * one more turn of the event loop (`setImmediate`): after a blocked event loop the timer
+ * phase runs before sockets are read, so a reply already there would otherwise lose to the
+ * timer, and a call Redis answered would count as failed.
+ */
+export const deferredTimerScheduler: Scheduler = (run, delayMs) => {
+  let cancelled = false;
+  const cancel = timerScheduler(() => {
+    setImmediate(() => {
+      if (!cancelled) run();
+    });
+  }, delayMs);
+  return () => {
+    cancelled = true;
+    cancel();
+  };
 };

@@ -1,18 +1,20 @@
+import { MAX_CONTENDER_WAIT_MS } from "../leased/shared-bucket.js";
 import { Script } from "../script.js";
 import { LUA_COMMON } from "./common.js";
 
 /**
  * The lease exchange of `LeasedTokenBucket`, batched over keys (of one hash slot in a
- * cluster). Per key, on the server's clock: give back `give` (never above `capacity`: the
- * excess is dropped), then take up to `want` when `need` fits, else nothing and the time
- * until `need` is there. State as in the token bucket script (src/redis/lua/token-bucket.ts).
- * With `record`, the hash also keeps running totals `taken` and `given` that no decision
- * reads (the independent record tests check), and the key lives `maxTtlMs` after a write.
+ * cluster), on the server's clock; src/redis/leased/shared-bucket.ts is its model, operation
+ * for operation (refill, the contenders' fair shares of it, give back, charge, take).
  *
- * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), then per key
- * give, want, need, and last the deadline (server ms, '' = none). Past it: no write,
- * `{-1, serverNowMs}`. Else per key granted, waitMs, tokens left, accepted back; last the
- * server's now. Floats as `%.17g` strings.
+ * A key is a hash: `tokens` and `anchor` (absent: full), a field `c:<process>` per contender
+ * (`demand entitled most until`), and with `record` the totals `taken`, `given`, `charged`
+ * no decision reads; a recorded key lives `maxTtlMs` after a write, another until full.
+ *
+ * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), staleMs, the
+ * process's tag, then per key give, charge, want, need, demand, and last the deadline
+ * (server ms, '' = none). Past it: no write, `{-1, serverNowMs}`. Else per key granted,
+ * waitMs, tokens left, accepted back; last the server's now. Floats as `%.17g` strings.
  */
 export const LEASE_SCRIPT = new Script(
   "lease",
@@ -21,60 +23,207 @@ local capacity = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local maxTtl = tonumber(ARGV[3])
 local record = ARGV[4] == '1'
+local staleMs = tonumber(ARGV[5])
+local me = 'c:' .. ARGV[6]
 local deadline = ARGV[#ARGV]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 if deadline ~= '' and now > tonumber(deadline) then return { -1, f(now) } end
+local function pos(x) if x > 0 then return x end return 0 end
+-- shared-bucket.ts fairShares(): water-filling of the refill rate over the demands.
+local function fairShares(demands)
+  local order = {}
+  for i = 1, #demands do order[i] = i end
+  table.sort(order, function(a, b)
+    if demands[a] ~= demands[b] then return demands[a] < demands[b] end
+    return a < b
+  end)
+  local shares = {}
+  local left = rate
+  local count = #demands
+  for _, i in ipairs(order) do
+    local equal = left / count
+    local share = demands[i]
+    if not (share < equal) then share = equal end
+    shares[i] = share
+    left = left - share
+    count = count - 1
+  end
+  return shares
+end
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 4 + (i - 1) * 3
+  local base = 6 + (i - 1) * 5
   local give = tonumber(ARGV[base + 1])
-  local want = tonumber(ARGV[base + 2])
-  local need = tonumber(ARGV[base + 3])
-  local state = redis.call('HMGET', key, 'tokens', 'anchor')
-  local tokens = capacity
+  local charge = tonumber(ARGV[base + 2])
+  local want = tonumber(ARGV[base + 3])
+  local need = tonumber(ARGV[base + 4])
+  local demand = tonumber(ARGV[base + 5])
+  local h = redis.call('HGETALL', key)
+  local tokens = nil
+  local anchor = now
+  local taken, given, charged = 0, 0, 0
+  local live = {}
+  local drop = {}
+  for j = 1, #h, 2 do
+    local name = h[j]
+    local value = h[j + 1]
+    if name == 'tokens' then tokens = tonumber(value)
+    elseif name == 'anchor' then anchor = tonumber(value)
+    elseif name == 'taken' then taken = tonumber(value)
+    elseif name == 'given' then given = tonumber(value)
+    elseif name == 'charged' then charged = tonumber(value)
+    elseif string.sub(name, 1, 2) == 'c:' then
+      local d, e, m, u = string.match(value, '^(%S+) (%S+) (%S+) (%S+)$')
+      live[#live + 1] = { id = name, demand = tonumber(d), entitled = tonumber(e), most = tonumber(m), untilMs = tonumber(u) }
+    end
+  end
+  if tokens == nil then tokens = capacity; anchor = now end
   local t = now
-  if state[1] then
-    local anchor = tonumber(state[2])
-    if t < anchor then t = anchor end
-    local refilled = tonumber(state[1]) + ((t - anchor) * rate) / 1000
-    if refilled < capacity then tokens = refilled end
+  if t < anchor then t = anchor end
+  local kept = {}
+  for _, c in ipairs(live) do
+    if c.untilMs < t then drop[#drop + 1] = c.id else kept[#kept + 1] = c end
+  end
+  live = kept
+  local tokens0 = tokens
+  local refilled = tokens + ((t - anchor) * rate) / 1000
+  if refilled < capacity then tokens = refilled else tokens = capacity end
+  local above = pos(tokens) - pos(tokens0)
+  local full = tokens >= capacity
+  if not full and above > 0 and #live > 0 and rate > 0 then
+    local demands = {}
+    for j, c in ipairs(live) do demands[j] = c.demand end
+    local shares = fairShares(demands)
+    for j, c in ipairs(live) do
+      local e = c.entitled + (above * shares[j]) / rate
+      if e < c.most then c.entitled = e else c.entitled = c.most end
+    end
   end
   local back = 0
   if give > 0 and tokens < capacity then
     back = math.min(give, capacity - tokens)
     tokens = tokens + back
   end
+  if charge > 0 then tokens = tokens - charge end
+  local reserved = 0
+  for _, c in ipairs(live) do reserved = reserved + c.entitled end
+  local holds = pos(tokens)
+  if reserved > holds then
+    local scale = holds / reserved
+    for _, c in ipairs(live) do c.entitled = c.entitled * scale end
+    reserved = holds
+  end
   local granted = 0
   local waitMs = 0
   if want > 0 then
-    if fits(need, tokens) then
-      granted = math.min(want, tokens)
+    local mine = nil
+    local mineAt = 0
+    for j, c in ipairs(live) do if c.id == me then mine = c; mineAt = j end end
+    local own = 0
+    if mine then own = mine.entitled end
+    local available = own + pos(holds - reserved)
+    if full then available = holds end
+    if fits(need, available) then
+      granted = math.min(want, available)
       if granted < 0 then granted = 0 end
       tokens = tokens - granted
-    elseif rate > 0 then
-      waitMs = cleanMs(((need - tokens) * 1000) / rate)
-    else
-      waitMs = math.huge
+      if mine then
+        if own > granted then mine.entitled = own - granted else mine.entitled = 0 end
+      end
+      local left = pos(tokens)
+      local kept = 0
+      for _, c in ipairs(live) do kept = kept + c.entitled end
+      if kept > left then
+        local scale = left / kept
+        for _, c in ipairs(live) do c.entitled = c.entitled * scale end
+      end
+    end
+    if granted < want and rate > 0 then
+      if not mine then
+        mine = { id = me, demand = 0, entitled = 0, most = 0, untilMs = 0 }
+        live[#live + 1] = mine
+      end
+      mine.demand = demand
+      local most = need
+      if want > need then most = want end
+      if most > mine.most then mine.most = most end
+    elseif mine then
+      table.remove(live, mineAt)
+      drop[#drop + 1] = me
+      mine = nil
+    end
+    local left = available - granted
+    if not fits(need, left) then
+      local kept = 0
+      if mine then kept = mine.entitled end
+      if pos(left) < kept then kept = pos(left) end
+      local short = need - kept
+      if not (rate > 0) then
+        waitMs = math.huge
+      else
+        local debtMs = 0
+        if tokens < 0 then debtMs = (-tokens * 1000) / rate end
+        local demands = { demand }
+        for _, c in ipairs(live) do
+          if c.id ~= me then demands[#demands + 1] = c.demand end
+        end
+        local shares = fairShares(demands)
+        local claimed = 0
+        for _, s in ipairs(shares) do claimed = claimed + s end
+        local perSecond = shares[1] + (rate - claimed)
+        if perSecond > 0 then waitMs = debtMs + (short * 1000) / perSecond else waitMs = math.huge end
+        if need <= capacity then
+          local fullMs = ((capacity - tokens) * 1000) / rate
+          if fullMs < waitMs then waitMs = fullMs end
+        end
+      end
+    end
+    if mine then
+      local wait = waitMs
+      if wait > ${MAX_CONTENDER_WAIT_MS} then wait = ${MAX_CONTENDER_WAIT_MS} end
+      mine.untilMs = t + staleMs + 2 * wait
     end
   end
-  if back > 0 or granted > 0 then
-    local missing = capacity - tokens
-    if missing > 0 then
-      redis.call('HSET', key, 'tokens', f(tokens), 'anchor', f(t))
-    elseif record then
-      redis.call('HDEL', key, 'tokens', 'anchor')
-    else
+  local dirty = back > 0 or charge > 0 or want > 0 or #drop > 0
+  if charge > 0 then charged = charged + charge end
+  taken = taken + granted
+  given = given + back
+  if not dirty then
+    -- A probe (nothing given, charged or wanted): nothing to write.
+  elseif tokens >= capacity and #live == 0 then
+    -- A full bucket without contenders: no state (the record, if kept, stays).
+    if record then
+      local fields = { 'tokens', 'anchor' }
+      for _, id in ipairs(drop) do fields[#fields + 1] = id end
+      redis.call('HDEL', key, unpack(fields))
+      redis.call('HSET', key, 'taken', f(taken), 'given', f(given), 'charged', f(charged))
+      redis.call('PEXPIRE', key, string.format('%d', maxTtl))
+    elseif #h > 0 then
       redis.call('DEL', key)
     end
+  else
+    local fields = { 'tokens', f(tokens), 'anchor', f(t) }
+    for _, c in ipairs(live) do
+      fields[#fields + 1] = c.id
+      fields[#fields + 1] = f(c.demand) .. ' ' .. f(c.entitled) .. ' ' .. f(c.most) .. ' ' .. f(c.untilMs)
+    end
     if record then
-      if granted > 0 then redis.call('HSET', key, 'taken', f(tonumber(redis.call('HGET', key, 'taken') or '0') + granted)) end
-      if back > 0 then redis.call('HSET', key, 'given', f(tonumber(redis.call('HGET', key, 'given') or '0') + back)) end
+      fields[#fields + 1] = 'taken'
+      fields[#fields + 1] = f(taken)
+      fields[#fields + 1] = 'given'
+      fields[#fields + 1] = f(given)
+      fields[#fields + 1] = 'charged'
+      fields[#fields + 1] = f(charged)
+    end
+    if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+    redis.call('HSET', key, unpack(fields))
+    if record then
       redis.call('PEXPIRE', key, string.format('%d', maxTtl))
-    elseif missing > 0 then
+    else
       local fullMs = math.huge
-      if rate > 0 then fullMs = cleanMs((missing * 1000) / rate) end
+      if rate > 0 then fullMs = cleanMs(((capacity - tokens) * 1000) / rate) end
       expire(key, fullMs, t + fullMs, false, maxTtl)
     end
   end

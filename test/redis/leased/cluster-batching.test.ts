@@ -42,9 +42,11 @@ function fakeCluster(clock: ManualClock) {
           if (failing.has(node)) return reject(new Error(`connect ECONNREFUSED ${node}`));
           if (heartbeat) return resolve([1, String(clock())]);
           const out: string[] = [];
+          // ARGV: capacity, rate, maxTtl, record, staleMs, process, then per key give,
+          // charge, want, need, demand.
           for (let i = 0; i < keys.length; i++) {
-            const give = args[4 + i * 3] as string;
-            const want = args[5 + i * 3] as string;
+            const give = args[6 + i * 5] as string;
+            const want = args[8 + i * 5] as string;
             out.push(want, "0", "50", give);
           }
           out.push(String(clock()));

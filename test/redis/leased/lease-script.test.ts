@@ -1,4 +1,10 @@
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import {
+  type BucketState,
+  exchangeKey,
+  freshBucket,
+} from "../../../src/redis/leased/shared-bucket.js";
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../../../src/redis/lua/lease.js";
 import { replyNumber } from "../../../src/redis/reply.js";
 import { runScript } from "../../../src/redis/script.js";
@@ -23,16 +29,33 @@ afterAll(async () => {
 /** One exchange: [granted, waitMs, tokens, back] per key, then the server's now. */
 async function exchange(
   keys: string[],
-  perKey: [give: number, want: number, need: number][],
-  options: { capacity?: number; rate?: number; record?: boolean; deadline?: string } = {},
+  perKey: [give: number, want: number, need: number, charge?: number][],
+  options: {
+    capacity?: number;
+    rate?: number;
+    record?: boolean;
+    deadline?: string;
+    process?: string;
+    demand?: number;
+  } = {},
 ): Promise<number[]> {
   const args = [
     String(options.capacity ?? 10),
     String(options.rate ?? 0),
     "60000",
     options.record === false ? "0" : "1",
+    "2000",
+    options.process ?? "p1",
   ];
-  for (const [give, want, need] of perKey) args.push(String(give), String(want), String(need));
+  for (const [give, want, need, charge] of perKey) {
+    args.push(
+      String(give),
+      String(charge ?? 0),
+      String(want),
+      String(need),
+      String(options.demand ?? 1),
+    );
+  }
   args.push(options.deadline ?? "");
   const reply = (await runScript(conn.client, LEASE_SCRIPT, keys, args, 2000)) as unknown[];
   return reply.map(replyNumber);
@@ -49,8 +72,8 @@ describe.skipIf(!redis.available)("the lease script", () => {
       ],
       [
         [0, 10, 1],
-        [6, 0, 0, 0],
-      ], // up to: only 6 were there
+        [6, Number.POSITIVE_INFINITY, 0, 0],
+      ], // up to: only 6 were there; no refill, so never again
       [
         [0, 1, 1],
         [0, Number.POSITIVE_INFINITY, 0, 0],
@@ -134,5 +157,75 @@ describe.skipIf(!redis.available)("the lease script", () => {
     await new Promise((r) => setTimeout(r, 5)); // a real server's clock: "c" lapses
     expect(await beat("a", 10_000)).toBe(2);
     expect(await beat("b", 10_000, true)).toBe(1);
+  });
+
+  test("a charge is taken whatever the bucket holds, and the refill repays it first", async () => {
+    const key = `${uniquePrefix("lease")}k`;
+    // give, want, need, charge -> granted, waitMs, tokens left, accepted back
+    const first = await exchange([key], [[0, 0, 0, 14]], { rate: 0 });
+    expect(first.slice(0, 4)).toEqual([0, 0, -4, 0]);
+    const second = await exchange([key], [[0, 1, 1]], { rate: 0 });
+    expect(second.slice(0, 4)).toEqual([0, Number.POSITIVE_INFINITY, -4, 0]);
+    expect(Number(await conn.command("HGET", key, "charged"))).toBe(14);
+  });
+
+  test("a contended bucket sets the refill aside for each process in turn", async () => {
+    const key = `${uniquePrefix("lease")}k`;
+    const options = { capacity: 10, rate: 1000, demand: 5000 };
+    // Both drain the bucket, then each is a contender told its own wait.
+    await exchange([key], [[0, 10, 10]], { ...options, process: "a" });
+    const a = await exchange([key], [[0, 8, 4]], { ...options, process: "a" });
+    const b = await exchange([key], [[0, 8, 4]], { ...options, process: "b" });
+    expect(a[0]).toBe(0);
+    expect(b[0]).toBe(0);
+    const fields = (await conn.command("HGETALL", key)) as string[];
+    expect(fields.filter((f) => String(f).startsWith("c:")).sort()).toEqual(["c:a", "c:b"]);
+    // b's wait counts its half of the refill: 4 tokens at 500 per second, about 8 ms.
+    expect(b[1]).toBeGreaterThan(4);
+    expect(b[1]).toBeLessThanOrEqual(8);
+  });
+
+  test("property: the script answers as the TypeScript model of the shared bucket", async () => {
+    const step = fc.record({
+      process: fc.constantFrom("a", "b", "c"),
+      give: fc.constantFrom(0, 0, 1, 3.5),
+      charge: fc.constantFrom(0, 0, 0, 2, 7),
+      want: fc.constantFrom(0, 1, 4, 9),
+      need: fc.constantFrom(0.5, 1, 3),
+      demand: fc.constantFrom(10, 300, 2000),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 14 }), async (steps) => {
+        const key = `${uniquePrefix("model")}k`;
+        const config = { capacity: 12, refillPerSecond: 400, staleMs: 2000 };
+        let model: BucketState | undefined;
+        for (const [i, s] of steps.entries()) {
+          const need = Math.min(s.need, s.want);
+          const out = await exchange([key], [[s.give, s.want, need, s.charge]], {
+            capacity: config.capacity,
+            rate: config.refillPerSecond,
+            process: s.process,
+            demand: s.demand,
+          });
+          const now = out[4] as number;
+          model ??= freshBucket(config.capacity, now);
+          const want = exchangeKey(
+            model,
+            { key, give: s.give, charge: s.charge, want: s.want, need, demand: s.demand },
+            s.process,
+            now,
+            config,
+          );
+          const got = { granted: out[0], waitMs: out[1], tokens: out[2], back: out[3] };
+          for (const name of ["granted", "waitMs", "tokens", "back"] as const) {
+            const a = got[name] as number;
+            const b = want[name];
+            const close = a === b || Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b));
+            expect(close, `step ${i} ${name}: script ${a}, model ${b}`).toBe(true);
+          }
+        }
+      }),
+      { numRuns: 40 },
+    );
   });
 });

@@ -4,7 +4,10 @@ import { MemoryLeaseStore } from "../../../src/redis/leased/memory-store.js";
 describe("MemoryLeaseStore options", () => {
   test("without a clock it uses the process clock instead of failing at first use", async () => {
     const store = new MemoryLeaseStore({ capacity: 10, refillPerSecond: 1 });
-    const exchange = await store.exchange([{ key: "k", want: 3, need: 1, give: 0 }]);
+    const exchange = await store.exchange(
+      [{ key: "k", want: 3, need: 1, give: 0, charge: 0, demand: 1 }],
+      "p",
+    );
     expect(exchange.late ? undefined : exchange.grants[0]?.granted).toBe(3);
     expect(store.tokens("k")).toBeCloseTo(7, 2);
   });
@@ -70,10 +73,12 @@ describe("MemoryLeaseStore options", () => {
       },
     });
     let answered = false;
-    const reply = store.exchange([{ key: "k", want: 2, need: 1, give: 0 }]).then((r) => {
-      answered = true;
-      return r;
-    });
+    const reply = store
+      .exchange([{ key: "k", want: 2, need: 1, give: 0, charge: 0, demand: 1 }], "p")
+      .then((r) => {
+        answered = true;
+        return r;
+      });
     await Promise.resolve();
     expect(answered).toBe(false);
     for (const run of queued.splice(0)) run();
