@@ -131,7 +131,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
   protected readonly blocks = new BlockTable(LOCAL_MAX_KEYS);
   /**
    * @internal Under `'local'`, the keys the store last denied, with when it said they may
-   * pass (the circuit clock, ms): the local limiter keeps them denied until then, so a
+   * pass (the local clock, ms, as the block table): the local limiter keeps them denied until then, so a
    * store that fails (or refuses writes: a full Redis) hands a drained key no fresh budget.
    * At most {@link LOCAL_MAX_KEYS}, the oldest denial out first.
    */
@@ -410,7 +410,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
       const oldest = emptyUntil.keys().next();
       if (oldest.done !== true) emptyUntil.delete(oldest.value);
     }
-    emptyUntil.set(key, this.common.circuit.clock() + decision.retryAfterMs);
+    emptyUntil.set(key, this.blockNow() + decision.retryAfterMs);
   }
 
   /**
@@ -578,7 +578,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
     if (policy === "local" && this.emptyUntil.size > 0) {
       const until = this.emptyUntil.get(key);
       if (until !== undefined) {
-        const waitMs = until - this.common.circuit.clock();
+        const waitMs = until - this.blockNow();
         if (waitMs > 0) {
           // The store said this key is empty until then: failing changes nothing about it.
           const d = local.peek(key, cost);

@@ -363,6 +363,7 @@ describe("the default policy, 'local'", () => {
       client: fake,
       capacity: 5,
       refillPerSecond: 0.01,
+      clock: () => now,
       circuit: { failuresToOpen: 1, clock: () => now },
     });
     const drained = limiter.consume("k");

@@ -338,7 +338,8 @@ describe("LeasedTokenBucket in rateLimit of tollgate/http", () => {
     await run(); // denied: no lease yet (credit 0)
     await w.timers.advance(5);
     for (let i = 0; i < 4; i++) await run();
-    expect(statuses).toEqual([429, 200, 200, 200, 429]);
+    // Spent with refill 0: it can never pass again, so 403, not a 429 to retry.
+    expect(statuses).toEqual([429, 200, 200, 200, 403]);
     await limiter.close();
   });
 
