@@ -42,6 +42,11 @@ export interface CliDescriptor {
   readonly column: string;
   /** The chart's colour for this algorithm, distinct in hue and readable on white. */
   readonly color: `#${string}`;
+  /**
+   * Other names `--algorithm` accepts for it, the field's names for the same algorithm
+   * (`gcra`); reports and charts show the id.
+   */
+  readonly aliases?: readonly string[];
 }
 
 /** One algorithm: its names, constructor, options and how the CLI and Redis show it. */
@@ -101,6 +106,8 @@ export const CATALOG = [
       flags: { capacity: "--capacity", leakPerSecond: "--leak-per-second" },
       column: "leaky",
       color: "#17a2b8",
+      // As a meter a LeakyBucket is the generic cell rate algorithm (see its class doc).
+      aliases: ["gcra"],
     },
     redis: "RedisLeakyBucket",
   },
@@ -157,4 +164,11 @@ export const ALGORITHM_IDS: readonly AlgorithmId[] = /* @__PURE__ */ CATALOG.map
 /** The descriptor of `id`, or `undefined` for a name that is not an algorithm's id. */
 export function descriptorOf(id: string): AlgorithmDescriptor | undefined {
   return CATALOG.find((d) => d.id === id);
+}
+
+/** The id `name` stands for: itself when an id, the algorithm's when an alias, else `undefined`. */
+export function algorithmIdOf(name: string): AlgorithmId | undefined {
+  return CATALOG.find(
+    (d: AlgorithmDescriptor) => d.id === name || (d.cli.aliases ?? []).includes(name),
+  )?.id as AlgorithmId | undefined;
 }

@@ -26,6 +26,7 @@ import {
   checkSweepInterval,
   isLimiter,
   MAX_KEYS_LIMIT,
+  policyHint,
   WHERE,
 } from "./registry/options.js";
 import type { KeyedLimiterStats } from "./registry/store.js";
@@ -225,7 +226,7 @@ export class KeyedLimiter {
       );
     } else {
       throw new TypeError(
-        `${WHERE}: policy must be a limiter with clone() or a function (key) => Limiter, got ${describe(policy)}`,
+        `${WHERE}: policy must be a limiter with clone() or a function (key) => Limiter, got ${describe(policy)}${policyHint(policy, KEYED_OPTIONS)}`,
       );
     }
     if (sweepIntervalMs !== Number.POSITIVE_INFINITY) {

@@ -4,6 +4,7 @@ import {
   checkOptionNames,
   checkOptions,
   describe,
+  formatMs,
   RateLimitError,
 } from "./errors.js";
 import { type Clock, type Decision, systemClock, type WaitOptions } from "./limiter.js";
@@ -356,7 +357,7 @@ export function maxWaitError(
   decision: Decision,
 ): RateLimitError {
   return new RateLimitError(
-    `${where}: waiting ${waitMs} ms for cost ${cost} exceeds maxWaitMs ${maxWaitMs}`,
+    `${where}: waiting ${formatMs(waitMs)} ms for cost ${cost} exceeds maxWaitMs ${maxWaitMs}`,
     decision,
   );
 }

@@ -182,7 +182,8 @@ describe("the CLI reads the catalog", () => {
   });
 
   test.each(ROWS)("$id: the help lists it with its flags and its summary", (d) => {
-    const line = HELP.split("\n").findIndex((l) => l.startsWith(`  ${d.id} `));
+    const name = [d.id, ...((d.cli as { aliases?: readonly string[] }).aliases ?? [])].join(", ");
+    const line = HELP.split("\n").findIndex((l) => l.startsWith(`  ${name} `));
     expect(line).toBeGreaterThan(0);
     const lines = HELP.split("\n");
     expect(lines[line]).toMatch(new RegExp(` ${flagsUsage(d.id as never, "<n>")}$`));

@@ -8,7 +8,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { optionNames, windowHints } from "../option-names.js";
+import { optionNames, windowHints, windowRequired } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
 import {
@@ -57,6 +57,7 @@ export const FIXED_WINDOW_OPTIONS = optionNames<FixedWindowOptions>()([
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
+const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 
 /**
  * A fixed-window counter: at most `limit` units per window `[k * windowMs, (k + 1) *
@@ -99,7 +100,7 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   constructor(options: FixedWindowOptions) {
     super();
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, FIXED_WINDOW_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, FIXED_WINDOW_OPTIONS, HINTS, REQUIRED);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

@@ -9,7 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { BucketBase, defineBucketPart } from "./bucket-base.js";
 import { readClock } from "./time.js";
@@ -44,6 +44,7 @@ export const LEAKY_BUCKET_OPTIONS = optionNames<LeakyBucketOptions>()([
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
+const REQUIRED = /* @__PURE__ */ bucketRequired(WHERE, "leakPerSecond");
 
 /**
  * A leaky bucket meter: a level, initially 0, draining at `leakPerSecond` units per second;
@@ -70,7 +71,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
 
   constructor(options: LeakyBucketOptions) {
     const o = checkOptions<LeakyBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, LEAKY_BUCKET_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, LEAKY_BUCKET_OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
     const clock = checkClock(WHERE, o.clock, systemClock);

@@ -8,7 +8,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { optionNames, windowHints } from "../option-names.js";
+import { optionNames, windowHints, windowRequired } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
 import {
@@ -59,6 +59,7 @@ export const SLIDING_WINDOW_COUNTER_OPTIONS = optionNames<SlidingWindowCounterOp
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
+const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 
 /**
  * A sliding window counter: the counts of the current fixed window and the previous one,
@@ -101,7 +102,7 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
   constructor(options: SlidingWindowCounterOptions) {
     super();
     const o = checkOptions<SlidingWindowCounterOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, SLIDING_WINDOW_COUNTER_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, SLIDING_WINDOW_COUNTER_OPTIONS, HINTS, REQUIRED);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

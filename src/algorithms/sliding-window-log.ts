@@ -8,7 +8,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { optionNames, windowHints } from "../option-names.js";
+import { optionNames, windowHints, windowRequired } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { WaitQueue } from "../wait.js";
 import { LogRing } from "./log-ring.js";
@@ -52,6 +52,7 @@ export const SLIDING_WINDOW_LOG_OPTIONS = optionNames<SlidingWindowLogOptions>()
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
+const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 
 /**
  * A sliding window log: the time and cost of every allowed request; allowed when the costs
@@ -111,7 +112,7 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   constructor(options: SlidingWindowLogOptions) {
     super();
     const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, SLIDING_WINDOW_LOG_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, SLIDING_WINDOW_LOG_OPTIONS, HINTS, REQUIRED);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);

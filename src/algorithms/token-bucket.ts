@@ -9,7 +9,7 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { BucketBase, defineBucketPart } from "./bucket-base.js";
 
@@ -43,6 +43,7 @@ export const TOKEN_BUCKET_OPTIONS = optionNames<TokenBucketOptions>()([
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
+const REQUIRED = /* @__PURE__ */ bucketRequired(WHERE, "refillPerSecond");
 
 /**
  * A token bucket: up to `capacity` tokens, initially full, refilled continuously at
@@ -68,7 +69,7 @@ export class TokenBucket extends BucketBase implements Limiter {
 
   constructor(options: TokenBucketOptions) {
     const o = checkOptions<TokenBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, TOKEN_BUCKET_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, TOKEN_BUCKET_OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const clock = checkClock(WHERE, o.clock, systemClock);

@@ -102,6 +102,12 @@ export function buildLimiter(
 function validated(algorithm: AlgorithmName, raw: RawPolicyOptions, derived: boolean): PolicySpec {
   const options: Record<string, unknown> = {};
   for (const name of optionsOf(algorithm)) options[name] = raw[name];
+  const missing = optionsOf(algorithm).filter((name) => raw[name] === undefined);
+  if (missing.length > 0) {
+    throw new UsageError(
+      `${algorithm} needs ${missing.map((n) => POLICY_FLAGS.get(n)).join(" and ")}\n${algorithm} takes ${flagsUsage(algorithm, "<number>")}`,
+    );
+  }
   try {
     buildLimiter(algorithm, options);
   } catch (error) {

@@ -2,7 +2,7 @@ import { bucketDecision } from "../algorithms/bucket-math.js";
 import { LeakyBucket } from "../algorithms/leaky-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { checkReconfigureOptions } from "../reconfigure.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
 import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
@@ -32,6 +32,7 @@ const OPTIONS = optionNames<RedisLeakyBucketOptions>()([
   ...REDIS_OPTIONS,
 ]);
 const HINTS = { ...bucketHints(WHERE, "leakPerSecond", "refillPerSecond"), ...REDIS_HINTS };
+const REQUIRED = bucketRequired(WHERE, "leakPerSecond");
 
 /**
  * A `LeakyBucket` meter per key, shared through Redis: the level starts at 0 and drains at
@@ -64,7 +65,7 @@ export class RedisLeakyBucket extends RedisLimiter {
 
   constructor(options: RedisLeakyBucketOptions) {
     const o = checkOptions<RedisLeakyBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
     super(

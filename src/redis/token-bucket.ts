@@ -2,7 +2,7 @@ import { bucketDecision } from "../algorithms/bucket-math.js";
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { checkReconfigureOptions } from "../reconfigure.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
 import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
@@ -32,6 +32,7 @@ const OPTIONS = optionNames<RedisTokenBucketOptions>()([
   ...REDIS_OPTIONS,
 ]);
 const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...REDIS_HINTS };
+const REQUIRED = bucketRequired(WHERE, "refillPerSecond");
 
 /**
  * A `TokenBucket` per key, shared by every process using the same Redis, prefix and
@@ -64,7 +65,7 @@ export class RedisTokenBucket extends RedisLimiter {
 
   constructor(options: RedisTokenBucketOptions) {
     const o = checkOptions<RedisTokenBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     super(

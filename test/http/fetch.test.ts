@@ -353,7 +353,7 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: {},
       error: new TypeError(
-        "withRateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got undefined",
+        'withRateLimit: missing option "limiter"; for example: withRateLimit(handler, { limiter: new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 })) })',
       ),
     },
     {
@@ -367,7 +367,12 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: { limiter: new RecordingLimiter(1, 1, manualClock()), windowMs: 1000, max: 5 },
       error: new TypeError(
-        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, key, cost, skip, onLimited, remoteAddress, refundIf',
+        [
+          "withRateLimit: 2 problems with the options:",
+          '  - unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket)',
+          '  - unknown option "max" (set the limit on the limiter: capacity for TokenBucket/LeakyBucket, limit for FixedWindow/SlidingWindow*)',
+          "  known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, key, cost, skip, onLimited, remoteAddress, refundIf",
+        ].join("\n"),
       ),
     },
     {

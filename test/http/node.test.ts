@@ -768,7 +768,7 @@ describe("rateLimit options", () => {
       name: "no limiter",
       options: {},
       error: new TypeError(
-        "rateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got undefined",
+        'rateLimit: missing option "limiter"; for example: rateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 })) })',
       ),
     },
     {
