@@ -76,8 +76,7 @@ describe("constructor validation", () => {
     },
     {
       name: "capacity 0, before a bad client",
-      make: () =>
-        new RedisTokenBucket({ client: {} as never, capacity: 0, refillPerSecond: 1 }),
+      make: () => new RedisTokenBucket({ client: {} as never, capacity: 0, refillPerSecond: 1 }),
       error: RangeError,
       message: "RedisTokenBucket: capacity must be a finite number > 0, got 0",
     },
