@@ -170,10 +170,25 @@ try {
     join(app, "package.json"),
     `${JSON.stringify({ name: "pack-check-app", version: "1.0.0", private: true }, null, 2)}\n`,
   );
-  // npm >= 11.16 lists the tarball's `prepare` as an unreviewed install script of a
-  // non-registry source (it does not run for a tarball): advisory output, not shown.
-  await check("npm install of the tarball", async () => {
-    await run("npm install", "npm", ["install", "--no-audit", "--no-fund", "--offline", tarball]);
+  // Silently: npm >= 11.16 listed the tarball's `prepare` as an install script to review
+  // on every install, until prepack took it out of the packed package.json
+  // (scripts/pack-manifest.mjs). Any warning now fails the check.
+  await check("npm install of the tarball, without a warning", async () => {
+    const out = await run("npm install", "npm", [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--offline",
+      tarball,
+    ]);
+    const warnings = out.split("\n").filter((line) => /\b(warn|WARN)\b/.test(line));
+    if (warnings.length > 0) throw new Error(`npm warned:\n${warnings.join("\n")}`);
+    const packed = JSON.parse(
+      readFileSync(join(app, "node_modules", "tollgate", "package.json"), "utf8"),
+    );
+    if (packed.scripts?.prepare !== undefined) {
+      throw new Error("the packed package.json still has a prepare script");
+    }
   });
   if (failed) throw new Error("cannot go on without the install");
   copyFileSync(join(root, "scripts", "smoke", "esm.mjs"), join(app, "esm.mjs"));
