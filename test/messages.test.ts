@@ -39,7 +39,7 @@ describe("option errors list every problem in one message", () => {
         '  - unknown option "points" (use "capacity", the most units at once)',
         '  - unknown option "duration" (TokenBucket has no window: "capacity" units, refilled at "refillPerSecond" per second; for a window use FixedWindow or SlidingWindowCounter)',
         '  - missing options "capacity" and "refillPerSecond"',
-        "  known options: capacity, refillPerSecond, clock",
+        "  known options: capacity, refillPerSecond, initialTokens, clock",
         "  for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })",
       ),
     },
