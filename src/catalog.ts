@@ -38,6 +38,11 @@ export interface CliDescriptor {
    * means the same option for every algorithm that takes it.
    */
   readonly flags: Readonly<Record<string, `--${string}`>>;
+  /**
+   * The options of `flags` that may be left out (the constructor's default applies), as
+   * `initialTokens`; the others are required.
+   */
+  readonly optional?: readonly string[];
   /** The short column name of the `--compare` report's top-keys table (`token`). */
   readonly column: string;
   /** The chart's colour for this algorithm, distinct in hue and readable on white. */
@@ -89,7 +94,12 @@ export const CATALOG = [
     measure: { kind: "bucket", rate: "refillPerSecond" },
     summary: "a burst of capacity, then refillPerSecond on average",
     cli: {
-      flags: { capacity: "--capacity", refillPerSecond: "--refill-per-second" },
+      flags: {
+        capacity: "--capacity",
+        refillPerSecond: "--refill-per-second",
+        initialTokens: "--initial-tokens",
+      },
+      optional: ["initialTokens"],
       column: "token",
       color: "#1f77b4",
     },
@@ -103,7 +113,12 @@ export const CATALOG = [
     measure: { kind: "bucket", rate: "leakPerSecond" },
     summary: "admits as token-bucket; wait() spaces requests evenly",
     cli: {
-      flags: { capacity: "--capacity", leakPerSecond: "--leak-per-second" },
+      flags: {
+        capacity: "--capacity",
+        leakPerSecond: "--leak-per-second",
+        initialLevel: "--initial-level",
+      },
+      optional: ["initialLevel"],
       column: "leaky",
       color: "#17a2b8",
       // As a meter a LeakyBucket is the generic cell rate algorithm (see its class doc).

@@ -12,6 +12,7 @@ import {
   comparePolicies,
   flagsUsage,
   numberOrText,
+  optionalFlagsUsage,
   POLICY_FLAGS,
   type PolicySpec,
   type RawPolicyOptions,
@@ -56,11 +57,14 @@ const ALGORITHM_COLUMN = Math.max(...CATALOG.map((d) => helpName(d).length)) + 2
  * The help's list of algorithms, from the catalog: each id (and aliases) with its policy
  * flags, and its summary on the next line, under the flags.
  */
-const ALGORITHM_HELP = CATALOG.map(
-  (d: AlgorithmDescriptor) =>
+const ALGORITHM_HELP = CATALOG.map((d: AlgorithmDescriptor) => {
+  const optional = optionalFlagsUsage(d.id as AlgorithmName, "<n>");
+  return (
     `  ${helpName(d).padEnd(ALGORITHM_COLUMN)}${flagsUsage(d.id as AlgorithmName, "<n>")}\n` +
-    `  ${"".padEnd(ALGORITHM_COLUMN)}${d.summary}`,
-).join("\n");
+    `  ${"".padEnd(ALGORITHM_COLUMN)}${d.summary}` +
+    (optional === "" ? "" : `\n  ${"".padEnd(ALGORITHM_COLUMN)}optional: ${optional}`)
+  );
+}).join("\n");
 
 /** "did you mean" for an unknown `--algorithm`: a prefix of ids, a misspelling, or "". */
 function algorithmSuggestion(name: string): string {
@@ -432,6 +436,11 @@ export function parseCommand(argv: readonly string[]): Command {
   if (nodes !== undefined && (policies.length !== 1 || policies[0]!.algorithm !== "token-bucket")) {
     throw new UsageError(
       "--nodes simulates LeasedTokenBucket, a token bucket: use it with --algorithm token-bucket and without --compare",
+    );
+  }
+  if (nodes !== undefined && policies[0]!.options["initialTokens"] !== undefined) {
+    throw new UsageError(
+      "--initial-tokens does not apply with --nodes: LeasedTokenBucket's shared bucket starts full",
     );
   }
   const format = v.format ?? "auto";

@@ -190,7 +190,7 @@ describe("parseCommand", () => {
       name: "an option of another algorithm",
       args: ["-a", "token-bucket", "--capacity", "10", "--refill-per-second", "1", "--limit", "5"],
       message:
-        "--limit does not apply to token-bucket (it takes --capacity and --refill-per-second)",
+        "--limit does not apply to token-bucket (it takes --capacity and --refill-per-second, and optionally --initial-tokens)",
     },
     {
       name: "--compare without options",
