@@ -8,7 +8,7 @@ import {
   type WaitOptions,
 } from "./limiter.js";
 import { type ApplyReconfigure, isReconfigurable } from "./reconfigure.js";
-import { WaitQueue } from "./wait.js";
+import { jittered, WaitQueue } from "./wait.js";
 
 const WHERE = "allOf";
 
@@ -260,7 +260,12 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
       this,
       typeof clock === "function" ? (clock as Clock) : undefined,
     );
-    return this.queue.wait(cost, options);
+    const queue = this.queue;
+    return jittered(
+      options,
+      () => queue.wait(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /** @internal `consume` (`take` true) or `peek`, in the order of {@link allow}. */

@@ -124,13 +124,14 @@ export function windowRequired(where: string): RequiredOptions {
 }
 
 /** Names of {@link WaitOptions}. */
-export const WAIT_OPTIONS = optionNames<WaitOptions>()(["signal", "maxWaitMs"]);
+export const WAIT_OPTIONS = optionNames<WaitOptions>()(["signal", "maxWaitMs", "jitterMs"]);
 /** Names of {@link ReserveOptions}. */
 export const RESERVE_OPTIONS = optionNames<ReserveOptions>()(["maxWaitMs"]);
 
 const MAX_WAIT = use("maxWaitMs", " (milliseconds)");
 /** Hints for {@link WaitOptions}. */
 export const WAIT_HINTS: Readonly<Record<string, string>> = {
+  jitter: use("jitterMs", " (milliseconds)"),
   maxWait: MAX_WAIT,
   timeout: MAX_WAIT,
   timeoutMs: MAX_WAIT,

@@ -30,7 +30,7 @@ import {
   WHERE,
 } from "./registry/options.js";
 import type { KeyedLimiterStats } from "./registry/store.js";
-import { checkWaitOptions } from "./wait.js";
+import { checkWaitOptions, jittered } from "./wait.js";
 
 export type { KeyedLimiterStats } from "./registry/store.js";
 
@@ -306,6 +306,15 @@ export class KeyedLimiter {
    * full registry cannot keep the key.
    */
   wait(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
+    return jittered(
+      options,
+      () => this.waitNow(key, cost, options),
+      () => this.refund(key, cost),
+    );
+  }
+
+  /** @internal {@link wait} without its jitter. */
+  private waitNow(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
     try {
       const k = this.checkKey(key);
       const c = checkCost(`${WHERE}.wait`, cost);

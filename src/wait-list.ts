@@ -21,8 +21,8 @@ interface Listeners {
 /** Every signal some waiter listens to. Weak: a signal no one holds goes with its entry. */
 const bySignal = new WeakMap<AbortSignal, Listeners>();
 
-/** Calls `callback` when `signal` aborts, through one listener per signal. */
-function listen(signal: AbortSignal, callback: () => void): void {
+/** Calls `callback` when `signal` aborts, through one listener per signal. @internal */
+export function listen(signal: AbortSignal, callback: () => void): void {
   let entry = bySignal.get(signal);
   if (entry === undefined) {
     const callbacks = new Set<() => void>();
@@ -37,8 +37,8 @@ function listen(signal: AbortSignal, callback: () => void): void {
   entry.callbacks.add(callback);
 }
 
-/** Stops calling `callback` for `signal`; the listener goes with the last callback. */
-function unlisten(signal: AbortSignal, callback: () => void): void {
+/** Stops calling `callback` for `signal`; the listener goes with the last callback. @internal */
+export function unlisten(signal: AbortSignal, callback: () => void): void {
   const entry = bySignal.get(signal);
   if (entry === undefined || !entry.callbacks.delete(callback)) return;
   if (entry.callbacks.size === 0) {

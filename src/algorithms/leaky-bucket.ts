@@ -11,6 +11,7 @@ import {
 import { fits } from "../numeric.js";
 import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
+import { jittered } from "../wait.js";
 import { BucketBase, checkInitial, defineBucketPart } from "./bucket-base.js";
 import { readClock } from "./time.js";
 
@@ -249,7 +250,11 @@ export class LeakyBucket extends BucketBase implements Limiter {
    * `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return this.waitUnits(cost, options);
+    return jittered(
+      options,
+      () => this.waitUnits(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

@@ -10,7 +10,7 @@ import {
 import { fits } from "../numeric.js";
 import { optionNames, windowHints, windowRequired } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { WaitQueue } from "../wait.js";
+import { jittered, WaitQueue } from "../wait.js";
 import { LogRing } from "./log-ring.js";
 import {
   checkWindowClock,
@@ -249,8 +249,12 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
    * queue: it may take free units while others wait.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    this.queue ??= new WaitQueue(WHERE, this);
-    return this.queue.wait(cost, options);
+    const queue = (this.queue ??= new WaitQueue(WHERE, this));
+    return jittered(
+      options,
+      () => queue.wait(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

@@ -11,6 +11,7 @@ import {
 import { fits } from "../numeric.js";
 import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
+import { jittered } from "../wait.js";
 import { BucketBase, checkInitial, defineBucketPart } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
@@ -247,7 +248,11 @@ export class TokenBucket extends BucketBase implements Limiter {
    * {@link TokenBucket.reserve}'s `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return this.waitUnits(cost, options);
+    return jittered(
+      options,
+      () => this.waitUnits(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

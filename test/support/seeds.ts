@@ -6,6 +6,7 @@
  * `TOLLGATE_HASH_SEED=<n> npx vitest run` (or `=random`, which prints the seed it drew).
  */
 import { hashSeeds } from "../../src/registry/engine.js";
+import { jitterSource } from "../../src/wait.js";
 
 const env = process.env.TOLLGATE_HASH_SEED;
 let seed = env === undefined || env === "" ? 20_261_201 : Number(env);
@@ -24,4 +25,17 @@ hashSeeds.next = () => {
   t = Math.imul(t ^ (t >>> 15), t | 1);
   t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
   return (t ^ (t >>> 14)) >>> 0;
+};
+
+/**
+ * Fixes the draws of `wait`'s jitter (random in production) the same way: a second seeded
+ * sequence, from the same seed. A test that needs given draws sets `jitterSource.next`.
+ */
+let jitterState = (seed ^ 0x9e3779b9) >>> 0;
+jitterSource.next = () => {
+  jitterState = (jitterState + 0x6d2b79f5) >>> 0;
+  let t = jitterState;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
 };
