@@ -38,6 +38,7 @@ const TS_ESM = `import {
 } from "tollgate";
 import { type RateLimitMiddleware, rateLimit } from "tollgate/http";
 import { fromIoredis, type RedisLike, RedisTokenBucket } from "tollgate/redis";
+import { type ManualClock, manualClock } from "tollgate/testing";
 
 const bucket: Limiter = new TokenBucket({ capacity: 10, refillPerSecond: 5 });
 const decision: Decision = bucket.consume(2);
@@ -58,17 +59,22 @@ const client: RedisLike = {
 const shared = new RedisTokenBucket({ client, capacity: 10, refillPerSecond: 1 });
 const pending: Promise<{ allowed: boolean; source: string }> = shared.consume("ip");
 const wrap: typeof fromIoredis = fromIoredis;
-const waited: Promise<Decision> = bucket.wait(1, { maxWaitMs: 100 });
+const waited: Promise<Decision> = bucket.wait(1, { maxWaitMs: 100, jitterMs: 10 });
+const testClock: ManualClock = manualClock(1000);
+const tested = new TokenBucket({ capacity: 1, refillPerSecond: 1, initialTokens: 0, clock: testClock });
+testClock.advance(1000);
+const refilled: boolean = tested.allow();
 waited.catch((e: unknown) => e instanceof RateLimitError);
 // @ts-expect-error capacity is a number
 new TokenBucket({ capacity: "10", refillPerSecond: 1 });
-export { allowed, middleware, pending, retry, wrap };
+export { allowed, middleware, pending, refilled, retry, wrap };
 `;
 
 // The same package required from CommonJS TypeScript (resolved through "require").
 const TS_CJS = `import tollgate = require("tollgate");
 import http = require("tollgate/http");
 import redis = require("tollgate/redis");
+import testing = require("tollgate/testing");
 
 const bucket = new tollgate.TokenBucket({ capacity: 1, refillPerSecond: 2 });
 const d: tollgate.Decision = bucket.consume();
@@ -76,7 +82,8 @@ const middleware: http.RateLimitMiddleware = http.rateLimit({
   limiter: new tollgate.KeyedLimiter(bucket),
 });
 const make: typeof redis.fromNodeRedis = redis.fromNodeRedis;
-export = { d, middleware, make };
+const clock: testing.ManualClock = testing.manualClock();
+export = { d, middleware, make, clock };
 `;
 
 const WINDOWS = process.platform === "win32";
@@ -150,7 +157,7 @@ try {
   const info = packReportOf(packed.stdout);
   const files = new Set(info.files.map((f) => f.path));
   const needed = ["package.json", "dist/cli.js"];
-  for (const entry of ["index", "http", "redis"]) {
+  for (const entry of ["index", "http", "redis", "testing"]) {
     for (const ext of [".js", ".cjs", ".d.ts", ".d.cts"]) needed.push(`dist/${entry}${ext}`);
   }
   const missing = needed.filter((f) => !files.has(f));
@@ -245,10 +252,10 @@ try {
     check("attw on the tarball", async () => {
       await run("attw", bin("attw"), [tarball]);
     }),
-    check("ESM import of tollgate, tollgate/http, tollgate/redis", async () =>
+    check("ESM import of tollgate, tollgate/http, tollgate/redis, tollgate/testing", async () =>
       (await run("esm", process.execPath, ["esm.mjs"])).trim(),
     ),
-    check("CommonJS require of the three", async () =>
+    check("CommonJS require of the four", async () =>
       (await run("cjs", process.execPath, ["cjs.cjs"])).trim(),
     ),
     check("strict TypeScript (nodenext, ESM and CJS) against the installed types", () =>
