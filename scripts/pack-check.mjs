@@ -7,7 +7,8 @@
 // - type-checks strict TypeScript against the installed types, as ESM (.mts) and as
 //   CommonJS (.cts), with --module nodenext;
 // - runs the bin as npm links it: `npx tollgate --version` and a replay of
-//   examples/data/access-excerpt.log.
+//   examples/data/access-excerpt.log;
+// - runs every code block of the README as a reader pasting it would (scripts/readme-check.mjs).
 // `--no-build` packs without lifecycle scripts (the dist/ already there, as it is).
 // `--keep` leaves the temporary directory for inspection. Exits 1 on the first failure.
 
@@ -25,6 +26,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { packReportOf } from "./pack-json.mjs";
+import { checkReadme } from "./readme-check.mjs";
 
 // Strict TypeScript that a user writes against the main API, as ESM.
 const TS_ESM = `import {
@@ -318,6 +320,8 @@ try {
       return `${report.lines.parsed} lines, ${result.denied} denied`;
     }),
   ]);
+  // Last, alone: it installs the packages the README imports into the same project.
+  await check("the README's code blocks, pasted into the project", () => checkReadme(root, app));
 } catch (error) {
   failed = true;
   console.error(`pack-check: FAILED: ${error instanceof Error ? error.message : error}`);
