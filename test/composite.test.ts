@@ -837,12 +837,15 @@ describe("allOf allocation", () => {
       ),
       "a bucket and two windows",
     ).toBeLessThan(1);
+    // The decision kept, so that it escapes: an optimizing compiler may drop a Decision
+    // whose only use is `.allowed` (bundled, one run measured 5.6 bytes a call).
     expect(
       allOfBytesPerCall(
-        `const both = allOf(new TokenBucket({ ${big} }), new TokenBucket({ ${big} }));`,
-        "both.consume().allowed",
+        `const both = allOf(new TokenBucket({ ${big} }), new TokenBucket({ ${big} }));
+        let kept;`,
+        "(kept = both.consume()).allowed",
       ),
-      "consume allocates: the measure can fail",
+      "a kept decision allocates: the measure can fail",
     ).toBeGreaterThan(16);
   });
 });
