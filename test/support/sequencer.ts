@@ -2,10 +2,10 @@ import { relative } from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
- * The order vitest runs the test files in: files that failed last time first, then the
+ * The order vitest runs the test files in (within each group of vitest.config.ts's
+ * projects, in their order): files that failed last time first, then the
  * quickest first (by the last run's duration, else by size), so that results show within
- * seconds of `npm test` and a slow file never holds back the first lines. With one worker
- * (vitest's default on 2 cores) the order does not change the total time.
+ * seconds of `npm test` and a slow file never holds back the first lines.
  */
 export class QuickFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
@@ -19,6 +19,8 @@ export class QuickFirstSequencer extends BaseSequencer {
     };
     const weights = new Map(files.map((f) => [f, weight(f)]));
     return [...files].sort((a, b) => {
+      const group = a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder;
+      if (group !== 0) return group;
       const wa = weights.get(a)!;
       const wb = weights.get(b)!;
       if (wa.failed !== wb.failed) return wa.failed ? -1 : 1;
