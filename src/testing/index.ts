@@ -17,7 +17,7 @@ export interface ManualClock extends Clock {
   readonly nowMs: number;
   /**
    * Sets the time to `ms`. It may go back, to test how a limiter copes with a clock that
-   * does (it treats one as standing still: docs/semantics.md#time-and-clocks).
+   * does (it treats one as standing still: docs/semantics.md#clocks-going-backwards).
    * @throws {TypeError} If `ms` is not a number; {RangeError} if it is not finite.
    */
   set(ms: number): void;
