@@ -7,7 +7,11 @@ import { bytesPerCall } from "../support/bytes-per-call.js";
  * not allocated, so only the registry counts); the five algorithms and `allOf`
  * are in scope. `expression` is the call measured (`kept` holds a value that must escape).
  */
-export function bytesPerAllow(policy: string, expression = 'keyed.allow("10.0.0.1")'): number {
+export function bytesPerAllow(
+  policy: string,
+  expression = 'keyed.allow("10.0.0.1")',
+  noScavenge = false,
+): number {
   return bytesPerCall(
     `
     import { KeyedLimiter } from "./src/registry.ts";
@@ -20,5 +24,6 @@ export function bytesPerAllow(policy: string, expression = 'keyed.allow("10.0.0.
     `const keyed = new KeyedLimiter(${policy}, { maxKeys: 16, sweepIntervalMs: Infinity });
     let kept;`,
     expression,
+    noScavenge,
   );
 }

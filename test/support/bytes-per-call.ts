@@ -12,10 +12,16 @@ import { bundle } from "./bundle.js";
  * `imports` is module source text with paths from the repository's root
  * (`import { allOf } from "./src/composite.ts";`); `setup` runs once with `clock` in scope,
  * an integer clock (a small integer is not allocated, so only the code measured counts);
- * `expression` is the call, true when allowed.
+ * `expression` is the call, true when allowed. `noScavenge` is for the control that shows
+ * the measure can fail (see below).
  * @throws {Error} If the process fails, or a call is denied.
  */
-export function bytesPerCall(imports: string, setup: string, expression: string): number {
+export function bytesPerCall(
+  imports: string,
+  setup: string,
+  expression: string,
+  noScavenge = false,
+): number {
   const source = `
     ${imports}
     let tick = 0;
@@ -41,7 +47,12 @@ export function bytesPerCall(imports: string, setup: string, expression: string)
   `;
   // Bundled first (see bundle.ts): a process that starts in tens of milliseconds, not seconds.
   // The program goes in on standard input: a bundle is longer than one argument may be.
-  const child = spawnSync(process.execPath, ["--expose-gc", "--input-type=module"], {
+  // For a control that must see allocation, a young generation large enough that no
+  // scavenge runs inside a round of 10,000 calls (one lowers the heap's growth below what
+  // the round allocated, and the least round is reported).
+  const flags = ["--expose-gc", "--input-type=module"];
+  if (noScavenge) flags.push("--min-semi-space-size=64");
+  const child = spawnSync(process.execPath, flags, {
     cwd: repoRoot,
     encoding: "utf8",
     input: bundle(source),
