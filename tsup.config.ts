@@ -2,8 +2,13 @@ import { defineConfig } from "tsup";
 
 export default defineConfig([
   {
-    // Named entries so the subpaths build to dist/http.js and dist/redis.js.
-    entry: { index: "src/index.ts", http: "src/http/index.ts", redis: "src/redis/index.ts" },
+    // Named entries so the subpaths build to dist/http.js, dist/redis.js, dist/testing.js.
+    entry: {
+      index: "src/index.ts",
+      http: "src/http/index.ts",
+      redis: "src/redis/index.ts",
+      testing: "src/testing/index.ts",
+    },
     format: ["esm", "cjs"],
     // Declarations marked @internal (protected and private machinery) stay out of the types.
     dts: { compilerOptions: { stripInternal: true } },

@@ -1,50 +1,15 @@
 // `npm run examples`: runs every examples/*.ts with tsx (each must finish by itself).
 // Examples that talk to Redis read REDIS_URL; when it is unset and redis-server is on
 // PATH, a private server is started on a free loopback port and stopped by pid after.
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
-import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startRedis } from "./private-redis.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const tsx = join(root, "node_modules", ".bin", "tsx");
 const only = process.argv.slice(2);
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function startRedis() {
-  if (process.env.REDIS_URL) return undefined;
-  if (spawnSync("sh", ["-c", "command -v redis-server"]).status !== 0) return undefined;
-  const port = await freePort();
-  const child = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    { stdio: "ignore" },
-  );
-  for (let i = 0; i < 100; i++) {
-    if (
-      spawnSync("redis-cli", ["-p", String(port), "ping"])
-        .stdout?.toString()
-        .trim() === "PONG"
-    ) {
-      process.env.REDIS_URL = `redis://127.0.0.1:${port}`;
-      return child;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill();
-  throw new Error("examples: redis-server did not start");
-}
 
 const redis = await startRedis();
 let failed = 0;

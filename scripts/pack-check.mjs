@@ -7,7 +7,8 @@
 // - type-checks strict TypeScript against the installed types, as ESM (.mts) and as
 //   CommonJS (.cts), with --module nodenext;
 // - runs the bin as npm links it: `npx tollgate --version` and a replay of
-//   examples/data/access-excerpt.log.
+//   examples/data/access-excerpt.log;
+// - runs every code block of the README as a reader pasting it would (scripts/readme-check.mjs).
 // `--no-build` packs without lifecycle scripts (the dist/ already there, as it is).
 // `--keep` leaves the temporary directory for inspection. Exits 1 on the first failure.
 
@@ -25,6 +26,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { packReportOf } from "./pack-json.mjs";
+import { checkReadme } from "./readme-check.mjs";
 
 // Strict TypeScript that a user writes against the main API, as ESM.
 const TS_ESM = `import {
@@ -38,6 +40,7 @@ const TS_ESM = `import {
 } from "tollgate";
 import { type RateLimitMiddleware, rateLimit } from "tollgate/http";
 import { fromIoredis, type RedisLike, RedisTokenBucket } from "tollgate/redis";
+import { type ManualClock, manualClock } from "tollgate/testing";
 
 const bucket: Limiter = new TokenBucket({ capacity: 10, refillPerSecond: 5 });
 const decision: Decision = bucket.consume(2);
@@ -58,17 +61,22 @@ const client: RedisLike = {
 const shared = new RedisTokenBucket({ client, capacity: 10, refillPerSecond: 1 });
 const pending: Promise<{ allowed: boolean; source: string }> = shared.consume("ip");
 const wrap: typeof fromIoredis = fromIoredis;
-const waited: Promise<Decision> = bucket.wait(1, { maxWaitMs: 100 });
+const waited: Promise<Decision> = bucket.wait(1, { maxWaitMs: 100, jitterMs: 10 });
+const testClock: ManualClock = manualClock(1000);
+const tested = new TokenBucket({ capacity: 1, refillPerSecond: 1, initialTokens: 0, clock: testClock });
+testClock.advance(1000);
+const refilled: boolean = tested.allow();
 waited.catch((e: unknown) => e instanceof RateLimitError);
 // @ts-expect-error capacity is a number
 new TokenBucket({ capacity: "10", refillPerSecond: 1 });
-export { allowed, middleware, pending, retry, wrap };
+export { allowed, middleware, pending, refilled, retry, wrap };
 `;
 
 // The same package required from CommonJS TypeScript (resolved through "require").
 const TS_CJS = `import tollgate = require("tollgate");
 import http = require("tollgate/http");
 import redis = require("tollgate/redis");
+import testing = require("tollgate/testing");
 
 const bucket = new tollgate.TokenBucket({ capacity: 1, refillPerSecond: 2 });
 const d: tollgate.Decision = bucket.consume();
@@ -76,7 +84,8 @@ const middleware: http.RateLimitMiddleware = http.rateLimit({
   limiter: new tollgate.KeyedLimiter(bucket),
 });
 const make: typeof redis.fromNodeRedis = redis.fromNodeRedis;
-export = { d, middleware, make };
+const clock: testing.ManualClock = testing.manualClock();
+export = { d, middleware, make, clock };
 `;
 
 const WINDOWS = process.platform === "win32";
@@ -150,7 +159,7 @@ try {
   const info = packReportOf(packed.stdout);
   const files = new Set(info.files.map((f) => f.path));
   const needed = ["package.json", "dist/cli.js"];
-  for (const entry of ["index", "http", "redis"]) {
+  for (const entry of ["index", "http", "redis", "testing"]) {
     for (const ext of [".js", ".cjs", ".d.ts", ".d.cts"]) needed.push(`dist/${entry}${ext}`);
   }
   const missing = needed.filter((f) => !files.has(f));
@@ -170,10 +179,25 @@ try {
     join(app, "package.json"),
     `${JSON.stringify({ name: "pack-check-app", version: "1.0.0", private: true }, null, 2)}\n`,
   );
-  // npm >= 11.16 lists the tarball's `prepare` as an unreviewed install script of a
-  // non-registry source (it does not run for a tarball): advisory output, not shown.
-  await check("npm install of the tarball", async () => {
-    await run("npm install", "npm", ["install", "--no-audit", "--no-fund", "--offline", tarball]);
+  // Silently: npm >= 11.16 listed the tarball's `prepare` as an install script to review
+  // on every install, until prepack took it out of the packed package.json
+  // (scripts/pack-manifest.mjs). Any warning now fails the check.
+  await check("npm install of the tarball, without a warning", async () => {
+    const out = await run("npm install", "npm", [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--offline",
+      tarball,
+    ]);
+    const warnings = out.split("\n").filter((line) => /\b(warn|WARN)\b/.test(line));
+    if (warnings.length > 0) throw new Error(`npm warned:\n${warnings.join("\n")}`);
+    const packed = JSON.parse(
+      readFileSync(join(app, "node_modules", "tollgate", "package.json"), "utf8"),
+    );
+    if (packed.scripts?.prepare !== undefined) {
+      throw new Error("the packed package.json still has a prepare script");
+    }
   });
   if (failed) throw new Error("cannot go on without the install");
   copyFileSync(join(root, "scripts", "smoke", "esm.mjs"), join(app, "esm.mjs"));
@@ -230,10 +254,10 @@ try {
     check("attw on the tarball", async () => {
       await run("attw", bin("attw"), [tarball]);
     }),
-    check("ESM import of tollgate, tollgate/http, tollgate/redis", async () =>
+    check("ESM import of tollgate, tollgate/http, tollgate/redis, tollgate/testing", async () =>
       (await run("esm", process.execPath, ["esm.mjs"])).trim(),
     ),
-    check("CommonJS require of the three", async () =>
+    check("CommonJS require of the four", async () =>
       (await run("cjs", process.execPath, ["cjs.cjs"])).trim(),
     ),
     check("strict TypeScript (nodenext, ESM and CJS) against the installed types", () =>
@@ -296,6 +320,8 @@ try {
       return `${report.lines.parsed} lines, ${result.denied} denied`;
     }),
   ]);
+  // Last, alone: it installs the packages the README imports into the same project.
+  await check("the README's code blocks, pasted into the project", () => checkReadme(root, app));
 } catch (error) {
   failed = true;
   console.error(`pack-check: FAILED: ${error instanceof Error ? error.message : error}`);

@@ -38,10 +38,20 @@ export interface CliDescriptor {
    * means the same option for every algorithm that takes it.
    */
   readonly flags: Readonly<Record<string, `--${string}`>>;
+  /**
+   * The options of `flags` that may be left out (the constructor's default applies), as
+   * `initialTokens`; the others are required.
+   */
+  readonly optional?: readonly string[];
   /** The short column name of the `--compare` report's top-keys table (`token`). */
   readonly column: string;
   /** The chart's colour for this algorithm, distinct in hue and readable on white. */
   readonly color: `#${string}`;
+  /**
+   * Other names `--algorithm` accepts for it, the field's names for the same algorithm
+   * (`gcra`); reports and charts show the id.
+   */
+  readonly aliases?: readonly string[];
 }
 
 /** One algorithm: its names, constructor, options and how the CLI and Redis show it. */
@@ -84,7 +94,12 @@ export const CATALOG = [
     measure: { kind: "bucket", rate: "refillPerSecond" },
     summary: "a burst of capacity, then refillPerSecond on average",
     cli: {
-      flags: { capacity: "--capacity", refillPerSecond: "--refill-per-second" },
+      flags: {
+        capacity: "--capacity",
+        refillPerSecond: "--refill-per-second",
+        initialTokens: "--initial-tokens",
+      },
+      optional: ["initialTokens"],
       column: "token",
       color: "#1f77b4",
     },
@@ -98,9 +113,16 @@ export const CATALOG = [
     measure: { kind: "bucket", rate: "leakPerSecond" },
     summary: "admits as token-bucket; wait() spaces requests evenly",
     cli: {
-      flags: { capacity: "--capacity", leakPerSecond: "--leak-per-second" },
+      flags: {
+        capacity: "--capacity",
+        leakPerSecond: "--leak-per-second",
+        initialLevel: "--initial-level",
+      },
+      optional: ["initialLevel"],
       column: "leaky",
       color: "#17a2b8",
+      // As a meter a LeakyBucket is the generic cell rate algorithm (see its class doc).
+      aliases: ["gcra"],
     },
     redis: "RedisLeakyBucket",
   },
@@ -157,4 +179,11 @@ export const ALGORITHM_IDS: readonly AlgorithmId[] = /* @__PURE__ */ CATALOG.map
 /** The descriptor of `id`, or `undefined` for a name that is not an algorithm's id. */
 export function descriptorOf(id: string): AlgorithmDescriptor | undefined {
   return CATALOG.find((d) => d.id === id);
+}
+
+/** The id `name` stands for: itself when an id, the algorithm's when an alias, else `undefined`. */
+export function algorithmIdOf(name: string): AlgorithmId | undefined {
+  return CATALOG.find(
+    (d: AlgorithmDescriptor) => d.id === name || (d.cli.aliases ?? []).includes(name),
+  )?.id as AlgorithmId | undefined;
 }

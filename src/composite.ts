@@ -10,7 +10,7 @@ import {
 } from "./limiter.js";
 import { ChargeReceipt, checkReceipt } from "./receipt.js";
 import { type ApplyReconfigure, isReconfigurable } from "./reconfigure.js";
-import { WaitQueue } from "./wait.js";
+import { jittered, WaitQueue } from "./wait.js";
 
 const WHERE = "allOf";
 
@@ -360,7 +360,12 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
       this,
       typeof clock === "function" ? (clock as Clock) : undefined,
     );
-    return this.queue.wait(cost, options);
+    const queue = this.queue;
+    return jittered(
+      options,
+      () => queue.wait(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

@@ -31,6 +31,27 @@ export function describe(value: unknown): string {
 }
 
 /**
+ * A computed number of units for a message, without float noise: at most 6 decimals,
+ * rounded down so it never says more is there than is (`0.00501405500000196` reads
+ * `0.005014`). A number the caller gave is printed as given, not through this.
+ */
+export function formatUnits(units: number): string {
+  if (!Number.isFinite(units)) return String(units);
+  // A thousandth of the last digit absorbs the product's own error (0.003 * 1e6 is
+  // 2999.9999999999995).
+  return String(Math.floor(units * 1e6 + 1e-3) / 1e6 + 0);
+}
+
+/**
+ * A computed duration in milliseconds for a message, to the microsecond, without float
+ * noise (`1499.9999999998` reads `1500`).
+ */
+export function formatMs(ms: number): string {
+  if (!Number.isFinite(ms)) return String(ms);
+  return String(Number(ms.toFixed(3)) + 0);
+}
+
+/**
  * Checks that `options` is an object (or undefined when `optional`) and returns it.
  * @throws {TypeError} `Where: options must be an object, got …`
  */
@@ -42,13 +63,31 @@ export function checkOptions<T extends object>(where: string, options: unknown):
 }
 
 /**
- * Checks that `options` names only options of `where`: every enumerable string key, own
- * or inherited (`for...in`), must be one of `known`. Guards JavaScript callers against a typo (`maxkeys`) or a peer library's
- * name (`max`, `windowMs` on the middleware), which would otherwise be ignored silently.
- * The message suggests a replacement: `hints[name]` when given (for a peer's names),
- * else a known option that differs only in case or by at most two edits.
- * A key whose value is `undefined` is checked too: a misspelt option is wrong whatever
- * its value.
+ * The options a constructor cannot do without, and a one-line call that gives them all, for
+ * {@link checkOptionNames}'s message.
+ */
+export interface RequiredOptions {
+  /** Names that must not be undefined, in the order they are documented. */
+  readonly names: readonly string[];
+  /**
+   * A call that gives them all (`new TokenBucket({ capacity: 10, refillPerSecond: 5 })`),
+   * or a function making one from the options given (to carry a peer's values over).
+   */
+  readonly example: string | ((options: Readonly<Record<string, unknown>>) => string);
+}
+
+/**
+ * Checks that `options` names only options of `where`, and, with `required`, that none of
+ * those is missing. Every enumerable string key, own or inherited (`for...in`), must be one of
+ * `known`. Guards JavaScript callers against a typo (`maxkeys`) or a peer library's name
+ * (`max`, `windowMs` on the middleware), which would otherwise be ignored silently. Each
+ * unknown name gets a hint: `hints[name]` when given (for a peer's names), else a known
+ * option that differs only in case or by at most two edits. A key whose value is
+ * `undefined` is checked too: a misspelt option is wrong whatever its value.
+ *
+ * One message lists every problem, so one round of fixes is enough: one problem on one line,
+ * several as a list, then the known options (for an unknown one) and `required.example`
+ * (for a missing one).
  * @throws {TypeError} `KeyedLimiter: unknown option "maxkeys" (did you mean "maxKeys"?);
  *   known options: maxKeys, idleTimeoutMs`
  */
@@ -57,21 +96,58 @@ export function checkOptionNames(
   options: object,
   known: readonly string[],
   hints: Readonly<Record<string, string>> = {},
+  required?: RequiredOptions,
 ): void {
+  const problems: string[] = [];
   // for-in, not Object.keys: an option inherited from a prototype (`Object.create({ max })`)
   // is read by the constructor like an own one, so it is checked like one.
   for (const name in options) {
     if (known.includes(name)) continue;
     const hint = Object.hasOwn(hints, name) ? hints[name] : closeName(name, known);
-    const advice = hint === undefined ? "" : ` (${hint})`;
-    throw new TypeError(
-      `${where}: unknown option ${JSON.stringify(name)}${advice}; known options: ${known.join(", ")}`,
+    problems.push(
+      `unknown option ${JSON.stringify(name)}${hint === undefined ? "" : ` (${hint})`}`,
     );
   }
+  const unknown = problems.length;
+  const values = options as Readonly<Record<string, unknown>>;
+  const missing = required?.names.filter((name) => values[name] === undefined) ?? [];
+  if (missing.length > 0) {
+    const names = missing.map((name) => JSON.stringify(name));
+    problems.push(
+      names.length === 1
+        ? `missing option ${names[0]}`
+        : `missing options ${names.slice(0, -1).join(", ")} and ${names.at(-1)}`,
+    );
+  }
+  if (problems.length === 0) return;
+  const tail: string[] = [];
+  if (unknown > 0) tail.push(`known options: ${known.join(", ")}`);
+  if (missing.length > 0) {
+    const example = required!.example;
+    tail.push(`for example: ${typeof example === "string" ? example : example(values)}`);
+  }
+  throw new TypeError(
+    problems.length === 1
+      ? `${where}: ${[problems[0], ...tail].join("; ")}`
+      : [
+          `${where}: ${problems.length} problems with the options:`,
+          ...problems.map((line) => `  - ${line}`),
+          ...tail.map((line) => `  ${line}`),
+        ].join("\n"),
+  );
 }
 
 /** `did you mean "x"?` for the known name closest to `name` (case, or at most 2 edits). */
 function closeName(name: string, known: readonly string[]): string | undefined {
+  const best = closestName(name, known);
+  return best === undefined ? undefined : `did you mean ${JSON.stringify(best)}?`;
+}
+
+/**
+ * The name of `known` closest to `name`: one that differs only in case, else by at most two
+ * edits (and fewer than half its length), else `undefined`. For "did you mean" hints.
+ */
+export function closestName(name: string, known: readonly string[]): string | undefined {
   const lower = name.toLowerCase();
   let best: string | undefined;
   let bestDistance = 3;
@@ -82,7 +158,7 @@ function closeName(name: string, known: readonly string[]): string | undefined {
       bestDistance = d;
     }
   }
-  return best === undefined ? undefined : `did you mean ${JSON.stringify(best)}?`;
+  return best;
 }
 
 /** Levenshtein distance (insert, delete, substitute), O(a·b); option names are short. */

@@ -83,6 +83,17 @@ export interface WaitOptions {
    * @default Infinity
    */
   readonly maxWaitMs?: number | undefined;
+  /**
+   * Up to this many milliseconds (>= 0) added at random to a wait that had to wait, so that
+   * callers waiting for the same moment do not all go at once (governor's `Jitter::up_to`).
+   * Its units are granted in the queue's order and at its time, as without it, so the limit
+   * holds; the caller is released `u * jitterMs` ms later, `u` uniform in [0, 1), and so may
+   * finish up to `jitterMs` past `maxWaitMs`. A wait granted at once is not delayed. Aborted
+   * in that time, the wait rejects with the signal's reason and gives its units back.
+   * See docs/waiting.md#jitter.
+   * @default 0
+   */
+  readonly jitterMs?: number | undefined;
 }
 
 /** Options of `reserve`. */

@@ -1,3 +1,4 @@
+import type { RequiredOptions } from "./errors.js";
 import type { ReserveOptions, WaitOptions } from "./limiter.js";
 
 /**
@@ -93,14 +94,44 @@ export function windowHints(where: string): Readonly<Record<string, string>> {
   };
 }
 
+/** `client: fromIoredis(redis), ` for a Redis twin's example, else nothing. */
+const clientOf = (where: string) =>
+  where.startsWith("Redis") ? "client: fromIoredis(redis), " : "";
+
+/**
+ * The required options of a bucket class (`TokenBucket`, `LeakyBucket` and their Redis
+ * twins, which also need `client`), with the one-line example a missing one is shown.
+ * @param rate The class's rate option, `refillPerSecond` or `leakPerSecond`.
+ */
+export function bucketRequired(
+  where: string,
+  rate: "refillPerSecond" | "leakPerSecond",
+): RequiredOptions {
+  const client = clientOf(where);
+  return {
+    names: [...(client === "" ? [] : ["client"]), "capacity", rate],
+    example: `new ${where}({ ${client}capacity: 10, ${rate}: 5 })`,
+  };
+}
+
+/** The required options of a window class, as {@link bucketRequired}. */
+export function windowRequired(where: string): RequiredOptions {
+  const client = clientOf(where);
+  return {
+    names: [...(client === "" ? [] : ["client"]), "limit", "windowMs"],
+    example: `new ${where}({ ${client}limit: 100, windowMs: 60_000 })`,
+  };
+}
+
 /** Names of {@link WaitOptions}. */
-export const WAIT_OPTIONS = optionNames<WaitOptions>()(["signal", "maxWaitMs"]);
+export const WAIT_OPTIONS = optionNames<WaitOptions>()(["signal", "maxWaitMs", "jitterMs"]);
 /** Names of {@link ReserveOptions}. */
 export const RESERVE_OPTIONS = optionNames<ReserveOptions>()(["maxWaitMs"]);
 
 const MAX_WAIT = use("maxWaitMs", " (milliseconds)");
 /** Hints for {@link WaitOptions}. */
 export const WAIT_HINTS: Readonly<Record<string, string>> = {
+  jitter: use("jitterMs", " (milliseconds)"),
   maxWait: MAX_WAIT,
   timeout: MAX_WAIT,
   timeoutMs: MAX_WAIT,

@@ -27,11 +27,12 @@ import {
   checkSweepInterval,
   isLimiter,
   MAX_KEYS_LIMIT,
+  policyHint,
   WHERE,
 } from "./registry/options.js";
 import { KeyedReceipt, ReceiptGuard } from "./registry/receipts.js";
 import type { KeyedLimiterStats } from "./registry/store.js";
-import { checkWaitOptions } from "./wait.js";
+import { checkWaitOptions, jittered } from "./wait.js";
 
 export type { KeyedLimiterStats } from "./registry/store.js";
 
@@ -235,7 +236,7 @@ export class KeyedLimiter {
       );
     } else {
       throw new TypeError(
-        `${WHERE}: policy must be a limiter with clone() or a function (key) => Limiter, got ${describe(policy)}`,
+        `${WHERE}: policy must be a limiter with clone() or a function (key) => Limiter, got ${describe(policy)}${policyHint(policy, KEYED_OPTIONS)}`,
       );
     }
     if (sweepIntervalMs !== Number.POSITIVE_INFINITY) {
@@ -315,6 +316,15 @@ export class KeyedLimiter {
    * full registry cannot keep the key.
    */
   wait(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
+    return jittered(
+      options,
+      () => this.waitNow(key, cost, options),
+      () => this.refund(key, cost),
+    );
+  }
+
+  /** @internal {@link wait} without its jitter. */
+  private waitNow(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
     try {
       const k = this.checkKey(key);
       const c = checkCost(`${WHERE}.wait`, cost);
@@ -674,12 +684,17 @@ export class KeyedLimiter {
   protected allowNew(key: string, cost: number, now: number): boolean {
     const e = this.engine!;
     if (e.tracedBlockMs(key, now) > 0) return false;
-    if (cost === 0) return true;
     if (e.traceOf(key, now) < 0) {
       const scratch = this.scratch!;
       e.layout.init(scratch, 0, -1, now);
-      if (!e.layout.fitsAt(scratch, 0, -1, now, cost)) return false;
-    }
+      // A new key denied, or asked for nothing, is kept only when it does not start idle
+      // (fewer initial tokens): its refill runs from its first use, as a new
+      // TokenBucket's from its construction.
+      if (cost === 0 || !e.layout.fitsAt(scratch, 0, -1, now, cost)) {
+        if (!e.layout.isIdle(scratch, 0, -1, now)) e.insert(key, now);
+        return cost === 0;
+      }
+    } else if (cost === 0) return true;
     const slot = e.insert(key, now);
     if (slot < 0) return false;
     if (e.flags[slot] !== 0) return this.decideFlagged(slot, cost, now, true).allowed;
@@ -694,7 +709,11 @@ export class KeyedLimiter {
       return this.blocked(this.decideWithoutSlot(key, cost, now), key, -1, now, blockedMs);
     if (e.traceOf(key, now) < 0) {
       const fresh = this.decideWithoutSlot(key, cost, now);
-      if (!fresh.allowed || cost === 0) return fresh;
+      // As allowNew: a fresh state that is not idle is kept, even when denied.
+      if (!fresh.allowed || cost === 0) {
+        if (!e.layout.isIdle(this.scratch!, 0, -1, now)) e.insert(key, now);
+        return fresh;
+      }
     }
     const slot = e.insert(key, now);
     if (slot < 0) return this.refusal(now);

@@ -5,8 +5,47 @@
  * allocation per waiter beyond its abort listener), with each waiter's abort listener
  * added on `push` and removed on `remove`. What a waiter waits for, and when it is
  * served, is the owner's.
+ *
+ * The waiters that share one `AbortSignal` share one listener on it (see {@link listen}):
+ * a signal given to many waits (a shutdown signal, a request's) set off Node's
+ * MaxListenersExceededWarning at the eleventh, though nothing leaked.
  * @module
  */
+
+/** The waiters' abort callbacks on one signal, in the order they were added, and its one listener. */
+interface Listeners {
+  readonly callbacks: Set<() => void>;
+  readonly listener: () => void;
+}
+
+/** Every signal some waiter listens to. Weak: a signal no one holds goes with its entry. */
+const bySignal = new WeakMap<AbortSignal, Listeners>();
+
+/** Calls `callback` when `signal` aborts, through one listener per signal. @internal */
+export function listen(signal: AbortSignal, callback: () => void): void {
+  let entry = bySignal.get(signal);
+  if (entry === undefined) {
+    const callbacks = new Set<() => void>();
+    const listener = () => {
+      bySignal.delete(signal);
+      for (const run of [...callbacks]) run();
+    };
+    entry = { callbacks, listener };
+    bySignal.set(signal, entry);
+    signal.addEventListener("abort", listener, { once: true });
+  }
+  entry.callbacks.add(callback);
+}
+
+/** Stops calling `callback` for `signal`; the listener goes with the last callback. @internal */
+export function unlisten(signal: AbortSignal, callback: () => void): void {
+  const entry = bySignal.get(signal);
+  if (entry === undefined || !entry.callbacks.delete(callback)) return;
+  if (entry.callbacks.size === 0) {
+    bySignal.delete(signal);
+    signal.removeEventListener("abort", entry.listener);
+  }
+}
 
 /**
  * A waiter a {@link WaitList} links. The list owns `prev`, `next`, `queued` and `onAbort`:
@@ -67,7 +106,7 @@ export class WaitList<N extends WaitListNode<N>> {
       node.onAbort = () => {
         if (node.queued) this.aborted(node, signal.reason);
       };
-      signal.addEventListener("abort", node.onAbort, { once: true });
+      listen(signal, node.onAbort);
     }
     node.prev = this.last;
     node.next = undefined;
@@ -88,6 +127,8 @@ export class WaitList<N extends WaitListNode<N>> {
     node.prev = undefined;
     node.next = undefined;
     this.count--;
-    if (node.onAbort !== undefined) node.signal?.removeEventListener("abort", node.onAbort);
+    if (node.onAbort !== undefined && node.signal !== undefined) {
+      unlisten(node.signal, node.onAbort);
+    }
   }
 }

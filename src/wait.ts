@@ -4,11 +4,12 @@ import {
   checkOptionNames,
   checkOptions,
   describe,
+  formatMs,
   RateLimitError,
 } from "./errors.js";
 import { type Clock, type Decision, systemClock, type WaitOptions } from "./limiter.js";
 import { WAIT_HINTS, WAIT_OPTIONS } from "./option-names.js";
-import { WaitList, type WaitListNode } from "./wait-list.js";
+import { listen, unlisten, WaitList, type WaitListNode } from "./wait-list.js";
 
 /**
  * Waiting for a limiter that cannot hold units for its waiters (the three windows,
@@ -356,7 +357,7 @@ export function maxWaitError(
   decision: Decision,
 ): RateLimitError {
   return new RateLimitError(
-    `${where}: waiting ${waitMs} ms for cost ${cost} exceeds maxWaitMs ${maxWaitMs}`,
+    `${where}: waiting ${formatMs(waitMs)} ms for cost ${cost} exceeds maxWaitMs ${maxWaitMs}`,
     decision,
   );
 }
@@ -367,21 +368,89 @@ export function neverError(where: string, cost: number, decision: Decision): Rat
 }
 
 /**
+ * Where `wait`'s jitter draws from: uniform in [0, 1), `Math.random` by default. The tests
+ * replace it (test/support/seeds.ts), so that jittered times are the same in every run.
+ * @internal
+ */
+export const jitterSource: { next: () => number } = { next: () => Math.random() };
+
+/**
+ * `wait` with `options.jitterMs` (see `WaitOptions.jitterMs`): `wait()` as is, but a wait
+ * that did not resolve at once is released a random time after its grant, below
+ * `jitterMs`; aborted meanwhile, it rejects with the signal's reason and `giveBack()`
+ * returns its units. Without a valid `jitterMs` above 0, `wait()` alone (its own checks
+ * reject a bad one).
+ * @internal
+ */
+export function jittered(
+  options: WaitOptions | undefined,
+  wait: () => Promise<Decision>,
+  giveBack: () => void,
+): Promise<Decision> {
+  const jitterMs = options?.jitterMs;
+  if (!(typeof jitterMs === "number" && jitterMs > 0 && jitterMs < Number.POSITIVE_INFINITY)) {
+    return wait();
+  }
+  const waiting = wait();
+  const atOnce = {};
+  // A promise settled before the race wins it: granted (or refused) at once, no jitter.
+  return Promise.race([waiting, atOnce]).then((first) =>
+    first !== atOnce
+      ? (first as Decision)
+      : waiting.then((decision) =>
+          release(decision, jitterSource.next() * jitterMs, options?.signal, giveBack),
+        ),
+  );
+}
+
+/** Resolves with `decision` after `ms`, or rejects on `signal`'s abort, giving the units back. */
+function release(
+  decision: Decision,
+  ms: number,
+  signal: AbortSignal | undefined,
+  giveBack: () => void,
+): Promise<Decision> {
+  return new Promise((resolve, reject) => {
+    const abandon = () => {
+      try {
+        giveBack();
+      } finally {
+        reject(signal!.reason);
+      }
+    };
+    if (signal?.aborted) {
+      abandon();
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      abandon();
+    };
+    const timer = setTimeout(() => {
+      if (signal !== undefined) unlisten(signal, onAbort);
+      resolve(decision);
+    }, ms);
+    if (signal !== undefined) listen(signal, onAbort);
+  });
+}
+
+/**
  * Validates `wait` options.
  * @throws {TypeError} when options is not an object, names an unknown option, or signal
  *   is not an AbortSignal.
- * @throws {RangeError} when maxWaitMs is not a number >= 0.
+ * @throws {RangeError} when maxWaitMs or jitterMs is not a number >= 0.
  */
 export function checkWaitOptions(
   where: string,
   options: WaitOptions | undefined,
 ): { signal: AbortSignal | undefined; maxWaitMs: number } {
   if (options === undefined) return { signal: undefined, maxWaitMs: Number.POSITIVE_INFINITY };
-  const { signal, maxWaitMs } = checkOptions<WaitOptions>(where, options);
+  const { signal, maxWaitMs, jitterMs } = checkOptions<WaitOptions>(where, options);
   checkOptionNames(where, options, WAIT_OPTIONS, WAIT_HINTS);
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new TypeError(`${where}: signal must be an AbortSignal, got ${describe(signal)}`);
   }
+  if (jitterMs !== undefined) checkNumber(where, "jitterMs", jitterMs, 0, true);
   const max =
     maxWaitMs === undefined || maxWaitMs === Number.POSITIVE_INFINITY
       ? Number.POSITIVE_INFINITY

@@ -25,6 +25,20 @@ function sampleOptions(d: AlgorithmDescriptor): Record<string, number> {
   return Object.fromEntries(Object.keys(d.cli.flags).map((name) => [name, 10]));
 }
 
+/** The flags `d` must be given. */
+const required = (d: AlgorithmDescriptor) =>
+  Object.entries(d.cli.flags)
+    .filter(([name]) => !(d.cli.optional ?? []).includes(name))
+    .map(([, flag]) => flag);
+
+/** `, and optionally --initial-tokens` for an algorithm with optional flags, else "". */
+const optional = (d: AlgorithmDescriptor) => {
+  const flags = Object.entries(d.cli.flags)
+    .filter(([name]) => (d.cli.optional ?? []).includes(name))
+    .map(([, flag]) => flag);
+  return flags.length === 0 ? "" : `, and optionally ${flags.join(" ")}`;
+};
+
 /** The `known options:` list of an unknown-option TypeError, as an array. */
 function knownOptionsOf(make: () => unknown): string[] {
   let message = "";
@@ -146,9 +160,17 @@ describe("the CLI reads the catalog", () => {
   });
 
   test.each(ROWS)("$id: tollgate replay --algorithm $id with its flags is accepted", (d) => {
-    const values = Object.entries(d.cli.flags).map(([, flag], i) => [flag, String(i + 2)]);
+    // 2, 3, ... for each option (an optional one, a starting amount, 1: within the capacity).
+    const sampleValue = (name: string, i: number) =>
+      (d.cli.optional ?? []).includes(name) ? 1 : i + 2;
+    const values = Object.entries(d.cli.flags).map(([name, flag], i) => [
+      flag,
+      String(sampleValue(name, i)),
+    ]);
     const command = parseCommand(["replay", "access.log", "--algorithm", d.id, ...values.flat()]);
-    const expected = Object.fromEntries(Object.keys(d.cli.flags).map((name, i) => [name, i + 2]));
+    const expected = Object.fromEntries(
+      Object.keys(d.cli.flags).map((name, i) => [name, sampleValue(name, i)]),
+    );
     expect(command).toMatchObject({
       kind: "replay",
       policies: [{ algorithm: d.id, options: expected, derived: false }],
@@ -164,7 +186,7 @@ describe("the CLI reads the catalog", () => {
     const [name, flag] = foreign!;
     expect(() => singlePolicy(d.id as never, { ...sampleOptions(d), [name]: 1 })).toThrow(
       new UsageError(
-        `${flag} does not apply to ${d.id} (it takes ${Object.values(d.cli.flags).join(" and ")})`,
+        `${flag} does not apply to ${d.id} (it takes ${required(d).join(" and ")}${optional(d)})`,
       ),
     );
   });
@@ -182,7 +204,8 @@ describe("the CLI reads the catalog", () => {
   });
 
   test.each(ROWS)("$id: the help lists it with its flags and its summary", (d) => {
-    const line = HELP.split("\n").findIndex((l) => l.startsWith(`  ${d.id} `));
+    const name = [d.id, ...((d.cli as { aliases?: readonly string[] }).aliases ?? [])].join(", ");
+    const line = HELP.split("\n").findIndex((l) => l.startsWith(`  ${name} `));
     expect(line).toBeGreaterThan(0);
     const lines = HELP.split("\n");
     expect(lines[line]).toMatch(new RegExp(` ${flagsUsage(d.id as never, "<n>")}$`));

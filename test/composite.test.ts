@@ -803,7 +803,7 @@ describe("allOf when a part throws", () => {
  * algorithms and `allOf` are in scope, with `clock` an integer clock (a small integer is
  * not allocated, so only the limiters count).
  */
-function allOfBytesPerCall(setup: string, expression: string): number {
+function allOfBytesPerCall(setup: string, expression: string, noScavenge = false): number {
   return bytesPerCall(
     `
     import { allOf } from "./src/composite.ts";
@@ -813,6 +813,7 @@ function allOfBytesPerCall(setup: string, expression: string): number {
     import { SlidingWindowCounter } from "./src/algorithms/sliding-window-counter.ts";`,
     setup,
     expression,
+    noScavenge,
   );
 }
 
@@ -837,12 +838,16 @@ describe("allOf allocation", () => {
       ),
       "a bucket and two windows",
     ).toBeLessThan(1);
+    // The decision kept, so that it escapes: an optimizing compiler may drop a Decision
+    // whose only use is `.allowed` (bundled, one run measured 5.6 bytes a call).
     expect(
       allOfBytesPerCall(
-        `const both = allOf(new TokenBucket({ ${big} }), new TokenBucket({ ${big} }));`,
-        "both.consume().allowed",
+        `const both = allOf(new TokenBucket({ ${big} }), new TokenBucket({ ${big} }));
+        let kept;`,
+        "(kept = both.consume()).allowed",
+        true,
       ),
-      "consume allocates: the measure can fail",
+      "a kept decision allocates: the measure can fail",
     ).toBeGreaterThan(16);
   });
 });

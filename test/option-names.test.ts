@@ -153,13 +153,25 @@ describe("unknown options are a TypeError naming them", () => {
     {
       name: "express-rate-limit's max on TokenBucket",
       make: () => new TokenBucket({ max: 5, refillPerSecond: 1 } as never),
-      message:
-        'TokenBucket: unknown option "max" (use "capacity", the most units at once); known options: capacity, refillPerSecond, clock',
+      message: [
+        "TokenBucket: 2 problems with the options:",
+        '  - unknown option "max" (use "capacity", the most units at once)',
+        '  - missing option "capacity"',
+        "  known options: capacity, refillPerSecond, initialTokens, clock",
+        "  for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })",
+      ].join("\n"),
     },
     {
       name: "rate-limiter-flexible's points and duration on FixedWindow",
       make: () => new FixedWindow({ points: 5, duration: 60 } as never),
-      message: 'FixedWindow: unknown option "points" (use "limit", the most units per window)',
+      message: [
+        "FixedWindow: 3 problems with the options:",
+        '  - unknown option "points" (use "limit", the most units per window)',
+        `  - unknown option "duration" (use "windowMs" (milliseconds; rate-limiter-flexible's duration is seconds))`,
+        '  - missing options "limit" and "windowMs"',
+        "  known options: limit, windowMs, clock",
+        "  for example: new FixedWindow({ limit: 100, windowMs: 60_000 })",
+      ].join("\n"),
     },
     {
       name: "rate-limiter-flexible's duration, in seconds, on SlidingWindowLog",
@@ -170,14 +182,24 @@ describe("unknown options are a TypeError naming them", () => {
     {
       name: "a window on a bucket",
       make: () => new TokenBucket({ capacity: 5, windowMs: 1000 } as never),
-      message:
-        'TokenBucket: unknown option "windowMs" (TokenBucket has no window: "capacity" units, refilled at "refillPerSecond" per second; for a window use FixedWindow or SlidingWindowCounter)',
+      message: [
+        "TokenBucket: 2 problems with the options:",
+        '  - unknown option "windowMs" (TokenBucket has no window: "capacity" units, refilled at "refillPerSecond" per second; for a window use FixedWindow or SlidingWindowCounter)',
+        '  - missing option "refillPerSecond"',
+        "  known options: capacity, refillPerSecond, initialTokens, clock",
+        "  for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })",
+      ].join("\n"),
     },
     {
       name: "the token bucket's rate on a leaky bucket",
       make: () => new LeakyBucket({ capacity: 5, refillPerSecond: 1 } as never),
-      message:
-        'LeakyBucket: unknown option "refillPerSecond" (use "leakPerSecond": refillPerSecond is the other bucket\'s)',
+      message: [
+        "LeakyBucket: 2 problems with the options:",
+        `  - unknown option "refillPerSecond" (use "leakPerSecond": refillPerSecond is the other bucket's)`,
+        '  - missing option "leakPerSecond"',
+        "  known options: capacity, leakPerSecond, initialLevel, clock",
+        "  for example: new LeakyBucket({ capacity: 10, leakPerSecond: 5 })",
+      ].join("\n"),
     },
     {
       name: "the limiter package's tokensPerInterval on TokenBucket",
@@ -193,8 +215,13 @@ describe("unknown options are a TypeError naming them", () => {
     {
       name: "rate-limiter-flexible's storeClient on a Redis limiter",
       make: () => new RedisTokenBucket({ storeClient: {}, ...bucket } as never),
-      message:
-        'RedisTokenBucket: unknown option "storeClient" (use "client" with a wrapped client: fromIoredis(redis) or fromNodeRedis(redis))',
+      message: [
+        "RedisTokenBucket: 2 problems with the options:",
+        '  - unknown option "storeClient" (use "client" with a wrapped client: fromIoredis(redis) or fromNodeRedis(redis))',
+        '  - missing option "client"',
+        "  known options: capacity, refillPerSecond, initialTokens, client, prefix, keyspace, timeoutMs, failure, onError, onRecover, circuit, maxTtlMs, clock",
+        "  for example: new RedisTokenBucket({ client: fromIoredis(redis), capacity: 10, refillPerSecond: 5 })",
+      ].join("\n"),
     },
     {
       name: "rate-limiter-flexible's keyPrefix on a Redis limiter",
@@ -241,8 +268,16 @@ describe("unknown options are a TypeError naming them", () => {
 
   test("an unknown option is refused before anything else is checked", () => {
     // Without the name check this would be "capacity must be a finite number > 0, got undefined".
-    expect(() => new TokenBucket({ burst: 5, refillPerSecond: 1 } as never)).toThrow(
-      'TokenBucket: unknown option "burst" (use "capacity"',
+    expect(() => new TokenBucket({ burst: 5, refillPerSecond: "1" } as never)).toThrow(
+      new TypeError(
+        [
+          "TokenBucket: 2 problems with the options:",
+          '  - unknown option "burst" (use "capacity", the most units at once)',
+          '  - missing option "capacity"',
+          "  known options: capacity, refillPerSecond, initialTokens, clock",
+          "  for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })",
+        ].join("\n"),
+      ),
     );
   });
 });

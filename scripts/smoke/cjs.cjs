@@ -3,6 +3,7 @@
 const tollgate = require("tollgate");
 const http = require("tollgate/http");
 const redis = require("tollgate/redis");
+const testing = require("tollgate/testing");
 
 const now = 0;
 const bucket = new tollgate.TokenBucket({ capacity: 1, refillPerSecond: 2, clock: () => now });
@@ -19,6 +20,15 @@ for (const name of ["fastifyRateLimit", "honoRateLimit", "koaRateLimit", "koaCon
 }
 // An unkeyed limiter from "tollgate" is recognised by "tollgate/http" (one shared class).
 http.rateLimit({ limiter: new tollgate.TokenBucket({ capacity: 1, refillPerSecond: 1 }) });
+const clock = testing.manualClock();
+const empty = new tollgate.TokenBucket({
+  capacity: 1,
+  refillPerSecond: 1,
+  initialTokens: 0,
+  clock,
+});
+clock.advance(1000);
+if (!empty.allow()) throw new Error("CJS smoke: tollgate/testing's manualClock");
 console.log(
-  `cjs ok: ${Object.keys(tollgate).length} + ${Object.keys(http).length} + ${Object.keys(redis).length} exports`,
+  `cjs ok: ${Object.keys(tollgate).length} + ${Object.keys(http).length} + ${Object.keys(redis).length} + ${Object.keys(testing).length} exports`,
 );

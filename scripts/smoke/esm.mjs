@@ -4,6 +4,7 @@
 import * as tollgate from "tollgate";
 import * as http from "tollgate/http";
 import * as redis from "tollgate/redis";
+import * as testing from "tollgate/testing";
 
 const { TokenBucket, KeyedLimiter, RateLimitError } = tollgate;
 let now = 0;
@@ -58,6 +59,14 @@ const global = await http.withRateLimit(() => new Response("ok"), {
 if (global.status !== 200 || global.headers.get("ratelimit") === null) {
   throw new Error(`ESM smoke: an unkeyed limiter as a global limit gave ${global.status}`);
 }
+// tollgate/testing's clock drives a bucket that starts empty.
+const clock = testing.manualClock(5000);
+const empty = new TokenBucket({ capacity: 2, refillPerSecond: 4, initialTokens: 0, clock });
+const before = empty.allow();
+clock.advance(250);
+if (before || !empty.allow() || clock.nowMs !== 5250) {
+  throw new Error("ESM smoke: tollgate/testing's manualClock with initialTokens");
+}
 console.log(
-  `esm ok: ${Object.keys(tollgate).length} + ${Object.keys(http).length} + ${Object.keys(redis).length} exports`,
+  `esm ok: ${Object.keys(tollgate).length} + ${Object.keys(http).length} + ${Object.keys(redis).length} + ${Object.keys(testing).length} exports`,
 );

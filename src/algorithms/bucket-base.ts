@@ -1,4 +1,4 @@
-import { badClock } from "../errors.js";
+import { badClock, describe } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -23,6 +23,25 @@ import { defineTimedPart, type TimedPart } from "./timed-part.js";
  * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
  * @module
  */
+
+/**
+ * Checks a bucket's starting amount (`initialTokens`, `initialLevel`): undefined, or a
+ * finite number from 0 to `capacity`.
+ * @throws {TypeError} For a non-number; {RangeError} for one out of range (NaN included).
+ * @internal
+ */
+export function checkInitial(
+  where: string,
+  name: string,
+  value: unknown,
+  capacity: number,
+): number | undefined {
+  if (value === undefined) return undefined;
+  const message = `${where}: ${name} must be a finite number from 0 to capacity (${capacity}), got ${describe(value)}`;
+  if (typeof value !== "number") throw new TypeError(message);
+  if (!(value >= 0 && value <= capacity)) throw new RangeError(message);
+  return value + 0; // -0 as 0
+}
 
 /**
  * The `allOf` driver of both bucket classes (see timed-part.ts), made by the first bucket's
@@ -60,6 +79,11 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   protected abstract get ratePerSecond(): number;
   /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
   protected abstract get shaping(): boolean;
+  /**
+   * @internal The units of a fresh bucket: a token bucket's `initialTokens`, a leaky
+   * bucket's `capacity - initialLevel`; `capacity` for one that starts full.
+   */
+  protected abstract get initialUnits(): number;
 
   /**
    * @internal
@@ -113,14 +137,27 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     this.anchorMs = now;
   }
 
+  /**
+   * @internal
+   * The fresh state: `initialUnits` from now (from the constructor's clock reading, for a
+   * new bucket), refilling from then; a bucket that starts full is full for good until used
+   * (`anchorMs` of `-Infinity`). See docs/semantics.md#initial-tokens.
+   */
+  protected startUnits(): void {
+    const start = this.initialUnits;
+    this.units = start < this.capacity ? start : this.capacity;
+    this.anchorMs = start < this.capacity ? this.now() : Number.NEGATIVE_INFINITY;
+  }
+
   /** @internal Back to the fresh state; pending reservations and waiters keep their units and place. */
   protected resetUnits(): void {
     this.receiptEpoch++;
-    this.units = this.capacity;
     if (this.held === 0) {
-      this.anchorMs = Number.NEGATIVE_INFINITY;
+      this.startUnits();
       return;
     }
+    const start = this.initialUnits;
+    this.units = start < this.capacity ? start : this.capacity;
     this.anchorMs = this.now();
     this.ledger?.reset(this.anchorMs);
   }
@@ -145,7 +182,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     const held = this.held;
     const base = this.baseAt(now);
     if (base + give >= this.capacity && held === 0) {
-      // Full again: exactly the fresh state, so isIdle and the keyed trace see a new bucket.
+      // Full again: exactly the full state, so isIdle and the keyed trace see an idle bucket.
       const room = base < this.capacity ? this.capacity - base : 0;
       const given = room < give ? room : give;
       this.units = this.capacity;

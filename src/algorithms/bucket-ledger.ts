@@ -3,6 +3,7 @@ import {
   checkNumber,
   checkOptionNames,
   checkOptions,
+  formatUnits,
   RateLimitError,
 } from "../errors.js";
 import type { Decision, Reservation, ReserveOptions, WaitOptions } from "../limiter.js";
@@ -274,7 +275,7 @@ export class BucketLedger {
       if (delayMs === FULL) {
         reject(
           new RateLimitError(
-            `${where}: the queue is full: cost ${c} does not fit in the ${units} units free of capacity ${h.capacity}`,
+            `${where}: the queue is full: cost ${c} does not fit in the ${formatUnits(units)} units free of capacity ${h.capacity} (capacity bounds the level and the units waiting together: a larger one lets more wait)`,
             this.denial(units, msToRefill(c - units, h.ratePerSecond)),
           ),
         );

@@ -9,10 +9,10 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { optionNames, windowHints } from "../option-names.js";
+import { optionNames, windowHints, windowRequired } from "../option-names.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { WaitQueue } from "../wait.js";
+import { jittered, WaitQueue } from "../wait.js";
 import {
   checkWindowClock,
   checkWindowResize,
@@ -59,6 +59,7 @@ export const FIXED_WINDOW_OPTIONS = optionNames<FixedWindowOptions>()([
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
+const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 
 /**
  * A fixed-window counter: at most `limit` units per window `[k * windowMs, (k + 1) *
@@ -103,7 +104,7 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
   constructor(options: FixedWindowOptions) {
     super();
     const o = checkOptions<FixedWindowOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, FIXED_WINDOW_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, FIXED_WINDOW_OPTIONS, HINTS, REQUIRED);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);
@@ -295,8 +296,12 @@ export class FixedWindow extends UnkeyedLimiterBase implements Limiter {
    * queue: it may take free units of the window while others wait.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    this.queue ??= new WaitQueue(WHERE, this);
-    return this.queue.wait(cost, options);
+    const queue = (this.queue ??= new WaitQueue(WHERE, this));
+    return jittered(
+      options,
+      () => queue.wait(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

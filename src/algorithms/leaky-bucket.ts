@@ -10,9 +10,10 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { BucketBase, defineBucketPart } from "./bucket-base.js";
+import { jittered } from "../wait.js";
+import { BucketBase, checkInitial, defineBucketPart } from "./bucket-base.js";
 import { readClock } from "./time.js";
 
 /** Options of {@link LeakyBucket}. */
@@ -21,6 +22,13 @@ export interface LeakyBucketOptions {
   readonly capacity: number;
   /** Units drained per second, continuously (>= 0; 0 never drains: a fixed quota). */
   readonly leakPerSecond: number;
+  /**
+   * The level of a new bucket, from 0 (empty) to `capacity` (full: nothing fits until it
+   * drains). It drains from the moment the bucket is made (a `KeyedLimiter` key: its first
+   * use), and `reset()` returns to it. docs/semantics.md#initial-tokens.
+   * @default 0 (it starts empty)
+   */
+  readonly initialLevel?: number | undefined;
   /**
    * Time source in milliseconds.
    * @default () => performance.now()
@@ -42,12 +50,14 @@ let timedPartDefined = false;
 export const LEAKY_BUCKET_OPTIONS = optionNames<LeakyBucketOptions>()([
   "capacity",
   "leakPerSecond",
+  "initialLevel",
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
+const REQUIRED = /* @__PURE__ */ bucketRequired(WHERE, "leakPerSecond");
 
 /**
- * A leaky bucket meter: a level, initially 0, draining at `leakPerSecond` units per second;
+ * A leaky bucket meter: a level, initially 0 (or `initialLevel`), draining at `leakPerSecond` units per second;
  * a request of `cost` is allowed when `level + cost <= capacity` and raises the level by
  * `cost`. GCRA (ATM Forum TM 4.0, ITU-T I.371): as a meter it decides bit for bit as a
  * `TokenBucket` of the same numbers (one arithmetic, `bucket-math.ts`). O(1), no timers.
@@ -66,21 +76,25 @@ export class LeakyBucket extends BucketBase implements Limiter {
   override readonly capacity: number;
   /** Units drained per second. */
   readonly leakPerSecond: number;
+  /** The level of a new bucket, and the one `reset()` returns to: 0 unless given. */
+  readonly initialLevel: number;
   /** The time source, in milliseconds. */
   override readonly clock: Clock;
 
   constructor(options: LeakyBucketOptions) {
     const o = checkOptions<LeakyBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, LEAKY_BUCKET_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, LEAKY_BUCKET_OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
+    const initialLevel = checkInitial(WHERE, "initialLevel", o.initialLevel, capacity) ?? 0;
     const clock = checkClock(WHERE, o.clock, systemClock);
     super();
     this.capacity = capacity;
     this.leakPerSecond = leakPerSecond;
+    this.initialLevel = initialLevel;
     this.clock = clock;
     // The units are the free room, `capacity - level`: a TokenBucket's tokens.
-    this.units = capacity;
+    this.startUnits();
     // allOf reads, checks and charges an exact LeakyBucket at one clock reading; registered
     // by the first constructor, not a static block, so that an unused class can be dropped.
     if (!timedPartDefined) {
@@ -104,8 +118,13 @@ export class LeakyBucket extends BucketBase implements Limiter {
     return true;
   }
 
+  /** @internal The free room of a new bucket. */
+  protected override get initialUnits(): number {
+    return this.capacity - this.initialLevel;
+  }
+
   /**
-   * A new, empty bucket with the same options (clock included); the state is not
+   * A new bucket with the same options (clock and `initialLevel` included); the state is not
    * copied. A keyed registry uses it to make one bucket per key. Of the same class: a
    * subclass is cloned as itself (`new this.constructor(options)`), so its overrides apply
    * to every key; a subclass whose constructor takes other arguments must override `clone()`.
@@ -115,6 +134,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
     return new Class({
       capacity: this.capacity,
       leakPerSecond: this.leakPerSecond,
+      ...(this.initialLevel === 0 ? {} : { initialLevel: this.initialLevel }),
       clock: this.clock,
     });
   }
@@ -125,7 +145,9 @@ export class LeakyBucket extends BucketBase implements Limiter {
    * empty bucket stays empty), and the new rate drains it from now on. Waiters are re-planned:
    * one whose cost is now above `capacity`, whose wait would never end or would now pass
    * its `maxWaitMs` is rejected as a fresh `wait` would be. Reservations keep their
-   * water and their time to act. See docs/semantics.md#changing-limits-live.
+   * water and their time to act. `initialLevel` applies from the next fresh state (a
+   * `reset()`, a new key) and must fit the new capacity. See
+   * docs/semantics.md#changing-limits-live.
    * @example
    * const bucket = new LeakyBucket({ capacity: 10, leakPerSecond: 1 })
    * bucket.reconfigure({ leakPerSecond: 5 })
@@ -153,10 +175,17 @@ export class LeakyBucket extends BucketBase implements Limiter {
       o.leakPerSecond === undefined
         ? this.leakPerSecond
         : checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
+    const initial = checkInitial(
+      WHERE,
+      "initialLevel",
+      o.initialLevel ?? this.initialLevel,
+      capacity,
+    )!;
     return this.planBucket(capacity, () => {
-      const self = this as { capacity: number; leakPerSecond: number };
+      const self = this as { capacity: number; leakPerSecond: number; initialLevel: number };
       self.capacity = capacity;
       self.leakPerSecond = rate;
+      self.initialLevel = initial;
     });
   }
 
@@ -183,7 +212,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
   }
 
   /**
-   * Empties the bucket: back to the fresh state, except that requests waiting in the
+   * Empties the bucket (or fills it to `initialLevel`): back to the fresh state, except that requests waiting in the
    * shaping queue keep their place and their water (which then drains first, so they
    * leave sooner).
    */
@@ -221,7 +250,11 @@ export class LeakyBucket extends BucketBase implements Limiter {
     return this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
   }
 
-  /** True when the bucket is empty and nothing waits: a new bucket would decide the same. */
+  /**
+   * True when the bucket is empty and nothing waits. A new bucket would decide the same,
+   * or, with an `initialLevel`, be stricter: forgetting an idle bucket is never in the
+   * client's favour (docs/semantics.md#initial-tokens).
+   */
   isIdle(): boolean {
     return this.idle();
   }
@@ -238,7 +271,11 @@ export class LeakyBucket extends BucketBase implements Limiter {
    * `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return this.waitUnits(cost, options);
+    return jittered(
+      options,
+      () => this.waitUnits(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

@@ -9,10 +9,10 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { optionNames, windowHints } from "../option-names.js";
+import { optionNames, windowHints, windowRequired } from "../option-names.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { WaitQueue } from "../wait.js";
+import { jittered, WaitQueue } from "../wait.js";
 import {
   checkWindowClock,
   checkWindowResize,
@@ -61,6 +61,7 @@ export const SLIDING_WINDOW_COUNTER_OPTIONS = optionNames<SlidingWindowCounterOp
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
+const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 
 /**
  * A sliding window counter: the counts of the current fixed window and the previous one,
@@ -105,7 +106,7 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
   constructor(options: SlidingWindowCounterOptions) {
     super();
     const o = checkOptions<SlidingWindowCounterOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, SLIDING_WINDOW_COUNTER_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, SLIDING_WINDOW_COUNTER_OPTIONS, HINTS, REQUIRED);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);
@@ -328,8 +329,12 @@ export class SlidingWindowCounter extends UnkeyedLimiterBase implements Limiter 
    * queue: it may take free units while others wait.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    this.queue ??= new WaitQueue(WHERE, this);
-    return this.queue.wait(cost, options);
+    const queue = (this.queue ??= new WaitQueue(WHERE, this));
+    return jittered(
+      options,
+      () => queue.wait(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

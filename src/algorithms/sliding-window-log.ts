@@ -9,10 +9,10 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { optionNames, windowHints } from "../option-names.js";
+import { optionNames, windowHints, windowRequired } from "../option-names.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { WaitQueue } from "../wait.js";
+import { jittered, WaitQueue } from "../wait.js";
 import { LogRing } from "./log-ring.js";
 import {
   checkWindowClock,
@@ -54,6 +54,7 @@ export const SLIDING_WINDOW_LOG_OPTIONS = optionNames<SlidingWindowLogOptions>()
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
+const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 
 /**
  * A sliding window log: the time and cost of every allowed request; allowed when the costs
@@ -115,7 +116,7 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
   constructor(options: SlidingWindowLogOptions) {
     super();
     const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, SLIDING_WINDOW_LOG_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, SLIDING_WINDOW_LOG_OPTIONS, HINTS, REQUIRED);
     ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
     this.clockBoundMs = windowClockBoundMs(this.windowMs);
     this.clock = checkClock(WHERE, o.clock, systemClock);
@@ -314,8 +315,12 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
    * queue: it may take free units while others wait.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    this.queue ??= new WaitQueue(WHERE, this);
-    return this.queue.wait(cost, options);
+    const queue = (this.queue ??= new WaitQueue(WHERE, this));
+    return jittered(
+      options,
+      () => queue.wait(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

@@ -10,9 +10,10 @@ import {
   type WaitOptions,
 } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { BucketBase, defineBucketPart } from "./bucket-base.js";
+import { jittered } from "../wait.js";
+import { BucketBase, checkInitial, defineBucketPart } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
 export interface TokenBucketOptions {
@@ -20,6 +21,13 @@ export interface TokenBucketOptions {
   readonly capacity: number;
   /** Tokens added per second, continuously (>= 0; 0 never refills: a fixed quota). */
   readonly refillPerSecond: number;
+  /**
+   * Tokens a new bucket holds, from 0 (it starts empty) to `capacity`. It refills from the
+   * moment it is made (a `KeyedLimiter` key: its first use), and `reset()` returns to it.
+   * Bucket4j's `initialTokens`; docs/semantics.md#initial-tokens.
+   * @default capacity (it starts full)
+   */
+  readonly initialTokens?: number | undefined;
   /**
    * Time source in milliseconds.
    * @default () => performance.now()
@@ -41,13 +49,15 @@ let timedPartDefined = false;
 export const TOKEN_BUCKET_OPTIONS = optionNames<TokenBucketOptions>()([
   "capacity",
   "refillPerSecond",
+  "initialTokens",
   "clock",
 ]);
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
+const REQUIRED = /* @__PURE__ */ bucketRequired(WHERE, "refillPerSecond");
 
 /**
- * A token bucket: up to `capacity` tokens, initially full, refilled continuously at
- * `refillPerSecond` tokens per second; an allowed request takes `cost` tokens. RFC 2697's
+ * A token bucket: up to `capacity` tokens, initially full (or `initialTokens`), refilled
+ * continuously at `refillPerSecond` tokens per second; an allowed request takes `cost` tokens. RFC 2697's
  * single-rate bucket with a continuous refill, as Go's `golang.org/x/time/rate`; lazy and
  * O(1), no timers. Formula and shared rules: docs/semantics.md#the-algorithms.
  *
@@ -64,20 +74,27 @@ export class TokenBucket extends BucketBase implements Limiter {
   override readonly capacity: number;
   /** Tokens added per second. */
   readonly refillPerSecond: number;
+  /** Tokens a new bucket holds, and `reset()` returns to: `capacity` unless given. */
+  readonly initialTokens: number;
   /** The time source, in milliseconds. */
   override readonly clock: Clock;
+  /** @internal Whether `initialTokens` was given, or follows `capacity`. */
+  private initialGiven: boolean;
 
   constructor(options: TokenBucketOptions) {
     const o = checkOptions<TokenBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, TOKEN_BUCKET_OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, TOKEN_BUCKET_OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    const initialTokens = checkInitial(WHERE, "initialTokens", o.initialTokens, capacity);
     const clock = checkClock(WHERE, o.clock, systemClock);
     super();
     this.capacity = capacity;
     this.refillPerSecond = refillPerSecond;
+    this.initialTokens = initialTokens ?? capacity;
+    this.initialGiven = initialTokens !== undefined;
     this.clock = clock;
-    this.units = capacity;
+    this.startUnits();
     // allOf reads, checks and charges an exact TokenBucket at one clock reading; registered
     // by the first constructor, not a static block, so that an unused class can be dropped.
     if (!timedPartDefined) {
@@ -101,8 +118,13 @@ export class TokenBucket extends BucketBase implements Limiter {
     return false;
   }
 
+  /** @internal */
+  protected override get initialUnits(): number {
+    return this.initialTokens;
+  }
+
   /**
-   * A new, full bucket with the same options (clock included), of the same class: a
+   * A new bucket with the same options (clock and `initialTokens` included), of the same class: a
    * subclass is cloned as itself (`new this.constructor(options)`), so its overrides apply
    * to every key of a `KeyedLimiter`. A subclass whose constructor takes other arguments
    * must override `clone()`.
@@ -112,6 +134,7 @@ export class TokenBucket extends BucketBase implements Limiter {
     return new Class({
       capacity: this.capacity,
       refillPerSecond: this.refillPerSecond,
+      ...(this.initialGiven ? { initialTokens: this.initialTokens } : {}),
       clock: this.clock,
     });
   }
@@ -122,7 +145,9 @@ export class TokenBucket extends BucketBase implements Limiter {
    * full bucket stays full), and the new rate applies from now on. Waiters are re-planned:
    * one whose cost is now above `capacity`, whose wait would never end or would now pass
    * its `maxWaitMs` is rejected as a fresh `wait` would be. Reservations keep their
-   * tokens and their time to act. See docs/semantics.md#changing-limits-live.
+   * tokens and their time to act. `initialTokens` applies from the next fresh state (a
+   * `reset()`, a new key); one given must fit the new capacity. See
+   * docs/semantics.md#changing-limits-live.
    * @example
    * const bucket = new TokenBucket({ capacity: 10, refillPerSecond: 1 })
    * bucket.reconfigure({ refillPerSecond: 5 })
@@ -150,10 +175,16 @@ export class TokenBucket extends BucketBase implements Limiter {
       o.refillPerSecond === undefined
         ? this.refillPerSecond
         : checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    const given = o.initialTokens !== undefined || this.initialGiven;
+    const initial = given
+      ? checkInitial(WHERE, "initialTokens", o.initialTokens ?? this.initialTokens, capacity)!
+      : capacity;
     return this.planBucket(capacity, () => {
-      const self = this as { capacity: number; refillPerSecond: number };
+      const self = this as { capacity: number; refillPerSecond: number; initialTokens: number };
       self.capacity = capacity;
       self.refillPerSecond = rate;
+      self.initialTokens = initial;
+      this.initialGiven = given;
     });
   }
 
@@ -178,7 +209,7 @@ export class TokenBucket extends BucketBase implements Limiter {
   }
 
   /**
-   * Refills the bucket: back to the fresh, full state, except that pending reservations
+   * Refills the bucket: back to the fresh state (full, or `initialTokens` from now), except that pending reservations
    * and waiters keep their tokens and their place (the full bucket pays their debt first,
    * so they are served sooner).
    */
@@ -220,7 +251,11 @@ export class TokenBucket extends BucketBase implements Limiter {
     return this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
   }
 
-  /** True when the bucket is full and nothing is pending: a new bucket would decide the same. */
+  /**
+   * True when the bucket is full and nothing is pending. A new bucket would decide the
+   * same, or, with `initialTokens` below capacity, be stricter: forgetting an idle bucket
+   * is never in the client's favour (docs/semantics.md#initial-tokens).
+   */
   isIdle(): boolean {
     return this.idle();
   }
@@ -237,7 +272,11 @@ export class TokenBucket extends BucketBase implements Limiter {
    * {@link TokenBucket.reserve}'s `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return this.waitUnits(cost, options);
+    return jittered(
+      options,
+      () => this.waitUnits(cost, options),
+      () => this.refund(cost),
+    );
   }
 
   /**

@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
-import { CATALOG } from "../catalog.js";
+import { type AlgorithmDescriptor, algorithmIdOf, CATALOG } from "../catalog.js";
+import { closestName } from "../errors.js";
 import { type KeySpec, parseKeySpec } from "./keys.js";
 import { DEFAULT_MAX_LINE_BYTES, MAX_LINE_BYTES_LIMIT } from "./lines.js";
 import { type NodesOptions, SPREADS, type Spread } from "./nodes.js";
@@ -11,6 +12,7 @@ import {
   comparePolicies,
   flagsUsage,
   numberOrText,
+  optionalFlagsUsage,
   POLICY_FLAGS,
   type PolicySpec,
   type RawPolicyOptions,
@@ -45,18 +47,37 @@ export type Command =
   | { readonly kind: "version" }
   | ReplayCommand;
 
-/** The width of the algorithm column in the help: the longest id and two spaces. */
-const ALGORITHM_COLUMN = Math.max(...ALGORITHMS.map((id) => id.length)) + 2;
+/** An algorithm's name in the help: its id, then its aliases (`leaky-bucket, gcra`). */
+const helpName = (d: AlgorithmDescriptor) => [d.id, ...(d.cli.aliases ?? [])].join(", ");
+
+/** The width of the algorithm column in the help: the longest name and two spaces. */
+const ALGORITHM_COLUMN = Math.max(...CATALOG.map((d) => helpName(d).length)) + 2;
 
 /**
- * The help's list of algorithms, from the catalog: each id with its policy flags, and
- * its summary on the next line, under the flags.
+ * The help's list of algorithms, from the catalog: each id (and aliases) with its policy
+ * flags, and its summary on the next line, under the flags.
  */
-const ALGORITHM_HELP = CATALOG.map(
-  (d) =>
-    `  ${d.id.padEnd(ALGORITHM_COLUMN)}${flagsUsage(d.id, "<n>")}\n` +
-    `  ${"".padEnd(ALGORITHM_COLUMN)}${d.summary}`,
-).join("\n");
+const ALGORITHM_HELP = CATALOG.map((d: AlgorithmDescriptor) => {
+  const optional = optionalFlagsUsage(d.id as AlgorithmName, "<n>");
+  return (
+    `  ${helpName(d).padEnd(ALGORITHM_COLUMN)}${flagsUsage(d.id as AlgorithmName, "<n>")}\n` +
+    `  ${"".padEnd(ALGORITHM_COLUMN)}${d.summary}` +
+    (optional === "" ? "" : `\n  ${"".padEnd(ALGORITHM_COLUMN)}optional: ${optional}`)
+  );
+}).join("\n");
+
+/** "did you mean" for an unknown `--algorithm`: a prefix of ids, a misspelling, or "". */
+function algorithmSuggestion(name: string): string {
+  const kebab = name
+    .replace(/([a-z])([A-Z])/g, "$1-$2")
+    .replace(/[_\s]+/g, "-")
+    .toLowerCase();
+  const prefixed = ALGORITHMS.filter((id) => id.startsWith(kebab));
+  const close =
+    algorithmIdOf(kebab) ?? (prefixed.length === 0 ? closestName(kebab, ALGORITHMS) : undefined);
+  const meant = close !== undefined ? [close] : prefixed;
+  return meant.length === 0 ? "" : `did you mean ${meant.join(" or ")}? `;
+}
 
 /** The help of `tollgate` and `tollgate replay`. */
 export const HELP = `Usage: tollgate replay <file|-> --algorithm <name> [policy options] [options]
@@ -141,6 +162,104 @@ export const REPLAY_OPTION_NAMES: readonly string[] = [
   ...Object.keys(OPTIONS),
   ...Object.keys(POLICY_OPTIONS),
 ];
+
+/** Flags of other tools and near words, and what `tollgate replay` calls them. */
+const FLAG_HINTS: Readonly<Record<string, string>> = {
+  rate: "--refill-per-second or --leak-per-second",
+  burst: "--capacity",
+  max: "--limit or --capacity",
+  points: "--limit",
+  duration: "--window-ms (milliseconds)",
+  interval: "--window-ms (milliseconds)",
+  period: "--window-ms (milliseconds)",
+  file: "the log file as a plain argument, or - for standard input",
+  input: "the log file as a plain argument, or - for standard input",
+};
+
+/** "did you mean" for an unknown long flag `name` (without `--`), or "" when nothing is close. */
+function flagSuggestion(name: string): string {
+  const known = REPLAY_OPTION_NAMES;
+  const kebab = name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+  const prefixed = known.filter((n) => n.startsWith(kebab));
+  const close = known.includes(kebab)
+    ? [kebab]
+    : prefixed.length > 0
+      ? prefixed
+      : [closestName(kebab, known)].filter((n) => n !== undefined);
+  const hint = Object.hasOwn(FLAG_HINTS, kebab)
+    ? FLAG_HINTS[kebab]
+    : close.length > 0
+      ? close.map((n) => `--${n}`).join(" or ")
+      : undefined;
+  return hint === undefined ? "" : ` (did you mean ${hint}?)`;
+}
+
+/**
+ * Refuses every unknown flag at once, each with the flag meant when one is close (a prefix,
+ * a misspelling, the API's camelCase name, or another tool's word), before node:util
+ * parseArgs would refuse the first in its own words.
+ * @throws {UsageError} `unknown option --refill (did you mean --refill-per-second?)`
+ */
+function checkFlags(args: readonly string[]): void {
+  const unknown: string[] = [];
+  const shorts = new Map(
+    Object.entries(OPTIONS).flatMap(([name, o]) =>
+      "short" in o ? [[o.short as string, name] as const] : [],
+    ),
+  );
+  const takesValue = (name: string) =>
+    (POLICY_OPTIONS[name] ?? OPTIONS[name as keyof typeof OPTIONS])?.type === "string";
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--") break;
+    if (!arg.startsWith("-") || arg === "-" || typeof numberOrText(arg) === "number") continue;
+    let name: string | undefined;
+    if (arg.startsWith("--")) {
+      const bare = arg.slice(2).split("=")[0]!;
+      if (!REPLAY_OPTION_NAMES.includes(bare)) {
+        unknown.push(`--${bare}${flagSuggestion(bare)}`);
+        continue;
+      }
+      if (!arg.includes("=")) name = bare;
+    } else {
+      const letters = [...arg.slice(1)];
+      const bad = letters.filter((c) => !shorts.has(c));
+      if (bad.length > 0) {
+        unknown.push(
+          ...bad.map(
+            (c) => `-${c}${/[a-z]/i.test(c) ? flagSuggestion(c).replace(/\?\)$/, "?)") : ""}`,
+          ),
+        );
+        continue;
+      }
+      name = shorts.get(letters.at(-1)!);
+    }
+    // The value of an option that takes one is not a flag, whatever it looks like.
+    if (name !== undefined && takesValue(name) && !(args[i + 1] ?? "-").startsWith("--")) i++;
+  }
+  if (unknown.length === 0) return;
+  throw new UsageError(
+    `unknown option${unknown.length === 1 ? "" : "s"} ${unknown.join(", ")}\nsee tollgate replay --help`,
+  );
+}
+
+/**
+ * node:util parseArgs's refusal in this CLI's words (its own texts quote unevenly):
+ * a missing value, a value given to a flag that takes none.
+ */
+function parseArgsMessage(error: Error): string {
+  const missing = /^Option '(?:-\w, )?(--[\w-]+)(?: <value>)?' argument missing/.exec(
+    error.message,
+  );
+  if (missing) return `${missing[1]} needs a value`;
+  const extra = /^Option '(?:-\w, )?(--[\w-]+)' does not take an argument/.exec(error.message);
+  if (extra) return `${extra[1]} takes no value`;
+  const ambiguous = /^Option '(?:-\w, )?(--[\w-]+)' argument is ambiguous/.exec(error.message);
+  if (ambiguous) {
+    return `${ambiguous[1]} needs a value (one that starts with - is written ${ambiguous[1]}=<value>)`;
+  }
+  return error.message;
+}
 
 /** The options whose value is a number: the policy options and the numeric settings. */
 const NUMERIC_OPTIONS: ReadonlySet<string> = new Set(
@@ -264,6 +383,7 @@ export function parseCommand(argv: readonly string[]): Command {
       `unknown command ${JSON.stringify(command)} (the command is replay; see tollgate --help)`,
     );
   }
+  checkFlags(rest);
   let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
   try {
     parsed = parseArgs({
@@ -275,7 +395,7 @@ export function parseCommand(argv: readonly string[]): Command {
       strict: true,
     });
   } catch (error) {
-    throw new UsageError(`${(error as Error).message}\nsee tollgate replay --help`);
+    throw new UsageError(`${parseArgsMessage(error as Error)}\nsee tollgate replay --help`);
   }
   const v = parsed.values;
   if (v.help) return { kind: "help", text: HELP };
@@ -288,10 +408,10 @@ export function parseCommand(argv: readonly string[]): Command {
     );
   }
 
-  const algorithm = v.algorithm;
-  if (algorithm !== undefined && !(ALGORITHMS as readonly string[]).includes(algorithm)) {
+  const algorithm = v.algorithm === undefined ? undefined : algorithmIdOf(v.algorithm);
+  if (v.algorithm !== undefined && algorithm === undefined) {
     throw new UsageError(
-      `unknown algorithm ${JSON.stringify(algorithm)} (one of ${ALGORITHMS.join(", ")})`,
+      `unknown algorithm ${JSON.stringify(v.algorithm)} (${algorithmSuggestion(v.algorithm)}one of ${ALGORITHMS.join(", ")})`,
     );
   }
   const given = v as Readonly<Record<string, string | boolean | undefined>>;
@@ -316,6 +436,11 @@ export function parseCommand(argv: readonly string[]): Command {
   if (nodes !== undefined && (policies.length !== 1 || policies[0]!.algorithm !== "token-bucket")) {
     throw new UsageError(
       "--nodes simulates LeasedTokenBucket, a token bucket: use it with --algorithm token-bucket and without --compare",
+    );
+  }
+  if (nodes !== undefined && policies[0]!.options["initialTokens"] !== undefined) {
+    throw new UsageError(
+      "--initial-tokens does not apply with --nodes: LeasedTokenBucket's shared bucket starts full",
     );
   }
   const format = v.format ?? "auto";

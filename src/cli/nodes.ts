@@ -129,6 +129,48 @@ function round6(value: number): number {
   return Math.round(value * 1e6) / 1e6;
 }
 
+/** A timer of the simulation's scheduler; `run` is cleared when it runs or is cancelled. */
+interface Timer {
+  readonly atMs: number;
+  readonly id: number;
+  run: (() => void) | undefined;
+}
+
+/** True when `a` runs before `b`: earlier, or as early and created first. */
+function before(a: Timer, b: Timer): boolean {
+  return a.atMs < b.atMs || (a.atMs === b.atMs && a.id < b.id);
+}
+
+/** Adds `timer` to the min-heap `heap`. */
+function heapPush(heap: Timer[], timer: Timer): void {
+  let i = heap.push(timer) - 1;
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    if (!before(heap[i]!, heap[parent]!)) break;
+    [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+    i = parent;
+  }
+}
+
+/** Removes and returns the first timer of the non-empty min-heap `heap`. */
+function heapPop(heap: Timer[]): Timer {
+  const top = heap[0]!;
+  const last = heap.pop()!;
+  if (heap.length === 0) return top;
+  heap[0] = last;
+  let i = 0;
+  for (;;) {
+    const l = 2 * i + 1;
+    const r = l + 1;
+    let m = i;
+    if (l < heap.length && before(heap[l]!, heap[m]!)) m = l;
+    if (r < heap.length && before(heap[r]!, heap[m]!)) m = r;
+    if (m === i) return top;
+    [heap[i], heap[m]] = [heap[m]!, heap[i]!];
+    i = m;
+  }
+}
+
 /** Lets every queued promise callback run (the store's answers, the limiters' handling). */
 async function settle(): Promise<void> {
   for (let i = 0; i < 16; i++) await Promise.resolve();
@@ -145,8 +187,8 @@ async function settle(): Promise<void> {
 export class NodesSimulation {
   /** @internal */
   private nowMs = Number.NEGATIVE_INFINITY;
-  /** @internal Timers by id: when and what. */
-  private readonly timers = new Map<number, { atMs: number; run: () => void }>();
+  /** @internal Pending timers, a binary min-heap by time, then creation order. */
+  private timers: Timer[] = [];
   /** @internal */
   private nextId = 0;
   /** @internal */
@@ -181,26 +223,37 @@ export class NodesSimulation {
 
   /** @internal The manual scheduler: timers run only in {@link advanceTo}. */
   private readonly schedule: Scheduler = (run, delayMs) => {
-    const id = this.nextId++;
-    this.timers.set(id, { atMs: this.nowMs + Math.max(0, delayMs), run });
-    return () => this.timers.delete(id);
+    const timer: Timer = { atMs: this.nowMs + Math.max(0, delayMs), id: this.nextId++, run };
+    heapPush(this.timers, timer);
+    return () => {
+      timer.run = undefined;
+    };
   };
 
-  /** @internal Runs the timers due by `timeMs` in time order (then creation order), each at its time. */
+  /**
+   * @internal Runs the timers due by `timeMs` in time order, each at its time: those due at
+   * one instant together, in creation order, then what their answers set off. The promise
+   * callbacks settle once per instant, not once per timer: the nodes' periodic sweeps all
+   * fall on the same instants, and a log of days holds millions of them.
+   */
   private async advanceTo(timeMs: number): Promise<void> {
+    await settle();
+    const timers = this.timers;
     for (;;) {
-      await settle();
-      let next: [number, { atMs: number; run: () => void }] | undefined;
-      for (const t of this.timers) {
-        if (t[1].atMs <= timeMs && (next === undefined || t[1].atMs < next[1].atMs)) next = t;
+      const atMs = timers[0]?.atMs ?? Number.POSITIVE_INFINITY;
+      if (!(atMs <= timeMs)) break;
+      if (atMs > this.nowMs) this.nowMs = atMs;
+      // In creation order; a timer set by one of these for this instant runs next round.
+      const due: Timer[] = [];
+      while (timers.length > 0 && timers[0]!.atMs === atMs) due.push(heapPop(timers));
+      for (const t of due) {
+        const run = t.run;
+        t.run = undefined;
+        run?.();
       }
-      if (next === undefined) break;
-      this.timers.delete(next[0]);
-      if (next[1].atMs > this.nowMs) this.nowMs = next[1].atMs;
-      next[1].run();
+      await settle();
     }
     if (timeMs > this.nowMs) this.nowMs = timeMs;
-    await settle();
   }
 
   /** @internal The nodes, made at the first request's time (their timers start then). */
@@ -304,7 +357,7 @@ export class NodesSimulation {
       if (round6(worstRun) > bound) keysOverBound++;
       if (excess < 0) keysUnder++;
     }
-    this.timers.clear();
+    this.timers = [];
     const decisions = [...this.sources.values()].reduce((a, b) => a + b, 0);
     const stats = this.limiters.map((l) => l.stats);
     const total = (pick: (s: (typeof stats)[number]) => number) =>

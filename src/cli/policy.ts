@@ -60,6 +60,17 @@ function optionsOf(algorithm: AlgorithmName): readonly PolicyOptionName[] {
   return Object.keys(descriptor(algorithm).cli.flags) as PolicyOptionName[];
 }
 
+/** The options of `algorithm` that may be left out (`initialTokens`). */
+function optionalOf(algorithm: AlgorithmName): readonly string[] {
+  return (descriptor(algorithm).cli as { optional?: readonly string[] }).optional ?? [];
+}
+
+/** The options of `algorithm` that must be given, in its flags' order. */
+function requiredOf(algorithm: AlgorithmName): readonly PolicyOptionName[] {
+  const optional = optionalOf(algorithm);
+  return optionsOf(algorithm).filter((n) => !optional.includes(n));
+}
+
 /**
  * Each policy option's flag, in the catalog's order (an option's first appearance). A flag
  * names one option for every algorithm that takes it, which test/catalog.test.ts checks.
@@ -68,10 +79,17 @@ export const POLICY_FLAGS: ReadonlyMap<PolicyOptionName, string> = new Map(
   CATALOG.flatMap((d) => Object.entries(d.cli.flags) as [PolicyOptionName, string][]),
 );
 
-/** `--capacity <n> --refill-per-second <n>`: the flags of `algorithm` with a placeholder. */
+/** `--capacity <n> --refill-per-second <n>`: the required flags of `algorithm` with a placeholder. */
 export function flagsUsage(algorithm: AlgorithmName, placeholder: string): string {
-  return optionsOf(algorithm)
+  return requiredOf(algorithm)
     .map((n) => `${POLICY_FLAGS.get(n)} ${placeholder}`)
+    .join(" ");
+}
+
+/** `--initial-tokens <n>`: the flags `algorithm` may be given besides, or "". */
+export function optionalFlagsUsage(algorithm: AlgorithmName, placeholder: string): string {
+  return optionalOf(algorithm)
+    .map((n) => `${POLICY_FLAGS.get(n as PolicyOptionName)} ${placeholder}`)
     .join(" ");
 }
 
@@ -101,7 +119,13 @@ export function buildLimiter(
 /** Validates one algorithm's options by constructing it; the error becomes a UsageError. */
 function validated(algorithm: AlgorithmName, raw: RawPolicyOptions, derived: boolean): PolicySpec {
   const options: Record<string, unknown> = {};
-  for (const name of optionsOf(algorithm)) options[name] = raw[name];
+  for (const name of optionsOf(algorithm)) if (raw[name] !== undefined) options[name] = raw[name];
+  const missing = requiredOf(algorithm).filter((name) => raw[name] === undefined);
+  if (missing.length > 0) {
+    throw new UsageError(
+      `${algorithm} needs ${missing.map((n) => POLICY_FLAGS.get(n)).join(" and ")}\n${algorithm} takes ${flagsUsage(algorithm, "<number>")}`,
+    );
+  }
   try {
     buildLimiter(algorithm, options);
   } catch (error) {
@@ -124,8 +148,12 @@ export function singlePolicy(algorithm: AlgorithmName, raw: RawPolicyOptions): P
   const own = optionsOf(algorithm);
   for (const [name, flag] of POLICY_FLAGS) {
     if (raw[name] !== undefined && !own.includes(name)) {
-      const flags = own.map((n) => POLICY_FLAGS.get(n)).join(" and ");
-      throw new UsageError(`${flag} does not apply to ${algorithm} (it takes ${flags})`);
+      const flags = requiredOf(algorithm)
+        .map((n) => POLICY_FLAGS.get(n))
+        .join(" and ");
+      const optional = optionalFlagsUsage(algorithm, "").trim().replace(/ {2,}/g, " ");
+      const more = optional === "" ? "" : `, and optionally ${optional}`;
+      throw new UsageError(`${flag} does not apply to ${algorithm} (it takes ${flags}${more})`);
     }
   }
   return validated(algorithm, raw, false);
@@ -151,7 +179,10 @@ export function comparePolicies(raw: RawPolicyOptions): PolicySpec[] {
   const bucketGiven = raw.capacity !== undefined || rate !== undefined;
   const windowGiven = raw.limit !== undefined || raw.windowMs !== undefined;
   if (!bucketGiven && !windowGiven) {
-    const flags = (d: AlgorithmDescriptor) => Object.values(d.cli.flags).join(" and ");
+    const flags = (d: AlgorithmDescriptor) =>
+      requiredOf(d.id as AlgorithmName)
+        .map((n) => POLICY_FLAGS.get(n))
+        .join(" and ");
     throw new UsageError(`--compare needs ${flags(buckets[0]!)}, or ${flags(windows[0]!)}`);
   }
   let bucket: Record<string, number | string | undefined>;
@@ -159,7 +190,12 @@ export function comparePolicies(raw: RawPolicyOptions): PolicySpec[] {
   let bucketDerived = false;
   let windowDerived = false;
   if (bucketGiven) {
-    bucket = { capacity: raw.capacity };
+    // A bucket's starting amount goes to the bucket that takes it; the windows have none.
+    bucket = {
+      capacity: raw.capacity,
+      initialTokens: raw.initialTokens,
+      initialLevel: raw.initialLevel,
+    };
     for (const r of rates) bucket[r] = raw[r] ?? rate;
     for (const d of buckets) validated(d.id, bucket, false);
   }

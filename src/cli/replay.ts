@@ -197,7 +197,9 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     format === undefined ? undefined : parserFor(format, options.timeField);
 
   let nowMs = Number.NEGATIVE_INFINITY;
-  const clock = () => nowMs;
+  // 0 until the first line: a bucket with initialTokens reads its clock when made, and the
+  // policies are made before any line is read (their keys start at their first request).
+  const clock = () => (nowMs === Number.NEGATIVE_INFINITY ? 0 : nowMs);
   const lanes: Lane[] = options.policies.map((spec) => ({
     spec,
     registry: new KeyedLimiter(buildLimiter(spec.algorithm, spec.options, clock), {

@@ -351,6 +351,25 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
 };
 
 /**
+ * The one-line example of a middleware's options that a missing `limiter` is shown: with
+ * express-rate-limit's or @fastify/rate-limit's `max` and `windowMs`/`timeWindow` (numbers)
+ * carried over into the fixed window those libraries count with, else a token bucket.
+ */
+function limiterExample(where: string, given: Readonly<Record<string, unknown>>): string {
+  const number = (value: unknown) => (typeof value === "number" ? value : undefined);
+  const max = number(given["max"]) ?? number(given["limit"]);
+  const windowMs = number(given["windowMs"]) ?? number(given["timeWindow"]);
+  const limiter =
+    max !== undefined || windowMs !== undefined
+      ? `new KeyedLimiter(new FixedWindow({ limit: ${max ?? 100}, windowMs: ${windowMs ?? 60_000} }))`
+      : "new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 }))";
+  if (where.startsWith("fastifyRateLimit"))
+    return `app.register(fastifyRateLimit, { limiter: ${limiter} })`;
+  if (where === "withRateLimit") return `withRateLimit(handler, { limiter: ${limiter} })`;
+  return `${where}({ limiter: ${limiter} })`;
+}
+
+/**
  * Checks the `limiter` option. An unkeyed tollgate limiter becomes one global limit: its
  * `consume(cost)` is called for every request, the key ignored. It is recognised by its
  * brand (see `isUnkeyedLimiter`), not `instanceof`, so one made by another copy of
@@ -402,7 +421,10 @@ export function checkCommonOptions(
   own: readonly string[] = [],
 ): CommonConfig {
   const o = checkOptions<CommonRateLimitOptions>(where, options);
-  checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS);
+  checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, {
+    names: ["limiter"],
+    example: (given) => limiterExample(where, given),
+  });
   const limiter = checkLimiter(where, o.limiter);
   const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
   // The limiter as the user gave it: a wrapped unkeyed one no longer shows its windowMs.

@@ -1,8 +1,9 @@
+import { checkInitial } from "../algorithms/bucket-base.js";
 import { bucketDecision } from "../algorithms/bucket-math.js";
 import { LeakyBucket } from "../algorithms/leaky-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { checkReconfigureOptions } from "../reconfigure.js";
 import { markCharge } from "../store/limiter.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
@@ -23,6 +24,13 @@ export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
   readonly capacity: number;
   /** Units drained per second, continuously (>= 0; 0 never drains). */
   readonly leakPerSecond: number;
+  /**
+   * The level of a key's new bucket, from 0 to `capacity`, draining from the key's first
+   * use; a key forgotten when empty (its state expires) starts again from it.
+   * docs/semantics.md#initial-tokens.
+   * @default 0 (a new key's bucket is empty)
+   */
+  readonly initialLevel?: number | undefined;
 }
 
 const WHERE = "RedisLeakyBucket";
@@ -30,13 +38,15 @@ const WHERE = "RedisLeakyBucket";
 const OPTIONS = optionNames<RedisLeakyBucketOptions>()([
   "capacity",
   "leakPerSecond",
+  "initialLevel",
   ...REDIS_OPTIONS,
 ]);
 const HINTS = { ...bucketHints(WHERE, "leakPerSecond", "refillPerSecond"), ...REDIS_HINTS };
+const REQUIRED = bucketRequired(WHERE, "leakPerSecond");
 
 /**
- * A `LeakyBucket` meter per key, shared through Redis: the level starts at 0 and drains at
- * `leakPerSecond`; allowed when `level + cost <= capacity`. Decides as the in-memory class
+ * A `LeakyBucket` meter per key, shared through Redis: the level starts at `initialLevel`
+ * (0) and drains at `leakPerSecond`; allowed when `level + cost <= capacity`. Decides as the in-memory class
  * does, atomically on Redis's clock, with the token bucket's script (the free room is its
  * tokens). An empty bucket has no key; others expire when they would be empty.
  *
@@ -54,6 +64,8 @@ export class RedisLeakyBucket extends RedisLimiter {
   readonly capacity: number;
   /** Units drained per second. */
   readonly leakPerSecond: number;
+  /** The level of a key's new bucket: 0 unless given. */
+  readonly initialLevel: number;
   /** @internal */
   protected readonly where = WHERE;
   /** @internal */
@@ -65,32 +77,40 @@ export class RedisLeakyBucket extends RedisLimiter {
 
   constructor(options: RedisLeakyBucketOptions) {
     const o = checkOptions<RedisLeakyBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
+    const initialLevel = checkInitial(WHERE, "initialLevel", o.initialLevel, capacity) ?? 0;
+    // Above 0 it is part of the state's definition (and so of the default keyspace).
+    const initial = initialLevel === 0 ? {} : { initialLevel };
     super(
-      checkRedisOptions(WHERE, o, "leaky-bucket", { capacity, leakPerSecond }),
+      checkRedisOptions(WHERE, o, "leaky-bucket", { capacity, leakPerSecond, ...initial }),
       capacity,
       [capacity, leakPerSecond],
-      localTwin(LeakyBucket, { capacity, leakPerSecond }),
+      localTwin(LeakyBucket, { capacity, leakPerSecond, ...initial }),
+      initialLevel === 0 ? [] : [capacity - initialLevel],
     );
     this.capacity = capacity;
     this.leakPerSecond = leakPerSecond;
+    this.initialLevel = initialLevel;
   }
 
   /**
-   * Changes `capacity` and/or `leakPerSecond` live, from the next call, for every key: the
+   * Changes `capacity`, `leakPerSecond` and/or `initialLevel` (for keys new from then)
+   * live, from the next call, for every key: the
    * keyspace stays, so each key's stored state is judged by the new numbers
    * (docs/redis.md#changing-limits-live). The `'local'` policy's limiter follows. Checked
    * first, with the constructor's messages; a throw changes nothing.
    * @throws {TypeError} For an unknown option (the Redis options and `clock` cannot change).
    * @throws {RangeError} As the constructor, for an option out of range.
    */
-  reconfigure(options: Partial<Pick<RedisLeakyBucketOptions, "capacity" | "leakPerSecond">>): void {
+  reconfigure(
+    options: Partial<Pick<RedisLeakyBucketOptions, "capacity" | "leakPerSecond" | "initialLevel">>,
+  ): void {
     const o = checkReconfigureOptions<RedisLeakyBucketOptions>(
       WHERE,
       options,
-      ["capacity", "leakPerSecond"],
+      ["capacity", "leakPerSecond", "initialLevel"],
       HINTS,
     );
     const capacity =
@@ -101,14 +121,23 @@ export class RedisLeakyBucket extends RedisLimiter {
       o.leakPerSecond === undefined
         ? this.leakPerSecond
         : checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
+    const initialLevel = checkInitial(
+      WHERE,
+      "initialLevel",
+      o.initialLevel ?? this.initialLevel,
+      capacity,
+    )!;
+    const initial = initialLevel === 0 ? {} : { initialLevel };
     this.retune(
       capacity,
       [capacity, leakPerSecond],
-      localTwin(LeakyBucket, { capacity, leakPerSecond }),
+      localTwin(LeakyBucket, { capacity, leakPerSecond, ...initial }),
+      initialLevel === 0 ? [] : [capacity - initialLevel],
     );
-    const self = this as { capacity: number; leakPerSecond: number };
+    const self = this as { capacity: number; leakPerSecond: number; initialLevel: number };
     self.capacity = capacity;
     self.leakPerSecond = leakPerSecond;
+    self.initialLevel = initialLevel;
   }
 
   /** @internal */

@@ -59,6 +59,8 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   protected abstract readonly blockScript: Script | undefined;
   /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
   protected config: readonly string[];
+  /** @internal ARGV after maxTtlMs, before the deadline: a bucket's initial units. */
+  private extra: readonly string[];
   /** @internal The in-memory twin, for `'local'`. */
   local: LocalTwin;
 
@@ -67,9 +69,16 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
    * @param common The validated common options.
    * @param size `limit` or `capacity`.
    * @param config The algorithm's validated numeric options, in the script's ARGV order.
+   * @param extra Numbers the scripts read after maxTtlMs (`ARGV[7]`): a bucket's initial units.
    * @param local The in-memory class and options, for the `'local'` failure policy.
    */
-  protected constructor(common: Common, size: number, config: readonly number[], local: LocalTwin) {
+  protected constructor(
+    common: Common,
+    size: number,
+    config: readonly number[],
+    local: LocalTwin,
+    extra: readonly number[] = [],
+  ) {
     const clock = common.clock;
     super(
       "redis",
@@ -85,6 +94,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     this.maxTtlMs = common.maxTtlMs;
     this.clock = clock;
     this.config = config.map(String);
+    this.extra = extra.map(String);
     this.local = local;
   }
 
@@ -250,17 +260,23 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
    * keys are read with the new numbers from the next call. The `'local'` policy's limiter,
    * if built, is reconfigured keeping its state; one built later takes the new options.
    */
-  protected retune(size: number, config: readonly number[], local: LocalTwin): void {
+  protected retune(
+    size: number,
+    config: readonly number[],
+    local: LocalTwin,
+    extra: readonly number[] = [],
+  ): void {
     this.receiptEpoch++;
     this.builtLocal()?.reconfigure(local.options);
     const clock = this.clock;
     this.setMakeLocal(() => localLimiter(local.Class as LocalClass<object>, local.options, clock));
     this.setSize(size);
     this.config = config.map(String);
+    this.extra = extra.map(String);
     this.local = local;
   }
 
-  /** @internal A script's ARGV before the deadline: `config..., cost, take, now, maxTtl`. */
+  /** @internal A script's ARGV before the deadline: `config..., cost, take, now, maxTtl, extra...`. */
   private args(where: string, cost: number, take: boolean): string[] {
     return [
       ...this.config,
@@ -268,6 +284,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       take ? "1" : "0",
       this.timeArg(where),
       String(this.maxTtlMs),
+      ...this.extra,
     ];
   }
 

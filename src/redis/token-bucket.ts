@@ -1,8 +1,9 @@
+import { checkInitial } from "../algorithms/bucket-base.js";
 import { bucketDecision } from "../algorithms/bucket-math.js";
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
 import type { Decision } from "../limiter.js";
-import { bucketHints, optionNames } from "../option-names.js";
+import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { checkReconfigureOptions } from "../reconfigure.js";
 import { markCharge } from "../store/limiter.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
@@ -23,6 +24,13 @@ export interface RedisTokenBucketOptions extends RedisLimiterOptions {
   readonly capacity: number;
   /** Tokens added per second, continuously (>= 0; 0 never refills: a fixed quota). */
   readonly refillPerSecond: number;
+  /**
+   * Tokens a key's new bucket holds, from 0 to `capacity`, refilling from the key's first
+   * use; a key forgotten when full (its state expires) starts again from it.
+   * docs/semantics.md#initial-tokens.
+   * @default capacity (a new key's bucket is full)
+   */
+  readonly initialTokens?: number | undefined;
 }
 
 const WHERE = "RedisTokenBucket";
@@ -30,14 +38,16 @@ const WHERE = "RedisTokenBucket";
 const OPTIONS = optionNames<RedisTokenBucketOptions>()([
   "capacity",
   "refillPerSecond",
+  "initialTokens",
   ...REDIS_OPTIONS,
 ]);
 const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...REDIS_HINTS };
+const REQUIRED = bucketRequired(WHERE, "refillPerSecond");
 
 /**
  * A `TokenBucket` per key, shared by every process using the same Redis, prefix and
- * options (docs/redis.md#key-layout-and-sharing): up to `capacity` tokens, starting full,
- * refilled at `refillPerSecond`. Decides as the in-memory class does, atomically, in one
+ * options (docs/redis.md#key-layout-and-sharing): up to `capacity` tokens, starting full
+ * (or at `initialTokens`), refilled at `refillPerSecond`. Decides as the in-memory class does, atomically, in one
  * Lua script on Redis's clock. A full bucket has no key; others expire when full again.
  *
  * Good for: one shared burst-plus-rate limit across a fleet. Watch out: one round trip per
@@ -54,6 +64,8 @@ export class RedisTokenBucket extends RedisLimiter {
   readonly capacity: number;
   /** Tokens added per second. */
   readonly refillPerSecond: number;
+  /** Tokens a key's new bucket holds: `capacity` unless given. */
+  readonly initialTokens: number;
   /** @internal */
   protected readonly where = WHERE;
   /** @internal */
@@ -65,21 +77,33 @@ export class RedisTokenBucket extends RedisLimiter {
 
   constructor(options: RedisTokenBucketOptions) {
     const o = checkOptions<RedisTokenBucketOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
+    checkOptionNames(WHERE, o, OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    const initialTokens = checkInitial(WHERE, "initialTokens", o.initialTokens, capacity);
+    // Given, it is part of the state's definition (and so of the default keyspace), unless
+    // it is the default's.
+    const initial =
+      initialTokens === undefined || initialTokens === capacity ? {} : { initialTokens };
     super(
-      checkRedisOptions(WHERE, o, "token-bucket", { capacity, refillPerSecond }),
+      checkRedisOptions(WHERE, o, "token-bucket", { capacity, refillPerSecond, ...initial }),
       capacity,
       [capacity, refillPerSecond],
-      localTwin(TokenBucket, { capacity, refillPerSecond }),
+      localTwin(TokenBucket, { capacity, refillPerSecond, ...initial }),
+      "initialTokens" in initial ? [initial.initialTokens] : [],
     );
     this.capacity = capacity;
     this.refillPerSecond = refillPerSecond;
+    this.initialTokens = initialTokens ?? capacity;
+    this.initialGiven = initialTokens !== undefined;
   }
 
+  /** @internal Whether `initialTokens` was given, or follows `capacity`. */
+  private initialGiven: boolean;
+
   /**
-   * Changes `capacity` and/or `refillPerSecond` live, from the next call, for every key: the
+   * Changes `capacity`, `refillPerSecond` and/or `initialTokens` (for keys new from then)
+   * live, from the next call, for every key: the
    * keyspace stays, so each key's stored state is judged by the new numbers
    * (docs/redis.md#changing-limits-live). The `'local'` policy's limiter follows. Checked
    * first, with the constructor's messages; a throw changes nothing.
@@ -87,12 +111,14 @@ export class RedisTokenBucket extends RedisLimiter {
    * @throws {RangeError} As the constructor, for an option out of range.
    */
   reconfigure(
-    options: Partial<Pick<RedisTokenBucketOptions, "capacity" | "refillPerSecond">>,
+    options: Partial<
+      Pick<RedisTokenBucketOptions, "capacity" | "refillPerSecond" | "initialTokens">
+    >,
   ): void {
     const o = checkReconfigureOptions<RedisTokenBucketOptions>(
       WHERE,
       options,
-      ["capacity", "refillPerSecond"],
+      ["capacity", "refillPerSecond", "initialTokens"],
       HINTS,
     );
     const capacity =
@@ -103,14 +129,22 @@ export class RedisTokenBucket extends RedisLimiter {
       o.refillPerSecond === undefined
         ? this.refillPerSecond
         : checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    const given = o.initialTokens !== undefined || this.initialGiven;
+    const initialTokens = given
+      ? checkInitial(WHERE, "initialTokens", o.initialTokens ?? this.initialTokens, capacity)!
+      : undefined;
+    const initial = initialTokens === undefined ? {} : { initialTokens };
     this.retune(
       capacity,
       [capacity, refillPerSecond],
-      localTwin(TokenBucket, { capacity, refillPerSecond }),
+      localTwin(TokenBucket, { capacity, refillPerSecond, ...initial }),
+      initialTokens === undefined ? [] : [initialTokens],
     );
-    const self = this as { capacity: number; refillPerSecond: number };
+    const self = this as { capacity: number; refillPerSecond: number; initialTokens: number };
     self.capacity = capacity;
     self.refillPerSecond = refillPerSecond;
+    self.initialTokens = initialTokens ?? capacity;
+    this.initialGiven = given;
   }
 
   /** @internal */

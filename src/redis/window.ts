@@ -1,7 +1,7 @@
 import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algorithms/time.js";
 import { checkOptionNames, checkOptions } from "../errors.js";
 import type { Clock } from "../limiter.js";
-import { windowHints } from "../option-names.js";
+import { windowHints, windowRequired } from "../option-names.js";
 import { checkReconfigureOptions } from "../reconfigure.js";
 import type { LocalClass } from "../store/local.js";
 import { localTwin, RedisLimiter } from "./limiter.js";
@@ -59,7 +59,13 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     Local: LocalClass<{ limit: number; windowMs: number }>,
   ) {
     const o = checkOptions<RedisWindowOptions>(where, options);
-    checkOptionNames(where, o, names, { ...windowHints(where), ...REDIS_HINTS });
+    checkOptionNames(
+      where,
+      o,
+      names,
+      { ...windowHints(where), ...REDIS_HINTS },
+      windowRequired(where),
+    );
     const { limit, windowMs } = checkWindowSize(where, o);
     if (o.clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
       throw new RangeError(

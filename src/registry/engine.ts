@@ -39,6 +39,16 @@ export function keyBytes(key: string): number {
 /** See {@link keyBytes}. */
 export const KEY_OVERHEAD_BYTES = 24 + 32 + 8;
 
+/**
+ * Where each engine's hash seed comes from: a random 32-bit seed per registry, so that no
+ * client can choose keys that collide in its trace table. The tests fix it (through
+ * test/support/seeds.ts), so that which keys share a trace entry is the same in every run.
+ * @internal
+ */
+export const hashSeeds: { next: () => number } = {
+  next: () => (Math.random() * 2 ** 32) >>> 0,
+};
+
 /** What an engine is built with. */
 export interface EngineOptions {
   readonly layout: SlotLayout;
@@ -187,7 +197,7 @@ export class SlabEngine {
     this.traceBytes = entries * this.traceWidth * 8;
     this.traceScratch = new Float64Array(this.traceWidth);
     this.traceMask = entries - 1;
-    this.traceSeed = (Math.random() * 2 ** 32) >>> 0;
+    this.traceSeed = hashSeeds.next() >>> 0;
     this.blockTraceSlots = Math.min(entries, MAX_BLOCK_TRACE_SLOTS);
     this.slots = Math.min(FIRST_SLOTS, o.maxKeys);
     this.state = new Float64Array(this.slots * this.stride);

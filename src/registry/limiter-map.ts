@@ -342,7 +342,11 @@ export class LimiterMap {
 
   reset(key: string): void {
     this.lift(key);
-    this.map.get(key)?.reset();
+    // Forgotten, as on the slab, so its next request starts as a new key's (which, for a
+    // bucket with initialTokens, is from that request on); one with waiters is reset.
+    if (!this.map.has(key)) return;
+    if (this.waits.size === 0 || !this.waits.has(key)) this.delete(key);
+    else this.map.get(key)!.reset();
   }
 
   clear(): void {

@@ -24,6 +24,64 @@ export function checkKey(key: unknown): string {
   return key;
 }
 
+/**
+ * What a policy that is a plain object of options (another library's, or a limiter's own
+ * options without the limiter) should have been, for the error refusing it: the limiter
+ * the options describe, with their values carried over where they are numbers.
+ * `rate-limiter-flexible`'s `{ points, duration }` (`points` per `duration` seconds, counted
+ * in fixed windows), `express-rate-limit`'s `{ max, windowMs }`, `@fastify/rate-limit`'s
+ * `{ max, timeWindow }`, the `limiter` package's `{ tokensPerInterval, interval }`,
+ * tollgate's own constructor options, and `KeyedLimiter`'s options (`keyedOptions`) given first.
+ */
+export function policyHint(policy: unknown, keyedOptions: readonly string[]): string {
+  if (typeof policy !== "object" || policy === null || Array.isArray(policy)) return "";
+  const o = policy as Readonly<Record<string, unknown>>;
+  const keys = Object.keys(o);
+  if (keys.length === 0) return "";
+  const has = (name: string) => Object.hasOwn(o, name);
+  const n = (name: string, fallback: string) => {
+    const value = o[name];
+    return typeof value === "number" ? String(value) : fallback;
+  };
+  const keyed = (limiter: string) => `new KeyedLimiter(new ${limiter})`;
+  let whose: string;
+  let example: string;
+  if (has("points") || has("duration")) {
+    whose = "rate-limiter-flexible's options (points per duration seconds, in fixed windows)";
+    const duration = o["duration"];
+    const windowMs = typeof duration === "number" ? String(duration * 1000) : "1000";
+    example = keyed(`FixedWindow({ limit: ${n("points", "4")}, windowMs: ${windowMs} })`);
+  } else if (has("max") || has("timeWindow") || (has("windowMs") && !has("limit"))) {
+    whose = has("timeWindow")
+      ? "@fastify/rate-limit's options (max per timeWindow)"
+      : "express-rate-limit's options (max per windowMs)";
+    const windowMs = n("windowMs", n("timeWindow", "60000"));
+    example = keyed(`FixedWindow({ limit: ${n("max", "100")}, windowMs: ${windowMs} })`);
+  } else if (has("tokensPerInterval") || has("interval")) {
+    whose = "the limiter package's options";
+    example = keyed("TokenBucket({ capacity: 10, refillPerSecond: 5 })");
+  } else if (has("capacity") || has("refillPerSecond") || has("leakPerSecond")) {
+    const leaky = has("leakPerSecond");
+    const rate = leaky ? "leakPerSecond" : "refillPerSecond";
+    whose = `${leaky ? "LeakyBucket" : "TokenBucket"}'s options, not the limiter`;
+    example = keyed(
+      `${leaky ? "LeakyBucket" : "TokenBucket"}({ capacity: ${n("capacity", "10")}, ${rate}: ${n(rate, "5")} })`,
+    );
+  } else if (has("limit") || has("windowMs")) {
+    whose = "a window's options, not the limiter";
+    example = keyed(
+      `FixedWindow({ limit: ${n("limit", "100")}, windowMs: ${n("windowMs", "60000")} })`,
+    );
+  } else if (keys.some((k) => keyedOptions.includes(k))) {
+    whose = "KeyedLimiter's options, which come second";
+    const given = keys.map((k) => (typeof o[k] === "number" ? `${k}: ${o[k]}` : `${k}: …`));
+    example = `new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 5 }), { ${given.join(", ")} })`;
+  } else {
+    return "";
+  }
+  return ` with ${keys.join(", ")}: ${whose}; for example: ${example}`;
+}
+
 /** True for an object with every method of {@link Limiter}. */
 export function isLimiter(value: unknown): value is Limiter {
   if (typeof value !== "object" || value === null) return false;

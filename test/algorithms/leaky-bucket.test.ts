@@ -180,7 +180,7 @@ describe("LeakyBucket validation", () => {
       name: "capacity missing",
       options: { leakPerSecond: 1 },
       error: TypeError,
-      message: `capacity ${gt0} undefined`,
+      message: `missing option "capacity"; for example: new LeakyBucket({ capacity: 10, leakPerSecond: 5 })`,
     },
     {
       name: "capacity string",
@@ -216,7 +216,7 @@ describe("LeakyBucket validation", () => {
       name: "leakPerSecond missing",
       options: { capacity: 1 },
       error: TypeError,
-      message: `leakPerSecond ${ge0} undefined`,
+      message: `missing option "leakPerSecond"; for example: new LeakyBucket({ capacity: 10, leakPerSecond: 5 })`,
     },
     {
       name: "leakPerSecond string",
@@ -263,7 +263,7 @@ describe("LeakyBucket validation", () => {
   ])("$name", ({ options, error, message }) => {
     const make = () => new LeakyBucket(options as never);
     expect(make).toThrow(error);
-    expect(make).toThrow(`LeakyBucket: ${message}`);
+    expect(make).toThrow(new error(`LeakyBucket: ${message}`));
   });
 });
 

@@ -245,7 +245,8 @@ describe("TokenBucket validation", () => {
       name: "capacity missing",
       options: { refillPerSecond: 1 },
       error: TypeError,
-      message: "TokenBucket: capacity must be a finite number > 0, got undefined",
+      message:
+        'TokenBucket: missing option "capacity"; for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })',
     },
     {
       name: "capacity string",
@@ -281,7 +282,8 @@ describe("TokenBucket validation", () => {
       name: "refillPerSecond missing",
       options: { capacity: 1 },
       error: TypeError,
-      message: "TokenBucket: refillPerSecond must be a finite number >= 0, got undefined",
+      message:
+        'TokenBucket: missing option "refillPerSecond"; for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })',
     },
     {
       name: "refillPerSecond negative",

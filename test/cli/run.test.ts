@@ -20,6 +20,7 @@ import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { HELP } from "../../src/cli/args.js";
 import { run } from "../../src/cli/run.js";
 import { accessLogPath, excerptPath, repoRoot } from "../support/access-log.js";
+import { bundle } from "../support/bundle.js";
 import { readRealLog } from "./real-log.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tollgate-replay-"));
@@ -45,20 +46,30 @@ async function cli(argv: string[], stdin = "") {
   return { code, stdout: out.text(), stderr: err.text() };
 }
 
-/** Runs the real bin from source, as a user would (node + tsx). */
+/**
+ * The bin, bundled from source once for the file (as tsup bundles dist/cli.js for users;
+ * `node --import tsx` compiled every module at each of this file's spawns). Two levels
+ * under the root, as src/cli/version.ts is, so it finds the package's version.
+ */
+const bin = join(repoRoot, "test", "cli", `.bin-${process.pid}.mjs`);
+writeFileSync(bin, bundle({ entry: "src/cli/index.ts" }));
+afterAll(() => rmSync(bin, { force: true }));
+
+/** Runs the bin in a process of its own, as a user would. */
 function spawnCli(args: string[], input?: string) {
-  const r = spawnSync(process.execPath, ["--import", "tsx", "src/cli/index.ts", ...args], {
+  // The timeout only stops a child that hangs (a spawnSync cannot be interrupted otherwise).
+  const r = spawnSync(process.execPath, [bin, ...args], {
     cwd: repoRoot,
     encoding: "utf8",
     input,
-    timeout: 30_000,
+    timeout: 60_000,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 const TB = ["--algorithm", "token-bucket", "--capacity", "5", "--refill-per-second", "0.25"];
 
-describe("tollgate bin (spawned: node --import tsx src/cli/index.ts)", () => {
+describe("tollgate bin (spawned: node, src/cli/index.ts bundled)", () => {
   // Regression: /dev/null and an empty pipe exited 0 (see "empty input exits 2" below).
   test.each([
     { name: "/dev/null", args: ["/dev/null"], shown: "/dev/null" },

@@ -56,8 +56,14 @@ describe("KeyedConcurrencyLimiter", () => {
     const k = new KeyedConcurrencyLimiter({ limit: 1, maxQueue: 2 });
     const first = k.tryAcquire("a")!;
     const order: number[] = [];
-    const w1 = k.acquire("a").then((p) => (order.push(1), p));
-    const w2 = k.acquire("a").then((p) => (order.push(2), p));
+    const w1 = k.acquire("a").then((p) => {
+      order.push(1);
+      return p;
+    });
+    const w2 = k.acquire("a").then((p) => {
+      order.push(2);
+      return p;
+    });
     first.release();
     const p1 = await w1;
     expect(k.inUse).toBe(1);

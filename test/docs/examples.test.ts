@@ -1,34 +1,47 @@
-// The HTTP examples are the docs' recipes: run as a reader runs them (`npx tsx
-// examples/x.ts`), they exit 0, write nothing to stderr (an official example must not set
-// off the untrusted-proxy warning about itself) and print what the docs say they print.
+// The HTTP examples are the docs' recipes: run from source (bundled once, as tsx compiles
+// them for a reader running `npx tsx examples/x.ts`), they exit 0, write nothing to stderr
+// (an official example must not set off the untrusted-proxy warning about itself) and
+// print what the docs say they print.
 import { spawnSync } from "node:child_process";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { fromIoredis, RedisTokenBucket } from "../../src/redis/index.js";
+import { bundle } from "../support/bundle.js";
 import { useRedis } from "../support/redis-server.js";
 import { ROOT } from "./markdown.js";
 
-const tsx = join(ROOT, "node_modules", ".bin", "tsx");
 const runs = new Map<string, { status: number | null; stdout: string; stderr: string }>();
 
-/** Runs `examples/<file>` once with tsx and remembers what it printed. */
+/**
+ * Runs `examples/<file>` once and remembers what it printed: bundled from source (as tsx
+ * would compile it, once, test/support/bundle.ts) beside the example, so that its paths
+ * and packages resolve as the example's own, then run by node.
+ */
 function run(file: string, env: Record<string, string> = {}) {
   let result = runs.get(file);
   if (result === undefined) {
-    const r = spawnSync(tsx, [join("examples", file)], {
-      cwd: ROOT,
-      encoding: "utf8",
-      timeout: 60_000,
-      env: { ...process.env, NO_COLOR: "1", ...env },
-    });
-    result = { status: r.status, stdout: r.stdout, stderr: r.stderr };
+    const bundled = join(ROOT, "examples", `.${file}.${process.pid}.mjs`);
+    writeFileSync(bundled, bundle({ entry: join("examples", file) }));
+    try {
+      const r = spawnSync(process.execPath, [bundled], {
+        cwd: ROOT,
+        encoding: "utf8",
+        // The timeout only stops an example that hangs (a spawnSync cannot be interrupted).
+        timeout: 60_000,
+        env: { ...process.env, NO_COLOR: "1", ...env },
+      });
+      result = { status: r.status, stdout: r.stdout, stderr: r.stderr };
+    } finally {
+      rmSync(bundled, { force: true });
+    }
     runs.set(file, result);
   }
   return result;
 }
 
-const SLOW = 60_000; // tsx compiles each example in a child process
+const SLOW = 60_000; // each example runs in a child process
 
 describe.each([
   "api-key.ts",

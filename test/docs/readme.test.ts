@@ -1,10 +1,13 @@
-// The README's recipes are what CI runs: each code block marked `<!-- from examples/x.ts -->`
-// (in the README or in docs/) appears in that example file line for line, and the replay
-// recipe's command, run through the CLI, prints the table row the README shows.
+// The README's code blocks are whole programs, which pack-check runs in a project that
+// installed the tarball (scripts/readme-check.mjs); here, what can be checked in a moment:
+// the README's length, that every block is run or says why not, that none elides lines,
+// and that the replay recipe's command prints the rows the README shows. A block of docs/
+// marked `<!-- from examples/x.ts -->` appears in that example file line for line.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
+import { importedPackages, RUN_LANGS, readmeBlocks } from "../../scripts/readme-blocks.mjs";
 import { run } from "../../src/cli/run.js";
 import { excerptMismatch, excerpts, markdownFiles, ROOT } from "./markdown.js";
 
@@ -34,8 +37,45 @@ const marked = markdownFiles().flatMap((doc) =>
   excerpts(readFileSync(join(ROOT, doc), "utf8")).map((e) => ({ doc, ...e })),
 );
 
-it("the README marks every recipe as an excerpt of an example", () => {
-  expect(marked.filter((e) => e.doc === "README.md").length).toBeGreaterThanOrEqual(7);
+describe("the README", () => {
+  const blocks = readmeBlocks(readme);
+  const code = blocks.filter((b) => RUN_LANGS.has(b.lang));
+
+  it("is at most 300 lines", () => {
+    expect(readme.split("\n").length).toBeLessThanOrEqual(301); // the last newline ends line 300
+  });
+
+  it("has its recipes as whole programs, each run or saying why not", () => {
+    expect(code.filter((b) => b.skip === undefined).length).toBeGreaterThanOrEqual(8);
+    for (const b of code) {
+      expect(b.code, `README.md:${b.line} elides lines`).not.toMatch(/^\s*\/\/ \.\.\.\s*$/m);
+      if (b.lang !== "sh" && b.lang !== "bash") {
+        expect(b.code, `README.md:${b.line} imports tollgate`).toMatch(/from "tollgate(\/\w+)?"/);
+      }
+    }
+  });
+
+  it("lists the packages its blocks import among the devDependencies the check installs", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+    const imported = code.flatMap((b) => importedPackages(b.code));
+    expect(imported.filter((name) => pkg.devDependencies[name] === undefined)).toEqual([]);
+  });
+});
+
+describe("readmeBlocks", () => {
+  it("finds fences, their language, their line and why one is not run", () => {
+    const text = "# x\n```ts\na();\n```\n<!-- not run: a reason -->\n```sh\nb\n```\n```\nout\n```";
+    expect(readmeBlocks(text)).toEqual([
+      { lang: "ts", code: "a();", line: 2, skip: undefined },
+      { lang: "sh", code: "b", line: 6, skip: "a reason" },
+      { lang: "", code: "out", line: 9, skip: undefined },
+    ]);
+    expect(
+      importedPackages(
+        'import a from "express";\nimport { b } from "tollgate/http";\nimport c from "@types/x/y";\nimport "node:fs";',
+      ),
+    ).toEqual(["express", "@types/x"]);
+  });
 });
 
 describe.each(marked)("$doc:$line from $file", ({ file, code }) => {

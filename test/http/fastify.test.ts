@@ -223,7 +223,8 @@ describe("fastifyRateLimit options", () => {
     {
       name: "no limiter",
       options: {},
-      message: "fastifyRateLimit: limiter must be a KeyedLimiter",
+      message:
+        'fastifyRateLimit: missing option "limiter"; for example: app.register(fastifyRateLimit, { limiter: new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 })) })',
     },
   ])("refuses $name when the plugin loads", async ({ options, message }) => {
     const app = Fastify();

@@ -98,16 +98,27 @@ describe("withRateLimit (called directly under Node)", () => {
   });
 
   test("trustProxy: a forged X-Forwarded-For is ignored when off, the right hop used when on", async () => {
-    const off = new RecordingLimiter(5, 1, manualClock());
-    const on = new RecordingLimiter(5, 1, manualClock());
-    const forged = get({ "x-forwarded-for": "6.6.6.6, 203.0.113.9" });
-    await withRateLimit<unknown[]>(ok, { limiter: off })(forged, denoInfo("10.0.0.2"));
-    await withRateLimit<unknown[]>(ok, { limiter: on, trustProxy: ["10.0.0.0/8"] })(
-      get({ "x-forwarded-for": "6.6.6.6, 203.0.113.9" }),
-      denoInfo("10.0.0.2"),
-    );
-    expect(off.calls).toStrictEqual([["10.0.0.2", 1]]);
-    expect(on.calls).toStrictEqual([["203.0.113.9", 1]]);
+    // The one warning this test sets off, captured and checked rather than printed.
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const off = new RecordingLimiter(5, 1, manualClock());
+      const on = new RecordingLimiter(5, 1, manualClock());
+      const forged = get({ "x-forwarded-for": "6.6.6.6, 203.0.113.9" });
+      await withRateLimit<unknown[]>(ok, { limiter: off })(forged, denoInfo("10.0.0.2"));
+      await withRateLimit<unknown[]>(ok, { limiter: on, trustProxy: ["10.0.0.0/8"] })(
+        get({ "x-forwarded-for": "6.6.6.6, 203.0.113.9" }),
+        denoInfo("10.0.0.2"),
+      );
+      expect(off.calls).toStrictEqual([["10.0.0.2", 1]]);
+      expect(on.calls).toStrictEqual([["203.0.113.9", 1]]);
+      expect(warn.mock.calls).toStrictEqual([
+        [
+          'withRateLimit: a request from 10.0.0.2 carried X-Forwarded-For but trustProxy is not set, so it was keyed by its peer address; if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy\'s addresses (trustProxy: ["10.0.0.2"]). This warning is written once.',
+        ],
+      ]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   test("a cost that can never fit: 413 without Retry-After, body says it can never succeed", async () => {
@@ -355,7 +366,7 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: {},
       error: new TypeError(
-        "withRateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got undefined",
+        'withRateLimit: missing option "limiter"; for example: withRateLimit(handler, { limiter: new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 })) })',
       ),
     },
     {
@@ -369,7 +380,12 @@ describe("withRateLimit (called directly under Node)", () => {
       handler: ok,
       options: { limiter: new RecordingLimiter(1, 1, manualClock()), windowMs: 1000, max: 5 },
       error: new TypeError(
-        'withRateLimit: unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket); known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, nearLimitShare, key, cost, skip, onLimited, remoteAddress, refundIf, refundAborted, onNearLimit',
+        [
+          "withRateLimit: 2 problems with the options:",
+          '  - unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket)',
+          '  - unknown option "max" (set the limit on the limiter: capacity for TokenBucket/LeakyBucket, limit for FixedWindow/SlidingWindow*)',
+          "  known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, nearLimitShare, key, cost, skip, onLimited, remoteAddress, refundIf, refundAborted, onNearLimit",
+        ].join("\n"),
       ),
     },
     {

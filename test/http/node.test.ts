@@ -153,25 +153,36 @@ describe.each([
   });
 
   test("trustProxy off ignores a forged X-Forwarded-For; 1 hop uses the last entry", async () => {
-    const clock = manualClock();
-    const off = new RecordingLimiter(1, 1, clock);
-    const on = new RecordingLimiter(1, 1, clock);
-    const urlOff = await start({ limiter: off });
-    const urlOn = await start({ limiter: on, trustProxy: 1 });
-    // Two "different" clients behind a forged header are one client when nothing is trusted.
-    expect((await fetch(urlOff, { headers: { "x-forwarded-for": "6.6.6.6" } })).status).toBe(200);
-    expect((await fetch(urlOff, { headers: { "x-forwarded-for": "7.7.7.7" } })).status).toBe(429);
-    expect(off.calls.map(([key]) => key)).toStrictEqual(["127.0.0.1", "127.0.0.1"]);
-    // Behind one trusted proxy, the entry it appended is the client; a forged prefix is ignored.
-    const hop = (xff: string) => fetch(urlOn, { headers: { "x-forwarded-for": xff } });
-    expect((await hop("1.1.1.1, 203.0.113.9")).status).toBe(200);
-    expect((await hop("2.2.2.2, 203.0.113.9")).status).toBe(429);
-    expect((await hop("203.0.113.10")).status).toBe(200);
-    expect(on.calls.map(([key]) => key)).toStrictEqual([
-      "203.0.113.9",
-      "203.0.113.9",
-      "203.0.113.10",
-    ]);
+    // The one warning this test sets off, captured and checked rather than printed.
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const clock = manualClock();
+      const off = new RecordingLimiter(1, 1, clock);
+      const on = new RecordingLimiter(1, 1, clock);
+      const urlOff = await start({ limiter: off });
+      const urlOn = await start({ limiter: on, trustProxy: 1 });
+      // Two "different" clients behind a forged header are one client when nothing is trusted.
+      expect((await fetch(urlOff, { headers: { "x-forwarded-for": "6.6.6.6" } })).status).toBe(200);
+      expect((await fetch(urlOff, { headers: { "x-forwarded-for": "7.7.7.7" } })).status).toBe(429);
+      expect(off.calls.map(([key]) => key)).toStrictEqual(["127.0.0.1", "127.0.0.1"]);
+      // Behind one trusted proxy, the entry it appended is the client; a forged prefix is ignored.
+      const hop = (xff: string) => fetch(urlOn, { headers: { "x-forwarded-for": xff } });
+      expect((await hop("1.1.1.1, 203.0.113.9")).status).toBe(200);
+      expect((await hop("2.2.2.2, 203.0.113.9")).status).toBe(429);
+      expect((await hop("203.0.113.10")).status).toBe(200);
+      expect(on.calls.map(([key]) => key)).toStrictEqual([
+        "203.0.113.9",
+        "203.0.113.9",
+        "203.0.113.10",
+      ]);
+      expect(warn.mock.calls).toStrictEqual([
+        [
+          'rateLimit: a request from 127.0.0.1 carried X-Forwarded-For but trustProxy is not set, so it was keyed by its peer address; if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy\'s addresses (trustProxy: ["127.0.0.1"]). This warning is written once.',
+        ],
+      ]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   test("IPv6 clients in one /56 share a key; another /56 does not", async () => {
@@ -781,7 +792,7 @@ describe("rateLimit options", () => {
       name: "no limiter",
       options: {},
       error: new TypeError(
-        "rateLimit: limiter must be a KeyedLimiter (one limit per client), a tollgate limiter such as a TokenBucket (one global limit for all requests) or an object with a consume(key, cost) method, got undefined",
+        'rateLimit: missing option "limiter"; for example: rateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 })) })',
       ),
     },
     {

@@ -19,9 +19,16 @@ const ROWS: readonly AlgorithmDescriptor[] = CATALOG;
 const twinOf = (d: AlgorithmDescriptor) =>
   (REDIS_TWINS as Readonly<Record<string, RedisTwinClass>>)[d.id];
 
-/** The state options of `d` (all but `clock`), 10 each, in the descriptor's order. */
+/**
+ * The state options of `d` (all but `clock`), in the descriptor's order: 10 each, 5 for an
+ * optional one (`initialTokens`, `initialLevel`), so that it is not its default.
+ */
 const stateOf = (d: AlgorithmDescriptor) =>
-  Object.fromEntries(d.options.filter((n) => n !== "clock").map((n) => [n, 10]));
+  Object.fromEntries(
+    d.options
+      .filter((n) => n !== "clock")
+      .map((n) => [n, (d.cli.optional ?? []).includes(n) ? 5 : 10]),
+  );
 
 /** A twin of `d` built with `extra` options; its constructor is public. */
 const makeTwin = (d: AlgorithmDescriptor, extra: Record<string, unknown> = {}) => {
@@ -69,6 +76,24 @@ describe("tollgate/redis has a twin of every core algorithm", () => {
   test.each(ROWS)("$id: the twin's keyspace is the fingerprint of the catalog id", (d) => {
     const state = stateOf(d);
     expect(makeTwin(d).keyspace).toBe(fingerprint({ algorithm: d.id, state, clock: "server" }));
+  });
+
+  test.each([
+    {
+      name: "initialTokens equal to capacity",
+      Twin: redis.RedisTokenBucket,
+      initial: { initialTokens: 10 },
+    },
+    { name: "initialLevel 0", Twin: redis.RedisLeakyBucket, initial: { initialLevel: 0 } },
+  ])("$name is the default's state: the same keyspace", ({ Twin, initial }) => {
+    const Class = Twin as unknown as new (options: object) => RedisLimiter;
+    const rate = Twin === redis.RedisTokenBucket ? { refillPerSecond: 1 } : { leakPerSecond: 1 };
+    const plain = new Class({ client, capacity: 10, ...rate });
+    expect(new Class({ client, capacity: 10, ...rate, ...initial }).keyspace).toBe(plain.keyspace);
+    const other = Twin === redis.RedisTokenBucket ? { initialTokens: 9 } : { initialLevel: 1 };
+    expect(new Class({ client, capacity: 10, ...rate, ...other }).keyspace).not.toBe(
+      plain.keyspace,
+    );
   });
 
   test("each twin has its own short default prefix", () => {

@@ -61,7 +61,11 @@ interface Tally {
   after: { redis: number; policy: number };
 }
 
-async function failover(cluster: PrivateRedisCluster, adapter: ClusterAdapter): Promise<void> {
+async function failover(
+  cluster: PrivateRedisCluster,
+  adapter: ClusterAdapter,
+  annotate: (message: string) => Promise<unknown>,
+): Promise<void> {
   // A live node to start from: an earlier failover in this cluster may have killed the seed.
   const live = cluster.nodes.find((n) => n.alive());
   if (live === undefined) throw new Error("no live node left in the cluster");
@@ -168,7 +172,8 @@ async function failover(cluster: PrivateRedisCluster, adapter: ClusterAdapter): 
     const answeredByPolicy = [...hotTally.bySource]
       .filter(([s]) => s !== "redis")
       .reduce((a, [, n]) => a + n, 0);
-    console.info(
+    // The figures, shown with the test when it fails.
+    await annotate(
       `${adapter.name} failover: promoted after ${promotedMs} ms, Redis answered again after ${recoveredMs} ms; ` +
         `hot key ${answeredByRedis} answers from Redis, ${answeredByPolicy} by the policy ` +
         `(${JSON.stringify(Object.fromEntries(hotTally.bySource))}); ` +
@@ -239,8 +244,10 @@ describe.skipIf(!available)("failover: a master killed under traffic", () => {
 
   // One cluster, two failovers: each test kills a master that still has a live replica.
   for (const adapter of [ioredisCluster(), nodeRedisCluster()]) {
-    test(`${adapter.name}, defaults: the policy answers, nothing is charged late, circuits recover`, async () => {
-      await failover(cluster, adapter);
+    test(`${adapter.name}, defaults: the policy answers, nothing is charged late, circuits recover`, async ({
+      annotate,
+    }) => {
+      await failover(cluster, adapter, annotate);
     }, 90_000);
   }
 });

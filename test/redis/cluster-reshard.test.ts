@@ -86,7 +86,9 @@ describe.skipIf(!available)("resharding under traffic", () => {
     await cluster?.stop();
   });
 
-  test("slots of live keys move between masters: no decision lost or doubled", async () => {
+  test("slots of live keys move between masters: no decision lost or doubled", async ({
+    annotate,
+  }) => {
     const prefix = `tollgate-test:reshard:${Date.now()}:`;
     // Small buckets run out during the move (exact admission at the limit); large ones
     // never do (every admitted call charged exactly once, as the state shows afterwards).
@@ -193,7 +195,8 @@ describe.skipIf(!available)("resharding under traffic", () => {
 
     const seen = await redirections(cluster.nodes);
     const total = [...calls.values()].reduce((a, b) => a + b, 0);
-    console.info(
+    // The figures, shown with the test when it fails.
+    await annotate(
       `resharding ${slots.size} slots under traffic: ${total} calls, ${seen.moved} MOVED, ${seen.ask} ASK`,
     );
     expect(seen.moved).toBeGreaterThan(0);

@@ -201,6 +201,9 @@ describe.skipIf(!redis.available)("HTTP middleware with a Redis limiter", () => 
       rateLimit({ limiter, refundIf: (status) => status < 400, blockDurationMs: 10_000 }),
     );
     expect((await fetch(`${url}/ok`)).status).toBe(200); // given back
+    // Regression: the next request raced the refund, which goes to Redis after the response;
+    // under load it arrived first and found the bucket empty (429 for 401).
+    await settled();
     expect((await fetch(`${url}/fail`)).status).toBe(401); // counts
     await settled();
     const limited = await fetch(`${url}/fail`); // limited: blocked

@@ -76,8 +76,7 @@ describe("constructor validation", () => {
     },
     {
       name: "capacity 0, before a bad client",
-      make: () =>
-        new RedisTokenBucket({ client: undefined as never, capacity: 0, refillPerSecond: 1 }),
+      make: () => new RedisTokenBucket({ client: {} as never, capacity: 0, refillPerSecond: 1 }),
       error: RangeError,
       message: "RedisTokenBucket: capacity must be a finite number > 0, got 0",
     },
@@ -109,7 +108,7 @@ describe("constructor validation", () => {
     {
       name: "windowMs 5e-324 on Redis's clock, before a bad client",
       make: () =>
-        new RedisSlidingWindowCounter({ client: undefined as never, limit: 1, windowMs: 5e-324 }),
+        new RedisSlidingWindowCounter({ client: {} as never, limit: 1, windowMs: 5e-324 }),
       error: RangeError,
       message:
         "RedisSlidingWindowCounter: windowMs must be a finite number >= 0.001 on Redis's clock (TIME counts whole microseconds; pass a clock for shorter windows), got 5e-324",
@@ -132,7 +131,14 @@ describe("constructor validation", () => {
         new RedisTokenBucket({ client: undefined as never, capacity: 1, refillPerSecond: 1 }),
       error: TypeError,
       message:
-        "RedisTokenBucket: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got undefined",
+        'RedisTokenBucket: missing option "client"; for example: new RedisTokenBucket({ client: fromIoredis(redis), capacity: 10, refillPerSecond: 5 })',
+    },
+    {
+      name: "client not a RedisLike",
+      make: () => new RedisTokenBucket({ client: {} as never, capacity: 1, refillPerSecond: 1 }),
+      error: TypeError,
+      message:
+        "RedisTokenBucket: client must be a RedisLike (wrap a client with fromIoredis or fromNodeRedis), got an object",
     },
     {
       name: "a raw ioredis-shaped client",

@@ -119,7 +119,9 @@ describe.skipIf(!canStartRedis())("a stalled Redis charges nothing late", () => 
   }
 
   for (const name of ["ioredis", "node-redis"]) {
-    test(`${name}: calls the policy answered during the stall take no units afterwards`, async () => {
+    test(`${name}: calls the policy answered during the stall take no units afterwards`, async ({
+      annotate,
+    }) => {
       const c = connections.find((x) => x.name === name)!;
       const limiter = new RedisTokenBucket({
         client: c.client,
@@ -130,7 +132,7 @@ describe.skipIf(!canStartRedis())("a stalled Redis charges nothing late", () => 
         failure: "closed",
       });
       const r = await stall(limiter, "k", true);
-      console.info(`${name}, ${STALL_MS} ms stall: ${JSON.stringify(r)}`);
+      await annotate(`${name}, ${STALL_MS} ms stall: ${JSON.stringify(r)}`); // shown when it fails
       expect(r.answeredByPolicy).toBeGreaterThan(10);
       expect(r.late).toBe(0);
     });

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "vitest";
 import { bytesPerAllow } from "./bytes-per-call.js";
 
-// Measured in a fresh process (see bytes-per-call.ts); consume, which builds a Decision,
-// shows about 112 bytes there, so the measure can fail.
+// Measured in a fresh process (see bytes-per-call.ts); a consume whose Decision is kept
+// shows the Decision's bytes there, so the measure can fail (checked last).
 describe.each([
   ["TokenBucket", "new TokenBucket({ capacity: 1e12, refillPerSecond: 1, clock })"],
   ["LeakyBucket", "new LeakyBucket({ capacity: 1e12, leakPerSecond: 1, clock })"],
@@ -15,4 +15,10 @@ describe.each([
   test("allow on an existing key allocates nothing", () => {
     expect(bytesPerAllow(policy), "bytes per call").toBeLessThan(1);
   });
+});
+
+test("a kept consume decision allocates: the measure can fail", () => {
+  const policy = "new TokenBucket({ capacity: 1e12, refillPerSecond: 1, clock })";
+  const kept = '(kept = keyed.consume("10.0.0.1")).allowed';
+  expect(bytesPerAllow(policy, kept, true)).toBeGreaterThan(16);
 });

@@ -164,11 +164,18 @@ function collect(): () => void {
   return runInNewContext("gc") as () => void;
 }
 
-/** The largest key count of the one-off run: `FLOOD_KEYS=10000000 npx vitest run ...`. */
+/**
+ * The largest key count of the one-off run: `FLOOD_KEYS=10000000 npx vitest run ...`
+ * (`FLOOD_REPORT=1` prints the suite's run too).
+ */
 const FLOOD_KEYS = Number(process.env.FLOOD_KEYS ?? 0);
 
 describe("a flood of long keys stays within maxBytes", () => {
-  const maxBytes = 8 * 1024 * 1024;
+  // 512 KiB hold some 16 keys of 16,000 code units: 1,500 keys pass the bound 90 times
+  // over, and keeping them all would grow the heap by 48 MB, almost three times the 17 MiB
+  // allowed below. (Each key is hashed over its 16,000 code units several times: a run is
+  // CPU work, far slower under coverage; the timeout is a hang guard.)
+  const maxBytes = 512 * 1024;
   // 16,000 code units: below 16,384, from which V8 hashes a string by its length alone
   // (the test after this one is about those).
   const prefix = "k".repeat(16_000 - 10);
@@ -198,15 +205,18 @@ describe("a flood of long keys stays within maxBytes", () => {
     const elapsedMs = performance.now() - started;
     gc();
     const grewBytes = process.memoryUsage().heapUsed - heapBefore;
-    console.log(
-      `${keys} keys of 16,000 code units: ${(elapsedMs / 1000).toFixed(1)} s, ` +
-        `${keyed.size} kept, stats.bytes at most ${worstBytes}, heap grew ${(grewBytes / 2 ** 20).toFixed(1)} MiB`,
-    );
+    if (FLOOD_KEYS > 0 || process.env.FLOOD_REPORT) {
+      // The one-off run reports; the suite's run stays quiet.
+      console.log(
+        `${keys} keys of 16,000 code units: ${(elapsedMs / 1000).toFixed(1)} s, ` +
+          `${keyed.size} kept, stats.bytes at most ${worstBytes}, heap grew ${(grewBytes / 2 ** 20).toFixed(1)} MiB`,
+      );
+    }
     expect(keyed.size, "the newest keys are kept").toBeGreaterThan(0);
-    expect(grewBytes).toBeLessThan(2 * maxBytes + 64 * 2 ** 20);
+    expect(grewBytes).toBeLessThan(2 * maxBytes + 16 * 2 ** 20);
   }
 
-  test("20,000 distinct 16 KB keys (a shared prefix and a counter)", () => flood(20_000), 60_000);
+  test("1,500 distinct 16 KB keys (a shared prefix and a counter)", () => flood(1_500), 60_000);
 
   test.skipIf(!(FLOOD_KEYS > 0))(
     `FLOOD_KEYS=${FLOOD_KEYS} distinct 16 KB keys (a one-off run)`,
@@ -300,7 +310,13 @@ describe("waiters and the bounds", () => {
     await expect(keyed.wait("c", 1)).rejects.toThrow(
       "KeyedLimiter.wait: half of maxKeys (2 keys) already wait; a new key may not",
     );
-    expect(keyed.allow("new-last"), "a new key is still served").toBe(true);
+    // Regression: this asserted the new key was allowed, which held for most hash seeds
+    // only: a key whose trace entry a pushed-out key in use left starts from that state
+    // (never fresher), and may be denied. What half of maxKeys guarantees is room.
+    const before = statsOf(keyed);
+    keyed.allow("new-last");
+    expect(statsOf(keyed).created, "a new key still gets a slot").toBe(before.created + 1);
+    expect(statsOf(keyed).refused).toBe(before.refused);
     await advance(1000);
     await expect(Promise.all(waits)).resolves.toMatchObject([{ allowed: true }, { allowed: true }]);
     expect(keyed.size).toBeLessThanOrEqual(4);
@@ -381,9 +397,11 @@ describe("waiters and the bounds", () => {
     for (let k = 0; k < 10; k++) keyed.consume(`k${k}`, 1);
     const before = { size: keyed.size, bytes: statsOf(keyed).bytes, k0: keyed.peek("k0") };
     expect(before.bytes, "ten keys are accounted").toBeGreaterThan(0);
-    for (let round = 0; round < 100; round++) {
+    // 20 rounds of 250: a leak of any structure per waiter or per round shows in the exact
+    // size and bytes below (100 rounds of 1000 took 5 s and checked nothing more).
+    for (let round = 0; round < 20; round++) {
       const controller = new AbortController();
-      const waits = Array.from({ length: 1000 }, (_, i) =>
+      const waits = Array.from({ length: 250 }, (_, i) =>
         keyed.wait(`k${i % 10}`, 1, { signal: controller.signal }),
       );
       controller.abort(new Error("client went away"));
@@ -397,7 +415,7 @@ describe("waiters and the bounds", () => {
     expect(keyed.size).toBe(before.size);
     expect(statsOf(keyed).bytes).toBe(before.bytes);
     expect(keyed.peek("k0"), "every aborted wait gave its token back").toEqual(before.k0);
-  }, 60_000);
+  });
 });
 
 describe('whenFull "refuse"', () => {

@@ -5,9 +5,13 @@ import { bytesPerCall } from "../support/bytes-per-call.js";
  * in a fresh Node process as bench/registry.bench.ts measures (see `bytesPerCall`).
  * `policy` is source text for a limiter over `clock`, an integer clock (a small integer is
  * not allocated, so only the registry counts); the five algorithms and `allOf`
- * are in scope.
+ * are in scope. `expression` is the call measured (`kept` holds a value that must escape).
  */
-export function bytesPerAllow(policy: string): number {
+export function bytesPerAllow(
+  policy: string,
+  expression = 'keyed.allow("10.0.0.1")',
+  noScavenge = false,
+): number {
   return bytesPerCall(
     `
     import { KeyedLimiter } from "./src/registry.ts";
@@ -17,7 +21,9 @@ export function bytesPerAllow(policy: string): number {
     import { TokenBucket } from "./src/algorithms/token-bucket.ts";
     import { LeakyBucket } from "./src/algorithms/leaky-bucket.ts";
     import { allOf } from "./src/composite.ts";`,
-    `const keyed = new KeyedLimiter(${policy}, { maxKeys: 16, sweepIntervalMs: Infinity });`,
-    'keyed.allow("10.0.0.1")',
+    `const keyed = new KeyedLimiter(${policy}, { maxKeys: 16, sweepIntervalMs: Infinity });
+    let kept;`,
+    expression,
+    noScavenge,
   );
 }

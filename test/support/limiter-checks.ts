@@ -91,7 +91,7 @@ export function windowOptionCases(where: string): OptionCase[] {
       name: "limit missing",
       options: { windowMs: 1000 },
       error: TypeError,
-      message: `${where}: limit ${gt0} undefined`,
+      message: `${where}: missing option "limit"; for example: new ${where}({ limit: 100, windowMs: 60_000 })`,
     },
     {
       name: "limit string",
@@ -127,7 +127,7 @@ export function windowOptionCases(where: string): OptionCase[] {
       name: "windowMs missing",
       options: { limit: 1 },
       error: TypeError,
-      message: `${where}: windowMs ${gt0} undefined`,
+      message: `${where}: missing option "windowMs"; for example: new ${where}({ limit: 100, windowMs: 60_000 })`,
     },
     {
       name: "windowMs string",

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -19,6 +19,12 @@ import { freePort, REDIS_BINARY } from "./redis-server.js";
  * slots call {@link startRedisCluster} themselves: never the shared one.
  */
 export const CLUSTER_ENV = "TOLLGATE_REDIS_CLUSTER";
+
+/**
+ * Set by vitest's global setup (cluster-setup.ts) when it starts the run's shared cluster:
+ * a file that will hold its seed address (`host:port`), or `error: ...` if it failed.
+ */
+export const CLUSTER_FILE_ENV = "TOLLGATE_REDIS_CLUSTER_FILE";
 
 /** The Redis CLI the cluster is created with. */
 export const REDIS_CLI = "redis-cli";
@@ -362,6 +368,28 @@ export function parseAddress(text: string): ClusterAddress {
   return { host: match[1] as string, port: Number(match[2]) };
 }
 
+/**
+ * The seed address the global setup writes to `file` once the run's shared cluster is
+ * ok, waited for (it starts while the first files run).
+ * @throws {Error} If the cluster failed to start, or no address came within 60 s.
+ */
+async function sharedSeed(file: string): Promise<string> {
+  await waitFor(
+    "the run's shared cluster",
+    async () => {
+      try {
+        return existsSync(file);
+      } catch {
+        return false;
+      }
+    },
+    60_000,
+  );
+  const text = readFileSync(file, "utf8");
+  if (text.startsWith("error: ")) throw new Error(`the shared cluster did not start: ${text}`);
+  return text;
+}
+
 /** Whether this run can start a cluster (redis-server and redis-cli on PATH). */
 export function canStartCluster(): boolean {
   const ok = [REDIS_BINARY, REDIS_CLI].every(
@@ -397,6 +425,21 @@ export function useRedisCluster(): ClusterHandle {
   if (env) {
     const seed = parseAddress(env);
     return { available: true, shared: true, seed: () => seed };
+  }
+  const file = process.env[CLUSTER_FILE_ENV];
+  if (file) {
+    let seed: ClusterAddress | undefined;
+    beforeAll(async () => {
+      seed = parseAddress(await sharedSeed(file));
+    }, 90_000);
+    return {
+      available: true,
+      shared: true,
+      seed: () => {
+        if (!seed) throw new Error("the cluster is only there inside tests (after beforeAll)");
+        return seed;
+      },
+    };
   }
   if (!canStartCluster())
     return { available: false, shared: false, seed: () => ({ host: "", port: 0 }) };

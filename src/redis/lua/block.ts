@@ -7,7 +7,8 @@ import { LUA_NUMBER, luaArgs } from "./common.js";
  * `GET` it makes anyway (no extra command, the same key and so the same cluster slot).
  * ARGV: the algorithm's two options, durationMs (as the cost), keep (1: a block in place is
  * kept as it is, the middleware's `blockDurationMs`; 0: the later end wins), now ('' =
- * server TIME), maxTtlMs, deadlineMs. A key without state gets the fresh state. The key
+ * server TIME), maxTtlMs, a bucket's initial units (optional), deadlineMs. A key without
+ * state gets the fresh state. The key
  * lives at least until the block ends (`PX`, the longer of its time to live and the
  * block's). Reply: `{ms the key is blocked from now, serverNowMs}` (or `{-1, serverNowMs}`
  * past the deadline).
@@ -38,11 +39,14 @@ return { n(untilMs - now), serverNow }
   );
 }
 
-/** Blocks a token or leaky bucket's key (a fresh bucket packs `tokens` as infinity: full at any capacity). */
+/**
+ * Blocks a token or leaky bucket's key (a fresh bucket packs `tokens` as infinity: full at
+ * any capacity; one with fewer initial units, those from now).
+ */
 export const BUCKET_BLOCK_SCRIPT = blockScript(
   "bucket",
   24,
-  "struct.pack('<ddd', math.huge, now, first)",
+  "(#ARGV > 7 and tonumber(ARGV[7]) < first) and struct.pack('<ddd', tonumber(ARGV[7]), now, first) or struct.pack('<ddd', math.huge, now, first)",
 );
 /** Blocks a fixed window's key (a fresh window ended long ago). */
 export const FIXED_WINDOW_BLOCK_SCRIPT = blockScript(

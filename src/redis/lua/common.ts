@@ -1,7 +1,8 @@
 /**
  * Lua shared by the decision scripts, as fragments: each script takes only the helpers it
  * calls (a `local function` statement builds a closure on every call, so an unused one is
- * pure cost). Every script gets `ARGV = [...config, cost, take, now, maxTtlMs, deadlineMs]`;
+ * pure cost). Every script gets `ARGV = [...config, cost, take, now, maxTtlMs, ...extra,
+ * deadlineMs]` (`extra`: a bucket's initial units, see `RedisLimiter`);
  * the helpers mirror `src/numeric.ts` and `src/algorithms/time.ts` operation for operation,
  * so Lua and TypeScript decide bit for bit alike (Lua numbers are IEEE doubles, as
  * JavaScript's).
@@ -127,10 +128,11 @@ export const LUA_COMMON = `${LUA_FORMAT}${LUA_FITS}${LUA_CLEAN_MS}${LUA_WINDOW_I
 
 /**
  * The head of every decision script, first in its source: reads the server's `TIME` before
- * anything else and, past the caller's deadline (`ARGV[7]`, server-clock ms; `''` = none),
- * returns `{-1, serverNow}` having read and written nothing, so a call its client already
- * answered by the failure policy never takes units when Redis runs it late. Then reads
- * `KEYS[1]` and `ARGV = [first, second, cost, take, now, maxTtlMs, deadlineMs]` into the
+ * anything else and, past the caller's deadline (the last ARGV, server-clock ms; `''` =
+ * none), returns `{-1, serverNow}` having read and written nothing, so a call its client
+ * already answered by the failure policy never takes units when Redis runs it late. Then
+ * reads `KEYS[1]` and `ARGV = [first, second, cost, take, now, maxTtlMs, ...extra,
+ * deadlineMs]` (`ARGV[7]` is a bucket's initial units when its limiter sends them) into the
  * locals `key`, `first`, `second` (the algorithm's two options, under the names given),
  * `cost`, `take`, `explicit` (an explicit time was sent), `now` (that time, else the
  * server's), `maxTtl` and `serverNow` (ms, microsecond resolution), which every reply ends
@@ -140,7 +142,7 @@ export function luaArgs(first: string, second: string): string {
   return `
 local t = redis.call('TIME')
 local serverNow = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-local deadline = ARGV[7]
+local deadline = ARGV[#ARGV]
 if deadline ~= '' and serverNow > tonumber(deadline) then return { -1, serverNow } end
 local key = KEYS[1]
 local ${first} = tonumber(ARGV[1])

@@ -7,14 +7,15 @@ import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
  * `struct.pack('<ddd', tokens, anchor, capacity)` (`tokens` exact at `anchor`, counted with
  * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
  * length); written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take
- * (1/0), now ('' = server TIME), maxTtlMs, deadlineMs. Reply: `{allowed (1/0), tokens now
- * before the cost, now, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, tokens,
- * blockLeftMs, serverNowMs}` blocked, writing nothing), for `bucketDecision`; `now` dates a
- * receipt.
+ * (1/0), now ('' = server TIME), maxTtlMs, initial units (optional), deadlineMs. Reply:
+ * `{allowed (1/0), tokens now before the cost, now, serverNowMs}` (`{-1, serverNowMs}` past the
+ * deadline; `{2, tokens, blockLeftMs, serverNowMs}` blocked, writing nothing), for
+ * `bucketDecision`; `now` dates a receipt.
  *
- * Mirrors `tokensAt`/`tokensAfter` of bucket-math.ts (an overdraft within the fit tolerance
- * is kept, so it is forgiven only once). A time behind the anchor counts as the anchor. A
- * full bucket has no key; any other state expires exactly when it would be full again.
+ * Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept). A time behind the
+ * anchor counts as the anchor. A full bucket has no key; another expires when full again. No
+ * key is a new bucket: full, or its initial units from now, which a `take` writes even when
+ * denied (docs/semantics.md#initial-tokens).
  */
 export const TOKEN_BUCKET_SCRIPT = bucketScript("token-bucket", false);
 
@@ -56,17 +57,22 @@ function bucketScript(name: string, leaky: boolean): Script {
 local state = redis.call('GET', key)
 local tokens = capacity
 local blockedUntil = nil
+local new = false
 if state then
   ${luaBucketRead(leaky).trim().replace(/\n/g, "\n  ")}
   if #state > 24 then blockedUntil = struct.unpack('<d', state, 25) end
+elseif #ARGV > 7 and tonumber(ARGV[7]) < capacity then
+  tokens = tonumber(ARGV[7])
+  new = true
 end
 
 -- A free probe is allowed even in an overdraft (tokens a hair below 0, kept as in TS).
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local allowed = cost == 0 or cost <= tokens + 1e-9 * (cost > 1 and cost or 1)
 if blockedUntil and now < blockedUntil then return { 2, n(tokens), n(blockedUntil - now), serverNow } end
-if allowed and take and cost > 0 then
-  local left = tokens - cost
+if take and (new or (allowed and cost > 0)) then
+  local left = tokens
+  if allowed then left = tokens - cost end
   local missing = capacity - left
   if missing > 0 then
     ${LUA_CLEAN_MS.trim().replace(/\n/g, "\n    ")}

@@ -11,14 +11,16 @@ import type { SlotLayout } from "../layout.js";
 
 /** Slot doubles: tokens (free room, for a leaky bucket), then anchorMs (the class's fields). */
 const DOUBLES = 2;
-/** `params` indexes: capacity, ratePerSecond. */
+/** `params` indexes: capacity, ratePerSecond, the units of a new key. */
 const CAPACITY = 0;
 const RATE = 1;
+const INITIAL = 2;
 
 /**
  * The slot of a `TokenBucket` or `LeakyBucket` key (as a meter a leaky bucket's free room
  * is a token bucket's tokens): `[tokens, anchorMs]`, decided by `bucket-math.ts` as the
- * classes are. A slot never used is `[capacity, -Infinity]` (full).
+ * classes are. A full slot is `[capacity, -Infinity]`; a new key's is that, or, with fewer
+ * initial units, `[initial, its first use]` (docs/semantics.md#initial-tokens).
  * @internal
  */
 export class BucketLayout implements SlotLayout {
@@ -26,7 +28,7 @@ export class BucketLayout implements SlotLayout {
   readonly keyExtraBytes = 0;
   readonly maxGrowthBytes = 0;
   limit: number;
-  /** @internal `[capacity, ratePerSecond]` as raw doubles: V8 keeps the arithmetic unboxed. */
+  /** @internal `[capacity, ratePerSecond, initial]` as raw doubles: V8 keeps the arithmetic unboxed. */
   private readonly params: Float64Array;
   /** @internal True for a leaky bucket: `reconfigure` keeps its level, not its free room. */
   private readonly keepsLevel: boolean;
@@ -34,9 +36,16 @@ export class BucketLayout implements SlotLayout {
   /**
    * @param ratePerSecond `refillPerSecond` of a token bucket, `leakPerSecond` of a leaky one.
    * @param keepsLevel True for a leaky bucket (see `retunedUnits`).
+   * @param initialUnits The units of a new key: a token bucket's `initialTokens`, a leaky
+   *   bucket's `capacity - initialLevel`.
    */
-  constructor(capacity: number, ratePerSecond: number, keepsLevel = false) {
-    this.params = new Float64Array([capacity, ratePerSecond]);
+  constructor(
+    capacity: number,
+    ratePerSecond: number,
+    keepsLevel = false,
+    initialUnits = capacity,
+  ) {
+    this.params = new Float64Array([capacity, ratePerSecond, initialUnits]);
     this.limit = capacity;
     this.keepsLevel = keepsLevel;
   }
@@ -66,7 +75,17 @@ export class BucketLayout implements SlotLayout {
     this.limit = next.limit;
   }
 
-  init(st: Float64Array, s: number): void {
+  /** A new key: full, or its initial units from now. */
+  init(st: Float64Array, s: number, _slot: number, now: number): void {
+    const p = this.params;
+    if (p[INITIAL]! < p[CAPACITY]!) {
+      st[s] = p[INITIAL]!;
+      st[s + 1] = now;
+    } else this.full(st, s);
+  }
+
+  /** @internal The full state: nothing to remember. */
+  private full(st: Float64Array, s: number): void {
     st[s] = this.params[CAPACITY]!;
     st[s + 1] = Number.NEGATIVE_INFINITY;
   }
@@ -147,7 +166,7 @@ export class BucketLayout implements SlotLayout {
     now: number,
   ): void {
     if (!this.traceApplies(table, o, now)) {
-      this.init(st, s);
+      this.init(st, s, _slot, now);
       return;
     }
     st[s] = table[o]!;
@@ -165,7 +184,7 @@ export class BucketLayout implements SlotLayout {
     st[s + 1] = now;
   }
 
-  /** `min(capacity, tokens + cost)`, as `TokenBucket.refund`; a full bucket is written fresh. */
+  /** `min(capacity, tokens + cost)`, as `TokenBucket.refund`; a full bucket is written full. */
   refundAt(
     st: Float64Array,
     s: number,
@@ -181,7 +200,7 @@ export class BucketLayout implements SlotLayout {
     const tokens = before + cost;
     let got = cost;
     if (tokens >= capacity) {
-      this.init(st, s);
+      this.full(st, s);
       const room = capacity > before ? capacity - before : 0;
       if (room < cost) got = room;
     } else {

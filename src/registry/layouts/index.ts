@@ -37,10 +37,19 @@ export interface BucketWaiting {
   readonly shaping: boolean;
 }
 
-/** A bucket's slab: its layout, no window bound on the clock, and how its keys wait. */
-function bucketSlab(capacity: number, ratePerSecond: number, shaping: boolean, clock: Clock): Slab {
+/**
+ * A bucket's slab: its layout, no window bound on the clock, and how its keys wait.
+ * `initialUnits`: a new key's tokens (a leaky bucket's free room).
+ */
+function bucketSlab(
+  capacity: number,
+  ratePerSecond: number,
+  shaping: boolean,
+  clock: Clock,
+  initialUnits: number,
+): Slab {
   return {
-    layout: new BucketLayout(capacity, ratePerSecond, shaping),
+    layout: new BucketLayout(capacity, ratePerSecond, shaping, initialUnits),
     clock,
     clockBoundMs: Number.POSITIVE_INFINITY,
     clockWhere: "KeyedLimiter",
@@ -74,8 +83,10 @@ function windowSlab(
  * layout file beside the others and one row here (CONTRIBUTING.md, "Adding an algorithm").
  */
 const SLABS = {
-  "token-bucket": (p: TokenBucket) => bucketSlab(p.capacity, p.refillPerSecond, false, p.clock),
-  "leaky-bucket": (p: LeakyBucket) => bucketSlab(p.capacity, p.leakPerSecond, true, p.clock),
+  "token-bucket": (p: TokenBucket) =>
+    bucketSlab(p.capacity, p.refillPerSecond, false, p.clock, p.initialTokens),
+  "leaky-bucket": (p: LeakyBucket) =>
+    bucketSlab(p.capacity, p.leakPerSecond, true, p.clock, p.capacity - p.initialLevel),
   "fixed-window": (p: FixedWindow) =>
     windowSlab(new FixedWindowLayout(p.limit, p.windowMs), p, "FixedWindow", "fixedWindow"),
   "sliding-window-log": (p: SlidingWindowLog) =>

@@ -42,7 +42,7 @@ function runAndCheck(scenarios: Scenario[]) {
 describe.skipIf(!redis.available)(`LeasedTokenBucket, ${PROCESSES} processes, one Redis`, () => {
   test("hot keys: bounds from the server's record, utilisation, round trips", {
     timeout: 120_000,
-  }, async () => {
+  }, async ({ annotate }) => {
     const scenarios: Scenario[] = [
       // A hot key offered 2x the refill rate: saturated, so an exact bucket admits its bound.
       {
@@ -74,7 +74,8 @@ describe.skipIf(!redis.available)(`LeasedTokenBucket, ${PROCESSES} processes, on
     const utilisation = steadyUtilisation(results, "hot", 5000);
     const steady = summaries.get("steady") as Summary;
     const steadyShare = (steady.admitted["steady"] ?? 0) / steady.decisions;
-    console.log(
+    // The figures, shown with the test when it fails.
+    await annotate(
       `lease processes (hot): ${JSON.stringify({ ...report, utilisationRun, utilisation, steadyShare })}`,
     );
     expect(utilisation).toBeGreaterThanOrEqual(0.99);
@@ -88,7 +89,7 @@ describe.skipIf(!redis.available)(`LeasedTokenBucket, ${PROCESSES} processes, on
 
   test("many keys and the real access log: bounds per key with credit", {
     timeout: 120_000,
-  }, async () => {
+  }, async ({ annotate }) => {
     const many = Array.from({ length: 200 }, (_, i) => `client-${i}`);
     const scenarios: Scenario[] = [
       // Many small keys, each saturated, with credit.
@@ -112,7 +113,7 @@ describe.skipIf(!redis.available)(`LeasedTokenBucket, ${PROCESSES} processes, on
       },
     ];
     const { summaries, report } = await runAndCheck(scenarios);
-    console.log(`lease processes (keys): ${JSON.stringify(report)}`);
+    await annotate(`lease processes (keys): ${JSON.stringify(report)}`);
     const log = summaries.get("log") as Summary;
     expect(log.decisions).toBeGreaterThan(1000);
   });
@@ -176,7 +177,7 @@ describe.skipIf(!cluster.available)(
     for (const library of LIBRARIES) {
       test(`${library}: hot keys: bounds from the masters' records, utilisation, round trips`, {
         timeout: 120_000,
-      }, async () => {
+      }, async ({ annotate }) => {
         const scenarios: Scenario[] = [
           {
             name: "hot",
@@ -208,7 +209,8 @@ describe.skipIf(!cluster.available)(
         const utilisation = steadyUtilisation(results, "hot", 5000);
         const steady = summaries.get("steady") as Summary;
         const steadyShare = (steady.admitted["steady"] ?? 0) / steady.decisions;
-        console.log(
+        // The figures, shown with the test when it fails.
+        await annotate(
           `lease cluster processes (${library}, hot): ${JSON.stringify({ ...report, utilisation, steadyShare })}`,
         );
         // The 99% target held in every run of this file alone (99.5 to 100.2%); in the full
@@ -224,7 +226,7 @@ describe.skipIf(!cluster.available)(
 
       test(`${library}: many keys and the real access log over every master, with credit`, {
         timeout: 120_000,
-      }, async () => {
+      }, async ({ annotate }) => {
         const many = Array.from({ length: 200 }, (_, i) => `client-${i}`);
         const scenarios: Scenario[] = [
           {
@@ -252,7 +254,7 @@ describe.skipIf(!cluster.available)(
           CLUSTER_DURATION_MS,
           scenarios,
         );
-        console.log(`lease cluster processes (${library}, keys): ${JSON.stringify(report)}`);
+        await annotate(`lease cluster processes (${library}, keys): ${JSON.stringify(report)}`);
         const masters = oracleClient.nodes("master").length;
         for (const s of scenarios) {
           expect((await mastersOf(s.prefix)).size, `${s.name}: keys on every master`).toBe(masters);

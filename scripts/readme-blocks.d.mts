@@ -1,0 +1,18 @@
+/** Types of readme-blocks.mjs, for test/docs/readme.test.ts. */
+
+/** A fenced block: its language, its text, the line of its opening fence, why it is not run. */
+export interface ReadmeBlock {
+  readonly lang: string;
+  readonly code: string;
+  readonly line: number;
+  readonly skip: string | undefined;
+}
+
+/** Every fenced block of `text`. */
+export function readmeBlocks(text: string): ReadmeBlock[];
+
+/** The languages whose blocks are programs to run. */
+export const RUN_LANGS: ReadonlySet<string>;
+
+/** The packages a block imports (bare specifiers), tollgate's own and Node's left out. */
+export function importedPackages(code: string): string[];

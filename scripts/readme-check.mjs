@@ -1,0 +1,139 @@
+// The README's code blocks, run as a reader runs them: pasted into files of a project that
+// installed the packed tarball (pack-check makes it), with the packages they import
+// installed there at the versions this repository pins. Each TypeScript block is
+// type-checked strictly against the installed types, then run with tsx: it must exit 0 and
+// write nothing to stderr. Each shell block runs in the project; a block followed by an
+// output block must print its lines. A block that is not run says why
+// (`<!-- not run: ... -->`, see readme-blocks.mjs).
+import { spawn } from "node:child_process";
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startRedis } from "./private-redis.mjs";
+import { importedPackages, RUN_LANGS, readmeBlocks } from "./readme-blocks.mjs";
+
+const WINDOWS = process.platform === "win32";
+
+/** Runs a command; resolves with its exit code and output (never rejects). */
+function exec(cmd, argv, options) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, argv, { shell: WINDOWS, ...options });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (b) => (stdout += b));
+    child.stderr.on("data", (b) => (stderr += b));
+    child.on("error", (error) => resolve({ code: -1, stdout, stderr: stderr + String(error) }));
+    // A hang guard only: every block ends by itself in about a second.
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? signal, stdout, stderr });
+    });
+  });
+}
+
+/**
+ * Runs the README's blocks in `app` (a project where tollgate is installed); `root` is the
+ * repository. Resolves with a one-line summary; rejects naming every block that failed.
+ */
+export async function checkReadme(root, app) {
+  const blocks = readmeBlocks(readFileSync(join(root, "README.md"), "utf8"));
+  const code = blocks.filter((b) => RUN_LANGS.has(b.lang));
+  const runs = code.filter((b) => b.skip === undefined);
+  const ts = runs.filter((b) => b.lang !== "sh" && b.lang !== "bash");
+  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+  const versions = pkg.devDependencies;
+
+  // The packages the blocks import, at this repository's versions, and their types.
+  const wanted = new Set(ts.flatMap((b) => importedPackages(b.code)));
+  for (const name of [...wanted]) {
+    if (versions[`@types/${name}`] !== undefined) wanted.add(`@types/${name}`);
+  }
+  wanted.add("@types/node");
+  const specs = [...wanted].map((name) => {
+    if (versions[name] === undefined)
+      throw new Error(`README imports ${name}, not a devDependency`);
+    return `${name}@${versions[name]}`;
+  });
+  const install = await exec(
+    "npm",
+    ["install", "--no-audit", "--no-fund", "--prefer-offline", "--no-save", ...specs],
+    { cwd: app },
+  );
+  if (install.code !== 0) throw new Error(`npm install ${specs.join(" ")}:\n${install.stderr}`);
+
+  const dir = join(app, "readme");
+  mkdirSync(join(app, "examples", "data"), { recursive: true });
+  copyFileSync(
+    join(root, "examples", "data", "access-excerpt.log"),
+    join(app, "examples", "data", "access-excerpt.log"),
+  );
+  mkdirSync(dir, { recursive: true });
+  const files = ts.map((b) => {
+    const file = join(dir, `line-${b.line}.mts`);
+    writeFileSync(file, `${b.code}\n`);
+    return { block: b, file };
+  });
+
+  const failures = [];
+  const tsc = await exec(
+    process.execPath,
+    [
+      join(root, "node_modules", "typescript", "bin", "tsc"),
+      "--strict",
+      "--noEmit",
+      "--exactOptionalPropertyTypes",
+      "--noUncheckedIndexedAccess",
+      "--module",
+      "nodenext",
+      "--moduleResolution",
+      "nodenext",
+      "--target",
+      "es2022",
+      "--lib",
+      "es2022,dom",
+      "--types",
+      "node",
+      ...files.map((f) => f.file),
+    ],
+    { cwd: app },
+  );
+  if (tsc.code !== 0) failures.push(`type check:\n${tsc.stdout}${tsc.stderr}`);
+
+  const redis = await startRedis();
+  try {
+    const tsx = join(root, "node_modules", "tsx", "dist", "cli.mjs");
+    const env = { ...process.env, NO_COLOR: "1" };
+    for (const { block, file } of files) {
+      const needsRedis = importedPackages(block.code).includes("ioredis");
+      if (needsRedis && process.env.REDIS_URL === undefined) {
+        if (process.env.CI === "true") failures.push(`README.md:${block.line}: no Redis in CI`);
+        continue; // no Redis here: said in the summary
+      }
+      const r = await exec(process.execPath, [tsx, file], { cwd: app, env });
+      if (r.code !== 0 || r.stderr !== "") {
+        failures.push(`README.md:${block.line}: exit ${r.code}\n${r.stdout}${r.stderr}`);
+      }
+    }
+    for (const block of runs.filter((b) => b.lang === "sh" || b.lang === "bash")) {
+      const r = await exec("sh", ["-c", block.code], { cwd: app, env });
+      const output = blocks.find((b) => b.line > block.line && b.lang === "");
+      const expected =
+        output !== undefined && blocks.indexOf(output) === blocks.indexOf(block) + 1
+          ? output.code.split("\n").map((l) => l.trimEnd())
+          : [];
+      const printed = r.stdout.split("\n").map((l) => l.trimEnd());
+      const missing = expected.filter((l) => l !== "" && !printed.includes(l));
+      if (r.code !== 0 || missing.length > 0) {
+        failures.push(
+          `README.md:${block.line}: exit ${r.code}${missing.length > 0 ? `, without the lines:\n${missing.join("\n")}` : ""}\n${r.stdout}${r.stderr}`,
+        );
+      }
+    }
+  } finally {
+    redis?.kill();
+  }
+  if (failures.length > 0) throw new Error(failures.join("\n\n"));
+  const skipped = code.length - runs.length;
+  const noRedis = process.env.REDIS_URL === undefined && redis === undefined;
+  return `${runs.length} blocks type-checked and run, ${skipped} not run as they say${noRedis ? "; the Redis blocks skipped: no redis-server" : ""}`;
+}
