@@ -21,7 +21,7 @@ describe("option errors list every problem in one message", () => {
         '  - unknown option "windowMs" (set windowMs on the limiter (FixedWindow/SlidingWindow*) instead, or refillPerSecond on a bucket)',
         '  - unknown option "max" (set the limit on the limiter: capacity for TokenBucket/LeakyBucket, limit for FixedWindow/SlidingWindow*)',
         '  - missing option "limiter"',
-        "  known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, key, cost, skip, onLimited, refundIf",
+        "  known options: limiter, policy, windowSeconds, headers, wallClock, failure, onError, trustProxy, proxyHeader, ipv6Prefix, blockDurationMs, nearLimitShare, key, cost, skip, onLimited, refundIf, refundAborted, onNearLimit",
         "  for example: rateLimit({ limiter: new KeyedLimiter(new FixedWindow({ limit: 100, windowMs: 900000 })) })",
       ),
     },

@@ -177,6 +177,11 @@ const ADAPTERS: readonly { name: string; start: (options: Options) => Promise<st
 ];
 
 const KEY = "127.0.0.1";
+/**
+ * How long a check waits for the server to finish a response it already sent: a hang
+ * guard, not a speed check (vi.waitFor's default second is what a loaded machine can take).
+ */
+const SETTLED = { timeout: 30_000, interval: 10 };
 
 for (const { name, start } of ADAPTERS) {
   describe(`${name}: refunds and charges after the response`, () => {
@@ -192,7 +197,7 @@ for (const { name, start } of ADAPTERS) {
         },
       });
       for (let i = 0; i < 3; i++) expect((await fetch(`${url}/fail`)).status).toBe(401);
-      await vi.waitFor(() => expect(statuses).toEqual([401, 401, 401]));
+      await vi.waitFor(() => expect(statuses).toEqual([401, 401, 401]), SETTLED);
       // The failures were given back: the two successes still fit, the third does not.
       expect(limiter.peek(KEY, 0).remaining).toBe(2);
       const first = await fetch(`${url}/ok`);
@@ -201,7 +206,7 @@ for (const { name, start } of ADAPTERS) {
       expect((await fetch(`${url}/ok`)).status).toBe(200);
       // Spent, and a rate of 0 never gives it back: 403, which no client retries.
       expect((await fetch(`${url}/ok`)).status).toBe(403);
-      await vi.waitFor(() => expect(statuses).toEqual([401, 401, 401, 200, 200]));
+      await vi.waitFor(() => expect(statuses).toEqual([401, 401, 401, 200, 200]), SETTLED);
       expect(limiter.peek(KEY, 0).remaining).toBe(0);
     });
 
@@ -222,19 +227,19 @@ for (const { name, start } of ADAPTERS) {
         });
         const where = `refundAborted: ${refundAborted}`;
         expect((await fetch(`${url}/ok`)).status).toBe(200);
-        await vi.waitFor(() => expect(statuses).toEqual([200]));
+        await vi.waitFor(() => expect(statuses).toEqual([200]), SETTLED);
         expect(limiter.peek(KEY, 0).remaining, where).toBe(3);
         const abort = new AbortController();
         const hanging = fetch(`${url}/hang`, { signal: abort.signal }).catch(() => "aborted");
-        await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining).toBe(2));
+        await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining).toBe(2), SETTLED);
         abort.abort();
         expect(await hanging).toBe("aborted");
         if (refundAborted) {
-          await vi.waitFor(() => expect(statuses).toEqual([200, ABORTED_STATUS]));
-          await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining, where).toBe(3));
+          await vi.waitFor(() => expect(statuses).toEqual([200, ABORTED_STATUS]), SETTLED);
+          await vi.waitFor(() => expect(limiter.peek(KEY, 0).remaining, where).toBe(3), SETTLED);
         } else {
           expect((await fetch(`${url}/ok`)).status).toBe(200);
-          await vi.waitFor(() => expect(statuses).toEqual([200, 200]));
+          await vi.waitFor(() => expect(statuses).toEqual([200, 200]), SETTLED);
           expect(limiter.peek(KEY, 0).remaining, where).toBe(2);
           expect(statuses, where).not.toContain(ABORTED_STATUS);
         }

@@ -8,14 +8,12 @@ import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
  * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
  * length); written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take
  * (1/0), now ('' = server TIME), maxTtlMs, initial units (optional), deadlineMs. Reply:
- * `{allowed (1/0), tokens now before the cost, now, serverNowMs}` (`{-1, serverNowMs}` past the
- * deadline; `{2, tokens, blockLeftMs, serverNowMs}` blocked, writing nothing), for
- * `bucketDecision`; `now` dates a receipt.
- *
- * Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept). A time behind the
- * anchor counts as the anchor. A full bucket has no key; another expires when full again. No
- * key is a new bucket: full, or its initial units from now, which a `take` writes even when
- * denied (docs/semantics.md#initial-tokens).
+ * `{allowed (1/0), tokens now before the cost, now (dates a receipt), serverNowMs}`
+ * (`{-1, serverNowMs}` past the deadline; `{2, tokens, blockLeftMs, serverNowMs}` blocked,
+ * writing nothing). Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept).
+ * A time behind the anchor counts as the anchor. A full bucket has no key; another expires
+ * when full again. No key is a new bucket: full, or its initial units from now, which a
+ * `take` writes even when denied (docs/semantics.md#initial-tokens).
  */
 export const TOKEN_BUCKET_SCRIPT = bucketScript("token-bucket", false);
 
