@@ -303,9 +303,10 @@ export function blockOnLimit(
 
 /**
  * {@link blockOnLimit} for a limiter whose blocks live in a shared store (the Redis
- * limiters' `blockOnce`): one call blocks the key unless it is blocked already, and answers
- * how long the block in place has left, which the decision sent says. A store that fails is
- * reported as an outage; the request is denied all the same.
+ * limiters' and `LeasedTokenBucket`'s `blockOnce`): one call blocks the key unless it is
+ * blocked already, and answers how long the block in place has left, which the decision
+ * sent says; synchronously when the limiter answers a number (a leased limiter), else once
+ * it resolves. A store that fails is reported as an outage; the request is denied all the same.
  */
 function blockInStore(
   config: CommonConfig,
@@ -319,6 +320,10 @@ function blockInStore(
   } catch (error) {
     report(config, error, key, "programming");
     return decision;
+  }
+  // A limiter that answers at once (LeasedTokenBucket) keeps the request synchronous.
+  if (!isThenable(result)) {
+    return blockedFor(decision, typeof result === "number" && result > 0 ? result : durationMs);
   }
   return Promise.resolve(result).then(
     (left) => blockedFor(decision, typeof left === "number" && left > 0 ? left : durationMs),

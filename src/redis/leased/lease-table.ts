@@ -1,5 +1,6 @@
 import type { LocalShare } from "./local-share.js";
 import { RateWindow } from "./sizing.js";
+import type { LeaseRequest } from "./store.js";
 
 /** One key's local state in a `LeasedTokenBucket`. */
 export class LeaseEntry {
@@ -51,6 +52,17 @@ export class LeaseEntry {
   pausedAtMs = 0;
   /** The key's observed demand. */
   readonly demand: RateWindow;
+  /** Moved by `reset(key)`: receipts of charges before it give nothing back. */
+  epoch = 0;
+  /**
+   * Units the entry admitted (its lease, credit, the `'local'` fallback bucket), in all:
+   * with {@link refunded}, the most a refund without a receipt may give back.
+   */
+  admitted = 0;
+  /** Units refunds gave back for the entry, in all (a receipt counts those since its charge). */
+  refunded = 0;
+  /** The request of the exchange under way for the entry (another one for the key is not its). */
+  sent: LeaseRequest | undefined = undefined;
 
   constructor(
     readonly key: string,
