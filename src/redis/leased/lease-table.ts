@@ -52,7 +52,7 @@ export class LeaseEntry {
   pausedAtMs = 0;
   /** The key's observed demand. */
   readonly demand: RateWindow;
-  /** Moved by `reset(key)`: receipts of charges before it give nothing back. */
+  /** Moved by `reset(key)` and when the entry goes: receipts of charges before it give nothing back. */
   epoch = 0;
   /**
    * Units the entry admitted (its lease, credit, the `'local'` fallback bucket), in all:
@@ -145,8 +145,12 @@ export class LeaseTable {
     this.settle(entry);
   }
 
-  /** Drops an entry (its tokens are the caller's to give back). */
+  /**
+   * Drops an entry (its tokens are the caller's to give back); the receipts of its charges
+   * give nothing back from now (a `reset(key)` of a key with no entry must end them too).
+   */
   remove(entry: LeaseEntry): void {
+    entry.epoch++;
     this.entries.delete(entry.key);
     this.settled.delete(entry);
   }

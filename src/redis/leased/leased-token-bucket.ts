@@ -404,7 +404,8 @@ export class LeasedTokenBucket {
    * blocked; the rest to the shared bucket with the next batch, which takes it up to its
    * capacity); credit's and the `'local'` fallback's off the charge still owed (back into
    * the credit or the fallback bucket that admitted them), the rest as tokens as a lease's.
-   * Nothing after a `reset(key)` since the charge, nor after {@link close}. Without a
+   * Nothing after a `reset(key)` since the charge, once the key's entry went (idle, or
+   * pushed out of a full table: its lease went back), nor after {@link close}. Without a
    * receipt: `cost` units (default 1), at most what the key's entry admitted and was not
    * given back, into its fallback bucket while it has one (never past its capacity), else
    * into its lease as above; a key without local state is left as it is (0).
@@ -524,8 +525,11 @@ export class LeasedTokenBucket {
     this.blocks.lift(k, this.now(where));
     if (!this.closed) this.batcher.add(this.store.groupOf(k), k);
     if (e === undefined) return;
-    e.epoch++;
     if (e.pinned) {
+      // It stays for its call, charge or fallback: its usage here is forgotten all the same.
+      e.epoch++;
+      e.admitted = 0;
+      e.refunded = 0;
       e.give += e.tokens;
       e.tokens = 0;
       return;

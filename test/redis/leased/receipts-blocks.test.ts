@@ -238,6 +238,20 @@ for (const kind of KINDS) {
       await w.store.drain();
     });
 
+    test("a refund after reset(key) of a key whose entry had gone gives nothing back", async () => {
+      // reset moved the epoch of the key's entry only: with the entry gone (idle), the
+      // receipt's own entry kept its epoch, and the refund gave its units to the store.
+      const { w, limiter } = await leased(100, { idleAfterMs: 50 });
+      const receipt = limiter.charge("k", 1);
+      expect(receipt.source).toBe("lease");
+      await w.run(400); // idle: its lease goes back, then its entry
+      expect(limiter.size).toBe(0);
+      limiter.reset("k");
+      expect(limiter.refund(receipt)).toBe(0);
+      await limiter.close();
+      await w.store.drain();
+    });
+
     test("a refund without a receipt gives back at most what the key admitted here", async () => {
       const { w, limiter } = await leased();
       const admitted = 1 + 2; // the credit, then 2 from the lease

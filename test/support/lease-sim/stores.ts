@@ -58,6 +58,8 @@ export class Server {
   readonly giving = new Map<string, number>();
   /** Tokens taken from a bucket and not yet with the process that asked, by caller key. */
   readonly granting = new Map<string, number>();
+  /** What the store did that it must not (a grant for a key it holds blocked). */
+  readonly problems: string[] = [];
   /** Calls sent to the server and not yet answered or failed (any process). */
   outstanding = 0;
   /** Promises settled since the simulation last let them run. */
@@ -291,6 +293,9 @@ export class MemoryBackend implements SimBackend {
               r.given += after.given - b.given;
               r.charged += after.charged - b.charged;
               taken.push([b.key, after.taken - b.taken]);
+              if (after.taken > b.taken && store.blockedMs(b.key) > 0) {
+                server.problems.push(`t=${world.nowMs} ${b.key}: a grant while blocked`);
+              }
             }
             return answer;
           },
@@ -408,6 +413,9 @@ export class RedisBackend implements SimBackend {
       let state = this.buckets.get(redisKey);
       if (state === undefined) state = freshBucket(this.config.capacity, now);
       const answer = exchangeKey(state, request, tag, now, this.config);
+      if (answer.granted > 0 && answer.blockedMs > 0) {
+        this.server.problems.push(`t=${now} ${redisKey}: a grant while blocked`);
+      }
       // As the script: no key for a bucket that holds nothing a fresh one would not.
       if (holdsNothing(state, this.config.capacity, now)) this.buckets.delete(redisKey);
       else this.buckets.set(redisKey, state);
