@@ -38,15 +38,12 @@ export interface BlockTableStats {
  * room is needed). A block is lifted only by {@link unblock} (which `reset` calls) or its
  * end; a later block of the same key extends it, an earlier one never shortens it.
  *
- * O(1) per look-up; a block costs O(log n) amortised, and a full table refuses one more in
- * O(1) while its earliest block has not ended: a min-heap of the ends (a node per block
- * set or extended, stale nodes skipped when they come up, the heap rebuilt once it holds
- * twice the entries) says which blocks have ended without sweeping them all, so a flood of
- * blocks against a full table never costs a pass over it per call.
+ * O(1) per look-up; a block costs O(log n) amortised: a min-heap of the ends (stale nodes
+ * skipped, rebuilt at twice the entries) says which blocks ended without a pass over them,
+ * so a full table refuses one more in O(1) while its earliest block has not ended.
  *
- * Shared by the paths of one limiter: a Redis limiter records a block here at once, so its
- * `'local'` fallback, its other failure policies and its healthy path all deny the key,
- * whatever the store remembers. Internal: not exported from the package.
+ * Shared by the paths of one limiter (a Redis limiter records a block here at once, so its
+ * fallbacks and its healthy path all deny the key, whatever the store remembers).
  * @internal
  */
 export class BlockTable {

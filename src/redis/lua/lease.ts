@@ -6,20 +6,16 @@ import { LUA_COMMON } from "./common.js";
  * The lease exchange of `LeasedTokenBucket`, batched over keys (of one hash slot in a
  * cluster), on the server's clock; src/redis/leased/shared-bucket.ts is its model, operation
  * for operation (the block, refill, the contenders' fair shares of it, give back, charge, take).
- *
- * A key is a hash: `tokens` and `anchor` (absent: full), a field `c:<process>` per contender
- * (`demand entitled most until`), `block` (when the key's block ends) and `lift` (`at kept`:
- * when it was last lifted, and until when that mark is kept), and with `record` the totals
- * `taken`, `given`, `charged` no decision reads; a recorded key lives `maxTtlMs` after a
- * write, another until full, in both cases at least until its block ends and its lift's
- * mark lapses.
+ * A key is a hash: `tokens` and `anchor` (absent: full), `c:<process>` per contender
+ * (`demand entitled most until`), `block` (its end) and `lift` (`at kept`), and with
+ * `record` the totals `taken`, `given`, `charged`; it lives `maxTtlMs` after a write
+ * (recorded) or until full, at least until its block ends and its lift's mark lapses.
  *
  * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), staleMs, the
- * process's tag, then per key give, charge, want, need, demand, block change (`''` none,
- * `b<ms>` block, `o<ms>` block unless blocked, `l<ms>` lift), and last the deadline
- * (server ms, '' = none). Past it: no write, `{-1, serverNowMs}`. Else per key granted,
- * waitMs, tokens left, accepted back, blockedMs, liftedAgoMs; last the server's now. Floats
- * as `%.17g` strings.
+ * process's tag, per key give, charge, want, need, demand, block change (`''`, `b<ms>`,
+ * `o<ms>` unless blocked, `l<ms>` lift), then the deadline (server ms, '' = none). Past it:
+ * `{-1, serverNowMs}`, no write. Else per key granted, waitMs, tokens left, accepted back,
+ * blockedMs, liftedAgoMs; last the server's now. Floats as `%.17g` strings.
  */
 export const LEASE_SCRIPT = new Script(
   "lease",
