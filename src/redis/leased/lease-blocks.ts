@@ -9,6 +9,13 @@ import type { LeaseBlockChange, LeaseGrant } from "./store.js";
  * @module
  */
 
+/**
+ * The longest block (or lift's mark) sent to the store, ms: a year. Longer ones are sent as
+ * this, and again by the processes that hold them once the store's has ended (Redis takes
+ * no expiry of 1e300 ms: the script would fail on every exchange of the key).
+ */
+export const MAX_STORE_BLOCK_MS = 31_622_400_000;
+
 /** A blocked key asked again is checked with the store at most this often (ms), for a lift made elsewhere. */
 export const BLOCK_CHECK_MS = 1000;
 
@@ -102,7 +109,8 @@ export class LeaseBlocks {
     let change: LeaseBlockChange | undefined;
     const op = s.op;
     if (op !== undefined) {
-      const ms = s.untilMs - nowMs;
+      const left = s.untilMs - nowMs;
+      const ms = left < MAX_STORE_BLOCK_MS ? left : MAX_STORE_BLOCK_MS;
       if (op === "lift") change = { op, ms: ms > 0 ? ms : 0 };
       else if (ms > 0) change = { op, ms };
       s.op = s.after?.op;

@@ -36,6 +36,7 @@ export interface LeaseRequest {
  * ended), so that the processes that learned the block lift it too.
  */
 export interface LeaseBlockChange {
+  /** `'block'`, `'once'` (unless blocked) or `'lift'`. */
   readonly op: "block" | "once" | "lift";
   /** Milliseconds (> 0 for a block; >= 0 for a lift: how long its mark is kept at least). */
   readonly ms: number;

@@ -442,6 +442,22 @@ for (const kind of KINDS) {
       await w.store.drain();
     });
 
+    test("a block of a thousand years reaches the store and leaves the key's exchanges working", async () => {
+      // Sent as is, its end was no expiry Redis takes: the script failed on every exchange.
+      const w = world(kind, 100, 0);
+      const a = w.limiter({ initialCredit: 0 });
+      const b = w.limiter({ initialCredit: 0 });
+      a.block("k", 1e300);
+      b.consume("k");
+      await w.run(BATCH_MS * 2);
+      expect(b.consume("k").source).toBe("blocked");
+      expect(a.stats.failedExchanges + b.stats.failedExchanges).toBe(0);
+      expect(a.blockedMs("k")).toBe(1e300);
+      await a.close();
+      await b.close();
+      await w.store.drain();
+    });
+
     test("a block ends on time", async () => {
       const w = world(kind, 100, 0);
       const limiter = w.limiter();
