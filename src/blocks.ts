@@ -4,8 +4,11 @@
  * @module
  */
 
-/** Accounted bytes of one entry beyond its key: its `Map` entry and its end time. */
-export const BLOCK_ENTRY_BYTES = 64;
+/**
+ * Accounted bytes of one entry beyond its key: its `Map` entry and its end time, and its
+ * node in the heap of ends (a key and a number).
+ */
+export const BLOCK_ENTRY_BYTES = 80;
 
 /** Accounted bytes of `key` in an entry: 2 per UTF-16 code unit and a 24-byte header. */
 function keyBytesOf(key: string): number {
@@ -31,18 +34,25 @@ export interface BlockTableStats {
 /**
  * Blocked keys and when each block ends, on the owner's clock (ms): bounded (at most
  * `maxKeys` keys; a block of one more is refused and counted, never one in place dropped),
- * counted ({@link stats}), expiring (an ended block is dropped when next looked at, or by
- * {@link sweep}). A block is lifted only by {@link unblock} (which `reset` calls) or its end;
- * a later block of the same key extends it, an earlier one never shortens it.
+ * counted ({@link stats}), expiring (an ended block is dropped when next looked at, or when
+ * room is needed). A block is lifted only by {@link unblock} (which `reset` calls) or its
+ * end; a later block of the same key extends it, an earlier one never shortens it.
  *
- * Shared by the paths of one limiter: a Redis limiter records a block here at once, so its
- * `'local'` fallback, its other failure policies and its healthy path all deny the key,
- * whatever the store remembers. Internal: not exported from the package.
+ * O(1) per look-up; a block costs O(log n) amortised: a min-heap of the ends (stale nodes
+ * skipped, rebuilt at twice the entries) says which blocks ended without a pass over them,
+ * so a full table refuses one more in O(1) while its earliest block has not ended.
+ *
+ * Shared by the paths of one limiter (a Redis limiter records a block here at once, so its
+ * fallbacks and its healthy path all deny the key, whatever the store remembers).
  * @internal
  */
 export class BlockTable {
   /** @internal */
   private readonly until = new Map<string, number>();
+  /** @internal The min-heap of ends: `heapEnds[i]` is the end of `heapKeys[i]` when set (stale once the key's end moved). */
+  private heapKeys: string[] = [];
+  /** @internal */
+  private heapEnds: number[] = [];
   /** @internal */
   private counts = { set: 0, lifted: 0, expired: 0, refused: 0, bytes: 0 };
 
@@ -74,7 +84,10 @@ export class BlockTable {
       }
       this.counts.bytes += keyBytesOf(key) + BLOCK_ENTRY_BYTES;
     }
-    if (untilMs > had) this.until.set(key, untilMs);
+    if (untilMs > had) {
+      this.until.set(key, untilMs);
+      this.push(key, untilMs);
+    }
     this.counts.set++;
     return true;
   }
@@ -105,11 +118,20 @@ export class BlockTable {
     return until > nowMs ? until - nowMs : 0;
   }
 
-  /** Drops every ended block; returns how many. */
+  /**
+   * Drops every ended block; returns how many. O(1) when the earliest block has not ended,
+   * else O(log n) per block dropped (or stale node passed).
+   */
   sweep(nowMs: number): number {
     let dropped = 0;
-    for (const [key, until] of this.until) {
-      if (until <= nowMs) {
+    const keys = this.heapKeys;
+    const ends = this.heapEnds;
+    while (ends.length > 0 && (ends[0] as number) <= nowMs) {
+      const key = keys[0] as string;
+      const end = ends[0] as number;
+      this.pop();
+      // A stale node (the key was lifted, or its block extended): its entry is not this one.
+      if (this.until.get(key) === end) {
         this.drop(key);
         dropped++;
       }
@@ -121,6 +143,8 @@ export class BlockTable {
   clear(): void {
     this.counts.lifted += this.until.size;
     this.until.clear();
+    this.heapKeys = [];
+    this.heapEnds = [];
     this.counts.bytes = 0;
   }
 
@@ -129,5 +153,57 @@ export class BlockTable {
     this.until.delete(key);
     this.counts.bytes -= keyBytesOf(key) + BLOCK_ENTRY_BYTES;
     this.counts.expired++;
+  }
+
+  /** @internal Adds a node for `key` ending at `end`; rebuilds the heap once stale nodes are half of it. */
+  private push(key: string, end: number): void {
+    const keys = this.heapKeys;
+    const ends = this.heapEnds;
+    if (ends.length >= 2 * this.until.size + 32) {
+      this.rebuild();
+      return; // the rebuild took the entry as it is now
+    }
+    let i = ends.length;
+    keys.push(key);
+    ends.push(end);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      const up = ends[parent] as number;
+      if (up <= end) break;
+      keys[i] = keys[parent] as string;
+      ends[i] = up;
+      i = parent;
+    }
+    keys[i] = key;
+    ends[i] = end;
+  }
+
+  /** @internal Removes the heap's top. */
+  private pop(): void {
+    const keys = this.heapKeys;
+    const ends = this.heapEnds;
+    const lastKey = keys.pop() as string;
+    const lastEnd = ends.pop() as number;
+    const n = ends.length;
+    if (n === 0) return;
+    let i = 0;
+    for (;;) {
+      let child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && (ends[child + 1] as number) < (ends[child] as number)) child++;
+      if ((ends[child] as number) >= lastEnd) break;
+      keys[i] = keys[child] as string;
+      ends[i] = ends[child] as number;
+      i = child;
+    }
+    keys[i] = lastKey;
+    ends[i] = lastEnd;
+  }
+
+  /** @internal One node per entry, in heap order (O(n log n), once per as many pushes). */
+  private rebuild(): void {
+    const entries = [...this.until].sort((a, b) => a[1] - b[1]); // a sorted array is a heap
+    this.heapKeys = entries.map((e) => e[0]);
+    this.heapEnds = entries.map((e) => e[1]);
   }
 }

@@ -453,3 +453,141 @@ describe("the HTTP pipeline (framework-neutral): refunds, aborts and blocks toge
     );
   });
 });
+
+describe("LeasedTokenBucket on MemoryLeaseStore: receipts, refunds and blocks at once", () => {
+  // Two processes on one shared bucket (docs/distributed.md#invariants): over any interval,
+  // the units admitted from leases and fallbacks, less those refunds gave back, stay within
+  // capacity + refill + the leases held at its start (N x the lease cap); credit is its own
+  // term (each new entry's, charged to the shared bucket). A key blocked in a process is
+  // denied there on every method; a refund gives back at most what its receipt took, and
+  // nothing after a reset; a throwing call changes nothing.
+  const leaseOp = fc.record({
+    gapMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 120 })),
+    process: fc.constantFrom(0, 1),
+    key: fc.constantFrom("a", "b"),
+    kind: fc.constantFrom(
+      "charge",
+      "charge",
+      "charge",
+      "consume",
+      "refundReceipt",
+      "refundKeyless",
+      "block",
+      "unblock",
+      "reset",
+      "bad",
+    ),
+    cost: fc.constantFrom(0, 0.5, 1, 1, 2),
+    pick: fc.nat({ max: 40 }),
+    units: fc.option(fc.constantFrom(0.5, 1, 2), { nil: undefined }),
+  });
+
+  test("two processes: within the lease bound; blocked keys denied; refunds at most their units", async () => {
+    const { LeasedTokenBucket, MemoryLeaseStore } = await import("../src/redis/index.js");
+    const { manualClock } = await import("./support/manual-clock.js");
+    const { manualScheduler } = await import("./support/manual-scheduler.js");
+    const capacity = 5;
+    const rate = 20;
+    const leaseCap = 0.4 * capacity;
+    await fc.assert(
+      fc.asyncProperty(fc.array(leaseOp, { minLength: 1, maxLength: 30 }), async (steps) => {
+        const clock = manualClock(1_000_000);
+        const timers = manualScheduler(clock);
+        const store = new MemoryLeaseStore({
+          capacity,
+          refillPerSecond: rate,
+          clock,
+          scheduler: timers.schedule,
+        });
+        const procs = [0, 1].map(
+          () =>
+            new LeasedTokenBucket({
+              capacity,
+              refillPerSecond: rate,
+              store,
+              clock,
+              scheduler: timers.schedule,
+              batchWindowMs: 5,
+              initialCredit: 1,
+              maxLeaseShare: 0.4,
+            }),
+        );
+        const acts = new Map<string, Act[]>();
+        const act = (key: string, atMs: number, units: number) =>
+          acts.set(key, [...(acts.get(key) ?? []), { atMs, units }]);
+        const receipts: { p: number; receipt: Receipt; resets: number }[] = [];
+        const resets = [new Map<string, number>(), new Map<string, number>()];
+        for (const [i, s] of steps.entries()) {
+          await timers.advance(s.gapMs);
+          const now = clock();
+          const p = procs[s.process]!;
+          const where = `op ${i} p${s.process} ${s.kind}(${s.key}, ${s.cost}) at ${now}`;
+          const blockedHere = p.blockedMs(s.key) > 0;
+          if (s.kind === "charge" || s.kind === "consume") {
+            const r = s.kind === "charge" ? p.charge(s.key, s.cost) : undefined;
+            const d = r ?? p.consume(s.key, s.cost);
+            if (blockedHere) expect(d.allowed, `${where}: a blocked key`).toBe(false);
+            if (blockedHere) expect(p.allow(s.key, 0), `${where}: allow`).toBe(false);
+            if (d.allowed && s.cost > 0 && d.source !== "credit") act(s.key, now, s.cost);
+            if (r !== undefined && r.units > 0) {
+              receipts.push({
+                p: s.process,
+                receipt: r,
+                resets: resets[s.process]!.get(s.key) ?? 0,
+              });
+            }
+          } else if (s.kind === "refundReceipt" && receipts.length > 0) {
+            const held = receipts[s.pick % receipts.length]!;
+            const r = held.receipt;
+            const before = r.refunded;
+            const given = procs[held.p]!.refund(r, s.units);
+            const most = Math.min(s.units ?? Number.POSITIVE_INFINITY, r.units - before);
+            expect(given, where).toBeLessThanOrEqual(most + 1e-9);
+            expect(given, where).toBeGreaterThanOrEqual(0);
+            if ((resets[held.p]!.get(r.key as string) ?? 0) !== held.resets) {
+              expect(given, `${where}: after a reset`).toBe(0);
+            }
+            act(r.key as string, now, -given);
+          } else if (s.kind === "refundKeyless") {
+            const given = p.refund(s.key, s.cost);
+            expect(given, where).toBeLessThanOrEqual(s.cost + 1e-9);
+            act(s.key, now, -given);
+          } else if (s.kind === "block") {
+            expect(p.block(s.key, 200), where).toBeGreaterThanOrEqual(200);
+            expect(p.consume(s.key).source, where).toBe("blocked");
+          } else if (s.kind === "unblock") {
+            p.unblock(s.key);
+          } else if (s.kind === "reset") {
+            p.reset(s.key);
+            resets[s.process]!.set(s.key, (resets[s.process]!.get(s.key) ?? 0) + 1);
+          } else if (s.kind === "bad") {
+            const before = JSON.stringify([p.peek(s.key, 1), p.blockedMs(s.key), p.stats]);
+            const held = receipts[s.pick % Math.max(1, receipts.length)];
+            expect(() => p.charge(s.key, -1), where).toThrow(RangeError);
+            expect(() => p.block(s.key, 0), where).toThrow(RangeError);
+            expect(() => p.refund(s.key, Number.NaN), where).toThrow(RangeError);
+            if (held !== undefined && held.p === s.process) {
+              expect(() => p.refund(held.receipt, -1), where).toThrow(RangeError);
+            } else if (held !== undefined) {
+              expect(() => p.refund(held.receipt), where).toThrow(TypeError); // another's
+            }
+            expect(JSON.stringify([p.peek(s.key, 1), p.blockedMs(s.key), p.stats]), where).toBe(
+              before,
+            );
+          }
+        }
+        for (const [key, list] of acts) {
+          expect(
+            breach(
+              { kind: "bucket", capacity: capacity + 2 * leaseCap, ratePerSecond: rate },
+              list,
+            ),
+            `${key}: ${JSON.stringify(list)}`,
+          ).toBeUndefined();
+        }
+        for (const p of procs) await p.close();
+      }),
+      { numRuns: RUNS, seed: SEED },
+    );
+  });
+});

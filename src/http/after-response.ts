@@ -275,6 +275,24 @@ export function checkBlockDuration(
 }
 
 /**
+ * The `source`s of a denial that does not say the client went over its limit, so
+ * `blockDurationMs` does not block for it: a lease on its way (`'pending'`), a full lease
+ * table (`'full'`), a closed limiter (`'stopped'`), a store that failed closed (`'closed'`).
+ */
+const NOT_OVER_LIMIT: ReadonlySet<string> = new Set(["pending", "full", "stopped", "closed"]);
+
+/**
+ * True when a denial says the client went over its limit (what `blockDurationMs` blocks
+ * for): any denial but those whose `source` is a lease on its way, a full table, a closed
+ * limiter or a store that failed closed (an outage must not block every client that asked
+ * during it, for `blockDurationMs` after it ended).
+ */
+export function overLimit(decision: Decision): boolean {
+  const source = (decision as { source?: unknown }).source;
+  return typeof source !== "string" || !NOT_OVER_LIMIT.has(source);
+}
+
+/**
  * A denial under `blockDurationMs`: a key that is not blocked yet is blocked for that long,
  * and the decision sent says so (`retryAfterMs` and `resetAfterMs` at least the block, so
  * `Retry-After` is the block). A key blocked already keeps its block (it is not extended by
@@ -303,9 +321,10 @@ export function blockOnLimit(
 
 /**
  * {@link blockOnLimit} for a limiter whose blocks live in a shared store (the Redis
- * limiters' `blockOnce`): one call blocks the key unless it is blocked already, and answers
- * how long the block in place has left, which the decision sent says. A store that fails is
- * reported as an outage; the request is denied all the same.
+ * limiters' and `LeasedTokenBucket`'s `blockOnce`): one call blocks the key unless it is
+ * blocked already, and answers how long the block in place has left, which the decision
+ * sent says; synchronously when the limiter answers a number (a leased limiter), else once
+ * it resolves. A store that fails is reported as an outage; the request is denied all the same.
  */
 function blockInStore(
   config: CommonConfig,
@@ -319,6 +338,10 @@ function blockInStore(
   } catch (error) {
     report(config, error, key, "programming");
     return decision;
+  }
+  // A limiter that answers at once (LeasedTokenBucket) keeps the request synchronous.
+  if (!isThenable(result)) {
+    return blockedFor(decision, typeof result === "number" && result > 0 ? result : durationMs);
   }
   return Promise.resolve(result).then(
     (left) => blockedFor(decision, typeof left === "number" && left > 0 ? left : durationMs),

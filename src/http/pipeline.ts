@@ -8,7 +8,7 @@
  */
 import type { Decision, Receipt } from "../limiter.js";
 import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
-import { blockOnLimit } from "./after-response.js";
+import { blockOnLimit, overLimit } from "./after-response.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
@@ -211,7 +211,9 @@ export class Pipeline<Req, Extra = undefined> {
     req: Req,
   ): Outcome | Promise<Outcome> {
     const block = this.config.blockDurationMs;
-    if (block === undefined || given.allowed !== false) return this.outcome(given, key, cost, req);
+    if (block === undefined || given.allowed !== false || !overLimit(given)) {
+      return this.outcome(given, key, cost, req);
+    }
     const decision = blockOnLimit(this.config, given, key, block);
     if (decision instanceof Promise) return decision.then((d) => this.outcome(d, key, cost, req));
     return this.outcome(decision, key, cost, req);

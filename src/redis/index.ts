@@ -30,6 +30,7 @@ export type {
 } from "./leased/events.js";
 export {
   type LeasedDecision,
+  type LeasedReceipt,
   type LeasedSource,
   LeasedTokenBucket,
   type LeasedTokenBucketStats,
@@ -41,6 +42,7 @@ export {
 } from "./leased/memory-store.js";
 export type { LeasedTokenBucketOptions, LeaseFailurePolicy } from "./leased/options.js";
 export type {
+  LeaseBlockChange,
   LeaseExchange,
   LeaseGrant,
   LeaseRequest,

@@ -127,3 +127,18 @@ test("onNearLimit gets each adapter's own request, the decision and the key", ()
   // @ts-expect-error: a string is not a share
   rateLimit({ limiter, nearLimitShare: "0.2" });
 });
+
+test("a LeasedTokenBucket is a middleware's limiter; its charge is a LeasedReceipt that settle takes", async () => {
+  const { LeasedTokenBucket, MemoryLeaseStore } = await import("../../src/redis/index.js");
+  const { settle } = await import("../../src/settle.js");
+  const store = new MemoryLeaseStore({ capacity: 10, refillPerSecond: 1 });
+  const leased = new LeasedTokenBucket({ capacity: 10, refillPerSecond: 1, store });
+  expectTypeOf(rateLimit).toBeCallableWith({ limiter: leased, blockDurationMs: 60_000 });
+  const receipt = leased.charge("k", 2);
+  expectTypeOf(receipt.source).toEqualTypeOf<import("../../src/redis/index.js").LeasedSource>();
+  expectTypeOf(receipt.units).toBeNumber();
+  expectTypeOf(leased.refund(receipt)).toBeNumber();
+  expectTypeOf(leased.refund("k", 1)).toBeNumber();
+  expectTypeOf(leased.block("k", 1000)).toBeNumber();
+  expectTypeOf(settle).toBeCallableWith(leased, receipt, 1);
+});

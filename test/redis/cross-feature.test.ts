@@ -5,11 +5,13 @@
 // Redis runs the call late, writing nothing. Against the reference model: the units Redis
 // admitted (and still counts) stay within the policy's bound, and so do those the local
 // fallback admitted (each process limits alone while Redis cannot answer); a blocked key is
-// denied by every path; a refund gives back at most what its charge took. Seeds are fixed.
+// denied by every path; a refund gives back at most what its charge took. LeasedTokenBucket
+// runs the same operations (and unblock) against the lease bound. Seeds are fixed.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { Receipt } from "../../src/limiter.js";
 import {
+  LeasedTokenBucket,
   RedisFixedWindow,
   RedisLeakyBucket,
   type RedisLike,
@@ -20,6 +22,7 @@ import {
 } from "../../src/redis/index.js";
 import { type Act, breach, type Policy } from "../support/invariant.js";
 import { manualClock } from "../support/manual-clock.js";
+import { manualScheduler, settle } from "../support/manual-scheduler.js";
 import { ioredisAdapter, type TestClient, uniquePrefix } from "../support/redis-clients.js";
 import { useRedisCluster } from "../support/redis-cluster.js";
 import { CLUSTER_ADAPTERS } from "../support/redis-cluster-clients.js";
@@ -211,6 +214,151 @@ async function crossFeature(client: RedisLike): Promise<void> {
   }
 }
 
+/** A client that records the calls it sent, so that a test can wait for their answers. */
+class Tracking implements RedisLike {
+  private readonly calls = new Set<Promise<unknown>>();
+  readonly nodeOf?: (key: string) => string | undefined;
+
+  constructor(private readonly inner: RedisLike) {
+    if (inner.nodeOf !== undefined) this.nodeOf = (key) => inner.nodeOf!(key);
+  }
+
+  evalSha(sha1: string, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    return this.track(this.inner.evalSha(sha1, keys, args));
+  }
+
+  evalScript(script: string, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+    return this.track(this.inner.evalScript(script, keys, args));
+  }
+
+  /** Waits for every call sent so far (and those their answers sent). */
+  async drain(): Promise<void> {
+    while (this.calls.size > 0) {
+      await Promise.allSettled([...this.calls]);
+      await settle();
+    }
+  }
+
+  private track(call: Promise<unknown>): Promise<unknown> {
+    this.calls.add(call);
+    const done = () => this.calls.delete(call);
+    call.then(done, done);
+    return call;
+  }
+}
+
+const leaseOps = fc.array(
+  fc.record({
+    gapMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 60 })),
+    key: fc.constantFrom("a", "b"),
+    kind: fc.constantFrom(
+      "charge",
+      "charge",
+      "charge",
+      "refundReceipt",
+      "refundKeyless",
+      "block",
+      "unblock",
+      "reset",
+      "stall",
+      "resume",
+    ),
+    cost: fc.constantFrom(0, 0.5, 1, 1, 2),
+    pick: fc.nat({ max: 40 }),
+  }),
+  { minLength: 1, maxLength: 25 },
+);
+
+/**
+ * LeasedTokenBucket on `client` (docs/distributed.md#refunds-and-blocks): no refill, so the
+ * server's clock decides nothing; the units admitted from leases and the `'local'` fallback,
+ * less those refunds gave back, stay within `capacity` and a lease, plus `capacity` per
+ * stall (the outage allowance; credit is its own term); a key blocked here is denied; a
+ * refund gives back at most its receipt's units.
+ */
+async function leasedCrossFeature(client: RedisLike): Promise<void> {
+  const capacity = 4;
+  await fc.assert(
+    fc.asyncProperty(leaseOps, async (steps) => {
+      const clock = manualClock(1_000_000);
+      const timers = manualScheduler(clock);
+      const tracking = new Tracking(client);
+      const stallable = new Stallable(tracking);
+      const limiter = new LeasedTokenBucket({
+        client: stallable,
+        capacity,
+        refillPerSecond: 0,
+        clock,
+        scheduler: timers.schedule,
+        prefix: uniquePrefix("lcross"),
+        timeoutMs: TIMEOUT_MS,
+        batchWindowMs: 5,
+        initialCredit: 1,
+        maxLeaseShare: 0.5,
+        expectedProcesses: 1,
+        failure: "local",
+      });
+      const acts = new Map<string, Act[]>();
+      const act = (key: string, atMs: number, units: number) =>
+        acts.set(key, [...(acts.get(key) ?? []), { atMs, units }]);
+      const receipts: Receipt[] = [];
+      let stalls = 0;
+      for (const [i, s] of steps.entries()) {
+        await timers.advance(s.gapMs);
+        await tracking.drain();
+        const now = clock();
+        const where = `LeasedTokenBucket op ${i} ${s.kind}(${s.key}, ${s.cost}) at ${now}`;
+        const blockedHere = limiter.blockedMs(s.key) > 0;
+        if (s.kind === "charge") {
+          const receipt = limiter.charge(s.key, s.cost);
+          if (blockedHere) expect(receipt.allowed, `${where}: a blocked key`).toBe(false);
+          if (receipt.allowed && s.cost > 0 && receipt.source !== "credit") {
+            act(s.key, now, s.cost);
+          }
+          if (receipt.units > 0) receipts.push(receipt);
+        } else if (s.kind === "refundReceipt" && receipts.length > 0) {
+          const receipt = receipts[s.pick % receipts.length]!;
+          const before = receipt.refunded;
+          const given = limiter.refund(receipt);
+          expect(given, where).toBeLessThanOrEqual(receipt.units - before + 1e-9);
+          act(receipt.key as string, now, -given);
+        } else if (s.kind === "refundKeyless") {
+          const given = limiter.refund(s.key, s.cost);
+          expect(given, where).toBeLessThanOrEqual(s.cost + 1e-9);
+          act(s.key, now, -given);
+        } else if (s.kind === "block") {
+          limiter.block(s.key, 300);
+          expect(limiter.consume(s.key).source, where).toBe("blocked");
+        } else if (s.kind === "unblock") {
+          limiter.unblock(s.key);
+        } else if (s.kind === "reset") {
+          limiter.reset(s.key);
+        } else if (s.kind === "stall" && !stallable.stalled) {
+          stallable.stalled = true;
+          stalls++;
+        } else if (s.kind === "resume") {
+          await stallable.resume();
+        }
+      }
+      await stallable.resume();
+      await tracking.drain();
+      await limiter.close();
+      await tracking.drain();
+      const leaseCap = 0.5 * capacity;
+      for (const [key, list] of acts) {
+        expect(
+          breach(
+            { kind: "bucket", capacity: capacity * (1 + stalls) + leaseCap, ratePerSecond: 0 },
+            list,
+          ),
+          `LeasedTokenBucket ${key}: ${JSON.stringify(list)}`,
+        ).toBeUndefined();
+      }
+    }),
+    { numRuns: RUNS * 2, seed: SEED },
+  );
+}
+
 const redis = useRedis();
 describe.skipIf(!redis.available)("one Redis server, a stall injected", () => {
   let conn: TestClient;
@@ -222,6 +370,10 @@ describe.skipIf(!redis.available)("one Redis server, a stall injected", () => {
   test("every Redis limiter: the shared invariant holds, Redis healthy or stalled", async () => {
     await crossFeature(conn.client);
   }, 120_000);
+
+  test("LeasedTokenBucket: refunds and blocks within the lease bound, Redis healthy or stalled", async () => {
+    await leasedCrossFeature(conn.client);
+  }, 120_000);
 });
 
 const cluster = useRedisCluster();
@@ -230,6 +382,7 @@ describe.skipIf(!cluster.available)("a Redis Cluster, a stall injected", () => {
     const c = await CLUSTER_ADAPTERS[0]!.connect(cluster.seed());
     try {
       await crossFeature(c.client);
+      await leasedCrossFeature(c.client);
     } finally {
       c.close();
     }

@@ -1,5 +1,6 @@
 import type { LocalShare } from "./local-share.js";
 import { RateWindow } from "./sizing.js";
+import type { LeaseRequest } from "./store.js";
 
 /** One key's local state in a `LeasedTokenBucket`. */
 export class LeaseEntry {
@@ -51,6 +52,17 @@ export class LeaseEntry {
   pausedAtMs = 0;
   /** The key's observed demand. */
   readonly demand: RateWindow;
+  /** Moved by `reset(key)` and when the entry goes: receipts of charges before it give nothing back. */
+  epoch = 0;
+  /**
+   * Units the entry admitted (its lease, credit, the `'local'` fallback bucket), in all:
+   * with {@link refunded}, the most a refund without a receipt may give back.
+   */
+  admitted = 0;
+  /** Units refunds gave back for the entry, in all (a receipt counts those since its charge). */
+  refunded = 0;
+  /** The request of the exchange under way for the entry (another one for the key is not its). */
+  sent: LeaseRequest | undefined = undefined;
 
   constructor(
     readonly key: string,
@@ -133,8 +145,12 @@ export class LeaseTable {
     this.settle(entry);
   }
 
-  /** Drops an entry (its tokens are the caller's to give back). */
+  /**
+   * Drops an entry (its tokens are the caller's to give back); the receipts of its charges
+   * give nothing back from now (a `reset(key)` of a key with no entry must end them too).
+   */
   remove(entry: LeaseEntry): void {
+    entry.epoch++;
     this.entries.delete(entry.key);
     this.settled.delete(entry);
   }

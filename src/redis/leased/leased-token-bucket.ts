@@ -1,13 +1,18 @@
 import { randomUUID } from "node:crypto";
-import { checkCost, checkOptions, describe } from "../../errors.js";
-import type { Decision } from "../../limiter.js";
+import type { BlockTable } from "../../blocks.js";
+import { checkCost, checkNumber, checkOptions, describe } from "../../errors.js";
+import type { Decision, Receipt } from "../../limiter.js";
 import type { StoreHealth } from "../../metrics/store-health.js";
 import { fits, wholeUnits } from "../../numeric.js";
+import { checkReceipt } from "../../receipt.js";
+import { LOCAL_MAX_KEYS } from "../../store/local.js";
 import { RateLimitStoreError, StoreTimeoutError } from "../errors.js";
 import { FAIL_CLOSED_RETRY_AFTER_MS } from "../policy.js";
 import { type BatchCall, Batcher } from "./batcher.js";
 import type { LeaseOperation } from "./events.js";
 import { Heartbeat } from "./heartbeat.js";
+import { BLOCKED, LeaseBlocks, SEND } from "./lease-blocks.js";
+import { LeaseChargeReceipt } from "./lease-receipt.js";
 import { LeaseEntry, LeaseTable } from "./lease-table.js";
 import { LocalShare } from "./local-share.js";
 import {
@@ -33,9 +38,10 @@ import {
  * `retryAfterMs` about one batch window), `'full'` (denied: a new key, and the lease table
  * is full of entries that cannot go yet; `retryAfterMs` until the next exchange window or
  * the next try of a failed store), `'stopped'` (denied: after {@link LeasedTokenBucket.close};
- * `retryAfterMs` Infinity), `'local'` (Redis failed and the key's lease ran out: the
- * `'local'` fallback bucket or a fallback limiter), `'open'`, `'closed'` (the same, with
- * those policies).
+ * `retryAfterMs` Infinity), `'blocked'` (denied: the key is blocked, here or in another
+ * process; `retryAfterMs` and `resetAfterMs` at least the time left, `remaining` 0),
+ * `'local'` (Redis failed and the key's lease ran out: the `'local'` fallback bucket or a
+ * fallback limiter), `'open'`, `'closed'` (the same, with those policies).
  */
 export type LeasedSource =
   | "lease"
@@ -43,6 +49,7 @@ export type LeasedSource =
   | "pending"
   | "full"
   | "stopped"
+  | "blocked"
   | "local"
   | "open"
   | "closed";
@@ -52,6 +59,13 @@ export interface LeasedDecision extends Decision {
   /** See {@link LeasedSource}. */
   readonly source: LeasedSource;
 }
+
+/**
+ * What {@link LeasedTokenBucket.charge} returns: the decision, its `source`, the key, the
+ * units taken and when (the process clock), for `refund(receipt, units?)`. `units` is 0 for
+ * a denial and for a charge that took nothing (`'open'`, a fallback limiter of yours).
+ */
+export interface LeasedReceipt extends Receipt, LeasedDecision {}
 
 /** Counters of a {@link LeasedTokenBucket} since it was created. */
 export interface LeasedTokenBucketStats {
@@ -95,6 +109,12 @@ export interface LeasedTokenBucketStats {
   readonly fallbackDecisions: number;
   /** Live processes as last counted by the heartbeats. */
   readonly liveProcesses: number;
+  /** Units given back by refunds (through receipts or without), into leases, fallback buckets or the shared bucket. */
+  readonly refunded: number;
+  /** Keys in the local block table now (blocked here, or learned from the store). */
+  readonly blockedKeys: number;
+  /** Blocks of new keys the full block table refused (they are sent to the store all the same). */
+  readonly blocksRefused: number;
 }
 
 const NO_LEASE_RETRY_FLOOR_MS = 1;
@@ -165,7 +185,12 @@ export class LeasedTokenBucket {
     tokensCharged: 0,
     creditAdmitted: 0,
     fallbackDecisions: 0,
+    refunded: 0,
   };
+  /** @internal The blocks and their link to the store (docs/redis.md#blocks-shared-by-every-process). */
+  private readonly blocks = new LeaseBlocks(LOCAL_MAX_KEYS);
+  /** @internal `blocks.table`, one hop away: the hot path tests its size first. */
+  private readonly blockTable: BlockTable = this.blocks.table;
   /** @internal Failed calls in a row, per operation. */
   private readonly failedCalls: Record<LeaseOperation, number> = { lease: 0, heartbeat: 0 };
   /** @internal The last failure of a lease call, the `cause` of a `'throw'` decision. */
@@ -255,6 +280,9 @@ export class LeasedTokenBucket {
       creditAdmitted: this.counters.creditAdmitted,
       fallbackDecisions: this.counters.fallbackDecisions,
       liveProcesses: this.heartbeat.live,
+      refunded: this.counters.refunded,
+      blockedKeys: this.blockTable.size,
+      blocksRefused: this.blockTable.stats.refused,
     };
   }
 
@@ -298,6 +326,9 @@ export class LeasedTokenBucket {
     const k = this.checkKey(where, key);
     const c = checkCost(where, cost);
     const now = this.now(where);
+    if (this.blockTable.size !== 0 && !this.closed && this.blockedLeft(k, now, true) > 0) {
+      return false;
+    }
     const e = this.table.entries.get(k);
     if (e !== undefined && fits(c, e.tokens) && c > 0) {
       this.spend(e, c, now);
@@ -309,7 +340,8 @@ export class LeasedTokenBucket {
   /**
    * Takes `cost` units for `key` from this process's lease when they are there, locally
    * and synchronously; otherwise decides as described in the class doc (credit, the cached
-   * empty answer, the failure policy). A denied request takes nothing.
+   * empty answer, the failure policy). A blocked key is denied first, whatever the lease,
+   * the store or the policy (`source: 'blocked'`). A denied request takes nothing.
    * @throws {TypeError} For a non-string key or a non-number cost; {RangeError} for a key
    *   longer than `maxKeyLength`, or NaN, a negative or an infinite cost;
    *   {@link RateLimitStoreError} when Redis fails, the lease ran out and `failure` is `'throw'`.
@@ -318,13 +350,148 @@ export class LeasedTokenBucket {
     const where = `${WHERE}.consume`;
     const k = this.checkKey(where, key);
     const c = checkCost(where, cost);
+    return this.take(k, c, this.now(where));
+  }
+
+  /**
+   * `consume(key, cost)` with a receipt (docs/semantics.md#receipts): the decision, its
+   * `source`, and what it took and when, for {@link refund}`(receipt, units?)`. A charge the
+   * lease, credit or the `'local'` fallback bucket admitted took `cost`; a denial, `'open'`
+   * and a fallback limiter of yours took nothing from the shared bucket (`units` 0).
+   * @example
+   * const receipt = limiter.charge("user:42", 4000) // an LLM call's most
+   * limiter.refund(receipt, 4000 - used)           // give back what it did not use
+   * @throws Like {@link consume}.
+   */
+  charge(key: string, cost?: number): LeasedReceipt {
+    const where = `${WHERE}.charge`;
+    const k = this.checkKey(where, key);
+    const c = checkCost(where, cost);
+    const now = this.now(where);
+    const d = this.take(k, c, now);
+    const e = this.table.entries.get(k);
+    const source = d.source;
+    const took =
+      d.allowed &&
+      c > 0 &&
+      e !== undefined &&
+      (source === "lease" ||
+        source === "credit" ||
+        (source === "local" && typeof this.config.failure !== "object"));
+    if (!took) {
+      return new LeaseChargeReceipt(d, k, 0, now, now, this, 0, undefined, undefined, 0);
+    }
+    // Refundable until the refill has repaid it (docs/redis.md#refunds-and-receipts-of-a-lease):
+    // what the shared bucket, as this process sees it (its last count refilled since, less
+    // what this process owes it, plus its lease), lacks of capacity after the charge, and at
+    // least the charge itself, at refillPerSecond from now.
+    const rate = this.refillPerSecond;
+    const view = this.estimate(e, now) + e.tokens;
+    const deficit = this.capacity - view > c ? this.capacity - view : c;
+    const until = rate === 0 ? Number.POSITIVE_INFINITY : now + (deficit * 1000) / rate;
+    const share = source === "local" ? e.fallback : undefined;
+    return new LeaseChargeReceipt(d, k, c, now, until, this, e.epoch, e, share, e.refunded);
+  }
+
+  /**
+   * Gives back units taken earlier and returns how many came back
+   * (docs/redis.md#refunds-and-receipts-of-a-lease). Through the receipt of a
+   * {@link charge}: `units` of what it took (default: all it still holds; a receipt gives
+   * back at most its units in all), at most what the shared bucket's refill has not yet
+   * repaid of them (`refillPerSecond x (refundableUntilMs - now) / 1000`, less the key's
+   * refunds since the charge; all of it at a rate of 0), back where they came from: a
+   * lease's into this process's lease (never above the lease cap, none while the key is
+   * blocked; the rest to the shared bucket with the next batch, which takes it up to its
+   * capacity); credit's and the `'local'` fallback's off the charge still owed (back into
+   * the credit or the fallback bucket that admitted them), the rest as tokens as a lease's.
+   * Nothing after a `reset(key)` since the charge, once the key's entry went (idle, or
+   * pushed out of a full table: its lease went back), nor after {@link close}. Without a
+   * receipt: `cost` units (default 1), at most what the key's entry admitted and was not
+   * given back, into its fallback bucket while it has one (never past its capacity), else
+   * into its lease as above; a key without local state is left as it is (0).
+   * @throws {TypeError} For a non-string key, a non-number cost or units, or another
+   *   limiter's receipt. {RangeError} For NaN, a negative or an infinite cost or units.
+   */
+  refund(receipt: Receipt, units?: number): number;
+  refund(key: string, cost?: number): number;
+  refund(key: string | Receipt, cost?: number): number {
+    const where = `${WHERE}.refund`;
+    if (typeof key === "object" && key !== null) return this.refundReceipt(where, key, cost);
+    const k = this.checkKey(where, key);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
     const now = this.now(where);
     const e = this.table.entries.get(k);
-    if (e !== undefined && c > 0 && fits(c, e.tokens)) {
-      this.spend(e, c, now);
-      return this.granted(e, "lease");
-    }
-    return this.decide(k, c, now, true);
+    if (this.closed || e === undefined || !(c > 0)) return 0;
+    // Never more than the entry admitted and was not given back: what was never taken
+    // cannot come back.
+    const left = e.admitted - e.refunded;
+    const units = c < left ? c : left;
+    if (!(units > 0)) return 0;
+    const share = e.fallback;
+    let given = units;
+    if (share !== undefined) {
+      // Into the fallback bucket, off the charge it owes (what it admits again is charged again).
+      given = share.refund(units, now);
+      const off = given < e.charge ? given : e.charge;
+      if (off > 0) {
+        e.charge -= off;
+        this.table.settle(e);
+      }
+    } else this.intoLease(e, k, e.group, units, now);
+    e.refunded += given;
+    this.counters.refunded += given;
+    return given;
+  }
+
+  /**
+   * Blocks `key` for `durationMs` from now (a ban after abuse), in this process at once
+   * and, with the next batch, in the store for every process (each learns it at its next
+   * exchange of the key: docs/redis.md#blocks-shared-by-every-process). Every decision of the
+   * key is denied until then (`source: 'blocked'`), whatever its lease, the store or the
+   * failure policy; its lease goes back. A block that ends later already in place stays.
+   * Returns the ms the key is blocked here from now (0 when the block table is full: the
+   * store gets the block all the same).
+   * @throws {TypeError} For a non-string key or a non-number duration.
+   * @throws {RangeError} If `durationMs` is not a finite number > 0, or the key is too long.
+   */
+  block(key: string, durationMs: number): number {
+    return this.setBlock(`${WHERE}.block`, key, durationMs, false);
+  }
+
+  /**
+   * {@link block}, except that a block in place is kept as it is (neither extended nor
+   * shortened), here and in the store: what the HTTP middleware's `blockDurationMs` calls,
+   * so that requests during a block do not extend it. Returns the ms left of the block in
+   * place, or of the new one.
+   */
+  blockOnce(key: string, durationMs: number): number {
+    return this.setBlock(`${WHERE}.blockOnce`, key, durationMs, true);
+  }
+
+  /**
+   * Lifts the block of `key` here at once and, with the next batch, in the store; the other
+   * processes lift it at their next exchange of the key (a blocked key asked there checks
+   * with the store at most once a second). Its usage stays. Returns whether it was blocked here.
+   * @throws {TypeError} For a non-string key. {RangeError} For a key too long.
+   */
+  unblock(key: string): boolean {
+    const where = `${WHERE}.unblock`;
+    const k = this.checkKey(where, key);
+    const lifted = this.blocks.lift(k, this.now(where));
+    if (!this.closed) this.batcher.add(this.store.groupOf(k), k);
+    return lifted;
+  }
+
+  /**
+   * Milliseconds until the block this process knows of `key` ends (set here, or learned
+   * from the store); 0 when none. Changes nothing.
+   * @throws {TypeError} For a non-string key. {RangeError} For a key too long.
+   */
+  blockedMs(key: string): number {
+    const where = `${WHERE}.blockedMs`;
+    const k = this.checkKey(where, key);
+    const now = this.now(where);
+    return this.blockTable.size === 0 ? 0 : this.blockTable.blockedMs(k, now);
   }
 
   /**
@@ -336,20 +503,33 @@ export class LeasedTokenBucket {
     const where = `${WHERE}.peek`;
     const k = this.checkKey(where, key);
     const c = checkCost(where, cost);
-    return this.decide(k, c, this.now(where), false);
+    const now = this.now(where);
+    if (this.blockTable.size !== 0 && !this.closed) {
+      const left = this.blockedLeft(k, now, false);
+      if (left > 0) return this.blockedDecision(k, left);
+    }
+    return this.decide(k, c, now, false);
   }
 
   /**
-   * Forgets `key`'s local state: its unused tokens go back with the next batch. A charge
-   * still owed is sent all the same (a reset must not hand out credit again). The shared
-   * bucket is not reset.
+   * Forgets `key`'s local state: its unused tokens go back with the next batch, its
+   * receipts give nothing back from now, and its block is lifted as by {@link unblock}. A
+   * charge still owed is sent all the same (a reset must not hand out credit again). The
+   * shared bucket is not reset.
    */
   reset(key: string): void {
-    const k = this.checkKey(`${WHERE}.reset`, key);
+    const where = `${WHERE}.reset`;
+    const k = this.checkKey(where, key);
     const e = this.table.entries.get(k);
     if (typeof this.config.failure === "object") this.config.failure.reset(k);
+    this.blocks.lift(k, this.now(where));
+    if (!this.closed) this.batcher.add(this.store.groupOf(k), k);
     if (e === undefined) return;
     if (e.pinned) {
+      // It stays for its call, charge or fallback: its usage here is forgotten all the same.
+      e.epoch++;
+      e.admitted = 0;
+      e.refunded = 0;
       e.give += e.tokens;
       e.tokens = 0;
       return;
@@ -383,6 +563,8 @@ export class LeasedTokenBucket {
       e.wants = false;
       if ((e.give > 0 || e.charge > 0) && !e.queued && !e.inFlight) this.enqueue(e);
     }
+    // Blocks and lifts not sent yet still reach the store.
+    for (const key of this.blocks.pendingKeys()) this.batcher.add(this.store.groupOf(key), key);
     // Three rounds: what went out, what came back in the meantime (grants of calls under
     // way go straight back), and a last one; a failing store does not hold close() longer.
     for (let round = 0; round < 3; round++) {
@@ -422,6 +604,7 @@ export class LeasedTokenBucket {
   /** @internal Spends `cost` from the lease (it fits). */
   private spend(e: LeaseEntry, cost: number, now: number): void {
     e.tokens -= cost;
+    e.admitted += cost;
     e.lastUsedMs = now;
     e.demand.observe(cost, now);
     // No refill before the store said this process may have more.
@@ -436,6 +619,136 @@ export class LeasedTokenBucket {
       e.needCost = 0;
       this.enqueue(e);
     }
+  }
+
+  /** @internal consume() of a checked key and cost: the block table, the lease, else {@link decide}. */
+  private take(key: string, cost: number, now: number): LeasedDecision {
+    if (this.blockTable.size !== 0 && !this.closed) {
+      const left = this.blockedLeft(key, now, true);
+      if (left > 0) return this.blockedDecision(key, left);
+    }
+    const e = this.table.entries.get(key);
+    if (e !== undefined && cost > 0 && fits(cost, e.tokens)) {
+      this.spend(e, cost, now);
+      return this.granted(e, "lease");
+    }
+    return this.decide(key, cost, now, true);
+  }
+
+  /**
+   * @internal Ms left of `key`'s block here (0: none). `asked`: a request of the key, which
+   * checks the block with the store again now and then (a lift made in another process).
+   */
+  private blockedLeft(key: string, now: number, asked: boolean): number {
+    const left = this.blockTable.blockedMs(key, now);
+    if (left > 0 && asked && this.blocks.probe(key, now)) {
+      this.batcher.add(this.store.groupOf(key), key);
+    }
+    return left;
+  }
+
+  /** @internal The denial of a blocked key, `leftMs` more: at least that long, nothing left now. */
+  private blockedDecision(key: string, leftMs: number): LeasedDecision {
+    const e = this.table.entries.get(key);
+    const view = e === undefined ? this.capacity : e.tokens + e.shared - e.charge - e.sentCharge;
+    const d = this.shape(false, leftMs, view, "blocked");
+    return {
+      ...d,
+      remaining: 0,
+      resetAfterMs: d.resetAfterMs > leftMs ? d.resetAfterMs : leftMs,
+    };
+  }
+
+  /** @internal block() and blockOnce(). */
+  private setBlock(where: string, key: string, durationMs: number, once: boolean): number {
+    const k = this.checkKey(where, key);
+    const ms = checkNumber(where, "durationMs", durationMs, 0, false);
+    const now = this.now(where);
+    const left = this.blocks.set(k, ms, once, now);
+    if (!this.blocks.pending(k)) return left; // blockOnce of a key blocked here already
+    this.blocked(this.table.entries.get(k));
+    if (!this.closed) this.batcher.add(this.store.groupOf(k), k);
+    return left;
+  }
+
+  /** @internal A key now blocked: its lease goes back with the next batch. */
+  private blocked(e: LeaseEntry | undefined): void {
+    if (e === undefined) return;
+    e.wants = false;
+    if (!(e.tokens > 0)) return;
+    e.give += e.tokens;
+    e.tokens = 0;
+    if (!e.queued && !e.inFlight && !this.closed) this.enqueue(e);
+  }
+
+  /** @internal refund(receipt, units): see {@link refund}. */
+  private refundReceipt(where: string, receipt: unknown, units: unknown): number {
+    const r = checkReceipt(where, receipt, this, units);
+    const c = r.receipt as LeaseChargeReceipt;
+    const e = c.entry;
+    if (this.closed || r.units === 0 || e === undefined || e.epoch !== c.epoch) return 0;
+    const now = this.now(where);
+    const rate = this.refillPerSecond;
+    // The bucket rule (docs/semantics.md#receipts): what the refill has not yet repaid of
+    // it, less the refunds of the key since the charge (the refill repaid those first).
+    let bound = r.units;
+    if (rate > 0) {
+      bound = ((c.refundableUntilMs - now) * rate) / 1000 - (e.refunded - c.refundedBefore);
+    }
+    const give = bound < r.units ? bound : r.units;
+    if (!(give > 0)) return 0;
+    const key = c.key as string;
+    const current = this.table.entries.get(key) === e ? e : undefined;
+    if (c.source === "lease") this.intoLease(current, key, e.group, give, now);
+    else {
+      // Credit and the fallback were charged to the shared bucket: what is still owed is
+      // not sent (and goes back into the fallback bucket that admitted it, or the credit);
+      // what was sent comes back as tokens. One refund adds at most its units in all.
+      let owed = 0;
+      if (current !== undefined && current.charge > 0) {
+        owed = give < current.charge ? give : current.charge;
+        current.charge -= owed;
+        if (c.source === "credit" && !current.leased) {
+          const most = Math.min(this.config.initialCredit, this.capacity);
+          current.credit = Math.min(most, current.credit + owed);
+        }
+        const share = c.share;
+        if (share !== undefined && current.fallback === share) share.refund(owed, now);
+        this.table.settle(current);
+      }
+      if (give - owed > 0) this.intoLease(current, key, e.group, give - owed, now);
+    }
+    c.refunded += give;
+    e.refunded += give;
+    this.counters.refunded += give;
+    return give;
+  }
+
+  /**
+   * @internal `units` back into the lease of `key` (its entry `e`, or undefined when it went):
+   * up to the lease cap (none while the key is blocked), the rest to the shared bucket with
+   * the next batch. Returns `units`.
+   */
+  private intoLease(
+    e: LeaseEntry | undefined,
+    key: string,
+    group: string,
+    units: number,
+    now: number,
+  ): number {
+    if (e === undefined) {
+      this.giveBack(key, group, units);
+      return units;
+    }
+    let room = this.config.leaseCap - e.tokens;
+    if (this.blockTable.size !== 0 && this.blockTable.blockedMs(key, now) > 0) room = 0;
+    const kept = units < room ? units : room > 0 ? room : 0;
+    e.tokens += kept;
+    if (units - kept > 0) {
+      e.give += units - kept;
+      if (!e.queued && !e.inFlight) this.enqueue(e);
+    }
+    return units;
   }
 
   /** @internal The slow path: no lease covers the cost. */
@@ -474,6 +787,7 @@ export class LeasedTokenBucket {
       if (take) {
         e.credit -= cost;
         e.charge += cost;
+        e.admitted += cost;
         this.counters.creditAdmitted += cost;
         this.request(e, cost);
       }
@@ -621,7 +935,10 @@ export class LeasedTokenBucket {
       this.table.settle(e);
     }
     if (share.take(cost, now, take)) {
-      if (take) e.charge += cost;
+      if (take) {
+        e.charge += cost;
+        e.admitted += cost;
+      }
       return this.shape(true, 0, share.available(now), "local");
     }
     return this.denied(share.waitMs(cost, now), share.available(now), "local");
@@ -680,10 +997,15 @@ export class LeasedTokenBucket {
   private requestOf(key: string, now: number): LeaseRequest | undefined {
     const returned = this.returns.get(key) ?? 0;
     if (returned > 0) this.returns.delete(key);
+    // A block change to send, or a blocked key to ask about (null).
+    const change = this.blocks.size === 0 ? undefined : this.blocks.outgoing(key, now);
+    const block = change ?? undefined;
     const e = this.table.entries.get(key);
     if (e === undefined || !e.queued) {
-      return returned > 0
-        ? { key, give: returned, charge: 0, want: 0, need: 0, demand: MIN_DEMAND }
+      // Not the entry's exchange (it has one under way, or none is due): its answer will
+      // not be taken for the entry's.
+      return returned > 0 || change !== undefined
+        ? { key, give: returned, charge: 0, want: 0, need: 0, demand: MIN_DEMAND, block }
         : undefined;
     }
     e.queued = false;
@@ -694,7 +1016,8 @@ export class LeasedTokenBucket {
     let want = 0;
     let need = 0;
     const rate = e.demand.rate(now);
-    if (e.wants && !this.closed) {
+    const blocked = this.blockTable.size !== 0 && this.blockTable.blockedMs(key, now) > 0;
+    if (e.wants && !this.closed && !blocked) {
       const target = this.sizing.target(rate);
       e.lowWater = this.sizing.lowWater(target, rate, this.leaseDelayMs);
       const short = e.needCost - e.tokens;
@@ -710,14 +1033,24 @@ export class LeasedTokenBucket {
     e.wants = false;
     e.probe = false;
     e.needCost = 0;
-    if (give <= 0 && want <= 0 && charge <= 0 && !probe) {
+    if (give <= 0 && want <= 0 && charge <= 0 && !probe && change === undefined) {
       this.table.settle(e);
       return undefined;
     }
     e.inFlight = true;
     e.sentCharge = charge;
     const demand = rate * 1000;
-    return { key, give, charge, want, need, demand: demand > MIN_DEMAND ? demand : MIN_DEMAND };
+    const request: LeaseRequest = {
+      key,
+      give,
+      charge,
+      want,
+      need,
+      demand: demand > MIN_DEMAND ? demand : MIN_DEMAND,
+      block,
+    };
+    e.sent = request;
+    return request;
   }
 
   /**
@@ -808,13 +1141,18 @@ export class LeasedTokenBucket {
       const grant = exchange.grants[i];
       if (grant === undefined) continue;
       this.counters.tokensTaken += grant.granted;
+      // The key's block in the store: learned, lifted, or set again (docs/redis.md#blocks-shared-by-every-process).
+      const flags = this.blocks.answered(r.key, r.block, grant, now);
+      if (flags & SEND && !this.closed) this.batcher.add(group, r.key);
       const e = this.table.entries.get(r.key);
-      if (e === undefined || !e.inFlight) {
-        // The entry went meanwhile: its grant goes straight back.
+      if (e === undefined || e.sent !== r) {
+        // Not the entry's exchange (the entry went meanwhile): its grant goes straight back.
         this.giveBack(r.key, group, grant.granted);
+        if (flags & BLOCKED) this.blocked(e);
         continue;
       }
       e.inFlight = false;
+      e.sent = undefined;
       e.sentCharge = 0;
       e.leased = true;
       e.credit = 0;
@@ -837,11 +1175,12 @@ export class LeasedTokenBucket {
       if (r.want > 0) {
         e.deniedUntilMs = grant.waitMs > 0 ? now + grant.waitMs : Number.NEGATIVE_INFINITY;
       }
-      if (this.closed && e.tokens > 0) {
+      if ((this.closed || flags & BLOCKED) && e.tokens > 0) {
         e.give += e.tokens;
         e.tokens = 0;
       }
-      if (e.charge > 0 || (this.closed && e.give > 0)) this.enqueue(e);
+      // What came meanwhile (a charge, tokens a refund or a block gave back) goes next.
+      if (e.charge > 0 || e.give > 0) this.enqueue(e);
       else this.table.settle(e);
     }
   }
@@ -869,11 +1208,15 @@ export class LeasedTokenBucket {
     for (const r of requests) {
       const e = this.table.entries.get(r.key);
       if (late) this.counters.tokensGivenBack -= r.give;
-      if (e === undefined || !e.inFlight) {
+      if (r.block !== undefined && this.blocks.failed(r.key, r.block, late, now) && !this.closed) {
+        this.batcher.add(this.store.groupOf(r.key), r.key);
+      }
+      if (e === undefined || e.sent !== r) {
         if (late && r.give > 0) this.returns.set(r.key, (this.returns.get(r.key) ?? 0) + r.give);
         continue;
       }
       e.inFlight = false;
+      e.sent = undefined;
       // A give-back that may have been applied is never sent twice (it would add tokens);
       // a charge is sent again (twice costs this key time, never the bound); a late call
       // applied nothing, so both go again.
@@ -962,6 +1305,7 @@ export class LeasedTokenBucket {
   /** @internal */
   private sweep(): void {
     const now = this.now(WHERE);
+    if (this.blocks.size > 0) this.blocks.sweep(now, 4096);
     const { idleAfterMs, leaseTtlMs } = this.config;
     const count = Math.min(this.table.size, 4096);
     let probed: Set<string> | undefined;

@@ -48,6 +48,15 @@ export class LocalShare {
     return true;
   }
 
+  /** Gives `units` back at `nowMs`, never past `capacity`; returns what it took back. */
+  refund(units: number, nowMs: number): number {
+    const available = this.available(nowMs);
+    const room = this.capacity - available;
+    const given = units < room ? units : room > 0 ? room : 0;
+    this.tokens = available + given;
+    return given;
+  }
+
   /** Ms until `cost` fits (Infinity when it never can). */
   waitMs(cost: number, nowMs: number): number {
     if (cost > this.capacity || this.perMs === 0) return Number.POSITIVE_INFINITY;

@@ -58,8 +58,9 @@ export interface LeaseRecord {
 
 /**
  * A {@link LeaseStore} in memory, with the lease script's semantics (src/redis/leased/shared-bucket.ts:
- * give back never above capacity, charge whatever the bucket holds, then take up to `want`
- * of this process's fair share when `need` fits, else the time until it does), on an
+ * the key's block first, give back never above capacity, charge whatever the bucket holds,
+ * then take up to `want` of this process's fair share when `need` fits, else the time until
+ * it does; nothing for a blocked key), on an
  * injected clock: the shared bucket of a deterministic simulation (N limiters on one store,
  * a manual clock and scheduler) and of the tests. With `latencyMs`, answers arrive that
  * long after the call through `scheduler`; `failing` makes every call reject; `flush()`
@@ -129,6 +130,14 @@ export class MemoryLeaseStore implements LeaseStore {
     return refilled < this.capacity ? refilled : this.capacity;
   }
 
+  /** Ms until `key`'s block ends in this store, 0 when it is not blocked. */
+  blockedMs(key: string): number {
+    const b = this.buckets.get(key);
+    if (b === undefined) return 0;
+    const left = b.state.blockedUntilMs - this.clock();
+    return left > 0 ? left : 0;
+  }
+
   /** The record of `key`: tokens taken, given back and charged. */
   record(key: string): LeaseRecord {
     const b = this.buckets.get(key);
@@ -154,7 +163,13 @@ export class MemoryLeaseStore implements LeaseStore {
         b.taken += answer.granted;
         b.given += answer.back;
         b.charged += r.charge > 0 ? r.charge : 0;
-        return { granted: answer.granted, waitMs: answer.waitMs, tokens: answer.tokens };
+        return {
+          granted: answer.granted,
+          waitMs: answer.waitMs,
+          tokens: answer.tokens,
+          blockedMs: answer.blockedMs,
+          liftedAgoMs: answer.liftedAgoMs,
+        };
       });
       return { late: false, grants };
     });

@@ -113,7 +113,15 @@ export class RedisLeaseStore implements LeaseStore {
     const keys = requests.map((r) => this.keyOf(r.key));
     const args = [...this.head, processTag(processId)];
     for (const r of requests) {
-      args.push(String(r.give), String(r.charge), String(r.want), String(r.need), String(r.demand));
+      const b = r.block;
+      args.push(
+        String(r.give),
+        String(r.charge),
+        String(r.want),
+        String(r.need),
+        String(r.demand),
+        b === undefined ? "" : `${b.op === "block" ? "b" : b.op === "once" ? "o" : "l"}${b.ms}`,
+      );
     }
     const sentMs = c.clock();
     args.push(String(Math.floor(sentMs + (this.offsetMs as number) + c.timeoutMs)));
@@ -128,17 +136,27 @@ export class RedisLeaseStore implements LeaseStore {
     const items = replyArray(reply, 2);
     this.observe(sentMs, items[items.length - 1]);
     if (items[0] === -1 && items.length === 2) return { late: true };
-    replyArray(items, requests.length * 4 + 1);
+    replyArray(items, requests.length * 6 + 1);
     const grants: LeaseGrant[] = [];
     for (let i = 0; i < requests.length; i++) {
-      const granted = replyNumber(items[i * 4]);
-      const waitMs = replyNumber(items[i * 4 + 1]);
-      const tokens = replyNumber(items[i * 4 + 2]);
+      const granted = replyNumber(items[i * 6]);
+      const waitMs = replyNumber(items[i * 6 + 1]);
+      const tokens = replyNumber(items[i * 6 + 2]);
+      const blockedMs = replyNumber(items[i * 6 + 4]);
+      const liftedAgoMs = replyNumber(items[i * 6 + 5]);
       const want = (requests[i] as LeaseRequest).want;
-      if (!(granted >= 0 && granted <= want) || !(waitMs >= 0) || Number.isNaN(tokens)) {
-        throw new TypeError(`unexpected lease reply ${granted}, ${waitMs}, ${tokens}`);
+      if (
+        !(granted >= 0 && granted <= want) ||
+        !(waitMs >= 0) ||
+        Number.isNaN(tokens) ||
+        !(blockedMs >= 0 && blockedMs < Number.POSITIVE_INFINITY) ||
+        !(liftedAgoMs >= 0)
+      ) {
+        throw new TypeError(
+          `unexpected lease reply ${granted}, ${waitMs}, ${tokens}, ${blockedMs}, ${liftedAgoMs}`,
+        );
       }
-      grants.push({ granted, waitMs, tokens });
+      grants.push({ granted, waitMs, tokens, blockedMs, liftedAgoMs });
     }
     return { late: false, grants };
   }

@@ -29,6 +29,12 @@ export interface BucketState {
   anchorMs: number;
   /** The contenders by process id. */
   readonly contenders: Map<string, Contender>;
+  /** When the key's block ends (ms); -Infinity: not blocked. */
+  blockedUntilMs: number;
+  /** When the key's block was last lifted (ms); -Infinity: no mark kept. */
+  liftedAtMs: number;
+  /** The lift's mark is kept until then (ms): the end of the block it lifted, at least. */
+  liftKeptUntilMs: number;
 }
 
 /** The bucket's configuration. */
@@ -47,7 +53,55 @@ export const MAX_CONTENDER_WAIT_MS = 31_622_400_000;
 
 /** A fresh (full) bucket at `nowMs`. */
 export function freshBucket(capacity: number, nowMs: number): BucketState {
-  return { tokens: capacity, anchorMs: nowMs, contenders: new Map() };
+  return {
+    tokens: capacity,
+    anchorMs: nowMs,
+    contenders: new Map(),
+    blockedUntilMs: Number.NEGATIVE_INFINITY,
+    liftedAtMs: Number.NEGATIVE_INFINITY,
+    liftKeptUntilMs: Number.NEGATIVE_INFINITY,
+  };
+}
+
+/**
+ * True when `state` at `nowMs` holds nothing a fresh bucket would not: full, no contender,
+ * no block, no lift's mark (the lease script then keeps no key).
+ */
+export function holdsNothing(state: BucketState, capacity: number, nowMs: number): boolean {
+  return (
+    state.tokens >= capacity &&
+    state.contenders.size === 0 &&
+    !(state.blockedUntilMs > nowMs) &&
+    !(state.liftKeptUntilMs > nowMs)
+  );
+}
+
+/**
+ * Applies `change` to the key's block at `t` (ms), after dropping an ended block and a lift's
+ * mark past its time: returns the ms the key stays blocked (0: not blocked).
+ */
+export function applyBlock(state: BucketState, change: LeaseRequest["block"], t: number): number {
+  if (!(state.blockedUntilMs > t)) state.blockedUntilMs = Number.NEGATIVE_INFINITY;
+  if (!(state.liftKeptUntilMs > t)) {
+    state.liftedAtMs = Number.NEGATIVE_INFINITY;
+    state.liftKeptUntilMs = Number.NEGATIVE_INFINITY;
+  }
+  if (change !== undefined) {
+    const end = t + change.ms;
+    if (change.op === "lift") {
+      // The mark is kept until the lifted block would have ended, or `ms` from now.
+      let kept = state.blockedUntilMs > end ? state.blockedUntilMs : end;
+      if (state.liftKeptUntilMs > kept) kept = state.liftKeptUntilMs;
+      state.blockedUntilMs = Number.NEGATIVE_INFINITY;
+      if (kept > t) {
+        state.liftedAtMs = t;
+        state.liftKeptUntilMs = kept;
+      }
+    } else if (change.op === "block" ? end > state.blockedUntilMs : !(state.blockedUntilMs > t)) {
+      state.blockedUntilMs = end;
+    }
+  }
+  return state.blockedUntilMs > t ? state.blockedUntilMs - t : 0;
 }
 
 /**
@@ -77,10 +131,16 @@ export function fairShares(rate: number, demands: readonly number[]): number[] {
 export interface KeyExchange extends LeaseGrant {
   /** Tokens of `give` the bucket took back (the rest would have passed capacity). */
   readonly back: number;
+  /** Ms until the key's block ends (0: not blocked). */
+  readonly blockedMs: number;
+  /** Ms since the key's block was lifted, while the mark is kept (Infinity: none). */
+  readonly liftedAgoMs: number;
 }
 
 /**
  * One key's part of an exchange at `nowMs` for process `processId`, in this order:
+ * 0. the block: `request.block` applied ({@link applyBlock}); a blocked key is answered as
+ *    if it wanted nothing (nothing granted, `waitMs` 0), its give-back and charge applied;
  * 1. refill (the anchor never moves back); the part of the refill above zero is set aside
  *    for the contenders, each its max-min fair share of `refillPerSecond` by their demands,
  *    up to what each may have set aside; the rest is free;
@@ -101,6 +161,16 @@ export function exchangeKey(
 ): KeyExchange {
   const { capacity, refillPerSecond: rate } = config;
   const t = nowMs > state.anchorMs ? nowMs : state.anchorMs;
+  const blockedMs = applyBlock(state, request.block, t);
+  const liftedAgoMs =
+    state.liftedAtMs > Number.NEGATIVE_INFINITY
+      ? t > state.liftedAtMs
+        ? t - state.liftedAtMs
+        : 0
+      : Number.POSITIVE_INFINITY;
+  // A blocked key takes nothing: no lease for a key no process may admit.
+  const want = blockedMs > 0 ? 0 : request.want;
+  const need = blockedMs > 0 ? 0 : request.need;
   const contenders = state.contenders;
   for (const [id, c] of contenders) if (c.untilMs < t) contenders.delete(id);
   const refilled = state.tokens + ((t - state.anchorMs) * rate) / 1000;
@@ -140,13 +210,13 @@ export function exchangeKey(
   }
   let granted = 0;
   let waitMs = 0;
-  if (request.want > 0) {
+  if (want > 0) {
     let mine = contenders.get(processId);
     const own = mine === undefined ? 0 : mine.entitled;
     const free = holds - reserved;
     const available = full ? holds : own + (free > 0 ? free : 0);
-    if (fits(request.need, available)) {
-      granted = request.want < available ? request.want : available;
+    if (fits(need, available)) {
+      granted = want < available ? want : available;
       if (granted < 0) granted = 0;
       tokens -= granted;
       if (mine !== undefined) mine.entitled = own > granted ? own - granted : 0;
@@ -159,7 +229,7 @@ export function exchangeKey(
         for (const c of contenders.values()) c.entitled *= scale;
       }
     }
-    if (granted < request.want && rate > 0) {
+    if (granted < want && rate > 0) {
       if (mine === undefined) {
         mine = { demand: 0, entitled: 0, most: 0, untilMs: 0 };
         contenders.set(processId, mine);
@@ -167,20 +237,20 @@ export function exchangeKey(
       mine.demand = request.demand;
       // What it may have set aside: the most it asked for while contending (a request that
       // asks a little less, with tokens still in hand, does not cut it).
-      const most = request.want > request.need ? request.want : request.need;
+      const most = want > need ? want : need;
       if (most > mine.most) mine.most = most;
     } else if (mine !== undefined) {
       contenders.delete(processId);
       mine = undefined;
     }
     const left = available - granted;
-    if (!fits(request.need, left)) {
+    if (!fits(need, left)) {
       // Counted from what is set aside for it alone: the free part may be gone by then.
       const own = mine === undefined ? 0 : mine.entitled;
-      const short = request.need - (own < left ? own : left > 0 ? left : 0);
+      const short = need - (own < left ? own : left > 0 ? left : 0);
       waitMs = waitFor(short, tokens, processId, request.demand, contenders, rate);
       // ... or until the bucket is full, when whoever asks may take it.
-      if (rate > 0 && request.need <= capacity) {
+      if (rate > 0 && need <= capacity) {
         const fullMs = ((capacity - tokens) * 1000) / rate;
         if (fullMs < waitMs) waitMs = fullMs;
       }
@@ -193,7 +263,7 @@ export function exchangeKey(
   }
   state.tokens = tokens;
   state.anchorMs = t;
-  return { granted, waitMs, tokens, back };
+  return { granted, waitMs, tokens, back, blockedMs, liftedAgoMs };
 }
 
 /**

@@ -24,6 +24,22 @@ export interface LeaseRequest {
   readonly need: number;
   /** This process's demand for the key, in tokens per second (its weight in the fair share; > 0). */
   readonly demand: number;
+  /** A change to the key's shared block, applied before anything else; absent: none. */
+  readonly block?: LeaseBlockChange | undefined;
+}
+
+/**
+ * A change to a key's block in the store (docs/redis.md#blocks-shared-by-every-process),
+ * on the store's clock: `'block'` blocks it for `ms` from now (a block that ends later
+ * stays), `'once'` the same unless a block is in place (kept as it is), `'lift'` lifts it
+ * and leaves a mark that it was lifted, kept `ms` (at least until the lifted block would have
+ * ended), so that the processes that learned the block lift it too.
+ */
+export interface LeaseBlockChange {
+  /** `'block'`, `'once'` (unless blocked) or `'lift'`. */
+  readonly op: "block" | "once" | "lift";
+  /** Milliseconds (> 0 for a block; >= 0 for a lift: how long its mark is kept at least). */
+  readonly ms: number;
 }
 
 /** One key's answer, in the order of the requests. */
@@ -37,6 +53,16 @@ export interface LeaseGrant {
   readonly waitMs: number;
   /** Tokens left in the shared bucket after the exchange (below zero: a debt being repaid). */
   readonly tokens: number;
+  /**
+   * Ms until the key's block in the store ends, 0 when it is not blocked (then nothing was
+   * granted: a blocked key gets no tokens). Absent: a store that keeps no blocks.
+   */
+  readonly blockedMs?: number | undefined;
+  /**
+   * Ms since the key's block was last lifted in the store, while the mark of that lift is
+   * kept; Infinity when there is none. Absent: a store that keeps no blocks.
+   */
+  readonly liftedAgoMs?: number | undefined;
 }
 
 /**
@@ -65,7 +91,8 @@ export interface LeaseStore {
   /**
    * Gives back, charges and takes tokens for every request of process `processId`,
    * atomically per key, sharing a contended bucket max-min fairly among the processes
-   * that ask for it (src/redis/leased/shared-bucket.ts is the model). Rejects when the store
+   * that ask for it, and keeps each key's block (src/redis/leased/shared-bucket.ts is the
+   * model; a store without blocks ignores `block` and answers no `blockedMs`). Rejects when the store
    * failed (a connection error, a timeout, a malformed reply, a refused write). A call that
    * did not answer in time must change nothing afterwards (the Redis store sends a deadline).
    */

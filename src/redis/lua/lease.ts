@@ -5,16 +5,17 @@ import { LUA_COMMON } from "./common.js";
 /**
  * The lease exchange of `LeasedTokenBucket`, batched over keys (of one hash slot in a
  * cluster), on the server's clock; src/redis/leased/shared-bucket.ts is its model, operation
- * for operation (refill, the contenders' fair shares of it, give back, charge, take).
- *
- * A key is a hash: `tokens` and `anchor` (absent: full), a field `c:<process>` per contender
- * (`demand entitled most until`), and with `record` the totals `taken`, `given`, `charged`
- * no decision reads; a recorded key lives `maxTtlMs` after a write, another until full.
+ * for operation (the block, refill, the contenders' fair shares of it, give back, charge, take).
+ * A key is a hash: `tokens` and `anchor` (absent: full), `c:<process>` per contender
+ * (`demand entitled most until`), `block` (its end) and `lift` (`at kept`), and with
+ * `record` the totals `taken`, `given`, `charged`; it lives `maxTtlMs` after a write
+ * (recorded) or until full, at least until its block ends and its lift's mark lapses.
  *
  * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), staleMs, the
- * process's tag, then per key give, charge, want, need, demand, and last the deadline
- * (server ms, '' = none). Past it: no write, `{-1, serverNowMs}`. Else per key granted,
- * waitMs, tokens left, accepted back; last the server's now. Floats as `%.17g` strings.
+ * process's tag, per key give, charge, want, need, demand, block change (`''`, `b<ms>`,
+ * `o<ms>` unless blocked, `l<ms>` lift), then the deadline (server ms, '' = none). Past it:
+ * `{-1, serverNowMs}`, no write. Else per key granted, waitMs, tokens left, accepted back,
+ * blockedMs, liftedAgoMs; last the server's now. Floats as `%.17g` strings.
  */
 export const LEASE_SCRIPT = new Script(
   "lease",
@@ -54,16 +55,18 @@ end
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 6 + (i - 1) * 5
+  local base = 6 + (i - 1) * 6
   local give = tonumber(ARGV[base + 1])
   local charge = tonumber(ARGV[base + 2])
   local want = tonumber(ARGV[base + 3])
   local need = tonumber(ARGV[base + 4])
   local demand = tonumber(ARGV[base + 5])
+  local change = ARGV[base + 6]
   local h = redis.call('HGETALL', key)
   local tokens = nil
   local anchor = now
   local taken, given, charged = 0, 0, 0
+  local blockedUntil, liftedAt, liftKept = -math.huge, -math.huge, -math.huge
   local live = {}
   local drop = {}
   for j = 1, #h, 2 do
@@ -74,6 +77,11 @@ for i = 1, #KEYS do
     elseif name == 'taken' then taken = tonumber(value)
     elseif name == 'given' then given = tonumber(value)
     elseif name == 'charged' then charged = tonumber(value)
+    elseif name == 'block' then blockedUntil = tonumber(value)
+    elseif name == 'lift' then
+      local a, k = string.match(value, '^(%S+) (%S+)$')
+      liftedAt = tonumber(a)
+      liftKept = tonumber(k)
     elseif string.sub(name, 1, 2) == 'c:' then
       local d, e, m, u = string.match(value, '^(%S+) (%S+) (%S+) (%S+)$')
       live[#live + 1] = { id = name, demand = tonumber(d), entitled = tonumber(e), most = tonumber(m), untilMs = tonumber(u) }
@@ -82,6 +90,31 @@ for i = 1, #KEYS do
   if tokens == nil then tokens = capacity; anchor = now end
   local t = now
   if t < anchor then t = anchor end
+  -- shared-bucket.ts applyBlock(): the block first; a blocked key takes nothing.
+  local hadBlock = blockedUntil ~= -math.huge
+  local hadLift = liftedAt ~= -math.huge
+  if not (blockedUntil > t) then blockedUntil = -math.huge end
+  if not (liftKept > t) then liftedAt = -math.huge; liftKept = -math.huge end
+  local op = string.sub(change, 1, 1)
+  if op ~= '' then
+    local e = t + tonumber(string.sub(change, 2))
+    if op == 'l' then
+      local keep = e
+      if blockedUntil > keep then keep = blockedUntil end
+      if liftKept > keep then keep = liftKept end
+      blockedUntil = -math.huge
+      if keep > t then liftedAt = t; liftKept = keep end
+    elseif op == 'b' then
+      if e > blockedUntil then blockedUntil = e end
+    elseif not (blockedUntil > t) then
+      blockedUntil = e
+    end
+  end
+  local blockedMs = 0
+  if blockedUntil > t then blockedMs = blockedUntil - t end
+  local liftedAgo = math.huge
+  if liftedAt ~= -math.huge then liftedAgo = pos(t - liftedAt) end
+  if blockedMs > 0 then want = 0; need = 0 end
   local kept = {}
   for _, c in ipairs(live) do
     if c.untilMs < t then drop[#drop + 1] = c.id else kept[#kept + 1] = c end
@@ -186,13 +219,19 @@ for i = 1, #KEYS do
       mine.untilMs = t + staleMs + 2 * wait
     end
   end
-  local dirty = back > 0 or charge > 0 or want > 0 or #drop > 0
+  local dirty = back > 0 or charge > 0 or want > 0 or #drop > 0 or op ~= ''
+  if hadBlock and blockedUntil == -math.huge then drop[#drop + 1] = 'block' end
+  if hadLift and liftedAt == -math.huge then drop[#drop + 1] = 'lift' end
+  -- A block and a lift's mark keep the key at least until they end.
+  local holdMs = 0
+  if blockedMs > 0 then holdMs = blockedMs end
+  if liftKept > t and liftKept - t > holdMs then holdMs = liftKept - t end
   if charge > 0 then charged = charged + charge end
   taken = taken + granted
   given = given + back
   if not dirty then
     -- A probe (nothing given, charged or wanted): nothing to write.
-  elseif tokens >= capacity and #live == 0 then
+  elseif tokens >= capacity and #live == 0 and holdMs == 0 then
     -- A full bucket without contenders: no state (the record, if kept, stays).
     if record then
       local fields = { 'tokens', 'anchor' }
@@ -209,6 +248,14 @@ for i = 1, #KEYS do
       fields[#fields + 1] = c.id
       fields[#fields + 1] = f(c.demand) .. ' ' .. f(c.entitled) .. ' ' .. f(c.most) .. ' ' .. f(c.untilMs)
     end
+    if blockedMs > 0 then
+      fields[#fields + 1] = 'block'
+      fields[#fields + 1] = f(blockedUntil)
+    end
+    if liftedAt ~= -math.huge then
+      fields[#fields + 1] = 'lift'
+      fields[#fields + 1] = f(liftedAt) .. ' ' .. f(liftKept)
+    end
     if record then
       fields[#fields + 1] = 'taken'
       fields[#fields + 1] = f(taken)
@@ -219,11 +266,20 @@ for i = 1, #KEYS do
     end
     if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
     redis.call('HSET', key, unpack(fields))
+    local fullMs = math.huge
     if record then
+      fullMs = maxTtl
+    elseif rate > 0 then
+      fullMs = cleanMs(((capacity - tokens) * 1000) / rate)
+    end
+    local liveMs = fullMs
+    if liveMs > maxTtl then liveMs = maxTtl end
+    if holdMs > 0 and not (liveMs > holdMs) then
+      -- The block or the lift's mark outlives the rest (a full bucket's expiry would be now).
+      redis.call('PEXPIRE', key, string.format('%d', math.ceil(holdMs)))
+    elseif record then
       redis.call('PEXPIRE', key, string.format('%d', maxTtl))
     else
-      local fullMs = math.huge
-      if rate > 0 then fullMs = cleanMs(((capacity - tokens) * 1000) / rate) end
       expire(key, fullMs, t + fullMs, false, maxTtl)
     end
   end
@@ -231,6 +287,8 @@ for i = 1, #KEYS do
   out[#out + 1] = f(waitMs)
   out[#out + 1] = f(tokens)
   out[#out + 1] = f(back)
+  out[#out + 1] = f(blockedMs)
+  out[#out + 1] = f(liftedAgo)
 end
 out[#out + 1] = f(now)
 return out

@@ -43,11 +43,12 @@ function fakeCluster(clock: ManualClock) {
           if (heartbeat) return resolve([1, String(clock())]);
           const out: string[] = [];
           // ARGV: capacity, rate, maxTtl, record, staleMs, process, then per key give,
-          // charge, want, need, demand.
+          // charge, want, need, demand, block change; per key granted, waitMs, tokens,
+          // back, blockedMs, liftedAgoMs.
           for (let i = 0; i < keys.length; i++) {
-            const give = args[6 + i * 5] as string;
-            const want = args[8 + i * 5] as string;
-            out.push(want, "0", "50", give);
+            const give = args[6 + i * 6] as string;
+            const want = args[8 + i * 6] as string;
+            out.push(want, "0", "50", give, "0", "inf");
           }
           out.push(String(clock()));
           resolve(out);

@@ -8,6 +8,7 @@ import {
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../../../src/redis/lua/lease.js";
 import { replyNumber } from "../../../src/redis/reply.js";
 import { runScript } from "../../../src/redis/script.js";
+import { blockChange } from "../../support/lease-sim/stores.js";
 import {
   deleteTestKeys,
   ioredisAdapter,
@@ -26,10 +27,13 @@ afterAll(async () => {
   await conn?.close();
 });
 
-/** One exchange: [granted, waitMs, tokens, back] per key, then the server's now. */
+/**
+ * One exchange: [granted, waitMs, tokens, back, blockedMs, liftedAgoMs] per key, then the
+ * server's now. `block` is the script's block argument (`b<ms>`, `o<ms>`, `l<ms>`).
+ */
 async function exchange(
   keys: string[],
-  perKey: [give: number, want: number, need: number, charge?: number][],
+  perKey: [give: number, want: number, need: number, charge?: number, block?: string][],
   options: {
     capacity?: number;
     rate?: number;
@@ -47,13 +51,14 @@ async function exchange(
     "2000",
     options.process ?? "p1",
   ];
-  for (const [give, want, need, charge] of perKey) {
+  for (const [give, want, need, charge, block] of perKey) {
     args.push(
       String(give),
       String(charge ?? 0),
       String(want),
       String(need),
       String(options.demand ?? 1),
+      block ?? "",
     );
   }
   args.push(options.deadline ?? "");
@@ -118,8 +123,8 @@ describe.skipIf(!redis.available)("the lease script", () => {
         [0, 20, 1],
       ],
     );
-    expect(out.length).toBe(9);
-    expect([out[0], out[4]]).toEqual([3, 10]);
+    expect(out.length).toBe(13);
+    expect([out[0], out[6]]).toEqual([3, 10]);
   });
 
   test("past its deadline the script writes nothing and answers {-1, now}", async () => {
@@ -137,6 +142,73 @@ describe.skipIf(!redis.available)("the lease script", () => {
     expect(Number(await conn.command("PTTL", key))).toBeGreaterThan(1000);
     await exchange([key], [[5, 0, 0]], { rate: 1, record: false });
     expect(await conn.command("EXISTS", key)).toBe(0);
+  });
+
+  test("step table: a block first, a blocked key takes nothing, 'once' keeps a block, a lift leaves its mark", async () => {
+    const key = `${uniquePrefix("lease")}k`;
+    // [give, want, need, charge, block] -> granted, blockedMs at least/most, lifted mark
+    const steps: [
+      [number, number, number, number, string],
+      { granted: number; blockedAtLeast: number; blockedAtMost: number; lifted: boolean },
+    ][] = [
+      [
+        [0, 3, 1, 0, "b60000"],
+        { granted: 0, blockedAtLeast: 59_000, blockedAtMost: 60_000, lifted: false },
+      ],
+      [
+        [0, 3, 1, 0, ""],
+        { granted: 0, blockedAtLeast: 59_000, blockedAtMost: 60_000, lifted: false },
+      ],
+      // 'once' keeps the block in place (neither shortened nor extended)
+      [
+        [0, 0, 0, 0, "o5000"],
+        { granted: 0, blockedAtLeast: 59_000, blockedAtMost: 60_000, lifted: false },
+      ],
+      // a shorter 'block' never shortens it
+      [
+        [0, 0, 0, 0, "b10"],
+        { granted: 0, blockedAtLeast: 59_000, blockedAtMost: 60_000, lifted: false },
+      ],
+      // a give-back and a charge are applied while blocked
+      [
+        [2, 0, 0, 1, ""],
+        { granted: 0, blockedAtLeast: 59_000, blockedAtMost: 60_000, lifted: false },
+      ],
+      [[0, 0, 0, 0, "l0"], { granted: 0, blockedAtLeast: 0, blockedAtMost: 0, lifted: true }],
+      [[0, 2, 1, 0, ""], { granted: 2, blockedAtLeast: 0, blockedAtMost: 0, lifted: true }],
+      [
+        [0, 0, 0, 0, "o1000"],
+        { granted: 0, blockedAtLeast: 900, blockedAtMost: 1000, lifted: true },
+      ],
+    ];
+    for (const [i, [ask, want]] of steps.entries()) {
+      const out = await exchange([key], [ask]);
+      expect(out[0], `step ${i} granted`).toBe(want.granted);
+      expect(out[4], `step ${i} blockedMs`).toBeGreaterThanOrEqual(want.blockedAtLeast);
+      expect(out[4], `step ${i} blockedMs`).toBeLessThanOrEqual(want.blockedAtMost);
+      expect(out[5] !== Number.POSITIVE_INFINITY, `step ${i} lifted`).toBe(want.lifted);
+    }
+  });
+
+  test("a block on a full bucket without a record keeps its key until the block ends", async () => {
+    // A full bucket's expiry is now: set after the block's, it deleted the key and the block.
+    const key = `${uniquePrefix("lease")}k`;
+    await exchange([key], [[0, 0, 0, 0, "b60000"]], { rate: 5, record: false });
+    expect(Number(await conn.command("PTTL", key))).toBeGreaterThan(59_000);
+    const [granted, , , , blockedMs] = await exchange([key], [[0, 3, 1]], {
+      rate: 5,
+      record: false,
+    });
+    expect(granted).toBe(0);
+    expect(blockedMs).toBeGreaterThan(59_000);
+  });
+
+  test("a block longer than maxTtlMs outlives it, at no refill too", async () => {
+    const key = `${uniquePrefix("lease")}k`;
+    await exchange([key], [[0, 1, 1, 0, "b600000"]], { rate: 0, record: false });
+    expect(Number(await conn.command("PTTL", key))).toBeGreaterThan(599_000);
+    await exchange([key], [[0, 1, 1, 0, ""]], { rate: 0, record: true });
+    expect(Number(await conn.command("PTTL", key))).toBeGreaterThan(599_000);
   });
 
   test("heartbeats count live processes and drop lapsed ones", async () => {
@@ -197,6 +269,7 @@ describe.skipIf(!redis.available)("the lease script", () => {
       want: fc.constantFrom(0, 1, 4, 9),
       need: fc.constantFrom(0.5, 1, 3),
       demand: fc.constantFrom(10, 300, 2000),
+      block: fc.constantFrom("", "", "", "b50000", "b5", "o20000", "l0", "l30000"),
     });
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 14 }), async (steps) => {
@@ -205,23 +278,46 @@ describe.skipIf(!redis.available)("the lease script", () => {
         let model: BucketState | undefined;
         for (const [i, s] of steps.entries()) {
           const need = Math.min(s.need, s.want);
-          const out = await exchange([key], [[s.give, s.want, need, s.charge]], {
+          const out = await exchange([key], [[s.give, s.want, need, s.charge, s.block]], {
             capacity: config.capacity,
             rate: config.refillPerSecond,
             process: s.process,
             demand: s.demand,
           });
-          const now = out[4] as number;
+          const now = out[6] as number;
           model ??= freshBucket(config.capacity, now);
           const want = exchangeKey(
             model,
-            { key, give: s.give, charge: s.charge, want: s.want, need, demand: s.demand },
+            {
+              key,
+              give: s.give,
+              charge: s.charge,
+              want: s.want,
+              need,
+              demand: s.demand,
+              block: blockChange(s.block),
+            },
             s.process,
             now,
             config,
           );
-          const got = { granted: out[0], waitMs: out[1], tokens: out[2], back: out[3] };
-          for (const name of ["granted", "waitMs", "tokens", "back"] as const) {
+          const got = {
+            granted: out[0],
+            waitMs: out[1],
+            tokens: out[2],
+            back: out[3],
+            blockedMs: out[4],
+            liftedAgoMs: out[5],
+          };
+          const names = [
+            "granted",
+            "waitMs",
+            "tokens",
+            "back",
+            "blockedMs",
+            "liftedAgoMs",
+          ] as const;
+          for (const name of names) {
             const a = got[name] as number;
             const b = want[name];
             const close = a === b || Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b));

@@ -36,6 +36,10 @@ interface KeyTrack {
   admitted: number;
   creditAdmitted: number;
   leaseAdmitted: number;
+  /** Units refunds gave back (they come off `admitted`: admitted minus refunded is bounded). */
+  refunded: number;
+  /** Units refunds put into leases (or on their way to the store): lease tokens they funded. */
+  refundedIntoLeases: number;
   /** Fallback buckets alive (at last look). */
   shares: ShareTrack[];
   /** Sum of `cap` of every fallback bucket made so far. */
@@ -102,6 +106,8 @@ export class Checker {
         admitted: 0,
         creditAdmitted: 0,
         leaseAdmitted: 0,
+        refunded: 0,
+        refundedIntoLeases: 0,
         shares: [],
         shareCaps: 0,
         shareRefill: 0,
@@ -239,6 +245,24 @@ export class Checker {
   }
 
   /**
+   * A refund of `key` gave back `given` units, `intoLeases` of them into the processes'
+   * leases (the change of what they hold): they come off the units admitted, so admitted
+   * minus refunded stays within the bounds, and those put into leases count as lease
+   * tokens handed out. A refund that adds more than it says passes a bound.
+   */
+  refunded(key: string, given: number, intoLeases: number, nowMs: number): void {
+    if (!(given > 0) && intoLeases === 0) return;
+    const t = this.track(key, nowMs);
+    this.advance(t, nowMs);
+    t.admitted -= given;
+    t.refunded += given;
+    t.refundedIntoLeases += intoLeases;
+    if (intoLeases > given + 1e-9 * Math.max(1, given)) {
+      this.fail(`t=${nowMs.toFixed(3)} ${key}: a refund of ${given} put ${intoLeases} into leases`);
+    }
+  }
+
+  /**
    * Lease tokens are conserved: what the processes admitted from leases of `key`, plus what
    * they hold, never passes what the store handed out (taken - given back).
    */
@@ -247,7 +271,7 @@ export class Checker {
     if (t === undefined) return;
     let held = 0;
     for (const p of this.processes()) held += p.held(key);
-    const over = t.leaseAdmitted + held - (taken - given);
+    const over = t.leaseAdmitted + held - (taken - given) - t.refundedIntoLeases;
     if (over > 1e-7 * Math.max(1, taken)) {
       this.fail(
         `t=${nowMs.toFixed(3)} ${key}: lease admissions ${t.leaseAdmitted} + held ${held} pass taken ${taken} - given ${given} by ${over}`,

@@ -1,6 +1,9 @@
 import type { RedisLike } from "../../../src/redis/client.js";
 import type { LeaseTable } from "../../../src/redis/leased/lease-table.js";
-import { LeasedTokenBucket } from "../../../src/redis/leased/leased-token-bucket.js";
+import {
+  type LeasedReceipt,
+  LeasedTokenBucket,
+} from "../../../src/redis/leased/leased-token-bucket.js";
 import type { LocalShare } from "../../../src/redis/leased/local-share.js";
 import type { LeasedTokenBucketOptions } from "../../../src/redis/leased/options.js";
 import type { RedisLeaseStore } from "../../../src/redis/leased/redis-store.js";
@@ -284,18 +287,91 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
   };
 
   let decisions = 0;
+  // Receipts of charges, to refund later (the newest few), and each process's resets of a
+  // key (a receipt of a charge before one gives nothing back).
+  const receipts: { p: Proc; receipt: LeasedReceipt; resets: number }[] = [];
+  const resets = new Map<string, number>();
+  const resetsOf = (p: Proc, key: string) => resets.get(`${p.owner} ${key}`) ?? 0;
+  const heldOf = (key: string) => {
+    let held = 0;
+    for (const p of procs) held += p.held(key);
+    return held;
+  };
+  /** A refund by `p` of `key` that gave back `given`: checked against the bounds. */
+  const refunded = (key: string, given: number, heldBefore: number, now: number) => {
+    checker.refunded(key, given, heldOf(key) - heldBefore, now);
+  };
   const decide = (p: Proc, key: string, cost: number, label: string) => {
     const now = world.nowMs;
     checker.observe(key, now);
     const method = g.next();
     let took = true;
     let d: ReturnType<LeasedTokenBucket["consume"]>;
+    // The block this process knows of the key, before the call (blockedMs changes nothing).
+    let blockedHere = false;
     try {
+      blockedHere = p.limiter.blockedMs(key) > 0;
       if (method < 0.08) {
         took = false;
         d = p.limiter.peek(key, cost);
       } else if (method < 0.1) {
         p.limiter.reset(key);
+        resets.set(`${p.owner} ${key}`, resetsOf(p, key) + 1);
+        return;
+      } else if (method < 0.13) {
+        const receipt = p.limiter.charge(key, cost);
+        if (receipt.units > 0) {
+          receipts.push({ p, receipt, resets: resetsOf(p, key) });
+          if (receipts.length > 64) receipts.shift();
+        }
+        if (receipt.units !== (receipt.allowed && receipt.source !== "open" ? cost : 0)) {
+          checker.fail(
+            `${label} t=${now} p${p.owner} ${key}: a ${receipt.source} receipt of ${receipt.units} units for cost ${cost}`,
+          );
+        }
+        d = receipt;
+      } else if (method < 0.155) {
+        if (receipts.length === 0) return;
+        const held = g.pick(receipts);
+        const r = held.receipt;
+        const q = held.p;
+        if (!procs.includes(q)) return; // killed: its receipts went with it
+        const units = g.chance(0.5) ? undefined : r.units * g.next();
+        const before = r.refunded;
+        const heldBefore = heldOf(r.key as string);
+        checker.observe(r.key as string, now);
+        const given = units === undefined ? q.limiter.refund(r) : q.limiter.refund(r, units);
+        const most = Math.min(units ?? Number.POSITIVE_INFINITY, r.units - before);
+        const where = `${label} t=${now} p${q.owner} ${r.key}: refund of a ${r.source} receipt of ${r.units} (refunded ${before})`;
+        if (!(given >= 0 && given <= most + 1e-9))
+          checker.fail(`${where} gave ${given}, most ${most}`);
+        if (given > 0 && resetsOf(q, r.key as string) !== held.resets) {
+          checker.fail(`${where} gave ${given} after a reset of the key`);
+        }
+        if (given > 0 && q.closed) checker.fail(`${where} gave ${given} after close()`);
+        const localNow = now + q.skewMs;
+        if (given > 0 && c.refillPerSecond > 0 && localNow >= r.refundableUntilMs) {
+          checker.fail(`${where} gave ${given} after the refill repaid it`);
+        }
+        refunded(r.key as string, given, heldBefore, now);
+        return;
+      } else if (method < 0.165) {
+        const heldBefore = heldOf(key);
+        const given = p.limiter.refund(key, cost);
+        if (!(given >= 0 && given <= cost + 1e-9)) {
+          checker.fail(`${label} t=${now} p${p.owner} ${key}: refund of ${cost} gave ${given}`);
+        }
+        refunded(key, given, heldBefore, now);
+        return;
+      } else if (method < 0.172) {
+        // Blocks on the pool's keys only (the hot keys carry the efficiency and fairness runs).
+        if (!key.startsWith("k")) return;
+        const ms = g.logUniform(5, 3000);
+        const left = g.chance(0.5) ? p.limiter.block(key, ms) : p.limiter.blockOnce(key, ms);
+        if (!(left > 0)) checker.fail(`${label} t=${now} p${p.owner} ${key}: block left ${left}`);
+        return;
+      } else if (method < 0.176) {
+        p.limiter.unblock(key);
         return;
       } else {
         d = p.limiter.consume(key, cost);
@@ -305,6 +381,14 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
       return;
     }
     decisions++;
+    if (blockedHere && d.allowed) {
+      checker.fail(`${label} t=${now} p${p.owner} ${key}: blocked here, yet ${d.source} allowed`);
+    }
+    if (d.source === "blocked" && (d.allowed || !blockedHere)) {
+      checker.fail(
+        `${label} t=${now} p${p.owner} ${key}: ${JSON.stringify(d)}, blocked here ${blockedHere}`,
+      );
+    }
     if (p.closed && d.source !== "stopped") {
       checker.fail(`${label} t=${now} p${p.owner} ${key}: closed, yet ${d.source}`);
     }
@@ -705,6 +789,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
     };
   }
 
+  for (const problem of server.problems.slice(0, 5)) checker.fail(`store: ${problem}`);
   const config = `${c.kind} n=${c.processes} capacity=${c.capacity} refill=${c.refillPerSecond}/s credit=${c.initialCredit} batch=${c.batchWindowMs} hb=${c.heartbeatTtlMs} idle=${c.idleAfterMs} ttl=${c.leaseTtlMs} timeout=${c.timeoutMs} maxKeys=${c.maxKeys} share=${c.maxLeaseShare} expected=${c.expectedProcesses ?? "-"} failure=${c.failure} latency=${c.latencyMs.toFixed(2)} rate=${c.perSecond}/s`;
   return {
     seed,

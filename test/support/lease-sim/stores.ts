@@ -6,6 +6,7 @@ import {
   type BucketState,
   exchangeKey,
   freshBucket,
+  holdsNothing,
 } from "../../../src/redis/leased/shared-bucket.js";
 import type { LeaseRequest, LeaseStore } from "../../../src/redis/leased/store.js";
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../../../src/redis/lua/lease.js";
@@ -24,6 +25,13 @@ import { WORLD, type World } from "./world.js";
  * deadline, the server's own clock) behind the real `RedisLeaseStore` on a fake client.
  * @module
  */
+
+/** The lease script's block argument (`''`, `b<ms>`, `o<ms>`, `l<ms>`) as a change. */
+export function blockChange(arg: string): LeaseRequest["block"] {
+  if (arg === "") return undefined;
+  const op = arg[0] === "b" ? "block" : arg[0] === "o" ? "once" : "lift";
+  return { op, ms: Number(arg.slice(1)) };
+}
 
 /** True for a lease script's answer that it ran past its deadline (it wrote nothing). */
 function isLate(value: unknown): boolean {
@@ -50,6 +58,8 @@ export class Server {
   readonly giving = new Map<string, number>();
   /** Tokens taken from a bucket and not yet with the process that asked, by caller key. */
   readonly granting = new Map<string, number>();
+  /** What the store did that it must not (a grant for a key it holds blocked). */
+  readonly problems: string[] = [];
   /** Calls sent to the server and not yet answered or failed (any process). */
   outstanding = 0;
   /** Promises settled since the simulation last let them run. */
@@ -283,6 +293,9 @@ export class MemoryBackend implements SimBackend {
               r.given += after.given - b.given;
               r.charged += after.charged - b.charged;
               taken.push([b.key, after.taken - b.taken]);
+              if (after.taken > b.taken && store.blockedMs(b.key) > 0) {
+                server.problems.push(`t=${world.nowMs} ${b.key}: a grant while blocked`);
+              }
             }
             return answer;
           },
@@ -368,16 +381,16 @@ export class RedisBackend implements SimBackend {
   private takesOf(keys: readonly RedisKey[], value: unknown): [string, number][] {
     if (!Array.isArray(value) || isLate(value)) return [];
     const prefix = this.keyPrefix();
-    return keys.map((k, i) => [String(k).slice(prefix.length), Number(value[i * 4])]);
+    return keys.map((k, i) => [String(k).slice(prefix.length), Number(value[i * 6])]);
   }
 
   /** The tokens a lease call gives back, by caller key. */
   private givesOf(keys: readonly RedisKey[], args: readonly string[]): [string, number][] {
     const prefix = this.keyPrefix();
-    return keys.map((k, i) => [String(k).slice(prefix.length), Number(args[6 + i * 5])]);
+    return keys.map((k, i) => [String(k).slice(prefix.length), Number(args[6 + i * 6])]);
   }
 
-  /** The lease script: ARGV capacity, rate, maxTtl, record, staleMs, tag, then per key 5, deadline. */
+  /** The lease script: ARGV capacity, rate, maxTtl, record, staleMs, tag, then per key 6, deadline. */
   private lease(keys: readonly RedisKey[], args: readonly string[]): unknown[] {
     const now = this.server.serverNow();
     const deadline = args[args.length - 1] as string;
@@ -387,7 +400,7 @@ export class RedisBackend implements SimBackend {
     const out: unknown[] = [];
     for (let i = 0; i < keys.length; i++) {
       const redisKey = String(keys[i]);
-      const base = 6 + i * 5;
+      const base = 6 + i * 6;
       const request: LeaseRequest = {
         key: redisKey,
         give: Number(args[base]),
@@ -395,13 +408,17 @@ export class RedisBackend implements SimBackend {
         want: Number(args[base + 2]),
         need: Number(args[base + 3]),
         demand: Number(args[base + 4]),
+        block: blockChange(args[base + 5] as string),
       };
       let state = this.buckets.get(redisKey);
       if (state === undefined) state = freshBucket(this.config.capacity, now);
       const answer = exchangeKey(state, request, tag, now, this.config);
-      if (state.tokens >= this.config.capacity && state.contenders.size === 0) {
-        this.buckets.delete(redisKey);
-      } else this.buckets.set(redisKey, state);
+      if (answer.granted > 0 && answer.blockedMs > 0) {
+        this.server.problems.push(`t=${now} ${redisKey}: a grant while blocked`);
+      }
+      // As the script: no key for a bucket that holds nothing a fresh one would not.
+      if (holdsNothing(state, this.config.capacity, now)) this.buckets.delete(redisKey);
+      else this.buckets.set(redisKey, state);
       const r = this.server.recordOf(redisKey.slice(prefix.length));
       r.taken += answer.granted;
       r.given += answer.back;
@@ -411,6 +428,8 @@ export class RedisBackend implements SimBackend {
         NUMBER_TEXT(answer.waitMs),
         NUMBER_TEXT(answer.tokens),
         NUMBER_TEXT(answer.back),
+        NUMBER_TEXT(answer.blockedMs),
+        NUMBER_TEXT(answer.liftedAgoMs),
       );
     }
     out.push(NUMBER_TEXT(now));
