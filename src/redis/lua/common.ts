@@ -206,8 +206,8 @@ export const LUA_COMMON = `${LUA_FORMAT}${LUA_FITS}${LUA_CLEAN_MS}${LUA_WINDOW_I
  * deadlineMs]` (`ARGV[7]` is a bucket's initial units when its limiter sends them) into the
  * locals `key`, `first`, `second` (the algorithm's two options, under the names given),
  * `cost`, `take`, `explicit` (an explicit time was sent), `now` (that time, else the
- * server's), `maxTtl` and `serverNow` (ms, microsecond resolution), which every reply ends
- * with.
+ * server's), `maxTtl` (`''`: the default) and `serverNow` (ms, microsecond resolution), which
+ * every reply ends with. Numbers are read by coercion (`s + 0`), and `cost` 1 not at all.
  */
 export function luaArgs(first: string, second: string): string {
   return `

@@ -6,13 +6,11 @@ import { luaArgs, luaFloats, luaStore, luaWindowIndex } from "./common.js";
  * `struct.pack('<ddd', endAt, count, at)` (the end of `count`'s window, as `FixedWindow`
  * keeps it, so a new `windowMs` keeps a count until its window ends; the last write's time),
  * then `struct.pack('<d', blockedUntilMs)` while blocked; written with its expiry by one `SET`.
- * ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs ('' = the
- * default), deadlineMs. Reply: `{allowed (1/0), used before the cost, the window's end, now,
- * serverNowMs}` (the ms until the window ends are `end - now`, the same subtraction in
- * TypeScript; `{-1, serverNowMs}` past the deadline; `{2,
- * used, endsInMs, blockLeftMs, serverNowMs}` blocked, writing nothing), each float as two
- * integers (`luaFloats`), for `fixedWindowDecision` (window-math.ts); the window's end and
- * now make a receipt.
+ * ARGV: limit, windowMs, cost, take (1/0), now ('' = TIME), maxTtlMs ('' = default),
+ * deadlineMs. Reply (floats as `luaFloats` pairs): `{allowed (1/0), used before the cost, the
+ * window's end, now, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, used,
+ * endsInMs, blockLeftMs, serverNowMs}` blocked, writing nothing), for `fixedWindowDecision`
+ * (with `end - now`, the script's subtraction); the window's end and now make a receipt.
  *
  * Mirrors `FixedWindow`'s state update. A time behind the last write counts as that write's
  * time, so a lagging clock never returns to an earlier window. The key expires at the

@@ -11,19 +11,17 @@ import {
 /**
  * The sliding window counter's one script (consume and peek). One string per key,
  * `struct.pack('<ddddd', index, prev, curr, at, windowMs)` (window index, units in windows
- * index-1 and index, last write's time, the length they were counted with; another length,
- * after `reconfigure`, is turned into today's as `counterRetuned` does), then
+ * index-1 and index, last write's time, the length counted with: `counterRetuned`), then
  * `struct.pack('<d', blockedUntilMs)` while blocked; written with its expiry by one `SET`.
- * ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs ('' = the
- * default), deadlineMs. Reply after rolling to now's window: `{allowed (1/0), index, prev,
- * curr (before the cost), now, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2,
- * ..., now, blockLeftMs, serverNowMs}` blocked, writing nothing), each float as two integers
- * (`luaFloats`), for `counterDecision` (window-math.ts).
+ * ARGV: limit, windowMs, cost, take (1/0), now ('' = TIME), maxTtlMs ('' = default),
+ * deadlineMs. Reply after rolling to now's window (floats as `luaFloats` pairs): `{allowed,
+ * index, prev, curr (before the cost), now, serverNowMs}` (`{-1, serverNowMs}` past the
+ * deadline; `{2, ..., now, blockLeftMs, serverNowMs}` blocked), for `counterDecision`.
  *
  * Mirrors `counterEstimate` operation for operation: `prev * ((index + 1) * W - now) / W +
  * curr`. Both windows live in one key, which expires when the estimate reaches 0 (the end of
- * the next window: set by the window's first write, kept by the others). A time behind the
- * last write counts as that write's time.
+ * the next window: set by a window's first write, kept by the others). A time behind the last
+ * write counts as that write's time.
  */
 export const SLIDING_WINDOW_COUNTER_SCRIPT = new Script(
   "sliding-window-counter",

@@ -7,16 +7,14 @@ import { luaArgs, luaCleanMs, luaFloats, luaStore } from "./common.js";
  * `struct.pack('<ddd', tokens, anchor, capacity)` (`tokens` exact at `anchor`, counted with
  * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
  * length); written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take
- * (1/0), now ('' = server TIME), maxTtlMs ('' = the default), initial units (optional),
- * deadlineMs. Reply: `{allowed (1/0), tokens now before the cost, now, serverNowMs}` (`{-1,
- * serverNowMs}` past the deadline; `{2, tokens, blockLeftMs, serverNowMs}` blocked, writing
- * nothing), each float as two integers (`luaFloats`), for `bucketDecision`; `now` dates a
- * receipt.
+ * (1/0), now ('' = TIME), maxTtlMs ('' = default), initial units (optional), deadlineMs.
+ * Reply (floats as `luaFloats` pairs): `{allowed, tokens before the cost, now (dates a
+ * receipt), serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, tokens, blockLeftMs,
+ * serverNowMs}` blocked, writing nothing), for `bucketDecision`.
  *
- * Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept). A time behind the
+ * Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept); a time behind the
  * anchor counts as the anchor. A full bucket has no key; another expires when full again. No
- * key is a new bucket: full, or its initial units from now, which a `take` writes even when
- * denied (docs/semantics.md#initial-tokens).
+ * key is a new bucket: full, or its initial units, written by a `take` even when denied.
  */
 export const TOKEN_BUCKET_SCRIPT = bucketScript("token-bucket", false);
 
