@@ -9,9 +9,9 @@ import { floatItems } from "../support/reply-floats.js";
 
 // The hot decision scripts send each float as two small integers (luaFloats); this runs the
 // real Lua on the server and reads the reply through each client library, for doubles that
-// cover every exponent, both signs, the integers ioredis's decoder used to round (near
-// 2^53) and the values the scripts send (epoch ms with microseconds, tokens a hair from an
-// integer).
+// cover every exponent, both signs, the integers ioredis's decoder rounds (near 2^53, which
+// a mantissa scaled by 2^53 would be) and the values the scripts send (epoch ms with
+// microseconds, tokens a hair from an integer).
 
 /** Replies `{1, x1, x2, x3, serverNow}` for three floats sent as `%.17g` text. */
 const ECHO = new Script(
