@@ -8,7 +8,7 @@ import { FIXED_WINDOW_BLOCK_SCRIPT } from "./lua/block.js";
 import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
 import { FIXED_WINDOW_REFUND_SCRIPT } from "./lua/refund.js";
 import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
-import { checkAgreement, replyArray, replyNumber } from "./reply.js";
+import { checkAgreement, replyArray, replyFloat, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
 
 /** Options of {@link RedisFixedWindow}: those of `FixedWindow` (no `clock`) plus the Redis ones. */
@@ -56,15 +56,22 @@ export class RedisFixedWindow extends RedisWindowLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, used, endsIn, left, now] = replyArray(reply, 3);
-    const u = replyNumber(used);
-    const endsInMs = replyNumber(endsIn);
-    const decide = (c: number) => fixedWindowDecision(c, u, endsInMs, this.limit);
-    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
-    // A receipt's mark: the end of the window charged (`left` is it on this reply).
-    const decision = checkAgreement(decide(cost), allowed);
-    if (left === undefined || now === undefined) return decision;
-    const endAt = replyNumber(left);
-    return markCharge(decision, endAt, replyNumber(now), endAt);
+    // {allowed, used, end, now, serverNowMs}, or {2, used, ms until the end, the block's ms
+    // left, serverNowMs}: each float in two integers (luaFloats).
+    const items = replyArray(reply, 8);
+    const allowed = items[0];
+    const u = replyFloat(items, 1);
+    if (replyNumber(allowed) === 2) {
+      const endsIn = replyFloat(items, 3);
+      const decide = (c: number) => fixedWindowDecision(c, u, endsIn, this.limit);
+      return blockedDecision(decide, cost, replyFloat(items, 5));
+    }
+    // The same subtraction as the script's: the ms until the window ends.
+    const endAt = replyFloat(items, 3);
+    const now = replyFloat(items, 5);
+    const endsInMs = endAt - now;
+    const decision = checkAgreement(fixedWindowDecision(cost, u, endsInMs, this.limit), allowed);
+    // A receipt's mark: the end of the window charged.
+    return markCharge(decision, endAt, now, endAt);
   }
 }

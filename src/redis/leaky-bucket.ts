@@ -16,7 +16,7 @@ import {
   REDIS_OPTIONS,
   type RedisLimiterOptions,
 } from "./options.js";
-import { checkAgreement, replyArray, replyNumber } from "./reply.js";
+import { checkAgreement, replyArray, replyFloat, replyNumber } from "./reply.js";
 
 /** Options of {@link RedisLeakyBucket}: those of `LeakyBucket` (no `clock`) plus the Redis ones. */
 export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
@@ -142,14 +142,15 @@ export class RedisLeakyBucket extends RedisLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, room, left] = replyArray(reply, 2);
-    const units = replyNumber(room);
+    // {allowed, units (2), now or the block's ms left (2), serverNowMs}: luaFloats.
+    const items = replyArray(reply, 6);
+    const allowed = items[0];
+    const units = replyFloat(items, 1);
     const decide = (c: number) => bucketDecision(c, units, this.capacity, this.leakPerSecond);
-    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
+    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 3));
     const decision = checkAgreement(decide(cost), allowed);
-    if (left === undefined) return decision;
     // A receipt's mark: when the bucket is full again with no further traffic.
-    const now = replyNumber(left);
+    const now = replyFloat(items, 3);
     const fullAt = now + decision.resetAfterMs;
     return markCharge(decision, fullAt, now, fullAt);
   }

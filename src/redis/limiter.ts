@@ -6,7 +6,7 @@ import { markBlocked, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
-import type { Common } from "./options.js";
+import { type Common, DEFAULT_MAX_TTL_MS } from "./options.js";
 import { replyArray, replyNumber } from "./reply.js";
 import { runScript, Script } from "./script.js";
 import { runDecision } from "./server-clock.js";
@@ -276,14 +276,15 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     this.local = local;
   }
 
-  /** @internal A script's ARGV before the deadline: `config..., cost, take, now, maxTtl, extra...`. */
+  /** @internal A script's ARGV before the deadline: `config..., cost, take, now, maxTtl ('' = the default), extra...`. */
   private args(where: string, cost: number, take: boolean): string[] {
     return [
       ...this.config,
       String(cost),
       take ? "1" : "0",
       this.timeArg(where),
-      String(this.maxTtlMs),
+      // The default goes as '': the scripts hold it, and Redis parses one number less.
+      this.maxTtlMs === DEFAULT_MAX_TTL_MS ? "" : String(this.maxTtlMs),
       ...this.extra,
     ];
   }

@@ -14,6 +14,28 @@ export function replyNumber(value: unknown): number {
   throw new TypeError(`unexpected reply element ${describe(value)}`);
 }
 
+/**
+ * Reads the float a decision script sent as two integers (`luaFloats` in
+ * src/redis/lua/common.ts), `value[at]` and `value[at + 1]`: `a = hi * 4096 + (e + 1100)` and
+ * `b`, where `hi * 2^26 + b` is the `math.frexp` mantissa scaled by 2^53 and `e` its
+ * exponent. The same double bit for bit: every step is exact (integers below 2^53, then a
+ * division and a scaling by powers of two).
+ * @throws {TypeError} For elements that are not two such integers.
+ */
+export function replyFloat(value: readonly unknown[], at: number): number {
+  const a = replyNumber(value[at]);
+  const b = replyNumber(value[at + 1]);
+  if (!Number.isSafeInteger(a) || !Number.isInteger(b) || b < 0 || b >= 67108864) {
+    throw new TypeError(
+      `unexpected reply float ${describe(value[at])}, ${describe(value[at + 1])}`,
+    );
+  }
+  const biased = ((a % 4096) + 4096) % 4096;
+  const mantissa = (((a - biased) / 4096) * 67108864 + b) / 9007199254740992;
+  const e = biased - 1100;
+  return e > 1023 ? mantissa * 2 * 2 ** (e - 1) : mantissa * 2 ** e;
+}
+
 /** The reply of a script as an array of at least `length` elements. */
 export function replyArray(value: unknown, length: number): unknown[] {
   if (!Array.isArray(value) || value.length < length) {

@@ -8,7 +8,7 @@ import { SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT } from "./lua/block.js";
 import { SLIDING_WINDOW_COUNTER_REFUND_SCRIPT } from "./lua/refund.js";
 import { SLIDING_WINDOW_COUNTER_SCRIPT } from "./lua/sliding-window-counter.js";
 import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
-import { checkAgreement, replyArray, replyNumber } from "./reply.js";
+import { checkAgreement, replyArray, replyFloat, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
 
 /**
@@ -61,13 +61,16 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    const [allowed, index, prev, curr, now, left] = replyArray(reply, 5);
-    const i = replyNumber(index);
-    const p = replyNumber(prev);
-    const c0 = replyNumber(curr);
-    const t = replyNumber(now);
+    // {allowed, index, prev, curr, now, (the block's ms left,) serverNowMs}: each float in
+    // two integers (luaFloats).
+    const items = replyArray(reply, 10);
+    const allowed = items[0];
+    const i = replyFloat(items, 1);
+    const p = replyFloat(items, 3);
+    const c0 = replyFloat(items, 5);
+    const t = replyFloat(items, 7);
     const decide = (c: number) => counterDecision(c, i, p, c0, t, this.limit, this.windowMs);
-    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
+    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 9));
     // A receipt's mark: the index of the window charged, counting until the next one ends.
     return markCharge(checkAgreement(decide(cost), allowed), i, t, (i + 2) * this.windowMs);
   }

@@ -211,6 +211,76 @@ describe.skipIf(!redis.available)("expiry on the server's clock", () => {
     expect(pttl).toBeLessThanOrEqual(90_000);
   });
 
+  test.each([
+    {
+      name: "RedisFixedWindow",
+      make: (prefix: string) =>
+        new RedisFixedWindow({
+          client: c.client,
+          prefix,
+          limit: 10,
+          windowMs: 10 * HOUR,
+          maxTtlMs: 90_000,
+        }),
+    },
+    {
+      name: "RedisSlidingWindowCounter",
+      make: (prefix: string) =>
+        new RedisSlidingWindowCounter({
+          client: c.client,
+          prefix,
+          limit: 10,
+          windowMs: 10 * HOUR,
+          maxTtlMs: 90_000,
+        }),
+    },
+  ])(
+    "$name: a window longer than maxTtlMs: each write in the window sets the capped expiry again (it keeps no earlier one)",
+    async ({ make }) => {
+      // A window's later writes keep the key's expiry (KEEPTTL) only where the first set it
+      // to the window's end; capped by maxTtlMs, it counts from each write, as before.
+      const limiter = make(uniquePrefix());
+      await limiter.consume("k");
+      const first = Number(await c.command("PEXPIRETIME", keyOf(limiter, "k")));
+      let second = first;
+      // Until the server's clock has moved a whole ms past the first write.
+      for (let i = 0; second <= first && i < 100_000; i++) {
+        const before = await serverNow();
+        await limiter.consume("k");
+        second = Number(await c.command("PEXPIRETIME", keyOf(limiter, "k")));
+        expect(second).toBeGreaterThanOrEqual(Math.floor(before) + 90_000);
+      }
+      expect(second).toBeGreaterThan(first);
+    },
+  );
+
+  test("a fixed window's write after one capped by maxTtlMs sets the key's expiry to the window's end, not the capped one", async () => {
+    // The state a capped write left 50 s ago: the window ends in 50 s, the key in 40 s
+    // (written 100 s before the end with maxTtlMs 90 s). Keeping that expiry (KEEPTTL) would
+    // forget the window's count 10 s early.
+    const window = new RedisFixedWindow({
+      client: c.client,
+      prefix: uniquePrefix(),
+      limit: 10,
+      windowMs: 10 * HOUR,
+      maxTtlMs: 90_000,
+    });
+    const key = keyOf(window, "k");
+    const now = await serverNow();
+    const endAt = Math.floor(now) + 50_000;
+    await c.command(
+      "EVAL",
+      "redis.call('SET', KEYS[1], struct.pack('<ddd', tonumber(ARGV[1]), 3, tonumber(ARGV[2])), 'PXAT', ARGV[3])",
+      "1",
+      key,
+      String(endAt),
+      String(endAt - 100_000),
+      String(endAt - 10_000),
+    );
+    expect(await window.consume("k")).toMatchObject({ allowed: true, remaining: 6 });
+    expect(Number(await c.command("PEXPIRETIME", key))).toBe(endAt);
+  });
+
   test("regression: explicit-clock keys expired on the real clock after their logical idle time; now they live at least 60 s", async () => {
     const prefix = uniquePrefix();
     const bucket = new RedisTokenBucket({

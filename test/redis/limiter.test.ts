@@ -15,6 +15,7 @@ import {
 } from "../../src/redis/index.js";
 import { PROBE_DEADLINE } from "../../src/redis/server-clock.js";
 import { KeyedLimiter } from "../../src/registry.js";
+import { scriptReply } from "../support/reply-floats.js";
 
 /** A client that fails the test if the limiter ever calls it. */
 const untouchable: RedisLike = {
@@ -258,7 +259,8 @@ describe("window limiters: a refused clock reading is not kept", () => {
         if (probe !== undefined) return probe;
         sent.push(String(args[4]));
         // used 0; the 1 ms window holding the time ends at the next whole ms
-        return [1, "0", String(Math.floor(Number(args[4])) + 1 - Number(args[4])), Date.now()];
+        const now = Number(args[4]);
+        return scriptReply([1], [0, Math.floor(now) + 1, now]);
       },
       evalScript: () => Promise.reject(new Error("no script load expected")),
     };
@@ -505,7 +507,7 @@ describe("failure policy", () => {
   test("a script verdict that disagrees with the arithmetic is a store failure", async () => {
     const events: StoreFailureEvent[] = [];
     // 10 tokens available, yet the script says denied.
-    const error = await make("throw", events, scripted([0, "10"]))
+    const error = await make("throw", events, scripted(scriptReply([0], [10, 0])))
       .consume("k")
       .catch((e: unknown) => e);
     expect((error as Error).message).toBe(
@@ -523,8 +525,8 @@ describe("failure policy", () => {
         () => {
           throw cause;
         },
-        [1, "10"],
-        [1, "9"],
+        scriptReply([1], [10, 0]),
+        scriptReply([1], [9, 0]),
       ),
       capacity: 10,
       refillPerSecond: 1,

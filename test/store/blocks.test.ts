@@ -5,6 +5,7 @@ import { describe, expect, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { type FailurePolicy, RedisTokenBucket } from "../../src/redis/index.js";
 import { KeyedLimiter } from "../../src/registry.js";
+import { bucketReply } from "../support/reply-floats.js";
 import { FakeRedis, flush } from "./fake-redis.js";
 
 const down = new Error("connect ECONNREFUSED 127.0.0.1:1");
@@ -68,7 +69,7 @@ describe("a block set through a Redis limiter holds when Redis fails", () => {
     const s = setup("local");
     const pending = s.limiter.consume("mallory");
     await flush();
-    s.fake.last().resolve([2, 5, 30_000]); // blocked in Redis (another process set it)
+    s.fake.last().resolve(bucketReply(2, 5, 30_000)); // blocked in Redis (another process set it)
     expect(await pending).toMatchObject({ allowed: false, source: "redis" });
     expect(s.limiter.blockedMs("mallory")).toBe(30_000);
     expect((await failed(s, "mallory")).allowed).toBe(false);
@@ -78,7 +79,7 @@ describe("a block set through a Redis limiter holds when Redis fails", () => {
     s.set(30_001);
     const again = s.limiter.consume("bob");
     await flush();
-    s.fake.last().resolve([2, 5, 1000]);
+    s.fake.last().resolve(bucketReply(2, 5, 1000));
     await again;
     const resetting = s.limiter.reset("bob");
     await flush();
@@ -98,7 +99,7 @@ describe("a block set through a Redis limiter holds when Redis fails", () => {
     await flush();
     const call = s.fake.last();
     expect(call.args[3], "sent as a peek: nothing taken").toBe("0");
-    call.resolve([1, 5, 0]);
+    call.resolve(bucketReply(1, 5, 0));
     expect(await pending).toMatchObject({ allowed: false, retryAfterMs: 1000, source: "local" });
     await flush();
     const reblock = s.fake.last();

@@ -11,6 +11,7 @@ import {
   StoreUnavailableError,
 } from "../../src/redis/index.js";
 import { KeyedLimiter } from "../../src/registry.js";
+import { bucketReply } from "../support/reply-floats.js";
 import { FakeRedis, flush } from "./fake-redis.js";
 
 // The store-neutral limiter (src/store/limiter.ts) through RedisTokenBucket, on a fake
@@ -97,12 +98,12 @@ describe("circuit breaker", () => {
     // While the probe is out, everything else is answered by the policy.
     expect(await s.limiter.consume("k")).toMatchObject({ source: "open" });
     expect(s.fake.calls).toHaveLength(6);
-    s.fake.last().resolve([1, "9"]);
+    s.fake.last().resolve(bucketReply(1, 9));
     expect(await probe).toMatchObject({ allowed: true, remaining: 8, source: "redis" });
     expect(s.recoveries).toEqual([{ operation: "consume", failedCalls: 7, node: undefined }]);
     const next = s.limiter.consume("k");
     expect(s.fake.calls).toHaveLength(7);
-    s.fake.last().resolve([1, "8"]);
+    s.fake.last().resolve(bucketReply(1, 8));
     expect(await next).toMatchObject({ source: "redis" });
     expect(s.recoveries).toHaveLength(1);
     expect(s.errors).toHaveLength(1);
@@ -119,7 +120,7 @@ describe("circuit breaker", () => {
     expect(s.fake.calls).toHaveLength(6);
     s.clock.now = 2000;
     const probe = s.limiter.consume("k");
-    s.fake.last().resolve([1, "9"]);
+    s.fake.last().resolve(bucketReply(1, 9));
     await probe;
     expect(s.errors).toHaveLength(1);
     expect(s.recoveries).toHaveLength(1);
@@ -151,7 +152,7 @@ describe("circuit breaker", () => {
       expect(errors[0]!.error.timedOut).toBe(true);
       // The timed-out commands are still in the client's queue: pending until settled.
       expect(limiter.circuits()[0]).toMatchObject({ state: "open", pendingCalls: 2 });
-      fake.calls[0]!.resolve([1, "9"]);
+      fake.calls[0]!.resolve(bucketReply(1, 9));
       fake.calls[1]!.reject(down);
       await flush();
       expect(limiter.circuits()[0]).toMatchObject({ state: "open", pendingCalls: 0 });
@@ -166,11 +167,11 @@ describe("circuit breaker", () => {
     expect(await s.limiter.consume("k")).toMatchObject({ allowed: true, source: "open" });
     expect(s.fake.calls).toHaveLength(3);
     expect(s.limiter.circuits()[0]).toMatchObject({ state: "closed", pendingCalls: 3 });
-    s.fake.calls[0]!.resolve([1, "9"]);
+    s.fake.calls[0]!.resolve(bucketReply(1, 9));
     await pending[0];
     const next = s.limiter.consume("k");
     expect(s.fake.calls).toHaveLength(4);
-    for (const call of s.fake.calls.slice(1)) call.resolve([1, "9"]);
+    for (const call of s.fake.calls.slice(1)) call.resolve(bucketReply(1, 9));
     await Promise.all([...pending, next]);
     expect(s.errors).toEqual([]);
   });
@@ -185,7 +186,7 @@ describe("circuit breaker", () => {
     );
     expect((error as Error).cause).toBeInstanceOf(StoreUnavailableError);
     expect(((error as Error).cause as StoreUnavailableError).reason).toBe("pending-cap");
-    s.fake.last().resolve([1, "9"]);
+    s.fake.last().resolve(bucketReply(1, 9));
     await first;
   });
 
@@ -199,7 +200,7 @@ describe("circuit breaker", () => {
     expect(s.errors[0]!.node).toBe("10.0.0.1:7000");
     const b = s.limiter.consume("b");
     expect(fake.calls).toHaveLength(3);
-    fake.last().resolve([1, "9"]);
+    fake.last().resolve(bucketReply(1, 9));
     expect(await b).toMatchObject({ source: "redis" });
     expect(await s.limiter.consume("a")).toMatchObject({ source: "open" });
     expect(fake.calls).toHaveLength(3);
@@ -223,11 +224,11 @@ describe("circuit breaker", () => {
     const late = s.limiter.consume("b");
     // A call still pending on the client's circuit keeps it listed.
     expect(s.limiter.circuits().map((c) => c.node)).toEqual([undefined, "10.0.0.2:7001"]);
-    fake.calls[0]!.resolve([1, "9"]);
-    fake.calls[1]!.resolve([1, "9"]);
+    fake.calls[0]!.resolve(bucketReply(1, 9));
+    fake.calls[1]!.resolve(bucketReply(1, 9));
     await Promise.all([early, late]);
     const third = s.limiter.consume("a");
-    fake.last().resolve([1, "9"]);
+    fake.last().resolve(bucketReply(1, 9));
     await third;
     expect(s.limiter.circuits().map((c) => [c.node, c.state])).toEqual([
       ["10.0.0.2:7001", "closed"],
@@ -245,7 +246,7 @@ describe("circuit breaker", () => {
     await failCalls(s, 1, "a"); // before the slot table: opens the client's circuit
     slotsKnown = true;
     const b = s.limiter.consume("b");
-    fake.last().resolve([1, "9"]);
+    fake.last().resolve(bucketReply(1, 9));
     await b;
     expect(s.limiter.circuits().map((c) => [c.node, c.state])).toEqual([
       [undefined, "open"],
@@ -367,7 +368,7 @@ describe("the default policy, 'local'", () => {
       circuit: { failuresToOpen: 1, clock: () => now },
     });
     const drained = limiter.consume("k");
-    fake.last().resolve([0, "0"]); // denied: the shared bucket is empty, 100 s per token
+    fake.last().resolve(bucketReply(0, 0)); // denied: the shared bucket is empty, 100 s per token
     expect(await drained).toMatchObject({ allowed: false, source: "redis" });
     const oom = new Error("OOM command not allowed when used memory > 'maxmemory'.");
     const refused = limiter.consume("k");
@@ -430,7 +431,7 @@ describe("circuits by node", () => {
     const s = setup({}, fake);
     for (let i = 0; i < MAX_NODE_CIRCUITS + 10; i++) void s.limiter.consume(`k${i}`);
     expect(s.limiter.circuits()).toHaveLength(MAX_NODE_CIRCUITS + 1);
-    for (const call of fake.calls) call.resolve([1, "10"]);
+    for (const call of fake.calls) call.resolve(bucketReply(1, 10));
     await flush();
   });
 });

@@ -1,36 +1,49 @@
 import { Script } from "../script.js";
-import { LUA_COUNTER_RETUNE, LUA_NUMBER, LUA_STORE, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
+import {
+  LUA_COUNTER_RETUNE,
+  LUA_WINDOW_INDEX,
+  luaArgs,
+  luaFloats,
+  luaStore,
+  luaWindowIndex,
+} from "./common.js";
 
 /**
  * The sliding window counter's one script (consume and peek). One string per key,
  * `struct.pack('<ddddd', index, prev, curr, at, windowMs)` (window index, units in windows
- * index-1 and index, last write's time, the length they were counted with; another length,
- * after `reconfigure`, is turned into today's as `counterRetuned` does), then
+ * index-1 and index, last write's time, the length counted with: `counterRetuned`), then
  * `struct.pack('<d', blockedUntilMs)` while blocked; written with its expiry by one `SET`.
- * ARGV: limit, windowMs, cost, take (1/0), now ('' = server TIME), maxTtlMs, deadlineMs.
- * Reply after rolling to now's window: `{allowed (1/0), index, prev, curr (before the cost),
- * now, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, ..., now, blockLeftMs,
- * serverNowMs}` blocked, writing nothing), for `counterDecision` (window-math.ts).
+ * ARGV: limit, windowMs, cost, take (1/0), now ('' = TIME), maxTtlMs ('' = default),
+ * deadlineMs. Reply after rolling to now's window (floats as `luaFloats` pairs): `{allowed,
+ * index, prev, curr (before the cost), now, serverNowMs}` (`{-1, serverNowMs}` past the
+ * deadline; `{2, ..., now, blockLeftMs, serverNowMs}` blocked), for `counterDecision`.
  *
  * Mirrors `counterEstimate` operation for operation: `prev * ((index + 1) * W - now) / W +
  * curr`. Both windows live in one key, which expires when the estimate reaches 0 (the end of
- * the next window). A time behind the last write counts as that write's time.
+ * the next window: set by a window's first write, kept by the others). A time behind the last
+ * write counts as that write's time.
  */
 export const SLIDING_WINDOW_COUNTER_SCRIPT = new Script(
   "sliding-window-counter",
-  `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_WINDOW_INDEX}
+  `${luaArgs("limit", "windowMs")}
 local state = redis.call('GET', key)
-local index, prev, curr, blockedUntil = -math.huge, 0, 0, nil
+local index, prev, curr, blockedUntil, at = -math.huge, 0, 0, nil, nil
+local stored = nil
 if state then
-  local at, w
+  local w
   index, prev, curr, at, w = struct.unpack('<ddddd', state)
   if now < at then now = at end
   if #state > 40 then blockedUntil = struct.unpack('<d', state, 41) end
   if w ~= windowMs then
+    ${LUA_WINDOW_INDEX.trim().replace(/\n/g, "\n    ")}
     ${LUA_COUNTER_RETUNE.trim().replace(/\n/g, "\n    ")}
+  else
+    stored = index
   end
 end
-local k = windowIndex(now, windowMs)
+-- time.ts windowIndex(): floor(t / w), corrected so that k * w <= t < (k + 1) * w.
+local k
+${luaWindowIndex("k", "now", "windowMs")}
 if k ~= index then
   if k == index + 1 then prev = curr else prev = 0 end
   curr = 0
@@ -43,13 +56,18 @@ end
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local allowed = cost == 0 or cost <= (limit - estimate) + 1e-9 * (cost > 1 and cost or 1)
 if blockedUntil and now < blockedUntil then
-  return { 2, n(index), n(prev), n(curr), n(now), n(blockedUntil - now), serverNow }
+  ${luaFloats(["2"], ["index", "prev", "curr", "now", "blockedUntil - now"]).replace(/\n/g, "\n  ")}
 end
 if allowed and take and cost > 0 then
-  ${LUA_STORE.trim().replace(/\n/g, "\n  ")}
-  store(struct.pack('<ddddd', index, prev, curr + cost, now, windowMs),
-    ((index + 1) * windowMs - now) + windowMs, (index + 2) * windowMs)
+  -- The last write in this window, with this windowMs, set the key's expiry to the end of
+  -- the next window (PXAT), unless it was capped by maxTtl: kept as it is.
+  ${luaStore(
+    "struct.pack('<ddddd', index, prev, curr + cost, now, windowMs)",
+    "((index + 1) * windowMs - now) + windowMs",
+    "(index + 2) * windowMs",
+    "stored == index and math.ceil(((index + 1) * windowMs - at) + windowMs) < maxTtl",
+  ).replace(/\n/g, "\n  ")}
 end
-return { allowed and 1 or 0, n(index), n(prev), n(curr), n(now), serverNow }
+${luaFloats(["allowed and 1 or 0"], ["index", "prev", "curr", "now"])}
 `,
 );

@@ -1,5 +1,5 @@
 import { Script } from "../script.js";
-import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
+import { luaArgs, luaCleanMs, luaFloats, luaStore } from "./common.js";
 
 /**
  * The token bucket's one script (consume and peek); {@link LEAKY_BUCKET_SCRIPT} is its twin
@@ -7,13 +7,14 @@ import { LUA_CLEAN_MS, LUA_NUMBER, LUA_STORE, luaArgs } from "./common.js";
  * `struct.pack('<ddd', tokens, anchor, capacity)` (`tokens` exact at `anchor`, counted with
  * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
  * length); written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take
- * (1/0), now ('' = server TIME), maxTtlMs, initial units (optional), deadlineMs. Reply:
- * `{allowed (1/0), tokens now before the cost, now (dates a receipt), serverNowMs}`
- * (`{-1, serverNowMs}` past the deadline; `{2, tokens, blockLeftMs, serverNowMs}` blocked,
- * writing nothing). Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept).
- * A time behind the anchor counts as the anchor. A full bucket has no key; another expires
- * when full again. No key is a new bucket: full, or its initial units from now, which a
- * `take` writes even when denied (docs/semantics.md#initial-tokens).
+ * (1/0), now ('' = TIME), maxTtlMs ('' = default), initial units (optional), deadlineMs.
+ * Reply (floats as `luaFloats` pairs): `{allowed, tokens before the cost, now (dates a
+ * receipt), serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, tokens, blockLeftMs,
+ * serverNowMs}` blocked, writing nothing), for `bucketDecision`.
+ *
+ * Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept); a time behind the
+ * anchor counts as the anchor. A full bucket has no key; another expires when full again. No
+ * key is a new bucket: full, or its initial units, written by a `take` even when denied.
  */
 export const TOKEN_BUCKET_SCRIPT = bucketScript("token-bucket", false);
 
@@ -49,40 +50,45 @@ end
 
 /** The decision script of a token (`leaky` false) or leaky bucket. */
 function bucketScript(name: string, leaky: boolean): Script {
+  const indent = (text: string, by: string) => text.trim().replace(/\n/g, `\n${by}`);
   return new Script(
     name,
-    `${luaArgs("capacity", "rate")}${LUA_NUMBER}
+    `${luaArgs("capacity", "rate")}
 local state = redis.call('GET', key)
 local tokens = capacity
 local blockedUntil = nil
 local new = false
 if state then
-  ${luaBucketRead(leaky).trim().replace(/\n/g, "\n  ")}
+  ${indent(luaBucketRead(leaky), "  ")}
   if #state > 24 then blockedUntil = struct.unpack('<d', state, 25) end
-elseif #ARGV > 7 and tonumber(ARGV[7]) < capacity then
-  tokens = tonumber(ARGV[7])
+elseif #ARGV > 7 and ARGV[7] + 0 < capacity then
+  tokens = ARGV[7] + 0
   new = true
 end
 
 -- A free probe is allowed even in an overdraft (tokens a hair below 0, kept as in TS).
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local allowed = cost == 0 or cost <= tokens + 1e-9 * (cost > 1 and cost or 1)
-if blockedUntil and now < blockedUntil then return { 2, n(tokens), n(blockedUntil - now), serverNow } end
+if blockedUntil and now < blockedUntil then
+  ${indent(luaFloats(["2"], ["tokens", "blockedUntil - now"]), "  ")}
+end
 if take and (new or (allowed and cost > 0)) then
   local left = tokens
   if allowed then left = tokens - cost end
   local missing = capacity - left
   if missing > 0 then
-    ${LUA_CLEAN_MS.trim().replace(/\n/g, "\n    ")}
+    -- numeric.ts cleanMs(): snap to the nearest integer within a relative 1e-9; never negative.
     local fullMs = math.huge
-    if rate > 0 then fullMs = cleanMs((missing * 1000) / rate) end
-    ${LUA_STORE.trim().replace(/\n/g, "\n    ")}
-    store(struct.pack('<ddd', left, now, capacity), fullMs, now + fullMs)
+    if rate > 0 then
+      local ms = (missing * 1000) / rate
+      ${indent(luaCleanMs("fullMs", "ms"), "      ")}
+    end
+    ${indent(luaStore("struct.pack('<ddd', left, now, capacity)", "fullMs", "now + fullMs"), "    ")}
   else
     redis.call('DEL', key)
   end
 end
-return { allowed and 1 or 0, n(tokens), n(now), serverNow }
+${luaFloats(["allowed and 1 or 0"], ["tokens", "now"])}
 `,
   );
 }
