@@ -7,6 +7,10 @@
 export const MAX_PROBES = 128;
 /** Fewest table entries. */
 const MIN_TABLE = 32;
+/** Bits of a table entry that hold its distance from its home entry (below {@link MAX_PROBES}). */
+const DISTANCE_BITS = 7;
+/** Most bits of a slot number for which an entry has room for its distance and a 2-bit tag. */
+const MAX_SLOT_BITS_WITH_DISTANCE = 32 - DISTANCE_BITS - 2;
 
 /**
  * HalfSipHash-1-3 (Aumasson and Bernstein's SipHash on 32-bit words, as Linux's `hsiphash`)
@@ -88,10 +92,12 @@ export function tableEntriesFor(slots: number): number {
 
 /**
  * The slab engine's key-to-slot index: open addressing with linear probing over one
- * `Int32Array` (an entry is the slot plus one, 0 for empty, with high bits of a second mix
- * of the hash as a tag, so a probe past another key rarely reads anything but the table),
- * beside two per-slot arrays: the key (each string kept once, by the engine's slot) and its
- * hash. No object per key. Deletion shifts the following entries back (no tombstones).
+ * `Int32Array` beside two per-slot arrays, the key (each string kept once, by the engine's
+ * slot) and its hash. No object per key. An entry is 0 for empty, else the slot plus one in
+ * its low bits, its distance from its home entry above them (when `maxSlots` leaves room:
+ * below 2^23), and in the rest high bits of a second mix of the hash as a tag, so a probe
+ * past another key rarely reads anything but the table. Deletion shifts the following
+ * entries of the run back (no tombstones), reading only the table where distances are kept.
  *
  * Bytes: 8 per slot for the key pointer, 4 for its hash, and 4 per table entry (at least
  * two entries per slot: 8 to 16 bytes per slot).
@@ -115,6 +121,9 @@ export class KeyIndex {
   private mask: number;
   /** The bits of an entry that hold `slot + 1`. */
   private readonly slotMask: number;
+  /** Bits below an entry's distance (the slot's); `distanceMask` 0 when entries keep none. */
+  private readonly slotBits: number;
+  private readonly distanceMask: number;
   private readonly tagMask: number;
   /** The current 64-bit seed. */
   k0: number;
@@ -138,8 +147,11 @@ export class KeyIndex {
     this.k0 = seeds() | 0;
     this.k1 = seeds() | 0;
     const slotBits = 32 - Math.clz32(maxSlots);
-    this.slotMask = slotBits >= 31 ? 0x7fffffff : (1 << slotBits) - 1;
-    this.tagMask = ~this.slotMask;
+    this.slotBits = slotBits;
+    this.slotMask = (1 << slotBits) - 1;
+    const distances = slotBits <= MAX_SLOT_BITS_WITH_DISTANCE;
+    this.distanceMask = distances ? ((1 << DISTANCE_BITS) - 1) << slotBits : 0;
+    this.tagMask = distances ? ~((1 << (slotBits + DISTANCE_BITS)) - 1) : ~this.slotMask;
     this.keys = new Array<string | undefined>(slots).fill(undefined);
     this.hashes = new Int32Array(slots);
     const entries = tableEntriesFor(slots);
@@ -161,14 +173,16 @@ export class KeyIndex {
   find(key: string): number {
     const h = hashKey(key, this.k0, this.k1);
     const tag = Math.imul(h, 0x9e3779b1) & this.tagMask;
+
     const table = this.table;
     const mask = this.mask;
     const slotMask = this.slotMask;
+    const tagMask = this.tagMask;
     let i = h & mask;
     for (let p = 0; p < MAX_PROBES; p++) {
       const e = table[i]!;
       if (e === 0) break;
-      if ((e & ~slotMask) === tag) {
+      if ((e & tagMask) === tag) {
         const slot = (e & slotMask) - 1;
         if (this.keys[slot] === key) return slot;
       }
@@ -211,6 +225,8 @@ export class KeyIndex {
     const mask = this.mask;
     const slotMask = this.slotMask;
     const hashes = this.hashes;
+    const distanceMask = this.distanceMask;
+    const slotBits = this.slotBits;
     let i = hashes[slot]! & mask;
     while ((table[i]! & slotMask) !== slot + 1) i = (i + 1) & mask;
     // Backward shift: each later entry of the run moves into the hole unless its home lies
@@ -220,9 +236,12 @@ export class KeyIndex {
       j = (j + 1) & mask;
       const e = table[j]!;
       if (e === 0) break;
-      const home = hashes[(e & slotMask) - 1]! & mask;
+      const home =
+        distanceMask === 0
+          ? hashes[(e & slotMask) - 1]! & mask
+          : (j - ((e & distanceMask) >>> slotBits)) & mask;
       if (j > i ? home <= i || home > j : home <= i && home > j) {
-        table[i] = e;
+        table[i] = (e & ~distanceMask) | ((((i - home) & mask) << slotBits) & distanceMask);
         i = j;
       }
     }
@@ -282,7 +301,10 @@ export class KeyIndex {
     let i = h & mask;
     for (let p = 0; p < MAX_PROBES; p++) {
       if (table[i] === 0) {
-        table[i] = (Math.imul(h, 0x9e3779b1) & this.tagMask) | (slot + 1);
+        table[i] =
+          (Math.imul(h, 0x9e3779b1) & this.tagMask) |
+          ((p << this.slotBits) & this.distanceMask) |
+          (slot + 1);
         return true;
       }
       i = (i + 1) & mask;
