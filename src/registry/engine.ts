@@ -104,6 +104,11 @@ export class SlabEngine {
   state: Float64Array;
   /** Per slot: {@link PINNED}, {@link BLOCKED}. */
   flags: Uint8Array;
+  /**
+   * @internal Per slot: its key's length (at most `MAX_KEY_LENGTH_LIMIT`), so that dropping
+   * a key gives its bytes back without reading its string (a cache miss at the bound).
+   */
+  private keyLengths: Uint16Array;
   /** `[seenMs]`: the latest clock reading seen, kept as a raw double (never boxed). */
   readonly seen = new Float64Array([Number.NEGATIVE_INFINITY]);
   /** The last key found and its slot: a hot key's repeated calls skip the Map. */
@@ -220,6 +225,7 @@ export class SlabEngine {
     this.traceK1 = this.index.k1;
     this.state = new Float64Array(this.slots * this.stride);
     this.flags = new Uint8Array(this.slots);
+    this.keyLengths = new Uint16Array(this.slots);
     this.layout.grow(this.slots);
     this.layout.bind(this);
     // Room for a few keys: beyond what is left, a log merges its entries rather than grow.
@@ -368,6 +374,7 @@ export class SlabEngine {
       slot = this.highWater++;
     }
     this.index.add(key, slot, h);
+    this.keyLengths[slot] = key.length;
     this.count++;
     this.created++;
     this.keyBytesKept += need;
@@ -698,6 +705,7 @@ export class SlabEngine {
       this.traceK1 = this.index.k1;
       this.state = new Float64Array(this.slots * this.stride);
       this.flags = new Uint8Array(this.slots);
+      this.keyLengths = new Uint16Array(this.slots);
       this.layout.grow(this.slots);
       this.highWater = 0;
       this.free = -1;
@@ -826,9 +834,10 @@ export class SlabEngine {
 
   /** @internal */
   private drop(slot: number): void {
-    const key = this.keys[slot]!;
+    const key = this.keys[slot];
     this.index.remove(slot);
-    this.keyBytesKept -= slabKeyBytes(key) + this.layout.keyExtraBytes;
+    this.keyBytesKept -=
+      2 * this.keyLengths[slot]! + STRING_HEADER_BYTES + this.layout.keyExtraBytes;
     this.layout.release(slot, this);
     if ((this.flags[slot]! & BLOCKED) !== 0) this.clearBlock(slot);
     this.flags[slot] = 0;
@@ -839,11 +848,11 @@ export class SlabEngine {
   }
 
   /**
-   * @internal Bytes one allocated slot costs: its doubles, its flag, its key pointer and its
-   * key's hash (the index's table is counted apart: `tableBytes`).
+   * @internal Bytes one allocated slot costs: its doubles, its flag, its key's length, its
+   * key pointer and its key's hash (the index's table is counted apart: `tableBytes`).
    */
   private slotBytes(): number {
-    return this.stride * 8 + 1 + 8 + 4;
+    return this.stride * 8 + 1 + 2 + 8 + 4;
   }
 
   /** @internal Grows the slab by doubling, within `maxKeys` and what `maxBytes` leaves after `need`. */
@@ -864,6 +873,9 @@ export class SlabEngine {
     const flags = new Uint8Array(slots);
     flags.set(this.flags);
     this.flags = flags;
+    const keyLengths = new Uint16Array(slots);
+    keyLengths.set(this.keyLengths);
+    this.keyLengths = keyLengths;
     this.index.resize(slots);
     this.slots = slots;
     this.layout.grow(slots);
