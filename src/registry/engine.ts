@@ -52,13 +52,23 @@ export function slabKeyBytes(key: string): number {
 export const STRING_HEADER_BYTES = 24;
 
 /**
- * Where each engine's hash seed comes from: a random 32-bit seed per registry, so that no
- * client can choose keys that collide in its trace table. The tests fix it (through
- * test/support/seeds.ts), so that which keys share a trace entry is the same in every run.
+ * Where each engine's hash keys come from, 32 random bits a call (two per key of its index,
+ * which its trace tables share): from `crypto.getRandomValues` where the runtime has it (Node,
+ * Bun, Deno, workerd), else `Math.random`, so that no client can choose keys that collide in
+ * its index or trace tables. The tests fix it (through test/support/seeds.ts), so that which
+ * keys share a trace entry is the same in every run.
  * @internal
  */
 export const hashSeeds: { next: () => number } = {
-  next: () => (Math.random() * 2 ** 32) >>> 0,
+  next: () => {
+    const c = (globalThis as { crypto?: { getRandomValues?: (a: Uint32Array) => unknown } }).crypto;
+    if (c?.getRandomValues !== undefined) {
+      const word = new Uint32Array(1);
+      c.getRandomValues(word);
+      return word[0]!;
+    }
+    return (Math.random() * 2 ** 32) >>> 0;
+  },
 };
 
 /** What an engine is built with. */

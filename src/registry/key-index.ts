@@ -91,24 +91,16 @@ export function tableEntriesFor(slots: number): number {
 }
 
 /**
- * The slab engine's key-to-slot index: open addressing with linear probing over one
- * `Int32Array` beside two per-slot arrays, the key (each string kept once, by the engine's
- * slot) and its hash. No object per key. An entry is 0 for empty, else the slot plus one in
- * its low bits, its distance from its home entry above them (when `maxSlots` leaves room:
- * below 2^23), and in the rest high bits of a second mix of the hash as a tag, so a probe
- * past another key rarely reads anything but the table. Deletion shifts the following
- * entries of the run back (no tombstones), reading only the table where distances are kept.
+ * The slab engine's key-to-slot index: linear probing over one `Int32Array` at most half
+ * full, beside each slot's key (kept once) and hash; no object per key. An entry is 0 for
+ * empty, else `slot + 1`, its distance from home (below 2^23 slots), and a tag of the hash.
+ * Deletion shifts the run back. Bytes: 12 per slot (pointer, hash), 4 per table entry.
  *
- * Bytes: 8 per slot for the key pointer, 4 for its hash, and 4 per table entry (at least
- * two entries per slot: 8 to 16 bytes per slot).
- *
- * Flooding: the hash is {@link hashKey}, keyed with 64 bits from `seeds` (random per
- * registry), so keys chosen without the key collide no more than random ones. Someone who
- * knows it can pile keys on one run of entries: a probe sequence stops after
- * {@link MAX_PROBES} entries, the key goes to an overflow `Map`, and the index rebuilds under
- * a new seed (at most once per `size / 2` insertions since the last, so a rebuild costs O(1)
- * amortized per insertion). A lookup therefore costs at most {@link MAX_PROBES} table reads
- * plus one `Map.get`, whatever the keys.
+ * Flooding: the hash ({@link hashKey}) is keyed with 64 bits from `seeds` (random per
+ * registry), so without them keys collide no more than random ones. Someone who knows them
+ * can pile keys on one run: past {@link MAX_PROBES} entries a key goes to an overflow `Map`
+ * and the index rebuilds under new bits (at most once per `size / 2` insertions: O(1)
+ * amortized). A lookup costs at most {@link MAX_PROBES} table reads and one `Map.get`.
  * @internal
  */
 export class KeyIndex {

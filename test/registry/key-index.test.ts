@@ -151,9 +151,9 @@ describe("KeyIndex", () => {
     expect(seen.size).toBe(8);
   });
 
-  test("array-index strings (whose V8 hash is their value) spread like others", () => {
-    // Strings "0", "4096", "8192", ...: V8's own hash of each is its value, so in a Map they
-    // share one bucket chain whatever the isolate's seed; in the index they spread.
+  test("decimal strings a power of two apart spread like others", () => {
+    // Strings "0", "8192", "16384", ...: a hash that read them as numbers would put them all
+    // on one home entry.
     const model = new Model(1 << 12, 1 << 12, seedsFrom(3));
     const keys: string[] = [];
     for (let i = 0; i < 2000; i++) keys.push(String(i * 8192));
