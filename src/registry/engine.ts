@@ -230,7 +230,7 @@ export class SlabEngine {
     this.traceMask = entries - 1;
     this.blockTraceSlots = Math.min(entries, MAX_BLOCK_TRACE_SLOTS);
     this.slots = Math.min(FIRST_SLOTS, o.maxKeys);
-    this.index = new KeyIndex(this.slots, o.maxKeys, hashSeeds.next);
+    this.index = new KeyIndex(this.slots, o.maxKeys, () => hashSeeds.next());
     this.traceK0 = this.index.k0;
     this.traceK1 = this.index.k1;
     this.state = new Float64Array(this.slots * this.stride);
