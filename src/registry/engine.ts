@@ -1,6 +1,7 @@
 import { checkWindowClock } from "../algorithms/time.js";
 import { badClock } from "../errors.js";
 import type { Clock } from "../limiter.js";
+import { hashKey, KeyIndex, tableEntriesFor } from "./key-index.js";
 import type { SlotLayout } from "./layout.js";
 import type { Slab } from "./layouts/index.js";
 import { EVICT_SCAN, type KeyedLimiterStats, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
@@ -29,9 +30,9 @@ const ANY_KEY = -1;
 const MAX_BLOCK_TRACE_SLOTS = 2 ** 16;
 
 /**
- * Bytes a key costs beyond its slot, as accounted: the key string (2 bytes per UTF-16
- * code unit, an upper bound of both V8 string kinds, plus a 24-byte header), its
- * `Map` entry with its share of the hash buckets (32) and its slot-to-key pointer (8).
+ * Bytes a key costs in a `Map`-indexed registry (the generic path), as accounted: the key
+ * string (2 bytes per UTF-16 code unit, an upper bound of both V8 string kinds, plus a
+ * 24-byte header), its `Map` entry with its share of the hash buckets (32) and a pointer (8).
  */
 export function keyBytes(key: string): number {
   return 2 * key.length + KEY_OVERHEAD_BYTES;
@@ -40,13 +41,34 @@ export function keyBytes(key: string): number {
 export const KEY_OVERHEAD_BYTES = 24 + 32 + 8;
 
 /**
- * Where each engine's hash seed comes from: a random 32-bit seed per registry, so that no
- * client can choose keys that collide in its trace table. The tests fix it (through
- * test/support/seeds.ts), so that which keys share a trace entry is the same in every run.
+ * Bytes a key costs in the slab engine beyond its slot, as accounted: the key string alone
+ * (2 bytes per UTF-16 code unit and a 24-byte header). Its pointer, its hash and its share
+ * of the index's table are the slot's (see `slotBytes`, {@link KeyIndex}).
+ */
+export function slabKeyBytes(key: string): number {
+  return 2 * key.length + STRING_HEADER_BYTES;
+}
+/** See {@link slabKeyBytes}. */
+export const STRING_HEADER_BYTES = 24;
+
+/**
+ * Where each engine's hash keys come from, 32 random bits a call (two per key of its index,
+ * which its trace tables share): from `crypto.getRandomValues` where the runtime has it (Node,
+ * Bun, Deno, workerd), else `Math.random`, so that no client can choose keys that collide in
+ * its index or trace tables. The tests fix it (through test/support/seeds.ts), so that which
+ * keys share a trace entry is the same in every run.
  * @internal
  */
 export const hashSeeds: { next: () => number } = {
-  next: () => (Math.random() * 2 ** 32) >>> 0,
+  next: () => {
+    const c = (globalThis as { crypto?: { getRandomValues?: (a: Uint32Array) => unknown } }).crypto;
+    if (c?.getRandomValues !== undefined) {
+      const word = new Uint32Array(1);
+      c.getRandomValues(word);
+      return word[0]!;
+    }
+    return (Math.random() * 2 ** 32) >>> 0;
+  },
 };
 
 /** What an engine is built with. */
@@ -86,13 +108,17 @@ export interface EngineOptions {
 export class SlabEngine {
   readonly layout: SlotLayout;
   readonly stride: number;
-  readonly index = new Map<string, number>();
-  /** Slot to key; `undefined` marks a free slot. */
-  keys: (string | undefined)[];
+  /** The key-to-slot index (its own, seeded: see {@link KeyIndex}); it holds each slot's key. */
+  readonly index: KeyIndex;
   /** The slot doubles (see {@link SlotLayout}). */
   state: Float64Array;
   /** Per slot: {@link PINNED}, {@link BLOCKED}. */
   flags: Uint8Array;
+  /**
+   * @internal Per slot: its key's length (at most `MAX_KEY_LENGTH_LIMIT`), so that dropping
+   * a key gives its bytes back without reading its string (a cache miss at the bound).
+   */
+  private keyLengths: Uint16Array;
   /** `[seenMs]`: the latest clock reading seen, kept as a raw double (never boxed). */
   readonly seen = new Float64Array([Number.NEGATIVE_INFINITY]);
   /** The last key found and its slot: a hot key's repeated calls skip the Map. */
@@ -161,8 +187,13 @@ export class SlabEngine {
   private readonly traceScratch: Float64Array;
   /** @internal */
   private readonly traceMask: number;
+  /**
+   * @internal The 64-bit seed of the trace tables' hash: the index's first seed, kept when
+   * the index reseeds (the traces' entries stay where their keys' hashes put them).
+   */
+  private traceK0: number;
   /** @internal */
-  private readonly traceSeed: number;
+  private traceK1: number;
   /** @internal The latest "busy until" in the table: at or after it, no entry applies. */
   private traceUntil = Number.NEGATIVE_INFINITY;
   /** @internal */
@@ -197,23 +228,31 @@ export class SlabEngine {
     this.traceBytes = entries * this.traceWidth * 8;
     this.traceScratch = new Float64Array(this.traceWidth);
     this.traceMask = entries - 1;
-    this.traceSeed = hashSeeds.next() >>> 0;
     this.blockTraceSlots = Math.min(entries, MAX_BLOCK_TRACE_SLOTS);
     this.slots = Math.min(FIRST_SLOTS, o.maxKeys);
+    this.index = new KeyIndex(this.slots, o.maxKeys, () => hashSeeds.next());
+    this.traceK0 = this.index.k0;
+    this.traceK1 = this.index.k1;
     this.state = new Float64Array(this.slots * this.stride);
     this.flags = new Uint8Array(this.slots);
-    this.keys = new Array<string | undefined>(this.slots).fill(undefined);
+    this.keyLengths = new Uint16Array(this.slots);
     this.layout.grow(this.slots);
     this.layout.bind(this);
     // Room for a few keys: beyond what is left, a log merges its entries rather than grow.
     const floor =
       this.committed() +
-      4 * (o.layout.keyExtraBytes + 2 * o.maxKeyLength + KEY_OVERHEAD_BYTES + this.slotBytes());
+      4 * (o.layout.keyExtraBytes + 2 * o.maxKeyLength + STRING_HEADER_BYTES + this.slotBytes()) +
+      4 * 4 * 4; // and the index's table for them (4 bytes, up to 4 entries per slot)
     if (o.maxBytes < floor) {
       throw new RangeError(
         `KeyedLimiter: maxBytes must be at least ${floor} for this policy (room for four keys), got ${o.maxBytes}`,
       );
     }
+  }
+
+  /** Slot to key; `undefined` marks a free slot (the index's array). */
+  get keys(): (string | undefined)[] {
+    return this.index.keys;
   }
 
   /** Keys kept. */
@@ -227,7 +266,11 @@ export class SlabEngine {
    */
   private committed(): number {
     return (
-      this.keyBytesKept + this.slots * this.slotBytes() + this.traceBytes + this.blockTraceBytes
+      this.keyBytesKept +
+      this.slots * this.slotBytes() +
+      this.index.tableBytes +
+      this.traceBytes +
+      this.blockTraceBytes
     );
   }
 
@@ -236,6 +279,7 @@ export class SlabEngine {
     return (
       this.keyBytesKept +
       this.slots * this.slotBytes() +
+      this.index.tableBytes +
       this.trace.length * 8 +
       this.blockTrace.length * 8
     );
@@ -274,8 +318,8 @@ export class SlabEngine {
   find(key: string): number {
     if (--this.countdown === 0) this.step();
     if (key === this.lastKey) return this.lastSlot;
-    const slot = this.index.get(key);
-    if (slot === undefined) return -1;
+    const slot = this.index.find(key);
+    if (slot < 0) return -1;
     this.lastKey = key;
     this.lastSlot = slot;
     return slot;
@@ -284,8 +328,7 @@ export class SlabEngine {
   /** The slot of `key` without sweeping or caching, or -1. */
   lookup(key: string): number {
     if (key === this.lastKey) return this.lastSlot;
-    const slot = this.index.get(key);
-    return slot === undefined ? -1 : slot;
+    return this.index.find(key);
   }
 
   /**
@@ -294,8 +337,25 @@ export class SlabEngine {
    */
   traceOf(key: string, now: number): number {
     if (this.traceUntil <= now) return -1;
-    const o = (this.hash(key) & this.traceMask) * this.traceWidth;
+    return this.traceAt(this.traceHash(key, this.index.hash(key)), now);
+  }
+
+  /** @internal {@link traceOf} for a key whose trace hash is `th`. */
+  private traceAt(th: number, now: number): number {
+    if (this.traceUntil <= now) return -1;
+    const o = (th & this.traceMask) * this.traceWidth;
     return this.layout.traceApplies(this.trace, o, now) ? o : -1;
+  }
+
+  /**
+   * @internal The trace tables' hash of `key`, `h` its hash under the index's seed now: the
+   * same number until the index reseeds (then hashed again under the traces' seed).
+   */
+  private traceHash(key: string, h: number): number {
+    const index = this.index;
+    return index.k0 === this.traceK0 && index.k1 === this.traceK1
+      ? h
+      : hashKey(key, this.traceK0, this.traceK1);
   }
 
   /**
@@ -306,9 +366,12 @@ export class SlabEngine {
   insert(key: string, now: number, blockUntilMs = Number.NEGATIVE_INFINITY): number {
     // A key the block trace keeps blocked (or `block` is blocking) gets its block with its
     // slot: its bytes count from the start.
-    const traced = this.blockTraceOf(key, now);
+    const h = this.index.hash(key);
+    const th = this.traceHash(key, h);
+    const traced = this.blockTraceOf(key, now, th);
     const blockedUntil = traced > blockUntilMs ? traced : blockUntilMs;
-    const need = keyBytes(key) + this.layout.keyExtraBytes + (blockedUntil > now ? BLOCK_BYTES : 0);
+    const need =
+      slabKeyBytes(key) + this.layout.keyExtraBytes + (blockedUntil > now ? BLOCK_BYTES : 0);
     if (!this.hasRoom(need) && !this.makeRoom(now, need)) {
       this.refused++;
       return -1;
@@ -320,12 +383,12 @@ export class SlabEngine {
       if (this.highWater === this.slots) this.grow(need);
       slot = this.highWater++;
     }
-    this.keys[slot] = key;
-    this.index.set(key, slot);
+    this.index.add(key, slot, h);
+    this.keyLengths[slot] = key.length;
     this.count++;
     this.created++;
     this.keyBytesKept += need;
-    const o = this.traceOf(key, now);
+    const o = this.traceAt(th, now);
     const s = slot * this.stride;
     this.flags[slot] = 0;
     if (o < 0) this.layout.init(this.state, s, slot, now);
@@ -343,7 +406,7 @@ export class SlabEngine {
    * at is idle (or, with `"evict"`, every key waits). Changes nothing.
    */
   wouldRefuse(key: string, now: number): boolean {
-    if (this.hasRoom(keyBytes(key) + this.layout.keyExtraBytes)) return false;
+    if (this.hasRoom(slabKeyBytes(key) + this.layout.keyExtraBytes)) return false;
     if (!this.refuse) return this.waitingSlots >= this.count;
     let slot = this.cursor;
     let seen = 0;
@@ -481,9 +544,9 @@ export class SlabEngine {
   }
 
   /** @internal The block trace's time for `key`: when its block ends, `-Infinity` for none. */
-  private blockTraceOf(key: string, now: number): number {
+  private blockTraceOf(key: string, now: number, th?: number): number {
     if (this.blockTraceUntil <= now) return Number.NEGATIVE_INFINITY;
-    const o = this.blockTraceAt(key);
+    const o = this.blockTraceAt(key, th);
     const t = this.blockTrace;
     if (!(t[o]! > now)) return Number.NEGATIVE_INFINITY;
     const fp = t[o + 1]!;
@@ -528,13 +591,13 @@ export class SlabEngine {
   }
 
   /** @internal Offset of `key`'s entry in the block trace. */
-  private blockTraceAt(key: string): number {
-    return (this.hash(key) & (this.blockTraceSlots - 1)) * BLOCK_TRACE_WIDTH;
+  private blockTraceAt(key: string, th = hashKey(key, this.traceK0, this.traceK1)): number {
+    return (th & (this.blockTraceSlots - 1)) * BLOCK_TRACE_WIDTH;
   }
 
   /** @internal A second seeded hash of `key`, told apart from the entry's own: a uint32. */
   private fingerprint(key: string): number {
-    let h = 0x9e3779b9 ^ this.traceSeed;
+    let h = 0x9e3779b9 ^ this.traceK1;
     for (let i = key.length - 1; i >= 0; i--) {
       h = Math.imul(h ^ key.charCodeAt(i), 0x85ebca6b);
       h ^= h >>> 13;
@@ -580,7 +643,8 @@ export class SlabEngine {
     if (this.trace.length === 0) {
       this.trace = new Float64Array(this.traceBytes / 8).fill(Number.NEGATIVE_INFINITY);
     }
-    const o = (this.hash(key) & this.traceMask) * this.traceWidth;
+    const th = this.traceHash(key, this.index.hashes[victim]!);
+    const o = (th & this.traceMask) * this.traceWidth;
     this.layout.traceValue(this.state, victim * this.stride, victim, now, this.traceScratch, 0);
     this.layout.traceCombine(this.trace, o, this.traceScratch, 0, now);
     const expires = this.layout.traceExpiresMs(this.trace, o);
@@ -624,8 +688,8 @@ export class SlabEngine {
   /** Forgets a key's state (its next request starts as a new key). */
   reset(key: string): void {
     this.unblock(key);
-    const slot = this.index.get(key);
-    if (slot === undefined) return;
+    const slot = this.index.find(key);
+    if (slot < 0) return;
     if ((this.flags[slot]! & PINNED) !== 0) {
       this.layout.init(this.state, slot * this.stride, slot, this.now());
       return;
@@ -644,11 +708,14 @@ export class SlabEngine {
       for (let slot = 0; slot < this.highWater; slot++) {
         if (this.keys[slot] !== undefined) this.layout.release(slot, this);
       }
-      this.index.clear();
       this.slots = Math.min(FIRST_SLOTS, this.maxKeys);
+      this.index.clear(this.slots);
+      // The traces are empty: they follow the index's seed again.
+      this.traceK0 = this.index.k0;
+      this.traceK1 = this.index.k1;
       this.state = new Float64Array(this.slots * this.stride);
       this.flags = new Uint8Array(this.slots);
-      this.keys = new Array<string | undefined>(this.slots).fill(undefined);
+      this.keyLengths = new Uint16Array(this.slots);
       this.layout.grow(this.slots);
       this.highWater = 0;
       this.free = -1;
@@ -765,15 +832,22 @@ export class SlabEngine {
   private hasRoom(need: number): boolean {
     if (this.count >= this.maxKeys || this.committed() + need > this.maxBytes) return false;
     if (this.free >= 0 || this.highWater < this.slots) return true;
-    return this.committed() + need + this.slotBytes() <= this.maxBytes;
+    return this.committed() + need + this.growthBytes(this.slots + 1) <= this.maxBytes;
+  }
+
+  /** @internal Bytes that growing to `slots` slots adds: theirs and the index table's growth. */
+  private growthBytes(slots: number): number {
+    return (
+      (slots - this.slots) * this.slotBytes() + 4 * tableEntriesFor(slots) - this.index.tableBytes
+    );
   }
 
   /** @internal */
   private drop(slot: number): void {
-    const key = this.keys[slot]!;
-    this.index.delete(key);
-    this.keys[slot] = undefined;
-    this.keyBytesKept -= keyBytes(key) + this.layout.keyExtraBytes;
+    const key = this.keys[slot];
+    this.index.remove(slot);
+    this.keyBytesKept -=
+      2 * this.keyLengths[slot]! + STRING_HEADER_BYTES + this.layout.keyExtraBytes;
     this.layout.release(slot, this);
     if ((this.flags[slot]! & BLOCKED) !== 0) this.clearBlock(slot);
     this.flags[slot] = 0;
@@ -783,39 +857,38 @@ export class SlabEngine {
     if (this.lastKey === key) this.lastKey = undefined;
   }
 
-  /** @internal Bytes one allocated slot costs: its doubles, its flag and its key pointer. */
+  /**
+   * @internal Bytes one allocated slot costs: its doubles, its flag, its key's length, its
+   * key pointer and its key's hash (the index's table is counted apart: `tableBytes`).
+   */
   private slotBytes(): number {
-    return this.stride * 8 + 1 + 8;
+    return this.stride * 8 + 1 + 2 + 8 + 4;
   }
 
   /** @internal Grows the slab by doubling, within `maxKeys` and what `maxBytes` leaves after `need`. */
   private grow(need: number): void {
-    const affordable = Math.floor((this.maxBytes - this.committed() - need) / this.slotBytes());
-    const slots = Math.max(
+    const budget = this.maxBytes - this.committed() - need;
+    const affordable = Math.floor(budget / this.slotBytes());
+    let slots = Math.max(
       this.slots + 1,
       Math.min(this.slots * 2, this.maxKeys, this.slots + affordable),
     );
+    // The index's table doubles with the slots: fewer of them where it would not fit.
+    while (slots > this.slots + 1 && this.growthBytes(slots) > budget) {
+      slots = this.slots + Math.floor((slots - this.slots) / 2);
+    }
     const state = new Float64Array(slots * this.stride);
     state.set(this.state);
     this.state = state;
     const flags = new Uint8Array(slots);
     flags.set(this.flags);
     this.flags = flags;
-    const keys = new Array<string | undefined>(slots).fill(undefined);
-    for (let i = 0; i < this.highWater; i++) keys[i] = this.keys[i];
-    this.keys = keys;
+    const keyLengths = new Uint16Array(slots);
+    keyLengths.set(this.keyLengths);
+    this.keyLengths = keyLengths;
+    this.index.resize(slots);
     this.slots = slots;
     this.layout.grow(slots);
-  }
-
-  /** @internal FNV-1a over the key's UTF-16 code units, seeded per registry. */
-  private hash(key: string): number {
-    let h = 0x811c9dc5 ^ this.traceSeed;
-    for (let i = 0; i < key.length; i++) {
-      h ^= key.charCodeAt(i);
-      h = Math.imul(h, 0x01000193);
-    }
-    return (h ^ (h >>> 15)) >>> 0;
   }
 }
 

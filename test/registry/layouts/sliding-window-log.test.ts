@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { SlidingWindowLog } from "../../../src/algorithms/sliding-window-log.js";
 import { windowClockBoundMs } from "../../../src/algorithms/time.js";
-import { keyBytes, SlabEngine } from "../../../src/registry/engine.js";
+import { SlabEngine, slabKeyBytes } from "../../../src/registry/engine.js";
 import {
   LOG_RING_BYTES,
   logEntryBytes,
@@ -296,7 +296,7 @@ describe("SlidingWindowLogLayout bytes", () => {
     const { layout, engine } = e;
     const empty = engine.bytes;
     const key = slotOf(e, "k");
-    expect(engine.bytes - empty).toBe(keyBytes("k") + LOG_RING_BYTES);
+    expect(engine.bytes - empty).toBe(slabKeyBytes("k") + LOG_RING_BYTES);
     const keyed = engine.bytes;
     key.allow(1);
     expect(engine.bytes - keyed).toBe(logEntryBytes(4));
@@ -351,7 +351,7 @@ describe("SlidingWindowLogLayout bytes", () => {
     );
     expect(engine.bytes - keyed).toBe(logEntryBytes(4));
     engine.reset("k");
-    expect(engine.bytes).toBe(keyed - keyBytes("k") - LOG_RING_BYTES);
+    expect(engine.bytes).toBe(keyed - slabKeyBytes("k") - LOG_RING_BYTES);
   });
 
   test("clear releases every ring and the slab shrinks back", () => {
