@@ -240,7 +240,7 @@ export class KeyedLimiter {
       );
     }
     if (sweepIntervalMs !== Number.POSITIVE_INFINITY) {
-      armSweepTimer(new WeakRef(this), sweepIntervalMs);
+      armSweepTimer(this, sweepIntervalMs);
     }
     if (typeof policy !== "function") policies.set(this, policy);
   }
