@@ -30,18 +30,13 @@ import {
   policyHint,
   WHERE,
 } from "./registry/options.js";
-import {
-  checkPlans,
-  isPlans,
-  joinSlabs,
-  type KeyedPlans,
-  type PlanTable,
-} from "./registry/plans.js";
+import type { KeyedPlans } from "./registry/plan-options.js";
+import { checkPlans, isPlans, joinSlabs, type PlanTable } from "./registry/plans.js";
 import { KeyedReceipt, ReceiptGuard } from "./registry/receipts.js";
 import type { KeyedLimiterStats } from "./registry/store.js";
 import { checkWaitOptions, jittered } from "./wait.js";
 
-export type { KeyedPlans } from "./registry/plans.js";
+export type { KeyedPlans } from "./registry/plan-options.js";
 export type { KeyedLimiterStats } from "./registry/store.js";
 
 /** A limiter the registry can copy per key: any built-in limiter, or an `allOf` of them. */

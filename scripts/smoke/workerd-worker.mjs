@@ -16,6 +16,25 @@ function decide(limiter) {
   return out;
 }
 
+// Per-key plans on the fast path, full at two keys: a limited free key stays limited while
+// new keys come and go.
+function plans() {
+  const keyed = new KeyedLimiter(
+    {
+      plans: {
+        free: new TokenBucket({ capacity: 2, refillPerSecond: 0 }),
+        pro: new TokenBucket({ capacity: 4, refillPerSecond: 0 }),
+      },
+      plan: (key) => (key.startsWith("pro:") ? "pro" : "free"),
+    },
+    { maxKeys: 2 },
+  );
+  const out = [keyed.allow("free:a"), keyed.allow("free:a"), keyed.allow("free:a")];
+  for (let i = 0; i < 4; i++) out.push(keyed.allow(`pro:${i}`));
+  out.push(keyed.allow("free:a"));
+  return { plans: out, size: keyed.size };
+}
+
 // tollgate/http's fetch wrapper, keyed by a header (a Worker reads cf-connecting-ip).
 const limited = withRateLimit(() => new Response("ok"), {
   limiter: new KeyedLimiter(new TokenBucket({ capacity: 2, refillPerSecond: 1 / 60 })),
@@ -55,6 +74,7 @@ export default {
       return stub.fetch(request);
     }
     if (url.pathname === "/http") return Response.json(await http());
+    if (url.pathname === "/plans") return Response.json(plans());
     return Response.json({ worker: decide(perKey), size: perKey.size });
   },
 };

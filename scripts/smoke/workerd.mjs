@@ -14,6 +14,7 @@ const SCRIPT = [true, true, true, false, 2];
 const EXPECTED = {
   "/": { worker: SCRIPT, size: 2 },
   "/object": { object: SCRIPT, size: 2 },
+  "/plans": { plans: [true, true, false, true, true, true, true, false], size: 2 },
   "/http": { statuses: [200, 200, 429], retryAfter: "60" },
 };
 
