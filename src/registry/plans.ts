@@ -12,12 +12,12 @@ const PLANS_OPTIONS = ["plans", "plan"] as const;
 /** Most plans: a plan id is one byte per slot. */
 export const MAX_PLANS = 255;
 
-/** True when `policy` is a plans object (`{ plans, plan }`), not a limiter or a function. */
+/** True when `policy` is meant as plans (`{ plans, plan }`, either named), not a limiter or a function. */
 export function isPlans(policy: unknown): policy is KeyedPlans {
   return (
     typeof policy === "object" &&
     policy !== null &&
-    "plans" in policy &&
+    ("plans" in policy || "plan" in policy) &&
     typeof (policy as { consume?: unknown }).consume !== "function"
   );
 }
@@ -159,8 +159,9 @@ export function checkPlans(value: KeyedPlans): PlanTable {
   const names: string[] = [];
   const policies: Limiter[] = [];
   const slabs: Slab[] = [];
-  if (typeof plans !== "object" || plans === null || Array.isArray(plans)) {
-    problems.push(`plans must be an object of named limiters, got ${describe(plans)}`);
+  if (typeof plans !== "object" || plans === null || Array.isArray(plans) || plans instanceof Map) {
+    const what = plans instanceof Map ? "a Map" : describe(plans);
+    problems.push(`plans must be an object of named limiters ({ free: limiter }), got ${what}`);
   } else {
     const entries = Object.entries(plans as Record<string, unknown>);
     if (entries.length === 0) problems.push("plans must name at least one plan, got none");

@@ -110,6 +110,33 @@ describe("waiting, receipts and blocks on plans", () => {
     expect(log).toEqual(["pro-new!RangeError@0", "pro@100", "free@1000"]);
   });
 
+  test("reconfigure of one plan re-plans its waiters and leaves the other plan's as they were", async () => {
+    const { clock, advance } = timerClock();
+    const keyed = new KeyedLimiter(
+      {
+        plans: {
+          free: new TokenBucket({ capacity: 2, refillPerSecond: 1, clock }),
+          pro: new TokenBucket({ capacity: 2, refillPerSecond: 1, clock }),
+        },
+        plan: planOf,
+      },
+      NO_SWEEP,
+    );
+    keyed.consume("free:a", 2);
+    keyed.consume("pro:a", 2);
+    const { log, track } = settleLog(clock);
+    const done = Promise.all([
+      track("free", keyed.wait("free:a", 2)),
+      track("pro", keyed.wait("pro:a", 2)),
+    ]);
+    await advance(500);
+    keyed.reconfigure("pro", { refillPerSecond: 3 }); // 0.5 token, then 1.5 more at 3/s
+    await advance(1500);
+    await done;
+    expect(log).toEqual(["pro@1000", "free@2000"]);
+    expect(keyed.peek("pro:new", 0)).toMatchObject({ limit: 2, remaining: 2 });
+  });
+
   test("charge and refund through a receipt, and a block, keep to the key's plan", () => {
     const clock = manualClock(0);
     const keyed = new KeyedLimiter({
@@ -154,6 +181,17 @@ describe("checking plans", () => {
       name: "a missing plan function",
       plans: { plans: { free: bucket } },
       message: /^KeyedLimiter: missing option "plan"; for example: new KeyedLimiter\(\{ plans:/,
+    },
+    {
+      name: "a plan function without plans",
+      plans: { plan: planOf },
+      message: /^KeyedLimiter: missing option "plans"; for example:/,
+    },
+    {
+      name: "plans as a Map",
+      plans: { plans: new Map([["free", bucket]]), plan: planOf },
+      message:
+        "KeyedLimiter: plans must be an object of named limiters ({ free: limiter }), got a Map",
     },
     {
       name: "a plan that is not a function",
