@@ -1,7 +1,7 @@
 import { AllOf } from "../composite.js";
 import { checkOptionNames, describe } from "../errors.js";
 import type { Limiter } from "../limiter.js";
-import type { SlabEngine } from "./engine.js";
+import { PINNED, type SlabEngine } from "./engine.js";
 import { type BucketWaiting, type Slab, slabOf } from "./layouts/index.js";
 import { PlanLayout } from "./layouts/plans.js";
 import { WHERE } from "./options.js";
@@ -72,9 +72,16 @@ export class PlanTable {
     this.slabs = slabs;
     this.planOf = planOf;
     for (const [id, name] of names.entries()) this.ids.set(name, id);
+    // A new key asks its plan (the registry selected it first, so the answer is cached); a
+    // pinned key re-initialised by a reset or a clear keeps the plan it has.
     this.layout = new PlanLayout(
       slabs.map((s) => s.layout),
-      (slot) => this.idOf(this.engine!.keys[slot]!),
+      (slot) => {
+        const e = this.engine!;
+        return (e.flags[slot]! & PINNED) !== 0
+          ? this.layout.plans[slot]!
+          : this.idOf(e.keys[slot]!);
+      },
     );
   }
 

@@ -137,6 +137,33 @@ describe("waiting, receipts and blocks on plans", () => {
     expect(keyed.peek("pro:new", 0)).toMatchObject({ limit: 2, remaining: 2 });
   });
 
+  test("a waiting key reset or cleared keeps its plan, without asking the plan function again", async () => {
+    const { clock, advance } = timerClock();
+    const asked: string[] = [];
+    const keyed = new KeyedLimiter(
+      {
+        plans: {
+          free: new FixedWindow({ limit: 1, windowMs: 1000, clock }),
+          pro: new FixedWindow({ limit: 3, windowMs: 1000, clock }),
+        },
+        plan: (key) => {
+          asked.push(key);
+          return planOf(key);
+        },
+      },
+      NO_SWEEP,
+    );
+    keyed.consume("pro:a", 3);
+    const waiting = keyed.wait("pro:a", 3);
+    keyed.allow("free:b"); // another key asked last
+    keyed.reset("pro:a");
+    keyed.clear();
+    expect(asked).toEqual(["pro:a", "free:b"]);
+    await advance(1000);
+    await expect(waiting).resolves.toMatchObject({ allowed: true, limit: 3 });
+    expect(keyed.peek("pro:a", 0)).toMatchObject({ limit: 3, remaining: 0 });
+  });
+
   test("charge and refund through a receipt, and a block, keep to the key's plan", () => {
     const clock = manualClock(0);
     const keyed = new KeyedLimiter({
