@@ -137,14 +137,14 @@ let pendingSlab: Slab | undefined;
 
 /**
  * Many limiters, one per key (an API key, a user id, an IP address): `allow(key, cost)` on
- * every request. `policy` is a limiter every key copies (`clone()`, clock included), or a
- * function `(key) => Limiter` for per-key policies (it must not call the registry for a key
- * it does not hold: a `TypeError`).
+ * every request. `policy`: a limiter every key copies (clock included), plans
+ * ({@link KeyedPlans}), or a function `(key) => Limiter` for limiters of your own.
  *
- * Good for: every built-in policy and `allOf` of them take the slab fast path, bit for bit
- * one limiter per key; `maxKeys` and `maxBytes` bound memory, and a flood of keys never makes
- * it forget a client in use (docs/keyed.md#bounds). Watch out: a function or a subclass takes
- * the generic path (one limiter per key), where a full registry refuses new keys.
+ * Good for: built-in policies, `allOf` and plans of them take the slab fast path, bit for
+ * bit one limiter per key; `maxKeys` and `maxBytes` bound memory, and a flood of keys never
+ * makes it forget a client in use (docs/keyed.md#bounds). Watch out: a function or a
+ * subclass takes the generic path (one limiter per key), where a full registry refuses new
+ * keys (and the function must not call the registry for a key it does not hold).
  * @throws {TypeError} For a bad policy or an unknown option; {RangeError} for an option out
  *   of its range (docs/semantics.md#options).
  * @example
