@@ -264,8 +264,10 @@ export class KeyedLimiter {
     return this.engine?.size ?? this.map!.size;
   }
 
-  /** Counters since creation (`clear()` keeps them) and the bytes kept now. */
+  /** Counters since creation (`clear()` keeps them), the bytes kept now, and keys per plan. */
   get stats(): KeyedLimiterStats {
+    const plans = this.plans;
+    if (plans !== undefined) return { ...this.engine!.stats, plans: plans.sizes() };
     return this.engine?.stats ?? this.map!.stats;
   }
 

@@ -78,9 +78,7 @@ export class PlanTable {
       slabs.map((s) => s.layout),
       (slot) => {
         const e = this.engine!;
-        return (e.flags[slot]! & PINNED) !== 0
-          ? this.layout.plans[slot]!
-          : this.idOf(e.keys[slot]!);
+        return (e.flags[slot]! & PINNED) !== 0 ? -1 : this.idOf(e.keys[slot]!);
       },
     );
   }
@@ -88,6 +86,13 @@ export class PlanTable {
   /** The slab the engine is made with: the plans' layout, the tightest clock bound. */
   slab(): Slab {
     return joinSlabs(this.layout, this.slabs);
+  }
+
+  /** Keys kept now per plan, by name. */
+  sizes(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [id, name] of this.names.entries()) out[name] = this.layout.sizes[id]!;
+    return out;
   }
 
   /** Each plan's bucket numbers, by id (for waiting). */

@@ -159,6 +159,7 @@ describe("waiting, receipts and blocks on plans", () => {
     keyed.reset("pro:a");
     keyed.clear();
     expect(asked).toEqual(["pro:a", "free:b"]);
+    expect(keyed.stats.plans).toEqual({ free: 0, pro: 1 });
     await advance(1000);
     await expect(waiting).resolves.toMatchObject({ allowed: true, limit: 3 });
     expect(keyed.peek("pro:a", 0)).toMatchObject({ limit: 3, remaining: 0 });
@@ -452,6 +453,11 @@ describe.each(cases)("plans of $name", (c) => {
           }
         });
         expect(keyed.size).toBe(own.free.size + own.pro.size + own.team.size);
+        expect(keyed.stats.plans).toEqual({
+          free: own.free.size,
+          pro: own.pro.size,
+          team: own.team.size,
+        });
       }),
       { numRuns: 60 },
     );
@@ -500,6 +506,8 @@ describe.each(cases)("plans of $name", (c) => {
                 );
               }
               expect(keyed.size, where).toBeLessThanOrEqual(maxKeys);
+              const perPlan = keyed.stats.plans!;
+              expect(perPlan.free! + perPlan.pro! + perPlan.team!, where).toBe(keyed.size);
             }
           });
         },

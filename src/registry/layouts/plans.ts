@@ -28,6 +28,8 @@ export class PlanLayout implements SlotLayout {
   plans: Uint8Array = new Uint8Array(0);
   /** Plan id of the key last selected: what a call without a slot (`slot < 0`) is about. */
   current = 0;
+  /** Keys kept per plan id: one more when a key is given a slot, one less when it goes. */
+  readonly sizes: Float64Array;
   /** Where each plan's trace numbers start in an entry. */
   private readonly traceOffsets: readonly number[];
   /** Plan of the slot whose trace {@link traceValue} wrote last (the engine combines it next). */
@@ -36,7 +38,7 @@ export class PlanLayout implements SlotLayout {
   /**
    * @param layouts One layout per plan, of one shape (checked by the registry).
    * @param planOfSlot The plan id of the key a slot is being given (the engine has set its
-   *   key when it calls `init` or `restore` for it).
+   *   key when it calls `init` or `restore` for it), or -1 for a kept key re-initialised.
    */
   constructor(
     layouts: readonly SlotLayout[],
@@ -56,6 +58,7 @@ export class PlanLayout implements SlotLayout {
     }
     this.traceOffsets = offsets;
     this.traceWidth = width;
+    this.sizes = new Float64Array(layouts.length);
   }
 
   /** The same plans with plan `id`'s layout replaced by `next` (for `reconfigure`). */
@@ -108,8 +111,19 @@ export class PlanLayout implements SlotLayout {
   }
 
   init(st: Float64Array, s: number, slot: number, now: number): void {
-    if (slot >= 0) this.plans[slot] = this.planOfSlot(slot);
+    if (slot >= 0) this.assign(slot);
     this.of(slot).init(st, s, slot, now);
+  }
+
+  /**
+   * Gives `slot` its key's plan: a new key's (counted), or the one a pinned key keeps when a
+   * reset or a clear re-initialises it in place (`planOfSlot` answers -1 for it).
+   */
+  private assign(slot: number): void {
+    const id = this.planOfSlot(slot);
+    if (id < 0) return;
+    this.plans[slot] = id;
+    this.sizes[id]!++;
   }
 
   isIdle(st: Float64Array, s: number, slot: number, now: number): boolean {
@@ -170,7 +184,7 @@ export class PlanLayout implements SlotLayout {
     o: number,
     now: number,
   ): void {
-    if (slot >= 0) this.plans[slot] = this.planOfSlot(slot);
+    if (slot >= 0) this.assign(slot);
     const id = slot < 0 ? this.current : this.plans[slot]!;
     this.layouts[id]!.restore(st, s, slot, table, o + this.traceOffsets[id]!, now);
   }
@@ -240,7 +254,9 @@ export class PlanLayout implements SlotLayout {
   }
 
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
-    this.layouts[this.plans[slot]!]!.release(slot, bytes);
+    const id = this.plans[slot]!;
+    this.sizes[id]!--;
+    this.layouts[id]!.release(slot, bytes);
   }
 
   grow(slots: number): void {
