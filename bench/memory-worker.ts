@@ -12,7 +12,14 @@
  * step 3, as it does in production.
  * @module
  */
-import { ALGORITHMS, type AlgorithmName, makeKeyed, makeKeyedAllOf } from "./algorithms.bench.js";
+import { KeyedLimiter } from "../src/index.js";
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  makeKeyed,
+  makeKeyedAllOf,
+  makeLimiter,
+} from "./algorithms.bench.js";
 import { PEERS } from "./peers.js";
 import type { WorkerMessage } from "./support/child.js";
 import { keyOf } from "./support/keys.js";
@@ -39,14 +46,19 @@ function build(variant: string, keys: number): { hit: Hit; root: unknown } {
     return { hit: (key) => naive.allow(key), root: naive };
   }
   if (variant.startsWith("tollgate.")) {
-    // tollgate.<algorithm>, tollgate.<algorithm>.fn (policy function), tollgate.<algorithm>.allOf
+    // tollgate.<algorithm>, tollgate.<algorithm>.fn (policy function), tollgate.<algorithm>.allOf,
+    // tollgate.<algorithm>.plans (two plans, every other key in each)
     const [name, path] = variant.slice("tollgate.".length).split(".") as [AlgorithmName, string?];
     if (!ALGORITHMS.some((a) => a.name === name)) throw new Error(`unknown algorithm ${name}`);
-    if (path !== undefined && path !== "fn" && path !== "allOf") {
+    if (path !== undefined && path !== "fn" && path !== "allOf" && path !== "plans") {
       throw new Error(`unknown memory variant ${variant}`);
     }
     const keyed =
-      path === "allOf" ? makeKeyedAllOf(name, keys) : makeKeyed(name, keys, path === "fn");
+      path === "allOf"
+        ? makeKeyedAllOf(name, keys)
+        : path === "plans"
+          ? makeKeyedPlans(name, keys)
+          : makeKeyed(name, keys, path === "fn");
     return { hit: (key) => keyed.allow(key), root: keyed };
   }
   if (variant.startsWith("peer.")) {
@@ -56,6 +68,17 @@ function build(variant: string, keys: number): { hit: Hit; root: unknown } {
     return { hit: (key) => store.hit(key), root: store.root };
   }
   throw new Error(`unknown memory variant ${variant}`);
+}
+
+/** A plan registry of two plans of `makeLimiter(name)`, keys alternating between them. */
+function makeKeyedPlans(name: AlgorithmName, keys: number): KeyedLimiter {
+  return new KeyedLimiter(
+    {
+      plans: { free: makeLimiter(name), pro: makeLimiter(name) },
+      plan: (key) => ((key.charCodeAt(key.length - 1) & 1) === 0 ? "free" : "pro"),
+    },
+    { maxKeys: Math.max(keys, 1), maxBytes: 2 ** 32 },
+  );
 }
 
 function heap(): number {

@@ -34,6 +34,11 @@ export function memoryVariants(): MemoryVariant[] {
       kind: "tollgate",
     },
     {
+      id: "tollgate.TokenBucket.plans",
+      name: "tollgate KeyedLimiter({ plans: { free, pro }, plan })",
+      kind: "tollgate",
+    },
+    {
       id: "tollgate.TokenBucket.fn",
       name: "tollgate KeyedLimiter((key) => new TokenBucket)",
       kind: "tollgate",

@@ -15,11 +15,13 @@ import {
   windowSecondsOf,
 } from "tollgate/http";
 
-const limiter = new KeyedLimiter((key) =>
-  key === MALFORMED_FORWARDED_KEY
-    ? new FixedWindow({ limit: 2, windowMs: 60_000 })
-    : new FixedWindow({ limit: 100, windowMs: 60_000 }),
-);
+const limiter = new KeyedLimiter({
+  plans: {
+    malformed: new FixedWindow({ limit: 2, windowMs: 60_000 }),
+    client: new FixedWindow({ limit: 100, windowMs: 60_000 }),
+  },
+  plan: (key) => (key === MALFORMED_FORWARDED_KEY ? "malformed" : "client"),
+});
 const perClient = new KeyedLimiter(new FixedWindow({ limit: 100, windowMs: 60_000 }));
 console.log(`w= of the per-client limit: ${windowSecondsOf(perClient)} s`);
 console.log(
@@ -28,7 +30,7 @@ console.log(
 
 const limit = rateLimit({
   limiter,
-  windowSeconds: 60, // a KeyedLimiter built from a function states no window: say it
+  windowSeconds: 60, // a KeyedLimiter built from plans states no window: say it
   trustProxy: ["127.0.0.1", "10.0.0.0/8"], // the proxies' addresses, not a hop count
   proxyHeader: "forwarded",
 });

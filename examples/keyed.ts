@@ -24,10 +24,12 @@ const layered = new KeyedLimiter(
 console.log(layered.consume("key-a", 10));
 console.log(layered.consume("key-a"));
 
-// Per-key policies (plans, tiers): a function called when a key is first used.
-const plans = new KeyedLimiter((key) =>
-  key.startsWith("pro:")
-    ? new TokenBucket({ capacity: 100, refillPerSecond: 50, clock })
-    : new TokenBucket({ capacity: 10, refillPerSecond: 1, clock }),
-);
+// Per-key plans (tiers): named policies of one algorithm, and each key's plan by name.
+const plans = new KeyedLimiter({
+  plans: {
+    free: new TokenBucket({ capacity: 10, refillPerSecond: 1, clock }),
+    pro: new TokenBucket({ capacity: 100, refillPerSecond: 50, clock }),
+  },
+  plan: (key) => (key.startsWith("pro:") ? "pro" : "free"),
+});
 console.log(plans.consume("pro:acme").limit, plans.consume("free:bob").limit); // 100 10

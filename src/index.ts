@@ -82,5 +82,6 @@ export {
   KeyedLimiter,
   type KeyedLimiterOptions,
   type KeyedLimiterStats,
+  type KeyedPlans,
 } from "./registry.js";
 export { type Settleable, type Settlement, settle } from "./settle.js";

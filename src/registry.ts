@@ -30,10 +30,13 @@ import {
   policyHint,
   WHERE,
 } from "./registry/options.js";
+import type { KeyedPlans } from "./registry/plan-options.js";
+import { checkPlans, isPlans, joinSlabs, type PlanTable } from "./registry/plans.js";
 import { KeyedReceipt, ReceiptGuard } from "./registry/receipts.js";
 import type { KeyedLimiterStats } from "./registry/store.js";
 import { checkWaitOptions, jittered } from "./wait.js";
 
+export type { KeyedPlans } from "./registry/plan-options.js";
 export type { KeyedLimiterStats } from "./registry/store.js";
 
 /** A limiter the registry can copy per key: any built-in limiter, or an `allOf` of them. */
@@ -134,14 +137,14 @@ let pendingSlab: Slab | undefined;
 
 /**
  * Many limiters, one per key (an API key, a user id, an IP address): `allow(key, cost)` on
- * every request. `policy` is a limiter every key copies (`clone()`, clock included), or a
- * function `(key) => Limiter` for per-key policies (it must not call the registry for a key
- * it does not hold: a `TypeError`).
+ * every request. `policy`: a limiter every key copies (clock included), plans
+ * ({@link KeyedPlans}), or a function `(key) => Limiter` for limiters of your own.
  *
- * Good for: every built-in policy and `allOf` of them take the slab fast path, bit for bit
- * one limiter per key; `maxKeys` and `maxBytes` bound memory, and a flood of keys never makes
- * it forget a client in use (docs/keyed.md#bounds). Watch out: a function or a subclass takes
- * the generic path (one limiter per key), where a full registry refuses new keys.
+ * Good for: built-in policies, `allOf` and plans of them take the slab fast path, bit for
+ * bit one limiter per key; `maxKeys` and `maxBytes` bound memory, and a flood of keys never
+ * makes it forget a client in use (docs/keyed.md#bounds). Watch out: a function or a
+ * subclass takes the generic path (one limiter per key), where a full registry refuses new
+ * keys (and the function must not call the registry for a key it does not hold).
  * @throws {TypeError} For a bad policy or an unknown option; {RangeError} for an option out
  *   of its range (docs/semantics.md#options).
  * @example
@@ -176,14 +179,18 @@ export class KeyedLimiter {
   private given: Float64Array | undefined;
   /** @internal A one-leaf receipt's mark, as the layouts read marks. */
   private marks: Float64Array | undefined;
+  /** @internal The plans of a plan registry (`{ plans, plan }`); `undefined` otherwise. */
+  protected readonly plans: PlanTable | undefined;
 
   constructor(
-    policy: CloneableLimiter | ((key: string) => Limiter),
+    policy: CloneableLimiter | ((key: string) => Limiter) | KeyedPlans,
     options?: KeyedLimiterOptions,
   ) {
     let slab = pendingSlab;
     pendingSlab = undefined;
-    if (new.target === KeyedLimiter) {
+    const plans = isPlans(policy) ? checkPlans(policy) : undefined;
+    if (plans !== undefined) slab = plans.slab();
+    else if (new.target === KeyedLimiter) {
       slab = slabOf(policy);
       if (slab !== undefined) {
         pendingSlab = slab;
@@ -224,6 +231,11 @@ export class KeyedLimiter {
       this.waiters = new KeyWaiters(this.engine, slab, this);
       this.scratch = new Float64Array(Math.max(1, slab.layout.doubles));
       this.map = undefined;
+      if (plans !== undefined) {
+        this.plans = plans;
+        plans.engine = this.engine;
+        this.waiters.usePlans(plans.buckets(), (slot) => plans.layout.plans[slot]!);
+      }
     } else if (typeof policy === "function") {
       this.map = new LimiterMap(checkedFactory(policy, "policy"), maxKeys, maxBytes);
     } else if (isLimiter(policy) && typeof (policy as CloneableLimiter).clone === "function") {
@@ -240,9 +252,11 @@ export class KeyedLimiter {
       );
     }
     if (sweepIntervalMs !== Number.POSITIVE_INFINITY) {
-      armSweepTimer(new WeakRef(this), sweepIntervalMs);
+      armSweepTimer(this, sweepIntervalMs);
     }
-    if (typeof policy !== "function") policies.set(this, policy);
+    if (typeof policy !== "function" && plans === undefined) {
+      policies.set(this, policy as CloneableLimiter);
+    }
   }
 
   /** Number of keys with kept state: at most `maxKeys`. */
@@ -250,8 +264,10 @@ export class KeyedLimiter {
     return this.engine?.size ?? this.map!.size;
   }
 
-  /** Counters since creation (`clear()` keeps them) and the bytes kept now. */
+  /** Counters since creation (`clear()` keeps them), the bytes kept now, and keys per plan. */
   get stats(): KeyedLimiterStats {
+    const plans = this.plans;
+    if (plans !== undefined) return { ...this.engine!.stats, plans: plans.sizes() };
     return this.engine?.stats ?? this.map!.stats;
   }
 
@@ -333,6 +349,7 @@ export class KeyedLimiter {
         if (signal?.aborted) return Promise.reject(signal.reason);
         return this.map.wait(k, c, options);
       }
+      this.plans?.select(k);
       const limit = this.engine!.layout.limit;
       if (!(c <= limit)) throw new RangeError(`${WHERE}.wait: cost ${c} exceeds limit ${limit}`);
       if (signal?.aborted) return Promise.reject(signal.reason);
@@ -366,7 +383,29 @@ export class KeyedLimiter {
    *   the policy's `reconfigure` throws; nothing changes.
    * @throws {RangeError} As the policy's `reconfigure`; nothing changes.
    */
-  reconfigure(options: object | readonly (object | undefined)[]): void {
+  reconfigure(options: object | readonly (object | undefined)[]): void;
+  /**
+   * Changes one plan of a registry built from plans (`{ plans, plan }`) live, as
+   * {@link reconfigure} changes a registry's one policy: the keys of plan `plan` (kept,
+   * pushed out with a trace, waiting) carry their state over to `options`, keys of that
+   * plan created later start from them, and the other plans' keys are not touched.
+   * Checked in full first: a bad option throws and changes nothing. O(keys).
+   * @example
+   * perUser.reconfigure("pro", { refillPerSecond: 20 })
+   * @throws {TypeError} For a name that is not a plan, a registry not built from plans, or
+   *   as the plan's `reconfigure` throws; nothing changes.
+   * @throws {RangeError} As the plan's `reconfigure`; nothing changes.
+   */
+  reconfigure(plan: string, options: object | readonly (object | undefined)[]): void;
+  reconfigure(
+    planOrOptions: string | object | readonly (object | undefined)[],
+    planOptions?: object | readonly (object | undefined)[],
+  ): void {
+    if (typeof planOrOptions === "string" || this.plans !== undefined) {
+      this.reconfigurePlan(planOrOptions, planOptions);
+      return;
+    }
+    const options = planOrOptions;
     const policy = policies.get(this);
     if (policy === undefined) {
       throw new TypeError(
@@ -400,6 +439,52 @@ export class KeyedLimiter {
       waiters.replan();
     }
     policies.set(this, next);
+  }
+
+  /** @internal `reconfigure(plan, options)` of a plan registry. */
+  private reconfigurePlan(
+    name: unknown,
+    options: object | readonly (object | undefined)[] | undefined,
+  ): void {
+    const where = `${WHERE}.reconfigure`;
+    const plans = this.plans;
+    if (plans === undefined) {
+      throw new TypeError(
+        `${where}: reconfigure(plan, options) is for a registry built from plans ({ plans, plan }); this one has one policy: reconfigure(options)`,
+      );
+    }
+    if (typeof name !== "string") {
+      throw new TypeError(
+        `${where}: a registry built from plans changes one plan at a time: reconfigure(plan, options), with plan one of ${plans.names.map((n) => JSON.stringify(n)).join(", ")}`,
+      );
+    }
+    const id = plans.idOfName(where, name);
+    const policy = plans.policies[id]! as CloneableLimiter;
+    if (!isReconfigurable(policy)) {
+      throw new TypeError(
+        `${where}: plan ${JSON.stringify(name)} (${describe(policy)}) has no reconfigure(options)`,
+      );
+    }
+    // A copy takes the options: they are checked in full before any key changes.
+    const next = policy.clone() as CloneableLimiter & Reconfigurable;
+    next.planReconfigure(options as object)();
+    const nextSlab = slabOf(next)!;
+    const slabs = [...plans.slabs];
+    slabs[id] = nextSlab;
+    const e = this.engine!;
+    const now = e.now();
+    if (this.guard !== undefined) {
+      this.guard.epoch++;
+      this.guard.clear();
+    }
+    const waiters = this.waiters!;
+    waiters.retune(nextSlab.bucket, now, id);
+    e.retune(joinSlabs(plans.layout.with(id, nextSlab.layout), slabs), now, (slot) =>
+      waiters.owns(slot),
+    );
+    waiters.replan();
+    plans.policies[id] = next;
+    plans.slabs[id] = nextSlab;
   }
 
   /**
@@ -595,6 +680,7 @@ export class KeyedLimiter {
     }
     const e = this.engine!;
     const now = e.now();
+    this.plans?.select(k);
     e.block(k, now + ms, now);
   }
 
@@ -683,6 +769,7 @@ export class KeyedLimiter {
   /** @internal `allow` of a key without a slot (fast path). */
   protected allowNew(key: string, cost: number, now: number): boolean {
     const e = this.engine!;
+    this.plans?.select(key);
     if (e.tracedBlockMs(key, now) > 0) return false;
     if (e.traceOf(key, now) < 0) {
       const scratch = this.scratch!;
@@ -704,6 +791,7 @@ export class KeyedLimiter {
   /** @internal `consume` of a key without a slot (fast path). */
   protected consumeNew(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
+    this.plans?.select(key);
     const blockedMs = e.tracedBlockMs(key, now);
     if (blockedMs > 0)
       return this.blocked(this.decideWithoutSlot(key, cost, now), key, -1, now, blockedMs);
@@ -738,6 +826,7 @@ export class KeyedLimiter {
   /** @internal The decision of a key without a slot: a fresh state, or the one its trace gives. */
   protected decideWithoutSlot(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
+    this.plans?.select(key);
     const scratch = this.scratch!;
     const o = e.traceOf(key, now);
     if (o < 0) e.layout.init(scratch, 0, -1, now);

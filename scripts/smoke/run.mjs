@@ -1,5 +1,6 @@
 // `npm run smoke`: the built package imported as ESM and CommonJS under Node, and as
-// ESM under Bun and Deno (npm packages `bun` and `deno`, pinned in devDependencies);
+// ESM under Bun and Deno (npm packages `bun` and `deno`, pinned in devDependencies) and
+// workerd (a Worker and a Durable Object through `miniflare`, workerd.mjs);
 // the fetch wrapper in real Bun.serve / Deno.serve servers; the bin's --help.
 import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
@@ -28,6 +29,8 @@ const runs = [
       join(here, "..", "..", "examples", "fetch-handler.ts"),
     ],
   ],
+  // A Worker and a Durable Object on workerd, at an old and a current compatibility date.
+  ["node", [join(here, "workerd.mjs")]],
   // The bin, as npm links it.
   ["node", [join(here, "..", "..", "dist", "cli.js"), "--help"]],
 ];

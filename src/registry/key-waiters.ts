@@ -56,6 +56,10 @@ export class KeyWaiters {
   private pending = 0;
   /** @internal */
   private bucket: BucketPolicy | undefined;
+  /** A plan registry's bucket numbers, by plan id (see {@link usePlans}); else undefined. */
+  private planBuckets: (BucketPolicy | undefined)[] | undefined;
+  /** @internal The plan id of a slot, for {@link planBuckets}. */
+  private planOf: (slot: number) => number = () => 0;
   /** Most keys with waiters: half of `maxKeys`, so evicting always finds a key to push out. */
   private readonly maxPinned: number;
 
@@ -66,6 +70,20 @@ export class KeyWaiters {
   ) {
     this.bucket = slab.bucket;
     this.maxPinned = Math.max(1, Math.floor(registry.maxKeys / 2));
+  }
+
+  /**
+   * For a plan registry: each plan's bucket numbers by plan id, and the plan of a slot;
+   * a slot's waiters then wait by its plan's numbers.
+   */
+  usePlans(buckets: (BucketPolicy | undefined)[], planOf: (slot: number) => number): void {
+    this.planBuckets = buckets;
+    this.planOf = planOf;
+  }
+
+  /** @internal The bucket numbers `slot`'s waiters wait by; `undefined` for a window. */
+  private bucketAt(slot: number): BucketPolicy | undefined {
+    return this.planBuckets === undefined ? this.bucket : this.planBuckets[this.planOf(slot)];
   }
 
   /** Pending waits. */
@@ -133,7 +151,7 @@ export class KeyWaiters {
    */
   decide(slot: number, cost: number, now: number, take: boolean): Decision | undefined {
     const entry = this.bySlot.get(slot);
-    const b = this.bucket;
+    const b = this.bucketAt(slot);
     if (entry === undefined || b === undefined || entry.ledger === undefined) return undefined;
     const st = this.engine.state;
     const s = slot * this.engine.stride;
@@ -178,7 +196,7 @@ export class KeyWaiters {
       entry.queue!.wake();
       return credit;
     }
-    const b = this.bucket!;
+    const b = this.bucketAt(slot)!;
     const base = tokensAt(st[s]!, st[s + 1]!, now, b.capacity + entry.held, b.ratePerSecond);
     const raised = refundedBase(base, cost, b.capacity);
     st[s] = raised;
@@ -217,7 +235,7 @@ export class KeyWaiters {
   private resetBucket(entry: Entry): void {
     const st = this.engine.state;
     const s = entry.slot * this.engine.stride;
-    st[s] = this.bucket!.capacity;
+    st[s] = this.bucketAt(entry.slot)!.capacity;
     if (entry.held === 0) {
       st[s + 1] = Number.NEGATIVE_INFINITY;
       return;
@@ -237,7 +255,7 @@ export class KeyWaiters {
     e.pin(slot);
     const registry = this.registry;
     const entry: Entry = { key, slot, ledger: undefined, queue: undefined, held: 0, inflight: 0 };
-    const b = this.bucket;
+    const b = this.bucketAt(slot);
     if (b !== undefined) entry.ledger = this.ledgerFor(b, entry);
     else {
       entry.queue = new WaitQueue(
@@ -259,10 +277,10 @@ export class KeyWaiters {
     const self = this;
     const b = {
       get capacity() {
-        return self.bucket!.capacity;
+        return self.bucketAt(slot)!.capacity;
       },
       get ratePerSecond() {
-        return self.bucket!.ratePerSecond;
+        return self.bucketAt(slot)!.ratePerSecond;
       },
       shaping: policy.shaping,
     };
@@ -312,14 +330,14 @@ export class KeyWaiters {
   /**
    * `reconfigure` of a bucket policy: carries the state of every key with waiters over to
    * `next` at `now` (its units without the held ones, as `BucketBase.planBucket` does), and
-   * takes the new numbers. Then {@link replan}, once the engine has its new numbers too.
+   * takes the new numbers; of a plan registry, those of plan id `plan` only. Then {@link replan}, once the engine has its new numbers too.
    */
-  retune(next: BucketPolicy | undefined, now: number): void {
-    const b = this.bucket;
-    if (b === undefined || next === undefined) return;
+  retune(next: BucketPolicy | undefined, now: number, plan = -1): void {
+    if (next === undefined) return;
     const st = this.engine.state;
     for (const entry of this.byKey.values()) {
-      if (entry.ledger === undefined) continue;
+      if (entry.ledger === undefined || (plan >= 0 && this.planOf(entry.slot) !== plan)) continue;
+      const b = this.bucketAt(entry.slot)!;
       const s = entry.slot * this.engine.stride;
       const held = entry.held;
       if (held !== 0) entry.ledger.settle(now);
@@ -333,7 +351,8 @@ export class KeyWaiters {
         st[s + 1] = now;
       }
     }
-    this.bucket = next;
+    if (plan >= 0) this.planBuckets![plan] = next;
+    else this.bucket = next;
   }
 
   /** Re-plans every key's waiters under the new numbers (see `BucketLedger.replan`, `WaitQueue.replan`). */

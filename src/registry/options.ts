@@ -136,18 +136,34 @@ export function checkSweepInterval(value: unknown): number {
 /**
  * Arms the quiet-period sweep: one `setInterval` that holds the registry weakly (a
  * registry nobody references is collected, and its timer then stops) and is unref'd, so
- * it never keeps a process alive (Node and Bun: `unref()`; Deno: `Deno.unrefTimer`).
+ * it never keeps a process alive (Node and Bun: `unref()`; Deno: `Deno.unrefTimer`;
+ * a runtime whose timers are plain numbers, as workerd's, has nothing to unref).
+ *
+ * Arms nothing, and returns false, where the runtime cannot hold the registry weakly (no
+ * `WeakRef`: workerd before its 2025-06-01 compatibility date; a timer holding it strongly
+ * would keep every registry ever built alive) or refuses a timer here (workerd in a
+ * module's global scope): the incremental sweep and the bounds still hold, and `sweep()`
+ * drops idle keys on demand (docs/keyed.md#runtimes).
  */
-export function armSweepTimer(ref: WeakRef<{ sweep(): number }>, periodMs: number): void {
-  const timer: unknown = setInterval(() => {
-    const registry = ref.deref();
-    if (registry === undefined) clearInterval(timer as ReturnType<typeof setInterval>);
-    else registry.sweep();
-  }, periodMs);
+export function armSweepTimer(registry: { sweep(): number }, periodMs: number): boolean {
+  const Ref = (globalThis as { WeakRef?: WeakRefConstructor }).WeakRef;
+  if (typeof Ref !== "function" || typeof setInterval !== "function") return false;
+  const ref = new Ref(registry);
+  let timer: unknown;
+  try {
+    timer = setInterval(() => {
+      const live = ref.deref();
+      if (live === undefined) clearInterval(timer as ReturnType<typeof setInterval>);
+      else live.sweep();
+    }, periodMs);
+  } catch {
+    return false; // workerd's global scope: "Disallowed operation called within global scope"
+  }
   if (typeof timer === "object" && timer !== null && "unref" in timer) {
     (timer as { unref(): void }).unref();
   } else {
     const deno = (globalThis as { Deno?: { unrefTimer?(id: unknown): void } }).Deno;
     deno?.unrefTimer?.(timer);
   }
+  return true;
 }

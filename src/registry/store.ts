@@ -25,6 +25,8 @@ export interface KeyedLimiterStats {
    * this key's entry says it is busy until later): conservatively, never fresher.
    */
   readonly restored: number;
+  /** Keys kept now per plan, by name, on a registry built from plans (`{ plans, plan }`) only. */
+  readonly plans?: Readonly<Record<string, number>>;
 }
 
 /** Calls between two incremental sweep steps. */

@@ -1,0 +1,268 @@
+import type { Decision } from "../../limiter.js";
+import type { SlotLayout } from "../layout.js";
+
+/** Accounted bytes of a key's plan id (one byte per slot). */
+const PLAN_ID_BYTES = 1;
+
+/**
+ * The slot of a key of a plan registry (`new KeyedLimiter({ plans, plan })`): one layout
+ * per plan, all of one shape (same class, doubles, trace width and leaves), and a plan id
+ * per slot (one byte), so every plan shares one slab, one bound and one trace table.
+ * Each call on a slot is its plan's layout's; a key without a slot (a new key decided in
+ * the registry's scratch, a trace looked up for it) is the key last {@link select}ed.
+ *
+ * The trace table keeps one region per plan side by side (as `AllOfLayout` keeps one per
+ * part): a key pushed out leaves its trace in its own plan's region, and a new key starts
+ * from its own plan's region only, so no plan's numbers are ever read with another's.
+ * @internal
+ */
+export class PlanLayout implements SlotLayout {
+  readonly doubles: number;
+  readonly keyExtraBytes: number;
+  readonly traceWidth: number;
+  readonly leafCount: number;
+  readonly refundsWithoutReceipt: boolean;
+  /** The layout of each plan, by plan id (reconfigure changes one in place, through `adopt`). */
+  readonly layouts: readonly SlotLayout[];
+  /** Plan id of each slot. */
+  plans: Uint8Array = new Uint8Array(0);
+  /** Plan id of the key last selected: what a call without a slot (`slot < 0`) is about. */
+  current = 0;
+  /** Keys kept per plan id: one more when a key is given a slot, one less when it goes. */
+  readonly sizes: Float64Array;
+  /** Where each plan's trace numbers start in an entry. */
+  private readonly traceOffsets: readonly number[];
+  /** Plan of the slot whose trace {@link traceValue} wrote last (the engine combines it next). */
+  private traced = 0;
+
+  /**
+   * @param layouts One layout per plan, of one shape (checked by the registry).
+   * @param planOfSlot The plan id of the key a slot is being given (the engine has set its
+   *   key when it calls `init` or `restore` for it), or -1 for a kept key re-initialised.
+   */
+  constructor(
+    layouts: readonly SlotLayout[],
+    private readonly planOfSlot: (slot: number) => number,
+  ) {
+    const first = layouts[0]!;
+    this.layouts = layouts;
+    this.doubles = first.doubles;
+    this.keyExtraBytes = first.keyExtraBytes + PLAN_ID_BYTES;
+    this.leafCount = first.leafCount;
+    this.refundsWithoutReceipt = first.refundsWithoutReceipt;
+    const offsets: number[] = [];
+    let width = 0;
+    for (const layout of layouts) {
+      offsets.push(width);
+      width += layout.traceWidth;
+    }
+    this.traceOffsets = offsets;
+    this.traceWidth = width;
+    this.sizes = new Float64Array(layouts.length);
+  }
+
+  /** The same plans with plan `id`'s layout replaced by `next` (for `reconfigure`). */
+  with(id: number, next: SlotLayout): PlanLayout {
+    const layouts = [...this.layouts];
+    layouts[id] = next;
+    return new PlanLayout(layouts, this.planOfSlot);
+  }
+
+  /** The most units a request of the selected key's plan can take. */
+  get limit(): number {
+    return this.layouts[this.current]!.limit;
+  }
+
+  /** The most any plan's key can grow by. */
+  get maxGrowthBytes(): number {
+    let most = 0;
+    for (const layout of this.layouts)
+      if (layout.maxGrowthBytes > most) most = layout.maxGrowthBytes;
+    return most;
+  }
+
+  /** The plan of `slot`, or of the selected key for a slot of none (`slot < 0`). */
+  private of(slot: number): SlotLayout {
+    return this.layouts[slot < 0 ? this.current : this.plans[slot]!]!;
+  }
+
+  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+    const id = this.plans[slot]!;
+    const to = (next as PlanLayout).layouts[id]!;
+    if (to !== this.layouts[id]) this.layouts[id]!.retuneSlot(to, st, s, slot, now);
+  }
+
+  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+    const nextLayouts = (next as PlanLayout).layouts;
+    for (let i = 0; i < this.layouts.length; i++) {
+      const to = nextLayouts[i]!;
+      if (to !== this.layouts[i]) {
+        this.layouts[i]!.retuneTrace(to, table, o + this.traceOffsets[i]!, now);
+      }
+    }
+  }
+
+  adopt(next: SlotLayout): void {
+    const nextLayouts = (next as PlanLayout).layouts;
+    for (let i = 0; i < this.layouts.length; i++) {
+      const to = nextLayouts[i]!;
+      if (to !== this.layouts[i]) this.layouts[i]!.adopt(to);
+    }
+  }
+
+  init(st: Float64Array, s: number, slot: number, now: number): void {
+    if (slot >= 0) this.assign(slot);
+    this.of(slot).init(st, s, slot, now);
+  }
+
+  /**
+   * Gives `slot` its key's plan: a new key's (counted), or the one a pinned key keeps when a
+   * reset or a clear re-initialises it in place (`planOfSlot` answers -1 for it).
+   */
+  private assign(slot: number): void {
+    const id = this.planOfSlot(slot);
+    if (id < 0) return;
+    this.plans[slot] = id;
+    this.sizes[id]!++;
+  }
+
+  isIdle(st: Float64Array, s: number, slot: number, now: number): boolean {
+    return this.of(slot).isIdle(st, s, slot, now);
+  }
+
+  idleAtMs(st: Float64Array, s: number, slot: number, now: number): number {
+    return this.of(slot).idleAtMs(st, s, slot, now);
+  }
+
+  usage(st: Float64Array, s: number, slot: number, now: number): number {
+    return this.of(slot).usage(st, s, slot, now);
+  }
+
+  /** Writes the slot's trace into its plan's region only (the engine combines that region). */
+  traceValue(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
+    const id = slot < 0 ? this.current : this.plans[slot]!;
+    this.traced = id;
+    this.layouts[id]!.traceValue(st, s, slot, now, out, o + this.traceOffsets[id]!);
+  }
+
+  /** Joins the region {@link traceValue} wrote last into the entry's region of that plan. */
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void {
+    const id = this.traced;
+    const t = this.traceOffsets[id]!;
+    this.layouts[id]!.traceCombine(table, o + t, fresh, f + t, now);
+  }
+
+  /** True when the selected key's plan's region applies. */
+  traceApplies(table: Float64Array, o: number, now: number): boolean {
+    const id = this.current;
+    return this.layouts[id]!.traceApplies(table, o + this.traceOffsets[id]!, now);
+  }
+
+  /** The latest time any plan's region applies until. */
+  traceExpiresMs(table: Float64Array, o: number): number {
+    let at = Number.NEGATIVE_INFINITY;
+    for (let i = 0; i < this.layouts.length; i++) {
+      const t = this.layouts[i]!.traceExpiresMs(table, o + this.traceOffsets[i]!);
+      if (t > at) at = t;
+    }
+    return at;
+  }
+
+  /** From the key's own plan's region (fresh where it no longer applies). */
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    if (slot >= 0) this.assign(slot);
+    const id = slot < 0 ? this.current : this.plans[slot]!;
+    this.layouts[id]!.restore(st, s, slot, table, o + this.traceOffsets[id]!, now);
+  }
+
+  fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
+    return this.of(slot).fitsAt(st, s, slot, now, cost);
+  }
+
+  takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
+    this.of(slot).takeAt(st, s, slot, now, cost);
+  }
+
+  allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
+    return this.of(slot).allowAt(st, s, slot, now, cost);
+  }
+
+  refundAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    return this.of(slot).refundAt(st, s, slot, now, cost, given, o);
+  }
+
+  markReceipt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    o: number,
+  ): number {
+    return this.of(slot).markReceipt(st, s, slot, now, marks, o);
+  }
+
+  refundMarkedAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    asked: Float64Array,
+    creditSince: number,
+    given: Float64Array,
+    o: number,
+  ): number {
+    return this.of(slot).refundMarkedAt(st, s, slot, now, marks, asked, creditSince, given, o);
+  }
+
+  decideAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    take: boolean,
+  ): Decision {
+    return this.of(slot).decideAt(st, s, slot, now, cost, take);
+  }
+
+  bind(sink: { addBytes(delta: number, slot?: number): void }): void {
+    for (const layout of this.layouts) layout.bind(sink);
+  }
+
+  release(slot: number, bytes: { addBytes(delta: number): void }): void {
+    const id = this.plans[slot]!;
+    this.sizes[id]!--;
+    this.layouts[id]!.release(slot, bytes);
+  }
+
+  grow(slots: number): void {
+    const plans = new Uint8Array(slots);
+    plans.set(this.plans.length <= slots ? this.plans : this.plans.subarray(0, slots));
+    this.plans = plans;
+    for (const layout of this.layouts) layout.grow(slots);
+  }
+}
