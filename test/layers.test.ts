@@ -37,6 +37,28 @@ function specifiers(source: string): string[] {
   return [...source.matchAll(/\bfrom\s+["'](\.{1,2}\/[^"']+)["']/g)].map((m) => m[1]!);
 }
 
+/**
+ * The relative specifiers `source` imports or re-exports values from: a statement that
+ * names only types (`import type`, `export type`, `import { type A, type B }`) is left out,
+ * as the compiler erases it.
+ */
+function runtimeSpecifiers(source: string): string[] {
+  const found: string[] = [];
+  for (const m of source.matchAll(
+    /\b(import|export)\s+(type\s+)?(\{[^}]*\}|\*[^;]*?|\w+)\s+from\s+["'](\.{1,2}\/[^"']+)["']/g,
+  )) {
+    const names = m[3]!.startsWith("{")
+      ? m[3]!
+          .slice(1, -1)
+          .split(",")
+          .map((n) => n.trim())
+          .filter((n) => n !== "")
+      : [m[3]!];
+    if (m[2] === undefined && names.some((n) => !n.startsWith("type "))) found.push(m[4]!);
+  }
+  return found;
+}
+
 /** The file (relative to src/) that `specifier`, written in `file`, names: `.js` read as `.ts`. */
 function resolve(file: string, specifier: string): string {
   return posix.normalize(posix.join(posix.dirname(file), specifier)).replace(/\.js$/, ".ts");
@@ -109,6 +131,27 @@ function layerCycles(tree: Tree): string[] {
   return cycles;
 }
 
+/** Each cycle of runtime imports between files, as `a.ts -> b.ts -> a.ts`; one per cycle. */
+function fileCycles(tree: Tree): string[] {
+  const cycles: string[] = [];
+  const done = new Set<string>();
+  const path: string[] = [];
+  const visit = (file: string): void => {
+    const at = path.indexOf(file);
+    if (at !== -1) {
+      cycles.push([...path.slice(at), file].join(" -> "));
+      return;
+    }
+    if (done.has(file) || !tree.has(file)) return;
+    path.push(file);
+    for (const spec of runtimeSpecifiers(tree.get(file)!)) visit(resolve(file, spec));
+    path.pop();
+    done.add(file);
+  };
+  for (const file of [...tree.keys()].sort()) visit(file);
+  return cycles;
+}
+
 describe("import helpers", () => {
   it("reads relative imports and re-exports, on one line or many, and skips packages", () => {
     const source = [
@@ -123,6 +166,31 @@ describe("import helpers", () => {
       'import fc from "fast-check";',
     ].join("\n");
     expect(specifiers(source)).toEqual(["./a.js", "../b.js", "./dir/c.js", "./e.js"]);
+  });
+
+  it("reads the imports of values, leaving out those of types only", () => {
+    const source = [
+      'import { a } from "./a.js";',
+      'import type { B } from "./b.js";',
+      'import { type C, d } from "./c.js";',
+      'import { type E, type F } from "./e.js";',
+      'export { g } from "./g.js";',
+      'export type { H } from "./h.js";',
+      'import * as i from "./i.js";',
+      'import j from "./j.js";',
+    ].join("\n");
+    expect(runtimeSpecifiers(source)).toEqual(["./a.js", "./c.js", "./g.js", "./i.js", "./j.js"]);
+  });
+
+  it("finds a cycle of files through values, not through types", () => {
+    const tree = new Map([
+      ["http/core.ts", 'import { check } from "./after.js";'],
+      ["http/after.ts", 'import type { Outcome } from "./pipeline.js";'],
+      ["http/pipeline.ts", 'import { block } from "./after.js";\nimport { c } from "./core.js";'],
+    ]);
+    expect(fileCycles(tree)).toEqual([]);
+    tree.set("http/after.ts", 'import { report } from "./core.js";');
+    expect(fileCycles(tree)).toEqual(["http/after.ts -> http/core.ts -> http/after.ts"]);
   });
 
   it.each([
@@ -204,5 +272,11 @@ describe("src/ layers", () => {
 
   it("no two layers import each other, even through others", () => {
     expect(layerCycles(tree)).toEqual([]);
+  });
+
+  it("no file imports a value from one that imports one from it, even through others", () => {
+    // In http/ the option check and the block before the response lived with what runs
+    // after it, which the pipeline and the option checks both imported, and it imported them.
+    expect(fileCycles(tree)).toEqual([]);
   });
 });

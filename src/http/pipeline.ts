@@ -8,7 +8,7 @@
  */
 import type { Decision, Receipt } from "../limiter.js";
 import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
-import { blockOnLimit } from "./after-response.js";
+import { blockOnLimit } from "./block.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
