@@ -1,19 +1,13 @@
 // tollgate/http behind a reverse proxy that writes `Forwarded` (RFC 7239). Only the listed
 // proxy may name the client; a request whose `Forwarded` field is broken is keyed
-// MALFORMED_FORWARDED_KEY, which gets a tighter budget of its own here. The limit is a
-// FixedWindow, so the `w=` of RateLimit-Policy is its window, read from the limiter.
+// MALFORMED_FORWARDED_KEY, which gets a tighter budget of its own here. IPv6 clients are
+// keyed by their /56 (the default `ipv6Prefix`).
 // The demo stands in for the proxy (it connects from 127.0.0.1), sends requests to itself,
 // prints what came back and closes the server.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { FixedWindow, KeyedLimiter } from "tollgate";
-import {
-  DEFAULT_IPV6_PREFIX,
-  MALFORMED_FORWARDED_KEY,
-  MAX_TRUSTED_HOPS,
-  rateLimit,
-  windowSecondsOf,
-} from "tollgate/http";
+import { MALFORMED_FORWARDED_KEY, rateLimit } from "tollgate/http";
 
 const limiter = new KeyedLimiter({
   plans: {
@@ -22,11 +16,6 @@ const limiter = new KeyedLimiter({
   },
   plan: (key) => (key === MALFORMED_FORWARDED_KEY ? "malformed" : "client"),
 });
-const perClient = new KeyedLimiter(new FixedWindow({ limit: 100, windowMs: 60_000 }));
-console.log(`w= of the per-client limit: ${windowSecondsOf(perClient)} s`);
-console.log(
-  `IPv6 clients keyed by their /${DEFAULT_IPV6_PREFIX}; at most ${MAX_TRUSTED_HOPS} hops`,
-);
 
 const limit = rateLimit({
   limiter,

@@ -16,9 +16,9 @@ const distDir = args[0]
   : new URL("../dist/", import.meta.url);
 
 const { KeyedLimiter, TokenBucket } = await import(new URL("index.js", distDir).href);
-const { rateLimit, withRateLimit, QUOTA_EXCEEDED_TYPE } = await import(
-  new URL("http.js", distDir).href
-);
+const { rateLimit, withRateLimit } = await import(new URL("http.js", distDir).href);
+/** The problem type of a 429 body (RFC 9457; the IANA registry's quota-exceeded). */
+const QUOTA_EXCEEDED_TYPE = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 const { createServer } = await import("node:http");
 
 let checks = 0;

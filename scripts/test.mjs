@@ -1,12 +1,13 @@
 // `npm test`: every check, each run to its end and reported, the exit status failing if any
 // failed. vitest starts at once and streams its results; beside it, one step at a time,
 // lint, the type check (which also checks test/**/*.test-d.ts), the package check (which
-// builds dist/ through npm pack), the smoke tests of that build and the examples. Their
+// builds dist/ through npm pack), the API reports of that build (etc/*.api.md: a surface
+// that changed without its report fails), the smoke tests and the examples. Their
 // output is held and printed in one block as each ends, so it never cuts into vitest's
 // lines. A summary of every step, with its time, comes last.
 //
-// Steps (each also an npm script of its own): vitest | lint, typecheck, pack:check, smoke,
-// examples. `node scripts/test.mjs --only typecheck,lint` runs some of them.
+// Steps (each also an npm script of its own): vitest | lint, typecheck, pack:check,
+// api:check, smoke, examples. `node scripts/test.mjs --only typecheck,lint` runs some of them.
 import { spawn } from "node:child_process";
 
 const WINDOWS = process.platform === "win32";
@@ -48,7 +49,9 @@ function report(r) {
   process.stdout.write(`\n${head}\n${body === "" ? "" : `${body}\n`}\n`);
 }
 
-const background = ["lint", "typecheck", "pack:check", "smoke", "examples"].filter(wanted);
+const background = ["lint", "typecheck", "pack:check", "api:check", "smoke", "examples"].filter(
+  wanted,
+);
 if (wanted("vitest")) {
   console.log(
     `npm test: vitest now; ${background.join(", ")} one after another beside it (their output as each ends)\n`,

@@ -23,27 +23,25 @@ export {
   type TokenBucketOptions,
   type TokenBucketReconfigure,
 } from "./algorithms/token-bucket.js";
-export { AllOf, allOf } from "./composite.js";
+export { type AllOf, allOf } from "./composite.js";
 export {
   ConcurrencyLimiter,
   type ConcurrencyLimiterOptions,
 } from "./concurrency/concurrency-limiter.js";
 export {
-  DEFAULT_CONCURRENCY_MAX_KEYS,
   KeyedConcurrencyLimiter,
   type KeyedConcurrencyLimiterOptions,
 } from "./concurrency/keyed-concurrency-limiter.js";
 export type { Permit } from "./concurrency/permit.js";
 export { RateLimitError } from "./errors.js";
-export {
-  type Clock,
-  type Decision,
-  type Limiter,
-  type Receipt,
-  type Reservation,
-  type ReserveOptions,
-  systemClock,
-  type WaitOptions,
+export type {
+  Clock,
+  Decision,
+  Limiter,
+  Receipt,
+  Reservation,
+  ReserveOptions,
+  WaitOptions,
 } from "./limiter.js";
 export {
   type DecisionAttributesOptions,
@@ -58,27 +56,19 @@ export {
   type ObservableResultLike,
   observeMetrics,
 } from "./metrics/opentelemetry.js";
-export {
-  escapeLabelValue,
-  type MetricsResponse,
-  metricsHandler,
-  metricsText,
-  PROMETHEUS_CONTENT_TYPE,
-} from "./metrics/prometheus.js";
-export { CIRCUIT_STATES, type CircuitState, type StoreHealth } from "./metrics/store-health.js";
+export { type MetricsResponse, metricsHandler, metricsText } from "./metrics/prometheus.js";
+export type { CircuitState, StoreHealth } from "./metrics/store-health.js";
 export {
   type KeyedDecider,
   type LimiterMetrics,
-  MAX_NEAR_LIMIT_KEYS,
-  MeteredKeyedLimiter,
-  MeteredLimiter,
+  type MeteredKeyedLimiter,
+  type MeteredLimiter,
   type MetricsOptions,
   type MetricsSource,
   withMetrics,
 } from "./metrics/with-metrics.js";
 export {
   type CloneableLimiter,
-  DEFAULT_MAX_KEYS,
   KeyedLimiter,
   type KeyedLimiterOptions,
   type KeyedLimiterStats,

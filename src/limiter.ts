@@ -1,7 +1,7 @@
 /**
  * A source of time in milliseconds. It should be monotonic; a reading that goes
  * backwards is treated as the latest reading seen (time stands still), so it never
- * adds capacity. The default is {@link systemClock}. See docs/semantics.md#clocks.
+ * adds capacity. The default is `() => performance.now()`. See docs/semantics.md#clocks.
  *
  * Inject one for tests (a manual clock) or to replay recorded traffic at its own
  * timestamps (explicit time).

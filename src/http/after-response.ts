@@ -4,8 +4,7 @@
  *   (express-rate-limit's `skipSuccessfulRequests` is `(status) => status < 400`); a request
  *   whose client went away first stays charged unless `refundAborted` is set;
  * - `refund(request, units?)` and `charge(request, units)`: the per-request handle on each
- *   middleware, for a cost known only at the end (an LLM's tokens);
- * - `blockDurationMs`: a client that hits its limit is blocked for that long.
+ *   middleware, for a cost known only at the end (an LLM's tokens).
  * Refunds go through the receipts of the charges (docs/semantics.md#refunds), so a slow
  * request that fails after its window ended gives nothing back to the next one. The
  * adapters only say when the status is known (a node response's `finish`, or its `close`
@@ -251,116 +250,6 @@ export class AfterResponse<Handle extends object, Req = Handle> {
 /** `units` of `refund`/`charge`: a finite number >= 0. */
 function checkUnits(where: string, units: unknown): number {
   return checkNumber(where, "units", units, 0, true);
-}
-
-/**
- * Validates `blockDurationMs`: undefined, or a finite number > 0 with a limiter that can
- * block a key (`block(key, durationMs)`, a `KeyedLimiter`).
- * @throws {TypeError} for a non-number, or a limiter without `block`; {RangeError} out of range.
- */
-export function checkBlockDuration(
-  where: string,
-  value: unknown,
-  limiter: unknown,
-  unkeyed: boolean,
-): number | undefined {
-  if (value === undefined) return undefined;
-  const ms = checkNumber(where, "blockDurationMs", value, 0, false);
-  if (unkeyed || typeof (limiter as KeyedConsumer).block !== "function") {
-    throw new TypeError(
-      `${where}: blockDurationMs needs a limiter that blocks one client, with block(key, durationMs) (a KeyedLimiter), got ${describe(limiter)}`,
-    );
-  }
-  return ms;
-}
-
-/**
- * The `source`s of a denial that does not say the client went over its limit, so
- * `blockDurationMs` does not block for it: a lease on its way (`'pending'`), a full lease
- * table (`'full'`), a closed limiter (`'stopped'`), a store that failed closed (`'closed'`).
- */
-const NOT_OVER_LIMIT: ReadonlySet<string> = new Set(["pending", "full", "stopped", "closed"]);
-
-/**
- * True when a denial says the client went over its limit (what `blockDurationMs` blocks
- * for): any denial but those whose `source` is a lease on its way, a full table, a closed
- * limiter or a store that failed closed (an outage must not block every client that asked
- * during it, for `blockDurationMs` after it ended).
- */
-export function overLimit(decision: Decision): boolean {
-  const source = (decision as { source?: unknown }).source;
-  return typeof source !== "string" || !NOT_OVER_LIMIT.has(source);
-}
-
-/**
- * A denial under `blockDurationMs`: a key that is not blocked yet is blocked for that long,
- * and the decision sent says so (`retryAfterMs` and `resetAfterMs` at least the block, so
- * `Retry-After` is the block). A key blocked already keeps its block (it is not extended by
- * the requests it makes meanwhile) and its denial says how long is left.
- */
-export function blockOnLimit(
-  config: CommonConfig,
-  decision: Decision,
-  key: string,
-  durationMs: number,
-): Decision | Promise<Decision> {
-  const limiter = config.limiter as KeyedConsumer;
-  if (typeof limiter.blockOnce === "function")
-    return blockInStore(config, decision, key, durationMs);
-  try {
-    const left = limiter.blockedMs?.(key) ?? 0;
-    if (left > 0) return decision;
-    limiter.block!(key, durationMs);
-  } catch (error) {
-    // The request is denied all the same: a block that fails is reported, never a pass.
-    report(config, error, key, "programming");
-    return decision;
-  }
-  return blockedFor(decision, durationMs);
-}
-
-/**
- * {@link blockOnLimit} for a limiter whose blocks live in a shared store (the Redis
- * limiters' and `LeasedTokenBucket`'s `blockOnce`): one call blocks the key unless it is
- * blocked already, and answers how long the block in place has left, which the decision
- * sent says; synchronously when the limiter answers a number (a leased limiter), else once
- * it resolves. A store that fails is reported as an outage; the request is denied all the same.
- */
-function blockInStore(
-  config: CommonConfig,
-  decision: Decision,
-  key: string,
-  durationMs: number,
-): Decision | Promise<Decision> {
-  let result: unknown;
-  try {
-    result = (config.limiter as KeyedConsumer).blockOnce!(key, durationMs);
-  } catch (error) {
-    report(config, error, key, "programming");
-    return decision;
-  }
-  // A limiter that answers at once (LeasedTokenBucket) keeps the request synchronous.
-  if (!isThenable(result)) {
-    return blockedFor(decision, typeof result === "number" && result > 0 ? result : durationMs);
-  }
-  return Promise.resolve(result).then(
-    (left) => blockedFor(decision, typeof left === "number" && left > 0 ? left : durationMs),
-    (error: unknown) => {
-      report(config, error, key, "outage");
-      return decision;
-    },
-  );
-}
-
-/** `decision` denied for at least `ms`: `retryAfterMs` and `resetAfterMs` at least it. */
-function blockedFor(decision: Decision, ms: number): Decision {
-  return {
-    allowed: false,
-    limit: decision.limit,
-    remaining: 0,
-    retryAfterMs: decision.retryAfterMs > ms ? decision.retryAfterMs : ms,
-    resetAfterMs: decision.resetAfterMs > ms ? decision.resetAfterMs : ms,
-  };
 }
 
 /**

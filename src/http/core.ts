@@ -1,8 +1,7 @@
 import { TokenBucket } from "../algorithms/token-bucket.js";
-import { checkOptionNames, checkOptions, describe } from "../errors.js";
+import { checkNumber, checkOptionNames, checkOptions, describe } from "../errors.js";
 import type { Receipt } from "../limiter.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../limiter.js";
-import { checkBlockDuration } from "./after-response.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,
@@ -261,6 +260,27 @@ function checkShare(where: string, value: unknown): number {
   throw new (typeof value === "number" ? RangeError : TypeError)(
     `${where}: nearLimitShare must be a finite number from 0 to 1, got ${describe(value)}`,
   );
+}
+
+/**
+ * Validates `blockDurationMs`: undefined, or a finite number > 0 with a limiter that can
+ * block a key (`block(key, durationMs)`, a `KeyedLimiter`).
+ * @throws {TypeError} for a non-number, or a limiter without `block`; {RangeError} out of range.
+ */
+function checkBlockDuration(
+  where: string,
+  value: unknown,
+  limiter: unknown,
+  unkeyed: boolean,
+): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = checkNumber(where, "blockDurationMs", value, 0, false);
+  if (unkeyed || typeof (limiter as KeyedConsumer).block !== "function") {
+    throw new TypeError(
+      `${where}: blockDurationMs needs a limiter that blocks one client, with block(key, durationMs) (a KeyedLimiter), got ${describe(limiter)}`,
+    );
+  }
+  return ms;
 }
 
 /** Validates an optional function option. */

@@ -4,25 +4,16 @@
  * Deno, Workers), Fastify, Hono and Koa. No runtime dependencies (not even on the
  * frameworks); loads nothing unless imported.
  */
-export {
-  ABORTED_STATUS,
-  type AfterResponseOptions,
-  type RequestCharges,
-} from "./after-response.js";
+export type { AfterResponseOptions, RequestCharges } from "./after-response.js";
 export {
   type ClientKeyConfig,
   MALFORMED_FORWARDED_KEY,
-  MAX_TRUSTED_HOPS,
   OVERSIZED_KEY,
   type ProxyHeader,
   type TrustProxy,
   UNKNOWN_CLIENT_KEY,
 } from "./client-key.js";
-export {
-  CONCURRENT_REQUESTS,
-  type CommonConcurrencyOptions,
-  DEFAULT_MAX_HOLD_MS,
-} from "./concurrency.js";
+export type { CommonConcurrencyOptions } from "./concurrency.js";
 export {
   type FastifyConcurrencyOptions,
   type FastifyConcurrencyReplyLike,
@@ -51,19 +42,8 @@ export {
   fastifyRateLimitCharges,
 } from "./fastify.js";
 export { type FetchHandler, type FetchRateLimitOptions, withRateLimit } from "./fetch.js";
-export {
-  ceilSeconds,
-  MAX_SF_INTEGER,
-  QUOTA_EXCEEDED_TYPE,
-  quotaExceededProblem,
-  type RateLimitHeadersOptions,
-  rateLimitHeaders,
-  refusalStatus,
-  retryAfterSeconds,
-  windowSecondsOf,
-} from "./headers.js";
+export { type RateLimitHeadersOptions, rateLimitHeaders, refusalStatus } from "./headers.js";
 export { type HonoContextLike, type HonoRateLimitOptions, honoRateLimit } from "./hono.js";
-export { DEFAULT_IPV6_PREFIX, ipKey } from "./ip.js";
 export { type KoaContextLike, type KoaRateLimitOptions, koaRateLimit } from "./koa.js";
 export {
   type NextFunction,

@@ -8,7 +8,7 @@
  */
 import type { Decision, Receipt } from "../limiter.js";
 import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
-import { blockOnLimit, overLimit } from "./after-response.js";
+import { blockOnLimit, overLimit } from "./block.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {

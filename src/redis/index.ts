@@ -20,7 +20,6 @@ export {
 } from "./client.js";
 export { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from "./errors.js";
 export { RedisFixedWindow, type RedisFixedWindowOptions } from "./fixed-window.js";
-export { HASH_SLOTS, hashSlot } from "./hash-slot.js";
 export { RedisLeakyBucket, type RedisLeakyBucketOptions } from "./leaky-bucket.js";
 export type {
   LeaseFailureEvent,
@@ -49,23 +48,21 @@ export type {
   LeaseStore,
   Scheduler,
 } from "./leased/store.js";
-export { RedisLimiter } from "./limiter.js";
+export type { RedisLimiter } from "./limiter.js";
 export type { RedisLimiterOptions } from "./options.js";
-export {
-  type DecisionSource,
-  FAIL_CLOSED_RETRY_AFTER_MS,
-  type FailureOutcome,
-  type FailurePolicy,
-  type FallbackLimiter,
-  type PolicySource,
-  type RedisDecision,
-  type RedisOperation,
-  type RedisReceipt,
-  type StoreDecision,
-  type StoreFailureEvent,
-  type StoreOperation,
-  type StoreReceipt,
-  type StoreRecoveryEvent,
+export type {
+  DecisionSource,
+  FailureOutcome,
+  FailurePolicy,
+  FallbackLimiter,
+  PolicySource,
+  RedisDecision,
+  RedisReceipt,
+  StoreDecision,
+  StoreFailureEvent,
+  StoreOperation,
+  StoreReceipt,
+  StoreRecoveryEvent,
 } from "./policy.js";
 export {
   RedisSlidingWindowCounter,

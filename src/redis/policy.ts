@@ -1,7 +1,6 @@
 import type {
   StoreDecision,
   DecisionSource as StoreDecisionSource,
-  StoreOperation,
   StoreReceipt,
 } from "../store/policy.js";
 
@@ -38,10 +37,3 @@ export type RedisDecision = StoreDecision<"redis">;
  * (the key, the units Redis took and when), for `refund(receipt, units?)`.
  */
 export type RedisReceipt = StoreReceipt<"redis">;
-
-/**
- * The call of a Redis limiter that failed or recovered.
- * @deprecated Use `StoreOperation` (the same type, shared by every store); this alias goes
- *   in the next release.
- */
-export type RedisOperation = StoreOperation;

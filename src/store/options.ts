@@ -37,7 +37,7 @@ export interface StoreLimiterOptions {
    */
   readonly timeoutMs?: number | undefined;
   /** What to do when the store cannot answer; see {@link FailurePolicy}. @default 'local' */
-  readonly failure?: FailurePolicy | "allow" | "deny" | undefined;
+  readonly failure?: FailurePolicy | undefined;
   /** Called once when a circuit opens (not for every failed call), before the policy answers. */
   readonly onError?: ((event: StoreFailureEvent) => void) | undefined;
   /** Called once when an open circuit closes again. */
@@ -140,27 +140,14 @@ function monotonicNow(): number {
   return performance.now();
 }
 
-let warnedOldNames = false;
-
 /**
- * Checks the `failure` option: undefined means `'local'`; `'allow'` and `'deny'` (the
- * previous names) mean `'open'` and `'closed'`, with one deprecation warning per process.
+ * Checks the `failure` option: undefined means `'local'`.
  * @throws {RangeError} For another string; {TypeError} for anything else.
  */
 export function checkFailure(where: string, failure: unknown): FailurePolicy {
   if (failure === undefined) return "local";
   if (failure === "local" || failure === "open" || failure === "closed" || failure === "throw") {
     return failure;
-  }
-  if (failure === "allow" || failure === "deny") {
-    if (!warnedOldNames) {
-      warnedOldNames = true;
-      process.emitWarning(
-        `${where}: failure '${failure}' is deprecated: use '${failure === "allow" ? "open" : "closed"}' (the same behaviour; the old names go in the next release)`,
-        { type: "DeprecationWarning", code: "TOLLGATE_FAILURE_NAMES" },
-      );
-    }
-    return failure === "allow" ? "open" : "closed";
   }
   if (
     typeof failure === "object" &&

@@ -61,13 +61,10 @@ export interface FallbackLimiter {
  *   each process limits alone, never unlimited; a key the store last denied stays denied
  *   until the store said it could pass (`source: 'local'`);
  * - `'open'`: `allowed: true`, `remaining` as a fresh limiter's (`source: 'open'`);
- * - `'closed'`: `allowed: false`, `retryAfterMs` {@link FAIL_CLOSED_RETRY_AFTER_MS}
- *   (`source: 'closed'`);
+ * - `'closed'`: `allowed: false`, `retryAfterMs` 1000 (one second: the store's state is
+ *   unknown) (`source: 'closed'`);
  * - `'throw'`: reject with a {@link RateLimitStoreError} (`cause` set);
  * - a {@link FallbackLimiter}: decide locally with it (`source: 'local'`).
- *
- * The previous names `'allow'` and `'deny'` still mean `'open'` and `'closed'` for a
- * release (one deprecation warning).
  */
 export type FailurePolicy = "local" | "open" | "closed" | "throw" | FallbackLimiter;
 

@@ -8,9 +8,9 @@ import Koa from "koa";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { ABORTED_STATUS } from "../../src/http/after-response.js";
 import type { CommonRateLimitOptions } from "../../src/http/core.js";
 import {
-  ABORTED_STATUS,
   fastifyRateLimit,
   fastifyRateLimitCharges,
   honoRateLimit,

@@ -1,18 +1,15 @@
-// What tollgate/http exports for client keys and w=, read from the entry point itself.
+// The client-key constants and windowSecondsOf: the keys tollgate/http exports, read from
+// the entry point itself, and the bounds and w= read from their modules.
 import { describe, expect, test } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import {
-  DEFAULT_IPV6_PREFIX,
-  ipKey,
-  MALFORMED_FORWARDED_KEY,
-  MAX_TRUSTED_HOPS,
-  rateLimit,
-  windowSecondsOf,
-} from "../../src/http/index.js";
+import { MAX_TRUSTED_HOPS } from "../../src/http/client-key.js";
+import { windowSecondsOf } from "../../src/http/headers.js";
+import { MALFORMED_FORWARDED_KEY, rateLimit } from "../../src/http/index.js";
+import { DEFAULT_IPV6_PREFIX, ipKey } from "../../src/http/ip.js";
 import { KeyedLimiter } from "../../src/registry.js";
 
-describe("tollgate/http exports the client-key constants and windowSecondsOf", () => {
+describe("the client-key constants and windowSecondsOf", () => {
   test("the constants have the documented values, and are the ones the middleware uses", () => {
     expect(MALFORMED_FORWARDED_KEY).toBe("malformed-forwarded");
     expect(DEFAULT_IPV6_PREFIX).toBe(56);

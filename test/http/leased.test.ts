@@ -3,8 +3,9 @@
 // through the leased limiter's receipts and blocks, as with a KeyedLimiter.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { afterEach, describe, expect, test, vi } from "vitest";
+import { ABORTED_STATUS } from "../../src/http/after-response.js";
 import { checkAdapterOptions } from "../../src/http/core.js";
-import { ABORTED_STATUS, rateLimit } from "../../src/http/index.js";
+import { rateLimit } from "../../src/http/index.js";
 import { Pipeline } from "../../src/http/pipeline.js";
 import {
   LeasedTokenBucket,

@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import {
-  FAIL_CLOSED_RETRY_AFTER_MS,
   type FailurePolicy,
   RateLimitStoreError,
   RedisFixedWindow,
@@ -15,6 +14,7 @@ import {
 } from "../../src/redis/index.js";
 import { PROBE_DEADLINE } from "../../src/redis/server-clock.js";
 import { KeyedLimiter } from "../../src/registry.js";
+import { FAIL_CLOSED_RETRY_AFTER_MS } from "../../src/store/policy.js";
 import { scriptReply } from "../support/reply-floats.js";
 
 /** A client that fails the test if the limiter ever calls it. */

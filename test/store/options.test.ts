@@ -54,13 +54,12 @@ describe("circuit and failure options", () => {
     expect(() => new RedisTokenBucket({ ...base, circuit: circuit as never })).toThrow(message);
   });
 
-  test("the previous names 'allow' and 'deny' still work, as 'open' and 'closed', with one warning", () => {
-    const warn = vi.spyOn(process, "emitWarning").mockImplementation(() => {});
-    const a = new RedisTokenBucket({ ...base, failure: "allow" as never });
-    const d = new RedisTokenBucket({ ...base, failure: "deny" as never });
-    expect([a.failure, d.failure]).toEqual(["open", "closed"]);
-    expect(warn).toHaveBeenCalledTimes(1);
-    expect(String(warn.mock.calls[0]![0])).toMatch(/failure 'allow' is deprecated: use 'open'/);
+  test.each(["allow", "deny"])("the pre-release name failure '%s' is refused", (failure) => {
+    expect(() => new RedisTokenBucket({ ...base, failure: failure as never })).toThrow(
+      new RangeError(
+        `RedisTokenBucket: failure must be 'local', 'open', 'closed', 'throw' or a fallback limiter (consume, peek, reset), got "${failure}" (string)`,
+      ),
+    );
   });
 });
 

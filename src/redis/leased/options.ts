@@ -25,7 +25,6 @@ import { type LeaseStore, type Scheduler, timerScheduler } from "./store.js";
  *   charged);
  * - `'throw'`: the decision throws a `RateLimitStoreError`;
  * - a {@link FallbackLimiter}: decide with it (`source: 'local'`, not charged).
- * `'allow'` and `'deny'` are read as `'open'` and `'closed'`.
  */
 export type LeaseFailurePolicy = "local" | "open" | "closed" | "throw" | FallbackLimiter;
 
@@ -99,7 +98,7 @@ export interface LeasedTokenBucketOptions
    */
   readonly record?: boolean | undefined;
   /** What to do once a key's lease ran out while Redis fails. @default 'local' */
-  readonly failure?: LeaseFailurePolicy | "allow" | "deny" | undefined;
+  readonly failure?: LeaseFailurePolicy | undefined;
   /** Called once for every lease call or heartbeat Redis failed. */
   readonly onError?: ((event: LeaseFailureEvent) => void) | undefined;
   /** Called at the first call Redis answered after failures. */
@@ -194,8 +193,6 @@ function optional(
 
 function checkFailure(failure: unknown): LeaseFailurePolicy {
   if (failure === undefined) return "local";
-  if (failure === "allow") return "open";
-  if (failure === "deny") return "closed";
   if (failure === "local" || failure === "open" || failure === "closed" || failure === "throw") {
     return failure;
   }

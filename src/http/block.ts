@@ -1,0 +1,98 @@
+/**
+ * `blockDurationMs` at decision time: a client that hits its limit is blocked for that
+ * long, and the denial sent says so. It runs in the pipeline, before any response is
+ * written (docs/http.md#blocking-a-client-after-abuse); the option is checked with the
+ * others, in core.ts.
+ * @module
+ */
+import type { Decision } from "../limiter.js";
+import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./core.js";
+
+/**
+ * The `source`s of a denial that does not say the client went over its limit, so
+ * `blockDurationMs` does not block for it: a lease on its way (`'pending'`), a full lease
+ * table (`'full'`), a closed limiter (`'stopped'`), a store that failed closed (`'closed'`).
+ */
+const NOT_OVER_LIMIT: ReadonlySet<string> = new Set(["pending", "full", "stopped", "closed"]);
+
+/**
+ * True when a denial says the client went over its limit (what `blockDurationMs` blocks
+ * for): any denial but those whose `source` is a lease on its way, a full table, a closed
+ * limiter or a store that failed closed (an outage must not block every client that asked
+ * during it, for `blockDurationMs` after it ended).
+ */
+export function overLimit(decision: Decision): boolean {
+  const source = (decision as { source?: unknown }).source;
+  return typeof source !== "string" || !NOT_OVER_LIMIT.has(source);
+}
+
+/**
+ * A denial under `blockDurationMs`: a key that is not blocked yet is blocked for that long,
+ * and the decision sent says so (`retryAfterMs` and `resetAfterMs` at least the block, so
+ * `Retry-After` is the block). A key blocked already keeps its block (it is not extended by
+ * the requests it makes meanwhile) and its denial says how long is left.
+ */
+export function blockOnLimit(
+  config: CommonConfig,
+  decision: Decision,
+  key: string,
+  durationMs: number,
+): Decision | Promise<Decision> {
+  const limiter = config.limiter as KeyedConsumer;
+  if (typeof limiter.blockOnce === "function")
+    return blockInStore(config, decision, key, durationMs);
+  try {
+    const left = limiter.blockedMs?.(key) ?? 0;
+    if (left > 0) return decision;
+    limiter.block!(key, durationMs);
+  } catch (error) {
+    // The request is denied all the same: a block that fails is reported, never a pass.
+    report(config, error, key, "programming");
+    return decision;
+  }
+  return blockedFor(decision, durationMs);
+}
+
+/**
+ * {@link blockOnLimit} for a limiter whose blocks live in a shared store (the Redis
+ * limiters' and `LeasedTokenBucket`'s `blockOnce`): one call blocks the key unless it is
+ * blocked already, and answers how long the block in place has left, which the decision
+ * sent says; synchronously when the limiter answers a number (a leased limiter), else once
+ * it resolves. A store that fails is reported as an outage; the request is denied all the same.
+ */
+function blockInStore(
+  config: CommonConfig,
+  decision: Decision,
+  key: string,
+  durationMs: number,
+): Decision | Promise<Decision> {
+  let result: unknown;
+  try {
+    result = (config.limiter as KeyedConsumer).blockOnce!(key, durationMs);
+  } catch (error) {
+    report(config, error, key, "programming");
+    return decision;
+  }
+  // A limiter that answers at once (LeasedTokenBucket) keeps the request synchronous.
+  if (!isThenable(result)) {
+    return blockedFor(decision, typeof result === "number" && result > 0 ? result : durationMs);
+  }
+  return Promise.resolve(result).then(
+    (left) => blockedFor(decision, typeof left === "number" && left > 0 ? left : durationMs),
+    (error: unknown) => {
+      report(config, error, key, "outage");
+      return decision;
+    },
+  );
+}
+
+/** `decision` denied for at least `ms`: `retryAfterMs` and `resetAfterMs` at least it. */
+function blockedFor(decision: Decision, ms: number): Decision {
+  return {
+    allowed: false,
+    limit: decision.limit,
+    remaining: 0,
+    retryAfterMs: decision.retryAfterMs > ms ? decision.retryAfterMs : ms,
+    resetAfterMs: decision.resetAfterMs > ms ? decision.resetAfterMs : ms,
+  };
+}
