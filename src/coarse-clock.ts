@@ -1,0 +1,168 @@
+import { checkInteger, checkNumber, checkOptionNames, checkOptions, describe } from "./errors.js";
+import { type Clock, systemClock } from "./limiter.js";
+import { optionNames } from "./option-names.js";
+
+/**
+ * A coarse clock: milliseconds, monotonic, read from its source once per refresh instead of
+ * once per check. See docs/semantics.md#the-coarse-clock.
+ */
+export interface CoarseClock extends Clock {
+  /** The refresh interval, ms. */
+  readonly refreshMs: number;
+  /** The source is read at least once every `maxReads` reads. */
+  readonly maxReads: number;
+  /**
+   * Stops the refresh timer for good; from then on every read reads the source (the clock
+   * stays monotonic and exact, only no longer cheap). Idempotent.
+   */
+  stop(): void;
+}
+
+/** Options of {@link coarseClock}. */
+export interface CoarseClockOptions {
+  /**
+   * Milliseconds between refreshes while the clock is read: the usual staleness bound of
+   * a reading. At least 1 (a timer's resolution in Node). @default 1
+   */
+  readonly refreshMs?: number;
+  /**
+   * The source is read at least once every `maxReads` reads, whatever the timer did (the
+   * reads in between answer the cached time): bounds staleness in a synchronous loop that never lets the timer run (1M
+   * checks in one loop advance the clock every `maxReads` checks). An integer from 1
+   * (every read reads the source) to 2^30. @default 1024
+   */
+  readonly maxReads?: number;
+  /** The clock read at each refresh, ms. @default performance.now (systemClock) */
+  readonly source?: Clock;
+}
+
+const WHERE = "coarseClock";
+/** The option names {@link coarseClock} accepts. */
+export const COARSE_CLOCK_OPTIONS = optionNames<CoarseClockOptions>()([
+  "refreshMs",
+  "maxReads",
+  "source",
+]);
+const MAX_READS_LIMIT = 2 ** 30;
+/** Longest refresh interval: a timer longer than 2^31-1 ms fires at once in Node. */
+const MAX_REFRESH_MS = 2 ** 31 - 1;
+
+/**
+ * A clock to pass as `clock` to any limiter (or to share between many) that reads its
+ * `source` (`performance.now()` by default) once per `refreshMs` while it is in use, and
+ * answers every read in between with that cached time, at the cost of a counter check.
+ * It is monotonic: a reading never goes back, whatever the source does.
+ *
+ * The cached time is refreshed by an unref'd interval timer (it never holds a process
+ * open), and also by the read that follows `maxReads` cached ones, so a synchronous loop
+ * that never lets the timer run still sees time advance. A timer tick that finds the clock
+ * unread since the last refresh stops the timer (an idle process is not woken); the next
+ * read then reads the source and starts it again. The timer starts at the first read, never
+ * at construction (a Worker's global scope may not start timers).
+ *
+ * What a decision can be off by (docs/semantics.md#the-coarse-clock): every reading is the
+ * source's time at most `refreshMs` plus the timer's lateness ago, so each decision is the
+ * exact decision of an earlier instant; a bucket sees up to `rate x staleness` fewer tokens,
+ * a window boundary moves up to that much later, and `retryAfterMs` can be that much too
+ * long. The bound breaks when the event loop stalls (a long synchronous task): the timer
+ * cannot run, and until `maxReads` reads or the next tick the reading is as old as the stall.
+ *
+ * Good for: hot keys at millions of checks per second, where `performance.now()` is most of
+ * a check. Watch out: call `stop()` when done with a clock built in a loop or per request
+ * (one clock per process is the intended use).
+ * @throws {TypeError} For options that are not an object, an unknown option, a non-number
+ *   `refreshMs` or `maxReads`, or a `source` that is not a function.
+ * @throws {RangeError} `refreshMs` not a finite number >= 1 (and at most 2^31-1), or
+ *   `maxReads` not an integer from 1 to 2^30.
+ * @example
+ * const clock = coarseClock({ refreshMs: 1 })
+ * const limiter = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 5, clock }))
+ * limiter.allow("10.0.0.1") //=> true
+ * clock.stop() // on shutdown; the clock then reads performance.now() on every call
+ */
+export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
+  const o = checkOptions<CoarseClockOptions>(WHERE, options);
+  checkOptionNames(WHERE, o, COARSE_CLOCK_OPTIONS);
+  const refreshMs =
+    o.refreshMs === undefined ? 1 : checkNumber(WHERE, "refreshMs", o.refreshMs, 1, true);
+  if (refreshMs > MAX_REFRESH_MS) {
+    throw new RangeError(
+      `${WHERE}: refreshMs must be a finite number >= 1 and <= ${MAX_REFRESH_MS}, got ${describe(refreshMs)}`,
+    );
+  }
+  const maxReads =
+    o.maxReads === undefined
+      ? 1024
+      : checkInteger(WHERE, "maxReads", o.maxReads, 1, MAX_READS_LIMIT);
+  if (o.source !== undefined && typeof o.source !== "function") {
+    throw new TypeError(
+      `${WHERE}: source must be a function returning milliseconds, got ${describe(o.source)}`,
+    );
+  }
+  const source: Clock = o.source ?? systemClock;
+
+  /** The cached time: the latest source reading (never lower than an earlier one). */
+  let time = Number.NEGATIVE_INFINITY;
+  /** Reads since the last refresh; at `limit` the next read refreshes. */
+  let reads = maxReads;
+  /** `maxReads` while running; 0 once stopped (every read reads the source). */
+  let limit = maxReads;
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let stopped = false;
+
+  const refresh = (): number => {
+    const t = source();
+    if (typeof t !== "number" || Number.isNaN(t)) {
+      // Not a time: passed on uncached (the limiter reading it reports it), and the next
+      // read asks the source again.
+      reads = limit;
+      return t;
+    }
+    // A reading behind the cached time leaves it where it is: monotonic.
+    if (t > time) time = t;
+    reads = 0;
+    return time;
+  };
+  const tick = (): void => {
+    if (reads === 0) {
+      // Unread since the last refresh: idle. Stop waking the process; the next read
+      // refreshes from the source and starts the timer again.
+      clearInterval(timer);
+      timer = undefined;
+      reads = limit;
+      return;
+    }
+    refresh();
+  };
+  const slow = (): number => {
+    if (!stopped && timer === undefined) {
+      timer = setInterval(tick, refreshMs);
+      unref(timer);
+    }
+    return refresh();
+  };
+  const clock = (() => (++reads < limit ? time : slow())) as CoarseClock & {
+    refreshMs: number;
+    maxReads: number;
+    stop(): void;
+  };
+  clock.refreshMs = refreshMs;
+  clock.maxReads = maxReads;
+  clock.stop = () => {
+    stopped = true;
+    limit = 0;
+    if (timer !== undefined) clearInterval(timer);
+    timer = undefined;
+  };
+  return Object.freeze(clock);
+}
+
+/** Keeps a timer from holding the process open: Node and Bun's `unref`, Deno's `unrefTimer`. */
+function unref(timer: ReturnType<typeof setInterval>): void {
+  if (typeof timer === "object" && timer !== null && "unref" in timer) {
+    (timer as { unref(): unknown }).unref();
+    return;
+  }
+  const deno = (globalThis as { Deno?: { unrefTimer?: (id: number) => void } }).Deno;
+  if (typeof timer === "number" && typeof deno?.unrefTimer === "function") deno.unrefTimer(timer);
+}
