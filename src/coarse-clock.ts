@@ -103,10 +103,11 @@ export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
 
   /** The cached time: the latest source reading (never lower than an earlier one). */
   let time = Number.NEGATIVE_INFINITY;
-  /** Reads since the last refresh; at `limit` the next read refreshes. */
-  let reads = maxReads;
-  /** `maxReads` while running; 0 once stopped (every read reads the source). */
-  let limit = maxReads;
+  /**
+   * Cached reads left before the source is read again (counted down by every read: at 0
+   * the read refreshes); `maxReads` right after a refresh, 0 once stopped.
+   */
+  let left = 0;
   let timer: ReturnType<typeof setInterval> | undefined;
   let stopped = false;
 
@@ -115,21 +116,21 @@ export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
     if (typeof t !== "number" || Number.isNaN(t)) {
       // Not a time: passed on uncached (the limiter reading it reports it), and the next
       // read asks the source again.
-      reads = limit;
+      left = 0;
       return t;
     }
     // A reading behind the cached time leaves it where it is: monotonic.
     if (t > time) time = t;
-    reads = 0;
+    left = stopped ? 0 : maxReads;
     return time;
   };
   const tick = (): void => {
-    if (reads === 0) {
+    if (left === maxReads) {
       // Unread since the last refresh: idle. Stop waking the process; the next read
       // refreshes from the source and starts the timer again.
       clearInterval(timer);
       timer = undefined;
-      reads = limit;
+      left = 0;
       return;
     }
     refresh();
@@ -141,7 +142,7 @@ export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
     }
     return refresh();
   };
-  const clock = (() => (++reads < limit ? time : slow())) as CoarseClock & {
+  const clock = (() => (--left > 0 ? time : slow())) as CoarseClock & {
     refreshMs: number;
     maxReads: number;
     stop(): void;
@@ -150,7 +151,7 @@ export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
   clock.maxReads = maxReads;
   clock.stop = () => {
     stopped = true;
-    limit = 0;
+    left = 0;
     if (timer !== undefined) clearInterval(timer);
     timer = undefined;
   };

@@ -8,16 +8,17 @@ import { readFileSync } from "node:fs";
 import os from "node:os";
 import { measureMemory, memoryKeys } from "../memory.js";
 import { runChild } from "./child.js";
+import { type CoarseStaleness, measureCoarseStaleness } from "./coarse-staleness.js";
 import { type GlobalSection, runGlobalSection } from "./global-section.js";
 import { GROUPS } from "./groups.js";
 import { runHttpSection } from "./http-section.js";
 import { machine } from "./machine.js";
-import { budget, type Timing } from "./measure.js";
+import { budget, roundsFor, type Timing } from "./measure.js";
 import { Progress } from "./progress.js";
 import { runRedisSection } from "./redis-section.js";
 import { type RunResults, renderReport } from "./report.js";
 import { writeResults } from "./results.js";
-import { targets } from "./targets.js";
+import { mergeRounds, targetsOverRounds } from "./rounds.js";
 
 /** What to run. */
 export interface BenchOptions {
@@ -27,6 +28,10 @@ export interface BenchOptions {
   readonly core: boolean;
   /** Section 6 (HTTP). */
   readonly http: boolean;
+  /** Rounds of the timing groups (default: 3, or 1 with `quick`). */
+  readonly rounds?: number;
+  /** Print the report (default true); `--stability` prints its own summary after each run's. */
+  readonly print?: boolean;
 }
 
 function tinybenchVersion(): string {
@@ -42,34 +47,53 @@ function commandLine(options: BenchOptions): string {
 }
 
 /** Runs the benchmark; sets `process.exitCode` to 1 if any part failed. */
-export async function runBench(options: BenchOptions): Promise<RunResults> {
+export async function runBench(options: BenchOptions): Promise<RunResults & { file: string }> {
   const started = new Date();
   const loadAtStart = os.loadavg()[0] ?? 0;
   const progress = new Progress();
   const b = budget(options.quick);
-  const timings: Record<string, Timing> = {};
+  const rounds = options.rounds ?? roundsFor(options.quick);
+  const perRound: Record<string, Timing>[] = [];
   const failures: { part: string; error: string }[] = [];
   let memory: RunResults["memory"];
   let redis: RunResults["redis"];
   let http: RunResults["http"];
   let global: GlobalSection | undefined;
 
+  let coarse: CoarseStaleness | undefined;
   if (options.core) {
-    for (const [index, group] of GROUPS.entries()) {
-      const where = `group ${index + 1}/${GROUPS.length} ${group.id}`;
-      progress.update(`${where}: starting`);
-      try {
-        const result = (await runChild(
-          "support/worker.ts",
-          [group.id, ...(options.quick ? ["--quick"] : [])],
-          {
-            onTask: (m) => progress.update(`${where}: ${m.index + 1}/${m.total} ${m.name}`),
-          },
-        )) as Timing[];
-        for (const t of result) timings[t.id] = t;
-      } catch (error) {
-        failures.push({ part: `timing group ${group.id}`, error: (error as Error).message });
+    // Rounds: every group once per round, each in a fresh process, the groups alternating
+    // (round 1: floors, TokenBucket, ..., peers; round 2: the same ...), so a ratio of two
+    // groups' rows is of two processes minutes apart at most, and a burst of load hits
+    // one round of a row, not the row.
+    for (let round = 0; round < rounds; round++) {
+      const timings: Record<string, Timing> = {};
+      for (const [index, group] of GROUPS.entries()) {
+        const where = `round ${round + 1}/${rounds}, group ${index + 1}/${GROUPS.length} ${group.id}`;
+        progress.update(`${where}: starting`);
+        try {
+          const result = (await runChild(
+            "support/worker.ts",
+            [group.id, ...(options.quick ? ["--quick"] : [])],
+            {
+              onTask: (m) => progress.update(`${where}: ${m.index + 1}/${m.total} ${m.name}`),
+            },
+          )) as Timing[];
+          for (const t of result) timings[t.id] = t;
+        } catch (error) {
+          failures.push({
+            part: `timing group ${group.id} (round ${round + 1})`,
+            error: (error as Error).message,
+          });
+        }
       }
+      perRound.push(timings);
+    }
+    progress.update("coarse clock staleness");
+    try {
+      coarse = await measureCoarseStaleness(options.quick);
+    } catch (error) {
+      failures.push({ part: "coarse clock staleness", error: (error as Error).message });
     }
     const results = await measureMemory(options.quick, (i, total, v) =>
       progress.update(`memory ${i + 1}/${total}: ${v.name}`),
@@ -110,20 +134,22 @@ export async function runBench(options: BenchOptions): Promise<RunResults> {
       ? {
           method:
             `tinybench ${tinybenchVersion()}, mean of timed calls of 1000 checks each, ` +
-            `${b.timeMs} ms per row after ${b.warmupMs} ms warm-up, each group in a fresh process`,
+            `${b.timeMs} ms per row after ${b.warmupMs} ms warm-up, each group in a fresh process, ` +
+            `${rounds} round${rounds === 1 ? "" : "s"} (median, min–max)`,
         }
       : {}),
     load: { start: loadAtStart, end: os.loadavg()[0] ?? 0 },
-    timings,
+    timings: perRound.length === 0 ? {} : mergeRounds(perRound),
+    ...(coarse === undefined ? {} : { coarse }),
     failures,
     ...(memory === undefined ? {} : { memory }),
     ...(redis === undefined ? {} : { redis }),
     ...(http === undefined ? {} : { http }),
     ...(global === undefined ? {} : { global }),
   };
-  process.stdout.write(renderReport(results));
-  const file = await writeResults({ ...results, targets: targets(results) }, started);
-  process.stdout.write(`\nRaw results: ${file}\n`);
+  if (options.print !== false) process.stdout.write(renderReport(results));
+  const file = await writeResults({ ...results, targets: targetsOverRounds(results) }, started);
+  if (options.print !== false) process.stdout.write(`\nRaw results: ${file}\n`);
   if (failures.length > 0) process.exitCode = 1;
-  return results;
+  return { ...results, file };
 }
