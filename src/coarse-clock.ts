@@ -48,37 +48,19 @@ const MAX_READS_LIMIT = 2 ** 30;
 const MAX_REFRESH_MS = 2 ** 31 - 1;
 
 /**
- * A clock to pass as `clock` to any limiter (or to share between many) that reads its
- * `source` (`performance.now()` by default) once per `refreshMs` while it is in use, and
- * answers every read in between with that cached time, at the cost of a counter check.
- * It is monotonic: a reading never goes back, whatever the source does.
+ * A clock (ms) for any limiter's `clock` option, one per process: reads `source` once per
+ * `refreshMs` while in use (an unref'd timer that stops while unread) and at least every
+ * `maxReads` reads, answering the reads between from its cache; monotonic. Each decision is
+ * the exact one at a reading at most about `refreshMs` old; a synchronous stall of X ms
+ * leaves the next reads up to X ms stale. See docs/semantics.md#the-coarse-clock.
  *
- * The cached time is refreshed by an unref'd interval timer (it never holds a process
- * open), and also by the read that follows `maxReads` cached ones, so a synchronous loop
- * that never lets the timer run still sees time advance. A timer tick that finds the clock
- * unread since the last refresh stops the timer (an idle process is not woken); the next
- * read then reads the source and starts it again. The timer starts at the first read, never
- * at construction (a Worker's global scope may not start timers).
- *
- * What a decision can be off by (docs/semantics.md#the-coarse-clock): every reading is the
- * source's time at most `refreshMs` plus the timer's lateness ago, so each decision is the
- * exact decision of an earlier instant; a bucket sees up to `rate x staleness` fewer tokens,
- * a window boundary moves up to that much later, and `retryAfterMs` can be that much too
- * long. The bound breaks when the event loop stalls (a long synchronous task): the timer
- * cannot run, and until `maxReads` reads or the next tick the reading is as old as the stall.
- *
- * Good for: hot keys at millions of checks per second, where `performance.now()` is most of
- * a check. Watch out: call `stop()` when done with a clock built in a loop or per request
- * (one clock per process is the intended use).
- * @throws {TypeError} For options that are not an object, an unknown option, a non-number
- *   `refreshMs` or `maxReads`, or a `source` that is not a function.
- * @throws {RangeError} `refreshMs` not a finite number >= 1 (and at most 2^31-1), or
- *   `maxReads` not an integer from 1 to 2^30.
+ * Good for: hot keys, where `performance.now()` is most of a check. Watch out: stalls.
+ * @throws {TypeError} Options not an object, an unknown option, a non-number `refreshMs`
+ *   or `maxReads`, a `source` that is not a function.
+ * @throws {RangeError} `refreshMs` not in [1, 2^31-1]; `maxReads` not an integer in [1, 2^30].
  * @example
- * const clock = coarseClock({ refreshMs: 1 })
- * const limiter = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 5, clock }))
- * limiter.allow("10.0.0.1") //=> true
- * clock.stop() // on shutdown; the clock then reads performance.now() on every call
+ * const clock = coarseClock()
+ * new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 5, clock }))
  */
 export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
   const o = checkOptions<CoarseClockOptions>(WHERE, options);
