@@ -10,6 +10,9 @@
  *   npm run bench -- --rounds 5    more rounds of the timing rows (median, min–max)
  *   npm run bench -- --stability 3 the bench 3 times in a row, then each target figure's
  *                                  spread over the runs and whether it is within ±10%
+ *   npm run bench -- --only TokenBucket,TokenBucket.coarse
+ *                                  only these timing groups (no memory, Redis, global):
+ *                                  a focused run, with --rounds or --stability
  *   npm run bench -- --compare a.json b.json c.json
  *                                  the same stability table from saved results
  *   npm run bench:http             section 6, the HTTP experiment (autocannon, about 3 min)
@@ -21,6 +24,7 @@
  * with no limiter). Each timing group runs in a fresh child process per round.
  * @module
  */
+import { GROUPS } from "./support/groups.js";
 import { type BenchOptions, runBench } from "./support/runner.js";
 import { loadRun, renderStability } from "./support/stability-report.js";
 
@@ -54,8 +58,17 @@ const all = argv.includes("--all");
 const httpOnly = argv.includes("--http") && !all;
 const rounds = count("--rounds");
 const runs = count("--stability");
+const onlyAt = argv.indexOf("--only");
+const only = onlyAt === -1 ? undefined : (argv[onlyAt + 1] ?? "").split(",").filter(Boolean);
+if (only !== undefined) {
+  const known = new Set(GROUPS.map((g) => g.id));
+  const bad = only.filter((id) => !known.has(id));
+  if (only.length === 0 || bad.length > 0) {
+    fail(`--only takes timing group ids (${[...known].join(", ")}), got ${argv[onlyAt + 1]}`);
+  }
+}
 const valued = new Set(
-  ["--rounds", "--stability"].flatMap((f) => {
+  ["--rounds", "--stability", "--only"].flatMap((f) => {
     const i = argv.indexOf(f);
     return i === -1 ? [] : [i, i + 1];
   }),
@@ -65,7 +78,7 @@ const unknown = argv.filter(
 );
 if (unknown.length > 0) {
   fail(
-    `unknown option ${unknown.join(" ")} (use --quick, --http, --all, --rounds N, --stability N, --compare FILES)`,
+    `unknown option ${unknown.join(" ")} (use --quick, --http, --all, --rounds N, --only GROUPS, --stability N, --compare FILES)`,
   );
 }
 const options: BenchOptions = {
@@ -74,6 +87,7 @@ const options: BenchOptions = {
   // The quick smoke test covers every section; a full HTTP run is its own command.
   http: httpOnly || all || quick,
   ...(rounds === undefined ? {} : { rounds }),
+  ...(only === undefined ? {} : { only, http: false }),
 };
 if (runs === undefined) {
   await runBench(options);

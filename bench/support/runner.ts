@@ -30,6 +30,11 @@ export interface BenchOptions {
   readonly http: boolean;
   /** Rounds of the timing groups (default: 3, or 1 with `quick`). */
   readonly rounds?: number;
+  /**
+   * Only these timing groups (bench/support/groups.ts ids), and no memory, Redis, global or
+   * staleness section: a focused run of some targets (the others read "not measured").
+   */
+  readonly only?: readonly string[];
   /** Print the report (default true); `--stability` prints its own summary after each run's. */
   readonly print?: boolean;
 }
@@ -41,7 +46,12 @@ function tinybenchVersion(): string {
 
 function commandLine(options: BenchOptions): string {
   if (!options.core) return `npm run bench:http${options.quick ? " -- --quick" : ""}`;
-  const flags = [options.quick ? "--quick" : "", options.http && !options.quick ? "--all" : ""];
+  const flags = [
+    options.quick ? "--quick" : "",
+    options.http && !options.quick ? "--all" : "",
+    options.rounds === undefined ? "" : `--rounds ${options.rounds}`,
+    options.only === undefined ? "" : `--only ${options.only.join(",")}`,
+  ];
   const given = flags.filter(Boolean);
   return `npm run bench${given.length > 0 ? ` -- ${given.join(" ")}` : ""}`;
 }
@@ -66,10 +76,12 @@ export async function runBench(options: BenchOptions): Promise<RunResults & { fi
     // (round 1: floors, TokenBucket, ..., peers; round 2: the same ...), so a ratio of two
     // groups' rows is of two processes minutes apart at most, and a burst of load hits
     // one round of a row, not the row.
+    const only = options.only;
+    const groups = only === undefined ? GROUPS : GROUPS.filter((g) => only.includes(g.id));
     for (let round = 0; round < rounds; round++) {
       const timings: Record<string, Timing> = {};
-      for (const [index, group] of GROUPS.entries()) {
-        const where = `round ${round + 1}/${rounds}, group ${index + 1}/${GROUPS.length} ${group.id}`;
+      for (const [index, group] of groups.entries()) {
+        const where = `round ${round + 1}/${rounds}, group ${index + 1}/${groups.length} ${group.id}`;
         progress.update(`${where}: starting`);
         try {
           const result = (await runChild(
@@ -89,30 +101,33 @@ export async function runBench(options: BenchOptions): Promise<RunResults & { fi
       }
       perRound.push(timings);
     }
-    progress.update("coarse clock staleness");
-    try {
-      coarse = await measureCoarseStaleness(options.quick);
-    } catch (error) {
-      failures.push({ part: "coarse clock staleness", error: (error as Error).message });
-    }
-    const results = await measureMemory(options.quick, (i, total, v) =>
-      progress.update(`memory ${i + 1}/${total}: ${v.name}`),
-    );
-    for (const m of results) if (!m.ok) failures.push({ part: `memory ${m.id}`, error: m.error });
-    memory = { keys: memoryKeys(options.quick), results };
-    progress.update("Redis");
-    try {
-      redis = await runRedisSection(options.quick, (text) => progress.update(`Redis: ${text}`));
-    } catch (error) {
-      failures.push({ part: "Redis section", error: (error as Error).message });
-    }
-    progress.update("global limit");
-    try {
-      global = await runGlobalSection(options.quick, (text) =>
-        progress.update(`global limit: ${text}`),
+    // A focused run (`only`): the timing groups asked for and nothing else.
+    if (only === undefined) {
+      progress.update("coarse clock staleness");
+      try {
+        coarse = await measureCoarseStaleness(options.quick);
+      } catch (error) {
+        failures.push({ part: "coarse clock staleness", error: (error as Error).message });
+      }
+      const results = await measureMemory(options.quick, (i, total, v) =>
+        progress.update(`memory ${i + 1}/${total}: ${v.name}`),
       );
-    } catch (error) {
-      failures.push({ part: "global limit section", error: (error as Error).message });
+      for (const m of results) if (!m.ok) failures.push({ part: `memory ${m.id}`, error: m.error });
+      memory = { keys: memoryKeys(options.quick), results };
+      progress.update("Redis");
+      try {
+        redis = await runRedisSection(options.quick, (text) => progress.update(`Redis: ${text}`));
+      } catch (error) {
+        failures.push({ part: "Redis section", error: (error as Error).message });
+      }
+      progress.update("global limit");
+      try {
+        global = await runGlobalSection(options.quick, (text) =>
+          progress.update(`global limit: ${text}`),
+        );
+      } catch (error) {
+        failures.push({ part: "global limit section", error: (error as Error).message });
+      }
     }
   }
   if (options.http) {
