@@ -8,6 +8,8 @@
  *   itself costs for them, apart from the limiter);
  * - `memory`: `rateLimit({ limiter: new KeyedLimiter(TokenBucket) })`, every request allowed
  *   (key from the socket address, one decision, the two draft-10 headers);
+ * - `memory-varying`: the same with a bucket whose `remaining` changes per request (as a
+ *   leased bucket's does: the reference of the leased row, headers of the same shape);
  * - `denied`: the same middleware with a bucket that is always empty: every request gets the
  *   429 with `Retry-After` and the problem+json body (the handler never runs).
  *
@@ -17,7 +19,7 @@
  * process on the same machine, so client and server share the cores: the absolute req/s
  * are a floor, the overhead per request (1/rps - 1/rps of `none`) is the number to read.
  *
- * Run: `npx tsx bench/http.bench.ts [--duration 10] [--connections 100] [--rounds 2]
+ * Run: `npx tsx bench/http.bench.ts [--duration 6] [--connections 100] [--rounds 3]
  * [--quick]`. `runHttpBench(options)` is the entry point for the bench runner.
  * @module
  */
@@ -29,6 +31,7 @@ import { fileURLToPath } from "node:url";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
 import { rateLimit } from "../src/http/node.js";
 import { KeyedLimiter } from "../src/registry.js";
+import { STEADY_BUCKET, VARYING_BUCKET } from "./support/http-buckets.js";
 
 /** One server variant under autocannon (the shape of bench/support/report.ts `HttpRow`). */
 export interface HttpBenchRow {
@@ -47,6 +50,8 @@ export interface HttpBenchRow {
   readonly cpuUsPerRequest: number;
   /** The same, round by round (its spread). */
   readonly cpuUsPerRequestRounds?: readonly number[];
+  /** Requests per second, round by round. */
+  readonly requestsPerSecondRounds?: readonly number[];
 }
 
 /** What {@link runHttpBench} returns (the shape of bench/support/report.ts `HttpResults`). */
@@ -59,11 +64,11 @@ export interface HttpBenchResults {
 
 /** Options of {@link runHttpBench}. */
 export interface HttpBenchOptions {
-  /** Seconds measured per variant and round (after a 1 s warm-up). @default 10 (2 with quick) */
+  /** Seconds measured per variant and round (after a 1 s warm-up). @default 6 (2 with quick) */
   readonly durationSeconds?: number;
   /** Concurrent connections. @default 100 */
   readonly connections?: number;
-  /** Interleaved rounds; the rows average them. @default 2 (1 with quick) */
+  /** Interleaved rounds; the rows average them. @default 3 (1 with quick) */
   readonly rounds?: number;
   /** Shorter runs for a smoke test. */
   readonly quick?: boolean;
@@ -93,6 +98,10 @@ const VARIANTS = [
   { id: "none", name: "no limiter" },
   { id: "headers", name: "no limiter, the same two headers set by hand" },
   { id: "memory", name: "tollgate/http, in-memory KeyedLimiter (allowed)" },
+  {
+    id: "memory-varying",
+    name: "tollgate/http, in-memory KeyedLimiter, remaining changing per request (allowed)",
+  },
   { id: "denied", name: "tollgate/http, every request a 429" },
 ] as const;
 
@@ -130,7 +139,9 @@ function serve(variant: string): void {
     const bucket =
       variant === "denied"
         ? new TokenBucket({ capacity: 1, refillPerSecond: 1e-9 }) // spent by the first request
-        : new TokenBucket({ capacity: 1e12, refillPerSecond: 1e12 });
+        : variant === "memory-varying"
+          ? new TokenBucket(VARYING_BUCKET)
+          : new TokenBucket(STEADY_BUCKET);
     const limit = rateLimit({ limiter: new KeyedLimiter(bucket), windowSeconds: 60 });
     server = createServer((req, res) => limit(req, res, () => hello(res)));
   }
@@ -180,9 +191,9 @@ function cpuOf(child: ChildProcess): Promise<{ cpuUs: number; requests: number }
  */
 export async function runHttpBench(options: HttpBenchOptions = {}): Promise<HttpBenchResults> {
   const quick = options.quick === true;
-  const durationSeconds = options.durationSeconds ?? (quick ? 2 : 10);
+  const durationSeconds = options.durationSeconds ?? (quick ? 2 : 6);
   const connections = options.connections ?? 100;
-  const rounds = options.rounds ?? (quick ? 1 : 2);
+  const rounds = options.rounds ?? (quick ? 1 : 3);
   const progress = options.progress ?? (() => {});
   const servers = new Map<
     string,
@@ -245,6 +256,7 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
       errors: s.reduce((a, r) => a + r.errors + r.timeouts, 0),
       cpuUsPerRequest: cpu.get(v.id)!.cpuUs / cpu.get(v.id)!.requests,
       cpuUsPerRequestRounds: cpuSamples.get(v.id) ?? [],
+      requestsPerSecondRounds: s.map((r) => r.requests.average),
     };
   });
   return {

@@ -23,6 +23,7 @@ export {
   type TokenBucketOptions,
   type TokenBucketReconfigure,
 } from "./algorithms/token-bucket.js";
+export { type CoarseClock, type CoarseClockOptions, coarseClock } from "./coarse-clock.js";
 export { type AllOf, allOf } from "./composite.js";
 export {
   ConcurrencyLimiter,

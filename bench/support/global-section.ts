@@ -215,13 +215,16 @@ export function globalTargets(r: RunResults): Target[] {
 
 /**
  * The HTTP target of leases: req/s lost with `rateLimit` over a `LeasedTokenBucket`, over
- * the req/s the in-process row loses (both against the bare server of the same run).
+ * the req/s the in-process row with the same header shape (`memory-varying`: remaining
+ * changing per request) loses, both against the bare server of the same run.
  */
 export function httpLeasedTarget(r: RunResults): Target {
   const http = r.http !== undefined && "rows" in r.http ? r.http : undefined;
   const rps = (id: string) => http?.rows.find((row) => row.id === id)?.requestsPerSecond;
   const none = rps("none");
-  const memory = rps("memory");
+  // The in-process row whose headers have the leased row's shape (remaining changing per
+  // request); results from before it existed compare with the steady `memory` row.
+  const memory = rps("memory-varying") ?? rps("memory");
   const leased = rps("leased");
   const lostLeased = none === undefined || leased === undefined ? undefined : none - leased;
   const lostMemory = none === undefined || memory === undefined ? undefined : none - memory;

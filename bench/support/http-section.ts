@@ -14,6 +14,7 @@ import { runChild } from "./child.js";
 import { budget, type Timing } from "./measure.js";
 import { benchRedis } from "./redis-server.js";
 import type { HttpResults, HttpRow } from "./report.js";
+import { isWide, spreadOf, spreadText } from "./spread.js";
 
 /** The Redis-limited server child: its URL, a CPU probe and a stop function. */
 interface RedisServerChild {
@@ -107,6 +108,8 @@ export async function runHttpSection(
         "refilled in the background.",
     );
   }
+  const leasedNote = leasedComparison(rows);
+  if (leasedNote !== undefined) notes.push(leasedNote);
   if (baseline !== undefined && middleware !== undefined) {
     const b = budget(quick);
     notes.push(
@@ -125,4 +128,36 @@ export async function runHttpSection(
       ? { middlewareNs: middleware.nsPerOp - baseline.nsPerOp }
       : {}),
   };
+}
+
+/**
+ * The leased row against the in-process row with the same header shape, round by round
+ * (both measured in every round, interleaved): server CPU per request and req/s, each as
+ * the median ratio over the rounds with its min–max.
+ */
+export function leasedComparison(rows: readonly HttpRow[]): string | undefined {
+  const leased = rows.find((r) => r.id === "leased");
+  const memory = rows.find((r) => r.id === "memory-varying");
+  if (leased === undefined || memory === undefined) return undefined;
+  const perRound = (a?: readonly number[], b?: readonly number[]) =>
+    spreadOf((a ?? []).map((x, i) => (b?.[i] === undefined ? undefined : x / b[i]!)));
+  const cpu = perRound(leased.cpuUsPerRequestRounds, memory.cpuUsPerRequestRounds);
+  const rps = perRound(leased.requestsPerSecondRounds, memory.requestsPerSecondRounds);
+  const extra = spreadOf(
+    (leased.cpuUsPerRequestRounds ?? []).map((x, i) => {
+      const m = memory.cpuUsPerRequestRounds?.[i];
+      return m === undefined ? undefined : x - m;
+    }),
+  );
+  if (cpu === undefined || rps === undefined || extra === undefined) return undefined;
+  const wide = [cpu, rps].some(isWide)
+    ? " The spread is too wide to judge (over 20% of the median)."
+    : "";
+  const us = (v: number) => `${v >= 0 ? "+" : ""}${v.toFixed(1)}`;
+  return (
+    "LeasedTokenBucket against the in-process row with the same headers (remaining changing " +
+    `per request in both), per round over ${cpu.values.length} interleaved rounds: server CPU per ` +
+    `request ${spreadText(cpu)} (${us(extra.median)} µs, ${us(extra.min)} to ${us(extra.max)}), ` +
+    `req/s ${spreadText(rps)}.${wide}`
+  );
 }

@@ -51,6 +51,11 @@ export interface Timing {
   readonly batch: number;
   /** Set when the task's check found it did not take the intended path. */
   readonly note?: string;
+  /**
+   * Mean ns/op of each round, in round order, when the run had rounds (bench/support/
+   * rounds.ts); `nsPerOp` is then their median.
+   */
+  readonly roundsNsPerOp?: readonly number[];
 }
 
 /** Time budget per task. */
@@ -59,9 +64,16 @@ export interface MeasureOptions {
   readonly warmupMs: number;
 }
 
-/** Full run and quick (smoke test) budgets. */
+/** Rounds of a full run and of a quick one: every group runs once per round, in a fresh process. */
+export function roundsFor(quick: boolean): number {
+  return quick ? 1 : 3;
+}
+
+/** Full run and quick (smoke test) budgets, per row and round. */
 export function budget(quick: boolean): MeasureOptions {
-  return quick ? { timeMs: 40, warmupMs: 20 } : { timeMs: 1000, warmupMs: 300 };
+  // A full run times each row in several rounds (ROUNDS), so a row's time per round is
+  // less than one long run's, and the figure is the median over the rounds.
+  return quick ? { timeMs: 40, warmupMs: 20 } : { timeMs: 400, warmupMs: 150 };
 }
 
 /**

@@ -12,7 +12,8 @@ import { int, ns, ratio, table } from "./format.js";
 import { keyPatterns, newKeyBound } from "./keys.js";
 import { machineLine } from "./machine.js";
 import { httpSection, type RunResults, renderReport } from "./report.js";
-import { NEW_KEY_ROWS, targets, verdict } from "./targets.js";
+import { targetsOverRounds } from "./rounds.js";
+import { NEW_KEY_ROWS, verdict } from "./targets.js";
 
 /** `private redis-server on 127.0.0.1:38381 (Redis server v=7.0.15), pid 1` -> `a private redis-server 7.0.15 on loopback`. */
 function redisOrigin(origin: string): string {
@@ -102,9 +103,9 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
   );
   const redis = core.redis !== undefined && "ping" in core.redis ? core.redis : undefined;
   const all = [
-    ...targets(core).filter((x) => x.section === "core"),
-    ...(http ? targets(http).filter((x) => x.section === "http") : []),
-    ...targets(core).filter((x) => x.section === "redis" && x.value !== undefined),
+    ...targetsOverRounds(core).filter((x) => x.section === "core"),
+    ...(http ? targetsOverRounds(http).filter((x) => x.section === "http") : []),
+    ...targetsOverRounds(core).filter((x) => x.section === "redis" && x.value !== undefined),
   ];
   const lines: string[] = [
     "## Benchmarks",

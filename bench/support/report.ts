@@ -6,12 +6,15 @@
 import { ALGORITHMS } from "../algorithms.bench.js";
 import type { MemoryResult } from "../memory.js";
 import { PEERS } from "../peers.js";
+import type { CoarseStaleness } from "./coarse-staleness.js";
 import { int, ns, ratio, table, us } from "./format.js";
 import { type GlobalSection, globalSection } from "./global-section.js";
 import { keyPatterns, newKeyBound } from "./keys.js";
 import { type Machine, machineLine } from "./machine.js";
 import type { Timing } from "./measure.js";
-import { NEW_KEY_ROWS, targets, verdict } from "./targets.js";
+import { roundCount, targetsOverRounds } from "./rounds.js";
+import { WIDE_SPREAD } from "./spread.js";
+import { NEW_KEY_ROWS, verdict } from "./targets.js";
 
 /** Redis section results, in microseconds and operations per second. */
 export interface RedisResults {
@@ -72,6 +75,10 @@ export interface HttpRow {
   readonly errors: number;
   /** CPU time (user + system) of the server process per request, µs, when measured. */
   readonly cpuUsPerRequest?: number;
+  /** The same, per interleaved round. */
+  readonly cpuUsPerRequestRounds?: readonly number[];
+  /** Requests per second, per interleaved round. */
+  readonly requestsPerSecondRounds?: readonly number[];
 }
 
 /** Everything one run produced. */
@@ -89,6 +96,8 @@ export interface RunResults {
   readonly memory?: { readonly keys: number; readonly results: readonly MemoryResult[] };
   readonly redis?: RedisResults | { readonly skipped: string };
   readonly http?: HttpResults | { readonly skipped: string };
+  /** The coarse clock's staleness, measured beside the timing rounds. */
+  readonly coarse?: CoarseStaleness;
   /** Section 7: one limit shared by 4 processes (bench/global.bench.ts). */
   readonly global?: GlobalSection;
   readonly extra?: Readonly<Record<string, unknown>>;
@@ -98,8 +107,12 @@ function timingOf(r: RunResults, id: string): number | undefined {
   return r.timings[id]?.nsPerOp;
 }
 
+/** A row's spread: its rounds' min–max ns when it has rounds, else tinybench's margin. */
 function rme(t: Timing | undefined): string {
-  return t === undefined ? "–" : `±${t.rmePercent.toFixed(1)}%`;
+  if (t === undefined) return "–";
+  const rounds = t.roundsNsPerOp ?? [];
+  if (rounds.length > 1) return `${ns(Math.min(...rounds))}–${ns(Math.max(...rounds))}`;
+  return `±${t.rmePercent.toFixed(1)}%`;
 }
 
 function floorsSection(r: RunResults): string[] {
@@ -132,7 +145,7 @@ function floorsSection(r: RunResults): string[] {
   return [
     "## 1. Floors",
     "",
-    table(["operation", "ns/op", "±", "x performance.now()"], "lrrr", rows),
+    table(["operation", "ns/op", "± or min–max", "x performance.now()"], "lrrr", rows),
   ];
 }
 
@@ -226,6 +239,42 @@ function algorithmsSection(r: RunResults): string[] {
       "cells every call after the first 1000 is a denial (the common case for a hot key anyway); " +
       "on the random key sets its calls are allowed.",
     ...newKeySection(r),
+    ...coarseSection(r),
+  ];
+}
+
+/** The coarse clock: the hot key on it against a bare `performance.now()`, and its staleness. */
+function coarseSection(r: RunResults): string[] {
+  const now = r.timings["coarse.performance-now"];
+  const coarse = r.timings["TokenBucket.keyed.allow.hot.coarse"];
+  const c = r.coarse;
+  if (now === undefined && coarse === undefined && c === undefined) return [];
+  const ms = (v: number) => v.toFixed(3);
+  return [
+    "",
+    "The coarse clock (`coarseClock()`, docs/semantics.md): the hot key on it, beside a bare " +
+      "`performance.now()` timed just before it in the same process:",
+    "",
+    table(
+      ["row", "ns/op", "± or min–max", "x performance.now()"],
+      "lrrr",
+      [now, coarse].flatMap((t) =>
+        t === undefined ? [] : [[t.name, ns(t.nsPerOp), rme(t), ratio(t.nsPerOp, now?.nsPerOp)]],
+      ),
+    ),
+    ...(c === undefined
+      ? []
+      : [
+          "",
+          `Staleness, \`performance.now() - clock()\` at a check (refreshMs ${c.refreshMs}, ` +
+            `maxReads ${c.maxReads}): checks in batches of ${c.loop.batch}, one macrotask each, ` +
+            `p50 ${ms(c.loop.p50Ms)} ms, p99 ${ms(c.loop.p99Ms)} ms, max ${ms(c.loop.maxMs)} ms ` +
+            `(${int(c.loop.samples)} samples); one synchronous loop of ${int(c.sync.checks)} ` +
+            `checks, p99 ${ms(c.sync.p99Ms)} ms, max ${ms(c.sync.maxMs)} ms; the first check after a ` +
+            `${c.stall.stallMs} ms synchronous stall, ${ms(c.stall.firstMs)} ms (the bound ` +
+            "breaks: as old as the stall). A maximum far above p99 is the process not being " +
+            "scheduled (a loaded machine): the first check after it reads a stale time, as after a stall.",
+        ]),
   ];
 }
 
@@ -242,7 +291,11 @@ function newKeySection(r: RunResults): string[] {
       "(none idle, so each new key evicts one that is, the lossy case), then a stream of keys " +
       "never seen (or evicted long before), one `allow(key)` each:",
     "",
-    table(["KeyedLimiter policy", "ns per new key", "±", "µs per new key"], "lrrr", rows),
+    table(
+      ["KeyedLimiter policy", "ns per new key", "± or min–max", "µs per new key"],
+      "lrrr",
+      rows,
+    ),
   ];
 }
 
@@ -501,7 +554,8 @@ function targetsSection(r: RunResults): string[] {
     redis: r.redis !== undefined && !("skipped" in r.redis) && r.redis.rows !== undefined,
     global: r.global !== undefined && !("skipped" in r.global),
   };
-  const list = targets(r).filter((t) => ran[t.section]);
+  const list = targetsOverRounds(r).filter((t) => ran[t.section]);
+  const rounds = roundCount(r);
   const rows = list.map((t) => {
     const v = verdict(t, r.quick);
     return [t.target, t.measured, t.bound, t.ratio, v === "miss" ? "**miss**" : v];
@@ -517,6 +571,17 @@ function targetsSection(r: RunResults): string[] {
     "",
     "ratio: for a ratio target, the row over its reference (held against the bound); for a " +
       "bound in bytes or µs, the measured value over the bound (at most 1x keeps it).",
+    ...(rounds > 1
+      ? [
+          "",
+          `Rounds: every timing row was measured in ${rounds} rounds (each group in a fresh ` +
+            "process per round, the groups alternating); a ratio is computed per round from two " +
+            "rows of that round, and shown as its median (min–max). A spread is too wide when " +
+            `(max - min) / median exceeds ${WIDE_SPREAD * 100}%; a target whose spread is too ` +
+            "wide with its bound inside min–max is marked `too wide to judge` (rounds disagree " +
+            "by more than the noise the bench accepts); otherwise the median decides.",
+        ]
+      : []),
   ];
 }
 

@@ -48,6 +48,8 @@ export const MEDIUM_LIMIT = 1.25;
 export const LARGE_LIMIT = 1.4;
 /** Any keyed policy at 100k random keys, over the keyed TokenBucket row. */
 export const POLICY_LIMIT = 2;
+/** keyed TokenBucket with `coarseClock()`, one hot key, over a bare `performance.now()`. */
+export const COARSE_LIMIT = 0.5;
 /** Bytes per key beyond the key string, at 1M keys. */
 export const BYTES_LIMIT = 40;
 /** tollgate over rate-limiter-flexible (at least 4 times faster). */
@@ -105,11 +107,13 @@ export function judge(
 
 /**
  * The verdict column: `not judged (quick run)` in quick mode (short timings and small key
- * sets say nothing about a target), else `pass`, `miss`, `not measured`, or `within noise`
- * (measured, but no verdict: the HTTP difference was inside the noise).
+ * sets say nothing about a target), `too wide to judge` when its rounds' spread is too wide
+ * with the bound inside it (bench/support/spread.ts), else `pass`, `miss`, `not measured`,
+ * or `within noise` (measured, but no verdict: the HTTP difference was inside the noise).
  */
-export function verdict(t: Target, quick: boolean): string {
+export function verdict(t: Target & { readonly tooWide?: boolean }, quick: boolean): string {
   if (quick) return "not judged (quick run)";
+  if (t.tooWide === true) return "too wide to judge";
   if (t.met === undefined) return t.value === undefined ? "not measured" : "within noise";
   return t.met ? "pass" : "miss";
 }
@@ -198,6 +202,12 @@ export function targets(r: RunResults): Target[] {
       tb("hot"),
       now,
       HOT_LIMIT,
+    ),
+    ratioTarget(
+      `KeyedLimiter(TokenBucket) on coarseClock(), ${hot.label}: at most ${COARSE_LIMIT}x performance.now()`,
+      timingOf(r, "TokenBucket.keyed.allow.hot.coarse"),
+      timingOf(r, "coarse.performance-now"),
+      COARSE_LIMIT,
     ),
     ratioTarget(
       `KeyedLimiter(TokenBucket), ${medium.label}: at most ${MEDIUM_LIMIT}x (Map.get + performance.now())`,
