@@ -15,10 +15,10 @@ const END = "// </generated>";
 
 /** One row per slot layout: the Slab kind, the class name, the layout class. */
 export const LAYOUTS = [
-  ["bucket", "BucketKeyedLimiter", "BucketLayout", "a `TokenBucket` or `LeakyBucket`"],
-  ["fixedWindow", "FixedWindowKeyedLimiter", "FixedWindowLayout", "a `FixedWindow`"],
-  ["counter", "CounterKeyedLimiter", "SlidingWindowCounterLayout", "a `SlidingWindowCounter`"],
-  ["log", "LogKeyedLimiter", "SlidingWindowLogLayout", "a `SlidingWindowLog`"],
+  ["bucket", "BucketKeyedLimiter", "BucketKernel", "a `TokenBucket` or `LeakyBucket`"],
+  ["fixedWindow", "FixedWindowKeyedLimiter", "FixedWindowKernel", "a `FixedWindow`"],
+  ["counter", "CounterKeyedLimiter", "SlidingWindowCounterKernel", "a `SlidingWindowCounter`"],
+  ["log", "LogKeyedLimiter", "SlidingWindowLogKernel", "a `SlidingWindowLog`"],
   ["allOf", "AllOfKeyedLimiter", "AllOfLayout", "an `allOf` of built-in limiters"],
 ];
 

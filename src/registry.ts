@@ -1,3 +1,7 @@
+import type { BucketKernel } from "./algorithms/bucket-kernel.js";
+import type { FixedWindowKernel } from "./algorithms/fixed-window-kernel.js";
+import type { SlidingWindowCounterKernel } from "./algorithms/sliding-window-counter-kernel.js";
+import type { SlidingWindowLogKernel } from "./algorithms/sliding-window-log-kernel.js";
 import {
   checkCost,
   checkInteger,
@@ -14,11 +18,7 @@ import { isReconfigurable, type Reconfigurable } from "./reconfigure.js";
 import { BLOCKED, SlabEngine } from "./registry/engine.js";
 import { KeyWaiters } from "./registry/key-waiters.js";
 import type { AllOfLayout } from "./registry/layouts/all-of.js";
-import type { BucketLayout } from "./registry/layouts/bucket.js";
-import type { FixedWindowLayout } from "./registry/layouts/fixed-window.js";
 import { type Slab, slabOf } from "./registry/layouts/index.js";
-import type { SlidingWindowCounterLayout } from "./registry/layouts/sliding-window-counter.js";
-import type { SlidingWindowLogLayout } from "./registry/layouts/sliding-window-log.js";
 import { LimiterMap } from "./registry/limiter-map.js";
 import {
   armSweepTimer,
@@ -550,7 +550,7 @@ export class KeyedLimiter {
     let credit: number;
     if (e.flags[slot] !== 0 && this.waiters!.hasLedger(slot)) {
       // A waiting bucket key: its ledger holds units for the waiters; give back as refund does.
-      const bound = (layout as BucketLayout).receiptBound(c.a, now, asked[0]!, creditSince);
+      const bound = (layout as BucketKernel).receiptBound(c.a, now, asked[0]!, creditSince);
       given[0] = 0;
       credit = bound > 0 ? this.waiters!.refund(slot, bound, now, given) : 0;
     } else {
@@ -838,12 +838,12 @@ function checkWhenFull(value: unknown): "evict" | "refuse" {
 /** The fast path for a `TokenBucket` or `LeakyBucket` policy (kind `bucket`): see {@link KeyedLimiter}. */
 class BucketKeyedLimiter extends KeyedLimiter {
   private readonly slab: SlabEngine;
-  private readonly cell: BucketLayout;
+  private readonly cell: BucketKernel;
 
   constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.engine!;
-    this.cell = this.engine!.layout as BucketLayout;
+    this.cell = this.engine!.layout as BucketKernel;
   }
 
   override allow(key: string, cost?: number): boolean {
@@ -884,12 +884,12 @@ class BucketKeyedLimiter extends KeyedLimiter {
 /** The fast path for a `FixedWindow` policy (kind `fixedWindow`): see {@link KeyedLimiter}. */
 class FixedWindowKeyedLimiter extends KeyedLimiter {
   private readonly slab: SlabEngine;
-  private readonly cell: FixedWindowLayout;
+  private readonly cell: FixedWindowKernel;
 
   constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.engine!;
-    this.cell = this.engine!.layout as FixedWindowLayout;
+    this.cell = this.engine!.layout as FixedWindowKernel;
   }
 
   override allow(key: string, cost?: number): boolean {
@@ -930,12 +930,12 @@ class FixedWindowKeyedLimiter extends KeyedLimiter {
 /** The fast path for a `SlidingWindowCounter` policy (kind `counter`): see {@link KeyedLimiter}. */
 class CounterKeyedLimiter extends KeyedLimiter {
   private readonly slab: SlabEngine;
-  private readonly cell: SlidingWindowCounterLayout;
+  private readonly cell: SlidingWindowCounterKernel;
 
   constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.engine!;
-    this.cell = this.engine!.layout as SlidingWindowCounterLayout;
+    this.cell = this.engine!.layout as SlidingWindowCounterKernel;
   }
 
   override allow(key: string, cost?: number): boolean {
@@ -976,12 +976,12 @@ class CounterKeyedLimiter extends KeyedLimiter {
 /** The fast path for a `SlidingWindowLog` policy (kind `log`): see {@link KeyedLimiter}. */
 class LogKeyedLimiter extends KeyedLimiter {
   private readonly slab: SlabEngine;
-  private readonly cell: SlidingWindowLogLayout;
+  private readonly cell: SlidingWindowLogKernel;
 
   constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
     super(policy, options);
     this.slab = this.engine!;
-    this.cell = this.engine!.layout as SlidingWindowLogLayout;
+    this.cell = this.engine!.layout as SlidingWindowLogKernel;
   }
 
   override allow(key: string, cost?: number): boolean {

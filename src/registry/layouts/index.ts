@@ -1,7 +1,11 @@
+import { BucketKernel } from "../../algorithms/bucket-kernel.js";
 import type { FixedWindow } from "../../algorithms/fixed-window.js";
+import { FixedWindowKernel } from "../../algorithms/fixed-window-kernel.js";
 import type { LeakyBucket } from "../../algorithms/leaky-bucket.js";
 import type { SlidingWindowCounter } from "../../algorithms/sliding-window-counter.js";
+import { SlidingWindowCounterKernel } from "../../algorithms/sliding-window-counter-kernel.js";
 import type { SlidingWindowLog } from "../../algorithms/sliding-window-log.js";
+import { SlidingWindowLogKernel } from "../../algorithms/sliding-window-log-kernel.js";
 import { windowClockBoundMs } from "../../algorithms/time.js";
 import type { TokenBucket } from "../../algorithms/token-bucket.js";
 import { type AlgorithmId, CATALOG } from "../../catalog.js";
@@ -9,10 +13,6 @@ import { AllOf } from "../../composite.js";
 import type { Clock, Limiter } from "../../limiter.js";
 import type { SlotLayout } from "../layout.js";
 import { AllOfLayout } from "./all-of.js";
-import { BucketLayout } from "./bucket.js";
-import { FixedWindowLayout } from "./fixed-window.js";
-import { SlidingWindowCounterLayout } from "./sliding-window-counter.js";
-import { SlidingWindowLogLayout } from "./sliding-window-log.js";
 
 /** A policy's slab: its layout and how its clock readings are checked. */
 export interface Slab {
@@ -49,7 +49,7 @@ function bucketSlab(
   initialUnits: number,
 ): Slab {
   return {
-    layout: new BucketLayout(capacity, ratePerSecond, shaping, initialUnits),
+    layout: new BucketKernel(capacity, ratePerSecond, shaping, initialUnits),
     clock,
     clockBoundMs: Number.POSITIVE_INFINITY,
     clockWhere: "KeyedLimiter",
@@ -88,12 +88,12 @@ const SLABS = {
   "leaky-bucket": (p: LeakyBucket) =>
     bucketSlab(p.capacity, p.leakPerSecond, true, p.clock, p.capacity - p.initialLevel),
   "fixed-window": (p: FixedWindow) =>
-    windowSlab(new FixedWindowLayout(p.limit, p.windowMs), p, "FixedWindow", "fixedWindow"),
+    windowSlab(new FixedWindowKernel(p.limit, p.windowMs), p, "FixedWindow", "fixedWindow"),
   "sliding-window-log": (p: SlidingWindowLog) =>
-    windowSlab(new SlidingWindowLogLayout(p.limit, p.windowMs), p, "SlidingWindowLog", "log"),
+    windowSlab(new SlidingWindowLogKernel(p.limit, p.windowMs), p, "SlidingWindowLog", "log"),
   "sliding-window-counter": (p: SlidingWindowCounter) =>
     windowSlab(
-      new SlidingWindowCounterLayout(p.limit, p.windowMs),
+      new SlidingWindowCounterKernel(p.limit, p.windowMs),
       p,
       "SlidingWindowCounter",
       "counter",
