@@ -1,4 +1,5 @@
 import type { KernelPart } from "./algorithms/kernel.js";
+import { checkTimeMs } from "./algorithms/time.js";
 import { checkCost, describe } from "./errors.js";
 import type { Receipt } from "./limiter.js";
 import {
@@ -51,6 +52,8 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   private readonly timesMs: Float64Array;
   /** @internal */
   private queue: WaitQueue | undefined;
+  /** @internal The explicit time of the `…At` call under way; NaN for a clock reading. */
+  private atMs = Number.NaN;
 
   /**
    * @throws {TypeError} When `parts` is not an array, or a part is not a limiter.
@@ -136,10 +139,10 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     const times = this.timesMs;
     const n = leaves.length;
     // Every built-in part's clock first: a reading that throws leaves every part as it was.
-    const { timeOfs, fitsAts, takeAts } = this;
+    const { timeOfs, fitsAts, takeAts, atMs } = this;
     for (let i = 0; i < n; i++) {
       const d = drivers[i];
-      if (d !== undefined) times[i] = timeOfs[i]!.call(d);
+      if (d !== undefined) times[i] = !Number.isNaN(atMs) ? d.timeAt(atMs) : timeOfs[i]!.call(d);
     }
     for (let i = 0; i < n; i++) {
       const d = drivers[i];
@@ -155,6 +158,53 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
+   * `consume(cost).allowed` as of `timeMs` (milliseconds, every part deciding at the later
+   * of it and the latest time it has seen), Go's `AllowN(t, n)`: see
+   * docs/semantics.md#explicit-time. A custom part must have `allowAt`, `consumeAt` and
+   * `peekAt` of its own.
+   * @throws {TypeError} If `timeMs` or `cost` is not a number, or a custom part cannot
+   *   decide at an explicit time. {RangeError} If either is NaN or infinite, `cost`
+   *   negative, or `timeMs` past a window part's float-step bound.
+   */
+  allowAt(timeMs: number, cost?: number): boolean {
+    const c = this.startAt("allowAt", timeMs, cost);
+    try {
+      return this.allow(c);
+    } finally {
+      this.atMs = Number.NaN;
+    }
+  }
+
+  /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  consumeAt(timeMs: number, cost?: number): Decision {
+    const c = this.startAt("consumeAt", timeMs, cost);
+    try {
+      return this.decide(c, true);
+    } finally {
+      this.atMs = Number.NaN;
+    }
+  }
+
+  /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  peekAt(timeMs: number, cost?: number): Decision {
+    const c = this.startAt("peekAt", timeMs, cost);
+    try {
+      return this.decide(c, false);
+    } finally {
+      this.atMs = Number.NaN;
+    }
+  }
+
+  /** @internal Checks an `…At` call's arguments and sets its time; returns the cost. */
+  private startAt(method: string, timeMs: unknown, cost: unknown): number {
+    const where = `${WHERE}.${method}`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    this.atMs = t;
+    return c;
+  }
+
+  /**
    * @internal
    * Checks and charges the custom parts (not one of the five algorithms) through their
    * public methods: every one but the last peeked, then the last charged (its denial, or
@@ -165,9 +215,11 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     const leaves = this.leaves;
     const custom = this.custom;
     const last = custom.length - 1;
-    for (let j = 0; j < last; j++) if (!leaves[custom[j]!]!.peek(c).allowed) return false;
-    if (!leaves[custom[last]!]!.allow(c)) return false;
-    for (let j = 0; j < last; j++) if (!leaves[custom[j]!]!.allow(c)) return false;
+    const at = this.atMs;
+    for (let j = 0; j < last; j++)
+      if (!decideLeaf(leaves[custom[j]!]!, c, false, at).allowed) return false;
+    if (!allowLeaf(leaves[custom[last]!]!, c, at)) return false;
+    for (let j = 0; j < last; j++) if (!allowLeaf(leaves[custom[j]!]!, c, at)) return false;
     return true;
   }
 
@@ -308,7 +360,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     // Every built-in part's clock first: a reading that throws leaves every part as it was.
     for (let i = 0; i < n; i++) {
       const d = drivers[i];
-      if (d !== undefined) times[i] = d.timeOf();
+      if (d !== undefined) times[i] = !Number.isNaN(this.atMs) ? d.timeAt(this.atMs) : d.timeOf();
     }
     const parts = receipt?.parts;
     if (receipt !== undefined && parts === undefined) return 0; // a denial took nothing
@@ -399,7 +451,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     const n = leaves.length;
     for (let i = 0; i < n; i++) {
       const d = drivers[i];
-      if (d !== undefined) times[i] = d.timeOf();
+      if (d !== undefined) times[i] = !Number.isNaN(this.atMs) ? d.timeAt(this.atMs) : d.timeOf();
     }
     const decisions: Decision[] = new Array(n);
     let allowed = true;
@@ -412,7 +464,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     }
     const last = custom.length - 1;
     for (let j = 0; j < last; j++) {
-      const decision = leaves[custom[j]!]!.peek(cost);
+      const decision = decideLeaf(leaves[custom[j]!]!, cost, false, this.atMs);
       decisions[custom[j]!] = decision;
       if (!decision.allowed) allowed = false;
     }
@@ -420,13 +472,13 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
       // The last custom part is charged (or peeked) only when all others allow: a denial
       // there charges nothing, and its answer is final.
       const i = custom[last]!;
-      const decision = allowed && take ? leaves[i]!.consume(cost) : leaves[i]!.peek(cost);
+      const decision = decideLeaf(leaves[i]!, cost, allowed && take, this.atMs);
       decisions[i] = decision;
       if (!decision.allowed) allowed = false;
       if (allowed && take) {
         for (let j = 0; j < last && allowed; j++) {
           const k = custom[j]!;
-          const charged = leaves[k]!.consume(cost);
+          const charged = decideLeaf(leaves[k]!, cost, true, this.atMs);
           decisions[k] = charged;
           if (!charged.allowed) allowed = false;
         }
@@ -461,7 +513,10 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
       for (let i = 0; i < n; i++) {
         if (decisions[i]?.allowed !== true) continue;
         const d = drivers[i];
-        decisions[i] = d === undefined ? leaves[i]!.peek(0) : d.decideAt(times[i]!, 0, false);
+        decisions[i] =
+          d === undefined
+            ? decideLeaf(leaves[i]!, 0, false, this.atMs)
+            : d.decideAt(times[i]!, 0, false);
       }
     }
     return combine(allowed, decisions);
@@ -491,6 +546,34 @@ export function combine(allowed: boolean, decisions: readonly Decision[]): Decis
     retryAfterMs: allowed ? 0 : retryAfterMs,
     resetAfterMs,
   };
+}
+
+/**
+ * `consume` (`take` true) or `peek` of a custom leaf, as of `atMs` unless it is NaN.
+ * @throws {TypeError} For an explicit time and a leaf without `consumeAt`/`peekAt`.
+ */
+function decideLeaf(leaf: Limiter, cost: number, take: boolean, atMs: number): Decision {
+  if (Number.isNaN(atMs)) return take ? leaf.consume(cost) : leaf.peek(cost);
+  const method = take ? "consumeAt" : "peekAt";
+  const at = (leaf as { consumeAt?: unknown; peekAt?: unknown })[method];
+  if (typeof at !== "function") {
+    throw new TypeError(
+      `${WHERE}: part ${describe(leaf)} has no ${method}, so it cannot decide at an explicit time`,
+    );
+  }
+  return at.call(leaf, atMs, cost) as Decision;
+}
+
+/** `allow` of a custom leaf, as of `atMs` unless it is NaN (see {@link decideLeaf}). */
+function allowLeaf(leaf: Limiter, cost: number, atMs: number): boolean {
+  if (Number.isNaN(atMs)) return leaf.allow(cost);
+  const at = (leaf as { allowAt?: unknown }).allowAt;
+  if (typeof at !== "function") {
+    throw new TypeError(
+      `${WHERE}: part ${describe(leaf)} has no allowAt, so it cannot decide at an explicit time`,
+    );
+  }
+  return at.call(leaf, atMs, cost) as boolean;
 }
 
 /** `leaf` as a {@link KernelPart} when it is exactly a built-in algorithm; else undefined. */

@@ -2,6 +2,7 @@ import type { BucketKernel } from "./algorithms/bucket-kernel.js";
 import type { FixedWindowKernel } from "./algorithms/fixed-window-kernel.js";
 import type { SlidingWindowCounterKernel } from "./algorithms/sliding-window-counter-kernel.js";
 import type { SlidingWindowLogKernel } from "./algorithms/sliding-window-log-kernel.js";
+import { checkTimeMs } from "./algorithms/time.js";
 import {
   checkCost,
   checkInteger,
@@ -306,6 +307,67 @@ export class KeyedLimiter {
     if (slot < 0) return this.peekNew(k, c, now);
     if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
     return e.layout.decideAt(e.state, slot * e.stride, slot, now, c, false);
+  }
+
+  /**
+   * `consume(key, cost).allowed` as of `timeMs` (milliseconds on the policy's clock) rather
+   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at one
+   * reading. One latest time serves the whole registry: a time behind it (from the clock or
+   * an earlier call) counts as it. See docs/semantics.md#explicit-time.
+   * @throws {TypeError} If `key` is not a string, `timeMs` or `cost` not a number, or (on
+   *   the generic path) the key's limiter cannot decide at an explicit time (a custom one
+   *   without `allowAt`). {RangeError} If `key` is too long, `timeMs` or `cost` is NaN or
+   *   infinite, `cost` negative, or `timeMs` past a window's float-step bound.
+   */
+  allowAt(key: string, timeMs: number, cost?: number): boolean {
+    const where = `${WHERE}.allowAt`;
+    const k = this.checkKey(key);
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    const e = this.engine;
+    if (e === undefined) return this.map!.allow(k, c, t);
+    const now = e.nowAt(t);
+    const slot = e.find(k);
+    if (slot < 0) return this.allowNew(k, c, now);
+    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    return e.layout.allowAt(e.state, slot * e.stride, slot, now, c);
+  }
+
+  /** `consume(key, cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  consumeAt(key: string, timeMs: number, cost?: number): Decision {
+    return this.decideAt(key, timeMs, cost, true);
+  }
+
+  /** `peek(key, cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  peekAt(key: string, timeMs: number, cost?: number): Decision {
+    return this.decideAt(key, timeMs, cost, false);
+  }
+
+  /** @internal `consumeAt` (`take` true) or `peekAt`. */
+  private decideAt(key: string, timeMs: number, cost: number | undefined, take: boolean): Decision {
+    const where = `${WHERE}.${take ? "consumeAt" : "peekAt"}`;
+    const k = this.checkKey(key);
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    const e = this.engine;
+    if (e === undefined) return take ? this.map!.consume(k, c, t) : this.map!.peek(k, c, t);
+    const now = e.nowAt(t);
+    const slot = e.find(k);
+    if (slot < 0) return take ? this.consumeNew(k, c, now) : this.peekNew(k, c, now);
+    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, take);
+    return e.layout.decideAt(e.state, slot * e.stride, slot, now, c, take);
+  }
+
+  /**
+   * `sweep()` as of `timeMs`: drops every key whose state is fresh again by then (see
+   * {@link allowAt} for the time); returns how many it dropped. On the generic path each
+   * key's limiter judges at the later of its clock and the latest time it was given.
+   * @throws {TypeError} If `timeMs` is not a number. {RangeError} If it is NaN or infinite.
+   */
+  sweepAt(timeMs: number): number {
+    const t = checkTimeMs(`${WHERE}.sweepAt`, timeMs);
+    const e = this.engine;
+    return e === undefined ? this.map!.sweep() : e.sweep(e.nowAt(t));
   }
 
   /**

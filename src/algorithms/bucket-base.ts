@@ -446,6 +446,11 @@ export abstract class BucketBase extends UnkeyedLimiterBase implements KernelPar
     return this.decideAt(this.keep(t), c, false);
   }
 
+  /** @internal See {@link KernelPart.timeAt}. */
+  timeAt(timeMs: number): number {
+    return timeMs > this.seenMs ? timeMs : this.seenMs;
+  }
+
   /** @internal An explicit time, kept as the latest when it is later. */
   protected keep(timeMs: number): number {
     if (timeMs > this.seenMs) this.seenMs = timeMs;

@@ -2,22 +2,15 @@ import type { Decision } from "../limiter.js";
 import type { ChargeReceipt } from "../receipt.js";
 
 /**
- * An algorithm's kernel, the one seam between its rules and its state: the state of one
- * limiter in a slot of a `Float64Array`, and the rules at an explicit time (decide, take,
- * refund with receipt marks, retune, trace, idle). One per algorithm, beside its class
- * (`<name>-kernel.ts`), written with the algorithm's own free functions (`bucket-math.ts`,
- * `window-math.ts`, `log-ring.ts`). The public class is a shell over one slot of its own
- * kernel, `allOf` drives its parts' kernels, and `KeyedLimiter` runs the same kernels over
- * the slab engine (`registry/layouts/index.ts`, and `all-of.ts` for an `allOf` policy): a
- * class, its keyed form and its composite form decide alike by construction.
- *
- * A slot is `doubles` consecutive doubles of a `Float64Array` from offset `s` (= `slot *
- * doubles` in the engine; 0 in a class); a kernel that keeps more per key (a log) keeps it
- * by `slot` and accounts its bytes through the sink given to {@link bind}.
- *
- * Every `now` is at least every earlier one for that slot (time never goes back).
- * The trace methods (`traceValue`, `traceCombine`, `traceExpiresMs`, `restore`) are what
- * lets the engine drop a key in use without ever granting it anything: docs/keyed.md#bounds.
+ * An algorithm's kernel, the one seam between its rules and its state: one limiter's state
+ * in a slot of a `Float64Array` (`doubles` from offset `s`; a log also keeps a ring by
+ * `slot`, its bytes accounted through {@link bind}), and the rules at an explicit time
+ * (decide, take, refund with receipt marks, retune, trace, idle). One per algorithm, beside
+ * its class, with the algorithm's free functions. The class is a shell over one slot of its
+ * own kernel, `allOf` drives its parts' kernels and `KeyedLimiter` runs the same kernels over
+ * the slab engine, so the three decide alike by construction. Every `now` is at least every
+ * earlier one for the slot. The trace methods let the engine drop a key in use without
+ * granting it anything: docs/keyed.md#bounds.
  * @internal
  */
 export interface Kernel {
@@ -191,6 +184,12 @@ export interface KernelPart {
    * @throws {RangeError} When it is NaN or infinite, or past a window's float-step bound.
    */
   timeOf(): number;
+  /**
+   * The time the limiter would decide at for the explicit time `timeMs` (a finite number):
+   * the later of it and the latest time seen, checked as a reading is. Keeps nothing.
+   * @throws {RangeError} When past a window's float-step bound.
+   */
+  timeAt(timeMs: number): number;
   /** True when `cost` fits at `nowMs`, taking nothing (may move state on as `peek` does). */
   fitsAt(nowMs: number, cost: number): boolean;
   /** Takes `cost` at `nowMs`, where `fitsAt` just said it fits; a cost of 0 takes nothing. */

@@ -231,9 +231,14 @@ export abstract class WindowBase extends UnkeyedLimiterBase implements KernelPar
 
   /** @internal An explicit time, checked, kept as the latest when it is later. */
   protected keep(timeMs: number): number {
-    const t = timeMs > this.seenMs ? timeMs : this.seenMs;
-    this.seenMs = checkWindowClock(this.spec.where, t, this.windowMs, this.clockBoundMs);
+    this.seenMs = this.timeAt(timeMs);
     return this.seenMs;
+  }
+
+  /** @internal See {@link KernelPart.timeAt}. */
+  timeAt(timeMs: number): number {
+    const t = timeMs > this.seenMs ? timeMs : this.seenMs;
+    return checkWindowClock(this.spec.where, t, this.windowMs, this.clockBoundMs);
   }
 
   /** @internal See {@link KernelPart.timeOf}. */

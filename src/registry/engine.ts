@@ -268,6 +268,21 @@ export class SlabEngine {
   }
 
   /**
+   * An explicit time (`allowAt` and the other `…At` forms; a finite number, checked by the
+   * caller): kept as the latest when later, as a clock reading is (see {@link now}).
+   */
+  nowAt(t: number): number {
+    const seen = this.seen;
+    if (t > seen[0]!) {
+      if (!(t < this.clockBoundMs && t > -this.clockBoundMs)) {
+        checkWindowClock(this.clockWhere, t, this.windowMs, this.clockBoundMs);
+      }
+      seen[0] = t;
+    }
+    return seen[0]!;
+  }
+
+  /**
    * The slot of `key`, or -1 when it has none; first runs the incremental sweep when due
    * (after {@link now}, whose reading it uses).
    */
@@ -666,9 +681,8 @@ export class SlabEngine {
     }
   }
 
-  /** Drops every idle key now; returns how many. */
-  sweep(): number {
-    const now = this.now();
+  /** Drops every idle key now (or at `now`, a time from {@link nowAt}); returns how many. */
+  sweep(now = this.now()): number {
     let dropped = 0;
     for (let slot = 0; slot < this.highWater; slot++) {
       if (this.droppable(slot, now)) {

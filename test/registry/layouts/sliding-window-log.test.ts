@@ -1,13 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { SlidingWindowLog } from "../../../src/algorithms/sliding-window-log.js";
-import { windowClockBoundMs } from "../../../src/algorithms/time.js";
-import { keyBytes, SlabEngine } from "../../../src/registry/engine.js";
 import {
   LOG_RING_BYTES,
   logEntryBytes,
   SlidingWindowLogKernel,
 } from "../../../src/algorithms/sliding-window-log-kernel.js";
+import { windowClockBoundMs } from "../../../src/algorithms/time.js";
+import { keyBytes, SlabEngine } from "../../../src/registry/engine.js";
 import { type ManualClock, manualClock } from "../../support/manual-clock.js";
 
 // The SlidingWindowLog slot layout driven directly on a SlabEngine: its decisions against
