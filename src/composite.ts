@@ -1,4 +1,13 @@
 import type { KernelPart } from "./algorithms/kernel.js";
+import {
+  checkSnapshot,
+  decodeNumber,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  SNAPSHOT_VERSION,
+  type SnapshotNumber,
+} from "./algorithms/snapshot.js";
 import { checkTimeMs } from "./algorithms/time.js";
 import { checkCost, describe } from "./errors.js";
 import type { Receipt } from "./limiter.js";
@@ -387,6 +396,72 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     }
     this.queue?.wake();
     return least === Number.POSITIVE_INFINITY ? 0 : least;
+  }
+
+  /**
+   * The state of every part as plain, JSON-safe data (docs/semantics.md#snapshots): its
+   * `algorithm` names the parts (`all-of(token-bucket,fixed-window)`), its `options` are
+   * theirs in order, its `state` each part's after its length, and `latestMs` the latest of
+   * theirs. What `KeyedLimiter.snapshot(key)` writes for an `allOf` policy, too.
+   * @throws {TypeError} When a part has no `snapshot()` (a custom limiter). {RangeError} As
+   *   a part's `snapshot()`.
+   */
+  snapshot(): LimiterSnapshot {
+    const parts = this.leaves.map((leaf, i) => {
+      const snapshot = (leaf as { snapshot?: unknown }).snapshot;
+      if (typeof snapshot !== "function") {
+        throw new TypeError(`${WHERE}.snapshot: part ${i} (${describe(leaf)}) has no snapshot()`);
+      }
+      return snapshot.call(leaf) as LimiterSnapshot;
+    });
+    let latestMs = Number.NEGATIVE_INFINITY;
+    const state: SnapshotNumber[] = [];
+    for (const part of parts) {
+      const at = decodeNumber(`${WHERE}.snapshot`, part.latestMs);
+      if (at > latestMs) latestMs = at;
+      state.push(part.state.length, ...part.state);
+    }
+    return {
+      version: SNAPSHOT_VERSION,
+      algorithm: `all-of(${parts.map((p) => p.algorithm).join(",")})`,
+      options: parts.map((p) => p.options as Readonly<Record<string, number>>),
+      latestMs: encodeNumber(latestMs),
+      state,
+    };
+  }
+
+  /**
+   * Replaces every part's state with one {@link snapshot} returned, of an `allOf` of the same
+   * algorithms and options in the same order, all or none (every part checked first).
+   * @throws {TypeError} For something that is not such a snapshot, naming what differs.
+   *   {RangeError} As a part's `restore`. Either way nothing changes.
+   */
+  restore(snapshot: LimiterSnapshot): void {
+    const where = `${WHERE}.restore`;
+    const mine = this.snapshot();
+    const { state } = checkSnapshot(where, snapshot, mine.algorithm, mine.options);
+    const ids = mine.algorithm.slice("all-of(".length, -1).split(",");
+    const options = mine.options as readonly Readonly<Record<string, number>>[];
+    const plans: (() => void)[] = [];
+    let at = 0;
+    this.leaves.forEach((leaf, i) => {
+      const n = state[at] ?? -1;
+      if (!Number.isInteger(n) || n < 0 || at + 1 + n > state.length) {
+        throw new TypeError(`${where}: the state does not split into ${ids.length} parts`);
+      }
+      const part: LimiterSnapshot = {
+        version: SNAPSHOT_VERSION,
+        algorithm: ids[i]!,
+        options: options[i]!,
+        latestMs: snapshot.latestMs,
+        state: encodeState(state.slice(at + 1, at + 1 + n)),
+      };
+      plans.push((leaf as unknown as { planRestore(s: unknown): () => void }).planRestore(part));
+      at += 1 + n;
+    });
+    if (at !== state.length) throw new TypeError(`${where}: the state has numbers past the parts`);
+    for (const plan of plans) plan();
+    this.queue?.wake();
   }
 
   /** Resets every part. */

@@ -2,6 +2,16 @@ import type { BucketKernel } from "./algorithms/bucket-kernel.js";
 import type { FixedWindowKernel } from "./algorithms/fixed-window-kernel.js";
 import type { SlidingWindowCounterKernel } from "./algorithms/sliding-window-counter-kernel.js";
 import type { SlidingWindowLogKernel } from "./algorithms/sliding-window-log-kernel.js";
+import {
+  checkSnapshot,
+  decodeNumber,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  type RegistrySnapshot,
+  SNAPSHOT_VERSION,
+  type SnapshotNumber,
+} from "./algorithms/snapshot.js";
 import { checkTimeMs } from "./algorithms/time.js";
 import {
   checkCost,
@@ -368,6 +378,193 @@ export class KeyedLimiter {
     const t = checkTimeMs(`${WHERE}.sweepAt`, timeMs);
     const e = this.engine;
     return e === undefined ? this.map!.sweep() : e.sweep(e.nowAt(t));
+  }
+
+  /**
+   * The state of `key` as plain, JSON-safe data (docs/semantics.md#snapshots): its kernel
+   * slot (a fresh state for a key not kept, or what its trace holds), the registry's latest
+   * time, the algorithm and the policy's options. Its block, if any, is not part of it.
+   * @throws {TypeError} For a bad key, or on the generic path (a policy function or a
+   *   custom policy: snapshot each key's own limiter). {RangeError} For a key whose bucket
+   *   holds units for waiters.
+   */
+  snapshot(key: string): LimiterSnapshot {
+    const where = `${WHERE}.snapshot`;
+    const k = this.checkKey(key);
+    const { algorithm, options } = this.snapshotHeader(where);
+    const e = this.engine!;
+    const now = e.now();
+    const slot = e.lookup(k);
+    let values: number[];
+    if (slot >= 0) values = this.saveKept(where, slot);
+    else {
+      const scratch = this.scratch!;
+      const o = e.traceOf(k, now);
+      if (o < 0) e.layout.init(scratch, 0, -1, now);
+      else e.layout.restore(scratch, 0, -1, e.trace, o, now);
+      values = e.layout.saveSlot(scratch, 0, -1);
+    }
+    const latestMs = encodeNumber(now);
+    return { version: SNAPSHOT_VERSION, algorithm, options, latestMs, state: encodeState(values) };
+  }
+
+  /**
+   * Gives `key` the state of a {@link snapshot} of a key of a registry with the same
+   * algorithm and options (kept as a new key when not held): it then decides exactly as
+   * that key did. The registry's latest time becomes the later of both; the key's receipts
+   * from before give nothing back.
+   * @throws {TypeError} For a bad key, something that is not such a snapshot (naming what
+   *   differs), or on the generic path. {RangeError} When the registry is full and cannot
+   *   keep the key, or the key's bucket holds units for waiters. Either way nothing changes.
+   */
+  restore(key: string, snapshot: LimiterSnapshot): void {
+    const where = `${WHERE}.restore`;
+    const k = this.checkKey(key);
+    const { algorithm, options } = this.snapshotHeader(where);
+    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
+    const e = this.engine!;
+    e.layout.loadSlot(new Float64Array(e.layout.doubles), 0, -1, state); // its shape
+    this.loadKey(where, k, state, this.restoreTime(latestMs));
+  }
+
+  /**
+   * Every kept key's state as plain, JSON-safe data, for a graceful restart: the header of
+   * {@link snapshot}, the keys, their states one after another (`width` numbers each, or
+   * with `width` 0 each after its length), and the trace table of keys pushed out in use
+   * (docs/keyed.md#bounds), so they stay limited. Blocks and waiters are not part of it.
+   * @throws {TypeError} On the generic path. {RangeError} While a bucket key holds units
+   *   for waiters.
+   */
+  snapshotAll(): RegistrySnapshot {
+    const where = `${WHERE}.snapshotAll`;
+    const { algorithm, options } = this.snapshotHeader(where);
+    const e = this.engine!;
+    const width = e.layout.savedWidth;
+    const keys: string[] = [];
+    const state: SnapshotNumber[] = [];
+    e.forEachKey((key, slot) => {
+      const values = this.saveKept(where, slot);
+      keys.push(key);
+      if (width === 0) state.push(values.length);
+      for (const v of values) state.push(encodeNumber(v));
+    });
+    const now = e.now();
+    const t = e.saveTrace(now);
+    const trace =
+      t === undefined
+        ? undefined
+        : { seed: t.seed, untilMs: encodeNumber(t.untilMs), entries: encodeState(t.entries) };
+    const latestMs = encodeNumber(now);
+    const all = { version: SNAPSHOT_VERSION, algorithm, options, latestMs, keys, width, state };
+    return trace === undefined ? all : { ...all, trace };
+  }
+
+  /**
+   * Restores every key of a {@link snapshotAll} of a registry with the same algorithm and
+   * options (a key held here takes the snapshot's state; others stay as they are). All are
+   * checked before any changes.
+   * @throws {TypeError} For something that is not such a snapshot (naming what differs), a
+   *   bad key in it, or on the generic path. {RangeError} When the keys would not fit within
+   *   `maxKeys`, nothing changing; or a log key's entries would not fit within `maxBytes`,
+   *   the keys before it restored.
+   */
+  restoreAll(snapshot: RegistrySnapshot): void {
+    const where = `${WHERE}.restoreAll`;
+    const { algorithm, options } = this.snapshotHeader(where);
+    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
+    const keys = (snapshot as { keys?: unknown }).keys;
+    if (!Array.isArray(keys)) throw new TypeError(`${where}: snapshot.keys must be an array`);
+    const e = this.engine!;
+    const width = e.layout.savedWidth;
+    if (snapshot.width !== width) {
+      throw new TypeError(
+        `${where}: snapshot.width is ${describe(snapshot.width)}, this policy's is ${width}`,
+      );
+    }
+    const states: number[][] = [];
+    const probe = new Float64Array(e.layout.doubles);
+    let at = 0;
+    for (const key of keys) {
+      this.checkKey(key);
+      const n = width === 0 ? (state[at++] ?? -1) : width;
+      if (!Number.isInteger(n) || n < 0 || at + n > state.length) {
+        throw new TypeError(`${where}: snapshot.state does not split into ${keys.length} keys`);
+      }
+      states.push(state.slice(at, at + n));
+      e.layout.loadSlot(probe, 0, -1, states[states.length - 1]!); // its shape
+      at += n;
+    }
+    if (at !== state.length)
+      throw new TypeError(`${where}: snapshot.state has numbers past its keys`);
+    const t = snapshot.trace;
+    const trace =
+      t === undefined
+        ? undefined
+        : {
+            seed: t.seed,
+            untilMs: decodeNumber(where, t.untilMs),
+            entries: Array.isArray(t.entries) ? t.entries.map((v) => decodeNumber(where, v)) : [],
+          };
+    if (trace !== undefined) e.checkTrace(where, trace);
+    const fresh = keys.filter((key) => e.lookup(key as string) < 0).length;
+    if (e.size + fresh > this.maxKeys) {
+      throw new RangeError(
+        `${where}: ${fresh} new keys do not fit: ${e.size} of maxKeys (${this.maxKeys}) are kept`,
+      );
+    }
+    const now = this.restoreTime(latestMs);
+    if (trace !== undefined) e.loadTrace(trace);
+    for (let i = 0; i < keys.length; i++) this.loadKey(where, keys[i] as string, states[i]!, now);
+  }
+
+  /** @internal The registry's time for a restore: the later of its latest and the snapshot's. */
+  private restoreTime(latestMs: number): number {
+    const e = this.engine!;
+    const t = e.nowAt(latestMs);
+    return t === Number.NEGATIVE_INFINITY ? e.now() : t;
+  }
+
+  /** @internal The policy's algorithm and options, for a snapshot; the fast path only. */
+  private snapshotHeader(where: string): Pick<LimiterSnapshot, "algorithm" | "options"> {
+    const policy = policies.get(this) as { snapshot?: () => LimiterSnapshot } | undefined;
+    if (this.engine === undefined || policy?.snapshot === undefined) {
+      throw new TypeError(
+        `${where}: a registry on the generic path (a policy function or a custom policy) has no snapshots: snapshot each key's own limiter`,
+      );
+    }
+    const { algorithm, options } = policy.snapshot();
+    return { algorithm, options };
+  }
+
+  /** @internal A kept slot's saved state; refused while its bucket holds units for waiters. */
+  private saveKept(where: string, slot: number): number[] {
+    const e = this.engine!;
+    if (this.waiters!.hasLedger(slot)) {
+      throw new RangeError(
+        `${where}: key ${JSON.stringify(e.keys[slot])} has waiters holding units, which cannot leave the process: snapshot once they are served`,
+      );
+    }
+    return e.layout.saveSlot(e.state, slot * e.stride, slot);
+  }
+
+  /** @internal Writes a checked state into `key`'s slot (made when not held) at `now`. */
+  private loadKey(where: string, key: string, state: readonly number[], now: number): void {
+    const e = this.engine!;
+    let slot = e.lookup(key);
+    if (slot >= 0 && this.waiters!.hasLedger(slot)) {
+      throw new RangeError(`${where}: key ${JSON.stringify(key)} has waiters holding units`);
+    }
+    if (slot < 0) slot = e.insert(key, now);
+    if (slot < 0) {
+      throw new RangeError(
+        `${where}: the registry is full (maxKeys or maxBytes) and cannot keep the key`,
+      );
+    }
+    e.layout.loadSlot(e.state, slot * e.stride, slot, state);
+    if (this.guard !== undefined) {
+      const idleAt = e.layout.idleAtMs(e.state, slot * e.stride, slot, now);
+      this.guard.reset(key, now, idleAt);
+    }
   }
 
   /**

@@ -14,6 +14,13 @@ import { BucketKernel } from "./bucket-kernel.js";
 import { BucketLedger } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
 import { exactPart, type KernelPart } from "./kernel.js";
+import {
+  checkSnapshot,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  SNAPSHOT_VERSION,
+} from "./snapshot.js";
 import { checkTimeMs, readClock } from "./time.js";
 
 /**
@@ -358,6 +365,68 @@ export abstract class BucketBase extends UnkeyedLimiterBase implements KernelPar
     const decision = bucketDecision(cost, units, this.capacity, this.ratePerSecond);
     if (take && decision.allowed && cost > 0) this.take(units, cost, now);
     return decision;
+  }
+
+  /** @internal The catalog id, a snapshot's `algorithm`. */
+  protected abstract get algorithmId(): string;
+  /** @internal The options that decide, in the constructor's order (a snapshot's fingerprint). */
+  protected abstract get snapshotOptions(): Readonly<Record<string, number>>;
+
+  /**
+   * The bucket's state as plain, JSON-safe data: its kernel slot, the latest time it has
+   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots).
+   * @throws {RangeError} While units are held for waiters or reservations (they cannot
+   *   leave the process): snapshot once they are served or cancelled.
+   */
+  snapshot(): LimiterSnapshot {
+    this.checkNothingHeld(`${this.where}.snapshot`);
+    return {
+      version: SNAPSHOT_VERSION,
+      algorithm: this.algorithmId,
+      options: this.snapshotOptions,
+      latestMs: encodeNumber(this.seenMs),
+      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
+    };
+  }
+
+  /**
+   * Replaces the state with one {@link snapshot} returned, of a bucket of this class and
+   * options: it then decides exactly as that bucket did. The latest time seen becomes the
+   * later of both; receipts from before give nothing back.
+   * @throws {TypeError} For something that is not a snapshot, or one of another format
+   *   version, algorithm or option, naming what differs. {RangeError} While units are held
+   *   for waiters or reservations. Either way nothing changes.
+   */
+  restore(snapshot: LimiterSnapshot): void {
+    this.planRestore(snapshot)();
+  }
+
+  /** @internal Checks `snapshot`; the returned function restores it. */
+  planRestore(snapshot: unknown): () => void {
+    const where = `${this.where}.restore`;
+    const { state, latestMs } = checkSnapshot(
+      where,
+      snapshot,
+      this.algorithmId,
+      this.snapshotOptions,
+    );
+    this.checkNothingHeld(where);
+    this.makeKernel().loadSlot(new Float64Array(2), 0, -1, state); // its shape
+    return () => {
+      this.kernel.loadSlot(this.state, 0, 0, state);
+      if (latestMs > this.seenMs) this.seenMs = latestMs;
+      this.receiptEpoch++;
+    };
+  }
+
+  /** @internal Throws while units are held for waiters or reservations (those due settled first). */
+  private checkNothingHeld(where: string): void {
+    if (this.held !== 0) this.ledger!.settle(this.now());
+    if (this.held !== 0) {
+      throw new RangeError(
+        `${where}: ${this.held} units are held for waiters or reservations; they cannot leave the process: snapshot once they are served or cancelled`,
+      );
+    }
   }
 
   /** @internal A kernel with the bucket's numbers now. */

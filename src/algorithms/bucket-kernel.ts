@@ -1,7 +1,7 @@
 import type { Decision } from "../limiter.js";
 import { fits } from "../numeric.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
-import type { Kernel } from "./kernel.js";
+import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
 
 /** Slot doubles: tokens (free room, for a leaky bucket), then anchorMs (the class's fields). */
 const DOUBLES = 2;
@@ -281,6 +281,18 @@ export class BucketKernel implements Kernel {
       st[s + 1] = now;
     }
     return decision;
+  }
+
+  get savedWidth(): number {
+    return this.doubles;
+  }
+
+  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
+    return saveDoubles(st, s, this.doubles);
+  }
+
+  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    loadDoubles(st, s, this.doubles, values);
   }
 
   bind(): void {}

@@ -1,6 +1,6 @@
 import type { Decision } from "../limiter.js";
 import { fits } from "../numeric.js";
-import type { Kernel } from "./kernel.js";
+import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
@@ -211,6 +211,18 @@ export class FixedWindowKernel implements Kernel {
       st[s + 1] = endMs;
     }
     return decision;
+  }
+
+  get savedWidth(): number {
+    return this.doubles;
+  }
+
+  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
+    return saveDoubles(st, s, this.doubles);
+  }
+
+  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    loadDoubles(st, s, this.doubles, values);
   }
 
   bind(): void {}

@@ -39,6 +39,7 @@ const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 /** @internal */
 const SPEC: WindowSpec = {
   where: WHERE,
+  id: "fixed-window",
   options: FIXED_WINDOW_OPTIONS,
   hints: HINTS,
   kernel: (limit, windowMs) => new FixedWindowKernel(limit, windowMs),

@@ -159,6 +159,19 @@ export interface Kernel {
   retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void;
   /** `reconfigure`: takes the numbers of `next` (same class); every state was retuned first. */
   adopt(next: Kernel): void;
+  /**
+   * Numbers per key in a snapshot: `doubles` for a state held in the slot alone; 0 for one
+   * whose size varies (a log's entries), whose snapshot says its own length.
+   */
+  readonly savedWidth: number;
+  /** The slot's state as plain numbers, for a snapshot (docs/semantics.md#snapshots). */
+  saveSlot(st: Float64Array, s: number, slot: number): number[];
+  /**
+   * Writes a state {@link saveSlot} returned into the slot (a log's ring made and accounted
+   * as it grows), replacing what it held.
+   * @throws {TypeError} For a state of another shape (its length), changing nothing.
+   */
+  loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void;
   /** The engine whose bytes a layout that keeps more per key (a log) accounts; called once by it. */
   bind(sink: { addBytes(delta: number, slot?: number): void }): void;
   /** Frees what the layout keeps for `slot` beyond its doubles (a log), through `bytes`. */
@@ -221,4 +234,28 @@ export function exactPart(limiter: object, base: object): KernelPart | undefined
   if (Object.getPrototypeOf(Object.getPrototypeOf(limiter)) !== base) return undefined;
   for (const name of DRIVEN_METHODS) if (Object.hasOwn(limiter, name)) return undefined;
   return limiter as unknown as KernelPart;
+}
+
+/** The `n` doubles of a slot, for {@link Kernel.saveSlot}. @internal */
+export function saveDoubles(st: Float64Array, s: number, n: number): number[] {
+  return Array.from(st.subarray(s, s + n));
+}
+
+/**
+ * Writes `values` (exactly `n` of them) into a slot, for {@link Kernel.loadSlot}.
+ * @throws {TypeError} For another count, changing nothing.
+ * @internal
+ */
+export function loadDoubles(
+  st: Float64Array,
+  s: number,
+  n: number,
+  values: readonly number[],
+): void {
+  if (values.length !== n) {
+    throw new TypeError(
+      `snapshot: the state has ${values.length} numbers, this algorithm keeps ${n}`,
+    );
+  }
+  for (let i = 0; i < n; i++) st[s + i] = values[i]!;
 }

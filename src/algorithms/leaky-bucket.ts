@@ -99,6 +99,20 @@ export class LeakyBucket extends BucketBase implements Limiter {
   }
 
   /** @internal */
+  protected override get algorithmId(): string {
+    return "leaky-bucket";
+  }
+
+  /** @internal */
+  protected override get snapshotOptions(): Readonly<Record<string, number>> {
+    return {
+      capacity: this.capacity,
+      leakPerSecond: this.leakPerSecond,
+      initialLevel: this.initialLevel,
+    };
+  }
+
+  /** @internal */
   protected override get ratePerSecond(): number {
     return this.leakPerSecond;
   }

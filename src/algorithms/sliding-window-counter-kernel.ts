@@ -1,6 +1,6 @@
 import type { Decision } from "../limiter.js";
 import { fits } from "../numeric.js";
-import type { Kernel } from "./kernel.js";
+import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
 import { windowIndex } from "./time.js";
 import {
   counterDecision,
@@ -280,6 +280,18 @@ export class SlidingWindowCounterKernel implements Kernel {
     const decision = counterDecision(cost, st[s + 2]!, st[s]!, curr, now, p[LIMIT]!, p[WINDOW_MS]!);
     if (take && cost > 0 && decision.allowed) st[s + 1] = curr + cost;
     return decision;
+  }
+
+  get savedWidth(): number {
+    return this.doubles;
+  }
+
+  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
+    return saveDoubles(st, s, this.doubles);
+  }
+
+  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    loadDoubles(st, s, this.doubles, values);
   }
 
   bind(): void {}

@@ -39,6 +39,7 @@ const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 /** @internal */
 const SPEC: WindowSpec = {
   where: WHERE,
+  id: "sliding-window-counter",
   options: SLIDING_WINDOW_COUNTER_OPTIONS,
   hints: HINTS,
   kernel: (limit, windowMs) => new SlidingWindowCounterKernel(limit, windowMs),

@@ -366,6 +366,28 @@ export class SlidingWindowLogKernel implements Kernel {
     return decision;
   }
 
+  /** A log's snapshot says its own length: `[base, leaveAt, total, ...]`, or `[]` for an empty log. */
+  readonly savedWidth = 0;
+
+  saveSlot(_st: Float64Array, _s: number, slot: number): number[] {
+    return this.ringAt(slot)?.save() ?? [];
+  }
+
+  /** A new ring holding the saved entries (none for an empty log); the old one is released. */
+  loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void {
+    const ring = new LogRing();
+    ring.load(values);
+    this.init(st, s, slot);
+    if (ring.size === 0) return;
+    if (slot < 0) {
+      this.scratch = ring;
+      return;
+    }
+    this.create(slot);
+    this.rings[slot] = ring;
+    this.account(slot, 0, ring.slotCount);
+  }
+
   /** Frees the slot's ring and gives its entries' bytes back. */
   release(slot: number, bytes: ByteSink): void {
     const ring = this.ringAt(slot);

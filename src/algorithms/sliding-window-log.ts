@@ -39,6 +39,7 @@ const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
 /** @internal */
 const SPEC: WindowSpec = {
   where: WHERE,
+  id: "sliding-window-log",
   options: SLIDING_WINDOW_LOG_OPTIONS,
   hints: HINTS,
   kernel: (limit, windowMs) => new SlidingWindowLogKernel(limit, windowMs),

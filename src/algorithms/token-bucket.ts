@@ -100,6 +100,20 @@ export class TokenBucket extends BucketBase implements Limiter {
   }
 
   /** @internal */
+  protected override get algorithmId(): string {
+    return "token-bucket";
+  }
+
+  /** @internal */
+  protected override get snapshotOptions(): Readonly<Record<string, number>> {
+    return {
+      capacity: this.capacity,
+      refillPerSecond: this.refillPerSecond,
+      initialTokens: this.initialTokens,
+    };
+  }
+
+  /** @internal */
   protected override get ratePerSecond(): number {
     return this.refillPerSecond;
   }

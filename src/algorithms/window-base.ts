@@ -10,6 +10,13 @@ import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { jittered, WaitQueue } from "../wait.js";
 import { exactPart, type Kernel, type KernelPart } from "./kernel.js";
+import {
+  checkSnapshot,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  SNAPSHOT_VERSION,
+} from "./snapshot.js";
 import { checkTimeMs, checkWindowClock, checkWindowResize, readClock } from "./time.js";
 
 /**
@@ -30,6 +37,8 @@ const GIVEN = new Float64Array(1);
 /** What a window class tells its base: its name, option list and how to make its kernel. */
 export interface WindowSpec {
   readonly where: string;
+  /** The catalog id, a snapshot's `algorithm`. */
+  readonly id: string;
   readonly options: readonly string[];
   readonly hints: Readonly<Record<string, string>>;
   kernel(limit: number, windowMs: number): Kernel;
@@ -193,6 +202,47 @@ export abstract class WindowBase extends UnkeyedLimiterBase implements KernelPar
   /** @internal The error of a refund without a receipt where only receipts give back. */
   protected receiptOnly(where: string): TypeError {
     return new TypeError(`${where}: give the receipt of the charge (refund(receipt, units))`);
+  }
+
+  /**
+   * The limiter's state as plain, JSON-safe data: its kernel slot, the latest time it has
+   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots). Waiters
+   * are not part of it.
+   */
+  snapshot(): LimiterSnapshot {
+    return {
+      version: SNAPSHOT_VERSION,
+      algorithm: this.spec.id,
+      options: { limit: this.limit, windowMs: this.windowMs },
+      latestMs: encodeNumber(this.seenMs),
+      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
+    };
+  }
+
+  /**
+   * Replaces the state with one {@link snapshot} returned, of a limiter of this algorithm
+   * and options: it then decides exactly as that limiter did. The latest time seen becomes
+   * the later of both; receipts from before give nothing back; waiters are re-checked.
+   * @throws {TypeError} For something that is not a snapshot, or one of another format
+   *   version, algorithm or option, naming what differs; nothing changes.
+   */
+  restore(snapshot: LimiterSnapshot): void {
+    this.planRestore(snapshot)();
+  }
+
+  /** @internal Checks `snapshot`; the returned function restores it. */
+  planRestore(snapshot: unknown): () => void {
+    const where = `${this.spec.where}.restore`;
+    const options = { limit: this.limit, windowMs: this.windowMs };
+    const { state, latestMs } = checkSnapshot(where, snapshot, this.spec.id, options);
+    const probe = new Float64Array(this.state.length);
+    this.spec.kernel(this.limit, this.windowMs).loadSlot(probe, 0, -1, state); // its shape
+    return () => {
+      this.kernel.loadSlot(this.state, 0, 0, state);
+      if (latestMs > this.seenMs) this.seenMs = latestMs;
+      this.receiptEpoch++;
+      this.queue?.wake();
+    };
   }
 
   /** @internal Checks `options` and reads the clock; the returned function applies them. */

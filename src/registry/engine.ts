@@ -162,7 +162,7 @@ export class SlabEngine {
   /** @internal */
   private readonly traceMask: number;
   /** @internal */
-  private readonly traceSeed: number;
+  private traceSeed: number;
   /** @internal The latest "busy until" in the table: at or after it, no entry applies. */
   private traceUntil = Number.NEGATIVE_INFINITY;
   /** @internal */
@@ -678,6 +678,54 @@ export class SlabEngine {
       if ((this.flags[slot]! & PINNED) !== 0) {
         this.layout.init(this.state, slot * this.stride, slot, this.seen[0]!);
       } else this.drop(slot);
+    }
+  }
+
+  /**
+   * The trace table for a snapshot (`KeyedLimiter.snapshotAll`): its hash seed (entries are
+   * placed by it), when its last entry stops applying, and its numbers; `undefined` when no
+   * entry applies at `now`.
+   */
+  saveTrace(now: number): { seed: number; untilMs: number; entries: number[] } | undefined {
+    if (this.traceUntil <= now || this.trace.length === 0) return undefined;
+    return { seed: this.traceSeed, untilMs: this.traceUntil, entries: Array.from(this.trace) };
+  }
+
+  /**
+   * Checks a saved trace table against this registry's: one of as many entries, into a
+   * registry that has kept no trace of its own (its seed then becomes the saved one).
+   * @throws {TypeError} For one of another size or shape. {RangeError} When this registry
+   *   has traces of its own.
+   */
+  checkTrace(
+    where: string,
+    t: { seed: unknown; untilMs: number; entries: readonly number[] },
+  ): void {
+    const n = this.traceBytes / 8;
+    if (t.entries.length !== n || typeof t.seed !== "number" || !Number.isInteger(t.seed)) {
+      throw new TypeError(
+        `${where}: the snapshot's trace table has ${t.entries.length} numbers, this registry's ${n}: restore into a registry with the same maxKeys and maxBytes`,
+      );
+    }
+    if (this.trace.length !== 0 || this.blockTrace.length !== 0) {
+      throw new RangeError(
+        `${where}: this registry has pushed out or blocked keys already, so it cannot take the snapshot's trace table: restore into a new registry`,
+      );
+    }
+  }
+
+  /** Takes a trace table {@link checkTrace} accepted. */
+  loadTrace(t: { seed: number; untilMs: number; entries: readonly number[] }): void {
+    this.trace = Float64Array.from(t.entries);
+    this.traceSeed = t.seed >>> 0;
+    this.traceUntil = t.untilMs;
+  }
+
+  /** Calls `visit` with every kept key and its slot, in slot order. */
+  forEachKey(visit: (key: string, slot: number) => void): void {
+    for (let slot = 0; slot < this.highWater; slot++) {
+      const key = this.keys[slot];
+      if (key !== undefined) visit(key, slot);
     }
   }
 
