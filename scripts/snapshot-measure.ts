@@ -4,7 +4,13 @@
  * restored registry decides as the original (peekAt of each key, compared field by field).
  * Run: npx tsx scripts/snapshot-measure.ts [keys]
  */
-import { FixedWindow, KeyedLimiter, SlidingWindowCounter, SlidingWindowLog, TokenBucket } from "../src/index.js";
+import {
+  FixedWindow,
+  KeyedLimiter,
+  SlidingWindowCounter,
+  SlidingWindowLog,
+  TokenBucket,
+} from "../src/index.js";
 
 const KEYS = Number(process.argv[2] ?? 1_000_000);
 const policies = {
@@ -18,7 +24,7 @@ const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
 for (const [name, make] of Object.entries(policies)) {
   const a = new KeyedLimiter(make(), { maxKeys: KEYS });
   const keys = Array.from({ length: KEYS }, (_, i) => `client-${i}`);
-  keys.forEach((key, i) => a.allowAt(key, 1_700_000_000_000 + i / 100, 1 + (i % 3)));
+  for (let i = 0; i < KEYS; i++) a.allowAt(keys[i]!, 1_700_000_000_000 + i / 100, 1 + (i % 3));
   let t = process.hrtime.bigint();
   const snapshot = a.snapshotAll();
   const snapMs = ms(t);
@@ -37,7 +43,13 @@ for (const [name, make] of Object.entries(policies)) {
   for (const key of keys) {
     const x = a.peekAt(key, at, 2);
     const y = b.peekAt(key, at, 2);
-    if (x.allowed !== y.allowed || x.remaining !== y.remaining || x.retryAfterMs !== y.retryAfterMs || x.resetAfterMs !== y.resetAfterMs) differ++;
+    if (
+      x.allowed !== y.allowed ||
+      x.remaining !== y.remaining ||
+      x.retryAfterMs !== y.retryAfterMs ||
+      x.resetAfterMs !== y.resetAfterMs
+    )
+      differ++;
   }
   console.log(
     JSON.stringify({

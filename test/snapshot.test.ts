@@ -8,7 +8,7 @@ import type { LimiterSnapshot, RegistrySnapshot } from "../src/algorithms/snapsh
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
 import { allOf } from "../src/composite.js";
 import type { Clock, Decision, Limiter } from "../src/limiter.js";
-import { KeyedLimiter } from "../src/registry.js";
+import { type CloneableLimiter, KeyedLimiter } from "../src/registry.js";
 import { manualClock } from "./support/manual-clock.js";
 
 type Snapshotting = Limiter & {
@@ -62,7 +62,7 @@ const calls = fc.array(
 type Call = { dt: number; cost: number; op: string };
 
 /** One call on `limiter`, its answer as a value to compare. */
-function call(limiter: Limiter, { cost, op }: Call): boolean | number | Decision {
+function call(limiter: Limiter, { cost, op }: Call): boolean | number | string | Decision {
   if (op === "allow") return limiter.allow(cost);
   if (op === "consume") return limiter.consume(cost);
   if (op === "peek") return limiter.peek(cost);
@@ -177,7 +177,7 @@ describe("snapshot refusals", () => {
 });
 
 /** Keyed policies: one of each kind of slab. */
-const POLICIES: readonly { name: string; make: (clock: Clock) => Limiter }[] = [
+const POLICIES: readonly { name: string; make: (clock: Clock) => CloneableLimiter }[] = [
   {
     name: "TokenBucket",
     make: (clock) => new TokenBucket({ capacity: 3, refillPerSecond: 4, clock }),
