@@ -6,6 +6,7 @@
  *
  *   node scripts/ab-kernel.mjs run <bundle.mjs> [--plain]   one process: prints JSON lines
  *   node scripts/ab-kernel.mjs ab <label=bundle[,plain]>... [--rounds 5] [--only single,hot]
+ *   (AB_ALGORITHMS=token-bucket,fixed-window limits the algorithms)
  *
  * `ab` runs every variant once per round, in an order rotated each round, and prints the
  * median of the rounds (operations per second) with the spread (min and max), and each
@@ -53,7 +54,9 @@ async function runOne(bundle, plain, only) {
   const want = (s) => only === undefined || only.includes(s);
   const print = (scenario, algorithm, opsPerSecond) =>
     console.log(JSON.stringify({ scenario, algorithm, opsPerSecond }));
+  const algorithms = process.env.AB_ALGORITHMS?.split(",");
   for (const [name, make] of Object.entries(ALGORITHMS)) {
+    if (algorithms !== undefined && !algorithms.includes(name)) continue;
     if (want("single") && !plain) {
       const limiter = make(m, clock);
       print(

@@ -122,7 +122,7 @@ export class SlabEngine {
   private count = 0;
   /**
    * Slots with a flag (waiters, {@link PINNED}, or a block, {@link BLOCKED}): while 0, no
-   * slot's flag needs reading (the generated fast paths test it first).
+   * slot's flag needs reading (the fast paths test it first).
    */
   pinned = 0;
   /** Slots with pending waiters ({@link PINNED}): never swept nor evicted. */

@@ -23,8 +23,6 @@ export interface Slab {
   /** The class whose clock error a reading past the bound throws, and its window. */
   readonly clockWhere: string;
   readonly windowMs: number;
-  /** Which generated keyed class serves it (see registry.ts). */
-  readonly kind: "bucket" | "fixedWindow" | "counter" | "log" | "allOf";
   /** A bucket policy's waiting (a ledger over the slot); `undefined`: a first-in, first-out queue. */
   readonly bucket: BucketWaiting | undefined;
 }
@@ -54,7 +52,6 @@ function bucketSlab(
     clockBoundMs: Number.POSITIVE_INFINITY,
     clockWhere: "KeyedLimiter",
     windowMs: 1,
-    kind: "bucket",
     bucket: { capacity, ratePerSecond, shaping },
   };
 }
@@ -64,7 +61,6 @@ function windowSlab(
   layout: SlotLayout,
   p: { clock: Clock; windowMs: number },
   where: string,
-  kind: Slab["kind"],
 ): Slab {
   return {
     layout,
@@ -72,7 +68,6 @@ function windowSlab(
     clockBoundMs: windowClockBoundMs(p.windowMs),
     clockWhere: where,
     windowMs: p.windowMs,
-    kind,
     bucket: undefined,
   };
 }
@@ -88,16 +83,11 @@ const SLABS = {
   "leaky-bucket": (p: LeakyBucket) =>
     bucketSlab(p.capacity, p.leakPerSecond, true, p.clock, p.capacity - p.initialLevel),
   "fixed-window": (p: FixedWindow) =>
-    windowSlab(new FixedWindowKernel(p.limit, p.windowMs), p, "FixedWindow", "fixedWindow"),
+    windowSlab(new FixedWindowKernel(p.limit, p.windowMs), p, "FixedWindow"),
   "sliding-window-log": (p: SlidingWindowLog) =>
-    windowSlab(new SlidingWindowLogKernel(p.limit, p.windowMs), p, "SlidingWindowLog", "log"),
+    windowSlab(new SlidingWindowLogKernel(p.limit, p.windowMs), p, "SlidingWindowLog"),
   "sliding-window-counter": (p: SlidingWindowCounter) =>
-    windowSlab(
-      new SlidingWindowCounterKernel(p.limit, p.windowMs),
-      p,
-      "SlidingWindowCounter",
-      "counter",
-    ),
+    windowSlab(new SlidingWindowCounterKernel(p.limit, p.windowMs), p, "SlidingWindowCounter"),
 } as const satisfies Readonly<Record<AlgorithmId, (policy: never) => Slab>>;
 
 /**
@@ -149,7 +139,6 @@ export function slabOf(policy: unknown): Slab | undefined {
     clockBoundMs: tightest.clockBoundMs,
     clockWhere: tightest.clockWhere,
     windowMs: tightest.windowMs,
-    kind: "allOf",
     bucket: undefined,
   };
 }
