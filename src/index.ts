@@ -18,6 +18,13 @@ export {
   type SlidingWindowLogOptions,
   type SlidingWindowLogReconfigure,
 } from "./algorithms/sliding-window-log.js";
+export type {
+  LimiterSnapshot,
+  RegistrySnapshot,
+  SnapshotHeader,
+  SnapshotNumber,
+  SnapshotOptions,
+} from "./algorithms/snapshot.js";
 export {
   TokenBucket,
   type TokenBucketOptions,

@@ -1,3 +1,16 @@
+import type { BucketKernel } from "./algorithms/bucket-kernel.js";
+import {
+  checkSnapshot,
+  decodeNumber,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  type RegistrySnapshot,
+  SNAPSHOT_VERSION,
+  type SnapshotNumber,
+  type SnapshotOptions,
+} from "./algorithms/snapshot.js";
+import { checkTimeMs } from "./algorithms/time.js";
 import {
   checkCost,
   checkInteger,
@@ -13,12 +26,7 @@ import { ChargeReceipt, checkReceipt, deniedReceipt } from "./receipt.js";
 import { isReconfigurable, type Reconfigurable } from "./reconfigure.js";
 import { BLOCKED, SlabEngine } from "./registry/engine.js";
 import { KeyWaiters } from "./registry/key-waiters.js";
-import type { AllOfLayout } from "./registry/layouts/all-of.js";
-import type { BucketLayout } from "./registry/layouts/bucket.js";
-import type { FixedWindowLayout } from "./registry/layouts/fixed-window.js";
-import { type Slab, slabOf } from "./registry/layouts/index.js";
-import type { SlidingWindowCounterLayout } from "./registry/layouts/sliding-window-counter.js";
-import type { SlidingWindowLogLayout } from "./registry/layouts/sliding-window-log.js";
+import { slabOf } from "./registry/layouts/index.js";
 import { LimiterMap } from "./registry/limiter-map.js";
 import {
   armSweepTimer,
@@ -132,9 +140,6 @@ export function keyedPolicyOf(limiter: unknown): CloneableLimiter | undefined {
   return typeof limiter === "object" && limiter !== null ? policies.get(limiter) : undefined;
 }
 
-/** The slab a `new KeyedLimiter` found for its policy, handed to the fast-path subclass. */
-let pendingSlab: Slab | undefined;
-
 /**
  * Many limiters, one per key (an API key, a user id, an IP address): `allow(key, cost)` on
  * every request. `policy`: a limiter every key copies (clock included), plans
@@ -186,24 +191,8 @@ export class KeyedLimiter {
     policy: CloneableLimiter | ((key: string) => Limiter) | KeyedPlans,
     options?: KeyedLimiterOptions,
   ) {
-    let slab = pendingSlab;
-    pendingSlab = undefined;
     const plans = isPlans(policy) ? checkPlans(policy) : undefined;
-    if (plans !== undefined) slab = plans.slab();
-    else if (new.target === KeyedLimiter) {
-      slab = slabOf(policy);
-      if (slab !== undefined) {
-        pendingSlab = slab;
-        try {
-          // biome-ignore lint/correctness/noConstructorReturn: returns the fast-path subclass
-          return new FAST_PATHS[slab.kind](policy as CloneableLimiter, options);
-        } finally {
-          pendingSlab = undefined;
-        }
-      }
-    } else if (slab === undefined) {
-      slab = slabOf(policy); // a user's subclass of KeyedLimiter: the slab, through the base methods
-    }
+    const slab = plans !== undefined ? plans.slab() : slabOf(policy);
     const o = options === undefined ? {} : checkOptions<KeyedLimiterOptions>(WHERE, options);
     checkOptionNames(WHERE, o, KEYED_OPTIONS, KEYED_HINTS);
     const maxKeys = optional(o.maxKeys, DEFAULT_MAX_KEYS, "maxKeys", 1, MAX_KEYS_LIMIT);
@@ -322,6 +311,268 @@ export class KeyedLimiter {
     if (slot < 0) return this.peekNew(k, c, now);
     if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
     return e.layout.decideAt(e.state, slot * e.stride, slot, now, c, false);
+  }
+
+  /**
+   * `consume(key, cost).allowed` as of `timeMs` (milliseconds on the policy's clock) rather
+   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at one
+   * reading. One latest time serves the whole registry: a time behind it (from the clock or
+   * an earlier call) counts as it. See docs/semantics.md#explicit-time.
+   * @throws {TypeError} If `key` is not a string, `timeMs` or `cost` not a number, or (on
+   *   the generic path) the key's limiter cannot decide at an explicit time (a custom one
+   *   without `allowAt`). {RangeError} If `key` is too long, `timeMs` or `cost` is NaN or
+   *   infinite, `cost` negative, or `timeMs` past a window's float-step bound.
+   */
+  allowAt(key: string, timeMs: number, cost?: number): boolean {
+    const where = `${WHERE}.allowAt`;
+    const k = this.checkKey(key);
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    const e = this.engine;
+    if (e === undefined) return this.map!.allow(k, c, t);
+    const now = e.nowAt(t);
+    const slot = e.find(k);
+    if (slot < 0) return this.allowNew(k, c, now);
+    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    return e.layout.allowAt(e.state, slot * e.stride, slot, now, c);
+  }
+
+  /** `consume(key, cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  consumeAt(key: string, timeMs: number, cost?: number): Decision {
+    return this.decideAt(key, timeMs, cost, true);
+  }
+
+  /** `peek(key, cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  peekAt(key: string, timeMs: number, cost?: number): Decision {
+    return this.decideAt(key, timeMs, cost, false);
+  }
+
+  /** @internal `consumeAt` (`take` true) or `peekAt`. */
+  private decideAt(key: string, timeMs: number, cost: number | undefined, take: boolean): Decision {
+    const where = `${WHERE}.${take ? "consumeAt" : "peekAt"}`;
+    const k = this.checkKey(key);
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    const e = this.engine;
+    if (e === undefined) return take ? this.map!.consume(k, c, t) : this.map!.peek(k, c, t);
+    const now = e.nowAt(t);
+    const slot = e.find(k);
+    if (slot < 0) return take ? this.consumeNew(k, c, now) : this.peekNew(k, c, now);
+    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, take);
+    return e.layout.decideAt(e.state, slot * e.stride, slot, now, c, take);
+  }
+
+  /**
+   * `sweep()` as of `timeMs`: drops every key whose state is fresh again by then (see
+   * {@link allowAt} for the time); returns how many it dropped. On the generic path each
+   * key's limiter judges at the later of its clock and the latest time it was given.
+   * @throws {TypeError} If `timeMs` is not a number. {RangeError} If it is NaN or infinite.
+   */
+  sweepAt(timeMs: number): number {
+    const t = checkTimeMs(`${WHERE}.sweepAt`, timeMs);
+    const e = this.engine;
+    return e === undefined ? this.map!.sweep() : e.sweep(e.nowAt(t));
+  }
+
+  /**
+   * The state of `key` as plain, JSON-safe data (docs/semantics.md#snapshots): its kernel
+   * slot (a fresh state for a key not kept, or what its trace holds), the registry's latest
+   * time, the algorithm and the policy's options. Its block, if any, is not part of it.
+   * @throws {TypeError} For a bad key, or on the generic path (a policy function or a
+   *   custom policy: snapshot each key's own limiter). {RangeError} For a key whose bucket
+   *   holds units for waiters.
+   */
+  snapshot(key: string): LimiterSnapshot {
+    const where = `${WHERE}.snapshot`;
+    const k = this.checkKey(key);
+    const { algorithm, options } = this.snapshotHeader(where);
+    const e = this.engine!;
+    const now = e.now();
+    const slot = e.lookup(k);
+    let values: number[];
+    if (slot >= 0) values = this.saveKept(where, slot);
+    else {
+      const scratch = this.scratch!;
+      const o = e.traceOf(k, now);
+      if (o < 0) e.layout.init(scratch, 0, -1, now);
+      else e.layout.restore(scratch, 0, -1, e.trace, o, now);
+      values = e.layout.saveSlot(scratch, 0, -1);
+    }
+    const latestMs = encodeNumber(now);
+    return { version: SNAPSHOT_VERSION, algorithm, options, latestMs, state: encodeState(values) };
+  }
+
+  /**
+   * Gives `key` the state of a {@link snapshot} of a key of a registry with the same
+   * algorithm and options (kept as a new key when not held): it then decides exactly as
+   * that key did. The registry's latest time becomes the later of both; the key's receipts
+   * from before give nothing back.
+   * @throws {TypeError} For a bad key, something that is not such a snapshot (naming what
+   *   differs), or on the generic path. {RangeError} When the registry is full and cannot
+   *   keep the key, or the key's bucket holds units for waiters. Either way nothing changes.
+   */
+  restore(key: string, snapshot: LimiterSnapshot): void {
+    const where = `${WHERE}.restore`;
+    const k = this.checkKey(key);
+    const { algorithm, options } = this.snapshotHeader(where);
+    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
+    const e = this.engine!;
+    e.layout.loadSlot(new Float64Array(e.layout.doubles), 0, -1, state); // its shape
+    this.loadKey(where, k, state, this.restoreTime(latestMs));
+  }
+
+  /**
+   * Every kept key's state as plain, JSON-safe data, for a graceful restart: the header of
+   * {@link snapshot}, the keys, their states one after another (`width` numbers each, or
+   * with `width` 0 each after its length), and the trace table of keys pushed out in use
+   * (docs/keyed.md#bounds), so they stay limited. Blocks and waiters are not part of it.
+   * @throws {TypeError} On the generic path. {RangeError} While a bucket key holds units
+   *   for waiters.
+   */
+  snapshotAll(): RegistrySnapshot {
+    const where = `${WHERE}.snapshotAll`;
+    const { algorithm, options } = this.snapshotHeader(where);
+    const e = this.engine!;
+    const width = e.layout.savedWidth;
+    const keys: string[] = [];
+    const state: SnapshotNumber[] = [];
+    e.forEachKey((key, slot) => {
+      const values = this.saveKept(where, slot);
+      keys.push(key);
+      if (width === 0) state.push(values.length);
+      for (const v of values) state.push(encodeNumber(v));
+    });
+    const now = e.now();
+    const t = e.saveTrace(now);
+    const trace =
+      t === undefined
+        ? undefined
+        : { seed: t.seed, untilMs: encodeNumber(t.untilMs), entries: encodeState(t.entries) };
+    const latestMs = encodeNumber(now);
+    const all = { version: SNAPSHOT_VERSION, algorithm, options, latestMs, keys, width, state };
+    return trace === undefined ? all : { ...all, trace };
+  }
+
+  /**
+   * Restores every key of a {@link snapshotAll} of a registry with the same algorithm and
+   * options (a key held here takes the snapshot's state; others stay as they are). All are
+   * checked before any changes.
+   * @throws {TypeError} For something that is not such a snapshot (naming what differs), a
+   *   bad key in it, or on the generic path. {RangeError} When the keys would not fit within
+   *   `maxKeys`, nothing changing; or a log key's entries would not fit within `maxBytes`,
+   *   the keys before it restored.
+   */
+  restoreAll(snapshot: RegistrySnapshot): void {
+    const where = `${WHERE}.restoreAll`;
+    const { algorithm, options } = this.snapshotHeader(where);
+    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
+    const keys = (snapshot as { keys?: unknown }).keys;
+    if (!Array.isArray(keys)) throw new TypeError(`${where}: snapshot.keys must be an array`);
+    const e = this.engine!;
+    const width = e.layout.savedWidth;
+    if (snapshot.width !== width) {
+      throw new TypeError(
+        `${where}: snapshot.width is ${describe(snapshot.width)}, this policy's is ${width}`,
+      );
+    }
+    const states: number[][] = [];
+    const probe = new Float64Array(e.layout.doubles);
+    let at = 0;
+    for (const key of keys) {
+      this.checkKey(key);
+      const n = width === 0 ? (state[at++] ?? -1) : width;
+      if (!Number.isInteger(n) || n < 0 || at + n > state.length) {
+        throw new TypeError(`${where}: snapshot.state does not split into ${keys.length} keys`);
+      }
+      states.push(state.slice(at, at + n));
+      e.layout.loadSlot(probe, 0, -1, states[states.length - 1]!); // its shape
+      at += n;
+    }
+    if (at !== state.length)
+      throw new TypeError(`${where}: snapshot.state has numbers past its keys`);
+    const t = snapshot.trace;
+    const trace =
+      t === undefined
+        ? undefined
+        : {
+            seed: t.seed,
+            untilMs: decodeNumber(where, t.untilMs),
+            entries: Array.isArray(t.entries) ? t.entries.map((v) => decodeNumber(where, v)) : [],
+          };
+    if (trace !== undefined) e.checkTrace(where, trace);
+    const fresh = keys.filter((key) => e.lookup(key as string) < 0).length;
+    if (e.size + fresh > this.maxKeys) {
+      throw new RangeError(
+        `${where}: ${fresh} new keys do not fit: ${e.size} of maxKeys (${this.maxKeys}) are kept`,
+      );
+    }
+    const now = this.restoreTime(latestMs);
+    if (trace !== undefined) e.loadTrace(trace);
+    for (let i = 0; i < keys.length; i++) this.loadKey(where, keys[i] as string, states[i]!, now);
+  }
+
+  /** @internal The registry's time for a restore: the later of its latest and the snapshot's. */
+  private restoreTime(latestMs: number): number {
+    const e = this.engine!;
+    const t = e.nowAt(latestMs);
+    return t === Number.NEGATIVE_INFINITY ? e.now() : t;
+  }
+
+  /** @internal The policy's algorithm and options, for a snapshot; the fast path only. */
+  private snapshotHeader(where: string): Pick<LimiterSnapshot, "algorithm" | "options"> {
+    const plans = this.plans;
+    if (plans !== undefined) {
+      // The plans' names in the algorithm, their options in order as an allOf's parts: a
+      // snapshot restores only where every plan is the same.
+      const options: unknown[] = [];
+      let algorithm = "";
+      for (const policy of plans.policies) {
+        const s = (policy as unknown as { snapshot(): LimiterSnapshot }).snapshot();
+        algorithm = s.algorithm;
+        options.push(s.options);
+      }
+      const names = plans.names.map((n) => JSON.stringify(n)).join(", ");
+      return { algorithm: `plans ${names} of ${algorithm}`, options: options as SnapshotOptions };
+    }
+    const policy = policies.get(this) as { snapshot?: () => LimiterSnapshot } | undefined;
+    if (this.engine === undefined || policy?.snapshot === undefined) {
+      throw new TypeError(
+        `${where}: a registry on the generic path (a policy function or a custom policy) has no snapshots: snapshot each key's own limiter`,
+      );
+    }
+    const { algorithm, options } = policy.snapshot();
+    return { algorithm, options };
+  }
+
+  /** @internal A kept slot's saved state; refused while its bucket holds units for waiters. */
+  private saveKept(where: string, slot: number): number[] {
+    const e = this.engine!;
+    if (this.waiters!.hasLedger(slot)) {
+      throw new RangeError(
+        `${where}: key ${JSON.stringify(e.keys[slot])} has waiters holding units, which cannot leave the process: snapshot once they are served`,
+      );
+    }
+    return e.layout.saveSlot(e.state, slot * e.stride, slot);
+  }
+
+  /** @internal Writes a checked state into `key`'s slot (made when not held) at `now`. */
+  private loadKey(where: string, key: string, state: readonly number[], now: number): void {
+    const e = this.engine!;
+    let slot = e.lookup(key);
+    if (slot >= 0 && this.waiters!.hasLedger(slot)) {
+      throw new RangeError(`${where}: key ${JSON.stringify(key)} has waiters holding units`);
+    }
+    if (slot < 0) slot = e.insert(key, now);
+    if (slot < 0) {
+      throw new RangeError(
+        `${where}: the registry is full (maxKeys or maxBytes) and cannot keep the key`,
+      );
+    }
+    e.layout.loadSlot(e.state, slot * e.stride, slot, state);
+    if (this.guard !== undefined) {
+      const idleAt = e.layout.idleAtMs(e.state, slot * e.stride, slot, now);
+      this.guard.reset(key, now, idleAt);
+    }
   }
 
   /**
@@ -635,7 +886,7 @@ export class KeyedLimiter {
     let credit: number;
     if (e.flags[slot] !== 0 && this.waiters!.hasLedger(slot)) {
       // A waiting bucket key: its ledger holds units for the waiters; give back as refund does.
-      const bound = (layout as BucketLayout).receiptBound(c.a, now, asked[0]!, creditSince);
+      const bound = (layout as BucketKernel).receiptBound(c.a, now, asked[0]!, creditSince);
       given[0] = 0;
       credit = bound > 0 ? this.waiters!.refund(slot, bound, now, given) : 0;
     } else {
@@ -921,251 +1172,3 @@ function checkWhenFull(value: unknown): "evict" | "refuse" {
     `${WHERE}: whenFull must be "evict" or "refuse", got ${describe(value)}${hint}`,
   );
 }
-
-// <generated by scripts/generate-keyed.mjs: do not edit>
-
-/** The fast path for a `TokenBucket` or `LeakyBucket` policy (kind `bucket`): see {@link KeyedLimiter}. */
-class BucketKeyedLimiter extends KeyedLimiter {
-  private readonly slab: SlabEngine;
-  private readonly cell: BucketLayout;
-
-  constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
-    super(policy, options);
-    this.slab = this.engine!;
-    this.cell = this.engine!.layout as BucketLayout;
-  }
-
-  override allow(key: string, cost?: number): boolean {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.allowNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0)
-      return this.decideFlagged(slot, c, now, true).allowed;
-    return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
-  }
-
-  override consume(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
-  }
-
-  override peek(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.peekNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
-  }
-}
-
-/** The fast path for a `FixedWindow` policy (kind `fixedWindow`): see {@link KeyedLimiter}. */
-class FixedWindowKeyedLimiter extends KeyedLimiter {
-  private readonly slab: SlabEngine;
-  private readonly cell: FixedWindowLayout;
-
-  constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
-    super(policy, options);
-    this.slab = this.engine!;
-    this.cell = this.engine!.layout as FixedWindowLayout;
-  }
-
-  override allow(key: string, cost?: number): boolean {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.allowNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0)
-      return this.decideFlagged(slot, c, now, true).allowed;
-    return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
-  }
-
-  override consume(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
-  }
-
-  override peek(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.peekNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
-  }
-}
-
-/** The fast path for a `SlidingWindowCounter` policy (kind `counter`): see {@link KeyedLimiter}. */
-class CounterKeyedLimiter extends KeyedLimiter {
-  private readonly slab: SlabEngine;
-  private readonly cell: SlidingWindowCounterLayout;
-
-  constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
-    super(policy, options);
-    this.slab = this.engine!;
-    this.cell = this.engine!.layout as SlidingWindowCounterLayout;
-  }
-
-  override allow(key: string, cost?: number): boolean {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.allowNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0)
-      return this.decideFlagged(slot, c, now, true).allowed;
-    return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
-  }
-
-  override consume(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
-  }
-
-  override peek(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.peekNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
-  }
-}
-
-/** The fast path for a `SlidingWindowLog` policy (kind `log`): see {@link KeyedLimiter}. */
-class LogKeyedLimiter extends KeyedLimiter {
-  private readonly slab: SlabEngine;
-  private readonly cell: SlidingWindowLogLayout;
-
-  constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
-    super(policy, options);
-    this.slab = this.engine!;
-    this.cell = this.engine!.layout as SlidingWindowLogLayout;
-  }
-
-  override allow(key: string, cost?: number): boolean {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.allowNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0)
-      return this.decideFlagged(slot, c, now, true).allowed;
-    return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
-  }
-
-  override consume(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
-  }
-
-  override peek(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.peekNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
-  }
-}
-
-/** The fast path for an `allOf` of built-in limiters policy (kind `allOf`): see {@link KeyedLimiter}. */
-class AllOfKeyedLimiter extends KeyedLimiter {
-  private readonly slab: SlabEngine;
-  private readonly cell: AllOfLayout;
-
-  constructor(policy: CloneableLimiter, options: KeyedLimiterOptions | undefined) {
-    super(policy, options);
-    this.slab = this.engine!;
-    this.cell = this.engine!.layout as AllOfLayout;
-  }
-
-  override allow(key: string, cost?: number): boolean {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.allowNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0)
-      return this.decideFlagged(slot, c, now, true).allowed;
-    return this.cell.allowAt(e.state, slot * e.stride, slot, now, c);
-  }
-
-  override consume(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.consumeNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, true);
-  }
-
-  override peek(key: string, cost?: number): Decision {
-    if (typeof key !== "string" || key.length > this.maxKeyLength) this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.slab;
-    const now = e.now();
-    const slot = e.find(key);
-    if (slot < 0) return this.peekNew(key, c, now);
-    if (e.pinned !== 0 && e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
-    return this.cell.decideAt(e.state, slot * e.stride, slot, now, c, false);
-  }
-}
-
-/** The fast-path class of each slab kind. */
-const FAST_PATHS: Record<
-  Slab["kind"],
-  new (
-    policy: CloneableLimiter,
-    options: KeyedLimiterOptions | undefined,
-  ) => KeyedLimiter
-> = {
-  bucket: BucketKeyedLimiter,
-  fixedWindow: FixedWindowKeyedLimiter,
-  counter: CounterKeyedLimiter,
-  log: LogKeyedLimiter,
-  allOf: AllOfKeyedLimiter,
-};
-// </generated>

@@ -1,4 +1,4 @@
-import { badClock, describe } from "../errors.js";
+import { badClock, checkCost, describe } from "../errors.js";
 import {
   type Clock,
   type Decision,
@@ -10,10 +10,18 @@ import {
 import { fits } from "../numeric.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
 import type { ApplyReconfigure } from "../reconfigure.js";
+import { BucketKernel } from "./bucket-kernel.js";
 import { BucketLedger } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
-import { readClock } from "./time.js";
-import { defineTimedPart, type TimedPart } from "./timed-part.js";
+import { exactPart, type KernelPart } from "./kernel.js";
+import {
+  checkSnapshot,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  SNAPSHOT_VERSION,
+} from "./snapshot.js";
+import { checkTimeMs, readClock } from "./time.js";
 
 /**
  * The state and mechanics shared by {@link TokenBucket} and {@link LeakyBucket}, which
@@ -21,8 +29,14 @@ import { defineTimedPart, type TimedPart } from "./timed-part.js";
  * free room (`capacity - level`). Internal: not exported from the package index; each
  * subclass keeps its own constructor (validation, messages), public fields, docs,
  * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
+ * A bucket is a shell over one slot of its {@link BucketKernel}: with nothing held for
+ * waiters or reservations the kernel decides; the units held for them (the ledger) are a
+ * feature of the class on top of it, as of the keyed registry's waiting keys.
  * @module
  */
+
+/** Scratch for the units one refund gave back (calls are synchronous). */
+const GIVEN = new Float64Array(1);
 
 /**
  * Checks a bucket's starting amount (`initialTokens`, `initialLevel`): undefined, or a
@@ -44,31 +58,12 @@ export function checkInitial(
 }
 
 /**
- * The `allOf` driver of both bucket classes (see timed-part.ts), made by the first bucket's
- * constructor (a private static method may read the class's private members; a static block
- * would keep the class in every bundle).
- */
-let bucketDriver: TimedPart<BucketBase> | undefined;
-
-/**
- * Registers the bucket driver for exactly `prototype` (`TokenBucket.prototype`,
- * `LeakyBucket.prototype`), so `allOf` reads, checks and charges such a bucket at one time.
- * @internal
- */
-export function defineBucketPart(prototype: BucketBase): void {
-  bucketDriver ??= (
-    BucketBase as unknown as { makeTimedPart(): TimedPart<BucketBase> }
-  ).makeTimedPart();
-  defineTimedPart(prototype, bucketDriver);
-}
-
-/**
  * Base of the two bucket classes: units (tokens, or free room) exact at an anchor time,
  * the clock high-water mark, the units held by pending reservations and waiters, and
  * the lazily made {@link BucketLedger} behind `wait`/`reserve`. Not exported from the
  * package; its members are marked internal, so the published types show none of them.
  */
-export abstract class BucketBase extends UnkeyedLimiterBase {
+export abstract class BucketBase extends UnkeyedLimiterBase implements KernelPart {
   /** Most units the bucket holds. */
   abstract readonly capacity: number;
   /** The time source, in milliseconds. */
@@ -87,16 +82,15 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
 
   /**
    * @internal
-   * Units (tokens, or free room) at `anchorMs` as if the held units had not been taken;
-   * the units are `min(capacity + held, units + refill) - held` (see `unitsAt()`), so
-   * giving held units back restores the balance bit for bit.
+   * The bucket's slot of its kernel, `[units, anchorMs]`: units (tokens, or free room) at
+   * `anchorMs` (`-Infinity` while full and unused; never moves back) as if the held units
+   * had not been taken; the units are `min(capacity + held, units + refill) - held` (see
+   * `unitsAt()`), so giving held units back restores the balance bit for bit. With nothing
+   * held it is exactly the kernel's `[tokens, anchorMs]`.
    */
-  // Every number field starts as a double (NaN here, set in the constructor): a field
-  // declared without a value starts as undefined, V8 then stores it tagged, and each
-  // update allocated a 16-byte HeapNumber (allow() went from 32 to 0 bytes per call).
-  protected units = Number.NaN;
-  /** @internal Time (ms) at which `units` was exact; `-Infinity` while unused. Never moves back. */
-  protected anchorMs = Number.NEGATIVE_INFINITY;
+  protected readonly state = new Float64Array(2);
+  /** @internal The kernel deciding `state` while nothing is held; set by the subclass's constructor. */
+  protected kernel!: BucketKernel;
   /** @internal Latest clock reading seen; earlier readings are treated as this one. */
   protected seenMs = Number.NEGATIVE_INFINITY;
   /** @internal Units held by pending reservations and waiters (0 without any). */
@@ -128,13 +122,13 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   /** @internal `units` brought to `now`: the units plus the held ones, capped at capacity + held. */
   protected baseAt(now: number): number {
     const held = this.held;
-    return tokensAt(this.units, this.anchorMs, now, this.capacity + held, this.ratePerSecond);
+    return tokensAt(this.state[0]!, this.state[1]!, now, this.capacity + held, this.ratePerSecond);
   }
 
   /** @internal Takes `cost` from `units` available at `now`. */
   protected take(units: number, cost: number, now: number): void {
-    this.units = tokensAfter(units, cost) + this.held;
-    this.anchorMs = now;
+    this.state[0] = tokensAfter(units, cost) + this.held;
+    this.state[1] = now;
   }
 
   /**
@@ -144,9 +138,10 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
    * (`anchorMs` of `-Infinity`). See docs/semantics.md#initial-tokens.
    */
   protected startUnits(): void {
+    if (this.kernel === undefined) this.kernel = this.makeKernel();
     const start = this.initialUnits;
-    this.units = start < this.capacity ? start : this.capacity;
-    this.anchorMs = start < this.capacity ? this.now() : Number.NEGATIVE_INFINITY;
+    this.state[0] = start < this.capacity ? start : this.capacity;
+    this.state[1] = start < this.capacity ? this.now() : Number.NEGATIVE_INFINITY;
   }
 
   /** @internal Back to the fresh state; pending reservations and waiters keep their units and place. */
@@ -157,9 +152,9 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       return;
     }
     const start = this.initialUnits;
-    this.units = start < this.capacity ? start : this.capacity;
-    this.anchorMs = this.now();
-    this.ledger?.reset(this.anchorMs);
+    this.state[0] = start < this.capacity ? start : this.capacity;
+    this.state[1] = this.now();
+    this.ledger?.reset(this.state[1]!);
   }
 
   /**
@@ -179,25 +174,21 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       if (slack < give) give = slack > 0 ? slack : 0;
       if (give === 0) return 0;
     }
-    const held = this.held;
-    const base = this.baseAt(now);
-    if (base + give >= this.capacity && held === 0) {
-      // Full again: exactly the full state, so isIdle and the keyed trace see an idle bucket.
-      const room = base < this.capacity ? this.capacity - base : 0;
-      const given = room < give ? room : give;
-      this.units = this.capacity;
-      this.anchorMs = Number.NEGATIVE_INFINITY;
-      this.credited += given;
-      return given;
+    if (this.held === 0) {
+      // The kernel's refund: a bucket full again is written exactly full (isIdle, traces).
+      this.kernel.refundAt(this.state, 0, 0, now, give, GIVEN, 0);
+      this.credited += GIVEN[0]!;
+      return GIVEN[0]!;
     }
+    const base = this.baseAt(now);
     const raised = refundedBase(base, give, this.capacity);
     // All of it, unless the capacity cut it (then what was room, never a float step more).
     const rise = raised > base ? raised - base : 0;
     const given = raised === base + give || rise > give ? give : rise;
-    this.units = raised;
-    this.anchorMs = now;
+    this.state[0] = raised;
+    this.state[1] = now;
     this.credited += given;
-    if (held !== 0) this.ledger!.serve();
+    this.ledger!.serve();
     return given;
   }
 
@@ -207,7 +198,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
    * when the bucket would be full again with no further traffic (`now + resetAfterMs`) and
    * the units credited so far.
    */
-  protected chargeAt(now: number, cost: number): ChargeReceipt {
+  chargeAt(now: number, cost: number): ChargeReceipt {
     const decision = this.decideAt(now, cost, true);
     if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
     const fullAt = now + decision.resetAfterMs;
@@ -300,13 +291,13 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       unitsAt: (now) => this.unitsAt(now),
       take: (units, cost, now) => this.take(units, cost, now),
       hold: (units, now) => {
-        this.units = this.baseAt(now);
-        this.anchorMs = now;
+        this.state[0] = this.baseAt(now);
+        this.state[1] = now;
         this.held = units === -this.held ? 0 : this.held + units;
       },
       spend: (units, now) => {
-        this.units = this.baseAt(now) - units;
-        this.anchorMs = now;
+        this.state[0] = this.baseAt(now) - units;
+        this.state[1] = now;
         this.held = units === this.held ? 0 : this.held - units;
       },
       get heldUnits() {
@@ -331,16 +322,16 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       this.receiptEpoch++;
       if (this.held !== 0) this.ledger!.settle(now);
       const oldCapacity = this.capacity;
-      const units = this.unitsAt(now);
       const held = this.held;
+      const units = held === 0 ? 0 : this.unitsAt(now);
       assign();
-      if (held === 0 && units >= oldCapacity) {
-        this.units = this.capacity;
-        this.anchorMs = Number.NEGATIVE_INFINITY;
-      } else {
-        this.units = retunedUnits(units, oldCapacity, capacity, this.shaping) + held;
-        this.anchorMs = now;
+      const next = this.makeKernel();
+      if (held === 0) this.kernel.retuneSlot(next, this.state, 0, 0, now);
+      else {
+        this.state[0] = retunedUnits(units, oldCapacity, capacity, this.shaping) + held;
+        this.state[1] = now;
       }
+      this.kernel.adopt(next);
       this.ledger?.replan();
     };
   }
@@ -353,10 +344,11 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   /**
    * @internal
    * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
-   * bucket's clock, at least `seenMs`).
+   * bucket's clock, at least `seenMs`): the kernel's, unless a ledger ever held units.
    */
-  private decideAt(now: number, cost: number, take: boolean): Decision {
+  decideAt(now: number, cost: number, take: boolean): Decision {
     if (now > this.seenMs) this.seenMs = now;
+    if (this.ledger === undefined) return this.kernel.decideAt(this.state, 0, 0, now, cost, take);
     const units = this.unitsAt(now);
     if (this.held !== 0 || units < 0) {
       const held = heldDecision(
@@ -375,32 +367,163 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     return decision;
   }
 
-  constructor() {
-    super();
-    bucketDriver ??= BucketBase.makeTimedPart();
+  /** @internal The catalog id, a snapshot's `algorithm`. */
+  protected abstract get algorithmId(): string;
+  /** @internal The options that decide, in the constructor's order (a snapshot's fingerprint). */
+  protected abstract get snapshotOptions(): Readonly<Record<string, number>>;
+
+  /**
+   * The bucket's state as plain, JSON-safe data: its kernel slot, the latest time it has
+   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots).
+   * @throws {RangeError} While units are held for waiters or reservations (they cannot
+   *   leave the process): snapshot once they are served or cancelled.
+   */
+  snapshot(): LimiterSnapshot {
+    this.checkNothingHeld(`${this.where}.snapshot`);
+    return {
+      version: SNAPSHOT_VERSION,
+      algorithm: this.algorithmId,
+      options: this.snapshotOptions,
+      latestMs: encodeNumber(this.seenMs),
+      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
+    };
   }
 
-  /** @internal The driver behind {@link defineBucketPart}, made once by the first constructor. */
-  private static makeTimedPart(): TimedPart<BucketBase> {
-    return {
-      timeOf: (b) => readClock(b.where, b.clock, b.seenMs),
-      // As the classes' allow(): a free probe is allowed even in debt, and a leaky
-      // bucket's plain request waits behind its shaping queue.
-      fitsAt: (b, now, cost) => {
-        const units = b.unitsAt(now);
-        if (!fits(cost, units)) return cost === 0;
-        return !(cost > 0 && b.shaping && b.held !== 0 && b.ledger!.blocks(units));
-      },
-      takeAt: (b, now, cost) => {
-        if (now > b.seenMs) b.seenMs = now;
-        if (cost > 0) b.take(b.unitsAt(now), cost, now);
-      },
-      decideAt: (b, now, cost, take) => b.decideAt(now, cost, take),
-      chargeAt: (b, now, cost) => b.chargeAt(now, cost),
-      refundAt: (b, now, units, receipt) =>
-        receipt === undefined ? b.refundUnits(units, now) : b.refundReceiptAt(now, receipt, units),
-      refundsWithoutReceipt: true,
+  /**
+   * Replaces the state with one {@link snapshot} returned, of a bucket of this class and
+   * options: it then decides exactly as that bucket did. The latest time seen becomes the
+   * later of both; receipts from before give nothing back.
+   * @throws {TypeError} For something that is not a snapshot, or one of another format
+   *   version, algorithm or option, naming what differs. {RangeError} While units are held
+   *   for waiters or reservations. Either way nothing changes.
+   */
+  restore(snapshot: LimiterSnapshot): void {
+    this.planRestore(snapshot)();
+  }
+
+  /** @internal Checks `snapshot`; the returned function restores it. */
+  planRestore(snapshot: unknown): () => void {
+    const where = `${this.where}.restore`;
+    const { state, latestMs } = checkSnapshot(
+      where,
+      snapshot,
+      this.algorithmId,
+      this.snapshotOptions,
+    );
+    this.checkNothingHeld(where);
+    this.makeKernel().loadSlot(new Float64Array(2), 0, -1, state); // its shape
+    return () => {
+      this.kernel.loadSlot(this.state, 0, 0, state);
+      if (latestMs > this.seenMs) this.seenMs = latestMs;
+      this.receiptEpoch++;
     };
+  }
+
+  /** @internal Throws while units are held for waiters or reservations (those due settled first). */
+  private checkNothingHeld(where: string): void {
+    if (this.held !== 0) this.ledger!.settle(this.now());
+    if (this.held !== 0) {
+      throw new RangeError(
+        `${where}: ${this.held} units are held for waiters or reservations; they cannot leave the process: snapshot once they are served or cancelled`,
+      );
+    }
+  }
+
+  /** @internal A kernel with the bucket's numbers now. */
+  protected makeKernel(): BucketKernel {
+    return new BucketKernel(this.capacity, this.ratePerSecond, this.shaping, this.initialUnits);
+  }
+
+  /** @internal This bucket as `allOf` drives it, when it is exactly a built-in class. */
+  kernelPart(): KernelPart | undefined {
+    return exactPart(this, BucketBase.prototype);
+  }
+
+  /** @internal See {@link KernelPart.refundsWithoutReceipt}: a bucket gives back without one. */
+  get refundsWithoutReceipt(): boolean {
+    return true;
+  }
+
+  /** @internal See {@link KernelPart.timeOf}. */
+  timeOf(): number {
+    return readClock(this.where, this.clock, this.seenMs);
+  }
+
+  /**
+   * @internal See {@link KernelPart.fitsAt}. As the classes' `allow()`: a free probe is
+   * allowed even in debt, and a leaky bucket's plain request waits behind its shaping queue.
+   */
+  fitsAt(now: number, cost: number): boolean {
+    return this.held === 0
+      ? this.kernel.fitsAt(this.state, 0, 0, now, cost)
+      : this.fitsHeld(now, cost);
+  }
+
+  /** @internal {@link fitsAt} while units are held (kept apart: the hot path inlines less). */
+  private fitsHeld(now: number, cost: number): boolean {
+    const units = this.unitsAt(now);
+    if (!fits(cost, units)) return cost === 0;
+    return !(cost > 0 && this.shaping && this.ledger!.blocks(units));
+  }
+
+  /** @internal See {@link KernelPart.takeAt}. */
+  takeAt(now: number, cost: number): void {
+    if (now > this.seenMs) this.seenMs = now;
+    if (!(cost > 0)) return;
+    if (this.held === 0) this.kernel.takeAt(this.state, 0, 0, now, cost);
+    else this.take(this.unitsAt(now), cost, now);
+  }
+
+  /** @internal See {@link KernelPart.refundAt}. */
+  refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
+    return receipt === undefined
+      ? this.refundUnits(units, now)
+      : this.refundReceiptAt(now, receipt, units);
+  }
+
+  /**
+   * `consume(cost).allowed` as of `timeMs` (milliseconds on this bucket's clock) rather
+   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at
+   * one reading. A time behind the latest one seen (by the clock or an earlier call)
+   * counts as that latest one: docs/semantics.md#explicit-time.
+   * @throws {TypeError} If `timeMs` or `cost` is not a number. {RangeError} If either is
+   *   NaN or infinite, or `cost` is negative.
+   */
+  allowAt(timeMs: number, cost?: number): boolean {
+    const where = `${this.where}.allowAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    const now = this.keep(t);
+    if (!this.fitsAt(now, c)) return false;
+    this.takeAt(now, c);
+    return true;
+  }
+
+  /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  consumeAt(timeMs: number, cost?: number): Decision {
+    const where = `${this.where}.consumeAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.decideAt(this.keep(t), c, true);
+  }
+
+  /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  peekAt(timeMs: number, cost?: number): Decision {
+    const where = `${this.where}.peekAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.decideAt(this.keep(t), c, false);
+  }
+
+  /** @internal See {@link KernelPart.timeAt}. */
+  timeAt(timeMs: number): number {
+    return timeMs > this.seenMs ? timeMs : this.seenMs;
+  }
+
+  /** @internal An explicit time, kept as the latest when it is later. */
+  protected keep(timeMs: number): number {
+    if (timeMs > this.seenMs) this.seenMs = timeMs;
+    return this.seenMs;
   }
 }
 

@@ -9,12 +9,10 @@ import {
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
-import { fits } from "../numeric.js";
 import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { jittered } from "../wait.js";
-import { BucketBase, checkInitial, defineBucketPart } from "./bucket-base.js";
-import { readClock } from "./time.js";
+import { BucketBase, checkInitial } from "./bucket-base.js";
 
 /** Options of {@link LeakyBucket}. */
 export interface LeakyBucketOptions {
@@ -44,8 +42,6 @@ export type LeakyBucketReconfigure = Partial<Omit<LeakyBucketOptions, "clock">>;
 
 const WHERE = "LeakyBucket";
 
-/** Whether allOf's driver for this class is registered (by the first constructor). */
-let timedPartDefined = false;
 /** The option names of {@link LeakyBucketOptions}, checked by the constructor; src/catalog.ts lists them. */
 export const LEAKY_BUCKET_OPTIONS = optionNames<LeakyBucketOptions>()([
   "capacity",
@@ -95,17 +91,25 @@ export class LeakyBucket extends BucketBase implements Limiter {
     this.clock = clock;
     // The units are the free room, `capacity - level`: a TokenBucket's tokens.
     this.startUnits();
-    // allOf reads, checks and charges an exact LeakyBucket at one clock reading; registered
-    // by the first constructor, not a static block, so that an unused class can be dropped.
-    if (!timedPartDefined) {
-      timedPartDefined = true;
-      defineBucketPart(LeakyBucket.prototype);
-    }
   }
 
   /** @internal */
   protected override get where(): string {
     return WHERE;
+  }
+
+  /** @internal */
+  protected override get algorithmId(): string {
+    return "leaky-bucket";
+  }
+
+  /** @internal */
+  protected override get snapshotOptions(): Readonly<Record<string, number>> {
+    return {
+      capacity: this.capacity,
+      leakPerSecond: this.leakPerSecond,
+      initialLevel: this.initialLevel,
+    };
   }
 
   /** @internal */
@@ -192,12 +196,10 @@ export class LeakyBucket extends BucketBase implements Limiter {
   /** `consume(cost).allowed`, without allocating. */
   allow(cost?: number): boolean {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    // readClock here rather than the shared now(): measured faster with performance.now().
-    const now = (this.seenMs = readClock(WHERE, this.clock, this.seenMs));
-    const room = this.unitsAt(now);
-    if (!fits(c, room)) return c === 0; // a free probe is allowed even in an overdraft
-    if (this.held !== 0 && this.ledger!.blocks(room) && c > 0) return false;
-    if (c > 0) this.take(room, c, now);
+    const now = this.now();
+    if (this.held === 0) return this.kernel.allowAt(this.state, 0, 0, now, c);
+    if (!this.fitsAt(now, c)) return false; // as the kernel, and behind a shaping queue
+    this.takeAt(now, c);
     return true;
   }
 

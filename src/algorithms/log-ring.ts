@@ -35,6 +35,39 @@ export class LogRing {
   base = 0;
 
   /** Ring position of the `i`-th oldest entry. */
+  /** The log as plain numbers, for a snapshot: `[base, leaveAt, total, ...]`, oldest first; `[]` when empty. */
+  save(): number[] {
+    if (this.size === 0) return [];
+    const out = [this.base];
+    for (let i = 0; i < this.size; i++) {
+      const p = 2 * this.at(i);
+      out.push(this.slots[p]!, this.slots[p + 1]!);
+    }
+    return out;
+  }
+
+  /**
+   * Holds the entries {@link save} returned (in a ring of their size, at least the initial one).
+   * @throws {TypeError} For a list of another shape, changing nothing.
+   */
+  load(values: readonly number[]): void {
+    if (values.length === 0) return;
+    if (values.length % 2 !== 1) {
+      throw new TypeError(
+        `snapshot: a log's state is its base then (leave time, total) pairs, got ${values.length} numbers`,
+      );
+    }
+    const size = (values.length - 1) / 2;
+    let count = INITIAL_ENTRIES;
+    while (count < size) count *= 2;
+    this.slots = new Float64Array(2 * count);
+    for (let i = 1; i < values.length; i++) this.slots[i - 1] = values[i]!;
+    this.slotCount = count;
+    this.head = 0;
+    this.size = size;
+    this.base = values[0]!;
+  }
+
   at(i: number): number {
     const p = this.head + i;
     return p < this.slotCount ? p : p - this.slotCount;

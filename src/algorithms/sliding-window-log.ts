@@ -1,28 +1,10 @@
 import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
 import type { Receipt } from "../limiter.js";
-import {
-  type Clock,
-  type Decision,
-  type Limiter,
-  systemClock,
-  UnkeyedLimiterBase,
-  type WaitOptions,
-} from "../limiter.js";
-import { fits } from "../numeric.js";
+import { type Clock, type Limiter, systemClock } from "../limiter.js";
 import { optionNames, windowHints, windowRequired } from "../option-names.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
-import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { jittered, WaitQueue } from "../wait.js";
-import { LogRing } from "./log-ring.js";
-import {
-  checkWindowClock,
-  checkWindowResize,
-  checkWindowSize,
-  readClock,
-  windowClockBoundMs,
-} from "./time.js";
-import { defineTimedPart } from "./timed-part.js";
-import { logExactEntries } from "./window-math.js";
+import { SlidingWindowLogKernel } from "./sliding-window-log-kernel.js";
+import { checkWindowSize, windowClockBoundMs } from "./time.js";
+import { WindowBase, type WindowSpec } from "./window-base.js";
 
 /** Options of {@link SlidingWindowLog}. */
 export interface SlidingWindowLogOptions {
@@ -45,8 +27,6 @@ export type SlidingWindowLogReconfigure = Partial<Omit<SlidingWindowLogOptions, 
 
 const WHERE = "SlidingWindowLog";
 
-/** Whether allOf's driver for this class is registered (by the first constructor). */
-let timedPartDefined = false;
 /** The option names of {@link SlidingWindowLogOptions}, checked by the constructor; src/catalog.ts lists them. */
 export const SLIDING_WINDOW_LOG_OPTIONS = optionNames<SlidingWindowLogOptions>()([
   "limit",
@@ -55,6 +35,15 @@ export const SLIDING_WINDOW_LOG_OPTIONS = optionNames<SlidingWindowLogOptions>()
 ]);
 const HINTS = /* @__PURE__ */ windowHints(WHERE);
 const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
+
+/** @internal */
+const SPEC: WindowSpec = {
+  where: WHERE,
+  id: "sliding-window-log",
+  options: SLIDING_WINDOW_LOG_OPTIONS,
+  hints: HINTS,
+  kernel: (limit, windowMs) => new SlidingWindowLogKernel(limit, windowMs),
+};
 
 /**
  * A sliding window log: the time and cost of every allowed request; allowed when the costs
@@ -71,87 +60,34 @@ const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
  *   reading the clock past docs/semantics.md#the-float-step-bound.
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
-export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
-  /** Most units allowed in any window. */
-  readonly limit: number;
-  /** Window length in milliseconds. */
-  readonly windowMs: number;
-  /** The time source, in milliseconds. */
-  readonly clock: Clock;
-
-  /**
-   * @internal
-   * Entries kept at their exact time: `ceil(limit)`, at least 64, at most 2^24. Beyond
-   * it new entries are stamped at the end of their granule of `windowMs / exactEntries`.
-   */
-  private exactEntries: number;
-  /** @internal The log: `[leaveAtMs, runningTotal]` entries (`leaveAtMs` = time + `windowMs`). */
-  private readonly ring = new LogRing();
-  /** @internal Latest clock reading seen; earlier readings are treated as this one. */
-  private seenMs = Number.NEGATIVE_INFINITY;
-  /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
-  private clockBoundMs = Number.POSITIVE_INFINITY;
+export class SlidingWindowLog extends WindowBase implements Limiter {
   /** @internal */
-  private queue: WaitQueue | undefined;
-  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
-  private receiptEpoch = 0;
+  declare protected readonly kernel: SlidingWindowLogKernel;
+
+  constructor(options: SlidingWindowLogOptions) {
+    const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
+    checkOptionNames(WHERE, o, SLIDING_WINDOW_LOG_OPTIONS, HINTS, REQUIRED);
+    const size = checkWindowSize(WHERE, o);
+    const clock = checkClock(WHERE, o.clock, systemClock);
+    super(SPEC, { ...size, clockBoundMs: windowClockBoundMs(size.windowMs) }, clock);
+  }
 
   // `size`, `slotCount` and `base` are the ring's, read as the log's own by white-box tests
-  // of its bounds (test/algorithms/sliding-window-log.test.ts); the class reads only `size`.
+  // of its bounds (test/algorithms/sliding-window-log.test.ts).
   /** @internal Entries in the log. */
+  // @ts-expect-error TS6133: read by white-box tests only
   private get size(): number {
-    return this.ring.size;
+    return this.kernel.ringOf(0)?.size ?? 0;
   }
   /** @internal Entries the ring can hold. */
   // @ts-expect-error TS6133: read by white-box tests only
   private get slotCount(): number {
-    return this.ring.slotCount;
+    return this.kernel.ringOf(0)?.slotCount ?? 0;
   }
   /** @internal The running total before the oldest entry. */
   // @ts-expect-error TS6133: read by white-box tests only
   private get base(): number {
-    return this.ring.base;
-  }
-
-  constructor(options: SlidingWindowLogOptions) {
-    super();
-    const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, SLIDING_WINDOW_LOG_OPTIONS, HINTS, REQUIRED);
-    ({ limit: this.limit, windowMs: this.windowMs } = checkWindowSize(WHERE, o));
-    this.clockBoundMs = windowClockBoundMs(this.windowMs);
-    this.clock = checkClock(WHERE, o.clock, systemClock);
-    this.exactEntries = logExactEntries(this.limit);
-    if (!timedPartDefined) SlidingWindowLog.defineTimedPart();
-  }
-
-  /**
-   * @internal
-   * Registers how allOf reads, checks and charges an exact SlidingWindowLog at one clock
-   * reading (see timed-part.ts). Called by the first constructor rather than from a
-   * static block, so that a bundle that does not use this class can drop it.
-   */
-  private static defineTimedPart(): void {
-    timedPartDefined = true;
-    defineTimedPart(SlidingWindowLog.prototype, {
-      timeOf: (w) =>
-        checkWindowClock(WHERE, readClock(WHERE, w.clock, w.seenMs), w.windowMs, w.clockBoundMs),
-      fitsAt: (w, now, cost) => {
-        // Expiring drops entries up to now: keep the reading, as peek does.
-        if (now > w.seenMs) w.seenMs = now;
-        w.ring.expire(now, w.limit);
-        return cost === 0 || fits(cost, w.limit - w.ring.sum());
-      },
-      takeAt: (w, now, cost) => {
-        if (now > w.seenMs) w.seenMs = now;
-        if (cost === 0) return;
-        w.ring.expire(now, w.limit);
-        w.ring.append(now, cost, w.windowMs, w.exactEntries);
-      },
-      decideAt: (w, now, cost, take) => w.decide(cost, take, now),
-      chargeAt: (w, now, cost) => w.chargeAt(now, cost),
-      refundAt: (w, now, units, receipt) => w.refundAt(now, units, receipt),
-      refundsWithoutReceipt: true,
-    });
+    return this.kernel.ringOf(0)?.base ?? 0;
   }
 
   /**
@@ -179,65 +115,10 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
     this.planReconfigure(options)();
   }
 
-  /** @internal Checks `options` and reads the clock; the returned function applies them. */
-  planReconfigure(options: unknown): ApplyReconfigure {
-    const o = checkReconfigureOptions<SlidingWindowLogOptions>(
-      WHERE,
-      options,
-      SLIDING_WINDOW_LOG_OPTIONS,
-      HINTS,
-    );
-    const now = this.now();
-    const next = checkWindowResize(WHERE, o, this, now);
-    return () => {
-      this.ring.expire(now, this.limit);
-      if (next.windowMs > this.windowMs) this.ring.extend(next.windowMs - this.windowMs);
-      const self = this as { limit: number; windowMs: number };
-      self.limit = next.limit;
-      self.windowMs = next.windowMs;
-      this.clockBoundMs = next.clockBoundMs;
-      this.exactEntries = logExactEntries(next.limit);
-      this.receiptEpoch++;
-      this.queue?.replan();
-    };
-  }
-
-  /** `consume(cost).allowed`, without allocating (except when the ring grows). */
+  /** `consume(cost).allowed`, without allocating (except when the log grows). */
   allow(cost?: number): boolean {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const now = this.now();
-    // The ring's steps written out here, not behind one more call: V8 inlines them (20% faster).
-    const ring = this.ring;
-    ring.expire(now, this.limit);
-    if (c === 0) return true;
-    if (!fits(c, this.limit - ring.sum())) return false;
-    ring.append(now, c, this.windowMs, this.exactEntries);
-    return true;
-  }
-
-  /** Logs `cost` when it fits and says so; a denial changes nothing. */
-  consume(cost?: number): Decision {
-    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), true, this.now());
-  }
-
-  /** What `consume(cost)` would answer now, changing nothing. */
-  peek(cost?: number): Decision {
-    return this.decide(cost === undefined ? 1 : checkCost(WHERE, cost), false, this.now());
-  }
-
-  /**
-   * `consume(cost)` with a {@link Receipt}: the decision, and the log entry charged (when it
-   * leaves is the receipt's `refundableUntilMs`), for a refund through it later.
-   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
-   */
-  charge(cost?: number): Receipt {
-    return this.chargeAt(this.now(), cost === undefined ? 1 : checkCost(`${WHERE}.charge`, cost));
-  }
-
-  /** Forgets every entry and frees the ring: back to the fresh state. Waiters keep waiting. */
-  reset(): void {
-    this.ring.clear();
-    this.receiptEpoch++;
+    return this.kernel.allowAt(this.state, 0, 0, this.now(), c);
   }
 
   /**
@@ -250,93 +131,9 @@ export class SlidingWindowLog extends UnkeyedLimiterBase implements Limiter {
    * @throws {TypeError} If `cost` or `units` is not a number, or the receipt is another
    *   limiter's. {RangeError} If it is NaN, negative or infinite.
    */
-  refund(receipt: Receipt, units?: number): number;
-  refund(cost?: number): number;
-  refund(cost?: number | Receipt, units?: number): number {
-    const where = `${WHERE}.refund`;
-    if (typeof cost === "object" && cost !== null) {
-      const r = checkReceipt(where, cost, this, units);
-      return this.refundAt(this.now(), r.units, r.receipt);
-    }
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.refundAt(this.now(), c, undefined);
-  }
-
-  /** @internal `charge` of a checked `cost` at `now` (a checked reading). */
-  private chargeAt(now: number, cost: number): ChargeReceipt {
-    const decision = this.decide(cost, true, now);
-    if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
-    const leaveAt = this.ring.newestLeaveAt();
-    const epoch = this.receiptEpoch;
-    return new ChargeReceipt(
-      decision,
-      undefined,
-      cost,
-      now,
-      leaveAt,
-      this,
-      epoch,
-      leaveAt,
-      0,
-      undefined,
-    );
-  }
-
-  /**
-   * @internal A refund at `now` of checked `units`: through `receipt` (at most what it still
-   * holds), or without one, from the newest entries. Returns the units given back.
-   */
-  private refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
-    if (now > this.seenMs) this.seenMs = now;
-    if (!(units > 0)) return 0;
-    const ring = this.ring;
-    ring.expire(now, this.limit);
-    let given: number;
-    if (receipt === undefined) {
-      given = ring.refund(units);
-    } else {
-      if (receipt.epoch !== this.receiptEpoch || !(receipt.a > now)) return 0;
-      given = ring.refundEntry(receipt.a, units);
-      receipt.refunded += given;
-    }
-    if (given > 0) this.queue?.wake();
-    return given;
-  }
-
-  /** True when no entry is in the window and nobody waits. */
-  isIdle(): boolean {
-    this.ring.expire(this.now(), this.limit);
-    return this.size === 0 && (this.queue === undefined || this.queue.size === 0);
-  }
-
-  /**
-   * Waits until `cost` fits, first-in, first-out behind earlier waiters, and resolves
-   * with the granting decision. See {@link Limiter.wait}. A plain `consume` does not
-   * queue: it may take free units while others wait.
-   */
-  wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    const queue = (this.queue ??= new WaitQueue(WHERE, this));
-    return jittered(
-      options,
-      () => queue.wait(cost, options),
-      () => this.refund(cost),
-    );
-  }
-
-  /**
-   * @internal
-   * Reads the clock; a reading behind the latest one counts as the latest one. A
-   * reading where `windowMs` is below the clock's float step throws and is not kept.
-   */
-  private now(): number {
-    const t = readClock(WHERE, this.clock, this.seenMs);
-    this.seenMs = checkWindowClock(WHERE, t, this.windowMs, this.clockBoundMs);
-    return this.seenMs;
-  }
-
-  /** @internal `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked reading). */
-  private decide(cost: number, take: boolean, now: number): Decision {
-    if (now > this.seenMs) this.seenMs = now;
-    return this.ring.decide(now, cost, take, this.limit, this.windowMs, this.exactEntries);
+  override refund(receipt: Receipt, units?: number): number;
+  override refund(cost?: number): number;
+  override refund(cost?: number | Receipt, units?: number): number {
+    return super.refund(cost as Receipt, units);
   }
 }

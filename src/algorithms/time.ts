@@ -1,4 +1,4 @@
-import { badClock, checkNumber } from "../errors.js";
+import { badClock, checkNumber, describe } from "../errors.js";
 import type { Clock } from "../limiter.js";
 
 /**
@@ -32,6 +32,18 @@ export function readClock(where: string, clock: Clock, seenMs: number): number {
   const t = clock();
   if (typeof t !== "number" || t - t !== 0) throw badClock(where, t);
   return t > seenMs ? t : seenMs;
+}
+
+/**
+ * Checks an explicit time (`allowAt(timeMs)` and the other `…At` forms): a finite number
+ * of milliseconds on the limiter's clock. Returns it as given; the caller takes the later
+ * of it and the latest time seen (docs/semantics.md#explicit-time).
+ * @throws {TypeError} If it is not a number. {RangeError} If it is NaN or infinite.
+ */
+export function checkTimeMs(where: string, timeMs: unknown): number {
+  if (typeof timeMs === "number" && timeMs - timeMs === 0) return timeMs;
+  const message = `${where}: timeMs must be a finite number of milliseconds, got ${describe(timeMs)}`;
+  throw typeof timeMs === "number" ? new RangeError(message) : new TypeError(message);
 }
 
 /**

@@ -9,11 +9,10 @@ import {
   systemClock,
   type WaitOptions,
 } from "../limiter.js";
-import { fits } from "../numeric.js";
 import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
 import { jittered } from "../wait.js";
-import { BucketBase, checkInitial, defineBucketPart } from "./bucket-base.js";
+import { BucketBase, checkInitial } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
 export interface TokenBucketOptions {
@@ -43,8 +42,6 @@ export type TokenBucketReconfigure = Partial<Omit<TokenBucketOptions, "clock">>;
 
 const WHERE = "TokenBucket";
 
-/** Whether allOf's driver for this class is registered (by the first constructor). */
-let timedPartDefined = false;
 /** The option names of {@link TokenBucketOptions}, checked by the constructor; src/catalog.ts lists them. */
 export const TOKEN_BUCKET_OPTIONS = optionNames<TokenBucketOptions>()([
   "capacity",
@@ -95,17 +92,25 @@ export class TokenBucket extends BucketBase implements Limiter {
     this.initialGiven = initialTokens !== undefined;
     this.clock = clock;
     this.startUnits();
-    // allOf reads, checks and charges an exact TokenBucket at one clock reading; registered
-    // by the first constructor, not a static block, so that an unused class can be dropped.
-    if (!timedPartDefined) {
-      timedPartDefined = true;
-      defineBucketPart(TokenBucket.prototype);
-    }
   }
 
   /** @internal */
   protected override get where(): string {
     return WHERE;
+  }
+
+  /** @internal */
+  protected override get algorithmId(): string {
+    return "token-bucket";
+  }
+
+  /** @internal */
+  protected override get snapshotOptions(): Readonly<Record<string, number>> {
+    return {
+      capacity: this.capacity,
+      refillPerSecond: this.refillPerSecond,
+      initialTokens: this.initialTokens,
+    };
   }
 
   /** @internal */
@@ -192,9 +197,9 @@ export class TokenBucket extends BucketBase implements Limiter {
   allow(cost?: number): boolean {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
     const now = this.now();
-    const tokens = this.unitsAt(now);
-    if (!fits(c, tokens)) return c === 0; // a free probe is allowed even in debt
-    if (c > 0) this.take(tokens, c, now);
+    if (this.held === 0) return this.kernel.allowAt(this.state, 0, 0, now, c);
+    if (!this.fitsAt(now, c)) return false; // as the kernel, and behind a shaping queue
+    this.takeAt(now, c);
     return true;
   }
 

@@ -172,8 +172,8 @@ interface Lane {
 }
 
 /**
- * Replays an access log through rate-limit policies, offline: each line's timestamp is
- * the limiters' clock, lines are put in time order within a bounded reorder window, and
+ * Replays an access log through rate-limit policies, offline: each request is decided at
+ * its line's timestamp (`allowAt`), lines are put in time order within a bounded reorder window, and
  * every request (cost 1) is checked against each policy's `KeyedLimiter` under its client
  * key. Streaming, in bounded memory (one line, the reorder window, the live keys, the
  * tallies, at most `maxSeriesBuckets` chart buckets); each registry is swept once per
@@ -197,12 +197,11 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     format === undefined ? undefined : parserFor(format, options.timeField);
 
   let nowMs = Number.NEGATIVE_INFINITY;
-  // 0 until the first line: a bucket with initialTokens reads its clock when made, and the
-  // policies are made before any line is read (their keys start at their first request).
-  const clock = () => (nowMs === Number.NEGATIVE_INFINITY ? 0 : nowMs);
+  // Every call passes the line's time (allowAt, sweepAt): the registries never read a
+  // clock, and a key's state starts at its first request's time.
   const lanes: Lane[] = options.policies.map((spec) => ({
     spec,
-    registry: new KeyedLimiter(buildLimiter(spec.algorithm, spec.options, clock), {
+    registry: new KeyedLimiter(buildLimiter(spec.algorithm, spec.options), {
       maxKeys: options.maxKeys,
       sweepIntervalMs: Number.POSITIVE_INFINITY,
     }),
@@ -229,7 +228,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     if (timeMs > nowMs) nowMs = timeMs;
     const minute = Math.floor(nowMs / MINUTE_MS);
     if (minute !== sweptMinute) {
-      for (const lane of lanes) atLogTime(lane, nowMs, () => lane.registry.sweep());
+      for (const lane of lanes) atLogTime(lane, nowMs, () => lane.registry.sweepAt(nowMs));
       sweptMinute = minute;
     }
     for (let i = 0; i < lanes.length; i++) {
@@ -396,11 +395,11 @@ export function checkKeyForFormat(spec: KeySpec, format: LogFormat, guessed = ""
 
 /** `lane`'s decision for `key` at the log time `nowMs` (see {@link atLogTime}). */
 function allowAt(lane: Lane, key: string, nowMs: number): boolean {
-  return atLogTime(lane, nowMs, () => lane.registry.allow(key));
+  return atLogTime(lane, nowMs, () => lane.registry.allowAt(key, nowMs));
 }
 
 /**
- * Runs one registry call (a decision or a sweep, both read the clock) at the log time
+ * Runs one registry call (a decision or a sweep, at an explicit time) at the log time
  * `nowMs`. A RangeError from the limiter here is the policy's, not the replay's: the window
  * limiters refuse a reading where `windowMs` is below the float step of the time
  * (`--window-ms 0.01` at 1e15 ms would make windows end where they start), so it becomes a

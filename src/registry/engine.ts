@@ -1,5 +1,5 @@
 import { checkWindowClock } from "../algorithms/time.js";
-import { badClock } from "../errors.js";
+import { badClock, describe } from "../errors.js";
 import type { Clock } from "../limiter.js";
 import { hashKey, KeyIndex, tableEntriesFor } from "./key-index.js";
 import type { SlotLayout } from "./layout.js";
@@ -148,7 +148,7 @@ export class SlabEngine {
   private count = 0;
   /**
    * Slots with a flag (waiters, {@link PINNED}, or a block, {@link BLOCKED}): while 0, no
-   * slot's flag needs reading (the generated fast paths test it first).
+   * slot's flag needs reading (the fast paths test it first).
    */
   pinned = 0;
   /** Slots with pending waiters ({@link PINNED}): never swept nor evicted. */
@@ -301,6 +301,21 @@ export class SlabEngine {
   now(): number {
     const t = this.clock();
     if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
+    const seen = this.seen;
+    if (t > seen[0]!) {
+      if (!(t < this.clockBoundMs && t > -this.clockBoundMs)) {
+        checkWindowClock(this.clockWhere, t, this.windowMs, this.clockBoundMs);
+      }
+      seen[0] = t;
+    }
+    return seen[0]!;
+  }
+
+  /**
+   * An explicit time (`allowAt` and the other `…At` forms; a finite number, checked by the
+   * caller): kept as the latest when later, as a clock reading is (see {@link now}).
+   */
+  nowAt(t: number): number {
     const seen = this.seen;
     if (t > seen[0]!) {
       if (!(t < this.clockBoundMs && t > -this.clockBoundMs)) {
@@ -733,9 +748,71 @@ export class SlabEngine {
     }
   }
 
-  /** Drops every idle key now; returns how many. */
-  sweep(): number {
-    const now = this.now();
+  /**
+   * The trace table for a snapshot (`KeyedLimiter.snapshotAll`): its hash seed (entries are
+   * placed by it), when its last entry stops applying, and its numbers; `undefined` when no
+   * entry applies at `now`.
+   */
+  saveTrace(
+    now: number,
+  ): { seed: [number, number]; untilMs: number; entries: number[] } | undefined {
+    if (this.traceUntil <= now || this.trace.length === 0) return undefined;
+    const seed: [number, number] = [this.traceK0, this.traceK1];
+    return { seed, untilMs: this.traceUntil, entries: Array.from(this.trace) };
+  }
+
+  /**
+   * Checks a saved trace table against this registry's: one of as many entries, into a
+   * registry that has kept no trace of its own (its seed then becomes the saved one).
+   * @throws {TypeError} For one of another size or shape. {RangeError} When this registry
+   *   has traces of its own.
+   */
+  checkTrace(
+    where: string,
+    t: { seed: unknown; untilMs: number; entries: readonly number[] },
+  ): void {
+    const n = this.traceBytes / 8;
+    const seed = t.seed;
+    const word = (x: unknown) => typeof x === "number" && Number.isInteger(x);
+    if (!Array.isArray(seed) || seed.length !== 2 || !word(seed[0]) || !word(seed[1])) {
+      throw new TypeError(
+        `${where}: the snapshot's trace table seed must be two integers, got ${describe(seed)}`,
+      );
+    }
+    if (t.entries.length !== n) {
+      throw new TypeError(
+        `${where}: the snapshot's trace table has ${t.entries.length} numbers, this registry's ${n}: restore into a registry with the same maxKeys and maxBytes`,
+      );
+    }
+    if (this.trace.length !== 0 || this.blockTrace.length !== 0) {
+      throw new RangeError(
+        `${where}: this registry has pushed out or blocked keys already, so it cannot take the snapshot's trace table: restore into a new registry`,
+      );
+    }
+  }
+
+  /** Takes a trace table {@link checkTrace} accepted. */
+  loadTrace(t: {
+    seed: readonly [number, number];
+    untilMs: number;
+    entries: readonly number[];
+  }): void {
+    this.trace = Float64Array.from(t.entries);
+    this.traceK0 = t.seed[0] >>> 0;
+    this.traceK1 = t.seed[1] >>> 0;
+    this.traceUntil = t.untilMs;
+  }
+
+  /** Calls `visit` with every kept key and its slot, in slot order. */
+  forEachKey(visit: (key: string, slot: number) => void): void {
+    for (let slot = 0; slot < this.highWater; slot++) {
+      const key = this.keys[slot];
+      if (key !== undefined) visit(key, slot);
+    }
+  }
+
+  /** Drops every idle key now (or at `now`, a time from {@link nowAt}); returns how many. */
+  sweep(now = this.now()): number {
     let dropped = 0;
     for (let slot = 0; slot < this.highWater; slot++) {
       if (this.droppable(slot, now)) {

@@ -93,20 +93,26 @@ export class LimiterMap {
     };
   }
 
-  allow(key: string, cost: number): boolean {
+  /** `allow`; with `atMs`, as of that explicit time (`allowAt`: see {@link timed}). */
+  allow(key: string, cost: number, atMs?: number): boolean {
     if (--this.countdown === 0) this.step();
-    if (this.blocks.size !== 0 && this.blockedMs(key) > 0) return false;
+    if (this.blocks.size !== 0 && this.blockedMs(key, atMs) > 0) return false;
     const limiter = this.map.get(key);
-    if (limiter !== undefined) return limiter.allow(cost);
-    return this.decideNew(key, cost).allowed;
+    if (limiter !== undefined) {
+      return atMs === undefined ? limiter.allow(cost) : timed(limiter).allowAt(atMs, cost);
+    }
+    return this.decideNew(key, cost, atMs).allowed;
   }
 
-  consume(key: string, cost: number): Decision {
+  /** `consume`; with `atMs`, as of that explicit time. */
+  consume(key: string, cost: number, atMs?: number): Decision {
     if (--this.countdown === 0) this.step();
-    if (this.blocks.size !== 0 && this.blockedMs(key) > 0) return this.blocked(key, cost);
+    if (this.blocks.size !== 0 && this.blockedMs(key, atMs) > 0) {
+      return this.blocked(key, cost, atMs);
+    }
     const limiter = this.map.get(key);
-    if (limiter !== undefined) return limiter.consume(cost);
-    return this.decideNew(key, cost);
+    if (limiter !== undefined) return decide(limiter, cost, true, atMs);
+    return this.decideNew(key, cost, atMs);
   }
 
   /**
@@ -114,25 +120,28 @@ export class LimiterMap {
    * `consume` for a key without a limiter: a fresh one decides; it is kept when the call
    * left it in use, for which a full map must first make room (or refuse: nothing kept).
    */
-  private decideNew(key: string, cost: number): Decision {
+  private decideNew(key: string, cost: number, atMs: number | undefined): Decision {
     const fresh = this.create(key);
     // Only a full map must know first whether the call would keep the key.
     if (cost > 0 && !this.hasRoom(key)) {
-      const peeked = fresh.peek(cost);
+      const peeked = decide(fresh, cost, false, atMs);
       if (peeked.allowed && !this.makeRoom(key)) {
         this.refused++;
         return { ...peeked, allowed: false, remaining: 0, retryAfterMs: REFUSED_RETRY_MS };
       }
     }
-    const decision = fresh.consume(cost);
+    const decision = decide(fresh, cost, true, atMs);
     if (!fresh.isIdle()) this.insert(key, fresh);
     return decision;
   }
 
-  peek(key: string, cost: number): Decision {
+  /** `peek`; with `atMs`, as of that explicit time. */
+  peek(key: string, cost: number, atMs?: number): Decision {
     if (--this.countdown === 0) this.step();
-    if (this.blocks.size !== 0 && this.blockedMs(key) > 0) return this.blocked(key, cost);
-    return (this.map.get(key) ?? this.create(key)).peek(cost);
+    if (this.blocks.size !== 0 && this.blockedMs(key, atMs) > 0) {
+      return this.blocked(key, cost, atMs);
+    }
+    return decide(this.map.get(key) ?? this.create(key), cost, false, atMs);
   }
 
   /** See `KeyedLimiter.refund`: the key's limiter gives back; a key not held is left alone. */
@@ -226,12 +235,17 @@ export class LimiterMap {
     return blocked;
   }
 
-  /** Milliseconds until the key's block ends, 0 when not blocked (an ended block is lifted). */
-  blockedMs(key: string): number {
+  /**
+   * Milliseconds until the key's block ends (from its limiter's clock reading, or from the
+   * later of `atMs` and that reading), 0 when not blocked (an ended block is lifted).
+   */
+  blockedMs(key: string, atMs?: number): number {
     const until = this.blocks.get(key);
     if (until === undefined) return 0;
     const limiter = this.map.get(key);
-    const left = limiter === undefined ? 0 : until - clockOf(limiter)();
+    let nowMs = limiter === undefined ? until : clockOf(limiter)();
+    if (atMs !== undefined && atMs > nowMs) nowMs = atMs;
+    const left = until - nowMs;
     if (left > 0) return left;
     this.lift(key);
     return 0;
@@ -243,11 +257,11 @@ export class LimiterMap {
   }
 
   /** @internal The denial of a blocked key (see `KeyedLimiter.block`). */
-  private blocked(key: string, cost: number): Decision {
-    const ms = this.blockedMs(key);
+  private blocked(key: string, cost: number, atMs?: number): Decision {
+    const ms = this.blockedMs(key, atMs);
     const limiter = this.map.get(key)!;
-    const state = limiter.peek(cost);
-    const reset = state.allowed ? limiter.peek(0).resetAfterMs : state.resetAfterMs;
+    const state = decide(limiter, cost, false, atMs);
+    const reset = state.allowed ? decide(limiter, 0, false, atMs).resetAfterMs : state.resetAfterMs;
     return {
       allowed: false,
       limit: state.limit,
@@ -448,4 +462,36 @@ function clockOf(limiter: Limiter): Clock {
   // An allOf has no clock of its own: its first part's, as its own waiting reads it.
   const clock = own.clock ?? own.parts?.[0]?.clock;
   return typeof clock === "function" ? (clock as Clock) : systemClock;
+}
+
+/** A limiter that decides as of an explicit time: the built-in algorithms and `allOf`. */
+interface TimedLimiter extends Limiter {
+  allowAt(timeMs: number, cost?: number): boolean;
+  consumeAt(timeMs: number, cost?: number): Decision;
+  peekAt(timeMs: number, cost?: number): Decision;
+}
+
+/**
+ * `limiter` as one that decides at an explicit time.
+ * @throws {TypeError} For a custom limiter without `allowAt`, `consumeAt` and `peekAt`.
+ */
+function timed(limiter: Limiter): TimedLimiter {
+  const t = limiter as Partial<TimedLimiter>;
+  if (
+    typeof t.allowAt !== "function" ||
+    typeof t.consumeAt !== "function" ||
+    typeof t.peekAt !== "function"
+  ) {
+    throw new TypeError(
+      `${WHERE}: the policy's limiter has no allowAt, consumeAt and peekAt, so it cannot decide at an explicit time`,
+    );
+  }
+  return limiter as TimedLimiter;
+}
+
+/** `consume` (`take` true) or `peek` of `limiter`, as of `atMs` when given. */
+function decide(limiter: Limiter, cost: number, take: boolean, atMs: number | undefined): Decision {
+  if (atMs === undefined) return take ? limiter.consume(cost) : limiter.peek(cost);
+  const t = timed(limiter);
+  return take ? t.consumeAt(atMs, cost) : t.peekAt(atMs, cost);
 }

@@ -516,3 +516,51 @@ describe.each(cases)("plans of $name", (c) => {
     );
   });
 });
+
+describe("snapshots of a plan registry", () => {
+  test("restore(snapshot(key)) decides as the key did, each key by its own plan", () => {
+    const clock = manualClock();
+    const make = () =>
+      new KeyedLimiter({
+        plans: {
+          free: new TokenBucket({ capacity: 2, refillPerSecond: 1, clock }),
+          pro: new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }),
+        },
+        plan: (key: string) => (key.startsWith("pro:") ? "pro" : "free"),
+      });
+    const a = make();
+    for (let i = 0; i < 3; i++) a.consume("free:1");
+    for (let i = 0; i < 4; i++) a.consume("pro:1");
+    const all = JSON.parse(JSON.stringify(a.snapshotAll()));
+    const one = JSON.parse(JSON.stringify(a.snapshot("pro:1")));
+    const b = make();
+    b.restoreAll(all);
+    const c = make();
+    c.restore("pro:1", one);
+    clock.advance(700);
+    for (const key of ["free:1", "pro:1"]) {
+      expect(b.peek(key), key).toEqual(a.peek(key));
+    }
+    expect(c.peek("pro:1")).toEqual(a.peek("pro:1"));
+    expect(b.consume("pro:1")).toEqual(a.consume("pro:1"));
+  });
+
+  test("a snapshot of other plans is refused, naming the plan that differs", () => {
+    const clock = manualClock();
+    const make = (pro: number) =>
+      new KeyedLimiter({
+        plans: {
+          free: new TokenBucket({ capacity: 2, refillPerSecond: 1, clock }),
+          pro: new TokenBucket({ capacity: pro, refillPerSecond: 1, clock }),
+        },
+        plan: (key: string) => (key.startsWith("pro:") ? "pro" : "free"),
+      });
+    const a = make(5);
+    a.consume("pro:1");
+    const b = make(6);
+    expect(() => b.restoreAll(a.snapshotAll())).toThrow(
+      /part 1 capacity is 5 in the snapshot, 6 here/,
+    );
+    expect(b.peek("pro:1")).toMatchObject({ limit: 6, remaining: 5 }); // untouched: 6 less the peeked 1
+  });
+});

@@ -76,6 +76,57 @@ export class AllOfLayout implements SlotLayout {
     this.limit = next.limit;
   }
 
+  /** The parts' widths and their lengths summed (see {@link saveSlot}), or 0 when a part's varies (a log). */
+  get savedWidth(): number {
+    let width = 0;
+    for (const part of this.parts) {
+      if (part.savedWidth === 0) return 0;
+      width += 1 + part.savedWidth;
+    }
+    return width;
+  }
+
+  /** Each part's saved state, each after its length: `[n0, ...part0, n1, ...part1, ...]`. */
+  saveSlot(st: Float64Array, s: number, slot: number): number[] {
+    const out: number[] = [];
+    this.parts.forEach((part, i) => {
+      const values = part.saveSlot(st, s + this.offsets[i]!, slot);
+      out.push(values.length, ...values);
+    });
+    return out;
+  }
+
+  /** Splits a state {@link saveSlot} wrote among the parts (all checked before any is written). */
+  loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void {
+    const split: number[][] = [];
+    let at = 0;
+    for (const part of this.parts) {
+      const n = values[at];
+      const width = part.savedWidth;
+      if (
+        n === undefined ||
+        !Number.isInteger(n) ||
+        n < 0 ||
+        at + 1 + n > values.length ||
+        (width !== 0 && n !== width)
+      ) {
+        throw new TypeError(
+          `snapshot: the state does not split into this allOf's ${this.parts.length} parts`,
+        );
+      }
+      split.push(values.slice(at + 1, at + 1 + n));
+      at += 1 + n;
+    }
+    if (at !== values.length) {
+      throw new TypeError(
+        `snapshot: the state has ${values.length - at} numbers past this allOf's parts`,
+      );
+    }
+    this.parts.forEach((part, i) => {
+      part.loadSlot(st, s + this.offsets[i]!, slot, split[i]!);
+    });
+  }
+
   init(st: Float64Array, s: number, slot: number, now: number): void {
     const parts = this.parts;
     for (let i = 0; i < parts.length; i++) parts[i]!.init(st, s + this.offsets[i]!, slot, now);

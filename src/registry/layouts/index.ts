@@ -1,7 +1,11 @@
+import { BucketKernel } from "../../algorithms/bucket-kernel.js";
 import type { FixedWindow } from "../../algorithms/fixed-window.js";
+import { FixedWindowKernel } from "../../algorithms/fixed-window-kernel.js";
 import type { LeakyBucket } from "../../algorithms/leaky-bucket.js";
 import type { SlidingWindowCounter } from "../../algorithms/sliding-window-counter.js";
+import { SlidingWindowCounterKernel } from "../../algorithms/sliding-window-counter-kernel.js";
 import type { SlidingWindowLog } from "../../algorithms/sliding-window-log.js";
+import { SlidingWindowLogKernel } from "../../algorithms/sliding-window-log-kernel.js";
 import { windowClockBoundMs } from "../../algorithms/time.js";
 import type { TokenBucket } from "../../algorithms/token-bucket.js";
 import { type AlgorithmId, CATALOG } from "../../catalog.js";
@@ -9,10 +13,6 @@ import { AllOf } from "../../composite.js";
 import type { Clock, Limiter } from "../../limiter.js";
 import type { SlotLayout } from "../layout.js";
 import { AllOfLayout } from "./all-of.js";
-import { BucketLayout } from "./bucket.js";
-import { FixedWindowLayout } from "./fixed-window.js";
-import { SlidingWindowCounterLayout } from "./sliding-window-counter.js";
-import { SlidingWindowLogLayout } from "./sliding-window-log.js";
 
 /** A policy's slab: its layout and how its clock readings are checked. */
 export interface Slab {
@@ -23,8 +23,6 @@ export interface Slab {
   /** The class whose clock error a reading past the bound throws, and its window. */
   readonly clockWhere: string;
   readonly windowMs: number;
-  /** Which generated keyed class serves it (see registry.ts). */
-  readonly kind: "bucket" | "fixedWindow" | "counter" | "log" | "allOf";
   /** A bucket policy's waiting (a ledger over the slot); `undefined`: a first-in, first-out queue. */
   readonly bucket: BucketWaiting | undefined;
 }
@@ -49,12 +47,11 @@ function bucketSlab(
   initialUnits: number,
 ): Slab {
   return {
-    layout: new BucketLayout(capacity, ratePerSecond, shaping, initialUnits),
+    layout: new BucketKernel(capacity, ratePerSecond, shaping, initialUnits),
     clock,
     clockBoundMs: Number.POSITIVE_INFINITY,
     clockWhere: "KeyedLimiter",
     windowMs: 1,
-    kind: "bucket",
     bucket: { capacity, ratePerSecond, shaping },
   };
 }
@@ -64,7 +61,6 @@ function windowSlab(
   layout: SlotLayout,
   p: { clock: Clock; windowMs: number },
   where: string,
-  kind: Slab["kind"],
 ): Slab {
   return {
     layout,
@@ -72,7 +68,6 @@ function windowSlab(
     clockBoundMs: windowClockBoundMs(p.windowMs),
     clockWhere: where,
     windowMs: p.windowMs,
-    kind,
     bucket: undefined,
   };
 }
@@ -88,16 +83,11 @@ const SLABS = {
   "leaky-bucket": (p: LeakyBucket) =>
     bucketSlab(p.capacity, p.leakPerSecond, true, p.clock, p.capacity - p.initialLevel),
   "fixed-window": (p: FixedWindow) =>
-    windowSlab(new FixedWindowLayout(p.limit, p.windowMs), p, "FixedWindow", "fixedWindow"),
+    windowSlab(new FixedWindowKernel(p.limit, p.windowMs), p, "FixedWindow"),
   "sliding-window-log": (p: SlidingWindowLog) =>
-    windowSlab(new SlidingWindowLogLayout(p.limit, p.windowMs), p, "SlidingWindowLog", "log"),
+    windowSlab(new SlidingWindowLogKernel(p.limit, p.windowMs), p, "SlidingWindowLog"),
   "sliding-window-counter": (p: SlidingWindowCounter) =>
-    windowSlab(
-      new SlidingWindowCounterLayout(p.limit, p.windowMs),
-      p,
-      "SlidingWindowCounter",
-      "counter",
-    ),
+    windowSlab(new SlidingWindowCounterKernel(p.limit, p.windowMs), p, "SlidingWindowCounter"),
 } as const satisfies Readonly<Record<AlgorithmId, (policy: never) => Slab>>;
 
 /**
@@ -149,7 +139,6 @@ export function slabOf(policy: unknown): Slab | undefined {
     clockBoundMs: tightest.clockBoundMs,
     clockWhere: tightest.clockWhere,
     windowMs: tightest.windowMs,
-    kind: "allOf",
     bucket: undefined,
   };
 }

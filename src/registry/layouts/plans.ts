@@ -22,6 +22,7 @@ export class PlanLayout implements SlotLayout {
   readonly traceWidth: number;
   readonly leafCount: number;
   readonly refundsWithoutReceipt: boolean;
+  readonly savedWidth: number;
   /** The layout of each plan, by plan id (reconfigure changes one in place, through `adopt`). */
   readonly layouts: readonly SlotLayout[];
   /** Plan id of each slot. */
@@ -50,6 +51,7 @@ export class PlanLayout implements SlotLayout {
     this.keyExtraBytes = first.keyExtraBytes + PLAN_ID_BYTES;
     this.leafCount = first.leafCount;
     this.refundsWithoutReceipt = first.refundsWithoutReceipt;
+    this.savedWidth = first.savedWidth;
     const offsets: number[] = [];
     let width = 0;
     for (const layout of layouts) {
@@ -88,12 +90,12 @@ export class PlanLayout implements SlotLayout {
 
   retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
     const id = this.plans[slot]!;
-    const to = (next as PlanLayout).layouts[id]!;
+    const to = (next as unknown as PlanLayout).layouts[id]!;
     if (to !== this.layouts[id]) this.layouts[id]!.retuneSlot(to, st, s, slot, now);
   }
 
   retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
-    const nextLayouts = (next as PlanLayout).layouts;
+    const nextLayouts = (next as unknown as PlanLayout).layouts;
     for (let i = 0; i < this.layouts.length; i++) {
       const to = nextLayouts[i]!;
       if (to !== this.layouts[i]) {
@@ -103,7 +105,7 @@ export class PlanLayout implements SlotLayout {
   }
 
   adopt(next: SlotLayout): void {
-    const nextLayouts = (next as PlanLayout).layouts;
+    const nextLayouts = (next as unknown as PlanLayout).layouts;
     for (let i = 0; i < this.layouts.length; i++) {
       const to = nextLayouts[i]!;
       if (to !== this.layouts[i]) this.layouts[i]!.adopt(to);
@@ -124,6 +126,16 @@ export class PlanLayout implements SlotLayout {
     if (id < 0) return;
     this.plans[slot] = id;
     this.sizes[id]!++;
+  }
+
+  /** The slot's state by its plan's layout; its plan is not part of it (the key tells it). */
+  saveSlot(st: Float64Array, s: number, slot: number): number[] {
+    return this.of(slot).saveSlot(st, s, slot);
+  }
+
+  /** A state into the slot by its plan's layout (the slot's key has been given its plan). */
+  loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void {
+    this.of(slot).loadSlot(st, s, slot, values);
   }
 
   isIdle(st: Float64Array, s: number, slot: number, now: number): boolean {

@@ -1,13 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { SlidingWindowLog } from "../../../src/algorithms/sliding-window-log.js";
-import { windowClockBoundMs } from "../../../src/algorithms/time.js";
-import { SlabEngine, slabKeyBytes } from "../../../src/registry/engine.js";
 import {
   LOG_RING_BYTES,
   logEntryBytes,
-  SlidingWindowLogLayout,
-} from "../../../src/registry/layouts/sliding-window-log.js";
+  SlidingWindowLogKernel,
+} from "../../../src/algorithms/sliding-window-log-kernel.js";
+import { windowClockBoundMs } from "../../../src/algorithms/time.js";
+import { SlabEngine, slabKeyBytes } from "../../../src/registry/engine.js";
 import { type ManualClock, manualClock } from "../../support/manual-clock.js";
 
 // The SlidingWindowLog slot layout driven directly on a SlabEngine: its decisions against
@@ -16,7 +16,7 @@ import { type ManualClock, manualClock } from "../../support/manual-clock.js";
 
 /** An engine of `SlidingWindowLog({ limit, windowMs })` keys on `clock`, its layout bound. */
 function engineOf(limit: number, windowMs: number, clock: ManualClock, maxKeys = 1000) {
-  const layout = new SlidingWindowLogLayout(limit, windowMs);
+  const layout = new SlidingWindowLogKernel(limit, windowMs);
   const engine = new SlabEngine({
     layout,
     clock,
@@ -99,13 +99,13 @@ function timelineOf(keys: number, maxLength: number) {
 }
 
 /** The sum of every slot's accounted entry bytes. */
-function entryBytes(layout: SlidingWindowLogLayout, slots: readonly { slot: number }[]): number {
+function entryBytes(layout: SlidingWindowLogKernel, slots: readonly { slot: number }[]): number {
   let sum = 0;
   for (const { slot } of slots) sum += layout.entryBytesOf(slot);
   return sum;
 }
 
-describe("SlidingWindowLogLayout decides as a SlidingWindowLog per key", () => {
+describe("SlidingWindowLogKernel decides as a SlidingWindowLog per key", () => {
   test("any timeline of allow, consume, peek, fitsAt and takeAt, fractional and large costs", () => {
     fc.assert(
       fc.property(timelineOf(3, 400), ({ limit, windowMs, calls }) => {
@@ -196,7 +196,7 @@ function expectBounded(
   }
 }
 
-describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => {
+describe("SlidingWindowLogKernel restored states (docs/keyed.md#bounds)", () => {
   const history = params.chain(({ limit, windowMs }) =>
     fc.record({
       limit: fc.constant(limit),
@@ -289,7 +289,7 @@ describe("SlidingWindowLogLayout restored states (docs/keyed.md#bounds)", () => 
   });
 });
 
-describe("SlidingWindowLogLayout bytes", () => {
+describe("SlidingWindowLogKernel bytes", () => {
   test("a key costs its ring's fixed part, then its entries as the ring grows and shrinks", () => {
     const clock = manualClock(0);
     const e = engineOf(1000, 1000, clock);
@@ -367,7 +367,7 @@ describe("SlidingWindowLogLayout bytes", () => {
   });
 
   test("an unbound layout says so at its first ring", () => {
-    const layout = new SlidingWindowLogLayout(3, 1000);
+    const layout = new SlidingWindowLogKernel(3, 1000);
     const st = new Float64Array(1);
     layout.init(st, 0, 0);
     expect(layout.allowAt(st, 0, 0, 0, 0)).toBe(true);

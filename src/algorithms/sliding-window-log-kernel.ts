@@ -1,8 +1,8 @@
-import { LogRing } from "../../algorithms/log-ring.js";
-import { logExactEntries } from "../../algorithms/window-math.js";
-import type { Decision } from "../../limiter.js";
-import { fits, TOLERANCE } from "../../numeric.js";
-import type { SlotLayout } from "../layout.js";
+import type { Decision } from "../limiter.js";
+import { fits, TOLERANCE } from "../numeric.js";
+import type { Kernel } from "./kernel.js";
+import { LogRing } from "./log-ring.js";
+import { logExactEntries } from "./window-math.js";
 
 /** Where a layout accounts the bytes its logs gain or lose: the slab engine. */
 export interface ByteSink {
@@ -28,13 +28,13 @@ export function logEntryBytes(slotCount: number): number {
   return slotCount === 0 ? 0 : 200 + 16 * slotCount;
 }
 
-/** The sink before {@link SlidingWindowLogLayout.bind}: a ring that grows then is a bug. */
+/** The sink before {@link SlidingWindowLogKernel.bind}: a ring that grows then is a bug. */
 const UNBOUND: ByteSink = {
   addBytes() {
-    throw new Error("SlidingWindowLogLayout: bind(engine) before the first request");
+    throw new Error("SlidingWindowLogKernel: bind(engine) before the first request");
   },
   reserve() {
-    throw new Error("SlidingWindowLogLayout: bind(engine) before the first request");
+    throw new Error("SlidingWindowLogKernel: bind(engine) before the first request");
   },
 };
 
@@ -50,7 +50,7 @@ const UNBOUND: ByteSink = {
  * {@link bind} as the ring grows, shrinks and is released.
  * @internal
  */
-export class SlidingWindowLogLayout implements SlotLayout {
+export class SlidingWindowLogKernel implements Kernel {
   readonly doubles = 1;
   readonly keyExtraBytes = LOG_RING_BYTES;
   /** A full ring: `2 * exactEntries + 1` entries, the class's bound (see `logLeaveAt`). */
@@ -88,20 +88,20 @@ export class SlidingWindowLogLayout implements SlotLayout {
    * accounted: call it once, right after the engine is made and before its first request.
    */
   /** Expired to now; a longer window moves every entry out by the difference (as the class). */
-  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+  retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     this.isIdle(st, s, slot, now); // expires the ring to now
-    const grow = (next as SlidingWindowLogLayout).windowMs - this.windowMs;
+    const grow = (next as SlidingWindowLogKernel).windowMs - this.windowMs;
     if (grow > 0) this.ringAt(slot)?.extend(grow);
   }
 
   /** `[idleAtMs, sum]`: a longer window moves the time out by the difference; the sum is kept. */
-  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
-    const grow = (next as SlidingWindowLogLayout).windowMs - this.windowMs;
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
+    const grow = (next as SlidingWindowLogKernel).windowMs - this.windowMs;
     if (grow > 0 && this.traceApplies(table, o, now)) table[o]! += grow;
   }
 
-  adopt(next: SlotLayout): void {
-    const n = next as SlidingWindowLogLayout;
+  adopt(next: Kernel): void {
+    const n = next as SlidingWindowLogKernel;
     this.limit = n.limit;
     this.windowMs = n.windowMs;
     this.exactEntries = n.exactEntries;
@@ -234,6 +234,11 @@ export class SlidingWindowLogLayout implements SlotLayout {
       this.sink.reserve(logEntryBytes(next) - logEntryBytes(ring.slotCount), slot);
   }
 
+  /** The ring of `slot` (`undefined` for an empty log): for a class's white-box tests and snapshots. */
+  ringOf(slot: number): LogRing | undefined {
+    return this.rings[slot];
+  }
+
   /** The ring of `slot`, or of the key without a slot (`slot` -1) being decided. */
   private ringAt(slot: number): LogRing | undefined {
     return slot < 0 ? this.scratch : this.rings[slot];
@@ -359,6 +364,28 @@ export class SlidingWindowLogLayout implements SlotLayout {
     const decision = ring.decide(now, cost, take, this.limit, this.windowMs, this.exactEntries);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
     return decision;
+  }
+
+  /** A log's snapshot says its own length: `[base, leaveAt, total, ...]`, or `[]` for an empty log. */
+  readonly savedWidth = 0;
+
+  saveSlot(_st: Float64Array, _s: number, slot: number): number[] {
+    return this.ringAt(slot)?.save() ?? [];
+  }
+
+  /** A new ring holding the saved entries (none for an empty log); the old one is released. */
+  loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void {
+    const ring = new LogRing();
+    ring.load(values);
+    this.init(st, s, slot);
+    if (ring.size === 0) return;
+    if (slot < 0) {
+      this.scratch = ring;
+      return;
+    }
+    this.create(slot);
+    this.rings[slot] = ring;
+    this.account(slot, 0, ring.slotCount);
   }
 
   /** Frees the slot's ring and gives its entries' bytes back. */

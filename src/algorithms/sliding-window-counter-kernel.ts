@@ -1,4 +1,7 @@
-import { windowIndex } from "../../algorithms/time.js";
+import type { Decision } from "../limiter.js";
+import { fits } from "../numeric.js";
+import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
+import { windowIndex } from "./time.js";
 import {
   counterDecision,
   counterEstimate,
@@ -6,10 +9,7 @@ import {
   counterRefundPrev,
   counterRetuned,
   counterRolledPrev,
-} from "../../algorithms/window-math.js";
-import type { Decision } from "../../limiter.js";
-import { fits } from "../../numeric.js";
-import type { SlotLayout } from "../layout.js";
+} from "./window-math.js";
 
 /** `params` indexes: limit, windowMs. */
 const LIMIT = 0;
@@ -22,7 +22,7 @@ const WINDOW_MS = 1;
  * `counterDecision`, as the class is.
  * @internal
  */
-export class SlidingWindowCounterLayout implements SlotLayout {
+export class SlidingWindowCounterKernel implements Kernel {
   readonly doubles = 3;
   readonly keyExtraBytes = 0;
   readonly maxGrowthBytes = 0;
@@ -36,9 +36,9 @@ export class SlidingWindowCounterLayout implements SlotLayout {
   }
 
   /** Rolled to now, then carried over by `counterRetuned` (fresh if the estimate is 0). */
-  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+  retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     this.roll(st, s, now);
-    const windowMs = (next as SlidingWindowCounterLayout).params[WINDOW_MS]!;
+    const windowMs = (next as SlidingWindowCounterKernel).params[WINDOW_MS]!;
     const [prev, curr, index] = counterRetuned(
       st[s]!,
       st[s + 1]!,
@@ -57,7 +57,7 @@ export class SlidingWindowCounterLayout implements SlotLayout {
   }
 
   /** An entry is a state: rolled and carried over as one; one that no longer applies is cleared. */
-  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     if (!this.traceApplies(table, o, now)) {
       table[o] = 0;
       table[o + 1] = 0;
@@ -68,8 +68,8 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     if (table[o] === 0 && table[o + 1] === 0) table[o + 2] = Number.NEGATIVE_INFINITY;
   }
 
-  adopt(next: SlotLayout): void {
-    this.params.set((next as SlidingWindowCounterLayout).params);
+  adopt(next: Kernel): void {
+    this.params.set((next as SlidingWindowCounterKernel).params);
     this.limit = next.limit;
   }
 
@@ -280,6 +280,18 @@ export class SlidingWindowCounterLayout implements SlotLayout {
     const decision = counterDecision(cost, st[s + 2]!, st[s]!, curr, now, p[LIMIT]!, p[WINDOW_MS]!);
     if (take && cost > 0 && decision.allowed) st[s + 1] = curr + cost;
     return decision;
+  }
+
+  get savedWidth(): number {
+    return this.doubles;
+  }
+
+  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
+    return saveDoubles(st, s, this.doubles);
+  }
+
+  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    loadDoubles(st, s, this.doubles, values);
   }
 
   bind(): void {}

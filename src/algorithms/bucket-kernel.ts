@@ -1,13 +1,7 @@
-import {
-  bucketDecision,
-  msToRefill,
-  retunedUnits,
-  tokensAfter,
-  tokensAt,
-} from "../../algorithms/bucket-math.js";
-import type { Decision } from "../../limiter.js";
-import { fits } from "../../numeric.js";
-import type { SlotLayout } from "../layout.js";
+import type { Decision } from "../limiter.js";
+import { fits } from "../numeric.js";
+import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
+import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
 
 /** Slot doubles: tokens (free room, for a leaky bucket), then anchorMs (the class's fields). */
 const DOUBLES = 2;
@@ -23,7 +17,7 @@ const INITIAL = 2;
  * initial units, `[initial, its first use]` (docs/semantics.md#initial-tokens).
  * @internal
  */
-export class BucketLayout implements SlotLayout {
+export class BucketKernel implements Kernel {
   readonly doubles = DOUBLES;
   readonly keyExtraBytes = 0;
   readonly maxGrowthBytes = 0;
@@ -51,9 +45,9 @@ export class BucketLayout implements SlotLayout {
   }
 
   /** Tokens accrued up to now at the old rate, carried over by `retunedUnits`; full stays full. */
-  retuneSlot(next: SlotLayout, st: Float64Array, s: number, _slot: number, now: number): void {
+  retuneSlot(next: Kernel, st: Float64Array, s: number, _slot: number, now: number): void {
     const p = this.params;
-    const q = (next as BucketLayout).params;
+    const q = (next as BucketKernel).params;
     const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
     if (tokens >= p[CAPACITY]!) {
       st[s] = q[CAPACITY]!;
@@ -65,13 +59,13 @@ export class BucketLayout implements SlotLayout {
   }
 
   /** An entry is a state: carried over as one (one that no longer applies is full: fresh). */
-  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     if (table[o + 1] === Number.NEGATIVE_INFINITY) return;
     this.retuneSlot(next, table, o, -1, now);
   }
 
-  adopt(next: SlotLayout): void {
-    this.params.set((next as BucketLayout).params);
+  adopt(next: Kernel): void {
+    this.params.set((next as BucketKernel).params);
     this.limit = next.limit;
   }
 
@@ -287,6 +281,18 @@ export class BucketLayout implements SlotLayout {
       st[s + 1] = now;
     }
     return decision;
+  }
+
+  get savedWidth(): number {
+    return this.doubles;
+  }
+
+  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
+    return saveDoubles(st, s, this.doubles);
+  }
+
+  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    loadDoubles(st, s, this.doubles, values);
   }
 
   bind(): void {}

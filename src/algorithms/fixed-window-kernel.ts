@@ -1,13 +1,13 @@
+import type { Decision } from "../limiter.js";
+import { fits } from "../numeric.js";
+import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
   fixedWindowRefunded,
   fixedWindowRetunedEnd,
   fixedWindowUsed,
-} from "../../algorithms/window-math.js";
-import type { Decision } from "../../limiter.js";
-import { fits } from "../../numeric.js";
-import type { SlotLayout } from "../layout.js";
+} from "./window-math.js";
 
 /** `params` indexes: limit, windowMs. */
 const LIMIT = 0;
@@ -19,7 +19,7 @@ const WINDOW_MS = 1;
  * Windows are aligned to the clock's zero, so every key shares their ends.
  * @internal
  */
-export class FixedWindowLayout implements SlotLayout {
+export class FixedWindowKernel implements Kernel {
   readonly doubles = 2;
   readonly keyExtraBytes = 0;
   readonly maxGrowthBytes = 0;
@@ -33,20 +33,20 @@ export class FixedWindowLayout implements SlotLayout {
   }
 
   /** The count is kept; the window ends as `fixedWindowRetunedEnd` says (fresh if none). */
-  retuneSlot(next: SlotLayout, st: Float64Array, s: number, _slot: number, now: number): void {
-    const windowMs = (next as FixedWindowLayout).params[WINDOW_MS]!;
+  retuneSlot(next: Kernel, st: Float64Array, s: number, _slot: number, now: number): void {
+    const windowMs = (next as FixedWindowKernel).params[WINDOW_MS]!;
     const end = fixedWindowRetunedEnd(st[s]!, st[s + 1]!, now, this.params[WINDOW_MS]!, windowMs);
     if (end === Number.NEGATIVE_INFINITY) st[s] = 0;
     st[s + 1] = end;
   }
 
   /** An entry is a state: carried over as one. */
-  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     this.retuneSlot(next, table, o, -1, now);
   }
 
-  adopt(next: SlotLayout): void {
-    this.params.set((next as FixedWindowLayout).params);
+  adopt(next: Kernel): void {
+    this.params.set((next as FixedWindowKernel).params);
     this.limit = next.limit;
   }
 
@@ -211,6 +211,18 @@ export class FixedWindowLayout implements SlotLayout {
       st[s + 1] = endMs;
     }
     return decision;
+  }
+
+  get savedWidth(): number {
+    return this.doubles;
+  }
+
+  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
+    return saveDoubles(st, s, this.doubles);
+  }
+
+  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    loadDoubles(st, s, this.doubles, values);
   }
 
   bind(): void {}

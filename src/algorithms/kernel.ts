@@ -1,0 +1,261 @@
+import type { Decision } from "../limiter.js";
+import type { ChargeReceipt } from "../receipt.js";
+
+/**
+ * An algorithm's kernel, the one seam between its rules and its state: one limiter's state
+ * in a slot of a `Float64Array` (`doubles` from offset `s`; a log also keeps a ring by
+ * `slot`, its bytes accounted through {@link bind}), and the rules at an explicit time
+ * (decide, take, refund with receipt marks, retune, trace, idle). One per algorithm, beside
+ * its class, with the algorithm's free functions. The class is a shell over one slot of its
+ * own kernel, `allOf` drives its parts' kernels and `KeyedLimiter` runs the same kernels over
+ * the slab engine, so the three decide alike by construction. Every `now` is at least every
+ * earlier one for the slot. The trace methods let the engine drop a key in use without
+ * granting it anything: docs/keyed.md#bounds.
+ * @internal
+ */
+export interface Kernel {
+  /** Doubles per slot. */
+  readonly doubles: number;
+  /** Accounted bytes per key beyond its slot doubles (a log's fixed part). */
+  readonly keyExtraBytes: number;
+  /** The most bytes one key's state can grow by beyond that (a full log's entries); 0 if none. */
+  readonly maxGrowthBytes: number;
+  /** The most units one request can ever take (the smallest limit of the parts). */
+  readonly limit: number;
+  /** Writes the state of a key that was never used. */
+  init(st: Float64Array, s: number, slot: number, now: number): void;
+  /** True when the slot's state is fresh again: dropping it changes no decision. */
+  isIdle(st: Float64Array, s: number, slot: number, now: number): boolean;
+  /**
+   * The clock reading by which the slot is fresh again without further traffic (its
+   * `now + resetAfterMs`), rounded up; `Infinity` when never (a rate of 0).
+   */
+  idleAtMs(st: Float64Array, s: number, slot: number, now: number): number;
+  /**
+   * How used the slot is, as a share of its limit (0 fresh, 1 used up): of keys idle equally
+   * soon, the least used is pushed out, so its trace costs a colliding key the least.
+   */
+  usage(st: Float64Array, s: number, slot: number, now: number): number;
+  /**
+   * Numbers per trace-table entry: 1 for a bucket or a window, 2 for a log (units and
+   * time), the sum of the parts' for an `allOf` (each part keeps its own).
+   */
+  readonly traceWidth: number;
+  /**
+   * What the trace table keeps for a key in use that is dropped, written to
+   * `out[o .. o + traceWidth)`: numbers that only grow as the state is more used (see
+   * each layout), `-Infinity` first for none.
+   */
+  traceValue(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void;
+  /**
+   * Joins the trace at `fresh[f ..]` into the entry at `table[o ..]` (which may no longer
+   * apply at `now`): the entry then bounds every key that wrote it.
+   */
+  traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void;
+  /** True when the entry at `table[o ..]` applies at `now`: the state it holds is not fresh yet. */
+  traceApplies(table: Float64Array, o: number, now: number): boolean;
+  /**
+   * A clock reading from which the entry at `table[o ..]` no longer applies, or later
+   * (`-Infinity`: none): the engine skips the table once every entry's has passed.
+   */
+  traceExpiresMs(table: Float64Array, o: number): number;
+  /**
+   * Writes the most-used state the entry at `table[o ..]` bounds (a fresh state where it no
+   * longer applies at `now`): a state that allows no request a state that wrote it would deny.
+   */
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void;
+  /** True when `cost` fits the slot now (as `allowAt` would answer), changing nothing. */
+  fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean;
+  /** Takes `cost` (> 0) from the slot now, unchecked (`allOf` checked every part first). */
+  takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void;
+  /** `allow(cost)` of the slot: takes `cost` when it fits. */
+  allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean;
+  /**
+   * Gives back `cost` (> 0) units taken earlier, by the algorithm's refund rule without a
+   * receipt (docs/semantics.md#refunds): never past the fresh state. Writes what leaf `i`
+   * gave back into `given[o + i]`; returns the most a bucket leaf gave back (what the key's
+   * receipts must count as refill), 0 for none.
+   */
+  refundAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    given: Float64Array,
+    o: number,
+  ): number;
+  /** False when a refund without a receipt is refused (a fixed window, or an `allOf` with one). */
+  readonly refundsWithoutReceipt: boolean;
+  /** Leaves a slot decides for: 1, or the number of an `allOf`'s parts. */
+  readonly leafCount: number;
+  /**
+   * Right after an allowed charge at `now`: each leaf's receipt mark (a bucket's full time,
+   * a fixed window's end, a counter's window index, a log entry's leave time) into
+   * `marks[o ..]`. Returns the latest clock reading at which any of them can give back.
+   */
+  markReceipt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    o: number,
+  ): number;
+  /**
+   * A refund through a receipt at `now` (docs/semantics.md#refunds): leaf `i` gives back up
+   * to `asked[o + i]` by its mark `marks[o + i]`, a bucket leaf at most its refill not yet
+   * repaid less `creditSince` (the units the key's refunds credited since the charge), and
+   * writes what it gave back into `given[o + i]`. Returns the most a bucket leaf gave back.
+   */
+  refundMarkedAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    marks: Float64Array,
+    asked: Float64Array,
+    creditSince: number,
+    given: Float64Array,
+    o: number,
+  ): number;
+  /** `consume` (`take`) or `peek` of the slot. */
+  decideAt(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+    take: boolean,
+  ): Decision;
+  /**
+   * `reconfigure`: rewrites the state of a kept key at `st[s ..]` from this layout's
+   * numbers to those of `next` (a layout of the same class, made from the reconfigured
+   * policy), as the algorithm's own `reconfigure` carries its state over
+   * (docs/semantics.md#changing-limits-live); a fresh state stays fresh. Before {@link adopt}.
+   */
+  retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void;
+  /**
+   * `reconfigure`: rewrites the trace entry at `table[o ..]` so that, read with the numbers
+   * of `next`, it bounds what the keys that wrote it would hold had they been kept (each
+   * carried over as {@link retuneSlot} does; the carry-over is monotone, so the entry still
+   * bounds every one of them: never fresher); an entry that no longer applies is cleared.
+   * Before {@link adopt}.
+   */
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void;
+  /** `reconfigure`: takes the numbers of `next` (same class); every state was retuned first. */
+  adopt(next: Kernel): void;
+  /**
+   * Numbers per key in a snapshot: `doubles` for a state held in the slot alone; 0 for one
+   * whose size varies (a log's entries), whose snapshot says its own length.
+   */
+  readonly savedWidth: number;
+  /** The slot's state as plain numbers, for a snapshot (docs/semantics.md#snapshots). */
+  saveSlot(st: Float64Array, s: number, slot: number): number[];
+  /**
+   * Writes a state {@link saveSlot} returned into the slot (a log's ring made and accounted
+   * as it grows), replacing what it held.
+   * @throws {TypeError} For a state of another shape (its length), changing nothing.
+   */
+  loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void;
+  /** The engine whose bytes a layout that keeps more per key (a log) accounts; called once by it. */
+  bind(sink: { addBytes(delta: number, slot?: number): void }): void;
+  /** Frees what the layout keeps for `slot` beyond its doubles (a log), through `bytes`. */
+  release(slot: number, bytes: { addBytes(delta: number): void }): void;
+  /** The engine grew to `slots` slots. */
+  grow(slots: number): void;
+}
+
+/**
+ * A built-in limiter as {@link allOf} (src/composite.ts) drives it: its kernel over its own
+ * slot, at a time of the caller's choosing, so that `allOf` reads every part's clock first
+ * (a reading that throws leaves every part as it was), then checks every part, then
+ * charges every part: all or nothing. The same steps back each class's public methods and
+ * their explicit-time forms (`allowAt`, `consumeAt`, `peekAt`). `nowMs` is always a value
+ * `timeOf` returned; `cost` is already checked.
+ * @internal
+ */
+export interface KernelPart {
+  /**
+   * The time the limiter would decide at now: its clock read and checked, at least the
+   * latest time it has seen. Keeps nothing.
+   * @throws {TypeError} When the reading is not a number.
+   * @throws {RangeError} When it is NaN or infinite, or past a window's float-step bound.
+   */
+  timeOf(): number;
+  /**
+   * The time the limiter would decide at for the explicit time `timeMs` (a finite number):
+   * the later of it and the latest time seen, checked as a reading is. Keeps nothing.
+   * @throws {RangeError} When past a window's float-step bound.
+   */
+  timeAt(timeMs: number): number;
+  /** True when `cost` fits at `nowMs`, taking nothing (may move state on as `peek` does). */
+  fitsAt(nowMs: number, cost: number): boolean;
+  /** Takes `cost` at `nowMs`, where `fitsAt` just said it fits; a cost of 0 takes nothing. */
+  takeAt(nowMs: number, cost: number): void;
+  /** `consume(cost)` (`take` true) or `peek(cost)` at `nowMs`. */
+  decideAt(nowMs: number, cost: number, take: boolean): Decision;
+  /** `charge(cost)` at `nowMs`: `consume` with its receipt. */
+  chargeAt(nowMs: number, cost: number): ChargeReceipt;
+  /**
+   * A refund at `nowMs` of `units` (checked; through `receipt`, at most what it still
+   * holds), or without a receipt when `receipt` is undefined; returns the units given back.
+   */
+  refundAt(nowMs: number, units: number, receipt: ChargeReceipt | undefined): number;
+  /** False when `refund(cost)` without a receipt refuses (a fixed window). */
+  readonly refundsWithoutReceipt: boolean;
+}
+
+/** The public methods a driver bypasses: an instance that has its own is not driven. */
+const DRIVEN_METHODS = ["allow", "consume", "peek"] as const;
+
+/**
+ * `limiter` as a {@link KernelPart} when it is exactly one of the built-in classes (an
+ * instance whose prototype's prototype is `base`, the window or bucket base, which only
+ * the built-in classes extend: a user's subclass, whose overrides the kernel would bypass,
+ * is not) without an `allow`, `consume` or `peek` of its own (a spy or a patch).
+ * @internal
+ */
+export function exactPart(limiter: object, base: object): KernelPart | undefined {
+  if (Object.getPrototypeOf(Object.getPrototypeOf(limiter)) !== base) return undefined;
+  for (const name of DRIVEN_METHODS) if (Object.hasOwn(limiter, name)) return undefined;
+  return limiter as unknown as KernelPart;
+}
+
+/** The `n` doubles of a slot, for {@link Kernel.saveSlot}. @internal */
+export function saveDoubles(st: Float64Array, s: number, n: number): number[] {
+  return Array.from(st.subarray(s, s + n));
+}
+
+/**
+ * Writes `values` (exactly `n` of them) into a slot, for {@link Kernel.loadSlot}.
+ * @throws {TypeError} For another count, changing nothing.
+ * @internal
+ */
+export function loadDoubles(
+  st: Float64Array,
+  s: number,
+  n: number,
+  values: readonly number[],
+): void {
+  if (values.length !== n) {
+    throw new TypeError(
+      `snapshot: the state has ${values.length} numbers, this algorithm keeps ${n}`,
+    );
+  }
+  for (let i = 0; i < n; i++) st[s + i] = values[i]!;
+}

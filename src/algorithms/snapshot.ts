@@ -1,0 +1,185 @@
+import { describe } from "../errors.js";
+
+/**
+ * Snapshots: a limiter's state (its kernel slot) as plain, JSON-safe data, so that it can
+ * leave the process and come back (a file, a Durable Object's storage, a graceful restart).
+ * docs/semantics.md#snapshots.
+ * @module
+ */
+
+/** The version of the snapshot format this library writes and reads. */
+export const SNAPSHOT_VERSION = 1;
+
+/**
+ * A number in a snapshot: a finite number as it is; `Infinity`, `-Infinity` (an unused
+ * window's end, a full bucket's anchor) as the strings `"Infinity"` and `"-Infinity"`, which
+ * JSON cannot hold as numbers.
+ */
+export type SnapshotNumber = number | "Infinity" | "-Infinity";
+
+/** A snapshot's options: the algorithm's, by name; an `allOf`'s parts', in order. */
+export type SnapshotOptions =
+  | Readonly<Record<string, number>>
+  | readonly Readonly<Record<string, number>>[];
+
+/**
+ * What every snapshot carries: which algorithm and options wrote it, and the latest time the
+ * limiter had seen. A restore refuses one whose `version`, `algorithm` or `options` differ.
+ */
+export interface SnapshotHeader {
+  /** The snapshot format's version ({@link SNAPSHOT_VERSION}). */
+  readonly version: number;
+  /** The catalog id of the algorithm (`"token-bucket"`, ...), or `"all-of"`. */
+  readonly algorithm: string;
+  /**
+   * The options that decide (not the clock), in the constructor's order: the snapshot's
+   * fingerprint, with `version` and `algorithm`. An `allOf`'s are its parts', in order.
+   */
+  readonly options: SnapshotOptions;
+  /** The latest time the limiter had seen, in ms on its clock. */
+  readonly latestMs: SnapshotNumber;
+}
+
+/**
+ * A snapshot of one limiter, or one key of a `KeyedLimiter`: the header and its kernel
+ * slot's state as plain numbers (a log's entries; an `allOf`'s parts, in order).
+ */
+export interface LimiterSnapshot extends SnapshotHeader {
+  readonly state: readonly SnapshotNumber[];
+}
+
+/**
+ * A snapshot of every kept key of a `KeyedLimiter` (`snapshotAll`), for a graceful restart:
+ * one header, the keys, and their states one after another.
+ */
+export interface RegistrySnapshot extends LimiterSnapshot {
+  /** The kept keys, in the registry's order. */
+  readonly keys: readonly string[];
+  /**
+   * Numbers per key in `state`; 0 when a key's state varies in size (a log), each key's
+   * numbers then following their count.
+   */
+  readonly width: number;
+  /**
+   * The trace table of keys pushed out while in use, when any entry still applies: its
+   * hash key (two 32-bit words), when its last entry stops applying, and its numbers. Restored only into a
+   * registry with the same `maxKeys` and `maxBytes` that has pushed out no key yet.
+   */
+  readonly trace?: {
+    readonly seed: readonly [number, number];
+    readonly untilMs: SnapshotNumber;
+    readonly entries: readonly SnapshotNumber[];
+  };
+}
+
+/** `x` as a {@link SnapshotNumber}. @internal */
+export function encodeNumber(x: number): SnapshotNumber {
+  if (x - x === 0) return x;
+  if (x === Number.POSITIVE_INFINITY) return "Infinity";
+  if (x === Number.NEGATIVE_INFINITY) return "-Infinity";
+  throw new RangeError(`snapshot: a state holds NaN, which no snapshot can carry`);
+}
+
+/**
+ * A {@link SnapshotNumber} as a number.
+ * @throws {TypeError} For anything else, naming it.
+ * @internal
+ */
+export function decodeNumber(where: string, value: unknown): number {
+  if (typeof value === "number" && value - value === 0) return value;
+  if (value === "Infinity") return Number.POSITIVE_INFINITY;
+  if (value === "-Infinity") return Number.NEGATIVE_INFINITY;
+  throw new TypeError(
+    `${where}: a snapshot number must be a finite number, "Infinity" or "-Infinity", got ${describe(value)}`,
+  );
+}
+
+/** `values` encoded. @internal */
+export function encodeState(values: readonly number[]): SnapshotNumber[] {
+  return values.map(encodeNumber);
+}
+
+/**
+ * Checks that `snapshot` was written by a limiter of `algorithm` with `options` and this
+ * format version, and returns its state decoded.
+ * @throws {TypeError} For something that is not a snapshot, or one of another version,
+ *   algorithm or options, naming what differs.
+ * @internal
+ */
+export function checkSnapshot(
+  where: string,
+  snapshot: unknown,
+  algorithm: string,
+  options: SnapshotOptions,
+): { state: number[]; latestMs: number } {
+  if (typeof snapshot !== "object" || snapshot === null) {
+    throw new TypeError(
+      `${where}: snapshot must be what snapshot() returned, got ${describe(snapshot)}`,
+    );
+  }
+  const s = snapshot as Partial<LimiterSnapshot>;
+  checkHeader(where, s, algorithm, options);
+  if (!Array.isArray(s.state)) {
+    throw new TypeError(`${where}: snapshot.state must be an array, got ${describe(s.state)}`);
+  }
+  return {
+    state: s.state.map((v) => decodeNumber(where, v)),
+    latestMs: decodeNumber(where, s.latestMs),
+  };
+}
+
+/**
+ * Checks a snapshot's header against the limiter restoring it.
+ * @throws {TypeError} Naming the first thing that differs.
+ * @internal
+ */
+export function checkHeader(
+  where: string,
+  s: Partial<SnapshotHeader>,
+  algorithm: string,
+  options: SnapshotOptions,
+): void {
+  if (s.version !== SNAPSHOT_VERSION) {
+    throw new TypeError(
+      `${where}: the snapshot is of format version ${describe(s.version)}, this library reads version ${SNAPSHOT_VERSION}`,
+    );
+  }
+  if (s.algorithm !== algorithm) {
+    throw new TypeError(
+      `${where}: the snapshot is of algorithm ${describe(s.algorithm)}, this limiter is ${JSON.stringify(algorithm)}`,
+    );
+  }
+  const differs = optionDifference(s.options, options, "");
+  if (differs !== undefined) {
+    throw new TypeError(`${where}: the snapshot is of another configuration: ${differs}`);
+  }
+}
+
+/** The first option that differs between a snapshot's and a limiter's, as words; else undefined. */
+function optionDifference(
+  got: unknown,
+  want: SnapshotHeader["options"],
+  at: string,
+): string | undefined {
+  if (Array.isArray(want)) {
+    if (!Array.isArray(got) || got.length !== want.length) {
+      return `${at || "options"} has ${Array.isArray(got) ? got.length : describe(got)} parts, this limiter ${want.length}`;
+    }
+    for (let i = 0; i < want.length; i++) {
+      const d = optionDifference(got[i], want[i]!, `${at}part ${i} `);
+      if (d !== undefined) return d;
+    }
+    return undefined;
+  }
+  if (typeof got !== "object" || got === null || Array.isArray(got)) {
+    return `${at}options ${describe(got)}, this limiter's are ${JSON.stringify(want)}`;
+  }
+  const mine = want as Readonly<Record<string, number>>;
+  const theirs = got as Readonly<Record<string, unknown>>;
+  for (const name of new Set([...Object.keys(mine), ...Object.keys(theirs)])) {
+    if (!Object.is(theirs[name], mine[name])) {
+      return `${at}${name} is ${describe(theirs[name])} in the snapshot, ${describe(mine[name])} here`;
+    }
+  }
+  return undefined;
+}

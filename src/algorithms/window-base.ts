@@ -1,0 +1,369 @@
+import { checkCost } from "../errors.js";
+import {
+  type Clock,
+  type Decision,
+  type Receipt,
+  UnkeyedLimiterBase,
+  type WaitOptions,
+} from "../limiter.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
+import { jittered, WaitQueue } from "../wait.js";
+import { exactPart, type Kernel, type KernelPart } from "./kernel.js";
+import {
+  checkSnapshot,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  SNAPSHOT_VERSION,
+} from "./snapshot.js";
+import { checkTimeMs, checkWindowClock, checkWindowResize, readClock } from "./time.js";
+
+/**
+ * What the three window classes (`FixedWindow`, `SlidingWindowLog`,
+ * `SlidingWindowCounter`) share: each is a shell over one slot of its own kernel, and the
+ * clock, receipts, waiting and reconfiguring around it are the same. Internal: not
+ * exported from the package index; each class keeps its constructor (validation), public
+ * fields, docs, `clone()` and `allow()` (the hot path, written out per class so it stays
+ * monomorphic).
+ * @module
+ */
+
+/** Scratch for one receipt's mark, the units asked and given back (calls are synchronous). */
+const MARKS = new Float64Array(1);
+const ASKED = new Float64Array(1);
+const GIVEN = new Float64Array(1);
+
+/** What a window class tells its base: its name, option list and how to make its kernel. */
+export interface WindowSpec {
+  readonly where: string;
+  /** The catalog id, a snapshot's `algorithm`. */
+  readonly id: string;
+  readonly options: readonly string[];
+  readonly hints: Readonly<Record<string, string>>;
+  kernel(limit: number, windowMs: number): Kernel;
+}
+
+/**
+ * Base of the window classes: the kernel and its one slot, the latest time seen, the
+ * float-step bound, the receipt epoch and the wait queue.
+ */
+export abstract class WindowBase extends UnkeyedLimiterBase implements KernelPart {
+  /** Most units allowed in a window. */
+  readonly limit: number;
+  /** Window length in milliseconds. */
+  readonly windowMs: number;
+  /** The time source, in milliseconds. */
+  readonly clock: Clock;
+  /** @internal The algorithm's kernel, deciding the one slot in `state`. */
+  protected readonly kernel: Kernel;
+  /** @internal The limiter's slot (offset 0, slot 0 of its kernel). */
+  protected readonly state: Float64Array;
+  /** @internal Latest time seen (clock readings and explicit times); earlier ones count as it. */
+  protected seenMs = Number.NEGATIVE_INFINITY;
+  /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
+  protected clockBoundMs = Number.POSITIVE_INFINITY;
+  /** @internal */
+  protected queue: WaitQueue | undefined;
+  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
+  protected receiptEpoch = 0;
+  /** @internal */
+  protected readonly spec: WindowSpec;
+
+  /** @internal `limit` and `windowMs` checked already, with their clock bound. */
+  constructor(
+    spec: WindowSpec,
+    size: { limit: number; windowMs: number; clockBoundMs: number },
+    clock: Clock,
+  ) {
+    super();
+    this.spec = spec;
+    this.limit = size.limit;
+    this.windowMs = size.windowMs;
+    this.clockBoundMs = size.clockBoundMs;
+    this.clock = clock;
+    this.kernel = spec.kernel(size.limit, size.windowMs);
+    this.kernel.bind(UNBOUNDED);
+    this.kernel.grow(1);
+    this.state = new Float64Array(this.kernel.doubles);
+    this.kernel.init(this.state, 0, 0, Number.NEGATIVE_INFINITY);
+  }
+
+  /** @internal This limiter as `allOf` drives it, when it is exactly a built-in class. */
+  kernelPart(): KernelPart | undefined {
+    return exactPart(this, WindowBase.prototype);
+  }
+
+  /** @internal See {@link KernelPart.refundsWithoutReceipt}. */
+  get refundsWithoutReceipt(): boolean {
+    return this.kernel.refundsWithoutReceipt;
+  }
+
+  /**
+   * `consume(cost).allowed` as of `timeMs` (milliseconds on this limiter's clock) rather
+   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at
+   * one reading. A time behind the latest one seen (by the clock or an earlier call) counts
+   * as that latest one: docs/semantics.md#explicit-time.
+   * @throws {TypeError} If `timeMs` or `cost` is not a number. {RangeError} If either is NaN
+   *   or infinite, `cost` is negative, or `timeMs` is past the float-step bound.
+   */
+  allowAt(timeMs: number, cost?: number): boolean {
+    const where = `${this.spec.where}.allowAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.kernel.allowAt(this.state, 0, 0, this.keep(t), c);
+  }
+
+  /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  consumeAt(timeMs: number, cost?: number): Decision {
+    const where = `${this.spec.where}.consumeAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.decideAt(this.keep(t), c, true);
+  }
+
+  /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  peekAt(timeMs: number, cost?: number): Decision {
+    const where = `${this.spec.where}.peekAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.decideAt(this.keep(t), c, false);
+  }
+
+  /** Takes `cost` units when they fit and says so; a denial changes nothing. */
+  consume(cost?: number): Decision {
+    return this.decideAt(
+      this.now(),
+      cost === undefined ? 1 : checkCost(this.spec.where, cost),
+      true,
+    );
+  }
+
+  /** What `consume(cost)` would answer now, changing nothing. */
+  peek(cost?: number): Decision {
+    return this.decideAt(
+      this.now(),
+      cost === undefined ? 1 : checkCost(this.spec.where, cost),
+      false,
+    );
+  }
+
+  /**
+   * `consume(cost)` with a {@link Receipt}: the decision, and what the charge went into
+   * (a window, a log entry), for a refund through it later; its `refundableUntilMs` says
+   * until when.
+   * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
+   */
+  charge(cost?: number): Receipt {
+    const c = cost === undefined ? 1 : checkCost(`${this.spec.where}.charge`, cost);
+    return this.chargeAt(this.now(), c);
+  }
+
+  /** Back to the fresh state: every count forgotten. Pending waiters keep waiting. */
+  reset(): void {
+    this.kernel.init(this.state, 0, 0, Number.NEGATIVE_INFINITY);
+    this.receiptEpoch++;
+  }
+
+  /** True when the window holds no units now and nobody waits. */
+  isIdle(): boolean {
+    const idle = this.kernel.isIdle(this.state, 0, 0, this.now());
+    return idle && (this.queue === undefined || this.queue.size === 0);
+  }
+
+  /**
+   * Waits until `cost` fits, first-in, first-out behind earlier waiters, and resolves
+   * with the granting decision. See {@link Limiter.wait}. A plain `consume` does not
+   * queue: it may take free units while others wait.
+   */
+  wait(cost?: number, options?: WaitOptions): Promise<Decision> {
+    const queue = (this.queue ??= new WaitQueue(this.spec.where, this));
+    return jittered(
+      options,
+      () => queue.wait(cost, options),
+      () => this.refund(cost),
+    );
+  }
+
+  /** Gives back units: see each class's `refund`. */
+  refund(receipt: Receipt, units?: number): number;
+  refund(cost?: number): number;
+  refund(cost?: number | Receipt, units?: number): number {
+    const where = `${this.spec.where}.refund`;
+    if (typeof cost === "object" && cost !== null) {
+      const r = checkReceipt(where, cost, this, units);
+      return this.refundAt(this.now(), r.units, r.receipt);
+    }
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    if (!this.kernel.refundsWithoutReceipt) throw this.receiptOnly(where);
+    return this.refundAt(this.now(), c, undefined);
+  }
+
+  /** @internal The error of a refund without a receipt where only receipts give back. */
+  protected receiptOnly(where: string): TypeError {
+    return new TypeError(`${where}: give the receipt of the charge (refund(receipt, units))`);
+  }
+
+  /**
+   * The limiter's state as plain, JSON-safe data: its kernel slot, the latest time it has
+   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots). Waiters
+   * are not part of it.
+   */
+  snapshot(): LimiterSnapshot {
+    return {
+      version: SNAPSHOT_VERSION,
+      algorithm: this.spec.id,
+      options: { limit: this.limit, windowMs: this.windowMs },
+      latestMs: encodeNumber(this.seenMs),
+      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
+    };
+  }
+
+  /**
+   * Replaces the state with one {@link snapshot} returned, of a limiter of this algorithm
+   * and options: it then decides exactly as that limiter did. The latest time seen becomes
+   * the later of both; receipts from before give nothing back; waiters are re-checked.
+   * @throws {TypeError} For something that is not a snapshot, or one of another format
+   *   version, algorithm or option, naming what differs; nothing changes.
+   */
+  restore(snapshot: LimiterSnapshot): void {
+    this.planRestore(snapshot)();
+  }
+
+  /** @internal Checks `snapshot`; the returned function restores it. */
+  planRestore(snapshot: unknown): () => void {
+    const where = `${this.spec.where}.restore`;
+    const options = { limit: this.limit, windowMs: this.windowMs };
+    const { state, latestMs } = checkSnapshot(where, snapshot, this.spec.id, options);
+    const probe = new Float64Array(this.state.length);
+    this.spec.kernel(this.limit, this.windowMs).loadSlot(probe, 0, -1, state); // its shape
+    return () => {
+      this.kernel.loadSlot(this.state, 0, 0, state);
+      if (latestMs > this.seenMs) this.seenMs = latestMs;
+      this.receiptEpoch++;
+      this.queue?.wake();
+    };
+  }
+
+  /** @internal Checks `options` and reads the clock; the returned function applies them. */
+  planReconfigure(options: unknown): ApplyReconfigure {
+    const spec = this.spec;
+    const o = checkReconfigureOptions<{ limit?: unknown; windowMs?: unknown }>(
+      spec.where,
+      options,
+      spec.options,
+      spec.hints,
+    );
+    const now = this.now();
+    const next = checkWindowResize(spec.where, o, this, now);
+    return () => {
+      const kernel = spec.kernel(next.limit, next.windowMs);
+      this.kernel.retuneSlot(kernel, this.state, 0, 0, now);
+      this.kernel.adopt(kernel);
+      const self = this as { limit: number; windowMs: number };
+      self.limit = next.limit;
+      self.windowMs = next.windowMs;
+      this.clockBoundMs = next.clockBoundMs;
+      this.receiptEpoch++;
+      this.queue?.replan();
+    };
+  }
+
+  /**
+   * @internal
+   * Reads the clock and keeps the reading; a reading behind the latest time counts as the
+   * latest. A reading where `windowMs` is below the clock's float step throws and is not kept.
+   */
+  protected now(): number {
+    this.seenMs = this.timeOf();
+    return this.seenMs;
+  }
+
+  /** @internal An explicit time, checked, kept as the latest when it is later. */
+  protected keep(timeMs: number): number {
+    this.seenMs = this.timeAt(timeMs);
+    return this.seenMs;
+  }
+
+  /** @internal See {@link KernelPart.timeAt}. */
+  timeAt(timeMs: number): number {
+    const t = timeMs > this.seenMs ? timeMs : this.seenMs;
+    return checkWindowClock(this.spec.where, t, this.windowMs, this.clockBoundMs);
+  }
+
+  /** @internal See {@link KernelPart.timeOf}. */
+  timeOf(): number {
+    const where = this.spec.where;
+    const t = readClock(where, this.clock, this.seenMs);
+    return checkWindowClock(where, t, this.windowMs, this.clockBoundMs);
+  }
+
+  /** @internal See {@link KernelPart.fitsAt}. */
+  fitsAt(now: number, cost: number): boolean {
+    if (now > this.seenMs) this.seenMs = now;
+    return this.kernel.fitsAt(this.state, 0, 0, now, cost);
+  }
+
+  /** @internal See {@link KernelPart.takeAt}. */
+  takeAt(now: number, cost: number): void {
+    if (now > this.seenMs) this.seenMs = now;
+    if (cost > 0) this.kernel.takeAt(this.state, 0, 0, now, cost);
+  }
+
+  /** @internal `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked time). */
+  decideAt(now: number, cost: number, take: boolean): Decision {
+    if (now > this.seenMs) this.seenMs = now;
+    return this.kernel.decideAt(this.state, 0, 0, now, cost, take);
+  }
+
+  /** @internal `charge` of a checked `cost` at `now`: the receipt keeps the kernel's mark. */
+  chargeAt(now: number, cost: number): ChargeReceipt {
+    const decision = this.decideAt(now, cost, true);
+    if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
+    const until = this.kernel.markReceipt(this.state, 0, 0, now, MARKS, 0);
+    const mark = MARKS[0]!;
+    const epoch = this.receiptEpoch;
+    return new ChargeReceipt(
+      decision,
+      undefined,
+      cost,
+      now,
+      until,
+      this,
+      epoch,
+      mark,
+      0,
+      undefined,
+    );
+  }
+
+  /**
+   * @internal A refund at `now` of checked `units`: through `receipt` (by its mark, while
+   * what it charged still counts), or without one (by the kernel's rule).
+   */
+  refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
+    if (now > this.seenMs) this.seenMs = now;
+    if (!(units > 0)) return 0;
+    const st = this.state;
+    if (receipt === undefined) {
+      this.kernel.refundAt(st, 0, 0, now, units, GIVEN, 0);
+    } else {
+      if (receipt.epoch !== this.receiptEpoch) return 0;
+      MARKS[0] = receipt.a;
+      ASKED[0] = units;
+      this.kernel.refundMarkedAt(st, 0, 0, now, MARKS, ASKED, 0, GIVEN, 0);
+      receipt.refunded += GIVEN[0]!;
+    }
+    const given = GIVEN[0]!;
+    if (given > 0) this.queue?.wake();
+    return given;
+  }
+}
+
+/** A limiter of its own has no byte bound: its kernel's growth is never refused. */
+const UNBOUNDED = {
+  addBytes(): void {},
+  reserve(): boolean {
+    return true;
+  },
+};

@@ -1,0 +1,315 @@
+import fc from "fast-check";
+import { describe, expect, test } from "vitest";
+import { FixedWindow } from "../src/algorithms/fixed-window.js";
+import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
+import type { LimiterSnapshot, RegistrySnapshot } from "../src/algorithms/snapshot.js";
+import { TokenBucket } from "../src/algorithms/token-bucket.js";
+import { allOf } from "../src/composite.js";
+import type { Clock, Decision, Limiter } from "../src/limiter.js";
+import { type CloneableLimiter, KeyedLimiter } from "../src/registry.js";
+import { manualClock } from "./support/manual-clock.js";
+
+type Snapshotting = Limiter & {
+  snapshot(): LimiterSnapshot;
+  restore(snapshot: LimiterSnapshot): void;
+};
+
+/** Every algorithm and an allOf, each with options small enough to be crossed often. */
+const LIMITERS: readonly { name: string; make: (clock: Clock) => Snapshotting }[] = [
+  {
+    name: "TokenBucket",
+    make: (clock) => new TokenBucket({ capacity: 5, refillPerSecond: 3, clock }),
+  },
+  {
+    name: "TokenBucket with initialTokens",
+    make: (clock) => new TokenBucket({ capacity: 5, refillPerSecond: 3, initialTokens: 0, clock }),
+  },
+  {
+    name: "LeakyBucket",
+    make: (clock) => new LeakyBucket({ capacity: 4, leakPerSecond: 2, clock }),
+  },
+  { name: "FixedWindow", make: (clock) => new FixedWindow({ limit: 5, windowMs: 100, clock }) },
+  {
+    name: "SlidingWindowLog",
+    make: (clock) => new SlidingWindowLog({ limit: 5, windowMs: 100, clock }),
+  },
+  {
+    name: "SlidingWindowCounter",
+    make: (clock) => new SlidingWindowCounter({ limit: 5, windowMs: 100, clock }),
+  },
+  {
+    name: "allOf(TokenBucket, SlidingWindowLog, FixedWindow)",
+    make: (clock) =>
+      allOf(
+        new TokenBucket({ capacity: 4, refillPerSecond: 5, clock }),
+        new SlidingWindowLog({ limit: 6, windowMs: 150, clock }),
+        new FixedWindow({ limit: 7, windowMs: 120, clock }),
+      ),
+  },
+];
+
+/** Calls on a timeline: move the clock forward by `dt`, then one call (a refund too). */
+const calls = fc.array(
+  fc.record({
+    dt: fc.integer({ min: 0, max: 300 }),
+    cost: fc.integer({ min: 0, max: 6 }),
+    op: fc.constantFrom("allow", "consume", "peek", "refund"),
+  }),
+  { maxLength: 40 },
+);
+type Call = { dt: number; cost: number; op: string };
+
+/** One call on `limiter`, its answer as a value to compare. */
+function call(limiter: Limiter, { cost, op }: Call): boolean | number | string | Decision {
+  if (op === "allow") return limiter.allow(cost);
+  if (op === "consume") return limiter.consume(cost);
+  if (op === "peek") return limiter.peek(cost);
+  const refund = limiter.refund;
+  if (refund === undefined) return 0;
+  try {
+    return refund.call(limiter, cost) as number;
+  } catch (error) {
+    return (error as Error).name; // a fixed window refunds only through a receipt
+  }
+}
+
+describe.each(LIMITERS)("snapshot of $name", ({ make }) => {
+  test("restore(snapshot) decides bit for bit as the limiter it was taken of, through JSON", () => {
+    fc.assert(
+      fc.property(calls, calls, (before, after) => {
+        const clock = manualClock(1000);
+        const limiter = make(clock);
+        for (const c of before) {
+          clock.advance(c.dt);
+          call(limiter, c);
+        }
+        const snapshot = JSON.parse(JSON.stringify(limiter.snapshot())) as LimiterSnapshot;
+        const other = manualClock(clock());
+        const restored = make(other);
+        restored.restore(snapshot);
+        after.forEach((c, i) => {
+          clock.advance(c.dt);
+          other.advance(c.dt);
+          expect(call(restored, c), `step ${i}: ${c.op} ${c.cost}`).toEqual(call(limiter, c));
+        });
+      }),
+    );
+  });
+
+  test("a snapshot is plain JSON-safe data: numbers, and the strings Infinity and -Infinity", () => {
+    const snapshot = make(manualClock(0)).snapshot();
+    expect(JSON.parse(JSON.stringify(snapshot))).toEqual(snapshot);
+    expect(snapshot.version).toBe(1);
+  });
+});
+
+describe("snapshot refusals", () => {
+  const window = () => new FixedWindow({ limit: 5, windowMs: 100, clock: manualClock(0) });
+
+  test.each([
+    {
+      name: "another option",
+      snapshot: () => new FixedWindow({ limit: 6, windowMs: 100 }).snapshot(),
+      message:
+        "FixedWindow.restore: the snapshot is of another configuration: limit is 6 in the snapshot, 5 here",
+    },
+    {
+      name: "another algorithm",
+      snapshot: () => new SlidingWindowCounter({ limit: 5, windowMs: 100 }).snapshot(),
+      message:
+        'FixedWindow.restore: the snapshot is of algorithm "sliding-window-counter" (string), this limiter is "fixed-window"',
+    },
+    {
+      name: "another version",
+      snapshot: () => ({ ...window().snapshot(), version: 2 }),
+      message:
+        "FixedWindow.restore: the snapshot is of format version 2, this library reads version 1",
+    },
+    {
+      name: "a state of another shape",
+      snapshot: () => ({ ...window().snapshot(), state: [1, 2, 3] }),
+      message: "snapshot: the state has 3 numbers, this algorithm keeps 2",
+    },
+    {
+      name: "a number that is not one",
+      snapshot: () => ({ ...window().snapshot(), state: [1, "soon"] }),
+      message:
+        'FixedWindow.restore: a snapshot number must be a finite number, "Infinity" or "-Infinity", got "soon" (string)',
+    },
+    {
+      name: "not an object",
+      snapshot: () => "state",
+      message: "snapshot must be what snapshot() returned",
+    },
+  ])("$name is a TypeError naming it, and nothing changes", ({ snapshot, message }) => {
+    const limiter = window();
+    limiter.consume(2);
+    const before = limiter.snapshot();
+    expect(() => limiter.restore(snapshot() as LimiterSnapshot)).toThrow(TypeError);
+    expect(() => limiter.restore(snapshot() as LimiterSnapshot)).toThrow(message);
+    expect(limiter.snapshot()).toEqual(before);
+  });
+
+  test("an allOf refuses a snapshot of other parts, naming the part", () => {
+    const make = (limit: number) =>
+      allOf(
+        new TokenBucket({ capacity: 3, refillPerSecond: 1 }),
+        new FixedWindow({ limit, windowMs: 10 }),
+      );
+    expect(() => make(4).restore(make(5).snapshot())).toThrow(
+      "allOf.restore: the snapshot is of another configuration: part 1 limit is 5 in the snapshot, 4 here",
+    );
+  });
+
+  test("a bucket holding units for a reservation cannot leave the process", () => {
+    const clock = manualClock(0);
+    const bucket = new TokenBucket({ capacity: 1, refillPerSecond: 1, clock });
+    bucket.reserve();
+    const r = bucket.reserve(); // in debt: its units are held until it acts
+    expect(() => bucket.snapshot()).toThrow(RangeError);
+    expect(() => bucket.snapshot()).toThrow("units are held for waiters or reservations");
+    r.cancel();
+    clock.advance(1); // the first reservation's time to act has passed: it is spent
+    expect(bucket.snapshot().algorithm).toBe("token-bucket");
+  });
+});
+
+/** Keyed policies: one of each kind of slab. */
+const POLICIES: readonly { name: string; make: (clock: Clock) => CloneableLimiter }[] = [
+  {
+    name: "TokenBucket",
+    make: (clock) => new TokenBucket({ capacity: 3, refillPerSecond: 4, clock }),
+  },
+  {
+    name: "SlidingWindowLog",
+    make: (clock) => new SlidingWindowLog({ limit: 4, windowMs: 90, clock }),
+  },
+  {
+    name: "SlidingWindowCounter",
+    make: (clock) => new SlidingWindowCounter({ limit: 4, windowMs: 90, clock }),
+  },
+  {
+    name: "allOf(LeakyBucket, FixedWindow)",
+    make: (clock) =>
+      allOf(
+        new LeakyBucket({ capacity: 3, leakPerSecond: 5, clock }),
+        new FixedWindow({ limit: 5, windowMs: 70, clock }),
+      ),
+  },
+];
+
+const keyedCalls = fc.array(
+  fc.record({
+    dt: fc.integer({ min: 0, max: 200 }),
+    key: fc.constantFrom("a", "b", "c", "d"),
+    cost: fc.integer({ min: 0, max: 4 }),
+    op: fc.constantFrom("allow", "consume", "peek"),
+  }),
+  { maxLength: 40 },
+);
+type KeyedCall = { dt: number; key: string; cost: number; op: string };
+
+function keyedCall(r: KeyedLimiter, { key, cost, op }: KeyedCall): boolean | Decision {
+  if (op === "allow") return r.allow(key, cost);
+  return op === "consume" ? r.consume(key, cost) : r.peek(key, cost);
+}
+
+describe.each(POLICIES)("KeyedLimiter($name) snapshots", ({ make }) => {
+  test("restore(key, snapshot(key)) and restoreAll(snapshotAll()) decide bit for bit as the keys", () => {
+    fc.assert(
+      fc.property(keyedCalls, keyedCalls, fc.boolean(), (before, after, whole) => {
+        const clock = manualClock(5000);
+        const registry = new KeyedLimiter(make(clock));
+        for (const c of before) {
+          clock.advance(c.dt);
+          keyedCall(registry, c);
+        }
+        const other = manualClock(clock());
+        const restored = new KeyedLimiter(make(other));
+        if (whole) {
+          const all = JSON.parse(JSON.stringify(registry.snapshotAll())) as RegistrySnapshot;
+          restored.restoreAll(all);
+        } else {
+          for (const key of ["a", "b", "c", "d"]) {
+            const one = JSON.parse(JSON.stringify(registry.snapshot(key))) as LimiterSnapshot;
+            restored.restore(key, one);
+          }
+        }
+        after.forEach((c, i) => {
+          clock.advance(c.dt);
+          other.advance(c.dt);
+          expect(keyedCall(restored, c), `step ${i}: ${c.op} ${c.key} ${c.cost}`).toEqual(
+            keyedCall(registry, c),
+          );
+        });
+      }),
+    );
+  });
+});
+
+describe("KeyedLimiter snapshot edges", () => {
+  test("a key's snapshot restores into a class of the same options, and back", () => {
+    const clock = manualClock(0);
+    const registry = new KeyedLimiter(new FixedWindow({ limit: 3, windowMs: 100, clock }));
+    registry.consume("k", 2);
+    const own = new FixedWindow({ limit: 3, windowMs: 100, clock });
+    own.restore(registry.snapshot("k"));
+    expect(own.consume(1)).toEqual(registry.consume("k", 1));
+    expect(own.consume(1)).toEqual(registry.consume("k", 1));
+  });
+
+  test("restoreAll refuses keys past maxKeys before changing anything", () => {
+    const clock = manualClock(0);
+    const big = new KeyedLimiter(new FixedWindow({ limit: 3, windowMs: 100, clock }));
+    for (const key of ["a", "b", "c"]) big.consume(key);
+    const small = new KeyedLimiter(new FixedWindow({ limit: 3, windowMs: 100, clock }), {
+      maxKeys: 2,
+    });
+    expect(() => small.restoreAll(big.snapshotAll())).toThrow(
+      "KeyedLimiter.restoreAll: 3 new keys do not fit: 0 of maxKeys (2) are kept",
+    );
+    expect(small.size).toBe(0);
+  });
+
+  test("a registry refuses the snapshot of another policy, naming the option", () => {
+    const a = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 1 }));
+    const b = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 2 }));
+    a.consume("k");
+    expect(() => b.restore("k", a.snapshot("k"))).toThrow(
+      "KeyedLimiter.restore: the snapshot is of another configuration: refillPerSecond is 1 in the snapshot, 2 here",
+    );
+    expect(() => b.restoreAll(a.snapshotAll())).toThrow("refillPerSecond is 1 in the snapshot");
+    expect(b.size).toBe(0);
+  });
+
+  test("a key pushed out while limited stays limited across snapshotAll and restoreAll", () => {
+    const clock = manualClock(0);
+    const make = (maxKeys = 2) =>
+      new KeyedLimiter(new TokenBucket({ capacity: 2, refillPerSecond: 2, clock }), { maxKeys });
+    const registry = make();
+    registry.consume("limited", 2); // empty until 1000 ms
+    clock.set(500);
+    registry.consume("x", 2);
+    registry.consume("y", 2); // pushes out "limited", the one full again soonest: its trace stays
+    const snapshot = JSON.parse(JSON.stringify(registry.snapshotAll())) as RegistrySnapshot;
+    expect([...snapshot.keys].sort()).toEqual(["x", "y"]);
+    const restored = make();
+    restored.restoreAll(snapshot);
+    clock.set(600); // 1.2 tokens by now: a cost of 2 does not fit, here as there
+    expect(registry.peek("limited", 2).allowed).toBe(false);
+    expect(restored.peek("limited", 2).allowed).toBe(false);
+    expect(restored.peek("limited", 2)).toEqual(registry.peek("limited", 2));
+    const other = make(1_000_000);
+    expect(() => other.restoreAll(snapshot)).toThrow(
+      "restore into a registry with the same maxKeys and maxBytes",
+    );
+    expect(other.size).toBe(0);
+  });
+
+  test("the generic path has no snapshots: a TypeError says what to do", () => {
+    const registry = new KeyedLimiter(() => new FixedWindow({ limit: 3, windowMs: 100 }));
+    expect(() => registry.snapshotAll()).toThrow("snapshot each key's own limiter");
+  });
+});
