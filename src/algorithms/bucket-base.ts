@@ -63,7 +63,7 @@ export function checkInitial(
  * the lazily made {@link BucketLedger} behind `wait`/`reserve`. Not exported from the
  * package; its members are marked internal, so the published types show none of them.
  */
-export abstract class BucketBase extends UnkeyedLimiterBase implements KernelPart {
+export abstract class BucketBase extends UnkeyedLimiterBase {
   /** Most units the bucket holds. */
   abstract readonly capacity: number;
   /** The time source, in milliseconds. */

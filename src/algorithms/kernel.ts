@@ -230,10 +230,12 @@ const DRIVEN_METHODS = ["allow", "consume", "peek"] as const;
  * is not) without an `allow`, `consume` or `peek` of its own (a spy or a patch).
  * @internal
  */
-export function exactPart(limiter: object, base: object): KernelPart | undefined {
+export function exactPart(limiter: KernelPart, base: object): KernelPart | undefined {
+  // (Typed as a KernelPart, so the classes that pass themselves are checked to be one: their
+  // declarations cannot say `implements KernelPart`, an internal type the .d.ts leaves out.)
   if (Object.getPrototypeOf(Object.getPrototypeOf(limiter)) !== base) return undefined;
   for (const name of DRIVEN_METHODS) if (Object.hasOwn(limiter, name)) return undefined;
-  return limiter as unknown as KernelPart;
+  return limiter;
 }
 
 /** The `n` doubles of a slot, for {@link Kernel.saveSlot}. @internal */

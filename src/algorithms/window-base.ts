@@ -34,7 +34,7 @@ const MARKS = new Float64Array(1);
 const ASKED = new Float64Array(1);
 const GIVEN = new Float64Array(1);
 
-/** What a window class tells its base: its name, option list and how to make its kernel. */
+/** What a window class tells its base: its name, option list and how to make its kernel. @internal */
 export interface WindowSpec {
   readonly where: string;
   /** The catalog id, a snapshot's `algorithm`. */
@@ -48,7 +48,7 @@ export interface WindowSpec {
  * Base of the window classes: the kernel and its one slot, the latest time seen, the
  * float-step bound, the receipt epoch and the wait queue.
  */
-export abstract class WindowBase extends UnkeyedLimiterBase implements KernelPart {
+export abstract class WindowBase extends UnkeyedLimiterBase {
   /** Most units allowed in a window. */
   readonly limit: number;
   /** Window length in milliseconds. */

@@ -59,17 +59,28 @@ export const STRING_HEADER_BYTES = 24;
  * keys share a trace entry is the same in every run.
  * @internal
  */
-export const hashSeeds: { next: () => number } = {
-  next: () => {
-    const c = (globalThis as { crypto?: { getRandomValues?: (a: Uint32Array) => unknown } }).crypto;
-    if (c?.getRandomValues !== undefined) {
+export const hashSeeds: { next: () => number; fallbacks: number } = {
+  next: () => drawHashSeed(),
+  /** Draws that could not use `crypto.getRandomValues`. */
+  fallbacks: 0,
+};
+
+/** 32 random bits for {@link hashSeeds}: from crypto, else `Math.random` (counted). @internal */
+export function drawHashSeed(): number {
+  const c = (globalThis as { crypto?: { getRandomValues?: (a: Uint32Array) => unknown } }).crypto;
+  if (c?.getRandomValues !== undefined) {
+    try {
       const word = new Uint32Array(1);
       c.getRandomValues(word);
       return word[0]!;
+    } catch {
+      // workerd refuses random values in a module's global scope, where a Worker builds
+      // its registry: Math.random for now, and the engine draws again at its first key.
     }
-    return (Math.random() * 2 ** 32) >>> 0;
-  },
-};
+  }
+  hashSeeds.fallbacks++;
+  return (Math.random() * 2 ** 32) >>> 0;
+}
 
 /** What an engine is built with. */
 export interface EngineOptions {
@@ -194,6 +205,11 @@ export class SlabEngine {
   private traceK0: number;
   /** @internal */
   private traceK1: number;
+  /**
+   * @internal The hash keys were drawn from `Math.random` (crypto refused, as in workerd's
+   * global scope): drawn again at the first key, from crypto if it then answers.
+   */
+  private weakSeeds: boolean;
   /** @internal The latest "busy until" in the table: at or after it, no entry applies. */
   private traceUntil = Number.NEGATIVE_INFINITY;
   /** @internal */
@@ -230,9 +246,11 @@ export class SlabEngine {
     this.traceMask = entries - 1;
     this.blockTraceSlots = Math.min(entries, MAX_BLOCK_TRACE_SLOTS);
     this.slots = Math.min(FIRST_SLOTS, o.maxKeys);
+    const fallbacks = hashSeeds.fallbacks;
     this.index = new KeyIndex(this.slots, o.maxKeys, () => hashSeeds.next());
     this.traceK0 = this.index.k0;
     this.traceK1 = this.index.k1;
+    this.weakSeeds = hashSeeds.fallbacks !== fallbacks;
     this.state = new Float64Array(this.slots * this.stride);
     this.flags = new Uint8Array(this.slots);
     this.keyLengths = new Uint16Array(this.slots);
@@ -379,6 +397,7 @@ export class SlabEngine {
    * be made (`whenFull: "refuse"`, or every key pinned): nothing is kept.
    */
   insert(key: string, now: number, blockUntilMs = Number.NEGATIVE_INFINITY): number {
+    if (this.weakSeeds) this.seedAgain();
     // A key the block trace keeps blocked (or `block` is blocking) gets its block with its
     // slot: its bytes count from the start.
     const h = this.index.hash(key);
@@ -746,6 +765,22 @@ export class SlabEngine {
         this.layout.init(this.state, slot * this.stride, slot, this.seen[0]!);
       } else this.drop(slot);
     }
+  }
+
+  /**
+   * @internal Draws the hash keys again while nothing hashed by them is kept (no key, no
+   * trace): the first key of a registry built where crypto refused random values.
+   */
+  private seedAgain(): void {
+    if (this.index.size !== 0 || this.trace.length !== 0 || this.blockTrace.length !== 0) {
+      this.weakSeeds = false; // keys hashed by them are kept: they stay
+      return;
+    }
+    const fallbacks = hashSeeds.fallbacks;
+    this.index.reseed();
+    this.traceK0 = this.index.k0;
+    this.traceK1 = this.index.k1;
+    this.weakSeeds = hashSeeds.fallbacks !== fallbacks;
   }
 
   /**

@@ -3,6 +3,7 @@
 // scope. scripts/smoke/workerd.mjs runs the built package in workerd itself.
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { drawHashSeed, hashSeeds } from "../../src/registry/engine.js";
 import { armSweepTimer } from "../../src/registry/options.js";
 import { KeyedLimiter } from "../../src/registry.js";
 import { manualClock } from "../support/manual-clock.js";
@@ -72,5 +73,37 @@ describe("a runtime with WeakRef and timers", () => {
   test("a timer that is a plain number (workerd, browsers) is left as it is", () => {
     vi.stubGlobal("setInterval", () => 7);
     expect(armSweepTimer({ sweep: () => 0 }, 1000)).toBe(true);
+  });
+});
+
+describe("a runtime that refuses random values where the registry is built", () => {
+  test("regression: a KeyedLimiter built in workerd's global scope threw (crypto refused there); it draws its hash keys again at its first key", () => {
+    const real = globalThis.crypto;
+    let refuse = true;
+    let drawn = 0;
+    vi.stubGlobal("crypto", {
+      getRandomValues: (a: Uint32Array) => {
+        if (refuse) throw new Error("Disallowed operation called within global scope.");
+        drawn++;
+        return real.getRandomValues(a);
+      },
+    });
+    const fixed = hashSeeds.next;
+    hashSeeds.next = drawHashSeed;
+    try {
+      const limiter = new KeyedLimiter(bucket()); // the module's global scope
+      expect(drawn).toBe(0);
+      refuse = false; // a request
+      expect([limiter.allow("a"), limiter.allow("a"), limiter.allow("a")]).toEqual([
+        true,
+        true,
+        false,
+      ]);
+      expect(drawn).toBe(2); // the index's two 32-bit keys, from crypto
+      expect(limiter.allow("b")).toBe(true);
+      expect(drawn).toBe(2); // once only
+    } finally {
+      hashSeeds.next = fixed;
+    }
   });
 });
