@@ -50,6 +50,33 @@ export class ChargeReceipt implements Receipt {
   get left(): number {
     return this.units - this.refunded;
   }
+
+  /**
+   * What a receipt says, as plain data (`JSON.stringify`, a log line): the decision (with its
+   * `source`, if any), `key`, `units`, `atMs`, `refundableUntilMs` and `refunded`; never the
+   * issuer or its state, which a receipt holds to check a refund.
+   */
+  toJSON(): Record<string, unknown> {
+    const source = (this as { source?: unknown }).source;
+    return {
+      allowed: this.allowed,
+      limit: this.limit,
+      remaining: this.remaining,
+      retryAfterMs: this.retryAfterMs,
+      resetAfterMs: this.resetAfterMs,
+      ...(source === undefined ? {} : { source }),
+      key: this.key,
+      units: this.units,
+      atMs: this.atMs,
+      refundableUntilMs: this.refundableUntilMs,
+      refunded: this.refunded,
+    };
+  }
+
+  /** `console.log` and `util.inspect` show {@link toJSON}'s fields. */
+  [Symbol.for("nodejs.util.inspect.custom")](): Record<string, unknown> {
+    return this.toJSON();
+  }
 }
 
 /**

@@ -35,7 +35,8 @@ export interface Settleable {
  * if (!receipt.allowed) return tooManyRequests()
  * const answer = await llm(prompt, { maxTokens: 4000 })
  * settle(perUser, receipt, answer.usage.totalTokens) // gives back what it did not use
- * @throws {TypeError} If `actualUnits` is not a number, or the receipt is another limiter's.
+ * @throws {TypeError} If `actualUnits` is not a number, the receipt is another limiter's, or
+ *   it was settled already (settle once: a second settle would take the excess again).
  * @throws {RangeError} If `actualUnits` is NaN, negative or infinite.
  */
 export function settle(limiter: Settleable, receipt: Receipt, actualUnits: number): Settlement;
@@ -50,7 +51,16 @@ export function settle(
   actualUnits: number,
 ): Settlement | Promise<Settlement> {
   const actual = checkNumber("settle", "actualUnits", actualUnits, 0, true);
+  if (typeof receipt === "object" && receipt !== null) {
+    // Settled twice, a request that cost more would be charged its excess twice.
+    if (settled.has(receipt)) {
+      throw new TypeError(
+        "settle: this receipt was settled already: settle each charge once, with the request's whole cost",
+      );
+    }
+  }
   if (!receipt.allowed) return { refunded: 0, excess: undefined }; // denied: nothing was done
+  settled.add(receipt);
   const held = receipt.units;
   if (actual <= held) {
     const given = held - actual > 0 ? limiter.refund(receipt, held - actual) : 0;
@@ -63,6 +73,9 @@ export function settle(
   if (isDecision(decision)) return { refunded: 0, excess: decision };
   return Promise.resolve(decision).then((d) => ({ refunded: 0, excess: d }));
 }
+
+/** Receipts {@link settle} has settled (a second settle is refused). */
+const settled = new WeakSet<object>();
 
 function isDecision(value: Decision | PromiseLike<Decision>): value is Decision {
   return typeof (value as Decision).allowed === "boolean";

@@ -1,6 +1,7 @@
 // Refunds through receipts (docs/semantics.md#refunds): a receipt gives back at most what its
 // charge took, nothing once those units no longer count, and over any interval the units
 // that still count never exceed the policy's bound.
+import { inspect } from "node:util";
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import {
@@ -495,6 +496,47 @@ describe("settle: charge the estimate up front, settle the difference after", ()
     expect(() => settle(perUser, r, -1)).toThrow(
       "settle: actualUnits must be a finite number >= 0, got -1",
     );
+  });
+
+  test("regression: settling one receipt twice took its excess twice; the second settle is refused", () => {
+    const clock = manualClock();
+    const budget = new KeyedLimiter(new TokenBucket({ capacity: 1000, refillPerSecond: 0, clock }));
+    const r = budget.charge("u", 100);
+    expect(settle(budget, r, 300).excess).toMatchObject({ allowed: true, remaining: 700 });
+    expect(() => settle(budget, r, 300)).toThrow(
+      "settle: this receipt was settled already: settle each charge once, with the request's whole cost",
+    );
+    expect(budget.peek("u", 0).remaining).toBe(700);
+  });
+
+  test("a receipt is plain data in JSON and in a log line, not its limiter", () => {
+    const clock = manualClock();
+    const keyed = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1, clock }));
+    const r = keyed.charge("u", 2);
+    const fields = {
+      allowed: true,
+      limit: 10,
+      remaining: 8,
+      retryAfterMs: 0,
+      resetAfterMs: 2000,
+      key: "u",
+      units: 2,
+      atMs: 0,
+      refundableUntilMs: 2000,
+      refunded: 0,
+    };
+    expect(JSON.parse(JSON.stringify(r))).toEqual(fields);
+    expect(inspect(r)).not.toContain("KeyedLimiter");
+    expect(
+      JSON.parse(
+        JSON.stringify(
+          allOf(
+            new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }),
+            new FixedWindow({ limit: 5, windowMs: 1000, clock }),
+          ).charge(2),
+        ),
+      ),
+    ).toHaveProperty("units", 2);
   });
 
   test("an unkeyed fixed window: what was not used comes back only while its window lasts", () => {
