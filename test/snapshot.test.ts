@@ -313,3 +313,54 @@ describe("KeyedLimiter snapshot edges", () => {
     expect(() => registry.snapshotAll()).toThrow("snapshot each key's own limiter");
   });
 });
+
+describe("tampered snapshots are refused before anything changes", () => {
+  test("a negative window count is refused, not a burst past the limit", () => {
+    const clock = manualClock(1000);
+    const fixed = new FixedWindow({ limit: 5, windowMs: 1000, clock });
+    const counter = new SlidingWindowCounter({ limit: 5, windowMs: 1000, clock });
+    const fixedSnap = fixed.snapshot();
+    const counterSnap = counter.snapshot();
+    expect(() => fixed.restore({ ...fixedSnap, state: [-1000, 5000] })).toThrow(RangeError);
+    expect(() => counter.restore({ ...counterSnap, state: [0, -1000, 0] })).toThrow(RangeError);
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 1000, clock }));
+    keyed.allow("a");
+    const all = keyed.snapshotAll();
+    expect(() => keyed.restoreAll({ ...all, keys: ["n"], state: [-1e6, 1e12] })).toThrow(
+      RangeError,
+    );
+    // Nothing changed: each admits exactly its limit.
+    for (const limiter of [fixed, counter]) {
+      let admitted = 0;
+      for (let i = 0; i < 100; i++) if (limiter.allow()) admitted++;
+      expect(admitted).toBe(5);
+    }
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (keyed.allow("n")) admitted++;
+    expect(admitted).toBe(5);
+  });
+
+  test("a log whose running total falls is refused, not a burst past the limit", () => {
+    const clock = manualClock(1000);
+    const log = new SlidingWindowLog({ limit: 5, windowMs: 1000, clock });
+    log.allow();
+    const snap = log.snapshot();
+    expect(() => log.restore({ ...snap, state: [100, 1e12, 0] })).toThrow(RangeError);
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (log.allow()) admitted++;
+    expect(admitted).toBe(4);
+  });
+
+  test("a log longer than the limit's ring bound is merged into the bound, never a burst", () => {
+    const clock = manualClock(1000);
+    const log = new SlidingWindowLog({ limit: 5, windowMs: 1000, clock });
+    const snap = log.snapshot();
+    const state: number[] = [0];
+    for (let i = 0; i < 10_000; i++) state.push(1001 + i / 100, i < 9_999 ? 0 : 5);
+    log.restore({ ...snap, state });
+    expect((log.snapshot().state.length - 1) / 2).toBeLessThanOrEqual(129);
+    expect(log.allow()).toBe(false); // the 5 units of the last entry still count
+    clock.set(1001 + 9_999 / 100);
+    expect(log.allow()).toBe(true);
+  });
+});

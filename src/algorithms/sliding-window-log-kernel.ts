@@ -377,6 +377,11 @@ export class SlidingWindowLogKernel implements Kernel {
   loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void {
     const ring = new LogRing();
     ring.load(values);
+    // More entries than a ring of this limit holds (a log kept from before a lower limit,
+    // or a crafted one): the oldest merge into the first kept entry, whose running total
+    // holds their units until it leaves: never in the client's favour, and bounded.
+    const excess = ring.size - (2 * this.exactEntries + 1);
+    if (excess > 0) ring.load([values[0]!, ...values.slice(1 + 2 * excess)]);
     this.init(st, s, slot);
     if (ring.size === 0) return;
     if (slot < 0) {
