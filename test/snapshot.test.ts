@@ -364,3 +364,24 @@ describe("tampered snapshots are refused before anything changes", () => {
     expect(log.allow()).toBe(true);
   });
 });
+
+describe("a tampered trace table in restoreAll", () => {
+  test("a log trace entry with a negative sum gives a new key no units past the limit", () => {
+    const clock = manualClock(1000);
+    const make = () => new SlidingWindowLog({ limit: 5, windowMs: 10_000, clock });
+    const source = new KeyedLimiter(make(), { maxKeys: 2 });
+    for (let i = 0; i < 50; i++) {
+      source.allow(`k${i}`);
+      source.allow(`k${i}`);
+    }
+    const all = source.snapshotAll();
+    const trace = all.trace!;
+    // Every entry [untilMs, sum] made to apply for long with a negative sum.
+    const entries = trace.entries.map((_, i) => (i % 2 === 0 ? 1e12 : -1e6));
+    const target = new KeyedLimiter(make(), { maxKeys: 2 });
+    target.restoreAll({ ...all, keys: [], state: [], trace: { ...trace, entries, untilMs: 1e12 } });
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (target.allow("fresh")) admitted++;
+    expect(admitted).toBeLessThanOrEqual(5);
+  });
+});

@@ -202,7 +202,10 @@ export class SlidingWindowLogKernel implements Kernel {
       return;
     }
     const margin = 2 * TOLERANCE * (this.limit > 1 ? this.limit : 1);
-    const units = table[o + 1]! + margin;
+    // A sum below 0 is none a log writes (a tampered snapshot's trace table): as 0, never
+    // a negative entry that would admit past the limit.
+    const sum = table[o + 1]!;
+    const units = (sum > 0 ? sum : 0) + margin;
     const ring = slot < 0 ? this.scratchRing() : (this.rings[slot] ?? this.create(slot));
     const slots = ring.slotCount;
     ring.replace(untilMs, units < this.boundUnits ? units : this.boundUnits);
