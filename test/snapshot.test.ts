@@ -385,3 +385,20 @@ describe("a tampered trace table in restoreAll", () => {
     expect(admitted).toBeLessThanOrEqual(5);
   });
 });
+
+describe("restoreAll of a snapshot that names a key twice", () => {
+  test("is refused before anything changes, not decided by its last state", () => {
+    const clock = manualClock(1000);
+    const registry = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 1000, clock }));
+    const all = registry.snapshotAll();
+    expect(() =>
+      registry.restoreAll({ ...all, keys: ["d", "d"], state: [2, 2000, 0, 2000] }),
+    ).toThrow(/holds "d" twice/);
+    // Nothing changed: "d" is a fresh key, with its limit of 2.
+    expect([registry.allow("d"), registry.allow("d"), registry.allow("d")]).toEqual([
+      true,
+      true,
+      false,
+    ]);
+  });
+});
