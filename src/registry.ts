@@ -458,7 +458,7 @@ export class KeyedLimiter {
    * options (a key held here takes the snapshot's state; others stay as they are). All are
    * checked before any changes.
    * @throws {TypeError} For something that is not such a snapshot (naming what differs), a
-   *   bad key in it, or on the generic path. {RangeError} When the keys would not fit within
+   *   bad or repeated key in it, or on the generic path. {RangeError} When the keys would not fit within
    *   `maxKeys`, nothing changing; or a log key's entries would not fit within `maxBytes`,
    *   the keys before it restored.
    */
@@ -478,8 +478,13 @@ export class KeyedLimiter {
     const states: number[][] = [];
     const probe = new Float64Array(e.layout.doubles);
     let at = 0;
+    const seen = new Set<string>();
     for (const key of keys) {
       this.checkKey(key);
+      if (seen.has(key)) {
+        throw new TypeError(`${where}: snapshot.keys holds ${JSON.stringify(key)} twice`);
+      }
+      seen.add(key);
       const n = width === 0 ? (state[at++] ?? -1) : width;
       if (!Number.isInteger(n) || n < 0 || at + n > state.length) {
         throw new TypeError(`${where}: snapshot.state does not split into ${keys.length} keys`);

@@ -313,3 +313,92 @@ describe("KeyedLimiter snapshot edges", () => {
     expect(() => registry.snapshotAll()).toThrow("snapshot each key's own limiter");
   });
 });
+
+describe("tampered snapshots are refused before anything changes", () => {
+  test("a negative window count is refused, not a burst past the limit", () => {
+    const clock = manualClock(1000);
+    const fixed = new FixedWindow({ limit: 5, windowMs: 1000, clock });
+    const counter = new SlidingWindowCounter({ limit: 5, windowMs: 1000, clock });
+    const fixedSnap = fixed.snapshot();
+    const counterSnap = counter.snapshot();
+    expect(() => fixed.restore({ ...fixedSnap, state: [-1000, 5000] })).toThrow(RangeError);
+    expect(() => counter.restore({ ...counterSnap, state: [0, -1000, 0] })).toThrow(RangeError);
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 1000, clock }));
+    keyed.allow("a");
+    const all = keyed.snapshotAll();
+    expect(() => keyed.restoreAll({ ...all, keys: ["n"], state: [-1e6, 1e12] })).toThrow(
+      RangeError,
+    );
+    // Nothing changed: each admits exactly its limit.
+    for (const limiter of [fixed, counter]) {
+      let admitted = 0;
+      for (let i = 0; i < 100; i++) if (limiter.allow()) admitted++;
+      expect(admitted).toBe(5);
+    }
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (keyed.allow("n")) admitted++;
+    expect(admitted).toBe(5);
+  });
+
+  test("a log whose running total falls is refused, not a burst past the limit", () => {
+    const clock = manualClock(1000);
+    const log = new SlidingWindowLog({ limit: 5, windowMs: 1000, clock });
+    log.allow();
+    const snap = log.snapshot();
+    expect(() => log.restore({ ...snap, state: [100, 1e12, 0] })).toThrow(RangeError);
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (log.allow()) admitted++;
+    expect(admitted).toBe(4);
+  });
+
+  test("a log longer than the limit's ring bound is merged into the bound, never a burst", () => {
+    const clock = manualClock(1000);
+    const log = new SlidingWindowLog({ limit: 5, windowMs: 1000, clock });
+    const snap = log.snapshot();
+    const state: number[] = [0];
+    for (let i = 0; i < 10_000; i++) state.push(1001 + i / 100, i < 9_999 ? 0 : 5);
+    log.restore({ ...snap, state });
+    expect((log.snapshot().state.length - 1) / 2).toBeLessThanOrEqual(129);
+    expect(log.allow()).toBe(false); // the 5 units of the last entry still count
+    clock.set(1001 + 9_999 / 100);
+    expect(log.allow()).toBe(true);
+  });
+});
+
+describe("a tampered trace table in restoreAll", () => {
+  test("a log trace entry with a negative sum gives a new key no units past the limit", () => {
+    const clock = manualClock(1000);
+    const make = () => new SlidingWindowLog({ limit: 5, windowMs: 10_000, clock });
+    const source = new KeyedLimiter(make(), { maxKeys: 2 });
+    for (let i = 0; i < 50; i++) {
+      source.allow(`k${i}`);
+      source.allow(`k${i}`);
+    }
+    const all = source.snapshotAll();
+    const trace = all.trace!;
+    // Every entry [untilMs, sum] made to apply for long with a negative sum.
+    const entries = trace.entries.map((_, i) => (i % 2 === 0 ? 1e12 : -1e6));
+    const target = new KeyedLimiter(make(), { maxKeys: 2 });
+    target.restoreAll({ ...all, keys: [], state: [], trace: { ...trace, entries, untilMs: 1e12 } });
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (target.allow("fresh")) admitted++;
+    expect(admitted).toBeLessThanOrEqual(5);
+  });
+});
+
+describe("restoreAll of a snapshot that names a key twice", () => {
+  test("is refused before anything changes, not decided by its last state", () => {
+    const clock = manualClock(1000);
+    const registry = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 1000, clock }));
+    const all = registry.snapshotAll();
+    expect(() =>
+      registry.restoreAll({ ...all, keys: ["d", "d"], state: [2, 2000, 0, 2000] }),
+    ).toThrow(/holds "d" twice/);
+    // Nothing changed: "d" is a fresh key, with its limit of 2.
+    expect([registry.allow("d"), registry.allow("d"), registry.allow("d")]).toEqual([
+      true,
+      true,
+      false,
+    ]);
+  });
+});

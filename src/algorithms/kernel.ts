@@ -261,3 +261,22 @@ export function loadDoubles(
   }
   for (let i = 0; i < n; i++) st[s + i] = values[i]!;
 }
+
+/**
+ * Throws unless `values[i]` for each `i` of `counts` is a finite number, at least 0: a
+ * window's count in a snapshot. A negative count would admit past the limit (a tampered
+ * snapshot granting a burst), so it is refused before anything changes.
+ * @throws {RangeError} Naming the number and its place.
+ * @internal
+ */
+export function checkCounts(values: readonly number[], counts: readonly number[]): void {
+  for (const i of counts) {
+    const v = values[i];
+    if (v === undefined) continue; // the length is checked by loadDoubles
+    if (!(v >= 0 && v - v === 0)) {
+      throw new RangeError(
+        `snapshot: state[${i}] is a count, which must be a finite number at least 0, got ${v}`,
+      );
+    }
+  }
+}

@@ -58,6 +58,26 @@ export class LogRing {
       );
     }
     const size = (values.length - 1) / 2;
+    // Finite, the totals never falling (each entry's cost is at least 0) and the leave
+    // times in order: a total below the one before it would admit past the limit.
+    let prevTotal = values[0]!;
+    let prevLeave = Number.NEGATIVE_INFINITY;
+    if (prevTotal - prevTotal !== 0) {
+      throw new RangeError(`snapshot: a log's base must be a finite number, got ${prevTotal}`);
+    }
+    for (let i = 1; i < values.length; i += 2) {
+      const leave = values[i]!;
+      const total = values[i + 1]!;
+      if (
+        !(leave - leave === 0 && leave >= prevLeave && total - total === 0 && total >= prevTotal)
+      ) {
+        throw new RangeError(
+          `snapshot: a log's entries must have finite leave times in order and running totals that never fall, entry ${(i - 1) / 2} is (${leave}, ${total})`,
+        );
+      }
+      prevLeave = leave;
+      prevTotal = total;
+    }
     let count = INITIAL_ENTRIES;
     while (count < size) count *= 2;
     this.slots = new Float64Array(2 * count);

@@ -1,6 +1,6 @@
 import type { Decision } from "../limiter.js";
 import { fits } from "../numeric.js";
-import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
+import { checkCounts, type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
 import { windowIndex } from "./time.js";
 import {
   counterDecision,
@@ -291,6 +291,7 @@ export class SlidingWindowCounterKernel implements Kernel {
   }
 
   loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    checkCounts(values, [0, 1]);
     loadDoubles(st, s, this.doubles, values);
   }
 

@@ -202,7 +202,10 @@ export class SlidingWindowLogKernel implements Kernel {
       return;
     }
     const margin = 2 * TOLERANCE * (this.limit > 1 ? this.limit : 1);
-    const units = table[o + 1]! + margin;
+    // A sum below 0 is none a log writes (a tampered snapshot's trace table): as 0, never
+    // a negative entry that would admit past the limit.
+    const sum = table[o + 1]!;
+    const units = (sum > 0 ? sum : 0) + margin;
     const ring = slot < 0 ? this.scratchRing() : (this.rings[slot] ?? this.create(slot));
     const slots = ring.slotCount;
     ring.replace(untilMs, units < this.boundUnits ? units : this.boundUnits);
@@ -377,6 +380,11 @@ export class SlidingWindowLogKernel implements Kernel {
   loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void {
     const ring = new LogRing();
     ring.load(values);
+    // More entries than a ring of this limit holds (a log kept from before a lower limit,
+    // or a crafted one): the oldest merge into the first kept entry, whose running total
+    // holds their units until it leaves: never in the client's favour, and bounded.
+    const excess = ring.size - (2 * this.exactEntries + 1);
+    if (excess > 0) ring.load([values[0]!, ...values.slice(1 + 2 * excess)]);
     this.init(st, s, slot);
     if (ring.size === 0) return;
     if (slot < 0) {
