@@ -317,7 +317,8 @@ export class KeyedLimiter {
    * `consume(key, cost).allowed` as of `timeMs` (milliseconds on the policy's clock) rather
    * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at one
    * reading. One latest time serves the whole registry: a time behind it (from the clock or
-   * an earlier call) counts as it. See docs/semantics.md#explicit-time.
+   * an earlier call) counts as it, and a far-future one moves every key there, so never
+   * pass a time a client chose. See docs/semantics.md#explicit-time.
    * @throws {TypeError} If `key` is not a string, `timeMs` or `cost` not a number, or (on
    *   the generic path) the key's limiter cannot decide at an explicit time (a custom one
    *   without `allowAt`). {RangeError} If `key` is too long, `timeMs` or `cost` is NaN or

@@ -9,6 +9,15 @@ import type { KeyedPlans } from "./plan-options.js";
 
 /** The option names of {@link KeyedPlans}. */
 const PLANS_OPTIONS = ["plans", "plan"] as const;
+/** The registry's own options, given beside the plans: they go in the second argument. */
+const REGISTRY_OPTION_HINTS: Readonly<Record<string, string>> = Object.fromEntries(
+  ["maxKeys", "maxBytes", "maxKeyLength", "maxWaiters", "whenFull", "sweepIntervalMs"].map(
+    (name) => [
+      name,
+      `a registry option: pass it as the second argument, new KeyedLimiter({ plans, plan }, { ${name} })`,
+    ],
+  ),
+);
 /** Most plans: a plan id is one byte per slot. */
 export const MAX_PLANS = 255;
 
@@ -153,17 +162,11 @@ export function joinSlabs(layout: PlanLayout, slabs: readonly Slab[]): Slab {
  * @throws {TypeError} Naming every problem.
  */
 export function checkPlans(value: KeyedPlans): PlanTable {
-  checkOptionNames(
-    WHERE,
-    value,
-    PLANS_OPTIONS,
-    {},
-    {
-      names: PLANS_OPTIONS,
-      example:
-        'new KeyedLimiter({ plans: { free: new TokenBucket(...), pro: new TokenBucket(...) }, plan: (key) => (key.startsWith("pro:") ? "pro" : "free") })',
-    },
-  );
+  checkOptionNames(WHERE, value, PLANS_OPTIONS, REGISTRY_OPTION_HINTS, {
+    names: PLANS_OPTIONS,
+    example:
+      'new KeyedLimiter({ plans: { free: new TokenBucket(...), pro: new TokenBucket(...) }, plan: (key) => (key.startsWith("pro:") ? "pro" : "free") })',
+  });
   const problems: string[] = [];
   const { plans, plan } = value;
   if (typeof plan !== "function")

@@ -564,3 +564,18 @@ describe("snapshots of a plan registry", () => {
     expect(b.peek("pro:1")).toMatchObject({ limit: 6, remaining: 5 }); // untouched: 6 less the peeked 1
   });
 });
+
+test("regression: maxKeys beside the plans said only 'unknown option'; it says to pass it second", () => {
+  const plans = { free: new TokenBucket({ capacity: 2, refillPerSecond: 1 }) };
+  expect(
+    () =>
+      new KeyedLimiter({
+        plans,
+        plan: () => "free",
+        maxKeys: 5,
+      } as unknown as ConstructorParameters<typeof KeyedLimiter>[0]),
+  ).toThrow(
+    'unknown option "maxKeys" (a registry option: pass it as the second argument, new KeyedLimiter({ plans, plan }, { maxKeys }))',
+  );
+  expect(new KeyedLimiter({ plans, plan: () => "free" }, { maxKeys: 5 }).allow("a")).toBe(true);
+});
