@@ -15,8 +15,8 @@
  * @module
  */
 
-import { coarseClock } from "../src/coarse-clock.js";
-import { allOf } from "../src/composite.js";
+import { allOf } from "../src/composite/all-of.js";
+import { coarseClock } from "../src/core/coarse-clock.js";
 import {
   FixedWindow,
   LeakyBucket,
@@ -25,7 +25,7 @@ import {
   SlidingWindowLog,
   TokenBucket,
 } from "../src/index.js";
-import { KeyedLimiter, type KeyedLimiterStats } from "../src/registry.js";
+import { KeyedLimiter, type KeyedLimiterStats } from "../src/keyed/keyed-limiter.js";
 import {
   accessSequence,
   type KeyPattern,

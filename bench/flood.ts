@@ -15,9 +15,9 @@ import { FixedWindow } from "../src/algorithms/fixed-window.js";
 import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { allOf } from "../src/composite.js";
-import type { Limiter } from "../src/limiter.js";
-import { KeyedLimiter } from "../src/registry.js";
+import { allOf } from "../src/composite/all-of.js";
+import type { Limiter } from "../src/core/limiter.js";
+import { KeyedLimiter } from "../src/keyed/keyed-limiter.js";
 
 const arg = (name: string, fallback: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;

@@ -19,8 +19,8 @@
 import { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../src/keyed/keyed-limiter.js";
 import { fromIoredis, LeasedTokenBucket, RedisTokenBucket } from "../src/redis/index.js";
-import { KeyedLimiter } from "../src/registry.js";
 import { Histogram } from "./support/histogram.js";
 
 /** What one process sends back. */

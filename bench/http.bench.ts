@@ -30,7 +30,7 @@ import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
 import { rateLimit } from "../src/http/node.js";
-import { KeyedLimiter } from "../src/registry.js";
+import { KeyedLimiter } from "../src/keyed/keyed-limiter.js";
 import { STEADY_BUCKET, VARYING_BUCKET } from "./support/http-buckets.js";
 
 /** One server variant under autocannon (the shape of bench/support/report.ts `HttpRow`). */

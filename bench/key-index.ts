@@ -14,9 +14,9 @@
  * @module
  */
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import type { SlabEngine } from "../src/registry/engine.js";
-import { hashKey, tableEntriesFor } from "../src/registry/key-index.js";
-import { KeyedLimiter } from "../src/registry.js";
+import type { SlabEngine } from "../src/keyed/engine.js";
+import { hashKey, tableEntriesFor } from "../src/keyed/key-index.js";
+import { KeyedLimiter } from "../src/keyed/keyed-limiter.js";
 
 const arg = (name: string, fallback: string) =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback;

@@ -24,9 +24,9 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { Bench } from "tinybench";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { allOf } from "../src/composite.js";
+import { allOf } from "../src/composite/all-of.js";
+import { KeyedLimiter } from "../src/keyed/keyed-limiter.js";
 import { withMetrics } from "../src/metrics/with-metrics.js";
-import { KeyedLimiter } from "../src/registry.js";
 
 const BATCH = 1000;
 /** Accesses in one random sequence (a power of two: the cursor wraps with a mask). */

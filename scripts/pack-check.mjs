@@ -93,7 +93,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 /**
  * The algorithm classes, each of which a bundler must be able to drop when unused: what
  * src/index.ts exports from src/algorithms/ (test/catalog.test.ts holds that list equal to
- * the catalog's, src/catalog.ts).
+ * the catalog's, src/algorithms/catalog.ts).
  */
 const ALGORITHMS = [
   ...readFileSync(join(root, "src", "index.ts"), "utf8").matchAll(

@@ -30,8 +30,7 @@ export {
   type TokenBucketOptions,
   type TokenBucketReconfigure,
 } from "./algorithms/token-bucket.js";
-export { type CoarseClock, type CoarseClockOptions, coarseClock } from "./coarse-clock.js";
-export { type AllOf, allOf } from "./composite.js";
+export { type AllOf, allOf } from "./composite/all-of.js";
 export {
   ConcurrencyLimiter,
   type ConcurrencyLimiterOptions,
@@ -41,7 +40,8 @@ export {
   type KeyedConcurrencyLimiterOptions,
 } from "./concurrency/keyed-concurrency-limiter.js";
 export type { Permit } from "./concurrency/permit.js";
-export { RateLimitError } from "./errors.js";
+export { type CoarseClock, type CoarseClockOptions, coarseClock } from "./core/coarse-clock.js";
+export { RateLimitError } from "./core/errors.js";
 export type {
   Clock,
   Decision,
@@ -50,7 +50,15 @@ export type {
   Reservation,
   ReserveOptions,
   WaitOptions,
-} from "./limiter.js";
+} from "./core/limiter.js";
+export { type Settleable, type Settlement, settle } from "./core/settle.js";
+export {
+  type CloneableLimiter,
+  KeyedLimiter,
+  type KeyedLimiterOptions,
+  type KeyedLimiterStats,
+  type KeyedPlans,
+} from "./keyed/keyed-limiter.js";
 export {
   type DecisionAttributesOptions,
   type DecisionAttributeValue,
@@ -75,11 +83,3 @@ export {
   type MetricsSource,
   withMetrics,
 } from "./metrics/with-metrics.js";
-export {
-  type CloneableLimiter,
-  KeyedLimiter,
-  type KeyedLimiterOptions,
-  type KeyedLimiterStats,
-  type KeyedPlans,
-} from "./registry.js";
-export { type Settleable, type Settlement, settle } from "./settle.js";

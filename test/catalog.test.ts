@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, test } from "vitest";
-import { type AlgorithmDescriptor, CATALOG, descriptorOf } from "../src/catalog.js";
+import { type AlgorithmDescriptor, CATALOG, descriptorOf } from "../src/algorithms/catalog.js";
 import { HELP, parseCommand, REPLAY_OPTION_NAMES } from "../src/cli/args.js";
 import {
   ALGORITHMS,

@@ -1,4 +1,4 @@
-// The coarse clock (src/coarse-clock.ts): a cached reading refreshed by an unref'd timer
+// The coarse clock (src/core/coarse-clock.ts): a cached reading refreshed by an unref'd timer
 // and every `maxReads` reads, monotonic, exact again after stop(); and exactness with it:
 // a limiter on the coarse clock decides exactly as the same limiter on a manual clock set
 // to the readings the coarse clock gave, for every algorithm, allOf and the keyed registry.
@@ -9,11 +9,11 @@ import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { type CoarseClock, coarseClock } from "../src/coarse-clock.js";
-import { allOf } from "../src/composite.js";
+import { allOf } from "../src/composite/all-of.js";
+import { type CoarseClock, coarseClock } from "../src/core/coarse-clock.js";
+import type { Clock, Limiter } from "../src/core/limiter.js";
 import { coarseClock as exported } from "../src/index.js";
-import type { Clock, Limiter } from "../src/limiter.js";
-import { KeyedLimiter } from "../src/registry.js";
+import { KeyedLimiter } from "../src/keyed/keyed-limiter.js";
 import "./support/fast-check-seed.js";
 import { manualClock } from "./support/manual-clock.js";
 

@@ -6,6 +6,7 @@
 // a throw changes nothing; a blocked key is denied. Seeds are fixed (SEED=n replays one).
 import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
+import type { Clock } from "../src/core/limiter.js";
 import { AfterResponse } from "../src/http/after-response.js";
 import { checkAdapterOptions } from "../src/http/core.js";
 import { Outcome, Pipeline } from "../src/http/pipeline.js";
@@ -21,7 +22,6 @@ import {
   SlidingWindowLog,
   TokenBucket,
 } from "../src/index.js";
-import type { Clock } from "../src/limiter.js";
 import { type Act, breach, type Policy, widest } from "./support/invariant.js";
 import { timerClock } from "./support/timer-clock.js";
 

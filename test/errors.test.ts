@@ -1,5 +1,5 @@
 import { expect, describe as group, test } from "vitest";
-import { checkCost, checkNumber, checkOptionNames, describe } from "../src/errors.js";
+import { checkCost, checkNumber, checkOptionNames, describe } from "../src/core/errors.js";
 
 group("describe", () => {
   test.each([

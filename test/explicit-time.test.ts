@@ -5,9 +5,9 @@ import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { allOf } from "../src/composite.js";
-import type { Clock, Decision, Limiter } from "../src/limiter.js";
-import { KeyedLimiter } from "../src/registry.js";
+import { allOf } from "../src/composite/all-of.js";
+import type { Clock, Decision, Limiter } from "../src/core/limiter.js";
+import { KeyedLimiter } from "../src/keyed/keyed-limiter.js";
 import { manualClock } from "./support/manual-clock.js";
 
 /** What the explicit-time forms of a limiter or a keyed limiter's key look like here. */

@@ -288,12 +288,44 @@ describe("src/ layers", () => {
 // layout-move:begin
 /** Layers that may not be imported from a layer; a key or value ending in `/` is a directory. */
 const FORBIDDEN: Forbidden = new Map([
+  // The heart: core/ imports nothing of tollgate but itself.
+  [
+    "core/",
+    [
+      "algorithms/",
+      "composite/",
+      "keyed/",
+      "concurrency/",
+      "metrics/",
+      "store/",
+      "redis/",
+      "http/",
+      "cli/",
+      "testing/",
+    ],
+  ],
+  // The algorithms stand on core/ alone: never allOf, the keyed engine or anything above.
   [
     "algorithms/",
-    ["registry.ts", "registry/", "composite.ts", "http/", "redis/", "store/", "cli/"],
+    ["composite/", "keyed/", "concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"],
   ],
-  ["registry/", ["http/", "redis/", "store/", "cli/"]],
+  ["composite/", ["keyed/", "concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"]],
+  // The keyed engine imports no adapter, no store and no tool.
+  ["keyed/", ["concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"]],
+  ["concurrency/", ["metrics/", "store/", "redis/", "http/", "cli/"]],
   // The store seam is store-neutral: no store's code, no adapter.
   ["store/", ["redis/", "http/", "cli/"]],
+  ["metrics/", ["redis/", "http/", "cli/"]],
+  ["redis/", ["http/", "cli/"]],
 ]);
+
+/** The files allowed at the root of src/: the entry point. */
+const ROOT_FILES: readonly string[] = ["index.ts"];
+
+describe("src/ root", () => {
+  it("holds the entry point only: every other file lives in the folder of its layer", () => {
+    const loose = [...readTree(SRC).keys()].filter((f) => !f.includes("/"));
+    expect(loose.filter((f) => !ROOT_FILES.includes(f))).toEqual([]);
+  });
+});
 // layout-move:end

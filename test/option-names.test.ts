@@ -1,4 +1,5 @@
 import { describe, expect, test } from "vitest";
+import { optionNames } from "../src/core/option-names.js";
 import {
   allOf,
   FixedWindow,
@@ -8,7 +9,6 @@ import {
   SlidingWindowLog,
   TokenBucket,
 } from "../src/index.js";
-import { optionNames } from "../src/option-names.js";
 import {
   fromIoredis,
   fromNodeRedis,

@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
+import type { Decision } from "../src/core/limiter.js";
 import {
   allOf,
   FixedWindow,
@@ -9,7 +10,6 @@ import {
   SlidingWindowLog,
   TokenBucket,
 } from "../src/index.js";
-import type { Decision } from "../src/limiter.js";
 import { manualClock } from "./support/manual-clock.js";
 import { fixedWindowModel, slidingCounterModel, slidingLogModel } from "./support/models.js";
 import type { Step } from "./support/steps.js";

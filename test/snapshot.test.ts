@@ -6,9 +6,9 @@ import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.j
 import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import type { LimiterSnapshot, RegistrySnapshot } from "../src/algorithms/snapshot.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { allOf } from "../src/composite.js";
-import type { Clock, Decision, Limiter } from "../src/limiter.js";
-import { type CloneableLimiter, KeyedLimiter } from "../src/registry.js";
+import { allOf } from "../src/composite/all-of.js";
+import type { Clock, Decision, Limiter } from "../src/core/limiter.js";
+import { type CloneableLimiter, KeyedLimiter } from "../src/keyed/keyed-limiter.js";
 import { manualClock } from "./support/manual-clock.js";
 
 type Snapshotting = Limiter & {

@@ -2,6 +2,7 @@
 // below jitterMs; the grant itself (and so the limit) is as without jitter. The draws come
 // from jitterSource, which each test here sets (test/support/seeds.ts fixes it otherwise).
 import { afterEach, describe, expect, test, vi } from "vitest";
+import { jitterSource } from "../src/core/wait.js";
 import {
   allOf,
   FixedWindow,
@@ -10,7 +11,6 @@ import {
   type Limiter,
   TokenBucket,
 } from "../src/index.js";
-import { jitterSource } from "../src/wait.js";
 import { timerClock } from "./support/timer-clock.js";
 
 const seeded = jitterSource.next;

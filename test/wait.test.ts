@@ -5,11 +5,11 @@ import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { allOf } from "../src/composite.js";
-import { RateLimitError } from "../src/errors.js";
-import type { Clock, Limiter } from "../src/limiter.js";
-import { cleanMs } from "../src/numeric.js";
-import { MAX_TIMER_MS, timerDelay, WaitQueue } from "../src/wait.js";
+import { allOf } from "../src/composite/all-of.js";
+import { RateLimitError } from "../src/core/errors.js";
+import type { Clock, Limiter } from "../src/core/limiter.js";
+import { cleanMs } from "../src/core/numeric.js";
+import { MAX_TIMER_MS, timerDelay, WaitQueue } from "../src/core/wait.js";
 import { manualClock } from "./support/manual-clock.js";
 import { settleLog, timerClock } from "./support/timer-clock.js";
 

@@ -11,8 +11,8 @@
  * @module
  */
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { coarseClock } from "../../src/coarse-clock.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { coarseClock } from "../../src/core/coarse-clock.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { median } from "./spread.js";
 
 /** What the measurement found, ms. */

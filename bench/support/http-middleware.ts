@@ -10,7 +10,7 @@ import { IncomingMessage, ServerResponse } from "node:http";
 import { Socket } from "node:net";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { rateLimit } from "../../src/http/index.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import type { TimedTask } from "./measure.js";
 
 /** Calls per timed batch: a `ServerResponse` costs about a microsecond. */

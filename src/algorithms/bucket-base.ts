@@ -1,4 +1,4 @@
-import { badClock, checkCost, describe } from "../errors.js";
+import { badClock, checkCost, describe } from "../core/errors.js";
 import {
   type Clock,
   type Decision,
@@ -6,10 +6,10 @@ import {
   type ReserveOptions,
   UnkeyedLimiterBase,
   type WaitOptions,
-} from "../limiter.js";
-import { fits } from "../numeric.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
-import type { ApplyReconfigure } from "../reconfigure.js";
+} from "../core/limiter.js";
+import { fits } from "../core/numeric.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
+import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { BucketKernel } from "./bucket-kernel.js";
 import { BucketLedger } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";

@@ -5,12 +5,12 @@ import {
   checkOptions,
   formatUnits,
   RateLimitError,
-} from "../errors.js";
-import type { Decision, Reservation, ReserveOptions, WaitOptions } from "../limiter.js";
-import { fits, wholeUnits } from "../numeric.js";
-import { RESERVE_HINTS, RESERVE_OPTIONS } from "../option-names.js";
-import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "../wait.js";
-import { WaitList, type WaitListNode } from "../wait-list.js";
+} from "../core/errors.js";
+import type { Decision, Reservation, ReserveOptions, WaitOptions } from "../core/limiter.js";
+import { fits, wholeUnits } from "../core/numeric.js";
+import { RESERVE_HINTS, RESERVE_OPTIONS } from "../core/option-names.js";
+import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "../core/wait.js";
+import { WaitList, type WaitListNode } from "../core/wait-list.js";
 import { msToRefill } from "./bucket-math.js";
 
 /**

@@ -1,5 +1,5 @@
-import type { Decision } from "../limiter.js";
-import type { ChargeReceipt } from "../receipt.js";
+import type { Decision } from "../core/limiter.js";
+import type { ChargeReceipt } from "../core/receipt.js";
 
 /**
  * An algorithm's kernel, the one seam between its rules and its state: one limiter's state
@@ -181,7 +181,7 @@ export interface Kernel {
 }
 
 /**
- * A built-in limiter as {@link allOf} (src/composite.ts) drives it: its kernel over its own
+ * A built-in limiter as {@link allOf} (src/composite/all-of.ts) drives it: its kernel over its own
  * slot, at a time of the caller's choosing, so that `allOf` reads every part's clock first
  * (a reading that throws leaves every part as it was), then checks every part, then
  * charges every part: all or nothing. The same steps back each class's public methods and

@@ -1,5 +1,5 @@
-import type { Decision } from "../limiter.js";
-import { fits } from "../numeric.js";
+import type { Decision } from "../core/limiter.js";
+import { fits } from "../core/numeric.js";
 import { logDecision, logLeaveAt } from "./window-math.js";
 
 /** Entries a ring allocates at its first entry; it doubles from there as needed. */

@@ -1,5 +1,5 @@
-import type { Decision } from "../limiter.js";
-import { fits } from "../numeric.js";
+import type { Decision } from "../core/limiter.js";
+import { fits } from "../core/numeric.js";
 import { checkCounts, type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
 import { windowIndex } from "./time.js";
 import {

@@ -1,5 +1,5 @@
-import type { Decision } from "../limiter.js";
-import { fits, TOLERANCE } from "../numeric.js";
+import type { Decision } from "../core/limiter.js";
+import { fits, TOLERANCE } from "../core/numeric.js";
 import type { Kernel } from "./kernel.js";
 import { LogRing } from "./log-ring.js";
 import { logExactEntries } from "./window-math.js";

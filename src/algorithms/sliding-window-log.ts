@@ -1,7 +1,7 @@
-import { checkClock, checkCost, checkOptionNames, checkOptions } from "../errors.js";
-import type { Receipt } from "../limiter.js";
-import { type Clock, type Limiter, systemClock } from "../limiter.js";
-import { optionNames, windowHints, windowRequired } from "../option-names.js";
+import { checkClock, checkCost, checkOptionNames, checkOptions } from "../core/errors.js";
+import type { Receipt } from "../core/limiter.js";
+import { type Clock, type Limiter, systemClock } from "../core/limiter.js";
+import { optionNames, windowHints, windowRequired } from "../core/option-names.js";
 import { SlidingWindowLogKernel } from "./sliding-window-log-kernel.js";
 import { checkWindowSize, windowClockBoundMs } from "./time.js";
 import { WindowBase, type WindowSpec } from "./window-base.js";
@@ -27,7 +27,7 @@ export type SlidingWindowLogReconfigure = Partial<Omit<SlidingWindowLogOptions, 
 
 const WHERE = "SlidingWindowLog";
 
-/** The option names of {@link SlidingWindowLogOptions}, checked by the constructor; src/catalog.ts lists them. */
+/** The option names of {@link SlidingWindowLogOptions}, checked by the constructor; src/algorithms/catalog.ts lists them. */
 export const SLIDING_WINDOW_LOG_OPTIONS = optionNames<SlidingWindowLogOptions>()([
   "limit",
   "windowMs",

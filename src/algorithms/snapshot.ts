@@ -1,4 +1,4 @@
-import { describe } from "../errors.js";
+import { describe } from "../core/errors.js";
 
 /**
  * Snapshots: a limiter's state (its kernel slot) as plain, JSON-safe data, so that it can

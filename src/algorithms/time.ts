@@ -1,5 +1,5 @@
-import { badClock, checkNumber, describe } from "../errors.js";
-import type { Clock } from "../limiter.js";
+import { badClock, checkNumber, describe } from "../core/errors.js";
+import type { Clock } from "../core/limiter.js";
 
 /**
  * Time helpers shared by the window algorithms: their size options, the clock high-water

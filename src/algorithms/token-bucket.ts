@@ -1,5 +1,11 @@
-import { checkClock, checkCost, checkNumber, checkOptionNames, checkOptions } from "../errors.js";
-import type { Receipt } from "../limiter.js";
+import {
+  checkClock,
+  checkCost,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+} from "../core/errors.js";
+import type { Receipt } from "../core/limiter.js";
 import {
   type Clock,
   type Decision,
@@ -8,10 +14,10 @@ import {
   type ReserveOptions,
   systemClock,
   type WaitOptions,
-} from "../limiter.js";
-import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
-import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { jittered } from "../wait.js";
+} from "../core/limiter.js";
+import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
+import { jittered } from "../core/wait.js";
 import { BucketBase, checkInitial } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
@@ -42,7 +48,7 @@ export type TokenBucketReconfigure = Partial<Omit<TokenBucketOptions, "clock">>;
 
 const WHERE = "TokenBucket";
 
-/** The option names of {@link TokenBucketOptions}, checked by the constructor; src/catalog.ts lists them. */
+/** The option names of {@link TokenBucketOptions}, checked by the constructor; src/algorithms/catalog.ts lists them. */
 export const TOKEN_BUCKET_OPTIONS = optionNames<TokenBucketOptions>()([
   "capacity",
   "refillPerSecond",

@@ -1,14 +1,14 @@
-import { checkCost } from "../errors.js";
+import { checkCost } from "../core/errors.js";
 import {
   type Clock,
   type Decision,
   type Receipt,
   UnkeyedLimiterBase,
   type WaitOptions,
-} from "../limiter.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt } from "../receipt.js";
-import { type ApplyReconfigure, checkReconfigureOptions } from "../reconfigure.js";
-import { jittered, WaitQueue } from "../wait.js";
+} from "../core/limiter.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
+import { jittered, WaitQueue } from "../core/wait.js";
 import { exactPart, type Kernel, type KernelPart } from "./kernel.js";
 import {
   checkSnapshot,

@@ -1,5 +1,5 @@
-import type { Decision } from "../limiter.js";
-import { cleanMs, fits, wholeUnits } from "../numeric.js";
+import type { Decision } from "../core/limiter.js";
+import { cleanMs, fits, wholeUnits } from "../core/numeric.js";
 import { granuleEnd, windowEnd, windowIndex } from "./time.js";
 
 /**

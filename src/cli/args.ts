@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
-import { type AlgorithmDescriptor, algorithmIdOf, CATALOG } from "../catalog.js";
-import { closestName } from "../errors.js";
+import { type AlgorithmDescriptor, algorithmIdOf, CATALOG } from "../algorithms/catalog.js";
+import { closestName } from "../core/errors.js";
 import { type KeySpec, parseKeySpec } from "./keys.js";
 import { DEFAULT_MAX_LINE_BYTES, MAX_LINE_BYTES_LIMIT } from "./lines.js";
 import { type NodesOptions, SPREADS, type Spread } from "./nodes.js";

@@ -1,6 +1,6 @@
+import type { Scheduler } from "../redis/leased/exchange.js";
 import { LeasedTokenBucket } from "../redis/leased/leased-token-bucket.js";
 import { MemoryLeaseStore } from "../redis/leased/memory-store.js";
-import type { Scheduler } from "../redis/leased/store.js";
 
 /**
  * How `tollgate replay --nodes N` spreads requests over the simulated processes:

@@ -4,9 +4,9 @@ import {
   CATALOG,
   descriptorOf,
   type Measure,
-} from "../catalog.js";
-import type { Clock } from "../limiter.js";
-import type { CloneableLimiter } from "../registry.js";
+} from "../algorithms/catalog.js";
+import type { Clock } from "../core/limiter.js";
+import type { CloneableLimiter } from "../keyed/keyed-limiter.js";
 
 /** The algorithms `tollgate replay --algorithm` accepts, in report order: the catalog's ids. */
 export const ALGORITHMS: readonly AlgorithmName[] = CATALOG.map((d) => d.id);

@@ -1,4 +1,4 @@
-import { checkNumber } from "../errors.js";
+import { checkNumber } from "../core/errors.js";
 
 /**
  * A bounded reorder buffer: puts items that arrive roughly in time order back in time

@@ -1,5 +1,5 @@
 import type { Readable } from "node:stream";
-import { KeyedLimiter } from "../registry.js";
+import { KeyedLimiter } from "../keyed/keyed-limiter.js";
 import { KEY_NAMES, type KeySpec, keyFunction, keySpecName } from "./keys.js";
 import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from "./lines.js";
 import { type NodesOptions, type NodesReport, NodesSimulation } from "./nodes.js";

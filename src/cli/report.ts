@@ -1,4 +1,4 @@
-import { CATALOG } from "../catalog.js";
+import { CATALOG } from "../algorithms/catalog.js";
 import { describeOptions } from "./policy.js";
 import { asciiSafeJson, printable } from "./printable.js";
 import type { NodesReport, PolicyResult, ReplayReport } from "./replay.js";

@@ -1,4 +1,4 @@
-import { CATALOG } from "../catalog.js";
+import { CATALOG } from "../algorithms/catalog.js";
 import { daysFromCivil, MAX_TIME_MS } from "./parse-log.js";
 import { printable } from "./printable.js";
 import { bucketText, type MinuteSeries } from "./series.js";

@@ -2,11 +2,11 @@
  * `ConcurrencyLimiter`: at most `limit` permits held at once, with a bounded FIFO queue.
  * @module
  */
-import { checkNumber, checkOptionNames, checkOptions, RateLimitError } from "../errors.js";
-import type { Decision, WaitOptions } from "../limiter.js";
-import { optionNames } from "../option-names.js";
-import { checkWaitOptions, timerDelay } from "../wait.js";
-import { WaitList, type WaitListNode } from "../wait-list.js";
+import { checkNumber, checkOptionNames, checkOptions, RateLimitError } from "../core/errors.js";
+import type { Decision, WaitOptions } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
+import { checkWaitOptions, timerDelay } from "../core/wait.js";
+import { WaitList, type WaitListNode } from "../core/wait-list.js";
 import {
   concurrencyDenial,
   DEFAULT_CONCURRENCY_RETRY_MS,

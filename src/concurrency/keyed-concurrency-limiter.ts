@@ -8,9 +8,9 @@ import {
   checkOptions,
   describe,
   RateLimitError,
-} from "../errors.js";
-import type { WaitOptions } from "../limiter.js";
-import { optionNames } from "../option-names.js";
+} from "../core/errors.js";
+import type { WaitOptions } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
 import { ConcurrencyLimiter, type ConcurrencyLink } from "./concurrency-limiter.js";
 import {
   concurrencyDenial,

@@ -2,8 +2,8 @@
  * The options of `ConcurrencyLimiter` and `KeyedConcurrencyLimiter`, checked once.
  * @module
  */
-import { checkInteger } from "../errors.js";
-import type { Decision } from "../limiter.js";
+import { checkInteger } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
 
 /** Default `maxQueue`: no queue, `acquire` rejects at once when no permit is free. */
 export const DEFAULT_MAX_QUEUE = 0;

@@ -12,8 +12,8 @@
  * @module
  */
 import type { ServerResponse } from "node:http";
-import { checkNumber, describe } from "../errors.js";
-import type { Decision, Receipt } from "../limiter.js";
+import { checkNumber, describe } from "../core/errors.js";
+import type { Decision, Receipt } from "../core/limiter.js";
 import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./core.js";
 import type { Outcome } from "./pipeline.js";
 

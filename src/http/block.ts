@@ -5,7 +5,7 @@
  * others, in core.ts.
  * @module
  */
-import type { Decision } from "../limiter.js";
+import type { Decision } from "../core/limiter.js";
 import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./core.js";
 
 /**

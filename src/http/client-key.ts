@@ -1,4 +1,4 @@
-import { describe } from "../errors.js";
+import { describe } from "../core/errors.js";
 import { parseForwarded } from "./forwarded.js";
 import {
   DEFAULT_IPV6_PREFIX,

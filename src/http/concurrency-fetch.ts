@@ -4,8 +4,8 @@
  * @module
  */
 import type { Permit } from "../concurrency/permit.js";
-import { describe } from "../errors.js";
-import { timerDelay } from "../wait.js";
+import { describe } from "../core/errors.js";
+import { timerDelay } from "../core/wait.js";
 import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
 import { type FetchHandler, problem, runtimeAddress, withHeaders } from "./fetch.js";
 import {

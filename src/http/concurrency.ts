@@ -10,9 +10,9 @@ import type { ConcurrencyLimiter } from "../concurrency/concurrency-limiter.js";
 import type { KeyedConcurrencyLimiter } from "../concurrency/keyed-concurrency-limiter.js";
 import { concurrencyDenial } from "../concurrency/options.js";
 import type { Permit } from "../concurrency/permit.js";
-import { checkNumber, checkOptions, describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
-import { timerDelay } from "../wait.js";
+import { checkNumber, checkOptions, describe } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
+import { timerDelay } from "../core/wait.js";
 import {
   type AdapterHookOptions,
   type CommonConfig,

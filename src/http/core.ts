@@ -1,7 +1,7 @@
 import { TokenBucket } from "../algorithms/token-bucket.js";
-import { checkNumber, checkOptionNames, checkOptions, describe } from "../errors.js";
-import type { Receipt } from "../limiter.js";
-import { type Decision, isUnkeyedLimiter, type Limiter } from "../limiter.js";
+import { checkNumber, checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import type { Receipt } from "../core/limiter.js";
+import { type Decision, isUnkeyedLimiter, type Limiter } from "../core/limiter.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,

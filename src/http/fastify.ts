@@ -4,8 +4,8 @@
  * @module
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import { checkNumber, checkOptionNames, checkOptions, describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
+import { checkNumber, checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
 import { AfterResponse, type RequestCharges, watchNodeResponse } from "./after-response.js";
 import { UntrustedProxyWarning } from "./client-key.js";
 import {

@@ -1,5 +1,5 @@
-import { describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
+import { describe } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
 import {
   ABORTED_STATUS,
   AfterResponse,

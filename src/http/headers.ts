@@ -1,8 +1,8 @@
-import { checkOptionNames, describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
-import { TOLERANCE } from "../numeric.js";
-import { optionNames } from "../option-names.js";
-import { keyedPolicyOf } from "../registry.js";
+import { checkOptionNames, describe } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
+import { TOLERANCE } from "../core/numeric.js";
+import { optionNames } from "../core/option-names.js";
+import { keyedPolicyOf } from "../keyed/keyed-limiter.js";
 
 /**
  * The largest Integer a Structured Field can carry (RFC 9651 section 3.3.1: at most 15

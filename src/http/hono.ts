@@ -3,7 +3,7 @@
  * middleware; no runtime dependency on Hono (the type below is the few members it uses).
  * @module
  */
-import type { Decision } from "../limiter.js";
+import type { Decision } from "../core/limiter.js";
 import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
 import {

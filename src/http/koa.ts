@@ -4,7 +4,7 @@
  * @module
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Decision } from "../limiter.js";
+import type { Decision } from "../core/limiter.js";
 import {
   AfterResponse,
   type RequestCharges,

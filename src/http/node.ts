@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Decision } from "../limiter.js";
+import type { Decision } from "../core/limiter.js";
 import {
   AfterResponse,
   type AfterResponseOptions,

@@ -6,8 +6,8 @@
  * outcome in its own terms. Synchronous when the limiter is: no promise, no microtask.
  * @module
  */
-import type { Decision, Receipt } from "../limiter.js";
-import { DEFAULT_MAX_KEY_LENGTH } from "../registry.js";
+import type { Decision, Receipt } from "../core/limiter.js";
+import { DEFAULT_MAX_KEY_LENGTH } from "../keyed/keyed-limiter.js";
 import { blockOnLimit, overLimit } from "./block.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";

@@ -3,9 +3,9 @@
  * OpenTelemetry-shaped, with no dependency on OpenTelemetry (docs/metrics.md#tracing-spans).
  * @module
  */
-import { checkOptionNames, checkOptions, describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
-import { optionNames } from "../option-names.js";
+import { checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
 
 /** Options of {@link decisionAttributes}: what the decision alone does not say. */
 export interface DecisionAttributesOptions {

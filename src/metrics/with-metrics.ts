@@ -4,7 +4,13 @@
  * fast paths of `KeyedLimiter` are untouched (docs/metrics.md#where-the-counters-live).
  * @module
  */
-import { checkInteger, checkNumber, checkOptionNames, checkOptions, describe } from "../errors.js";
+import {
+  checkInteger,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+  describe,
+} from "../core/errors.js";
 import {
   type Decision,
   isUnkeyedLimiter,
@@ -12,9 +18,9 @@ import {
   type Receipt,
   UnkeyedLimiterBase,
   type WaitOptions,
-} from "../limiter.js";
-import { optionNames } from "../option-names.js";
-import { keyedPolicyOf } from "../registry.js";
+} from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
+import { keyedPolicyOf } from "../keyed/keyed-limiter.js";
 import { type NearLimitKey, NearLimitKeys } from "./near-limit-keys.js";
 import type { CircuitState, StoreHealth } from "./store-health.js";
 

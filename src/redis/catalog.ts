@@ -1,4 +1,4 @@
-import type { AlgorithmId } from "../catalog.js";
+import type { AlgorithmId } from "../algorithms/catalog.js";
 import { RedisFixedWindow } from "./fixed-window.js";
 import { RedisLeakyBucket } from "./leaky-bucket.js";
 import type { RedisLimiter } from "./limiter.js";
@@ -7,7 +7,7 @@ import { RedisSlidingWindowLog } from "./sliding-window-log.js";
 import { RedisTokenBucket } from "./token-bucket.js";
 
 /**
- * The Redis twin of each algorithm in the core catalog (src/catalog.ts), keyed by its id:
+ * The Redis twin of each algorithm in the core catalog (src/algorithms/catalog.ts), keyed by its id:
  * a row missing here, or one for an id the catalog lacks, is a type error, and
  * test/redis/catalog.test.ts checks each twin against its descriptor (class name, export,
  * option names, keyspace). Internal: not exported by `tollgate/redis`, and no twin file

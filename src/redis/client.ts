@@ -1,5 +1,5 @@
 import { Buffer } from "node:buffer";
-import { describe } from "../errors.js";
+import { describe } from "../core/errors.js";
 import { hashSlot } from "./hash-slot.js";
 
 /**

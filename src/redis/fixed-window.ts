@@ -1,7 +1,7 @@
 import { FixedWindow } from "../algorithms/fixed-window.js";
 import { fixedWindowDecision } from "../algorithms/window-math.js";
-import type { Decision } from "../limiter.js";
-import { optionNames } from "../option-names.js";
+import type { Decision } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
 import { markCharge } from "../store/limiter.js";
 import { blockedDecision } from "./limiter.js";
 import { FIXED_WINDOW_BLOCK_SCRIPT } from "./lua/block.js";

@@ -27,6 +27,14 @@ export type {
   LeaseRecoveryEvent,
   LeaseTableFullEvent,
 } from "./leased/events.js";
+export type {
+  LeaseBlockChange,
+  LeaseExchange,
+  LeaseGrant,
+  LeaseRequest,
+  LeaseStore,
+  Scheduler,
+} from "./leased/exchange.js";
 export {
   type LeasedDecision,
   type LeasedReceipt,
@@ -40,14 +48,6 @@ export {
   type MemoryLeaseStoreOptions,
 } from "./leased/memory-store.js";
 export type { LeasedTokenBucketOptions, LeaseFailurePolicy } from "./leased/options.js";
-export type {
-  LeaseBlockChange,
-  LeaseExchange,
-  LeaseGrant,
-  LeaseRequest,
-  LeaseStore,
-  Scheduler,
-} from "./leased/store.js";
 export type { RedisLimiter } from "./limiter.js";
 export type { RedisLimiterOptions } from "./options.js";
 export type {

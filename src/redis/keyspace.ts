@@ -1,4 +1,4 @@
-import { describe } from "../errors.js";
+import { describe } from "../core/errors.js";
 
 /**
  * The key layout of the Redis limiters: `<prefix><keyspace>:<key>`, where the keyspace is,

@@ -1,10 +1,10 @@
 import { checkInitial } from "../algorithms/bucket-base.js";
 import { bucketDecision } from "../algorithms/bucket-math.js";
 import { LeakyBucket } from "../algorithms/leaky-bucket.js";
-import { checkNumber, checkOptionNames, checkOptions } from "../errors.js";
-import type { Decision } from "../limiter.js";
-import { bucketHints, bucketRequired, optionNames } from "../option-names.js";
-import { checkReconfigureOptions } from "../reconfigure.js";
+import { checkNumber, checkOptionNames, checkOptions } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
+import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
+import { checkReconfigureOptions } from "../core/reconfigure.js";
 import { markCharge } from "../store/limiter.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
 import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";

@@ -1,7 +1,7 @@
 import { readClock } from "../algorithms/time.js";
-import { checkCost, checkNumber } from "../errors.js";
-import { type Clock, type Decision, type Receipt, systemClock } from "../limiter.js";
-import { checkReceipt } from "../receipt.js";
+import { checkCost, checkNumber } from "../core/errors.js";
+import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
+import { checkReceipt } from "../core/receipt.js";
 import { markBlocked, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";

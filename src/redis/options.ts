@@ -1,5 +1,5 @@
-import { checkClock, checkNumber, describe } from "../errors.js";
-import type { Clock } from "../limiter.js";
+import { checkClock, checkNumber, describe } from "../core/errors.js";
+import type { Clock } from "../core/limiter.js";
 import {
   checkStoreOptions,
   STORE_OPTIONS,

@@ -1,5 +1,5 @@
-import { describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
+import { describe } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
 
 /** Reads a number from a script reply: an integer, or a float sent as a `%.17g` string. */
 export function replyNumber(value: unknown): number {

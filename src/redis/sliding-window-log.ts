@@ -1,7 +1,7 @@
 import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
 import { logDecision, logExactEntries, logLeaveAt } from "../algorithms/window-math.js";
-import type { Decision } from "../limiter.js";
-import { optionNames } from "../option-names.js";
+import type { Decision } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
 import { markCharge } from "../store/limiter.js";
 import { blockedDecision } from "./limiter.js";
 import {

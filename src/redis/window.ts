@@ -1,8 +1,8 @@
 import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algorithms/time.js";
-import { checkOptionNames, checkOptions } from "../errors.js";
-import type { Clock } from "../limiter.js";
-import { windowHints, windowRequired } from "../option-names.js";
-import { checkReconfigureOptions } from "../reconfigure.js";
+import { checkOptionNames, checkOptions } from "../core/errors.js";
+import type { Clock } from "../core/limiter.js";
+import { windowHints, windowRequired } from "../core/option-names.js";
+import { checkReconfigureOptions } from "../core/reconfigure.js";
 import type { LocalClass } from "../store/local.js";
 import { localTwin, RedisLimiter } from "./limiter.js";
 import { checkRedisOptions, REDIS_HINTS, type RedisLimiterOptions } from "./options.js";

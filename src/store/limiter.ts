@@ -1,8 +1,8 @@
-import { BlockTable } from "../blocks.js";
-import { checkCost, describe } from "../errors.js";
-import type { Decision } from "../limiter.js";
-import { wholeUnits } from "../numeric.js";
-import { ChargeReceipt } from "../receipt.js";
+import { BlockTable } from "../core/blocks.js";
+import { checkCost, describe } from "../core/errors.js";
+import type { Decision } from "../core/limiter.js";
+import { wholeUnits } from "../core/numeric.js";
+import { ChargeReceipt } from "../core/receipt.js";
 import { Circuit, type CircuitSnapshot } from "./circuit.js";
 import { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from "./errors.js";
 import { LOCAL_MAX_KEYS, type LocalLimiter } from "./local.js";

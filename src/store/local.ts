@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import type { Clock } from "../limiter.js";
-import { type CloneableLimiter, KeyedLimiter } from "../registry.js";
+import type { Clock } from "../core/limiter.js";
+import { type CloneableLimiter, KeyedLimiter } from "../keyed/keyed-limiter.js";
 import type { FallbackLimiter } from "./policy.js";
 
 /**

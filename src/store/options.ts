@@ -1,4 +1,10 @@
-import { checkInteger, checkNumber, checkOptionNames, checkOptions, describe } from "../errors.js";
+import {
+  checkInteger,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+  describe,
+} from "../core/errors.js";
 import type { CircuitSettings } from "./circuit.js";
 import type {
   FailurePolicy,

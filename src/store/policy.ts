@@ -1,4 +1,4 @@
-import type { Decision, Receipt } from "../limiter.js";
+import type { Decision, Receipt } from "../core/limiter.js";
 import type { RateLimitStoreError } from "./errors.js";
 
 /**

@@ -1,5 +1,5 @@
-import { describe } from "../errors.js";
-import type { Clock } from "../limiter.js";
+import { describe } from "../core/errors.js";
+import type { Clock } from "../core/limiter.js";
 
 /**
  * The `tollgate/testing` entry point: a clock for tests, so that a test of code that uses

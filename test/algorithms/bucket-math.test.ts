@@ -3,9 +3,9 @@ import { describe, expect, test } from "vitest";
 import { tokensAfter } from "../../src/algorithms/bucket-math.js";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { allOf } from "../../src/composite.js";
-import type { Clock } from "../../src/limiter.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { allOf } from "../../src/composite/all-of.js";
+import type { Clock } from "../../src/core/limiter.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 
 // Every user of bucket-math.ts: the two buckets, and the keyed slabs (one bucket, allOf).

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
-import { RateLimitError } from "../../src/errors.js";
+import { RateLimitError } from "../../src/core/errors.js";
 import { describeSharedValidation, windowOptionCases } from "../support/limiter-checks.js";
 import { manualClock } from "../support/manual-clock.js";
 import { fixedWindowModel } from "../support/models.js";

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, test, vi } from "vitest";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { RateLimitError } from "../../src/errors.js";
+import { RateLimitError } from "../../src/core/errors.js";
 import { describeSharedValidation } from "../support/limiter-checks.js";
 import { manualClock } from "../support/manual-clock.js";
 import { runSteps } from "../support/steps.js";

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, test, vi } from "vitest";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
-import { RateLimitError } from "../../src/errors.js";
+import { RateLimitError } from "../../src/core/errors.js";
 import { describeSharedValidation, windowOptionCases } from "../support/limiter-checks.js";
 import { manualClock } from "../support/manual-clock.js";
 import { slidingLogModel } from "../support/models.js";

@@ -13,7 +13,7 @@ import {
   windowEnd,
   windowIndex,
 } from "../../src/algorithms/time.js";
-import type { Clock, Limiter } from "../../src/limiter.js";
+import type { Clock, Limiter } from "../../src/core/limiter.js";
 import { fixedWindowModel, slidingCounterModel, slidingLogModel } from "../support/models.js";
 import { bitStep, resolutionMessage } from "../support/window-resolution.js";
 

@@ -9,7 +9,7 @@ import {
   logExactEntries,
   logLeaveAt,
 } from "../../src/algorithms/window-math.js";
-import { fits } from "../../src/numeric.js";
+import { fits } from "../../src/core/numeric.js";
 
 const INF = Number.POSITIVE_INFINITY;
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { newKeyNote } from "../../bench/algorithms.bench.js";
-import type { KeyedLimiterStats } from "../../src/registry.js";
+import type { KeyedLimiterStats } from "../../src/keyed/keyed-limiter.js";
 
 const BEFORE: KeyedLimiterStats = {
   created: 100,

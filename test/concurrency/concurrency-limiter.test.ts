@@ -4,7 +4,7 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ConcurrencyLimiter } from "../../src/concurrency/concurrency-limiter.js";
 import type { Permit } from "../../src/concurrency/permit.js";
-import { RateLimitError } from "../../src/errors.js";
+import { RateLimitError } from "../../src/core/errors.js";
 
 /** Lets queued promise callbacks run. */
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -2,7 +2,7 @@
 // hostile client meets (maxKeys, maxWaiters, maxKeyLength).
 import { describe, expect, it } from "vitest";
 import { KeyedConcurrencyLimiter } from "../../src/concurrency/keyed-concurrency-limiter.js";
-import { RateLimitError } from "../../src/errors.js";
+import { RateLimitError } from "../../src/core/errors.js";
 
 describe("KeyedConcurrencyLimiter", () => {
   it("limits each key on its own and forgets a key once it holds nothing", () => {

@@ -5,7 +5,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { afterEach, describe, expect, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { fastifyRateLimit } from "../../src/http/fastify.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 
 const apps: FastifyInstance[] = [];

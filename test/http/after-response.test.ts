@@ -19,7 +19,7 @@ import {
   rateLimit,
   withRateLimit,
 } from "../../src/http/index.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import { close, closeServed, listen, serveFetch } from "./support.js";
 

@@ -16,7 +16,7 @@ import {
   UNKNOWN_CLIENT_KEY,
   UntrustedProxyWarning,
 } from "../../src/http/client-key.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 
 const config = (trustProxy: TrustProxy, proxyHeader?: ProxyHeader, ipv6Prefix?: number) =>
   checkClientKeyOptions("test", trustProxy, proxyHeader, ipv6Prefix);

@@ -27,6 +27,7 @@ import ky from "ky";
 import { Agent, RetryAgent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Decision } from "../../src/core/limiter.js";
 import {
   type FastifyRequestLike,
   fastifyRateLimit,
@@ -35,8 +36,7 @@ import {
   rateLimit,
   withRateLimit,
 } from "../../src/http/index.js";
-import type { Decision } from "../../src/limiter.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 
 /** One request the limiter decided: when it arrived (monotonic and wall ms) and the answer. */
 interface Arrival {

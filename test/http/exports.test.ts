@@ -7,7 +7,7 @@ import { MAX_TRUSTED_HOPS } from "../../src/http/client-key.js";
 import { windowSecondsOf } from "../../src/http/headers.js";
 import { MALFORMED_FORWARDED_KEY, rateLimit } from "../../src/http/index.js";
 import { DEFAULT_IPV6_PREFIX, ipKey } from "../../src/http/ip.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 
 describe("the client-key constants and windowSecondsOf", () => {
   test("the constants have the documented values, and are the ones the middleware uses", () => {

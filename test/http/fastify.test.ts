@@ -2,9 +2,9 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Decision } from "../../src/core/limiter.js";
 import { type FastifyRateLimitOptions, fastifyRateLimit } from "../../src/http/fastify.js";
-import type { Decision } from "../../src/limiter.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import {
   describeWiring,

@@ -3,9 +3,9 @@ import type { ServerType } from "@hono/node-server";
 import { Hono } from "hono";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Decision } from "../../src/core/limiter.js";
 import { type FetchRateLimitOptions, withRateLimit } from "../../src/http/fetch.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
-import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import {
   closeServed,

@@ -4,7 +4,8 @@ import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { allOf } from "../../src/composite.js";
+import { allOf } from "../../src/composite/all-of.js";
+import type { Decision } from "../../src/core/limiter.js";
 import {
   ceilSeconds,
   HeaderText,
@@ -21,9 +22,8 @@ import {
   wholeText,
   windowSecondsOf,
 } from "../../src/http/headers.js";
-import type { Decision } from "../../src/limiter.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { RedisFixedWindow, type RedisLike, RedisSlidingWindowLog } from "../../src/redis/index.js";
-import { KeyedLimiter } from "../../src/registry.js";
 
 const denied = (retryAfterMs: number, resetAfterMs = 60_000, remaining = 0): Decision => ({
   allowed: false,

@@ -2,8 +2,8 @@ import type { ServerType } from "@hono/node-server";
 import { type Context, Hono } from "hono";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Decision } from "../../src/core/limiter.js";
 import { type HonoRateLimitOptions, honoRateLimit } from "../../src/http/hono.js";
-import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import {
   closeServed,

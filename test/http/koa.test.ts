@@ -2,9 +2,9 @@ import { createServer, type Server } from "node:http";
 import Koa from "koa";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Decision } from "../../src/core/limiter.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type KoaRateLimitOptions, koaRateLimit } from "../../src/http/koa.js";
-import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import {
   close,

@@ -4,13 +4,13 @@ import express from "express";
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { allOf } from "../../src/composite.js";
+import { allOf } from "../../src/composite/all-of.js";
+import type { Decision } from "../../src/core/limiter.js";
 import { OVERSIZED_KEY } from "../../src/http/client-key.js";
 import { MAX_REMEMBERED_ERRORS } from "../../src/http/core.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { type RateLimitOptions, rateLimit } from "../../src/http/node.js";
-import type { Decision } from "../../src/limiter.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import {
   close,

@@ -14,7 +14,7 @@ import { afterAll, describe, expect, test } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import type { CommonRateLimitOptions } from "../../src/http/core.js";
 import { fastifyRateLimit, honoRateLimit, koaRateLimit, rateLimit } from "../../src/http/index.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 import { close, closeServed, listen, serveFetch } from "./support.js";
 

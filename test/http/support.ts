@@ -5,11 +5,11 @@ import { describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Decision } from "../../src/core/limiter.js";
 import type { CommonRateLimitOptions } from "../../src/http/core.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/headers.js";
 import { MALFORMED_FORWARDED_KEY } from "../../src/http/index.js";
-import type { Decision } from "../../src/limiter.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { type ManualClock, manualClock } from "../support/manual-clock.js";
 
 /**

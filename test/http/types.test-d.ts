@@ -3,7 +3,7 @@ import { type Context, Hono } from "hono";
 import Koa from "koa";
 import { expectTypeOf, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { allOf } from "../../src/composite.js";
+import { allOf } from "../../src/composite/all-of.js";
 import { KeyedConcurrencyLimiter } from "../../src/concurrency/keyed-concurrency-limiter.js";
 import { koaConcurrencyLimit } from "../../src/http/concurrency-koa.js";
 import type { FailureInfo, FailureKind, KeyedConsumer } from "../../src/http/core.js";
@@ -130,7 +130,7 @@ test("onNearLimit gets each adapter's own request, the decision and the key", ()
 
 test("a LeasedTokenBucket is a middleware's limiter; its charge is a LeasedReceipt that settle takes", async () => {
   const { LeasedTokenBucket, MemoryLeaseStore } = await import("../../src/redis/index.js");
-  const { settle } = await import("../../src/settle.js");
+  const { settle } = await import("../../src/core/settle.js");
   const store = new MemoryLeaseStore({ capacity: 10, refillPerSecond: 1 });
   const leased = new LeasedTokenBucket({ capacity: 10, refillPerSecond: 1, store });
   expectTypeOf(rateLimit).toBeCallableWith({ limiter: leased, blockDurationMs: 60_000 });

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Decision } from "../../src/core/limiter.js";
 import { decisionAttributes } from "../../src/index.js";
-import type { Decision } from "../../src/limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 
 describe("decisionAttributes", () => {

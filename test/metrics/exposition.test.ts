@@ -13,6 +13,7 @@ import {
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { describe, expect, it } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { observeMetrics } from "../../src/metrics/opentelemetry.js";
 import {
   escapeLabelValue,
@@ -21,7 +22,6 @@ import {
   PROMETHEUS_CONTENT_TYPE,
 } from "../../src/metrics/prometheus.js";
 import { withMetrics } from "../../src/metrics/with-metrics.js";
-import { KeyedLimiter } from "../../src/registry.js";
 
 /** Two metered limiters with traffic: a keyed one with hostile keys, a store-backed one. */
 function sources() {

@@ -5,9 +5,9 @@ import { describe, expect, it } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { rateLimit } from "../../src/http/index.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { NearLimitKeys } from "../../src/metrics/near-limit-keys.js";
 import { MeteredLimiter, withMetrics } from "../../src/metrics/with-metrics.js";
-import { KeyedLimiter } from "../../src/registry.js";
 
 const manual = () => {
   let now = 0;

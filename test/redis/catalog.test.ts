@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, test } from "vitest";
-import { type AlgorithmDescriptor, CATALOG } from "../../src/catalog.js";
+import { type AlgorithmDescriptor, CATALOG } from "../../src/algorithms/catalog.js";
 import { REDIS_TWINS, type RedisTwinClass } from "../../src/redis/catalog.js";
 import * as redis from "../../src/redis/index.js";
 import { fingerprint } from "../../src/redis/keyspace.js";

@@ -4,7 +4,7 @@ import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import type { Clock, Decision, Limiter } from "../../src/limiter.js";
+import type { Clock, Decision, Limiter } from "../../src/core/limiter.js";
 import {
   RateLimitStoreError,
   RedisFixedWindow,

@@ -9,7 +9,7 @@
 // runs the same operations (and unblock) against the lease bound. Seeds are fixed.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import type { Receipt } from "../../src/limiter.js";
+import type { Receipt } from "../../src/core/limiter.js";
 import {
   LeasedTokenBucket,
   RedisFixedWindow,

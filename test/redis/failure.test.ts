@@ -3,6 +3,7 @@ import { Redis } from "ioredis";
 import { createClient } from "redis";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import {
   type FailurePolicy,
   fromIoredis,
@@ -13,7 +14,6 @@ import {
   type StoreFailureEvent,
   type StoreRecoveryEvent,
 } from "../../src/redis/index.js";
-import { KeyedLimiter } from "../../src/registry.js";
 import { uniquePrefix } from "../support/redis-clients.js";
 import { canStartRedis, freePort, type PrivateRedis, startRedis } from "../support/redis-server.js";
 

@@ -4,8 +4,8 @@
 // here, so no key is forgotten by expiry mid-timeline.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { Clock } from "../../src/core/limiter.js";
 import { LeakyBucket, type Limiter, TokenBucket } from "../../src/index.js";
-import type { Clock } from "../../src/limiter.js";
 import {
   RedisLeakyBucket,
   type RedisLike,

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import {
   type FailurePolicy,
   RateLimitStoreError,
@@ -13,7 +14,6 @@ import {
   StoreTimeoutError,
 } from "../../src/redis/index.js";
 import { PROBE_DEADLINE } from "../../src/redis/server-clock.js";
-import { KeyedLimiter } from "../../src/registry.js";
 import { FAIL_CLOSED_RETRY_AFTER_MS } from "../../src/store/policy.js";
 import { scriptReply } from "../support/reply-floats.js";
 

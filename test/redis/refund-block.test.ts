@@ -5,7 +5,8 @@ import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import type { Clock, Limiter, Receipt } from "../../src/limiter.js";
+import type { Clock, Limiter, Receipt } from "../../src/core/limiter.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import {
   RedisFixedWindow,
   RedisLeakyBucket,
@@ -14,7 +15,6 @@ import {
   RedisSlidingWindowLog,
   RedisTokenBucket,
 } from "../../src/redis/index.js";
-import { KeyedLimiter } from "../../src/registry.js";
 import { manualClock } from "../support/manual-clock.js";
 import {
   deleteTestKeys,

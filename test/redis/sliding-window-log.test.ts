@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
-import type { Decision } from "../../src/limiter.js";
+import type { Decision } from "../../src/core/limiter.js";
 import { RedisSlidingWindowLog } from "../../src/redis/index.js";
 import { manualClock } from "../support/manual-clock.js";
 import { ioredisAdapter, keyOf, type TestClient, uniquePrefix } from "../support/redis-clients.js";

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import type { Clock, Limiter } from "../../src/limiter.js";
+import type { Clock, Limiter } from "../../src/core/limiter.js";
 import {
   RedisLeakyBucket,
   type RedisLike,

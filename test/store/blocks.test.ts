@@ -3,8 +3,8 @@
 // policy denies the key, and only unblock (here: reset) or its end lifts it.
 import { describe, expect, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { type FailurePolicy, RedisTokenBucket } from "../../src/redis/index.js";
-import { KeyedLimiter } from "../../src/registry.js";
 import { bucketReply } from "../support/reply-floats.js";
 import { FakeRedis, flush } from "./fake-redis.js";
 

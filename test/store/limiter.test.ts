@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { metricsText } from "../../src/metrics/prometheus.js";
 import { withMetrics } from "../../src/metrics/with-metrics.js";
 import {
@@ -10,7 +11,6 @@ import {
   type StoreRecoveryEvent,
   StoreUnavailableError,
 } from "../../src/redis/index.js";
-import { KeyedLimiter } from "../../src/registry.js";
 import { bucketReply } from "../support/reply-floats.js";
 import { FakeRedis, flush } from "./fake-redis.js";
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test, vi } from "vitest";
-import { CATALOG } from "../../src/catalog.js";
+import { CATALOG } from "../../src/algorithms/catalog.js";
 import { REDIS_TWINS } from "../../src/redis/catalog.js";
 import type { RedisLike } from "../../src/redis/client.js";
 import { RedisTokenBucket } from "../../src/redis/index.js";

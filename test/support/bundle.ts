@@ -12,7 +12,7 @@ import { repoRoot } from "./access-log.js";
  * write it under the repository.
  *
  * `source` is module text whose relative imports start at the repository root
- * (`import { allOf } from "./src/composite.ts";`), or `{ entry }`, a path from the root.
+ * (`import { allOf } from "./src/composite/all-of.ts";`), or `{ entry }`, a path from the root.
  */
 export function bundle(source: string | { readonly entry: string }): string {
   const result = buildSync({

@@ -10,7 +10,7 @@ import { bundle } from "./bundle.js";
  * shared call sites' feedback), which made the figure flaky there.
  *
  * `imports` is module source text with paths from the repository's root
- * (`import { allOf } from "./src/composite.ts";`); `setup` runs once with `clock` in scope,
+ * (`import { allOf } from "./src/composite/all-of.ts";`); `setup` runs once with `clock` in scope,
  * an integer clock (a small integer is not allocated, so only the code measured counts);
  * `expression` is the call, true when allowed. `noScavenge` is for the control that shows
  * the measure can fail (see below).

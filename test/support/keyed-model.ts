@@ -1,4 +1,4 @@
-import type { Decision, Limiter } from "../../src/limiter.js";
+import type { Decision, Limiter } from "../../src/core/limiter.js";
 
 /**
  * The reference model of a keyed registry: a plain `Map<string, Limiter>` that makes a

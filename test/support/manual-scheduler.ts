@@ -1,4 +1,4 @@
-import type { Scheduler } from "../../src/redis/leased/store.js";
+import type { Scheduler } from "../../src/redis/leased/exchange.js";
 import type { ManualClock } from "./manual-clock.js";
 
 /** A {@link Scheduler} on a manual clock: timers run only inside {@link ManualScheduler.advance}. */

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import type { Clock } from "../../src/limiter.js";
+import type { Clock } from "../../src/core/limiter.js";
 
 /**
  * Random timelines of `reserve`, `cancel`, `wait`, aborts and `allow` on one bucket, the

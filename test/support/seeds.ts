@@ -5,8 +5,9 @@
  * in a file get the seeds of one seeded sequence, in order. Explore other seeds with
  * `TOLLGATE_HASH_SEED=<n> npx vitest run` (or `=random`, which prints the seed it drew).
  */
-import { hashSeeds } from "../../src/registry/engine.js";
-import { jitterSource } from "../../src/wait.js";
+
+import { jitterSource } from "../../src/core/wait.js";
+import { hashSeeds } from "../../src/keyed/engine.js";
 
 const env = process.env.TOLLGATE_HASH_SEED;
 let seed = env === undefined || env === "" ? 20_261_201 : Number(env);

@@ -1,5 +1,5 @@
 import { expect } from "vitest";
-import type { Decision, Limiter } from "../../src/limiter.js";
+import type { Decision, Limiter } from "../../src/core/limiter.js";
 import { type ManualClock, manualClock } from "./manual-clock.js";
 
 /**

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { expect } from "vitest";
-import type { Limiter } from "../../src/limiter.js";
+import type { Limiter } from "../../src/core/limiter.js";
 import { manualClock } from "./manual-clock.js";
 import type { Model } from "./models.js";
 

@@ -1,5 +1,5 @@
 import { vi } from "vitest";
-import type { Clock } from "../../src/limiter.js";
+import type { Clock } from "../../src/core/limiter.js";
 
 /**
  * Fake `setTimeout`/`clearTimeout` (vitest) and a manual clock that moves with them: the

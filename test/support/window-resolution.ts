@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import type { Clock, Limiter } from "../../src/limiter.js";
+import type { Clock, Limiter } from "../../src/core/limiter.js";
 import { manualClock } from "./manual-clock.js";
 
 /**

@@ -1,4 +1,4 @@
-import type { Scheduler } from "./store.js";
+import type { Scheduler } from "./exchange.js";
 
 /** Most keys in one exchange call. */
 export const MAX_BATCH_KEYS = 512;

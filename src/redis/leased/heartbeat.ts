@@ -1,4 +1,4 @@
-import type { LeaseStore, Scheduler } from "./store.js";
+import type { LeaseStore, Scheduler } from "./exchange.js";
 
 /** The first retry after a failed heartbeat (ms); it doubles up to {@link MAX_RETRY_MS}. */
 const FIRST_RETRY_MS = 100;

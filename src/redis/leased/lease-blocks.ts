@@ -1,5 +1,5 @@
-import { BlockTable } from "../../blocks.js";
-import type { LeaseBlockChange, LeaseGrant } from "./store.js";
+import { BlockTable } from "../../core/blocks.js";
+import type { LeaseBlockChange, LeaseGrant } from "./exchange.js";
 
 /**
  * The blocks of a `LeasedTokenBucket` (docs/redis.md#blocks-shared-by-every-process): the

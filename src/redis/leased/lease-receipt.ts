@@ -1,4 +1,4 @@
-import { ChargeReceipt } from "../../receipt.js";
+import { ChargeReceipt } from "../../core/receipt.js";
 import type { LeaseEntry } from "./lease-table.js";
 import type { LeasedDecision, LeasedSource } from "./leased-token-bucket.js";
 import type { LocalShare } from "./local-share.js";

@@ -1,6 +1,6 @@
+import type { LeaseRequest } from "./exchange.js";
 import type { LocalShare } from "./local-share.js";
 import { RateWindow } from "./sizing.js";
-import type { LeaseRequest } from "./store.js";
 
 /** One key's local state in a `LeasedTokenBucket`. */
 export class LeaseEntry {

@@ -1,15 +1,21 @@
 import { randomUUID } from "node:crypto";
-import type { BlockTable } from "../../blocks.js";
-import { checkCost, checkNumber, checkOptions, describe } from "../../errors.js";
-import type { Decision, Receipt } from "../../limiter.js";
+import type { BlockTable } from "../../core/blocks.js";
+import { checkCost, checkNumber, checkOptions, describe } from "../../core/errors.js";
+import type { Decision, Receipt } from "../../core/limiter.js";
+import { fits, wholeUnits } from "../../core/numeric.js";
+import { checkReceipt } from "../../core/receipt.js";
 import type { StoreHealth } from "../../metrics/store-health.js";
-import { fits, wholeUnits } from "../../numeric.js";
-import { checkReceipt } from "../../receipt.js";
 import { LOCAL_MAX_KEYS } from "../../store/local.js";
 import { RateLimitStoreError, StoreTimeoutError } from "../errors.js";
 import { FAIL_CLOSED_RETRY_AFTER_MS } from "../policy.js";
 import { type BatchCall, Batcher } from "./batcher.js";
 import type { LeaseOperation } from "./events.js";
+import {
+  deferredTimerScheduler,
+  type LeaseExchange,
+  type LeaseRequest,
+  type LeaseStore,
+} from "./exchange.js";
 import { Heartbeat } from "./heartbeat.js";
 import { BLOCKED, LeaseBlocks, SEND } from "./lease-blocks.js";
 import { LeaseChargeReceipt } from "./lease-receipt.js";
@@ -23,12 +29,6 @@ import {
 } from "./options.js";
 import { RedisLeaseStore } from "./redis-store.js";
 import { LeaseSizing } from "./sizing.js";
-import {
-  deferredTimerScheduler,
-  type LeaseExchange,
-  type LeaseRequest,
-  type LeaseStore,
-} from "./store.js";
 
 /**
  * Who decided a {@link LeasedDecision}: `'lease'` (this process's lease of the shared

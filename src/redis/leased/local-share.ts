@@ -1,4 +1,4 @@
-import { fits } from "../../numeric.js";
+import { fits } from "../../core/numeric.js";
 
 /**
  * The local bucket a key falls back to while the store cannot answer (policy `'local'`):

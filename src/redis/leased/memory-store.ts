@@ -1,7 +1,12 @@
-import { checkClock, checkNumber, checkOptionNames, checkOptions, describe } from "../../errors.js";
-import { type Clock, systemClock } from "../../limiter.js";
-import { optionNames } from "../../option-names.js";
-import { type BucketConfig, type BucketState, exchangeKey, freshBucket } from "./shared-bucket.js";
+import {
+  checkClock,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+  describe,
+} from "../../core/errors.js";
+import { type Clock, systemClock } from "../../core/limiter.js";
+import { optionNames } from "../../core/option-names.js";
 import {
   type LeaseExchange,
   type LeaseGrant,
@@ -9,7 +14,8 @@ import {
   type LeaseStore,
   type Scheduler,
   timerScheduler,
-} from "./store.js";
+} from "./exchange.js";
+import { type BucketConfig, type BucketState, exchangeKey, freshBucket } from "./shared-bucket.js";
 
 /** Options of {@link MemoryLeaseStore}. */
 export interface MemoryLeaseStoreOptions {

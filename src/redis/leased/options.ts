@@ -1,6 +1,12 @@
-import { checkClock, checkInteger, checkNumber, checkOptionNames, describe } from "../../errors.js";
-import { type Clock, systemClock } from "../../limiter.js";
-import { bucketHints, optionNames } from "../../option-names.js";
+import {
+  checkClock,
+  checkInteger,
+  checkNumber,
+  checkOptionNames,
+  describe,
+} from "../../core/errors.js";
+import { type Clock, systemClock } from "../../core/limiter.js";
+import { bucketHints, optionNames } from "../../core/option-names.js";
 import type { RedisKey, RedisLike } from "../client.js";
 import {
   type Common,
@@ -11,7 +17,7 @@ import {
 } from "../options.js";
 import type { FallbackLimiter } from "../policy.js";
 import type { LeaseFailureEvent, LeaseRecoveryEvent, LeaseTableFullEvent } from "./events.js";
-import { type LeaseStore, type Scheduler, timerScheduler } from "./store.js";
+import { type LeaseStore, type Scheduler, timerScheduler } from "./exchange.js";
 
 /**
  * What a {@link LeasedTokenBucket} does for a key whose lease ran out while Redis cannot

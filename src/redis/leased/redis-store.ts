@@ -1,4 +1,4 @@
-import type { Clock } from "../../limiter.js";
+import type { Clock } from "../../core/limiter.js";
 import { StoreTimeoutError } from "../../store/errors.js";
 import { type RedisKey, type RedisLike, redisKey } from "../client.js";
 import { hashSlot } from "../hash-slot.js";
@@ -6,7 +6,7 @@ import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../lua/lease.js";
 import { checkEvictionPolicy } from "../maxmemory.js";
 import { replyArray, replyNumber } from "../reply.js";
 import { runScript } from "../script.js";
-import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore, Scheduler } from "./store.js";
+import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore, Scheduler } from "./exchange.js";
 
 /** What {@link RedisLeaseStore} is built from (validated by `LeasedTokenBucket`). */
 export interface RedisLeaseStoreConfig {

@@ -1,5 +1,5 @@
-import { fits } from "../../numeric.js";
-import type { LeaseGrant, LeaseRequest } from "./store.js";
+import { fits } from "../../core/numeric.js";
+import type { LeaseGrant, LeaseRequest } from "./exchange.js";
 
 /**
  * The shared bucket of one key, as the lease script keeps it (src/redis/lua/lease.ts mirrors

@@ -5,7 +5,7 @@ import { DEFAULT_MAX_TTL_MS } from "../options.js";
  * calls (a `local function` statement builds a closure on every call, so an unused one is
  * pure cost). Every script gets `ARGV = [...config, cost, take, now, maxTtlMs, ...extra,
  * deadlineMs]` (`extra`: a bucket's initial units, see `RedisLimiter`);
- * the helpers mirror `src/numeric.ts` and `src/algorithms/time.ts` operation for operation,
+ * the helpers mirror `src/core/numeric.ts` and `src/algorithms/time.ts` operation for operation,
  * so Lua and TypeScript decide bit for bit alike (Lua numbers are IEEE doubles, as
  * JavaScript's).
  *

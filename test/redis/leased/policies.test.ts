@@ -1,12 +1,12 @@
 import { describe, expect, test } from "vitest";
 import { TokenBucket } from "../../../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../../../src/keyed/keyed-limiter.js";
 import {
   LeasedTokenBucket,
   MemoryLeaseStore,
   RateLimitStoreError,
 } from "../../../src/redis/index.js";
 import type { LeasedTokenBucketOptions } from "../../../src/redis/leased/options.js";
-import { KeyedLimiter } from "../../../src/registry.js";
 import { manualClock } from "../../support/manual-clock.js";
 import { manualScheduler } from "../../support/manual-scheduler.js";
 

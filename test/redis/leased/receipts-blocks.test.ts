@@ -3,18 +3,22 @@
 // would decide, so every answer is exact), deterministic clock and timers.
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { TokenBucket } from "../../../src/algorithms/token-bucket.js";
-import { BlockTable } from "../../../src/blocks.js";
+import { BlockTable } from "../../../src/core/blocks.js";
+import { settle as settleReceipt } from "../../../src/core/settle.js";
+import { KeyedLimiter } from "../../../src/keyed/keyed-limiter.js";
 import {
   type LeasedReceipt,
   LeasedTokenBucket,
   MemoryLeaseStore,
 } from "../../../src/redis/index.js";
+import type {
+  LeaseExchange,
+  LeaseRequest,
+  LeaseStore,
+} from "../../../src/redis/leased/exchange.js";
 import { LeaseBlocks } from "../../../src/redis/leased/lease-blocks.js";
 import type { LeasedTokenBucketOptions } from "../../../src/redis/leased/options.js";
 import { RedisLeaseStore } from "../../../src/redis/leased/redis-store.js";
-import type { LeaseExchange, LeaseRequest, LeaseStore } from "../../../src/redis/leased/store.js";
-import { KeyedLimiter } from "../../../src/registry.js";
-import { settle as settleReceipt } from "../../../src/settle.js";
 import { type ManualClock, manualClock } from "../../support/manual-clock.js";
 import { type ManualScheduler, manualScheduler, settle } from "../../support/manual-scheduler.js";
 import {

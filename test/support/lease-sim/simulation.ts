@@ -1,4 +1,5 @@
 import type { RedisLike } from "../../../src/redis/client.js";
+import type { LeaseStore } from "../../../src/redis/leased/exchange.js";
 import type { LeaseTable } from "../../../src/redis/leased/lease-table.js";
 import {
   type LeasedReceipt,
@@ -7,7 +8,6 @@ import {
 import type { LocalShare } from "../../../src/redis/leased/local-share.js";
 import type { LeasedTokenBucketOptions } from "../../../src/redis/leased/options.js";
 import type { RedisLeaseStore } from "../../../src/redis/leased/redis-store.js";
-import type { LeaseStore } from "../../../src/redis/leased/store.js";
 import { Checker, type Observed } from "./checker.js";
 import { type Prng, prng } from "./prng.js";
 import { MemoryBackend, RedisBackend, Server, type SimBackend } from "./stores.js";

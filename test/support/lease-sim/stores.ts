@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { RedisKey, RedisLike } from "../../../src/redis/client.js";
+import type { LeaseRequest, LeaseStore } from "../../../src/redis/leased/exchange.js";
 import { MemoryLeaseStore } from "../../../src/redis/leased/memory-store.js";
 import {
   type BucketConfig,
@@ -8,7 +9,6 @@ import {
   freshBucket,
   holdsNothing,
 } from "../../../src/redis/leased/shared-bucket.js";
-import type { LeaseRequest, LeaseStore } from "../../../src/redis/leased/store.js";
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../../../src/redis/lua/lease.js";
 import { StoreTimeoutError } from "../../../src/store/errors.js";
 import type { Prng } from "./prng.js";

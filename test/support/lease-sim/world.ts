@@ -1,4 +1,4 @@
-import type { Scheduler } from "../../../src/redis/leased/store.js";
+import type { Scheduler } from "../../../src/redis/leased/exchange.js";
 
 /**
  * Virtual time for the lease simulator: one clock, and a queue of timers ordered by time,

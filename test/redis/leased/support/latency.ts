@@ -4,8 +4,8 @@
 // Redis round trips per 1,000 decisions. Usage: REDIS_URL=... npx tsx <this file> [keys]
 import { Redis } from "ioredis";
 import { TokenBucket } from "../../../../src/algorithms/token-bucket.js";
+import { KeyedLimiter } from "../../../../src/keyed/keyed-limiter.js";
 import { fromIoredis, LeasedTokenBucket } from "../../../../src/redis/index.js";
-import { KeyedLimiter } from "../../../../src/registry.js";
 
 const url = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
 const keyCount = Number(process.argv[2] ?? 1);

@@ -1,4 +1,5 @@
 import { BucketKernel } from "../../algorithms/bucket-kernel.js";
+import { type AlgorithmId, CATALOG } from "../../algorithms/catalog.js";
 import type { FixedWindow } from "../../algorithms/fixed-window.js";
 import { FixedWindowKernel } from "../../algorithms/fixed-window-kernel.js";
 import type { LeakyBucket } from "../../algorithms/leaky-bucket.js";
@@ -8,9 +9,8 @@ import type { SlidingWindowLog } from "../../algorithms/sliding-window-log.js";
 import { SlidingWindowLogKernel } from "../../algorithms/sliding-window-log-kernel.js";
 import { windowClockBoundMs } from "../../algorithms/time.js";
 import type { TokenBucket } from "../../algorithms/token-bucket.js";
-import { type AlgorithmId, CATALOG } from "../../catalog.js";
-import { AllOf } from "../../composite.js";
-import type { Clock, Limiter } from "../../limiter.js";
+import { AllOf } from "../../composite/all-of.js";
+import type { Clock, Limiter } from "../../core/limiter.js";
 import type { SlotLayout } from "../layout.js";
 import { AllOfLayout } from "./all-of.js";
 
@@ -73,7 +73,7 @@ function windowSlab(
 }
 
 /**
- * The slab of each algorithm of the catalog (src/catalog.ts), by its id: a row missing
+ * The slab of each algorithm of the catalog (src/algorithms/catalog.ts), by its id: a row missing
  * here, or one for an id the catalog lacks, is a type error. A sixth algorithm adds its
  * layout file beside the others and one row here (CONTRIBUTING.md, "Adding an algorithm").
  */

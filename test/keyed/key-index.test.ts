@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import type { SlabEngine } from "../../src/registry/engine.js";
-import { hashKey, KeyIndex, MAX_PROBES } from "../../src/registry/key-index.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import type { SlabEngine } from "../../src/keyed/engine.js";
+import { hashKey, KeyIndex, MAX_PROBES } from "../../src/keyed/key-index.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 
 /** A seed sequence of its own (the index draws two numbers per seed). */
 function seedsFrom(start: number): () => number {

@@ -1,4 +1,4 @@
-import type { Limiter } from "../limiter.js";
+import type { Limiter } from "../core/limiter.js";
 
 /**
  * Per-key plans on the fast path of {@link KeyedLimiter}: a finite table of named

@@ -3,19 +3,19 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
-import { FixedWindow } from "../src/algorithms/fixed-window.js";
-import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
-import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
-import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
-import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { AllOf, allOf } from "../src/composite.js";
-import { RateLimitError } from "../src/errors.js";
-import type { Clock, Limiter } from "../src/limiter.js";
-import { DEFAULT_MAX_KEYS, KeyedLimiter } from "../src/registry.js";
-import { repoRoot } from "./support/access-log.js";
-import { bundle } from "./support/bundle.js";
-import { MapOfLimiters } from "./support/keyed-model.js";
-import { type ManualClock, manualClock } from "./support/manual-clock.js";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { AllOf, allOf } from "../../src/composite/all-of.js";
+import { RateLimitError } from "../../src/core/errors.js";
+import type { Clock, Limiter } from "../../src/core/limiter.js";
+import { DEFAULT_MAX_KEYS, KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
+import { repoRoot } from "../support/access-log.js";
+import { bundle } from "../support/bundle.js";
+import { MapOfLimiters } from "../support/keyed-model.js";
+import { type ManualClock, manualClock } from "../support/manual-clock.js";
 
 /** A bucket of 3 refilled at 1 token per second: full again 3 s after it is emptied. */
 const bucketOf3 = (clock: Clock) => new TokenBucket({ capacity: 3, refillPerSecond: 1, clock });
@@ -498,7 +498,7 @@ describe("KeyedLimiter construction", () => {
     // A child that only creates a registry (with a key, so the timer has work) must exit
     // on its own; the spawn timeout only stops a child that hangs, it measures nothing.
     const source = [
-      'import { KeyedLimiter } from "./src/registry.ts";',
+      'import { KeyedLimiter } from "./src/keyed/keyed-limiter.ts";',
       'import { TokenBucket } from "./src/algorithms/token-bucket.ts";',
       "const keyed = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1 }), { sweepIntervalMs: 1000 });",
       'keyed.allow("a");',

@@ -1,15 +1,15 @@
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
-import { RateLimitError } from "../../src/errors.js";
-import type { Clock } from "../../src/limiter.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { RateLimitError } from "../../src/core/errors.js";
+import type { Clock } from "../../src/core/limiter.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import { settleLog, timerClock } from "../support/timer-clock.js";
 import { bytesPerAllow } from "./bytes-per-call.js";
 
-// The FixedWindow fast path (src/registry/window-slab.ts), reached through KeyedLimiter
+// The FixedWindow fast path (src/keyed/window-slab.ts), reached through KeyedLimiter
 // with a FixedWindow policy. Decisions against per-key windows on random timelines are
-// in test/registry.test.ts ("eviction changes no decision: FixedWindow ...").
+// in test/keyed/keyed-limiter.test.ts ("eviction changes no decision: FixedWindow ...").
 
 afterEach(() => {
   vi.useRealTimers();

@@ -1,4 +1,4 @@
-import type { BucketKernel } from "./algorithms/bucket-kernel.js";
+import type { BucketKernel } from "../algorithms/bucket-kernel.js";
 import {
   checkSnapshot,
   decodeNumber,
@@ -9,8 +9,8 @@ import {
   SNAPSHOT_VERSION,
   type SnapshotNumber,
   type SnapshotOptions,
-} from "./algorithms/snapshot.js";
-import { checkTimeMs } from "./algorithms/time.js";
+} from "../algorithms/snapshot.js";
+import { checkTimeMs } from "../algorithms/time.js";
 import {
   checkCost,
   checkInteger,
@@ -19,15 +19,16 @@ import {
   checkOptions,
   describe,
   RateLimitError,
-} from "./errors.js";
-import type { Decision, Limiter, Receipt, WaitOptions } from "./limiter.js";
-import { optionNames } from "./option-names.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt } from "./receipt.js";
-import { isReconfigurable, type Reconfigurable } from "./reconfigure.js";
-import { BLOCKED, SlabEngine } from "./registry/engine.js";
-import { KeyWaiters } from "./registry/key-waiters.js";
-import { slabOf } from "./registry/layouts/index.js";
-import { LimiterMap } from "./registry/limiter-map.js";
+} from "../core/errors.js";
+import type { Decision, Limiter, Receipt, WaitOptions } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
+import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
+import { isReconfigurable, type Reconfigurable } from "../core/reconfigure.js";
+import { checkWaitOptions, jittered } from "../core/wait.js";
+import { BLOCKED, SlabEngine } from "./engine.js";
+import { KeyWaiters } from "./key-waiters.js";
+import { slabOf } from "./layouts/index.js";
+import { LimiterMap } from "./limiter-map.js";
 import {
   armSweepTimer,
   checkedFactory,
@@ -37,15 +38,14 @@ import {
   MAX_KEYS_LIMIT,
   policyHint,
   WHERE,
-} from "./registry/options.js";
-import type { KeyedPlans } from "./registry/plan-options.js";
-import { checkPlans, isPlans, joinSlabs, type PlanTable } from "./registry/plans.js";
-import { KeyedReceipt, ReceiptGuard } from "./registry/receipts.js";
-import type { KeyedLimiterStats } from "./registry/store.js";
-import { checkWaitOptions, jittered } from "./wait.js";
+} from "./options.js";
+import type { KeyedPlans } from "./plan-options.js";
+import { checkPlans, isPlans, joinSlabs, type PlanTable } from "./plans.js";
+import { KeyedReceipt, ReceiptGuard } from "./receipts.js";
+import type { KeyedLimiterStats } from "./stats.js";
 
-export type { KeyedPlans } from "./registry/plan-options.js";
-export type { KeyedLimiterStats } from "./registry/store.js";
+export type { KeyedPlans } from "./plan-options.js";
+export type { KeyedLimiterStats } from "./stats.js";
 
 /** A limiter the registry can copy per key: any built-in limiter, or an `allOf` of them. */
 export interface CloneableLimiter extends Limiter {

@@ -1,10 +1,10 @@
 import { checkWindowClock } from "../algorithms/time.js";
-import { badClock, describe } from "../errors.js";
-import type { Clock } from "../limiter.js";
+import { badClock, describe } from "../core/errors.js";
+import type { Clock } from "../core/limiter.js";
 import { hashKey, KeyIndex, tableEntriesFor } from "./key-index.js";
 import type { SlotLayout } from "./layout.js";
 import type { Slab } from "./layouts/index.js";
-import { EVICT_SCAN, type KeyedLimiterStats, SWEEP_CHUNK, SWEEP_EVERY } from "./store.js";
+import { EVICT_SCAN, type KeyedLimiterStats, SWEEP_CHUNK, SWEEP_EVERY } from "./stats.js";
 
 /**
  * Slots one scan at the bound visits at most once it has found a key to look at (pinned

@@ -1,5 +1,5 @@
-import { combine } from "../../composite.js";
-import type { Decision } from "../../limiter.js";
+import { combine } from "../../composite/all-of.js";
+import type { Decision } from "../../core/limiter.js";
 import type { SlotLayout } from "../layout.js";
 
 /**

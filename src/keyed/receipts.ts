@@ -1,5 +1,5 @@
-import type { Decision } from "../limiter.js";
-import { ChargeReceipt } from "../receipt.js";
+import type { Decision } from "../core/limiter.js";
+import { ChargeReceipt } from "../core/receipt.js";
 
 /**
  * What `KeyedLimiter` keeps to judge refunds through receipts on its fast path

@@ -1,4 +1,4 @@
-import type { KernelPart } from "./algorithms/kernel.js";
+import type { KernelPart } from "../algorithms/kernel.js";
 import {
   checkSnapshot,
   decodeNumber,
@@ -7,20 +7,20 @@ import {
   type LimiterSnapshot,
   SNAPSHOT_VERSION,
   type SnapshotNumber,
-} from "./algorithms/snapshot.js";
-import { checkTimeMs } from "./algorithms/time.js";
-import { checkCost, describe } from "./errors.js";
-import type { Receipt } from "./limiter.js";
+} from "../algorithms/snapshot.js";
+import { checkTimeMs } from "../algorithms/time.js";
+import { checkCost, describe } from "../core/errors.js";
+import type { Receipt } from "../core/limiter.js";
 import {
   type Clock,
   type Decision,
   type Limiter,
   UnkeyedLimiterBase,
   type WaitOptions,
-} from "./limiter.js";
-import { ChargeReceipt, checkReceipt } from "./receipt.js";
-import { type ApplyReconfigure, isReconfigurable } from "./reconfigure.js";
-import { jittered, WaitQueue } from "./wait.js";
+} from "../core/limiter.js";
+import { ChargeReceipt, checkReceipt } from "../core/receipt.js";
+import { type ApplyReconfigure, isReconfigurable } from "../core/reconfigure.js";
+import { jittered, WaitQueue } from "../core/wait.js";
 
 const WHERE = "allOf";
 

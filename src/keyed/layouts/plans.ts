@@ -1,4 +1,4 @@
-import type { Decision } from "../../limiter.js";
+import type { Decision } from "../../core/limiter.js";
 import type { SlotLayout } from "../layout.js";
 
 /** Accounted bytes of a key's plan id (one byte per slot). */

@@ -1,15 +1,15 @@
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
-import { RateLimitError } from "../../src/errors.js";
-import type { Clock } from "../../src/limiter.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { RateLimitError } from "../../src/core/errors.js";
+import type { Clock } from "../../src/core/limiter.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 import { settleLog, timerClock } from "../support/timer-clock.js";
 import { bytesPerAllow } from "./bytes-per-call.js";
 
-// The SlidingWindowCounter fast path (src/registry/counter-slab.ts), reached through
+// The SlidingWindowCounter fast path (src/keyed/counter-slab.ts), reached through
 // KeyedLimiter with a SlidingWindowCounter policy. Decisions against per-key counters on
-// random timelines are in test/registry.test.ts ("eviction changes no decision: ...").
+// random timelines are in test/keyed/keyed-limiter.test.ts ("eviction changes no decision: ...").
 
 afterEach(() => {
   vi.useRealTimers();

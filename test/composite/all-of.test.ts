@@ -1,16 +1,16 @@
 import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
-import { FixedWindow } from "../src/algorithms/fixed-window.js";
-import { LeakyBucket } from "../src/algorithms/leaky-bucket.js";
-import { SlidingWindowCounter } from "../src/algorithms/sliding-window-counter.js";
-import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
-import { TokenBucket } from "../src/algorithms/token-bucket.js";
-import { AllOf, allOf, combine } from "../src/composite.js";
-import { RateLimitError } from "../src/errors.js";
-import type { Clock, Decision, Limiter } from "../src/limiter.js";
-import { KeyedLimiter } from "../src/registry.js";
-import { bytesPerCall } from "./support/bytes-per-call.js";
-import { type ManualClock, manualClock } from "./support/manual-clock.js";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import { AllOf, allOf, combine } from "../../src/composite/all-of.js";
+import { RateLimitError } from "../../src/core/errors.js";
+import type { Clock, Decision, Limiter } from "../../src/core/limiter.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
+import { bytesPerCall } from "../support/bytes-per-call.js";
+import { type ManualClock, manualClock } from "../support/manual-clock.js";
 
 /** 2 per second with a burst of 2, and 5 per 10 s: the "10/s AND 1000/hour" shape, small. */
 function layered(clock: Clock) {
@@ -806,7 +806,7 @@ describe("allOf when a part throws", () => {
 function allOfBytesPerCall(setup: string, expression: string, noScavenge = false): number {
   return bytesPerCall(
     `
-    import { allOf } from "./src/composite.ts";
+    import { allOf } from "./src/composite/all-of.ts";
     import { TokenBucket } from "./src/algorithms/token-bucket.ts";
     import { LeakyBucket } from "./src/algorithms/leaky-bucket.ts";
     import { FixedWindow } from "./src/algorithms/fixed-window.ts";

@@ -1,9 +1,9 @@
 import { heldDecision, refundedBase } from "../algorithms/bucket-base.js";
 import { BucketLedger } from "../algorithms/bucket-ledger.js";
 import { bucketDecision, retunedUnits, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
-import { RateLimitError } from "../errors.js";
-import type { Decision, WaitOptions } from "../limiter.js";
-import { WaitQueue } from "../wait.js";
+import { RateLimitError } from "../core/errors.js";
+import type { Decision, WaitOptions } from "../core/limiter.js";
+import { WaitQueue } from "../core/wait.js";
 import type { SlabEngine } from "./engine.js";
 import type { Slab } from "./layouts/index.js";
 import { WHERE } from "./options.js";

@@ -1,5 +1,5 @@
-import { describe } from "../errors.js";
-import type { Limiter } from "../limiter.js";
+import { describe } from "../core/errors.js";
+import type { Limiter } from "../core/limiter.js";
 
 /**
  * Validation and timer helpers of {@link KeyedLimiter}.

@@ -1,16 +1,16 @@
-import { RateLimitError } from "../errors.js";
-import type { Receipt } from "../limiter.js";
+import { RateLimitError } from "../core/errors.js";
+import type { Receipt } from "../core/limiter.js";
 import {
   type Clock,
   type Decision,
   type Limiter,
   systemClock,
   type WaitOptions,
-} from "../limiter.js";
+} from "../core/limiter.js";
 import { BLOCK_BYTES, keyBytes } from "./engine.js";
 import { WHERE } from "./options.js";
-import type { KeyedLimiterStats } from "./store.js";
-import { SWEEP_EVERY } from "./store.js";
+import type { KeyedLimiterStats } from "./stats.js";
+import { SWEEP_EVERY } from "./stats.js";
 
 /**
  * Entries looked at for idle ones when a new key arrives at the bound (the generic path

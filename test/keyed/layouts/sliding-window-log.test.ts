@@ -7,7 +7,7 @@ import {
   SlidingWindowLogKernel,
 } from "../../../src/algorithms/sliding-window-log-kernel.js";
 import { windowClockBoundMs } from "../../../src/algorithms/time.js";
-import { SlabEngine, slabKeyBytes } from "../../../src/registry/engine.js";
+import { SlabEngine, slabKeyBytes } from "../../../src/keyed/engine.js";
 import { type ManualClock, manualClock } from "../../support/manual-clock.js";
 
 // The SlidingWindowLog slot layout driven directly on a SlabEngine: its decisions against
@@ -170,7 +170,7 @@ describe("SlidingWindowLogKernel decides as a SlidingWindowLog per key", () => {
 
 /**
  * Feeds `calls` to a bounding slot, and what it admits to the exact slot it bounds (as
- * test/registry/flood.test.ts feeds its reference): the bound never admits a request the
+ * test/keyed/flood.test.ts feeds its reference): the bound never admits a request the
  * exact log would deny.
  */
 function expectBounded(

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { manualClock } from "../support/manual-clock.js";
 
 // The Map-of-limiters store is reached through KeyedLimiter with any other policy.

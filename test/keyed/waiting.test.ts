@@ -2,10 +2,10 @@ import { afterEach, describe, expect, test, vi } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { allOf } from "../../src/composite.js";
-import { RateLimitError } from "../../src/errors.js";
-import type { Clock, Limiter } from "../../src/limiter.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { allOf } from "../../src/composite/all-of.js";
+import { RateLimitError } from "../../src/core/errors.js";
+import type { Clock, Limiter } from "../../src/core/limiter.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { settleLog, timerClock } from "../support/timer-clock.js";
 
 afterEach(() => {

@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { afterEach, describe, expect, test, vi } from "vitest";
+import type { Clock, Limiter } from "../../src/core/limiter.js";
 import {
   allOf,
   FixedWindow,
@@ -9,7 +10,6 @@ import {
   SlidingWindowLog,
   TokenBucket,
 } from "../../src/index.js";
-import type { Clock, Limiter } from "../../src/limiter.js";
 import { MapOfLimiters } from "../support/keyed-model.js";
 import { manualClock } from "../support/manual-clock.js";
 import { timerClock } from "../support/timer-clock.js";

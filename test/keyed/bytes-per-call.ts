@@ -14,13 +14,13 @@ export function bytesPerAllow(
 ): number {
   return bytesPerCall(
     `
-    import { KeyedLimiter } from "./src/registry.ts";
+    import { KeyedLimiter } from "./src/keyed/keyed-limiter.ts";
     import { FixedWindow } from "./src/algorithms/fixed-window.ts";
     import { SlidingWindowCounter } from "./src/algorithms/sliding-window-counter.ts";
     import { SlidingWindowLog } from "./src/algorithms/sliding-window-log.ts";
     import { TokenBucket } from "./src/algorithms/token-bucket.ts";
     import { LeakyBucket } from "./src/algorithms/leaky-bucket.ts";
-    import { allOf } from "./src/composite.ts";`,
+    import { allOf } from "./src/composite/all-of.ts";`,
     `const keyed = new KeyedLimiter(${policy}, { maxKeys: 16, sweepIntervalMs: Infinity });
     let kept;`,
     expression,

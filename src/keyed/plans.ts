@@ -1,6 +1,6 @@
-import { AllOf } from "../composite.js";
-import { checkOptionNames, describe } from "../errors.js";
-import type { Limiter } from "../limiter.js";
+import { AllOf } from "../composite/all-of.js";
+import { checkOptionNames, describe } from "../core/errors.js";
+import type { Limiter } from "../core/limiter.js";
 import { PINNED, type SlabEngine } from "./engine.js";
 import { type BucketWaiting, type Slab, slabOf } from "./layouts/index.js";
 import { PlanLayout } from "./layouts/plans.js";

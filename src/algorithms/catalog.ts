@@ -1,18 +1,15 @@
-import { FIXED_WINDOW_OPTIONS, FixedWindow } from "./algorithms/fixed-window.js";
-import { LEAKY_BUCKET_OPTIONS, LeakyBucket } from "./algorithms/leaky-bucket.js";
-import {
-  SLIDING_WINDOW_COUNTER_OPTIONS,
-  SlidingWindowCounter,
-} from "./algorithms/sliding-window-counter.js";
-import { SLIDING_WINDOW_LOG_OPTIONS, SlidingWindowLog } from "./algorithms/sliding-window-log.js";
-import { TOKEN_BUCKET_OPTIONS, TokenBucket } from "./algorithms/token-bucket.js";
-import type { Limiter } from "./limiter.js";
+import type { Limiter } from "../core/limiter.js";
+import { FIXED_WINDOW_OPTIONS, FixedWindow } from "./fixed-window.js";
+import { LEAKY_BUCKET_OPTIONS, LeakyBucket } from "./leaky-bucket.js";
+import { SLIDING_WINDOW_COUNTER_OPTIONS, SlidingWindowCounter } from "./sliding-window-counter.js";
+import { SLIDING_WINDOW_LOG_OPTIONS, SlidingWindowLog } from "./sliding-window-log.js";
+import { TOKEN_BUCKET_OPTIONS, TokenBucket } from "./token-bucket.js";
 
 /**
  * The catalog of algorithms: one descriptor per algorithm, the one place that lists them.
  * The CLI (`tollgate replay`) reads it for its algorithm names, flags, help and builder;
  * `tollgate/redis` keys its twins by its ids (src/redis/catalog.ts), and `KeyedLimiter` its
- * slab layouts (src/registry/layouts/index.ts); test/catalog.test.ts
+ * slab layouts (src/keyed/layouts/index.ts); test/catalog.test.ts
  * checks it against the package index and each class's option names.
  *
  * Internal: not exported by the package. The algorithm files never import it (it imports

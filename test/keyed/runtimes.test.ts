@@ -3,9 +3,9 @@
 // scope. scripts/smoke/workerd.mjs runs the built package in workerd itself.
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
-import { drawHashSeed, hashSeeds } from "../../src/registry/engine.js";
-import { armSweepTimer } from "../../src/registry/options.js";
-import { KeyedLimiter } from "../../src/registry.js";
+import { drawHashSeed, hashSeeds } from "../../src/keyed/engine.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
+import { armSweepTimer } from "../../src/keyed/options.js";
 import { manualClock } from "../support/manual-clock.js";
 
 afterEach(() => {
