@@ -13,7 +13,7 @@ import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { BucketKernel } from "./bucket-kernel.js";
 import { BucketLedger } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
-import { exactPart, type KernelPart } from "./kernel.js";
+import { exactPart, type KernelPart, type KeyedForm } from "./kernel.js";
 import {
   checkSnapshot,
   encodeNumber,
@@ -427,6 +427,19 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
         `${where}: ${this.held} units are held for waiters or reservations; they cannot leave the process: snapshot once they are served or cancelled`,
       );
     }
+  }
+
+  /** @internal How a `KeyedLimiter` keeps this bucket's keys (see {@link KeyedForm}). */
+  keyedForm(): KeyedForm {
+    const { capacity, ratePerSecond, shaping } = this;
+    const bucket = { capacity, ratePerSecond, shaping };
+    return {
+      kernel: this.makeKernel(),
+      clockBoundMs: Number.POSITIVE_INFINITY,
+      clockWhere: "KeyedLimiter",
+      windowMs: 1,
+      bucket,
+    };
   }
 
   /** @internal A kernel with the bucket's numbers now. */

@@ -8,8 +8,8 @@ import { TOKEN_BUCKET_OPTIONS, TokenBucket } from "./token-bucket.js";
 /**
  * The catalog of algorithms: one descriptor per algorithm, the one place that lists them.
  * The CLI (`tollgate replay`) reads it for its algorithm names, flags, help and builder;
- * `tollgate/redis` keys its twins by its ids (src/redis/catalog.ts), and `KeyedLimiter` its
- * slab layouts (src/keyed/layouts/index.ts); test/catalog.test.ts
+ * `tollgate/redis` keys its twins by its ids (src/redis/catalog.ts), and `KeyedLimiter` finds
+ * a policy's class by its row (src/keyed/layouts/index.ts); test/catalog.test.ts
  * checks it against the package index and each class's option names.
  *
  * Internal: not exported by the package. The algorithm files never import it (it imports

@@ -181,6 +181,24 @@ export interface Kernel {
 }
 
 /**
+ * How a `KeyedLimiter` keeps the keys of a built-in class on its slab: a kernel with the
+ * class's numbers, how clock readings are checked (a window's float-step bound; `Infinity`
+ * for buckets, with the class named in the error), and for a bucket how its keys wait.
+ * Each class says it (`keyedForm()`), so a new algorithm adds no row in the keyed engine.
+ * @internal
+ */
+export interface KeyedForm {
+  readonly kernel: Kernel;
+  readonly clockBoundMs: number;
+  readonly clockWhere: string;
+  readonly windowMs: number;
+  /** A bucket's waiting numbers; `undefined`: a window's first-in, first-out queue. */
+  readonly bucket:
+    | { readonly capacity: number; readonly ratePerSecond: number; readonly shaping: boolean }
+    | undefined;
+}
+
+/**
  * A built-in limiter as {@link allOf} (src/composite/all-of.ts) drives it: its kernel over its own
  * slot, at a time of the caller's choosing, so that `allOf` reads every part's clock first
  * (a reading that throws leaves every part as it was), then checks every part, then

@@ -9,7 +9,7 @@ import {
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
 import { jittered, WaitQueue } from "../core/wait.js";
-import { exactPart, type Kernel, type KernelPart } from "./kernel.js";
+import { exactPart, type Kernel, type KernelPart, type KeyedForm } from "./kernel.js";
 import {
   checkSnapshot,
   encodeNumber,
@@ -17,7 +17,13 @@ import {
   type LimiterSnapshot,
   SNAPSHOT_VERSION,
 } from "./snapshot.js";
-import { checkTimeMs, checkWindowClock, checkWindowResize, readClock } from "./time.js";
+import {
+  checkTimeMs,
+  checkWindowClock,
+  checkWindowResize,
+  readClock,
+  windowClockBoundMs,
+} from "./time.js";
 
 /**
  * What the three window classes (`FixedWindow`, `SlidingWindowLog`,
@@ -87,6 +93,17 @@ export abstract class WindowBase extends UnkeyedLimiterBase {
     this.kernel.grow(1);
     this.state = new Float64Array(this.kernel.doubles);
     this.kernel.init(this.state, 0, 0, Number.NEGATIVE_INFINITY);
+  }
+
+  /** @internal How a `KeyedLimiter` keeps this window's keys (see {@link KeyedForm}). */
+  keyedForm(): KeyedForm {
+    return {
+      kernel: this.spec.kernel(this.limit, this.windowMs),
+      clockBoundMs: windowClockBoundMs(this.windowMs),
+      clockWhere: this.spec.where,
+      windowMs: this.windowMs,
+      bucket: undefined,
+    };
   }
 
   /** @internal This limiter as `allOf` drives it, when it is exactly a built-in class. */

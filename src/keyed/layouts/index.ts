@@ -1,14 +1,5 @@
-import { BucketKernel } from "../../algorithms/bucket-kernel.js";
-import { type AlgorithmId, CATALOG } from "../../algorithms/catalog.js";
-import type { FixedWindow } from "../../algorithms/fixed-window.js";
-import { FixedWindowKernel } from "../../algorithms/fixed-window-kernel.js";
-import type { LeakyBucket } from "../../algorithms/leaky-bucket.js";
-import type { SlidingWindowCounter } from "../../algorithms/sliding-window-counter.js";
-import { SlidingWindowCounterKernel } from "../../algorithms/sliding-window-counter-kernel.js";
-import type { SlidingWindowLog } from "../../algorithms/sliding-window-log.js";
-import { SlidingWindowLogKernel } from "../../algorithms/sliding-window-log-kernel.js";
-import { windowClockBoundMs } from "../../algorithms/time.js";
-import type { TokenBucket } from "../../algorithms/token-bucket.js";
+import { CATALOG } from "../../algorithms/catalog.js";
+import type { KeyedForm } from "../../algorithms/kernel.js";
 import { AllOf } from "../../composite/all-of.js";
 import type { Clock, Limiter } from "../../core/limiter.js";
 import type { SlotLayout } from "../layout.js";
@@ -36,70 +27,24 @@ export interface BucketWaiting {
 }
 
 /**
- * A bucket's slab: its layout, no window bound on the clock, and how its keys wait.
- * `initialUnits`: a new key's tokens (a leaky bucket's free room).
- */
-function bucketSlab(
-  capacity: number,
-  ratePerSecond: number,
-  shaping: boolean,
-  clock: Clock,
-  initialUnits: number,
-): Slab {
-  return {
-    layout: new BucketKernel(capacity, ratePerSecond, shaping, initialUnits),
-    clock,
-    clockBoundMs: Number.POSITIVE_INFINITY,
-    clockWhere: "KeyedLimiter",
-    windowMs: 1,
-    bucket: { capacity, ratePerSecond, shaping },
-  };
-}
-
-/** A window's slab: its layout, and readings bound by its window's float step. */
-function windowSlab(
-  layout: SlotLayout,
-  p: { clock: Clock; windowMs: number },
-  where: string,
-): Slab {
-  return {
-    layout,
-    clock: p.clock,
-    clockBoundMs: windowClockBoundMs(p.windowMs),
-    clockWhere: where,
-    windowMs: p.windowMs,
-    bucket: undefined,
-  };
-}
-
-/**
- * The slab of each algorithm of the catalog (src/algorithms/catalog.ts), by its id: a row missing
- * here, or one for an id the catalog lacks, is a type error. A sixth algorithm adds its
- * layout file beside the others and one row here (CONTRIBUTING.md, "Adding an algorithm").
- */
-const SLABS = {
-  "token-bucket": (p: TokenBucket) =>
-    bucketSlab(p.capacity, p.refillPerSecond, false, p.clock, p.initialTokens),
-  "leaky-bucket": (p: LeakyBucket) =>
-    bucketSlab(p.capacity, p.leakPerSecond, true, p.clock, p.capacity - p.initialLevel),
-  "fixed-window": (p: FixedWindow) =>
-    windowSlab(new FixedWindowKernel(p.limit, p.windowMs), p, "FixedWindow"),
-  "sliding-window-log": (p: SlidingWindowLog) =>
-    windowSlab(new SlidingWindowLogKernel(p.limit, p.windowMs), p, "SlidingWindowLog"),
-  "sliding-window-counter": (p: SlidingWindowCounter) =>
-    windowSlab(new SlidingWindowCounterKernel(p.limit, p.windowMs), p, "SlidingWindowCounter"),
-} as const satisfies Readonly<Record<AlgorithmId, (policy: never) => Slab>>;
-
-/**
  * A single algorithm's slab, or `undefined` when `policy` is not exactly a catalog class
  * (a subclass may override anything the slab would skip; the prototype is compared, not
- * `constructor`, which an object may shadow).
+ * `constructor`, which an object may shadow). Each class says how its keys are kept
+ * (`keyedForm`, src/algorithms/kernel.ts): a new algorithm adds no row here.
  */
 function partSlab(policy: Limiter): Slab | undefined {
   const proto: unknown = Object.getPrototypeOf(policy);
   for (const row of CATALOG) {
     if (row.Class.prototype === proto) {
-      return (SLABS[row.id] as (p: Limiter) => Slab)(policy);
+      const form = (policy as unknown as { keyedForm(): KeyedForm }).keyedForm();
+      return {
+        layout: form.kernel,
+        clock: (policy as unknown as { clock: Clock }).clock,
+        clockBoundMs: form.clockBoundMs,
+        clockWhere: form.clockWhere,
+        windowMs: form.windowMs,
+        bucket: form.bucket,
+      };
     }
   }
   return undefined;
