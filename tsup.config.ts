@@ -14,8 +14,6 @@ export default defineConfig([
     dts: { compilerOptions: { stripInternal: true } },
     sourcemap: true,
     target: "es2022",
-    // A class keeps its name (`FixedWindow`, not the bundler's `_FixedWindow`): errors name it.
-    keepNames: true,
     treeshake: true,
     // Shares one copy of each class between entry points in the CJS build too,
     // so `instanceof` works across `tollgate`, `tollgate/http` and `tollgate/redis`.

@@ -1,3 +1,4 @@
+import { CATALOG } from "../algorithms/catalog.js";
 import { AllOf } from "../composite/all-of.js";
 import { checkOptionNames, describe } from "../core/errors.js";
 import type { Limiter } from "../core/limiter.js";
@@ -36,7 +37,10 @@ function shapeOf(policy: Limiter): string {
   if (Object.getPrototypeOf(policy) === AllOf.prototype) {
     return `allOf(${(policy as AllOf).parts.map(shapeOf).join(", ")})`;
   }
-  return (Object.getPrototypeOf(policy) as { constructor: { name: string } }).constructor.name;
+  // The catalog's name, not `constructor.name`, which a bundler may rename (`_FixedWindow`).
+  const proto: unknown = Object.getPrototypeOf(policy);
+  const row = CATALOG.find((r) => r.Class.prototype === proto);
+  return row?.className ?? (proto as { constructor: { name: string } }).constructor.name;
 }
 
 /** The leaves' algorithms of a built-in policy, nested `allOf`s flattened (as the slab keeps them). */
