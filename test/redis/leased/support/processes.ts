@@ -228,16 +228,51 @@ export async function runAndCheck(
 /**
  * Utilisation of a saturated hot key at steady load (after each worker's first quarter):
  * an exact bucket, saturated, is empty at the window's start and admits exactly
- * `refillPerSecond` per second of it.
+ * `refillPerSecond` per second of it, less what no one could take: while every worker was
+ * stalled at once (the OS ran none of them, as on a loaded machine) for `L` ms, the bucket
+ * refilled `refillPerSecond * L / 1000` and kept at most `capacity` of it for later.
  */
 export function steadyUtilisation(
   results: readonly WorkerResult[],
   name: string,
   refillPerSecond: number,
+  capacity: number,
 ): number {
   const runs = results.map((r) => r.scenarios.find((x) => x.name === name));
   const steadyFrom = Math.max(...runs.map((x) => x?.steadyFromMs ?? 0));
   const end = Math.max(...results.map((r) => r.endMs));
   const steadyAdmitted = runs.reduce((a, x) => a + (x?.steadyAdmitted ?? 0), 0);
-  return steadyAdmitted / ((refillPerSecond * (end - steadyFrom)) / 1000);
+  let lost = 0;
+  for (const ms of allStalledMs(results, steadyFrom, end)) {
+    const refilled = (refillPerSecond * ms) / 1000;
+    if (refilled > capacity) lost += refilled - capacity;
+  }
+  return steadyAdmitted / ((refillPerSecond * (end - steadyFrom)) / 1000 - lost);
+}
+
+/** The lengths (ms) of the runs of milliseconds in `[from, to)` in which every worker was stalled. */
+export function allStalledMs(results: readonly WorkerResult[], from: number, to: number): number[] {
+  const span = Math.max(0, Math.ceil(to - from));
+  const stalled = new Uint8Array(span);
+  for (const r of results) {
+    for (const [a, b] of r.stalls) {
+      for (
+        let t = Math.max(0, Math.ceil(a - from));
+        t < Math.min(span, Math.floor(b - from));
+        t++
+      ) {
+        stalled[t]!++;
+      }
+    }
+  }
+  const runs: number[] = [];
+  let length = 0;
+  for (let t = 0; t <= span; t++) {
+    if (t < span && stalled[t] === results.length) length++;
+    else if (length > 0) {
+      runs.push(length);
+      length = 0;
+    }
+  }
+  return runs;
 }

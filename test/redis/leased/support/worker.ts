@@ -69,6 +69,11 @@ export interface WorkerResult {
   readonly index: number;
   readonly startMs: number;
   readonly endMs: number;
+  /**
+   * Steady-state intervals `[fromMs, toMs]` (wall clock) longer than {@link STALL_MS} in which
+   * this worker's loop did not run (the OS did not schedule it): it asked nothing then.
+   */
+  readonly stalls: readonly (readonly [number, number])[];
   readonly scenarios: readonly ScenarioResult[];
 }
 
@@ -201,9 +206,18 @@ const lines = createInterface({ input: process.stdin });
 process.stdout.write("ready\n");
 await new Promise<void>((resolve) => lines.once("line", () => resolve()));
 const startMs = Date.now();
+/** A gap between two turns of the loop longer than this is a stall (the loop asks every 1 ms). */
+const STALL_MS = 20;
+const stalls: [number, number][] = [];
+let lastTurnMs = startMs;
 await new Promise<void>((resolve) => {
   const step = () => {
-    const elapsed = Date.now() - startMs;
+    const turnMs = Date.now();
+    if (turnMs - lastTurnMs > STALL_MS && running[0]?.mark !== undefined) {
+      stalls.push([lastTurnMs, turnMs]);
+    }
+    lastTurnMs = turnMs;
+    const elapsed = turnMs - startMs;
     if (elapsed >= task.durationMs) {
       resolve();
       return;
@@ -229,6 +243,7 @@ const result: WorkerResult = {
   index: task.index,
   startMs,
   endMs,
+  stalls,
   scenarios: running.map((r) => {
     const stats = r.limiter.stats;
     return {
