@@ -163,6 +163,7 @@ async function main(argv: string[]): Promise<void> {
           stdio: ["ignore", "inherit", "inherit", "ipc"],
         });
         worker.on("message", (t: Totals) => {
+          for (const f of t.failing) console.log(`violation at seed ${f.seed}: ${f.first}`);
           merge(total, t);
           progress();
         });
