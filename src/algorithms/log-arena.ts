@@ -2,19 +2,17 @@ const EMPTY = new Float64Array(0);
 
 /**
  * One growable `Float64Array` of `[leaveAtMs, total]` pairs shared by the rings of many
- * sliding logs (every key of a keyed `SlidingWindowLog`, or the one log of a class), with no
- * object or array per ring. Each owner (a small integer: a slot) has a row of two doubles
- * in `rows`, its block's offset and its entry count (0: no block); the rest of its ring
- * (head, size, base) is the caller's (the kernel's slot). A freed block goes on the free
- * list of its size, threaded through its first double, for the next block of that size.
+ * sliding logs (every key of a keyed `SlidingWindowLog`, or a class's one log): no object or
+ * array per ring. Owner `w` (a slot) has a row in `rows`: its block's offset and entry count
+ * (0: no block); its ring's head, size and base are the caller's. A freed block goes on the
+ * free list of its size (threaded through its first double) for the next block of that size.
  *
- * Fragmentation is bounded by compaction: the live blocks are copied, in owner order, to
- * the start of a new array when a block fits neither a free list nor the tail (the new array
- * `1.5 *` the live doubles, the requested block included) and when frees leave the array
- * over twice its live doubles (again at `1.5 *`). So its length never exceeds `2 *` its live
- * doubles: the slack is at most the live blocks, which is what lets an owner account each
- * entry slot twice and have `maxBytes` bound the whole array. A rebuild copies O(live)
- * doubles after at least a quarter of that was allocated or freed: O(1) amortized per entry.
+ * Compaction copies the live blocks, in owner order, to the start of a new array of `1.5 *`
+ * the live doubles: when a block fits neither a free list nor the tail, and when frees leave
+ * the array over twice its live doubles. So its length is at most `2 *` live: the slack is at
+ * most the live blocks, and an owner that accounts each entry twice has `maxBytes` bound the
+ * whole array. A rebuild copies O(live) doubles after at least a quarter of that was
+ * allocated or freed: O(1) amortized per entry.
  * @internal
  */
 export class LogArena {

@@ -12,23 +12,18 @@ const SIZE = 1;
 const BASE = 2;
 
 /**
- * The log of a sliding window log and the decisions made on it: a ring buffer of
- * `[leaveAtMs, runningTotal]` entries in a block of a {@link LogArena} (its offset and
- * entry count in the arena's row of the owner) with its head, size and base in
+ * The log of a sliding window log and the decisions made on it: a ring of `[leaveAtMs,
+ * runningTotal]` entries in a block of a {@link LogArena}, with its head, size and base in
  * {@link RING_DOUBLES} doubles of the owner's slot (`st[s ..]`). The block grows by doubling
- * (up to `2 * exactEntries + 1` entries) and shrinks when mostly empty. One rule text for
- * every form: `SlidingWindowLog` (one owner), its `allOf` parts and the keyed registry's
- * keys (one owner per slot) all decide here, so they decide bit for bit alike; the options
- * (`limit`, `windowMs`, `exactEntries` = `logExactEntries(limit)`) are the caller's and
- * passed to each call, so a ring holds only its entries.
+ * (up to `2 * exactEntries + 1` entries) and shrinks when mostly empty. The one rule text of
+ * every form (`SlidingWindowLog`, its `allOf` parts, the keyed registry's keys), so all
+ * decide bit for bit alike; `limit`, `windowMs` and `exactEntries` are passed to each call.
  *
- * A `LogRing` is a cursor: {@link at} points it at one ring, and its methods read that
- * ring's numbers afresh at each call (a compaction, from a block allocated or freed
- * meanwhile, may move every block). Entries leave from the head as they expire (O(1)
- * amortized per call); the sum in the window is the difference of two running totals, so it
- * does not drift with float error. Times are milliseconds on the caller's clock, `nowMs` a
- * checked reading (at least every earlier one). Memory: 16 bytes per entry of the block,
- * none before the first entry.
+ * A cursor: {@link at} points it at one ring; each method reads that ring afresh (a block
+ * allocated or freed meanwhile may have compacted the arena). Entries leave from the head as
+ * they expire (O(1) amortized); the sum in the window is the difference of two running
+ * totals, so it does not drift. Times are ms on the caller's clock, `nowMs` checked (at
+ * least every earlier one). Memory: 16 bytes per entry of the block, none before the first.
  * @internal
  */
 export class LogRing {
