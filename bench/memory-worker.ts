@@ -47,10 +47,17 @@ function build(variant: string, keys: number): { hit: Hit; root: unknown } {
   }
   if (variant.startsWith("tollgate.")) {
     // tollgate.<algorithm>, tollgate.<algorithm>.fn (policy function), tollgate.<algorithm>.allOf,
-    // tollgate.<algorithm>.plans (two plans, every other key in each)
+    // tollgate.<algorithm>.plans (two plans, every other key in each), tollgate.<algorithm>.ten
+    // (ten checks per key: a SlidingWindowLog's ten entries)
     const [name, path] = variant.slice("tollgate.".length).split(".") as [AlgorithmName, string?];
     if (!ALGORITHMS.some((a) => a.name === name)) throw new Error(`unknown algorithm ${name}`);
-    if (path !== undefined && path !== "fn" && path !== "allOf" && path !== "plans") {
+    if (
+      path !== undefined &&
+      path !== "fn" &&
+      path !== "allOf" &&
+      path !== "plans" &&
+      path !== "ten"
+    ) {
       throw new Error(`unknown memory variant ${variant}`);
     }
     const keyed =
@@ -59,6 +66,14 @@ function build(variant: string, keys: number): { hit: Hit; root: unknown } {
         : path === "plans"
           ? makeKeyedPlans(name, keys)
           : makeKeyed(name, keys, path === "fn");
+    if (path === "ten") {
+      return {
+        hit: (key) => {
+          for (let i = 0; i < 10; i++) keyed.allow(key);
+        },
+        root: keyed,
+      };
+    }
     return { hit: (key) => keyed.allow(key), root: keyed };
   }
   if (variant.startsWith("peer.")) {

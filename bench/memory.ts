@@ -29,6 +29,11 @@ export function memoryVariants(): MemoryVariant[] {
       }),
     ),
     {
+      id: "tollgate.SlidingWindowLog.ten",
+      name: "tollgate KeyedLimiter(SlidingWindowLog), ten entries per key",
+      kind: "tollgate",
+    },
+    {
       id: "tollgate.TokenBucket.allOf",
       name: "tollgate KeyedLimiter(allOf(TokenBucket, TokenBucket))",
       kind: "tollgate",

@@ -52,6 +52,10 @@ export const POLICY_LIMIT = 2;
 export const COARSE_LIMIT = 0.5;
 /** Bytes per key beyond the key string, at 1M keys. */
 export const BYTES_LIMIT = 40;
+/** A keyed `SlidingWindowLog`: bytes per key beyond the key string and its entries, at 1M keys. */
+export const LOG_KEY_BYTES_LIMIT = 120;
+/** A keyed `SlidingWindowLog`: bytes per live entry (ten entries per key against one). */
+export const LOG_ENTRY_BYTES_LIMIT = 16;
 /** tollgate over rate-limiter-flexible (at least 4 times faster). */
 export const RLF_LIMIT = 0.25;
 /** tollgate over any peer (faster: strictly below 1). */
@@ -76,7 +80,11 @@ export const POLICY_ROWS: readonly { readonly id: string; readonly label: string
 
 /** The memory rows with a bytes-per-key target: memory variant id (bench/memory.ts) and label. */
 export const MEMORY_ROWS: readonly { readonly id: string; readonly label: string }[] = [
-  ...ALGORITHMS.map((a) => ({ id: `tollgate.${a.name}`, label: `KeyedLimiter(${a.name})` })),
+  // The log keeps entries beyond its key: its own two targets below.
+  ...ALGORITHMS.filter((a) => a.name !== "SlidingWindowLog").map((a) => ({
+    id: `tollgate.${a.name}`,
+    label: `KeyedLimiter(${a.name})`,
+  })),
   { id: "tollgate.TokenBucket.allOf", label: "KeyedLimiter(allOf(TokenBucket, TokenBucket))" },
 ];
 
@@ -244,6 +252,7 @@ export function targets(r: RunResults): Target[] {
       ),
     );
   }
+  out.push(...logMemoryTargets(r, memoryKeys));
   for (const p of patterns) {
     const rlf = timingOf(r, `peer.rlf.${p.id}`);
     const v = div(tb(p.id), rlf);
@@ -385,4 +394,34 @@ function httpTarget(r: RunResults): Target {
     // noise: no verdict then (the middleware-alone figure is the precise one).
     met: share === undefined || share < 0 ? undefined : share <= HTTP_LIMIT,
   };
+}
+
+/**
+ * The keyed `SlidingWindowLog`'s memory: from its keys with one entry (`b1`) and with ten
+ * (`b10`), bytes per live entry `(b10 - b1) / 9` and per key `b1` less one entry.
+ */
+function logMemoryTargets(r: RunResults, memoryKeys: string): Target[] {
+  const bytes = (id: string): number | undefined => {
+    const found = r.memory?.results.find((x) => x.id === id);
+    return found?.ok === true ? found.measured.bytesPerKey : undefined;
+  };
+  const one = bytes("tollgate.SlidingWindowLog");
+  const ten = bytes("tollgate.SlidingWindowLog.ten");
+  const entry = one === undefined || ten === undefined ? undefined : (ten - one) / 9;
+  const key = one === undefined || entry === undefined ? undefined : one - entry;
+  const label = `KeyedLimiter(SlidingWindowLog), ${memoryKeys} keys`;
+  return [
+    absoluteTarget(
+      `${label}: at most ${LOG_KEY_BYTES_LIMIT} B per key beyond the key string and its entries`,
+      key,
+      LOG_KEY_BYTES_LIMIT,
+      "B",
+    ),
+    absoluteTarget(
+      `${label}: at most ${LOG_ENTRY_BYTES_LIMIT} B per live entry (ten entries per key against one)`,
+      entry,
+      LOG_ENTRY_BYTES_LIMIT,
+      "B",
+    ),
+  ];
 }

@@ -1,158 +1,181 @@
 import type { Decision } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
+import type { LogArena } from "./log-arena.js";
 import { logDecision, logLeaveAt } from "./window-math.js";
 
-/** Entries a ring allocates at its first entry; it doubles from there as needed. */
-export const INITIAL_ENTRIES = 4;
-const EMPTY = new Float64Array(0);
+/** Entries a ring's block holds at its first entry; it doubles from there as needed. */
+export const INITIAL_ENTRIES = 1;
+/** Doubles of a ring in its owner's slot: head, size, base. */
+export const RING_DOUBLES = 3;
+const HEAD = 0;
+const SIZE = 1;
+const BASE = 2;
 
 /**
- * The log of a sliding window log: a ring buffer of `[leaveAtMs, runningTotal]` entries in
- * one `Float64Array` that grows by doubling (up to `2 * exactEntries + 1` entries) and
- * shrinks when mostly empty, with the decisions made on it. Shared by `SlidingWindowLog`
- * (one ring) and the keyed registry's log layout (one ring per key), so both decide bit for
- * bit alike; the options (`limit`, `windowMs`, `exactEntries` = `logExactEntries(limit)`)
- * are the caller's and passed to each call, so a ring holds only its entries.
+ * The log of a sliding window log and the decisions made on it: a ring of `[leaveAtMs,
+ * runningTotal]` entries in a block of a {@link LogArena}, with its head, size and base in
+ * {@link RING_DOUBLES} doubles of the owner's slot (`st[s ..]`). The block grows by doubling
+ * (up to `2 * exactEntries + 1` entries) and shrinks when mostly empty. The one rule text of
+ * every form (`SlidingWindowLog`, its `allOf` parts, the keyed registry's keys), so all
+ * decide bit for bit alike; `limit`, `windowMs` and `exactEntries` are passed to each call.
  *
- * Entries leave from the head as they expire (O(1) amortized per call); the sum in the
- * window is the difference of two running totals, so it does not drift with float error.
- * Times are milliseconds on the caller's clock, `nowMs` a checked reading (at least every
- * earlier one). Memory: 16 bytes per entry slot (`slotCount`), none before the first entry.
+ * A cursor: {@link at} points it at one ring; each method reads that ring afresh (a block
+ * allocated or freed meanwhile may have compacted the arena). Entries leave from the head as
+ * they expire (O(1) amortized); the sum in the window is the difference of two running
+ * totals, so it does not drift. Times are ms on the caller's clock, `nowMs` checked (at
+ * least every earlier one). Memory: 16 bytes per entry of the block, none before the first.
  * @internal
  */
 export class LogRing {
-  /** Entry `i` is `[leaveAtMs, total]` at `2i, 2i + 1`: `total` is the running total of costs up to it. */
-  slots: Float64Array = EMPTY;
-  /** Entries the ring can hold (`slots.length / 2`). */
-  slotCount = 0;
   /** False while the ring may not grow (the keyed registry is at `maxBytes`): appends merge. */
   growable = true;
-  /** Ring position of the oldest entry. */
-  head = 0;
-  /** Entries in the ring. */
-  size = 0;
-  /** The running total before the oldest entry (the costs that have left). */
-  base = 0;
+  private arena!: LogArena;
+  private owner = 0;
+  private st!: Float64Array;
+  private s = 0;
 
-  /** Ring position of the `i`-th oldest entry. */
+  /** Points the cursor at the ring of `owner` in `arena`, its head at `st[s]`; returns it. */
+  at(arena: LogArena, owner: number, st: Float64Array, s: number): this {
+    this.arena = arena;
+    this.owner = owner;
+    this.st = st;
+    this.s = s;
+    return this;
+  }
+
+  /** Entries the ring's block holds (0: no block). */
+  get slotCount(): number {
+    return this.arena.rows[2 * this.owner + 1]!;
+  }
+  /** Entries in the ring. */
+  get size(): number {
+    return this.st[this.s + SIZE]!;
+  }
+  /** The running total before the oldest entry (the costs that have left). */
+  get base(): number {
+    return this.st[this.s + BASE]!;
+  }
+
+  /** Offset in `arena.data` of the `i`-th oldest entry. */
+  private o(i: number): number {
+    const rows = this.arena.rows;
+    const n = rows[2 * this.owner + 1]!;
+    const p = this.st[this.s + HEAD]! + i;
+    return rows[2 * this.owner]! + 2 * (p < n ? p : p - n);
+  }
+
+  /** Writes an empty ring without a block (the block, if any, the caller freed). */
+  init(): void {
+    const st = this.st;
+    const s = this.s;
+    st[s + HEAD] = 0;
+    st[s + SIZE] = 0;
+    st[s + BASE] = 0;
+  }
+
   /** The log as plain numbers, for a snapshot: `[base, leaveAt, total, ...]`, oldest first; `[]` when empty. */
   save(): number[] {
-    if (this.size === 0) return [];
+    const size = this.size;
+    if (size === 0) return [];
+    const data = this.arena.data;
     const out = [this.base];
-    for (let i = 0; i < this.size; i++) {
-      const p = 2 * this.at(i);
-      out.push(this.slots[p]!, this.slots[p + 1]!);
+    for (let i = 0; i < size; i++) {
+      const p = this.o(i);
+      out.push(data[p]!, data[p + 1]!);
     }
     return out;
   }
 
   /**
-   * Holds the entries {@link save} returned (in a ring of their size, at least the initial one).
-   * @throws {TypeError} For a list of another shape, changing nothing.
+   * Holds the entries {@link save} returned (checked by {@link checkSavedLog}), in a block of
+   * their count doubled up from {@link INITIAL_ENTRIES} (at most `maxEntries` when they fit
+   * it), replacing what the ring held.
    */
-  load(values: readonly number[]): void {
-    if (values.length === 0) return;
-    if (values.length % 2 !== 1) {
-      throw new TypeError(
-        `snapshot: a log's state is its base then (leave time, total) pairs, got ${values.length} numbers`,
-      );
-    }
+  load(values: readonly number[], maxEntries: number): void {
     const size = (values.length - 1) / 2;
-    // Finite, the totals never falling (each entry's cost is at least 0) and the leave
-    // times in order: a total below the one before it would admit past the limit.
-    let prevTotal = values[0]!;
-    let prevLeave = Number.NEGATIVE_INFINITY;
-    if (prevTotal - prevTotal !== 0) {
-      throw new RangeError(`snapshot: a log's base must be a finite number, got ${prevTotal}`);
-    }
-    for (let i = 1; i < values.length; i += 2) {
-      const leave = values[i]!;
-      const total = values[i + 1]!;
-      if (
-        !(leave - leave === 0 && leave >= prevLeave && total - total === 0 && total >= prevTotal)
-      ) {
-        throw new RangeError(
-          `snapshot: a log's entries must have finite leave times in order and running totals that never fall, entry ${(i - 1) / 2} is (${leave}, ${total})`,
-        );
-      }
-      prevLeave = leave;
-      prevTotal = total;
+    this.st[this.s + SIZE] = 0;
+    if (values.length === 0) {
+      this.arena.release(this.owner);
+      this.init();
+      return;
     }
     let count = INITIAL_ENTRIES;
     while (count < size) count *= 2;
-    this.slots = new Float64Array(2 * count);
-    for (let i = 1; i < values.length; i++) this.slots[i - 1] = values[i]!;
-    this.slotCount = count;
-    this.head = 0;
-    this.size = size;
-    this.base = values[0]!;
-  }
-
-  at(i: number): number {
-    const p = this.head + i;
-    return p < this.slotCount ? p : p - this.slotCount;
+    if (count > maxEntries && size <= maxEntries) count = maxEntries;
+    if (count !== this.slotCount) this.arena.move(this.owner, count, 0, 0);
+    const data = this.arena.data;
+    const o = this.arena.rows[2 * this.owner]!;
+    for (let i = 1; i < values.length; i++) data[o + i - 1] = values[i]!;
+    const st = this.st;
+    st[this.s + HEAD] = 0;
+    st[this.s + SIZE] = size;
+    st[this.s + BASE] = values[0]!;
   }
 
   /** Running total up to and including the newest entry. */
   total(): number {
-    return this.size === 0 ? this.base : this.slots[2 * this.at(this.size - 1) + 1]!;
+    const size = this.st[this.s + SIZE]!;
+    return size === 0 ? this.st[this.s + BASE]! : this.arena.data[this.o(size - 1) + 1]!;
   }
 
   /** Costs of the entries in the window. */
   sum(): number {
-    return this.size === 0 ? 0 : this.total() - this.base;
+    const size = this.st[this.s + SIZE]!;
+    return size === 0 ? 0 : this.arena.data[this.o(size - 1) + 1]! - this.st[this.s + BASE]!;
   }
 
   /** When the newest entry leaves; `-Infinity` for an empty log. */
   newestLeaveAt(): number {
-    return this.size === 0 ? Number.NEGATIVE_INFINITY : this.slots[2 * this.at(this.size - 1)]!;
+    const size = this.st[this.s + SIZE]!;
+    return size === 0 ? Number.NEGATIVE_INFINITY : this.arena.data[this.o(size - 1)]!;
   }
 
   /** Drops the entries whose leave time has come (`time <= now - windowMs`). */
   expire(nowMs: number, limit: number): void {
-    const slots = this.slots;
-    let dropped = false;
-    while (this.size > 0 && slots[2 * this.head]! <= nowMs) {
-      this.base = slots[2 * this.head + 1]!;
-      this.head = this.head + 1 === this.slotCount ? 0 : this.head + 1;
-      this.size--;
-      dropped = true;
+    const st = this.st;
+    const s = this.s;
+    let size = st[s + SIZE]!;
+    if (size === 0) return;
+    const rows = this.arena.rows;
+    const data = this.arena.data;
+    const off = rows[2 * this.owner]!;
+    let head = st[s + HEAD]!;
+    if (data[off + 2 * head]! > nowMs) return;
+    const n = rows[2 * this.owner + 1]!;
+    let base = 0;
+    do {
+      base = data[off + 2 * head + 1]!;
+      head = head + 1 === n ? 0 : head + 1;
+      size--;
+    } while (size > 0 && data[off + 2 * head]! <= nowMs);
+    st[s + SIZE] = size;
+    if (size === 0) {
+      st[s + HEAD] = 0;
+      st[s + BASE] = 0;
+    } else {
+      st[s + HEAD] = head;
+      st[s + BASE] = base;
+      if (base > 2 * limit) this.rebase();
     }
-    if (!dropped) return;
-    if (this.size === 0) {
-      this.head = 0;
-      this.base = 0;
-    } else if (this.base > 2 * limit) {
-      this.rebase();
-    }
-    if (this.slotCount > INITIAL_ENTRIES && this.size <= this.slotCount >> 2) {
-      this.resize(Math.max(INITIAL_ENTRIES, 2 * this.size));
-    }
+    if (n > INITIAL_ENTRIES && size <= n >> 2) this.resize(Math.max(INITIAL_ENTRIES, 2 * size));
   }
 
   /**
-   * @internal
    * Subtracts `base` from every running total, keeping them below `3 * limit` so their
    * differences stay exact. Every entry is rebased at most once (FIFO, and more than
    * `2 * limit` must leave in between), so this is O(1) amortized.
    */
   private rebase(): void {
     const base = this.base;
-    for (let i = 0; i < this.size; i++) this.slots[2 * this.at(i) + 1]! -= base;
-    this.base = 0;
+    const data = this.arena.data;
+    for (let i = 0; i < this.size; i++) data[this.o(i) + 1]! -= base;
+    this.st[this.s + BASE] = 0;
   }
 
-  /** @internal Copies the entries, oldest first, into a ring of `entries` slots. */
+  /** Moves the entries, oldest first, into a block of `entries` entries. */
   private resize(entries: number): void {
-    const next = new Float64Array(2 * entries);
-    for (let i = 0; i < this.size; i++) {
-      const p = 2 * this.at(i);
-      next[2 * i] = this.slots[p]!;
-      next[2 * i + 1] = this.slots[p + 1]!;
-    }
-    this.slots = next;
-    this.slotCount = entries;
-    this.head = 0;
+    this.arena.move(this.owner, entries, this.st[this.s + HEAD]!, this.size);
+    this.st[this.s + HEAD] = 0;
   }
 
   /**
@@ -164,48 +187,49 @@ export class LogRing {
    * such entry counts at most `g` ms longer than it should, never shorter.
    */
   append(nowMs: number, cost: number, windowMs: number, exactEntries: number): void {
-    const leaveAtMs = logLeaveAt(nowMs, this.size, windowMs, exactEntries);
+    const size = this.size;
+    const leaveAtMs = logLeaveAt(nowMs, size, windowMs, exactEntries);
     const maxEntries = 2 * exactEntries + 1;
-    if (this.size > 0) {
-      const newest = 2 * this.at(this.size - 1);
+    const n = this.slotCount;
+    if (size > 0) {
+      const newest = this.o(size - 1);
+      const data = this.arena.data;
       // The second test is a safety net the granules make unreachable: merge, later. The
       // third is the keyed registry's memory bound: a full ring it may not grow merges too,
       // so the newest entry counts a little longer (conservative), never shorter.
-      if (
-        this.slots[newest] === leaveAtMs ||
-        this.size >= maxEntries ||
-        (this.size === this.slotCount && !this.growable)
-      ) {
-        this.slots[newest] = leaveAtMs;
-        this.slots[newest + 1]! += cost;
+      if (data[newest] === leaveAtMs || size >= maxEntries || (size === n && !this.growable)) {
+        data[newest] = leaveAtMs;
+        data[newest + 1]! += cost;
         return;
       }
     }
-    if (this.size === this.slotCount) {
-      const cap = this.slotCount < exactEntries ? exactEntries : maxEntries;
-      this.resize(Math.min(Math.max(INITIAL_ENTRIES, 2 * this.slotCount), cap));
+    if (size === n) {
+      const cap = n < exactEntries ? exactEntries : maxEntries;
+      this.resize(Math.min(Math.max(INITIAL_ENTRIES, 2 * n), cap));
     }
     const total = this.total();
-    const p = 2 * this.at(this.size);
-    this.slots[p] = leaveAtMs;
-    this.slots[p + 1] = total + cost;
-    this.size++;
+    const p = this.o(size);
+    const data = this.arena.data;
+    data[p] = leaveAtMs;
+    data[p + 1] = total + cost;
+    this.st[this.s + SIZE] = size + 1;
   }
 
   /**
-   * Replaces every entry by one of `cost` units leaving at `leaveAtMs`, in a ring of
-   * {@link INITIAL_ENTRIES} slots (the keyed registry's conservative states).
+   * Replaces every entry by one of `cost` units leaving at `leaveAtMs`, in a block of
+   * {@link INITIAL_ENTRIES} entries (the keyed registry's conservative states).
    */
   replace(leaveAtMs: number, cost: number): void {
-    if (this.slotCount !== INITIAL_ENTRIES) {
-      this.slots = new Float64Array(2 * INITIAL_ENTRIES);
-      this.slotCount = INITIAL_ENTRIES;
-    }
-    this.head = 0;
-    this.size = 1;
-    this.base = 0;
-    this.slots[0] = leaveAtMs;
-    this.slots[1] = cost;
+    const st = this.st;
+    const s = this.s;
+    st[s + SIZE] = 0;
+    if (this.slotCount !== INITIAL_ENTRIES) this.resize(INITIAL_ENTRIES);
+    st[s + HEAD] = 0;
+    st[s + SIZE] = 1;
+    st[s + BASE] = 0;
+    const p = this.arena.rows[2 * this.owner]!;
+    this.arena.data[p] = leaveAtMs;
+    this.arena.data[p + 1] = cost;
   }
 
   /**
@@ -213,32 +237,37 @@ export class LogRing {
    * (`reconfigure`), so each entry counts for the new length from its stamp.
    */
   extend(deltaMs: number): void {
-    for (let i = 0; i < this.size; i++) this.slots[2 * this.at(i)]! += deltaMs;
+    const data = this.arena.data;
+    for (let i = 0; i < this.size; i++) data[this.o(i)]! += deltaMs;
   }
 
   /**
    * Gives back `cost` (> 0) units, from the newest entries first (a refund): an entry whose
    * cost is at most what is left to give back goes, the next one is cut by the rest. Never
-   * below an empty log; the ring keeps its slots (an expiry shrinks it later). Returns the
+   * below an empty log; the ring keeps its block (an expiry shrinks it later). Returns the
    * units given back (`cost` less what found no entry, as the Redis script counts it).
    */
   refund(cost: number): number {
+    const data = this.arena.data;
+    const st = this.st;
+    const s = this.s;
     let left = cost;
-    while (left > 0 && this.size > 0) {
-      const p = 2 * this.at(this.size - 1) + 1;
-      const before = this.size === 1 ? this.base : this.slots[2 * this.at(this.size - 2) + 1]!;
-      const own = this.slots[p]! - before;
+    while (left > 0 && st[s + SIZE]! > 0) {
+      const size = st[s + SIZE]!;
+      const p = this.o(size - 1) + 1;
+      const before = size === 1 ? st[s + BASE]! : data[this.o(size - 2) + 1]!;
+      const own = data[p]! - before;
       if (fits(own, left)) {
-        this.size--;
+        st[s + SIZE] = size - 1;
         left -= own;
       } else {
-        this.slots[p] = this.slots[p]! - left;
+        data[p] = data[p]! - left;
         left = 0;
       }
     }
-    if (this.size === 0) {
-      this.head = 0;
-      this.base = 0;
+    if (st[s + SIZE] === 0) {
+      st[s + HEAD] = 0;
+      st[s + BASE] = 0;
     }
     return cost - left;
   }
@@ -251,40 +280,33 @@ export class LogRing {
    * units given back: 0 when the entry has left.
    */
   refundEntry(leaveAtMs: number, cost: number): number {
+    const data = this.arena.data;
+    const size = this.size;
     let i = 0;
-    while (i < this.size && this.slots[2 * this.at(i)]! < leaveAtMs) i++;
-    if (i === this.size) return 0;
-    const p = 2 * this.at(i) + 1;
-    const before = i === 0 ? this.base : this.slots[2 * this.at(i - 1) + 1]!;
-    const own = this.slots[p]! - before;
+    while (i < size && data[this.o(i)]! < leaveAtMs) i++;
+    if (i === size) return 0;
+    const p = this.o(i) + 1;
+    const before = i === 0 ? this.base : data[this.o(i - 1) + 1]!;
+    const own = data[p]! - before;
     const give = own < cost ? own : cost;
     if (!(give > 0)) return 0;
     if (give === own) {
       // The entry leaves: the newer ones move down one place, each total less its units.
-      for (let j = i; j + 1 < this.size; j++) {
-        const to = 2 * this.at(j);
-        const from = 2 * this.at(j + 1);
-        this.slots[to] = this.slots[from]!;
-        this.slots[to + 1] = this.slots[from + 1]! - give;
+      for (let j = i; j + 1 < size; j++) {
+        const to = this.o(j);
+        const from = this.o(j + 1);
+        data[to] = data[from]!;
+        data[to + 1] = data[from + 1]! - give;
       }
-      this.size--;
-      if (this.size === 0) {
-        this.head = 0;
-        this.base = 0;
+      this.st[this.s + SIZE] = size - 1;
+      if (size === 1) {
+        this.st[this.s + HEAD] = 0;
+        this.st[this.s + BASE] = 0;
       }
     } else {
-      for (let j = i; j < this.size; j++) this.slots[2 * this.at(j) + 1]! -= give;
+      for (let j = i; j < size; j++) data[this.o(j) + 1]! -= give;
     }
     return give;
-  }
-
-  /** Forgets every entry and frees the ring. */
-  clear(): void {
-    this.slots = EMPTY;
-    this.slotCount = 0;
-    this.head = 0;
-    this.size = 0;
-    this.base = 0;
   }
 
   /**
@@ -324,15 +346,49 @@ export class LogRing {
    * `cost`, fit. Binary search over the running totals (they only grow).
    */
   retryLeaveAt(cost: number, limit: number): number {
-    const slots = this.slots;
+    const data = this.arena.data;
     const total = this.total();
     let lo = 0;
     let hi = this.size - 1; // the newest always works: nothing is left after it
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (fits(cost, limit - (total - slots[2 * this.at(mid) + 1]!))) hi = mid;
+      if (fits(cost, limit - (total - data[this.o(mid) + 1]!))) hi = mid;
       else lo = mid + 1;
     }
-    return slots[2 * this.at(lo)]!;
+    return data[this.o(lo)]!;
+  }
+}
+
+/**
+ * Throws unless `values` is a log's state as {@link LogRing.save} writes it: `[]`, or a
+ * finite base then `(leaveAt, total)` pairs with finite leave times in order and running
+ * totals that never fall below the one before (each entry's cost at least 0): a total
+ * below the one before it would admit past the limit. Changes nothing.
+ * @throws {TypeError} For a list of another shape.
+ * @throws {RangeError} For a number out of order or not finite.
+ * @internal
+ */
+export function checkSavedLog(values: readonly number[]): void {
+  if (values.length === 0) return;
+  if (values.length % 2 !== 1) {
+    throw new TypeError(
+      `snapshot: a log's state is its base then (leave time, total) pairs, got ${values.length} numbers`,
+    );
+  }
+  let prevTotal = values[0]!;
+  let prevLeave = Number.NEGATIVE_INFINITY;
+  if (prevTotal - prevTotal !== 0) {
+    throw new RangeError(`snapshot: a log's base must be a finite number, got ${prevTotal}`);
+  }
+  for (let i = 1; i < values.length; i += 2) {
+    const leave = values[i]!;
+    const total = values[i + 1]!;
+    if (!(leave - leave === 0 && leave >= prevLeave && total - total === 0 && total >= prevTotal)) {
+      throw new RangeError(
+        `snapshot: a log's entries must have finite leave times in order and running totals that never fall, entry ${(i - 1) / 2} is (${leave}, ${total})`,
+      );
+    }
+    prevLeave = leave;
+    prevTotal = total;
   }
 }

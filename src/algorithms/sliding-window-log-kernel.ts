@@ -1,7 +1,8 @@
 import type { Decision } from "../core/limiter.js";
 import { fits, TOLERANCE } from "../core/numeric.js";
 import type { Kernel } from "./kernel.js";
-import { LogRing } from "./log-ring.js";
+import { LogArena } from "./log-arena.js";
+import { checkSavedLog, LogRing, RING_DOUBLES } from "./log-ring.js";
 import { logExactEntries } from "./window-math.js";
 
 /** Where a layout accounts the bytes its logs gain or lose: the slab engine. */
@@ -13,19 +14,18 @@ export interface ByteSink {
 }
 
 /**
- * Accounted bytes of a ring object beyond its entries, charged per key up front (as
- * `keyExtraBytes`): the object (header and five fields, 64 bytes on 64-bit V8 without
- * pointer compression), the box of its `base` once it holds a fraction (16) and its
- * pointer in `rings` (8).
+ * Accounted bytes of a key's log beyond its slot's doubles and its entries, charged per key
+ * up front (as `keyExtraBytes`): its row in the entry arena (block offset and entry count).
  */
-export const LOG_RING_BYTES = 64 + 16 + 8;
+export const LOG_RING_BYTES = 2 * 8;
 /**
- * Accounted bytes of a ring's entries once it has any: its `Float64Array` with its buffer
- * and backing store (measured at about 200 bytes beyond the data on Node 20 x64) and 16
- * bytes per entry slot.
+ * Accounted bytes of a ring's entries once it has a block: 16 bytes per entry of the block,
+ * counted twice: once for the block, once for its share of the arena's slack (free blocks
+ * and unused tail), which the arena keeps at most its live blocks (see `LogArena`), so
+ * `maxBytes` bounds the whole arena.
  */
 export function logEntryBytes(slotCount: number): number {
-  return slotCount === 0 ? 0 : 200 + 16 * slotCount;
+  return 32 * slotCount;
 }
 
 /** The sink before {@link SlidingWindowLogKernel.bind}: a ring that grows then is a bug. */
@@ -39,19 +39,20 @@ const UNBOUND: ByteSink = {
 };
 
 /**
- * The slot of a `SlidingWindowLog` key: one double (unused by the layout; the engine
- * threads its free list through it) and, by slot, a {@link LogRing} made at the key's
- * first logged entry, decided by the ring as the class decides (same functions, same
- * arithmetic), so a key decides bit for bit as a `SlidingWindowLog` of its own. A slot
- * without a ring is an empty log.
+ * The slot of a `SlidingWindowLog`: its ring's head, size and base (the engine threads its
+ * free list through the first of a free slot), its entries in a block of the kernel's
+ * {@link LogArena} (owner: the slot), made at the first logged entry and decided by
+ * {@link LogRing}: the class (one slot), its `allOf` parts and every key of a keyed
+ * registry decide by this one rule text. A slot without a block is an empty log. No object
+ * or array per key.
  *
  * Bytes: each key is charged {@link LOG_RING_BYTES} up front (`keyExtraBytes`); a ring's
  * entries ({@link logEntryBytes}) are added and taken back through the sink given to
- * {@link bind} as the ring grows, shrinks and is released.
+ * {@link bind} as the block grows, shrinks and is released.
  * @internal
  */
 export class SlidingWindowLogKernel implements Kernel {
-  readonly doubles = 1;
+  readonly doubles = RING_DOUBLES;
   readonly keyExtraBytes = LOG_RING_BYTES;
   /** A full ring: `2 * exactEntries + 1` entries, the class's bound (see `logLeaveAt`). */
   maxGrowthBytes: number;
@@ -66,13 +67,13 @@ export class SlidingWindowLogKernel implements Kernel {
    * admits no cost > 0 while it counts.
    */
   private boundUnits: number;
-  /** The ring of each slot; `undefined` for an empty log. */
-  private readonly rings: (LogRing | undefined)[] = [];
+  /** The entries of every slot's ring (owner: the slot). */
+  private readonly arena = new LogArena();
+  /** The entries of a key without a slot being decided (`peek` of a traced new key): owner 0. */
+  private readonly scratch = new LogArena();
+  /** The cursor every decision reads its ring through. */
+  private readonly ring = new LogRing();
   private sink: ByteSink = UNBOUND;
-  /** The ring of a key without a slot being decided (`peek` of a traced new key). */
-  private scratch: LogRing | undefined;
-  /** An empty log for the decisions of a slot without a ring; never logged to. */
-  private readonly empty = new LogRing();
 
   /** `limit` and `windowMs` as a `SlidingWindowLog` has them (already checked). */
   constructor(limit: number, windowMs: number) {
@@ -81,6 +82,7 @@ export class SlidingWindowLogKernel implements Kernel {
     this.exactEntries = logExactEntries(limit);
     this.maxGrowthBytes = logEntryBytes(2 * this.exactEntries + 1);
     this.boundUnits = limit + 2 * TOLERANCE * (limit > 1 ? limit : 1);
+    this.scratch.setOwners(1);
   }
 
   /**
@@ -91,7 +93,7 @@ export class SlidingWindowLogKernel implements Kernel {
   retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     this.isIdle(st, s, slot, now); // expires the ring to now
     const grow = (next as SlidingWindowLogKernel).windowMs - this.windowMs;
-    if (grow > 0) this.ringAt(slot)?.extend(grow);
+    if (grow > 0) this.ringAt(st, s, slot).extend(grow);
   }
 
   /** `[idleAtMs, sum]`: a longer window moves the time out by the difference; the sum is kept. */
@@ -114,18 +116,15 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   init(st: Float64Array, s: number, slot: number): void {
-    st[s] = 0;
-    if (slot < 0) {
-      this.scratch = undefined;
-      return;
-    }
-    // A pinned key reset in place keeps its slot: its ring goes.
-    if (this.rings[slot] !== undefined) this.release(slot, this.sink);
+    // A pinned key reset in place keeps its slot: its block goes.
+    if (slot < 0) this.scratch.clear();
+    else this.release(slot, this.sink);
+    this.ringAt(st, s, slot).init();
   }
 
-  isIdle(_st: Float64Array, _s: number, slot: number, now: number): boolean {
-    const ring = this.ringAt(slot);
-    if (ring === undefined) return true;
+  isIdle(st: Float64Array, s: number, slot: number, now: number): boolean {
+    const ring = this.ringAt(st, s, slot);
+    if (ring.size === 0) return true;
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
@@ -133,17 +132,15 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   /** When the newest entry leaves (then the log is empty), a float step or so later. */
-  idleAtMs(_st: Float64Array, _s: number, slot: number, now: number): number {
-    const ring = this.ringAt(slot);
-    const at = ring === undefined ? Number.NEGATIVE_INFINITY : ring.newestLeaveAt();
+  idleAtMs(st: Float64Array, s: number, slot: number, now: number): number {
+    const at = this.ringAt(st, s, slot).newestLeaveAt();
     if (!(at > now)) return now;
     return at + Math.abs(at) * 2 ** -50; // a few float steps later: never early
   }
 
   usage(st: Float64Array, s: number, slot: number, now: number): number {
     this.isIdle(st, s, slot, now); // expires the ring to now
-    const ring = this.ringAt(slot);
-    return ring === undefined ? 0 : ring.sum() / this.limit;
+    return this.ringAt(st, s, slot).sum() / this.limit;
   }
 
   /** The time the log is empty, then the units it holds: each bound grows with use. */
@@ -159,8 +156,7 @@ export class SlidingWindowLogKernel implements Kernel {
     o: number,
   ): void {
     out[o] = this.idleAtMs(st, s, slot, now); // expires the ring to now first
-    const ring = this.ringAt(slot);
-    out[o + 1] = ring === undefined ? 0 : ring.sum();
+    out[o + 1] = this.ringAt(st, s, slot).sum();
   }
 
   /** The later time and the larger sum: one entry of both bounds either log. */
@@ -206,51 +202,44 @@ export class SlidingWindowLogKernel implements Kernel {
     // a negative entry that would admit past the limit.
     const sum = table[o + 1]!;
     const units = (sum > 0 ? sum : 0) + margin;
-    const ring = slot < 0 ? this.scratchRing() : (this.rings[slot] ?? this.create(slot));
+    const ring = this.ringAt(st, s, slot);
     const slots = ring.slotCount;
     ring.replace(untilMs, units < this.boundUnits ? units : this.boundUnits);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
-  }
-
-  /** A ring for deciding a key without a slot (`peek` of a new key): never kept nor accounted. */
-  private scratchRing(): LogRing {
-    this.scratch = new LogRing();
-    return this.scratch;
   }
 
   /**
    * Sets whether a full ring may grow: only when the engine has (or makes) room for it
    * within `maxBytes`; otherwise its next entry merges into the newest (docs/keyed.md#bounds).
    */
-  private mayGrow(ring: LogRing, slot: number): void {
-    if (ring.size !== ring.slotCount || ring.slotCount === 0 || slot < 0) {
+  private mayGrow(st: Float64Array, s: number, slot: number): void {
+    const ring = this.ringAt(st, s, slot);
+    const n = ring.slotCount;
+    if (ring.size !== n || n === 0 || slot < 0) {
       ring.growable = true;
       return;
     }
     const cap = 2 * this.exactEntries + 1;
-    const next = Math.min(
-      2 * ring.slotCount,
-      ring.slotCount < this.exactEntries ? this.exactEntries : cap,
-    );
-    ring.growable =
-      next <= ring.slotCount ||
-      this.sink.reserve(logEntryBytes(next) - logEntryBytes(ring.slotCount), slot);
+    const next = Math.min(2 * n, n < this.exactEntries ? this.exactEntries : cap);
+    const growable = next <= n || this.sink.reserve(logEntryBytes(next) - logEntryBytes(n), slot);
+    // Making room decides other keys through the same cursor: point it back.
+    this.ringAt(st, s, slot).growable = growable;
   }
 
-  /** The ring of `slot` (`undefined` for an empty log): for a class's white-box tests and snapshots. */
-  ringOf(slot: number): LogRing | undefined {
-    return this.rings[slot];
-  }
-
-  /** The ring of `slot`, or of the key without a slot (`slot` -1) being decided. */
-  private ringAt(slot: number): LogRing | undefined {
-    return slot < 0 ? this.scratch : this.rings[slot];
+  /**
+   * The ring of `slot` at `st[s]` (a cursor, valid until the next call), or of the key
+   * without a slot (`slot` -1) being decided, whose block is in the scratch arena: never
+   * kept nor accounted. For a class's white-box tests too.
+   */
+  ringAt(st: Float64Array, s: number, slot: number): LogRing {
+    return slot < 0 ? this.ring.at(this.scratch, 0, st, s) : this.ring.at(this.arena, slot, st, s);
   }
 
   /** True when `cost` fits the log now (after expiring it), as `allowAt` would answer. */
-  fitsAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {
-    const ring = this.ringAt(slot);
-    if (ring === undefined || cost === 0) return cost === 0 || fits(cost, this.limit);
+  fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
+    if (cost === 0) return true;
+    const ring = this.ringAt(st, s, slot);
+    if (ring.size === 0) return fits(cost, this.limit);
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
@@ -258,12 +247,12 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   /** Logs `cost` (> 0) now, unchecked: `allOf` checked every part with {@link fitsAt}. */
-  takeAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): void {
+  takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
     if (cost === 0) return;
-    const ring = this.rings[slot] ?? this.create(slot);
+    const ring = this.ringAt(st, s, slot);
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
-    this.mayGrow(ring, slot);
+    this.mayGrow(st, s, slot);
     ring.append(now, cost, this.windowMs, this.exactEntries);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
   }
@@ -279,10 +268,8 @@ export class SlidingWindowLogKernel implements Kernel {
     o: number,
   ): number {
     given[o] = 0;
-    const ring = this.ringAt(slot);
-    if (ring === undefined) return 0;
     if (this.isIdle(st, s, slot, now)) return 0; // expired to now: nothing left to give back
-    given[o] = ring.refund(cost);
+    given[o] = this.ringAt(st, s, slot).refund(cost);
     return 0;
   }
 
@@ -291,14 +278,14 @@ export class SlidingWindowLogKernel implements Kernel {
 
   /** When the entry the charge went into leaves. */
   markReceipt(
-    _st: Float64Array,
-    _s: number,
+    st: Float64Array,
+    s: number,
     slot: number,
     _now: number,
     marks: Float64Array,
     o: number,
   ): number {
-    const at = this.ringAt(slot)?.newestLeaveAt() ?? Number.NEGATIVE_INFINITY;
+    const at = this.ringAt(st, s, slot).newestLeaveAt();
     marks[o] = at;
     return at;
   }
@@ -316,27 +303,21 @@ export class SlidingWindowLogKernel implements Kernel {
     o: number,
   ): number {
     given[o] = 0;
-    const ring = this.ringAt(slot);
-    if (ring === undefined || !(marks[o]! > now)) return 0;
+    if (!(marks[o]! > now)) return 0;
     if (this.isIdle(st, s, slot, now)) return 0; // expired to now
-    given[o] = ring.refundEntry(marks[o]!, asked[o]!);
+    given[o] = this.ringAt(st, s, slot).refundEntry(marks[o]!, asked[o]!);
     return 0;
   }
 
-  allowAt(_st: Float64Array, _s: number, slot: number, now: number, cost: number): boolean {
-    let ring = this.ringAt(slot);
-    if (ring === undefined) {
-      if (cost === 0) return true;
-      if (!fits(cost, this.limit)) return false;
-      ring = this.create(slot);
-    }
-    // SlidingWindowLog.allow's steps on the ring, written out as there (V8 inlines them).
+  allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
+    const ring = this.ringAt(st, s, slot);
+    // SlidingWindowLog.allow's steps on the ring, written out (V8 inlines them).
     const slots = ring.slotCount;
     const limit = this.limit;
     ring.expire(now, limit);
     const allowed = cost === 0 || fits(cost, limit - ring.sum());
     if (allowed && cost > 0) {
-      if (ring.size === ring.slotCount) this.mayGrow(ring, slot);
+      if (ring.size === ring.slotCount) this.mayGrow(st, s, slot);
       ring.append(now, cost, this.windowMs, this.exactEntries);
     }
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
@@ -344,25 +325,19 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   decideAt(
-    _st: Float64Array,
-    _s: number,
+    st: Float64Array,
+    s: number,
     slot: number,
     now: number,
     cost: number,
     take: boolean,
   ): Decision {
-    let ring = this.ringAt(slot);
-    if (ring === undefined) {
-      // An empty log decides as any: a ring is made only for a cost it may log.
-      if (!(take && cost > 0 && fits(cost, this.limit))) {
-        return this.empty.decide(now, cost, false, this.limit, this.windowMs, this.exactEntries);
-      }
-      ring = this.create(slot);
-    }
+    // An empty log decides as any: a block is made only for an entry it logs.
+    const ring = this.ringAt(st, s, slot);
     const slots = ring.slotCount;
     if (take && cost > 0) {
       ring.expire(now, this.limit);
-      this.mayGrow(ring, slot);
+      this.mayGrow(st, s, slot);
     }
     const decision = ring.decide(now, cost, take, this.limit, this.windowMs, this.exactEntries);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
@@ -372,59 +347,41 @@ export class SlidingWindowLogKernel implements Kernel {
   /** A log's snapshot says its own length: `[base, leaveAt, total, ...]`, or `[]` for an empty log. */
   readonly savedWidth = 0;
 
-  saveSlot(_st: Float64Array, _s: number, slot: number): number[] {
-    return this.ringAt(slot)?.save() ?? [];
+  saveSlot(st: Float64Array, s: number, slot: number): number[] {
+    return this.ringAt(st, s, slot).save();
   }
 
-  /** A new ring holding the saved entries (none for an empty log); the old one is released. */
+  /** A block holding the saved entries (none for an empty log); the old one is released. */
   loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void {
-    const ring = new LogRing();
-    ring.load(values);
+    checkSavedLog(values);
     // More entries than a ring of this limit holds (a log kept from before a lower limit,
     // or a crafted one): the oldest merge into the first kept entry, whose running total
     // holds their units until it leaves: never in the client's favour, and bounded.
-    const excess = ring.size - (2 * this.exactEntries + 1);
-    if (excess > 0) ring.load([values[0]!, ...values.slice(1 + 2 * excess)]);
+    const maxEntries = 2 * this.exactEntries + 1;
+    const excess = (values.length - 1) / 2 - maxEntries;
+    const kept = excess > 0 ? [values[0]!, ...values.slice(1 + 2 * excess)] : values;
     this.init(st, s, slot);
-    if (ring.size === 0) return;
-    if (slot < 0) {
-      this.scratch = ring;
-      return;
-    }
-    this.create(slot);
-    this.rings[slot] = ring;
+    if (kept.length === 0) return;
+    const ring = this.ringAt(st, s, slot);
+    ring.load(kept, maxEntries);
     this.account(slot, 0, ring.slotCount);
   }
 
-  /** Frees the slot's ring and gives its entries' bytes back. */
+  /** Frees the slot's block and gives its entries' bytes back. */
   release(slot: number, bytes: ByteSink): void {
-    const ring = this.ringAt(slot);
-    if (ring === undefined) return;
-    this.rings[slot] = undefined;
-    const n = logEntryBytes(ring.slotCount);
-    if (n !== 0) bytes.addBytes(-n);
+    // Not through a cursor: a slot is released while another's ring is in use (making room).
+    const n = this.arena.release(slot);
+    if (n !== 0) bytes.addBytes(-logEntryBytes(n));
   }
 
   /** The engine has `slots` slots now (more, or fewer after a `clear` that released all). */
   grow(slots: number): void {
-    const rings = this.rings;
-    if (rings.length > slots) rings.length = slots;
-    while (rings.length < slots) rings.push(undefined);
+    this.arena.setOwners(slots);
   }
 
-  /** Accounted bytes of the slot's ring entries (0 without a ring): for tests and stats. */
+  /** Accounted bytes of the slot's ring entries (0 without a block): for tests and stats. */
   entryBytesOf(slot: number): number {
-    const ring = this.ringAt(slot);
-    return ring === undefined ? 0 : logEntryBytes(ring.slotCount);
-  }
-
-  /** A ring for `slot`, empty (its bytes are in `keyExtraBytes` until it has entries). */
-  private create(slot: number): LogRing {
-    const rings = this.rings;
-    while (rings.length <= slot) rings.push(undefined);
-    const ring = new LogRing();
-    rings[slot] = ring;
-    return ring;
+    return slot < 0 ? 0 : logEntryBytes(this.arena.rows[2 * slot + 1] ?? 0);
   }
 
   /** A ring went from `before` to `after` entry slots: accounts the difference (not for the scratch ring). */

@@ -77,17 +77,17 @@ export class SlidingWindowLog extends WindowBase implements Limiter {
   /** @internal Entries in the log. */
   // @ts-expect-error TS6133: read by white-box tests only
   private get size(): number {
-    return this.kernel.ringOf(0)?.size ?? 0;
+    return this.kernel.ringAt(this.state, 0, 0).size;
   }
-  /** @internal Entries the ring can hold. */
+  /** @internal Entries the ring's block holds. */
   // @ts-expect-error TS6133: read by white-box tests only
   private get slotCount(): number {
-    return this.kernel.ringOf(0)?.slotCount ?? 0;
+    return this.kernel.ringAt(this.state, 0, 0).slotCount;
   }
   /** @internal The running total before the oldest entry. */
   // @ts-expect-error TS6133: read by white-box tests only
   private get base(): number {
-    return this.kernel.ringOf(0)?.base ?? 0;
+    return this.kernel.ringAt(this.state, 0, 0).base;
   }
 
   /**

@@ -261,11 +261,39 @@ describe("targets", () => {
       ["KeyedLimiter(TokenBucket)", true],
       ["KeyedLimiter(LeakyBucket)", true],
       ["KeyedLimiter(FixedWindow)", false],
-      ["KeyedLimiter(SlidingWindowLog)", false],
       ["KeyedLimiter(SlidingWindowCounter)", false],
       ["KeyedLimiter(allOf(TokenBucket", undefined],
+      // The log's own target: without its ten-entry row, not measured.
+      ["KeyedLimiter(SlidingWindowLog)", undefined],
     ]);
     expect(list[0]!.target).toContain("1M keys");
+  });
+
+  test("the log's bytes: per key and per live entry, from one entry a key and ten", () => {
+    const r = run();
+    const results = r.memory!.results as MemoryResult[];
+    results.push(memory("tollgate.SlidingWindowLog.ten", 450 + 9 * 20));
+    const list = targets(r).filter((t) =>
+      t.target.startsWith("KeyedLimiter(SlidingWindowLog), 1M"),
+    );
+    expect(list.map((t) => [t.value, t.met])).toEqual([
+      [430, false], // 450 at one entry, less one entry's 20
+      [20, false],
+    ]);
+    expect(list[0]!.target).toContain(
+      "at most 120 B per key beyond the key string and its entries",
+    );
+    expect(list[1]!.target).toContain("at most 16 B per live entry");
+    results[results.length - 1] = memory("tollgate.SlidingWindowLog.ten", 100 + 9 * 12);
+    results[results.findIndex((m) => m.id === "tollgate.SlidingWindowLog")] = memory(
+      "tollgate.SlidingWindowLog",
+      100,
+    );
+    expect(
+      targets(r)
+        .filter((t) => t.target.startsWith("KeyedLimiter(SlidingWindowLog), 1M"))
+        .map((t) => t.met),
+    ).toEqual([true, true]);
   });
 
   test("rate-limiter-flexible: at least 4x faster on each pattern", () => {
