@@ -414,6 +414,11 @@ export class KeyedLimiter {
    */
   restore(key: string, snapshot: LimiterSnapshot): void {
     const where = `${WHERE}.restore`;
+    if (typeof key === "object" && key !== null && snapshot === undefined) {
+      throw new TypeError(
+        `${where}: takes the key first, restore(key, snapshot), got one argument, an object; a snapshotAll() is restored with restoreAll(snapshot)`,
+      );
+    }
     const k = this.checkKey(key);
     const { algorithm, options } = this.snapshotHeader(where);
     const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
@@ -466,9 +471,12 @@ export class KeyedLimiter {
   restoreAll(snapshot: RegistrySnapshot): void {
     const where = `${WHERE}.restoreAll`;
     const { algorithm, options } = this.snapshotHeader(where);
-    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
+    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options, "all");
     const keys = (snapshot as { keys?: unknown }).keys;
-    if (!Array.isArray(keys)) throw new TypeError(`${where}: snapshot.keys must be an array`);
+    if (!Array.isArray(keys))
+      throw new TypeError(
+        `${where}: snapshot.keys must be an array of keys, got ${describe(keys)}`,
+      );
     const e = this.engine!;
     const width = e.layout.savedWidth;
     if (snapshot.width !== width) {
