@@ -21,6 +21,7 @@ import {
   RateLimitError,
 } from "../core/errors.js";
 import type { Decision, Limiter, Receipt, WaitOptions } from "../core/limiter.js";
+import { decisionMs } from "../core/numeric.js";
 import { optionNames } from "../core/option-names.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import { isReconfigurable, type Reconfigurable } from "../core/reconfigure.js";
@@ -1132,8 +1133,9 @@ export class KeyedLimiter {
     key: string,
     slot: number,
     now: number,
-    blockedMs: number,
+    blockMs: number,
   ): Decision {
+    const blockedMs = decisionMs(blockMs);
     let resetAfterMs = state.resetAfterMs;
     if (state.allowed) {
       // The allowed state counts the cost in its reset: the usage without it is wanted.
@@ -1157,7 +1159,9 @@ export class KeyedLimiter {
     const e = this.engine!;
     const soonest = e.soonestIdleMs;
     const retryAfterMs =
-      soonest > now && soonest !== Number.POSITIVE_INFINITY ? soonest - now : REFUSED_RETRY_MS;
+      soonest > now && soonest !== Number.POSITIVE_INFINITY
+        ? decisionMs(soonest - now)
+        : REFUSED_RETRY_MS;
     // Nothing is kept for the key, but nothing is usable until then either.
     return {
       allowed: false,
