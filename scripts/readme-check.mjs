@@ -17,14 +17,19 @@ const WINDOWS = process.platform === "win32";
 /** Runs a command; resolves with its exit code and output (never rejects). */
 function exec(cmd, argv, options) {
   return new Promise((resolve) => {
-    const child = spawn(cmd, argv, { shell: WINDOWS, ...options });
+    // Its own process group, so the hang guard ends what it started too (tsx runs the
+    // block in a child process, which a kill of tsx alone left running, holding the pipes).
+    const child = spawn(cmd, argv, { shell: WINDOWS, detached: !WINDOWS, ...options });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (b) => (stdout += b));
     child.stderr.on("data", (b) => (stderr += b));
     child.on("error", (error) => resolve({ code: -1, stdout, stderr: stderr + String(error) }));
     // A hang guard only: every block ends by itself in about a second.
-    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    const timer = setTimeout(() => {
+      if (WINDOWS) child.kill("SIGKILL");
+      else process.kill(-child.pid, "SIGKILL");
+    }, 120_000);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       resolve({ code: code ?? signal, stdout, stderr });
