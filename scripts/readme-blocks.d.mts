@@ -16,3 +16,15 @@ export const RUN_LANGS: ReadonlySet<string>;
 
 /** The packages a block imports (bare specifiers), tollgate's own and Node's left out. */
 export function importedPackages(code: string): string[];
+
+/** A code block of docs/*.md and how the line before its fence marks it. */
+export interface DocBlock {
+  readonly lang: string;
+  readonly code: string;
+  readonly line: number;
+  readonly mark: "run" | "example" | "fragment" | "none";
+  readonly why: string | undefined;
+}
+
+/** The code blocks of one docs/*.md text, with their marks. */
+export function docBlocks(text: string): DocBlock[];

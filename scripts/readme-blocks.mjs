@@ -1,7 +1,10 @@
 // The README's code blocks, for the check that runs them in a project that installed the
 // packed tarball (scripts/readme-check.mjs, from pack-check) and for test/docs/readme.test.ts.
 // A block is run unless the line before its fence is `<!-- not run: <why> -->`; a fence
-// without a language (a command's output) is not code.
+// without a language (a command's output) is not code. In docs/*.md it is the other way
+// round: a block is run when the line before its fence is `<!-- run -->`; every other code
+// block there says what it is: `<!-- from examples/x.ts -->` (an excerpt of an example,
+// which runs whole), or `<!-- fragment: <why> -->` (docBlocks, test/docs/readme.test.ts).
 
 /**
  * Every fenced block of `text`: `{ lang, code, line, skip }`, `line` the 1-based line of its
@@ -41,4 +44,31 @@ export function importedPackages(code) {
     names.add(spec.startsWith("@") ? `${parts[0]}/${parts[1]}` : parts[0]);
   }
   return [...names];
+}
+
+/**
+ * The code blocks (RUN_LANGS) of one docs/*.md text, each with how the line before its fence
+ * marks it: `run` (`<!-- run -->`: a whole program, run like the README's), `example`
+ * (`<!-- from examples/x.ts -->`), `fragment` (`<!-- fragment: <why> -->`, `why` set), or
+ * `none` (unmarked: the docs test refuses it).
+ * @param {string} text
+ * @returns {{ lang: string, code: string, line: number, mark: "run" | "example" | "fragment" | "none", why: string | undefined }[]}
+ */
+export function docBlocks(text) {
+  const lines = text.split("\n");
+  return readmeBlocks(text)
+    .filter((b) => RUN_LANGS.has(b.lang))
+    .map((b) => {
+      const before = lines[b.line - 2]?.trim() ?? "";
+      const fragment = /^<!-- fragment: (.+) -->$/.exec(before)?.[1];
+      const mark =
+        before === "<!-- run -->"
+          ? "run"
+          : /^<!-- from examples\/[\w./-]+ -->$/.test(before)
+            ? "example"
+            : fragment !== undefined
+              ? "fragment"
+              : "none";
+      return { lang: b.lang, code: b.code, line: b.line, mark, why: fragment };
+    });
 }

@@ -4,26 +4,32 @@
 // type-checked strictly against the installed types, then run with tsx: it must exit 0 and
 // write nothing to stderr. Each shell block runs in the project; a block followed by an
 // output block must print its lines. A block that is not run says why
-// (`<!-- not run: ... -->`, see readme-blocks.mjs).
+// (`<!-- not run: ... -->`, see readme-blocks.mjs). The blocks of docs/*.md marked
+// `<!-- run -->` are run the same way, each in a file of its own.
 import { spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startRedis } from "./private-redis.mjs";
-import { importedPackages, RUN_LANGS, readmeBlocks } from "./readme-blocks.mjs";
+import { docBlocks, importedPackages, RUN_LANGS, readmeBlocks } from "./readme-blocks.mjs";
 
 const WINDOWS = process.platform === "win32";
 
 /** Runs a command; resolves with its exit code and output (never rejects). */
 function exec(cmd, argv, options) {
   return new Promise((resolve) => {
-    const child = spawn(cmd, argv, { shell: WINDOWS, ...options });
+    // Its own process group, so the hang guard ends what it started too (tsx runs the
+    // block in a child process, which a kill of tsx alone left running, holding the pipes).
+    const child = spawn(cmd, argv, { shell: WINDOWS, detached: !WINDOWS, ...options });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (b) => (stdout += b));
     child.stderr.on("data", (b) => (stderr += b));
     child.on("error", (error) => resolve({ code: -1, stdout, stderr: stderr + String(error) }));
     // A hang guard only: every block ends by itself in about a second.
-    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    const timer = setTimeout(() => {
+      if (WINDOWS) child.kill("SIGKILL");
+      else process.kill(-child.pid, "SIGKILL");
+    }, 120_000);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       resolve({ code: code ?? signal, stdout, stderr });
@@ -36,9 +42,20 @@ function exec(cmd, argv, options) {
  * repository. Resolves with a one-line summary; rejects naming every block that failed.
  */
 export async function checkReadme(root, app) {
-  const blocks = readmeBlocks(readFileSync(join(root, "README.md"), "utf8"));
+  const blocks = readmeBlocks(readFileSync(join(root, "README.md"), "utf8")).map((b) => ({
+    ...b,
+    file: "README.md",
+  }));
   const code = blocks.filter((b) => RUN_LANGS.has(b.lang));
-  const runs = code.filter((b) => b.skip === undefined);
+  const docs = readdirSync(join(root, "docs"))
+    .filter((name) => name.endsWith(".md"))
+    .sort()
+    .flatMap((name) =>
+      docBlocks(readFileSync(join(root, "docs", name), "utf8"))
+        .filter((b) => b.mark === "run")
+        .map((b) => ({ ...b, file: `docs/${name}`, skip: undefined })),
+    );
+  const runs = [...code.filter((b) => b.skip === undefined), ...docs];
   const ts = runs.filter((b) => b.lang !== "sh" && b.lang !== "bash");
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
   const versions = pkg.devDependencies;
@@ -69,7 +86,7 @@ export async function checkReadme(root, app) {
   );
   mkdirSync(dir, { recursive: true });
   const files = ts.map((b) => {
-    const file = join(dir, `line-${b.line}.mts`);
+    const file = join(dir, `${b.file.replace(/[/.]/g, "-")}-line-${b.line}.mts`);
     writeFileSync(file, `${b.code}\n`);
     return { block: b, file };
   });
@@ -106,15 +123,17 @@ export async function checkReadme(root, app) {
     for (const { block, file } of files) {
       const needsRedis = importedPackages(block.code).includes("ioredis");
       if (needsRedis && process.env.REDIS_URL === undefined) {
-        if (process.env.CI === "true") failures.push(`README.md:${block.line}: no Redis in CI`);
+        if (process.env.CI === "true") failures.push(`${block.file}:${block.line}: no Redis in CI`);
         continue; // no Redis here: said in the summary
       }
       const r = await exec(process.execPath, [tsx, file], { cwd: app, env });
       if (r.code !== 0 || r.stderr !== "") {
-        failures.push(`README.md:${block.line}: exit ${r.code}\n${r.stdout}${r.stderr}`);
+        failures.push(`${block.file}:${block.line}: exit ${r.code}\n${r.stdout}${r.stderr}`);
       }
     }
-    for (const block of runs.filter((b) => b.lang === "sh" || b.lang === "bash")) {
+    for (const block of runs.filter(
+      (b) => b.file === "README.md" && (b.lang === "sh" || b.lang === "bash"),
+    )) {
       const r = await exec("sh", ["-c", block.code], { cwd: app, env });
       const output = blocks.find((b) => b.line > block.line && b.lang === "");
       const expected =
@@ -135,5 +154,5 @@ export async function checkReadme(root, app) {
   if (failures.length > 0) throw new Error(failures.join("\n\n"));
   const skipped = code.length - runs.length;
   const noRedis = process.env.REDIS_URL === undefined && redis === undefined;
-  return `${runs.length} blocks type-checked and run, ${skipped} not run as they say${noRedis ? "; the Redis blocks skipped: no redis-server" : ""}`;
+  return `${runs.length} blocks type-checked and run (${docs.length} of docs/), ${skipped} of the README not run as they say${noRedis ? "; the Redis blocks skipped: no redis-server" : ""}`;
 }

@@ -141,7 +141,8 @@ describe("snapshot refusals", () => {
     {
       name: "not an object",
       snapshot: () => "state",
-      message: "snapshot must be what snapshot() returned",
+      message:
+        "snapshot must be the object snapshot() returned, got a string; if you stored it as JSON, pass JSON.parse(text)",
     },
   ])("$name is a TypeError naming it, and nothing changes", ({ snapshot, message }) => {
     const limiter = window();
@@ -400,5 +401,62 @@ describe("restoreAll of a snapshot that names a key twice", () => {
       true,
       false,
     ]);
+  });
+});
+
+describe("a snapshot given to the wrong restore says which to call", () => {
+  const keyed = () => {
+    const clock = manualClock(0);
+    const k = new KeyedLimiter(new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }));
+    k.allow("a");
+    k.allow("b");
+    return k;
+  };
+
+  test("a per-key snapshot given to restoreAll names restore(key, snapshot), not snapshot.keys", () => {
+    const k = keyed();
+    const before = k.snapshotAll();
+    const one = k.snapshot("a");
+    expect(() => k.restoreAll(one as RegistrySnapshot)).toThrow(
+      "KeyedLimiter.restoreAll: this is a snapshot of one limiter or one key (snapshot() or snapshot(key), it has no keys); restore it with restore(key, snapshot), or pass what snapshotAll() returned here",
+    );
+    expect(k.snapshotAll()).toEqual(before);
+  });
+
+  test("a registry snapshot given to restore names restoreAll, not a count of state numbers", () => {
+    const k = keyed();
+    const all = k.snapshotAll();
+    expect(() => k.restore("a", all)).toThrow(
+      "KeyedLimiter.restore: this is a snapshot of a whole KeyedLimiter (snapshotAll(), 2 keys); restore it with restoreAll(snapshot), or pass one key's snapshot(key) here",
+    );
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 1 });
+    expect(() => bucket.restore(all)).toThrow(
+      "TokenBucket.restore: this is a snapshot of a whole KeyedLimiter (snapshotAll(), 2 keys); restore it with keyedLimiter.restoreAll(snapshot)",
+    );
+    expect(() => (k.restore as (s: unknown) => void)(all)).toThrow(
+      "KeyedLimiter.restore: takes the key first, restore(key, snapshot), got one argument, an object; a snapshotAll() is restored with restoreAll(snapshot)",
+    );
+  });
+
+  test("restore({}) shows what a snapshot looks like, with this limiter's algorithm and options", () => {
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 1 });
+    expect(() => bucket.restore({} as LimiterSnapshot)).toThrow(
+      'TokenBucket.restore: snapshot must be the object snapshot() returned, { version: 1, algorithm: "token-bucket", options: {"capacity":3,"refillPerSecond":1,"initialTokens":3}, latestMs: <ms>, state: [<numbers>] }; got an object, which has no version, algorithm, options, latestMs, state',
+    );
+    expect(() => keyed().restoreAll({} as RegistrySnapshot)).toThrow(
+      "which has no version, algorithm, options, latestMs, state, keys",
+    );
+    expect(() => keyed().restoreAll({} as RegistrySnapshot)).toThrow(
+      "keys: [<key>, ...], width: <numbers per key>, state: [<numbers>] }",
+    );
+  });
+
+  test("a snapshot stored as JSON text says to JSON.parse it", () => {
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 1 });
+    const text = JSON.stringify(bucket.snapshot());
+    expect(() => bucket.restore(text as unknown as LimiterSnapshot)).toThrow(
+      "TokenBucket.restore: snapshot must be the object snapshot() returned, got a string; if you stored it as JSON, pass JSON.parse(text)",
+    );
+    bucket.restore(JSON.parse(text));
   });
 });

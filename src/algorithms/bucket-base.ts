@@ -7,7 +7,7 @@ import {
   UnkeyedLimiterBase,
   type WaitOptions,
 } from "../core/limiter.js";
-import { fits } from "../core/numeric.js";
+import { decisionMs, fits } from "../core/numeric.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { BucketKernel } from "./bucket-kernel.js";
@@ -565,8 +565,8 @@ export function heldDecision(
       allowed: false,
       limit: capacity,
       remaining: 0,
-      retryAfterMs: fitMs > servedMs ? fitMs : servedMs,
-      resetAfterMs: msToRefill(capacity - units, ratePerSecond),
+      retryAfterMs: decisionMs(fitMs > servedMs ? fitMs : servedMs),
+      resetAfterMs: decisionMs(msToRefill(capacity - units, ratePerSecond)),
     };
   }
   if (cost === 0 && units < 0) {
@@ -575,7 +575,7 @@ export function heldDecision(
       limit: capacity,
       remaining: 0,
       retryAfterMs: 0,
-      resetAfterMs: msToRefill(capacity - units, ratePerSecond),
+      resetAfterMs: decisionMs(msToRefill(capacity - units, ratePerSecond)),
     };
   }
   return undefined;

@@ -7,7 +7,7 @@ import {
   RateLimitError,
 } from "../core/errors.js";
 import type { Decision, Reservation, ReserveOptions, WaitOptions } from "../core/limiter.js";
-import { fits, wholeUnits } from "../core/numeric.js";
+import { decisionMs, fits, wholeUnits } from "../core/numeric.js";
 import { RESERVE_HINTS, RESERVE_OPTIONS } from "../core/option-names.js";
 import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "../core/wait.js";
 import { WaitList, type WaitListNode } from "../core/wait-list.js";
@@ -668,7 +668,7 @@ export class BucketLedger {
       limit: h.capacity,
       remaining: wholeUnits(units, h.capacity),
       retryAfterMs: 0,
-      resetAfterMs: msToRefill(h.capacity - units, h.ratePerSecond),
+      resetAfterMs: decisionMs(msToRefill(h.capacity - units, h.ratePerSecond)),
     };
   }
 
@@ -679,8 +679,8 @@ export class BucketLedger {
       allowed: false,
       limit: h.capacity,
       remaining: wholeUnits(units, h.capacity),
-      retryAfterMs: waitMs,
-      resetAfterMs: msToRefill(h.capacity - units, h.ratePerSecond),
+      retryAfterMs: decisionMs(waitMs),
+      resetAfterMs: decisionMs(msToRefill(h.capacity - units, h.ratePerSecond)),
     };
   }
 }

@@ -1,5 +1,5 @@
 import type { Decision } from "../core/limiter.js";
-import { cleanMs, fits, wholeUnits } from "../core/numeric.js";
+import { cleanMs, decisionMs, fits, wholeUnits } from "../core/numeric.js";
 
 /**
  * The token-bucket arithmetic as free functions, shared by {@link TokenBucket} (one
@@ -66,7 +66,7 @@ export function bucketDecision(
       limit: capacity,
       remaining: wholeUnits(left, capacity),
       retryAfterMs: 0,
-      resetAfterMs: msToRefill(capacity - left, refillPerSecond),
+      resetAfterMs: decisionMs(msToRefill(capacity - left, refillPerSecond)),
     };
   }
   const never = !fits(cost, capacity) || refillPerSecond === 0;
@@ -74,8 +74,10 @@ export function bucketDecision(
     allowed: false,
     limit: capacity,
     remaining: wholeUnits(tokens, capacity),
-    retryAfterMs: never ? Number.POSITIVE_INFINITY : msToRefill(cost - tokens, refillPerSecond),
-    resetAfterMs: msToRefill(capacity - tokens, refillPerSecond),
+    retryAfterMs: never
+      ? Number.POSITIVE_INFINITY
+      : decisionMs(msToRefill(cost - tokens, refillPerSecond)),
+    resetAfterMs: decisionMs(msToRefill(capacity - tokens, refillPerSecond)),
   };
 }
 

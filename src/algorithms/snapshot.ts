@@ -100,8 +100,21 @@ export function encodeState(values: readonly number[]): SnapshotNumber[] {
 }
 
 /**
+ * Which snapshot a restore takes: `"one"` for `restore` (one limiter, or one key of a
+ * `KeyedLimiter`: what `snapshot()` returns), `"all"` for `KeyedLimiter.restoreAll` (what
+ * `snapshotAll()` returns). @internal
+ */
+export type SnapshotKind = "one" | "all";
+
+/** The fields every snapshot has, in the order they are written. */
+const FIELDS = ["version", "algorithm", "options", "latestMs", "state"] as const;
+
+/**
  * Checks that `snapshot` was written by a limiter of `algorithm` with `options` and this
- * format version, and returns its state decoded.
+ * format version, and returns its state decoded. A snapshot of the other kind (a
+ * `snapshotAll()` given to `restore`, one key's given to `restoreAll`), a JSON string, and
+ * an object missing the snapshot's fields are each refused with what to call or pass
+ * instead, and what a snapshot looks like.
  * @throws {TypeError} For something that is not a snapshot, or one of another version,
  *   algorithm or options, naming what differs.
  * @internal
@@ -111,13 +124,39 @@ export function checkSnapshot(
   snapshot: unknown,
   algorithm: string,
   options: SnapshotOptions,
+  kind: SnapshotKind = "one",
 ): { state: number[]; latestMs: number } {
-  if (typeof snapshot !== "object" || snapshot === null) {
+  const shape = () => snapshotShape(algorithm, options, kind);
+  if (typeof snapshot === "string") {
     throw new TypeError(
-      `${where}: snapshot must be what snapshot() returned, got ${describe(snapshot)}`,
+      `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned, got a string; if you stored it as JSON, pass JSON.parse(text). A snapshot looks like ${shape()}`,
     );
   }
-  const s = snapshot as Partial<LimiterSnapshot>;
+  if (typeof snapshot !== "object" || snapshot === null || Array.isArray(snapshot)) {
+    throw new TypeError(
+      `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned, ${shape()}, got ${describe(snapshot)}`,
+    );
+  }
+  const s = snapshot as Partial<RegistrySnapshot>;
+  const whole = Array.isArray(s.keys);
+  if (kind === "one" && whole) {
+    const keyed = where.startsWith("KeyedLimiter");
+    throw new TypeError(
+      `${where}: this is a snapshot of a whole KeyedLimiter (snapshotAll(), ${s.keys!.length} key${s.keys!.length === 1 ? "" : "s"}); restore it with ${keyed ? "restoreAll(snapshot)" : "keyedLimiter.restoreAll(snapshot)"}${keyed ? ", or pass one key's snapshot(key) here" : ""}`,
+    );
+  }
+  if (kind === "all" && !whole && FIELDS.every((f) => f in s)) {
+    throw new TypeError(
+      `${where}: this is a snapshot of one limiter or one key (snapshot() or snapshot(key), it has no keys); restore it with restore(key, snapshot), or pass what snapshotAll() returned here`,
+    );
+  }
+  const missing: string[] = FIELDS.filter((f) => s[f] === undefined);
+  if (kind === "all" && !whole) missing.push("keys");
+  if (missing.length > 0 && (missing.length > 1 || missing[0] === "version")) {
+    throw new TypeError(
+      `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned, ${shape()}; got ${describe(snapshot)}, which has no ${missing.join(", ")}`,
+    );
+  }
   checkHeader(where, s, algorithm, options);
   if (!Array.isArray(s.state)) {
     throw new TypeError(`${where}: snapshot.state must be an array, got ${describe(s.state)}`);
@@ -126,6 +165,14 @@ export function checkSnapshot(
     state: s.state.map((v) => decodeNumber(where, v)),
     latestMs: decodeNumber(where, s.latestMs),
   };
+}
+
+/** What a snapshot this limiter reads looks like, in one line of text. */
+function snapshotShape(algorithm: string, options: SnapshotOptions, kind: SnapshotKind): string {
+  const head = `{ version: ${SNAPSHOT_VERSION}, algorithm: ${JSON.stringify(algorithm)}, options: ${JSON.stringify(options)}, latestMs: <ms>, `;
+  return kind === "all"
+    ? `${head}keys: [<key>, ...], width: <numbers per key>, state: [<numbers>] }`
+    : `${head}state: [<numbers>] }`;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Decision } from "../core/limiter.js";
-import { cleanMs, fits, wholeUnits } from "../core/numeric.js";
+import { cleanMs, decisionMs, fits, wholeUnits } from "../core/numeric.js";
 import { granuleEnd, windowEnd, windowIndex } from "./time.js";
 
 /**
@@ -64,15 +64,15 @@ export function fixedWindowDecision(
       limit,
       remaining: wholeUnits(limit - after, limit),
       retryAfterMs: 0,
-      resetAfterMs: after > 0 ? endsInMs : 0,
+      resetAfterMs: after > 0 ? decisionMs(endsInMs) : 0,
     };
   }
   return {
     allowed: false,
     limit,
     remaining: wholeUnits(limit - used, limit),
-    retryAfterMs: fits(cost, limit) ? endsInMs : Number.POSITIVE_INFINITY,
-    resetAfterMs: used > 0 ? endsInMs : 0,
+    retryAfterMs: fits(cost, limit) ? decisionMs(endsInMs) : Number.POSITIVE_INFINITY,
+    resetAfterMs: used > 0 ? decisionMs(endsInMs) : 0,
   };
 }
 
@@ -142,19 +142,33 @@ export function logDecision(
       limit,
       remaining: wholeUnits(available - cost, limit),
       retryAfterMs: 0,
-      resetAfterMs:
+      resetAfterMs: decisionMs(
         cost > 0
           ? logLeaveAt(nowMs, size, windowMs, exactEntries) - nowMs
           : logLeavesInMs(newestLeaveAtMs, nowMs),
+      ),
     };
   }
   return {
     allowed: false,
     limit,
     remaining: wholeUnits(available, limit),
-    retryAfterMs: fits(cost, limit) ? retryLeaveAtMs - nowMs : Number.POSITIVE_INFINITY,
-    resetAfterMs: logLeavesInMs(newestLeaveAtMs, nowMs),
+    retryAfterMs: fits(cost, limit) ? msUntil(retryLeaveAtMs, nowMs) : Number.POSITIVE_INFINITY,
+    resetAfterMs: decisionMs(logLeavesInMs(newestLeaveAtMs, nowMs)),
   };
+}
+
+/**
+ * Milliseconds from `nowMs` until `atMs`, as a decision states them ({@link decisionMs}),
+ * such that `nowMs + result` is not before `atMs`: the float sum can round below the
+ * instant (18.397 + 100 is 118.39699999999999, before an entry leaving at 118.397), and a
+ * client retrying then would be refused again.
+ */
+function msUntil(atMs: number, nowMs: number): number {
+  let ms = decisionMs(atMs - nowMs);
+  while (nowMs + ms < atMs)
+    ms += ms * Number.EPSILON > Number.MIN_VALUE ? ms * Number.EPSILON : Number.MIN_VALUE;
+  return ms;
 }
 
 /** Milliseconds from `nowMs` until an entry leaves at `leaveAtMs`; 0 when there is none (`-Infinity`). */
@@ -243,7 +257,7 @@ export function counterDecision(
       limit,
       remaining: wholeUnits(available - cost, limit),
       retryAfterMs: 0,
-      resetAfterMs: counterResetMs(endsInMs, prev, curr + cost, windowMs),
+      resetAfterMs: decisionMs(counterResetMs(endsInMs, prev, curr + cost, windowMs)),
     };
   }
   return {
@@ -251,9 +265,9 @@ export function counterDecision(
     limit,
     remaining: wholeUnits(available, limit),
     retryAfterMs: fits(cost, limit)
-      ? counterRetryMs(cost, index, prev, curr, nowMs, limit, windowMs)
+      ? decisionMs(counterRetryMs(cost, index, prev, curr, nowMs, limit, windowMs))
       : Number.POSITIVE_INFINITY,
-    resetAfterMs: counterResetMs(endsInMs, prev, curr, windowMs),
+    resetAfterMs: decisionMs(counterResetMs(endsInMs, prev, curr, windowMs)),
   };
 }
 

@@ -28,3 +28,24 @@ export function cleanMs(ms: number): number {
   const rounded = Math.round(ms);
   return Math.abs(ms - rounded) <= TOLERANCE * (ms > 1 ? ms : 1) && rounded > 0 ? rounded : ms;
 }
+
+/**
+ * A duration as a decision states it (`retryAfterMs`, `resetAfterMs`), without the float
+ * noise that falls short of a whole microsecond: a value below a whole microsecond by at
+ * most a relative 1e-9 is raised to it (`99.99999999999999` reads `100`,
+ * `51.59899999999999` reads `51.599`). Never lowered, so a client waiting that long is never
+ * early: a value just above a microsecond is kept (a sliding log's entry that leaves at the
+ * double after 9.2 says `2.000000000000001` from 7.2; at 9.2 it still counts), as is any
+ * other (`1000 / 3` stays `333.3333333333333`; a window or a refill below a microsecond keeps
+ * its figure). 0, negatives (as 0) and `Infinity` are as they are.
+ * docs/semantics.md#milliseconds.
+ */
+export function decisionMs(ms: number): number {
+  if (!(ms > 0)) return ms <= 0 ? 0 : ms;
+  const us = ms * 1000;
+  const nearest = Math.round(us);
+  // Not just below a whole microsecond (or past the float range): as computed.
+  if (!(nearest >= us && nearest - us <= TOLERANCE * us)) return ms;
+  const snapped = nearest / 1000;
+  return snapped >= ms ? snapped : ms;
+}

@@ -10,7 +10,7 @@ import { keyedPolicyOf } from "../keyed/keyed-limiter.js";
  */
 export const MAX_SF_INTEGER = 999_999_999_999_999;
 
-/** The problem type of draft-ietf-httpapi-ratelimit-headers-10, section 5.1. */
+/** The problem type of draft-ietf-httpapi-ratelimit-headers-10 and -11, section 5.1. */
 export const QUOTA_EXCEEDED_TYPE = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
 /** Options of {@link rateLimitHeaders}. */
@@ -97,7 +97,7 @@ export function checkPolicyName(where: string, value: unknown): string {
 
 /**
  * Checks an optional `windowSeconds`: an integer from 1 to {@link MAX_SF_INTEGER}
- * (draft-10 section 3.1.3: "non-negative, non-zero, Integer").
+ * (draft-10 and draft-11 section 3.1.3: "non-negative, non-zero, Integer").
  */
 export function checkWindowSeconds(where: string, value: unknown): number | undefined {
   if (value === undefined) return undefined;
@@ -312,16 +312,16 @@ function checkNonNegative(name: string, value: unknown, when = ""): number {
 }
 
 /**
- * The milliseconds `t` of `RateLimit` stands for, unrounded: "the number of seconds until
- * additional quota ... is made available" (draft-10 section 4.1.2), `Infinity` for none:
- * - a denial that can pass later: `retryAfterMs`, the moment of `Retry-After` ("SHOULD NOT
- *   reference a point in time earlier than the reset parameter", section 6);
+ * The unrounded ms of `t`: until more quota comes (draft-10 section 4.1.2), the effective
+ * window within which to use no more than `r` (draft-11 section 4.1.2). `Infinity` for none:
+ * - a denial that can pass later: `retryAfterMs`, as `Retry-After` (section 6 of both);
  * - a bucket below capacity (`ratePerSecond` its refill or leak rate): the time to its
  *   next whole unit, `resetAfterMs - (limit - remaining - 1) * 1000 / ratePerSecond` (it
  *   holds `limit - resetAfterMs * rate / 1000` now); until full when less than a unit is
  *   missing;
  * - else `resetAfterMs`: a fixed window's end, a sliding window's time until empty (an
- *   upper bound), the time until fresh for an `allOf` or an unknown rate; `Infinity` for
+ *   upper bound: a client under-uses, never over-uses), the time until fresh for an
+ *   `allOf` or an unknown rate; `Infinity` for
  *   a quota that never refills (no `t`, as the draft's example "that has no time window
  *   reset"). docs/http.md#headers.
  */
@@ -372,9 +372,9 @@ export function retryAfterSeconds(decision: Decision): number | undefined {
 }
 
 /**
- * The rate-limit headers for one {@link Decision}: draft-10's `RateLimit-Policy` and
- * `RateLimit` (RFC 9651), `Retry-After` on a denial that can pass later, and the
- * `X-RateLimit-*` trio with `legacy` or on such a denial. Numbers are whole and clamped
+ * The rate-limit headers for one {@link Decision}: `RateLimit-Policy` and `RateLimit` of
+ * draft-10 and draft-11 (the same rules; no `pk`, section 6.1), `Retry-After` on a denial
+ * that can pass later, and the `X-RateLimit-*` trio with `legacy` or on such a denial. Numbers are whole and clamped
  * (`r` to `[0, limit]`, all to {@link MAX_SF_INTEGER}); a denial's status is
  * {@link refusalStatus}: docs/http.md#headers.
  * @example

@@ -21,6 +21,7 @@ import {
   RateLimitError,
 } from "../core/errors.js";
 import type { Decision, Limiter, Receipt, WaitOptions } from "../core/limiter.js";
+import { decisionMs } from "../core/numeric.js";
 import { optionNames } from "../core/option-names.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import { isReconfigurable, type Reconfigurable } from "../core/reconfigure.js";
@@ -414,6 +415,11 @@ export class KeyedLimiter {
    */
   restore(key: string, snapshot: LimiterSnapshot): void {
     const where = `${WHERE}.restore`;
+    if (typeof key === "object" && key !== null && snapshot === undefined) {
+      throw new TypeError(
+        `${where}: takes the key first, restore(key, snapshot), got one argument, an object; a snapshotAll() is restored with restoreAll(snapshot)`,
+      );
+    }
     const k = this.checkKey(key);
     const { algorithm, options } = this.snapshotHeader(where);
     const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
@@ -466,9 +472,12 @@ export class KeyedLimiter {
   restoreAll(snapshot: RegistrySnapshot): void {
     const where = `${WHERE}.restoreAll`;
     const { algorithm, options } = this.snapshotHeader(where);
-    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
+    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options, "all");
     const keys = (snapshot as { keys?: unknown }).keys;
-    if (!Array.isArray(keys)) throw new TypeError(`${where}: snapshot.keys must be an array`);
+    if (!Array.isArray(keys))
+      throw new TypeError(
+        `${where}: snapshot.keys must be an array of keys, got ${describe(keys)}`,
+      );
     const e = this.engine!;
     const width = e.layout.savedWidth;
     if (snapshot.width !== width) {
@@ -1124,8 +1133,9 @@ export class KeyedLimiter {
     key: string,
     slot: number,
     now: number,
-    blockedMs: number,
+    blockMs: number,
   ): Decision {
+    const blockedMs = decisionMs(blockMs);
     let resetAfterMs = state.resetAfterMs;
     if (state.allowed) {
       // The allowed state counts the cost in its reset: the usage without it is wanted.
@@ -1149,7 +1159,9 @@ export class KeyedLimiter {
     const e = this.engine!;
     const soonest = e.soonestIdleMs;
     const retryAfterMs =
-      soonest > now && soonest !== Number.POSITIVE_INFINITY ? soonest - now : REFUSED_RETRY_MS;
+      soonest > now && soonest !== Number.POSITIVE_INFINITY
+        ? decisionMs(soonest - now)
+        : REFUSED_RETRY_MS;
     // Nothing is kept for the key, but nothing is usable until then either.
     return {
       allowed: false,

@@ -7,7 +7,12 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { importedPackages, RUN_LANGS, readmeBlocks } from "../../scripts/readme-blocks.mjs";
+import {
+  docBlocks,
+  importedPackages,
+  RUN_LANGS,
+  readmeBlocks,
+} from "../../scripts/readme-blocks.mjs";
 import { run } from "../../src/cli/run.js";
 import { excerptMismatch, excerpts, markdownFiles, ROOT } from "./markdown.js";
 
@@ -62,6 +67,33 @@ describe("the README", () => {
   });
 });
 
+describe("the code blocks of docs/", () => {
+  const docs = markdownFiles()
+    .filter((doc) => doc.startsWith("docs/"))
+    .flatMap((doc) => docBlocks(readFileSync(join(ROOT, doc), "utf8")).map((b) => ({ doc, ...b })));
+
+  it("each say what they are: run from the tarball, an example's excerpt, or a fragment and why", () => {
+    const unmarked = docs.filter((b) => b.mark === "none").map((b) => `${b.doc}:${b.line}`);
+    expect(
+      unmarked,
+      "mark each <!-- run -->, <!-- from examples/x.ts --> or <!-- fragment: why -->",
+    ).toEqual([]);
+  });
+
+  it("those run are whole programs: they import tollgate, elide nothing, use devDependencies", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+    const runs = docs.filter((b) => b.mark === "run");
+    expect(runs.length).toBeGreaterThanOrEqual(6);
+    for (const b of runs) {
+      const where = `${b.doc}:${b.line}`;
+      expect(b.code, `${where} imports tollgate`).toMatch(/from "tollgate(\/\w+)?"/);
+      expect(b.code, `${where} elides lines`).not.toMatch(/^\s*\/\/ \.\.\.\s*$/m);
+      const missing = importedPackages(b.code).filter((n) => pkg.devDependencies[n] === undefined);
+      expect(missing, `${where} imports packages the check cannot install`).toEqual([]);
+    }
+  });
+});
+
 describe("readmeBlocks", () => {
   it("finds fences, their language, their line and why one is not run", () => {
     const text = "# x\n```ts\na();\n```\n<!-- not run: a reason -->\n```sh\nb\n```\n```\nout\n```";
@@ -69,6 +101,13 @@ describe("readmeBlocks", () => {
       { lang: "ts", code: "a();", line: 2, skip: undefined },
       { lang: "sh", code: "b", line: 6, skip: "a reason" },
       { lang: "", code: "out", line: 9, skip: undefined },
+    ]);
+    const doc =
+      "<!-- run -->\n```ts\na();\n```\n<!-- fragment: a line -->\n```ts\nb\n```\n```ts\nc\n```";
+    expect(docBlocks(doc).map((b) => [b.line, b.mark, b.why])).toEqual([
+      [2, "run", undefined],
+      [6, "fragment", "a line"],
+      [9, "none", undefined],
     ]);
     expect(
       importedPackages(

@@ -922,3 +922,60 @@ describe("the w= of RateLimit-Policy comes from the limiter's window", () => {
     expect(policyWindowSeconds("w", bucket, undefined)).toBeUndefined();
   });
 });
+
+describe("t is draft-11's effective window: within t seconds, use no more than r (section 4.1.2)", () => {
+  // Each step: [atMs, allowed, RateLimit]. The limiter is passed, so a bucket's rate is read.
+  type Step = readonly [atMs: number, allowed: boolean, rateLimit: string];
+  const cases: readonly { name: string; make: (clock: () => number) => never; steps: Step[] }[] = [
+    {
+      // Below capacity, one more unit is 1 s away each time; the 429 says the same as Retry-After.
+      name: "TokenBucket capacity 3 at 1/s: the time to the next unit",
+      make: (clock) => new TokenBucket({ capacity: 3, refillPerSecond: 1, clock }) as never,
+      steps: [
+        [0, true, '"p";r=2;t=1'],
+        [0, true, '"p";r=1;t=1'],
+        [0, true, '"p";r=0;t=1'],
+        [0, false, '"p";r=0;t=1'],
+        [500, false, '"p";r=0;t=1'], // half a unit: the 429's 0.5 s rounds up to 1
+        [1000, true, '"p";r=0;t=1'],
+        [3500, true, '"p";r=1;t=1'], // 2.5 units, 1.5 left: the next whole unit in 0.5 s
+      ],
+    },
+    {
+      name: "FixedWindow 2 per 10 s: the time until the window ends",
+      make: (clock) => new FixedWindow({ limit: 2, windowMs: 10_000, clock }) as never,
+      steps: [
+        [3000, true, '"p";r=1;t=7'],
+        [3000, true, '"p";r=0;t=7'],
+        [9100, false, '"p";r=0;t=1'],
+        [10_000, true, '"p";r=1;t=10'],
+      ],
+    },
+    {
+      // An upper bound: the oldest entry leaves earlier (docs/http.md#headers says why).
+      name: "SlidingWindowLog 2 per 10 s: the time until the log is empty",
+      make: (clock) => new SlidingWindowLog({ limit: 2, windowMs: 10_000, clock }) as never,
+      steps: [
+        [0, true, '"p";r=1;t=10'],
+        [4000, true, '"p";r=0;t=10'],
+        [5000, false, '"p";r=0;t=5'], // the 429: when the entry of 0 leaves, as Retry-After
+      ],
+    },
+  ];
+  test.each(cases)("$name", ({ make, steps }) => {
+    let now = 0;
+    const limiter = make(() => now) as unknown as TokenBucket;
+    steps.forEach(([atMs, allowed, rateLimit], i) => {
+      now = atMs;
+      const d = limiter.consume(1);
+      expect(d.allowed, `step ${i} at ${atMs} ms`).toBe(allowed);
+      const headers = rateLimitHeaders(d, { policy: "p", limiter });
+      expect(headers.RateLimit, `step ${i} at ${atMs} ms`).toBe(rateLimit);
+      if (!allowed) {
+        expect(headers["Retry-After"], `step ${i}: Retry-After is t (section 6)`).toBe(
+          rateLimit.split("t=")[1],
+        );
+      }
+    });
+  });
+});
