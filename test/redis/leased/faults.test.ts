@@ -17,7 +17,7 @@ import { type ManualScheduler, manualScheduler } from "../../support/manual-sche
 
 /** A store that fails as told: `mode` decides every call's fate. */
 class FaultyStore implements LeaseStore {
-  mode: "ok" | "down" | "oom" | "slow-heartbeat" = "ok";
+  mode: "ok" | "down" | "oom" | "slow-heartbeat" | "late-once" = "ok";
   exchanges = 0;
   heartbeats = 0;
   keysSent = 0;
@@ -37,6 +37,13 @@ class FaultyStore implements LeaseStore {
     if (this.mode === "down") return Promise.reject(new Error("connect ECONNREFUSED"));
     if (this.mode === "oom") {
       return Promise.reject(new Error("OOM command not allowed when used memory > 'maxmemory'."));
+    }
+    if (this.mode === "late-once") {
+      // The call reached Redis after its deadline (the process clock went back since the
+      // offset to the server's clock was measured): nothing written; the reply corrects
+      // the offset, so the next call is on time.
+      this.mode = "ok";
+      return new Promise((resolve) => this.timers.schedule(() => resolve({ late: true }), 1));
     }
     if (this.mode === "slow-heartbeat") {
       // The first lease call times out (a loaded machine, a slow link).
@@ -145,6 +152,44 @@ describe("processes that start while the store fails", () => {
     const admitted = await offer(w, limiters, "k", 5000, 10);
     // Before: 66 and 46 admitted against a bound of 28.6 (N was 1 until a heartbeat answered).
     expect(sum(admitted)).toBe(0);
+  });
+});
+
+describe("a late answer", () => {
+  test("a new key whose first lease call came late gets its lease a batch window later, not after a back-off", async () => {
+    const w = world(100, 10);
+    const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5 });
+    expect(limiter.consume("a")).toMatchObject({ allowed: false, source: "pending" });
+    await w.timers.advance(20);
+    expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "lease" });
+    // Its clock went back: the new key's first call reaches Redis after its deadline.
+    w.store.mode = "late-once";
+    expect(limiter.consume("b")).toMatchObject({ allowed: false, source: "pending" });
+    await w.timers.advance(7); // sent after 5 ms, answered late 1 ms later
+    expect(limiter.stats.failedExchanges).toBe(1);
+    // The node answered: no back-off, no fallback; the key asks again with the next batch
+    // window, and the lease is there a window and a round trip later.
+    expect(limiter.storeHealth().circuits[0]?.state).toBe("closed");
+    await w.timers.advance(5 + 2);
+    expect(limiter.consume("b")).toMatchObject({ allowed: true, source: "lease" });
+    expect(w.store.exchanges).toBe(3);
+  });
+
+  test("late answers in a row back off as failures do", async () => {
+    const w = world(100, 10);
+    const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5 });
+    limiter.consume("a");
+    await w.timers.advance(20);
+    w.store.mode = "late-once";
+    limiter.consume("b");
+    await w.timers.advance(7);
+    w.store.mode = "late-once"; // the resend is late too: the offset was not the cause
+    await w.timers.advance(7);
+    expect(limiter.stats.failedExchanges).toBe(2);
+    expect(limiter.storeHealth().circuits[0]?.state).toBe("open");
+    const sent = w.store.exchanges;
+    await w.timers.advance(50);
+    expect(w.store.exchanges).toBe(sent); // backing off, not sending every window
   });
 });
 
