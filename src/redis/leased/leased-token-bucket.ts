@@ -1228,7 +1228,8 @@ export class LeasedTokenBucket {
         this.batcher.add(this.store.groupOf(r.key), r.key);
       }
       if (e === undefined || e.sent !== r) {
-        if (late && r.give > 0) this.returns.set(r.key, (this.returns.get(r.key) ?? 0) + r.give);
+        // A late give-back applied nothing: it goes again (its key need not come back).
+        if (late && r.give > 0) this.giveBack(r.key, this.store.groupOf(r.key), r.give);
         continue;
       }
       e.inFlight = false;

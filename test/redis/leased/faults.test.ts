@@ -175,6 +175,23 @@ describe("a late answer", () => {
     expect(w.store.exchanges).toBe(3);
   });
 
+  test("tokens of a dropped key whose give-back came late go back without waiting for the key", async () => {
+    const w = world(100, 0);
+    const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5, maxKeys: 1 });
+    limiter.consume("a");
+    await w.timers.advance(20);
+    expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "lease" });
+    expect(100 - w.memory.tokens("a")).toBeGreaterThan(1);
+    // A new key pushes "a" out of the full table; its tokens go back in a call that
+    // comes back late.
+    w.store.mode = "late-once";
+    limiter.consume("b");
+    await w.timers.advance(7);
+    expect(limiter.stats.failedExchanges).toBe(1);
+    await w.timers.advance(500); // no decision on "a" meanwhile
+    expect(w.memory.tokens("a")).toBe(99); // all but the one admitted
+  });
+
   test("late answers in a row back off as failures do", async () => {
     const w = world(100, 10);
     const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5 });
