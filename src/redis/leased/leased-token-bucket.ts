@@ -309,14 +309,17 @@ export class LeasedTokenBucket {
 
   /**
    * The N the `'local'` fallback divides the limit by now: `expectedProcesses` or the
-   * heartbeats' count, whichever is larger; undefined when there is no `expectedProcesses`
+   * heartbeats' count (the largest answered within `heartbeatTtlMs` of the last answer: a
+   * Redis that restarted or was flushed counts too few until every process beat again),
+   * whichever is larger; undefined when there is no `expectedProcesses`
    * and the others may not have counted this process yet (the fallback then denies).
    */
   get fallbackProcesses(): number | undefined {
     const counted = this.heartbeat.counted(this.now(WHERE));
     const expected = this.config.expectedProcesses;
-    if (expected === undefined) return counted ? this.heartbeat.live : undefined;
-    return counted && this.heartbeat.live > expected ? this.heartbeat.live : expected;
+    const live = this.heartbeat.peak;
+    if (expected === undefined) return counted ? live : undefined;
+    return counted && live > expected ? live : expected;
   }
 
   /**

@@ -210,6 +210,28 @@ describe("a late answer", () => {
   });
 });
 
+describe("a restart of Redis, then an outage", () => {
+  test("a process that counts only itself just after a restart does not fall back on the whole bucket", async () => {
+    // capacity 100, no refill: whatever happens, the three processes admit 100 in all.
+    const w = world(100, 0);
+    const limiters = Array.from({ length: 3 }, () =>
+      w.limiter({ heartbeatTtlMs: 3000, initialCredit: 0 }),
+    );
+    await w.timers.advance(2100); // all counted by all: 3 live
+    expect(limiters.map((l) => l.liveProcesses)).toEqual([3, 3, 3]);
+    // Redis restarts empty: the next heartbeats count 1, then 2, then 3.
+    w.memory.flush();
+    await w.timers.advance(1000);
+    expect(limiters.map((l) => l.liveProcesses)).toEqual([1, 2, 3]);
+    // Then it fails, before the next heartbeats: each falls back on "k" (never leased).
+    w.store.mode = "down";
+    const admitted = await offer(w, limiters, "k", 2000, 10);
+    // Before, the first took the whole bucket, the second half of it: 183 in all.
+    expect(sum(admitted)).toBeLessThanOrEqual(100 + 1e-9);
+    expect(sum(admitted)).toBeGreaterThanOrEqual(99);
+  });
+});
+
 describe("recovery after an outage", () => {
   for (const failure of ["local", "open"] as const) {
     test(`a key flood during an outage leaves no key refused and no circuit open after it (failure '${failure}')`, async () => {
