@@ -2,22 +2,27 @@
  * Child process of the HTTP section's Redis rows: the same node:http "hello" server as
  * bench/http.bench.ts, with `tollgate/http`'s `rateLimit` in front of a `RedisTokenBucket`
  * (one round trip to Redis per request) or, with `leased`, a `LeasedTokenBucket` (decisions
- * in process from leases of the shared bucket); every request allowed. Started as
- * `node --import tsx bench/support/http-redis-server.ts <redis-url> [redis|leased]`; reports
- * its port over IPC.
+ * in process from leases of the shared bucket), or, with `memory`, the in-process
+ * `KeyedLimiter(TokenBucket)` beside a connected ioredis client it never uses (what the
+ * leased row's process holds besides its limiter: the reference that tells the limiter's
+ * cost from the client's); every request allowed. Started as
+ * `node --import tsx bench/support/http-redis-server.ts <redis-url> [redis|leased|memory]`;
+ * reports its port over IPC.
  * @module
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
+import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { rateLimit } from "../../src/http/index.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { fromIoredis, LeasedTokenBucket, RedisTokenBucket } from "../../src/redis/index.js";
 import { STEADY_BUCKET, VARYING_BUCKET } from "./http-buckets.js";
 
 const url = process.argv[2];
 const kind = process.argv[3] ?? "redis";
-if (url === undefined || (kind !== "redis" && kind !== "leased")) {
-  throw new Error("usage: http-redis-server.ts <redis-url> [redis|leased]");
+if (url === undefined || (kind !== "redis" && kind !== "leased" && kind !== "memory")) {
+  throw new Error("usage: http-redis-server.ts <redis-url> [redis|leased|memory]");
 }
 const redis = new Redis(url);
 const options = {
@@ -28,7 +33,12 @@ const options = {
   // remaining changes per request as a lease's does (the same header shape).
   ...(kind === "leased" ? VARYING_BUCKET : STEADY_BUCKET),
 };
-const limiter = kind === "leased" ? new LeasedTokenBucket(options) : new RedisTokenBucket(options);
+const limiter =
+  kind === "leased"
+    ? new LeasedTokenBucket(options)
+    : kind === "memory"
+      ? new KeyedLimiter(new TokenBucket(VARYING_BUCKET))
+      : new RedisTokenBucket(options);
 const limit = rateLimit({ limiter, windowSeconds: 60 });
 const server = createServer((req, res) =>
   limit(req, res, () => {

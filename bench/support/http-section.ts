@@ -32,6 +32,11 @@ const REDIS_ROWS = [
     id: "leased",
     name: "tollgate/http + tollgate/redis LeasedTokenBucket (allowed)",
   },
+  {
+    kind: "memory",
+    id: "memory-redis-client",
+    name: "tollgate/http, in-memory KeyedLimiter, remaining changing per request, beside an idle ioredis client (allowed)",
+  },
 ] as const;
 
 /** Starts the Redis-limited server of `kind` for `redisUrl`. */
@@ -133,12 +138,34 @@ export async function runHttpSection(
 /**
  * The leased row against the in-process row with the same header shape, round by round
  * (both measured in every round, interleaved): server CPU per request and req/s, each as
- * the median ratio over the rounds with its min–max.
+ * the median ratio over the rounds with its min–max; then, when it ran, against the same
+ * in-process row in a process that also holds a connected Redis client (what the leased
+ * row's process holds besides its limiter), which tells the limiter's cost from the
+ * client's.
  */
 export function leasedComparison(rows: readonly HttpRow[]): string | undefined {
   const leased = rows.find((r) => r.id === "leased");
   const memory = rows.find((r) => r.id === "memory-varying");
   if (leased === undefined || memory === undefined) return undefined;
+  const first = comparison(leased, memory);
+  if (first === undefined) return undefined;
+  const beside = rows.find((r) => r.id === "memory-redis-client");
+  const second = beside === undefined ? undefined : comparison(leased, beside);
+  return (
+    "LeasedTokenBucket against the in-process row with the same headers (remaining changing " +
+    `per request in both), per round over ${first.rounds} interleaved rounds: ${first.text}` +
+    (second === undefined
+      ? ""
+      : ` Against the same in-process row beside an idle Redis client (ioredis, connected), ` +
+        `the rest of what the leased row's process holds: ${second.text}`)
+  );
+}
+
+/** One row against another, round by round: CPU per request and req/s ratios, extra µs. */
+function comparison(
+  leased: HttpRow,
+  memory: HttpRow,
+): { rounds: number; text: string } | undefined {
   const perRound = (a?: readonly number[], b?: readonly number[]) =>
     spreadOf((a ?? []).map((x, i) => (b?.[i] === undefined ? undefined : x / b[i]!)));
   const cpu = perRound(leased.cpuUsPerRequestRounds, memory.cpuUsPerRequestRounds);
@@ -154,10 +181,10 @@ export function leasedComparison(rows: readonly HttpRow[]): string | undefined {
     ? " The spread is too wide to judge (over 20% of the median)."
     : "";
   const us = (v: number) => `${v >= 0 ? "+" : ""}${v.toFixed(1)}`;
-  return (
-    "LeasedTokenBucket against the in-process row with the same headers (remaining changing " +
-    `per request in both), per round over ${cpu.values.length} interleaved rounds: server CPU per ` +
-    `request ${spreadText(cpu)} (${us(extra.median)} µs, ${us(extra.min)} to ${us(extra.max)}), ` +
-    `req/s ${spreadText(rps)}.${wide}`
-  );
+  return {
+    rounds: cpu.values.length,
+    text:
+      `server CPU per request ${spreadText(cpu)} (${us(extra.median)} µs, ${us(extra.min)} to ` +
+      `${us(extra.max)}), req/s ${spreadText(rps)}.${wide}`,
+  };
 }

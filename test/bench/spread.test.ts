@@ -270,6 +270,22 @@ describe("the leased HTTP row against the in-process row of the same header shap
     );
   });
 
+  test("beside a process that holds a Redis client too, a second comparison follows", () => {
+    const text = leasedComparison([
+      row("memory-varying", [20, 18, 19], [50_000, 52_000, 51_000]),
+      row("leased", [22, 18, 20.9], [45_000, 52_000, 51_000]),
+      row("memory-redis-client", [22, 18, 19], [45_000, 52_000, 51_000]),
+    ]);
+    expect(text).toBe(
+      "LeasedTokenBucket against the in-process row with the same headers (remaining changing " +
+        "per request in both), per round over 3 interleaved rounds: server CPU per request " +
+        "1.10x (1.000x–1.10x) (+1.9 µs, +0.0 to +2.0), req/s 1.000x (0.90x–1.000x). Against " +
+        "the same in-process row beside an idle Redis client (ioredis, connected), the rest of " +
+        "what the leased row's process holds: server CPU per request 1.000x (1.000x–1.10x) " +
+        "(+0.0 µs, +0.0 to +1.9), req/s 1.000x.",
+    );
+  });
+
   test("a spread over 20% says it is too wide to judge; no varying row, no comparison", () => {
     const wide = leasedComparison([
       row("memory-varying", [10, 10, 10], [50_000, 50_000, 50_000]),

@@ -8,7 +8,8 @@ const MAX_RETRY_MS = 1000;
 /**
  * This process's heartbeat: announces it as live every third of `ttlMs` (after a failure
  * sooner, from 100 ms doubling up to 1 s) and keeps the number of live processes from the
- * last answer, which the `'local'` fallback divides the limit by.
+ * answers of the last `ttlMs`, the largest of which ({@link peak}) the `'local'` fallback
+ * divides the limit by.
  *
  * The count is only a safe divisor when every other process counted this one too: the
  * others count at their own beats, so this process must have been live for one whole beat
@@ -19,6 +20,8 @@ const MAX_RETRY_MS = 1000;
 export class Heartbeat {
   /** Live processes, this one included, as last counted (>= 1; 1 until an answer). */
   live = 1;
+  /** The counts answered within `ttlMs` of the last answer, oldest first. */
+  private readonly recent: { atMs: number; live: number }[] = [];
   /** Heartbeats sent. */
   sent = 0;
   /** The last answered heartbeat (local clock, ms); -Infinity: none yet. */
@@ -63,6 +66,18 @@ export class Heartbeat {
     return since < this.lastOkAtMs + this.ttlMs;
   }
 
+  /**
+   * The most live processes an answer counted within `ttlMs` of the last one (>= 1): the
+   * fallback's divisor. A process counted then may be live still (its membership lasts
+   * `ttlMs`), though a Redis that restarted or was flushed since forgot it until its next
+   * heartbeat: the first answers after that count too few.
+   */
+  get peak(): number {
+    let most = this.live;
+    for (const c of this.recent) if (c.live > most) most = c.live;
+    return most;
+  }
+
   /** Sends one heartbeat now, beside the schedule (a probe of a store marked down). */
   beatNow(): void {
     if (this.stopped || this.probing) return;
@@ -96,7 +111,14 @@ export class Heartbeat {
           this.lastOkAtMs = now;
           this.failingSinceMs = undefined;
           this.retryMs = FIRST_RETRY_MS;
-          if (live >= 1) this.live = live;
+          if (live >= 1) {
+            this.live = live;
+            const recent = this.recent;
+            while (recent.length > 0 && (recent[0] as { atMs: number }).atMs < now - this.ttlMs) {
+              recent.shift();
+            }
+            recent.push({ atMs: now, live });
+          }
           this.onResult(undefined);
         },
         (error: unknown) => {

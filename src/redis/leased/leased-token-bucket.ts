@@ -175,6 +175,8 @@ export class LeasedTokenBucket {
   private readonly returns = new Map<string, number>();
   /** @internal Nodes whose last exchange failed, until one answers. */
   private readonly down = new Map<string, DownMark>();
+  /** @internal Nodes whose last answer came late (past its deadline), until one is on time. */
+  private readonly lateNodes = new Set<string>();
   /** @internal */
   private readonly counters = {
     exchanges: 0,
@@ -307,14 +309,17 @@ export class LeasedTokenBucket {
 
   /**
    * The N the `'local'` fallback divides the limit by now: `expectedProcesses` or the
-   * heartbeats' count, whichever is larger; undefined when there is no `expectedProcesses`
+   * heartbeats' count (the largest answered within `heartbeatTtlMs` of the last answer: a
+   * Redis that restarted or was flushed counts too few until every process beat again),
+   * whichever is larger; undefined when there is no `expectedProcesses`
    * and the others may not have counted this process yet (the fallback then denies).
    */
   get fallbackProcesses(): number | undefined {
     const counted = this.heartbeat.counted(this.now(WHERE));
     const expected = this.config.expectedProcesses;
-    if (expected === undefined) return counted ? this.heartbeat.live : undefined;
-    return counted && this.heartbeat.live > expected ? this.heartbeat.live : expected;
+    const live = this.heartbeat.peak;
+    if (expected === undefined) return counted ? live : undefined;
+    return counted && live > expected ? live : expected;
   }
 
   /**
@@ -1135,6 +1140,7 @@ export class LeasedTokenBucket {
       this.down.delete(node);
       this.release(mark);
     }
+    if (this.lateNodes.size > 0) this.lateNodes.delete(node);
     this.settled("lease", requests.length, undefined);
     for (let i = 0; i < requests.length; i++) {
       const r = requests[i] as LeaseRequest;
@@ -1191,20 +1197,33 @@ export class LeasedTokenBucket {
     this.lastError = error;
     const now = this.now(WHERE);
     const mark = this.down.get(node);
-    // A late answer is an answer: the node is up, only the deadline (the offset to its
-    // clock, corrected by this answer) was wrong, so the back-off starts over.
-    const backoffMs =
-      mark === undefined || late
-        ? Math.max(FIRST_BACKOFF_MS, this.config.batchWindowMs)
-        : Math.min(MAX_BACKOFF_MS, mark.backoffMs * 2);
-    const next: DownMark = {
-      retryAtMs: now + backoffMs,
-      backoffMs,
-      ready: false,
-      waiting: mark?.waiting ?? new Map(),
-    };
-    this.down.set(node, next);
-    this.config.scheduler(() => this.backedOff(node, next), backoffMs);
+    // A late answer is an answer: the node is up, only the deadline was wrong, and this
+    // answer set right the offset to the node's clock it was made of (a process clock that
+    // went back, a failover to a server whose clock is ahead). The first in a row ends any
+    // mark and its keys go again with the next batch window, with no back-off and no
+    // fallback; another right after it says the offset was not the cause: the back-off
+    // starts over, as for a failure.
+    const again = late && !this.lateNodes.has(node);
+    if (late) this.lateNodes.add(node);
+    if (again) {
+      if (mark !== undefined) {
+        this.down.delete(node);
+        this.release(mark);
+      }
+    } else {
+      const backoffMs =
+        mark === undefined || late
+          ? Math.max(FIRST_BACKOFF_MS, this.config.batchWindowMs)
+          : Math.min(MAX_BACKOFF_MS, mark.backoffMs * 2);
+      const next: DownMark = {
+        retryAtMs: now + backoffMs,
+        backoffMs,
+        ready: false,
+        waiting: mark?.waiting ?? new Map(),
+      };
+      this.down.set(node, next);
+      this.config.scheduler(() => this.backedOff(node, next), backoffMs);
+    }
     for (const r of requests) {
       const e = this.table.entries.get(r.key);
       if (late) this.counters.tokensGivenBack -= r.give;
@@ -1212,7 +1231,8 @@ export class LeasedTokenBucket {
         this.batcher.add(this.store.groupOf(r.key), r.key);
       }
       if (e === undefined || e.sent !== r) {
-        if (late && r.give > 0) this.returns.set(r.key, (this.returns.get(r.key) ?? 0) + r.give);
+        // A late give-back applied nothing: it goes again (its key need not come back).
+        if (late && r.give > 0) this.giveBack(r.key, this.store.groupOf(r.key), r.give);
         continue;
       }
       e.inFlight = false;
@@ -1223,10 +1243,18 @@ export class LeasedTokenBucket {
       if (late) e.give += r.give;
       e.charge += e.sentCharge;
       e.sentCharge = 0;
+      // Sent again at once, the call asks again for what it asked (the decision that asked
+      // for it was told the lease is on its way).
+      if (again && r.want > 0 && !this.closed) {
+        e.wants = true;
+        const cost = r.need + e.tokens;
+        if (cost > e.needCost) e.needCost = cost;
+      }
       // Whatever it owes or holds is sent again once the back-off allows; so is a probe for
       // a fallback bucket, which only an answer ends.
-      if (e.charge > 0 || e.give > 0 || e.fallback !== undefined) this.enqueue(e);
-      else this.table.settle(e);
+      if ((again && e.wants) || e.charge > 0 || e.give > 0 || e.fallback !== undefined) {
+        this.enqueue(e);
+      } else this.table.settle(e);
     }
     this.settled("lease", requests.length, late ? new StoreTimeoutError(0) : error, late);
   }

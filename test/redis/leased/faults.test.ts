@@ -17,7 +17,7 @@ import { type ManualScheduler, manualScheduler } from "../../support/manual-sche
 
 /** A store that fails as told: `mode` decides every call's fate. */
 class FaultyStore implements LeaseStore {
-  mode: "ok" | "down" | "oom" | "slow-heartbeat" = "ok";
+  mode: "ok" | "down" | "oom" | "slow-heartbeat" | "late-once" = "ok";
   exchanges = 0;
   heartbeats = 0;
   keysSent = 0;
@@ -37,6 +37,13 @@ class FaultyStore implements LeaseStore {
     if (this.mode === "down") return Promise.reject(new Error("connect ECONNREFUSED"));
     if (this.mode === "oom") {
       return Promise.reject(new Error("OOM command not allowed when used memory > 'maxmemory'."));
+    }
+    if (this.mode === "late-once") {
+      // The call reached Redis after its deadline (the process clock went back since the
+      // offset to the server's clock was measured): nothing written; the reply corrects
+      // the offset, so the next call is on time.
+      this.mode = "ok";
+      return new Promise((resolve) => this.timers.schedule(() => resolve({ late: true }), 1));
     }
     if (this.mode === "slow-heartbeat") {
       // The first lease call times out (a loaded machine, a slow link).
@@ -145,6 +152,83 @@ describe("processes that start while the store fails", () => {
     const admitted = await offer(w, limiters, "k", 5000, 10);
     // Before: 66 and 46 admitted against a bound of 28.6 (N was 1 until a heartbeat answered).
     expect(sum(admitted)).toBe(0);
+  });
+});
+
+describe("a late answer", () => {
+  test("a new key whose first lease call came late gets its lease a batch window later, not after a back-off", async () => {
+    const w = world(100, 10);
+    const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5 });
+    expect(limiter.consume("a")).toMatchObject({ allowed: false, source: "pending" });
+    await w.timers.advance(20);
+    expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "lease" });
+    // Its clock went back: the new key's first call reaches Redis after its deadline.
+    w.store.mode = "late-once";
+    expect(limiter.consume("b")).toMatchObject({ allowed: false, source: "pending" });
+    await w.timers.advance(7); // sent after 5 ms, answered late 1 ms later
+    expect(limiter.stats.failedExchanges).toBe(1);
+    // The node answered: no back-off, no fallback; the key asks again with the next batch
+    // window, and the lease is there a window and a round trip later.
+    expect(limiter.storeHealth().circuits[0]?.state).toBe("closed");
+    await w.timers.advance(5 + 2);
+    expect(limiter.consume("b")).toMatchObject({ allowed: true, source: "lease" });
+    expect(w.store.exchanges).toBe(3);
+  });
+
+  test("tokens of a dropped key whose give-back came late go back without waiting for the key", async () => {
+    const w = world(100, 0);
+    const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5, maxKeys: 1 });
+    limiter.consume("a");
+    await w.timers.advance(20);
+    expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "lease" });
+    expect(100 - w.memory.tokens("a")).toBeGreaterThan(1);
+    // A new key pushes "a" out of the full table; its tokens go back in a call that
+    // comes back late.
+    w.store.mode = "late-once";
+    limiter.consume("b");
+    await w.timers.advance(7);
+    expect(limiter.stats.failedExchanges).toBe(1);
+    await w.timers.advance(500); // no decision on "a" meanwhile
+    expect(w.memory.tokens("a")).toBe(99); // all but the one admitted
+  });
+
+  test("late answers in a row back off as failures do", async () => {
+    const w = world(100, 10);
+    const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5 });
+    limiter.consume("a");
+    await w.timers.advance(20);
+    w.store.mode = "late-once";
+    limiter.consume("b");
+    await w.timers.advance(7);
+    w.store.mode = "late-once"; // the resend is late too: the offset was not the cause
+    await w.timers.advance(7);
+    expect(limiter.stats.failedExchanges).toBe(2);
+    expect(limiter.storeHealth().circuits[0]?.state).toBe("open");
+    const sent = w.store.exchanges;
+    await w.timers.advance(50);
+    expect(w.store.exchanges).toBe(sent); // backing off, not sending every window
+  });
+});
+
+describe("a restart of Redis, then an outage", () => {
+  test("a process that counts only itself just after a restart does not fall back on the whole bucket", async () => {
+    // capacity 100, no refill: whatever happens, the three processes admit 100 in all.
+    const w = world(100, 0);
+    const limiters = Array.from({ length: 3 }, () =>
+      w.limiter({ heartbeatTtlMs: 3000, initialCredit: 0 }),
+    );
+    await w.timers.advance(2100); // all counted by all: 3 live
+    expect(limiters.map((l) => l.liveProcesses)).toEqual([3, 3, 3]);
+    // Redis restarts empty: the next heartbeats count 1, then 2, then 3.
+    w.memory.flush();
+    await w.timers.advance(1000);
+    expect(limiters.map((l) => l.liveProcesses)).toEqual([1, 2, 3]);
+    // Then it fails, before the next heartbeats: each falls back on "k" (never leased).
+    w.store.mode = "down";
+    const admitted = await offer(w, limiters, "k", 2000, 10);
+    // Before, the first took the whole bucket, the second half of it: 183 in all.
+    expect(sum(admitted)).toBeLessThanOrEqual(100 + 1e-9);
+    expect(sum(admitted)).toBeGreaterThanOrEqual(99);
   });
 });
 

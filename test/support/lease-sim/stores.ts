@@ -283,7 +283,12 @@ export class MemoryBackend implements SimBackend {
         return timed(
           () => {
             taken = [];
-            const before = requests.map((r) => ({ key: r.key, ...store.record(r.key) }));
+            // Each key once: a call may carry two requests for one key (a lift, then a
+            // block), and the record's change is that of the whole call.
+            const before = [...new Set(requests.map((r) => r.key))].map((key) => ({
+              key,
+              ...store.record(key),
+            }));
             // The memory store answers at once: its answer is read on the way back.
             const answer = store.exchange(requests, processId);
             for (const b of before) {
