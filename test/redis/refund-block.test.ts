@@ -122,6 +122,7 @@ const step = fc.record({
   dtMs: fc.oneof(fc.integer({ min: 0, max: 1500 }), fc.double({ min: 0, max: 3000, noNaN: true })),
   cost: fc.oneof(fc.constantFrom(0, 1, 1, 2, 0.5, 3), fc.double({ min: 0, max: 12, noNaN: true })),
   op: fc.constantFrom("consume", "consume", "peek", "refund", "refund", "resize"),
+  pick: fc.nat({ max: 40 }),
 });
 
 /**
@@ -159,11 +160,10 @@ async function decideBoth(
 }
 
 /**
- * A refund of `cost` on both: without a receipt (a fixed window: through the newest receipt
- * instead), the same units given back; through the newest receipt for the windows (the
- * sliding log in Redis gives back only out of its newest entry, as the newest receipt's is).
- * A bucket's receipt in Redis does not count what other refunds credited since its charge
- * (docs/redis.md#refunds-and-blocks), so a bucket refunds here without one.
+ * A refund of `cost` on both: through the receipt `pick` chooses of those charged so far
+ * (any of them, old or new, the same units given back: a bucket's less what other refunds
+ * credited since its charge, a log's out of its own entry), or, for `pick` past them,
+ * without a receipt (a fixed window refuses that: through the newest receipt instead).
  */
 async function refundBoth(
   twin: Twin,
@@ -172,13 +172,18 @@ async function refundBoth(
   receipts: [Receipt, Receipt][],
   cost: number,
   where: string,
+  pick = receipts.length,
 ): Promise<void> {
-  const newest = receipts.at(-1);
-  if (twin.receiptsOnly || (twin.size === "limit" && newest !== undefined && cost > 1)) {
-    if (newest === undefined) return;
-    const [a, b] = newest;
+  const chosen = receipts[pick % (receipts.length + 1)] ?? receipts.at(-1);
+  if (
+    twin.receiptsOnly ||
+    (chosen !== undefined && pick % (receipts.length + 1) < receipts.length)
+  ) {
+    if (chosen === undefined) return;
+    const [a, b] = chosen;
     const given = memory.refund(a, cost);
-    // The lazy rebase of the Redis log reads an entry's own units a float step apart.
+    // The lazy rebase of the Redis log reads an entry's own units a float step apart; a
+    // bucket's credited units are summed from another start (the key's ledger).
     expect(await shared.refund(b, cost), where).toBeCloseTo(given, 12);
     return;
   }
@@ -204,7 +209,7 @@ describe.skipIf(!redis.available)("Redis refund and reconfigure decide as in mem
               clock.advance(s.dtMs);
               const where = `step ${i} at ${clock()} ${s.op}(${s.cost})`;
               if (s.op === "refund") {
-                await refundBoth(twin, memory, shared, receipts, s.cost, where);
+                await refundBoth(twin, memory, shared, receipts, s.cost, where, s.pick);
               } else if (s.op === "resize") {
                 // A new size only: the state carries over alike (a rate or a length
                 // change is carried over at the key's next call in Redis: step tables below).
@@ -231,6 +236,7 @@ describe.skipIf(!redis.available)("Redis refund and reconfigure decide as in mem
         dtMs: fc.oneof(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 40 })),
         cost: fc.constantFrom(1e-3, 1e-3, 0.01, 0.1, 0.25, 0.5, 1, 2.5),
         op: fc.constantFrom("consume", "consume", "consume", "peek", "refund"),
+        pick: fc.nat({ max: 400 }),
       });
       await fc.assert(
         fc.asyncProperty(
@@ -245,7 +251,7 @@ describe.skipIf(!redis.available)("Redis refund and reconfigure decide as in mem
               clock.advance(s.dtMs);
               const where = `step ${i} at ${clock()} ${s.op}(${s.cost})`;
               if (s.op === "refund") {
-                await refundBoth(twin, memory, shared, receipts, s.cost, where);
+                await refundBoth(twin, memory, shared, receipts, s.cost, where, s.pick);
                 continue;
               }
               await decideBoth(memory, shared, receipts, s.op, s.cost, where);
