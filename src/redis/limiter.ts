@@ -2,7 +2,7 @@ import { readClock } from "../algorithms/time.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
 import { checkReceipt } from "../core/receipt.js";
-import { markBlocked, StoreLimiter } from "../store/limiter.js";
+import { markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
@@ -122,14 +122,19 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     return String(this.seenMs);
   }
 
-  /** @internal One decision: `config..., cost, take, now, maxTtl` (and the deadline, server-clock.ts). */
+  /**
+   * @internal One decision: `config..., cost, take, now, maxTtl` (and the deadline,
+   * server-clock.ts); a charge sends `take` as `c`, so that the reply carries the ledger.
+   */
   protected prepare(
     where: string,
     key: RedisKey,
     cost: number,
     take: boolean,
+    charge: boolean,
   ): () => Promise<unknown> {
     const args = this.args(where, cost, take);
+    if (charge) args[this.config.length + 1] = "c";
     checkEvictionPolicy(this.client);
     return () => runDecision(this.client, this.script, [key], args, this.timeoutMs);
   }
@@ -162,7 +167,8 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       if (r.units === 0 || c.epoch !== this.receiptEpoch || script === undefined) return 0;
       const k = this.checkKey(where, c.key);
       const args = this.args(where, r.units, false);
-      args[this.config.length + 1] = `r${String(c.a)}`;
+      const ledger = receiptLedger(c);
+      args[this.config.length + 1] = `r${String(c.a)}${ledger === "" ? "" : `,${ledger}`}`;
       const reply = await this.write("refund", c.key!, k, () =>
         runDecision(this.client, script, [k], args, this.timeoutMs),
       );
