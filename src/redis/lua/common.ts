@@ -226,8 +226,8 @@ export const LUA_LEDGER_ID = "(t[1] * 1000000 + t[2])";
  * reads `KEYS[1]` and `ARGV = [first, second, cost, take, now, maxTtlMs, ...extra,
  * deadlineMs]` (`ARGV[7]` is a bucket's initial units when its limiter sends them) into the
  * locals `key`, `first`, `second` (the algorithm's two options, under the names given),
- * `cost`, `take` (`ARGV[4]` not `'0'`: `'1'` a consume, `'c'` a charge, whose reply also
- * carries the state's ledger; a refund's mark, a block's keep flag), `explicit` (an
+ * `cost`, `take` (`ARGV[4]`, or false for `'0'`: `'1'` a consume, `'c'` a charge, whose
+ * reply also carries the state's ledger; a refund's mark, a block's keep flag), `explicit` (an
  * explicit time was sent), `now` (that time, else the
  * server's), `maxTtl` (`''`: the default) and `serverNow` (ms, microsecond resolution), which
  * every reply ends with. Numbers are read by coercion (`s + 0`), and `cost` 1 not at all.
@@ -243,7 +243,8 @@ local ${first} = ARGV[1] + 0
 local ${second} = ARGV[2] + 0
 local cost = 1
 if ARGV[3] ~= '1' then cost = ARGV[3] + 0 end
-local take = ARGV[4] ~= '0'
+local take = ARGV[4]
+if take == '0' then take = false end
 local explicit = ARGV[5] ~= ''
 local now = serverNow
 if explicit then now = ARGV[5] + 0 end

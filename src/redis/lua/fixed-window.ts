@@ -58,8 +58,8 @@ if allowed and take and cost > 0 then
   -- The ledger: kept, or begun by a charge (common.ts LEDGER_AT).
   if state and #state >= ${LEDGER_AT} then
     value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${LEDGER_AT})
-    if ARGV[4] == 'c' then ledger = struct.unpack('<d', state, ${LEDGER_AT}) end
-  elseif ARGV[4] == 'c' then
+    if take == 'c' then ledger = struct.unpack('<d', state, ${LEDGER_AT}) end
+  elseif take == 'c' then
     ledger = ${LUA_LEDGER_ID}
     value = value .. struct.pack('<dd', -math.huge, ledger)
   end

@@ -91,8 +91,8 @@ if take and (new or (allowed and cost > 0)) then
     -- The ledger: kept, or begun by a charge (common.ts LEDGER_AT).
     if state and #state >= ${LEDGER_AT} then
       value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${LEDGER_AT})
-      if ARGV[4] == 'c' then ledger, credited = struct.unpack('<dd', state, ${LEDGER_AT}) end
-    elseif ARGV[4] == 'c' then
+      if take == 'c' then ledger, credited = struct.unpack('<dd', state, ${LEDGER_AT}) end
+    elseif take == 'c' then
       ledger = ${LUA_LEDGER_ID}
       value = value .. struct.pack('<ddd', -math.huge, ledger, 0)
     end
