@@ -152,6 +152,44 @@ describe.skipIf(!redis.available)("Redis receipts give back what memory gives ba
     expect(await shared.refund(r3)).toBe(memory.refund(m3));
   });
 
+  test("a bucket receipt from before reset gives nothing back", async () => {
+    // Capacity 10, 1 token a second: 5 charged, the key reset, 8 charged again at once, then
+    // the first receipt: memory gives nothing back (the reset forgot its units). Before,
+    // Redis gave back 5 of the new charge's units: 13 in the same instant at capacity 10.
+    const clock = manualClock(0);
+    const memory = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 1, clock }));
+    const shared = new RedisTokenBucket({
+      ...common(clock, "bucket-reset"),
+      capacity: 10,
+      refillPerSecond: 1,
+    });
+    const mine = memory.charge("k", 5);
+    const theirs = await shared.charge("k", 5);
+    memory.reset("k");
+    await shared.reset("k");
+    expect((await shared.charge("k", 8)).allowed).toBe(memory.charge("k", 8).allowed);
+    const given = memory.refund(mine);
+    expect(given).toBe(0);
+    expect(await shared.refund(theirs)).toBe(given);
+    expect((await shared.peek("k", 3)).allowed).toBe(false);
+  });
+
+  test("a block keeps the key's ledger: a receipt gives back through it", async () => {
+    const clock = manualClock(0);
+    const shared = new RedisTokenBucket({
+      ...common(clock, "bucket-block"),
+      capacity: 10,
+      refillPerSecond: 0,
+    });
+    const receipt = await shared.charge("k", 5);
+    await shared.block("k", 1_000);
+    expect(await shared.refund(receipt, 2)).toBe(2);
+    clock.set(2_000);
+    await shared.consume("k", 1); // a consume after the block keeps the ledger too
+    expect(await shared.refund(receipt)).toBe(3);
+    expect((await shared.peek("k", 0)).remaining).toBe(9);
+  });
+
   test("a fixed-window receipt from before reset gives nothing back", async () => {
     // Limit 5 per 1 s: 5 charged, the key reset, 5 charged again in the same window, then
     // the first receipts: memory gives nothing back (the reset forgot what they counted).
