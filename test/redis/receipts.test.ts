@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
+import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import {
   RedisFixedWindow,
   RedisLeakyBucket,
+  RedisSlidingWindowCounter,
   RedisSlidingWindowLog,
   RedisTokenBucket,
 } from "../../src/redis/index.js";
@@ -188,6 +190,30 @@ describe.skipIf(!redis.available)("Redis receipts give back what memory gives ba
     await shared.consume("k", 1); // a consume after the block keeps the ledger too
     expect(await shared.refund(receipt)).toBe(3);
     expect((await shared.peek("k", 0)).remaining).toBe(9);
+  });
+
+  test("a sliding-counter receipt from before reset gives nothing back", async () => {
+    // Limit 5 per 1 s, as the fixed window below: before, the first receipt took its 5 off
+    // the count charged after the reset, in the same window.
+    const clock = manualClock(0);
+    const memory = new KeyedLimiter(new SlidingWindowCounter({ limit: 5, windowMs: 1000, clock }));
+    const shared = new RedisSlidingWindowCounter({
+      ...common(clock, "counter-reset"),
+      limit: 5,
+      windowMs: 1000,
+    });
+    const mine = memory.charge("k", 5);
+    const theirs = await shared.charge("k", 5);
+    memory.reset("k");
+    await shared.reset("k");
+    clock.set(10);
+    expect((await shared.charge("k", 5)).allowed).toBe(memory.charge("k", 5).allowed);
+    const given = memory.refund(mine);
+    expect(given).toBe(0);
+    expect(await shared.refund(theirs)).toBe(given);
+    const { source: _, ...decision } = await shared.consume("k", 1);
+    expect(decision).toEqual(memory.consume("k", 1));
+    expect(decision.allowed).toBe(false);
   });
 
   test("a fixed-window receipt from before reset gives nothing back", async () => {

@@ -126,7 +126,7 @@ return { n(given), serverNow }
  * previous window's, never below 0 (`counterRefundCurr`, `counterRefundPrev`), after rolling
  * to now's window (and to the new length, after a `reconfigure`). Through a receipt (its
  * window's index is the mark): from that window's count, while it is the current or the
- * previous one.
+ * previous one and the key holds the ledger the charge saw (not reset since).
  */
 export const SLIDING_WINDOW_COUNTER_REFUND_SCRIPT = new Script(
   "sliding-window-counter-refund",
@@ -135,6 +135,11 @@ local state = redis.call('GET', key)
 if not state or cost == 0 then return { 0, serverNow } end
 local index, prev, curr, at, w = struct.unpack('<ddddd', state)
 if now < at then now = at end
+if receipt then
+  if #state < ${LEDGER_AT + 16} or struct.unpack('<d', state, ${LEDGER_AT + 16}) ~= rid then
+    return { 0, serverNow }
+  end
+end
 if w ~= windowMs then
   if receipt then return { 0, serverNow } end
   ${LUA_COUNTER_RETUNE.trim().replace(/\n/g, "\n  ")}
