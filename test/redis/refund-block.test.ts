@@ -38,6 +38,9 @@ afterAll(async () => {
 });
 
 const maxTtlMs = 60_000;
+// Long enough that a loaded machine never has the failure policy answer in Redis's place
+// (the timelines compare every decision with memory's, source included).
+const timeoutMs = 60_000;
 
 interface Shared {
   consume(key: string, cost?: number): Promise<object>;
@@ -81,7 +84,15 @@ const TWINS: readonly Twin[] = [
     memory: (clock, capacity, refillPerSecond) =>
       new TokenBucket({ capacity, refillPerSecond, clock }),
     redis: (client, clock, prefix, capacity, refillPerSecond) =>
-      new RedisTokenBucket({ client, clock, prefix, capacity, refillPerSecond, maxTtlMs }),
+      new RedisTokenBucket({
+        client,
+        clock,
+        prefix,
+        capacity,
+        refillPerSecond,
+        maxTtlMs,
+        timeoutMs,
+      }),
   },
   {
     name: "LeakyBucket",
@@ -89,7 +100,7 @@ const TWINS: readonly Twin[] = [
     options: fc.tuple(size, rate),
     memory: (clock, capacity, leakPerSecond) => new LeakyBucket({ capacity, leakPerSecond, clock }),
     redis: (client, clock, prefix, capacity, leakPerSecond) =>
-      new RedisLeakyBucket({ client, clock, prefix, capacity, leakPerSecond, maxTtlMs }),
+      new RedisLeakyBucket({ client, clock, prefix, capacity, leakPerSecond, maxTtlMs, timeoutMs }),
   },
   {
     name: "FixedWindow",
@@ -98,7 +109,7 @@ const TWINS: readonly Twin[] = [
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new FixedWindow({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisFixedWindow({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisFixedWindow({ client, clock, prefix, limit, windowMs: w, maxTtlMs, timeoutMs }),
   },
   {
     name: "SlidingWindowLog",
@@ -106,7 +117,7 @@ const TWINS: readonly Twin[] = [
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new SlidingWindowLog({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisSlidingWindowLog({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisSlidingWindowLog({ client, clock, prefix, limit, windowMs: w, maxTtlMs, timeoutMs }),
   },
   {
     name: "SlidingWindowCounter",
@@ -114,7 +125,15 @@ const TWINS: readonly Twin[] = [
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new SlidingWindowCounter({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisSlidingWindowCounter({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisSlidingWindowCounter({
+        client,
+        clock,
+        prefix,
+        limit,
+        windowMs: w,
+        maxTtlMs,
+        timeoutMs,
+      }),
   },
 ];
 
