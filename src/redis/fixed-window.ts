@@ -56,8 +56,8 @@ export class RedisFixedWindow extends RedisWindowLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    // {allowed, used, end, now, serverNowMs}, or {2, used, ms until the end, the block's ms
-    // left, serverNowMs}: each float in two integers (luaFloats).
+    // {allowed, used, end, now, [ledger id,] serverNowMs}, or {2, used, ms until the end,
+    // the block's ms left, serverNowMs}: each float in two integers (luaFloats).
     const items = replyArray(reply, 8);
     const allowed = items[0];
     const u = replyFloat(items, 1);
@@ -71,7 +71,9 @@ export class RedisFixedWindow extends RedisWindowLimiter {
     const now = replyFloat(items, 5);
     const endsInMs = endAt - now;
     const decision = checkAgreement(fixedWindowDecision(cost, u, endsInMs, this.limit), allowed);
-    // A receipt's mark: the end of the window charged.
-    return markCharge(decision, endAt, now, endAt);
+    // A receipt's mark: the end of the window charged; a charge's reply has the ledger's id
+    // too, which the refund checks (a reset since gives nothing back).
+    const ledger = items.length > 8 ? String(replyFloat(items, 7)) : "";
+    return markCharge(decision, endAt, now, endAt, ledger);
   }
 }

@@ -5,7 +5,6 @@ import { checkNumber, checkOptionNames, checkOptions } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
 import { checkReconfigureOptions } from "../core/reconfigure.js";
-import { markCharge } from "../store/limiter.js";
 import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
 import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
 import { LEAKY_BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
@@ -17,6 +16,7 @@ import {
   type RedisLimiterOptions,
 } from "./options.js";
 import { checkAgreement, replyArray, replyFloat, replyNumber } from "./reply.js";
+import { markBucketCharge } from "./token-bucket.js";
 
 /** Options of {@link RedisLeakyBucket}: those of `LeakyBucket` (no `clock`) plus the Redis ones. */
 export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
@@ -142,16 +142,12 @@ export class RedisLeakyBucket extends RedisLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    // {allowed, units (2), now or the block's ms left (2), serverNowMs}: luaFloats.
+    // {allowed, units (2), now or the block's ms left (2), [ledger (4),] serverNowMs}: luaFloats.
     const items = replyArray(reply, 6);
     const allowed = items[0];
     const units = replyFloat(items, 1);
     const decide = (c: number) => bucketDecision(c, units, this.capacity, this.leakPerSecond);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 3));
-    const decision = checkAgreement(decide(cost), allowed);
-    // A receipt's mark: when the bucket is full again with no further traffic.
-    const now = replyFloat(items, 3);
-    const fullAt = now + decision.resetAfterMs;
-    return markCharge(decision, fullAt, now, fullAt);
+    return markBucketCharge(checkAgreement(decide(cost), allowed), items);
   }
 }

@@ -2,7 +2,7 @@ import { readClock } from "../algorithms/time.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
 import { checkReceipt } from "../core/receipt.js";
-import { markBlocked, StoreLimiter } from "../store/limiter.js";
+import { markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
@@ -122,14 +122,19 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     return String(this.seenMs);
   }
 
-  /** @internal One decision: `config..., cost, take, now, maxTtl` (and the deadline, server-clock.ts). */
+  /**
+   * @internal One decision: `config..., cost, take, now, maxTtl` (and the deadline,
+   * server-clock.ts); a charge sends `take` as `c`, so that the reply carries the ledger.
+   */
   protected prepare(
     where: string,
     key: RedisKey,
     cost: number,
     take: boolean,
+    charge: boolean,
   ): () => Promise<unknown> {
     const args = this.args(where, cost, take);
+    if (charge) args[this.config.length + 1] = "c";
     checkEvictionPolicy(this.client);
     return () => runDecision(this.client, this.script, [key], args, this.timeoutMs);
   }
@@ -137,10 +142,11 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /**
    * Gives back units taken earlier, atomically in Redis, and resolves with how many came
    * back (docs/semantics.md#refunds). Through the receipt of a {@link charge}: `units` of
-   * what it took (default: all it still holds), by the algorithm's receipt rule (a fixed
-   * window's only while its window lasts, a counter's while its window is current or
-   * previous, a bucket's at most the refill not yet repaid; a sliding log's only while its
-   * entry is the newest in Redis), nothing after a `reconfigure` since the charge. Without
+   * what it took (default: all it still holds), by the algorithm's receipt rule, decided in
+   * Redis from the key's ledger (a fixed window's only while its window lasts, a counter's
+   * while its window is current or previous, a bucket's at most the refill not yet repaid
+   * less the key's refunds since, a sliding log's out of its own entry), nothing after a
+   * `reconfigure` since the charge, nor (buckets, fixed window) a `reset(key)`. Without
    * one: `cost` units (default 1) of `key` by the rule without a receipt (a fixed window
    * refuses: it cannot tell which window the units came from); the `'local'` policy's
    * limiter, if built, is refunded too. Never past the fresh state; a key without state is
@@ -162,7 +168,8 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       if (r.units === 0 || c.epoch !== this.receiptEpoch || script === undefined) return 0;
       const k = this.checkKey(where, c.key);
       const args = this.args(where, r.units, false);
-      args[this.config.length + 1] = `r${String(c.a)}`;
+      const ledger = receiptLedger(c);
+      args[this.config.length + 1] = `r${String(c.a)}${ledger === "" ? "" : `,${ledger}`}`;
       const reply = await this.write("refund", c.key!, k, () =>
         runDecision(this.client, script, [k], args, this.timeoutMs),
       );

@@ -61,8 +61,8 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    // {allowed, index, prev, curr, now, (the block's ms left,) serverNowMs}: each float in
-    // two integers (luaFloats).
+    // {allowed, index, prev, curr, now, (the block's ms left or the ledger's id,)
+    // serverNowMs}: each float in two integers (luaFloats).
     const items = replyArray(reply, 10);
     const allowed = items[0];
     const i = replyFloat(items, 1);
@@ -71,7 +71,10 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
     const t = replyFloat(items, 7);
     const decide = (c: number) => counterDecision(c, i, p, c0, t, this.limit, this.windowMs);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 9));
-    // A receipt's mark: the index of the window charged, counting until the next one ends.
-    return markCharge(checkAgreement(decide(cost), allowed), i, t, (i + 2) * this.windowMs);
+    // A receipt's mark: the index of the window charged, counting until the next one ends; a
+    // charge's reply has the ledger's id too, which the refund checks (nothing after a reset).
+    const ledger = items.length > 10 ? String(replyFloat(items, 9)) : "";
+    const decision = checkAgreement(decide(cost), allowed);
+    return markCharge(decision, i, t, (i + 2) * this.windowMs, ledger);
   }
 }

@@ -149,16 +149,28 @@ export class RedisTokenBucket extends RedisLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    // {allowed, units (2), now or the block's ms left (2), serverNowMs}: luaFloats.
+    // {allowed, units (2), now or the block's ms left (2), [ledger id (2), credited (2),]
+    // serverNowMs}: luaFloats.
     const items = replyArray(reply, 6);
     const allowed = items[0];
     const units = replyFloat(items, 1);
     const decide = (c: number) => bucketDecision(c, units, this.capacity, this.refillPerSecond);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 3));
-    const decision = checkAgreement(decide(cost), allowed);
-    // A receipt's mark: when the bucket is full again with no further traffic.
-    const now = replyFloat(items, 3);
-    const fullAt = now + decision.resetAfterMs;
-    return markCharge(decision, fullAt, now, fullAt);
+    return markBucketCharge(checkAgreement(decide(cost), allowed), items);
   }
+}
+
+/**
+ * Marks a bucket's decision for its receipt (a token or leaky bucket's reply `items`): the
+ * mark is when the bucket is full again with no further traffic; a charge's reply has the
+ * ledger too (its id and the units credited so far, src/redis/lua/common.ts `LEDGER_AT`),
+ * which a refund through the receipt sends back to be checked.
+ * @internal
+ */
+export function markBucketCharge(decision: Decision, items: readonly unknown[]): Decision {
+  const now = replyFloat(items, 3);
+  const fullAt = now + decision.resetAfterMs;
+  const ledger =
+    items.length > 6 ? `${String(replyFloat(items, 5))},${String(replyFloat(items, 7))}` : "";
+  return markCharge(decision, fullAt, now, fullAt, ledger);
 }

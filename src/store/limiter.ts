@@ -34,6 +34,8 @@ class StoreChargeReceipt<Store extends string>
     owner: object,
     epoch: number,
     mark: number,
+    /** What else the store's refund through this receipt checks (its state's ledger), or "". */
+    readonly ledger: string,
     readonly source = decision.source,
   ) {
     super(decision, key, units, atMs, untilMs, owner, epoch, mark, 0, undefined);
@@ -49,8 +51,17 @@ function storeReceipt<Store extends string>(
   owner: object,
   epoch: number,
   mark: number,
+  ledger = "",
 ): StoreReceipt<Store> {
-  return new StoreChargeReceipt(decision, key, units, atMs, untilMs, owner, epoch, mark);
+  return new StoreChargeReceipt(decision, key, units, atMs, untilMs, owner, epoch, mark, ledger);
+}
+
+/**
+ * The ledger a store receipt carries (what {@link markCharge} was given), `""` for none.
+ * @internal
+ */
+export function receiptLedger(receipt: ChargeReceipt): string {
+  return receipt instanceof StoreChargeReceipt ? receipt.ledger : "";
 }
 
 /**
@@ -68,18 +79,24 @@ const blockedLeftMs = new WeakMap<Decision, number>();
  * Marks `decision` as the store's answer to a charge it took: `mark` is what a refund
  * through its receipt sends back (a bucket's full time, a window's end or index, a log
  * entry's leave time), `atMs` the time it was decided at, `untilMs` when its units stop
- * counting. {@link StoreLimiter.charge} turns it into the receipt.
+ * counting, `ledger` what else the refund sends for the store to check (the state's
+ * incarnation and, for a bucket, the units credited at the charge; `""` for none).
+ * {@link StoreLimiter.charge} turns it into the receipt.
  */
 export function markCharge<D extends Decision>(
   decision: D,
   mark: number,
   atMs: number,
   untilMs: number,
+  ledger = "",
 ): D {
-  chargeMarks.set(decision, { mark, atMs, untilMs });
+  chargeMarks.set(decision, { mark, atMs, untilMs, ledger });
   return decision;
 }
-const chargeMarks = new WeakMap<Decision, { mark: number; atMs: number; untilMs: number }>();
+const chargeMarks = new WeakMap<
+  Decision,
+  { mark: number; atMs: number; untilMs: number; ledger: string }
+>();
 
 /**
  * The store-neutral half of a limiter whose state lives in a shared store: the key and
@@ -165,15 +182,17 @@ export abstract class StoreLimiter<Store extends string, Key> {
   /** @internal The store's key for the caller's `key` (validated to be a string). */
   protected abstract storeKey(key: string): Key;
   /**
-   * @internal Readies one decision call and returns the function that sends it. Throwing
-   * here is a programming error (a bad clock reading) and rejects the call as is; a
-   * rejection of the returned promise is a store failure.
+   * @internal Readies one decision call and returns the function that sends it (`charge`:
+   * a `charge`, whose reply must carry what its receipt needs). Throwing here is a
+   * programming error (a bad clock reading) and rejects the call as is; a rejection of the
+   * returned promise is a store failure.
    */
   protected abstract prepare(
     where: string,
     key: Key,
     cost: number,
     take: boolean,
+    charge: boolean,
   ): () => Promise<unknown>;
   /** @internal Readies the deletion of a key's state. */
   protected abstract prepareReset(key: Key): () => Promise<unknown>;
@@ -357,6 +376,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
     key: string,
     cost: number | undefined,
     take: boolean,
+    charge = false,
   ): Promise<StoreDecision<Store>> {
     const where = `${this.where}.${operation}`;
     const k = this.checkKey(where, key);
@@ -366,7 +386,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
     // block then gives the exact denial), and one it no longer has is set again.
     const blockedLeft = this.blocks.size === 0 ? 0 : this.blocks.blockedMs(key, this.blockNow());
     if (blockedLeft > 0) take = false;
-    const send = this.prepare(where, k, c, take);
+    const send = this.prepare(where, k, c, take, charge && take);
     const circuit = this.circuitOf(k);
     const admission = circuit.admit();
     if (admission === "circuit-open" || admission === "pending-cap") {
@@ -420,15 +440,15 @@ export abstract class StoreLimiter<Store extends string, Key> {
    * store, and its receipt gives nothing back. Rejects like {@link consume}.
    */
   async charge(key: string, cost?: number): Promise<StoreReceipt<Store>> {
-    const decision = await this.call("consume", key, cost, true);
+    const decision = await this.call("consume", key, cost, true, true);
     const marks = chargeMarks.get(decision);
     const c = cost === undefined ? 1 : cost;
     if (marks === undefined || !decision.allowed || c === 0 || decision.source !== this.store) {
       const atMs = marks?.atMs ?? this.blockNow();
       return storeReceipt(decision, key, 0, atMs, atMs, this, this.receiptEpoch, 0);
     }
-    const { mark, atMs, untilMs } = marks;
-    return storeReceipt(decision, key, c, atMs, untilMs, this, this.receiptEpoch, mark);
+    const { mark, atMs, untilMs, ledger } = marks;
+    return storeReceipt(decision, key, c, atMs, untilMs, this, this.receiptEpoch, mark, ledger);
   }
 
   /** @internal Moved by `reconfigure`: receipts from before give nothing back. */

@@ -41,8 +41,12 @@ for (const clusterAdapter of CLUSTER_ADAPTERS) {
             const second = await limiter.charge(key, 1);
             expect(second.allowed, `${name} after the refund`).toBe(true);
             expect(await limiter.block(key, 30_000), name).toBe(30_000);
-            await limiter.refund(second, 1);
+            // The older receipt first: a bucket's receipt counts the key's refunds since its
+            // charge as repaying the oldest units first, as in memory (refunded the other way
+            // round, the second's refund repays the first's last unit, which then gives
+            // nothing back).
             await limiter.refund(first, 1);
+            await limiter.refund(second, 1);
             expect(await limiter.peek(key, 1), `${name} blocked`).toMatchObject({
               allowed: false,
               remaining: 0,

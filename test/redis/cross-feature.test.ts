@@ -175,9 +175,8 @@ async function crossFeature(client: RedisLike): Promise<void> {
             const { receipt, act, key } = receipts[s.pick % receipts.length]!;
             const given = await limiter.refund(receipt).catch(() => 0);
             expect(given, where).toBeLessThanOrEqual(receipt.units);
-            // A bucket's receipt in Redis does not count what other refunds credited since
-            // its charge (docs/redis.md#refunds-and-blocks): it is held to the bound of a
-            // refund without a receipt, a negative act when it is made.
+            // A bucket's receipt gives back what the refill has not repaid: a negative act
+            // when it is made, as in memory (the units it took were partly repaid since).
             if (twin.policy.kind === "bucket") push(`redis ${key}`, now, -given);
             else act.units -= given;
           } else if (s.kind === "refundKeyless") {

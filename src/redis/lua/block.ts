@@ -8,7 +8,7 @@ import { LUA_NUMBER, luaArgs } from "./common.js";
  * ARGV: the algorithm's two options, durationMs (as the cost), keep (1: a block in place is
  * kept as it is, the middleware's `blockDurationMs`; 0: the later end wins), now ('' =
  * server TIME), maxTtlMs, a bucket's initial units (optional), deadlineMs. A key without
- * state gets the fresh state. The key
+ * state gets the fresh state; a ledger after the block slot is kept. The key
  * lives at least until the block ends (`PX`, the longer of its time to live and the
  * block's). Reply: `{ms the key is blocked from now, serverNowMs}` (or `{-1, serverNowMs}`
  * past the deadline).
@@ -23,17 +23,20 @@ function blockScript(name: string, size: number, fresh: string): Script {
 local state = redis.call('GET', key)
 local untilMs = now + cost
 local body = ${fresh}
+local ledger = ''
 if state then
   body = string.sub(state, 1, ${size})
   if #state > ${size} then
     local had = struct.unpack('<d', state, ${size + 1})
     if had > now and (take or had > untilMs) then untilMs = had end
   end
+  -- The ledger after the block slot (common.ts LEDGER_AT), kept.
+  ledger = string.sub(state, ${size + 9})
 end
 local ms = math.ceil(untilMs - now)
 local pttl = redis.call('PTTL', key)
 if pttl > ms then ms = pttl end
-redis.call('SET', key, body .. struct.pack('<d', untilMs), 'PX', ms)
+redis.call('SET', key, body .. struct.pack('<d', untilMs) .. ledger, 'PX', ms)
 return { n(untilMs - now), serverNow }
 `,
   );

@@ -198,6 +198,27 @@ end
 export const LUA_COMMON = `${LUA_FORMAT}${LUA_FITS}${LUA_CLEAN_MS}${LUA_WINDOW_INDEX}${LUA_EXPIRE}`;
 
 /**
+ * The ledger, what makes a receipt exact (docs/redis.md#refunds): a charge makes sure its
+ * key's value carries one, and a refund through the receipt checks it. It follows the
+ * 24-byte state of a bucket or a fixed window and its block slot (so a value with a ledger
+ * always has the slot: `struct.pack('<d', blockedUntilMs)`, `-inf` when not blocked), from
+ * byte {@link LEDGER_AT}: `struct.pack('<d', id)`, then, for a bucket,
+ * `struct.pack('<d', credited)`. `id` names the value's incarnation: the server's `TIME` in
+ * whole microseconds when the first charge of a key without a ledger wrote it (Redis runs
+ * one script at a time, so two incarnations of a key never read the same microsecond unless
+ * the server's clock steps back); a receipt whose id is not its key's (the key was reset,
+ * expired or emptied since) gives nothing back. `credited`: the units every refund of the
+ * bucket gave back since the ledger began, which a receipt subtracts from the refill it may
+ * count on, as in memory. A value without a ledger (written by a consume, or by an earlier
+ * version) holds no receipt's units; an earlier version that writes such a value drops its
+ * ledger, and its receipts then give nothing back (never more).
+ */
+export const LEDGER_AT = 33;
+
+/** A new ledger's id: the server's `TIME` in whole microseconds (`t` is the head's `TIME`). */
+export const LUA_LEDGER_ID = "(t[1] * 1000000 + t[2])";
+
+/**
  * The head of every decision script, first in its source: reads the server's `TIME` before
  * anything else and, past the caller's deadline (the last ARGV, server-clock ms; `''` =
  * none), returns `{-1, serverNow}` having read and written nothing, so a call its client
@@ -205,7 +226,9 @@ export const LUA_COMMON = `${LUA_FORMAT}${LUA_FITS}${LUA_CLEAN_MS}${LUA_WINDOW_I
  * reads `KEYS[1]` and `ARGV = [first, second, cost, take, now, maxTtlMs, ...extra,
  * deadlineMs]` (`ARGV[7]` is a bucket's initial units when its limiter sends them) into the
  * locals `key`, `first`, `second` (the algorithm's two options, under the names given),
- * `cost`, `take`, `explicit` (an explicit time was sent), `now` (that time, else the
+ * `cost`, `take` (`ARGV[4]`, or false for `'0'`: `'1'` a consume, `'c'` a charge, whose
+ * reply also carries the state's ledger; a refund's mark, a block's keep flag), `explicit` (an
+ * explicit time was sent), `now` (that time, else the
  * server's), `maxTtl` (`''`: the default) and `serverNow` (ms, microsecond resolution), which
  * every reply ends with. Numbers are read by coercion (`s + 0`), and `cost` 1 not at all.
  */
@@ -220,7 +243,8 @@ local ${first} = ARGV[1] + 0
 local ${second} = ARGV[2] + 0
 local cost = 1
 if ARGV[3] ~= '1' then cost = ARGV[3] + 0 end
-local take = ARGV[4] == '1'
+local take = ARGV[4]
+if take == '0' then take = false end
 local explicit = ARGV[5] ~= ''
 local now = serverNow
 if explicit then now = ARGV[5] + 0 end

@@ -1,14 +1,24 @@
 import { Script } from "../script.js";
-import { luaArgs, luaFloats, luaStore, luaWindowIndex } from "./common.js";
+import {
+  LEDGER_AT,
+  LUA_LEDGER_ID,
+  luaArgs,
+  luaFloats,
+  luaStore,
+  luaWindowIndex,
+} from "./common.js";
 
 /**
  * The fixed window's one script (consume and peek). One string per key,
  * `struct.pack('<ddd', endAt, count, at)` (the end of `count`'s window, as `FixedWindow`
  * keeps it, so a new `windowMs` keeps a count until its window ends; the last write's time),
- * then `struct.pack('<d', blockedUntilMs)` while blocked; written with its expiry by one `SET`.
- * ARGV: limit, windowMs, cost, take (1/0), now ('' = TIME), maxTtlMs ('' = default),
- * deadlineMs. Reply (floats as `luaFloats` pairs): `{allowed (1/0), used before the cost, the
- * window's end, now, serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, used,
+ * then `struct.pack('<d', blockedUntilMs)` while blocked, then, once a charge took from it,
+ * the ledger (`LEDGER_AT` in common.ts: the block slot and the incarnation's id), which
+ * every write keeps; written with its expiry by one `SET`. ARGV: limit, windowMs, cost,
+ * take (1/0, `c` a charge), now ('' = TIME), maxTtlMs ('' = default), deadlineMs. Reply
+ * (floats as `luaFloats` pairs): `{allowed (1/0), used before the cost, the window's end,
+ * now, serverNowMs}`, a charge's with the ledger's id before `serverNowMs` (`{-1,
+ * serverNowMs}` past the deadline; `{2, used,
  * endsInMs, blockLeftMs, serverNowMs}` blocked, writing nothing), for `fixedWindowDecision`
  * (with `end - now`, the script's subtraction); the window's end and now make a receipt.
  *
@@ -42,15 +52,26 @@ local allowed = cost == 0 or cost <= (limit - used) + 1e-9 * (cost > 1 and cost 
 if blockedUntil and now < blockedUntil then
   ${luaFloats(["2"], ["used", "endAt - now", "blockedUntil - now"]).replace(/\n/g, "\n  ")}
 end
+local ledger = nil
 if allowed and take and cost > 0 then
+  local value = struct.pack('<ddd', endAt, used + cost, now)
+  -- The ledger: kept, or begun by a charge (common.ts LEDGER_AT).
+  if state and #state >= ${LEDGER_AT} then
+    value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${LEDGER_AT})
+    if take == 'c' then ledger = struct.unpack('<d', state, ${LEDGER_AT}) end
+  elseif take == 'c' then
+    ledger = ${LUA_LEDGER_ID}
+    value = value .. struct.pack('<dd', -math.huge, ledger)
+  end
   -- The last write of this window set the key's expiry to its end (PXAT), unless it was
   -- capped by maxTtl: kept as it is.
-  ${luaStore(
-    "struct.pack('<ddd', endAt, used + cost, now)",
-    "endAt - now",
-    "endAt",
-    "sameEnd and math.ceil(endAt - at) < maxTtl",
-  ).replace(/\n/g, "\n  ")}
+  ${luaStore("value", "endAt - now", "endAt", "sameEnd and math.ceil(endAt - at) < maxTtl").replace(
+    /\n/g,
+    "\n  ",
+  )}
+end
+if ledger then
+  ${luaFloats(["allowed and 1 or 0"], ["used", "endAt", "now", "ledger"]).replace(/\n/g, "\n  ")}
 end
 ${luaFloats(["allowed and 1 or 0"], ["used", "endAt", "now"])}
 `,

@@ -1,5 +1,5 @@
 import { Script } from "../script.js";
-import { LUA_COUNTER_RETUNE, LUA_NUMBER, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
+import { LEDGER_AT, LUA_COUNTER_RETUNE, LUA_NUMBER, LUA_WINDOW_INDEX, luaArgs } from "./common.js";
 import { luaBucketRead } from "./token-bucket.js";
 
 /**
@@ -16,10 +16,18 @@ import { luaBucketRead } from "./token-bucket.js";
  * @module
  */
 
-/** `mark`: the receipt's mark from `ARGV[4]` (`r<number>`), `nil` for a refund without one. */
+/**
+ * `receipt`: a refund through a receipt (`ARGV[4]` = `r<mark>[,<id>[,<credited>]]`);
+ * `mark`: its mark, `nil` for a refund without one; `rid` and `rcredited`: the ledger the charge saw (common.ts
+ * `LEDGER_AT`), `nil` and 0 when not sent.
+ */
 const LUA_MARK = `
-local mark = nil
-if string.sub(ARGV[4], 1, 1) == 'r' then mark = tonumber(string.sub(ARGV[4], 2)) end
+local mark, rid, rcredited = nil, nil, 0
+local receipt = string.sub(ARGV[4], 1, 1) == 'r'
+if receipt then
+  local m, i, c = string.match(ARGV[4], '^r([^,]*),?([^,]*),?([^,]*)$')
+  mark, rid, rcredited = tonumber(m), tonumber(i), tonumber(c) or 0
+end
 `;
 
 /** Writes `body` (the state) back with the block tail `tail`; a fresh body without a block deletes the key. */
@@ -36,8 +44,12 @@ end
 /**
  * A token (`leaky` false) or leaky bucket's refund: `tokens = min(capacity, tokens + cost)`
  * at now, as `BucketBase.refundUnits` (a bucket full again is the fresh state: no key, or
- * infinity tokens under a block). Through a receipt, at most `rate * (fullAt - now) / 1000`
- * (the refill not yet repaid of the charge; all of it at a rate of 0).
+ * infinity tokens under a block or beside a ledger). Through a receipt, only while its key
+ * holds the ledger the charge saw (the same id), at most `rate * (fullAt - now) / 1000 -
+ * (credited - credited at the charge)` (the refill not yet repaid of the charge, less what
+ * refunds of the key gave back since: they repaid the oldest units first), all of it at a
+ * rate of 0, as `BucketBase.refundReceiptAt`. Every refund adds what it gave back to the
+ * ledger's `credited`.
  */
 function bucketRefund(name: string, leaky: boolean): Script {
   return new Script(
@@ -47,16 +59,24 @@ local state = redis.call('GET', key)
 if not state or cost == 0 then return { 0, serverNow } end
 local tokens = capacity
 ${luaBucketRead(leaky).trim()}
-if mark and rate > 0 then
-  local bound = ((mark - now) * rate) / 1000
-  if bound < cost then cost = bound end
-  if not (cost > 0) then return { 0, serverNow } end
+local id, credited = nil, 0
+if #state >= ${LEDGER_AT} then id, credited = struct.unpack('<dd', state, ${LEDGER_AT}) end
+if receipt then
+  if id == nil or id ~= rid then return { 0, serverNow } end
+  if rate > 0 then
+    local bound = ((mark - now) * rate) / 1000 - (credited - rcredited)
+    if bound < cost then cost = bound end
+    if not (cost > 0) then return { 0, serverNow } end
+  end
 end
-local tail = string.sub(state, 25)
 local given = cost
 if tokens + cost >= capacity then
   if tokens < capacity then given = capacity - tokens else given = 0 end
   if given > cost then given = cost end
+end
+local tail = string.sub(state, 25)
+if id then tail = string.sub(state, 25, ${LEDGER_AT - 1}) .. struct.pack('<dd', id, credited + given) end
+if tokens + cost >= capacity then
   put(struct.pack('<ddd', math.huge, now, capacity), true, tail)
 else
   put(struct.pack('<ddd', tokens + cost, now, capacity), false, tail)
@@ -73,17 +93,21 @@ export const LEAKY_BUCKET_REFUND_SCRIPT = bucketRefund("leaky-bucket", true);
 
 /**
  * A fixed window's refund through a receipt: while the window it charged (its end is the
- * mark) is the current one, the count becomes `max(0, count - cost)`; else nothing. Without
- * a receipt nothing is given back (`RedisFixedWindow.refund` refuses before sending it).
+ * mark) is the current one and the key holds the ledger the charge saw (the same id: not
+ * reset since), the count becomes `max(0, count - cost)`; else nothing. Without a receipt
+ * nothing is given back (`RedisFixedWindow.refund` refuses before sending it). A count
+ * given back to 0 beside a ledger stays as an ended window with its ledger, so that a
+ * later charge of the same window keeps the id.
  */
 export const FIXED_WINDOW_REFUND_SCRIPT = new Script(
   "fixed-window-refund",
   `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_MARK}${LUA_PUT}
 local state = redis.call('GET', key)
-if not state or cost == 0 or not mark then return { 0, serverNow } end
+if not state or cost == 0 or not mark or #state < ${LEDGER_AT} then return { 0, serverNow } end
 local endAt, count, at = struct.unpack('<ddd', state)
 if now < at then now = at end
 if endAt ~= mark or not (now < endAt) then return { 0, serverNow } end
+if struct.unpack('<d', state, ${LEDGER_AT}) ~= rid then return { 0, serverNow } end
 local given = cost
 if count < given then given = count end
 local left = count - given
@@ -102,7 +126,7 @@ return { n(given), serverNow }
  * previous window's, never below 0 (`counterRefundCurr`, `counterRefundPrev`), after rolling
  * to now's window (and to the new length, after a `reconfigure`). Through a receipt (its
  * window's index is the mark): from that window's count, while it is the current or the
- * previous one.
+ * previous one and the key holds the ledger the charge saw (not reset since).
  */
 export const SLIDING_WINDOW_COUNTER_REFUND_SCRIPT = new Script(
   "sliding-window-counter-refund",
@@ -111,8 +135,13 @@ local state = redis.call('GET', key)
 if not state or cost == 0 then return { 0, serverNow } end
 local index, prev, curr, at, w = struct.unpack('<ddddd', state)
 if now < at then now = at end
+if receipt then
+  if #state < ${LEDGER_AT + 16} or struct.unpack('<d', state, ${LEDGER_AT + 16}) ~= rid then
+    return { 0, serverNow }
+  end
+end
 if w ~= windowMs then
-  if mark then return { 0, serverNow } end
+  if receipt then return { 0, serverNow } end
   ${LUA_COUNTER_RETUNE.trim().replace(/\n/g, "\n  ")}
 end
 local k = windowIndex(now, windowMs)
@@ -122,7 +151,7 @@ if k ~= index then
   index = k
 end
 local given = 0
-if mark then
+if receipt then
   if mark == index then
     given = cost
     if curr < given then given = curr end

@@ -1,6 +1,8 @@
 import { Script } from "../script.js";
 import {
+  LEDGER_AT,
   LUA_COUNTER_RETUNE,
+  LUA_LEDGER_ID,
   LUA_WINDOW_INDEX,
   luaArgs,
   luaFloats,
@@ -12,10 +14,13 @@ import {
  * The sliding window counter's one script (consume and peek). One string per key,
  * `struct.pack('<ddddd', index, prev, curr, at, windowMs)` (window index, units in windows
  * index-1 and index, last write's time, the length counted with: `counterRetuned`), then
- * `struct.pack('<d', blockedUntilMs)` while blocked; written with its expiry by one `SET`.
- * ARGV: limit, windowMs, cost, take (1/0), now ('' = TIME), maxTtlMs ('' = default),
- * deadlineMs. Reply after rolling to now's window (floats as `luaFloats` pairs): `{allowed,
- * index, prev, curr (before the cost), now, serverNowMs}` (`{-1, serverNowMs}` past the
+ * `struct.pack('<d', blockedUntilMs)` while blocked, then, once a charge took from it, the
+ * ledger's id (after the block slot, as `LEDGER_AT` in common.ts says for the fixed window,
+ * 16 bytes further), which every write keeps; written with its expiry by one `SET`. ARGV:
+ * limit, windowMs, cost, take (1/0, `c` a charge), now ('' = TIME), maxTtlMs ('' =
+ * default), deadlineMs. Reply after rolling to now's window (floats as `luaFloats` pairs):
+ * `{allowed, index, prev, curr (before the cost), now, serverNowMs}`, a charge's with the
+ * ledger's id before `serverNowMs` (`{-1, serverNowMs}` past the
  * deadline; `{2, ..., now, blockLeftMs, serverNowMs}` blocked), for `counterDecision`.
  *
  * Mirrors `counterEstimate` operation for operation: `prev * ((index + 1) * W - now) / W +
@@ -58,15 +63,28 @@ local allowed = cost == 0 or cost <= (limit - estimate) + 1e-9 * (cost > 1 and c
 if blockedUntil and now < blockedUntil then
   ${luaFloats(["2"], ["index", "prev", "curr", "now", "blockedUntil - now"]).replace(/\n/g, "\n  ")}
 end
+local ledger = nil
 if allowed and take and cost > 0 then
+  local value = struct.pack('<ddddd', index, prev, curr + cost, now, windowMs)
+  -- The ledger: kept, or begun by a charge (common.ts LEDGER_AT, 16 bytes further).
+  if state and #state >= ${LEDGER_AT + 16} then
+    value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${LEDGER_AT + 16})
+    if take == 'c' then ledger = struct.unpack('<d', state, ${LEDGER_AT + 16}) end
+  elseif take == 'c' then
+    ledger = ${LUA_LEDGER_ID}
+    value = value .. struct.pack('<dd', -math.huge, ledger)
+  end
   -- The last write in this window, with this windowMs, set the key's expiry to the end of
   -- the next window (PXAT), unless it was capped by maxTtl: kept as it is.
   ${luaStore(
-    "struct.pack('<ddddd', index, prev, curr + cost, now, windowMs)",
+    "value",
     "((index + 1) * windowMs - now) + windowMs",
     "(index + 2) * windowMs",
     "stored == index and math.ceil(((index + 1) * windowMs - at) + windowMs) < maxTtl",
   ).replace(/\n/g, "\n  ")}
+end
+if ledger then
+  ${luaFloats(["allowed and 1 or 0"], ["index", "prev", "curr", "now", "ledger"]).replace(/\n/g, "\n  ")}
 end
 ${luaFloats(["allowed and 1 or 0"], ["index", "prev", "curr", "now"])}
 `,

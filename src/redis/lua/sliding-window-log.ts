@@ -246,37 +246,88 @@ return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave)
  * dropping the entries that left, as `SlidingWindowLog.refund`, the newest entries go first
  * (an entry whose cost fits in what is left leaves the log, the next one is cut by the
  * rest), bit for bit as in memory; a log given back whole is no key (or only a block's
- * meta). Through a receipt (`ARGV[4]` = `r` and the leave time of the entry it charged):
- * only out of that entry, while it is the newest (else nothing: the log keeps no per-charge
- * index a later entry could be found by). Work: amortized O(1) per logged entry (each entry
- * leaves once). ARGV as the decision's; reply `{units given back, serverNowMs}` (or `{-1,
- * serverNowMs}` past the deadline).
+ * meta). Through a receipt (`ARGV[4]` = `r` and the leave time of the entry it charged),
+ * as `LogRing.refundEntry`: out of the first entry that leaves at or after that time (its
+ * own, while it is in the window), found by a binary search over the chunks' `maxLeave`;
+ * given back whole it leaves the log and the newer entries move down one place, each
+ * running total less its units (as in memory), else those totals drop by the units.
+ * Work: amortized O(1) per logged entry without a receipt (each entry leaves once); through
+ * a receipt O(1) for the newest entry, the common case, else O(the newer entries), each
+ * chunk they are in rewritten once. ARGV as the decision's; reply `{units given back,
+ * serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
  */
 export const SLIDING_WINDOW_LOG_REFUND_SCRIPT = new Script(
   "sliding-window-log-refund",
   `${LUA_COMMON}${luaArgs("limit", "windowMs")}${LOG_STATE}
--- Through a receipt (ARGV[4] = 'r' .. the leave time of the entry it charged): only out of
--- that entry, while it is the newest (a refund soon after its charge); else nothing.
-local mark = nil
-if string.sub(ARGV[4], 1, 1) == 'r' then mark = tonumber(string.sub(ARGV[4], 2)) end
-local asked = cost
-if mark then
+-- Through a receipt (ARGV[4] = 'r' .. the leave time of the entry it charged): as
+-- LogRing.refundEntry, out of the first entry that leaves at or after that time.
+local given = 0
+if string.sub(ARGV[4], 1, 1) == 'r' then
+  local mark = tonumber(string.sub(ARGV[4], 2))
+  local asked = cost
   cost = 0
-  if tail > head then
-    local s = tail - 1
-    local leave, total = entry(s)
-    local before = base
-    if s > head then
-      local _, t = entry(s - 1)
-      before = t
+  if mark and mark > now and tail > head and asked > 0 then
+    local lo, hi = floor(head / B), floor((tail - 1) / B) + 1
+    while lo < hi do -- the first chunk whose maxLeave reaches the mark
+      local mid = floor((lo + hi) / 2)
+      if struct.unpack('<d', chunk(mid)) >= mark then hi = mid else lo = mid + 1 end
     end
-    if leave == mark then
-      cost = total - before
-      if asked < cost then cost = asked end
+    local s = math.max(head, lo * B)
+    while s < tail and raw(s) < mark do s = s + 1 end
+    if s < tail then
+      local _, total = entry(s)
+      local before = base
+      if s > head then
+        local _, t = entry(s - 1)
+        before = t
+      end
+      local own = total - before
+      local give = asked
+      if own < asked then give = own end
+      if give > 0 then
+        -- The entries from s on, as memory leaves them: without entry s when it goes whole
+        -- (the newer ones move down one place), each running total less the units.
+        local from = s
+        if give == own then from = s + 1 end
+        local leaves, totals = {}, {}
+        for j = from, tail - 1 do
+          local l, t = entry(j)
+          leaves[#leaves + 1] = l
+          totals[#totals + 1] = t - give
+        end
+        local newTail = s + #leaves
+        -- Each chunk from s's to the new tail's rewritten once (one HSET): the entries before
+        -- s as stored, then the new ones; maxLeave the larger of its own and theirs (an upper
+        -- bound of its entries that stays nondecreasing from chunk to chunk).
+        local fields = {}
+        local i = 1
+        local c = floor(s / B)
+        while c * B < newTail do
+          local old = chunk(c)
+          local maxLeave = struct.unpack('<d', old)
+          local first = math.max(s, c * B)
+          local parts = { string.sub(old, 9, 8 + 16 * (first - c * B)) }
+          for _ = first, math.min(newTail, (c + 1) * B) - 1 do
+            if leaves[i] > maxLeave then maxLeave = leaves[i] end
+            parts[#parts + 1] = struct.pack('<dd', leaves[i], totals[i])
+            i = i + 1
+          end
+          local body = struct.pack('<d', maxLeave) .. table.concat(parts)
+          chunks[c] = body
+          fields[#fields + 1] = string.format('%d', c)
+          fields[#fields + 1] = body
+          c = c + 1
+        end
+        if #fields > 0 then redis.call('HSET', key, unpack(fields)) end
+        tail = newTail
+        if s < rebaseSeq then rebaseSeq = s end
+        if rebaseSeq > tail then rebaseSeq = tail end
+        dirty, given = true, give
+        if tail == head then emptied() end
+      end
     end
   end
 end
-local given = 0
 -- SlidingWindowLog.refund (log-ring.ts): the newest entries first; an entry whose cost
 -- fits in what is left goes, the next is cut by the rest (stored on the new scale).
 if cost > 0 then

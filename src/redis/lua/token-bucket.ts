@@ -1,15 +1,18 @@
 import { Script } from "../script.js";
-import { luaArgs, luaCleanMs, luaFloats, luaStore } from "./common.js";
+import { LEDGER_AT, LUA_LEDGER_ID, luaArgs, luaCleanMs, luaFloats, luaStore } from "./common.js";
 
 /**
  * The token bucket's one script (consume and peek); {@link LEAKY_BUCKET_SCRIPT} is its twin
  * (a leaky bucket is a token bucket whose tokens are its free room). One string per key,
  * `struct.pack('<ddd', tokens, anchor, capacity)` (`tokens` exact at `anchor`, counted with
  * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
- * length); written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take
- * (1/0), now ('' = TIME), maxTtlMs ('' = default), initial units (optional), deadlineMs.
- * Reply (floats as `luaFloats` pairs): `{allowed, tokens before the cost, now (dates a
- * receipt), serverNowMs}` (`{-1, serverNowMs}` past the deadline; `{2, tokens, blockLeftMs,
+ * length), then, once a charge took from it, the ledger (`LEDGER_AT` in common.ts: the block
+ * slot, the incarnation's id, the units credited by refunds), which every write keeps;
+ * written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take (1/0,
+ * `c` a charge), now ('' = TIME), maxTtlMs ('' = default), initial units (optional),
+ * deadlineMs. Reply (floats as `luaFloats` pairs): `{allowed, tokens before the cost, now
+ * (dates a receipt), serverNowMs}`, a charge's with the ledger's id and credited units
+ * before `serverNowMs` (`{-1, serverNowMs}` past the deadline; `{2, tokens, blockLeftMs,
  * serverNowMs}` blocked, writing nothing), for `bucketDecision`.
  *
  * Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept); a time behind the
@@ -58,6 +61,7 @@ local state = redis.call('GET', key)
 local tokens = capacity
 local blockedUntil = nil
 local new = false
+local ledger, credited = nil, 0
 if state then
   ${indent(luaBucketRead(leaky), "  ")}
   if #state > 24 then blockedUntil = struct.unpack('<d', state, 25) end
@@ -83,10 +87,22 @@ if take and (new or (allowed and cost > 0)) then
       local ms = (missing * 1000) / rate
       ${indent(luaCleanMs("fullMs", "ms"), "      ")}
     end
-    ${indent(luaStore("struct.pack('<ddd', left, now, capacity)", "fullMs", "now + fullMs"), "    ")}
+    local value = struct.pack('<ddd', left, now, capacity)
+    -- The ledger: kept, or begun by a charge (common.ts LEDGER_AT).
+    if state and #state >= ${LEDGER_AT} then
+      value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${LEDGER_AT})
+      if take == 'c' then ledger, credited = struct.unpack('<dd', state, ${LEDGER_AT}) end
+    elseif take == 'c' then
+      ledger = ${LUA_LEDGER_ID}
+      value = value .. struct.pack('<ddd', -math.huge, ledger, 0)
+    end
+    ${indent(luaStore("value", "fullMs", "now + fullMs"), "    ")}
   else
     redis.call('DEL', key)
   end
+end
+if ledger then
+  ${indent(luaFloats(["allowed and 1 or 0"], ["tokens", "now", "ledger", "credited"]), "  ")}
 end
 ${luaFloats(["allowed and 1 or 0"], ["tokens", "now"])}
 `,
