@@ -18,6 +18,7 @@ import {
 import { manualClock } from "../support/manual-clock.js";
 import {
   deleteTestKeys,
+  HEALTHY_TIMEOUT_MS,
   ioredisAdapter,
   type TestClient,
   uniquePrefix,
@@ -81,7 +82,15 @@ const TWINS: readonly Twin[] = [
     memory: (clock, capacity, refillPerSecond) =>
       new TokenBucket({ capacity, refillPerSecond, clock }),
     redis: (client, clock, prefix, capacity, refillPerSecond) =>
-      new RedisTokenBucket({ client, clock, prefix, capacity, refillPerSecond, maxTtlMs }),
+      new RedisTokenBucket({
+        client,
+        clock,
+        prefix,
+        capacity,
+        refillPerSecond,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
   {
     name: "LeakyBucket",
@@ -89,7 +98,15 @@ const TWINS: readonly Twin[] = [
     options: fc.tuple(size, rate),
     memory: (clock, capacity, leakPerSecond) => new LeakyBucket({ capacity, leakPerSecond, clock }),
     redis: (client, clock, prefix, capacity, leakPerSecond) =>
-      new RedisLeakyBucket({ client, clock, prefix, capacity, leakPerSecond, maxTtlMs }),
+      new RedisLeakyBucket({
+        client,
+        clock,
+        prefix,
+        capacity,
+        leakPerSecond,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
   {
     name: "FixedWindow",
@@ -98,7 +115,15 @@ const TWINS: readonly Twin[] = [
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new FixedWindow({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisFixedWindow({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisFixedWindow({
+        client,
+        clock,
+        prefix,
+        limit,
+        windowMs: w,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
   {
     name: "SlidingWindowLog",
@@ -106,7 +131,15 @@ const TWINS: readonly Twin[] = [
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new SlidingWindowLog({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisSlidingWindowLog({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisSlidingWindowLog({
+        client,
+        clock,
+        prefix,
+        limit,
+        windowMs: w,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
   {
     name: "SlidingWindowCounter",
@@ -114,7 +147,15 @@ const TWINS: readonly Twin[] = [
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new SlidingWindowCounter({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisSlidingWindowCounter({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisSlidingWindowCounter({
+        client,
+        clock,
+        prefix,
+        limit,
+        windowMs: w,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
 ];
 
@@ -281,6 +322,7 @@ describe.skipIf(!redis.available)("Redis refund and reconfigure decide as in mem
       capacity: 3,
       refillPerSecond: 1,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
     await bucket.refund("nobody", 2);
     const keys = await conn.client.evalScript(
@@ -309,6 +351,7 @@ describe.skipIf(!redis.available)(
         limit: 5,
         windowMs: 1000,
         maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
       });
       const charging = window as unknown as { charge?: RedisFixedWindow["charge"] };
       const taken: (Receipt | undefined)[] = [];
@@ -342,6 +385,7 @@ describe.skipIf(!redis.available)("Redis block", () => {
       capacity: 2,
       refillPerSecond: 1,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
 
   test("step table: denied with the time left until the block ends, then the usage decides", async () => {
@@ -442,6 +486,7 @@ describe.skipIf(!redis.available)("Redis block", () => {
       limit: 3,
       windowMs: 1000,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
     const steps: [dtMs: number, op: string, arg: number][] = [
       [0, "consume", 2],
@@ -498,6 +543,7 @@ describe.skipIf(!redis.available)("Redis reconfigure", () => {
       capacity: 4,
       refillPerSecond: 1,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
     const keyspace = bucket.keyspace;
     await bucket.consume("k", 4);
@@ -517,6 +563,7 @@ describe.skipIf(!redis.available)("Redis reconfigure", () => {
       limit: 3,
       windowMs: 1000,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
     clock.advance(500);
     await window.consume("k", 3);
@@ -536,6 +583,7 @@ describe.skipIf(!redis.available)("Redis reconfigure", () => {
       limit: 10,
       windowMs: 1000,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
     clock.advance(200);
     memory.consume(6);
@@ -565,6 +613,7 @@ describe.skipIf(!redis.available)("Redis reconfigure", () => {
       capacity: 2,
       refillPerSecond: 0,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
       failure: "local",
     });
     down = true;
