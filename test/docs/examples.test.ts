@@ -9,6 +9,7 @@ import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { fromIoredis, RedisTokenBucket } from "../../src/redis/index.js";
 import { bundle } from "../support/bundle.js";
+import { HEALTHY_TIMEOUT_MS } from "../support/redis-clients.js";
 import { useRedis } from "../support/redis-server.js";
 import { ROOT } from "./markdown.js";
 
@@ -253,6 +254,8 @@ describe.runIf(redis.available)("examples/global-limit.ts", () => {
           capacity: 10,
           refillPerSecond: 10,
           prefix: "example:global:",
+          // The test's own writes must land on a slow healthy Redis (not a policy's answer).
+          timeoutMs: HEALTHY_TIMEOUT_MS,
         });
         await limiter.consume("global", 10);
         expect(await connection.keys("example:global:*")).toEqual([
