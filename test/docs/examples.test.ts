@@ -9,10 +9,14 @@ import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { fromIoredis, RedisTokenBucket } from "../../src/redis/index.js";
 import { bundle } from "../support/bundle.js";
+import { HEALTHY_TIMEOUT_MS } from "../support/redis-clients.js";
 import { useRedis } from "../support/redis-server.js";
 import { ROOT } from "./markdown.js";
 
-const runs = new Map<string, { status: number | null; stdout: string; stderr: string }>();
+const runs = new Map<
+  string,
+  { status: number | null; stdout: string; stderr: string; wallMs: number }
+>();
 
 /**
  * Runs `examples/<file>` once and remembers what it printed: bundled from source (as tsx
@@ -25,6 +29,7 @@ function run(file: string, env: Record<string, string> = {}) {
     const bundled = join(ROOT, "examples", `.${file}.${process.pid}.mjs`);
     writeFileSync(bundled, bundle({ entry: join("examples", file) }));
     try {
+      const started = performance.now();
       const r = spawnSync(process.execPath, [bundled], {
         cwd: ROOT,
         encoding: "utf8",
@@ -32,7 +37,8 @@ function run(file: string, env: Record<string, string> = {}) {
         timeout: 60_000,
         env: { ...process.env, NO_COLOR: "1", ...env },
       });
-      result = { status: r.status, stdout: r.stdout, stderr: r.stderr };
+      const wallMs = performance.now() - started;
+      result = { status: r.status, stdout: r.stdout, stderr: r.stderr, wallMs };
     } finally {
       rmSync(bundled, { force: true });
     }
@@ -42,6 +48,58 @@ function run(file: string, env: Record<string, string> = {}) {
 }
 
 const SLOW = 60_000; // each example runs in a child process
+
+/** One item of a printed `RateLimit` field, as a bucket with the real clock may print it. */
+interface Item {
+  readonly policy: string;
+  /** `r` when no time passed. */
+  readonly r: number;
+  /** `t` when no time passed. */
+  readonly t: number;
+  /** The bucket refills one unit per `unitMs`: `r` may be higher by what the run's time refilled. */
+  readonly unitMs?: number;
+  /** `t` counts down to a refused request's next unit: lower by the run's seconds, rounded up. */
+  readonly countsDown?: boolean;
+}
+
+/**
+ * Finds the line starting with `prefix` and checks its `RateLimit` items against what the
+ * rule allows for the wall time the example ran (`wallMs`, which bounds the time between
+ * any two of its requests): exactly `items` when no time passed, and never a value that no
+ * elapsed time within `wallMs` could give. The examples keep the real clock (a reader runs
+ * them as they are), so on a loaded machine a bucket refills between two requests.
+ */
+function expectItems(
+  lines: readonly string[],
+  prefix: string,
+  items: readonly Item[],
+  wallMs: number,
+) {
+  const line = lines.find((l) => l.startsWith(prefix));
+  expect(line, `a line starting with ${prefix}`).toBeDefined();
+  const got = [...line!.slice(prefix.length).matchAll(/"([^"]+)";r=(\d+);t=(\d+)/g)].map((m) => ({
+    policy: m[1]!,
+    r: Number(m[2]),
+    t: Number(m[3]),
+  }));
+  const where = `${line} (the example ran ${Math.round(wallMs)} ms)`;
+  expect(got.map((g) => `"${g.policy}";r=${g.r};t=${g.t}`).join(", "), where).toBe(
+    line!.slice(prefix.length),
+  );
+  expect(
+    got.map((g) => g.policy),
+    where,
+  ).toEqual(items.map((i) => i.policy));
+  for (const [i, item] of items.entries()) {
+    const { r, t } = got[i]!;
+    const refilled = item.unitMs === undefined ? 0 : Math.floor(wallMs / item.unitMs);
+    expect(r, `${where}: r of ${item.policy}`).toBeGreaterThanOrEqual(item.r);
+    expect(r, `${where}: r of ${item.policy}`).toBeLessThanOrEqual(item.r + refilled);
+    const fallen = item.countsDown ? Math.ceil(item.t - wallMs / 1000) : item.t;
+    expect(t, `${where}: t of ${item.policy}`).toBeGreaterThanOrEqual(fallen);
+    expect(t, `${where}: t of ${item.policy}`).toBeLessThanOrEqual(item.t);
+  }
+}
 
 describe.each([
   "api-key.ts",
@@ -107,16 +165,28 @@ describe("what the examples print", () => {
   it(
     "express.ts: the fourth login is refused, with X-RateLimit-Reset a Unix time 20 s on",
     () => {
-      const lines = run("express.ts").stdout.split("\n");
+      const { stdout, wallMs } = run("express.ts");
+      const lines = stdout.split("\n");
       expect(lines).toContain("POST /login #3 -> 401 Unauthorized");
       expect(lines).toContain("POST /login #4 -> 429 Too Many Requests");
-      // t of "general" is its next unit (100 per minute: 0.6 s away), not its time to full.
-      expect(lines).toContain('ratelimit: "general";r=95;t=1, "login";r=0;t=20');
+      // t of "general" is its next unit (100 per minute: 0.6 s away), not its time to full;
+      // its r is 95 after five requests, plus what refilled while they ran. "login" was
+      // emptied by three: its next unit is 20 s after the first, less the time since.
+      expectItems(
+        lines,
+        "ratelimit: ",
+        [
+          { policy: "general", r: 95, t: 1, unitMs: 600 },
+          { policy: "login", r: 0, t: 20, countsDown: true },
+        ],
+        wallMs,
+      );
       const date = Date.parse(lines.find((l) => l.startsWith("date: "))!.slice(6)) / 1000;
       const reset = Number(lines.find((l) => l.startsWith("x-ratelimit-reset: "))!.slice(19));
-      // floor(now + 20 s) and the Date field (now, rounded down, a moment later): 20 s
-      // apart, or 19 when a second turned between the two readings.
-      expect(reset - date).toBeGreaterThanOrEqual(19);
+      // floor(now + 20 s - e), e the time since the first login, and the Date field (now,
+      // rounded down, a moment d later): floor(now + 20 - e) - floor(now + d) is at most 20
+      // and above 19 - (e + d), with e + d within the run's time.
+      expect(reset - date).toBeGreaterThan(19 - wallMs / 1000);
       expect(reset - date).toBeLessThanOrEqual(20);
     },
     SLOW,
@@ -125,13 +195,26 @@ describe("what the examples print", () => {
   it(
     "fastify.ts: /login has only its own limit, /export both",
     () => {
-      const lines = run("fastify.ts").stdout.split("\n");
+      const { stdout, wallMs } = run("fastify.ts");
+      const lines = stdout.split("\n");
       expect(lines).toContain('POST /login #1 -> 401; RateLimit: "login";r=2;t=20');
-      expect(lines).toContain(
-        'GET /export #1 -> 200; RateLimit: "general";r=98;t=1, "export";r=0;t=60',
+      expectItems(
+        lines,
+        "GET /export #1 -> 200; RateLimit: ",
+        [
+          { policy: "general", r: 98, t: 1, unitMs: 600 },
+          { policy: "export", r: 0, t: 60 },
+        ],
+        wallMs,
       );
-      expect(lines).toContain(
-        'GET /export #2 -> 429; RateLimit: "general";r=97;t=1, "export";r=0;t=60',
+      expectItems(
+        lines,
+        "GET /export #2 -> 429; RateLimit: ",
+        [
+          { policy: "general", r: 97, t: 1, unitMs: 600 },
+          { policy: "export", r: 0, t: 60, countsDown: true },
+        ],
+        wallMs,
       );
     },
     SLOW,
@@ -140,9 +223,16 @@ describe("what the examples print", () => {
   it(
     "hono.ts: a known API key has its own budget on /api",
     () => {
-      const lines = run("hono.ts").stdout.split("\n");
-      expect(lines).toContain(
-        'GET /api/items #1 -> 200; RateLimit: "api";r=1;t=30, "general";r=98;t=1',
+      const { stdout, wallMs } = run("hono.ts");
+      const lines = stdout.split("\n");
+      expectItems(
+        lines,
+        "GET /api/items #1 -> 200; RateLimit: ",
+        [
+          { policy: "api", r: 1, t: 30 },
+          { policy: "general", r: 98, t: 1, unitMs: 600 },
+        ],
+        wallMs,
       );
       expect(lines.some((l) => l.startsWith("GET /api/items #3 -> 429"))).toBe(true);
     },
@@ -164,6 +254,8 @@ describe.runIf(redis.available)("examples/global-limit.ts", () => {
           capacity: 10,
           refillPerSecond: 10,
           prefix: "example:global:",
+          // The test's own writes must land on a slow healthy Redis (not a policy's answer).
+          timeoutMs: HEALTHY_TIMEOUT_MS,
         });
         await limiter.consume("global", 10);
         expect(await connection.keys("example:global:*")).toEqual([

@@ -19,6 +19,7 @@ import { manualClock } from "../support/manual-clock.js";
 import {
   type Adapter,
   deleteTestKeys,
+  HEALTHY_TIMEOUT_MS,
   keyOf,
   type TestClient,
   uniquePrefix,
@@ -56,6 +57,7 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
           prefix,
           clock,
           maxTtlMs: TEST_TTL_MS,
+          timeoutMs: HEALTHY_TIMEOUT_MS,
           capacity: 3,
           refillPerSecond: 10,
         }),
@@ -80,6 +82,7 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
           prefix,
           clock,
           maxTtlMs: TEST_TTL_MS,
+          timeoutMs: HEALTHY_TIMEOUT_MS,
           capacity: 2,
           leakPerSecond: 1,
         }),
@@ -101,6 +104,7 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
           prefix,
           clock,
           maxTtlMs: TEST_TTL_MS,
+          timeoutMs: HEALTHY_TIMEOUT_MS,
           limit: 2,
           windowMs: 1000,
         }),
@@ -123,6 +127,7 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
           prefix,
           clock,
           maxTtlMs: TEST_TTL_MS,
+          timeoutMs: HEALTHY_TIMEOUT_MS,
           limit: 3,
           windowMs: 1000,
         }),
@@ -146,6 +151,7 @@ export const STEP_TABLES: readonly { algorithm: Algorithm; steps: readonly Step[
           prefix,
           clock,
           maxTtlMs: TEST_TTL_MS,
+          timeoutMs: HEALTHY_TIMEOUT_MS,
           limit: 4,
           windowMs: 1000,
         }),
@@ -201,30 +207,61 @@ const NO_REFILL: readonly Algorithm[] = [
     name: "RedisTokenBucket",
     memory: (clock) => new TokenBucket({ capacity: 50, refillPerSecond: 0, clock }),
     redis: (client, prefix) =>
-      new RedisTokenBucket({ client, prefix, capacity: 50, refillPerSecond: 0 }),
+      new RedisTokenBucket({
+        client,
+        prefix,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+        capacity: 50,
+        refillPerSecond: 0,
+      }),
   },
   {
     name: "RedisLeakyBucket",
     memory: (clock) => new LeakyBucket({ capacity: 50, leakPerSecond: 0, clock }),
     redis: (client, prefix) =>
-      new RedisLeakyBucket({ client, prefix, capacity: 50, leakPerSecond: 0 }),
+      new RedisLeakyBucket({
+        client,
+        prefix,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+        capacity: 50,
+        leakPerSecond: 0,
+      }),
   },
   {
     name: "RedisFixedWindow",
     memory: (clock) => new FixedWindow({ limit: 50, windowMs: 1e13, clock }),
-    redis: (client, prefix) => new RedisFixedWindow({ client, prefix, limit: 50, windowMs: 1e13 }),
+    redis: (client, prefix) =>
+      new RedisFixedWindow({
+        client,
+        prefix,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+        limit: 50,
+        windowMs: 1e13,
+      }),
   },
   {
     name: "RedisSlidingWindowLog",
     memory: (clock) => new SlidingWindowLog({ limit: 50, windowMs: 1e12, clock }),
     redis: (client, prefix) =>
-      new RedisSlidingWindowLog({ client, prefix, limit: 50, windowMs: 1e12 }),
+      new RedisSlidingWindowLog({
+        client,
+        prefix,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+        limit: 50,
+        windowMs: 1e12,
+      }),
   },
   {
     name: "RedisSlidingWindowCounter",
     memory: (clock) => new SlidingWindowCounter({ limit: 50, windowMs: 1e13, clock }),
     redis: (client, prefix) =>
-      new RedisSlidingWindowCounter({ client, prefix, limit: 50, windowMs: 1e13 }),
+      new RedisSlidingWindowCounter({
+        client,
+        prefix,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+        limit: 50,
+        windowMs: 1e13,
+      }),
   },
 ];
 
@@ -386,6 +423,7 @@ export function describeAdapterContract(adapter: Adapter, redis: RedisHandle): v
         refillPerSecond: 0.25,
         clock: () => Date.now() - 10_000,
         maxTtlMs: TEST_TTL_MS,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
         // An explicit clock has a keyspace of its own; pinned here to share on purpose.
         keyspace: onTime.keyspace,
       });

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { Receipt } from "../../src/core/limiter.js";
 import {
   LeasedTokenBucket,
+  RateLimitStoreError,
   RedisFixedWindow,
   RedisLeakyBucket,
   type RedisLike,
@@ -30,6 +31,7 @@ import { useRedis } from "../support/redis-server.js";
 
 const SEED = Number(process.env.SEED ?? 20_261_201);
 const RUNS = Number(process.env.CROSS_RUNS_REDIS ?? 6);
+/** The store timeout: the stall holds calls past it. */
 const TIMEOUT_MS = 25;
 
 /**
@@ -40,8 +42,19 @@ class Stallable implements RedisLike {
   private held: (() => void)[] = [];
   stalled = false;
   readonly nodeOf?: (key: string) => string | undefined;
+  /** Every call made, in order: whether the stall held it, and how Redis settled it. */
+  private readonly calls: { held: boolean; answered: Promise<boolean> }[] = [];
 
-  constructor(private readonly inner: RedisLike) {
+  /**
+   * @param timeoutMs The limiters' timeout: {@link resume} sends what it held after twice it.
+   * @param lateMs Holds every answer back this long once Redis gave it (0: none): a healthy
+   *   Redis that runs each call at once but whose answers come late, as on a loaded machine.
+   */
+  constructor(
+    private readonly inner: RedisLike,
+    private readonly timeoutMs = TIMEOUT_MS,
+    private readonly lateMs = 0,
+  ) {
     if (inner.nodeOf !== undefined) this.nodeOf = (key) => inner.nodeOf!(key);
   }
 
@@ -53,31 +66,73 @@ class Stallable implements RedisLike {
     return this.later(() => this.inner.evalScript(script, keys, args));
   }
 
+  /** How many calls were made so far: a mark for {@link since}. */
+  get made(): number {
+    return this.calls.length;
+  }
+
+  /**
+   * The calls made since `mark` (and those their answers made), once Redis settled them all:
+   * whether the stall held any, and whether Redis answered any (then a script ran).
+   */
+  async since(mark: number): Promise<{ held: boolean; answered: boolean }> {
+    let seen = mark;
+    let held = false;
+    let answered = false;
+    while (seen < this.calls.length) {
+      const calls = this.calls.slice(seen);
+      seen += calls.length;
+      for (const call of calls) {
+        held ||= call.held;
+        answered = (await call.answered) || answered;
+      }
+      await settle();
+    }
+    return { held, answered };
+  }
+
   private later(send: () => Promise<unknown>): Promise<unknown> {
-    if (!this.stalled) return send();
-    return new Promise((resolve, reject) => this.held.push(() => send().then(resolve, reject)));
+    const late = (): Promise<unknown> => {
+      if (this.lateMs === 0) return send();
+      const after = (settle: () => void) => setTimeout(settle, this.lateMs);
+      return send().then(
+        (reply) => new Promise((resolve) => after(() => resolve(reply))),
+        (error: unknown) => new Promise((_, reject) => after(() => reject(error))),
+      );
+    };
+    const call = this.stalled
+      ? new Promise((resolve, reject) => this.held.push(() => late().then(resolve, reject)))
+      : late();
+    this.calls.push({
+      held: this.stalled,
+      answered: call.then(
+        () => true,
+        () => false,
+      ),
+    });
+    return call;
   }
 
   /** Sends what was held, after the deadlines passed. */
   async resume(): Promise<void> {
     this.stalled = false;
-    await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 2));
+    await new Promise((resolve) => setTimeout(resolve, this.timeoutMs * 2));
     for (const send of this.held.splice(0)) send();
   }
 }
 
 interface Twin {
   readonly name: string;
-  make(client: RedisLike, clock: () => number, prefix: string): RedisLimiter;
+  make(client: RedisLike, clock: () => number, prefix: string, timeoutMs: number): RedisLimiter;
   readonly policy: Policy;
   readonly keyless: boolean;
 }
 
-const common = (client: RedisLike, clock: () => number, prefix: string) => ({
+const common = (client: RedisLike, clock: () => number, prefix: string, timeoutMs: number) => ({
   client,
   clock,
   prefix,
-  timeoutMs: TIMEOUT_MS,
+  timeoutMs,
   failure: "local" as const,
   maxTtlMs: 600_000,
   circuit: { failuresToOpen: 1_000_000 },
@@ -86,36 +141,36 @@ const common = (client: RedisLike, clock: () => number, prefix: string) => ({
 const TWINS: readonly Twin[] = [
   {
     name: "RedisTokenBucket",
-    make: (c, clock, p) =>
-      new RedisTokenBucket({ ...common(c, clock, p), capacity: 4, refillPerSecond: 10 }),
+    make: (c, clock, p, t) =>
+      new RedisTokenBucket({ ...common(c, clock, p, t), capacity: 4, refillPerSecond: 10 }),
     policy: { kind: "bucket", capacity: 4, ratePerSecond: 10 },
     keyless: true,
   },
   {
     name: "RedisLeakyBucket",
-    make: (c, clock, p) =>
-      new RedisLeakyBucket({ ...common(c, clock, p), capacity: 4, leakPerSecond: 10 }),
+    make: (c, clock, p, t) =>
+      new RedisLeakyBucket({ ...common(c, clock, p, t), capacity: 4, leakPerSecond: 10 }),
     policy: { kind: "bucket", capacity: 4, ratePerSecond: 10 },
     keyless: true,
   },
   {
     name: "RedisFixedWindow",
-    make: (c, clock, p) =>
-      new RedisFixedWindow({ ...common(c, clock, p), limit: 4, windowMs: 400 }),
+    make: (c, clock, p, t) =>
+      new RedisFixedWindow({ ...common(c, clock, p, t), limit: 4, windowMs: 400 }),
     policy: { kind: "fixed", limit: 4, windowMs: 400 },
     keyless: false,
   },
   {
     name: "RedisSlidingWindowLog",
-    make: (c, clock, p) =>
-      new RedisSlidingWindowLog({ ...common(c, clock, p), limit: 4, windowMs: 400 }),
+    make: (c, clock, p, t) =>
+      new RedisSlidingWindowLog({ ...common(c, clock, p, t), limit: 4, windowMs: 400 }),
     policy: { kind: "log", limit: 4, windowMs: 400 },
     keyless: true,
   },
   {
     name: "RedisSlidingWindowCounter",
-    make: (c, clock, p) =>
-      new RedisSlidingWindowCounter({ ...common(c, clock, p), limit: 4, windowMs: 400 }),
+    make: (c, clock, p, t) =>
+      new RedisSlidingWindowCounter({ ...common(c, clock, p, t), limit: 4, windowMs: 400 }),
     policy: { kind: "counter", limit: 4, windowMs: 400 },
     keyless: true,
   },
@@ -143,13 +198,13 @@ const ops = fc.array(
 );
 
 /** Runs the property for every twin on `client` (a stallable wrapper around it). */
-async function crossFeature(client: RedisLike): Promise<void> {
+async function crossFeature(client: RedisLike, timeoutMs = TIMEOUT_MS, lateMs = 0): Promise<void> {
   for (const twin of TWINS) {
     await fc.assert(
       fc.asyncProperty(ops, async (steps) => {
         const clock = manualClock(1_000_000);
-        const stallable = new Stallable(client);
-        const limiter = twin.make(stallable, clock, uniquePrefix("cross"));
+        const stallable = new Stallable(client, timeoutMs, lateMs);
+        const limiter = twin.make(stallable, clock, uniquePrefix("cross"), timeoutMs);
         // Acts by who admitted them: Redis, or the local fallback (each within the bound).
         const acts = new Map<string, Act[]>();
         const push = (where: string, atMs: number, units: number): Act => {
@@ -158,6 +213,21 @@ async function crossFeature(client: RedisLike): Promise<void> {
           return act;
         };
         const receipts: { receipt: Receipt & { source: string }; act: Act; key: string }[] = [];
+        /**
+         * What a refund gave back: its answer, or when it failed, nothing if the stall held it
+         * (sent past its deadline, Redis wrote nothing) or Redis never answered it, and
+         * otherwise up to `most`: a Redis slow to answer (a loaded machine) may have run it
+         * before its deadline and answered after the timeout.
+         */
+        const refunded = async (refund: () => Promise<number>, most: number): Promise<number> => {
+          const mark = stallable.made;
+          try {
+            return await refund();
+          } catch {
+            const { held, answered } = await stallable.since(mark);
+            return !held && answered ? most : 0;
+          }
+        };
         const blockedUntil = new Map<string, number>();
         for (const [i, s] of steps.entries()) {
           clock.advance(s.gapMs);
@@ -173,7 +243,7 @@ async function crossFeature(client: RedisLike): Promise<void> {
             }
           } else if (s.kind === "refundReceipt" && receipts.length > 0) {
             const { receipt, act, key } = receipts[s.pick % receipts.length]!;
-            const given = await limiter.refund(receipt).catch(() => 0);
+            const given = await refunded(() => limiter.refund(receipt), receipt.units);
             expect(given, where).toBeLessThanOrEqual(receipt.units);
             // A bucket's receipt gives back what the refill has not repaid: a negative act
             // when it is made, as in memory (the units it took were partly repaid since).
@@ -183,16 +253,29 @@ async function crossFeature(client: RedisLike): Promise<void> {
             if (!twin.keyless) {
               await expect(limiter.refund(s.key, s.cost), where).rejects.toThrow(TypeError);
             } else {
-              const given = await limiter.refund(s.key, s.cost).catch(() => 0);
+              const given = await refunded(() => limiter.refund(s.key, s.cost), s.cost);
               if (given > 0) push(`redis ${s.key}`, now, -given);
             }
           } else if (s.kind === "block") {
             await limiter.block(s.key, 300).catch(() => undefined); // held locally regardless
             blockedUntil.set(s.key, Math.max(blockedUntil.get(s.key) ?? 0, now + 300));
           } else if (s.kind === "reset" && !stallable.stalled) {
-            await limiter.reset(s.key);
+            const mark = stallable.made;
+            const failed = await limiter.reset(s.key).then(
+              () => undefined,
+              (error: unknown) => error,
+            );
+            // A reset that failed was still sent, and has no deadline: a Redis slow to answer
+            // (a loaded machine) may have run it, and it did if Redis answered it. The local
+            // limiter and this process's blocks were reset before it was sent.
+            if (failed !== undefined) {
+              expect(failed, where).toBeInstanceOf(RateLimitStoreError);
+              expect((failed as RateLimitStoreError).timedOut, where).toBe(true);
+            }
+            if (failed === undefined || (await stallable.since(mark)).answered) {
+              acts.set(`redis ${s.key}`, []);
+            }
             blockedUntil.delete(s.key);
-            acts.set(`redis ${s.key}`, []);
             acts.set(`local ${s.key}`, []);
           } else if (s.kind === "stall") {
             stallable.stalled = true;
@@ -368,6 +451,13 @@ describe.skipIf(!redis.available)("one Redis server, a stall injected", () => {
 
   test("every Redis limiter: the shared invariant holds, Redis healthy or stalled", async () => {
     await crossFeature(conn.client);
+  }, 120_000);
+
+  test("a reset or refund that a healthy but slow Redis answers after the timeout breaks nothing", async () => {
+    // Every answer comes 3 timeouts after Redis ran the call, as on a loaded machine: every
+    // write fails though it ran (a reset, a refund within its deadline) and every decision
+    // falls back to the local limiter though Redis charged it: the invariant holds.
+    await crossFeature(conn.client, 2, 6);
   }, 120_000);
 
   test("LeasedTokenBucket: refunds and blocks within the lease bound, Redis healthy or stalled", async () => {

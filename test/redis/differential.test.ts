@@ -18,6 +18,7 @@ import {
 import { manualClock } from "../support/manual-clock.js";
 import {
   deleteTestKeys,
+  HEALTHY_TIMEOUT_MS,
   ioredisAdapter,
   type TestClient,
   uniquePrefix,
@@ -60,35 +61,75 @@ const TWINS: readonly Twin[] = [
     memory: (clock, capacity, refillPerSecond) =>
       new TokenBucket({ capacity, refillPerSecond, clock }),
     redis: (client, clock, prefix, capacity, refillPerSecond) =>
-      new RedisTokenBucket({ client, clock, prefix, capacity, refillPerSecond, maxTtlMs }),
+      new RedisTokenBucket({
+        client,
+        clock,
+        prefix,
+        capacity,
+        refillPerSecond,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
   {
     name: "LeakyBucket",
     options: fc.tuple(size, rate),
     memory: (clock, capacity, leakPerSecond) => new LeakyBucket({ capacity, leakPerSecond, clock }),
     redis: (client, clock, prefix, capacity, leakPerSecond) =>
-      new RedisLeakyBucket({ client, clock, prefix, capacity, leakPerSecond, maxTtlMs }),
+      new RedisLeakyBucket({
+        client,
+        clock,
+        prefix,
+        capacity,
+        leakPerSecond,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
   {
     name: "FixedWindow",
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new FixedWindow({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisFixedWindow({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisFixedWindow({
+        client,
+        clock,
+        prefix,
+        limit,
+        windowMs: w,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
   {
     name: "SlidingWindowLog",
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new SlidingWindowLog({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisSlidingWindowLog({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisSlidingWindowLog({
+        client,
+        clock,
+        prefix,
+        limit,
+        windowMs: w,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
   {
     name: "SlidingWindowCounter",
     options: fc.tuple(size, windowMs),
     memory: (clock, limit, w) => new SlidingWindowCounter({ limit, windowMs: w, clock }),
     redis: (client, clock, prefix, limit, w) =>
-      new RedisSlidingWindowCounter({ client, clock, prefix, limit, windowMs: w, maxTtlMs }),
+      new RedisSlidingWindowCounter({
+        client,
+        clock,
+        prefix,
+        limit,
+        windowMs: w,
+        maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
+      }),
   },
 ];
 
@@ -153,6 +194,7 @@ describe.skipIf(!redis.available)("Redis twin decides as the in-memory class", (
       limit: 3,
       windowMs: 1000,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
     for (let i = 0; i < 150; i++) {
       clock.advance(1); // 150 entries of 0.01 in one window: from the 65th, granules of 1000 / 64 ms
@@ -211,6 +253,7 @@ describe.skipIf(!redis.available)("Redis twin decides as the in-memory class", (
             limit,
             windowMs: w,
             maxTtlMs,
+            timeoutMs: HEALTHY_TIMEOUT_MS,
           });
           const check = async (where: string, cost: number, peek: boolean) => {
             const expected = peek ? memory.peek(cost) : memory.consume(cost);

@@ -15,6 +15,7 @@ import {
 import { manualClock } from "../support/manual-clock.js";
 import {
   deleteTestKeys,
+  HEALTHY_TIMEOUT_MS,
   ioredisAdapter,
   type TestClient,
   uniquePrefix,
@@ -82,6 +83,7 @@ const TWINS: readonly Twin[] = [
         refillPerSecond,
         initialTokens: capacity * share,
         maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
       }),
   },
   {
@@ -99,6 +101,7 @@ const TWINS: readonly Twin[] = [
         leakPerSecond,
         initialLevel: capacity * share,
         maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
       }),
   },
 ];
@@ -156,6 +159,7 @@ describe.skipIf(!redis.available)("a starting amount on Redis", () => {
       refillPerSecond: 1,
       initialTokens: 0,
       maxTtlMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
     for (let t = 0; t < 1000; t += 250) {
       expect((await shared.consume("k")).allowed, `at ${t} ms`).toBe(false);

@@ -12,6 +12,7 @@ import {
 import { manualClock } from "../support/manual-clock.js";
 import {
   deleteTestKeys,
+  HEALTHY_TIMEOUT_MS,
   ioredisAdapter,
   type TestClient,
   uniquePrefix,
@@ -52,6 +53,7 @@ const TWINS: readonly Twin[] = [
         capacity,
         refillPerSecond,
         maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
       }),
   },
   {
@@ -65,6 +67,7 @@ const TWINS: readonly Twin[] = [
         capacity,
         leakPerSecond,
         maxTtlMs,
+        timeoutMs: HEALTHY_TIMEOUT_MS,
       }),
   },
 ];

@@ -8,6 +8,7 @@ import { useRedis } from "../../support/redis-server.js";
 import {
   type Oracle,
   runAndCheck as run,
+  runWorkers,
   type Summary,
   steadyUtilisation,
 } from "./support/processes.js";
@@ -266,3 +267,17 @@ describe.skipIf(!cluster.available)(
     }
   },
 );
+
+describe("the worker harness", () => {
+  test("a worker that cannot reach its cluster fails the run with its exit, not a hang", async () => {
+    // Port 1 on loopback: nothing listens, the connection is refused. The harness used to
+    // wait for the worker's "ready" forever (the test's timeout) and leave its exit as an
+    // unhandled rejection.
+    const target: Target = {
+      kind: "cluster",
+      library: "ioredis",
+      seeds: [{ host: "127.0.0.1", port: 1 }],
+    };
+    await expect(runWorkers(target, 2, 100, [])).rejects.toThrow(/^worker \d exited with 1$/);
+  });
+});

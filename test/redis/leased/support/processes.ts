@@ -54,16 +54,33 @@ export async function runWorkers(
       stdio: ["pipe", "pipe", "inherit"],
     });
     const lines = createInterface({ input: child.stdout });
-    const ready = new Promise<void>((resolve) => lines.once("line", () => resolve()));
-    const result = new Promise<WorkerResult>((resolve, reject) => {
-      lines.on("line", (line) => {
-        if (line.startsWith("{")) resolve(JSON.parse(line) as WorkerResult);
-      });
-      child.once("exit", (code) => reject(new Error(`worker ${index} exited with ${code}`)));
-    });
+    // A worker that exits early (it could not connect, or failed) rejects both: the test
+    // fails at once with its exit code (its own words are on stderr), never waits forever.
+    const exited = new Promise<never>((_, reject) =>
+      child.once("exit", (code) => reject(new Error(`worker ${index} exited with ${code}`))),
+    );
+    const ready = Promise.race([
+      new Promise<void>((resolve) => lines.once("line", () => resolve())),
+      exited,
+    ]);
+    const result = Promise.race([
+      new Promise<WorkerResult>((resolve) => {
+        lines.on("line", (line) => {
+          if (line.startsWith("{")) resolve(JSON.parse(line) as WorkerResult);
+        });
+      }),
+      exited,
+    ]);
+    // Awaited below, after every worker is ready: until then a rejection is not unhandled.
+    result.catch(() => {});
     return { child, ready, result };
   });
-  await Promise.all(children.map((c) => c.ready));
+  try {
+    await Promise.all(children.map((c) => c.ready));
+  } catch (error) {
+    for (const c of children) c.child.kill();
+    throw error;
+  }
   await beforeGo();
   for (const c of children) c.child.stdin.write("go\n");
   return Promise.all(children.map((c) => c.result));

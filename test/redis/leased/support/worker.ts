@@ -79,22 +79,36 @@ export interface WorkerResult {
 
 const task = JSON.parse(process.env["LEASE_WORKER"] ?? "") as Task;
 
+/**
+ * How long a worker waits to connect and to read the cluster's slots. Four workers start at
+ * once on a machine that may be busy: the clients' defaults (ioredis reads the slots within
+ * 1 s, node-redis connects within 5 s) failed there against a healthy cluster. The test
+ * measures the limiter, not the connection; the run starts only once every worker is ready.
+ */
+const CONNECT_TIMEOUT_MS = 60_000;
+
 /** The client of the target and how to let it go. */
 async function connect(target: Target): Promise<{ client: RedisLike; close: () => void }> {
   if (target.kind === "server") {
-    const redis = new Redis(target.url);
+    const redis = new Redis(target.url, { connectTimeout: CONNECT_TIMEOUT_MS });
     return { client: fromIoredis(redis), close: () => redis.disconnect() };
   }
   if (target.library === "ioredis") {
     const cluster = new Cluster(
       target.seeds.map((s) => ({ host: s.host, port: s.port })),
-      { lazyConnect: true },
+      {
+        lazyConnect: true,
+        slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
+        redisOptions: { connectTimeout: CONNECT_TIMEOUT_MS },
+      },
     );
+    cluster.on("error", () => {}); // a failed connect rejects below; commands reject on their own
     await cluster.connect();
     return { client: fromIoredis(cluster), close: () => cluster.disconnect() };
   }
   const cluster = createCluster({
     rootNodes: target.seeds.map((s) => ({ url: `redis://${s.host}:${s.port}` })),
+    defaults: { socket: { connectTimeout: CONNECT_TIMEOUT_MS } },
   });
   await cluster.connect();
   return { client: fromNodeRedis(cluster), close: () => void cluster.destroy() };
@@ -117,7 +131,11 @@ function counted(client: RedisLike): { client: RedisLike; commands: () => number
   return { client: wrapped, commands: () => commands };
 }
 
-const connection = await connect(task.target);
+const connection = await connect(task.target).catch((error: unknown) => {
+  // Said on stderr (the harness's), then exit 1: the harness fails the test with the exit.
+  process.stderr.write(`worker ${task.index}: cannot connect to the target: ${String(error)}\n`);
+  process.exit(1);
+});
 
 interface Running {
   readonly scenario: Scenario;
