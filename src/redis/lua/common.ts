@@ -200,18 +200,13 @@ export const LUA_COMMON = `${LUA_FORMAT}${LUA_FITS}${LUA_CLEAN_MS}${LUA_WINDOW_I
 /**
  * The ledger, what makes a receipt exact (docs/redis.md#refunds): a charge makes sure its
  * key's value carries one, and a refund through the receipt checks it. It follows the
- * 24-byte state of a bucket or a fixed window and its block slot (so a value with a ledger
- * always has the slot: `struct.pack('<d', blockedUntilMs)`, `-inf` when not blocked), from
- * byte {@link LEDGER_AT}: `struct.pack('<d', id)`, then, for a bucket,
- * `struct.pack('<d', credited)`. `id` names the value's incarnation: the server's `TIME` in
- * whole microseconds when the first charge of a key without a ledger wrote it (Redis runs
- * one script at a time, so two incarnations of a key never read the same microsecond unless
- * the server's clock steps back); a receipt whose id is not its key's (the key was reset,
- * expired or emptied since) gives nothing back. `credited`: the units every refund of the
- * bucket gave back since the ledger began, which a receipt subtracts from the refill it may
- * count on, as in memory. A value without a ledger (written by a consume, or by an earlier
- * version) holds no receipt's units; an earlier version that writes such a value drops its
- * ledger, and its receipts then give nothing back (never more).
+ * 24-byte state of a bucket or a fixed window and its block slot (`-inf` when not blocked),
+ * from byte {@link LEDGER_AT}: `struct.pack('<d', id)`, then, for a bucket,
+ * `struct.pack('<d', credited)`. `id` names the value's incarnation (the server's `TIME` in
+ * whole microseconds when a charge began the ledger); a receipt whose id is not its key's
+ * (reset, expired or emptied since) gives nothing back. `credited`: the units every refund
+ * of the bucket gave back since, which a receipt subtracts from the refill it may count on.
+ * A value without a ledger holds no receipt's units (the docs say why that is never more).
  */
 export const LEDGER_AT = 33;
 

@@ -11,16 +11,13 @@ import {
 /**
  * The fixed window's one script (consume and peek). One string per key,
  * `struct.pack('<ddd', endAt, count, at)` (the end of `count`'s window, as `FixedWindow`
- * keeps it, so a new `windowMs` keeps a count until its window ends; the last write's time),
- * then `struct.pack('<d', blockedUntilMs)` while blocked, then, once a charge took from it,
- * the ledger (`LEDGER_AT` in common.ts: the block slot and the incarnation's id), which
- * every write keeps; written with its expiry by one `SET`. ARGV: limit, windowMs, cost,
- * take (1/0, `c` a charge), now ('' = TIME), maxTtlMs ('' = default), deadlineMs. Reply
- * (floats as `luaFloats` pairs): `{allowed (1/0), used before the cost, the window's end,
- * now, serverNowMs}`, a charge's with the ledger's id before `serverNowMs` (`{-1,
- * serverNowMs}` past the deadline; `{2, used,
- * endsInMs, blockLeftMs, serverNowMs}` blocked, writing nothing), for `fixedWindowDecision`
- * (with `end - now`, the script's subtraction); the window's end and now make a receipt.
+ * keeps it; the last write's time), then `struct.pack('<d', blockedUntilMs)` while blocked,
+ * then, once a charge took from it, the ledger (`LEDGER_AT` in common.ts), which every write
+ * keeps; written with its expiry by one `SET`. ARGV: limit, windowMs, cost, take (1/0, `c` a
+ * charge), now ('' = TIME), maxTtlMs ('' = default), deadlineMs. Reply (`luaFloats` pairs):
+ * `{allowed, used before the cost, the window's end, now, serverNowMs}`, a charge's with the
+ * ledger's id before `serverNowMs` (`{-1, serverNowMs}` past the deadline; `{2, used,
+ * endsInMs, blockLeftMs, serverNowMs}` blocked, writing nothing), for `fixedWindowDecision`.
  *
  * Mirrors `FixedWindow`'s state update. A time behind the last write counts as that write's
  * time, so a lagging clock never returns to an earlier window. The key expires at the

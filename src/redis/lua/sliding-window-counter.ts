@@ -15,18 +15,15 @@ import {
  * `struct.pack('<ddddd', index, prev, curr, at, windowMs)` (window index, units in windows
  * index-1 and index, last write's time, the length counted with: `counterRetuned`), then
  * `struct.pack('<d', blockedUntilMs)` while blocked, then, once a charge took from it, the
- * ledger's id (after the block slot, as `LEDGER_AT` in common.ts says for the fixed window,
- * 16 bytes further), which every write keeps; written with its expiry by one `SET`. ARGV:
- * limit, windowMs, cost, take (1/0, `c` a charge), now ('' = TIME), maxTtlMs ('' =
- * default), deadlineMs. Reply after rolling to now's window (floats as `luaFloats` pairs):
- * `{allowed, index, prev, curr (before the cost), now, serverNowMs}`, a charge's with the
- * ledger's id before `serverNowMs` (`{-1, serverNowMs}` past the
- * deadline; `{2, ..., now, blockLeftMs, serverNowMs}` blocked), for `counterDecision`.
+ * ledger's id (16 bytes further than `LEDGER_AT` in common.ts), which every write keeps.
+ * ARGV: limit, windowMs, cost, take (1/0, `c` a charge), now ('' = TIME), maxTtlMs, deadlineMs.
+ * Reply after rolling to now's window (`luaFloats` pairs): `{allowed, index, prev, curr
+ * (before the cost), now, serverNowMs}`, a charge's with the ledger's id before `serverNowMs`
+ * (`{-1, serverNowMs}` past the deadline; `{2, ..., blockLeftMs, serverNowMs}` blocked).
  *
  * Mirrors `counterEstimate` operation for operation: `prev * ((index + 1) * W - now) / W +
  * curr`. Both windows live in one key, which expires when the estimate reaches 0 (the end of
- * the next window: set by a window's first write, kept by the others). A time behind the last
- * write counts as that write's time.
+ * the next window). A time behind the last write counts as that write's time.
  */
 export const SLIDING_WINDOW_COUNTER_SCRIPT = new Script(
   "sliding-window-counter",

@@ -4,20 +4,17 @@ import { LEDGER_AT, LUA_LEDGER_ID, luaArgs, luaCleanMs, luaFloats, luaStore } fr
 /**
  * The token bucket's one script (consume and peek); {@link LEAKY_BUCKET_SCRIPT} is its twin
  * (a leaky bucket is a token bucket whose tokens are its free room). One string per key,
- * `struct.pack('<ddd', tokens, anchor, capacity)` (`tokens` exact at `anchor`, counted with
- * `capacity`), then `struct.pack('<d', blockedUntilMs)` while blocked (a check of the value's
- * length), then, once a charge took from it, the ledger (`LEDGER_AT` in common.ts: the block
- * slot, the incarnation's id, the units credited by refunds), which every write keeps;
- * written with its expiry by one `SET`. ARGV: capacity, refillPerSecond, cost, take (1/0,
- * `c` a charge), now ('' = TIME), maxTtlMs ('' = default), initial units (optional),
- * deadlineMs. Reply (floats as `luaFloats` pairs): `{allowed, tokens before the cost, now
- * (dates a receipt), serverNowMs}`, a charge's with the ledger's id and credited units
- * before `serverNowMs` (`{-1, serverNowMs}` past the deadline; `{2, tokens, blockLeftMs,
- * serverNowMs}` blocked, writing nothing), for `bucketDecision`.
+ * `struct.pack('<ddd', tokens, anchor, capacity)` (`tokens` exact at `anchor`), then
+ * `struct.pack('<d', blockedUntilMs)` while blocked, then, once a charge took from it, the
+ * ledger (`LEDGER_AT` in common.ts), which every write keeps; one `SET` with its expiry.
+ * ARGV: capacity, refillPerSecond, cost, take (1/0, `c` a charge), now ('' = TIME),
+ * maxTtlMs ('' = default), initial units (optional), deadlineMs. Reply (`luaFloats` pairs):
+ * `{allowed, tokens before the cost, now, serverNowMs}`, a charge's with the ledger's id and
+ * credited units before `serverNowMs` (`{-1, serverNowMs}` past the deadline; `{2, tokens,
+ * blockLeftMs, serverNowMs}` blocked, writing nothing), for `bucketDecision`.
  *
- * Mirrors bucket-math.ts (an overdraft within the fit tolerance is kept); a time behind the
- * anchor counts as the anchor. A full bucket has no key; another expires when full again. No
- * key is a new bucket: full, or its initial units, written by a `take` even when denied.
+ * Mirrors bucket-math.ts; a time behind the anchor counts as the anchor. A full bucket has
+ * no key; another expires when full again. No key is a new bucket: full, or its initial units.
  */
 export const TOKEN_BUCKET_SCRIPT = bucketScript("token-bucket", false);
 
