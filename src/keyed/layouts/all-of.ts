@@ -1,6 +1,6 @@
+import type { Kernel } from "../../algorithms/kernel.js";
 import { combine } from "../../composite/all-of.js";
 import type { Decision } from "../../core/limiter.js";
-import type { SlotLayout } from "../layout.js";
 
 /**
  * The slot of an `allOf` key: each part's slot side by side (part `i` at offset
@@ -8,13 +8,13 @@ import type { SlotLayout } from "../layout.js";
  * parts of a denied composite without the cost; fields combined by `combine`).
  * @internal
  */
-export class AllOfLayout implements SlotLayout {
+export class AllOfLayout implements Kernel {
   readonly doubles: number;
   readonly keyExtraBytes: number;
   maxGrowthBytes: number;
   limit: number;
   /** @internal */
-  private readonly parts: readonly SlotLayout[];
+  private readonly parts: readonly Kernel[];
   /** @internal */
   private readonly offsets: readonly number[];
   /** Where each part's trace numbers start in an entry. */
@@ -23,7 +23,7 @@ export class AllOfLayout implements SlotLayout {
   readonly leafCount: number;
   readonly refundsWithoutReceipt: boolean;
 
-  constructor(parts: readonly SlotLayout[]) {
+  constructor(parts: readonly Kernel[]) {
     this.parts = parts;
     this.leafCount = parts.length;
     this.refundsWithoutReceipt = parts.every((part) => part.refundsWithoutReceipt);
@@ -52,7 +52,7 @@ export class AllOfLayout implements SlotLayout {
     this.limit = limit;
   }
 
-  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+  retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     const parts = this.parts;
     const nextParts = (next as AllOfLayout).parts;
     for (let i = 0; i < parts.length; i++) {
@@ -60,7 +60,7 @@ export class AllOfLayout implements SlotLayout {
     }
   }
 
-  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     const parts = this.parts;
     const nextParts = (next as AllOfLayout).parts;
     for (let i = 0; i < parts.length; i++) {
@@ -68,7 +68,7 @@ export class AllOfLayout implements SlotLayout {
     }
   }
 
-  adopt(next: SlotLayout): void {
+  adopt(next: Kernel): void {
     const parts = this.parts;
     const nextParts = (next as AllOfLayout).parts;
     for (let i = 0; i < parts.length; i++) parts[i]!.adopt(nextParts[i]!);

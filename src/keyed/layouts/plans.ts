@@ -1,5 +1,5 @@
+import type { Kernel } from "../../algorithms/kernel.js";
 import type { Decision } from "../../core/limiter.js";
-import type { SlotLayout } from "../layout.js";
 
 /** Accounted bytes of a key's plan id (one byte per slot). */
 const PLAN_ID_BYTES = 1;
@@ -16,7 +16,7 @@ const PLAN_ID_BYTES = 1;
  * from its own plan's region only, so no plan's numbers are ever read with another's.
  * @internal
  */
-export class PlanLayout implements SlotLayout {
+export class PlanLayout implements Kernel {
   readonly doubles: number;
   readonly keyExtraBytes: number;
   readonly traceWidth: number;
@@ -24,7 +24,7 @@ export class PlanLayout implements SlotLayout {
   readonly refundsWithoutReceipt: boolean;
   readonly savedWidth: number;
   /** The layout of each plan, by plan id (reconfigure changes one in place, through `adopt`). */
-  readonly layouts: readonly SlotLayout[];
+  readonly layouts: readonly Kernel[];
   /** Plan id of each slot. */
   plans: Uint8Array = new Uint8Array(0);
   /** Plan id of the key last selected: what a call without a slot (`slot < 0`) is about. */
@@ -42,7 +42,7 @@ export class PlanLayout implements SlotLayout {
    *   key when it calls `init` or `restore` for it), or -1 for a kept key re-initialised.
    */
   constructor(
-    layouts: readonly SlotLayout[],
+    layouts: readonly Kernel[],
     private readonly planOfSlot: (slot: number) => number,
   ) {
     const first = layouts[0]!;
@@ -64,7 +64,7 @@ export class PlanLayout implements SlotLayout {
   }
 
   /** The same plans with plan `id`'s layout replaced by `next` (for `reconfigure`). */
-  with(id: number, next: SlotLayout): PlanLayout {
+  with(id: number, next: Kernel): PlanLayout {
     const layouts = [...this.layouts];
     layouts[id] = next;
     return new PlanLayout(layouts, this.planOfSlot);
@@ -84,17 +84,17 @@ export class PlanLayout implements SlotLayout {
   }
 
   /** The plan of `slot`, or of the selected key for a slot of none (`slot < 0`). */
-  private of(slot: number): SlotLayout {
+  private of(slot: number): Kernel {
     return this.layouts[slot < 0 ? this.current : this.plans[slot]!]!;
   }
 
-  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+  retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     const id = this.plans[slot]!;
     const to = (next as unknown as PlanLayout).layouts[id]!;
     if (to !== this.layouts[id]) this.layouts[id]!.retuneSlot(to, st, s, slot, now);
   }
 
-  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     const nextLayouts = (next as unknown as PlanLayout).layouts;
     for (let i = 0; i < this.layouts.length; i++) {
       const to = nextLayouts[i]!;
@@ -104,7 +104,7 @@ export class PlanLayout implements SlotLayout {
     }
   }
 
-  adopt(next: SlotLayout): void {
+  adopt(next: Kernel): void {
     const nextLayouts = (next as unknown as PlanLayout).layouts;
     for (let i = 0; i < this.layouts.length; i++) {
       const to = nextLayouts[i]!;
