@@ -1,5 +1,6 @@
 import type { Kernel } from "../../algorithms/kernel.js";
 import type { Decision } from "../../core/limiter.js";
+import { KernelGroup } from "./group.js";
 
 /** Accounted bytes of a key's plan id (one byte per slot). */
 const PLAN_ID_BYTES = 1;
@@ -16,10 +17,9 @@ const PLAN_ID_BYTES = 1;
  * from its own plan's region only, so no plan's numbers are ever read with another's.
  * @internal
  */
-export class PlanLayout implements Kernel {
+export class PlanLayout extends KernelGroup implements Kernel {
   readonly doubles: number;
   readonly keyExtraBytes: number;
-  readonly traceWidth: number;
   readonly leafCount: number;
   readonly refundsWithoutReceipt: boolean;
   readonly savedWidth: number;
@@ -31,8 +31,6 @@ export class PlanLayout implements Kernel {
   current = 0;
   /** Keys kept per plan id: one more when a key is given a slot, one less when it goes. */
   readonly sizes: Float64Array;
-  /** Where each plan's trace numbers start in an entry. */
-  private readonly traceOffsets: readonly number[];
   /** Plan of the slot whose trace {@link traceValue} wrote last (the engine combines it next). */
   private traced = 0;
 
@@ -45,6 +43,7 @@ export class PlanLayout implements Kernel {
     layouts: readonly Kernel[],
     private readonly planOfSlot: (slot: number) => number,
   ) {
+    super(layouts);
     const first = layouts[0]!;
     this.layouts = layouts;
     this.doubles = first.doubles;
@@ -52,14 +51,6 @@ export class PlanLayout implements Kernel {
     this.leafCount = first.leafCount;
     this.refundsWithoutReceipt = first.refundsWithoutReceipt;
     this.savedWidth = first.savedWidth;
-    const offsets: number[] = [];
-    let width = 0;
-    for (const layout of layouts) {
-      offsets.push(width);
-      width += layout.traceWidth;
-    }
-    this.traceOffsets = offsets;
-    this.traceWidth = width;
     this.sizes = new Float64Array(layouts.length);
   }
 
@@ -92,24 +83,6 @@ export class PlanLayout implements Kernel {
     const id = this.plans[slot]!;
     const to = (next as unknown as PlanLayout).layouts[id]!;
     if (to !== this.layouts[id]) this.layouts[id]!.retuneSlot(to, st, s, slot, now);
-  }
-
-  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
-    const nextLayouts = (next as unknown as PlanLayout).layouts;
-    for (let i = 0; i < this.layouts.length; i++) {
-      const to = nextLayouts[i]!;
-      if (to !== this.layouts[i]) {
-        this.layouts[i]!.retuneTrace(to, table, o + this.traceOffsets[i]!, now);
-      }
-    }
-  }
-
-  adopt(next: Kernel): void {
-    const nextLayouts = (next as unknown as PlanLayout).layouts;
-    for (let i = 0; i < this.layouts.length; i++) {
-      const to = nextLayouts[i]!;
-      if (to !== this.layouts[i]) this.layouts[i]!.adopt(to);
-    }
   }
 
   init(st: Float64Array, s: number, slot: number, now: number): void {
@@ -175,16 +148,6 @@ export class PlanLayout implements Kernel {
   traceApplies(table: Float64Array, o: number, now: number): boolean {
     const id = this.current;
     return this.layouts[id]!.traceApplies(table, o + this.traceOffsets[id]!, now);
-  }
-
-  /** The latest time any plan's region applies until. */
-  traceExpiresMs(table: Float64Array, o: number): number {
-    let at = Number.NEGATIVE_INFINITY;
-    for (let i = 0; i < this.layouts.length; i++) {
-      const t = this.layouts[i]!.traceExpiresMs(table, o + this.traceOffsets[i]!);
-      if (t > at) at = t;
-    }
-    return at;
   }
 
   /** From the key's own plan's region (fresh where it no longer applies). */
@@ -261,20 +224,16 @@ export class PlanLayout implements Kernel {
     return this.of(slot).decideAt(st, s, slot, now, cost, take);
   }
 
-  bind(sink: { addBytes(delta: number, slot?: number): void }): void {
-    for (const layout of this.layouts) layout.bind(sink);
-  }
-
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
     const id = this.plans[slot]!;
     this.sizes[id]!--;
     this.layouts[id]!.release(slot, bytes);
   }
 
-  grow(slots: number): void {
+  override grow(slots: number): void {
     const plans = new Uint8Array(slots);
     plans.set(this.plans.length <= slots ? this.plans : this.plans.subarray(0, slots));
     this.plans = plans;
-    for (const layout of this.layouts) layout.grow(slots);
+    super.grow(slots);
   }
 }
