@@ -2,7 +2,7 @@ import type { Decision } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
 import { BucketLedger, type LedgerHost } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
-import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
+import { DoublesKernel, type Kernel } from "./kernel.js";
 
 /** Slot doubles: tokens (free room, for a leaky bucket), then anchorMs (the class's fields). */
 const DOUBLES = 2;
@@ -18,13 +18,8 @@ const INITIAL = 2;
  * initial units, `[initial, its first use]` (docs/semantics.md#initial-tokens).
  * @internal
  */
-export class BucketKernel implements Kernel {
+export class BucketKernel extends DoublesKernel implements Kernel {
   readonly doubles = DOUBLES;
-  readonly keyExtraBytes = 0;
-  readonly maxGrowthBytes = 0;
-  limit: number;
-  /** @internal `[capacity, ratePerSecond, initial]` as raw doubles: V8 keeps the arithmetic unboxed. */
-  private readonly params: Float64Array;
   /** @internal True for a leaky bucket: `reconfigure` keeps its level, not its free room. */
   private readonly keepsLevel: boolean;
 
@@ -40,8 +35,7 @@ export class BucketKernel implements Kernel {
     keepsLevel = false,
     initialUnits = capacity,
   ) {
-    this.params = new Float64Array([capacity, ratePerSecond, initialUnits]);
-    this.limit = capacity;
+    super([capacity, ratePerSecond, initialUnits]);
     this.keepsLevel = keepsLevel;
   }
 
@@ -63,11 +57,6 @@ export class BucketKernel implements Kernel {
   retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     if (table[o + 1] === Number.NEGATIVE_INFINITY) return;
     this.retuneSlot(next, table, o, -1, now);
-  }
-
-  adopt(next: Kernel): void {
-    this.params.set((next as BucketKernel).params);
-    this.limit = next.limit;
   }
 
   /** A new key: full, or its initial units from now. */
@@ -207,7 +196,6 @@ export class BucketKernel implements Kernel {
   }
 
   readonly refundsWithoutReceipt = true;
-  readonly leafCount = 1;
 
   /** When the bucket is full again with no further traffic: its refill repays the charge by then. */
   markReceipt(
@@ -283,24 +271,6 @@ export class BucketKernel implements Kernel {
     }
     return decision;
   }
-
-  get savedWidth(): number {
-    return this.doubles;
-  }
-
-  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
-    return saveDoubles(st, s, this.doubles);
-  }
-
-  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
-    loadDoubles(st, s, this.doubles, values);
-  }
-
-  bind(): void {}
-
-  release(): void {}
-
-  grow(): void {}
 }
 
 /**

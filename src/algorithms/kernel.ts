@@ -256,45 +256,74 @@ export function exactPart(limiter: KernelPart, base: object): KernelPart | undef
   return limiter;
 }
 
-/** The `n` doubles of a slot, for {@link Kernel.saveSlot}. @internal */
-export function saveDoubles(st: Float64Array, s: number, n: number): number[] {
-  return Array.from(st.subarray(s, s + n));
-}
-
 /**
- * Writes `values` (exactly `n` of them) into a slot, for {@link Kernel.loadSlot}.
- * @throws {TypeError} For another count, changing nothing.
+ * What a kernel whose state is a fixed number of doubles shares (the buckets, the fixed
+ * window, the sliding counter): its numbers in `params` as raw doubles (V8 keeps the
+ * arithmetic unboxed), the first its `limit`, taken from `next` by `adopt`; its snapshot the
+ * slot's doubles as they are; nothing kept beyond the slot.
  * @internal
  */
-export function loadDoubles(
-  st: Float64Array,
-  s: number,
-  n: number,
-  values: readonly number[],
-): void {
-  if (values.length !== n) {
-    throw new TypeError(
-      `snapshot: the state has ${values.length} numbers, this algorithm keeps ${n}`,
-    );
+export abstract class DoublesKernel {
+  abstract readonly doubles: number;
+  readonly keyExtraBytes = 0;
+  readonly maxGrowthBytes = 0;
+  readonly leafCount = 1;
+  limit: number;
+  /** @internal The kernel's numbers, `limit` first. */
+  protected readonly params: Float64Array;
+
+  /**
+   * @param params The kernel's numbers, `limit` (a bucket's capacity) first.
+   * @param counts Indexes of the slot's counts, which a snapshot may not hold negative.
+   */
+  constructor(
+    params: readonly number[],
+    private readonly counts: readonly number[] = [],
+  ) {
+    this.params = new Float64Array(params);
+    this.limit = params[0]!;
   }
-  for (let i = 0; i < n; i++) st[s + i] = values[i]!;
-}
 
-/**
- * Throws unless `values[i]` for each `i` of `counts` is a finite number, at least 0: a
- * window's count in a snapshot. A negative count would admit past the limit (a tampered
- * snapshot granting a burst), so it is refused before anything changes.
- * @throws {RangeError} Naming the number and its place.
- * @internal
- */
-export function checkCounts(values: readonly number[], counts: readonly number[]): void {
-  for (const i of counts) {
-    const v = values[i];
-    if (v === undefined) continue; // the length is checked by loadDoubles
-    if (!(v >= 0 && v - v === 0)) {
-      throw new RangeError(
-        `snapshot: state[${i}] is a count, which must be a finite number at least 0, got ${v}`,
+  adopt(next: Kernel): void {
+    this.params.set((next as unknown as DoublesKernel).params);
+    this.limit = next.limit;
+  }
+
+  get savedWidth(): number {
+    return this.doubles;
+  }
+
+  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
+    return Array.from(st.subarray(s, s + this.doubles));
+  }
+
+  /**
+   * Writes exactly `doubles` values into the slot. A negative count would admit past the
+   * limit (a tampered snapshot granting a burst), so it is refused before anything changes.
+   * @throws {TypeError} For another count of values. {RangeError} For a count that is not a
+   *   finite number at least 0, naming its place.
+   */
+  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    for (const i of this.counts) {
+      const v = values[i];
+      if (v !== undefined && !(v >= 0 && v - v === 0)) {
+        throw new RangeError(
+          `snapshot: state[${i}] is a count, which must be a finite number at least 0, got ${v}`,
+        );
+      }
+    }
+    const n = this.doubles;
+    if (values.length !== n) {
+      throw new TypeError(
+        `snapshot: the state has ${values.length} numbers, this algorithm keeps ${n}`,
       );
     }
+    for (let i = 0; i < n; i++) st[s + i] = values[i]!;
   }
+
+  bind(): void {}
+
+  release(): void {}
+
+  grow(): void {}
 }
