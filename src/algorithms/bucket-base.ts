@@ -1,18 +1,11 @@
-import { badClock, checkCost, describe } from "../core/errors.js";
-import {
-  type Clock,
-  type Decision,
-  type Reservation,
-  type ReserveOptions,
-  UnkeyedLimiterBase,
-  type WaitOptions,
-} from "../core/limiter.js";
+import { badClock, describe } from "../core/errors.js";
+import type { Clock, Decision, Reservation, ReserveOptions, WaitOptions } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { BucketKernel, HeldBucket } from "./bucket-kernel.js";
 import type { BucketLedger } from "./bucket-ledger.js";
-import { exactPart, type KernelPart, type KeyedForm } from "./kernel.js";
+import { exactPart, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
 import {
   checkSnapshot,
   encodeNumber,
@@ -20,7 +13,7 @@ import {
   type LimiterSnapshot,
   SNAPSHOT_VERSION,
 } from "./snapshot.js";
-import { checkTimeMs, readClock } from "./time.js";
+import { readClock } from "./time.js";
 
 /**
  * The state and mechanics shared by {@link TokenBucket} and {@link LeakyBucket}, which
@@ -62,13 +55,11 @@ export function checkInitial(
  * Not exported from the package; its members are marked internal, so the published types
  * show none of them.
  */
-export abstract class BucketBase extends UnkeyedLimiterBase {
+export abstract class BucketBase extends KernelShell {
   /** Most units the bucket holds. */
   abstract readonly capacity: number;
   /** The time source, in milliseconds. */
   abstract readonly clock: Clock;
-  /** @internal Class name for messages (`TokenBucket`, `LeakyBucket`). */
-  protected abstract get where(): string;
   /** @internal Units per second the bucket refills (tokens) or drains (level). */
   protected abstract get ratePerSecond(): number;
   /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
@@ -88,8 +79,6 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   protected readonly state = new Float64Array(2);
   /** @internal The kernel deciding `state` while nothing is held; set by the subclass's constructor. */
   protected kernel!: BucketKernel;
-  /** @internal Latest clock reading seen; earlier readings are treated as this one. */
-  protected seenMs = Number.NEGATIVE_INFINITY;
   /** @internal Units held for waiters and reservations, and their ledger: made at the first of them. */
   protected waiting: HeldBucket | undefined;
   /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
@@ -295,7 +284,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
    * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
    * bucket's clock, at least `seenMs`): the kernel's, unless a ledger ever held units.
    */
-  decideAt(now: number, cost: number, take: boolean): Decision {
+  override decideAt(now: number, cost: number, take: boolean): Decision {
     if (now > this.seenMs) this.seenMs = now;
     const w = this.waiting;
     if (w === undefined) return this.kernel.decideAt(this.state, 0, 0, now, cost, take);
@@ -401,7 +390,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
    * @internal See {@link KernelPart.fitsAt}. As the classes' `allow()`: a free probe is
    * allowed even in debt, and a leaky bucket's plain request waits behind its shaping queue.
    */
-  fitsAt(now: number, cost: number): boolean {
+  override fitsAt(now: number, cost: number): boolean {
     return this.held === 0
       ? this.kernel.fitsAt(this.state, 0, 0, now, cost)
       : this.fitsHeld(now, cost);
@@ -416,7 +405,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   }
 
   /** @internal See {@link KernelPart.takeAt}. */
-  takeAt(now: number, cost: number): void {
+  override takeAt(now: number, cost: number): void {
     if (now > this.seenMs) this.seenMs = now;
     if (!(cost > 0)) return;
     const w = this.waiting;
@@ -431,48 +420,8 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       : this.refundReceiptAt(now, receipt, units);
   }
 
-  /**
-   * `consume(cost).allowed` as of `timeMs` (milliseconds on this bucket's clock) rather
-   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at
-   * one reading. A time behind the latest one seen (by the clock or an earlier call)
-   * counts as that latest one: docs/semantics.md#explicit-time.
-   * @throws {TypeError} If `timeMs` or `cost` is not a number. {RangeError} If either is
-   *   NaN or infinite, or `cost` is negative.
-   */
-  allowAt(timeMs: number, cost?: number): boolean {
-    const where = `${this.where}.allowAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    const now = this.keep(t);
-    if (!this.fitsAt(now, c)) return false;
-    this.takeAt(now, c);
-    return true;
-  }
-
-  /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
-  consumeAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.where}.consumeAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, true);
-  }
-
-  /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
-  peekAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.where}.peekAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, false);
-  }
-
   /** @internal See {@link KernelPart.timeAt}. */
-  timeAt(timeMs: number): number {
+  override timeAt(timeMs: number): number {
     return timeMs > this.seenMs ? timeMs : this.seenMs;
-  }
-
-  /** @internal An explicit time, kept as the latest when it is later. */
-  protected keep(timeMs: number): number {
-    if (timeMs > this.seenMs) this.seenMs = timeMs;
-    return this.seenMs;
   }
 }

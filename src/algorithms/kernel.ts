@@ -1,5 +1,7 @@
-import type { Decision } from "../core/limiter.js";
+import { checkCost } from "../core/errors.js";
+import { type Decision, UnkeyedLimiterBase } from "../core/limiter.js";
 import type { ChargeReceipt } from "../core/receipt.js";
+import { checkTimeMs } from "./time.js";
 
 /**
  * An algorithm's kernel, the one seam between its rules and its state: one limiter's state
@@ -236,6 +238,66 @@ export interface KernelPart {
   refundAt(nowMs: number, units: number, receipt: ChargeReceipt | undefined): number;
   /** False when `refund(cost)` without a receipt refuses (a fixed window). */
   readonly refundsWithoutReceipt: boolean;
+}
+
+/**
+ * What the algorithm classes (through `BucketBase` and `WindowBase`) share around their
+ * {@link KernelPart} steps: the latest time seen, and deciding at an explicit time. Not
+ * exported from the package; its internal members are marked so.
+ */
+export abstract class KernelShell extends UnkeyedLimiterBase {
+  /** @internal Latest time seen (clock readings and explicit times); earlier ones count as it. */
+  protected seenMs = Number.NEGATIVE_INFINITY;
+  /** @internal Class name for messages (`TokenBucket`, ...). */
+  protected abstract get where(): string;
+  /** @internal See {@link KernelPart.timeAt}. */
+  abstract timeAt(timeMs: number): number;
+  /** @internal See {@link KernelPart.fitsAt}. */
+  abstract fitsAt(now: number, cost: number): boolean;
+  /** @internal See {@link KernelPart.takeAt}. */
+  abstract takeAt(now: number, cost: number): void;
+  /** @internal See {@link KernelPart.decideAt}. */
+  abstract decideAt(now: number, cost: number, take: boolean): Decision;
+
+  /**
+   * `consume(cost).allowed` as of `timeMs` (milliseconds on this limiter's clock) rather
+   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at
+   * one reading. A time behind the latest one seen (by the clock or an earlier call) counts
+   * as that latest one: docs/semantics.md#explicit-time.
+   * @throws {TypeError} If `timeMs` or `cost` is not a number. {RangeError} If either is NaN
+   *   or infinite, `cost` is negative, or `timeMs` is past a window's float-step bound.
+   */
+  allowAt(timeMs: number, cost?: number): boolean {
+    const where = `${this.where}.allowAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    const now = this.keep(t);
+    if (!this.fitsAt(now, c)) return false;
+    this.takeAt(now, c);
+    return true;
+  }
+
+  /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  consumeAt(timeMs: number, cost?: number): Decision {
+    const where = `${this.where}.consumeAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.decideAt(this.keep(t), c, true);
+  }
+
+  /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  peekAt(timeMs: number, cost?: number): Decision {
+    const where = `${this.where}.peekAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.decideAt(this.keep(t), c, false);
+  }
+
+  /** @internal An explicit time, checked, kept as the latest when it is later. */
+  protected keep(timeMs: number): number {
+    this.seenMs = this.timeAt(timeMs);
+    return this.seenMs;
+  }
 }
 
 /** The public methods a driver bypasses: an instance that has its own is not driven. */
