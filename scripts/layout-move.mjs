@@ -20,8 +20,9 @@
 //    `../src/registry.ts`, `registry/layouts/` in src/ comments, Markdown links, test and
 //    script paths, vitest/tsup/tsconfig/package.json) is rewritten, in every tracked text
 //    file but this script and recorded bench results;
-// 3. the regions between `layout-move:begin` and `layout-move:end` markers are replaced
-//    (the import-direction table of test/layers.test.ts, the map in CONTRIBUTING.md);
+// 3. the region between `layout-move:begin` and `layout-move:end` in CONTRIBUTING.md is
+//    replaced by its map; the layers and what each may not import are test/layers.json,
+//    which test/layers.test.ts reads too, and every folder of src/ must be one of them;
 // 4. `biome check --write` sorts the imports of the files it changed;
 // 5. every relative import is checked to name a file that exists (exit 1 if not).
 //
@@ -71,7 +72,9 @@ const MOVES = [
   { from: "test/registry/", to: "test/keyed/" },
   { from: "test/composite.test.ts", to: "test/composite/all-of.test.ts" },
 ];
-const ENTRY_POINTS = new Set(["src/index.ts"]);
+/** The layers and which each may not import: the one table, which test/layers.test.ts reads too. */
+const LAYERS = JSON.parse(readFileSync(join(root, "test/layers.json"), "utf8"));
+const ENTRY_POINTS = new Set(LAYERS.rootFiles.map((f) => `src/${f}`));
 const CODE = /\.(ts|mts|cts|js|mjs|cjs)$/;
 const TEXT = /\.(ts|mts|cts|js|mjs|cjs|json|md|yml|yaml|txt)$|(^|\/)(run|\.gitignore)$/;
 
@@ -256,63 +259,16 @@ for (const file of after) {
 }
 
 // --- 3. Regions written for the new layout. ---------------------------------------------
-const LAYERS_TABLE = `/** Layers that may not be imported from a layer; a key or value ending in \`/\` is a directory. */
-const FORBIDDEN: Forbidden = new Map([
-  // The heart: core/ imports nothing of tollgate but itself.
-  [
-    "core/",
-    [
-      "algorithms/",
-      "composite/",
-      "keyed/",
-      "concurrency/",
-      "metrics/",
-      "store/",
-      "redis/",
-      "http/",
-      "cli/",
-      "testing/",
-    ],
-  ],
-  // The algorithms stand on core/ alone: never allOf, the keyed engine or anything above.
-  [
-    "algorithms/",
-    ["composite/", "keyed/", "concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"],
-  ],
-  ["composite/", ["keyed/", "concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"]],
-  // The keyed engine imports no adapter, no store and no tool.
-  ["keyed/", ["concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"]],
-  ["concurrency/", ["metrics/", "store/", "redis/", "http/", "cli/"]],
-  // The store seam is store-neutral: no store's code, no adapter.
-  ["store/", ["redis/", "http/", "cli/"]],
-  ["metrics/", ["redis/", "http/", "cli/"]],
-  ["redis/", ["http/", "cli/"]],
-]);
-
-/** The files allowed at the root of src/: the entry point. */
-const ROOT_FILES: readonly string[] = ["index.ts"];
-
-describe("src/ root", () => {
-  it("holds the entry point only: every other file lives in the folder of its layer", () => {
-    const loose = [...readTree(SRC).keys()].filter((f) => !f.includes("/"));
-    expect(loose.filter((f) => !ROOT_FILES.includes(f))).toEqual([]);
-  });
-});`;
-
 const CONTRIBUTING_MAP = readFileSync(join(root, MAP), "utf8").trimEnd();
 
 const REGIONS = [
-  { file: "test/layers.test.ts", open: "// layout-move:begin", close: "// layout-move:end" },
   {
     file: "CONTRIBUTING.md",
     open: "<!-- layout-move:begin -->",
     close: "<!-- layout-move:end -->",
   },
 ];
-const CONTENT = {
-  "test/layers.test.ts": LAYERS_TABLE,
-  "CONTRIBUTING.md": CONTRIBUTING_MAP,
-};
+const CONTENT = { "CONTRIBUTING.md": CONTRIBUTING_MAP };
 for (const { file, open, close } of REGIONS) {
   const path = join(root, file);
   if (!existsSync(path)) {
@@ -369,6 +325,11 @@ for (const file of present) {
   }
 }
 const loose = [...present].filter((f) => /^src\/[^/]+$/.test(f) && !ENTRY_POINTS.has(f));
+// Every folder of src/ is a layer of test/layers.json, so the layers test checks its imports.
+const layers = new Set(LAYERS.forbidden.flatMap((r) => [r.layer, ...r.mayNotImport]));
+const unlayered = [
+  ...new Set([...present].flatMap((f) => /^src\/([^/]+)\//.exec(f)?.[1] ?? []).map((d) => `${d}/`)),
+].filter((d) => !layers.has(d));
 
 // The map names every file of src/ (by its name without .ts): say which it does not.
 const unmapped = [...present].filter(
@@ -383,6 +344,11 @@ if (unmapped.length > 0) {
 }
 if (loose.length > 0)
   console.log(`layout-move: still loose at the root of src/: ${loose.join(", ")}`);
+if (unlayered.length > 0) {
+  console.log(
+    `layout-move: folders of src/ that test/layers.json does not name: ${unlayered.join(", ")}; add them there`,
+  );
+}
 if (broken.length > 0) {
   console.error(`layout-move: imports that name no file:\n  ${broken.join("\n  ")}`);
   process.exit(1);

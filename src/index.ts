@@ -19,6 +19,7 @@ export {
   type SlidingWindowLogReconfigure,
 } from "./algorithms/sliding-window-log.js";
 export type {
+  KeySnapshot,
   LimiterSnapshot,
   RegistrySnapshot,
   SnapshotHeader,

@@ -283,49 +283,32 @@ describe("src/ layers", () => {
   });
 });
 
-// The layout's own rules: scripts/layout-move.mjs rewrites this region for the layout it moves
-// src/ into.
-// layout-move:begin
+// The layout's own rules, in test/layers.json (scripts/layout-move.mjs reads the same file).
+interface Layers {
+  readonly rootFiles: readonly string[];
+  readonly forbidden: readonly {
+    readonly layer: string;
+    readonly mayNotImport: readonly string[];
+  }[];
+}
+const LAYERS = JSON.parse(
+  readFileSync(join(dirname(fileURLToPath(import.meta.url)), "layers.json"), "utf8"),
+) as Layers;
 /** Layers that may not be imported from a layer; a key or value ending in `/` is a directory. */
-const FORBIDDEN: Forbidden = new Map([
-  // The heart: core/ imports nothing of tollgate but itself.
-  [
-    "core/",
-    [
-      "algorithms/",
-      "composite/",
-      "keyed/",
-      "concurrency/",
-      "metrics/",
-      "store/",
-      "redis/",
-      "http/",
-      "cli/",
-      "testing/",
-    ],
-  ],
-  // The algorithms stand on core/ alone: never allOf, the keyed engine or anything above.
-  [
-    "algorithms/",
-    ["composite/", "keyed/", "concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"],
-  ],
-  ["composite/", ["keyed/", "concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"]],
-  // The keyed engine imports no adapter, no store and no tool.
-  ["keyed/", ["concurrency/", "metrics/", "store/", "redis/", "http/", "cli/"]],
-  ["concurrency/", ["metrics/", "store/", "redis/", "http/", "cli/"]],
-  // The store seam is store-neutral: no store's code, no adapter.
-  ["store/", ["redis/", "http/", "cli/"]],
-  ["metrics/", ["redis/", "http/", "cli/"]],
-  ["redis/", ["http/", "cli/"]],
-]);
-
+const FORBIDDEN: Forbidden = new Map(LAYERS.forbidden.map((r) => [r.layer, r.mayNotImport]));
 /** The files allowed at the root of src/: the entry point. */
-const ROOT_FILES: readonly string[] = ["index.ts"];
+const ROOT_FILES: readonly string[] = LAYERS.rootFiles;
 
 describe("src/ root", () => {
   it("holds the entry point only: every other file lives in the folder of its layer", () => {
     const loose = [...readTree(SRC).keys()].filter((f) => !f.includes("/"));
     expect(loose.filter((f) => !ROOT_FILES.includes(f))).toEqual([]);
   });
+
+  it("has every folder named in test/layers.json, so its imports are checked", () => {
+    const named = new Set(LAYERS.forbidden.flatMap((r) => [r.layer, ...r.mayNotImport]));
+    const folders = new Set([...readTree(SRC).keys()].flatMap((f) => f.match(/^[^/]+\//) ?? []));
+    expect(folders.size).toBeGreaterThan(5);
+    expect([...folders].filter((d) => !named.has(d))).toEqual([]);
+  });
 });
-// layout-move:end

@@ -123,9 +123,9 @@ describe("snapshot refusals", () => {
     },
     {
       name: "another version",
-      snapshot: () => ({ ...window().snapshot(), version: 2 }),
+      snapshot: () => ({ ...window().snapshot(), version: 3 }),
       message:
-        "FixedWindow.restore: the snapshot is of format version 2, this library reads version 1",
+        "FixedWindow.restore: the snapshot is of format version 3, this library reads versions 1 and 2",
     },
     {
       name: "a state of another shape",
@@ -458,5 +458,150 @@ describe("a snapshot given to the wrong restore says which to call", () => {
       "TokenBucket.restore: snapshot must be the object snapshot() returned, got a string; if you stored it as JSON, pass JSON.parse(text)",
     );
     bucket.restore(JSON.parse(text));
+  });
+});
+
+describe("blocks in snapshots", () => {
+  const HOUR = 3_600_000;
+  const make = (clock: Clock) =>
+    new KeyedLimiter(new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }));
+  const viaJson = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
+
+  test("a graceful restart keeps a blocked client blocked", () => {
+    const clock = manualClock(1_764_633_600_000);
+    const before = make(clock);
+    before.block("abuser", HOUR);
+    before.consume("user", 2);
+    clock.advance(1000);
+    const after = make(clock); // the new process
+    after.restoreAll(viaJson(before.snapshotAll()));
+    expect(after.allow("abuser")).toBe(false);
+    expect(after.blockedMs("abuser")).toBe(HOUR - 1000);
+    expect(after.consume("user")).toEqual(before.consume("user"));
+    clock.advance(HOUR - 1000); // the block ends when it would have ended without the restart
+    expect(after.blockedMs("abuser")).toBe(0);
+    expect(after.allow("abuser")).toBe(true);
+  });
+
+  test("a key's snapshot carries its block, and restore(key) keeps it", () => {
+    const clock = manualClock(0);
+    const before = make(clock);
+    before.block("abuser", 500);
+    const snapshot = viaJson(before.snapshot("abuser"));
+    expect(snapshot).toMatchObject({ version: 2, blockedUntilMs: 500 });
+    const after = make(clock);
+    after.restore("abuser", snapshot);
+    expect(after.blockedMs("abuser")).toBe(500);
+    expect(after.snapshot("abuser")).toEqual(before.snapshot("abuser"));
+  });
+
+  test("a key pushed out while blocked carries its block in its own snapshot", () => {
+    const clock = manualClock(0);
+    const before = new KeyedLimiter(new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }), {
+      maxKeys: 2,
+    });
+    before.block("abuser", 5000);
+    for (let i = 0; i < 50; i++) before.consume(`flood-${i}`, 5);
+    expect(before.snapshotAll().keys).not.toContain("abuser"); // its block is in the block trace
+    const blockedMs = before.blockedMs("abuser");
+    expect(blockedMs).toBe(5000);
+    const after = make(clock);
+    after.restore("abuser", viaJson(before.snapshot("abuser")));
+    expect(after.blockedMs("abuser")).toBe(blockedMs);
+  });
+
+  test("a snapshot without blocks stays of version 1; a restore never shortens a block in place", () => {
+    const clock = manualClock(0);
+    const registry = make(clock);
+    registry.consume("k");
+    expect(registry.snapshotAll().version).toBe(1);
+    expect(registry.snapshot("k").version).toBe(1);
+    const other = make(clock);
+    other.block("k", 200);
+    registry.block("k", 100);
+    other.restore("k", registry.snapshot("k"));
+    other.restoreAll(registry.snapshotAll());
+    expect(other.blockedMs("k")).toBe(200);
+  });
+
+  test("a class refuses a key's snapshot that carries a block, rather than lift it", () => {
+    const clock = manualClock(0);
+    const registry = make(clock);
+    registry.block("k", 100);
+    const own = new TokenBucket({ capacity: 5, refillPerSecond: 1, clock });
+    expect(() => own.restore(registry.snapshot("k"))).toThrow(
+      "TokenBucket.restore: the snapshot carries blocks (format version 2), which only a KeyedLimiter keeps: restore it into one",
+    );
+  });
+
+  const blocked = () => {
+    const clock = manualClock(1000);
+    const registry = make(clock);
+    registry.block("abuser", 100);
+    return { clock, all: registry.snapshotAll(), one: registry.snapshot("abuser") };
+  };
+
+  test.each([
+    { name: "a negative end", untilMs: -5, error: RangeError, got: "got -5" },
+    { name: "an end before latestMs", untilMs: 999, error: RangeError, got: "got 999" },
+    { name: "an end at latestMs", untilMs: 1000, error: RangeError, got: "got 1000" },
+    { name: "an infinite end", untilMs: "Infinity", error: RangeError, got: "got Infinity" },
+    { name: "NaN", untilMs: Number.NaN, error: TypeError, got: "got NaN" },
+    { name: "a string", untilMs: "soon", error: TypeError, got: 'got "soon"' },
+  ])(
+    "a tampered block end ($name) is refused before anything changes",
+    ({ untilMs, error, got }) => {
+      const { clock, all, one } = blocked();
+      const target = make(clock);
+      const tamperedAll = { ...all, blocks: { keys: ["abuser"], untilMs: [untilMs] } };
+      expect(() => target.restoreAll(tamperedAll as RegistrySnapshot)).toThrow(error);
+      expect(() => target.restoreAll(tamperedAll as RegistrySnapshot)).toThrow(got);
+      const tamperedOne = { ...one, blockedUntilMs: untilMs };
+      expect(() => target.restore("abuser", tamperedOne as LimiterSnapshot)).toThrow(got);
+      expect(target.size).toBe(0);
+      expect(target.blockedMs("abuser")).toBe(0);
+    },
+  );
+
+  test("a range error names the block and the snapshot's latest time", () => {
+    const { clock, all } = blocked();
+    expect(() =>
+      make(clock).restoreAll({ ...all, blocks: { keys: ["abuser"], untilMs: [-5] } }),
+    ).toThrow(
+      "KeyedLimiter.restoreAll: snapshot.blocks.untilMs[0] is when a block ends, which must be a finite time after latestMs (1000), got -5",
+    );
+  });
+
+  test.each([
+    {
+      name: "blocks in a version 1 snapshot",
+      tamper: (s: RegistrySnapshot) => ({ ...s, version: 1 }),
+      message:
+        "KeyedLimiter.restoreAll: the snapshot is of format version 1, which carries no blocks, yet holds some",
+    },
+    {
+      name: "blocks that are not two arrays of one length",
+      tamper: (s: RegistrySnapshot) => ({ ...s, blocks: { keys: ["a", "b"], untilMs: [2000] } }),
+      message: "KeyedLimiter.restoreAll: snapshot.blocks must be { keys, untilMs }",
+    },
+    {
+      name: "a key blocked twice",
+      tamper: (s: RegistrySnapshot) => ({
+        ...s,
+        blocks: { keys: ["a", "a"], untilMs: [2000, 3000] },
+      }),
+      message: 'KeyedLimiter.restoreAll: snapshot.blocks.keys holds "a" twice',
+    },
+    {
+      name: "an unknown version",
+      tamper: (s: RegistrySnapshot) => ({ ...s, version: 3 }),
+      message:
+        "KeyedLimiter.restoreAll: the snapshot is of format version 3, this library reads versions 1 and 2",
+    },
+  ])("$name is refused", ({ tamper, message }) => {
+    const { clock, all } = blocked();
+    const target = make(clock);
+    expect(() => target.restoreAll(tamper(all) as RegistrySnapshot)).toThrow(message);
+    expect(target.size).toBe(0);
   });
 });

@@ -1,19 +1,11 @@
-import { badClock, checkCost, describe } from "../core/errors.js";
-import {
-  type Clock,
-  type Decision,
-  type Reservation,
-  type ReserveOptions,
-  UnkeyedLimiterBase,
-  type WaitOptions,
-} from "../core/limiter.js";
-import { decisionMs, fits } from "../core/numeric.js";
+import { badClock, describe } from "../core/errors.js";
+import type { Clock, Decision, Reservation, ReserveOptions, WaitOptions } from "../core/limiter.js";
+import { fits } from "../core/numeric.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import type { ApplyReconfigure } from "../core/reconfigure.js";
-import { BucketKernel } from "./bucket-kernel.js";
-import { BucketLedger } from "./bucket-ledger.js";
-import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
-import { exactPart, type KernelPart, type KeyedForm } from "./kernel.js";
+import { BucketKernel, HeldBucket } from "./bucket-kernel.js";
+import type { BucketLedger } from "./bucket-ledger.js";
+import { exactPart, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
 import {
   checkSnapshot,
   encodeNumber,
@@ -21,7 +13,7 @@ import {
   type LimiterSnapshot,
   SNAPSHOT_VERSION,
 } from "./snapshot.js";
-import { checkTimeMs, readClock } from "./time.js";
+import { readClock } from "./time.js";
 
 /**
  * The state and mechanics shared by {@link TokenBucket} and {@link LeakyBucket}, which
@@ -30,8 +22,8 @@ import { checkTimeMs, readClock } from "./time.js";
  * subclass keeps its own constructor (validation, messages), public fields, docs,
  * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
  * A bucket is a shell over one slot of its {@link BucketKernel}: with nothing held for
- * waiters or reservations the kernel decides; the units held for them (the ledger) are a
- * feature of the class on top of it, as of the keyed registry's waiting keys.
+ * waiters or reservations the kernel decides; while units are held, its {@link HeldBucket}
+ * over the same slot (as for the keyed registry's waiting keys).
  * @module
  */
 
@@ -59,17 +51,15 @@ export function checkInitial(
 
 /**
  * Base of the two bucket classes: units (tokens, or free room) exact at an anchor time,
- * the clock high-water mark, the units held by pending reservations and waiters, and
- * the lazily made {@link BucketLedger} behind `wait`/`reserve`. Not exported from the
- * package; its members are marked internal, so the published types show none of them.
+ * the clock high-water mark, and the lazily made {@link HeldBucket} behind `wait`/`reserve`.
+ * Not exported from the package; its members are marked internal, so the published types
+ * show none of them.
  */
-export abstract class BucketBase extends UnkeyedLimiterBase {
+export abstract class BucketBase extends KernelShell {
   /** Most units the bucket holds. */
   abstract readonly capacity: number;
   /** The time source, in milliseconds. */
   abstract readonly clock: Clock;
-  /** @internal Class name for messages (`TokenBucket`, `LeakyBucket`). */
-  protected abstract get where(): string;
   /** @internal Units per second the bucket refills (tokens) or drains (level). */
   protected abstract get ratePerSecond(): number;
   /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
@@ -83,20 +73,14 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   /**
    * @internal
    * The bucket's slot of its kernel, `[units, anchorMs]`: units (tokens, or free room) at
-   * `anchorMs` (`-Infinity` while full and unused; never moves back) as if the held units
-   * had not been taken; the units are `min(capacity + held, units + refill) - held` (see
-   * `unitsAt()`), so giving held units back restores the balance bit for bit. With nothing
-   * held it is exactly the kernel's `[tokens, anchorMs]`.
+   * `anchorMs` (`-Infinity` while full and unused; never moves back), as if units held for
+   * waiters had not been taken (see {@link HeldBucket}).
    */
   protected readonly state = new Float64Array(2);
   /** @internal The kernel deciding `state` while nothing is held; set by the subclass's constructor. */
   protected kernel!: BucketKernel;
-  /** @internal Latest clock reading seen; earlier readings are treated as this one. */
-  protected seenMs = Number.NEGATIVE_INFINITY;
-  /** @internal Units held by pending reservations and waiters (0 without any). */
-  protected held = 0;
-  /** @internal */
-  protected ledger: BucketLedger | undefined;
+  /** @internal Units held for waiters and reservations, and their ledger: made at the first of them. */
+  protected waiting: HeldBucket | undefined;
   /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
   protected receiptEpoch = 0;
   /**
@@ -113,22 +97,9 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     return this.seenMs;
   }
 
-  /** @internal Units available at `now` (>= anchor), without storing them; negative in debt. */
-  protected unitsAt(now: number): number {
-    // With nothing held this is tokensAt(units, anchor, now, capacity, rate), bit for bit.
-    return this.baseAt(now) - this.held;
-  }
-
-  /** @internal `units` brought to `now`: the units plus the held ones, capped at capacity + held. */
-  protected baseAt(now: number): number {
-    const held = this.held;
-    return tokensAt(this.state[0]!, this.state[1]!, now, this.capacity + held, this.ratePerSecond);
-  }
-
-  /** @internal Takes `cost` from `units` available at `now`. */
-  protected take(units: number, cost: number, now: number): void {
-    this.state[0] = tokensAfter(units, cost) + this.held;
-    this.state[1] = now;
+  /** @internal Units held for waiters and reservations (0 without any). */
+  protected get held(): number {
+    return this.waiting === undefined ? 0 : this.waiting.held;
   }
 
   /**
@@ -152,43 +123,25 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       return;
     }
     const start = this.initialUnits;
-    this.state[0] = start < this.capacity ? start : this.capacity;
-    this.state[1] = this.now();
-    this.ledger?.reset(this.state[1]!);
+    this.waiting!.resetTo(start < this.capacity ? start : this.capacity, this.now());
   }
 
   /**
    * @internal
    * Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never above
-   * the fresh state (see {@link refundedBase}), nor past the slack of a pending reservation
-   * (`BucketLedger.slack`). Waiters are then served first-in, first-out by the ledger: a
-   * refund lets no one jump the queue. Returns the units given back.
+   * the fresh state, nor, while units are held, past what {@link HeldBucket.refundAt} allows
+   * (waiters are then served first-in, first-out: a refund lets no one jump the queue).
+   * Returns the units given back.
    */
   protected refundUnits(cost: number, now = this.now()): number {
     if (now > this.seenMs) this.seenMs = now;
     if (!(cost > 0)) return 0;
-    let give = cost;
-    if (this.held !== 0) {
-      // A pending reservation's time to act was fixed counting the units ahead of it.
-      const slack = this.ledger!.slack(this.unitsAt(now), now);
-      if (slack < give) give = slack > 0 ? slack : 0;
-      if (give === 0) return 0;
-    }
-    if (this.held === 0) {
-      // The kernel's refund: a bucket full again is written exactly full (isIdle, traces).
-      this.kernel.refundAt(this.state, 0, 0, now, give, GIVEN, 0);
-      this.credited += GIVEN[0]!;
-      return GIVEN[0]!;
-    }
-    const base = this.baseAt(now);
-    const raised = refundedBase(base, give, this.capacity);
-    // All of it, unless the capacity cut it (then what was room, never a float step more).
-    const rise = raised > base ? raised - base : 0;
-    const given = raised === base + give || rise > give ? give : rise;
-    this.state[0] = raised;
-    this.state[1] = now;
+    // The kernel's refund: a bucket full again is written exactly full (isIdle, traces).
+    const given =
+      this.held !== 0
+        ? this.waiting!.refundAt(now, cost)
+        : this.kernel.refundAt(this.state, 0, 0, now, cost, GIVEN, 0);
     this.credited += given;
-    this.ledger!.serve();
     return given;
   }
 
@@ -254,8 +207,8 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
   protected idle(): boolean {
     const now = this.now();
     // Reservations whose time has come are spent: settle them before looking.
-    if (this.held !== 0) this.ledger!.settle(now);
-    return this.held === 0 && this.unitsAt(now) >= this.capacity;
+    if (this.held !== 0) this.waiting!.ledger.settle(now);
+    return this.held === 0 && this.kernel.isIdle(this.state, 0, 0, now);
   }
 
   /** @internal `wait` through the ledger. */
@@ -276,35 +229,24 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
 
   /** @internal */
   private waitLedger(): BucketLedger {
-    const bucket = this;
-    this.ledger ??= new BucketLedger({
-      where: this.where,
-      // Read live: reconfigure() may change them.
-      get capacity() {
-        return bucket.capacity;
-      },
-      get ratePerSecond() {
-        return bucket.ratePerSecond;
-      },
-      shaping: this.shaping,
-      now: () => this.now(),
-      unitsAt: (now) => this.unitsAt(now),
-      take: (units, cost, now) => this.take(units, cost, now),
-      hold: (units, now) => {
-        this.state[0] = this.baseAt(now);
-        this.state[1] = now;
-        this.held = units === -this.held ? 0 : this.held + units;
-      },
-      spend: (units, now) => {
-        this.state[0] = this.baseAt(now) - units;
-        this.state[1] = now;
-        this.held = units === this.held ? 0 : this.held - units;
-      },
-      get heldUnits() {
-        return bucket.held;
-      },
-    });
-    return this.ledger;
+    if (this.waiting === undefined) {
+      const bucket = this;
+      this.waiting = new (class extends HeldBucket {
+        // Read live: reconfigure() may change them.
+        get capacity() {
+          return bucket.capacity;
+        }
+        get ratePerSecond() {
+          return bucket.ratePerSecond;
+        }
+        readonly st = bucket.state;
+        readonly s = 0;
+        now() {
+          return bucket.now();
+        }
+      })(this.where, this.shaping);
+    }
+    return this.waiting.ledger;
   }
 
   /**
@@ -320,19 +262,15 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
     const now = this.now();
     return () => {
       this.receiptEpoch++;
-      if (this.held !== 0) this.ledger!.settle(now);
-      const oldCapacity = this.capacity;
+      const w = this.waiting;
+      if (this.held !== 0) w!.ledger.settle(now);
       const held = this.held;
-      const units = held === 0 ? 0 : this.unitsAt(now);
+      if (held !== 0) w!.retune(now, capacity);
       assign();
       const next = this.makeKernel();
       if (held === 0) this.kernel.retuneSlot(next, this.state, 0, 0, now);
-      else {
-        this.state[0] = retunedUnits(units, oldCapacity, capacity, this.shaping) + held;
-        this.state[1] = now;
-      }
       this.kernel.adopt(next);
-      this.ledger?.replan();
+      w?.ledger.replan();
     };
   }
 
@@ -346,25 +284,11 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
    * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
    * bucket's clock, at least `seenMs`): the kernel's, unless a ledger ever held units.
    */
-  decideAt(now: number, cost: number, take: boolean): Decision {
+  override decideAt(now: number, cost: number, take: boolean): Decision {
     if (now > this.seenMs) this.seenMs = now;
-    if (this.ledger === undefined) return this.kernel.decideAt(this.state, 0, 0, now, cost, take);
-    const units = this.unitsAt(now);
-    if (this.held !== 0 || units < 0) {
-      const held = heldDecision(
-        this.ledger,
-        this.held,
-        units,
-        cost,
-        this.capacity,
-        this.ratePerSecond,
-        this.shaping,
-      );
-      if (held !== undefined) return held;
-    }
-    const decision = bucketDecision(cost, units, this.capacity, this.ratePerSecond);
-    if (take && decision.allowed && cost > 0) this.take(units, cost, now);
-    return decision;
+    const w = this.waiting;
+    if (w === undefined) return this.kernel.decideAt(this.state, 0, 0, now, cost, take);
+    return w.decideAt(now, cost, take);
   }
 
   /** @internal The catalog id, a snapshot's `algorithm`. */
@@ -421,7 +345,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
 
   /** @internal Throws while units are held for waiters or reservations (those due settled first). */
   private checkNothingHeld(where: string): void {
-    if (this.held !== 0) this.ledger!.settle(this.now());
+    if (this.held !== 0) this.waiting!.ledger.settle(this.now());
     if (this.held !== 0) {
       throw new RangeError(
         `${where}: ${this.held} units are held for waiters or reservations; they cannot leave the process: snapshot once they are served or cancelled`,
@@ -466,7 +390,7 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
    * @internal See {@link KernelPart.fitsAt}. As the classes' `allow()`: a free probe is
    * allowed even in debt, and a leaky bucket's plain request waits behind its shaping queue.
    */
-  fitsAt(now: number, cost: number): boolean {
+  override fitsAt(now: number, cost: number): boolean {
     return this.held === 0
       ? this.kernel.fitsAt(this.state, 0, 0, now, cost)
       : this.fitsHeld(now, cost);
@@ -474,17 +398,19 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
 
   /** @internal {@link fitsAt} while units are held (kept apart: the hot path inlines less). */
   private fitsHeld(now: number, cost: number): boolean {
-    const units = this.unitsAt(now);
+    const w = this.waiting!;
+    const units = w.unitsAt(now);
     if (!fits(cost, units)) return cost === 0;
-    return !(cost > 0 && this.shaping && this.ledger!.blocks(units));
+    return !(cost > 0 && this.shaping && w.ledger.blocks(units));
   }
 
   /** @internal See {@link KernelPart.takeAt}. */
-  takeAt(now: number, cost: number): void {
+  override takeAt(now: number, cost: number): void {
     if (now > this.seenMs) this.seenMs = now;
     if (!(cost > 0)) return;
-    if (this.held === 0) this.kernel.takeAt(this.state, 0, 0, now, cost);
-    else this.take(this.unitsAt(now), cost, now);
+    const w = this.waiting;
+    if (w === undefined || w.held === 0) this.kernel.takeAt(this.state, 0, 0, now, cost);
+    else w.take(w.unitsAt(now), cost, now);
   }
 
   /** @internal See {@link KernelPart.refundAt}. */
@@ -494,103 +420,8 @@ export abstract class BucketBase extends UnkeyedLimiterBase {
       : this.refundReceiptAt(now, receipt, units);
   }
 
-  /**
-   * `consume(cost).allowed` as of `timeMs` (milliseconds on this bucket's clock) rather
-   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at
-   * one reading. A time behind the latest one seen (by the clock or an earlier call)
-   * counts as that latest one: docs/semantics.md#explicit-time.
-   * @throws {TypeError} If `timeMs` or `cost` is not a number. {RangeError} If either is
-   *   NaN or infinite, or `cost` is negative.
-   */
-  allowAt(timeMs: number, cost?: number): boolean {
-    const where = `${this.where}.allowAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    const now = this.keep(t);
-    if (!this.fitsAt(now, c)) return false;
-    this.takeAt(now, c);
-    return true;
-  }
-
-  /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
-  consumeAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.where}.consumeAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, true);
-  }
-
-  /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
-  peekAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.where}.peekAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, false);
-  }
-
   /** @internal See {@link KernelPart.timeAt}. */
-  timeAt(timeMs: number): number {
+  override timeAt(timeMs: number): number {
     return timeMs > this.seenMs ? timeMs : this.seenMs;
   }
-
-  /** @internal An explicit time, kept as the latest when it is later. */
-  protected keep(timeMs: number): number {
-    if (timeMs > this.seenMs) this.seenMs = timeMs;
-    return this.seenMs;
-  }
-}
-
-/**
- * The decision of a bucket whose ledger holds units for waiters, where it differs from
- * `bucketDecision`: a plain request behind a leaky bucket's shaping queue is denied until
- * the queue is served, and a free probe (cost 0) is allowed in debt. `undefined` when the
- * plain decision applies. Shared by the buckets and the keyed registry's waiting slots.
- * @internal
- */
-export function heldDecision(
-  ledger: BucketLedger | undefined,
-  held: number,
-  units: number,
-  cost: number,
-  capacity: number,
-  ratePerSecond: number,
-  shaping: boolean,
-): Decision | undefined {
-  if (shaping && held !== 0 && cost > 0 && ledger!.blocks(units)) {
-    const fitMs = fits(cost, capacity)
-      ? msToRefill(cost - units, ratePerSecond)
-      : Number.POSITIVE_INFINITY;
-    const servedMs = ledger!.msUntilServed(units);
-    return {
-      allowed: false,
-      limit: capacity,
-      remaining: 0,
-      retryAfterMs: decisionMs(fitMs > servedMs ? fitMs : servedMs),
-      resetAfterMs: decisionMs(msToRefill(capacity - units, ratePerSecond)),
-    };
-  }
-  if (cost === 0 && units < 0) {
-    return {
-      allowed: true,
-      limit: capacity,
-      remaining: 0,
-      retryAfterMs: 0,
-      resetAfterMs: decisionMs(msToRefill(capacity - units, ratePerSecond)),
-    };
-  }
-  return undefined;
-}
-
-/**
- * A bucket's `units` plus held units (its base, see `BucketBase.units`) after a refund of
- * `cost`: `base + cost`, but never above `capacity`, which is a fresh bucket whose pending
- * waiters then took theirs (so a refund repays their debt, and grants no one more than a
- * fresh bucket would). A base already above it (refilled past the waiters' debt) stays.
- * Shared with the keyed registry's waiting keys.
- * @internal
- */
-export function refundedBase(base: number, cost: number, capacity: number): number {
-  const raised = base + cost;
-  if (raised <= capacity) return raised;
-  return base > capacity ? base : capacity;
 }

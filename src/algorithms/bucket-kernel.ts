@@ -1,7 +1,8 @@
 import type { Decision } from "../core/limiter.js";
-import { fits } from "../core/numeric.js";
+import { decisionMs, fits } from "../core/numeric.js";
+import { BucketLedger, type LedgerHost } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
-import { type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
+import { DoublesKernel, type Kernel } from "./kernel.js";
 
 /** Slot doubles: tokens (free room, for a leaky bucket), then anchorMs (the class's fields). */
 const DOUBLES = 2;
@@ -17,13 +18,8 @@ const INITIAL = 2;
  * initial units, `[initial, its first use]` (docs/semantics.md#initial-tokens).
  * @internal
  */
-export class BucketKernel implements Kernel {
+export class BucketKernel extends DoublesKernel implements Kernel {
   readonly doubles = DOUBLES;
-  readonly keyExtraBytes = 0;
-  readonly maxGrowthBytes = 0;
-  limit: number;
-  /** @internal `[capacity, ratePerSecond, initial]` as raw doubles: V8 keeps the arithmetic unboxed. */
-  private readonly params: Float64Array;
   /** @internal True for a leaky bucket: `reconfigure` keeps its level, not its free room. */
   private readonly keepsLevel: boolean;
 
@@ -39,8 +35,7 @@ export class BucketKernel implements Kernel {
     keepsLevel = false,
     initialUnits = capacity,
   ) {
-    this.params = new Float64Array([capacity, ratePerSecond, initialUnits]);
-    this.limit = capacity;
+    super([capacity, ratePerSecond, initialUnits]);
     this.keepsLevel = keepsLevel;
   }
 
@@ -62,11 +57,6 @@ export class BucketKernel implements Kernel {
   retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     if (table[o + 1] === Number.NEGATIVE_INFINITY) return;
     this.retuneSlot(next, table, o, -1, now);
-  }
-
-  adopt(next: Kernel): void {
-    this.params.set((next as BucketKernel).params);
-    this.limit = next.limit;
   }
 
   /** A new key: full, or its initial units from now. */
@@ -206,7 +196,6 @@ export class BucketKernel implements Kernel {
   }
 
   readonly refundsWithoutReceipt = true;
-  readonly leafCount = 1;
 
   /** When the bucket is full again with no further traffic: its refill repays the charge by then. */
   markReceipt(
@@ -282,22 +271,149 @@ export class BucketKernel implements Kernel {
     }
     return decision;
   }
+}
 
-  get savedWidth(): number {
-    return this.doubles;
+/**
+ * A bucket slot `[units, anchorMs]` with units held for pending waiters and reservations, and
+ * their {@link BucketLedger} (this is its host): one for a bucket class's `wait`/`reserve`,
+ * one per waiting key of a `KeyedLimiter` bucket policy, so both wait by the same rules.
+ * Held units count as taken, yet the slot keeps its units as if they were not: the units
+ * are `min(capacity + held, units + refill) - held`, so giving held units back restores the
+ * balance bit for bit. With nothing held the slot is exactly the kernel's.
+ * @internal
+ */
+export abstract class HeldBucket implements LedgerHost {
+  /** Units held for the ledger's entries (its total, up to float rounding). */
+  held = 0;
+  /** The pending waiters and reservations. */
+  readonly ledger: BucketLedger;
+  /** The capacity in force (read live: `reconfigure` changes it). */
+  abstract readonly capacity: number;
+  /** The rate in force (read live). */
+  abstract readonly ratePerSecond: number;
+  /** The doubles holding the slot, read at each use (an engine that grows replaces them). */
+  protected abstract readonly st: Float64Array;
+  /** The slot's offset in {@link st}. */
+  protected abstract readonly s: number;
+  abstract now(): number;
+
+  constructor(
+    readonly where: string,
+    readonly shaping: boolean,
+    readonly sizeWord: "capacity" | "limit" = "capacity",
+  ) {
+    this.ledger = new BucketLedger(this);
   }
 
-  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
-    return saveDoubles(st, s, this.doubles);
+  get heldUnits(): number {
+    return this.held;
   }
 
-  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
-    loadDoubles(st, s, this.doubles, values);
+  /** The stored units brought to `now`: the units plus the held ones, capped at capacity + held. */
+  baseAt(now: number): number {
+    const st = this.st;
+    const s = this.s;
+    return tokensAt(st[s]!, st[s + 1]!, now, this.capacity + this.held, this.ratePerSecond);
   }
 
-  bind(): void {}
+  unitsAt(now: number): number {
+    return this.baseAt(now) - this.held;
+  }
 
-  release(): void {}
+  /** @internal */
+  private write(units: number, now: number): void {
+    const st = this.st;
+    const s = this.s;
+    st[s] = units;
+    st[s + 1] = now;
+  }
 
-  grow(): void {}
+  take(units: number, cost: number, now: number): void {
+    this.write(tokensAfter(units, cost) + this.held, now);
+  }
+
+  hold(units: number, now: number): void {
+    this.write(this.baseAt(now), now);
+    this.held = units === -this.held ? 0 : this.held + units;
+  }
+
+  spend(units: number, now: number): void {
+    this.write(this.baseAt(now) - units, now);
+    this.held = units === this.held ? 0 : this.held - units;
+  }
+
+  /**
+   * `consume` (`take`) or `peek` of `cost` at `now`: as the kernel decides, except that a
+   * plain request behind a leaky bucket's shaping queue is denied until the queue is served,
+   * and a free probe (cost 0) is allowed in debt.
+   */
+  decideAt(now: number, cost: number, take: boolean): Decision {
+    const capacity = this.capacity;
+    const rate = this.ratePerSecond;
+    const units = this.unitsAt(now);
+    if (this.shaping && this.held !== 0 && cost > 0 && this.ledger.blocks(units)) {
+      const fitMs = fits(cost, capacity)
+        ? msToRefill(cost - units, rate)
+        : Number.POSITIVE_INFINITY;
+      const servedMs = this.ledger.msUntilServed(units);
+      return {
+        allowed: false,
+        limit: capacity,
+        remaining: 0,
+        retryAfterMs: decisionMs(fitMs > servedMs ? fitMs : servedMs),
+        resetAfterMs: decisionMs(msToRefill(capacity - units, rate)),
+      };
+    }
+    if (cost === 0 && units < 0) {
+      const resetAfterMs = decisionMs(msToRefill(capacity - units, rate));
+      return { allowed: true, limit: capacity, remaining: 0, retryAfterMs: 0, resetAfterMs };
+    }
+    const decision = bucketDecision(cost, units, capacity, rate);
+    if (take && decision.allowed && cost > 0) this.take(units, cost, now);
+    return decision;
+  }
+
+  /**
+   * Gives back `cost` (> 0) at `now`: the base rises by it, but never above `capacity`,
+   * which is a fresh bucket whose waiters then took theirs (a refund repays their debt and
+   * grants no one more than a fresh bucket would; a base already above it stays), nor past
+   * the slack of a pending reservation ({@link BucketLedger.slack}). Waiters are then
+   * served in order. Returns the units given back.
+   */
+  refundAt(now: number, cost: number): number {
+    const slack = this.ledger.slack(this.unitsAt(now), now);
+    const give = slack < cost ? (slack > 0 ? slack : 0) : cost;
+    if (give === 0) return 0;
+    const base = this.baseAt(now);
+    const capacity = this.capacity;
+    const up = base + give;
+    const raised = up <= capacity ? up : base > capacity ? base : capacity;
+    this.write(raised, now);
+    this.ledger.serve();
+    // All of it, unless the capacity cut it (then what was room, never a float step more).
+    const rise = raised > base ? raised - base : 0;
+    return raised === base + give || rise > give ? give : rise;
+  }
+
+  /**
+   * `reconfigure` to `capacity` at `now`, before the numbers change (due entries settled
+   * first): the units accrued at the old rate are carried over by `retunedUnits`, the held
+   * ones kept; a full slot with nothing held stays full. Then `ledger.replan()`, once the
+   * new numbers are read.
+   */
+  retune(now: number, capacity: number): void {
+    const held = this.held;
+    const units = this.unitsAt(now);
+    if (held === 0 && units >= this.capacity) this.write(capacity, Number.NEGATIVE_INFINITY);
+    else this.write(retunedUnits(units, this.capacity, capacity, this.shaping) + held, now);
+  }
+
+  /**
+   * Back to `units` at `now` (`-Infinity`: full for good until used, with nothing held): the
+   * entries keep their units and place, and may be due sooner.
+   */
+  resetTo(units: number, now: number): void {
+    this.write(units, now);
+    if (this.held !== 0) this.ledger.reset(now);
+  }
 }

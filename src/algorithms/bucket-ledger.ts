@@ -200,27 +200,47 @@ export class BucketLedger {
    * that instant, Go's rule).
    */
   private admit(cost: number, now: number, delayMs: number): Entry {
+    const never = Number.POSITIVE_INFINITY;
+    const at = now + delayMs;
+    return this.enqueue(cost, now, FIXED, this.host.where, never, never, at, undefined);
+  }
+
+  /**
+   * @internal Holds `cost` at `now` and queues its entry: a reservation acting at `actAtMs`,
+   * or a waiter (`actAtMs` Infinity) settled through `settle` (its promise's functions).
+   */
+  private enqueue(
+    cost: number,
+    now: number,
+    kind: typeof WAITER | typeof FIXED,
+    where: string,
+    deadlineMs: number,
+    maxWaitMs: number,
+    actAtMs: number,
+    settle: Pick<Entry, "resolve" | "reject" | "signal"> | undefined,
+  ): Entry {
     const h = this.host;
     h.hold(cost, now);
     const entry: Entry = {
       units: cost,
       cost,
       threshold: h.shaping ? h.capacity - cost : 0,
-      where: h.where,
-      deadlineMs: Number.POSITIVE_INFINITY,
-      maxWaitMs: Number.POSITIVE_INFINITY,
-      actAtMs: now + delayMs,
-      turnMs: now + delayMs,
-      kind: FIXED,
-      resolve: undefined,
-      reject: undefined,
-      signal: undefined,
+      where,
+      deadlineMs,
+      maxWaitMs,
+      actAtMs,
+      turnMs: actAtMs,
+      kind,
+      resolve: settle?.resolve,
+      reject: settle?.reject,
+      signal: settle?.signal,
       onAbort: undefined,
       prev: undefined,
       next: undefined,
       queued: false,
     };
-    this.link(entry);
+    this.list.push(entry);
+    this.total += cost;
     return entry;
   }
 
@@ -294,35 +314,13 @@ export class BucketLedger {
         resolve(this.granted(h.unitsAt(now)));
         return;
       }
-      h.hold(c, now);
-      const entry: Entry = {
-        units: c,
-        cost: c,
-        threshold: h.shaping ? h.capacity - c : 0,
-        where,
-        deadlineMs: maxWaitMs === Number.POSITIVE_INFINITY ? maxWaitMs : now + maxWaitMs,
-        maxWaitMs,
-        actAtMs: Number.POSITIVE_INFINITY,
-        turnMs: Number.POSITIVE_INFINITY,
-        kind: WAITER,
-        resolve,
-        reject,
-        signal,
-        onAbort: undefined,
-        prev: undefined,
-        next: undefined,
-        queued: false,
-      };
-      this.link(entry);
+      const deadlineMs = maxWaitMs === Number.POSITIVE_INFINITY ? maxWaitMs : now + maxWaitMs;
+      const never = Number.POSITIVE_INFINITY;
+      const settle = { resolve, reject, signal };
+      this.enqueue(c, now, WAITER, where, deadlineMs, maxWaitMs, never, settle);
       this.waiters++;
       if (!this.timer.armed) this.arm(units - c);
     });
-  }
-
-  /** @internal */
-  private link(entry: Entry): void {
-    this.list.push(entry);
-    this.total += entry.units;
   }
 
   /** @internal */

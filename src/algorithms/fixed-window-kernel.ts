@@ -1,6 +1,6 @@
 import type { Decision } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
-import { checkCounts, type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
+import { DoublesKernel, type Kernel } from "./kernel.js";
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
@@ -19,17 +19,11 @@ const WINDOW_MS = 1;
  * Windows are aligned to the clock's zero, so every key shares their ends.
  * @internal
  */
-export class FixedWindowKernel implements Kernel {
+export class FixedWindowKernel extends DoublesKernel implements Kernel {
   readonly doubles = 2;
-  readonly keyExtraBytes = 0;
-  readonly maxGrowthBytes = 0;
-  limit: number;
-  /** @internal */
-  private readonly params: Float64Array;
 
   constructor(limit: number, windowMs: number) {
-    this.params = new Float64Array([limit, windowMs]);
-    this.limit = limit;
+    super([limit, windowMs], [0]);
   }
 
   /** The count is kept; the window ends as `fixedWindowRetunedEnd` says (fresh if none). */
@@ -43,11 +37,6 @@ export class FixedWindowKernel implements Kernel {
   /** An entry is a state: carried over as one. */
   retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     this.retuneSlot(next, table, o, -1, now);
-  }
-
-  adopt(next: Kernel): void {
-    this.params.set((next as FixedWindowKernel).params);
-    this.limit = next.limit;
   }
 
   init(st: Float64Array, s: number): void {
@@ -143,7 +132,6 @@ export class FixedWindowKernel implements Kernel {
   }
 
   readonly refundsWithoutReceipt = false;
-  readonly leafCount = 1;
 
   /** The end of the window charged. */
   markReceipt(
@@ -212,23 +200,4 @@ export class FixedWindowKernel implements Kernel {
     }
     return decision;
   }
-
-  get savedWidth(): number {
-    return this.doubles;
-  }
-
-  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
-    return saveDoubles(st, s, this.doubles);
-  }
-
-  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
-    checkCounts(values, [0]);
-    loadDoubles(st, s, this.doubles, values);
-  }
-
-  bind(): void {}
-
-  release(): void {}
-
-  grow(): void {}
 }

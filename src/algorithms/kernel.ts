@@ -1,5 +1,7 @@
-import type { Decision } from "../core/limiter.js";
+import { checkCost } from "../core/errors.js";
+import { type Decision, UnkeyedLimiterBase } from "../core/limiter.js";
 import type { ChargeReceipt } from "../core/receipt.js";
+import { checkTimeMs } from "./time.js";
 
 /**
  * An algorithm's kernel, the one seam between its rules and its state: one limiter's state
@@ -238,6 +240,66 @@ export interface KernelPart {
   readonly refundsWithoutReceipt: boolean;
 }
 
+/**
+ * What the algorithm classes (through `BucketBase` and `WindowBase`) share around their
+ * {@link KernelPart} steps: the latest time seen, and deciding at an explicit time. Not
+ * exported from the package; its internal members are marked so.
+ */
+export abstract class KernelShell extends UnkeyedLimiterBase {
+  /** @internal Latest time seen (clock readings and explicit times); earlier ones count as it. */
+  protected seenMs = Number.NEGATIVE_INFINITY;
+  /** @internal Class name for messages (`TokenBucket`, ...). */
+  protected abstract get where(): string;
+  /** @internal See {@link KernelPart.timeAt}. */
+  abstract timeAt(timeMs: number): number;
+  /** @internal See {@link KernelPart.fitsAt}. */
+  abstract fitsAt(now: number, cost: number): boolean;
+  /** @internal See {@link KernelPart.takeAt}. */
+  abstract takeAt(now: number, cost: number): void;
+  /** @internal See {@link KernelPart.decideAt}. */
+  abstract decideAt(now: number, cost: number, take: boolean): Decision;
+
+  /**
+   * `consume(cost).allowed` as of `timeMs` (milliseconds on this limiter's clock) rather
+   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at
+   * one reading. A time behind the latest one seen (by the clock or an earlier call) counts
+   * as that latest one: docs/semantics.md#explicit-time.
+   * @throws {TypeError} If `timeMs` or `cost` is not a number. {RangeError} If either is NaN
+   *   or infinite, `cost` is negative, or `timeMs` is past a window's float-step bound.
+   */
+  allowAt(timeMs: number, cost?: number): boolean {
+    const where = `${this.where}.allowAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    const now = this.keep(t);
+    if (!this.fitsAt(now, c)) return false;
+    this.takeAt(now, c);
+    return true;
+  }
+
+  /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  consumeAt(timeMs: number, cost?: number): Decision {
+    const where = `${this.where}.consumeAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.decideAt(this.keep(t), c, true);
+  }
+
+  /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
+  peekAt(timeMs: number, cost?: number): Decision {
+    const where = `${this.where}.peekAt`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    return this.decideAt(this.keep(t), c, false);
+  }
+
+  /** @internal An explicit time, checked, kept as the latest when it is later. */
+  protected keep(timeMs: number): number {
+    this.seenMs = this.timeAt(timeMs);
+    return this.seenMs;
+  }
+}
+
 /** The public methods a driver bypasses: an instance that has its own is not driven. */
 const DRIVEN_METHODS = ["allow", "consume", "peek"] as const;
 
@@ -256,45 +318,74 @@ export function exactPart(limiter: KernelPart, base: object): KernelPart | undef
   return limiter;
 }
 
-/** The `n` doubles of a slot, for {@link Kernel.saveSlot}. @internal */
-export function saveDoubles(st: Float64Array, s: number, n: number): number[] {
-  return Array.from(st.subarray(s, s + n));
-}
-
 /**
- * Writes `values` (exactly `n` of them) into a slot, for {@link Kernel.loadSlot}.
- * @throws {TypeError} For another count, changing nothing.
+ * What a kernel whose state is a fixed number of doubles shares (the buckets, the fixed
+ * window, the sliding counter): its numbers in `params` as raw doubles (V8 keeps the
+ * arithmetic unboxed), the first its `limit`, taken from `next` by `adopt`; its snapshot the
+ * slot's doubles as they are; nothing kept beyond the slot.
  * @internal
  */
-export function loadDoubles(
-  st: Float64Array,
-  s: number,
-  n: number,
-  values: readonly number[],
-): void {
-  if (values.length !== n) {
-    throw new TypeError(
-      `snapshot: the state has ${values.length} numbers, this algorithm keeps ${n}`,
-    );
+export abstract class DoublesKernel {
+  abstract readonly doubles: number;
+  readonly keyExtraBytes = 0;
+  readonly maxGrowthBytes = 0;
+  readonly leafCount = 1;
+  limit: number;
+  /** @internal The kernel's numbers, `limit` first. */
+  protected readonly params: Float64Array;
+
+  /**
+   * @param params The kernel's numbers, `limit` (a bucket's capacity) first.
+   * @param counts Indexes of the slot's counts, which a snapshot may not hold negative.
+   */
+  constructor(
+    params: readonly number[],
+    private readonly counts: readonly number[] = [],
+  ) {
+    this.params = new Float64Array(params);
+    this.limit = params[0]!;
   }
-  for (let i = 0; i < n; i++) st[s + i] = values[i]!;
-}
 
-/**
- * Throws unless `values[i]` for each `i` of `counts` is a finite number, at least 0: a
- * window's count in a snapshot. A negative count would admit past the limit (a tampered
- * snapshot granting a burst), so it is refused before anything changes.
- * @throws {RangeError} Naming the number and its place.
- * @internal
- */
-export function checkCounts(values: readonly number[], counts: readonly number[]): void {
-  for (const i of counts) {
-    const v = values[i];
-    if (v === undefined) continue; // the length is checked by loadDoubles
-    if (!(v >= 0 && v - v === 0)) {
-      throw new RangeError(
-        `snapshot: state[${i}] is a count, which must be a finite number at least 0, got ${v}`,
+  adopt(next: Kernel): void {
+    this.params.set((next as unknown as DoublesKernel).params);
+    this.limit = next.limit;
+  }
+
+  get savedWidth(): number {
+    return this.doubles;
+  }
+
+  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
+    return Array.from(st.subarray(s, s + this.doubles));
+  }
+
+  /**
+   * Writes exactly `doubles` values into the slot. A negative count would admit past the
+   * limit (a tampered snapshot granting a burst), so it is refused before anything changes.
+   * @throws {TypeError} For another count of values. {RangeError} For a count that is not a
+   *   finite number at least 0, naming its place.
+   */
+  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
+    for (const i of this.counts) {
+      const v = values[i];
+      if (v !== undefined && !(v >= 0 && v - v === 0)) {
+        throw new RangeError(
+          `snapshot: state[${i}] is a count, which must be a finite number at least 0, got ${v}`,
+        );
+      }
+    }
+    const n = this.doubles;
+    if (values.length !== n) {
+      throw new TypeError(
+        `snapshot: the state has ${values.length} numbers, this algorithm keeps ${n}`,
       );
     }
+    for (let i = 0; i < n; i++) st[s + i] = values[i]!;
   }
+
+  bind(): void {}
+
+  release(): void {}
+
+  grow(): void {}
 }

@@ -203,7 +203,8 @@ export class LeakyBucket extends BucketBase implements Limiter {
   allow(cost?: number): boolean {
     const c = cost === undefined ? 1 : checkCost(WHERE, cost);
     const now = this.now();
-    if (this.held === 0) return this.kernel.allowAt(this.state, 0, 0, now, c);
+    if (this.waiting === undefined || this.waiting.held === 0)
+      return this.kernel.allowAt(this.state, 0, 0, now, c);
     if (!this.fitsAt(now, c)) return false; // as the kernel, and behind a shaping queue
     this.takeAt(now, c);
     return true;

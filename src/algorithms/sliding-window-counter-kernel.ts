@@ -1,6 +1,6 @@
 import type { Decision } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
-import { checkCounts, type Kernel, loadDoubles, saveDoubles } from "./kernel.js";
+import { DoublesKernel, type Kernel } from "./kernel.js";
 import { windowIndex } from "./time.js";
 import {
   counterDecision,
@@ -22,17 +22,11 @@ const WINDOW_MS = 1;
  * `counterDecision`, as the class is.
  * @internal
  */
-export class SlidingWindowCounterKernel implements Kernel {
+export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel {
   readonly doubles = 3;
-  readonly keyExtraBytes = 0;
-  readonly maxGrowthBytes = 0;
-  limit: number;
-  /** @internal */
-  private readonly params: Float64Array;
 
   constructor(limit: number, windowMs: number) {
-    this.params = new Float64Array([limit, windowMs]);
-    this.limit = limit;
+    super([limit, windowMs], [0, 1]);
   }
 
   /** Rolled to now, then carried over by `counterRetuned` (fresh if the estimate is 0). */
@@ -66,11 +60,6 @@ export class SlidingWindowCounterKernel implements Kernel {
     }
     this.retuneSlot(next, table, o, -1, now);
     if (table[o] === 0 && table[o + 1] === 0) table[o + 2] = Number.NEGATIVE_INFINITY;
-  }
-
-  adopt(next: Kernel): void {
-    this.params.set((next as SlidingWindowCounterKernel).params);
-    this.limit = next.limit;
   }
 
   /** @internal Rolls the slot at `s` to the window holding `now`. */
@@ -218,7 +207,6 @@ export class SlidingWindowCounterKernel implements Kernel {
   }
 
   readonly refundsWithoutReceipt = true;
-  readonly leafCount = 1;
 
   /** The index of the window charged; it gives back until the end of the next one. */
   markReceipt(
@@ -281,25 +269,6 @@ export class SlidingWindowCounterKernel implements Kernel {
     if (take && cost > 0 && decision.allowed) st[s + 1] = curr + cost;
     return decision;
   }
-
-  get savedWidth(): number {
-    return this.doubles;
-  }
-
-  saveSlot(st: Float64Array, s: number, _slot?: number): number[] {
-    return saveDoubles(st, s, this.doubles);
-  }
-
-  loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
-    checkCounts(values, [0, 1]);
-    loadDoubles(st, s, this.doubles, values);
-  }
-
-  bind(): void {}
-
-  release(): void {}
-
-  grow(): void {}
 }
 
 /** The previous count of the state at `t[o ..]` once rolled to window `k` (>= its own). */

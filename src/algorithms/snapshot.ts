@@ -7,8 +7,13 @@ import { describe } from "../core/errors.js";
  * @module
  */
 
-/** The version of the snapshot format this library writes and reads. */
+/** The version of the snapshot format this library writes for a snapshot without blocks. */
 export const SNAPSHOT_VERSION = 1;
+/**
+ * The version of a `KeyedLimiter` snapshot that carries blocks: version 1 and its block
+ * fields. A reader of version 1 alone refuses it rather than lift the bans it holds.
+ */
+export const SNAPSHOT_BLOCKS_VERSION = 2;
 
 /**
  * A number in a snapshot: a finite number as it is; `Infinity`, `-Infinity` (an unused
@@ -27,7 +32,7 @@ export type SnapshotOptions =
  * limiter had seen. A restore refuses one whose `version`, `algorithm` or `options` differ.
  */
 export interface SnapshotHeader {
-  /** The snapshot format's version ({@link SNAPSHOT_VERSION}). */
+  /** The snapshot format's version: 1, or 2 for a `KeyedLimiter` snapshot carrying blocks. */
   readonly version: number;
   /** The catalog id of the algorithm (`"token-bucket"`, ...), or `"all-of"`. */
   readonly algorithm: string;
@@ -46,6 +51,18 @@ export interface SnapshotHeader {
  */
 export interface LimiterSnapshot extends SnapshotHeader {
   readonly state: readonly SnapshotNumber[];
+}
+
+/**
+ * A snapshot of one key of a `KeyedLimiter` (`snapshot(key)`): a {@link LimiterSnapshot},
+ * and the key's block when it is blocked.
+ */
+export interface KeySnapshot extends LimiterSnapshot {
+  /**
+   * When the key's block ends, in ms on the registry's clock (as `latestMs`), after
+   * `latestMs`; absent when the key is not blocked (the snapshot is then of version 1).
+   */
+  readonly blockedUntilMs?: SnapshotNumber;
 }
 
 /**
@@ -69,6 +86,15 @@ export interface RegistrySnapshot extends LimiterSnapshot {
     readonly seed: readonly [number, number];
     readonly untilMs: SnapshotNumber;
     readonly entries: readonly SnapshotNumber[];
+  };
+  /**
+   * The blocked keys and when each block ends, in ms on the registry's clock (as
+   * `latestMs`), each after `latestMs`; absent when no key is blocked (the snapshot is then
+   * of version 1).
+   */
+  readonly blocks?: {
+    readonly keys: readonly string[];
+    readonly untilMs: readonly SnapshotNumber[];
   };
 }
 
@@ -110,13 +136,14 @@ export type SnapshotKind = "one" | "all";
 const FIELDS = ["version", "algorithm", "options", "latestMs", "state"] as const;
 
 /**
- * Checks that `snapshot` was written by a limiter of `algorithm` with `options` and this
- * format version, and returns its state decoded. A snapshot of the other kind (a
+ * Checks that `snapshot` was written by a limiter of `algorithm` with `options` and a format
+ * version this library reads, and returns its state decoded. Blocks (version 2) only where
+ * `keepsBlocks` (a `KeyedLimiter`, which decodes them itself). A snapshot of the other kind (a
  * `snapshotAll()` given to `restore`, one key's given to `restoreAll`), a JSON string, and
  * an object missing the snapshot's fields are each refused with what to call or pass
  * instead, and what a snapshot looks like.
  * @throws {TypeError} For something that is not a snapshot, or one of another version,
- *   algorithm or options, naming what differs.
+ *   algorithm or options, naming what differs, or one carrying blocks where none is kept.
  * @internal
  */
 export function checkSnapshot(
@@ -125,6 +152,7 @@ export function checkSnapshot(
   algorithm: string,
   options: SnapshotOptions,
   kind: SnapshotKind = "one",
+  keepsBlocks = false,
 ): { state: number[]; latestMs: number } {
   const shape = () => snapshotShape(algorithm, options, kind);
   if (typeof snapshot === "string") {
@@ -158,6 +186,17 @@ export function checkSnapshot(
     );
   }
   checkHeader(where, s, algorithm, options);
+  const blocks = "blockedUntilMs" in s || "blocks" in s;
+  if (!keepsBlocks && (blocks || s.version === SNAPSHOT_BLOCKS_VERSION)) {
+    throw new TypeError(
+      `${where}: the snapshot carries blocks (format version 2), which only a KeyedLimiter keeps: restore it into one`,
+    );
+  }
+  if (blocks && s.version !== SNAPSHOT_BLOCKS_VERSION) {
+    throw new TypeError(
+      `${where}: the snapshot is of format version 1, which carries no blocks, yet holds some`,
+    );
+  }
   if (!Array.isArray(s.state)) {
     throw new TypeError(`${where}: snapshot.state must be an array, got ${describe(s.state)}`);
   }
@@ -186,9 +225,9 @@ export function checkHeader(
   algorithm: string,
   options: SnapshotOptions,
 ): void {
-  if (s.version !== SNAPSHOT_VERSION) {
+  if (s.version !== SNAPSHOT_VERSION && s.version !== SNAPSHOT_BLOCKS_VERSION) {
     throw new TypeError(
-      `${where}: the snapshot is of format version ${describe(s.version)}, this library reads version ${SNAPSHOT_VERSION}`,
+      `${where}: the snapshot is of format version ${describe(s.version)}, this library reads versions ${SNAPSHOT_VERSION} and ${SNAPSHOT_BLOCKS_VERSION}`,
     );
   }
   if (s.algorithm !== algorithm) {
@@ -200,6 +239,28 @@ export function checkHeader(
   if (differs !== undefined) {
     throw new TypeError(`${where}: the snapshot is of another configuration: ${differs}`);
   }
+}
+
+/**
+ * A block's end in a snapshot taken at `latestMs`: a snapshot holds only blocks in force,
+ * so a finite time after `latestMs`. A time at or before it, or an infinite one, was not
+ * written by a registry (a tampered snapshot) and is refused.
+ * @throws {TypeError} For a value that is not a snapshot number. {RangeError} Out of range.
+ * @internal
+ */
+export function decodeBlockEnd(
+  where: string,
+  name: string,
+  value: unknown,
+  latestMs: number,
+): number {
+  const untilMs = decodeNumber(where, value);
+  if (!(untilMs > latestMs && untilMs - untilMs === 0)) {
+    throw new RangeError(
+      `${where}: ${name} is when a block ends, which must be a finite time after latestMs (${latestMs}), got ${untilMs}`,
+    );
+  }
+  return untilMs;
 }
 
 /** The first option that differs between a snapshot's and a limiter's, as words; else undefined. */

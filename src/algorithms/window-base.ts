@@ -1,15 +1,9 @@
 import { checkCost } from "../core/errors.js";
-import {
-  type Clock,
-  type Decision,
-  type Receipt,
-  UnkeyedLimiterBase,
-  type WaitOptions,
-} from "../core/limiter.js";
+import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
 import { jittered, WaitQueue } from "../core/wait.js";
-import { exactPart, type Kernel, type KernelPart, type KeyedForm } from "./kernel.js";
+import { exactPart, type Kernel, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
 import {
   checkSnapshot,
   encodeNumber,
@@ -17,13 +11,7 @@ import {
   type LimiterSnapshot,
   SNAPSHOT_VERSION,
 } from "./snapshot.js";
-import {
-  checkTimeMs,
-  checkWindowClock,
-  checkWindowResize,
-  readClock,
-  windowClockBoundMs,
-} from "./time.js";
+import { checkWindowClock, checkWindowResize, readClock, windowClockBoundMs } from "./time.js";
 
 /**
  * What the three window classes (`FixedWindow`, `SlidingWindowLog`,
@@ -54,7 +42,7 @@ export interface WindowSpec {
  * Base of the window classes: the kernel and its one slot, the latest time seen, the
  * float-step bound, the receipt epoch and the wait queue.
  */
-export abstract class WindowBase extends UnkeyedLimiterBase {
+export abstract class WindowBase extends KernelShell {
   /** Most units allowed in a window. */
   readonly limit: number;
   /** Window length in milliseconds. */
@@ -65,8 +53,6 @@ export abstract class WindowBase extends UnkeyedLimiterBase {
   protected readonly kernel: Kernel;
   /** @internal The limiter's slot (offset 0, slot 0 of its kernel). */
   protected readonly state: Float64Array;
-  /** @internal Latest time seen (clock readings and explicit times); earlier ones count as it. */
-  protected seenMs = Number.NEGATIVE_INFINITY;
   /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
   protected clockBoundMs = Number.POSITIVE_INFINITY;
   /** @internal */
@@ -116,35 +102,9 @@ export abstract class WindowBase extends UnkeyedLimiterBase {
     return this.kernel.refundsWithoutReceipt;
   }
 
-  /**
-   * `consume(cost).allowed` as of `timeMs` (milliseconds on this limiter's clock) rather
-   * than a clock reading, Go's `AllowN(t, n)`: for replaying a log or deciding a batch at
-   * one reading. A time behind the latest one seen (by the clock or an earlier call) counts
-   * as that latest one: docs/semantics.md#explicit-time.
-   * @throws {TypeError} If `timeMs` or `cost` is not a number. {RangeError} If either is NaN
-   *   or infinite, `cost` is negative, or `timeMs` is past the float-step bound.
-   */
-  allowAt(timeMs: number, cost?: number): boolean {
-    const where = `${this.spec.where}.allowAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.kernel.allowAt(this.state, 0, 0, this.keep(t), c);
-  }
-
-  /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
-  consumeAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.spec.where}.consumeAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, true);
-  }
-
-  /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
-  peekAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.spec.where}.peekAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, false);
+  /** @internal */
+  protected override get where(): string {
+    return this.spec.where;
   }
 
   /** Takes `cost` units when they fit and says so; a denial changes nothing. */
@@ -296,14 +256,8 @@ export abstract class WindowBase extends UnkeyedLimiterBase {
     return this.seenMs;
   }
 
-  /** @internal An explicit time, checked, kept as the latest when it is later. */
-  protected keep(timeMs: number): number {
-    this.seenMs = this.timeAt(timeMs);
-    return this.seenMs;
-  }
-
   /** @internal See {@link KernelPart.timeAt}. */
-  timeAt(timeMs: number): number {
+  override timeAt(timeMs: number): number {
     const t = timeMs > this.seenMs ? timeMs : this.seenMs;
     return checkWindowClock(this.spec.where, t, this.windowMs, this.clockBoundMs);
   }
@@ -316,19 +270,19 @@ export abstract class WindowBase extends UnkeyedLimiterBase {
   }
 
   /** @internal See {@link KernelPart.fitsAt}. */
-  fitsAt(now: number, cost: number): boolean {
+  override fitsAt(now: number, cost: number): boolean {
     if (now > this.seenMs) this.seenMs = now;
     return this.kernel.fitsAt(this.state, 0, 0, now, cost);
   }
 
   /** @internal See {@link KernelPart.takeAt}. */
-  takeAt(now: number, cost: number): void {
+  override takeAt(now: number, cost: number): void {
     if (now > this.seenMs) this.seenMs = now;
     if (cost > 0) this.kernel.takeAt(this.state, 0, 0, now, cost);
   }
 
   /** @internal `consume` (`take` true) or `peek` of a checked `cost` at `now` (a checked time). */
-  decideAt(now: number, cost: number, take: boolean): Decision {
+  override decideAt(now: number, cost: number, take: boolean): Decision {
     if (now > this.seenMs) this.seenMs = now;
     return this.kernel.decideAt(this.state, 0, 0, now, cost, take);
   }

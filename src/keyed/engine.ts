@@ -1,8 +1,8 @@
+import type { Kernel as SlotLayout } from "../algorithms/kernel.js";
 import { checkWindowClock } from "../algorithms/time.js";
 import { badClock, describe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 import { hashKey, KeyIndex, tableEntriesFor } from "./key-index.js";
-import type { SlotLayout } from "./layout.js";
 import type { Slab } from "./layouts/index.js";
 import { EVICT_SCAN, type KeyedLimiterStats, SWEEP_CHUNK, SWEEP_EVERY } from "./stats.js";
 

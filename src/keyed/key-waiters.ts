@@ -1,6 +1,4 @@
-import { heldDecision, refundedBase } from "../algorithms/bucket-base.js";
-import { BucketLedger } from "../algorithms/bucket-ledger.js";
-import { bucketDecision, retunedUnits, tokensAfter, tokensAt } from "../algorithms/bucket-math.js";
+import { HeldBucket } from "../algorithms/bucket-kernel.js";
 import { RateLimitError } from "../core/errors.js";
 import type { Decision, WaitOptions } from "../core/limiter.js";
 import { WaitQueue } from "../core/wait.js";
@@ -25,12 +23,10 @@ interface BucketPolicy {
 interface Entry {
   readonly key: string;
   readonly slot: number;
-  /** A bucket's ledger, which holds units for its waiters in the slot; else undefined (set once). */
-  ledger: BucketLedger | undefined;
+  /** A bucket's held units and ledger over the slot; else undefined (set once). */
+  bucket: HeldBucket | undefined;
   /** A window's or `allOf`'s queue, which polls the registry for the key; else undefined (set once). */
   queue: WaitQueue | undefined;
-  /** Units the ledger holds (the bucket's `held`); 0 for a queue. */
-  held: number;
   /** `wait` calls not yet settled. */
   inflight: number;
 }
@@ -39,9 +35,9 @@ interface Entry {
  * Waiting on the fast path of {@link KeyedLimiter}: a key's waiters live beside its slot,
  * which stays in the slab, pinned (never swept nor evicted, counted toward the bounds)
  * while any wait is pending; no state moves out. One first-in, first-out list per key:
- * - a `TokenBucket` or `LeakyBucket` policy: the buckets' own {@link BucketLedger} over the
- *   slot (a token bucket goes into debt, a leaky bucket shapes), with the units it holds
- *   kept here, so the slot decides as a bucket of its own with those waiters would;
+ * - a `TokenBucket` or `LeakyBucket` policy: the buckets' own {@link HeldBucket} over the
+ *   slot (a token bucket goes into debt, a leaky bucket shapes), so the slot decides as a
+ *   bucket of its own with those waiters would;
  * - any other policy: a {@link WaitQueue} polling the registry's `peek` for the key.
  * At most `maxWaiters` waits are pending per registry; an aborted or expired wait leaves
  * at once, and the key's entry goes when its last wait settles.
@@ -130,8 +126,8 @@ export class KeyWaiters {
     }
     this.engine.addBytes(bytes, entry.slot);
     const promise =
-      entry.ledger !== undefined
-        ? entry.ledger.wait(cost, options, `${WHERE}.wait`)
+      entry.bucket !== undefined
+        ? entry.bucket.ledger.wait(cost, options, `${WHERE}.wait`)
         : entry.queue!.wait(cost, options);
     entry.inflight++;
     this.pending++;
@@ -150,31 +146,7 @@ export class KeyWaiters {
    * decides with a ledger), or `undefined` when the slot decides as usual.
    */
   decide(slot: number, cost: number, now: number, take: boolean): Decision | undefined {
-    const entry = this.bySlot.get(slot);
-    const b = this.bucketAt(slot);
-    if (entry === undefined || b === undefined || entry.ledger === undefined) return undefined;
-    const st = this.engine.state;
-    const s = slot * this.engine.stride;
-    const held = entry.held;
-    const units = tokensAt(st[s]!, st[s + 1]!, now, b.capacity + held, b.ratePerSecond) - held;
-    if (held !== 0 || units < 0) {
-      const d = heldDecision(
-        entry.ledger,
-        held,
-        units,
-        cost,
-        b.capacity,
-        b.ratePerSecond,
-        b.shaping,
-      );
-      if (d !== undefined) return d;
-    }
-    const decision = bucketDecision(cost, units, b.capacity, b.ratePerSecond);
-    if (take && decision.allowed && cost > 0) {
-      st[s] = tokensAfter(units, cost) + held;
-      st[s + 1] = now;
-    }
-    return decision;
+    return this.bySlot.get(slot)?.bucket?.decideAt(now, cost, take);
   }
 
   /**
@@ -188,28 +160,19 @@ export class KeyWaiters {
   refund(slot: number, cost: number, now: number, given: Float64Array): number {
     const entry = this.bySlot.get(slot);
     if (entry === undefined) return -1;
-    const e = this.engine;
-    const st = e.state;
-    const s = slot * e.stride;
-    if (entry.ledger === undefined) {
-      const credit = e.layout.refundAt(st, s, slot, now, cost, given, 0);
-      entry.queue!.wake();
-      return credit;
+    if (entry.bucket !== undefined) {
+      given[0] = entry.bucket.refundAt(now, cost);
+      return given[0];
     }
-    const b = this.bucketAt(slot)!;
-    const base = tokensAt(st[s]!, st[s + 1]!, now, b.capacity + entry.held, b.ratePerSecond);
-    const raised = refundedBase(base, cost, b.capacity);
-    st[s] = raised;
-    st[s + 1] = now;
-    entry.ledger.serve();
-    const rise = raised > base ? raised - base : 0;
-    given[0] = raised === base + cost || rise > cost ? cost : rise;
-    return given[0];
+    const e = this.engine;
+    const credit = e.layout.refundAt(e.state, slot * e.stride, slot, now, cost, given, 0);
+    entry.queue!.wake();
+    return credit;
   }
 
   /** True when the slot's waiters are served by a bucket ledger (its refunds go through {@link refund}). */
   hasLedger(slot: number): boolean {
-    return this.bySlot.get(slot)?.ledger !== undefined;
+    return this.bySlot.get(slot)?.bucket !== undefined;
   }
 
   /** Re-checks the head waiter of a waiting window or `allOf` key (after a refund). */
@@ -220,29 +183,21 @@ export class KeyWaiters {
   /** Resets a waiting bucket key as `BucketBase` resets (waiters keep their place); false if none. */
   reset(key: string): boolean {
     const entry = this.byKey.get(key);
-    if (entry === undefined || entry.ledger === undefined) return false;
-    this.resetBucket(entry);
+    if (entry?.bucket === undefined) return false;
+    this.resetBucket(entry.bucket);
     return true;
   }
 
   /** Resets every waiting bucket key (after the engine re-initialised the pinned slots). */
   resetAll(): void {
     for (const entry of this.byKey.values())
-      if (entry.ledger !== undefined) this.resetBucket(entry);
+      if (entry.bucket !== undefined) this.resetBucket(entry.bucket);
   }
 
-  /** @internal */
-  private resetBucket(entry: Entry): void {
-    const st = this.engine.state;
-    const s = entry.slot * this.engine.stride;
-    st[s] = this.bucketAt(entry.slot)!.capacity;
-    if (entry.held === 0) {
-      st[s + 1] = Number.NEGATIVE_INFINITY;
-      return;
-    }
-    const now = this.engine.now();
-    st[s + 1] = now;
-    entry.ledger!.reset(now);
+  /** @internal Full again: fresh, or with units held from now, its waiters keeping their place. */
+  private resetBucket(bucket: HeldBucket): void {
+    const now = bucket.held !== 0 ? this.engine.now() : Number.NEGATIVE_INFINITY;
+    bucket.resetTo(bucket.capacity, now);
   }
 
   /** @internal Gives `key` a pinned slot and its waiting list; `undefined` when the registry is full. */
@@ -254,9 +209,9 @@ export class KeyWaiters {
     if (slot < 0) return undefined;
     e.pin(slot);
     const registry = this.registry;
-    const entry: Entry = { key, slot, ledger: undefined, queue: undefined, held: 0, inflight: 0 };
+    const entry: Entry = { key, slot, bucket: undefined, queue: undefined, inflight: 0 };
     const b = this.bucketAt(slot);
-    if (b !== undefined) entry.ledger = this.ledgerFor(b, entry);
+    if (b !== undefined) entry.bucket = this.heldBucket(slot, b.shaping);
     else {
       entry.queue = new WaitQueue(
         WHERE,
@@ -269,62 +224,32 @@ export class KeyWaiters {
     return entry;
   }
 
-  /** @internal A ledger over the slot's doubles and the entry's held units (the buckets' `LedgerHost`). */
-  private ledgerFor(policy: BucketPolicy, entry: Entry): BucketLedger {
-    const slot = entry.slot;
+  /** @internal The held units and ledger of a waiting bucket key, over its slot's doubles. */
+  private heldBucket(slot: number, shaping: boolean): HeldBucket {
+    const waiters = this;
     const e = this.engine;
-    // Read live: reconfigure() replaces the policy's numbers.
-    const self = this;
-    const b = {
+    return new (class extends HeldBucket {
+      // Read live: reconfigure() replaces the policy's numbers, a growing engine its doubles.
       get capacity() {
-        return self.bucketAt(slot)!.capacity;
-      },
+        return waiters.bucketAt(slot)!.capacity;
+      }
       get ratePerSecond() {
-        return self.bucketAt(slot)!.ratePerSecond;
-      },
-      shaping: policy.shaping,
-    };
-    const baseAt = (now: number): number => {
-      const st = e.state;
-      const s = slot * e.stride;
-      return tokensAt(st[s]!, st[s + 1]!, now, b.capacity + entry.held, b.ratePerSecond);
-    };
-    const write = (units: number, now: number): void => {
-      const s = slot * e.stride;
-      e.state[s] = units;
-      e.state[s + 1] = now;
-    };
-    return new BucketLedger({
-      where: b.shaping ? "LeakyBucket" : "TokenBucket",
-      get capacity() {
-        return b.capacity;
-      },
-      get ratePerSecond() {
-        return b.ratePerSecond;
-      },
-      shaping: b.shaping,
-      sizeWord: "limit",
-      now: () => e.now(),
-      unitsAt: (now) => baseAt(now) - entry.held,
-      take: (units, cost, now) => write(tokensAfter(units, cost) + entry.held, now),
-      hold: (units, now) => {
-        write(baseAt(now), now);
-        entry.held = units === -entry.held ? 0 : entry.held + units;
-      },
-      spend: (units, now) => {
-        write(baseAt(now) - units, now);
-        entry.held = units === entry.held ? 0 : entry.held - units;
-      },
-      get heldUnits() {
-        return entry.held;
-      },
-    });
+        return waiters.bucketAt(slot)!.ratePerSecond;
+      }
+      get st() {
+        return e.state;
+      }
+      readonly s = slot * e.stride;
+      now() {
+        return e.now();
+      }
+    })(shaping ? "LeakyBucket" : "TokenBucket", shaping, "limit");
   }
 
   /** @internal The key's last wait settled: its list goes, and its slot is unpinned (dropped if idle). */
   /** True when `slot` is a bucket key with waiters: {@link retune} carries its state over. */
   owns(slot: number): boolean {
-    return this.bySlot.get(slot)?.ledger !== undefined;
+    return this.bySlot.get(slot)?.bucket !== undefined;
   }
 
   /**
@@ -334,22 +259,10 @@ export class KeyWaiters {
    */
   retune(next: BucketPolicy | undefined, now: number, plan = -1): void {
     if (next === undefined) return;
-    const st = this.engine.state;
-    for (const entry of this.byKey.values()) {
-      if (entry.ledger === undefined || (plan >= 0 && this.planOf(entry.slot) !== plan)) continue;
-      const b = this.bucketAt(entry.slot)!;
-      const s = entry.slot * this.engine.stride;
-      const held = entry.held;
-      if (held !== 0) entry.ledger.settle(now);
-      const h = entry.held;
-      const units = tokensAt(st[s]!, st[s + 1]!, now, b.capacity + h, b.ratePerSecond) - h;
-      if (h === 0 && units >= b.capacity) {
-        st[s] = next.capacity;
-        st[s + 1] = Number.NEGATIVE_INFINITY;
-      } else {
-        st[s] = retunedUnits(units, b.capacity, next.capacity, b.shaping) + h;
-        st[s + 1] = now;
-      }
+    for (const { bucket, slot } of this.byKey.values()) {
+      if (bucket === undefined || (plan >= 0 && this.planOf(slot) !== plan)) continue;
+      if (bucket.held !== 0) bucket.ledger.settle(now);
+      bucket.retune(now, next.capacity);
     }
     if (plan >= 0) this.planBuckets![plan] = next;
     else this.bucket = next;
@@ -358,7 +271,7 @@ export class KeyWaiters {
   /** Re-plans every key's waiters under the new numbers (see `BucketLedger.replan`, `WaitQueue.replan`). */
   replan(): void {
     for (const entry of [...this.byKey.values()]) {
-      if (entry.ledger !== undefined) entry.ledger.replan();
+      if (entry.bucket !== undefined) entry.bucket.ledger.replan();
       else entry.queue?.replan();
     }
   }

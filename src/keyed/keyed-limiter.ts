@@ -1,11 +1,14 @@
 import type { BucketKernel } from "../algorithms/bucket-kernel.js";
 import {
   checkSnapshot,
+  decodeBlockEnd,
   decodeNumber,
   encodeNumber,
   encodeState,
+  type KeySnapshot,
   type LimiterSnapshot,
   type RegistrySnapshot,
+  SNAPSHOT_BLOCKS_VERSION,
   SNAPSHOT_VERSION,
   type SnapshotNumber,
   type SnapshotOptions,
@@ -379,12 +382,12 @@ export class KeyedLimiter {
   /**
    * The state of `key` as plain, JSON-safe data (docs/semantics.md#snapshots): its kernel
    * slot (a fresh state for a key not kept, or what its trace holds), the registry's latest
-   * time, the algorithm and the policy's options. Its block, if any, is not part of it.
+   * time, the algorithm and the policy's options, and when its block ends if it is blocked.
    * @throws {TypeError} For a bad key, or on the generic path (a policy function or a
    *   custom policy: snapshot each key's own limiter). {RangeError} For a key whose bucket
    *   holds units for waiters.
    */
-  snapshot(key: string): LimiterSnapshot {
+  snapshot(key: string): KeySnapshot {
     const where = `${WHERE}.snapshot`;
     const k = this.checkKey(key);
     const { algorithm, options } = this.snapshotHeader(where);
@@ -401,19 +404,34 @@ export class KeyedLimiter {
       values = e.layout.saveSlot(scratch, 0, -1);
     }
     const latestMs = encodeNumber(now);
-    return { version: SNAPSHOT_VERSION, algorithm, options, latestMs, state: encodeState(values) };
+    const state = encodeState(values);
+    const blockedMs = slot >= 0 ? e.blockedMs(slot, now) : e.tracedBlockMs(k, now);
+    if (blockedMs > 0) {
+      const blockedUntilMs = encodeNumber(now + blockedMs);
+      return {
+        version: SNAPSHOT_BLOCKS_VERSION,
+        algorithm,
+        options,
+        latestMs,
+        state,
+        blockedUntilMs,
+      };
+    }
+    return { version: SNAPSHOT_VERSION, algorithm, options, latestMs, state };
   }
 
   /**
    * Gives `key` the state of a {@link snapshot} of a key of a registry with the same
    * algorithm and options (kept as a new key when not held): it then decides exactly as
-   * that key did. The registry's latest time becomes the later of both; the key's receipts
-   * from before give nothing back.
+   * that key did, blocked until the snapshot's block ends if it has one (a block already in
+   * place here is never shortened). The registry's latest time becomes the later of both;
+   * the key's receipts from before give nothing back.
    * @throws {TypeError} For a bad key, something that is not such a snapshot (naming what
    *   differs), or on the generic path. {RangeError} When the registry is full and cannot
-   *   keep the key, or the key's bucket holds units for waiters. Either way nothing changes.
+   *   keep the key, the key's bucket holds units for waiters, or the block's end is not a
+   *   finite time after `latestMs`. Either way nothing changes.
    */
-  restore(key: string, snapshot: LimiterSnapshot): void {
+  restore(key: string, snapshot: KeySnapshot): void {
     const where = `${WHERE}.restore`;
     if (typeof key === "object" && key !== null && snapshot === undefined) {
       throw new TypeError(
@@ -422,17 +440,23 @@ export class KeyedLimiter {
     }
     const k = this.checkKey(key);
     const { algorithm, options } = this.snapshotHeader(where);
-    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options);
+    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options, "one", true);
+    const b = snapshot.blockedUntilMs;
+    const untilMs =
+      b === undefined ? b : decodeBlockEnd(where, "snapshot.blockedUntilMs", b, latestMs);
     const e = this.engine!;
     e.layout.loadSlot(new Float64Array(e.layout.doubles), 0, -1, state); // its shape
-    this.loadKey(where, k, state, this.restoreTime(latestMs));
+    const now = this.restoreTime(latestMs);
+    this.loadKey(where, k, state, now);
+    if (untilMs !== undefined) this.restoreBlock(k, untilMs, now);
   }
 
   /**
    * Every kept key's state as plain, JSON-safe data, for a graceful restart: the header of
    * {@link snapshot}, the keys, their states one after another (`width` numbers each, or
    * with `width` 0 each after its length), and the trace table of keys pushed out in use
-   * (docs/keyed.md#bounds), so they stay limited. Blocks and waiters are not part of it.
+   * (docs/keyed.md#bounds), so they stay limited, and the blocked keys with when each block
+   * ends. Waiters are not part of it, nor blocks of keys pushed out while blocked.
    * @throws {TypeError} On the generic path. {RangeError} While a bucket key holds units
    *   for waiters.
    */
@@ -443,13 +467,20 @@ export class KeyedLimiter {
     const width = e.layout.savedWidth;
     const keys: string[] = [];
     const state: SnapshotNumber[] = [];
+    const now = e.now();
+    const blocked: string[] = [];
+    const untilMs: SnapshotNumber[] = [];
     e.forEachKey((key, slot) => {
       const values = this.saveKept(where, slot);
       keys.push(key);
       if (width === 0) state.push(values.length);
       for (const v of values) state.push(encodeNumber(v));
+      const blockedMs = e.blockedMs(slot, now);
+      if (blockedMs > 0) {
+        blocked.push(key);
+        untilMs.push(encodeNumber(now + blockedMs));
+      }
     });
-    const now = e.now();
     const t = e.saveTrace(now);
     const trace =
       t === undefined
@@ -457,22 +488,26 @@ export class KeyedLimiter {
         : { seed: t.seed, untilMs: encodeNumber(t.untilMs), entries: encodeState(t.entries) };
     const latestMs = encodeNumber(now);
     const all = { version: SNAPSHOT_VERSION, algorithm, options, latestMs, keys, width, state };
-    return trace === undefined ? all : { ...all, trace };
+    const traced = trace === undefined ? all : { ...all, trace };
+    if (blocked.length === 0) return traced;
+    const blocks = { keys: blocked, untilMs };
+    return { ...traced, version: SNAPSHOT_BLOCKS_VERSION, blocks };
   }
 
   /**
    * Restores every key of a {@link snapshotAll} of a registry with the same algorithm and
-   * options (a key held here takes the snapshot's state; others stay as they are). All are
-   * checked before any changes.
+   * options (a key held here takes the snapshot's state; others stay as they are), and its
+   * blocks (a block already in place here is never shortened). All are checked before any
+   * changes.
    * @throws {TypeError} For something that is not such a snapshot (naming what differs), a
    *   bad or repeated key in it, or on the generic path. {RangeError} When the keys would not fit within
-   *   `maxKeys`, nothing changing; or a log key's entries would not fit within `maxBytes`,
-   *   the keys before it restored.
+   *   `maxKeys`, or a block's end is not a finite time after `latestMs`, nothing changing; or
+   *   a log key's entries would not fit within `maxBytes`, the keys before it restored.
    */
   restoreAll(snapshot: RegistrySnapshot): void {
     const where = `${WHERE}.restoreAll`;
     const { algorithm, options } = this.snapshotHeader(where);
-    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options, "all");
+    const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options, "all", true);
     const keys = (snapshot as { keys?: unknown }).keys;
     if (!Array.isArray(keys))
       throw new TypeError(
@@ -515,6 +550,7 @@ export class KeyedLimiter {
             entries: Array.isArray(t.entries) ? t.entries.map((v) => decodeNumber(where, v)) : [],
           };
     if (trace !== undefined) e.checkTrace(where, trace);
+    const blocks = this.checkBlocks(where, snapshot.blocks, latestMs);
     const fresh = keys.filter((key) => e.lookup(key as string) < 0).length;
     if (e.size + fresh > this.maxKeys) {
       throw new RangeError(
@@ -524,6 +560,40 @@ export class KeyedLimiter {
     const now = this.restoreTime(latestMs);
     if (trace !== undefined) e.loadTrace(trace);
     for (let i = 0; i < keys.length; i++) this.loadKey(where, keys[i] as string, states[i]!, now);
+    for (const [key, untilMs] of blocks) this.restoreBlock(key, untilMs, now);
+  }
+
+  /**
+   * @internal A snapshot's `blocks` checked: each key once, each end a finite time after
+   * `latestMs` (a snapshot holds only blocks in force).
+   */
+  private checkBlocks(where: string, blocks: unknown, latestMs: number): Map<string, number> {
+    const checked = new Map<string, number>();
+    if (blocks === undefined) return checked;
+    const { keys, untilMs } = (blocks ?? {}) as { keys?: unknown; untilMs?: unknown };
+    if (!Array.isArray(keys) || !Array.isArray(untilMs) || keys.length !== untilMs.length) {
+      throw new TypeError(
+        `${where}: snapshot.blocks must be { keys, untilMs }, two arrays of one length, got ${describe(blocks)}`,
+      );
+    }
+    for (let i = 0; i < keys.length; i++) {
+      const key = this.checkKey(keys[i]);
+      if (checked.has(key)) {
+        throw new TypeError(`${where}: snapshot.blocks.keys holds ${JSON.stringify(key)} twice`);
+      }
+      checked.set(
+        key,
+        decodeBlockEnd(where, `snapshot.blocks.untilMs[${i}]`, untilMs[i], latestMs),
+      );
+    }
+    return checked;
+  }
+
+  /** @internal Blocks `key` until `untilMs` at the restore's `now`, as {@link block} does; an ended block is none. */
+  private restoreBlock(key: string, untilMs: number, now: number): void {
+    if (!(untilMs > now)) return;
+    this.plans?.select(key);
+    this.engine!.block(key, untilMs, now);
   }
 
   /** @internal The registry's time for a restore: the later of its latest and the snapshot's. */

@@ -121,7 +121,7 @@ export class KeyedReceipt extends ChargeReceipt {
     refundableUntilMs: number,
     owner: object,
     epoch: number,
-    /** The one leaf's mark (`SlotLayout.markReceipt`). */
+    /** The one leaf's mark (`Kernel.markReceipt`). */
     mark: number,
     /** Each leaf's mark, for an `allOf` policy. */
     readonly marks: Float64Array | undefined,

@@ -1,6 +1,7 @@
+import type { Kernel } from "../../algorithms/kernel.js";
 import { combine } from "../../composite/all-of.js";
 import type { Decision } from "../../core/limiter.js";
-import type { SlotLayout } from "../layout.js";
+import { KernelGroup } from "./group.js";
 
 /**
  * The slot of an `allOf` key: each part's slot side by side (part `i` at offset
@@ -8,51 +9,43 @@ import type { SlotLayout } from "../layout.js";
  * parts of a denied composite without the cost; fields combined by `combine`).
  * @internal
  */
-export class AllOfLayout implements SlotLayout {
+export class AllOfLayout extends KernelGroup implements Kernel {
   readonly doubles: number;
   readonly keyExtraBytes: number;
   maxGrowthBytes: number;
   limit: number;
-  /** @internal */
-  private readonly parts: readonly SlotLayout[];
+  /** @internal The parts: the group's kernels. */
+  private readonly parts: readonly Kernel[];
   /** @internal */
   private readonly offsets: readonly number[];
-  /** Where each part's trace numbers start in an entry. */
-  private readonly traceOffsets: readonly number[];
-  readonly traceWidth: number;
   readonly leafCount: number;
   readonly refundsWithoutReceipt: boolean;
 
-  constructor(parts: readonly SlotLayout[]) {
+  constructor(parts: readonly Kernel[]) {
+    super(parts);
     this.parts = parts;
     this.leafCount = parts.length;
     this.refundsWithoutReceipt = parts.every((part) => part.refundsWithoutReceipt);
     const offsets: number[] = [];
-    const traceOffsets: number[] = [];
-    let width = 0;
     let doubles = 0;
     let extra = 0;
     let growth = 0;
     let limit = Number.POSITIVE_INFINITY;
     for (const part of parts) {
       offsets.push(doubles);
-      traceOffsets.push(width);
-      width += part.traceWidth;
       doubles += part.doubles;
       extra += part.keyExtraBytes;
       growth += part.maxGrowthBytes;
       if (part.limit < limit) limit = part.limit;
     }
     this.offsets = offsets;
-    this.traceOffsets = traceOffsets;
-    this.traceWidth = width;
     this.doubles = doubles;
     this.keyExtraBytes = extra;
     this.maxGrowthBytes = growth;
     this.limit = limit;
   }
 
-  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+  retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     const parts = this.parts;
     const nextParts = (next as AllOfLayout).parts;
     for (let i = 0; i < parts.length; i++) {
@@ -60,18 +53,8 @@ export class AllOfLayout implements SlotLayout {
     }
   }
 
-  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
-    const parts = this.parts;
-    const nextParts = (next as AllOfLayout).parts;
-    for (let i = 0; i < parts.length; i++) {
-      parts[i]!.retuneTrace(nextParts[i]!, table, o + this.traceOffsets[i]!, now);
-    }
-  }
-
-  adopt(next: SlotLayout): void {
-    const parts = this.parts;
-    const nextParts = (next as AllOfLayout).parts;
-    for (let i = 0; i < parts.length; i++) parts[i]!.adopt(nextParts[i]!);
+  override adopt(next: Kernel): void {
+    super.adopt(next);
     this.maxGrowthBytes = next.maxGrowthBytes;
     this.limit = next.limit;
   }
@@ -191,17 +174,6 @@ export class AllOfLayout implements SlotLayout {
       if (parts[i]!.traceApplies(table, o + this.traceOffsets[i]!, now)) return true;
     }
     return false;
-  }
-
-  /** The entry applies while any part's does. */
-  traceExpiresMs(table: Float64Array, o: number): number {
-    let at = Number.NEGATIVE_INFINITY;
-    const parts = this.parts;
-    for (let i = 0; i < parts.length; i++) {
-      const t = parts[i]!.traceExpiresMs(table, o + this.traceOffsets[i]!);
-      if (t > at) at = t;
-    }
-    return at;
   }
 
   /** Each part from its own numbers (fresh where they no longer apply). */
@@ -339,15 +311,7 @@ export class AllOfLayout implements SlotLayout {
     return combine(allowed, decisions);
   }
 
-  bind(sink: { addBytes(delta: number, slot?: number): void }): void {
-    for (const part of this.parts) part.bind(sink);
-  }
-
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
     for (const part of this.parts) part.release(slot, bytes);
-  }
-
-  grow(slots: number): void {
-    for (const part of this.parts) part.grow(slots);
   }
 }

@@ -1,13 +1,12 @@
 import { CATALOG } from "../../algorithms/catalog.js";
-import type { KeyedForm } from "../../algorithms/kernel.js";
+import type { Kernel, KeyedForm } from "../../algorithms/kernel.js";
 import { AllOf } from "../../composite/all-of.js";
 import type { Clock, Limiter } from "../../core/limiter.js";
-import type { SlotLayout } from "../layout.js";
 import { AllOfLayout } from "./all-of.js";
 
 /** A policy's slab: its layout and how its clock readings are checked. */
 export interface Slab {
-  readonly layout: SlotLayout;
+  readonly layout: Kernel;
   readonly clock: Clock;
   /** Readings must stay within ±this (a window's float-step bound); `Infinity` for buckets. */
   readonly clockBoundMs: number;

@@ -1,5 +1,6 @@
+import type { Kernel } from "../../algorithms/kernel.js";
 import type { Decision } from "../../core/limiter.js";
-import type { SlotLayout } from "../layout.js";
+import { KernelGroup } from "./group.js";
 
 /** Accounted bytes of a key's plan id (one byte per slot). */
 const PLAN_ID_BYTES = 1;
@@ -16,23 +17,20 @@ const PLAN_ID_BYTES = 1;
  * from its own plan's region only, so no plan's numbers are ever read with another's.
  * @internal
  */
-export class PlanLayout implements SlotLayout {
+export class PlanLayout extends KernelGroup implements Kernel {
   readonly doubles: number;
   readonly keyExtraBytes: number;
-  readonly traceWidth: number;
   readonly leafCount: number;
   readonly refundsWithoutReceipt: boolean;
   readonly savedWidth: number;
   /** The layout of each plan, by plan id (reconfigure changes one in place, through `adopt`). */
-  readonly layouts: readonly SlotLayout[];
+  readonly layouts: readonly Kernel[];
   /** Plan id of each slot. */
   plans: Uint8Array = new Uint8Array(0);
   /** Plan id of the key last selected: what a call without a slot (`slot < 0`) is about. */
   current = 0;
   /** Keys kept per plan id: one more when a key is given a slot, one less when it goes. */
   readonly sizes: Float64Array;
-  /** Where each plan's trace numbers start in an entry. */
-  private readonly traceOffsets: readonly number[];
   /** Plan of the slot whose trace {@link traceValue} wrote last (the engine combines it next). */
   private traced = 0;
 
@@ -42,9 +40,10 @@ export class PlanLayout implements SlotLayout {
    *   key when it calls `init` or `restore` for it), or -1 for a kept key re-initialised.
    */
   constructor(
-    layouts: readonly SlotLayout[],
+    layouts: readonly Kernel[],
     private readonly planOfSlot: (slot: number) => number,
   ) {
+    super(layouts);
     const first = layouts[0]!;
     this.layouts = layouts;
     this.doubles = first.doubles;
@@ -52,19 +51,11 @@ export class PlanLayout implements SlotLayout {
     this.leafCount = first.leafCount;
     this.refundsWithoutReceipt = first.refundsWithoutReceipt;
     this.savedWidth = first.savedWidth;
-    const offsets: number[] = [];
-    let width = 0;
-    for (const layout of layouts) {
-      offsets.push(width);
-      width += layout.traceWidth;
-    }
-    this.traceOffsets = offsets;
-    this.traceWidth = width;
     this.sizes = new Float64Array(layouts.length);
   }
 
   /** The same plans with plan `id`'s layout replaced by `next` (for `reconfigure`). */
-  with(id: number, next: SlotLayout): PlanLayout {
+  with(id: number, next: Kernel): PlanLayout {
     const layouts = [...this.layouts];
     layouts[id] = next;
     return new PlanLayout(layouts, this.planOfSlot);
@@ -84,32 +75,14 @@ export class PlanLayout implements SlotLayout {
   }
 
   /** The plan of `slot`, or of the selected key for a slot of none (`slot < 0`). */
-  private of(slot: number): SlotLayout {
+  private of(slot: number): Kernel {
     return this.layouts[slot < 0 ? this.current : this.plans[slot]!]!;
   }
 
-  retuneSlot(next: SlotLayout, st: Float64Array, s: number, slot: number, now: number): void {
+  retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     const id = this.plans[slot]!;
     const to = (next as unknown as PlanLayout).layouts[id]!;
     if (to !== this.layouts[id]) this.layouts[id]!.retuneSlot(to, st, s, slot, now);
-  }
-
-  retuneTrace(next: SlotLayout, table: Float64Array, o: number, now: number): void {
-    const nextLayouts = (next as unknown as PlanLayout).layouts;
-    for (let i = 0; i < this.layouts.length; i++) {
-      const to = nextLayouts[i]!;
-      if (to !== this.layouts[i]) {
-        this.layouts[i]!.retuneTrace(to, table, o + this.traceOffsets[i]!, now);
-      }
-    }
-  }
-
-  adopt(next: SlotLayout): void {
-    const nextLayouts = (next as unknown as PlanLayout).layouts;
-    for (let i = 0; i < this.layouts.length; i++) {
-      const to = nextLayouts[i]!;
-      if (to !== this.layouts[i]) this.layouts[i]!.adopt(to);
-    }
   }
 
   init(st: Float64Array, s: number, slot: number, now: number): void {
@@ -175,16 +148,6 @@ export class PlanLayout implements SlotLayout {
   traceApplies(table: Float64Array, o: number, now: number): boolean {
     const id = this.current;
     return this.layouts[id]!.traceApplies(table, o + this.traceOffsets[id]!, now);
-  }
-
-  /** The latest time any plan's region applies until. */
-  traceExpiresMs(table: Float64Array, o: number): number {
-    let at = Number.NEGATIVE_INFINITY;
-    for (let i = 0; i < this.layouts.length; i++) {
-      const t = this.layouts[i]!.traceExpiresMs(table, o + this.traceOffsets[i]!);
-      if (t > at) at = t;
-    }
-    return at;
   }
 
   /** From the key's own plan's region (fresh where it no longer applies). */
@@ -261,20 +224,16 @@ export class PlanLayout implements SlotLayout {
     return this.of(slot).decideAt(st, s, slot, now, cost, take);
   }
 
-  bind(sink: { addBytes(delta: number, slot?: number): void }): void {
-    for (const layout of this.layouts) layout.bind(sink);
-  }
-
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
     const id = this.plans[slot]!;
     this.sizes[id]!--;
     this.layouts[id]!.release(slot, bytes);
   }
 
-  grow(slots: number): void {
+  override grow(slots: number): void {
     const plans = new Uint8Array(slots);
     plans.set(this.plans.length <= slots ? this.plans : this.plans.subarray(0, slots));
     this.plans = plans;
-    for (const layout of this.layouts) layout.grow(slots);
+    super.grow(slots);
   }
 }
