@@ -1,4 +1,4 @@
-import type { Kernel as SlotLayout } from "../algorithms/kernel.js";
+import type { Kernel } from "../algorithms/kernel.js";
 import { checkWindowClock } from "../algorithms/time.js";
 import { badClock, describe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
@@ -84,7 +84,7 @@ export function drawHashSeed(): number {
 
 /** What an engine is built with. */
 export interface EngineOptions {
-  readonly layout: SlotLayout;
+  readonly layout: Kernel;
   readonly clock: Clock;
   readonly maxKeys: number;
   readonly maxBytes: number;
@@ -107,7 +107,7 @@ export interface EngineOptions {
  * `clear`), the free list threaded through it, the last-key cache, the incremental idle
  * sweep ({@link SWEEP_CHUNK} slots every {@link SWEEP_EVERY} calls), the bound (`maxKeys`,
  * `maxBytes`) and the trace table. A slot's content and decisions are its
- * {@link SlotLayout}'s. One clock reading per call, one high-water mark for the registry.
+ * {@link Kernel}'s. One clock reading per call, one high-water mark for the registry.
  *
  * At the bound idle keys go first; then (`whenFull: "evict"`) the key of {@link EVICT_SCAN}
  * looked at that is idle soonest goes, its trace kept under a seeded hash of its key, and a
@@ -117,11 +117,11 @@ export interface EngineOptions {
  * @internal
  */
 export class SlabEngine {
-  readonly layout: SlotLayout;
+  readonly layout: Kernel;
   readonly stride: number;
   /** The key-to-slot index (its own, seeded: see {@link KeyIndex}); it holds each slot's key. */
   readonly index: KeyIndex;
-  /** The slot doubles (see {@link SlotLayout}). */
+  /** The slot doubles (see {@link Kernel}). */
   state: Float64Array;
   /** Per slot: {@link PINNED}, {@link BLOCKED}. */
   flags: Uint8Array;
@@ -186,7 +186,7 @@ export class SlabEngine {
   /** @internal Accounted bytes of the keys kept and of their logs (slots and table apart). */
   private keyBytesKept = 0;
   /**
-   * The trace table: `traceWidth` numbers per entry (see {@link SlotLayout.traceValue}),
+   * The trace table: `traceWidth` numbers per entry (see {@link Kernel.traceValue}),
    * entries by seeded hash of a key.
    */
   trace: Float64Array = EMPTY_TRACE;
@@ -366,7 +366,7 @@ export class SlabEngine {
 
   /**
    * Where a key without a slot stands: -1 when it starts fresh, else the offset in
-   * {@link trace} of the entry it starts from ({@link SlotLayout.restore}).
+   * {@link trace} of the entry it starts from ({@link Kernel.restore}).
    */
   traceOf(key: string, now: number): number {
     if (this.traceUntil <= now) return -1;
