@@ -310,12 +310,11 @@ return { allowed and 1 or 0, f(available), f(liveLeave), f(now), f(retryLeave), 
  * `r` and the leave time of the entry it charged), as `LogRing.refundEntry`: out of the
  * first entry that leaves at or after that time (its own, while it is in the window), at
  * most what it still holds, found by a binary search over the chunks' `maxLeave`; the
- * entry keeps its place (emptied or cut) and the newer totals drop by the units; empty
- * entries at the tail become one tombstone (as in memory).
- * Work: amortized O(1) per logged entry without a receipt (each entry leaves once); through
- * a receipt O(1) for the newest entry, the common case, else O(the newer entries), each
- * chunk they are in rewritten once. ARGV as the decision's; reply `{units given back,
- * serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
+ * entry keeps its place (emptied or cut), the newer totals drop by the units, empty ones
+ * at the tail become one tombstone. Work: amortized O(1) per logged entry without a
+ * receipt; through one O(1) for the newest entry, else O(the newer entries), each chunk
+ * rewritten once. ARGV as the decision's; reply `{units given back, serverNowMs}` (or
+ * `{-1, serverNowMs}` past the deadline).
  */
 export const SLIDING_WINDOW_LOG_REFUND_SCRIPT = new Script(
   "sliding-window-log-refund",
