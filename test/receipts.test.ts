@@ -6,6 +6,7 @@ import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import {
   allOf,
+  type Decision,
   FixedWindow,
   KeyedLimiter,
   LeakyBucket,
@@ -245,6 +246,17 @@ describe("receipts of the five algorithms", () => {
       );
     });
 
+    /**
+     * The same decision; its times may be a float step later (a log's entry charged at the
+     * instant of a tombstone leaves just after it: LogRing.append), never sooner.
+     */
+    const sameDecision = (x: Decision, y: Decision) =>
+      x.allowed === y.allowed &&
+      x.limit === y.limit &&
+      x.remaining === y.remaining &&
+      laterByAStep(x.retryAfterMs, y.retryAfterMs) &&
+      laterByAStep(x.resetAfterMs, y.resetAfterMs);
+
     test(`${name}: a charge given back at once through its receipt leaves the limiter as if it never was`, () => {
       fc.assert(
         fc.property(steps, fc.array(fc.nat({ max: 39 }), { maxLength: 8 }), (trace, at) => {
@@ -261,9 +273,10 @@ describe("receipts of the five algorithms", () => {
             }
             if (s.kind === "charge") {
               const da = a.consume(s.cost);
-              expect(da, `step ${i}`).toEqual(b.consume(s.cost));
+              expect(sameDecision(da, b.consume(s.cost)), `step ${i}`).toBe(true);
             }
           }
+          if (name === "SlidingWindowLog") clock.set(t + 1_000_000); // its tombstones left
           expect(a.isIdle()).toBe(b.isIdle());
         }),
       );
@@ -549,3 +562,8 @@ describe("settle: charge the estimate up front, settle the difference after", ()
     expect(settle(window, late, 1).refunded).toBe(5);
   });
 });
+
+/** `x` is `y` or at most a few float steps later (never sooner). */
+function laterByAStep(x: number, y: number): boolean {
+  return x === y || (x > y && x - y <= Math.abs(y) * 2 ** -50);
+}

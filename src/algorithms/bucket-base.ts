@@ -253,8 +253,8 @@ export abstract class BucketBase extends KernelShell {
    * @internal
    * Reads the clock and returns what moves the bucket to `capacity` and `ratePerSecond` at
    * that reading (`assign` sets the subclass's fields): the units accrued up to then at the
-   * old rate are kept (`retunedUnits`: tokens, or a leaky bucket's level, clamped to the new
-   * capacity; a full bucket with nothing held stays full), the new rate applies from then
+   * old rate are kept (`retunedUnits`: tokens clamped to the new capacity, a leaky bucket's
+   * level as it is; a full bucket with nothing held stays full), the new rate applies from then
    * on, and waiters are re-planned (`BucketLedger.replan`). Reservations keep their units
    * and their time to act. See docs/semantics.md#changing-limits-live.
    */

@@ -84,9 +84,11 @@ export function bucketDecision(
 /**
  * The units of a bucket reconfigured from `oldCapacity` to `capacity`, from the `units`
  * it has at the moment of the change (tokens, or a leaky bucket's free room; accrued up to
- * then at the old rate). A token bucket keeps its tokens (Go's `SetBurst`), a leaky bucket
- * its level (`capacity - units`); either is clamped to the new capacity. A debt (tokens
- * below 0) is kept. The caller handles a full bucket, which stays full (fresh).
+ * then at the old rate). A token bucket keeps its tokens (Go's `SetBurst`), clamped to the
+ * new capacity; a leaky bucket keeps its level (`capacity - units`) as it is, even above a
+ * smaller capacity (its room is then below 0 until it drains): what was admitted is not
+ * forgiven, and a level kept unclamped reads the same at any later time, as a Redis key
+ * carried over at its next call reads it. A debt (tokens below 0) is kept. The caller handles a full bucket, which stays full (fresh).
  */
 export function retunedUnits(
   units: number,
@@ -94,9 +96,6 @@ export function retunedUnits(
   capacity: number,
   keepsLevel: boolean,
 ): number {
-  if (keepsLevel) {
-    const level = oldCapacity - units;
-    return level < capacity ? capacity - level : 0;
-  }
+  if (keepsLevel) return capacity - (oldCapacity - units);
   return units < capacity ? units : capacity;
 }

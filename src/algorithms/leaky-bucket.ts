@@ -151,8 +151,9 @@ export class LeakyBucket extends BucketBase implements Limiter {
 
   /**
    * Changes `capacity` and/or `leakPerSecond` live, as Go's `SetBurst`/`SetLimit`: the
-   * level, drained up to now at the old rate, is kept (clamped to a smaller capacity; an
-   * empty bucket stays empty), and the new rate drains it from now on. Waiters are re-planned:
+   * level, drained up to now at the old rate, is kept as it is (above a smaller capacity
+   * too: nothing fits until it has drained below it; an empty bucket stays empty), and the
+   * new rate drains it from now on. Waiters are re-planned:
    * one whose cost is now above `capacity`, whose wait would never end or would now pass
    * its `maxWaitMs` is rejected as a fresh `wait` would be. Reservations keep their
    * water and their time to act. `initialLevel` applies from the next fresh state (a

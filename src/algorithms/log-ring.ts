@@ -1,7 +1,7 @@
 import type { Decision } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
 import type { LogArena } from "./log-arena.js";
-import { logDecision, logLeaveAt } from "./window-math.js";
+import { logDecision, logLeaveAt, NEXT_UP } from "./window-math.js";
 
 /** Entries a ring's block holds at its first entry; it doubles from there as needed. */
 export const INITIAL_ENTRIES = 1;
@@ -124,10 +124,24 @@ export class LogRing {
     return size === 0 ? 0 : this.arena.data[this.o(size - 1) + 1]! - this.st[this.s + BASE]!;
   }
 
-  /** When the newest entry leaves; `-Infinity` for an empty log. */
+  /** When the newest entry leaves (a tombstone too); `-Infinity` for an empty log. */
   newestLeaveAt(): number {
     const size = this.st[this.s + SIZE]!;
     return size === 0 ? Number.NEGATIVE_INFINITY : this.arena.data[this.o(size - 1)]!;
+  }
+
+  /**
+   * When the newest entry holding units leaves, as a decision states it: a tombstone at the
+   * tail (see {@link refund}) holds none, so the entry before it; `-Infinity` for none.
+   */
+  newestLiveLeaveAt(): number {
+    const size = this.st[this.s + SIZE]!;
+    if (size === 0) return Number.NEGATIVE_INFINITY;
+    const data = this.arena.data;
+    const p = this.o(size - 1);
+    const before = size === 1 ? this.st[this.s + BASE]! : data[this.o(size - 2) + 1]!;
+    if (data[p + 1] !== before) return data[p]!;
+    return size === 1 ? Number.NEGATIVE_INFINITY : data[this.o(size - 2)]!;
   }
 
   /** Drops the entries whose leave time has come (`time <= now - windowMs`). */
@@ -188,17 +202,32 @@ export class LogRing {
    */
   append(nowMs: number, cost: number, windowMs: number, exactEntries: number): void {
     const size = this.size;
-    const leaveAtMs = logLeaveAt(nowMs, size, windowMs, exactEntries);
+    let leaveAtMs = logLeaveAt(nowMs, size, windowMs, exactEntries);
     const maxEntries = 2 * exactEntries + 1;
     const n = this.slotCount;
     if (size > 0) {
       const newest = this.o(size - 1);
       const data = this.arena.data;
-      // The second test is a safety net the granules make unreachable: merge, later. The
-      // third is the keyed registry's memory bound: a full ring it may not grow merges too,
-      // so the newest entry counts a little longer (conservative), never shorter.
-      if (data[newest] === leaveAtMs || size >= maxEntries || (size === n && !this.growable)) {
-        data[newest] = leaveAtMs;
+      const at = data[newest]!;
+      if (at >= leaveAtMs) {
+        if (data[newest + 1] !== (size === 1 ? this.base : data[this.o(size - 2) + 1]!)) {
+          // The same stamp (or the one just after a tombstone's): one entry.
+          if (at === leaveAtMs || at === leaveAtMs + Math.abs(leaveAtMs) * NEXT_UP) {
+            data[newest + 1]! += cost;
+            return;
+          }
+        } else {
+          // A tombstone (no units: see refund) takes no charge, and the new entry leaves
+          // just after it, so that a receipt of the tombstone's entries finds it first and
+          // the new charge's receipt its own entry.
+          leaveAtMs = at + Math.abs(at) * NEXT_UP;
+        }
+      }
+      // A safety net the granules make unreachable: merge, later. And the keyed registry's
+      // memory bound: a full ring it may not grow merges too, so the newest entry counts a
+      // little longer (conservative), never shorter.
+      if (size >= maxEntries || (size === n && !this.growable)) {
+        if (leaveAtMs > at) data[newest] = leaveAtMs;
         data[newest + 1]! += cost;
         return;
       }
@@ -246,18 +275,31 @@ export class LogRing {
    * cost is at most what is left to give back goes, the next one is cut by the rest. Never
    * below an empty log; the ring keeps its block (an expiry shrinks it later). Returns the
    * units given back (`cost` less what found no entry, as the Redis script counts it).
+   *
+   * The entries that went leave one **tombstone** at the tail: an entry of no units leaving
+   * when the latest of them left, so that a receipt of one of them (found by its leave
+   * time, {@link refundEntry}) finds it empty rather than a later charge's entry. A log
+   * holds at most one tombstone at its tail (a later refund takes it with the entries it
+   * takes); it leaves as any entry, and decisions read past it ({@link newestLiveLeaveAt}).
    */
   refund(cost: number): number {
     const data = this.arena.data;
     const st = this.st;
     const s = this.s;
     let left = cost;
-    while (left > 0 && st[s + SIZE]! > 0) {
+    let gone = Number.NEGATIVE_INFINITY;
+    while (st[s + SIZE]! > 0) {
       const size = st[s + SIZE]!;
       const p = this.o(size - 1) + 1;
       const before = size === 1 ? st[s + BASE]! : data[this.o(size - 2) + 1]!;
       const own = data[p]! - before;
-      if (fits(own, left)) {
+      if (own === 0) {
+        // An empty entry (a tombstone, or one a receipt emptied) goes with the rest.
+        if (data[p - 1]! > gone) gone = data[p - 1]!;
+        st[s + SIZE] = size - 1;
+      } else if (!(left > 0)) break;
+      else if (fits(own, left)) {
+        if (data[p - 1]! > gone) gone = data[p - 1]!;
         st[s + SIZE] = size - 1;
         left -= own;
       } else {
@@ -265,19 +307,51 @@ export class LogRing {
         left = 0;
       }
     }
-    if (st[s + SIZE] === 0) {
-      st[s + HEAD] = 0;
-      st[s + BASE] = 0;
-    }
+    if (gone !== Number.NEGATIVE_INFINITY) this.pushTombstone(gone);
     return cost - left;
+  }
+
+  /**
+   * The empty entries at the tail (a tombstone, entries receipts emptied) become one
+   * tombstone leaving when the latest of them leaves: amortized O(1), each entry goes once.
+   */
+  private collapseTail(): void {
+    const data = this.arena.data;
+    let size = this.size;
+    let gone = Number.NEGATIVE_INFINITY;
+    while (size > 0) {
+      const p = this.o(size - 1);
+      const before = size === 1 ? this.base : data[this.o(size - 2) + 1]!;
+      if (data[p + 1] !== before) break;
+      if (data[p]! > gone) gone = data[p]!;
+      size--;
+    }
+    if (gone === Number.NEGATIVE_INFINITY) return;
+    this.st[this.s + SIZE] = size;
+    this.pushTombstone(gone);
+  }
+
+  /** Appends an entry of no units leaving at `leaveAtMs` (a slot a refund just freed). */
+  private pushTombstone(leaveAtMs: number): void {
+    const size = this.size;
+    const total = this.total();
+    const p = this.o(size);
+    const data = this.arena.data;
+    data[p] = leaveAtMs;
+    data[p + 1] = total;
+    this.st[this.s + SIZE] = size + 1;
   }
 
   /**
    * Gives back up to `cost` (> 0) units of the entry a charge at `leaveAtMs` went into (a
    * refund through a receipt): the first entry leaving at or after it (an entry may have
    * been stamped later since, when later charges merged into it, never earlier). Takes at
-   * most that entry's own units; an entry wholly given back leaves the log. Returns the
-   * units given back: 0 when the entry has left.
+   * most what that entry still holds: other refunds (through receipts of charges merged
+   * into it, or {@link refund}, which leaves a tombstone where whole entries went) took
+   * theirs first, so a receipt never gives back a later charge's units. An entry wholly
+   * given back stays, empty, until it leaves (its other receipts find it so); the newest
+   * becomes the tail's one tombstone. Returns the units given back: 0 when the entry has
+   * left or holds nothing.
    */
   refundEntry(leaveAtMs: number, cost: number): number {
     const data = this.arena.data;
@@ -290,22 +364,11 @@ export class LogRing {
     const own = data[p]! - before;
     const give = own < cost ? own : cost;
     if (!(give > 0)) return 0;
-    if (give === own) {
-      // The entry leaves: the newer ones move down one place, each total less its units.
-      for (let j = i; j + 1 < size; j++) {
-        const to = this.o(j);
-        const from = this.o(j + 1);
-        data[to] = data[from]!;
-        data[to + 1] = data[from + 1]! - give;
-      }
-      this.st[this.s + SIZE] = size - 1;
-      if (size === 1) {
-        this.st[this.s + HEAD] = 0;
-        this.st[this.s + BASE] = 0;
-      }
-    } else {
-      for (let j = i; j < size; j++) data[this.o(j) + 1]! -= give;
-    }
+    // The entry keeps its place, emptied or cut; the newer ones' totals drop by its units.
+    data[p] = give === own ? before : data[p]! - give;
+    for (let j = i + 1; j < size; j++) data[this.o(j) + 1]! -= give;
+    // Emptied, it may end the log's units: the empty entries at the tail become one tombstone.
+    if (give === own) this.collapseTail();
     return give;
   }
 
@@ -333,7 +396,7 @@ export class LogRing {
       windowMs,
       exactEntries,
       this.size,
-      this.newestLeaveAt(),
+      this.newestLiveLeaveAt(),
       allowed || !fits(cost, limit) ? Number.NaN : this.retryLeaveAt(cost, limit),
     );
     if (take && cost > 0 && allowed) this.append(nowMs, cost, windowMs, exactEntries);

@@ -115,7 +115,7 @@ export function logLeaveAt(
  * `|x|` lies strictly between half a float step and one and a half (also for a power of
  * two, whose half step alone would tie back to `x`), so the sum rounds to the next double.
  */
-const NEXT_UP = 2 ** -53 + 2 ** -105;
+export const NEXT_UP = 2 ** -53 + 2 ** -105;
 
 /**
  * `SlidingWindowLog`'s decision for `cost` with `available` units free in a log of

@@ -1,5 +1,5 @@
 import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
-import { logDecision, logExactEntries, logLeaveAt } from "../algorithms/window-math.js";
+import { logDecision, logExactEntries } from "../algorithms/window-math.js";
 import type { Decision } from "../core/limiter.js";
 import { optionNames } from "../core/option-names.js";
 import { markCharge } from "../store/limiter.js";
@@ -89,8 +89,9 @@ export class RedisSlidingWindowLog extends RedisWindowLimiter {
     const decide = (c: number) =>
       logDecision(c, a, t, this.limit, this.windowMs, this.exactEntries, n, newest, retry);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
-    // A receipt's mark: the leave time of the entry the charge went into, as the script stamps it.
-    const leave = logLeaveAt(t, n, this.windowMs, this.exactEntries);
+    // A receipt's mark: the leave time of the entry the charge went into, as the script
+    // stamped it (just after a tombstone's, or an entry's it merged into).
+    const leave = newest;
     return markCharge(checkAgreement(decide(cost), allowed), leave, t, leave);
   }
 }

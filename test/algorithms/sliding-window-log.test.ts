@@ -2,7 +2,10 @@ import fc from "fast-check";
 import { describe, expect, test, vi } from "vitest";
 import { INITIAL_ENTRIES } from "../../src/algorithms/log-ring.js";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
+import { allOf } from "../../src/composite/all-of.js";
 import { RateLimitError } from "../../src/core/errors.js";
+import type { Receipt } from "../../src/core/limiter.js";
+import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { describeSharedValidation, windowOptionCases } from "../support/limiter-checks.js";
 import { manualClock } from "../support/manual-clock.js";
 import { slidingLogModel } from "../support/models.js";
@@ -460,3 +463,96 @@ describe("SlidingWindowLog leave times (regression: an entry left before a full 
 });
 
 describeClockResolution("SlidingWindowLog", (options) => new SlidingWindowLog(options));
+
+describe("SlidingWindowLog receipts after other refunds", () => {
+  // Limit 10 per 1000 ms; each form decides by the one kernel (LogRing).
+  const forms = [
+    [
+      "SlidingWindowLog",
+      (clock: () => number) => {
+        const log = new SlidingWindowLog({ limit: 10, windowMs: 1000, clock });
+        return {
+          charge: (cost: number) => log.charge(cost),
+          refund: (cost: number) => log.refund(cost),
+          refundReceipt: (r: Receipt, units?: number) => log.refund(r, units),
+          remaining: () => log.peek(0).remaining,
+        };
+      },
+    ],
+    [
+      "allOf part",
+      (clock: () => number) => {
+        const both = allOf(
+          new SlidingWindowLog({ limit: 10, windowMs: 1000, clock }),
+          new SlidingWindowLog({ limit: 100, windowMs: 1000, clock }),
+        );
+        return {
+          charge: (cost: number) => both.charge(cost),
+          refund: (cost: number) => both.refund(cost),
+          refundReceipt: (r: Receipt, units?: number) => both.refund(r, units),
+          remaining: () => both.peek(0).remaining,
+        };
+      },
+    ],
+    [
+      "KeyedLimiter",
+      (clock: () => number) => {
+        const keyed = new KeyedLimiter(new SlidingWindowLog({ limit: 10, windowMs: 1000, clock }));
+        return {
+          charge: (cost: number) => keyed.charge("k", cost),
+          refund: (cost: number) => keyed.refund("k", cost),
+          refundReceipt: (r: Receipt, units?: number) => keyed.refund(r, units),
+          remaining: () => keyed.peek("k", 0).remaining,
+        };
+      },
+    ],
+  ] as const;
+
+  test.each(forms)(
+    "%s: a log receipt gives back nothing of a later charge after a refund by key took its units",
+    (_, make) => {
+      const clock = manualClock(0);
+      const log = make(clock);
+      const r1 = log.charge(3);
+      expect(log.refund(3)).toBe(3); // the newest entry: r1's units
+      clock.set(100);
+      log.charge(4);
+      // Before, r1 found the next entry (the 4 of the later charge) and gave back 3 of them.
+      expect(log.refundReceipt(r1)).toBe(0);
+      expect(log.remaining()).toBe(6);
+      // The later charge's own receipt still gives back its own.
+      clock.set(200);
+      const r3 = log.charge(2);
+      expect(log.refundReceipt(r3)).toBe(2);
+      expect(log.refundReceipt(r1)).toBe(0);
+      expect(log.remaining()).toBe(6);
+      // Charge, refund by key, charge again at the same instant (the same leave time): the
+      // old receipt still gains nothing.
+      clock.set(300);
+      const r4 = log.charge(1);
+      expect(log.refund(1)).toBe(1);
+      log.charge(1);
+      expect(log.refundReceipt(r4)).toBe(0);
+      expect(log.remaining()).toBe(5);
+    },
+  );
+
+  test.each(forms)(
+    "%s: receipts sharing an entry give back at most what it still holds",
+    (_, make) => {
+      const clock = manualClock(0);
+      const log = make(clock);
+      // Two charges at one instant share one entry of 5.
+      const a = log.charge(2);
+      const b = log.charge(3);
+      expect(log.refund(4)).toBe(4); // by key: 1 of the entry is left
+      expect(log.refundReceipt(b)).toBe(1); // all it still holds, not 3
+      expect(log.refundReceipt(a)).toBe(0); // emptied: a later charge is not its entry
+      clock.set(10);
+      log.charge(4);
+      expect(log.refundReceipt(a)).toBe(0);
+      expect(log.refundReceipt(b)).toBe(0);
+      expect(log.remaining()).toBe(6);
+    },
+  );
+});

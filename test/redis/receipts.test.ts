@@ -4,6 +4,7 @@ import { LeakyBucket } from "../../src/algorithms/leaky-bucket.js";
 import { SlidingWindowCounter } from "../../src/algorithms/sliding-window-counter.js";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
+import type { Receipt } from "../../src/core/limiter.js";
 import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import {
   RedisFixedWindow,
@@ -152,6 +153,65 @@ describe.skipIf(!redis.available)("Redis receipts give back what memory gives ba
     }
     // The rest of the receipt, then nothing more.
     expect(await shared.refund(r3)).toBe(memory.refund(m3));
+  });
+
+  test("a log receipt gives back nothing of a later charge after a refund by key took its units", async () => {
+    // Limit 10 per 1 s: 3 charged at 0, refund("k", 3) takes that entry (the newest), 4
+    // charged at 100. Before, the first receipt then found the next entry (the 4's) and gave
+    // back 3 of them, in memory and in Redis: 7 could act where 10 - 4 = 6 fit. Then the same
+    // at one instant (the new entry has the old one's leave time), and two receipts sharing
+    // an entry that a refund by key cut.
+    const clock = manualClock(0);
+    const memory = new SlidingWindowLog({ limit: 10, windowMs: 1000, clock });
+    const shared = new RedisSlidingWindowLog({
+      ...common(clock, "log-gone"),
+      limit: 10,
+      windowMs: 1000,
+    });
+    const both = async (cost: number) =>
+      [memory.charge(cost), await shared.charge("k", cost)] as const;
+    const byKey = async (cost: number) => {
+      const given = memory.refund(cost);
+      expect(await shared.refund("k", cost)).toBe(given);
+      return given;
+    };
+    const through = async ([m, r]: readonly [Receipt, Receipt], units?: number) => {
+      const given = memory.refund(m, units);
+      expect(await shared.refund(r, units)).toBe(given);
+      return given;
+    };
+    const same = async (cost: number) => {
+      const { source: _, ...decision } = await shared.peek("k", cost);
+      expect(decision, `peek(${cost}) at ${clock()}`).toEqual(memory.peek(cost));
+      return decision;
+    };
+    const first = await both(3);
+    expect(await byKey(3)).toBe(3);
+    clock.set(100);
+    const later = await both(4);
+    expect(await through(first)).toBe(0);
+    expect((await same(0)).remaining).toBe(6);
+    expect(await through(later, 1)).toBe(1); // its own entry still gives back
+    clock.set(300);
+    const again = await both(2);
+    expect(await byKey(2)).toBe(2);
+    const sameInstant = await both(2); // the same leave time as the entry given back
+    expect(await through(again)).toBe(0);
+    expect((await same(0)).remaining).toBe(5);
+    expect(await through(sameInstant)).toBe(2);
+    clock.set(400);
+    const a = await both(1);
+    const b = await both(2); // one entry of 3
+    expect(await byKey(2)).toBe(2);
+    expect(await through(b)).toBe(1); // what the entry still holds
+    expect(await through(a)).toBe(0);
+    await both(1);
+    expect(await through(a)).toBe(0);
+    for (const at of [400, 1000, 1100, 1300, 1400]) {
+      clock.set(at);
+      await same(0);
+      await same(3);
+    }
   });
 
   test("a bucket receipt from before reset gives nothing back", async () => {

@@ -597,6 +597,44 @@ describe.skipIf(!redis.available)("Redis reconfigure", () => {
     expect(await shared.peek("k", 1)).toEqual({ ...memory.peek(1), source: "redis" });
   });
 
+  test("a leaky bucket's smaller capacity in Redis decides as in memory at the next call", async () => {
+    // The random timelines' counterexample: memory clamped the level at the change, Redis
+    // at the key's next call, 1 ms of draining later. Both now keep the level as it is.
+    const clock = manualClock(0);
+    const memory = new LeakyBucket({ capacity: 7.25, leakPerSecond: 1, clock });
+    const shared = new RedisLeakyBucket({
+      client: conn.client,
+      clock,
+      prefix: uniquePrefix("leaky-size"),
+      capacity: 7.25,
+      leakPerSecond: 1,
+      maxTtlMs,
+      timeoutMs,
+    });
+    // [ms advanced, "consume" | "peek" | capacity, cost, allowed, remaining, resetAfterMs]
+    const rows: [number, string | number, number, boolean, number, number][] = [
+      [0, "consume", 3, true, 4, 3000],
+      [0, 1, 0, false, 0, 0], // capacity 7.25 -> 1: the level 3 is kept
+      [1, "consume", 0, true, 0, 2999],
+      [999, "peek", 1, false, 0, 2000],
+      [1000, "consume", 1, false, 0, 1000],
+      [1000, "consume", 1, true, 0, 1000],
+    ];
+    for (const [i, [dt, op, cost, allowed, remaining, resetAfterMs]] of rows.entries()) {
+      clock.advance(dt);
+      if (typeof op === "number") {
+        memory.reconfigure({ capacity: op });
+        shared.reconfigure({ capacity: op });
+        continue;
+      }
+      const where = `row ${i} at ${clock()} ms: ${op}(${cost})`;
+      const a = op === "peek" ? memory.peek(cost) : memory.consume(cost);
+      const b = await (op === "peek" ? shared.peek("k", cost) : shared.consume("k", cost));
+      expect(a, where).toMatchObject({ allowed, remaining, resetAfterMs });
+      expect(b, where).toEqual({ ...a, source: "redis" });
+    }
+  });
+
   test("the local policy's limiter follows: reconfigured, keeping its state", async () => {
     let down = false;
     const client: RedisLike = {

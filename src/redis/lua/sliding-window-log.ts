@@ -127,6 +127,41 @@ local function write(s, leave, total, maxLeave)
   chunks[c] = new
 end
 
+-- True when entry s (head <= s < tail) holds no units (a tombstone: LogRing.refund).
+local function empty(s)
+  local _, total = entry(s)
+  local before = base
+  if s > head then
+    local _, t = entry(s - 1)
+    before = t
+  end
+  return total == before
+end
+-- LogRing.pushTombstone: an entry of no units at the tail, leaving at gone (a slot a
+-- refund just freed, so its chunk is there); its chunk's maxLeave covers it.
+local function tombstone(gone)
+  local total = base
+  if tail > head then
+    local _, t = entry(tail - 1)
+    total = t
+  end
+  local maxLeave = struct.unpack('<d', chunk(floor(tail / B)))
+  if gone > maxLeave then maxLeave = gone end
+  write(tail, gone, total, maxLeave)
+  tail = tail + 1
+end
+-- LogRing.collapseTail: the empty entries at the tail become one tombstone.
+local function collapseTail()
+  local gone = -math.huge
+  while tail > head and empty(tail - 1) do
+    local leave = raw(tail - 1)
+    if leave > gone then gone = leave end
+    tail = tail - 1
+  end
+  if rebaseSeq > tail then rebaseSeq = tail end
+  if gone > -math.huge then tombstone(gone) end
+end
+
 -- SlidingWindowLog.expire: drop the entries up to the first that has not left.
 if tail > head and raw(head) <= now then
   local lo, hi = floor(head / B), floor((tail - 1) / B) + 1
@@ -173,6 +208,13 @@ export const SLIDING_WINDOW_LOG_SCRIPT = new Script(
 local size = tail - head
 local newestLeave, newestTotal = -math.huge, base
 if size > 0 then newestLeave, newestTotal = entry(tail - 1) end
+-- LogRing.newestLiveLeaveAt: a tombstone at the tail holds no units; read past it.
+local newestEmpty = size > 0 and empty(tail - 1)
+local liveLeave = newestLeave
+if newestEmpty then
+  liveLeave = -math.huge
+  if size > 1 then liveLeave = raw(tail - 2) end
+end
 local available = limit
 if size > 0 then available = limit - (newestTotal - base) end
 
@@ -196,19 +238,37 @@ if allowed and take and cost > 0 then
   if stamp - (leaveAt - windowPart) + (windowMs - windowPart) > 0 then
     leaveAt = leaveAt + math.abs(leaveAt) * 1.1102230246251568e-16 -- NEXT_UP: the next double
   end
+  -- LogRing.append: the same stamp (or the one just after a tombstone's) is one entry; a
+  -- tombstone takes no charge, and the new entry leaves just after it.
+  local merge = false
+  if size > 0 then
+    if newestLeave >= leaveAt then
+      if not newestEmpty then
+        if newestLeave == leaveAt or newestLeave == leaveAt + math.abs(leaveAt) * 1.1102230246251568e-16 then
+          merge, leaveAt = true, newestLeave
+        end
+      else
+        leaveAt = newestLeave + math.abs(newestLeave) * 1.1102230246251568e-16
+      end
+    end
+    if not merge and size >= maxEntries then
+      merge = true
+      if newestLeave > leaveAt then leaveAt = newestLeave end
+    end
+  end
   local maxLeave = leaveAt
   if size > 0 then
     local before = struct.unpack('<d', chunk(floor((tail - 1) / B)))
     if before > maxLeave then maxLeave = before end
   end
-  if size > 0 and (newestLeave == leaveAt or size >= maxEntries) then
+  if merge then
     write(tail - 1, leaveAt, newestTotal + cost, maxLeave)
     if tail - 1 < rebaseSeq then rebaseSeq = tail - 1 end
   else
     write(tail, leaveAt, newestTotal + cost, maxLeave)
     tail = tail + 1
   end
-  at, newestLeave, dirty = now, leaveAt, true
+  at, liveLeave, dirty = now, leaveAt, true
   expire(key, leaveAt - now, leaveAt, explicit, maxTtl)
 elseif not allowed and size > 0 and fits(cost, limit) then
   -- SlidingWindowLog.retryLeaveAt: the oldest entry whose departure lets the cost fit.
@@ -235,9 +295,9 @@ if dirty then
   if recreated then redis.call('PEXPIRE', key, math.ceil(blockedUntil - now)) end
 end
 if blockedUntil then
-  return { 2, f(available), f(newestLeave), f(now), f(retryLeave), size, f(blockedUntil - now), serverNow }
+  return { 2, f(available), f(liveLeave), f(now), f(retryLeave), size, f(blockedUntil - now), serverNow }
 end
-return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave), size, serverNow }
+return { allowed and 1 or 0, f(available), f(liveLeave), f(now), f(retryLeave), size, serverNow }
 `,
 );
 
@@ -245,16 +305,16 @@ return { allowed and 1 or 0, f(available), f(newestLeave), f(now), f(retryLeave)
  * The sliding log's refund (see {@link SLIDING_WINDOW_LOG_SCRIPT} for the layout): after
  * dropping the entries that left, as `SlidingWindowLog.refund`, the newest entries go first
  * (an entry whose cost fits in what is left leaves the log, the next one is cut by the
- * rest), bit for bit as in memory; a log given back whole is no key (or only a block's
- * meta). Through a receipt (`ARGV[4]` = `r` and the leave time of the entry it charged),
- * as `LogRing.refundEntry`: out of the first entry that leaves at or after that time (its
- * own, while it is in the window), found by a binary search over the chunks' `maxLeave`;
- * given back whole it leaves the log and the newer entries move down one place, each
- * running total less its units (as in memory), else those totals drop by the units.
- * Work: amortized O(1) per logged entry without a receipt (each entry leaves once); through
- * a receipt O(1) for the newest entry, the common case, else O(the newer entries), each
- * chunk they are in rewritten once. ARGV as the decision's; reply `{units given back,
- * serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
+ * rest), bit for bit as in memory, and the entries that went leave one tombstone (an
+ * entry of no units) at the tail until they would have left. Through a receipt (`ARGV[4]` =
+ * `r` and the leave time of the entry it charged), as `LogRing.refundEntry`: out of the
+ * first entry that leaves at or after that time (its own, while it is in the window), at
+ * most what it still holds, found by a binary search over the chunks' `maxLeave`; the
+ * entry keeps its place (emptied or cut), the newer totals drop by the units, empty ones
+ * at the tail become one tombstone. Work: amortized O(1) per logged entry without a
+ * receipt; through one O(1) for the newest entry, else O(the newer entries), each chunk
+ * rewritten once. ARGV as the decision's; reply `{units given back, serverNowMs}` (or
+ * `{-1, serverNowMs}` past the deadline).
  */
 export const SLIDING_WINDOW_LOG_REFUND_SCRIPT = new Script(
   "sliding-window-log-refund",
@@ -285,16 +345,15 @@ if string.sub(ARGV[4], 1, 1) == 'r' then
       local give = asked
       if own < asked then give = own end
       if give > 0 then
-        -- The entries from s on, as memory leaves them: without entry s when it goes whole
-        -- (the newer ones move down one place), each running total less the units.
-        local from = s
-        if give == own then from = s + 1 end
+        -- The entries from s on, as memory leaves them: entry s keeps its place, emptied
+        -- (its total that of the entry before) or cut; the newer totals less the units.
         local leaves, totals = {}, {}
-        for j = from, tail - 1 do
+        for j = s, tail - 1 do
           local l, t = entry(j)
           leaves[#leaves + 1] = l
           totals[#totals + 1] = t - give
         end
+        if give == own then totals[1] = before end
         local newTail = s + #leaves
         -- Each chunk from s's to the new tail's rewritten once (one HSET): the entries before
         -- s as stored, then the new ones; maxLeave the larger of its own and theirs (an upper
@@ -323,16 +382,19 @@ if string.sub(ARGV[4], 1, 1) == 'r' then
         if s < rebaseSeq then rebaseSeq = s end
         if rebaseSeq > tail then rebaseSeq = tail end
         dirty, given = true, give
-        if tail == head then emptied() end
+        if give == own then collapseTail() end
       end
     end
   end
 end
 -- SlidingWindowLog.refund (log-ring.ts): the newest entries first; an entry whose cost
 -- fits in what is left goes, the next is cut by the rest (stored on the new scale).
+-- The entries that went leave one tombstone at the tail (LogRing.refund), so that a
+-- receipt of one of them finds it empty rather than a later charge's entry.
 if cost > 0 then
   local left = cost
-  while left > 0 and tail > head do
+  local gone = -math.huge
+  while tail > head do
     local s = tail - 1
     local leave, total = entry(s)
     local before = base
@@ -341,7 +403,13 @@ if cost > 0 then
       before = t
     end
     local own = total - before
-    if fits(own, left) then
+    if own == 0 then
+      if leave > gone then gone = leave end
+      tail = s
+    elseif not (left > 0) then
+      break
+    elseif fits(own, left) then
+      if leave > gone then gone = leave end
       tail = s
       left = left - own
     else
@@ -353,7 +421,7 @@ if cost > 0 then
   end
   if rebaseSeq > tail then rebaseSeq = tail end
   given = cost - left
-  if tail == head and dirty then emptied() end
+  if gone > -math.huge then tombstone(gone) end
 end
 -- Delete a few chunks whose every entry has left (after the last read of them).
 local dead = floor(head / B)

@@ -26,7 +26,8 @@ export const LEAKY_BUCKET_SCRIPT = bucketScript("leaky-bucket", true);
  * anchor) under today's `capacity`: as `BucketBase.unitsAt`, and, for a state written with
  * another capacity (`reconfigure`), as `planBucket` at this call: a bucket full under its
  * old capacity is fresh (full at the new one); else a token bucket's tokens are clamped to
- * the new capacity, a leaky bucket's level is kept (clamped), as `retunedUnits` does.
+ * the new capacity, a leaky bucket's level is kept as it is (even above a smaller capacity),
+ * as `retunedUnits` does.
  */
 export function luaBucketRead(leaky: boolean): string {
   return `
@@ -40,8 +41,7 @@ elseif storedCap == capacity then
 else
 ${
   leaky
-    ? `  local level = storedCap - refilled
-  if level < capacity then tokens = capacity - level else tokens = 0 end`
+    ? "  tokens = capacity - (storedCap - refilled)"
     : "  if refilled < capacity then tokens = refilled else tokens = capacity end"
 }
 end
