@@ -609,7 +609,7 @@ describe.skipIf(!redis.available)("Redis reconfigure", () => {
       capacity: 7.25,
       leakPerSecond: 1,
       maxTtlMs,
-      timeoutMs,
+      timeoutMs: HEALTHY_TIMEOUT_MS,
     });
     // [ms advanced, "consume" | "peek" | capacity, cost, allowed, remaining, resetAfterMs]
     const rows: [number, string | number, number, boolean, number, number][] = [
