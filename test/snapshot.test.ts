@@ -563,6 +563,20 @@ describe("blocks in snapshots", () => {
     },
   );
 
+  test("a block end that is not a number names the block it ends", () => {
+    const { clock, all, one } = blocked();
+    expect(() =>
+      make(clock).restoreAll({ ...all, blocks: { keys: ["abuser"], untilMs: ["soon"] } } as never),
+    ).toThrow(
+      'KeyedLimiter.restoreAll: snapshot.blocks.untilMs[0] is when a block ends, which must be a time in ms (a number), got "soon" (string)',
+    );
+    expect(() =>
+      make(clock).restore("abuser", { ...one, blockedUntilMs: "soon" } as never),
+    ).toThrow(
+      'KeyedLimiter.restore: snapshot.blockedUntilMs is when a block ends, which must be a time in ms (a number), got "soon" (string)',
+    );
+  });
+
   test("a range error names the block and the snapshot's latest time", () => {
     const { clock, all } = blocked();
     expect(() =>
@@ -582,7 +596,14 @@ describe("blocks in snapshots", () => {
     {
       name: "blocks that are not two arrays of one length",
       tamper: (s: RegistrySnapshot) => ({ ...s, blocks: { keys: ["a", "b"], untilMs: [2000] } }),
-      message: "KeyedLimiter.restoreAll: snapshot.blocks must be { keys, untilMs }",
+      message:
+        "KeyedLimiter.restoreAll: snapshot.blocks must be { keys, untilMs }, two arrays of one length, got 2 keys and 1 untilMs",
+    },
+    {
+      name: "blocks without untilMs",
+      tamper: (s: RegistrySnapshot) => ({ ...s, blocks: { keys: ["a"] } }),
+      message:
+        "KeyedLimiter.restoreAll: snapshot.blocks must be { keys, untilMs }, two arrays of one length, got untilMs undefined",
     },
     {
       name: "a key blocked twice",

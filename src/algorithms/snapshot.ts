@@ -254,6 +254,12 @@ export function decodeBlockEnd(
   value: unknown,
   latestMs: number,
 ): number {
+  const number = typeof value === "number" && !Number.isNaN(value);
+  if (!number && value !== "Infinity" && value !== "-Infinity") {
+    throw new TypeError(
+      `${where}: ${name} is when a block ends, which must be a time in ms (a number), got ${describe(value)}`,
+    );
+  }
   const untilMs = decodeNumber(where, value);
   if (!(untilMs > latestMs && untilMs - untilMs === 0)) {
     throw new RangeError(

@@ -573,7 +573,7 @@ export class KeyedLimiter {
     const { keys, untilMs } = (blocks ?? {}) as { keys?: unknown; untilMs?: unknown };
     if (!Array.isArray(keys) || !Array.isArray(untilMs) || keys.length !== untilMs.length) {
       throw new TypeError(
-        `${where}: snapshot.blocks must be { keys, untilMs }, two arrays of one length, got ${describe(blocks)}`,
+        `${where}: snapshot.blocks must be { keys, untilMs }, two arrays of one length, got ${blocksShape(blocks, keys, untilMs)}`,
       );
     }
     for (let i = 0; i < keys.length; i++) {
@@ -1259,4 +1259,14 @@ function checkWhenFull(value: unknown): "evict" | "refuse" {
   throw new TypeError(
     `${WHERE}: whenFull must be "evict" or "refuse", got ${describe(value)}${hint}`,
   );
+}
+
+/** What a snapshot's `blocks` holds instead of two arrays of one length, as words. */
+function blocksShape(blocks: unknown, keys: unknown, untilMs: unknown): string {
+  if (blocks === null || typeof blocks !== "object" || Array.isArray(blocks)) {
+    return describe(blocks);
+  }
+  if (!Array.isArray(keys)) return `keys ${describe(keys)}`;
+  if (!Array.isArray(untilMs)) return `untilMs ${describe(untilMs)}`;
+  return `${keys.length} keys and ${untilMs.length} untilMs`;
 }
