@@ -2,7 +2,7 @@
 // ask: while every worker was stalled at once (the OS ran none of them), a bucket refills
 // what no one can take. These are its interval sums on fixed inputs.
 import { describe, expect, test } from "vitest";
-import { allStalledMs, steadyUtilisation } from "./support/processes.js";
+import { allStalledMs, shareAdmitted, steadyUtilisation, summary } from "./support/processes.js";
 import type { WorkerResult } from "./support/worker.js";
 
 const worker = (stalls: [number, number][], admitted = 0): WorkerResult => ({
@@ -23,6 +23,8 @@ const worker = (stalls: [number, number][], admitted = 0): WorkerResult => ({
       steadyExchanges: 0,
       steadyAdmitted: admitted,
       steadyFromMs: 0,
+      aftermathDecisions: 0,
+      aftermathAdmitted: 0,
       sources: {},
     },
   ],
@@ -54,5 +56,20 @@ describe("all workers stalled at once", () => {
     const u = steadyUtilisation([worker(stalled, 2000), worker(stalled, 2000)], "hot", 5000, 1000);
     expect(u).toBeCloseTo(4000 / (5000 - 1000), 9);
     expect(steadyUtilisation([worker([], 2500), worker([], 2500)], "hot", 5000, 1000)).toBe(1);
+  });
+});
+
+describe("the share admitted below the limit", () => {
+  test("a stall's burst and the denials until credit came are not counted against the limiter", () => {
+    // 1000 decisions, 960 admitted: 100 of them a stall's aftermath, of which 70 admitted.
+    const w = worker([]);
+    const hot = { ...w.scenarios[0]!, admitted: { hot: 960 }, decisions: 1000 };
+    const s = summary(
+      [{ ...w, scenarios: [{ ...hot, aftermathDecisions: 100, aftermathAdmitted: 70 }] }],
+      "hot",
+    );
+    expect(shareAdmitted(s, "hot")).toBeCloseTo(890 / 900, 9);
+    // Without an aftermath it is the plain share: what was denied outside one still counts.
+    expect(shareAdmitted(summary([{ ...w, scenarios: [hot] }], "hot"), "hot")).toBe(0.96);
   });
 });

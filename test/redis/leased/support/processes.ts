@@ -96,6 +96,9 @@ export interface Summary {
   readonly roundTrips: number;
   readonly steadyDecisions: number;
   readonly steadyExchanges: number;
+  /** See {@link ScenarioResult.aftermathDecisions}. */
+  readonly aftermathDecisions: number;
+  readonly aftermathAdmitted: number;
 }
 
 export function summary(results: readonly WorkerResult[], name: string): Summary {
@@ -107,6 +110,8 @@ export function summary(results: readonly WorkerResult[], name: string): Summary
   let roundTrips = 0;
   let steadyDecisions = 0;
   let steadyExchanges = 0;
+  let aftermathDecisions = 0;
+  let aftermathAdmitted = 0;
   for (const r of results) {
     const s = r.scenarios.find((x) => x.name === name);
     if (s === undefined) throw new Error(`no scenario ${name}`);
@@ -118,6 +123,8 @@ export function summary(results: readonly WorkerResult[], name: string): Summary
     roundTrips += s.roundTrips;
     steadyDecisions += s.steadyDecisions;
     steadyExchanges += s.steadyExchanges;
+    aftermathDecisions += s.aftermathDecisions;
+    aftermathAdmitted += s.aftermathAdmitted;
   }
   return {
     admitted,
@@ -128,7 +135,19 @@ export function summary(results: readonly WorkerResult[], name: string): Summary
     roundTrips,
     steadyDecisions,
     steadyExchanges,
+    aftermathDecisions,
+    aftermathAdmitted,
   };
+}
+
+/**
+ * The share of a key below its limit that was admitted, leaving out the aftermath of each
+ * worker's stalls (see {@link ScenarioResult.aftermathDecisions}): a burst the OS made by not
+ * running a worker, and the denials until its credit came, are the machine's, not the
+ * limiter's. On a quiet machine there is no aftermath and this is the plain share.
+ */
+export function shareAdmitted(s: Summary, key: string): number {
+  return ((s.admitted[key] ?? 0) - s.aftermathAdmitted) / (s.decisions - s.aftermathDecisions);
 }
 
 /**

@@ -62,6 +62,14 @@ export interface ScenarioResult {
   readonly steadyAdmitted: number;
   /** When the steady state began (wall clock ms). */
   readonly steadyFromMs: number;
+  /**
+   * Decisions (and admissions among them) in the aftermath of a stall of this worker's loop,
+   * over the whole run: the requests that fell due while the OS did not run it, asked at once
+   * when it ran again, and the denials that follow them up to the next admission (the credit
+   * the burst ran out of was on its way). A loaded machine decides how many there are.
+   */
+  readonly aftermathDecisions: number;
+  readonly aftermathAdmitted: number;
   readonly sources: Record<string, number>;
 }
 
@@ -149,6 +157,10 @@ interface Running {
   readonly admitted: Record<string, number>;
   readonly sources: Record<string, number>;
   admittedTotal: number;
+  /** In a stall's aftermath: its catch-up turn ("burst"), then its denials ("denials"). */
+  aftermath: "burst" | "denials" | undefined;
+  aftermathDecisions: number;
+  aftermathAdmitted: number;
   mark?: { decisions: number; exchanges: number; admitted: number; atMs: number };
 }
 
@@ -187,6 +199,9 @@ const running: Running[] = task.scenarios.map((scenario) => {
     admitted: {},
     sources: {},
     admittedTotal: 0,
+    aftermath: undefined,
+    aftermathDecisions: 0,
+    aftermathAdmitted: 0,
   };
 });
 
@@ -197,6 +212,11 @@ function decide(r: Running, key: string): void {
   if (d.allowed) {
     r.admitted[key] = (r.admitted[key] ?? 0) + 1;
     r.admittedTotal++;
+  }
+  if (r.aftermath === "denials" && d.allowed) r.aftermath = undefined;
+  if (r.aftermath !== undefined) {
+    r.aftermathDecisions++;
+    if (d.allowed) r.aftermathAdmitted++;
   }
 }
 
@@ -231,9 +251,9 @@ let lastTurnMs = startMs;
 await new Promise<void>((resolve) => {
   const step = () => {
     const turnMs = Date.now();
-    if (turnMs - lastTurnMs > STALL_MS && running[0]?.mark !== undefined) {
-      stalls.push([lastTurnMs, turnMs]);
-    }
+    const stalled = turnMs - lastTurnMs > STALL_MS;
+    if (stalled && running[0]?.mark !== undefined) stalls.push([lastTurnMs, turnMs]);
+    if (stalled) for (const r of running) r.aftermath = "burst";
     lastTurnMs = turnMs;
     const elapsed = turnMs - startMs;
     if (elapsed >= task.durationMs) {
@@ -241,6 +261,7 @@ await new Promise<void>((resolve) => {
       return;
     }
     tick(elapsed);
+    for (const r of running) if (r.aftermath === "burst") r.aftermath = "denials";
     if (elapsed >= task.durationMs / 4) {
       for (const r of running) {
         r.mark ??= {
@@ -276,6 +297,8 @@ const result: WorkerResult = {
       steadyExchanges: stats.exchanges - (r.mark?.exchanges ?? 0),
       steadyAdmitted: r.admittedTotal - (r.mark?.admitted ?? 0),
       steadyFromMs: r.mark?.atMs ?? startMs,
+      aftermathDecisions: r.aftermathDecisions,
+      aftermathAdmitted: r.aftermathAdmitted,
       sources: r.sources,
     };
   }),
