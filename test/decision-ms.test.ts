@@ -180,3 +180,86 @@ describe("property: every limiter's figures at decimal clock readings", () => {
     },
   );
 });
+
+describe("a retry at an epoch clock reading is not early", () => {
+  // An epoch clock (Date.now, or timeOrigin + performance.now()) reads about 1.7e12 ms, whose
+  // float step is 2.4e-4 ms: now + retryAfterMs can round below the instant the units are
+  // back, and the client retrying then was refused again.
+  const limiters: readonly { name: string; make: (clock: Clock) => Limiter }[] = [
+    {
+      name: "TokenBucket",
+      make: (clock) => new TokenBucket({ capacity: 3, refillPerSecond: 7, clock }),
+    },
+    {
+      name: "LeakyBucket",
+      make: (clock) => new LeakyBucket({ capacity: 3, leakPerSecond: 7, clock }),
+    },
+    { name: "FixedWindow", make: (clock) => new FixedWindow({ limit: 3, windowMs: 100, clock }) },
+    {
+      name: "SlidingWindowLog",
+      make: (clock) => new SlidingWindowLog({ limit: 3, windowMs: 100, clock }),
+    },
+    {
+      name: "SlidingWindowCounter",
+      make: (clock) => new SlidingWindowCounter({ limit: 3, windowMs: 100, clock }),
+    },
+    {
+      name: "allOf",
+      make: (clock) =>
+        allOf(
+          new TokenBucket({ capacity: 3, refillPerSecond: 7, clock }),
+          new SlidingWindowCounter({ limit: 4, windowMs: 100, clock }),
+        ),
+    },
+  ];
+
+  test("regression: a token bucket at 1e12 ms said 285.714 ms, and then refused", () => {
+    let now = 1e12;
+    const bucket = new TokenBucket({ capacity: 3, refillPerSecond: 7, clock: () => now });
+    bucket.consume(3);
+    const d = bucket.peek(2);
+    expect(d.allowed).toBe(false);
+    now += d.retryAfterMs;
+    expect(bucket.peek(2).allowed, `at 1e12 + ${d.retryAfterMs}`).toBe(true);
+  });
+
+  test.each(limiters)(
+    "$name, plain and keyed: the request passes at now + retryAfterMs",
+    ({ make }) => {
+      fc.assert(
+        fc.property(
+          fc.double({ min: 1e12, max: 2e12, noNaN: true }),
+          fc.array(
+            fc.record({
+              stepMs: fc.double({ min: 0, max: 50, noNaN: true }),
+              cost: fc.integer({ min: 1, max: 3 }),
+            }),
+            { minLength: 1, maxLength: 20 },
+          ),
+          (start, calls) => {
+            let now = start;
+            const clock = () => now;
+            const limiter = make(clock);
+            const keyed = new KeyedLimiter(make(clock) as never);
+            const peeks = [(c: number) => limiter.peek(c), (c: number) => keyed.peek("k", c)];
+            for (const { stepMs, cost } of calls) {
+              now += stepMs;
+              limiter.consume(cost);
+              keyed.consume("k", cost);
+              for (const peek of peeks) {
+                const d = peek(cost);
+                if (d.allowed || d.retryAfterMs === Number.POSITIVE_INFINITY) continue;
+                const from = now;
+                now += d.retryAfterMs; // the clock moves on from there: it never goes back
+                expect(peek(cost).allowed, `peek(${cost}) at ${from} + ${d.retryAfterMs}`).toBe(
+                  true,
+                );
+              }
+            }
+          },
+        ),
+        { seed: 20261205, numRuns: 100 },
+      );
+    },
+  );
+});

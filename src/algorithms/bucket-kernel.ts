@@ -1,5 +1,5 @@
 import type { Decision } from "../core/limiter.js";
-import { decisionMs, fits } from "../core/numeric.js";
+import { decisionMs, fits, retryNotEarly } from "../core/numeric.js";
 import { BucketLedger, type LedgerHost } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
 import { DoublesKernel, type Kernel } from "./kernel.js";
@@ -264,7 +264,15 @@ export class BucketKernel extends DoublesKernel implements Kernel {
     const capacity = p[CAPACITY]!;
     const rate = p[RATE]!;
     const tokens = tokensAt(st[s]!, st[s + 1]!, now, capacity, rate);
-    const decision = bucketDecision(cost, tokens, capacity, rate);
+    let decision = bucketDecision(cost, tokens, capacity, rate);
+    if (!decision.allowed) {
+      const units = st[s]!;
+      const since = st[s + 1]!;
+      const retryAfterMs = retryNotEarly(decision.retryAfterMs, now, (at) =>
+        fits(cost, tokensAt(units, since, at, capacity, rate)),
+      );
+      decision = { ...decision, retryAfterMs };
+    }
     if (take && decision.allowed && cost > 0) {
       st[s] = tokensAfter(tokens, cost);
       st[s + 1] = now;
@@ -368,7 +376,13 @@ export abstract class HeldBucket implements LedgerHost {
       const resetAfterMs = decisionMs(msToRefill(capacity - units, rate));
       return { allowed: true, limit: capacity, remaining: 0, retryAfterMs: 0, resetAfterMs };
     }
-    const decision = bucketDecision(cost, units, capacity, rate);
+    let decision = bucketDecision(cost, units, capacity, rate);
+    if (!decision.allowed) {
+      const retryAfterMs = retryNotEarly(decision.retryAfterMs, now, (at) =>
+        fits(cost, this.unitsAt(at)),
+      );
+      decision = { ...decision, retryAfterMs };
+    }
     if (take && decision.allowed && cost > 0) this.take(units, cost, now);
     return decision;
   }

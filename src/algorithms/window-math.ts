@@ -1,5 +1,5 @@
 import type { Decision } from "../core/limiter.js";
-import { cleanMs, decisionMs, fits, wholeUnits } from "../core/numeric.js";
+import { cleanMs, decisionMs, fits, retryNotEarly, wholeUnits } from "../core/numeric.js";
 import { granuleEnd, windowEnd, windowIndex } from "./time.js";
 
 /**
@@ -312,14 +312,35 @@ function counterRetryMs(
   }
   // Float noise (1000.0000000000001) is snapped when the snapped instant still fits.
   const snapped = cleanMs(ms);
-  if (
+  const retryMs =
     snapped !== ms &&
     snapped > 0 &&
     fits(cost, limit - counterEstimateAt(nowMs + snapped, index, prev, curr, w))
-  ) {
-    return snapped;
-  }
-  return ms > 0 ? ms : Number.MIN_VALUE;
+      ? snapped
+      : ms > 0
+        ? ms
+        : Number.MIN_VALUE;
+  // Never early: the request passes at the instant the client computes, nowMs + retryMs.
+  return retryNotEarly(retryMs, nowMs, (at) =>
+    fits(cost, limit - counterEstimateFrom(at, index, prev, curr, w)),
+  );
+}
+
+/**
+ * A sliding counter's estimate at `atMs` (>= now) with no further traffic, computed as
+ * {@link counterDecision} computes it then, after rolling from window `index`.
+ */
+function counterEstimateFrom(
+  atMs: number,
+  index: number,
+  prev: number,
+  curr: number,
+  windowMs: number,
+): number {
+  const k = windowIndex(atMs, windowMs);
+  if (k === index) return counterEstimate(prev, curr, (index + 1) * windowMs, atMs, windowMs);
+  if (k === index + 1) return counterEstimate(curr, 0, (k + 1) * windowMs, atMs, windowMs);
+  return 0;
 }
 
 /**

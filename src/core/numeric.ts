@@ -49,3 +49,25 @@ export function decisionMs(ms: number): number {
   const snapped = nearest / 1000;
   return snapped >= ms ? snapped : ms;
 }
+
+/**
+ * A denial's `retryAfterMs` (`ms`, from `nowMs`) raised by float steps until the request
+ * passes at the instant a client computes, `nowMs + ms`: at a clock reading far from 0 (an
+ * epoch clock reads about 1.7e12, whose float step is 2.4e-4 ms) that sum can round below
+ * the exact time the units are back, and the request would be refused again. `passesAt`
+ * decides the request at a time, as the limiter would then. 0 and `Infinity` are as they are.
+ */
+export function retryNotEarly(
+  ms: number,
+  nowMs: number,
+  passesAt: (atMs: number) => boolean,
+): number {
+  if (!(ms > 0 && ms < Number.POSITIVE_INFINITY)) return ms;
+  for (let i = 0; i < 64 && !passesAt(nowMs + ms); i++) {
+    // One float step of the sum, so that it moves to the next double and no further.
+    const at = Math.abs(nowMs + ms);
+    const step = at > 0 ? 2 ** (Math.floor(Math.log2(at)) - 52) : 0;
+    ms += step > Number.MIN_VALUE ? step : Number.MIN_VALUE;
+  }
+  return ms;
+}

@@ -170,11 +170,18 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       const args = this.args(where, r.units, false);
       const ledger = receiptLedger(c);
       args[this.config.length + 1] = `r${String(c.a)}${ledger === "" ? "" : `,${ledger}`}`;
-      const reply = await this.write("refund", c.key!, k, () =>
-        runDecision(this.client, script, [k], args, this.timeoutMs),
-      );
-      const given = replyNumber(replyArray(reply, 2)[0]);
-      c.refunded += given;
+      // The units asked are held on the receipt while Redis answers, so that a second
+      // refund of it sent meanwhile asks only what is left, not the same units again.
+      c.refunded += r.units;
+      let given = 0;
+      try {
+        const reply = await this.write("refund", c.key!, k, () =>
+          runDecision(this.client, script, [k], args, this.timeoutMs),
+        );
+        given = replyNumber(replyArray(reply, 2)[0]);
+      } finally {
+        c.refunded -= r.units - given;
+      }
       return given;
     }
     const k = this.checkKey(where, key);

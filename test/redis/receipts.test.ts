@@ -302,3 +302,33 @@ describe.skipIf(!redis.available)("Redis receipts give back what memory gives ba
     expect(decision.allowed).toBe(false);
   });
 });
+
+describe.skipIf(!redis.available)("a receipt refunded twice at once", () => {
+  test.each([
+    { name: "RedisSlidingWindowLog", make: RedisSlidingWindowLog },
+    { name: "RedisFixedWindow", make: RedisFixedWindow },
+    { name: "RedisSlidingWindowCounter", make: RedisSlidingWindowCounter },
+  ])(
+    "gives back no more than it charged, and its neighbour's units stay its neighbour's ($name)",
+    async ({ name, make }) => {
+      // Two charges at one instant (3 then 2 units, one log entry, one window). Refunds of
+      // the first receipt sent together each asked its 3 units before either answer came
+      // back: the second took the neighbour's 2, so one receipt gave back 5 for 3 charged.
+      const clock = manualClock(1_000);
+      const limiter = new make({ ...common(clock, name), limit: 5, windowMs: 60_000 });
+      const first = await limiter.charge("k", 3);
+      const second = await limiter.charge("k", 2);
+      const given = await Promise.all([
+        limiter.refund(first),
+        limiter.refund(first),
+        limiter.refund(first),
+      ]);
+      expect(
+        given.reduce((a, b) => a + b, 0),
+        `given ${given}`,
+      ).toBe(3);
+      expect(first.refunded).toBe(3);
+      expect(await limiter.refund(second), "the neighbour's own units").toBe(2);
+    },
+  );
+});
