@@ -28,7 +28,52 @@ interface Worker {
   readonly done: Promise<void>;
 }
 
-const EMPTY: FaultReport = { admitted: {}, decisions: 0, flooded: 0, floodAdmitted: 0 };
+const EMPTY: FaultReport = {
+  admitted: {},
+  decisions: 0,
+  flooded: 0,
+  floodAdmitted: 0,
+  stalls: [],
+};
+
+/**
+ * The refill no live worker could take, in units: while every worker still alive was stalled
+ * at once (the OS ran none of them, as on a loaded machine; a worker killed at `killedAtMs`
+ * counts as stalled from then on) for `L` ms, the bucket refilled `refillPerSecond * L / 1000`
+ * and kept at most `capacity` of it. The lower bounds on what the others took over leave this
+ * out; the upper bounds (safety) never do.
+ */
+function refillLost(
+  workers: readonly Worker[],
+  killed: ReadonlyMap<Worker, number>,
+  fromMs: number,
+  toMs: number,
+  refillPerSecond: number,
+  capacity: number,
+): number {
+  const span = Math.max(0, Math.ceil(toMs - fromMs));
+  const stalled = new Uint8Array(span);
+  const mark = (a: number, b: number) => {
+    const end = Math.min(span, Math.floor(b - fromMs));
+    for (let t = Math.max(0, Math.ceil(a - fromMs)); t < end; t++) stalled[t]!++;
+  };
+  for (const w of workers) {
+    for (const [a, b] of w.last.stalls) mark(a, b);
+    const k = killed.get(w);
+    if (k !== undefined) mark(k, toMs);
+  }
+  let lost = 0;
+  let run = 0;
+  for (let t = 0; t <= span; t++) {
+    if (t < span && stalled[t]! >= workers.length) run++;
+    else if (run > 0) {
+      const refilled = (refillPerSecond * run) / 1000;
+      if (refilled > capacity) lost += refilled - capacity;
+      run = 0;
+    }
+  }
+  return lost;
+}
 
 async function startWorkers(tasks: FaultTask[]): Promise<Worker[]> {
   const workers = tasks.map((task) => {
@@ -141,10 +186,13 @@ describe.skipIf(!canStartRedis())(
       workers[1]!.child.kill("SIGSTOP");
       await pause(1000);
       workers[2]!.child.kill("SIGKILL");
+      const killed = new Map([[workers[2]!, Date.now()]]);
+      const startedMs = Date.now() - 2500;
       await pause(1000);
       workers[1]!.child.kill("SIGCONT");
       await Promise.all(workers.map((w) => w.done));
       const T = ((await serverMs(admin)) - start) / 1000;
+      const lost = refillLost(workers, killed, startedMs, Date.now(), 400, 200);
       const hot = admitted(workers, "hot");
       const r = await recordOf(
         (k) => admin.hgetall(k),
@@ -159,8 +207,9 @@ describe.skipIf(!canStartRedis())(
       expect(all(hot)).toBeLessThanOrEqual(200 + 400 * T + 1e-6);
       expect(r.taken - r.given + r.charged).toBeLessThanOrEqual(200 + 400 * T + 1e-6);
       expect(all(hot)).toBeLessThanOrEqual(r.taken - r.given + r.charged + 1e-6);
-      // The others took over what the killed and the stopped one left: most of the refill.
-      expect(all(hot)).toBeGreaterThanOrEqual(0.7 * 400 * T);
+      // The others took over what the killed and the stopped one left: most of the refill
+      // that a live worker was there to take.
+      expect(all(hot)).toBeGreaterThanOrEqual(0.7 * (400 * T - lost));
       // The two that ran throughout shared alike.
       const [a, , , d] = workers.map((w) => all(w.last.admitted["hot"] ?? {}));
       expect((a as number) / (d as number)).toBeGreaterThanOrEqual(0.6);
@@ -311,9 +360,12 @@ describe.skipIf(!cluster.available)(
       workers[1]!.child.kill("SIGSTOP");
       await pause(800);
       workers[2]!.child.kill("SIGKILL");
+      const killed = new Map([[workers[2]!, Date.now()]]);
+      const startedMs = Date.now() - 2000;
       await pause(800);
       workers[1]!.child.kill("SIGCONT");
       await Promise.all(workers.map((w) => w.done));
+      const lost = refillLost(workers, killed, startedMs, Date.now(), 400, 200);
       const [s1, us1] = await masters[0]!.time();
       const T = (Number(s1) * 1000 + Number(us1) / 1000 - start) / 1000;
       const keys = async (pattern: string) =>
@@ -326,7 +378,8 @@ describe.skipIf(!cluster.available)(
         expect(got).toBeLessThanOrEqual(r.taken - r.given + r.charged + 1e-6);
         expect(r.taken - r.given + r.charged).toBeLessThanOrEqual(200 + 400 * T + 1e-6);
       }
-      expect(all(admitted(workers, "hot"))).toBeGreaterThanOrEqual(0.7 * 400 * T);
+      // Most of the refill that a live worker was there to take.
+      expect(all(admitted(workers, "hot"))).toBeGreaterThanOrEqual(0.7 * (400 * T - lost));
     });
   },
 );

@@ -33,7 +33,16 @@ export interface FaultReport {
   readonly decisions: number;
   readonly flooded: number;
   readonly floodAdmitted: number;
+  /**
+   * The stalls of this worker's loop, `[fromMs, toMs]` on `Date.now()`: gaps between two
+   * turns longer than {@link STALL_MS} (the loop turns every 1 ms), in which the OS ran
+   * nothing of it (a loaded machine, or SIGSTOP, seen when it resumes).
+   */
+  readonly stalls: (readonly [number, number])[];
 }
+
+/** A gap between two turns of the loop longer than this is a stall. */
+const STALL_MS = 20;
 
 const task = JSON.parse(process.env["FAULT_WORKER"] ?? "") as FaultTask;
 
@@ -73,6 +82,7 @@ const report: { -readonly [K in keyof FaultReport]: FaultReport[K] } = {
   decisions: 0,
   flooded: 0,
   floodAdmitted: 0,
+  stalls: [],
 };
 const issued: Record<string, number> = {};
 
@@ -84,14 +94,22 @@ const lines = createInterface({ input: process.stdin });
 process.stdout.write("ready\n");
 await new Promise<void>((resolve) => lines.once("line", () => resolve()));
 const startMs = Date.now();
+let lastTurnMs = startMs;
 await new Promise<void>((resolve) => {
   const tick = () => {
-    const elapsed = Date.now() - startMs;
+    const turnMs = Date.now();
+    const elapsed = turnMs - startMs;
+    let changed = false;
+    if (turnMs - lastTurnMs > STALL_MS) {
+      report.stalls.push([lastTurnMs, turnMs]);
+      changed = true;
+    }
+    lastTurnMs = turnMs;
     if (elapsed >= task.durationMs) {
+      if (changed) write("tick");
       resolve();
       return;
     }
-    let changed = false;
     for (const [key, perSecond] of Object.entries(task.keys)) {
       const due = Math.floor((elapsed * perSecond) / 1000);
       while ((issued[key] ?? 0) < due) {
