@@ -2,7 +2,9 @@ import { describe, expect, test } from "vitest";
 import type { RedisLike } from "../../../src/redis/client.js";
 import type { LeaseStore } from "../../../src/redis/leased/exchange.js";
 import { LeasedTokenBucket } from "../../../src/redis/leased/leased-token-bucket.js";
+import { LocalShare } from "../../../src/redis/leased/local-share.js";
 import type { RedisLeaseStore } from "../../../src/redis/leased/redis-store.js";
+import { Checker } from "../../support/lease-sim/checker.js";
 import { prng } from "../../support/lease-sim/prng.js";
 import { replayCommand } from "../../support/lease-sim/run.js";
 import { FAULT_KINDS, runSeed, type SeedResult } from "../../support/lease-sim/simulation.js";
@@ -29,6 +31,10 @@ const FOUND = [
   // Redis restarted; one process's first heartbeat after it counted only itself, and an
   // outage right after made it fall back on the whole bucket beside the others' shares.
   1010772,
+  // A process closed with its fallback bucket still in its table; a process started later
+  // fell back on a fresh bucket (its entry pushed out, then OOM), and the checker, still
+  // counting the closed one's bucket as alive, took the new outage for the old one.
+  193710,
 ];
 
 describe("the lease simulator", () => {
@@ -78,6 +84,46 @@ describe("the lease simulator", () => {
   test.each(FOUND)("seed %i, which once found a violation, finds none", async (seed) => {
     const r = await runSeed(seed);
     expect(r.violations, replayCommand(seed)).toEqual([]);
+  });
+
+  test("a closed process's fallback bucket does not make the next outage part of its own", () => {
+    // Capacity 10, no refill: the shared bucket's 10 taken by a lease, then an outage in
+    // which p1 falls back on 10 and closes (its bucket stays in its table, admitting
+    // nothing), then a later one in which p2 falls back on a fresh 10. Two outages: the
+    // formula allows 10 + 2 x 10, and 30 were admitted. Counting p1's bucket as alive
+    // until p2's began made them one outage (10 + 10) and reported a violation by 10.
+    const capacity = 10;
+    const nowOf = { ms: 0 };
+    const p1 = { owner: 1, closed: false, share: undefined as LocalShare | undefined };
+    const p2 = { owner: 2, closed: false, share: undefined as LocalShare | undefined };
+    const observed = (p: typeof p1) => ({
+      owner: p.owner,
+      get closed() {
+        return p.closed;
+      },
+      held: () => 0,
+      fallback: () => p.share,
+      level: (share: LocalShare) => share.available(nowOf.ms),
+    });
+    const checker = new Checker({ capacity, refillPerSecond: 0, bounded: true }, () => [
+      observed(p1),
+      observed(p2),
+    ]);
+    const admit = (p: typeof p1, source: "lease" | "local", atMs: number) => {
+      nowOf.ms = atMs;
+      checker.observe("k", atMs);
+      if (source === "local") p.share?.take(1, atMs, true);
+      const d = { allowed: true, limit: capacity, remaining: 0, retryAfterMs: 0, resetAfterMs: 0 };
+      checker.decided(p.owner, "k", 1, true, { ...d, source }, atMs, "test");
+    };
+    for (let i = 0; i < capacity; i++) admit(p1, "lease", i);
+    p1.share = new LocalShare(capacity, 0, capacity, 100);
+    for (let i = 0; i < capacity; i++) admit(p1, "local", 100 + i);
+    p1.closed = true;
+    p2.share = new LocalShare(capacity, 0, capacity, 1000);
+    for (let i = 0; i < capacity; i++) admit(p2, "local", 1000 + i);
+    expect(checker.violations).toEqual([]);
+    expect(checker.admittedOf("k")).toBe(3 * capacity);
   });
 
   test("the memory store's record counts a key sent twice in one exchange once", async () => {

@@ -59,6 +59,8 @@ interface KeyTrack {
 /** Where the checker reads a process's state (the simulation's processes). */
 export interface Observed {
   readonly owner: number;
+  /** Closed: it admits nothing more, so its fallback buckets are gone (they stay in its table). */
+  readonly closed: boolean;
   /** Tokens held for `key` now (0 without an entry). */
   held(key: string): number;
   /** The key's fallback bucket now, if any. */
@@ -152,17 +154,18 @@ export class Checker {
     const t = this.track(key, nowMs);
     this.advance(t, nowMs);
     const processes = this.processes();
-    // Buckets gone (cleared, or their process died).
+    // Buckets gone (cleared, or their process died or closed: a closed process admits
+    // nothing, so its bucket ends the outage it belonged to, though its table keeps it).
     if (t.shares.length > 0) {
       t.shares = t.shares.filter((s) => {
         const p = processes.find((x) => x.owner === s.owner);
-        return p !== undefined && p.fallback(key) === s.share;
+        return p !== undefined && !p.closed && p.fallback(key) === s.share;
       });
     }
     let held = this.giving(key);
     for (const p of processes) {
       held += p.held(key);
-      const share = p.fallback(key);
+      const share = p.closed ? undefined : p.fallback(key);
       if (share !== undefined && !t.shares.some((s) => s.share === share))
         this.made(t, p.owner, share);
     }
@@ -176,6 +179,14 @@ export class Checker {
     const formula = t.admitted - pf + held + (t.shares.length > 0 ? this.config.capacity : 0);
     if (exact < t.minExact) t.minExact = exact;
     if (formula < t.minFormula) t.minFormula = formula;
+  }
+
+  /**
+   * A process closed or died at `nowMs`: its fallback buckets end now, not at the next
+   * look at their keys (the outage time, and so the formula's refill, stops with them).
+   */
+  stopped(nowMs: number): void {
+    for (const [key, t] of this.keys) if (t.shares.length > 0) this.observe(key, nowMs);
   }
 
   /** A fallback bucket was made for the key. */

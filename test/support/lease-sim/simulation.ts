@@ -250,6 +250,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
   const kill = (p: Proc) => {
     world.kill(p.owner);
     procs.splice(procs.indexOf(p), 1);
+    checker.stopped(world.nowMs);
   };
 
   for (let i = 0; i < c.processes; i++) startProcess();
@@ -600,6 +601,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
             if (open.length === 0) return;
             const p = g.pick(open);
             p.closed = true;
+            checker.stopped(world.nowMs);
             void p.limiter.close();
             world.settling = true;
             fault("close");
@@ -716,6 +718,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
       p.closed = true;
       void p.limiter.close();
     }
+    checker.stopped(world.nowMs);
     await runUntil(world.nowMs + 200);
     return measureFairness(n);
   }
