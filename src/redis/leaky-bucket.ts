@@ -16,7 +16,7 @@ import {
   type RedisLimiterOptions,
 } from "./options.js";
 import { checkAgreement, replyArray, replyFloat, replyNumber } from "./reply.js";
-import { markBucketCharge } from "./token-bucket.js";
+import { bucketReplyDecision, markBucketCharge } from "./token-bucket.js";
 
 /** Options of {@link RedisLeakyBucket}: those of `LeakyBucket` (no `clock`) plus the Redis ones. */
 export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
@@ -148,6 +148,13 @@ export class RedisLeakyBucket extends RedisLimiter {
     const units = replyFloat(items, 1);
     const decide = (c: number) => bucketDecision(c, units, this.capacity, this.leakPerSecond);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 3));
-    return markBucketCharge(checkAgreement(decide(cost), allowed), items);
+    const decision = bucketReplyDecision(
+      cost,
+      units,
+      replyFloat(items, 3),
+      this.capacity,
+      this.leakPerSecond,
+    );
+    return markBucketCharge(checkAgreement(decision, allowed), items);
   }
 }

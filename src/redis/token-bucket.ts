@@ -1,8 +1,9 @@
 import { checkInitial } from "../algorithms/bucket-base.js";
-import { bucketDecision } from "../algorithms/bucket-math.js";
+import { bucketDecision, tokensAt } from "../algorithms/bucket-math.js";
 import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
+import { fits, retryNotEarly } from "../core/numeric.js";
 import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
 import { checkReconfigureOptions } from "../core/reconfigure.js";
 import { markCharge } from "../store/limiter.js";
@@ -156,8 +157,36 @@ export class RedisTokenBucket extends RedisLimiter {
     const units = replyFloat(items, 1);
     const decide = (c: number) => bucketDecision(c, units, this.capacity, this.refillPerSecond);
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 3));
-    return markBucketCharge(checkAgreement(decide(cost), allowed), items);
+    const decision = bucketReplyDecision(
+      cost,
+      units,
+      replyFloat(items, 3),
+      this.capacity,
+      this.refillPerSecond,
+    );
+    return markBucketCharge(checkAgreement(decision, allowed), items);
   }
+}
+
+/**
+ * A bucket's decision from a script's reply (`units` at `nowMs`), its `retryAfterMs` raised
+ * as the in-memory kernel raises it, so that a request at `nowMs + retryAfterMs` is not early
+ * at an epoch clock reading (docs/semantics.md#milliseconds).
+ * @internal
+ */
+export function bucketReplyDecision(
+  cost: number,
+  units: number,
+  nowMs: number,
+  capacity: number,
+  ratePerSecond: number,
+): Decision {
+  const decision = bucketDecision(cost, units, capacity, ratePerSecond);
+  if (decision.allowed) return decision;
+  const retryAfterMs = retryNotEarly(decision.retryAfterMs, nowMs, (at) =>
+    fits(cost, tokensAt(units, nowMs, at, capacity, ratePerSecond)),
+  );
+  return retryAfterMs === decision.retryAfterMs ? decision : { ...decision, retryAfterMs };
 }
 
 /**
