@@ -28,6 +28,7 @@ export type {
   LeaseTableFullEvent,
 } from "./leased/events.js";
 export type {
+  HeartbeatAnswer,
   LeaseBlockChange,
   LeaseExchange,
   LeaseGrant,

@@ -99,9 +99,22 @@ export interface LeaseStore {
   exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange>;
   /**
    * Announces this process as live for `ttlMs` (or withdraws it with `leave`) and resolves
-   * with the number of live processes, this one included unless it left.
+   * with the number of live processes, this one included unless it left, and whether this
+   * call made it live.
    */
-  heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<number>;
+  heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<HeartbeatAnswer>;
+}
+
+/** What a {@link LeaseStore.heartbeat} answers. */
+export interface HeartbeatAnswer {
+  /** Live processes after the call (this one included unless it left; >= 0). */
+  readonly live: number;
+  /**
+   * This call made the process live: its first heartbeat, or its membership had lapsed or
+   * the store had forgotten it (a restart, `FLUSHALL`). Then the others' counts may lack it
+   * until they beat again. False for `leave`.
+   */
+  readonly joined: boolean;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { LeaseStore, Scheduler } from "./exchange.js";
+import type { HeartbeatAnswer, LeaseStore, Scheduler } from "./exchange.js";
 
 /** The first retry after a failed heartbeat (ms); it doubles up to {@link MAX_RETRY_MS}. */
 const FIRST_RETRY_MS = 100;
@@ -15,7 +15,9 @@ const MAX_RETRY_MS = 1000;
  * others count at their own beats, so this process must have been live for one whole beat
  * interval (each other process beat meanwhile), and its membership must not have lapsed
  * before the store began to fail (the others' last counts, frozen during an outage, then
- * include it). {@link counted} says whether that holds.
+ * include it). A store that forgot the set (a restart, `FLUSHALL`) answers that this
+ * process joined anew, and the interval starts again: the counts right after such a loss
+ * lack the processes that have not beaten since. {@link counted} says whether that holds.
  */
 export class Heartbeat {
   /** Live processes, this one included, as last counted (>= 1; 1 until an answer). */
@@ -96,7 +98,7 @@ export class Heartbeat {
   /** One heartbeat call and its handling; resolves when it settled. */
   private send(): Promise<void> {
     this.sent++;
-    let call: Promise<number>;
+    let call: Promise<HeartbeatAnswer>;
     try {
       call = this.store.heartbeat(this.processId, this.ttlMs, false);
     } catch (error) {
@@ -104,10 +106,13 @@ export class Heartbeat {
     }
     return call
       .then(
-        (live) => {
+        ({ live, joined }) => {
           if (this.stopped) return;
           const now = this.now();
-          if (now - this.lastOkAtMs >= this.ttlMs) this.streakStartMs = now;
+          // A new membership: the first, one that lapsed, or one the store forgot (a
+          // restart or a flush emptied the set, so the others' counts lack this process
+          // until they beat again, and this count lacks them).
+          if (joined || now - this.lastOkAtMs >= this.ttlMs) this.streakStartMs = now;
           this.lastOkAtMs = now;
           this.failingSinceMs = undefined;
           this.retryMs = FIRST_RETRY_MS;

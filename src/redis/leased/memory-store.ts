@@ -8,6 +8,7 @@ import {
 import { type Clock, systemClock } from "../../core/limiter.js";
 import { optionNames } from "../../core/option-names.js";
 import {
+  type HeartbeatAnswer,
   type LeaseExchange,
   type LeaseGrant,
   type LeaseRequest,
@@ -181,13 +182,14 @@ export class MemoryLeaseStore implements LeaseStore {
     });
   }
 
-  heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<number> {
+  heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<HeartbeatAnswer> {
     return this.answer(() => {
       const now = this.clock();
       for (const [id, until] of this.live) if (until < now) this.live.delete(id);
+      const joined = !leave && !this.live.has(processId);
       if (leave) this.live.delete(processId);
       else this.live.set(processId, now + ttlMs);
-      return this.live.size;
+      return { live: this.live.size, joined };
     });
   }
 

@@ -6,7 +6,14 @@ import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../lua/lease.js";
 import { checkEvictionPolicy } from "../maxmemory.js";
 import { replyArray, replyNumber } from "../reply.js";
 import { runScript } from "../script.js";
-import type { LeaseExchange, LeaseGrant, LeaseRequest, LeaseStore, Scheduler } from "./exchange.js";
+import type {
+  HeartbeatAnswer,
+  LeaseExchange,
+  LeaseGrant,
+  LeaseRequest,
+  LeaseStore,
+  Scheduler,
+} from "./exchange.js";
 
 /** What {@link RedisLeaseStore} is built from (validated by `LeasedTokenBucket`). */
 export interface RedisLeaseStoreConfig {
@@ -161,7 +168,7 @@ export class RedisLeaseStore implements LeaseStore {
     return { late: false, grants };
   }
 
-  async heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<number> {
+  async heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<HeartbeatAnswer> {
     const c = this.config;
     const sentMs = c.clock();
     this.roundTrips++;
@@ -173,9 +180,9 @@ export class RedisLeaseStore implements LeaseStore {
         [processId, String(ttlMs), leave ? "1" : "0"],
       ),
     );
-    const [live, now] = replyArray(reply, 2);
+    const [live, now, joined] = replyArray(reply, 3);
     this.observe(sentMs, now);
-    return replyNumber(live);
+    return { live: replyNumber(live), joined: replyNumber(joined) === 1 };
   }
 
   /** @internal Measures the offset with a heartbeat-script call that changes nothing. */
@@ -186,7 +193,7 @@ export class RedisLeaseStore implements LeaseStore {
     const reply = await this.timed(
       runScript(c.client, HEARTBEAT_SCRIPT, [c.heartbeatKey], ["", "0", "1"]),
     );
-    this.observe(sentMs, replyArray(reply, 2)[1]);
+    this.observe(sentMs, replyArray(reply, 3)[1]);
   }
 
   /**

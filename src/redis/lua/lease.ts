@@ -299,7 +299,9 @@ return out
  * The heartbeat of `LeasedTokenBucket`: one sorted set per limiter keyspace holds each
  * live process's id, scored by the server-clock ms at which its heartbeat lapses. The
  * script drops lapsed members, adds or refreshes `id` (or removes it when `leave` is 1)
- * and answers `{live processes, serverNowMs}`; the set expires when its last member lapses. KEYS: the set. ARGV: id, ttlMs, leave.
+ * and answers `{live processes, serverNowMs, joined}` (joined: 1 when `id` was not live
+ * before); the set expires when its last member lapses. KEYS: the set. ARGV: id, ttlMs,
+ * leave.
  * It takes no tokens, so it carries no deadline.
  */
 export const HEARTBEAT_SCRIPT = new Script(
@@ -309,15 +311,16 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. f(now))
+local joined = 0
 if ARGV[3] == '1' then
   redis.call('ZREM', KEYS[1], ARGV[1])
 else
-  redis.call('ZADD', KEYS[1], f(now + ttl), ARGV[1])
+  joined = redis.call('ZADD', KEYS[1], f(now + ttl), ARGV[1])
 end
 local live = redis.call('ZCARD', KEYS[1])
 -- The set lives until its last member lapses (a short heartbeat never cuts a longer one).
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 if last[2] then redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(tonumber(last[2])))) end
-return { live, f(now) }
+return { live, f(now), joined }
 `,
 );

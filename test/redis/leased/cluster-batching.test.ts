@@ -40,7 +40,7 @@ function fakeCluster(clock: ManualClock) {
           if (slots.size > 1)
             return reject(new Error("CROSSSLOT Keys in request don't hash to the same slot"));
           if (failing.has(node)) return reject(new Error(`connect ECONNREFUSED ${node}`));
-          if (heartbeat) return resolve([1, String(clock())]);
+          if (heartbeat) return resolve([1, String(clock()), 0]);
           const out: string[] = [];
           // ARGV: capacity, rate, maxTtl, record, staleMs, process, then per key give,
           // charge, want, need, demand, block change; per key granted, waitMs, tokens,

@@ -54,7 +54,7 @@ class FaultyStore implements LeaseStore {
     return this.inner.exchange(...args);
   }
 
-  heartbeat(...args: Parameters<LeaseStore["heartbeat"]>): Promise<number> {
+  heartbeat(...args: Parameters<LeaseStore["heartbeat"]>): ReturnType<LeaseStore["heartbeat"]> {
     this.heartbeats++;
     if (this.mode === "down") return Promise.reject(new Error("connect ECONNREFUSED"));
     if (this.mode === "oom") {
@@ -223,12 +223,42 @@ describe("a restart of Redis, then an outage", () => {
     w.memory.flush();
     await w.timers.advance(1000);
     expect(limiters.map((l) => l.liveProcesses)).toEqual([1, 2, 3]);
-    // Then it fails, before the next heartbeats: each falls back on "k" (never leased).
+    // Then it fails, before the next heartbeats. Each joined the set anew a moment ago, so
+    // none knows yet how many share the limit: each denies "k" rather than guess.
+    w.store.mode = "down";
+    const during = await offer(w, limiters, "k", 2000, 10);
+    // Before, the first took the whole bucket, the second half of it: 183 in all.
+    expect(sum(during)).toBe(0);
+    expect(limiters[0]?.consume("k")).toMatchObject({ allowed: false, source: "local" });
+    expect(limiters.map((l) => l.fallbackProcesses)).toEqual([undefined, undefined, undefined]);
+    // Back, and counted again after a beat interval: the next outage shares one bucket
+    // (of a key never leased, so that all of it is the fallback's).
+    w.store.mode = "ok";
+    await w.timers.advance(2100);
+    expect(limiters.map((l) => l.fallbackProcesses)).toEqual([3, 3, 3]);
+    w.store.mode = "down";
+    const after = await offer(w, limiters, "fresh", 2000, 10);
+    expect(sum(after)).toBeLessThanOrEqual(100 + 1e-9);
+    expect(sum(after)).toBeGreaterThanOrEqual(99);
+  });
+
+  test("a fleet whose second heartbeats followed a Redis restart does not fall back on their counts", async () => {
+    // Three processes start together; their first heartbeats count 1, 2 and 3. Redis then
+    // restarts empty, so their second heartbeats, a beat interval later, count 1, 2 and 3
+    // again: the first has never seen the others, yet it has been live for an interval.
+    const w = world(100, 0);
+    const limiters = Array.from({ length: 3 }, () =>
+      w.limiter({ heartbeatTtlMs: 3000, initialCredit: 0 }),
+    );
+    await w.timers.advance(10);
+    expect(limiters.map((l) => l.liveProcesses)).toEqual([1, 2, 3]);
+    w.memory.flush();
+    await w.timers.advance(1000);
+    expect(limiters.map((l) => l.liveProcesses)).toEqual([1, 2, 3]);
     w.store.mode = "down";
     const admitted = await offer(w, limiters, "k", 2000, 10);
-    // Before, the first took the whole bucket, the second half of it: 183 in all.
+    // Before, they fell back on 1/1, 1/2 and 1/3 of the bucket: 183 in all.
     expect(sum(admitted)).toBeLessThanOrEqual(100 + 1e-9);
-    expect(sum(admitted)).toBeGreaterThanOrEqual(99);
   });
 });
 

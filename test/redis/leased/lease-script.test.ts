@@ -211,10 +211,11 @@ describe.skipIf(!redis.available)("the lease script", () => {
     expect(Number(await conn.command("PTTL", key))).toBeGreaterThan(599_000);
   });
 
-  test("heartbeats count live processes and drop lapsed ones", async () => {
+  test("heartbeats count live processes, drop lapsed ones and say who joined", async () => {
     const key = `${uniquePrefix("beat")}procs`;
-    const beat = async (id: string, ttl: number, leave = false) =>
-      (
+    // -> [live, joined]
+    const beat = async (id: string, ttl: number, leave = false) => {
+      const reply = (
         (await runScript(
           conn.client,
           HEARTBEAT_SCRIPT,
@@ -222,13 +223,19 @@ describe.skipIf(!redis.available)("the lease script", () => {
           [id, String(ttl), leave ? "1" : "0"],
           2000,
         )) as unknown[]
-      ).map(replyNumber)[0];
-    expect(await beat("a", 10_000)).toBe(1);
-    expect(await beat("b", 10_000)).toBe(2);
-    expect(await beat("c", 1)).toBe(3);
+      ).map(replyNumber);
+      return [reply[0], reply[2]];
+    };
+    expect(await beat("a", 10_000)).toEqual([1, 1]);
+    expect(await beat("b", 10_000)).toEqual([2, 1]);
+    expect(await beat("c", 1)).toEqual([3, 1]);
     await new Promise((r) => setTimeout(r, 5)); // a real server's clock: "c" lapses
-    expect(await beat("a", 10_000)).toBe(2);
-    expect(await beat("b", 10_000, true)).toBe(1);
+    expect(await beat("a", 10_000)).toEqual([2, 0]);
+    expect(await beat("c", 10_000)).toEqual([3, 1]); // lapsed: joins anew
+    expect(await beat("b", 10_000, true)).toEqual([2, 0]);
+    // A set the server forgot (a restart, FLUSHALL): each joins anew.
+    await conn.command("DEL", key);
+    expect(await beat("a", 10_000)).toEqual([1, 1]);
   });
 
   test("a charge is taken whatever the bucket holds, and the refill repays it first", async () => {

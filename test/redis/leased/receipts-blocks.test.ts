@@ -57,7 +57,7 @@ class Tracked implements LeaseStore {
         : this.inner.exchange(requests, processId),
     );
   }
-  heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<number> {
+  heartbeat(processId: string, ttlMs: number, leave: boolean): ReturnType<LeaseStore["heartbeat"]> {
     return this.track(
       this.failing
         ? Promise.reject(new Error("store down"))

@@ -309,7 +309,7 @@ export class MemoryBackend implements SimBackend {
         ).then((answer) => answer);
       },
       heartbeat: (processId: string, ttlMs: number, leave: boolean) =>
-        timed(() => store.heartbeat(processId, ttlMs, leave)).then((live) => live),
+        timed(() => store.heartbeat(processId, ttlMs, leave)).then((answer) => answer),
     };
   }
 }
@@ -452,8 +452,9 @@ export class RedisBackend implements SimBackend {
     }
     for (const [id, until] of set) if (until < now) set.delete(id);
     const id = args[0] as string;
+    const joined = args[2] !== "1" && !set.has(id) ? 1 : 0;
     if (args[2] === "1") set.delete(id);
     else set.set(id, now + Number(args[1]));
-    return [set.size, NUMBER_TEXT(now)];
+    return [set.size, NUMBER_TEXT(now), joined];
   }
 }
