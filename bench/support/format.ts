@@ -31,7 +31,7 @@ export function us(nanoseconds: number | undefined): string {
 export function ratio(a: number | undefined, b: number | undefined): string {
   if (a === undefined || b === undefined || !(b > 0) || !Number.isFinite(a)) return "–";
   const r = a / b;
-  return `${r < 10 ? r.toFixed(2) : r.toFixed(1)}x`;
+  return `${r < 10 ? r.toFixed(2) : r < 100 ? r.toFixed(1) : int(r)}x`;
 }
 
 /** A whole number with thousands separators. */

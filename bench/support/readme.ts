@@ -135,8 +135,8 @@ export function renderReadme(core: RunResults, http: RunResults | undefined): st
     table(["algorithm", "allow()", ...patterns.map((p) => `keyed, ${p.label}`)], "lrrrr", algoRows),
     "",
     "`TokenBucket`, `LeakyBucket`, `FixedWindow` and `SlidingWindowCounter` take the registry's " +
-      "slab fast path (no object per key); `SlidingWindowLog` keeps one log object per key and " +
-      "stores one entry per allowed request, so its " +
+      "slab fast path (no object per key); `SlidingWindowLog` too, with its entries in one " +
+      "shared arena (no array per key); it stores one entry per allowed request, so its " +
       "benchmark limit is 1000 and its `allow()` and hot-key cells time denials.",
     ...newKeyLines(core),
     "",
