@@ -112,7 +112,15 @@ export class Heartbeat {
           // A new membership: the first, one that lapsed, or one the store forgot (a
           // restart or a flush emptied the set, so the others' counts lack this process
           // until they beat again, and this count lacks them).
-          if (joined || now - this.lastOkAtMs >= this.ttlMs) this.streakStartMs = now;
+          if (joined || now - this.lastOkAtMs >= this.ttlMs) {
+            this.streakStartMs = now;
+            // The next beat a whole interval after this answer, not after this call was
+            // sent: an answer that came late (the connection being made) would otherwise
+            // leave the next one short of an interval, and this process uncounted until
+            // the beat after it.
+            this.cancel?.();
+            this.cancel = this.scheduler(() => this.beat(), this.intervalMs);
+          }
           this.lastOkAtMs = now;
           this.failingSinceMs = undefined;
           this.retryMs = FIRST_RETRY_MS;

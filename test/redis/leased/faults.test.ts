@@ -210,6 +210,33 @@ describe("a late answer", () => {
   });
 });
 
+describe("when a process is counted", () => {
+  test("a process whose first heartbeat answered late is counted a beat interval after that answer, not two", async () => {
+    // heartbeatTtlMs 3000: a beat every 1000 ms. The first answer takes 50 ms (the
+    // connection being made), the later ones 1 ms.
+    const w = world(100, 0);
+    let first = true;
+    const inner = w.store.heartbeat.bind(w.store);
+    w.store.heartbeat = (...args) => {
+      if (!first) return inner(...args);
+      first = false;
+      return new Promise((resolve, reject) =>
+        w.timers.schedule(() => inner(...args).then(resolve, reject), 50),
+      );
+    };
+    const limiter = w.limiter({ heartbeatTtlMs: 3000, initialCredit: 0 });
+    await w.timers.advance(1100);
+    // Before, the second beat went 1000 ms after the first was sent, so its answer came
+    // 951 ms after the first answer, short of an interval: uncounted until the third.
+    expect(limiter.fallbackProcesses).toBe(1);
+    // An outage now: the one process falls back on the whole bucket (before: it denied
+    // every request for as long as the outage lasted).
+    w.store.mode = "down";
+    const [admitted] = await offer(w, [limiter], "k", 500, 10);
+    expect(admitted).toBeGreaterThanOrEqual(45);
+  });
+});
+
 describe("a restart of Redis, then an outage", () => {
   test("a process that counts only itself just after a restart does not fall back on the whole bucket", async () => {
     // capacity 100, no refill: whatever happens, the three processes admit 100 in all.
