@@ -1127,6 +1127,9 @@ export class LeasedTokenBucket {
     exchange: LeaseExchange,
     sentMs: number,
   ): void {
+    // The store answered (late or not): if this process's heartbeats fail meanwhile, the
+    // others' may not, and its count is stale (Heartbeat.counted).
+    this.heartbeat.exchangeAnswered(this.now(WHERE));
     if (exchange.late) {
       this.lost(node, requests, new Error("the lease call reached Redis after its deadline"), true);
       return;

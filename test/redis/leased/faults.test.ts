@@ -231,10 +231,12 @@ describe("a restart of Redis, then an outage", () => {
     expect(sum(during)).toBe(0);
     expect(limiters[0]?.consume("k")).toMatchObject({ allowed: false, source: "local" });
     expect(limiters.map((l) => l.fallbackProcesses)).toEqual([undefined, undefined, undefined]);
-    // Back, and counted again after a beat interval: the next outage shares one bucket
-    // (of a key never leased, so that all of it is the fallback's).
+    // Back, and counted again once a heartbeat has answered and a beat interval and a
+    // quarter passed after it (a heartbeat failed meanwhile, so the first answer is a
+    // joining one): the next outage shares one bucket (of a key never leased, so that all
+    // of it is the fallback's).
     w.store.mode = "ok";
-    await w.timers.advance(2100);
+    await w.timers.advance(3100);
     expect(limiters.map((l) => l.fallbackProcesses)).toEqual([3, 3, 3]);
     w.store.mode = "down";
     const after = await offer(w, limiters, "fresh", 2000, 10);
