@@ -184,6 +184,24 @@ describe("a process stopped while Redis forgot the set", () => {
   });
 });
 
+describe("expectedProcesses below the fleet's count", () => {
+  test("processes not counted again after a flush divide by the larger count they had, not by a lower expectedProcesses", async () => {
+    // expectedProcesses 2 for a fleet of 4 (an autoscaler added two): counted, each divides
+    // by the heartbeats' 4. Redis then forgets the set, and every process joins anew, so
+    // none is counted for a while; an outage comes then.
+    const w = world();
+    const limiters = Array.from({ length: 4 }, () => w.limiter({ expectedProcesses: 2 }));
+    await w.timers.advance(3000);
+    expect(limiters.map((l) => l.fallbackProcesses)).toEqual([4, 4, 4, 4]);
+    w.memory.flush();
+    await w.timers.advance(1000);
+    w.store.down = true;
+    expect(limiters.map((l) => l.fallbackProcesses)).toEqual([4, 4, 4, 4]);
+    // Before, each fell back on half the bucket: 200 in all.
+    expect(await offer(w, limiters, "k", 2000)).toBeLessThanOrEqual(100);
+  });
+});
+
 describe("a store that cannot tell whether a heartbeat joined", () => {
   test("a store that always answers joined is never counted: its fallback denies, or takes expectedProcesses", async () => {
     const w = world();
