@@ -4,6 +4,13 @@ import type { HeartbeatAnswer, LeaseStore, Scheduler } from "./exchange.js";
 const FIRST_RETRY_MS = 100;
 /** The longest wait between failed heartbeats (ms), or the beat interval if shorter. */
 const MAX_RETRY_MS = 1000;
+/**
+ * How late, in beat intervals after the last answer, the next heartbeat may be sent for the
+ * count to stay safe (a timer fires late on a busy event loop; a stopped process sends
+ * none); a process is counted after as long a membership, so that every other process beat
+ * meanwhile.
+ */
+const LATE_INTERVALS = 1.25;
 
 /**
  * This process's heartbeat: announces it as live every third of `ttlMs` (after a failure
@@ -11,13 +18,13 @@ const MAX_RETRY_MS = 1000;
  * answers of the last `ttlMs`, the largest of which ({@link peak}) the `'local'` fallback
  * divides the limit by.
  *
- * The count is only a safe divisor when every other process counted this one too: the
- * others count at their own beats, so this process must have been live for one whole beat
- * interval (each other process beat meanwhile), and its membership must not have lapsed
- * before the store began to fail (the others' last counts, frozen during an outage, then
- * include it). A store that forgot the set (a restart, `FLUSHALL`) answers that this
- * process joined anew, and the interval starts again: the counts right after such a loss
- * lack the processes that have not beaten since. {@link counted} says whether that holds.
+ * That count is a safe divisor only when the others counted this process and it counted
+ * them: it has been live for an interval and a quarter (each other process beat meanwhile)
+ * and beat on time until the store failed (a stopped process sent nothing while the others
+ * counted on). A membership the store forgot (a restart, `FLUSHALL`: `joined`) or that a
+ * failed call may have renewed unseen (its answer lost) starts that wait again; a store that
+ * answers exchanges after the heartbeats began to fail may answer the others too, whose
+ * counts go on. {@link counted} says whether all that holds (docs/distributed.md).
  */
 export class Heartbeat {
   /** Live processes, this one included, as last counted (>= 1; 1 until an answer). */
@@ -37,6 +44,12 @@ export class Heartbeat {
   /** A probe ({@link beatNow}) is under way. */
   private probing = false;
   private retryMs = FIRST_RETRY_MS;
+  /** When the first heartbeat since the last answer was sent; undefined: none since. */
+  private pendingSinceMs: number | undefined = undefined;
+  /** A heartbeat failed since the last answer: it may have run, and joined, unseen. */
+  private unsure = false;
+  /** The store answered an exchange after the heartbeats began to fail. */
+  private answeredWhileFailing = false;
 
   constructor(
     private readonly store: LeaseStore,
@@ -59,13 +72,16 @@ export class Heartbeat {
 
   /**
    * True when the last count is a safe divisor at `nowMs`: this process has been counted
-   * for at least one beat interval, and its membership had not lapsed when the store began
-   * to fail (or now, while it answers).
+   * for at least a beat interval and a quarter, its next heartbeat was sent within as long
+   * of its last answer (or `nowMs` is within it, none sent yet), and the store did not
+   * answer its exchanges after its heartbeats began to fail.
    */
   counted(nowMs: number): boolean {
-    if (!(this.lastOkAtMs - this.streakStartMs >= this.intervalMs)) return false;
-    const since = this.failingSinceMs ?? nowMs;
-    return since < this.lastOkAtMs + this.ttlMs;
+    const lateMs = this.intervalMs * LATE_INTERVALS;
+    if (!(this.lastOkAtMs - this.streakStartMs >= lateMs)) return false;
+    if (this.answeredWhileFailing) return false;
+    const nextSentMs = this.pendingSinceMs ?? nowMs;
+    return nextSentMs - this.lastOkAtMs <= lateMs;
   }
 
   /**
@@ -78,6 +94,16 @@ export class Heartbeat {
     let most = this.live;
     for (const c of this.recent) if (c.live > most) most = c.live;
     return most;
+  }
+
+  /**
+   * The store answered an exchange of this process at `nowMs`: if the heartbeats were
+   * failing before, the store did not fail for everyone, and the count is not safe until a
+   * heartbeat answers again.
+   */
+  exchangeAnswered(nowMs: number): void {
+    const since = this.failingSinceMs;
+    if (since !== undefined && nowMs > since) this.answeredWhileFailing = true;
   }
 
   /** Sends one heartbeat now, beside the schedule (a probe of a store marked down). */
@@ -98,6 +124,7 @@ export class Heartbeat {
   /** One heartbeat call and its handling; resolves when it settled. */
   private send(): Promise<void> {
     this.sent++;
+    this.pendingSinceMs ??= this.now();
     let call: Promise<HeartbeatAnswer>;
     try {
       call = this.store.heartbeat(this.processId, this.ttlMs, false);
@@ -111,16 +138,20 @@ export class Heartbeat {
           const now = this.now();
           // A new membership: the first, one that lapsed, or one the store forgot (a
           // restart or a flush emptied the set, so the others' counts lack this process
-          // until they beat again, and this count lacks them).
-          if (joined || now - this.lastOkAtMs >= this.ttlMs) {
+          // until they beat again, and this count lacks them); or maybe one, when a
+          // heartbeat failed since the last answer (it may have run and joined unseen).
+          if (joined || this.unsure || now - this.lastOkAtMs >= this.ttlMs) {
             this.streakStartMs = now;
-            // The next beat a whole interval after this answer, not after this call was
-            // sent: an answer that came late (the connection being made) would otherwise
-            // leave the next one short of an interval, and this process uncounted until
-            // the beat after it.
+            // The next beat as long after this answer as a membership must last to be
+            // counted, not an interval after this call was sent: an answer that came late
+            // (the connection being made) would otherwise leave the next one short, and
+            // this process uncounted until the beat after it.
             this.cancel?.();
-            this.cancel = this.scheduler(() => this.beat(), this.intervalMs);
+            this.cancel = this.scheduler(() => this.beat(), this.intervalMs * LATE_INTERVALS);
           }
+          this.unsure = false;
+          this.pendingSinceMs = undefined;
+          this.answeredWhileFailing = false;
           this.lastOkAtMs = now;
           this.failingSinceMs = undefined;
           this.retryMs = FIRST_RETRY_MS;
@@ -137,6 +168,7 @@ export class Heartbeat {
         (error: unknown) => {
           if (this.stopped) return;
           this.failingSinceMs ??= this.now();
+          this.unsure = true;
           // Retry sooner than the interval: a process that waits to be counted, or a store
           // that came back, should not wait a whole interval to be heard.
           const retryMs = Math.min(this.retryMs, MAX_RETRY_MS);

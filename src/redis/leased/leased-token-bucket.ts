@@ -312,14 +312,17 @@ export class LeasedTokenBucket {
    * heartbeats' count (the largest answered within `heartbeatTtlMs` of the last answer: a
    * Redis that restarted or was flushed counts too few until every process beat again),
    * whichever is larger; undefined when there is no `expectedProcesses`
-   * and the others may not have counted this process yet (the fallback then denies).
+   * and the others may not have counted this process yet (the fallback then denies). A
+   * count not yet safe may lack processes, but those it has were live: with
+   * `expectedProcesses` it is still a floor.
    */
   get fallbackProcesses(): number | undefined {
-    const counted = this.heartbeat.counted(this.now(WHERE));
     const expected = this.config.expectedProcesses;
     const live = this.heartbeat.peak;
-    if (expected === undefined) return counted ? live : undefined;
-    return counted && live > expected ? live : expected;
+    if (expected === undefined) {
+      return this.heartbeat.counted(this.now(WHERE)) ? live : undefined;
+    }
+    return live > expected ? live : expected;
   }
 
   /**
@@ -1127,6 +1130,9 @@ export class LeasedTokenBucket {
     exchange: LeaseExchange,
     sentMs: number,
   ): void {
+    // The store answered (late or not): if this process's heartbeats fail meanwhile, the
+    // others' may not, and its count is stale (Heartbeat.counted).
+    this.heartbeat.exchangeAnswered(this.now(WHERE));
     if (exchange.late) {
       this.lost(node, requests, new Error("the lease call reached Redis after its deadline"), true);
       return;

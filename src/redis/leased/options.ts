@@ -86,9 +86,10 @@ export interface LeasedTokenBucketOptions
   /**
    * The number of processes that share the limit, if you know it (integer >= 1): the
    * `'local'` fallback divides by at least this, and a process the others have not counted
-   * yet (started during an outage, or less than `heartbeatTtlMs / 3` before one) falls
-   * back with this share instead of denying. Too low, and N processes in an outage admit
-   * more than one shared bucket. @default none: the heartbeats' count, and deny until counted
+   * yet (started during an outage, or less than `heartbeatTtlMs / 3` x 1.25 before one)
+   * falls back with this share (or the heartbeats' last count, if larger) instead of
+   * denying. Too low, and N processes in an outage admit more than one shared bucket.
+   * @default none: the heartbeats' count, and deny until counted
    */
   readonly expectedProcesses?: number | undefined;
   /**

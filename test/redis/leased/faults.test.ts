@@ -211,7 +211,7 @@ describe("a late answer", () => {
 });
 
 describe("when a process is counted", () => {
-  test("a process whose first heartbeat answered late is counted a beat interval after that answer, not two", async () => {
+  test("a process whose first heartbeat answered late is counted at its second answer, not its third", async () => {
     // heartbeatTtlMs 3000: a beat every 1000 ms. The first answer takes 50 ms (the
     // connection being made), the later ones 1 ms.
     const w = world(100, 0);
@@ -225,9 +225,11 @@ describe("when a process is counted", () => {
       );
     };
     const limiter = w.limiter({ heartbeatTtlMs: 3000, initialCredit: 0 });
-    await w.timers.advance(1100);
-    // Before, the second beat went 1000 ms after the first was sent, so its answer came
-    // 951 ms after the first answer, short of an interval: uncounted until the third.
+    await w.timers.advance(1400);
+    // The second beat goes an interval and a quarter (1250 ms) after the first answer, so
+    // its answer (at 1301 ms) counts the process. Before, beats went every 1000 ms from the
+    // first send, so the second answer came less than that after the first (951 ms): the
+    // process was uncounted until its third answer, twice as long.
     expect(limiter.fallbackProcesses).toBe(1);
     // An outage now: the one process falls back on the whole bucket (before: it denied
     // every request for as long as the outage lasted).
@@ -258,10 +260,12 @@ describe("a restart of Redis, then an outage", () => {
     expect(sum(during)).toBe(0);
     expect(limiters[0]?.consume("k")).toMatchObject({ allowed: false, source: "local" });
     expect(limiters.map((l) => l.fallbackProcesses)).toEqual([undefined, undefined, undefined]);
-    // Back, and counted again after a beat interval: the next outage shares one bucket
-    // (of a key never leased, so that all of it is the fallback's).
+    // Back, and counted again once a heartbeat has answered and a beat interval and a
+    // quarter passed after it (a heartbeat failed meanwhile, so the first answer is a
+    // joining one): the next outage shares one bucket (of a key never leased, so that all
+    // of it is the fallback's).
     w.store.mode = "ok";
-    await w.timers.advance(2100);
+    await w.timers.advance(3100);
     expect(limiters.map((l) => l.fallbackProcesses)).toEqual([3, 3, 3]);
     w.store.mode = "down";
     const after = await offer(w, limiters, "fresh", 2000, 10);
