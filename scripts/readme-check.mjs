@@ -1,8 +1,9 @@
 // The README's code blocks, run as a reader runs them: pasted into files of a project that
 // installed the packed tarball (pack-check makes it), with the packages they import
 // installed there at the versions this repository pins. Each TypeScript block is
-// type-checked strictly against the installed types, then run with tsx: it must exit 0 and
-// write nothing to stderr. Each shell block runs in the project; a block followed by an
+// type-checked strictly against the installed types, then run with tsx: it must exit 0,
+// write nothing to stderr and print what its `//=>` comments say (outputMismatch in
+// readme-blocks.mjs). Each shell block runs in the project; a block followed by an
 // output block must print its lines. A block that is not run says why
 // (`<!-- not run: ... -->`, see readme-blocks.mjs). The blocks of docs/*.md marked
 // `<!-- run -->` are run the same way, each in a file of its own.
@@ -10,7 +11,13 @@ import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startRedis } from "./private-redis.mjs";
-import { docBlocks, importedPackages, RUN_LANGS, readmeBlocks } from "./readme-blocks.mjs";
+import {
+  docBlocks,
+  importedPackages,
+  outputMismatch,
+  RUN_LANGS,
+  readmeBlocks,
+} from "./readme-blocks.mjs";
 
 const WINDOWS = process.platform === "win32";
 
@@ -127,8 +134,11 @@ export async function checkReadme(root, app) {
         continue; // no Redis here: said in the summary
       }
       const r = await exec(process.execPath, [tsx, file], { cwd: app, env });
+      const wrong = r.code === 0 ? outputMismatch(block.code, r.stdout) : undefined;
       if (r.code !== 0 || r.stderr !== "") {
         failures.push(`${block.file}:${block.line}: exit ${r.code}\n${r.stdout}${r.stderr}`);
+      } else if (wrong !== undefined) {
+        failures.push(`${block.file}:${block.line}: not what its //=> comments say: ${wrong}`);
       }
     }
     for (const block of runs.filter(

@@ -8,8 +8,10 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import {
+  claimedOutput,
   docBlocks,
   importedPackages,
+  outputMismatch,
   RUN_LANGS,
   readmeBlocks,
 } from "../../scripts/readme-blocks.mjs";
@@ -114,6 +116,52 @@ describe("readmeBlocks", () => {
         'import a from "express";\nimport { b } from "tollgate/http";\nimport c from "@types/x/y";\nimport "node:fs";',
       ),
     ).toEqual(["express", "@types/x"]);
+  });
+});
+
+describe("claimed output", () => {
+  const block = [
+    "console.log(a); //=> true",
+    "console.log(o);",
+    "//=> { allowed: true, limit: 10, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000 }",
+    "console.log(t); //~> in 452 ms",
+  ].join("\n");
+  const object =
+    "{\n  allowed: true,\n  limit: 10,\n  remaining: 0,\n  retryAfterMs: 0,\n  resetAfterMs: 1000\n}";
+
+  it("reads //=> and //~> comments in order, with their lines", () => {
+    expect(claimedOutput(block)).toEqual([
+      { text: "true", varies: false, line: 1 },
+      {
+        text: "{ allowed: true, limit: 10, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000 }",
+        varies: false,
+        line: 3,
+      },
+      { text: "in 452 ms", varies: true, line: 4 },
+    ]);
+  });
+
+  it.each([
+    ["the claimed lines", `true\n${object}\nin 452 ms\n`],
+    ["an object broken over lines as its one-line claim", `true\n${object}\nin 452 ms`],
+    ["other numbers on a //~> line", `true\n${object}\nin 1503 ms\n`],
+  ])("accepts %s", (_, stdout) => {
+    expect(outputMismatch(block, stdout)).toBeUndefined();
+  });
+
+  it.each([
+    ["another value", `false\n${object}\nin 452 ms\n`, 'claims "true", it printed "false"'],
+    ["another number in an object", `true\n${object.replace("10,", "9,")}\nin 452 ms\n`, "line 3"],
+    ["other words on a //~> line", `true\n${object}\nafter 452 ms\n`, "(numbers aside)"],
+    ["a claimed line not printed", `true\n${object}\n`, "nothing more was printed"],
+    ["a line printed but not claimed", `true\n${object}\nin 452 ms\n6\n`, "does not claim"],
+    ["nothing printed", "", "nothing more was printed"],
+  ])("refuses %s", (_, stdout, says) => {
+    expect(outputMismatch(block, stdout)).toContain(says);
+  });
+
+  it("checks nothing in a block that claims nothing", () => {
+    expect(outputMismatch("console.log(1); // one", "2\n")).toBeUndefined();
   });
 });
 
