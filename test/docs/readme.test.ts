@@ -16,7 +16,7 @@ import {
   readmeBlocks,
 } from "../../scripts/readme-blocks.mjs";
 import { run } from "../../src/cli/run.js";
-import { excerptMismatch, excerpts, markdownFiles, ROOT } from "./markdown.js";
+import { excerptMismatch, excerpts, markdownFiles, ROOT, undeclaredNames } from "./markdown.js";
 
 const readme = readFileSync(join(ROOT, "README.md"), "utf8");
 
@@ -162,6 +162,39 @@ describe("claimed output", () => {
 
   it("checks nothing in a block that claims nothing", () => {
     expect(outputMismatch("console.log(1); // one", "2\n")).toBeUndefined();
+  });
+});
+
+describe("the excerpts of examples", () => {
+  it("use no name they do not declare or import: each runs when pasted", () => {
+    const names = undeclaredNames(
+      new Map(marked.map((e) => [`${e.doc.replace(/[/.]/g, "-")}-${e.line}.ts`, e.code])),
+    );
+    const missing = marked
+      .map((e, i) => ({ at: `${e.doc}:${e.line}`, names: [...names.values()][i]! }))
+      .filter((e) => e.names.length > 0)
+      .map((e) => `${e.at} uses ${e.names.join(", ")}`);
+    expect(missing, "declare or import them in the excerpt (or show the lines that do)").toEqual(
+      [],
+    );
+  });
+
+  it("are found using a name left out, and not for imports, declarations or globals", () => {
+    const names = undeclaredNames(
+      new Map([
+        ["left-out.ts", "const permit = 1;\ntry {\n} finally {\n  running--;\n}\n"],
+        ["shorthand.ts", "console.log({ clock });\n"],
+        [
+          "whole.ts",
+          'import { KeyedLimiter } from "tollgate";\nlet running = 0;\nrunning--;\nconsole.log(new KeyedLimiter(), setTimeout, process.env, fetch, await Promise.resolve(running));\n',
+        ],
+      ]),
+    );
+    expect(Object.fromEntries(names)).toEqual({
+      "left-out.ts": ["running"],
+      "shorthand.ts": ["clock"],
+      "whole.ts": [],
+    });
   });
 });
 
