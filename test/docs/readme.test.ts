@@ -216,10 +216,11 @@ describe("the replay recipe", () => {
     expect(block).not.toBeNull();
   });
 
-  it("prints the rows the README shows", async () => {
+  it("prints exactly what the README shows, run in the clone as it says", async () => {
     const [, command, shown] = block!;
     const argv = command!.replace(/\\\n/g, " ").trim().split(/\s+/);
-    expect(argv.slice(0, 3)).toEqual(["npx", "tollgate", "replay"]);
+    // In the clone: the built bin, not npx (which would install the clone and build it first).
+    expect(argv.slice(0, 3)).toEqual(["node", "dist/cli.js", "replay"]);
     const stdout = new PassThrough();
     const stderr = Object.assign(new PassThrough(), { isTTY: false });
     let out = "";
@@ -227,10 +228,17 @@ describe("the replay recipe", () => {
       out += chunk.toString("utf8");
     });
     // Paths in the command are relative to the repository root, where a reader runs it.
-    const args = argv.slice(3).map((a) => (existsSync(join(ROOT, a)) ? join(ROOT, a) : a));
+    const paths = argv.slice(3).filter((a) => existsSync(join(ROOT, a)));
+    const args = argv.slice(3).map((a) => (paths.includes(a) ? join(ROOT, a) : a));
     const code = await run(["replay", ...args], { stdin: new PassThrough(), stdout, stderr });
     expect(code).toBe(0);
-    const lines = out.split("\n").map((l) => l.trimEnd());
-    for (const line of shown!.trimEnd().split("\n")) expect(lines).toContain(line.trimEnd());
+    // The whole output, as printed from the root: the absolute paths read as written.
+    const printed = paths.reduce((text, a) => text.replaceAll(join(ROOT, a), a), out);
+    const lines = (text: string) =>
+      text
+        .trimEnd()
+        .split("\n")
+        .map((l) => l.trimEnd());
+    expect(lines(printed)).toEqual(lines(shown!));
   });
 });
