@@ -2,6 +2,7 @@
 // (keyed by the account name, not the address) for POST /login. Clients connect directly
 // here, so each is keyed by its socket's address and no forwarding header is trusted.
 // The demo sends requests to itself, prints what came back and closes the server.
+import { once } from "node:events";
 import type { AddressInfo } from "node:net";
 import express from "express";
 import { KeyedLimiter, TokenBucket } from "tollgate";
@@ -36,27 +37,31 @@ app.get("/", (_req, res) => {
   res.send("hello\n");
 });
 
-const server = app.listen(0, "127.0.0.1", async () => {
-  const { port } = server.address() as AddressInfo;
-  const base = `http://127.0.0.1:${port}`;
-  const home = await fetch(base);
-  console.log(`GET / -> ${home.status}; RateLimit: ${home.headers.get("ratelimit")}`);
-  for (let i = 1; i <= 4; i++) {
-    const response = await fetch(`${base}/login`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ user: "alice", password: "guess" }),
-    });
-    console.log(`POST /login #${i} -> ${response.status} ${response.statusText}`);
-    if (response.status === 429) {
-      console.log(`date: ${response.headers.get("date")}`);
-      response.headers.forEach((value, name) => {
-        if (/^(ratelimit|x-ratelimit|retry-after|content-type)/.test(name)) {
-          console.log(`${name}: ${value}`);
-        }
-      });
-      console.log(await response.text());
-    }
-  }
-  server.close();
+// Port 0 takes a free port; a service listens on its own.
+const server = app.listen(0, "127.0.0.1", () => {
+  console.log(`listening on http://127.0.0.1:${(server.address() as AddressInfo).port}`);
 });
+
+// The demo: requests to itself, what came back, then the server closed.
+await once(server, "listening");
+const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+const home = await fetch(base);
+console.log(`GET / -> ${home.status}; RateLimit: ${home.headers.get("ratelimit")}`);
+for (let i = 1; i <= 4; i++) {
+  const response = await fetch(`${base}/login`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ user: "alice", password: "guess" }),
+  });
+  console.log(`POST /login #${i} -> ${response.status} ${response.statusText}`);
+  if (response.status === 429) {
+    console.log(`date: ${response.headers.get("date")}`);
+    response.headers.forEach((value, name) => {
+      if (/^(ratelimit|x-ratelimit|retry-after|content-type)/.test(name)) {
+        console.log(`${name}: ${value}`);
+      }
+    });
+    console.log(await response.text());
+  }
+}
+server.close();

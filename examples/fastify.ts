@@ -31,7 +31,9 @@ await app.register(async (scope) => {
   scope.get("/export", async () => "a large file\n");
 });
 
+// Port 0 takes a free port; a service listens on its own.
 const base = await app.listen({ port: 0, host: "127.0.0.1" });
+console.log(`listening on ${base}`);
 const home = await fetch(base);
 console.log(`GET / -> ${home.status}; RateLimit: ${home.headers.get("ratelimit")}`);
 const health = await fetch(`${base}/health`);

@@ -7,11 +7,16 @@ const clock = () => now; // omit `clock` to use performance.now()
 
 // One bucket per API key: 10 per second, bursts of 10.
 const perKey = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 10, clock }));
-console.log(perKey.allow("key-a")); // true
+console.log(perKey.allow("key-a")); //=> true
 console.log(perKey.consume("key-a", 9));
-console.log(perKey.allow("key-a"), perKey.allow("key-b"), perKey.size); // false true 2
-now = 1000; // both buckets are full again
-console.log(perKey.sweep(), perKey.size); // 2 0: dropped, since a new bucket decides the same
+//=> { allowed: true, limit: 10, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000 }
+console.log(perKey.allow("key-a")); //=> false
+// Keys are independent:
+console.log(perKey.allow("key-b")); //=> true
+console.log(perKey.size); //=> 2
+now = 1000; // both buckets are full again: sweep drops them, a new one decides the same
+console.log(perKey.sweep()); //=> 2
+console.log(perKey.size); //=> 0
 
 // Two limits on every key: 10 per second AND 1000 per hour. A denial charges neither.
 const layered = new KeyedLimiter(
@@ -22,7 +27,9 @@ const layered = new KeyedLimiter(
   { maxKeys: 100_000 },
 );
 console.log(layered.consume("key-a", 10));
+//=> { allowed: true, limit: 10, remaining: 0, retryAfterMs: 0, resetAfterMs: 3599000 }
 console.log(layered.consume("key-a"));
+//=> { allowed: false, limit: 10, remaining: 0, retryAfterMs: 100, resetAfterMs: 3599000 }
 
 // Per-key plans (tiers): named policies of one algorithm, and each key's plan by name.
 const plans = new KeyedLimiter({
@@ -32,4 +39,5 @@ const plans = new KeyedLimiter({
   },
   plan: (key) => (key.startsWith("pro:") ? "pro" : "free"),
 });
-console.log(plans.consume("pro:acme").limit, plans.consume("free:bob").limit); // 100 10
+console.log(plans.consume("pro:acme").limit); //=> 100
+console.log(plans.consume("free:bob").limit); //=> 10

@@ -28,3 +28,17 @@ export interface DocBlock {
 
 /** The code blocks of one docs/*.md text, with their marks. */
 export function docBlocks(text: string): DocBlock[];
+
+/** One line of output a block claims: `//=> text`, or `//~> text` when its numbers vary. */
+export interface Claim {
+  readonly text: string;
+  readonly varies: boolean;
+  /** 1-based line within the block. */
+  readonly line: number;
+}
+
+/** The output a block claims, in order. */
+export function claimedOutput(code: string): Claim[];
+
+/** Where `stdout` differs from the block's claims, or undefined when it prints exactly them. */
+export function outputMismatch(code: string, stdout: string): string | undefined;

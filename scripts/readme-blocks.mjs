@@ -5,6 +5,8 @@
 // round: a block is run when the line before its fence is `<!-- run -->`; every other code
 // block there says what it is: `<!-- from examples/x.ts -->` (an excerpt of an example,
 // which runs whole), or `<!-- fragment: <why> -->` (docBlocks, test/docs/readme.test.ts).
+// A block run states what it prints with `//=>` (or `//~>` where numbers vary) comments,
+// which the run compares with what it printed (outputMismatch).
 
 /**
  * Every fenced block of `text`: `{ lang, code, line, skip }`, `line` the 1-based line of its
@@ -71,4 +73,60 @@ export function docBlocks(text) {
               : "none";
       return { lang: b.lang, code: b.code, line: b.line, mark, why: fragment };
     });
+}
+
+/**
+ * The output a block claims, in order. `//=> text`, at the end of a line of code or on a
+ * line of its own, says the block prints `text` there, exactly; `//~> text` says it prints a
+ * line that varies from run to run (a time, a count under load) in its numbers only: `text`
+ * is one run's, compared with every number as a wildcard. A block without either claims
+ * nothing and is only run.
+ * @param {string} code
+ * @returns {{ text: string, varies: boolean, line: number }[]}
+ */
+export function claimedOutput(code) {
+  const out = [];
+  code.split("\n").forEach((line, i) => {
+    const m = /\/\/([=~])>(.*)$/.exec(line);
+    if (m !== null) out.push({ text: m[2].trim(), varies: m[1] === "~", line: i + 1 });
+  });
+  return out;
+}
+
+const NUMBER = /-?\d+(?:[.,]\d+)*(?:e[+-]?\d+)?/g;
+
+/**
+ * Where what a block printed (`stdout`) differs from what it claims (claimedOutput), or
+ * undefined when it prints exactly the claimed lines in order and nothing else (or claims
+ * nothing). Whitespace runs compare as one space, so a claim written on one line stands for
+ * an object that console.log breaks over several.
+ * @param {string} code
+ * @param {string} stdout
+ * @returns {string | undefined}
+ */
+export function outputMismatch(code, stdout) {
+  const claims = claimedOutput(code);
+  if (claims.length === 0) return undefined;
+  const squash = (s) => s.replace(/\s+/g, " ").trim();
+  const printed = stdout.split("\n").map(squash);
+  while (printed.length > 0 && printed[printed.length - 1] === "") printed.pop();
+  let at = 0;
+  for (const claim of claims) {
+    const form = claim.varies ? (s) => squash(s).replace(NUMBER, "#") : squash;
+    const want = form(claim.text);
+    if (at >= printed.length) {
+      return `line ${claim.line} of the block claims ${JSON.stringify(claim.text)}, but nothing more was printed`;
+    }
+    const first = at;
+    let got = printed[at++];
+    while (form(got).length < want.length && at < printed.length) got = `${got} ${printed[at++]}`;
+    if (form(got) !== want) {
+      const printedLines = printed.slice(first, at).join("\n");
+      return `line ${claim.line} of the block claims ${claim.varies ? "(numbers aside) " : ""}${JSON.stringify(claim.text)}, it printed ${JSON.stringify(printedLines)}`;
+    }
+  }
+  if (at < printed.length) {
+    return `the block printed lines it does not claim: ${JSON.stringify(printed.slice(at).join("\n"))}`;
+  }
+  return undefined;
 }

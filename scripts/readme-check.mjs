@@ -1,16 +1,23 @@
 // The README's code blocks, run as a reader runs them: pasted into files of a project that
 // installed the packed tarball (pack-check makes it), with the packages they import
 // installed there at the versions this repository pins. Each TypeScript block is
-// type-checked strictly against the installed types, then run with tsx: it must exit 0 and
-// write nothing to stderr. Each shell block runs in the project; a block followed by an
-// output block must print its lines. A block that is not run says why
-// (`<!-- not run: ... -->`, see readme-blocks.mjs). The blocks of docs/*.md marked
+// type-checked strictly against the installed types, then run with tsx: it must exit 0,
+// write nothing to stderr and print what its `//=>` comments say (outputMismatch in
+// readme-blocks.mjs). Each shell block runs in the project, or in the clone when the comment
+// before it says "in the clone"; a block followed by an output block must print exactly it.
+// A block that is not run says why (`<!-- not run: ... -->`, see readme-blocks.mjs). The blocks of docs/*.md marked
 // `<!-- run -->` are run the same way, each in a file of its own.
 import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startRedis } from "./private-redis.mjs";
-import { docBlocks, importedPackages, RUN_LANGS, readmeBlocks } from "./readme-blocks.mjs";
+import {
+  docBlocks,
+  importedPackages,
+  outputMismatch,
+  RUN_LANGS,
+  readmeBlocks,
+} from "./readme-blocks.mjs";
 
 const WINDOWS = process.platform === "win32";
 
@@ -127,24 +134,37 @@ export async function checkReadme(root, app) {
         continue; // no Redis here: said in the summary
       }
       const r = await exec(process.execPath, [tsx, file], { cwd: app, env });
+      const wrong = r.code === 0 ? outputMismatch(block.code, r.stdout) : undefined;
       if (r.code !== 0 || r.stderr !== "") {
         failures.push(`${block.file}:${block.line}: exit ${r.code}\n${r.stdout}${r.stderr}`);
+      } else if (wrong !== undefined) {
+        failures.push(`${block.file}:${block.line}: not what its //=> comments say: ${wrong}`);
       }
     }
     for (const block of runs.filter(
       (b) => b.file === "README.md" && (b.lang === "sh" || b.lang === "bash"),
     )) {
-      const r = await exec("sh", ["-c", block.code], { cwd: app, env });
+      // A command for the clone (its built bin, `node dist/cli.js`, its sample log) runs in
+      // the repository, where pack-check's build left dist/; any other in the project.
+      const inClone = /^<!-- [^>]*\bin the clone\b/.test(
+        readFileSync(join(root, "README.md"), "utf8").split("\n")[block.line - 2] ?? "",
+      );
+      const r = await exec("sh", ["-c", block.code], { cwd: inClone ? root : app, env });
       const output = blocks.find((b) => b.line > block.line && b.lang === "");
-      const expected =
+      const trimmed = (text) =>
+        text
+          .trimEnd()
+          .split("\n")
+          .map((l) => l.trimEnd());
+      const shown =
         output !== undefined && blocks.indexOf(output) === blocks.indexOf(block) + 1
-          ? output.code.split("\n").map((l) => l.trimEnd())
-          : [];
-      const printed = r.stdout.split("\n").map((l) => l.trimEnd());
-      const missing = expected.filter((l) => l !== "" && !printed.includes(l));
-      if (r.code !== 0 || missing.length > 0) {
+          ? trimmed(output.code)
+          : undefined;
+      const printed = trimmed(r.stdout);
+      const differs = shown !== undefined && printed.join("\n") !== shown.join("\n");
+      if (r.code !== 0 || differs) {
         failures.push(
-          `README.md:${block.line}: exit ${r.code}${missing.length > 0 ? `, without the lines:\n${missing.join("\n")}` : ""}\n${r.stdout}${r.stderr}`,
+          `README.md:${block.line}: exit ${r.code}${differs ? `, not the output the README shows:\n${shown.join("\n")}\nbut` : ""}\n${r.stdout}${r.stderr}`,
         );
       }
     }

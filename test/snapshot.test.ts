@@ -119,7 +119,7 @@ describe("snapshot refusals", () => {
       name: "another algorithm",
       snapshot: () => new SlidingWindowCounter({ limit: 5, windowMs: 100 }).snapshot(),
       message:
-        'FixedWindow.restore: the snapshot is of algorithm "sliding-window-counter" (string), this limiter is "fixed-window"',
+        'FixedWindow.restore: the snapshot is of algorithm "sliding-window-counter", this limiter is "fixed-window"',
     },
     {
       name: "another version",
@@ -130,7 +130,7 @@ describe("snapshot refusals", () => {
     {
       name: "a state of another shape",
       snapshot: () => ({ ...window().snapshot(), state: [1, 2, 3] }),
-      message: "snapshot: the state has 3 numbers, this algorithm keeps 2",
+      message: "FixedWindow.restore: snapshot.state has 3 numbers, this algorithm keeps 2",
     },
     {
       name: "a number that is not one",
@@ -363,6 +363,59 @@ describe("tampered snapshots are refused before anything changes", () => {
     expect(log.allow()).toBe(false); // the 5 units of the last entry still count
     clock.set(1001 + 9_999 / 100);
     expect(log.allow()).toBe(true);
+  });
+});
+
+describe("a refused restore names the class and method, the field, the range and the value", () => {
+  test("a negative count in FixedWindow.restore names FixedWindow.restore", () => {
+    const fixed = new FixedWindow({ limit: 5, windowMs: 1000, clock: manualClock(1000) });
+    expect(() => fixed.restore({ ...fixed.snapshot(), state: [-100, 1000] })).toThrow(
+      new RangeError(
+        "FixedWindow.restore: snapshot.state[0] is a count, which must be a finite number at least 0, got -100",
+      ),
+    );
+  });
+
+  test("a negative count in KeyedLimiter.restore names KeyedLimiter.restore", () => {
+    const keyed = new KeyedLimiter(
+      new FixedWindow({ limit: 5, windowMs: 1000, clock: manualClock(1000) }),
+    );
+    keyed.allow("a");
+    const snap = keyed.snapshot("a")!;
+    expect(() => keyed.restore("a", { ...snap, state: [-100, 1000] })).toThrow(
+      new RangeError(
+        "KeyedLimiter.restore: snapshot.state[0] is a count, which must be a finite number at least 0, got -100",
+      ),
+    );
+  });
+
+  test("a negative count in KeyedLimiter.restoreAll names KeyedLimiter.restoreAll", () => {
+    const keyed = new KeyedLimiter(
+      new FixedWindow({ limit: 5, windowMs: 1000, clock: manualClock(1000) }),
+    );
+    keyed.allow("a");
+    const all = keyed.snapshotAll();
+    expect(() => keyed.restoreAll({ ...all, keys: ["n"], state: [-100, 1000] })).toThrow(
+      /^KeyedLimiter\.restoreAll: snapshot\.state\[0\] is a count, which must be a finite number at least 0, got -100$/,
+    );
+  });
+
+  test("a snapshot of another algorithm quotes its name once, without a stray type", () => {
+    const fixed = new FixedWindow({ limit: 5, windowMs: 1000 });
+    const bucket = new TokenBucket({ capacity: 5, refillPerSecond: 1 });
+    expect(() => fixed.restore(bucket.snapshot())).toThrow(
+      new TypeError(
+        'FixedWindow.restore: the snapshot is of algorithm "token-bucket", this limiter is "fixed-window"',
+      ),
+    );
+  });
+
+  test("a log whose totals fall names SlidingWindowLog.restore", () => {
+    const log = new SlidingWindowLog({ limit: 5, windowMs: 1000, clock: manualClock(1000) });
+    log.allow();
+    expect(() => log.restore({ ...log.snapshot(), state: [100, 1e12, 0] })).toThrow(
+      /^SlidingWindowLog\.restore: snapshot\.state holds a log, whose entries must have finite leave times in order/,
+    );
   });
 });
 

@@ -8,6 +8,7 @@ import type { BucketLedger } from "./bucket-ledger.js";
 import { exactPart, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
 import {
   checkSnapshot,
+  checkStateAt,
   encodeNumber,
   encodeState,
   type LimiterSnapshot,
@@ -335,7 +336,8 @@ export abstract class BucketBase extends KernelShell {
       this.snapshotOptions,
     );
     this.checkNothingHeld(where);
-    this.makeKernel().loadSlot(new Float64Array(2), 0, -1, state); // its shape
+    const kernel = this.makeKernel();
+    checkStateAt(where, () => kernel.loadSlot(new Float64Array(2), 0, -1, state)); // its shape
     return () => {
       this.kernel.loadSlot(this.state, 0, 0, state);
       if (latestMs > this.seenMs) this.seenMs = latestMs;

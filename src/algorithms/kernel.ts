@@ -363,22 +363,20 @@ export abstract class DoublesKernel {
    * Writes exactly `doubles` values into the slot. A negative count would admit past the
    * limit (a tampered snapshot granting a burst), so it is refused before anything changes.
    * @throws {TypeError} For another count of values. {RangeError} For a count that is not a
-   *   finite number at least 0, naming its place.
+   *   finite number at least 0, naming its place (the caller names itself: `checkStateAt`).
    */
   loadSlot(st: Float64Array, s: number, _slot: number, values: readonly number[]): void {
     for (const i of this.counts) {
       const v = values[i];
       if (v !== undefined && !(v >= 0 && v - v === 0)) {
         throw new RangeError(
-          `snapshot: state[${i}] is a count, which must be a finite number at least 0, got ${v}`,
+          `snapshot.state[${i}] is a count, which must be a finite number at least 0, got ${v}`,
         );
       }
     }
     const n = this.doubles;
     if (values.length !== n) {
-      throw new TypeError(
-        `snapshot: the state has ${values.length} numbers, this algorithm keeps ${n}`,
-      );
+      throw new TypeError(`snapshot.state has ${values.length} numbers, this algorithm keeps ${n}`);
     }
     for (let i = 0; i < n; i++) st[s + i] = values[i]!;
   }

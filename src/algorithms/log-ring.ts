@@ -435,20 +435,22 @@ export function checkSavedLog(values: readonly number[]): void {
   if (values.length === 0) return;
   if (values.length % 2 !== 1) {
     throw new TypeError(
-      `snapshot: a log's state is its base then (leave time, total) pairs, got ${values.length} numbers`,
+      `snapshot.state holds a log: its base then (leave time, total) pairs, got ${values.length} numbers`,
     );
   }
   let prevTotal = values[0]!;
   let prevLeave = Number.NEGATIVE_INFINITY;
   if (prevTotal - prevTotal !== 0) {
-    throw new RangeError(`snapshot: a log's base must be a finite number, got ${prevTotal}`);
+    throw new RangeError(
+      `snapshot.state holds a log, whose base must be a finite number, got ${prevTotal}`,
+    );
   }
   for (let i = 1; i < values.length; i += 2) {
     const leave = values[i]!;
     const total = values[i + 1]!;
     if (!(leave - leave === 0 && leave >= prevLeave && total - total === 0 && total >= prevTotal)) {
       throw new RangeError(
-        `snapshot: a log's entries must have finite leave times in order and running totals that never fall, entry ${(i - 1) / 2} is (${leave}, ${total})`,
+        `snapshot.state holds a log, whose entries must have finite leave times in order and running totals that never fall, entry ${(i - 1) / 2} is (${leave}, ${total})`,
       );
     }
     prevLeave = leave;

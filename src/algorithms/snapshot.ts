@@ -206,6 +206,23 @@ export function checkSnapshot(
   };
 }
 
+/**
+ * Runs `probe`, a kernel's check of a snapshot's state (its `loadSlot` into scratch space),
+ * and names the method called in what it throws: a kernel knows the state it was given
+ * (`snapshot.state[0] is a count, ...`), not whose `restore` gave it.
+ * @throws {TypeError} {RangeError} As `probe`, the message led by `where`.
+ * @internal
+ */
+export function checkStateAt(where: string, probe: () => void): void {
+  try {
+    probe();
+  } catch (error) {
+    if (error instanceof RangeError) throw new RangeError(`${where}: ${error.message}`);
+    if (error instanceof TypeError) throw new TypeError(`${where}: ${error.message}`);
+    throw error;
+  }
+}
+
 /** What a snapshot this limiter reads looks like, in one line of text. */
 function snapshotShape(algorithm: string, options: SnapshotOptions, kind: SnapshotKind): string {
   const head = `{ version: ${SNAPSHOT_VERSION}, algorithm: ${JSON.stringify(algorithm)}, options: ${JSON.stringify(options)}, latestMs: <ms>, `;
@@ -232,7 +249,7 @@ export function checkHeader(
   }
   if (s.algorithm !== algorithm) {
     throw new TypeError(
-      `${where}: the snapshot is of algorithm ${describe(s.algorithm)}, this limiter is ${JSON.stringify(algorithm)}`,
+      `${where}: the snapshot is of algorithm ${typeof s.algorithm === "string" ? JSON.stringify(s.algorithm) : describe(s.algorithm)}, this limiter is ${JSON.stringify(algorithm)}`,
     );
   }
   const differs = optionDifference(s.options, options, "");

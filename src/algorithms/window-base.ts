@@ -6,6 +6,7 @@ import { jittered, WaitQueue } from "../core/wait.js";
 import { exactPart, type Kernel, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
 import {
   checkSnapshot,
+  checkStateAt,
   encodeNumber,
   encodeState,
   type LimiterSnapshot,
@@ -213,7 +214,8 @@ export abstract class WindowBase extends KernelShell {
     const options = { limit: this.limit, windowMs: this.windowMs };
     const { state, latestMs } = checkSnapshot(where, snapshot, this.spec.id, options);
     const probe = new Float64Array(this.state.length);
-    this.spec.kernel(this.limit, this.windowMs).loadSlot(probe, 0, -1, state); // its shape
+    const kernel = this.spec.kernel(this.limit, this.windowMs);
+    checkStateAt(where, () => kernel.loadSlot(probe, 0, -1, state)); // its shape
     return () => {
       this.kernel.loadSlot(this.state, 0, 0, state);
       if (latestMs > this.seenMs) this.seenMs = latestMs;

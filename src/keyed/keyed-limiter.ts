@@ -1,6 +1,7 @@
 import type { BucketKernel } from "../algorithms/bucket-kernel.js";
 import {
   checkSnapshot,
+  checkStateAt,
   decodeBlockEnd,
   decodeNumber,
   encodeNumber,
@@ -445,7 +446,7 @@ export class KeyedLimiter {
     const untilMs =
       b === undefined ? b : decodeBlockEnd(where, "snapshot.blockedUntilMs", b, latestMs);
     const e = this.engine!;
-    e.layout.loadSlot(new Float64Array(e.layout.doubles), 0, -1, state); // its shape
+    checkStateAt(where, () => e.layout.loadSlot(new Float64Array(e.layout.doubles), 0, -1, state)); // its shape
     const now = this.restoreTime(latestMs);
     this.loadKey(where, k, state, now);
     if (untilMs !== undefined) this.restoreBlock(k, untilMs, now);
@@ -535,7 +536,8 @@ export class KeyedLimiter {
         throw new TypeError(`${where}: snapshot.state does not split into ${keys.length} keys`);
       }
       states.push(state.slice(at, at + n));
-      e.layout.loadSlot(probe, 0, -1, states[states.length - 1]!); // its shape
+      const one = states[states.length - 1]!;
+      checkStateAt(where, () => e.layout.loadSlot(probe, 0, -1, one)); // its shape
       at += n;
     }
     if (at !== state.length)

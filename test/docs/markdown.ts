@@ -7,6 +7,7 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import ts from "typescript";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -166,4 +167,55 @@ function findChunk(file: string[], chunk: string[], from: number): number {
     }
   }
   return -1;
+}
+
+/** Diagnostics of a name used but never declared, imported or global. */
+const UNDECLARED = new Set([
+  2304, // Cannot find name 'x'.
+  2552, // Cannot find name 'x'. Did you mean 'y'?
+  18004, // No value exists in scope for the shorthand property 'x'.
+]);
+
+/**
+ * The names each code block uses without declaring or importing them (nor being a global of
+ * Node or the DOM), by file name: what a reader pasting it meets as a `ReferenceError`.
+ * Imports are not resolved (a name imported counts as declared), only Node's types are
+ * read, so one program over every block takes a moment.
+ */
+export function undeclaredNames(blocks: ReadonlyMap<string, string>): Map<string, string[]> {
+  const options: ts.CompilerOptions = {
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.ESNext,
+    moduleResolution: ts.ModuleResolutionKind.Bundler,
+    lib: ["lib.es2022.d.ts"],
+    types: ["node"],
+    typeRoots: [join(ROOT, "node_modules", "@types")],
+    noEmit: true,
+    skipLibCheck: true,
+  };
+  const files = new Map(
+    [...blocks].map(([name, code]) => [join(ROOT, name), `${code}\nexport {};\n`]),
+  );
+  const host = ts.createCompilerHost(options);
+  const read = host.readFile.bind(host);
+  const exists = host.fileExists.bind(host);
+  const source = host.getSourceFile.bind(host);
+  host.readFile = (f) => files.get(f) ?? read(f);
+  host.fileExists = (f) => files.has(f) || exists(f);
+  host.getSourceFile = (f, v, onError, create) =>
+    files.has(f) ? ts.createSourceFile(f, files.get(f)!, v) : source(f, v, onError, create);
+  // Every import stays unresolved: its names are declared all the same.
+  host.resolveModuleNameLiterals = (literals) =>
+    literals.map(() => ({ resolvedModule: undefined }));
+  const program = ts.createProgram([...files.keys()], options, host);
+  const out = new Map<string, string[]>();
+  for (const [name] of blocks) {
+    const sf = program.getSourceFile(join(ROOT, name))!;
+    const names = program
+      .getSemanticDiagnostics(sf)
+      .filter((d) => UNDECLARED.has(d.code) && d.start !== undefined)
+      .map((d) => sf.text.slice(d.start!, d.start! + d.length!));
+    out.set(name, [...new Set(names)]);
+  }
+  return out;
 }

@@ -8,13 +8,15 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import {
+  claimedOutput,
   docBlocks,
   importedPackages,
+  outputMismatch,
   RUN_LANGS,
   readmeBlocks,
 } from "../../scripts/readme-blocks.mjs";
 import { run } from "../../src/cli/run.js";
-import { excerptMismatch, excerpts, markdownFiles, ROOT } from "./markdown.js";
+import { excerptMismatch, excerpts, markdownFiles, ROOT, undeclaredNames } from "./markdown.js";
 
 const readme = readFileSync(join(ROOT, "README.md"), "utf8");
 
@@ -117,6 +119,85 @@ describe("readmeBlocks", () => {
   });
 });
 
+describe("claimed output", () => {
+  const block = [
+    "console.log(a); //=> true",
+    "console.log(o);",
+    "//=> { allowed: true, limit: 10, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000 }",
+    "console.log(t); //~> in 452 ms",
+  ].join("\n");
+  const object =
+    "{\n  allowed: true,\n  limit: 10,\n  remaining: 0,\n  retryAfterMs: 0,\n  resetAfterMs: 1000\n}";
+
+  it("reads //=> and //~> comments in order, with their lines", () => {
+    expect(claimedOutput(block)).toEqual([
+      { text: "true", varies: false, line: 1 },
+      {
+        text: "{ allowed: true, limit: 10, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000 }",
+        varies: false,
+        line: 3,
+      },
+      { text: "in 452 ms", varies: true, line: 4 },
+    ]);
+  });
+
+  it.each([
+    ["the claimed lines", `true\n${object}\nin 452 ms\n`],
+    ["an object broken over lines as its one-line claim", `true\n${object}\nin 452 ms`],
+    ["other numbers on a //~> line", `true\n${object}\nin 1503 ms\n`],
+  ])("accepts %s", (_, stdout) => {
+    expect(outputMismatch(block, stdout)).toBeUndefined();
+  });
+
+  it.each([
+    ["another value", `false\n${object}\nin 452 ms\n`, 'claims "true", it printed "false"'],
+    ["another number in an object", `true\n${object.replace("10,", "9,")}\nin 452 ms\n`, "line 3"],
+    ["other words on a //~> line", `true\n${object}\nafter 452 ms\n`, "(numbers aside)"],
+    ["a claimed line not printed", `true\n${object}\n`, "nothing more was printed"],
+    ["a line printed but not claimed", `true\n${object}\nin 452 ms\n6\n`, "does not claim"],
+    ["nothing printed", "", "nothing more was printed"],
+  ])("refuses %s", (_, stdout, says) => {
+    expect(outputMismatch(block, stdout)).toContain(says);
+  });
+
+  it("checks nothing in a block that claims nothing", () => {
+    expect(outputMismatch("console.log(1); // one", "2\n")).toBeUndefined();
+  });
+});
+
+describe("the excerpts of examples", () => {
+  it("use no name they do not declare or import: each runs when pasted", () => {
+    const names = undeclaredNames(
+      new Map(marked.map((e) => [`${e.doc.replace(/[/.]/g, "-")}-${e.line}.ts`, e.code])),
+    );
+    const missing = marked
+      .map((e, i) => ({ at: `${e.doc}:${e.line}`, names: [...names.values()][i]! }))
+      .filter((e) => e.names.length > 0)
+      .map((e) => `${e.at} uses ${e.names.join(", ")}`);
+    expect(missing, "declare or import them in the excerpt (or show the lines that do)").toEqual(
+      [],
+    );
+  });
+
+  it("are found using a name left out, and not for imports, declarations or globals", () => {
+    const names = undeclaredNames(
+      new Map([
+        ["left-out.ts", "const permit = 1;\ntry {\n} finally {\n  running--;\n}\n"],
+        ["shorthand.ts", "console.log({ clock });\n"],
+        [
+          "whole.ts",
+          'import { KeyedLimiter } from "tollgate";\nlet running = 0;\nrunning--;\nconsole.log(new KeyedLimiter(), setTimeout, process.env, fetch, await Promise.resolve(running));\n',
+        ],
+      ]),
+    );
+    expect(Object.fromEntries(names)).toEqual({
+      "left-out.ts": ["running"],
+      "shorthand.ts": ["clock"],
+      "whole.ts": [],
+    });
+  });
+});
+
 describe.each(marked)("$doc:$line from $file", ({ file, code }) => {
   it("matches the example file", () => {
     expect(file).toMatch(/^examples\/[\w.-]+\.ts$/);
@@ -135,10 +216,11 @@ describe("the replay recipe", () => {
     expect(block).not.toBeNull();
   });
 
-  it("prints the rows the README shows", async () => {
+  it("prints exactly what the README shows, run in the clone as it says", async () => {
     const [, command, shown] = block!;
     const argv = command!.replace(/\\\n/g, " ").trim().split(/\s+/);
-    expect(argv.slice(0, 3)).toEqual(["npx", "tollgate", "replay"]);
+    // In the clone: the built bin, not npx (which would install the clone and build it first).
+    expect(argv.slice(0, 3)).toEqual(["node", "dist/cli.js", "replay"]);
     const stdout = new PassThrough();
     const stderr = Object.assign(new PassThrough(), { isTTY: false });
     let out = "";
@@ -146,10 +228,17 @@ describe("the replay recipe", () => {
       out += chunk.toString("utf8");
     });
     // Paths in the command are relative to the repository root, where a reader runs it.
-    const args = argv.slice(3).map((a) => (existsSync(join(ROOT, a)) ? join(ROOT, a) : a));
+    const paths = argv.slice(3).filter((a) => existsSync(join(ROOT, a)));
+    const args = argv.slice(3).map((a) => (paths.includes(a) ? join(ROOT, a) : a));
     const code = await run(["replay", ...args], { stdin: new PassThrough(), stdout, stderr });
     expect(code).toBe(0);
-    const lines = out.split("\n").map((l) => l.trimEnd());
-    for (const line of shown!.trimEnd().split("\n")) expect(lines).toContain(line.trimEnd());
+    // The whole output, as printed from the root: the absolute paths read as written.
+    const printed = paths.reduce((text, a) => text.replaceAll(join(ROOT, a), a), out);
+    const lines = (text: string) =>
+      text
+        .trimEnd()
+        .split("\n")
+        .map((l) => l.trimEnd());
+    expect(lines(printed)).toEqual(lines(shown!));
   });
 });

@@ -94,7 +94,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
         (width !== 0 && n !== width)
       ) {
         throw new TypeError(
-          `snapshot: the state does not split into this allOf's ${this.parts.length} parts`,
+          `snapshot.state does not split into this allOf's ${this.parts.length} parts`,
         );
       }
       split.push(values.slice(at + 1, at + 1 + n));
@@ -102,7 +102,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     }
     if (at !== values.length) {
       throw new TypeError(
-        `snapshot: the state has ${values.length - at} numbers past this allOf's parts`,
+        `snapshot.state has ${values.length - at} numbers past this allOf's parts`,
       );
     }
     this.parts.forEach((part, i) => {
