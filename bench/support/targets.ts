@@ -317,7 +317,13 @@ export function targets(r: RunResults): Target[] {
       ),
     );
   }
-  out.push(...globalTargets(r), httpTarget(r), httpLeasedTarget(r), ...redisTargets(r));
+  out.push(
+    ...globalTargets(r),
+    httpTarget(r),
+    httpLeasedTarget(r),
+    httpLeasedTarget(r, true),
+    ...redisTargets(r),
+  );
   return out;
 }
 

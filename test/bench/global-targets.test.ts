@@ -131,6 +131,24 @@ describe("the global limit's targets", () => {
     expect(httpLeasedTarget(run(leasedRow())).value).toBeUndefined();
   });
 
+  test("HTTP, like for like: the in-process row beside the same idle Redis client", () => {
+    const rows = {
+      none: 10_000,
+      "memory-varying": 9_900,
+      leased: 8_900,
+      "memory-redis-client": 9_000,
+    };
+    const plain = httpLeasedTarget(run(leasedRow(), rows));
+    expect(plain.value).toBeCloseTo(11, 10); // 1,100 lost against 100
+    const like = httpLeasedTarget(run(leasedRow(), rows), true);
+    expect(like.value).toBeCloseTo(1.1, 10); // 1,100 lost against 1,000
+    expect(like.target).toContain("beside an idle Redis client");
+    expect(verdict(like, false)).toBe("pass");
+    // Without that row it is not measured, never judged against another row.
+    const { "memory-redis-client": _, ...without } = rows;
+    expect(httpLeasedTarget(run(leasedRow(), without), true).value).toBeUndefined();
+  });
+
   test("the section prints the row with its share of the bound", () => {
     const text = globalSection(run(leasedRow())).join("\n");
     expect(text).toContain("## 7. Global limit: 4 processes, one Redis");
