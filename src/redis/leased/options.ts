@@ -4,6 +4,7 @@ import {
   checkNumber,
   checkOptionNames,
   describe,
+  type RequiredOptions,
 } from "../../core/errors.js";
 import { type Clock, systemClock } from "../../core/limiter.js";
 import { bucketHints, optionNames } from "../../core/option-names.js";
@@ -221,12 +222,23 @@ function checkHook<T>(name: string, hook: unknown): T | undefined {
   throw new TypeError(`${WHERE}: ${name} must be a function, got ${describe(hook)}`);
 }
 
+/** The options a `LeasedTokenBucket` cannot do without, and a call that gives them. */
+const REQUIRED: RequiredOptions = {
+  names: ["client", "capacity", "refillPerSecond"],
+  example: `new ${WHERE}({ client: fromIoredis(redis), capacity: 100, refillPerSecond: 50 })`,
+};
+/** The same with a `store` in place of the client (a simulation, a test). */
+const REQUIRED_STORE: RequiredOptions = {
+  names: ["capacity", "refillPerSecond"],
+  example: `new ${WHERE}({ store, capacity: 100, refillPerSecond: 50 })`,
+};
+
 /**
  * Validates the options in the order of {@link LeasedTokenBucketOptions}.
  * @throws {TypeError} For an unknown option or a wrong type; {RangeError} out of range.
  */
 export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
-  checkOptionNames(WHERE, o, OPTIONS, HINTS);
+  checkOptionNames(WHERE, o, OPTIONS, HINTS, o.store === undefined ? REQUIRED : REQUIRED_STORE);
   const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
   const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
   const initialCredit = optional(WHERE, "initialCredit", o.initialCredit, 1, 0, true);

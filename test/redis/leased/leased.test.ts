@@ -70,6 +70,16 @@ describe("LeasedTokenBucket options", () => {
     );
   });
 
+  test("a missing client or limit is named, with a call that gives them all", () => {
+    // Before: "client must be a RedisLike (...), got undefined", one problem at a time.
+    expect(() => new LeasedTokenBucket({ capacity: 100 } as never)).toThrow(
+      'LeasedTokenBucket: missing options "client" and "refillPerSecond"; for example: new LeasedTokenBucket({ client: fromIoredis(redis), capacity: 100, refillPerSecond: 50 })',
+    );
+    expect(() => new LeasedTokenBucket({ store } as never)).toThrow(
+      'LeasedTokenBucket: missing options "capacity" and "refillPerSecond"; for example: new LeasedTokenBucket({ store, capacity: 100, refillPerSecond: 50 })',
+    );
+  });
+
   test("a raw client is refused with the wrapper to use", () => {
     expect(
       () => new LeasedTokenBucket({ capacity: 1, refillPerSecond: 1, client: {} as never }),
