@@ -65,6 +65,14 @@ export class Heartbeat {
     return this.ttlMs / 3;
   }
 
+  /**
+   * How long a membership must last to be counted, and how late after an answer the next
+   * heartbeat may be sent for the count to stay safe (ms): {@link LATE_INTERVALS} beats.
+   */
+  private get countedAfterMs(): number {
+    return this.intervalMs * LATE_INTERVALS;
+  }
+
   /** Sends one now and keeps sending. */
   start(): void {
     this.beat();
@@ -77,7 +85,7 @@ export class Heartbeat {
    * answer its exchanges after its heartbeats began to fail.
    */
   counted(nowMs: number): boolean {
-    const lateMs = this.intervalMs * LATE_INTERVALS;
+    const lateMs = this.countedAfterMs;
     if (!(this.lastOkAtMs - this.streakStartMs >= lateMs)) return false;
     if (this.answeredWhileFailing) return false;
     const nextSentMs = this.pendingSinceMs ?? nowMs;
@@ -147,7 +155,7 @@ export class Heartbeat {
             // (the connection being made) would otherwise leave the next one short, and
             // this process uncounted until the beat after it.
             this.cancel?.();
-            this.cancel = this.scheduler(() => this.beat(), this.intervalMs * LATE_INTERVALS);
+            this.cancel = this.scheduler(() => this.beat(), this.countedAfterMs);
           }
           this.unsure = false;
           this.pendingSinceMs = undefined;
