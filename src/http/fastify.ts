@@ -6,7 +6,12 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { checkNumber, checkOptionNames, checkOptions, describe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
-import { AfterResponse, type RequestCharges, watchNodeResponse } from "./after-response.js";
+import {
+  AfterResponse,
+  HandleSlot,
+  type RequestCharges,
+  watchNodeResponse,
+} from "./after-response.js";
 import { UntrustedProxyWarning } from "./client-key.js";
 import {
   type CommonRateLimitOptions,
@@ -189,7 +194,7 @@ interface Route {
 }
 
 /** The route that charged each request, for {@link fastifyRateLimitCharges}. */
-const charged = new WeakMap<FastifyRequestLike, AfterResponse<FastifyRequestLike>>();
+const charged = new HandleSlot<AfterResponse<FastifyRequestLike>>("tollgate route");
 
 /**
  * The per-request handle of {@link fastifyRateLimit}, for every route of every instance:
