@@ -13,9 +13,10 @@
  * - `denied`: the same middleware with a bucket that is always empty: every request gets the
  *   429 with `Retry-After` and the problem+json body (the handler never runs).
  *
- * Each server runs in its own child process (`fork` through tsx), started once; the rounds
- * interleave the variants (none, memory, denied, none, ...) so a noisy neighbour hurts all
- * of them alike, and every measurement follows a 1 s warm-up. autocannon runs in this
+ * Each server runs in its own child process (`fork` through tsx), started anew every round;
+ * the rounds interleave the variants (none, memory, denied, none, ...), each round starting
+ * one variant later, so a noisy neighbour hurts all of them alike, and every measurement
+ * follows a 1 s warm-up. autocannon runs in this
  * process on the same machine, so client and server share the cores: the absolute req/s
  * are a floor, the overhead per request (1/rps - 1/rps of `none`) is the number to read.
  *
@@ -64,11 +65,15 @@ export interface HttpBenchResults {
 
 /** Options of {@link runHttpBench}. */
 export interface HttpBenchOptions {
-  /** Seconds measured per variant and round (after a 1 s warm-up). @default 6 (2 with quick) */
+  /** Seconds measured per variant and round (after a 1 s warm-up). @default 4 (2 with quick) */
   readonly durationSeconds?: number;
   /** Concurrent connections. @default 100 */
   readonly connections?: number;
-  /** Interleaved rounds; the rows average them. @default 3 (1 with quick) */
+  /**
+   * Interleaved rounds, each with fresh server processes; a row's req/s and server CPU are
+   * the medians of its rounds (one process's luck moves a median less than a mean).
+   * @default 5 (1 with quick)
+   */
   readonly rounds?: number;
   /** Shorter runs for a smoke test. */
   readonly quick?: boolean;
@@ -191,36 +196,45 @@ function cpuOf(child: ChildProcess): Promise<{ cpuUs: number; requests: number }
  */
 export async function runHttpBench(options: HttpBenchOptions = {}): Promise<HttpBenchResults> {
   const quick = options.quick === true;
-  const durationSeconds = options.durationSeconds ?? (quick ? 2 : 6);
+  const durationSeconds = options.durationSeconds ?? (quick ? 2 : 4);
   const connections = options.connections ?? 100;
-  const rounds = options.rounds ?? (quick ? 1 : 3);
+  const rounds = options.rounds ?? (quick ? 1 : 5);
   const progress = options.progress ?? (() => {});
   const servers = new Map<
     string,
     { url: string; cpu(): Promise<{ cpuUs: number; requests: number }>; stop(): void }
   >();
   const samples = new Map<string, AutocannonResult[]>();
-  const cpu = new Map<string, { cpuUs: number; requests: number }>();
   const cpuSamples = new Map<string, number[]>();
   const variants: readonly { id: string; name: string }[] = [
     ...VARIANTS,
     ...(options.extraVariants ?? []),
   ];
+  const stopAll = () => {
+    for (const server of servers.values()) server.stop();
+    servers.clear();
+  };
   try {
-    for (const v of VARIANTS) {
-      const { child, url } = await startServer(v.id);
-      servers.set(v.id, {
-        url,
-        cpu: () => cpuOf(child),
-        stop: () => {
-          child.removeAllListeners("exit");
-          child.kill();
-        },
-      });
-    }
-    for (const v of options.extraVariants ?? []) servers.set(v.id, await v.start());
     for (let round = 1; round <= rounds; round++) {
-      for (const v of variants) {
+      // Fresh processes every round: one node:http process can settle on a code path a few
+      // µs a request slower than another identical one (V8's feedback), for its whole life,
+      // so a row kept in one process would carry that luck through every round.
+      for (const v of VARIANTS) {
+        const { child, url } = await startServer(v.id);
+        servers.set(v.id, {
+          url,
+          cpu: () => cpuOf(child),
+          stop: () => {
+            child.removeAllListeners("exit");
+            child.kill();
+          },
+        });
+      }
+      for (const v of options.extraVariants ?? []) servers.set(v.id, await v.start());
+      // Each round starts one variant later, so no row is always measured first or last.
+      const shift = (round - 1) % variants.length;
+      const order = [...variants.slice(shift), ...variants.slice(0, shift)];
+      for (const v of order) {
         const server = servers.get(v.id)!;
         const url = server.url;
         progress(`${v.id}, round ${round}/${rounds}`);
@@ -229,32 +243,33 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
         const result = await autocannon({ url, connections, duration: durationSeconds });
         const after = await server.cpu();
         samples.set(v.id, [...(samples.get(v.id) ?? []), result]);
-        const sum = cpu.get(v.id) ?? { cpuUs: 0, requests: 0 };
-        cpu.set(v.id, {
-          cpuUs: sum.cpuUs + after.cpuUs - before.cpuUs,
-          requests: sum.requests + after.requests - before.requests,
-        });
         cpuSamples.set(v.id, [
           ...(cpuSamples.get(v.id) ?? []),
           (after.cpuUs - before.cpuUs) / Math.max(1, after.requests - before.requests),
         ]);
       }
+      stopAll();
     }
   } finally {
-    for (const server of servers.values()) server.stop();
+    stopAll();
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = sorted.length >> 1;
+    return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  };
   const rows = variants.map((v) => {
     const s = samples.get(v.id)!;
     return {
       id: v.id,
       name: v.name,
-      requestsPerSecond: mean(s.map((r) => r.requests.average)),
+      requestsPerSecond: median(s.map((r) => r.requests.average)),
       p50Ms: mean(s.map((r) => r.latency.p50)),
       p99Ms: mean(s.map((r) => r.latency.p99)),
       non2xx: s.reduce((a, r) => a + r.non2xx, 0),
       errors: s.reduce((a, r) => a + r.errors + r.timeouts, 0),
-      cpuUsPerRequest: cpu.get(v.id)!.cpuUs / cpu.get(v.id)!.requests,
+      cpuUsPerRequest: median(cpuSamples.get(v.id) ?? []),
       cpuUsPerRequestRounds: cpuSamples.get(v.id) ?? [],
       requestsPerSecondRounds: s.map((r) => r.requests.average),
     };
@@ -264,7 +279,7 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
     connections,
     durationSeconds,
     notes: [
-      `${rounds} interleaved round(s) per variant, averaged; one client address (one key).`,
+      `${rounds} interleaved round(s) per variant, each with fresh server processes; req/s and server CPU are the medians of the rounds, p50 and p99 their means; one client address (one key).`,
       "autocannon shares the machine with the server process: read the overhead per request,",
       "and the server's own CPU time per request (process.cpuUsage in the server child).",
     ],

@@ -5,12 +5,13 @@
  * in process from leases of the shared bucket), or, with `memory`, the in-process
  * `KeyedLimiter(TokenBucket)` beside a connected ioredis client it never uses (what the
  * leased row's process holds besides its limiter: the reference that tells the limiter's
- * cost from the client's); every request allowed. Started as
- * `node --import tsx bench/support/http-redis-server.ts <redis-url> [redis|leased|memory]`;
+ * cost from the client's), or, with `none`, no limiter beside such a client (the baseline
+ * of both); every request allowed. Started as
+ * `node --import tsx bench/support/http-redis-server.ts <redis-url> [redis|leased|memory|none]`;
  * reports its port over IPC.
  * @module
  */
-import { createServer } from "node:http";
+import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
@@ -21,8 +22,8 @@ import { STEADY_BUCKET, VARYING_BUCKET } from "./http-buckets.js";
 
 const url = process.argv[2];
 const kind = process.argv[3] ?? "redis";
-if (url === undefined || (kind !== "redis" && kind !== "leased" && kind !== "memory")) {
-  throw new Error("usage: http-redis-server.ts <redis-url> [redis|leased|memory]");
+if (url === undefined || !["redis", "leased", "memory", "none"].includes(kind)) {
+  throw new Error("usage: http-redis-server.ts <redis-url> [redis|leased|memory|none]");
 }
 const redis = new Redis(url);
 const options = {
@@ -38,14 +39,18 @@ const limiter =
     ? new LeasedTokenBucket(options)
     : kind === "memory"
       ? new KeyedLimiter(new TokenBucket(VARYING_BUCKET))
-      : new RedisTokenBucket(options);
-const limit = rateLimit({ limiter, windowSeconds: 60 });
-const server = createServer((req, res) =>
-  limit(req, res, () => {
-    res.setHeader("Content-Type", "text/plain");
-    res.end("hello\n");
-  }),
-);
+      : kind === "redis"
+        ? new RedisTokenBucket(options)
+        : undefined;
+const hello = (res: ServerResponse) => {
+  res.setHeader("Content-Type", "text/plain");
+  res.end("hello\n");
+};
+const limit = limiter === undefined ? undefined : rateLimit({ limiter, windowSeconds: 60 });
+const server = createServer((req, res) => {
+  if (limit === undefined) hello(res);
+  else limit(req, res, () => hello(res));
+});
 // CPU per request, with the protocol of bench/http.bench.ts: any message asks for it.
 let requests = 0;
 server.on("request", () => {

@@ -33,6 +33,11 @@ const REDIS_ROWS = [
     name: "tollgate/http + tollgate/redis LeasedTokenBucket (allowed)",
   },
   {
+    kind: "none",
+    id: "none-redis-client",
+    name: "no limiter, beside an idle ioredis client",
+  },
+  {
     kind: "memory",
     id: "memory-redis-client",
     name: "tollgate/http, in-memory KeyedLimiter, remaining changing per request, beside an idle ioredis client (allowed)",

@@ -317,13 +317,7 @@ export function targets(r: RunResults): Target[] {
       ),
     );
   }
-  out.push(
-    ...globalTargets(r),
-    httpTarget(r),
-    httpLeasedTarget(r),
-    httpLeasedTarget(r, true),
-    ...redisTargets(r),
-  );
+  out.push(...globalTargets(r), httpTarget(r), httpLeasedTarget(r), ...redisTargets(r));
   return out;
 }
 

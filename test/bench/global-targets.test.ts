@@ -122,31 +122,25 @@ describe("the global limit's targets", () => {
     expect(globalTargets(run(undefined)).every((t) => t.section === "global")).toBe(true);
   });
 
-  test("HTTP: req/s lost with leases over req/s lost in process", () => {
-    const t = httpLeasedTarget(run(leasedRow(), { none: 10_000, memory: 9_000, leased: 8_900 }));
-    expect(t.value).toBeCloseTo(1.1, 10);
-    expect(verdict(t, false)).toBe("pass");
-    const miss = httpLeasedTarget(run(leasedRow(), { none: 10_000, memory: 9_000, leased: 8_800 }));
-    expect(verdict(miss, false)).toBe("miss");
-    expect(httpLeasedTarget(run(leasedRow())).value).toBeUndefined();
-  });
-
-  test("HTTP, like for like: the in-process row beside the same idle Redis client", () => {
-    const rows = {
-      none: 10_000,
-      "memory-varying": 9_900,
-      leased: 8_900,
+  test("HTTP: req/s lost with leases over req/s lost in process, each beside a Redis client", () => {
+    const rows = (leased: number) => ({
+      none: 20_000, // the bare server without a client: not the baseline
+      "memory-varying": 19_900,
+      "none-redis-client": 10_000,
       "memory-redis-client": 9_000,
-    };
-    const plain = httpLeasedTarget(run(leasedRow(), rows));
-    expect(plain.value).toBeCloseTo(11, 10); // 1,100 lost against 100
-    const like = httpLeasedTarget(run(leasedRow(), rows), true);
-    expect(like.value).toBeCloseTo(1.1, 10); // 1,100 lost against 1,000
-    expect(like.target).toContain("beside an idle Redis client");
-    expect(verdict(like, false)).toBe("pass");
-    // Without that row it is not measured, never judged against another row.
-    const { "memory-redis-client": _, ...without } = rows;
-    expect(httpLeasedTarget(run(leasedRow(), without), true).value).toBeUndefined();
+      leased,
+    });
+    const t = httpLeasedTarget(run(leasedRow(), rows(8_900)));
+    expect(t.value).toBeCloseTo(1.1, 10); // 1,100 lost against 1,000
+    expect(t.target).toContain("each beside a Redis client");
+    expect(verdict(t, false)).toBe("pass");
+    expect(verdict(httpLeasedTarget(run(leasedRow(), rows(8_800))), false)).toBe("miss");
+    // Without the rows beside a client it is not measured, never judged against the others.
+    for (const id of ["none-redis-client", "memory-redis-client"] as const) {
+      const { [id]: _, ...without } = rows(8_900);
+      expect(httpLeasedTarget(run(leasedRow(), without)).value).toBeUndefined();
+    }
+    expect(httpLeasedTarget(run(leasedRow())).value).toBeUndefined();
   });
 
   test("the section prints the row with its share of the bound", () => {
