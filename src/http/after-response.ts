@@ -86,6 +86,9 @@ export interface RequestCharges<Handle> {
   settle(request: Handle, actualUnits: number): Decision | PromiseLike<Decision> | undefined;
 }
 
+/** Own properties only: a prototype's (or Object.prototype's) value is no handle's. */
+const hasOwn = Object.prototype.hasOwnProperty;
+
 /**
  * A value kept for each request handle (the request, or the framework's context) as long as
  * the handle lives: on the handle, under a symbol of this slot's own, or, for a handle that
@@ -107,22 +110,39 @@ export class HandleSlot<T> {
 
   /** Keeps `value` for `handle`, replacing any value it had. */
   set(handle: object, value: T): void {
-    if (Object.isExtensible(handle)) {
-      try {
-        (handle as Record<symbol, T>)[this.name] = value;
-        if (this.refused !== undefined) this.refused.delete(handle);
-        return;
-      } catch {
-        // A proxy or host object that refuses the property: kept aside instead.
+    const name = this.name;
+    try {
+      // A handle frozen after its first value still has the property: not a new one.
+      if (Object.isExtensible(handle) || hasOwn.call(handle, name)) {
+        (handle as Record<symbol, T>)[name] = value;
+        // A proxy may take the property and keep nothing, or read back something else.
+        if (hasOwn.call(handle, name) && (handle as Record<symbol, T>)[name] === value) {
+          if (this.refused !== undefined) this.refused.delete(handle);
+          return;
+        }
       }
+    } catch {
+      // A proxy or host object that refuses the property: kept aside instead.
     }
     (this.refused ??= new WeakMap()).set(handle, value);
   }
 
-  /** The value kept for `handle`, or undefined. */
+  /**
+   * The value kept for `handle`, or undefined: never one its prototype holds (an object
+   * made by `Object.create(request)` is not that request), nor for null or undefined.
+   */
   get(handle: object): T | undefined {
-    const own = (handle as Record<symbol, T | undefined>)[this.name];
-    return own !== undefined ? own : this.refused?.get(handle);
+    const refused = this.refused;
+    if (refused !== undefined) {
+      const aside = refused.get(handle);
+      if (aside !== undefined) return aside;
+    }
+    try {
+      const name = this.name;
+      return hasOwn.call(handle, name) ? (handle as Record<symbol, T>)[name] : undefined;
+    } catch {
+      return undefined; // null, undefined, or a proxy that throws: nothing kept
+    }
   }
 }
 

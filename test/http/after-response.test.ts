@@ -401,3 +401,85 @@ describe("what a charged request keeps", () => {
     expect(slot.get(frozen)).toBe("again");
   });
 });
+
+describe("whose ticket a handle reads", () => {
+  test("an object made from a charged request (Object.create) has no ticket of its own", async () => {
+    const clock = manualClock();
+    const limiter = new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 0, clock }));
+    const limit = rateLimit({ limiter });
+    const results: unknown[] = [];
+    const server = createServer((req, res) =>
+      limit(req, res, () => {
+        const derived = Object.create(req) as IncomingMessage;
+        results.push(limit.charge(derived, 5), limit.settle(derived, 9));
+        limit.refund(derived);
+        res.end("done");
+      }),
+    );
+    nodeServers.push(server);
+    const url = await listen(server);
+    expect((await fetch(url)).status).toBe(200);
+    // Not the request the middleware charged: nothing taken, nothing given back.
+    expect(results).toEqual([undefined, undefined]);
+    expect(limiter.peek(KEY, 0).remaining).toBe(9);
+  });
+
+  test("refund, charge and settle of no request at all do nothing", () => {
+    const limit = rateLimit({
+      limiter: new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 1000 })),
+    });
+    for (const none of [undefined, null]) {
+      expect(() => limit.refund(none as never)).not.toThrow();
+      expect(limit.charge(none as never, 1)).toBeUndefined();
+      expect(limit.settle(none as never, 1)).toBeUndefined();
+      expect(() => fastifyRateLimitCharges.refund(none as never)).not.toThrow();
+      expect(fastifyRateLimitCharges.charge(none as never, 1)).toBeUndefined();
+    }
+  });
+
+  test("a handle frozen after its first ticket keeps its next one", () => {
+    const slot = new HandleSlot<string>("test");
+    for (const close of [Object.freeze, Object.seal, Object.preventExtensions]) {
+      const handle = {};
+      slot.set(handle, "first");
+      close(handle);
+      slot.set(handle, "second");
+      expect(slot.get(handle), close.name).toBe("second");
+    }
+  });
+
+  test("a proxy that drops the property or reads back something else keeps its ticket aside", () => {
+    const slot = new HandleSlot<string>("test");
+    const drops = new Proxy({}, { set: () => true });
+    const answersAnything = new Proxy({}, { set: () => true, get: () => null });
+    const throwsOnUnknown = new Proxy(
+      {},
+      {
+        set: () => false,
+        get: (target, name) => {
+          if (!(name in target)) throw new Error(`no ${String(name)}`);
+          return Reflect.get(target, name);
+        },
+      },
+    );
+    expect(slot.get(throwsOnUnknown)).toBeUndefined();
+    const handles = [drops, answersAnything, throwsOnUnknown];
+    for (const [i, handle] of handles.entries()) slot.set(handle, `ticket ${i}`);
+    expect(handles.map((h) => slot.get(h))).toEqual(["ticket 0", "ticket 1", "ticket 2"]);
+  });
+
+  test("a symbol on Object.prototype is no ticket", () => {
+    const slot = new HandleSlot<string>("test");
+    const open = {};
+    slot.set(open, "mine");
+    const [name] = Object.getOwnPropertySymbols(open);
+    const proto = Object.prototype as Record<symbol, unknown>;
+    proto[name!] = "forged";
+    try {
+      expect(slot.get({})).toBeUndefined();
+      expect(slot.get(open)).toBe("mine");
+    } finally {
+      delete proto[name!];
+    }
+  });
+});
