@@ -108,6 +108,24 @@ export interface LeaseTableCounts {
 const MAKE_ROOM_LOOKS = 32;
 
 /**
+ * What a table keeps of a key whose entry went while its shared bucket was last seen less
+ * than full: that level and when, and its last fallback bucket, so that a new entry for the
+ * key starts from them rather than from a full bucket's (an entry pushed out, or swept,
+ * between two failures of the store must not come back with a fresh share).
+ */
+interface LeaseTrace {
+  readonly shared: number;
+  readonly sharedAtMs: number;
+  readonly pausedShare: LocalShare | undefined;
+  readonly pausedAtMs: number;
+  /** When the bucket, as last seen, is full again (local clock, ms): then it says nothing. */
+  readonly fullAtMs: number;
+}
+
+/** Traces looked at for the one to drop when a table keeps `maxKeys` of them. */
+const TRACE_LOOKS = 8;
+
+/**
  * The local lease table: at most `maxKeys` entries. Entries that are not pinned (no call,
  * charge or fallback bucket: {@link LeaseEntry.pinned}) wait in a set in the order they
  * settled, so a full table finds one to push out at its head, whatever the table holds
@@ -123,10 +141,22 @@ export class LeaseTable {
   private readonly settled = new Set<LeaseEntry>();
   /** The sweep's position. */
   private cursor: Iterator<LeaseEntry> | undefined;
+  /** Traces of entries that went (at most `maxKeys`, oldest first). */
+  private readonly traces = new Map<string, LeaseTrace>();
 
+  /**
+   * @param fullAtOf When the shared bucket of an entry that goes is full again, as last
+   *   seen with what the entry gives back (local clock, ms); at or before now, or for a key
+   *   never answered, it leaves no trace (it would start full anyway). When `maxKeys`
+   *   traces are kept, the one whose bucket is full again soonest among the oldest few
+   *   goes, so a flood of keys that took little cannot push out a drained key's.
+   * @param nowMs The local clock (ms).
+   */
   constructor(
     private readonly maxKeys: number,
     private readonly onEvict: (entry: LeaseEntry) => void,
+    private readonly fullAtOf: (entry: LeaseEntry) => number = () => Number.NEGATIVE_INFINITY,
+    private readonly nowMs: () => number = () => 0,
   ) {}
 
   get size(): number {
@@ -138,8 +168,16 @@ export class LeaseTable {
     return this.entries.size - this.settled.size;
   }
 
-  /** Adds a new entry. */
+  /** Adds a new entry, from the trace its key left, if any. */
   add(entry: LeaseEntry): void {
+    const trace = this.traces.get(entry.key);
+    if (trace !== undefined) {
+      this.traces.delete(entry.key);
+      entry.shared = trace.shared;
+      entry.sharedAtMs = trace.sharedAtMs;
+      entry.pausedShare = trace.pausedShare;
+      entry.pausedAtMs = trace.pausedAtMs;
+    }
     this.entries.set(entry.key, entry);
     this.counts.created++;
     this.settle(entry);
@@ -153,6 +191,42 @@ export class LeaseTable {
     entry.epoch++;
     this.entries.delete(entry.key);
     this.settled.delete(entry);
+    this.traces.delete(entry.key);
+    const now = this.nowMs();
+    const fullAtMs = this.fullAtOf(entry);
+    if (!(fullAtMs > now)) return;
+    if (this.traces.size >= this.maxKeys) {
+      // The least telling of the oldest few goes: the one full again soonest (or this one).
+      let dropKey: string | undefined;
+      let dropAtMs = fullAtMs;
+      let looked = 0;
+      for (const [key, trace] of this.traces) {
+        if (trace.fullAtMs < dropAtMs) {
+          dropKey = key;
+          dropAtMs = trace.fullAtMs;
+        }
+        if (++looked >= TRACE_LOOKS || dropAtMs <= now) break;
+      }
+      if (dropKey === undefined) return;
+      this.traces.delete(dropKey);
+    }
+    this.traces.set(entry.key, {
+      shared: entry.shared,
+      sharedAtMs: entry.sharedAtMs,
+      pausedShare: entry.pausedShare,
+      pausedAtMs: entry.pausedAtMs,
+      fullAtMs,
+    });
+  }
+
+  /** Forgets the trace of `key` (a `reset(key)`: its usage here is forgotten). */
+  forget(key: string): void {
+    this.traces.delete(key);
+  }
+
+  /** Traces kept (for stats and tests). */
+  get traceCount(): number {
+    return this.traces.size;
   }
 
   /** Files `entry` again after its call, charge or fallback changed (it goes to the back). */

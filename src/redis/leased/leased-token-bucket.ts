@@ -239,8 +239,11 @@ export class LeasedTokenBucket {
       });
     this.oneNode = this.store.nodeOf === undefined || this.store.nodeOf("") === undefined;
     this.sizing = new LeaseSizing(config.leaseCap, config.leaseHorizonMs, config.lowWaterShare);
-    this.table = new LeaseTable(config.maxKeys, (e) =>
-      this.giveBack(e.key, e.group, e.tokens + e.give),
+    this.table = new LeaseTable(
+      config.maxKeys,
+      (e) => this.giveBack(e.key, e.group, e.tokens + e.give),
+      (e) => this.fullAtMs(e),
+      () => this.now(WHERE),
     );
     this.batcher = new Batcher(config.batchWindowMs, config.scheduler, (calls) =>
       this.sendWindow(calls),
@@ -532,6 +535,7 @@ export class LeasedTokenBucket {
     if (typeof this.config.failure === "object") this.config.failure.reset(k);
     this.blocks.lift(k, this.now(where));
     if (!this.closed) this.batcher.add(this.store.groupOf(k), k);
+    this.table.forget(k);
     if (e === undefined) return;
     if (e.pinned) {
       // It stays for its call, charge or fallback: its usage here is forgotten all the same.
@@ -543,6 +547,7 @@ export class LeasedTokenBucket {
       return;
     }
     this.table.remove(e);
+    this.table.forget(k);
     this.giveBack(k, e.group, e.tokens + e.give);
   }
 
@@ -890,6 +895,19 @@ export class LeasedTokenBucket {
       if (refilled < level) level = refilled;
     }
     return level - e.charge - e.sentCharge;
+  }
+
+  /**
+   * @internal When the shared bucket of `e` is full again, as this process last saw it, once
+   * what `e` holds is given back (local clock, ms): -Infinity for a key never answered;
+   * Infinity when it never refills.
+   */
+  private fullAtMs(e: LeaseEntry): number {
+    if (e.sharedAtMs === Number.NEGATIVE_INFINITY) return Number.NEGATIVE_INFINITY;
+    const missing = this.capacity - (e.shared + e.tokens + e.give - e.charge - e.sentCharge);
+    if (!(missing > 0)) return e.sharedAtMs;
+    const rate = this.refillPerSecond;
+    return rate > 0 ? e.sharedAtMs + (missing * 1000) / rate : Number.POSITIVE_INFINITY;
   }
 
   /** @internal A decision of the failure policy for a key whose lease ran out. */

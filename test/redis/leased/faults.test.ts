@@ -396,6 +396,56 @@ describe("a full Redis is not an outage", () => {
   });
 });
 
+describe("a key a process forgot", () => {
+  // expectedProcesses: a share of the fallback while the heartbeats fail too.
+  const options = { maxKeys: 4, initialCredit: 0, expectedProcesses: 2 };
+
+  /** Two processes drain "k", then the first forgets it as `forget` says, while the store answers. */
+  async function drainedThenForgotten(forget: (w: World, l: LeasedTokenBucket) => Promise<void>) {
+    const w = world(10, 0.01); // one token per 100 s
+    const limiters = [w.limiter(options), w.limiter(options)];
+    await w.timers.advance(7000); // counted
+    await offer(w, limiters, "k", 3000, 10); // drains the bucket
+    expect(w.memory.tokens("k")).toBeLessThan(1);
+    const first = limiters[0]!;
+    await forget(w, first);
+    expect(first.peek("k").source).not.toBe("lease"); // no entry: what a first consume would answer
+    w.store.mode = "down";
+    await offer(w, [first], "other", 200, 10); // the node is down for every key
+    return offer(w, [first], "k", 5000, 10);
+  }
+
+  test("a drained key swept while the store answers does not come back with a fresh share", async () => {
+    // Past the wait the store gave it (about 100 s, a token's refill): the sweep drops it.
+    const admitted = await drainedThenForgotten((w) => w.timers.advance(120_000));
+    // From the level it last saw (about nothing), not a full bucket's share. Before: 5.
+    expect(admitted).toEqual([0]);
+  });
+
+  test("a drained key pushed out of a full table does not come back with a fresh share", async () => {
+    const admitted = await drainedThenForgotten(async (w, first) => {
+      for (let i = 0; i < 8; i++) {
+        first.consume(`churn${i}`);
+        await w.timers.advance(10);
+      }
+      await w.timers.advance(120_000); // the churn and "k" go idle, and leave room
+    });
+    expect(admitted).toEqual([0]);
+  });
+
+  test("keys seen full leave no trace: a flood cannot push out a drained key's", async () => {
+    const admitted = await drainedThenForgotten(async (w, first) => {
+      await w.timers.advance(120_000); // "k" swept: its trace kept
+      for (let i = 0; i < 40; i++) {
+        first.consume(`flood${i}`); // each answered full, then pushed out or swept
+        await w.timers.advance(10);
+      }
+      await w.timers.advance(30_000);
+    });
+    expect(admitted).toEqual([0]);
+  });
+});
+
 describe("honest decisions", () => {
   test("a new key refused by a full table says so: source full, a retry after the store's next try", async () => {
     const w = world(10, 1);
