@@ -195,12 +195,15 @@ export class LeaseTable {
   /**
    * Drops an entry (its tokens are the caller's to give back); the receipts of its charges
    * give nothing back from now (a `reset(key)` of a key with no entry must end them too).
+   * It leaves a trace unless `leaveTrace` is false (a `reset(key)`: one kept for it would push
+   * out another key's, then be forgotten).
    */
-  remove(entry: LeaseEntry): void {
+  remove(entry: LeaseEntry, leaveTrace = true): void {
     entry.epoch++;
     this.entries.delete(entry.key);
     this.settled.delete(entry);
     this.traces.delete(entry.key);
+    if (!leaveTrace) return;
     const now = this.nowMs();
     const fullAtMs = this.fullAtOf(entry);
     if (!(fullAtMs > now)) return;

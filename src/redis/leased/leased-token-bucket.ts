@@ -546,8 +546,7 @@ export class LeasedTokenBucket {
       e.tokens = 0;
       return;
     }
-    this.table.remove(e);
-    this.table.forget(k);
+    this.table.remove(e, false);
     this.giveBack(k, e.group, e.tokens + e.give);
   }
 

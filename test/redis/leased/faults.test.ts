@@ -444,6 +444,33 @@ describe("a key a process forgot", () => {
     });
     expect(admitted).toEqual([0]);
   });
+
+  test("a reset of another key does not push out a drained key's trace", async () => {
+    const admitted = await drainedThenForgotten(async (w, first) => {
+      await w.timers.advance(120_000); // "k" swept: its trace kept
+      // Three keys drained since, swept: four traces, the table's most ("k" first).
+      for (const d of ["d1", "d2", "d3"]) {
+        for (let i = 0; i < 40; i++) {
+          first.consume(d);
+          await w.timers.advance(10);
+        }
+      }
+      await w.timers.advance(120_000);
+      expect(first.stats.keys).toBe(0);
+      for (let i = 0; i < 40; i++) {
+        first.consume("r");
+        await w.timers.advance(10);
+      }
+      await w.timers.advance(100);
+      // "r", drained, is reset while its entry is in the table: its usage is forgotten, and
+      // no other key's. Before, the trace it left pushed out "k"'s, then was forgotten.
+      first.reset("r");
+      await w.timers.advance(10);
+    });
+    // Half of what the bucket refilled since it was drained (about 2.6): not a fresh share
+    // of 5, as before.
+    expect(admitted).toEqual([1]);
+  });
 });
 
 describe("honest decisions", () => {
