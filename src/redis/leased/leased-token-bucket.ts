@@ -786,6 +786,11 @@ export class LeasedTokenBucket {
         this.config.leaseHorizonMs / 4,
       );
       this.table.add(e);
+      if (e.sharedAtMs !== Number.NEGATIVE_INFINITY) {
+        // From its key's trace: the level then, refilled since (what `remaining` shows).
+        e.shared = this.estimate(e, now);
+        e.sharedAtMs = now;
+      }
     }
     if (cost === 0 || fits(cost, e.tokens)) {
       if (take && cost > 0) this.spend(e, cost, now);

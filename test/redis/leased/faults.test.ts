@@ -471,6 +471,26 @@ describe("a key a process forgot", () => {
     // of 5, as before.
     expect(admitted).toEqual([1]);
   });
+
+  test("a key back long after its trace's bucket is full again reports it full, not the level then", async () => {
+    const w = world(10, 0.01); // one token per 100 s
+    const limiters = [w.limiter({ maxKeys: 4 }), w.limiter({ maxKeys: 4 })];
+    await w.timers.advance(7000);
+    await offer(w, limiters, "k", 3000, 10); // drains the bucket
+    const first = limiters[0]!;
+    await w.timers.advance(120_000); // "k" swept: its trace kept
+    expect(first.stats.keys).toBe(0);
+    await w.timers.advance(2_000_000); // the bucket is full again
+    expect(w.memory.tokens("k")).toBe(10);
+    // On credit, before its lease: what this process knows of the bucket, refilled since
+    // the level its trace kept. Before: remaining 0 and a reset 1000 s away.
+    expect(first.consume("k")).toMatchObject({
+      allowed: true,
+      source: "credit",
+      remaining: 9,
+      resetAfterMs: 100_000,
+    });
+  });
 });
 
 describe("honest decisions", () => {
