@@ -215,6 +215,7 @@ export class LeaseTable {
       const looked: LeaseTrace[] = [];
       while (looked.length < TRACE_LOOKS && this.head < this.order.length) {
         const trace = this.order[this.head++] as LeaseTrace;
+        this.traceLooks++;
         if (this.traces.get(trace.key) !== trace) continue; // went since
         looked.push(trace);
         if (trace.fullAtMs < dropAtMs) {
@@ -257,6 +258,9 @@ export class LeaseTable {
   forget(key: string): void {
     this.traces.delete(key);
   }
+
+  /** @internal Traces looked at to drop one, in all, holes included (for tests of the cost). */
+  traceLooks = 0;
 
   /** Traces kept (for stats and tests). */
   get traceCount(): number {
