@@ -157,8 +157,8 @@ export class LeaseTable {
    * @param fullAtOf When the shared bucket of an entry that goes is full again, as last
    *   seen with what the entry gives back (local clock, ms); at or before now, or for a key
    *   never answered, it leaves no trace (it would start full anyway). When `maxKeys`
-   *   traces are kept, the one whose bucket is full again soonest among the oldest few
-   *   goes, so a flood of keys that took little cannot push out a drained key's.
+   *   traces are kept, the one whose bucket is full again soonest among the next few in
+   *   turn goes, so a flood of keys that took little cannot push out a drained key's.
    * @param nowMs The local clock (ms).
    */
   constructor(

@@ -433,11 +433,11 @@ describe("a key a process forgot", () => {
     expect(admitted).toEqual([0]);
   });
 
-  test("keys seen full leave no trace: a flood cannot push out a drained key's", async () => {
+  test("a flood of keys that took little cannot push out a drained key's trace", async () => {
     const admitted = await drainedThenForgotten(async (w, first) => {
       await w.timers.advance(120_000); // "k" swept: its trace kept
       for (let i = 0; i < 40; i++) {
-        first.consume(`flood${i}`); // each answered full, then pushed out or swept
+        first.consume(`flood${i}`); // each takes a lease of a little, then is pushed out or swept
         await w.timers.advance(10);
       }
       await w.timers.advance(30_000);
