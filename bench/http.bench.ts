@@ -13,11 +13,10 @@
  * - `denied`: the same middleware with a bucket that is always empty: every request gets the
  *   429 with `Retry-After` and the problem+json body (the handler never runs).
  *
- * Each server runs in its own child process (`fork` through tsx), started anew every round;
- * the rounds interleave the variants (none, memory, denied, none, ...), each round starting
- * one variant later, so a noisy neighbour hurts all of them alike, and every measurement
- * follows a 1 s warm-up. autocannon runs in this
- * process on the same machine, so client and server share the cores: the absolute req/s
+ * Each measurement has a server child process of its own (`fork` through tsx), started just
+ * before it; the rounds interleave the variants (none, memory, denied, none, ...), each
+ * round starting one variant later, so a noisy neighbour hurts all of them alike, and every
+ * measurement follows a 2 s warm-up. autocannon runs in this process on the same machine, so client and server share the cores: the absolute req/s
  * are a floor, the overhead per request (1/rps - 1/rps of `none`) is the number to read.
  *
  * Run: `npx tsx bench/http.bench.ts [--duration 6] [--connections 100] [--rounds 3]
@@ -65,13 +64,14 @@ export interface HttpBenchResults {
 
 /** Options of {@link runHttpBench}. */
 export interface HttpBenchOptions {
-  /** Seconds measured per variant and round (after a 1 s warm-up). @default 4 (2 with quick) */
+  /** Seconds measured per variant and round (after a 2 s warm-up). @default 4 (2 with quick) */
   readonly durationSeconds?: number;
   /** Concurrent connections. @default 100 */
   readonly connections?: number;
   /**
-   * Interleaved rounds, each with fresh server processes; a row's req/s and server CPU are
-   * the medians of its rounds (one process's luck moves a median less than a mean).
+   * Interleaved rounds, each measurement in a server process of its own; a row's req/s and
+   * server CPU are the medians of its rounds (one process's luck moves a median less than a
+   * mean).
    * @default 5 (1 with quick)
    */
   readonly rounds?: number;
@@ -109,6 +109,12 @@ const VARIANTS = [
   },
   { id: "denied", name: "tollgate/http, every request a 429" },
 ] as const;
+
+/**
+ * Seconds of load before each measurement, in the server's fresh process: V8 compiles its
+ * hot paths then, on the cores autocannon loads too.
+ */
+const WARM_UP_SECONDS = 2;
 
 /** The part of autocannon's result used here. */
 interface AutocannonResult {
@@ -200,10 +206,7 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
   const connections = options.connections ?? 100;
   const rounds = options.rounds ?? (quick ? 1 : 5);
   const progress = options.progress ?? (() => {});
-  const servers = new Map<
-    string,
-    { url: string; cpu(): Promise<{ cpuUs: number; requests: number }>; stop(): void }
-  >();
+  const servers = new Map<string, { stop(): void }>();
   const samples = new Map<string, AutocannonResult[]>();
   const cpuSamples = new Map<string, number[]>();
   const variants: readonly { id: string; name: string }[] = [
@@ -214,31 +217,38 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
     for (const server of servers.values()) server.stop();
     servers.clear();
   };
+  const extra = new Map((options.extraVariants ?? []).map((v) => [v.id, v]));
+  const start = async (v: { id: string }) => {
+    const other = extra.get(v.id);
+    if (other !== undefined) return other.start();
+    const { child, url } = await startServer(v.id);
+    return {
+      url,
+      cpu: () => cpuOf(child),
+      stop: () => {
+        child.removeAllListeners("exit");
+        child.kill();
+      },
+    };
+  };
   try {
+    // Every measurement has a process of its own, started just before it and stopped after
+    // it. A process kept for the next round would carry its luck (V8's feedback) into every
+    // round; and a process that idles before its turn can come out of the wait a few µs a
+    // request slower for the rest of its life: on this bench's machine, of the servers that
+    // held an ioredis client and waited 10 s or more behind other rows, 2 or 3 in 6 took
+    // 3–5 µs more CPU per request (the time went to `process.nextTick`); of 22 measured as
+    // soon as they started, none did.
     for (let round = 1; round <= rounds; round++) {
-      // Fresh processes every round: one node:http process can settle on a code path a few
-      // µs a request slower than another identical one (V8's feedback), for its whole life,
-      // so a row kept in one process would carry that luck through every round.
-      for (const v of VARIANTS) {
-        const { child, url } = await startServer(v.id);
-        servers.set(v.id, {
-          url,
-          cpu: () => cpuOf(child),
-          stop: () => {
-            child.removeAllListeners("exit");
-            child.kill();
-          },
-        });
-      }
-      for (const v of options.extraVariants ?? []) servers.set(v.id, await v.start());
       // Each round starts one variant later, so no row is always measured first or last.
       const shift = (round - 1) % variants.length;
       const order = [...variants.slice(shift), ...variants.slice(0, shift)];
       for (const v of order) {
-        const server = servers.get(v.id)!;
-        const url = server.url;
         progress(`${v.id}, round ${round}/${rounds}`);
-        await autocannon({ url, connections, duration: 1 }); // warm-up: JIT, sockets
+        const server = await start(v);
+        servers.set(v.id, server);
+        const url = server.url;
+        await autocannon({ url, connections, duration: WARM_UP_SECONDS }); // JIT, sockets
         const before = await server.cpu();
         const result = await autocannon({ url, connections, duration: durationSeconds });
         const after = await server.cpu();
@@ -247,8 +257,8 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
           ...(cpuSamples.get(v.id) ?? []),
           (after.cpuUs - before.cpuUs) / Math.max(1, after.requests - before.requests),
         ]);
+        stopAll();
       }
-      stopAll();
     }
   } finally {
     stopAll();
@@ -281,7 +291,7 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
     connections,
     durationSeconds,
     notes: [
-      `${rounds} interleaved round(s) per variant, each with fresh server processes; req/s and server CPU are the medians of the rounds, p50 and p99 their means; one client address (one key).`,
+      `${rounds} interleaved round(s) per variant, each measurement in a server process started just before it; req/s and server CPU are the medians of the rounds, p50 and p99 their means; one client address (one key).`,
       "autocannon shares the machine with the server process: read the overhead per request,",
       "and the server's own CPU time per request (process.cpuUsage in the server child).",
     ],
