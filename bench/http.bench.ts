@@ -236,9 +236,9 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
     // it. A process kept for the next round would carry its luck (V8's feedback) into every
     // round; and a process that idles before its turn can come out of the wait a few µs a
     // request slower for the rest of its life: on this bench's machine, of the servers that
-    // held an ioredis client and waited 10 s or more behind other rows, 2 or 3 in 6 took
-    // 3–5 µs more CPU per request (the time went to `process.nextTick`); of 22 measured as
-    // soon as they started, none did.
+    // held an ioredis client and waited 8 s or more behind other rows, 2 or 3 in 6 took
+    // 3.4–5.5 µs more CPU per request (the time went to `process.nextTick`); of 40 measured
+    // as soon as they started, none did.
     for (let round = 1; round <= rounds; round++) {
       // Each round starts one variant later, so no row is always measured first or last.
       const shift = (round - 1) % variants.length;
