@@ -199,6 +199,28 @@ function optional(
   return value === undefined ? fallback : checkNumber(where, name, value, min, inclusive);
 }
 
+/**
+ * `maxLeaseTokens`: a number > 0, `Infinity` (the default) for no cap of its own; one
+ * message for every value out of that range.
+ */
+function leaseCap(value: unknown): number {
+  if (value === undefined) return Number.POSITIVE_INFINITY;
+  if (typeof value === "number" && value > 0) return value; // Infinity included
+  const message = `${WHERE}: maxLeaseTokens must be a number > 0 (Infinity: only maxLeaseShare caps a lease), got ${describe(value)}`;
+  throw typeof value === "number" ? new RangeError(message) : new TypeError(message);
+}
+
+/**
+ * A share option (`maxLeaseShare`, `lowWaterShare`): a number > 0 and at most 1 (`upToOne`)
+ * or below 1; one message for every value out of that range, 0 and NaN included.
+ */
+function share(name: string, value: unknown, fallback: number, of: string, upToOne: boolean) {
+  if (value === undefined) return fallback;
+  if (typeof value === "number" && value > 0 && (upToOne ? value <= 1 : value < 1)) return value;
+  const message = `${WHERE}: ${name} must be a share of ${of} > 0 and ${upToOne ? "<= 1" : "< 1"}, got ${describe(value)}`;
+  throw typeof value === "number" ? new RangeError(message) : new TypeError(message);
+}
+
 function checkFailure(failure: unknown): LeaseFailurePolicy {
   if (failure === undefined) return "local";
   if (failure === "local" || failure === "open" || failure === "closed" || failure === "throw") {
@@ -242,24 +264,11 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
   const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
   const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
   const initialCredit = optional(WHERE, "initialCredit", o.initialCredit, 1, 0, true);
-  const maxLeaseTokens =
-    o.maxLeaseTokens === Number.POSITIVE_INFINITY
-      ? Number.POSITIVE_INFINITY
-      : optional(WHERE, "maxLeaseTokens", o.maxLeaseTokens, Number.POSITIVE_INFINITY, 0, false);
-  const maxLeaseShare = optional(WHERE, "maxLeaseShare", o.maxLeaseShare, 0.2, 0, false);
-  if (maxLeaseShare > 1) {
-    throw new RangeError(
-      `${WHERE}: maxLeaseShare must be a share of capacity > 0 and <= 1, got ${maxLeaseShare}`,
-    );
-  }
+  const maxLeaseTokens = leaseCap(o.maxLeaseTokens);
+  const maxLeaseShare = share("maxLeaseShare", o.maxLeaseShare, 0.2, "capacity", true);
   const leaseHorizonMs = optional(WHERE, "leaseHorizonMs", o.leaseHorizonMs, 1000, 0, false);
   const batchWindowMs = optional(WHERE, "batchWindowMs", o.batchWindowMs, 5, 0, false);
-  const lowWaterShare = optional(WHERE, "lowWaterShare", o.lowWaterShare, 0.25, 0, false);
-  if (lowWaterShare >= 1) {
-    throw new RangeError(
-      `${WHERE}: lowWaterShare must be a share of the lease > 0 and < 1, got ${lowWaterShare}`,
-    );
-  }
+  const lowWaterShare = share("lowWaterShare", o.lowWaterShare, 0.25, "the lease", false);
   const idleAfterMs = optional(WHERE, "idleAfterMs", o.idleAfterMs, 2000, 0, false);
   const leaseTtlMs = optional(WHERE, "leaseTtlMs", o.leaseTtlMs, 10_000, 0, false);
   const heartbeatTtlMs = optional(WHERE, "heartbeatTtlMs", o.heartbeatTtlMs, 10_000, 0, false);

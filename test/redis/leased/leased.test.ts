@@ -54,6 +54,33 @@ describe("LeasedTokenBucket options", () => {
       RangeError,
       "lowWaterShare must be a share of the lease > 0 and < 1, got 1",
     ],
+    // A share of 0 gets the share's message, not a plain number's.
+    [
+      { maxLeaseShare: 0 },
+      RangeError,
+      "maxLeaseShare must be a share of capacity > 0 and <= 1, got 0",
+    ],
+    [
+      { lowWaterShare: 0 },
+      RangeError,
+      "lowWaterShare must be a share of the lease > 0 and < 1, got 0",
+    ],
+    // Infinity is the default, so 0 is not told "a finite number".
+    [
+      { maxLeaseTokens: 0 },
+      RangeError,
+      "maxLeaseTokens must be a number > 0 (Infinity: only maxLeaseShare caps a lease), got 0",
+    ],
+    [
+      { maxLeaseTokens: "10" },
+      TypeError,
+      'maxLeaseTokens must be a number > 0 (Infinity: only maxLeaseShare caps a lease), got "10"',
+    ],
+    [
+      { maxLeaseShare: "0.5" },
+      TypeError,
+      'maxLeaseShare must be a share of capacity > 0 and <= 1, got "0.5"',
+    ],
     [{ initialCredit: -1 }, RangeError, "initialCredit must be a finite number >= 0, got -1"],
     [{ batchWindowMs: 0 }, RangeError, "batchWindowMs must be a finite number > 0, got 0"],
     [{ maxKeys: 1.5 }, RangeError, "maxKeys must be an integer from 1 to"],
