@@ -388,7 +388,7 @@ function httpTarget(r: RunResults): Target {
   const middlewareUs = http?.middlewareNs === undefined ? undefined : http.middlewareNs / 1000;
   const parts = [
     share === undefined ? undefined : `${fewer(share)} req/s`,
-    cpuShare === undefined ? undefined : `server CPU per request ${fewer(cpuShare)}`,
+    cpuShare === undefined ? undefined : `requests per server CPU-second ${fewer(cpuShare)}`,
     middlewareUs === undefined || cpuNone === undefined
       ? undefined
       : `middleware alone ${middlewareUs.toFixed(2)} µs = ${((middlewareUs / cpuNone) * 100).toFixed(1)}% of a bare request's ${cpuNone.toFixed(1)} µs of server CPU`,
