@@ -197,7 +197,7 @@ function cpuOf(child: ChildProcess): Promise<{ cpuUs: number; requests: number }
 }
 
 /**
- * Measures every variant and returns one row each (means over the rounds).
+ * Measures every variant and returns one row each (medians over the rounds).
  * @throws {Error} If a server cannot start.
  */
 export async function runHttpBench(options: HttpBenchOptions = {}): Promise<HttpBenchResults> {

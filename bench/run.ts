@@ -15,7 +15,7 @@
  *                                  a focused run, with --rounds or --stability
  *   npm run bench -- --compare a.json b.json c.json
  *                                  the same stability table from saved results
- *   npm run bench:http             section 6, the HTTP experiment (autocannon, about 3 min)
+ *   npm run bench:http             section 6, the HTTP experiment (autocannon, about 5 min)
  *   npm run bench -- --http        the same as bench:http (add --quick for a short one)
  *   npm run bench -- --all         sections 1-7
  *

@@ -1,10 +1,11 @@
 /**
  * Section 6 (`npm run bench:http`): the HTTP experiment of bench/http.bench.ts (node:http,
  * autocannon, each server in its own process), reported beside the source article's
- * figures, with two `tollgate/redis` rows measured in the same interleaved rounds: a server
- * in a second process (bench/support/http-redis-server.ts) rate limiting every request
- * through `RedisTokenBucket` (one round trip per request), and one through
- * `LeasedTokenBucket` (decisions in process from leases), on the bench's Redis.
+ * figures, with four rows of servers that hold a Redis client (bench/support/http-redis-server.ts),
+ * measured in the same interleaved rounds on the bench's Redis: one rate limiting every
+ * request through `RedisTokenBucket` (one round trip per request), one through
+ * `LeasedTokenBucket` (decisions in process from leases), and the bare server and the
+ * in-process row each beside an idle client (the leased row's like-for-like references).
  * @module
  */
 import { fork } from "node:child_process";
