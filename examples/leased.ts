@@ -34,7 +34,7 @@ for (let i = 0; i < 40; i++) {
 }
 console.log(`allowed ${allowed} of 40 (the shared bucket holds 20, plus 10/s over ~0.2 s)`);
 console.log("decisions by source:", sources);
-console.log("round trips of the first process:", limiters[0]!.stats.exchanges);
+console.log("lease calls of the first process:", limiters[0]!.stats.exchanges);
 
 // close() gives unused tokens back to the shared bucket.
 await Promise.all(limiters.map((limiter) => limiter.close()));
