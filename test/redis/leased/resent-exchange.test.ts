@@ -1,0 +1,121 @@
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { Redis } from "ioredis";
+import { afterAll, describe, expect, test } from "vitest";
+import { fromIoredis, LeasedTokenBucket } from "../../../src/redis/index.js";
+import { canStartRedis, type PrivateRedis, startRedis } from "../../support/redis-server.js";
+
+// ioredis sends again, on its next connection, every command whose reply the last one
+// lost (`autoResendUnfulfilledCommands`, on by default). A lease exchange whose reply is
+// lost after it ran there runs twice, within its deadline: its give-back must not count
+// twice. A proxy between the client and a real redis-server drops the connection as the
+// reply of the one exchange that gives a lease back comes through.
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Forwards to `port`; with `drop` set, the next reply closes both sockets instead. */
+function dropper(
+  port: number,
+): Promise<{ server: Server; port: number; arm: () => void; dropped: () => number }> {
+  let armed = false;
+  let dropped = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const up = connect(port, "127.0.0.1");
+    sockets.add(client).add(up);
+    client.on("data", (d) => up.write(d));
+    up.on("data", (d) => {
+      if (armed) {
+        armed = false;
+        dropped++;
+        client.destroy();
+        up.destroy();
+        return;
+      }
+      client.write(d);
+    });
+    for (const [a, b] of [
+      [client, up],
+      [up, client],
+    ] as const) {
+      a.on("error", () => b.destroy());
+      a.on("close", () => {
+        b.destroy();
+        sockets.delete(a);
+      });
+    }
+  });
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      resolve({
+        server,
+        port: typeof address === "object" && address !== null ? address.port : 0,
+        arm: () => {
+          armed = true;
+        },
+        dropped: () => dropped,
+      });
+    }),
+  );
+}
+
+describe.skipIf(!canStartRedis())("LeasedTokenBucket on an ioredis client that resends", () => {
+  let redis: PrivateRedis | undefined;
+  const clients: Redis[] = [];
+  let proxy: Server | undefined;
+  afterAll(async () => {
+    for (const c of clients) c.disconnect();
+    proxy?.close();
+    await redis?.stop();
+  });
+
+  test("a give-back whose reply was lost and which ioredis sent again counts once", {
+    timeout: 30_000,
+  }, async () => {
+    redis = await startRedis();
+    const hop = await dropper(Number(new URL(redis.url).port));
+    proxy = hop.server;
+    const direct = new Redis(redis.url);
+    // ioredis's defaults, but for a quick reconnection.
+    const resending = new Redis(hop.port, "127.0.0.1", { retryStrategy: () => 10 });
+    resending.on("error", () => {});
+    clients.push(direct, resending);
+    const limiter = new LeasedTokenBucket({
+      client: fromIoredis(resending),
+      prefix: "resend:",
+      capacity: 100,
+      refillPerSecond: 0,
+      initialCredit: 0,
+      failure: "closed",
+      heartbeatTtlMs: 60_000,
+      record: true,
+    });
+    let admitted = 0;
+    for (let i = 0; i < 200 && admitted < 5; i++) {
+      if (limiter.consume("k").allowed) admitted++;
+      else await pause(5);
+    }
+    expect(admitted).toBe(5);
+    const bucket = (await direct.keys("resend:*"))[0] as string;
+    const taken = Number(await direct.hget(bucket, "taken"));
+    expect(taken).toBeGreaterThan(5);
+
+    // Its lease goes back: the reply of that exchange is lost after it ran.
+    hop.arm();
+    limiter.reset("k");
+    for (let i = 0; i < 200 && (hop.dropped() === 0 || resending.status !== "ready"); i++) {
+      await pause(5);
+    }
+    expect(hop.dropped()).toBe(1);
+    await pause(200); // the command sent again, if it is, has run by then
+    const given = Number((await direct.hget(bucket, "given")) ?? 0);
+    const charged = Number((await direct.hget(bucket, "charged")) ?? 0);
+    const tokensField = await direct.hget(bucket, "tokens");
+    const tokens = tokensField === null ? 100 : Number(tokensField);
+    // Given back at most what was held; the shared bucket and what was admitted add up
+    // to at most its capacity (a rate of 0, no credit, no outage, no fallback).
+    expect(given - charged).toBeLessThanOrEqual(taken - admitted);
+    expect(tokens + admitted).toBeLessThanOrEqual(100);
+    await limiter.close();
+  });
+});
