@@ -42,6 +42,13 @@ export interface RedisLike {
    * ignored. {@link fromIoredis} and {@link fromNodeRedis} implement it.
    */
   command?(args: readonly string[]): Promise<unknown>;
+  /**
+   * Optional: how many connections the client has lost so far, when it sends again on
+   * its next connection the calls whose replies a lost one did not bring (ioredis's
+   * `autoResendUnfulfilledCommands`, on by default). A call during which it changed may
+   * have run twice. {@link fromIoredis} implements it for such a client (not a Cluster).
+   */
+  connectionsLost?(): number;
 }
 
 /** The part of an ioredis client (v5, v6) that {@link fromIoredis} calls. */
@@ -118,6 +125,21 @@ export function fromIoredis(client: IoredisClientLike): RedisLike {
   const call = client.call;
   if (typeof call === "function") {
     adapter.command = ([name, ...rest]) => call.call(client, name ?? "", ...rest);
+  }
+  // A client that resends the calls a lost connection left unanswered counts its losses
+  // ('close' comes before the reconnection that sends them again).
+  const options = c["options"] as { autoResendUnfulfilledCommands?: unknown } | undefined;
+  const on = c["on"];
+  if (
+    c["isCluster"] !== true &&
+    typeof on === "function" &&
+    options?.autoResendUnfulfilledCommands !== false
+  ) {
+    let lost = 0;
+    on.call(client, "close", () => {
+      lost++;
+    });
+    adapter.connectionsLost = () => lost;
   }
   // An ioredis Cluster: `isCluster` is true and `slots[slot]` lists the slot's nodes as
   // "host:port", its master first (refreshed on MOVED and on topology changes).

@@ -70,8 +70,20 @@ export interface LeaseGrant {
  * the call arrived after its deadline (nothing was written).
  */
 export type LeaseExchange =
-  | { readonly late: false; readonly grants: readonly LeaseGrant[] }
-  | { readonly late: true };
+  | { readonly late: false; readonly grants: readonly LeaseGrant[]; readonly resent?: boolean }
+  | { readonly late: true; readonly resent?: boolean };
+
+/**
+ * A failed exchange that the client may have run twice (it lost a connection meanwhile and
+ * sends such calls again): its give-backs may have been added twice. `resent: true` on an
+ * answer says the same.
+ */
+export class ResentCallError extends Error {
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = "ResentCallError";
+  }
+}
 
 /** The shared bucket behind a `LeasedTokenBucket`. */
 export interface LeaseStore {

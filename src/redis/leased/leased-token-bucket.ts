@@ -15,6 +15,7 @@ import {
   type LeaseExchange,
   type LeaseRequest,
   type LeaseStore,
+  ResentCallError,
 } from "./exchange.js";
 import { Heartbeat } from "./heartbeat.js";
 import { BLOCKED, LeaseBlocks, SEND } from "./lease-blocks.js";
@@ -173,6 +174,11 @@ export class LeasedTokenBucket {
   private readonly heartbeat: Heartbeat;
   /** @internal Tokens of dropped entries, to go back with the next batch. */
   private readonly returns = new Map<string, number>();
+  /**
+   * @internal Charges that make up for give-backs that may have run twice (a client that
+   * resent a call whose reply a lost connection did not bring), sent with the next batch.
+   */
+  private readonly chargeBacks = new Map<string, number>();
   /** @internal Nodes whose last exchange failed, until one answers. */
   private readonly down = new Map<string, DownMark>();
   /** @internal Nodes whose last answer came late (past its deadline), until one is on time. */
@@ -1023,10 +1029,29 @@ export class LeasedTokenBucket {
     this.batcher.add(group, key);
   }
 
+  /** @internal A charge for `key` with the next batch, entry or not. */
+  private owe(key: string, group: string, units: number): void {
+    if (!(units > 0)) return;
+    this.chargeBacks.set(key, (this.chargeBacks.get(key) ?? 0) + units);
+    this.batcher.add(group, key);
+  }
+
+  /**
+   * @internal The client lost a connection while `requests` were under way and sends such
+   * calls again on the next one: each may have run twice, its give-back added twice. Each
+   * give-back is charged once more (on a call that ran once, or not at all, that takes
+   * what it gave back: fewer admitted, never more).
+   */
+  private chargeBack(group: string, requests: readonly LeaseRequest[]): void {
+    for (const r of requests) this.owe(r.key, group, r.give);
+  }
+
   /** @internal The request of one key for an exchange now, or undefined when there is nothing to ask. */
   private requestOf(key: string, now: number): LeaseRequest | undefined {
     const returned = this.returns.get(key) ?? 0;
     if (returned > 0) this.returns.delete(key);
+    const owed = this.chargeBacks.get(key) ?? 0;
+    if (owed > 0) this.chargeBacks.delete(key);
     // A block change to send, or a blocked key to ask about (null).
     const change = this.blocks.size === 0 ? undefined : this.blocks.outgoing(key, now);
     const block = change ?? undefined;
@@ -1034,14 +1059,14 @@ export class LeasedTokenBucket {
     if (e === undefined || !e.queued) {
       // Not the entry's exchange (it has one under way, or none is due): its answer will
       // not be taken for the entry's.
-      return returned > 0 || change !== undefined
-        ? { key, give: returned, charge: 0, want: 0, need: 0, demand: MIN_DEMAND, block }
+      return returned > 0 || owed > 0 || change !== undefined
+        ? { key, give: returned, charge: owed, want: 0, need: 0, demand: MIN_DEMAND, block }
         : undefined;
     }
     e.queued = false;
     const give = e.give + returned;
     e.give = 0;
-    const charge = e.charge;
+    const charge = e.charge + owed;
     e.charge = 0;
     let want = 0;
     let need = 0;
@@ -1130,7 +1155,10 @@ export class LeasedTokenBucket {
     const done = call
       .then(
         (exchange) => this.received(group, node, requests, exchange, sentMs),
-        (error: unknown) => this.lost(node, requests, error, false),
+        (error: unknown) => {
+          if (error instanceof ResentCallError) this.chargeBack(group, requests);
+          this.lost(node, requests, error, false);
+        },
       )
       .catch((error: unknown) => {
         try {
@@ -1155,6 +1183,7 @@ export class LeasedTokenBucket {
     // The store answered (late or not): if this process's heartbeats fail meanwhile, the
     // others' may not, and its count is stale (Heartbeat.counted).
     this.heartbeat.exchangeAnswered(this.now(WHERE));
+    if (exchange.resent === true) this.chargeBack(group, requests);
     if (exchange.late) {
       this.lost(node, requests, new Error("the lease call reached Redis after its deadline"), true);
       return;
@@ -1261,6 +1290,8 @@ export class LeasedTokenBucket {
       if (e === undefined || e.sent !== r) {
         // A late give-back applied nothing: it goes again (its key need not come back).
         if (late && r.give > 0) this.giveBack(r.key, this.store.groupOf(r.key), r.give);
+        // So does a charge (one that makes up for a give-back that may have run twice).
+        if (r.charge > 0) this.owe(r.key, this.store.groupOf(r.key), r.charge);
         continue;
       }
       e.inFlight = false;

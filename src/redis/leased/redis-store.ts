@@ -14,6 +14,7 @@ import type {
   LeaseStore,
   Scheduler,
 } from "./exchange.js";
+import { ResentCallError } from "./exchange.js";
 
 /** What {@link RedisLeaseStore} is built from (validated by `LeasedTokenBucket`). */
 export interface RedisLeaseStoreConfig {
@@ -133,16 +134,21 @@ export class RedisLeaseStore implements LeaseStore {
     const sentMs = c.clock();
     args.push(String(Math.floor(sentMs + (this.offsetMs as number) + c.timeoutMs)));
     let reply: unknown;
+    // A client that sends again what a lost connection left unanswered may run this twice.
+    const lostBefore = c.client.connectionsLost?.();
+    const resent = () => lostBefore !== undefined && c.client.connectionsLost?.() !== lostBefore;
     try {
       this.roundTrips++;
       reply = await this.timed(runScript(c.client, LEASE_SCRIPT, keys, args));
     } catch (error) {
       if (!this.bySlot && isCrossSlot(error)) this.bySlot = true;
+      if (resent()) throw new ResentCallError(error);
       throw error;
     }
     const items = replyArray(reply, 2);
     this.observe(sentMs, items[items.length - 1]);
-    if (items[0] === -1 && items.length === 2) return { late: true };
+    if (items[0] === -1 && items.length === 2)
+      return resent() ? { late: true, resent: true } : { late: true };
     replyArray(items, requests.length * 6 + 1);
     const grants: LeaseGrant[] = [];
     for (let i = 0; i < requests.length; i++) {
@@ -165,7 +171,7 @@ export class RedisLeaseStore implements LeaseStore {
       }
       grants.push({ granted, waitMs, tokens, blockedMs, liftedAgoMs });
     }
-    return { late: false, grants };
+    return resent() ? { late: false, grants, resent: true } : { late: false, grants };
   }
 
   async heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<HeartbeatAnswer> {
