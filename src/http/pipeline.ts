@@ -32,7 +32,8 @@ import {
  *   the limiter failed and `failure` is `'open'`).
  * - `'limited'`: answer `status` (429, or 403/413 for a request that can never pass: see
  *   `refusalStatus`), or call `onLimited`, with the headers and {@link limitedBody}.
- * - `'unavailable'`: the limiter failed and `failure` is `'closed'`: answer 503.
+ * - `'unavailable'`: the limiter failed and `failure` is `'closed'`, or it was closed
+ *   (`source: 'stopped'`): answer 503.
  * - `'error'`: a programming error: answer 500. Already reported to `onError`.
  */
 export type OutcomeKind = "skip" | "pass" | "limited" | "unavailable" | "error";
@@ -221,6 +222,19 @@ export class Pipeline<Req, Extra = undefined> {
 
   /** @internal The outcome of a decision (after any block), checked. */
   private outcome(decision: Decision, key: string, cost: number, req: Req): Outcome {
+    const said = decision as { allowed?: unknown; source?: unknown } | null;
+    if (
+      typeof said === "object" &&
+      said !== null &&
+      said.allowed === false &&
+      said.source === "stopped"
+    ) {
+      // A closed limiter (a LeasedTokenBucket after close()) decides nothing: 503, not a
+      // refusal that says the client's quota is spent for good.
+      const stopped = new Outcome("unavailable", key);
+      stopped.cost = cost;
+      return stopped;
+    }
     const outcome = new Outcome("pass", key);
     const config = this.config;
     try {

@@ -109,6 +109,20 @@ describe("the HTTP middleware with a LeasedTokenBucket", () => {
     expect(limiter.blockedMs(KEY)).toBe(0);
   });
 
+  test("a closed limiter answers 503, not a 403 saying the quota never comes back", async () => {
+    // After close() (a server shutting down), every request got 403 "can never succeed at
+    // this cost ... Retrying will not help": the limiter decides nothing any more, the
+    // client's quota is not spent.
+    const { limiter } = leased(100, { initialCredit: 5 });
+    const url = await serve({ limiter });
+    expect((await fetch(`${url}/ok`)).status).toBe(200);
+    await limiter.close();
+    expect(limiter.peek(KEY).source).toBe("stopped");
+    const response = await fetch(`${url}/ok`);
+    expect(response.status).toBe(503);
+    expect(await response.text()).not.toMatch(/never|quota-exceeded/);
+  });
+
   test("a limited request of a leased limiter is answered without a promise", () => {
     // blockOnce answered a number, wrapped in a promise: every limited request of a
     // synchronous limiter went through a microtask.
