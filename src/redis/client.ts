@@ -46,7 +46,8 @@ export interface RedisLike {
    * Optional: how many connections the client has lost so far, when it sends again on
    * its next connection the calls whose replies a lost one did not bring (ioredis's
    * `autoResendUnfulfilledCommands`, on by default). A call during which it changed may
-   * have run twice. {@link fromIoredis} implements it for such a client (not a Cluster).
+   * have run twice. {@link fromIoredis} implements it for such a client; not for a Cluster,
+   * which sends such calls again itself (`retryDelayOnFailover`) and is not counted.
    */
   connectionsLost?(): number;
 }
