@@ -102,6 +102,9 @@ function wrongClient(where: string, client: unknown, wanted: "ioredis" | "node-r
   return `${where}: client must be a ${wanted} client (${example}) with ${methods} methods, got ${describe(client)}`;
 }
 
+/** The connections each ioredis client that resends has lost (fromIoredis). */
+const LOST_CONNECTIONS = new WeakMap<object, { lost: number }>();
+
 /**
  * Adapts an ioredis client (`new Redis(url)`, a `Cluster`, or anything with the same
  * `evalsha`/`eval` methods) to {@link RedisLike}. The client stays yours: connect,
@@ -136,11 +139,18 @@ export function fromIoredis(client: IoredisClientLike): RedisLike {
     typeof on === "function" &&
     options?.autoResendUnfulfilledCommands !== false
   ) {
-    let lost = 0;
-    on.call(client, "close", () => {
-      lost++;
-    });
-    adapter.connectionsLost = () => lost;
+    let counter = LOST_CONNECTIONS.get(client);
+    if (counter === undefined) {
+      // One listener per client, however many adapters wrap it.
+      const made = { lost: 0 };
+      on.call(client, "close", () => {
+        made.lost++;
+      });
+      LOST_CONNECTIONS.set(client, made);
+      counter = made;
+    }
+    const seen = counter;
+    adapter.connectionsLost = () => seen.lost;
   }
   // An ioredis Cluster: `isCluster` is true and `slots[slot]` lists the slot's nodes as
   // "host:port", its master first (refreshed on MOVED and on topology changes).
