@@ -178,6 +178,7 @@ export class RedisLeaseStore implements LeaseStore {
     const c = this.config;
     const sentMs = c.clock();
     this.roundTrips++;
+    const lostBefore = c.client.connectionsLost?.();
     const reply = await this.timed(
       runScript(
         c.client,
@@ -188,7 +189,10 @@ export class RedisLeaseStore implements LeaseStore {
     );
     const [live, now, joined] = replyArray(reply, 3);
     this.observe(sentMs, now);
-    return { live: replyNumber(live), joined: replyNumber(joined) === 1 };
+    // A call the client sent again may have joined in the run whose answer was lost: this
+    // answer cannot say it did not.
+    const resent = lostBefore !== undefined && c.client.connectionsLost?.() !== lostBefore;
+    return { live: replyNumber(live), joined: replyNumber(joined) === 1 || resent };
   }
 
   /** @internal Measures the offset with a heartbeat-script call that changes nothing. */

@@ -119,4 +119,43 @@ describe.skipIf(!canStartRedis())("LeasedTokenBucket on an ioredis client that r
     expect(tokens + admitted).toBeLessThanOrEqual(100);
     await limiter.close();
   });
+
+  test("a heartbeat that joined anew and was sent again after a lost reply waits to be counted", {
+    timeout: 30_000,
+  }, async () => {
+    // After a FLUSHALL the next heartbeat joins anew, so the process waits to be counted
+    // again before it may fall back (the others' counts lack it). Its reply lost, ioredis
+    // sent it again, and the second run answered "not joined": the process went on as
+    // counted, with a count the others did not share.
+    redis ??= await startRedis();
+    const hop = await dropper(Number(new URL(redis.url).port));
+    const direct = new Redis(redis.url);
+    const resending = new Redis(hop.port, "127.0.0.1", { retryStrategy: () => 10 });
+    resending.on("error", () => {});
+    clients.push(direct, resending);
+    const limiter = new LeasedTokenBucket({
+      client: fromIoredis(resending),
+      prefix: "beat:",
+      capacity: 100,
+      refillPerSecond: 10,
+      heartbeatTtlMs: 3000, // a beat a second; counted 1.25 s after an answer that joined
+    });
+    for (let i = 0; i < 400 && limiter.fallbackProcesses === undefined; i++) await pause(10);
+    expect(limiter.fallbackProcesses).toBe(1);
+
+    await direct.flushall();
+    hop.arm(); // the next reply: the next heartbeat's (nothing else is asked)
+    for (let i = 0; i < 300 && (hop.dropped() === 0 || resending.status !== "ready"); i++) {
+      await pause(5);
+    }
+    expect(hop.dropped()).toBe(1);
+    // Sent again and answered by now; counted again only 1.25 s after that answer.
+    const beaten = async () => (await direct.keys("beat:*")).some((k) => k.endsWith("#processes"));
+    for (let i = 0; i < 100 && !(await beaten()); i++) await pause(5);
+    expect(await beaten()).toBe(true);
+    await pause(100);
+    expect(limiter.fallbackProcesses).toBeUndefined();
+    await limiter.close();
+    hop.server.close();
+  });
 });
