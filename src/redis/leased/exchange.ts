@@ -67,7 +67,9 @@ export interface LeaseGrant {
 
 /**
  * The answer to one exchange: the grants, or `late` when the store refused to act because
- * the call arrived after its deadline (nothing was written).
+ * the call arrived after its deadline (nothing was written). `resent: true` when the call
+ * may have run twice (its client lost a connection meanwhile and sends such calls again):
+ * the limiter then charges each of its give-backs once more.
  */
 export type LeaseExchange =
   | { readonly late: false; readonly grants: readonly LeaseGrant[]; readonly resent?: boolean }
