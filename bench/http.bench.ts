@@ -16,8 +16,9 @@
  * Each measurement has a server child process of its own (`fork` through tsx), started just
  * before it; the rounds interleave the variants (none, memory, denied, none, ...), each
  * round starting one variant later, so a noisy neighbour hurts all of them alike, and every
- * measurement follows a 2 s warm-up. autocannon runs in this process on the same machine, so client and server share the cores: the absolute req/s
- * are a floor, the overhead per request (1/rps - 1/rps of `none`) is the number to read.
+ * measurement follows a 2 s warm-up. autocannon runs in this process on the same machine,
+ * so client and server share the cores: the absolute req/s are a floor, the overhead per
+ * request (1/rps - 1/rps of `none`) is the number to read.
  *
  * Run: `npx tsx bench/http.bench.ts [--duration 6] [--connections 100] [--rounds 3]
  * [--quick]`. `runHttpBench(options)` is the entry point for the bench runner.
@@ -206,16 +207,17 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
   const connections = options.connections ?? 100;
   const rounds = options.rounds ?? (quick ? 1 : 5);
   const progress = options.progress ?? (() => {});
-  const servers = new Map<string, { stop(): void }>();
+  // The one server measured now (each measurement has its own).
+  let running: { stop(): void } | undefined;
   const samples = new Map<string, AutocannonResult[]>();
   const cpuSamples = new Map<string, number[]>();
   const variants: readonly { id: string; name: string }[] = [
     ...VARIANTS,
     ...(options.extraVariants ?? []),
   ];
-  const stopAll = () => {
-    for (const server of servers.values()) server.stop();
-    servers.clear();
+  const stopRunning = () => {
+    running?.stop();
+    running = undefined;
   };
   const extra = new Map((options.extraVariants ?? []).map((v) => [v.id, v]));
   const start = async (v: { id: string }) => {
@@ -246,7 +248,7 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
       for (const v of order) {
         progress(`${v.id}, round ${round}/${rounds}`);
         const server = await start(v);
-        servers.set(v.id, server);
+        running = server;
         const url = server.url;
         await autocannon({ url, connections, duration: WARM_UP_SECONDS }); // JIT, sockets
         const before = await server.cpu();
@@ -257,11 +259,11 @@ export async function runHttpBench(options: HttpBenchOptions = {}): Promise<Http
           ...(cpuSamples.get(v.id) ?? []),
           (after.cpuUs - before.cpuUs) / Math.max(1, after.requests - before.requests),
         ]);
-        stopAll();
+        stopRunning();
       }
     }
   } finally {
-    stopAll();
+    stopRunning();
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   // Not spread.ts's median: importing it would load the targets and every section into
