@@ -42,14 +42,6 @@ export interface RedisLike {
    * ignored. {@link fromIoredis} and {@link fromNodeRedis} implement it.
    */
   command?(args: readonly string[]): Promise<unknown>;
-  /**
-   * Optional: how many connections the client has lost so far, when it sends again on
-   * its next connection the calls whose replies a lost one did not bring (ioredis's
-   * `autoResendUnfulfilledCommands`, on by default). A call during which it changed may
-   * have run twice. {@link fromIoredis} implements it for such a client; not for a Cluster,
-   * which sends such calls again itself (`retryDelayOnFailover`) and is not counted.
-   */
-  connectionsLost?(): number;
 }
 
 /** The part of an ioredis client (v5, v6) that {@link fromIoredis} calls. */
@@ -102,9 +94,6 @@ function wrongClient(where: string, client: unknown, wanted: "ioredis" | "node-r
   return `${where}: client must be a ${wanted} client (${example}) with ${methods} methods, got ${describe(client)}`;
 }
 
-/** The connections each ioredis client that resends has lost (fromIoredis). */
-const LOST_CONNECTIONS = new WeakMap<object, { lost: number }>();
-
 /**
  * Adapts an ioredis client (`new Redis(url)`, a `Cluster`, or anything with the same
  * `evalsha`/`eval` methods) to {@link RedisLike}. The client stays yours: connect,
@@ -129,28 +118,6 @@ export function fromIoredis(client: IoredisClientLike): RedisLike {
   const call = client.call;
   if (typeof call === "function") {
     adapter.command = ([name, ...rest]) => call.call(client, name ?? "", ...rest);
-  }
-  // A client that resends the calls a lost connection left unanswered counts its losses
-  // ('close' comes before the reconnection that sends them again).
-  const options = c["options"] as { autoResendUnfulfilledCommands?: unknown } | undefined;
-  const on = c["on"];
-  if (
-    c["isCluster"] !== true &&
-    typeof on === "function" &&
-    options?.autoResendUnfulfilledCommands !== false
-  ) {
-    let counter = LOST_CONNECTIONS.get(client);
-    if (counter === undefined) {
-      // One listener per client, however many adapters wrap it.
-      const made = { lost: 0 };
-      on.call(client, "close", () => {
-        made.lost++;
-      });
-      LOST_CONNECTIONS.set(client, made);
-      counter = made;
-    }
-    const seen = counter;
-    adapter.connectionsLost = () => seen.lost;
   }
   // An ioredis Cluster: `isCluster` is true and `slots[slot]` lists the slot's nodes as
   // "host:port", its master first (refreshed on MOVED and on topology changes).

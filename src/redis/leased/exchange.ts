@@ -67,25 +67,11 @@ export interface LeaseGrant {
 
 /**
  * The answer to one exchange: the grants, or `late` when the store refused to act because
- * the call arrived after its deadline (nothing was written). `resent: true` when the call
- * may have run twice (its client lost a connection meanwhile and sends such calls again):
- * the limiter then charges each of its give-backs once more.
+ * the call arrived after its deadline (nothing was written).
  */
 export type LeaseExchange =
-  | { readonly late: false; readonly grants: readonly LeaseGrant[]; readonly resent?: boolean }
-  | { readonly late: true; readonly resent?: boolean };
-
-/**
- * A failed exchange that the client may have run twice (it lost a connection meanwhile and
- * sends such calls again): its give-backs may have been added twice. `resent: true` on an
- * answer says the same.
- */
-export class ResentCallError extends Error {
-  constructor(cause: unknown) {
-    super(cause instanceof Error ? cause.message : String(cause), { cause });
-    this.name = "ResentCallError";
-  }
-}
+  | { readonly late: false; readonly grants: readonly LeaseGrant[] }
+  | { readonly late: true };
 
 /** The shared bucket behind a `LeasedTokenBucket`. */
 export interface LeaseStore {
@@ -109,14 +95,32 @@ export interface LeaseStore {
    * model; a store without blocks ignores `block` and answers no `blockedMs`). Rejects when the store
    * failed (a connection error, a timeout, a malformed reply, a refused write). A call that
    * did not answer in time must change nothing afterwards (the Redis store sends a deadline).
+   *
+   * `sequence` numbers this process's calls (exchanges and heartbeats), one more each call.
+   * A client may run one call twice (ioredis sends the calls a lost connection left
+   * unanswered again on the next one; a cluster client retries after a failover): the
+   * store answers a call of a key it already ran (same process and sequence) with the
+   * answer it gave, and ignores a call older than one it ran on that key, so that nothing
+   * is given back, charged or taken twice. At most one call per key and process is under
+   * way at a time (the limiter waits), and each key appears once in a call.
    */
-  exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange>;
+  exchange(
+    requests: readonly LeaseRequest[],
+    processId: string,
+    sequence: number,
+  ): Promise<LeaseExchange>;
   /**
    * Announces this process as live for `ttlMs` (or withdraws it with `leave`) and resolves
    * with the number of live processes, this one included unless it left, and whether this
-   * call made it live.
+   * call made it live. `sequence` as for {@link exchange}: a heartbeat run twice answers
+   * `joined` as its first run did.
    */
-  heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<HeartbeatAnswer>;
+  heartbeat(
+    processId: string,
+    ttlMs: number,
+    leave: boolean,
+    sequence: number,
+  ): Promise<HeartbeatAnswer>;
 }
 
 /** What a {@link LeaseStore.heartbeat} answers. */

@@ -31,7 +31,7 @@ export class Heartbeat {
   live = 1;
   /** The counts answered within `ttlMs` of the last answer, oldest first. */
   private readonly recent: { atMs: number; live: number }[] = [];
-  /** Heartbeats sent. */
+  /** Heartbeats sent (also each call's sequence number: LeaseStore.heartbeat). */
   sent = 0;
   /** The last answered heartbeat (local clock, ms); -Infinity: none yet. */
   lastOkAtMs = Number.NEGATIVE_INFINITY;
@@ -135,7 +135,7 @@ export class Heartbeat {
     this.pendingSinceMs ??= this.now();
     let call: Promise<HeartbeatAnswer>;
     try {
-      call = this.store.heartbeat(this.processId, this.ttlMs, false);
+      call = this.store.heartbeat(this.processId, this.ttlMs, false, this.sent);
     } catch (error) {
       call = Promise.reject(error);
     }
@@ -198,7 +198,7 @@ export class Heartbeat {
     this.stopped = true;
     this.cancel?.();
     try {
-      await this.store.heartbeat(this.processId, this.ttlMs, true);
+      await this.store.heartbeat(this.processId, this.ttlMs, true, ++this.sent);
     } catch {
       // Its heartbeat lapses after ttlMs anyway.
     }

@@ -15,7 +15,6 @@ import {
   type LeaseExchange,
   type LeaseRequest,
   type LeaseStore,
-  ResentCallError,
 } from "./exchange.js";
 import { Heartbeat } from "./heartbeat.js";
 import { BLOCKED, LeaseBlocks, SEND } from "./lease-blocks.js";
@@ -175,10 +174,14 @@ export class LeasedTokenBucket {
   /** @internal Tokens of dropped entries, to go back with the next batch. */
   private readonly returns = new Map<string, number>();
   /**
-   * @internal Charges that make up for give-backs that may have run twice (a client that
-   * resent a call whose reply a lost connection did not bring), sent with the next batch.
+   * @internal Keys with an exchange under way: a key goes in one call at a time, so that
+   * the store can tell a call a client ran twice from a newer one (LeaseStore.exchange).
    */
-  private readonly chargeBacks = new Map<string, number>();
+  private readonly busy = new Set<string>();
+  /** @internal Busy keys asked for meanwhile: they go with the next batch once it settles. */
+  private readonly waitingForBusy = new Set<string>();
+  /** @internal The sequence number of the last exchange call. */
+  private sequence = 0;
   /** @internal Nodes whose last exchange failed, until one answers. */
   private readonly down = new Map<string, DownMark>();
   /** @internal Nodes whose last answer came late (past its deadline), until one is on time. */
@@ -1029,29 +1032,15 @@ export class LeasedTokenBucket {
     this.batcher.add(group, key);
   }
 
-  /** @internal A charge for `key` with the next batch, entry or not. */
-  private owe(key: string, group: string, units: number): void {
-    if (!(units > 0)) return;
-    this.chargeBacks.set(key, (this.chargeBacks.get(key) ?? 0) + units);
-    this.batcher.add(group, key);
-  }
-
-  /**
-   * @internal The client lost a connection while `requests` were under way and sends such
-   * calls again on the next one: each may have run twice, its give-back added twice. Each
-   * give-back is charged once more (on a call that ran once, or not at all, that takes
-   * what it gave back: fewer admitted, never more).
-   */
-  private chargeBack(group: string, requests: readonly LeaseRequest[]): void {
-    for (const r of requests) this.owe(r.key, group, r.give);
-  }
-
   /** @internal The request of one key for an exchange now, or undefined when there is nothing to ask. */
   private requestOf(key: string, now: number): LeaseRequest | undefined {
+    if (this.busy.has(key)) {
+      // One call per key at a time (and each key once in a call): this waits for it.
+      this.waitingForBusy.add(key);
+      return undefined;
+    }
     const returned = this.returns.get(key) ?? 0;
     if (returned > 0) this.returns.delete(key);
-    const owed = this.chargeBacks.get(key) ?? 0;
-    if (owed > 0) this.chargeBacks.delete(key);
     // A block change to send, or a blocked key to ask about (null).
     const change = this.blocks.size === 0 ? undefined : this.blocks.outgoing(key, now);
     const block = change ?? undefined;
@@ -1059,14 +1048,14 @@ export class LeasedTokenBucket {
     if (e === undefined || !e.queued) {
       // Not the entry's exchange (it has one under way, or none is due): its answer will
       // not be taken for the entry's.
-      return returned > 0 || owed > 0 || change !== undefined
-        ? { key, give: returned, charge: owed, want: 0, need: 0, demand: MIN_DEMAND, block }
-        : undefined;
+      if (!(returned > 0) && change === undefined) return undefined;
+      this.busy.add(key);
+      return { key, give: returned, charge: 0, want: 0, need: 0, demand: MIN_DEMAND, block };
     }
     e.queued = false;
     const give = e.give + returned;
     e.give = 0;
-    const charge = e.charge + owed;
+    const charge = e.charge;
     e.charge = 0;
     let want = 0;
     let need = 0;
@@ -1093,6 +1082,7 @@ export class LeasedTokenBucket {
       return undefined;
     }
     e.inFlight = true;
+    this.busy.add(key);
     e.sentCharge = charge;
     const demand = rate * 1000;
     const request: LeaseRequest = {
@@ -1146,7 +1136,7 @@ export class LeasedTokenBucket {
     const sentMs = now;
     let call: Promise<LeaseExchange>;
     try {
-      call = this.store.exchange(requests, this.processId);
+      call = this.store.exchange(requests, this.processId, ++this.sequence);
     } catch (error) {
       call = Promise.reject(error);
     }
@@ -1154,9 +1144,12 @@ export class LeasedTokenBucket {
     // either is reported, and `done` never rejects (close() awaits it).
     const done = call
       .then(
-        (exchange) => this.received(group, node, requests, exchange, sentMs),
+        (exchange) => {
+          this.free(group, requests);
+          this.received(group, node, requests, exchange, sentMs);
+        },
         (error: unknown) => {
-          if (error instanceof ResentCallError) this.chargeBack(group, requests);
+          this.free(group, requests);
           this.lost(node, requests, error, false);
         },
       )
@@ -1183,7 +1176,6 @@ export class LeasedTokenBucket {
     // The store answered (late or not): if this process's heartbeats fail meanwhile, the
     // others' may not, and its count is stale (Heartbeat.counted).
     this.heartbeat.exchangeAnswered(this.now(WHERE));
-    if (exchange.resent === true) this.chargeBack(group, requests);
     if (exchange.late) {
       this.lost(node, requests, new Error("the lease call reached Redis after its deadline"), true);
       return;
@@ -1248,6 +1240,14 @@ export class LeasedTokenBucket {
     }
   }
 
+  /** @internal A call settled: its keys may go in the next, those that waited for it do. */
+  private free(group: string, requests: readonly LeaseRequest[]): void {
+    for (const r of requests) {
+      this.busy.delete(r.key);
+      if (this.waitingForBusy.delete(r.key)) this.batcher.add(group, r.key);
+    }
+  }
+
   /** @internal An exchange failed (or came late: nothing was written, so gives can be retried). */
   private lost(node: string, requests: LeaseRequest[], error: unknown, late: boolean): void {
     this.counters.failedExchanges++;
@@ -1283,23 +1283,16 @@ export class LeasedTokenBucket {
     }
     for (const r of requests) {
       const e = this.table.entries.get(r.key);
-      if (late) this.counters.tokensGivenBack -= r.give;
       if (r.block !== undefined && this.blocks.failed(r.key, r.block, late, now) && !this.closed) {
         this.batcher.add(this.store.groupOf(r.key), r.key);
       }
-      if (e === undefined || e.sent !== r) {
-        // A late give-back applied nothing: it goes again (its key need not come back).
-        if (late && r.give > 0) this.giveBack(r.key, this.store.groupOf(r.key), r.give);
-        // So does a charge (one that makes up for a give-back that may have run twice).
-        if (r.charge > 0) this.owe(r.key, this.store.groupOf(r.key), r.charge);
-        continue;
-      }
+      if (e === undefined || e.sent !== r) continue;
       e.inFlight = false;
       e.sent = undefined;
-      // A give-back that may have been applied is never sent twice (it would add tokens);
-      // a charge is sent again (twice costs this key time, never the bound); a late call
-      // applied nothing, so both go again.
-      if (late) e.give += r.give;
+      // A give-back that may have been applied is never sent twice (it would add tokens),
+      // even after a late answer: the call may have run before, in time, its answer lost
+      // with a connection, and the late run is the client sending it again. A charge is
+      // sent again (twice costs this key time, never the bound).
       e.charge += e.sentCharge;
       e.sentCharge = 0;
       // Sent again at once, the call asks again for what it asked (the decision that asked

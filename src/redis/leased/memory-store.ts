@@ -16,7 +16,13 @@ import {
   type Scheduler,
   timerScheduler,
 } from "./exchange.js";
-import { type BucketConfig, type BucketState, exchangeKey, freshBucket } from "./shared-bucket.js";
+import {
+  type BucketConfig,
+  type BucketState,
+  exchangeKey,
+  freshBucket,
+  repeated,
+} from "./shared-bucket.js";
 
 /** Options of {@link MemoryLeaseStore}. */
 export interface MemoryLeaseStoreOptions {
@@ -82,6 +88,8 @@ export class MemoryLeaseStore implements LeaseStore {
   private readonly buckets = new Map<string, Bucket>();
   /** @internal */
   private readonly live = new Map<string, number>();
+  /** @internal The heartbeat that made each live process live, by its sequence number. */
+  private readonly joins = new Map<string, number>();
   /** @internal */
   private readonly clock: Clock;
   /** @internal */
@@ -155,9 +163,19 @@ export class MemoryLeaseStore implements LeaseStore {
   flush(): void {
     this.buckets.clear();
     this.live.clear();
+    this.joins.clear();
   }
 
-  exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange> {
+  /**
+   * One exchange (LeaseStore.exchange). A call run again (same process and sequence) is
+   * answered as it was, not applied twice: each key keeps each process's last call, for as
+   * long as this store keeps the key (it has no deadline to drop them at).
+   */
+  exchange(
+    requests: readonly LeaseRequest[],
+    processId: string,
+    sequence: number,
+  ): Promise<LeaseExchange> {
     return this.answer(() => {
       const now = this.clock();
       const grants: LeaseGrant[] = requests.map((r) => {
@@ -166,10 +184,13 @@ export class MemoryLeaseStore implements LeaseStore {
           b = { state: freshBucket(this.capacity, now), taken: 0, given: 0, charged: 0 };
           this.buckets.set(r.key, b);
         }
-        const answer = exchangeKey(b.state, r, processId, now, this.bucket);
-        b.taken += answer.granted;
-        b.given += answer.back;
-        b.charged += r.charge > 0 ? r.charge : 0;
+        let answer = repeated(b.state, processId, sequence, now);
+        if (answer === undefined) {
+          answer = exchangeKey(b.state, r, processId, now, this.bucket, sequence, Infinity);
+          b.taken += answer.granted;
+          b.given += answer.back;
+          b.charged += r.charge > 0 ? r.charge : 0;
+        }
         return {
           granted: answer.granted,
           waitMs: answer.waitMs,
@@ -182,13 +203,33 @@ export class MemoryLeaseStore implements LeaseStore {
     });
   }
 
-  heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<HeartbeatAnswer> {
+  /**
+   * One heartbeat (LeaseStore.heartbeat): a heartbeat run again while its membership lasts
+   * answers `joined` as its first run did.
+   */
+  heartbeat(
+    processId: string,
+    ttlMs: number,
+    leave: boolean,
+    sequence: number,
+  ): Promise<HeartbeatAnswer> {
     return this.answer(() => {
       const now = this.clock();
-      for (const [id, until] of this.live) if (until < now) this.live.delete(id);
-      const joined = !leave && !this.live.has(processId);
-      if (leave) this.live.delete(processId);
-      else this.live.set(processId, now + ttlMs);
+      for (const [id, until] of this.live) {
+        if (until < now) {
+          this.live.delete(id);
+          this.joins.delete(id);
+        }
+      }
+      let joined = !leave && !this.live.has(processId);
+      if (leave) {
+        this.live.delete(processId);
+        this.joins.delete(processId);
+      } else {
+        this.live.set(processId, now + ttlMs);
+        if (joined) this.joins.set(processId, sequence);
+        else joined = this.joins.get(processId) === sequence;
+      }
       return { live: this.live.size, joined };
     });
   }

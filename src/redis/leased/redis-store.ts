@@ -14,7 +14,6 @@ import type {
   LeaseStore,
   Scheduler,
 } from "./exchange.js";
-import { ResentCallError } from "./exchange.js";
 
 /** What {@link RedisLeaseStore} is built from (validated by `LeasedTokenBucket`). */
 export interface RedisLeaseStoreConfig {
@@ -108,7 +107,11 @@ export class RedisLeaseStore implements LeaseStore {
     }
   }
 
-  async exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange> {
+  async exchange(
+    requests: readonly LeaseRequest[],
+    processId: string,
+    sequence: number,
+  ): Promise<LeaseExchange> {
     if (this.offsetMs === undefined) {
       // Once per client: a server that may evict bucket keys gets one warning.
       checkEvictionPolicy(this.config.client);
@@ -119,7 +122,7 @@ export class RedisLeaseStore implements LeaseStore {
     }
     const c = this.config;
     const keys = requests.map((r) => this.keyOf(r.key));
-    const args = [...this.head, processTag(processId)];
+    const args = [...this.head, processTag(processId), String(sequence)];
     for (const r of requests) {
       const b = r.block;
       args.push(
@@ -134,21 +137,16 @@ export class RedisLeaseStore implements LeaseStore {
     const sentMs = c.clock();
     args.push(String(Math.floor(sentMs + (this.offsetMs as number) + c.timeoutMs)));
     let reply: unknown;
-    // A client that sends again what a lost connection left unanswered may run this twice.
-    const lostBefore = c.client.connectionsLost?.();
-    const resent = () => lostBefore !== undefined && c.client.connectionsLost?.() !== lostBefore;
     try {
       this.roundTrips++;
       reply = await this.timed(runScript(c.client, LEASE_SCRIPT, keys, args));
     } catch (error) {
       if (!this.bySlot && isCrossSlot(error)) this.bySlot = true;
-      if (resent()) throw new ResentCallError(error);
       throw error;
     }
     const items = replyArray(reply, 2);
     this.observe(sentMs, items[items.length - 1]);
-    if (items[0] === -1 && items.length === 2)
-      return resent() ? { late: true, resent: true } : { late: true };
+    if (items[0] === -1 && items.length === 2) return { late: true };
     replyArray(items, requests.length * 6 + 1);
     const grants: LeaseGrant[] = [];
     for (let i = 0; i < requests.length; i++) {
@@ -171,28 +169,29 @@ export class RedisLeaseStore implements LeaseStore {
       }
       grants.push({ granted, waitMs, tokens, blockedMs, liftedAgoMs });
     }
-    return resent() ? { late: false, grants, resent: true } : { late: false, grants };
+    return { late: false, grants };
   }
 
-  async heartbeat(processId: string, ttlMs: number, leave: boolean): Promise<HeartbeatAnswer> {
+  async heartbeat(
+    processId: string,
+    ttlMs: number,
+    leave: boolean,
+    sequence: number,
+  ): Promise<HeartbeatAnswer> {
     const c = this.config;
     const sentMs = c.clock();
     this.roundTrips++;
-    const lostBefore = c.client.connectionsLost?.();
     const reply = await this.timed(
       runScript(
         c.client,
         HEARTBEAT_SCRIPT,
         [c.heartbeatKey],
-        [processId, String(ttlMs), leave ? "1" : "0"],
+        [processId, String(ttlMs), leave ? "1" : "0", String(sequence)],
       ),
     );
     const [live, now, joined] = replyArray(reply, 3);
     this.observe(sentMs, now);
-    // A call the client sent again may have joined in the run whose answer was lost: this
-    // answer cannot say it did not.
-    const resent = lostBefore !== undefined && c.client.connectionsLost?.() !== lostBefore;
-    return { live: replyNumber(live), joined: replyNumber(joined) === 1 || resent };
+    return { live: replyNumber(live), joined: replyNumber(joined) === 1 };
   }
 
   /** @internal Measures the offset with a heartbeat-script call that changes nothing. */
@@ -201,7 +200,7 @@ export class RedisLeaseStore implements LeaseStore {
     const sentMs = c.clock();
     this.roundTrips++;
     const reply = await this.timed(
-      runScript(c.client, HEARTBEAT_SCRIPT, [c.heartbeatKey], ["", "0", "1"]),
+      runScript(c.client, HEARTBEAT_SCRIPT, [c.heartbeatKey], ["", "0", "1", "0"]),
     );
     this.observe(sentMs, replyArray(reply, 3)[1]);
   }

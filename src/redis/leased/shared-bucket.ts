@@ -35,6 +35,22 @@ export interface BucketState {
   liftedAtMs: number;
   /** The lift's mark is kept until then (ms): the end of the block it lifted, at least. */
   liftKeptUntilMs: number;
+  /** The last call each process ran on the key, while it could still run again. */
+  readonly calls: Map<string, CallRecord>;
+}
+
+/**
+ * The last call a process ran on a key and its answer, kept until the call's deadline
+ * (the latest time it could run again), so that a call run twice is answered, not applied,
+ * twice ({@link repeated}).
+ */
+export interface CallRecord {
+  /** The call's sequence number (LeaseStore.exchange). */
+  readonly sequence: number;
+  /** Kept until then (ms): the call's deadline. */
+  readonly untilMs: number;
+  /** The answer it was given. */
+  readonly answer: KeyExchange;
 }
 
 /** The bucket's configuration. */
@@ -60,20 +76,44 @@ export function freshBucket(capacity: number, nowMs: number): BucketState {
     blockedUntilMs: Number.NEGATIVE_INFINITY,
     liftedAtMs: Number.NEGATIVE_INFINITY,
     liftKeptUntilMs: Number.NEGATIVE_INFINITY,
+    calls: new Map(),
   };
 }
 
 /**
  * True when `state` at `nowMs` holds nothing a fresh bucket would not: full, no contender,
- * no block, no lift's mark (the lease script then keeps no key).
+ * no block, no lift's mark, no call record (the lease script then keeps no key).
  */
 export function holdsNothing(state: BucketState, capacity: number, nowMs: number): boolean {
   return (
     state.tokens >= capacity &&
     state.contenders.size === 0 &&
     !(state.blockedUntilMs > nowMs) &&
-    !(state.liftKeptUntilMs > nowMs)
+    !(state.liftKeptUntilMs > nowMs) &&
+    state.calls.size === 0
   );
+}
+
+/**
+ * The answer to call `sequence` of `processId` on this key when the key ran that call or a
+ * later one of the process already (a client that runs a call twice: LeaseStore.exchange),
+ * else undefined: run it. The call it ran is answered as it was; an older one (its caller
+ * stopped waiting for it long ago) is answered with nothing granted and changes nothing.
+ * Drops the records whose call can no longer run (past `nowMs`).
+ */
+export function repeated(
+  state: BucketState,
+  processId: string,
+  sequence: number,
+  nowMs: number,
+): KeyExchange | undefined {
+  const calls = state.calls;
+  if (calls.size === 0) return undefined;
+  for (const [id, c] of calls) if (c.untilMs < nowMs) calls.delete(id);
+  const last = calls.get(processId);
+  if (last === undefined || last.sequence < sequence) return undefined;
+  if (last.sequence === sequence) return last.answer;
+  return { ...last.answer, granted: 0, waitMs: 0, back: 0 };
 }
 
 /**
@@ -151,8 +191,31 @@ export interface KeyExchange extends LeaseGrant {
  *    `need` fits, else nothing; one that got less than it wanted is (or stays) a contender.
  * `waitMs`: until this process could get `need` (0: now): a debt at the whole refill, then
  * its share plus the unclaimed part, or until the bucket is full, whichever is sooner.
+ *
+ * A request that asks anything (gives, charges, wants or changes the block) is recorded as
+ * call `sequence` of the process until `keepUntilMs` (its deadline), and {@link repeated}
+ * answers it again from the record; the caller asks that first.
  */
 export function exchangeKey(
+  state: BucketState,
+  request: LeaseRequest,
+  processId: string,
+  nowMs: number,
+  config: BucketConfig,
+  sequence: number,
+  keepUntilMs: number,
+): KeyExchange {
+  const answer = runKey(state, request, processId, nowMs, config);
+  const asks =
+    request.give > 0 || request.charge > 0 || request.want > 0 || request.block !== undefined;
+  if (asks && keepUntilMs >= nowMs) {
+    state.calls.set(processId, { sequence, untilMs: keepUntilMs, answer });
+  }
+  return answer;
+}
+
+/** {@link exchangeKey} without the record. */
+function runKey(
   state: BucketState,
   request: LeaseRequest,
   processId: string,

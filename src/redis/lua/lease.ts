@@ -11,11 +11,18 @@ import { LUA_COMMON } from "./common.js";
  * `record` the totals `taken`, `given`, `charged`; it lives `maxTtlMs` after a write
  * (recorded) or until full, at least until its block ends and its lift's mark lapses.
  *
+ * Each key also keeps `s:<process>` (`sequence until granted waitMs tokens back blockedMs
+ * liftedAgo`): the last call of that process it ran and its answer, until the call's
+ * deadline, so that a call a client runs twice (ioredis resends what a lost connection left
+ * unanswered) is answered again, not applied again, and an older one changes nothing
+ * (shared-bucket.ts repeated()).
+ *
  * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), staleMs, the
- * process's tag, per key give, charge, want, need, demand, block change (`''`, `b<ms>`,
- * `o<ms>` unless blocked, `l<ms>` lift), then the deadline (server ms, '' = none). Past it:
- * `{-1, serverNowMs}`, no write. Else per key granted, waitMs, tokens left, accepted back,
- * blockedMs, liftedAgoMs; last the server's now. Floats as `%.17g` strings.
+ * process's tag, the call's sequence number, per key give, charge, want, need, demand,
+ * block change (`''`, `b<ms>`, `o<ms>` unless blocked, `l<ms>` lift), then the deadline
+ * (server ms, '' = none: no call record). Past it: `{-1, serverNowMs}`, no write. Else per
+ * key granted, waitMs, tokens left, accepted back, blockedMs, liftedAgoMs; last the
+ * server's now. Floats as `%.17g` strings.
  */
 export const LEASE_SCRIPT = new Script(
   "lease",
@@ -26,7 +33,11 @@ local maxTtl = tonumber(ARGV[3])
 local record = ARGV[4] == '1'
 local staleMs = tonumber(ARGV[5])
 local me = 'c:' .. ARGV[6]
+local mark = 's:' .. ARGV[6]
+local sequence = tonumber(ARGV[7])
 local deadline = ARGV[#ARGV]
+local keepUntil = nil
+if deadline ~= '' then keepUntil = tonumber(deadline) end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 if deadline ~= '' and now > tonumber(deadline) then return { -1, f(now) } end
@@ -55,14 +66,32 @@ end
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local base = 6 + (i - 1) * 6
+  local base = 7 + (i - 1) * 6
+  local h = redis.call('HGETALL', key)
+  -- shared-bucket.ts repeated(): a call this key ran already is answered, not run again.
+  local again = nil
+  for j = 1, #h, 2 do
+    if h[j] == mark then
+      local s, u, g, w, k, b, bl, la = string.match(h[j + 1], '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+      if tonumber(u) >= now and tonumber(s) >= sequence then
+        if tonumber(s) == sequence then again = { g, w, k, b, bl, la }
+        else again = { '0', '0', k, '0', bl, la } end
+      end
+    end
+  end
+  if again then
+    for _, v in ipairs(again) do out[#out + 1] = v end
+  else
   local give = tonumber(ARGV[base + 1])
   local charge = tonumber(ARGV[base + 2])
   local want = tonumber(ARGV[base + 3])
   local need = tonumber(ARGV[base + 4])
   local demand = tonumber(ARGV[base + 5])
   local change = ARGV[base + 6]
-  local h = redis.call('HGETALL', key)
+  local asks = give > 0 or charge > 0 or want > 0 or change ~= ''
+  -- The latest end of a call record kept (others' that have not lapsed, and this one's).
+  local recordsUntil = nil
+  if asks and keepUntil then recordsUntil = keepUntil end
   local tokens = nil
   local anchor = now
   local taken, given, charged = 0, 0, 0
@@ -85,6 +114,13 @@ for i = 1, #KEYS do
     elseif string.sub(name, 1, 2) == 'c:' then
       local d, e, m, u = string.match(value, '^(%S+) (%S+) (%S+) (%S+)$')
       live[#live + 1] = { id = name, demand = tonumber(d), entitled = tonumber(e), most = tonumber(m), untilMs = tonumber(u) }
+    elseif string.sub(name, 1, 2) == 's:' then
+      local u = tonumber(string.match(value, '^%S+ (%S+) '))
+      if u < now then
+        drop[#drop + 1] = name
+      elseif name ~= mark and (recordsUntil == nil or u > recordsUntil) then
+        recordsUntil = u
+      end
     end
   end
   if tokens == nil then tokens = capacity; anchor = now end
@@ -219,13 +255,19 @@ for i = 1, #KEYS do
       mine.untilMs = t + staleMs + 2 * wait
     end
   end
-  local dirty = back > 0 or charge > 0 or want > 0 or #drop > 0 or op ~= ''
+  local keepCall = asks and keepUntil ~= nil
+  local dirty = back > 0 or charge > 0 or want > 0 or #drop > 0 or op ~= '' or keepCall
   if hadBlock and blockedUntil == -math.huge then drop[#drop + 1] = 'block' end
   if hadLift and liftedAt == -math.huge then drop[#drop + 1] = 'lift' end
   -- A block and a lift's mark keep the key at least until they end.
   local holdMs = 0
   if blockedMs > 0 then holdMs = blockedMs end
   if liftKept > t and liftKept - t > holdMs then holdMs = liftKept - t end
+  -- So do the call records, until the last call they keep could run again.
+  if recordsUntil then
+    local ms = math.ceil(recordsUntil - now) + 1
+    if ms > holdMs then holdMs = ms end
+  end
   if charge > 0 then charged = charged + charge end
   taken = taken + granted
   given = given + back
@@ -256,6 +298,11 @@ for i = 1, #KEYS do
       fields[#fields + 1] = 'lift'
       fields[#fields + 1] = f(liftedAt) .. ' ' .. f(liftKept)
     end
+    if keepCall then
+      fields[#fields + 1] = mark
+      fields[#fields + 1] = ARGV[7] .. ' ' .. f(keepUntil) .. ' ' .. f(granted) .. ' ' .. f(waitMs) .. ' ' ..
+        f(tokens) .. ' ' .. f(back) .. ' ' .. f(blockedMs) .. ' ' .. f(liftedAgo)
+    end
     if record then
       fields[#fields + 1] = 'taken'
       fields[#fields + 1] = f(taken)
@@ -269,6 +316,9 @@ for i = 1, #KEYS do
     local fullMs = math.huge
     if record then
       fullMs = maxTtl
+    elseif tokens >= capacity then
+      -- Full already (kept for a block, a lift's mark or call records): nothing to wait for.
+      fullMs = 0
     elseif rate > 0 then
       fullMs = cleanMs(((capacity - tokens) * 1000) / rate)
     end
@@ -289,6 +339,7 @@ for i = 1, #KEYS do
   out[#out + 1] = f(back)
   out[#out + 1] = f(blockedMs)
   out[#out + 1] = f(liftedAgo)
+  end
 end
 out[#out + 1] = f(now)
 return out
@@ -301,7 +352,12 @@ return out
  * script drops lapsed members, adds or refreshes `id` (or removes it when `leave` is 1)
  * and answers `{live processes, serverNowMs, joined}` (joined: 1 when `id` was not live
  * before); the set expires when its last member lapses. KEYS: the set. ARGV: id, ttlMs,
- * leave.
+ * leave, the call's sequence number.
+ *
+ * A heartbeat that made its process live leaves a mark, `j:<id>:<sequence>` scored minus
+ * the time it lapses with the membership (negative scores are marks, never counted), so
+ * that the same call run twice (a client that resends what a lost connection left
+ * unanswered) answers joined again.
  * It takes no tokens, so it carries no deadline.
  */
 export const HEARTBEAT_SCRIPT = new Script(
@@ -310,14 +366,24 @@ export const HEARTBEAT_SCRIPT = new Script(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. f(now))
+local id = ARGV[1]
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '0', '(' .. f(now))
 local joined = 0
 if ARGV[3] == '1' then
-  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('ZREM', KEYS[1], id)
 else
-  joined = redis.call('ZADD', KEYS[1], f(now + ttl), ARGV[1])
+  local mark = 'j:' .. id .. ':' .. ARGV[4]
+  joined = redis.call('ZADD', KEYS[1], f(now + ttl), id)
+  if joined == 1 then
+    -- Marks that lapsed go first (their scores are above minus now).
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '(' .. f(-now), '(0')
+    redis.call('ZADD', KEYS[1], f(-(now + ttl)), mark)
+  else
+    local lapses = redis.call('ZSCORE', KEYS[1], mark)
+    if lapses and -tonumber(lapses) >= now then joined = 1 end
+  end
 end
-local live = redis.call('ZCARD', KEYS[1])
+local live = redis.call('ZCOUNT', KEYS[1], '0', '+inf')
 -- The set lives until its last member lapses (a short heartbeat never cuts a longer one).
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 if last[2] then redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.ceil(tonumber(last[2])))) end

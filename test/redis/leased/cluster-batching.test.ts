@@ -42,12 +42,12 @@ function fakeCluster(clock: ManualClock) {
           if (failing.has(node)) return reject(new Error(`connect ECONNREFUSED ${node}`));
           if (heartbeat) return resolve([1, String(clock()), 0]);
           const out: string[] = [];
-          // ARGV: capacity, rate, maxTtl, record, staleMs, process, then per key give,
-          // charge, want, need, demand, block change; per key granted, waitMs, tokens,
-          // back, blockedMs, liftedAgoMs.
+          // ARGV: capacity, rate, maxTtl, record, staleMs, process, sequence, then per key
+          // give, charge, want, need, demand, block change; per key granted, waitMs,
+          // tokens, back, blockedMs, liftedAgoMs.
           for (let i = 0; i < keys.length; i++) {
-            const give = args[6 + i * 6] as string;
-            const want = args[8 + i * 6] as string;
+            const give = args[7 + i * 6] as string;
+            const want = args[9 + i * 6] as string;
             out.push(want, "0", "50", give, "0", "inf");
           }
           out.push(String(clock()));

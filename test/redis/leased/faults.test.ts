@@ -17,7 +17,7 @@ import { type ManualScheduler, manualScheduler } from "../../support/manual-sche
 
 /** A store that fails as told: `mode` decides every call's fate. */
 class FaultyStore implements LeaseStore {
-  mode: "ok" | "down" | "oom" | "slow-heartbeat" | "late-once" = "ok";
+  mode: "ok" | "down" | "oom" | "slow-heartbeat" | "late-once" | "ran-then-late-once" = "ok";
   exchanges = 0;
   heartbeats = 0;
   keysSent = 0;
@@ -44,6 +44,16 @@ class FaultyStore implements LeaseStore {
       // the offset, so the next call is on time.
       this.mode = "ok";
       return new Promise((resolve) => this.timers.schedule(() => resolve({ late: true }), 1));
+    }
+    if (this.mode === "ran-then-late-once") {
+      // The call ran in time, its answer was lost with the connection, and the client sent
+      // it again on the next one, past its deadline: the answer that comes back is late.
+      this.mode = "ok";
+      return this.inner
+        .exchange(...args)
+        .then(
+          () => new Promise((resolve) => this.timers.schedule(() => resolve({ late: true }), 1)),
+        );
     }
     if (this.mode === "slow-heartbeat") {
       // The first lease call times out (a loaded machine, a slow link).
@@ -175,22 +185,34 @@ describe("a late answer", () => {
     expect(w.store.exchanges).toBe(3);
   });
 
-  test("tokens of a dropped key whose give-back came late go back without waiting for the key", async () => {
-    const w = world(100, 0);
-    const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5, maxKeys: 1 });
-    limiter.consume("a");
-    await w.timers.advance(20);
-    expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "lease" });
-    expect(100 - w.memory.tokens("a")).toBeGreaterThan(1);
-    // A new key pushes "a" out of the full table; its tokens go back in a call that
-    // comes back late.
-    w.store.mode = "late-once";
-    limiter.consume("b");
-    await w.timers.advance(7);
-    expect(limiter.stats.failedExchanges).toBe(1);
-    await w.timers.advance(500); // no decision on "a" meanwhile
-    expect(w.memory.tokens("a")).toBe(99); // all but the one admitted
-  });
+  test.each([
+    ["a dropped key's give-back", { maxKeys: 1 }, () => {}],
+    ["a reset key's give-back", {}, (l: LeasedTokenBucket) => l.reset("a")],
+  ] as const)(
+    "%s answered late after it ran in time is not given back twice",
+    async (_, options, drop) => {
+      const w = world(100, 0);
+      const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5, ...options });
+      limiter.consume("a");
+      await w.timers.advance(20);
+      expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "lease" });
+      expect(100 - w.memory.tokens("a")).toBeGreaterThan(2);
+      limiter.consume("a"); // 2 admitted
+      // "a"'s tokens go back (pushed out of a full table by a new key, or reset) in a call
+      // that runs in time and whose answer comes late (the client sent it again): before,
+      // a late answer meant "nothing written" and the tokens went back a second time.
+      w.store.mode = "ran-then-late-once";
+      drop(limiter);
+      limiter.consume("b");
+      await w.timers.advance(7);
+      expect(limiter.stats.failedExchanges).toBe(1);
+      await w.timers.advance(500);
+      const closed = limiter.close(); // "a"'s tokens go back, if it still holds any
+      await w.timers.advance(50);
+      await closed;
+      expect(w.memory.tokens("a")).toBe(98); // all but the two admitted, not more
+    },
+  );
 
   test("late answers in a row back off as failures do", async () => {
     const w = world(100, 10);

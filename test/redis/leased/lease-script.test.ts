@@ -31,6 +31,9 @@ afterAll(async () => {
  * One exchange: [granted, waitMs, tokens, back, blockedMs, liftedAgoMs] per key, then the
  * server's now. `block` is the script's block argument (`b<ms>`, `o<ms>`, `l<ms>`).
  */
+/** The sequence number of the last call {@link exchange} made. */
+let calls = 0;
+
 async function exchange(
   keys: string[],
   perKey: [give: number, want: number, need: number, charge?: number, block?: string][],
@@ -41,8 +44,11 @@ async function exchange(
     deadline?: string;
     process?: string;
     demand?: number;
+    /** The call's sequence number (default: one more than the last call's). */
+    sequence?: number;
   } = {},
 ): Promise<number[]> {
+  calls = options.sequence ?? calls + 1;
   const args = [
     String(options.capacity ?? 10),
     String(options.rate ?? 0),
@@ -50,6 +56,7 @@ async function exchange(
     options.record === false ? "0" : "1",
     "2000",
     options.process ?? "p1",
+    String(calls),
   ];
   for (const [give, want, need, charge, block] of perKey) {
     args.push(
@@ -211,21 +218,44 @@ describe.skipIf(!redis.available)("the lease script", () => {
     expect(Number(await conn.command("PTTL", key))).toBeGreaterThan(599_000);
   });
 
-  test("heartbeats count live processes, drop lapsed ones and say who joined", async () => {
-    const key = `${uniquePrefix("beat")}procs`;
-    // -> [live, joined]
-    const beat = async (id: string, ttl: number, leave = false) => {
+  /** A heartbeat call on `key` -> [live, joined]; each with a new sequence number, or `sequence`. */
+  const heartbeat =
+    (key: string) =>
+    async (id: string, ttl: number, leave = false, sequence = ++calls): Promise<number[]> => {
       const reply = (
         (await runScript(
           conn.client,
           HEARTBEAT_SCRIPT,
           [key],
-          [id, String(ttl), leave ? "1" : "0"],
+          [id, String(ttl), leave ? "1" : "0", String(sequence)],
           2000,
         )) as unknown[]
       ).map(replyNumber);
-      return [reply[0], reply[2]];
+      return [reply[0] as number, reply[2] as number];
     };
+
+  test("a heartbeat run twice answers joined twice; its mark lapses with the membership", async () => {
+    // ioredis sends a call again when a connection drops before its answer: the answer of
+    // the second run is the one the process sees. It must say joined, as the first did.
+    const key = `${uniquePrefix("beat")}procs`;
+    const beat = heartbeat(key);
+    expect(await beat("a", 10_000, false, 7)).toEqual([1, 1]);
+    expect(await beat("a", 10_000, false, 7)).toEqual([1, 1]); // the same call again
+    expect(await beat("a", 10_000, false, 8)).toEqual([1, 0]); // the next one
+    expect(await beat("b", 10_000, false, 7)).toEqual([2, 1]); // marks are per process
+    // The marks are not counted as processes, and lapse: a short membership's mark goes
+    // with the next join after it lapsed.
+    expect(await beat("c", 1, false, 1)).toEqual([3, 1]);
+    await new Promise((r) => setTimeout(r, 5)); // a real server's clock: "c" lapses
+    expect(await beat("d", 10_000, false, 1)).toEqual([3, 1]);
+    const members = (await conn.command("ZRANGE", key, "0", "-1")) as string[];
+    expect(members.filter((m) => m.startsWith("j:")).sort()).toEqual(["j:a:7", "j:b:7", "j:d:1"]);
+    expect(await beat("c", 10_000, false, 1)).toEqual([4, 1]); // lapsed: joins anew
+  });
+
+  test("heartbeats count live processes, drop lapsed ones and say who joined", async () => {
+    const key = `${uniquePrefix("beat")}procs`;
+    const beat = heartbeat(key);
     expect(await beat("a", 10_000)).toEqual([1, 1]);
     expect(await beat("b", 10_000)).toEqual([2, 1]);
     expect(await beat("c", 1)).toEqual([3, 1]);
@@ -236,6 +266,64 @@ describe.skipIf(!redis.available)("the lease script", () => {
     // A set the server forgot (a restart, FLUSHALL): each joins anew.
     await conn.command("DEL", key);
     expect(await beat("a", 10_000)).toEqual([1, 1]);
+  });
+
+  test("a call run twice is answered from its first run, and an older one changes nothing", async () => {
+    // ioredis sends a call again when a connection drops before its answer; a cluster
+    // client retries after a failover. The record of the process's last call on the key
+    // (kept until the call's deadline) answers the second run as the first; before, the
+    // second run gave back, charged and took again (119 admitted of a bucket of 100).
+    const key = `${uniquePrefix("lease")}k`;
+    const far = String(Date.now() + 3_600_000); // a deadline an hour away
+    const take = await exchange([key], [[0, 6, 1]], { rate: 0, deadline: far, sequence: 1 });
+    expect(take.slice(0, 4)).toEqual([6, 0, 4, 0]);
+    const call: [number, number, number, number][] = [[5, 2, 1, 1]]; // give 5, want 2, charge 1
+    const first = await exchange([key], call, { rate: 0, deadline: far, sequence: 2 });
+    expect(first.slice(0, 4)).toEqual([2, 0, 6, 5]); // 4 + 5 - 1 - 2
+    const again = await exchange([key], call, { rate: 0, deadline: far, sequence: 2 });
+    expect(again.slice(0, 6)).toEqual(first.slice(0, 6));
+    expect(await conn.command("HGET", key, "tokens")).toBe("6");
+    expect(await conn.command("HGET", key, "given")).toBe("5");
+    expect(await conn.command("HGET", key, "charged")).toBe("1");
+    // A newer call runs; the older one, run once more after it, changes nothing.
+    await exchange([key], [[0, 1, 1]], { rate: 0, deadline: far, sequence: 3 });
+    const older = await exchange([key], call, { rate: 0, deadline: far, sequence: 2 });
+    expect(older.slice(0, 4)).toEqual([0, 0, 5, 0]); // nothing, beside the last tokens seen
+    expect(await conn.command("HGET", key, "tokens")).toBe("5");
+    expect(await conn.command("HGET", key, "given")).toBe("5");
+    // Another process's call of the same number is its own.
+    const other = await exchange([key], [[0, 1, 1]], {
+      rate: 0,
+      deadline: far,
+      sequence: 3,
+      process: "p2",
+    });
+    expect(other.slice(0, 3)).toEqual([1, 0, 4]);
+  });
+
+  test("a full bucket keeps its call records until their deadline, then nothing", async () => {
+    // A give-back that fills the bucket leaves no state but the record: run twice after
+    // another process took from the bucket, it must not give back again.
+    const key = `${uniquePrefix("lease")}k`;
+    const soon = () => String(Date.now() + 300);
+    const opts = { rate: 0, record: false };
+    await exchange([key], [[0, 3, 1]], { ...opts, deadline: soon(), sequence: 1 });
+    const giveAll: [number, number, number][] = [[3, 0, 0]];
+    await exchange([key], giveAll, { ...opts, deadline: soon(), sequence: 2 });
+    expect(await conn.command("HGET", key, "tokens")).toBe("10");
+    await exchange([key], [[0, 3, 1]], { ...opts, process: "p2", sequence: 1 });
+    await exchange([key], giveAll, { ...opts, deadline: soon(), sequence: 2 });
+    expect(await conn.command("HGET", key, "tokens")).toBe("7");
+    // A bucket full again whose records lapse (300 ms) is gone with them.
+    const lapsing = `${uniquePrefix("lease")}k`;
+    await exchange([lapsing], [[0, 3, 1]], { ...opts, deadline: soon(), sequence: 1 });
+    await exchange([lapsing], giveAll, { ...opts, deadline: soon(), sequence: 2 });
+    expect(Number(await conn.command("EXISTS", lapsing))).toBe(1);
+    const pttl = Number(await conn.command("PTTL", lapsing));
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(302);
+    await new Promise((r) => setTimeout(r, pttl + 50));
+    expect(Number(await conn.command("EXISTS", lapsing))).toBe(0);
   });
 
   test("a charge is taken whatever the bucket holds, and the refill repays it first", async () => {
@@ -307,6 +395,8 @@ describe.skipIf(!redis.available)("the lease script", () => {
             s.process,
             now,
             config,
+            i,
+            Number.NEGATIVE_INFINITY,
           );
           const got = {
             granted: out[0],

@@ -9,6 +9,7 @@ describe("MemoryLeaseStore options", () => {
     const exchange = await store.exchange(
       [{ key: "k", want: 3, need: 1, give: 0, charge: 0, demand: 1 }],
       "p",
+      1,
     );
     expect(exchange.late ? undefined : exchange.grants[0]?.granted).toBe(3);
     expect(store.tokens("k")).toBe(7);
@@ -76,7 +77,7 @@ describe("MemoryLeaseStore options", () => {
     });
     let answered = false;
     const reply = store
-      .exchange([{ key: "k", want: 2, need: 1, give: 0, charge: 0, demand: 1 }], "p")
+      .exchange([{ key: "k", want: 2, need: 1, give: 0, charge: 0, demand: 1 }], "p", 1)
       .then((r) => {
         answered = true;
         return r;

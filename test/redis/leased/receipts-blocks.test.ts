@@ -50,18 +50,27 @@ class Tracked implements LeaseStore {
   groupOf(key: string): string {
     return this.inner.groupOf(key);
   }
-  exchange(requests: readonly LeaseRequest[], processId: string): Promise<LeaseExchange> {
+  exchange(
+    requests: readonly LeaseRequest[],
+    processId: string,
+    sequence: number,
+  ): Promise<LeaseExchange> {
     return this.track(
       this.failing
         ? Promise.reject(new Error("store down"))
-        : this.inner.exchange(requests, processId),
+        : this.inner.exchange(requests, processId, sequence),
     );
   }
-  heartbeat(processId: string, ttlMs: number, leave: boolean): ReturnType<LeaseStore["heartbeat"]> {
+  heartbeat(
+    processId: string,
+    ttlMs: number,
+    leave: boolean,
+    sequence: number,
+  ): ReturnType<LeaseStore["heartbeat"]> {
     return this.track(
       this.failing
         ? Promise.reject(new Error("store down"))
-        : this.inner.heartbeat(processId, ttlMs, leave),
+        : this.inner.heartbeat(processId, ttlMs, leave, sequence),
     );
   }
   /** Waits until every call made so far (and those their answers made) has settled. */

@@ -40,6 +40,7 @@ export const FAULT_KINDS = [
   "clockJump",
   "flood",
   "close",
+  "repeat",
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -174,6 +175,9 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
   const c = draw(g, options.config ?? {});
   const world = new World(1_000_000);
   const server = new Server(world, g, c.latencyMs, c.timeoutMs);
+  // A client sends a call again once it has a new connection: within a few call timeouts
+  // here (the Redis scripts' deadlines turn a later one away; a stall delays it further).
+  server.repeatWithinMs = 3 * c.timeoutMs;
   server.clockOffsetMs = g.range(-5000, 5000);
   const staleMs = c.idleAfterMs;
   let keyPrefix = "";
@@ -404,7 +408,10 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
     checker.decided(p.owner, key, cost, took, d, now, label);
     if (took && d.allowed && d.source === "lease") {
       const r = server.records.get(c.kind === "memory" ? key : key);
-      checker.conserved(key, r?.taken ?? 0, r?.given ?? 0, now);
+      // A call run again after a flush forgot its first run gives back again, to the fresh
+      // bucket (as a lease held at the flush does): not a token made up.
+      const givenAgain = server.givenAgainAfterFlush.get(key) ?? 0;
+      checker.conserved(key, r?.taken ?? 0, (r?.given ?? 0) - givenAgain, now);
     }
   };
 
@@ -452,6 +459,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
           () => {
             server.down = true;
             backend.flush(true);
+            server.flushes++;
             checker.flushed();
             fault("restart");
           },
@@ -496,6 +504,19 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
           },
         );
         break;
+      case "repeat":
+        during(
+          atMs,
+          lengthMs,
+          () => {
+            server.repeatRate = 0.2 + 0.8 * g.next();
+            fault("repeat");
+          },
+          () => {
+            server.repeatRate = 0;
+          },
+        );
+        break;
       case "oom":
       case "readonly":
         during(
@@ -515,6 +536,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
           WORLD,
           () => {
             backend.flush(false);
+            server.flushes++;
             checker.flushed();
             fault("flushall");
           },
@@ -628,6 +650,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
   server.refusing = undefined;
   server.endStall();
   server.lossRate = 0;
+  server.repeatRate = 0;
   server.slowMs = 0;
   for (const p of procs) world.resume(p.owner);
   const live = livenessMs(c);

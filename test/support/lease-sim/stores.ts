@@ -8,6 +8,7 @@ import {
   exchangeKey,
   freshBucket,
   holdsNothing,
+  repeated,
 } from "../../../src/redis/leased/shared-bucket.js";
 import { HEARTBEAT_SCRIPT, LEASE_SCRIPT } from "../../../src/redis/lua/lease.js";
 import { StoreTimeoutError } from "../../../src/store/errors.js";
@@ -48,6 +49,24 @@ export class Server {
   stallUntilMs = Number.NEGATIVE_INFINITY;
   /** Probability that a reply is lost. */
   lossRate = 0;
+  /**
+   * Probability that a call runs twice: its connection drops before the answer, and the
+   * client sends it again (ioredis's resend, a cluster client's retry); the second run's
+   * answer is the one that comes back.
+   */
+  repeatRate = 0;
+  /** The second run comes up to this long after the first (ms). */
+  repeatWithinMs = 0;
+  /** Calls run a second time. */
+  repeats = 0;
+  /** Restarts and `FLUSHALL`s so far. */
+  flushes = 0;
+  /**
+   * Tokens given back a second time, by caller key, by calls run again after a restart or
+   * a flush forgot their first run (its record went with the buckets): as a lease held at
+   * the flush and given back after it, they go to the fresh bucket.
+   */
+  readonly givenAgainAfterFlush = new Map<string, number>();
   /** Extra one-way latency (ms). */
   slowMs = 0;
   /** The server clock: the world's plus this (ms). */
@@ -150,6 +169,17 @@ export class Server {
               error = e;
             }
           }
+          if (error === undefined && this.random.chance(this.repeatRate)) {
+            // What the first run took is on its way in the second run's answer; a store
+            // that ran the call again would take (and give back) again, unaccounted.
+            const flushes = this.flushes;
+            this.world.add(
+              WORLD,
+              () => this.runAgain(owner, apply, finish, flushes, gives),
+              this.random.next() * this.repeatWithinMs,
+            );
+            return;
+          }
           if (this.random.chance(this.lossRate)) {
             // The answer is lost: the caller learns of it by its timeout (until then its
             // promise may still settle, so the simulation keeps letting promises run).
@@ -172,6 +202,44 @@ export class Server {
       },
       this.delay(),
     );
+  }
+
+  /**
+   * Runs a call again (its client sent it again on a new connection) and sends that answer
+   * back: after any stall, refused while the server is down or refusing.
+   */
+  private runAgain<T>(
+    owner: number,
+    apply: () => T,
+    finish: (error: unknown, value?: T) => void,
+    flushesAtFirstRun: number,
+    gives: readonly (readonly [string, number])[],
+  ): void {
+    const run = () => {
+      let error: unknown;
+      let value: T | undefined;
+      this.repeats++;
+      if (this.down) error = new Error("read ECONNRESET (simulated)");
+      else if (this.refusing !== undefined) error = new Error(`${this.refusing} (simulated)`);
+      else {
+        const flushed = this.flushes !== flushesAtFirstRun;
+        const before = gives.map(([key]) => this.records.get(key)?.given ?? 0);
+        try {
+          value = apply();
+        } catch (e) {
+          error = e;
+        }
+        for (const [i, [key]] of gives.entries()) {
+          const again = (this.records.get(key)?.given ?? 0) - (before[i] as number);
+          if (flushed && again > 0) {
+            this.givenAgainAfterFlush.set(key, (this.givenAgainAfterFlush.get(key) ?? 0) + again);
+          }
+        }
+      }
+      this.world.add(owner, () => finish(error, value), this.delay(), true);
+    };
+    if (this.world.nowMs < this.stallUntilMs) this.stalled.push(run);
+    else run();
   }
 
   /** Stalls the server for `ms` (longer, if a stall already lasts longer): requests queue. */
@@ -278,7 +346,7 @@ export class MemoryBackend implements SimBackend {
       });
     return {
       groupOf: () => "",
-      exchange: (requests: readonly LeaseRequest[], processId: string) => {
+      exchange: (requests: readonly LeaseRequest[], processId: string, sequence: number) => {
         let taken: [string, number][] = [];
         return timed(
           () => {
@@ -290,7 +358,7 @@ export class MemoryBackend implements SimBackend {
               ...store.record(key),
             }));
             // The memory store answers at once: its answer is read on the way back.
-            const answer = store.exchange(requests, processId);
+            const answer = store.exchange(requests, processId, sequence);
             for (const b of before) {
               const after = store.record(b.key);
               const r = server.recordOf(b.key);
@@ -308,8 +376,8 @@ export class MemoryBackend implements SimBackend {
           () => taken,
         ).then((answer) => answer);
       },
-      heartbeat: (processId: string, ttlMs: number, leave: boolean) =>
-        timed(() => store.heartbeat(processId, ttlMs, leave)).then((answer) => answer),
+      heartbeat: (processId: string, ttlMs: number, leave: boolean, sequence: number) =>
+        timed(() => store.heartbeat(processId, ttlMs, leave, sequence)).then((answer) => answer),
     };
   }
 }
@@ -328,7 +396,11 @@ const NUMBER_TEXT = (x: number): string =>
 export class RedisBackend implements SimBackend {
   readonly kind = "redis";
   private readonly buckets = new Map<string, BucketState>();
-  private readonly sets = new Map<string, Map<string, number>>();
+  /** Heartbeat sets: live processes and join marks, each with the time it lapses. */
+  private readonly sets = new Map<
+    string,
+    { live: Map<string, number>; marks: Map<string, number> }
+  >();
   private scripts = new Set<string>();
   private readonly config: BucketConfig;
   private readonly bySha: Map<string, string>;
@@ -392,20 +464,25 @@ export class RedisBackend implements SimBackend {
   /** The tokens a lease call gives back, by caller key. */
   private givesOf(keys: readonly RedisKey[], args: readonly string[]): [string, number][] {
     const prefix = this.keyPrefix();
-    return keys.map((k, i) => [String(k).slice(prefix.length), Number(args[6 + i * 6])]);
+    return keys.map((k, i) => [String(k).slice(prefix.length), Number(args[7 + i * 6])]);
   }
 
-  /** The lease script: ARGV capacity, rate, maxTtl, record, staleMs, tag, then per key 6, deadline. */
+  /**
+   * The lease script: ARGV capacity, rate, maxTtl, record, staleMs, tag, sequence, then per
+   * key 6, deadline.
+   */
   private lease(keys: readonly RedisKey[], args: readonly string[]): unknown[] {
     const now = this.server.serverNow();
     const deadline = args[args.length - 1] as string;
     if (deadline !== "" && now > Number(deadline)) return [-1, NUMBER_TEXT(now)];
     const tag = args[5] as string;
+    const sequence = Number(args[6]);
+    const keepUntil = deadline === "" ? Number.NEGATIVE_INFINITY : Number(deadline);
     const prefix = this.keyPrefix();
     const out: unknown[] = [];
     for (let i = 0; i < keys.length; i++) {
       const redisKey = String(keys[i]);
-      const base = 6 + i * 6;
+      const base = 7 + i * 6;
       const request: LeaseRequest = {
         key: redisKey,
         give: Number(args[base]),
@@ -416,8 +493,21 @@ export class RedisBackend implements SimBackend {
         block: blockChange(args[base + 5] as string),
       };
       let state = this.buckets.get(redisKey);
+      // As the script: a call this key ran already is answered from its record, no write.
+      const again = state === undefined ? undefined : repeated(state, tag, sequence, now);
+      if (again !== undefined) {
+        out.push(
+          NUMBER_TEXT(again.granted),
+          NUMBER_TEXT(again.waitMs),
+          NUMBER_TEXT(again.tokens),
+          NUMBER_TEXT(again.back),
+          NUMBER_TEXT(again.blockedMs),
+          NUMBER_TEXT(again.liftedAgoMs),
+        );
+        continue;
+      }
       if (state === undefined) state = freshBucket(this.config.capacity, now);
-      const answer = exchangeKey(state, request, tag, now, this.config);
+      const answer = exchangeKey(state, request, tag, now, this.config, sequence, keepUntil);
       if (answer.granted > 0 && answer.blockedMs > 0) {
         this.server.problems.push(`t=${now} ${redisKey}: a grant while blocked`);
       }
@@ -441,20 +531,32 @@ export class RedisBackend implements SimBackend {
     return out;
   }
 
-  /** The heartbeat script: KEYS the set; ARGV id, ttlMs, leave. */
+  /**
+   * The heartbeat script: KEYS the set; ARGV id, ttlMs, leave, sequence. A join leaves a
+   * mark until the membership it began lapses, and the same call run again answers joined.
+   */
   private heartbeat(keys: readonly RedisKey[], args: readonly string[]): unknown[] {
     const now = this.server.serverNow();
     const name = String(keys[0]);
     let set = this.sets.get(name);
     if (set === undefined) {
-      set = new Map();
+      set = { live: new Map(), marks: new Map() };
       this.sets.set(name, set);
     }
-    for (const [id, until] of set) if (until < now) set.delete(id);
+    for (const [id, until] of set.live) if (until < now) set.live.delete(id);
     const id = args[0] as string;
-    const joined = args[2] !== "1" && !set.has(id) ? 1 : 0;
-    if (args[2] === "1") set.delete(id);
-    else set.set(id, now + Number(args[1]));
-    return [set.size, NUMBER_TEXT(now), joined];
+    const mark = `${id}:${args[3]}`;
+    let joined = 0;
+    if (args[2] === "1") set.live.delete(id);
+    else {
+      const lapses = now + Number(args[1]);
+      joined = set.live.has(id) ? 0 : 1;
+      set.live.set(id, lapses);
+      if (joined === 1) {
+        for (const [m, until] of set.marks) if (until < now) set.marks.delete(m);
+        set.marks.set(mark, lapses);
+      } else if ((set.marks.get(mark) ?? Number.NEGATIVE_INFINITY) >= now) joined = 1;
+    }
+    return [set.live.size, NUMBER_TEXT(now), joined];
   }
 }
