@@ -57,6 +57,12 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   private readonly takeAts: readonly (KernelPart["takeAt"] | undefined)[];
   /** @internal Indexes of the custom leaves, in order. */
   private readonly custom: readonly number[];
+  /** @internal See {@link PartGroup.final}: the last custom leaf, or -1. */
+  readonly final: number;
+  /** @internal See {@link PartGroup.takeOrder}: the other custom leaves, then the built-in ones. */
+  readonly takeOrder: readonly number[];
+  /** @internal The receipts of the `charge` under way, for {@link decidePart}. */
+  private receipts: (ChargeReceipt | undefined)[] | undefined;
   /** @internal Each built-in leaf's time for the call under way (read once per call). */
   private readonly timesMs: Float64Array;
   /** @internal */
@@ -115,6 +121,9 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     this.fitsAts = this.drivers.map((d) => d?.fitsAt);
     this.takeAts = this.drivers.map((d) => d?.takeAt);
     this.custom = leaves.flatMap((_, i) => (this.drivers[i] === undefined ? [i] : []));
+    this.final = this.custom.length > 0 ? this.custom[this.custom.length - 1]! : -1;
+    const builtIn = leaves.flatMap((_, i) => (this.drivers[i] !== undefined ? [i] : []));
+    this.takeOrder = [...this.custom.slice(0, -1), ...builtIn];
     this.timesMs = new Float64Array(leaves.length);
   }
 
@@ -514,88 +523,101 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * @internal `consume` (`take` true) or `peek`, in the order of {@link allow}; with
-   * `receipts`, a `charge`: each part's receipt at its index (built-in parts by their own
-   * `charge`, custom parts a receipt of the composite's that only counts what was given back).
+   * @internal `consume` (`take` true) or `peek` by {@link decideAll}, once every built-in
+   * leaf's time is read; with `receipts`, a `charge`: each part's receipt at its index.
    */
   private decide(cost: number, take: boolean, receipts?: (ChargeReceipt | undefined)[]): Decision {
-    const leaves = this.leaves;
     const drivers = this.drivers;
     const times = this.timesMs;
-    const custom = this.custom;
-    const n = leaves.length;
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < drivers.length; i++) {
       const d = drivers[i];
       if (d !== undefined) times[i] = !Number.isNaN(this.atMs) ? d.timeAt(this.atMs) : d.timeOf();
     }
-    const decisions: Decision[] = new Array(n);
-    let allowed = true;
-    for (let i = 0; i < n; i++) {
-      const d = drivers[i];
-      if (d === undefined) continue;
-      const decision = d.decideAt(times[i]!, cost, false);
-      decisions[i] = decision;
-      if (!decision.allowed) allowed = false;
-    }
-    const last = custom.length - 1;
-    for (let j = 0; j < last; j++) {
-      const decision = decideLeaf(leaves[custom[j]!]!, cost, false, this.atMs);
-      decisions[custom[j]!] = decision;
-      if (!decision.allowed) allowed = false;
-    }
-    if (last >= 0) {
-      // The last custom part is charged (or peeked) only when all others allow: a denial
-      // there charges nothing, and its answer is final.
-      const i = custom[last]!;
-      const decision = decideLeaf(leaves[i]!, cost, allowed && take, this.atMs);
-      decisions[i] = decision;
-      if (!decision.allowed) allowed = false;
-      if (allowed && take) {
-        for (let j = 0; j < last && allowed; j++) {
-          const k = custom[j]!;
-          const charged = decideLeaf(leaves[k]!, cost, true, this.atMs);
-          decisions[k] = charged;
-          if (!charged.allowed) allowed = false;
-        }
-      }
-    }
-    if (allowed && take) {
-      for (let i = 0; i < n; i++) {
-        const d = drivers[i];
-        if (d === undefined) continue;
-        if (receipts === undefined) decisions[i] = d.decideAt(times[i]!, cost, true);
-        else decisions[i] = receipts[i] = d.chargeAt(times[i]!, cost);
-      }
-      if (receipts !== undefined) {
-        for (const i of custom) {
-          const own = decisions[i]!;
-          receipts[i] = new ChargeReceipt(
-            own,
-            undefined,
-            cost,
-            Number.NaN,
-            Number.POSITIVE_INFINITY,
-            this,
-            0,
-            0,
-            0,
-            undefined,
-          );
-        }
-      }
-    } else if (!allowed) {
-      // Nothing is taken: parts that would allow report their state without the cost.
-      for (let i = 0; i < n; i++) {
-        if (decisions[i]?.allowed !== true) continue;
-        const d = drivers[i];
-        decisions[i] =
-          d === undefined
-            ? decideLeaf(leaves[i]!, 0, false, this.atMs)
-            : d.decideAt(times[i]!, 0, false);
-      }
-    }
-    return combine(allowed, decisions);
+    this.receipts = receipts;
+    return decideAll(this, drivers.length, cost, take, times, 0, 0, 0);
   }
+
+  /**
+   * @internal Leaf `i`'s `consume` (`take`) or `peek` for {@link decideAll}: a built-in leaf
+   * at its time for the call, a custom one through its public methods. Taking for a
+   * `charge`, a built-in leaf by its own `charge`; a custom one gets a receipt of the
+   * composite's, which only counts what was given back.
+   */
+  decidePart(i: number, cost: number, take: boolean): Decision {
+    const d = this.drivers[i];
+    const out = take ? this.receipts : undefined; // a charge's receipts
+    if (d !== undefined) {
+      if (out === undefined) return d.decideAt(this.timesMs[i]!, cost, take);
+      return (out[i] = d.chargeAt(this.timesMs[i]!, cost));
+    }
+    const own = decideLeaf(this.leaves[i]!, cost, take, this.atMs);
+    const u = Number.POSITIVE_INFINITY;
+    if (out !== undefined && own.allowed)
+      out[i] = new ChargeReceipt(own, undefined, cost, Number.NaN, u, this, 0, 0, 0, undefined);
+    return own;
+  }
+}
+
+/**
+ * Parts that decide together by {@link decideAll}: `AllOf`'s leaves, the keyed `AllOfLayout`'s kernels.
+ * @internal
+ */
+export interface PartGroup {
+  /** The part decided after the others, taking only when they all allow; -1 for none. */
+  readonly final: number;
+  /** Every part but `final`, in the order they take: those that may deny or throw first. */
+  readonly takeOrder: readonly number[];
+  /** Part `i`'s `consume` (`take`) or `peek`: on the layout's slot, or (`AllOf`) at its own time. */
+  decidePart(
+    i: number,
+    cost: number,
+    take: boolean,
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+  ): Decision;
+}
+
+/**
+ * The all-or-nothing rule of `allOf`, once for `AllOf` and the keyed `AllOfLayout`: the `n`
+ * parts peeked but `final`, which then decides, taking only when all others allow (its
+ * denial or throw takes nothing); then, when all allow and `take`, the others take in
+ * `takeOrder` until one denies (a custom part: those before it stay taken). When denied,
+ * parts that would allow answer without the cost, as {@link combine} needs.
+ * @internal
+ */
+export function decideAll(
+  group: PartGroup,
+  n: number,
+  cost: number,
+  take: boolean,
+  st: Float64Array,
+  s: number,
+  slot: number,
+  now: number,
+): Decision {
+  const decisions: Decision[] = new Array(n);
+  const final = group.final;
+  let allowed = true;
+  for (let i = 0; i < n; i++) {
+    if (i === final) continue;
+    const d = (decisions[i] = group.decidePart(i, cost, false, st, s, slot, now));
+    if (!d.allowed) allowed = false;
+  }
+  if (final >= 0) {
+    const d = (decisions[final] = group.decidePart(final, cost, allowed && take, st, s, slot, now));
+    if (!d.allowed) allowed = false;
+  }
+  const order = group.takeOrder;
+  for (let j = 0; allowed && take && j < order.length; j++) {
+    const d = (decisions[order[j]!] = group.decidePart(order[j]!, cost, true, st, s, slot, now));
+    if (!d.allowed) allowed = false;
+  }
+  for (let i = 0; !allowed && i < n; i++) {
+    if (decisions[i]!.allowed) decisions[i] = group.decidePart(i, 0, false, st, s, slot, now);
+  }
+  return combine(allowed, decisions);
 }
 
 /**

@@ -278,7 +278,7 @@ export class KeyedLimiter {
     const now = e.now();
     const slot = e.find(k);
     if (slot < 0) return this.allowNew(k, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    if (e.flags[slot] !== 0) return this.decideKept(slot, c, now, true).allowed;
     return e.layout.allowAt(e.state, slot * e.stride, slot, now, c);
   }
 
@@ -289,15 +289,7 @@ export class KeyedLimiter {
    * @throws {RangeError} If `key` is longer than `maxKeyLength`, or `cost` is NaN, negative or infinite.
    */
   consume(key: string, cost?: number): Decision {
-    const k = this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.engine;
-    if (e === undefined) return this.map!.consume(k, c);
-    const now = e.now();
-    const slot = e.find(k);
-    if (slot < 0) return this.consumeNew(k, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true);
-    return e.layout.decideAt(e.state, slot * e.stride, slot, now, c, true);
+    return this.decide(key, cost, true, false, 0);
   }
 
   /**
@@ -307,15 +299,7 @@ export class KeyedLimiter {
    * @throws {RangeError} If `key` is longer than `maxKeyLength`, or `cost` is NaN, negative or infinite.
    */
   peek(key: string, cost?: number): Decision {
-    const k = this.checkKey(key);
-    const c = cost === undefined ? 1 : checkCost(WHERE, cost);
-    const e = this.engine;
-    if (e === undefined) return this.map!.peek(k, c);
-    const now = e.now();
-    const slot = e.find(k);
-    if (slot < 0) return this.peekNew(k, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, false);
-    return e.layout.decideAt(e.state, slot * e.stride, slot, now, c, false);
+    return this.decide(key, cost, false, false, 0);
   }
 
   /**
@@ -339,33 +323,42 @@ export class KeyedLimiter {
     const now = e.nowAt(t);
     const slot = e.find(k);
     if (slot < 0) return this.allowNew(k, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, true).allowed;
+    if (e.flags[slot] !== 0) return this.decideKept(slot, c, now, true).allowed;
     return e.layout.allowAt(e.state, slot * e.stride, slot, now, c);
   }
 
   /** `consume(key, cost)` as of `timeMs`: see {@link allowAt} for the time. */
   consumeAt(key: string, timeMs: number, cost?: number): Decision {
-    return this.decideAt(key, timeMs, cost, true);
+    return this.decide(key, cost, true, true, timeMs);
   }
 
   /** `peek(key, cost)` as of `timeMs`: see {@link allowAt} for the time. */
   peekAt(key: string, timeMs: number, cost?: number): Decision {
-    return this.decideAt(key, timeMs, cost, false);
+    return this.decide(key, cost, false, true, timeMs);
   }
 
-  /** @internal `consumeAt` (`take` true) or `peekAt`. */
-  private decideAt(key: string, timeMs: number, cost: number | undefined, take: boolean): Decision {
-    const where = `${WHERE}.${take ? "consumeAt" : "peekAt"}`;
+  /**
+   * @internal The one decision walk of `consume` and `peek` (`take` false changes nothing)
+   * and, with `at`, of their forms as of `timeMs` (`consumeAt`, `peekAt`). `allow` and
+   * `allowAt` keep their own walk, which answers without making a {@link Decision}.
+   */
+  private decide(
+    key: string,
+    cost: number | undefined,
+    take: boolean,
+    at: boolean,
+    timeMs: number,
+  ): Decision {
+    const where = at ? `${WHERE}.${take ? "consumeAt" : "peekAt"}` : WHERE;
     const k = this.checkKey(key);
-    const t = checkTimeMs(where, timeMs);
+    const t = at ? checkTimeMs(where, timeMs) : undefined;
     const c = cost === undefined ? 1 : checkCost(where, cost);
     const e = this.engine;
     if (e === undefined) return take ? this.map!.consume(k, c, t) : this.map!.peek(k, c, t);
-    const now = e.nowAt(t);
+    const now = t === undefined ? e.now() : e.nowAt(t);
     const slot = e.find(k);
     if (slot < 0) return take ? this.consumeNew(k, c, now) : this.peekNew(k, c, now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, c, now, take);
-    return e.layout.decideAt(e.state, slot * e.stride, slot, now, c, take);
+    return this.decideKept(slot, c, now, take);
   }
 
   /**
@@ -1122,7 +1115,7 @@ export class KeyedLimiter {
     } else if (cost === 0) return true;
     const slot = e.insert(key, now);
     if (slot < 0) return false;
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, cost, now, true).allowed;
+    if (e.flags[slot] !== 0) return this.decideKept(slot, cost, now, true).allowed;
     return e.layout.allowAt(e.state, slot * e.stride, slot, now, cost);
   }
 
@@ -1143,8 +1136,7 @@ export class KeyedLimiter {
     }
     const slot = e.insert(key, now);
     if (slot < 0) return this.refusal(now);
-    if (e.flags[slot] !== 0) return this.decideFlagged(slot, cost, now, true);
-    return e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, true);
+    return this.decideKept(slot, cost, now, true);
   }
 
   /**
@@ -1173,12 +1165,14 @@ export class KeyedLimiter {
   }
 
   /**
-   * @internal A pinned slot (a key with waiters): a bucket ledger holding units for them
-   * decides, else the slot decides as usual.
+   * @internal The decision of a kept slot: a blocked key's denial; for a pinned slot (a key
+   * with waiters), a bucket ledger holding units for them decides; else the slot as usual.
    */
-  protected decideFlagged(slot: number, cost: number, now: number, take: boolean): Decision {
+  protected decideKept(slot: number, cost: number, now: number, take: boolean): Decision {
     const e = this.engine!;
-    if ((e.flags[slot]! & BLOCKED) !== 0) {
+    const flags = e.flags[slot]!;
+    if (flags === 0) return e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, take);
+    if ((flags & BLOCKED) !== 0) {
       const blockedMs = e.blockedMs(slot, now);
       if (blockedMs > 0) {
         const state = this.decideWaiting(slot, cost, now, false);
@@ -1188,7 +1182,7 @@ export class KeyedLimiter {
     return this.decideWaiting(slot, cost, now, take);
   }
 
-  /** @internal The decision of a flagged slot that is not blocked (see {@link decideFlagged}). */
+  /** @internal The decision of a flagged slot that is not blocked (see {@link decideKept}). */
   protected decideWaiting(slot: number, cost: number, now: number, take: boolean): Decision {
     const e = this.engine!;
     const decision = this.waiters!.decide(slot, cost, now, take);

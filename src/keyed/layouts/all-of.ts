@@ -1,12 +1,11 @@
 import type { Kernel } from "../../algorithms/kernel.js";
-import { combine } from "../../composite/all-of.js";
+import { decideAll } from "../../composite/all-of.js";
 import type { Decision } from "../../core/limiter.js";
 import { KernelGroup } from "./group.js";
 
 /**
  * The slot of an `allOf` key: each part's slot side by side (part `i` at offset
- * `offsets[i]`), decided as `AllOf` decides (all or nothing; denied parts as peeked, allowed
- * parts of a denied composite without the cost; fields combined by `combine`).
+ * `offsets[i]`), decided as `AllOf` decides, by the one rule they share (`decideAll`).
  * @internal
  */
 export class AllOfLayout extends KernelGroup implements Kernel {
@@ -20,11 +19,16 @@ export class AllOfLayout extends KernelGroup implements Kernel {
   private readonly offsets: readonly number[];
   readonly leafCount: number;
   readonly refundsWithoutReceipt: boolean;
+  /** @internal No part is decided apart: all are peeked, then all take in order. */
+  readonly final = -1;
+  /** @internal Every part, in order. */
+  readonly takeOrder: readonly number[];
 
   constructor(parts: readonly Kernel[]) {
     super(parts);
     this.parts = parts;
     this.leafCount = parts.length;
+    this.takeOrder = parts.map((_, i) => i);
     this.refundsWithoutReceipt = parts.every((part) => part.refundsWithoutReceipt);
     const offsets: number[] = [];
     let doubles = 0;
@@ -280,6 +284,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     return true;
   }
 
+  /** By the rule `AllOf` decides by ({@link decideAll}): every part peeked, then all take. */
   decideAt(
     st: Float64Array,
     s: number,
@@ -288,27 +293,20 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     cost: number,
     take: boolean,
   ): Decision {
-    const parts = this.parts;
-    const n = parts.length;
-    const decisions: Decision[] = new Array(n);
-    let allowed = true;
-    for (let i = 0; i < n; i++) {
-      const d = parts[i]!.decideAt(st, s + this.offsets[i]!, slot, now, cost, false);
-      decisions[i] = d;
-      if (!d.allowed) allowed = false;
-    }
-    if (allowed && take && cost > 0) {
-      for (let i = 0; i < n; i++) {
-        decisions[i] = parts[i]!.decideAt(st, s + this.offsets[i]!, slot, now, cost, true);
-      }
-    } else if (!allowed) {
-      // Nothing is taken: parts that would allow report their state without the cost.
-      for (let i = 0; i < n; i++) {
-        if (!decisions[i]!.allowed) continue;
-        decisions[i] = parts[i]!.decideAt(st, s + this.offsets[i]!, slot, now, 0, false);
-      }
-    }
-    return combine(allowed, decisions);
+    return decideAll(this, this.parts.length, cost, take && cost > 0, st, s, slot, now);
+  }
+
+  /** @internal Part `i`'s `decideAt` on its share of the slot, for {@link decideAll}. */
+  decidePart(
+    i: number,
+    cost: number,
+    take: boolean,
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+  ): Decision {
+    return this.parts[i]!.decideAt(st, s + this.offsets[i]!, slot, now, cost, take);
   }
 
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
