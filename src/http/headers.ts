@@ -346,9 +346,12 @@ export function resetMsOf(decision: Decision, ratePerSecond: number | undefined)
  * never comes back (a rate of 0). A 429 without `Retry-After` is retried by ky, got,
  * undici's `RetryAgent` and axios-retry anyway (axios-retry at once, 13 times in 3 s);
  * none of them retries a 403 or a 413 that has no `Retry-After`
- * (docs/http.md#what-http-clients-do-with-these-answers).
+ * (docs/http.md#what-http-clients-do-with-these-answers). A closed limiter's denial
+ * (`source: 'stopped'`, a `LeasedTokenBucket` after `close()`) is 503: it says nothing
+ * of the client's quota, as the middleware answers it.
  */
-export function refusalStatus(decision: Decision, cost: number): 429 | 403 | 413 {
+export function refusalStatus(decision: Decision, cost: number): 429 | 403 | 413 | 503 {
+  if ((decision as { source?: unknown }).source === "stopped" && !decision.allowed) return 503;
   if (decision.allowed || decision.retryAfterMs < Number.POSITIVE_INFINITY) return 429;
   return cost > decision.limit + TOLERANCE * (cost > 1 ? cost : 1) ? 413 : 403;
 }

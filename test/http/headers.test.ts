@@ -16,6 +16,7 @@ import {
   QuotaExceededJson,
   quotaExceededProblem,
   rateLimitHeaders,
+  refusalStatus,
   resetEpochSeconds,
   retryAfterSeconds,
   sfString,
@@ -549,6 +550,25 @@ describe("ceilSeconds", () => {
     expect(() => ceilSeconds(Number.POSITIVE_INFINITY)).toThrow(
       new RangeError("ceilSeconds: ms must be finite, got Infinity"),
     );
+  });
+});
+
+describe("refusalStatus", () => {
+  const denial = { allowed: false, limit: 10, remaining: 0, resetAfterMs: 0 } as const;
+  test.each([
+    ["can pass later", { ...denial, retryAfterMs: 500 }, 1, 429],
+    ["never at its cost, above the limit", { ...denial, retryAfterMs: Infinity }, 11, 413],
+    ["never: the quota is spent for good", { ...denial, retryAfterMs: Infinity }, 1, 403],
+  ] as const)("%s: %i", (_, decision, cost, status) => {
+    expect(refusalStatus(decision as Decision, cost)).toBe(status);
+  });
+
+  test("a closed limiter's denial is 503, as the middleware answers it, not a spent quota's 403", () => {
+    // A LeasedTokenBucket after close(): retryAfterMs Infinity, source 'stopped'. The
+    // middleware answered 503, but refusalStatus, which a framework without an adapter
+    // calls, said 403 (the client's quota spent for good).
+    const stopped = { ...denial, retryAfterMs: Infinity, source: "stopped" } as Decision;
+    expect(refusalStatus(stopped, 1)).toBe(503);
   });
 });
 
