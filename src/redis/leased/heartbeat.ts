@@ -11,6 +11,13 @@ const MAX_RETRY_MS = 1000;
  * meanwhile.
  */
 const LATE_INTERVALS = 1.25;
+/**
+ * The beat that makes a new membership counted goes this much (ms) after it would be due:
+ * a timer may fire up to a millisecond early by the clock the membership is measured on
+ * (Node's `setTimeout` against `performance.now()`), and a quick answer would then come
+ * just short of it, leaving the process uncounted until the beat after.
+ */
+const EARLY_TIMER_MS = 2;
 
 /**
  * This process's heartbeat: announces it as live every third of `ttlMs` (after a failure
@@ -155,7 +162,7 @@ export class Heartbeat {
             // (the connection being made) would otherwise leave the next one short, and
             // this process uncounted until the beat after it.
             this.cancel?.();
-            this.cancel = this.scheduler(() => this.beat(), this.countedAfterMs);
+            this.cancel = this.scheduler(() => this.beat(), this.countedAfterMs + EARLY_TIMER_MS);
           }
           this.unsure = false;
           this.pendingSinceMs = undefined;

@@ -259,6 +259,18 @@ describe("when a process is counted", () => {
     const [admitted] = await offer(w, [limiter], "k", 500, 10);
     expect(admitted).toBeGreaterThanOrEqual(45);
   });
+
+  test("a process whose timers fire early is still counted at its second answer", async () => {
+    // Node's setTimeout fires up to about a millisecond early by performance.now(); with a
+    // quick store the second answer came that much short of an interval and a quarter after
+    // the first (4166.45 ms of 4166.67 at the defaults), and the process stayed uncounted
+    // until its third answer: an outage then was denied throughout.
+    const w = world(100, 0, 0.1);
+    const early = (run: () => void, ms: number) => w.timers.schedule(run, ms > 1 ? ms - 0.9 : ms);
+    const limiter = w.limiter({ initialCredit: 0, scheduler: early }); // heartbeatTtlMs 10 000
+    await w.timers.advance(4500); // past the second answer (4166.7 ms after the first), not the third
+    expect(limiter.fallbackProcesses).toBe(1);
+  });
 });
 
 describe("a restart of Redis, then an outage", () => {
