@@ -178,23 +178,9 @@ export interface KeyExchange extends LeaseGrant {
 }
 
 /**
- * One key's part of an exchange at `nowMs` for process `processId`, in this order:
- * 0. the block: `request.block` applied ({@link applyBlock}); a blocked key is answered as
- *    if it wanted nothing (nothing granted, `waitMs` 0), its give-back and charge applied;
- * 1. refill (the anchor never moves back); the part of the refill above zero is set aside
- *    for the contenders, each its max-min fair share of `refillPerSecond` by their demands,
- *    up to what each may have set aside; the rest is free;
- * 2. take back `give` (never above capacity);
- * 3. take `charge` whatever the bucket holds (it may go below zero: later refills repay it
- *    before anything is set aside or granted);
- * 4. when `want` > 0: up to `want` of what is set aside for it plus what is free, when
- *    `need` fits, else nothing; one that got less than it wanted is (or stays) a contender.
- * `waitMs`: until this process could get `need` (0: now): a debt at the whole refill, then
- * its share plus the unclaimed part, or until the bucket is full, whichever is sooner.
- *
- * A request that asks anything (gives, charges, wants or changes the block) is recorded as
- * call `sequence` of the process until `keepUntilMs` (its deadline), and {@link repeated}
- * answers it again from the record; the caller asks that first.
+ * One key's part of an exchange at `nowMs` for process `processId` ({@link runKey} gives
+ * the order of its steps). A request that asks anything is recorded as call `sequence`
+ * until `keepUntilMs` (its deadline), for {@link repeated}, which the caller asks first.
  */
 export function exchangeKey(
   state: BucketState,
@@ -214,7 +200,21 @@ export function exchangeKey(
   return answer;
 }
 
-/** {@link exchangeKey} without the record. */
+/**
+ * One key's part of an exchange at `nowMs` for process `processId`, in this order:
+ * 0. the block: `request.block` applied ({@link applyBlock}); a blocked key is answered as
+ *    if it wanted nothing (nothing granted, `waitMs` 0), its give-back and charge applied;
+ * 1. refill (the anchor never moves back); the part of the refill above zero is set aside
+ *    for the contenders, each its max-min fair share of `refillPerSecond` by their demands,
+ *    up to what each may have set aside; the rest is free;
+ * 2. take back `give` (never above capacity);
+ * 3. take `charge` whatever the bucket holds (it may go below zero: later refills repay it
+ *    before anything is set aside or granted);
+ * 4. when `want` > 0: up to `want` of what is set aside for it plus what is free, when
+ *    `need` fits, else nothing; one that got less than it wanted is (or stays) a contender.
+ * `waitMs`: until this process could get `need` (0: now): a debt at the whole refill, then
+ * its share plus the unclaimed part, or until the bucket is full, whichever is sooner.
+ */
 function runKey(
   state: BucketState,
   request: LeaseRequest,

@@ -5,24 +5,17 @@ import { LUA_COMMON } from "./common.js";
 /**
  * The lease exchange of `LeasedTokenBucket`, batched over keys (of one hash slot in a
  * cluster), on the server's clock; src/redis/leased/shared-bucket.ts is its model, operation
- * for operation (the block, refill, the contenders' fair shares of it, give back, charge, take).
- * A key is a hash: `tokens` and `anchor` (absent: full), `c:<process>` per contender
- * (`demand entitled most until`), `block` (its end) and `lift` (`at kept`), and with
- * `record` the totals `taken`, `given`, `charged`; it lives `maxTtlMs` after a write
- * (recorded) or until full, at least until its block ends and its lift's mark lapses.
- *
- * Each key also keeps `s:<process>` (`sequence until granted waitMs tokens back blockedMs
- * liftedAgo`): the last call of that process it ran and its answer, until the call's
- * deadline, so that a call a client runs twice (ioredis resends what a lost connection left
- * unanswered) is answered again, not applied again, and an older one changes nothing
- * (shared-bucket.ts repeated()).
- *
- * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), staleMs, the
- * process's tag, the call's sequence number, per key give, charge, want, need, demand,
- * block change (`''`, `b<ms>`, `o<ms>` unless blocked, `l<ms>` lift), then the deadline
- * (server ms, '' = none: no call record). Past it: `{-1, serverNowMs}`, no write. Else per
- * key granted, waitMs, tokens left, accepted back, blockedMs, liftedAgoMs; last the
- * server's now. Floats as `%.17g` strings.
+ * for operation. A key is a hash: `tokens` and `anchor` (absent: full), `c:<process>` per
+ * contender (`demand entitled most until`), `block`, `lift` (`at kept`), `s:<process>` (its
+ * last call and answer, until that call's deadline: a call run twice is answered from it,
+ * an older one changes nothing) and with `record` the totals `taken`, `given`, `charged`;
+ * it lives `maxTtlMs` after a write (recorded) or until full, at least until its block,
+ * lift's mark and call records lapse. KEYS: bucket keys. ARGV: capacity, refillPerSecond,
+ * maxTtlMs, record (1/0), staleMs, the process's tag, the call's sequence number, per key
+ * give, charge, want, need, demand, block change (`''`, `b<ms>`, `o<ms>`, `l<ms>`), then
+ * the deadline (server ms, '' = none, no record). Past it: `{-1, serverNowMs}`, no write.
+ * Else per key granted, waitMs, tokens left, accepted back, blockedMs, liftedAgoMs; last
+ * the server's now. Floats as `%.17g` strings.
  */
 export const LEASE_SCRIPT = new Script(
   "lease",
