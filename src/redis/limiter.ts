@@ -8,7 +8,7 @@ import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
 import { type Common, DEFAULT_MAX_TTL_MS } from "./options.js";
 import { replyArray, replyNumber } from "./reply.js";
-import { runScript, Script } from "./script.js";
+import { Script } from "./script.js";
 import { runDecision } from "./server-clock.js";
 
 /** The in-memory twin of a Redis limiter, for the `'local'` failure policy. */
@@ -305,7 +305,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
 
   /** @internal */
   protected prepareReset(key: RedisKey): () => Promise<unknown> {
-    return () => runScript(this.client, RESET_SCRIPT, [key], []);
+    return () => runDecision(this.client, RESET_SCRIPT, [key], [], this.timeoutMs);
   }
 
   /** @internal Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
@@ -319,8 +319,22 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   abstract reconfigure(options: object): void;
 }
 
-/** `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread). */
-export const RESET_SCRIPT = new Script("reset", "return redis.call('UNLINK', KEYS[1])");
+/**
+ * `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread)
+ * unless past the deadline (ARGV[1], server-clock ms), as a decision
+ * (src/redis/lua/common.ts `luaArgs`): ioredis sends a call whose reply a lost connection
+ * did not bring again on its next connection, however late, and a reset run then would
+ * delete what other processes used since. Reply: `{keys deleted, serverNowMs}`, or `{-1,
+ * serverNowMs}` past the deadline.
+ */
+export const RESET_SCRIPT = new Script(
+  "reset",
+  `local t = redis.call('TIME')
+local serverNow = t[1] * 1000 + t[2] / 1000
+local deadline = ARGV[1]
+if deadline ~= nil and deadline ~= '' and serverNow > deadline + 0 then return { -1, serverNow } end
+return { redis.call('UNLINK', KEYS[1]), serverNow }`,
+);
 
 /**
  * The denial of a blocked key, as `KeyedLimiter` answers it: `decide(cost)` is what the
