@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { readClock } from "../algorithms/time.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
@@ -175,8 +176,9 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       c.refunded += r.units;
       let given = 0;
       try {
+        const keys = [k, ...refundRecordKey(k)];
         const reply = await this.write("refund", c.key!, k, () =>
-          runDecision(this.client, script, [k], args, this.timeoutMs),
+          runDecision(this.client, script, keys, args, this.timeoutMs),
         );
         given = replyNumber(replyArray(reply, 2)[0]);
       } finally {
@@ -197,8 +199,9 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     if (c === 0) return 0;
     this.builtLocal()?.refund(key, c);
     const args = this.args(where, c, false);
+    const keys = [k, ...refundRecordKey(k)];
     const reply = await this.write("refund", key, k, () =>
-      runDecision(this.client, script, [k], args, this.timeoutMs),
+      runDecision(this.client, script, keys, args, this.timeoutMs),
     );
     return replyNumber(replyArray(reply, 2)[0]);
   }
@@ -317,6 +320,24 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
    * @throws {TypeError} For an unknown option. {RangeError} For one out of range.
    */
   abstract reconfigure(options: object): void;
+}
+
+/**
+ * The key a refund call keeps its answer in until its deadline (src/redis/lua/refund.ts
+ * `LUA_REFUND_RECORD`): a random id in `key`'s cluster slot, its hash tag (`{tag}`) or, without
+ * one, the whole key as the tag. None (the refund goes unrecorded) for a key of raw bytes,
+ * or one with a `}` but no hash tag, whose slot no such name shares.
+ */
+function refundRecordKey(key: RedisKey): RedisKey[] {
+  if (typeof key !== "string") return [];
+  const open = key.indexOf("{");
+  if (open !== -1) {
+    const close = key.indexOf("}", open + 1);
+    if (close > open + 1)
+      return [`{${key.slice(open + 1, close)}}:tollgate-refund:${randomUUID()}`];
+  }
+  if (key.includes("}")) return [];
+  return [`{${key}}:tollgate-refund:${randomUUID()}`];
 }
 
 /**
