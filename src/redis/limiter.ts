@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { readClock } from "../algorithms/time.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
@@ -8,7 +9,7 @@ import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
 import { type Common, DEFAULT_MAX_TTL_MS } from "./options.js";
 import { replyArray, replyNumber } from "./reply.js";
-import { runScript, Script } from "./script.js";
+import { Script } from "./script.js";
 import { runDecision } from "./server-clock.js";
 
 /** The in-memory twin of a Redis limiter, for the `'local'` failure policy. */
@@ -175,8 +176,9 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       c.refunded += r.units;
       let given = 0;
       try {
+        const keys = [k, ...refundRecordKey(k)];
         const reply = await this.write("refund", c.key!, k, () =>
-          runDecision(this.client, script, [k], args, this.timeoutMs),
+          runDecision(this.client, script, keys, args, this.timeoutMs),
         );
         given = replyNumber(replyArray(reply, 2)[0]);
       } finally {
@@ -197,8 +199,9 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     if (c === 0) return 0;
     this.builtLocal()?.refund(key, c);
     const args = this.args(where, c, false);
+    const keys = [k, ...refundRecordKey(k)];
     const reply = await this.write("refund", key, k, () =>
-      runDecision(this.client, script, [k], args, this.timeoutMs),
+      runDecision(this.client, script, keys, args, this.timeoutMs),
     );
     return replyNumber(replyArray(reply, 2)[0]);
   }
@@ -305,7 +308,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
 
   /** @internal */
   protected prepareReset(key: RedisKey): () => Promise<unknown> {
-    return () => runScript(this.client, RESET_SCRIPT, [key], []);
+    return () => runDecision(this.client, RESET_SCRIPT, [key], [], this.timeoutMs);
   }
 
   /** @internal Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
@@ -319,8 +322,40 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   abstract reconfigure(options: object): void;
 }
 
-/** `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread). */
-export const RESET_SCRIPT = new Script("reset", "return redis.call('UNLINK', KEYS[1])");
+/**
+ * The key a refund call keeps its answer in until its deadline (src/redis/lua/refund.ts
+ * `LUA_REFUND_RECORD`): a random id in `key`'s cluster slot, its hash tag (`{tag}`) or, without
+ * one, the whole key as the tag. None (the refund goes unrecorded) for a key of raw bytes,
+ * or one with a `}` but no hash tag, whose slot no such name shares.
+ */
+function refundRecordKey(key: RedisKey): RedisKey[] {
+  if (typeof key !== "string") return [];
+  const open = key.indexOf("{");
+  if (open !== -1) {
+    const close = key.indexOf("}", open + 1);
+    if (close > open + 1)
+      return [`{${key.slice(open + 1, close)}}:tollgate-refund:${randomUUID()}`];
+  }
+  if (key.includes("}")) return [];
+  return [`{${key}}:tollgate-refund:${randomUUID()}`];
+}
+
+/**
+ * `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread)
+ * unless past the deadline (ARGV[1], server-clock ms), as a decision
+ * (src/redis/lua/common.ts `luaArgs`): ioredis sends a call whose reply a lost connection
+ * did not bring again on its next connection, however late, and a reset run then would
+ * delete what other processes used since. Reply: `{keys deleted, serverNowMs}`, or `{-1,
+ * serverNowMs}` past the deadline.
+ */
+export const RESET_SCRIPT = new Script(
+  "reset",
+  `local t = redis.call('TIME')
+local serverNow = t[1] * 1000 + t[2] / 1000
+local deadline = ARGV[1]
+if deadline ~= nil and deadline ~= '' and serverNow > deadline + 0 then return { -1, serverNow } end
+return { redis.call('UNLINK', KEYS[1]), serverNow }`,
+);
 
 /**
  * The denial of a blocked key, as `KeyedLimiter` answers it: `decide(cost)` is what the

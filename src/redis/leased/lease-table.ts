@@ -28,6 +28,11 @@ export class LeaseEntry {
   sentCharge = 0;
   /** No exchange that takes tokens before this, and a denial once the lease ran out (local clock, ms). */
   deniedUntilMs = Number.NEGATIVE_INFINITY;
+  /**
+   * The store's last wait was endless (no refill): until `deniedUntilMs` (when it is asked
+   * again) denials say Infinity, and the entry is kept as one with a wait.
+   */
+  endless = false;
   /** Last decision (local clock, ms). */
   lastUsedMs: number;
   /** When the last lease was granted (local clock, ms). */
@@ -92,7 +97,13 @@ export class LeaseEntry {
 
   /** True when dropping the entry loses nothing: no tokens, call, charge, fallback or "empty" answer. */
   isFree(nowMs: number): boolean {
-    return !this.pinned && this.give === 0 && this.tokens < 1e-9 && nowMs >= this.deniedUntilMs;
+    return (
+      !this.pinned &&
+      this.give === 0 &&
+      this.tokens < 1e-9 &&
+      nowMs >= this.deniedUntilMs &&
+      !this.endless
+    );
   }
 }
 

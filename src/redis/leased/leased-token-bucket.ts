@@ -821,7 +821,10 @@ export class LeasedTokenBucket {
     }
     if (this.isDown(e)) return this.failed(e, cost, now, take);
     if (cost > this.capacity) return this.denied(Number.POSITIVE_INFINITY, e.shared, "lease");
-    if (now < e.deniedUntilMs) return this.denied(e.deniedUntilMs - now, e.shared, "lease");
+    if (now < e.deniedUntilMs) {
+      const retryAfterMs = e.endless ? Number.POSITIVE_INFINITY : e.deniedUntilMs - now;
+      return this.denied(retryAfterMs, e.shared, "lease");
+    }
     if (take) this.request(e, cost);
     // Nothing here to admit with until the lease arrives: 0 left for this process now.
     return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), 0, "pending");
@@ -846,7 +849,7 @@ export class LeasedTokenBucket {
     if (this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined) {
       return this.estimate(e, now) < this.capacity;
     }
-    return this.config.initialCredit > 0 && now < e.deniedUntilMs;
+    return this.config.initialCredit > 0 && (now < e.deniedUntilMs || e.endless);
   }
 
   /** @internal A new key the full table cannot take: denied, with when to try again. */
@@ -1228,7 +1231,12 @@ export class LeasedTokenBucket {
         e.grantedAtMs = now;
       }
       if (r.want > 0) {
-        e.deniedUntilMs = grant.waitMs > 0 ? now + grant.waitMs : Number.NEGATIVE_INFINITY;
+        // An endless wait (no refill) ends only with give-backs (other processes' idle
+        // leases, refunds, resets): the store is asked again after idleAfterMs, when idle
+        // leases have gone back, the denials meanwhile saying Infinity all the same.
+        e.endless = !(grant.waitMs < Number.POSITIVE_INFINITY);
+        const waitMs = e.endless ? this.config.idleAfterMs : grant.waitMs;
+        e.deniedUntilMs = waitMs > 0 ? now + waitMs : Number.NEGATIVE_INFINITY;
       }
       if ((this.closed || flags & BLOCKED) && e.tokens > 0) {
         e.give += e.tokens;

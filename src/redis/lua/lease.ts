@@ -82,9 +82,11 @@ for i = 1, #KEYS do
   local demand = tonumber(ARGV[base + 5])
   local change = ARGV[base + 6]
   local asks = give > 0 or charge > 0 or want > 0 or change ~= ''
-  -- The latest end of a call record kept (others' that have not lapsed, and this one's).
+  local keepCall = asks and keepUntil ~= nil
+  -- The latest end of a call record kept: others' that have not lapsed, and this
+  -- process's, the one this call writes or else the one of its last call, which stays.
   local recordsUntil = nil
-  if asks and keepUntil then recordsUntil = keepUntil end
+  if keepCall then recordsUntil = keepUntil end
   local tokens = nil
   local anchor = now
   local taken, given, charged = 0, 0, 0
@@ -111,7 +113,7 @@ for i = 1, #KEYS do
       local u = tonumber(string.match(value, '^%S+ (%S+) '))
       if u < now then
         drop[#drop + 1] = name
-      elseif name ~= mark and (recordsUntil == nil or u > recordsUntil) then
+      elseif (name ~= mark or not keepCall) and (recordsUntil == nil or u > recordsUntil) then
         recordsUntil = u
       end
     end
@@ -248,7 +250,6 @@ for i = 1, #KEYS do
       mine.untilMs = t + staleMs + 2 * wait
     end
   end
-  local keepCall = asks and keepUntil ~= nil
   local dirty = back > 0 or charge > 0 or want > 0 or #drop > 0 or op ~= '' or keepCall
   if hadBlock and blockedUntil == -math.huge then drop[#drop + 1] = 'block' end
   if hadLift and liftedAt == -math.huge then drop[#drop + 1] = 'lift' end

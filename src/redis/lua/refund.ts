@@ -11,10 +11,44 @@ import { luaBucketRead } from "./token-bucket.js";
  * longer count. A key without state is left as it is (a refund never creates state). The
  * value keeps its block, if any, and its expiry (`KEEPTTL`: a refund only makes the state
  * fresher, so the key's time to live is never too short). ARGV: as a decision's (`take`
- * replaced by the mark), the deadline included: past it the script writes nothing. Reply:
- * `{units given back, serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
+ * replaced by the mark), the deadline included: past it the script writes nothing. KEYS:
+ * the key, then (optional) the call's record ({@link LUA_REFUND_RECORD}). Reply: `{units
+ * given back, serverNowMs}` (or `{-1, serverNowMs}` past the deadline).
  * @module
  */
+
+/**
+ * After a refund script's head: a second run of the same refund call is answered as the
+ * first, not given back again. ioredis sends a call whose reply a lost connection did not
+ * bring again on its next connection, and a cluster client retries after a node's
+ * connection closed, so a refund can run twice within its deadline. `KEYS[2]`, when sent,
+ * names the call (a random id, in the key's slot: {@link refundRecordKey}); the first run
+ * keeps its answer there until the deadline (`n`/`s` and the number or text), a second run
+ * answers it. Every answer of the body goes through `answer(given)` ({@link recorded}).
+ */
+export const LUA_REFUND_RECORD = `
+local record = KEYS[2]
+if record then
+  local seen = redis.call('GET', record)
+  if seen then
+    if string.sub(seen, 1, 1) == 'n' then return { tonumber(string.sub(seen, 2)), serverNow } end
+    return { string.sub(seen, 2), serverNow }
+  end
+end
+local function answer(given)
+  if record and deadline ~= '' then
+    local kept
+    if type(given) == 'number' then kept = 'n' .. string.format('%.17g', given) else kept = 's' .. given end
+    redis.call('SET', record, kept, 'PX', string.format('%d', math.ceil(deadline - serverNow) + 1))
+  end
+  return { given, serverNow }
+end
+`;
+
+/** A refund script's body with every `return { x, serverNow }` as `return answer(x)`. */
+export function recorded(body: string): string {
+  return body.replace(/return \{ (.+?), serverNow \}/g, "return answer($1)");
+}
 
 /**
  * `receipt`: a refund through a receipt (`ARGV[4]` = `r<mark>[,<id>[,<credited>]]`);
@@ -54,7 +88,7 @@ end
 function bucketRefund(name: string, leaky: boolean): Script {
   return new Script(
     `${name}-refund`,
-    `${luaArgs("capacity", "rate")}${LUA_NUMBER}${LUA_MARK}${LUA_PUT}
+    `${luaArgs("capacity", "rate")}${LUA_REFUND_RECORD}${recorded(`${LUA_NUMBER}${LUA_MARK}${LUA_PUT}
 local state = redis.call('GET', key)
 if not state or cost == 0 then return { 0, serverNow } end
 local tokens = capacity
@@ -82,7 +116,7 @@ else
   put(struct.pack('<ddd', tokens + cost, now, capacity), false, tail)
 end
 return { n(given), serverNow }
-`,
+`)}`,
   );
 }
 
@@ -101,7 +135,7 @@ export const LEAKY_BUCKET_REFUND_SCRIPT = bucketRefund("leaky-bucket", true);
  */
 export const FIXED_WINDOW_REFUND_SCRIPT = new Script(
   "fixed-window-refund",
-  `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_MARK}${LUA_PUT}
+  `${luaArgs("limit", "windowMs")}${LUA_REFUND_RECORD}${recorded(`${LUA_NUMBER}${LUA_MARK}${LUA_PUT}
 local state = redis.call('GET', key)
 if not state or cost == 0 or not mark or #state < ${LEDGER_AT} then return { 0, serverNow } end
 local endAt, count, at = struct.unpack('<ddd', state)
@@ -118,7 +152,7 @@ else
   put(struct.pack('<ddd', -math.huge, 0, now), true, tail)
 end
 return { n(given), serverNow }
-`,
+`)}`,
 );
 
 /**
@@ -130,7 +164,7 @@ return { n(given), serverNow }
  */
 export const SLIDING_WINDOW_COUNTER_REFUND_SCRIPT = new Script(
   "sliding-window-counter-refund",
-  `${luaArgs("limit", "windowMs")}${LUA_NUMBER}${LUA_MARK}${LUA_WINDOW_INDEX}${LUA_PUT}
+  `${luaArgs("limit", "windowMs")}${LUA_REFUND_RECORD}${recorded(`${LUA_NUMBER}${LUA_MARK}${LUA_WINDOW_INDEX}${LUA_PUT}
 local state = redis.call('GET', key)
 if not state or cost == 0 then return { 0, serverNow } end
 local index, prev, curr, at, w = struct.unpack('<ddddd', state)
@@ -175,5 +209,5 @@ end
 local tail = string.sub(state, 41)
 put(struct.pack('<ddddd', index, prev, curr, now, windowMs), prev == 0 and curr == 0, tail)
 return { n(given), serverNow }
-`,
+`)}`,
 );

@@ -1,5 +1,6 @@
 import { Script } from "../script.js";
 import { LUA_COMMON, luaArgs } from "./common.js";
+import { LUA_REFUND_RECORD, recorded } from "./refund.js";
 
 /**
  * Entries per chunk of a log whose limiter keeps at most 64 exact entries (`limit <= 64`):
@@ -318,7 +319,7 @@ return { allowed and 1 or 0, f(available), f(liveLeave), f(now), f(retryLeave), 
  */
 export const SLIDING_WINDOW_LOG_REFUND_SCRIPT = new Script(
   "sliding-window-log-refund",
-  `${LUA_COMMON}${luaArgs("limit", "windowMs")}${LOG_STATE}
+  `${LUA_COMMON}${luaArgs("limit", "windowMs")}${LUA_REFUND_RECORD}${recorded(`${LOG_STATE}
 -- Through a receipt (ARGV[4] = 'r' .. the leave time of the entry it charged): as
 -- LogRing.refundEntry, out of the first entry that leaves at or after that time.
 local given = 0
@@ -437,7 +438,7 @@ if dirty then
   if recreated then redis.call('PEXPIRE', key, math.ceil(blockedUntil - now)) end
 end
 return { f(given), serverNow }
-`,
+`)}`,
 );
 
 /**

@@ -326,6 +326,37 @@ describe.skipIf(!redis.available)("the lease script", () => {
     expect(Number(await conn.command("EXISTS", lapsing))).toBe(0);
   });
 
+  test("a call that asks nothing keeps the record of the process's last call", async () => {
+    // A call that asks nothing (a probe, a question about a blocked key) writes no record,
+    // so the record of the process's previous call stays the one a second run of that call
+    // is answered from (shared-bucket.ts keeps the key while any record lasts). The script
+    // held the key only for the other processes' records: on a full bucket without a
+    // record, a probe that dropped something deleted the key and the record with it, and
+    // the previous call, run again, gave back again.
+    const key = `${uniquePrefix("lease")}k`;
+    const far = String(Date.now() + 3_600_000);
+    const opts = { rate: 0, record: false };
+    await exchange([key], [[0, 3, 1]], { ...opts, deadline: far, sequence: 1 });
+    const giveAll: [number, number, number][] = [[3, 0, 0]];
+    const first = await exchange([key], giveAll, { ...opts, deadline: far, sequence: 2 });
+    expect(first.slice(0, 4)).toEqual([0, 0, 10, 3]);
+    // Another process's record that lapses soon: the probe below drops it (a write).
+    await exchange([key], [[1, 0, 0]], {
+      ...opts,
+      deadline: String(Date.now() + 100),
+      process: "p2",
+      sequence: 1,
+    });
+    await new Promise((r) => setTimeout(r, 150));
+    // The probe of process p1, a newer call that asks nothing.
+    await exchange([key], [[0, 0, 0]], { ...opts, deadline: far, sequence: 3 });
+    // p3 takes 5; then p1's call 2 (sequence 2) runs a second time: answered, not applied.
+    await exchange([key], [[0, 5, 1]], { ...opts, process: "p3", sequence: 1 });
+    const again = await exchange([key], giveAll, { ...opts, deadline: far, sequence: 2 });
+    expect(again.slice(0, 6)).toEqual(first.slice(0, 6));
+    expect(await conn.command("HGET", key, "tokens")).toBe("5");
+  });
+
   test("a charge is taken whatever the bucket holds, and the refill repays it first", async () => {
     const key = `${uniquePrefix("lease")}k`;
     // give, want, need, charge -> granted, waitMs, tokens left, accepted back

@@ -197,6 +197,36 @@ describe("LeasedTokenBucket decisions (deterministic store, clock and timers)", 
     await limiter.close();
   });
 
+  test("at no refill, a process once denied takes the tokens another gives back", async () => {
+    // At a rate of 0 the store answers an empty bucket's wait as Infinity: only give-backs
+    // (idle leases, resets, refunds, close) fill it again. The denied process never asked
+    // again while it kept asking locally, so what another process gave back stayed unused.
+    const w = world(10, 0);
+    const options = { initialCredit: 0, maxLeaseShare: 0.5, idleAfterMs: 1000 };
+    const a = w.limiter(options);
+    const b = w.limiter(options);
+    let admitted = 0;
+    for (let i = 0; i < 5 && admitted === 0; i++) {
+      if (a.allow("k")) admitted++;
+      await w.timers.advance(5);
+    }
+    expect(admitted).toBe(1); // a holds the rest of its lease
+    for (let i = 0; i < 40; i++) {
+      if (b.allow("k")) admitted++;
+      await w.timers.advance(5);
+    }
+    expect(b.consume("k").allowed).toBe(false);
+    expect(admitted).toBeLessThan(10);
+    // a goes idle: its unused tokens go back; b keeps asking, and gets them.
+    for (let i = 0; i < 100; i++) {
+      if (b.allow("k")) admitted++;
+      await w.timers.advance(50);
+    }
+    expect(admitted).toBe(10);
+    await a.close();
+    await b.close();
+  });
+
   test("keys of one batch window go in one exchange, at most one in flight per key", async () => {
     const w = world(100, 10, 20);
     const limiter = w.limiter({ initialCredit: 0, batchWindowMs: 5 });
