@@ -1,4 +1,4 @@
-import { connect, createServer, type Server, type Socket } from "node:net";
+import type { Server } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, test } from "vitest";
 import {
@@ -9,48 +9,12 @@ import {
   RedisTokenBucket,
 } from "../../src/redis/index.js";
 import { canStartRedis, type PrivateRedis, startRedis } from "../support/redis-server.js";
+import { replyDropper } from "../support/reply-dropper.js";
 
 // ioredis sends again, on its next connection, every command whose reply the last one
 // lost (`autoResendUnfulfilledCommands`, on by default). A refund whose reply was lost
 // after it ran ran again within its deadline and gave back again: a refund of 10 gave back
 // 20. Each refund now keeps its answer until its deadline, and a second run answers it.
-
-/** Forwards to `port`; once armed, the next reply closes both sockets instead. */
-function dropper(port: number): Promise<{ server: Server; port: number; arm: () => void }> {
-  let armed = false;
-  const server = createServer((client: Socket) => {
-    const up = connect(port, "127.0.0.1");
-    client.on("data", (d) => up.write(d));
-    up.on("data", (d) => {
-      if (armed) {
-        armed = false;
-        client.destroy();
-        up.destroy();
-        return;
-      }
-      client.write(d);
-    });
-    for (const [a, b] of [
-      [client, up],
-      [up, client],
-    ] as const) {
-      a.on("error", () => b.destroy());
-      a.on("close", () => b.destroy());
-    }
-  });
-  return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      resolve({
-        server,
-        port: typeof address === "object" && address !== null ? address.port : 0,
-        arm: () => {
-          armed = true;
-        },
-      });
-    }),
-  );
-}
 
 interface Refunding {
   consume(key: string, cost?: number): Promise<{ remaining: number }>;
@@ -71,7 +35,7 @@ describe.skipIf(!canStartRedis())("a refund ioredis sends again after a lost rep
   test("gives back once, with or without a receipt", { timeout: 60_000 }, async () => {
     redis = await startRedis();
     const port = Number(new URL(redis.url).port);
-    const hop = await dropper(port);
+    const hop = await replyDropper(port);
     proxy = hop.server;
     // Back at once: the refund runs again well within its deadline.
     const resending = new Redis(hop.port, "127.0.0.1", { retryStrategy: () => 5 });

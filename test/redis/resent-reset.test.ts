@@ -1,50 +1,14 @@
-import { connect, createServer, type Server, type Socket } from "node:net";
+import type { Server } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, test } from "vitest";
 import { fromIoredis, RedisTokenBucket } from "../../src/redis/index.js";
 import { canStartRedis, type PrivateRedis, startRedis } from "../support/redis-server.js";
+import { replyDropper } from "../support/reply-dropper.js";
 
 // ioredis sends again, on its next connection, every command whose reply the last one
 // lost (`autoResendUnfulfilledCommands`, on by default), however long the reconnection
 // takes. A reset carried no deadline: reported failed (its timeout), it ran again once
 // the client was back, and deleted what other processes had used meanwhile.
-
-/** Forwards to `port`; once armed, the next reply closes both sockets instead. */
-function dropper(port: number): Promise<{ server: Server; port: number; arm: () => void }> {
-  let armed = false;
-  const server = createServer((client: Socket) => {
-    const up = connect(port, "127.0.0.1");
-    client.on("data", (d) => up.write(d));
-    up.on("data", (d) => {
-      if (armed) {
-        armed = false;
-        client.destroy();
-        up.destroy();
-        return;
-      }
-      client.write(d);
-    });
-    for (const [a, b] of [
-      [client, up],
-      [up, client],
-    ] as const) {
-      a.on("error", () => b.destroy());
-      a.on("close", () => b.destroy());
-    }
-  });
-  return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      resolve({
-        server,
-        port: typeof address === "object" && address !== null ? address.port : 0,
-        arm: () => {
-          armed = true;
-        },
-      });
-    }),
-  );
-}
 
 describe.skipIf(!canStartRedis())("a reset ioredis sends again after a lost reply", () => {
   let redis: PrivateRedis | undefined;
@@ -59,7 +23,7 @@ describe.skipIf(!canStartRedis())("a reset ioredis sends again after a lost repl
   test("a reset sent again past its deadline deletes nothing", { timeout: 30_000 }, async () => {
     redis = await startRedis();
     const port = Number(new URL(redis.url).port);
-    const hop = await dropper(port);
+    const hop = await replyDropper(port);
     proxy = hop.server;
     // Back only after 1 s: the reset's deadline (within its 200 ms timeout) is long past.
     const resending = new Redis(hop.port, "127.0.0.1", { retryStrategy: () => 1000 });

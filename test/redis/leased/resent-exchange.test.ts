@@ -1,8 +1,9 @@
-import { connect, createServer, type Server, type Socket } from "node:net";
+import type { Server } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, test } from "vitest";
 import { fromIoredis, LeasedTokenBucket } from "../../../src/redis/index.js";
 import { canStartRedis, type PrivateRedis, startRedis } from "../../support/redis-server.js";
+import { replyDropper } from "../../support/reply-dropper.js";
 
 // ioredis sends again, on its next connection, every command whose reply the last one
 // lost (`autoResendUnfulfilledCommands`, on by default). A lease exchange whose reply is
@@ -12,53 +13,6 @@ import { canStartRedis, type PrivateRedis, startRedis } from "../../support/redi
 // through.
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Forwards to `port`; with `drop` set, the next reply closes both sockets instead. */
-function dropper(
-  port: number,
-): Promise<{ server: Server; port: number; arm: () => void; dropped: () => number }> {
-  let armed = false;
-  let dropped = 0;
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const up = connect(port, "127.0.0.1");
-    sockets.add(client).add(up);
-    client.on("data", (d) => up.write(d));
-    up.on("data", (d) => {
-      if (armed) {
-        armed = false;
-        dropped++;
-        client.destroy();
-        up.destroy();
-        return;
-      }
-      client.write(d);
-    });
-    for (const [a, b] of [
-      [client, up],
-      [up, client],
-    ] as const) {
-      a.on("error", () => b.destroy());
-      a.on("close", () => {
-        b.destroy();
-        sockets.delete(a);
-      });
-    }
-  });
-  return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      resolve({
-        server,
-        port: typeof address === "object" && address !== null ? address.port : 0,
-        arm: () => {
-          armed = true;
-        },
-        dropped: () => dropped,
-      });
-    }),
-  );
-}
 
 describe.skipIf(!canStartRedis())("LeasedTokenBucket on an ioredis client that resends", () => {
   let redis: PrivateRedis | undefined;
@@ -72,7 +26,7 @@ describe.skipIf(!canStartRedis())("LeasedTokenBucket on an ioredis client that r
 
   /** A client straight to Redis, and one with ioredis's defaults through a dropping proxy. */
   async function clientsOf(url: string) {
-    const hop = await dropper(Number(new URL(url).port));
+    const hop = await replyDropper(Number(new URL(url).port));
     proxies.push(hop.server);
     const direct = new Redis(url);
     // ioredis's defaults, but for a quick reconnection.
