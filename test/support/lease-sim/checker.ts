@@ -33,6 +33,7 @@ interface ShareTrack {
 
 /** The checker's state of one key. */
 interface KeyTrack {
+  readonly key: string;
   admitted: number;
   creditAdmitted: number;
   leaseAdmitted: number;
@@ -89,6 +90,11 @@ export class Checker {
     private readonly processes: () => readonly Observed[],
     /** Tokens of `key` given back and not yet in its bucket (on the network). */
     private readonly giving: (key: string) => number = () => 0,
+    /**
+     * Tokens of `key` given back a second time by calls run again after a flush forgot
+     * their first run: `G` of the bound (docs/distributed.md).
+     */
+    private readonly givenAgain: (key: string) => number = () => 0,
   ) {}
 
   /** Records a violation (the first few of each kind are kept). */
@@ -105,6 +111,7 @@ export class Checker {
     let t = this.keys.get(key);
     if (t === undefined) {
       t = {
+        key,
         admitted: 0,
         creditAdmitted: 0,
         leaseAdmitted: 0,
@@ -139,7 +146,8 @@ export class Checker {
   /** The prefixes P at now (exact, formula). */
   private prefixes(t: KeyTrack, nowMs: number): [number, number] {
     const { capacity, refillPerSecond: r } = this.config;
-    const common = (r * nowMs) / 1000 + t.creditAdmitted + capacity * this.flushes;
+    const common =
+      (r * nowMs) / 1000 + t.creditAdmitted + capacity * this.flushes + this.givenAgain(t.key);
     return [
       common + t.shareCaps + t.shareRefill,
       common + capacity * t.outages + (r * t.outageMs) / 1000,

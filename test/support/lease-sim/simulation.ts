@@ -199,6 +199,7 @@ async function simulate(seed: number, options: SeedOptions): Promise<SeedResult>
     },
     () => procs,
     (key) => (server.giving.get(key) ?? 0) + (server.granting.get(key) ?? 0),
+    (key) => server.givenAgainAfterFlush.get(key) ?? 0,
   );
 
   const startProcess = (overrides: Partial<LeasedTokenBucketOptions> = {}): Proc => {
