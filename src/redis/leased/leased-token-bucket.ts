@@ -1256,7 +1256,7 @@ export class LeasedTokenBucket {
     }
   }
 
-  /** @internal An exchange failed (or came late: nothing was written, so gives can be retried). */
+  /** @internal An exchange failed or came late (that run wrote nothing; an earlier one may have). */
   private lost(node: string, requests: LeaseRequest[], error: unknown, late: boolean): void {
     this.counters.failedExchanges++;
     this.lastError = error;

@@ -127,7 +127,7 @@ export class Server {
       taken = [];
     };
     // Tokens given back are on their way until the server applies them, or until the caller
-    // learns the call failed (they are lost then, or, after a late answer, given again).
+    // learns the call failed or came late (they are lost then: never given twice).
     for (const [key, give] of gives) this.giving.set(key, (this.giving.get(key) ?? 0) + give);
     let arrived = gives.length === 0;
     const land = () => {
