@@ -313,10 +313,6 @@ export abstract class HeldBucket implements LedgerHost {
     this.ledger = new BucketLedger(this);
   }
 
-  get heldUnits(): number {
-    return this.held;
-  }
-
   /** The stored units brought to `now`: the units plus the held ones, capped at capacity + held. */
   baseAt(now: number): number {
     const st = this.st;

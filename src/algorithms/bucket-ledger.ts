@@ -72,7 +72,7 @@ export interface LedgerHost {
    * waiters `replan` refuses: `"capacity"` (a bucket's own `wait`, the default) or
    * `"limit"` (`KeyedLimiter.wait`).
    */
-  readonly sizeWord?: "capacity" | "limit";
+  readonly sizeWord: "capacity" | "limit";
   /** Reads the clock (with the bucket's high-water mark). */
   now(): number;
   /** Units at `now`: tokens (may be negative while held) or free room. */
@@ -84,7 +84,7 @@ export interface LedgerHost {
   /** `units` held are spent at `now`: they stay taken, no longer held. */
   spend(units: number, now: number): void;
   /** Units the host counts as held (the ledger's total, up to float rounding). */
-  readonly heldUnits: number;
+  readonly held: number;
 }
 
 const WAITER = 1;
@@ -167,16 +167,6 @@ export class BucketLedger {
     this.timer = new OneTimer(() => this.serve());
   }
 
-  /** Pending waiters. */
-  get waiting(): number {
-    return this.waiters;
-  }
-
-  /** Pending entries (waiters and reservations). */
-  get size(): number {
-    return this.list.size;
-  }
-
   /**
    * @internal
    * The delay in ms before `cost` may act given `units` now, or `FULL` (a leaky queue
@@ -191,18 +181,6 @@ export class BucketLedger {
       return fits(h.capacity, units) ? 0 : msToRefill(h.capacity - units, h.ratePerSecond);
     }
     return fits(cost, units) ? 0 : msToRefill(cost - units, h.ratePerSecond);
-  }
-
-  /**
-   * @internal
-   * Holds `cost` for a reservation with `delayMs` and queues its entry, kept until the
-   * clock passes its time to act (a delay of 0 included: it may still be cancelled at
-   * that instant, Go's rule).
-   */
-  private admit(cost: number, now: number, delayMs: number): Entry {
-    const never = Number.POSITIVE_INFINITY;
-    const at = now + delayMs;
-    return this.enqueue(cost, now, FIXED, this.host.where, never, never, at, undefined);
   }
 
   /**
@@ -262,7 +240,11 @@ export class BucketLedger {
       return NOT_OK;
     }
     if (delayMs === 0 && c === 0) return FREE_NOW;
-    const entry = this.admit(c, now, delayMs);
+    // Kept until the clock passes its time to act (a delay of 0 included: it may still be
+    // cancelled at that instant, Go's rule).
+    const never = Number.POSITIVE_INFINITY;
+    const at = now + delayMs;
+    const entry = this.enqueue(c, now, FIXED, this.host.where, never, never, at, undefined);
     this.fixedUnits += c;
     this.fixedEntries++;
     return new PendingReservation(delayMs, this, entry);
@@ -296,22 +278,22 @@ export class BucketLedger {
         reject(
           new RateLimitError(
             `${where}: the queue is full: cost ${c} does not fit in the ${formatUnits(units)} units free of capacity ${h.capacity} (capacity bounds the level and the units waiting together: a larger one lets more wait)`,
-            this.denial(units, msToRefill(c - units, h.ratePerSecond)),
+            this.decision(false, units, msToRefill(c - units, h.ratePerSecond)),
           ),
         );
         return;
       }
       if (delayMs === Number.POSITIVE_INFINITY) {
-        reject(neverError(where, c, this.denial(units, delayMs)));
+        reject(neverError(where, c, this.decision(false, units, delayMs)));
         return;
       }
       if (delayMs > maxWaitMs) {
-        reject(maxWaitError(where, c, delayMs, maxWaitMs, this.denial(units, delayMs)));
+        reject(maxWaitError(where, c, delayMs, maxWaitMs, this.decision(false, units, delayMs)));
         return;
       }
       if (delayMs === 0) {
         h.take(units, c, now);
-        resolve(this.granted(h.unitsAt(now)));
+        resolve(this.decision(true, h.unitsAt(now), 0));
         return;
       }
       const deadlineMs = maxWaitMs === Number.POSITIVE_INFINITY ? maxWaitMs : now + maxWaitMs;
@@ -365,7 +347,7 @@ export class BucketLedger {
       this.unlink(e);
       h.spend(spent, now);
       if (e.kind === WAITER) {
-        grant ??= this.granted(units);
+        grant ??= this.decision(true, units, 0);
         e.resolve!(grant);
       }
       e = next;
@@ -381,7 +363,7 @@ export class BucketLedger {
    */
   private sync(now: number): void {
     const h = this.host;
-    if (this.list.size === 0 && h.heldUnits !== 0) h.hold(-h.heldUnits, now);
+    if (this.list.size === 0 && h.held !== 0) h.hold(-h.held, now);
   }
 
   /** Whether a plain request must wait behind pending entries at `units` now. */
@@ -599,12 +581,12 @@ export class BucketLedger {
       ahead += e.units;
       if (e.kind !== WAITER) continue;
       if (!fits(e.cost, h.capacity)) {
-        const word = h.sizeWord ?? "capacity";
-        return [e, new RangeError(`${e.where}: cost ${e.cost} exceeds ${word} ${h.capacity}`)];
+        const message = `${e.where}: cost ${e.cost} exceeds ${h.sizeWord} ${h.capacity}`;
+        return [e, new RangeError(message)];
       }
       const waitMs = msToRefill(e.threshold - (this.total - ahead) - units, h.ratePerSecond);
       if (waitMs === Number.POSITIVE_INFINITY) {
-        return [e, neverError(e.where, e.cost, this.denial(units, waitMs))];
+        return [e, neverError(e.where, e.cost, this.decision(false, units, waitMs))];
       }
       // A few float steps of slack: an unchanged plan must not be refused by rounding.
       if (now + waitMs > e.deadlineMs + Math.abs(e.deadlineMs) * 2 ** -48 + 1e-9) {
@@ -613,7 +595,7 @@ export class BucketLedger {
           e.cost,
           waitMs,
           e.maxWaitMs,
-          this.denial(units, waitMs),
+          this.decision(false, units, waitMs),
         );
         return [e, error];
       }
@@ -658,23 +640,14 @@ export class BucketLedger {
     this.timer.clear();
   }
 
-  /** @internal The decision a granted waiter resolves with, at `units` now. */
-  private granted(units: number): Decision {
+  /**
+   * @internal The decision a granted waiter resolves with (`waitMs` 0), or a refused wait
+   * carries (`retryAfterMs` the wait it would have had), at `units` now.
+   */
+  private decision(allowed: boolean, units: number, waitMs: number): Decision {
     const h = this.host;
     return {
-      allowed: true,
-      limit: h.capacity,
-      remaining: wholeUnits(units, h.capacity),
-      retryAfterMs: 0,
-      resetAfterMs: decisionMs(msToRefill(h.capacity - units, h.ratePerSecond)),
-    };
-  }
-
-  /** @internal The decision a refused wait carries: `retryAfterMs` is the wait it would have had. */
-  private denial(units: number, waitMs: number): Decision {
-    const h = this.host;
-    return {
-      allowed: false,
+      allowed,
       limit: h.capacity,
       remaining: wholeUnits(units, h.capacity),
       retryAfterMs: decisionMs(waitMs),
