@@ -1,8 +1,9 @@
-import { badClock, describe } from "../core/errors.js";
-import type { Clock, Decision, Reservation, ReserveOptions, WaitOptions } from "../core/limiter.js";
+import { badClock, checkCost, describe } from "../core/errors.js";
+import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import type { ApplyReconfigure } from "../core/reconfigure.js";
+import { jittered } from "../core/wait.js";
 import { BucketKernel, HeldBucket } from "./bucket-kernel.js";
 import type { BucketLedger } from "./bucket-ledger.js";
 import { exactPart, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
@@ -63,8 +64,6 @@ export abstract class BucketBase extends KernelShell {
   abstract readonly clock: Clock;
   /** @internal Units per second the bucket refills (tokens) or drains (level). */
   protected abstract get ratePerSecond(): number;
-  /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
-  protected abstract get shaping(): boolean;
   /**
    * @internal The units of a fresh bucket: a token bucket's `initialTokens`, a leaky
    * bucket's `capacity - initialLevel`; `capacity` for one that starts full.
@@ -89,6 +88,23 @@ export abstract class BucketBase extends KernelShell {
    * its charge from the refill it may still count on (see {@link refundReceipt}).
    */
   protected credited = 0;
+
+  /**
+   * @internal
+   * @param where The class name, for messages.
+   * @param algorithmId The catalog id, a snapshot's `algorithm`.
+   * @param shaping True for the leaky bucket's shaping: delay by the level, refuse when full.
+   */
+  constructor(
+    protected readonly where: string,
+    protected readonly algorithmId: string,
+    protected readonly shaping: boolean,
+  ) {
+    super();
+  }
+
+  /** See each class's `refund`. */
+  abstract refund(cost?: number): number;
 
   /** @internal Reads the clock; a reading behind the latest one counts as the latest one. */
   protected now(): number {
@@ -171,13 +187,14 @@ export abstract class BucketBase extends KernelShell {
     );
   }
 
-  /**
-   * @internal
-   * `refund(receipt, units)`: checks them, then {@link refundReceiptAt} now.
-   */
-  protected refundReceipt(where: string, receipt: unknown, units: unknown): number {
-    const r = checkReceipt(where, receipt, this, units);
-    return this.refundReceiptAt(this.now(), r.receipt, r.units);
+  /** @internal `refund(receipt, units)` or `refund(cost)`: checks them, then refunds now. */
+  protected refundOf(cost: number | Receipt | undefined, units: number | undefined): number {
+    const where = `${this.where}.refund`;
+    if (typeof cost === "object" && cost !== null) {
+      const r = checkReceipt(where, cost, this, units);
+      return this.refundReceiptAt(this.now(), r.receipt, r.units);
+    }
+    return this.refundUnits(cost === undefined ? 1 : checkCost(where, cost));
   }
 
   /**
@@ -191,13 +208,9 @@ export abstract class BucketBase extends KernelShell {
   protected refundReceiptAt(now: number, receipt: ChargeReceipt, units: number): number {
     if (now > this.seenMs) this.seenMs = now;
     if (!(units > 0) || receipt.epoch !== this.receiptEpoch) return 0;
-    const rate = this.ratePerSecond;
-    // At a rate of 0 nothing refills: no refill repays the charge, and only the capacity
-    // bounds what comes back. Refunds since the charge (this receipt's own included: they
-    // took back part of its refill time) count as refill.
-    const bound =
-      rate === 0 ? units : ((receipt.a - now) * rate) / 1000 - (this.credited - receipt.b);
-    const give = bound < units ? bound : units;
+    // Refunds since the charge (this receipt's own included: they took back part of its
+    // refill time) count as refill.
+    const give = this.kernel.receiptBound(receipt.a, now, units, this.credited - receipt.b);
     if (!(give > 0)) return 0;
     const given = this.refundUnits(give, now);
     receipt.refunded += given;
@@ -212,24 +225,17 @@ export abstract class BucketBase extends KernelShell {
     return this.held === 0 && this.kernel.isIdle(this.state, 0, 0, now);
   }
 
-  /** @internal `wait` through the ledger. */
-  protected waitUnits(
-    cost: number | undefined,
-    options: WaitOptions | undefined,
-  ): Promise<Decision> {
-    return this.waitLedger().wait(cost, options);
+  /** @internal `wait` through the ledger, jittered; aborted meanwhile, `refund(cost)`. */
+  protected waitUnits(cost?: number, options?: WaitOptions): Promise<Decision> {
+    return jittered(
+      options,
+      () => this.waitLedger().wait(cost, options),
+      () => this.refund(cost),
+    );
   }
 
-  /** @internal `reserve` through the ledger. */
-  protected reserveUnits(
-    cost: number | undefined,
-    options: ReserveOptions | undefined,
-  ): Reservation {
-    return this.waitLedger().reserve(cost, options);
-  }
-
-  /** @internal */
-  private waitLedger(): BucketLedger {
+  /** @internal The ledger behind `wait` and `reserve`, made at the first of them. */
+  protected waitLedger(): BucketLedger {
     if (this.waiting === undefined) {
       const bucket = this;
       this.waiting = new (class extends HeldBucket {
@@ -292,8 +298,6 @@ export abstract class BucketBase extends KernelShell {
     return w.decideAt(now, cost, take);
   }
 
-  /** @internal The catalog id, a snapshot's `algorithm`. */
-  protected abstract get algorithmId(): string;
   /** @internal The options that decide, in the constructor's order (a snapshot's fingerprint). */
   protected abstract get snapshotOptions(): Readonly<Record<string, number>>;
 
