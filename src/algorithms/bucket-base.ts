@@ -85,7 +85,7 @@ export abstract class BucketBase extends KernelShell {
   protected receiptEpoch = 0;
   /**
    * @internal Units every refund gave back so far: a receipt subtracts what came back since
-   * its charge from the refill it may still count on (see {@link refundReceipt}).
+   * its charge from the refill it may still count on (see {@link refundReceiptAt}).
    */
   protected credited = 0;
 
@@ -123,24 +123,19 @@ export abstract class BucketBase extends KernelShell {
    * @internal
    * The fresh state: `initialUnits` from now (from the constructor's clock reading, for a
    * new bucket), refilling from then; a bucket that starts full is full for good until used
-   * (`anchorMs` of `-Infinity`). See docs/semantics.md#initial-tokens.
+   * (`anchorMs` of `-Infinity`), and reads no clock. See docs/semantics.md#initial-tokens.
    */
   protected startUnits(): void {
     if (this.kernel === undefined) this.kernel = this.makeKernel();
-    const start = this.initialUnits;
-    this.state[0] = start < this.capacity ? start : this.capacity;
-    this.state[1] = start < this.capacity ? this.now() : Number.NEGATIVE_INFINITY;
+    const full = this.initialUnits >= this.capacity;
+    this.kernel.init(this.state, 0, 0, full ? Number.NEGATIVE_INFINITY : this.now());
   }
 
   /** @internal Back to the fresh state; pending reservations and waiters keep their units and place. */
   protected resetUnits(): void {
     this.receiptEpoch++;
-    if (this.held === 0) {
-      this.startUnits();
-      return;
-    }
-    const start = this.initialUnits;
-    this.waiting!.resetTo(start < this.capacity ? start : this.capacity, this.now());
+    if (this.held === 0) this.startUnits();
+    else this.waiting!.resetTo(this.initialUnits, this.now()); // at most capacity (checked)
   }
 
   /**
@@ -172,7 +167,6 @@ export abstract class BucketBase extends KernelShell {
     const decision = this.decideAt(now, cost, true);
     if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
     const fullAt = now + decision.resetAfterMs;
-    const epoch = this.receiptEpoch;
     return new ChargeReceipt(
       decision,
       undefined,
@@ -180,7 +174,7 @@ export abstract class BucketBase extends KernelShell {
       now,
       fullAt,
       this,
-      epoch,
+      this.receiptEpoch,
       fullAt,
       this.credited,
       undefined,
