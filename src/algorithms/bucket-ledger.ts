@@ -154,8 +154,6 @@ export class BucketLedger {
   private readonly list = new WaitList<Entry>((e, reason) => this.withdraw(e, reason));
   /** @internal Units held by all entries. */
   private total = 0;
-  /** @internal Units held by reservations (not waiters). */
-  private fixedUnits = 0;
   /** @internal Pending reservations (not waiters), of any cost: a free one still has its place. */
   private fixedEntries = 0;
   /** @internal */
@@ -245,7 +243,6 @@ export class BucketLedger {
     const never = Number.POSITIVE_INFINITY;
     const at = now + delayMs;
     const entry = this.enqueue(c, now, FIXED, this.host.where, never, never, at, undefined);
-    this.fixedUnits += c;
     this.fixedEntries++;
     return new PendingReservation(delayMs, this, entry);
   }
@@ -308,16 +305,10 @@ export class BucketLedger {
   /** @internal */
   private unlink(e: Entry): void {
     this.list.remove(e);
-    if (e.kind === FIXED) {
-      this.fixedUnits -= e.units;
-      this.fixedEntries--;
-    } else {
-      this.waiters--;
-    }
+    if (e.kind === FIXED) this.fixedEntries--;
+    else this.waiters--;
     // The last entry takes the exact remainder, so no float residue stays held.
-    const empty = this.list.size === 0;
-    this.total = empty ? 0 : this.total - e.units;
-    if (empty) this.fixedUnits = 0;
+    this.total = this.list.size === 0 ? 0 : this.total - e.units;
   }
 
   /**
@@ -432,7 +423,6 @@ export class BucketLedger {
       if (keep > 0 && nextFixed !== undefined) {
         nextFixed.units += keep;
         this.total += keep;
-        this.fixedUnits += keep;
       }
       h.hold(-give, now);
       // Units given back ahead of reservations move their turn before their time to act.
@@ -492,7 +482,6 @@ export class BucketLedger {
       if (f.kind !== FIXED || !(f.actAtMs > now)) continue;
       f.units -= slack;
       this.total -= slack;
-      this.fixedUnits -= slack;
       h.hold(-slack, now);
       return;
     }
