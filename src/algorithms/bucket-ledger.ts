@@ -217,6 +217,8 @@ export class BucketLedger {
     };
     this.list.push(entry);
     this.total += cost;
+    if (kind === FIXED) this.fixedEntries++;
+    else this.waiters++;
     return entry;
   }
 
@@ -243,7 +245,6 @@ export class BucketLedger {
     const never = Number.POSITIVE_INFINITY;
     const at = now + delayMs;
     const entry = this.enqueue(c, now, FIXED, this.host.where, never, never, at, undefined);
-    this.fixedEntries++;
     return new PendingReservation(delayMs, this, entry);
   }
 
@@ -260,34 +261,23 @@ export class BucketLedger {
       const h = this.host;
       const c = checkCost(where, cost);
       const { signal, maxWaitMs } = checkWaitOptions(where, options);
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
+      // A throw here rejects the promise, as a bad cost or option does.
+      if (signal?.aborted) throw signal.reason;
       const now = h.now();
       const units = this.settle(now);
       const delayMs = this.plan(c, units);
-      if (delayMs === TOO_BIG) {
-        reject(new RangeError(`${where}: cost ${c} exceeds capacity ${h.capacity}`));
-        return;
-      }
+      if (delayMs === TOO_BIG)
+        throw new RangeError(`${where}: cost ${c} exceeds capacity ${h.capacity}`);
       if (delayMs === FULL) {
-        reject(
-          new RateLimitError(
-            `${where}: the queue is full: cost ${c} does not fit in the ${formatUnits(units)} units free of capacity ${h.capacity} (capacity bounds the level and the units waiting together: a larger one lets more wait)`,
-            this.decision(false, units, msToRefill(c - units, h.ratePerSecond)),
-          ),
+        throw new RateLimitError(
+          `${where}: the queue is full: cost ${c} does not fit in the ${formatUnits(units)} units free of capacity ${h.capacity} (capacity bounds the level and the units waiting together: a larger one lets more wait)`,
+          this.decision(false, units, msToRefill(c - units, h.ratePerSecond)),
         );
-        return;
       }
-      if (delayMs === Number.POSITIVE_INFINITY) {
-        reject(neverError(where, c, this.decision(false, units, delayMs)));
-        return;
-      }
-      if (delayMs > maxWaitMs) {
-        reject(maxWaitError(where, c, delayMs, maxWaitMs, this.decision(false, units, delayMs)));
-        return;
-      }
+      if (delayMs === Number.POSITIVE_INFINITY)
+        throw neverError(where, c, this.decision(false, units, delayMs));
+      if (delayMs > maxWaitMs)
+        throw maxWaitError(where, c, delayMs, maxWaitMs, this.decision(false, units, delayMs));
       if (delayMs === 0) {
         h.take(units, c, now);
         resolve(this.decision(true, h.unitsAt(now), 0));
@@ -297,7 +287,6 @@ export class BucketLedger {
       const never = Number.POSITIVE_INFINITY;
       const settle = { resolve, reject, signal };
       this.enqueue(c, now, WAITER, where, deadlineMs, maxWaitMs, never, settle);
-      this.waiters++;
       if (!this.timer.armed) this.arm(units - c);
     });
   }
