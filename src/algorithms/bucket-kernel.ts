@@ -20,23 +20,21 @@ const INITIAL = 2;
  */
 export class BucketKernel extends DoublesKernel implements Kernel {
   readonly doubles = DOUBLES;
-  /** @internal True for a leaky bucket: `reconfigure` keeps its level, not its free room. */
-  private readonly keepsLevel: boolean;
 
   /**
    * @param ratePerSecond `refillPerSecond` of a token bucket, `leakPerSecond` of a leaky one.
-   * @param keepsLevel True for a leaky bucket (see `retunedUnits`).
+   * @param keepsLevel True for a leaky bucket: `reconfigure` keeps its level, not its free
+   *   room (see `retunedUnits`).
    * @param initialUnits The units of a new key: a token bucket's `initialTokens`, a leaky
    *   bucket's `capacity - initialLevel`.
    */
   constructor(
     capacity: number,
     ratePerSecond: number,
-    keepsLevel = false,
-    initialUnits = capacity,
+    private readonly keepsLevel: boolean,
+    initialUnits: number,
   ) {
     super([capacity, ratePerSecond, initialUnits]);
-    this.keepsLevel = keepsLevel;
   }
 
   /** Tokens accrued up to now at the old rate, carried over by `retunedUnits`; full stays full. */
