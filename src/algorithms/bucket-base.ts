@@ -355,14 +355,12 @@ export abstract class BucketBase extends KernelShell {
 
   /** @internal How a `KeyedLimiter` keeps this bucket's keys (see {@link KeyedForm}). */
   keyedForm(): KeyedForm {
-    const { capacity, ratePerSecond, shaping } = this;
-    const bucket = { capacity, ratePerSecond, shaping };
     return {
       kernel: this.makeKernel(),
       clockBoundMs: Number.POSITIVE_INFINITY,
       clockWhere: "KeyedLimiter",
       windowMs: 1,
-      bucket,
+      bucket: { capacity: this.capacity, ratePerSecond: this.ratePerSecond, shaping: this.shaping },
     };
   }
 

@@ -11,6 +11,7 @@ import { decisionMs, fits, wholeUnits } from "../core/numeric.js";
 import { RESERVE_HINTS, RESERVE_OPTIONS } from "../core/option-names.js";
 import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "../core/wait.js";
 import { WaitList, type WaitListNode } from "../core/wait-list.js";
+import type { HeldBucket } from "./bucket-kernel.js";
 import { msToRefill } from "./bucket-math.js";
 
 /**
@@ -57,35 +58,6 @@ import { msToRefill } from "./bucket-math.js";
  * them, act half a second before one made before them (3 units in 500 ms where 2.5 fit).
  * @module
  */
-
-/** What a {@link BucketLedger} needs from its bucket. */
-export interface LedgerHost {
-  /** `TokenBucket` or `LeakyBucket`, for messages. */
-  readonly where: string;
-  readonly capacity: number;
-  /** `refillPerSecond` or `leakPerSecond`. */
-  readonly ratePerSecond: number;
-  /** True for the leaky bucket's shaping: delay by the level, refuse when full. */
-  readonly shaping: boolean;
-  /**
-   * The word a fresh `wait` of the caller uses for a cost that can never fit, for the
-   * waiters `replan` refuses: `"capacity"` (a bucket's own `wait`, the default) or
-   * `"limit"` (`KeyedLimiter.wait`).
-   */
-  readonly sizeWord: "capacity" | "limit";
-  /** Reads the clock (with the bucket's high-water mark). */
-  now(): number;
-  /** Units at `now`: tokens (may be negative while held) or free room. */
-  unitsAt(now: number): number;
-  /** Takes `cost` at `now` for a request that may act at once (as `consume` does). */
-  take(units: number, cost: number, now: number): void;
-  /** Holds `units` more (negative: fewer; given back) at `now`. */
-  hold(units: number, now: number): void;
-  /** `units` held are spent at `now`: they stay taken, no longer held. */
-  spend(units: number, now: number): void;
-  /** Units the host counts as held (the ledger's total, up to float rounding). */
-  readonly held: number;
-}
 
 const WAITER = 1;
 const FIXED = 2;
@@ -161,7 +133,7 @@ export class BucketLedger {
   /** @internal */
   private readonly timer: OneTimer;
 
-  constructor(private readonly host: LedgerHost) {
+  constructor(private readonly host: HeldBucket) {
     this.timer = new OneTimer(() => this.serve());
   }
 
