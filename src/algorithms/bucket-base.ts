@@ -22,7 +22,9 @@ import { readClock } from "./time.js";
  * are one bucket seen from two sides: the token bucket's tokens are the leaky bucket's
  * free room (`capacity - level`). Internal: not exported from the package index; each
  * subclass keeps its own constructor (validation, messages), public fields, docs,
- * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
+ * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic),
+ * and declares each public method with its own docs (the API report lists only a class's
+ * own members), its body a call to a method here.
  * A bucket is a shell over one slot of its {@link BucketKernel}: with nothing held for
  * waiters or reservations the kernel decides; while units are held, its {@link HeldBucket}
  * over the same slot (as for the keyed registry's waiting keys).
