@@ -1,8 +1,9 @@
-import { badClock, describe } from "../core/errors.js";
-import type { Clock, Decision, Reservation, ReserveOptions, WaitOptions } from "../core/limiter.js";
+import { badClock, checkCost, describe } from "../core/errors.js";
+import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import type { ApplyReconfigure } from "../core/reconfigure.js";
+import { jittered } from "../core/wait.js";
 import { BucketKernel, HeldBucket } from "./bucket-kernel.js";
 import type { BucketLedger } from "./bucket-ledger.js";
 import { exactPart, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
@@ -21,7 +22,9 @@ import { readClock } from "./time.js";
  * are one bucket seen from two sides: the token bucket's tokens are the leaky bucket's
  * free room (`capacity - level`). Internal: not exported from the package index; each
  * subclass keeps its own constructor (validation, messages), public fields, docs,
- * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
+ * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic),
+ * and declares each public method with its own docs (the API report lists only a class's
+ * own members), its body a call to a method here.
  * A bucket is a shell over one slot of its {@link BucketKernel}: with nothing held for
  * waiters or reservations the kernel decides; while units are held, its {@link HeldBucket}
  * over the same slot (as for the keyed registry's waiting keys).
@@ -63,8 +66,6 @@ export abstract class BucketBase extends KernelShell {
   abstract readonly clock: Clock;
   /** @internal Units per second the bucket refills (tokens) or drains (level). */
   protected abstract get ratePerSecond(): number;
-  /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
-  protected abstract get shaping(): boolean;
   /**
    * @internal The units of a fresh bucket: a token bucket's `initialTokens`, a leaky
    * bucket's `capacity - initialLevel`; `capacity` for one that starts full.
@@ -86,9 +87,26 @@ export abstract class BucketBase extends KernelShell {
   protected receiptEpoch = 0;
   /**
    * @internal Units every refund gave back so far: a receipt subtracts what came back since
-   * its charge from the refill it may still count on (see {@link refundReceipt}).
+   * its charge from the refill it may still count on (see {@link refundReceiptAt}).
    */
   protected credited = 0;
+
+  /**
+   * @internal
+   * @param where The class name, for messages.
+   * @param algorithmId The catalog id, a snapshot's `algorithm`.
+   * @param shaping True for the leaky bucket's shaping: delay by the level, refuse when full.
+   */
+  constructor(
+    protected readonly where: string,
+    protected readonly algorithmId: string,
+    protected readonly shaping: boolean,
+  ) {
+    super();
+  }
+
+  /** See each class's `refund`. */
+  abstract refund(cost?: number): number;
 
   /** @internal Reads the clock; a reading behind the latest one counts as the latest one. */
   protected now(): number {
@@ -107,24 +125,19 @@ export abstract class BucketBase extends KernelShell {
    * @internal
    * The fresh state: `initialUnits` from now (from the constructor's clock reading, for a
    * new bucket), refilling from then; a bucket that starts full is full for good until used
-   * (`anchorMs` of `-Infinity`). See docs/semantics.md#initial-tokens.
+   * (`anchorMs` of `-Infinity`), and reads no clock. See docs/semantics.md#initial-tokens.
    */
   protected startUnits(): void {
     if (this.kernel === undefined) this.kernel = this.makeKernel();
-    const start = this.initialUnits;
-    this.state[0] = start < this.capacity ? start : this.capacity;
-    this.state[1] = start < this.capacity ? this.now() : Number.NEGATIVE_INFINITY;
+    const full = this.initialUnits >= this.capacity;
+    this.kernel.init(this.state, 0, 0, full ? Number.NEGATIVE_INFINITY : this.now());
   }
 
   /** @internal Back to the fresh state; pending reservations and waiters keep their units and place. */
   protected resetUnits(): void {
     this.receiptEpoch++;
-    if (this.held === 0) {
-      this.startUnits();
-      return;
-    }
-    const start = this.initialUnits;
-    this.waiting!.resetTo(start < this.capacity ? start : this.capacity, this.now());
+    if (this.held === 0) this.startUnits();
+    else this.waiting!.resetTo(this.initialUnits, this.now()); // at most capacity (checked)
   }
 
   /**
@@ -156,7 +169,6 @@ export abstract class BucketBase extends KernelShell {
     const decision = this.decideAt(now, cost, true);
     if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
     const fullAt = now + decision.resetAfterMs;
-    const epoch = this.receiptEpoch;
     return new ChargeReceipt(
       decision,
       undefined,
@@ -164,20 +176,21 @@ export abstract class BucketBase extends KernelShell {
       now,
       fullAt,
       this,
-      epoch,
+      this.receiptEpoch,
       fullAt,
       this.credited,
       undefined,
     );
   }
 
-  /**
-   * @internal
-   * `refund(receipt, units)`: checks them, then {@link refundReceiptAt} now.
-   */
-  protected refundReceipt(where: string, receipt: unknown, units: unknown): number {
-    const r = checkReceipt(where, receipt, this, units);
-    return this.refundReceiptAt(this.now(), r.receipt, r.units);
+  /** @internal `refund(receipt, units)` or `refund(cost)`: checks them, then refunds now. */
+  protected refundOf(cost: number | Receipt | undefined, units: number | undefined): number {
+    const where = `${this.where}.refund`;
+    if (typeof cost === "object" && cost !== null) {
+      const r = checkReceipt(where, cost, this, units);
+      return this.refundReceiptAt(this.now(), r.receipt, r.units);
+    }
+    return this.refundUnits(cost === undefined ? 1 : checkCost(where, cost));
   }
 
   /**
@@ -191,13 +204,9 @@ export abstract class BucketBase extends KernelShell {
   protected refundReceiptAt(now: number, receipt: ChargeReceipt, units: number): number {
     if (now > this.seenMs) this.seenMs = now;
     if (!(units > 0) || receipt.epoch !== this.receiptEpoch) return 0;
-    const rate = this.ratePerSecond;
-    // At a rate of 0 nothing refills: no refill repays the charge, and only the capacity
-    // bounds what comes back. Refunds since the charge (this receipt's own included: they
-    // took back part of its refill time) count as refill.
-    const bound =
-      rate === 0 ? units : ((receipt.a - now) * rate) / 1000 - (this.credited - receipt.b);
-    const give = bound < units ? bound : units;
+    // Refunds since the charge (this receipt's own included: they took back part of its
+    // refill time) count as refill.
+    const give = this.kernel.receiptBound(receipt.a, now, units, this.credited - receipt.b);
     if (!(give > 0)) return 0;
     const given = this.refundUnits(give, now);
     receipt.refunded += given;
@@ -212,24 +221,17 @@ export abstract class BucketBase extends KernelShell {
     return this.held === 0 && this.kernel.isIdle(this.state, 0, 0, now);
   }
 
-  /** @internal `wait` through the ledger. */
-  protected waitUnits(
-    cost: number | undefined,
-    options: WaitOptions | undefined,
-  ): Promise<Decision> {
-    return this.waitLedger().wait(cost, options);
+  /** @internal `wait` through the ledger, jittered; aborted meanwhile, `refund(cost)`. */
+  protected waitUnits(cost?: number, options?: WaitOptions): Promise<Decision> {
+    return jittered(
+      options,
+      () => this.waitLedger().wait(cost, options),
+      () => this.refund(cost),
+    );
   }
 
-  /** @internal `reserve` through the ledger. */
-  protected reserveUnits(
-    cost: number | undefined,
-    options: ReserveOptions | undefined,
-  ): Reservation {
-    return this.waitLedger().reserve(cost, options);
-  }
-
-  /** @internal */
-  private waitLedger(): BucketLedger {
+  /** @internal The ledger behind `wait` and `reserve`, made at the first of them. */
+  protected waitLedger(): BucketLedger {
     if (this.waiting === undefined) {
       const bucket = this;
       this.waiting = new (class extends HeldBucket {
@@ -292,8 +294,6 @@ export abstract class BucketBase extends KernelShell {
     return w.decideAt(now, cost, take);
   }
 
-  /** @internal The catalog id, a snapshot's `algorithm`. */
-  protected abstract get algorithmId(): string;
   /** @internal The options that decide, in the constructor's order (a snapshot's fingerprint). */
   protected abstract get snapshotOptions(): Readonly<Record<string, number>>;
 
@@ -357,14 +357,12 @@ export abstract class BucketBase extends KernelShell {
 
   /** @internal How a `KeyedLimiter` keeps this bucket's keys (see {@link KeyedForm}). */
   keyedForm(): KeyedForm {
-    const { capacity, ratePerSecond, shaping } = this;
-    const bucket = { capacity, ratePerSecond, shaping };
     return {
       kernel: this.makeKernel(),
       clockBoundMs: Number.POSITIVE_INFINITY,
       clockWhere: "KeyedLimiter",
       windowMs: 1,
-      bucket,
+      bucket: { capacity: this.capacity, ratePerSecond: this.ratePerSecond, shaping: this.shaping },
     };
   }
 

@@ -1,6 +1,6 @@
 import type { Decision } from "../core/limiter.js";
 import { decisionMs, fits, retryNotEarly } from "../core/numeric.js";
-import { BucketLedger, type LedgerHost } from "./bucket-ledger.js";
+import { BucketLedger } from "./bucket-ledger.js";
 import { bucketDecision, msToRefill, retunedUnits, tokensAfter, tokensAt } from "./bucket-math.js";
 import { DoublesKernel, type Kernel } from "./kernel.js";
 
@@ -20,23 +20,21 @@ const INITIAL = 2;
  */
 export class BucketKernel extends DoublesKernel implements Kernel {
   readonly doubles = DOUBLES;
-  /** @internal True for a leaky bucket: `reconfigure` keeps its level, not its free room. */
-  private readonly keepsLevel: boolean;
 
   /**
    * @param ratePerSecond `refillPerSecond` of a token bucket, `leakPerSecond` of a leaky one.
-   * @param keepsLevel True for a leaky bucket (see `retunedUnits`).
+   * @param keepsLevel True for a leaky bucket: `reconfigure` keeps its level, not its free
+   *   room (see `retunedUnits`).
    * @param initialUnits The units of a new key: a token bucket's `initialTokens`, a leaky
    *   bucket's `capacity - initialLevel`.
    */
   constructor(
     capacity: number,
     ratePerSecond: number,
-    keepsLevel = false,
-    initialUnits = capacity,
+    private readonly keepsLevel: boolean,
+    initialUnits: number,
   ) {
     super([capacity, ratePerSecond, initialUnits]);
-    this.keepsLevel = keepsLevel;
   }
 
   /** Tokens accrued up to now at the old rate, carried over by `retunedUnits`; full stays full. */
@@ -290,31 +288,35 @@ export class BucketKernel extends DoublesKernel implements Kernel {
  * balance bit for bit. With nothing held the slot is exactly the kernel's.
  * @internal
  */
-export abstract class HeldBucket implements LedgerHost {
+export abstract class HeldBucket {
   /** Units held for the ledger's entries (its total, up to float rounding). */
   held = 0;
   /** The pending waiters and reservations. */
   readonly ledger: BucketLedger;
   /** The capacity in force (read live: `reconfigure` changes it). */
   abstract readonly capacity: number;
-  /** The rate in force (read live). */
+  /** The rate in force, `refillPerSecond` or `leakPerSecond` (read live). */
   abstract readonly ratePerSecond: number;
   /** The doubles holding the slot, read at each use (an engine that grows replaces them). */
   protected abstract readonly st: Float64Array;
   /** The slot's offset in {@link st}. */
   protected abstract readonly s: number;
+  /** Reads the clock (with the bucket's high-water mark). */
   abstract now(): number;
 
+  /**
+   * @param where `TokenBucket` or `LeakyBucket`, for messages.
+   * @param shaping True for the leaky bucket's shaping: delay by the level, refuse when full.
+   * @param sizeWord The word a fresh `wait` of the caller uses for a cost that can never fit,
+   *   for the waiters `replan` refuses: `"capacity"` (a bucket's own `wait`) or `"limit"`
+   *   (`KeyedLimiter.wait`).
+   */
   constructor(
     readonly where: string,
     readonly shaping: boolean,
     readonly sizeWord: "capacity" | "limit" = "capacity",
   ) {
     this.ledger = new BucketLedger(this);
-  }
-
-  get heldUnits(): number {
-    return this.held;
   }
 
   /** The stored units brought to `now`: the units plus the held ones, capped at capacity + held. */
@@ -324,6 +326,7 @@ export abstract class HeldBucket implements LedgerHost {
     return tokensAt(st[s]!, st[s + 1]!, now, this.capacity + this.held, this.ratePerSecond);
   }
 
+  /** Units at `now`: tokens (may be negative while held) or free room. */
   unitsAt(now: number): number {
     return this.baseAt(now) - this.held;
   }
@@ -336,15 +339,18 @@ export abstract class HeldBucket implements LedgerHost {
     st[s + 1] = now;
   }
 
+  /** Takes `cost` at `now` (`units` then) for a request that may act at once, as `consume` does. */
   take(units: number, cost: number, now: number): void {
     this.write(tokensAfter(units, cost) + this.held, now);
   }
 
+  /** Holds `units` more (negative: fewer; given back) at `now`. */
   hold(units: number, now: number): void {
     this.write(this.baseAt(now), now);
     this.held = units === -this.held ? 0 : this.held + units;
   }
 
+  /** `units` held are spent at `now`: they stay taken, no longer held. */
   spend(units: number, now: number): void {
     this.write(this.baseAt(now) - units, now);
     this.held = units === this.held ? 0 : this.held - units;

@@ -11,6 +11,7 @@ import { decisionMs, fits, wholeUnits } from "../core/numeric.js";
 import { RESERVE_HINTS, RESERVE_OPTIONS } from "../core/option-names.js";
 import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "../core/wait.js";
 import { WaitList, type WaitListNode } from "../core/wait-list.js";
+import type { HeldBucket } from "./bucket-kernel.js";
 import { msToRefill } from "./bucket-math.js";
 
 /**
@@ -57,35 +58,6 @@ import { msToRefill } from "./bucket-math.js";
  * them, act half a second before one made before them (3 units in 500 ms where 2.5 fit).
  * @module
  */
-
-/** What a {@link BucketLedger} needs from its bucket. */
-export interface LedgerHost {
-  /** `TokenBucket` or `LeakyBucket`, for messages. */
-  readonly where: string;
-  readonly capacity: number;
-  /** `refillPerSecond` or `leakPerSecond`. */
-  readonly ratePerSecond: number;
-  /** True for the leaky bucket's shaping: delay by the level, refuse when full. */
-  readonly shaping: boolean;
-  /**
-   * The word a fresh `wait` of the caller uses for a cost that can never fit, for the
-   * waiters `replan` refuses: `"capacity"` (a bucket's own `wait`, the default) or
-   * `"limit"` (`KeyedLimiter.wait`).
-   */
-  readonly sizeWord?: "capacity" | "limit";
-  /** Reads the clock (with the bucket's high-water mark). */
-  now(): number;
-  /** Units at `now`: tokens (may be negative while held) or free room. */
-  unitsAt(now: number): number;
-  /** Takes `cost` at `now` for a request that may act at once (as `consume` does). */
-  take(units: number, cost: number, now: number): void;
-  /** Holds `units` more (negative: fewer; given back) at `now`. */
-  hold(units: number, now: number): void;
-  /** `units` held are spent at `now`: they stay taken, no longer held. */
-  spend(units: number, now: number): void;
-  /** Units the host counts as held (the ledger's total, up to float rounding). */
-  readonly heldUnits: number;
-}
 
 const WAITER = 1;
 const FIXED = 2;
@@ -154,8 +126,6 @@ export class BucketLedger {
   private readonly list = new WaitList<Entry>((e, reason) => this.withdraw(e, reason));
   /** @internal Units held by all entries. */
   private total = 0;
-  /** @internal Units held by reservations (not waiters). */
-  private fixedUnits = 0;
   /** @internal Pending reservations (not waiters), of any cost: a free one still has its place. */
   private fixedEntries = 0;
   /** @internal */
@@ -163,18 +133,8 @@ export class BucketLedger {
   /** @internal */
   private readonly timer: OneTimer;
 
-  constructor(private readonly host: LedgerHost) {
+  constructor(private readonly host: HeldBucket) {
     this.timer = new OneTimer(() => this.serve());
-  }
-
-  /** Pending waiters. */
-  get waiting(): number {
-    return this.waiters;
-  }
-
-  /** Pending entries (waiters and reservations). */
-  get size(): number {
-    return this.list.size;
   }
 
   /**
@@ -191,18 +151,6 @@ export class BucketLedger {
       return fits(h.capacity, units) ? 0 : msToRefill(h.capacity - units, h.ratePerSecond);
     }
     return fits(cost, units) ? 0 : msToRefill(cost - units, h.ratePerSecond);
-  }
-
-  /**
-   * @internal
-   * Holds `cost` for a reservation with `delayMs` and queues its entry, kept until the
-   * clock passes its time to act (a delay of 0 included: it may still be cancelled at
-   * that instant, Go's rule).
-   */
-  private admit(cost: number, now: number, delayMs: number): Entry {
-    const never = Number.POSITIVE_INFINITY;
-    const at = now + delayMs;
-    return this.enqueue(cost, now, FIXED, this.host.where, never, never, at, undefined);
   }
 
   /**
@@ -241,6 +189,8 @@ export class BucketLedger {
     };
     this.list.push(entry);
     this.total += cost;
+    if (kind === FIXED) this.fixedEntries++;
+    else this.waiters++;
     return entry;
   }
 
@@ -262,9 +212,11 @@ export class BucketLedger {
       return NOT_OK;
     }
     if (delayMs === 0 && c === 0) return FREE_NOW;
-    const entry = this.admit(c, now, delayMs);
-    this.fixedUnits += c;
-    this.fixedEntries++;
+    // Kept until the clock passes its time to act (a delay of 0 included: it may still be
+    // cancelled at that instant, Go's rule).
+    const never = Number.POSITIVE_INFINITY;
+    const at = now + delayMs;
+    const entry = this.enqueue(c, now, FIXED, this.host.where, never, never, at, undefined);
     return new PendingReservation(delayMs, this, entry);
   }
 
@@ -281,44 +233,32 @@ export class BucketLedger {
       const h = this.host;
       const c = checkCost(where, cost);
       const { signal, maxWaitMs } = checkWaitOptions(where, options);
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
+      // A throw here rejects the promise, as a bad cost or option does.
+      if (signal?.aborted) throw signal.reason;
       const now = h.now();
       const units = this.settle(now);
       const delayMs = this.plan(c, units);
-      if (delayMs === TOO_BIG) {
-        reject(new RangeError(`${where}: cost ${c} exceeds capacity ${h.capacity}`));
-        return;
-      }
+      if (delayMs === TOO_BIG)
+        throw new RangeError(`${where}: cost ${c} exceeds capacity ${h.capacity}`);
       if (delayMs === FULL) {
-        reject(
-          new RateLimitError(
-            `${where}: the queue is full: cost ${c} does not fit in the ${formatUnits(units)} units free of capacity ${h.capacity} (capacity bounds the level and the units waiting together: a larger one lets more wait)`,
-            this.denial(units, msToRefill(c - units, h.ratePerSecond)),
-          ),
+        throw new RateLimitError(
+          `${where}: the queue is full: cost ${c} does not fit in the ${formatUnits(units)} units free of capacity ${h.capacity} (capacity bounds the level and the units waiting together: a larger one lets more wait)`,
+          this.decision(false, units, msToRefill(c - units, h.ratePerSecond)),
         );
-        return;
       }
-      if (delayMs === Number.POSITIVE_INFINITY) {
-        reject(neverError(where, c, this.denial(units, delayMs)));
-        return;
-      }
-      if (delayMs > maxWaitMs) {
-        reject(maxWaitError(where, c, delayMs, maxWaitMs, this.denial(units, delayMs)));
-        return;
-      }
+      if (delayMs === Number.POSITIVE_INFINITY)
+        throw neverError(where, c, this.decision(false, units, delayMs));
+      if (delayMs > maxWaitMs)
+        throw maxWaitError(where, c, delayMs, maxWaitMs, this.decision(false, units, delayMs));
       if (delayMs === 0) {
         h.take(units, c, now);
-        resolve(this.granted(h.unitsAt(now)));
+        resolve(this.decision(true, h.unitsAt(now), 0));
         return;
       }
       const deadlineMs = maxWaitMs === Number.POSITIVE_INFINITY ? maxWaitMs : now + maxWaitMs;
       const never = Number.POSITIVE_INFINITY;
       const settle = { resolve, reject, signal };
       this.enqueue(c, now, WAITER, where, deadlineMs, maxWaitMs, never, settle);
-      this.waiters++;
       if (!this.timer.armed) this.arm(units - c);
     });
   }
@@ -326,16 +266,10 @@ export class BucketLedger {
   /** @internal */
   private unlink(e: Entry): void {
     this.list.remove(e);
-    if (e.kind === FIXED) {
-      this.fixedUnits -= e.units;
-      this.fixedEntries--;
-    } else {
-      this.waiters--;
-    }
+    if (e.kind === FIXED) this.fixedEntries--;
+    else this.waiters--;
     // The last entry takes the exact remainder, so no float residue stays held.
-    const empty = this.list.size === 0;
-    this.total = empty ? 0 : this.total - e.units;
-    if (empty) this.fixedUnits = 0;
+    this.total = this.list.size === 0 ? 0 : this.total - e.units;
   }
 
   /**
@@ -365,7 +299,7 @@ export class BucketLedger {
       this.unlink(e);
       h.spend(spent, now);
       if (e.kind === WAITER) {
-        grant ??= this.granted(units);
+        grant ??= this.decision(true, units, 0);
         e.resolve!(grant);
       }
       e = next;
@@ -381,7 +315,7 @@ export class BucketLedger {
    */
   private sync(now: number): void {
     const h = this.host;
-    if (this.list.size === 0 && h.heldUnits !== 0) h.hold(-h.heldUnits, now);
+    if (this.list.size === 0 && h.held !== 0) h.hold(-h.held, now);
   }
 
   /** Whether a plain request must wait behind pending entries at `units` now. */
@@ -450,7 +384,6 @@ export class BucketLedger {
       if (keep > 0 && nextFixed !== undefined) {
         nextFixed.units += keep;
         this.total += keep;
-        this.fixedUnits += keep;
       }
       h.hold(-give, now);
       // Units given back ahead of reservations move their turn before their time to act.
@@ -510,7 +443,6 @@ export class BucketLedger {
       if (f.kind !== FIXED || !(f.actAtMs > now)) continue;
       f.units -= slack;
       this.total -= slack;
-      this.fixedUnits -= slack;
       h.hold(-slack, now);
       return;
     }
@@ -599,12 +531,12 @@ export class BucketLedger {
       ahead += e.units;
       if (e.kind !== WAITER) continue;
       if (!fits(e.cost, h.capacity)) {
-        const word = h.sizeWord ?? "capacity";
-        return [e, new RangeError(`${e.where}: cost ${e.cost} exceeds ${word} ${h.capacity}`)];
+        const message = `${e.where}: cost ${e.cost} exceeds ${h.sizeWord} ${h.capacity}`;
+        return [e, new RangeError(message)];
       }
       const waitMs = msToRefill(e.threshold - (this.total - ahead) - units, h.ratePerSecond);
       if (waitMs === Number.POSITIVE_INFINITY) {
-        return [e, neverError(e.where, e.cost, this.denial(units, waitMs))];
+        return [e, neverError(e.where, e.cost, this.decision(false, units, waitMs))];
       }
       // A few float steps of slack: an unchanged plan must not be refused by rounding.
       if (now + waitMs > e.deadlineMs + Math.abs(e.deadlineMs) * 2 ** -48 + 1e-9) {
@@ -613,7 +545,7 @@ export class BucketLedger {
           e.cost,
           waitMs,
           e.maxWaitMs,
-          this.denial(units, waitMs),
+          this.decision(false, units, waitMs),
         );
         return [e, error];
       }
@@ -658,23 +590,14 @@ export class BucketLedger {
     this.timer.clear();
   }
 
-  /** @internal The decision a granted waiter resolves with, at `units` now. */
-  private granted(units: number): Decision {
+  /**
+   * @internal The decision a granted waiter resolves with (`waitMs` 0), or a refused wait
+   * carries (`retryAfterMs` the wait it would have had), at `units` now.
+   */
+  private decision(allowed: boolean, units: number, waitMs: number): Decision {
     const h = this.host;
     return {
-      allowed: true,
-      limit: h.capacity,
-      remaining: wholeUnits(units, h.capacity),
-      retryAfterMs: 0,
-      resetAfterMs: decisionMs(msToRefill(h.capacity - units, h.ratePerSecond)),
-    };
-  }
-
-  /** @internal The decision a refused wait carries: `retryAfterMs` is the wait it would have had. */
-  private denial(units: number, waitMs: number): Decision {
-    const h = this.host;
-    return {
-      allowed: false,
+      allowed,
       limit: h.capacity,
       remaining: wholeUnits(units, h.capacity),
       retryAfterMs: decisionMs(waitMs),

@@ -5,11 +5,11 @@ import {
   checkOptionNames,
   checkOptions,
 } from "../core/errors.js";
-import type { Receipt } from "../core/limiter.js";
 import {
   type Clock,
   type Decision,
   type Limiter,
+  type Receipt,
   type Reservation,
   type ReserveOptions,
   systemClock,
@@ -17,7 +17,6 @@ import {
 } from "../core/limiter.js";
 import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
-import { jittered } from "../core/wait.js";
 import { BucketBase, checkInitial } from "./bucket-base.js";
 
 /** Options of {@link LeakyBucket}. */
@@ -90,23 +89,14 @@ export class LeakyBucket extends BucketBase implements Limiter {
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
     const initialLevel = checkInitial(WHERE, "initialLevel", o.initialLevel, capacity) ?? 0;
     const clock = checkClock(WHERE, o.clock, systemClock);
-    super();
+    // Shaping: delay by the level, refuse when the queue is full (see the class doc).
+    super(WHERE, "leaky-bucket", true);
     this.capacity = capacity;
     this.leakPerSecond = leakPerSecond;
     this.initialLevel = initialLevel;
     this.clock = clock;
     // The units are the free room, `capacity - level`: a TokenBucket's tokens.
     this.startUnits();
-  }
-
-  /** @internal */
-  protected override get where(): string {
-    return WHERE;
-  }
-
-  /** @internal */
-  protected override get algorithmId(): string {
-    return "leaky-bucket";
   }
 
   /** @internal */
@@ -121,11 +111,6 @@ export class LeakyBucket extends BucketBase implements Limiter {
   /** @internal */
   protected override get ratePerSecond(): number {
     return this.leakPerSecond;
-  }
-
-  /** @internal Shaping: delay by the level, refuse when the queue is full (see the class doc). */
-  protected override get shaping(): boolean {
-    return true;
   }
 
   /** @internal The free room of a new bucket. */
@@ -252,12 +237,10 @@ export class LeakyBucket extends BucketBase implements Limiter {
    * @throws {TypeError} If `cost` or `units` is not a number, or the receipt is another
    *   limiter's. {RangeError} If it is NaN, negative or infinite.
    */
-  refund(receipt: Receipt, units?: number): number;
-  refund(cost?: number): number;
-  refund(cost?: number | Receipt, units?: number): number {
-    if (typeof cost === "object" && cost !== null)
-      return this.refundReceipt(`${WHERE}.refund`, cost, units);
-    return this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
+  override refund(receipt: Receipt, units?: number): number;
+  override refund(cost?: number): number;
+  override refund(cost?: number | Receipt, units?: number): number {
+    return this.refundOf(cost, units);
   }
 
   /**
@@ -281,11 +264,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
    * `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return jittered(
-      options,
-      () => this.waitUnits(cost, options),
-      () => this.refund(cost),
-    );
+    return this.waitUnits(cost, options);
   }
 
   /**
@@ -307,6 +286,6 @@ export class LeakyBucket extends BucketBase implements Limiter {
    * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
    */
   reserve(cost?: number, options?: ReserveOptions): Reservation {
-    return this.reserveUnits(cost, options);
+    return this.waitLedger().reserve(cost, options);
   }
 }

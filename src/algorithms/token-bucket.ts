@@ -5,11 +5,11 @@ import {
   checkOptionNames,
   checkOptions,
 } from "../core/errors.js";
-import type { Receipt } from "../core/limiter.js";
 import {
   type Clock,
   type Decision,
   type Limiter,
+  type Receipt,
   type Reservation,
   type ReserveOptions,
   systemClock,
@@ -17,7 +17,6 @@ import {
 } from "../core/limiter.js";
 import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
-import { jittered } from "../core/wait.js";
 import { BucketBase, checkInitial } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
@@ -91,23 +90,14 @@ export class TokenBucket extends BucketBase implements Limiter {
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const initialTokens = checkInitial(WHERE, "initialTokens", o.initialTokens, capacity);
     const clock = checkClock(WHERE, o.clock, systemClock);
-    super();
+    // Not shaping: a cost that does not fit goes into debt (Go's `rate.Limiter`).
+    super(WHERE, "token-bucket", false);
     this.capacity = capacity;
     this.refillPerSecond = refillPerSecond;
     this.initialTokens = initialTokens ?? capacity;
     this.initialGiven = initialTokens !== undefined;
     this.clock = clock;
     this.startUnits();
-  }
-
-  /** @internal */
-  protected override get where(): string {
-    return WHERE;
-  }
-
-  /** @internal */
-  protected override get algorithmId(): string {
-    return "token-bucket";
   }
 
   /** @internal */
@@ -122,11 +112,6 @@ export class TokenBucket extends BucketBase implements Limiter {
   /** @internal */
   protected override get ratePerSecond(): number {
     return this.refillPerSecond;
-  }
-
-  /** @internal Not shaping: a request that does not fit goes into debt (Go's `rate.Limiter`). */
-  protected override get shaping(): boolean {
-    return false;
   }
 
   /** @internal */
@@ -255,12 +240,10 @@ export class TokenBucket extends BucketBase implements Limiter {
    * @throws {TypeError} If `cost` or `units` is not a number, or the receipt is another
    *   limiter's. {RangeError} If it is NaN, negative or infinite.
    */
-  refund(receipt: Receipt, units?: number): number;
-  refund(cost?: number): number;
-  refund(cost?: number | Receipt, units?: number): number {
-    if (typeof cost === "object" && cost !== null)
-      return this.refundReceipt(`${WHERE}.refund`, cost, units);
-    return this.refundUnits(cost === undefined ? 1 : checkCost(`${WHERE}.refund`, cost));
+  override refund(receipt: Receipt, units?: number): number;
+  override refund(cost?: number): number;
+  override refund(cost?: number | Receipt, units?: number): number {
+    return this.refundOf(cost, units);
   }
 
   /**
@@ -284,11 +267,7 @@ export class TokenBucket extends BucketBase implements Limiter {
    * {@link TokenBucket.reserve}'s `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return jittered(
-      options,
-      () => this.waitUnits(cost, options),
-      () => this.refund(cost),
-    );
+    return this.waitUnits(cost, options);
   }
 
   /**
@@ -312,6 +291,6 @@ export class TokenBucket extends BucketBase implements Limiter {
    * @throws {RangeError} If `cost` is NaN, negative or infinite, or `maxWaitMs` below 0.
    */
   reserve(cost?: number, options?: ReserveOptions): Reservation {
-    return this.reserveUnits(cost, options);
+    return this.waitLedger().reserve(cost, options);
   }
 }
