@@ -160,7 +160,6 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   async refund(key: string, cost?: number): Promise<number>;
   async refund(key: string | Receipt, cost?: number): Promise<number> {
     const where = `${this.where}.refund`;
-    const script = this.refundScript;
     if (typeof key === "object" && key !== null) {
       const r = checkReceipt(where, key, this, cost);
       const c = r.receipt;
@@ -174,11 +173,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       c.refunded += r.units;
       let given = 0;
       try {
-        const keys = [k, ...refundRecordKey(k)];
-        const reply = await this.write("refund", c.key!, k, () =>
-          runDecision(this.client, script, keys, args, this.timeoutMs),
-        );
-        given = replyNumber(replyArray(reply, 2)[0]);
+        given = await this.send("refund", c.key!, k, args);
       } finally {
         c.refunded -= r.units - given;
       }
@@ -193,12 +188,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     }
     if (c === 0) return 0;
     this.localLimiter?.refund(key, c);
-    const args = this.args(where, c, false);
-    const keys = [k, ...refundRecordKey(k)];
-    const reply = await this.write("refund", key, k, () =>
-      runDecision(this.client, script, keys, args, this.timeoutMs),
-    );
-    return replyNumber(replyArray(reply, 2)[0]);
+    return this.send("refund", key, k, this.args(where, c, false));
   }
 
   /** @internal False for a fixed window: it refunds only through receipts. */
@@ -209,9 +199,9 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
    * each of its requests is denied, with `retryAfterMs` and `resetAfterMs` at least the time
    * left, until then; its usage is kept and decides again afterwards. A block that ends later
    * already in place stays. The block is part of the key's value (the decision reads it in
-   * the same `GET`, in the same cluster slot) and the key lives until the block ends. The
-   * `'local'` policy's limiter, if built, blocks the key too. Resolves with the ms the key is
-   * blocked from now; rejects as {@link refund} when Redis cannot answer.
+   * the same `GET`, in the same cluster slot) and the key lives until the block ends. Every
+   * failure policy denies the key too (docs/semantics.md#blocks). Resolves with the ms the key
+   * is blocked from now; rejects as {@link refund} when Redis cannot answer.
    * @throws {TypeError} (rejects) For a non-string key or a non-number duration.
    * @throws {RangeError} (rejects) If `durationMs` is not a finite number > 0.
    */
@@ -238,11 +228,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     // the key from now on, the store healthy or not (docs/semantics.md#blocks). `blockOnce`
     // keeps a block in place as it is.
     if (!(keep && this.blockedMs(key) > 0)) this.recordBlock(key, ms);
-    const args = this.args(where, ms, keep);
-    const reply = await this.write("block", key, k, () =>
-      runDecision(this.client, this.blockScript, [k], args, this.timeoutMs),
-    );
-    const left = replyNumber(replyArray(reply, 2)[0]);
+    const left = await this.send("block", key, k, this.args(where, ms, keep));
     if (left > 0) this.recordBlock(key, left); // the block in place, as the store has it
     return left;
   }
@@ -250,9 +236,24 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /** @internal Sets a block the store lost again: a `blockOnce` of the time left, in the background. */
   protected override reassertBlock(key: string, k: RedisKey, leftMs: number): void {
     const args = this.args(`${this.where}.blockOnce`, leftMs, true);
-    this.write("block", key, k, () =>
-      runDecision(this.client, this.blockScript, [k], args, this.timeoutMs),
-    ).then(undefined, () => {}); // reported by its circuit; the table denies meanwhile
+    // Reported by its circuit; the table denies meanwhile.
+    this.send("block", key, k, args).then(undefined, () => {});
+  }
+
+  /** @internal Sends a refund or a block ({@link write}): the reply's units given back or ms blocked. */
+  private async send(
+    operation: "refund" | "block",
+    key: string,
+    k: RedisKey,
+    args: readonly string[],
+  ): Promise<number> {
+    const refund = operation === "refund";
+    const script = refund ? this.refundScript : this.blockScript;
+    const keys = refund ? [k, ...refundRecordKey(k)] : [k];
+    const reply = await this.write(operation, key, k, () =>
+      runDecision(this.client, script, keys, args, this.timeoutMs),
+    );
+    return replyNumber(replyArray(reply, 2)[0]);
   }
 
   /**
