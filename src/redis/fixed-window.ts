@@ -1,13 +1,12 @@
 import { FixedWindow } from "../algorithms/fixed-window.js";
 import { fixedWindowDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../core/limiter.js";
-import { optionNames } from "../core/option-names.js";
 import { markCharge } from "../store/limiter.js";
 import { blockedDecision } from "./limiter.js";
 import { FIXED_WINDOW_BLOCK_SCRIPT } from "./lua/block.js";
 import { FIXED_WINDOW_SCRIPT } from "./lua/fixed-window.js";
 import { FIXED_WINDOW_REFUND_SCRIPT } from "./lua/refund.js";
-import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
+import type { RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyFloat, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
 
@@ -20,8 +19,6 @@ export interface RedisFixedWindowOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisFixedWindow";
-/** The option names of {@link RedisFixedWindowOptions}, checked by the constructor. */
-const OPTIONS = optionNames<RedisFixedWindowOptions>()(["limit", "windowMs", ...REDIS_OPTIONS]);
 
 /**
  * A `FixedWindow` per key, shared through Redis: at most `limit` units per key in each
@@ -51,7 +48,7 @@ export class RedisFixedWindow extends RedisWindowLimiter {
   protected override readonly refundsWithoutReceipt = false;
 
   constructor(options: RedisFixedWindowOptions) {
-    super(WHERE, options, "fixed-window", OPTIONS, FixedWindow);
+    super(WHERE, options, "fixed-window", FixedWindow);
   }
 
   /** @internal */

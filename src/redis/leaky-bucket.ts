@@ -1,11 +1,10 @@
 import { checkInitial } from "../algorithms/bucket-base.js";
-import { bucketDecision } from "../algorithms/bucket-math.js";
 import { LeakyBucket } from "../algorithms/leaky-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
 import { checkReconfigureOptions } from "../core/reconfigure.js";
-import { blockedDecision, localTwin, RedisLimiter } from "./limiter.js";
+import { localTwin, RedisLimiter } from "./limiter.js";
 import { BUCKET_BLOCK_SCRIPT } from "./lua/block.js";
 import { LEAKY_BUCKET_REFUND_SCRIPT } from "./lua/refund.js";
 import { LEAKY_BUCKET_SCRIPT } from "./lua/token-bucket.js";
@@ -15,8 +14,7 @@ import {
   REDIS_OPTIONS,
   type RedisLimiterOptions,
 } from "./options.js";
-import { checkAgreement, replyArray, replyFloat, replyNumber } from "./reply.js";
-import { bucketReplyDecision, markBucketCharge } from "./token-bucket.js";
+import { bucketReply } from "./token-bucket.js";
 
 /** Options of {@link RedisLeakyBucket}: those of `LeakyBucket` (no `clock`) plus the Redis ones. */
 export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
@@ -142,19 +140,6 @@ export class RedisLeakyBucket extends RedisLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    // {allowed, units (2), now or the block's ms left (2), [ledger (4),] serverNowMs}: luaFloats.
-    const items = replyArray(reply, 6);
-    const allowed = items[0];
-    const units = replyFloat(items, 1);
-    const decide = (c: number) => bucketDecision(c, units, this.capacity, this.leakPerSecond);
-    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 3));
-    const decision = bucketReplyDecision(
-      cost,
-      units,
-      replyFloat(items, 3),
-      this.capacity,
-      this.leakPerSecond,
-    );
-    return markBucketCharge(checkAgreement(decision, allowed), items);
+    return bucketReply(reply, cost, this.capacity, this.leakPerSecond);
   }
 }

@@ -54,10 +54,10 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal The algorithm's one decision script. */
   protected abstract readonly script: Script;
-  /** @internal The algorithm's refund script (`undefined`: the limiter cannot refund yet). */
-  protected abstract readonly refundScript: Script | undefined;
-  /** @internal The algorithm's block script (`undefined`: the limiter cannot block yet). */
-  protected abstract readonly blockScript: Script | undefined;
+  /** @internal The algorithm's refund script. */
+  protected abstract readonly refundScript: Script;
+  /** @internal The algorithm's block script. */
+  protected abstract readonly blockScript: Script;
   /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
   protected config: readonly string[];
   /** @internal ARGV after maxTtlMs, before the deadline: a bucket's initial units. */
@@ -80,23 +80,21 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     local: LocalTwin,
     extra: readonly number[] = [],
   ) {
-    const clock = common.clock;
-    super(
-      "redis",
-      "Redis",
-      common,
-      size,
-      (): LocalLimiter => localLimiter(local.Class as LocalClass<object>, local.options, clock),
-    );
+    super("redis", "Redis", common, size);
     this.client = common.client;
     this.prefix = common.prefix;
     this.keyspace = common.keyspace;
     this.keyPrefix = `${common.prefix}${common.keyspace}:`;
     this.maxTtlMs = common.maxTtlMs;
-    this.clock = clock;
+    this.clock = common.clock;
     this.config = config.map(String);
     this.extra = extra.map(String);
     this.local = local;
+  }
+
+  /** @internal The `'local'` policy's limiter: the in-memory twin on the explicit clock, if any. */
+  protected makeLocal(): LocalLimiter {
+    return localLimiter(this.local.Class as LocalClass<object>, this.local.options, this.clock);
   }
 
   /** @internal */
@@ -162,11 +160,10 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   async refund(key: string, cost?: number): Promise<number>;
   async refund(key: string | Receipt, cost?: number): Promise<number> {
     const where = `${this.where}.refund`;
-    const script = this.refundScript;
     if (typeof key === "object" && key !== null) {
       const r = checkReceipt(where, key, this, cost);
       const c = r.receipt;
-      if (r.units === 0 || c.epoch !== this.receiptEpoch || script === undefined) return 0;
+      if (r.units === 0 || c.epoch !== this.receiptEpoch) return 0;
       const k = this.checkKey(where, c.key);
       const args = this.args(where, r.units, false);
       const ledger = receiptLedger(c);
@@ -176,11 +173,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       c.refunded += r.units;
       let given = 0;
       try {
-        const keys = [k, ...refundRecordKey(k)];
-        const reply = await this.write("refund", c.key!, k, () =>
-          runDecision(this.client, script, keys, args, this.timeoutMs),
-        );
-        given = replyNumber(replyArray(reply, 2)[0]);
+        given = await this.send("refund", c.key!, k, args);
       } finally {
         c.refunded -= r.units - given;
       }
@@ -188,22 +181,14 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     }
     const k = this.checkKey(where, key);
     const c = cost === undefined ? 1 : checkCost(where, cost);
-    if (script === undefined) {
-      throw new TypeError(`${where}: not available for this algorithm in Redis yet`);
-    }
     if (!this.refundsWithoutReceipt) {
       throw new TypeError(
         `${where}: give the receipt of the charge (refund(receipt, units)): a fixed window cannot tell which window the units were charged in, and units of a window that has ended are gone`,
       );
     }
     if (c === 0) return 0;
-    this.builtLocal()?.refund(key, c);
-    const args = this.args(where, c, false);
-    const keys = [k, ...refundRecordKey(k)];
-    const reply = await this.write("refund", key, k, () =>
-      runDecision(this.client, script, keys, args, this.timeoutMs),
-    );
-    return replyNumber(replyArray(reply, 2)[0]);
+    this.localLimiter?.refund(key, c);
+    return this.send("refund", key, k, this.args(where, c, false));
   }
 
   /** @internal False for a fixed window: it refunds only through receipts. */
@@ -214,14 +199,14 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
    * each of its requests is denied, with `retryAfterMs` and `resetAfterMs` at least the time
    * left, until then; its usage is kept and decides again afterwards. A block that ends later
    * already in place stays. The block is part of the key's value (the decision reads it in
-   * the same `GET`, in the same cluster slot) and the key lives until the block ends. The
-   * `'local'` policy's limiter, if built, blocks the key too. Resolves with the ms the key is
-   * blocked from now; rejects as {@link refund} when Redis cannot answer.
+   * the same `GET`, in the same cluster slot) and the key lives until the block ends. Every
+   * failure policy denies the key too (docs/semantics.md#blocks). Resolves with the ms the key
+   * is blocked from now; rejects as {@link refund} when Redis cannot answer.
    * @throws {TypeError} (rejects) For a non-string key or a non-number duration.
    * @throws {RangeError} (rejects) If `durationMs` is not a finite number > 0.
    */
   block(key: string, durationMs: number): Promise<number> {
-    return this.sendBlock("block", key, durationMs, false);
+    return this.sendBlock(key, durationMs, false);
   }
 
   /**
@@ -231,44 +216,44 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
    * from now (the block in place, or the new one).
    */
   blockOnce(key: string, durationMs: number): Promise<number> {
-    return this.sendBlock("block", key, durationMs, true);
+    return this.sendBlock(key, durationMs, true);
   }
 
   /** @internal */
-  private async sendBlock(
-    operation: "block",
-    key: string,
-    durationMs: number,
-    keep: boolean,
-  ): Promise<number> {
-    const where = `${this.where}.${keep ? "blockOnce" : operation}`;
+  private async sendBlock(key: string, durationMs: number, keep: boolean): Promise<number> {
+    const where = `${this.where}.${keep ? "blockOnce" : "block"}`;
     const k = this.checkKey(where, key);
     const ms = checkNumber(where, "durationMs", durationMs, 0, false);
-    const script = this.blockScript;
-    if (script === undefined) {
-      throw new TypeError(`${where}: not available for this algorithm in Redis yet`);
-    }
     // Recorded here at once, before the store is asked: every path of this limiter denies
     // the key from now on, the store healthy or not (docs/semantics.md#blocks). `blockOnce`
     // keeps a block in place as it is.
     if (!(keep && this.blockedMs(key) > 0)) this.recordBlock(key, ms);
-    const args = this.args(where, ms, keep);
-    const reply = await this.write(operation, key, k, () =>
-      runDecision(this.client, script, [k], args, this.timeoutMs),
-    );
-    const left = replyNumber(replyArray(reply, 2)[0]);
+    const left = await this.send("block", key, k, this.args(where, ms, keep));
     if (left > 0) this.recordBlock(key, left); // the block in place, as the store has it
     return left;
   }
 
   /** @internal Sets a block the store lost again: a `blockOnce` of the time left, in the background. */
   protected override reassertBlock(key: string, k: RedisKey, leftMs: number): void {
-    const script = this.blockScript;
-    if (script === undefined) return;
     const args = this.args(`${this.where}.blockOnce`, leftMs, true);
-    this.write("block", key, k, () =>
-      runDecision(this.client, script, [k], args, this.timeoutMs),
-    ).then(undefined, () => {}); // reported by its circuit; the table denies meanwhile
+    // Reported by its circuit; the table denies meanwhile.
+    this.send("block", key, k, args).then(undefined, () => {});
+  }
+
+  /** @internal Sends a refund or a block ({@link write}): the reply's units given back or ms blocked. */
+  private async send(
+    operation: "refund" | "block",
+    key: string,
+    k: RedisKey,
+    args: readonly string[],
+  ): Promise<number> {
+    const refund = operation === "refund";
+    const script = refund ? this.refundScript : this.blockScript;
+    const keys = refund ? [k, ...refundRecordKey(k)] : [k];
+    const reply = await this.write(operation, key, k, () =>
+      runDecision(this.client, script, keys, args, this.timeoutMs),
+    );
+    return replyNumber(replyArray(reply, 2)[0]);
   }
 
   /**
@@ -284,10 +269,8 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     extra: readonly number[] = [],
   ): void {
     this.receiptEpoch++;
-    this.builtLocal()?.reconfigure(local.options);
-    const clock = this.clock;
-    this.setMakeLocal(() => localLimiter(local.Class as LocalClass<object>, local.options, clock));
-    this.setSize(size);
+    this.localLimiter?.reconfigure(local.options);
+    this.size = size;
     this.config = config.map(String);
     this.extra = extra.map(String);
     this.local = local;

@@ -1,5 +1,4 @@
 import { createHash } from "node:crypto";
-import { StoreTimeoutError } from "../store/errors.js";
 import type { RedisKey, RedisLike } from "./client.js";
 
 /**
@@ -29,36 +28,20 @@ export function isNoScript(error: unknown): boolean {
 /**
  * Runs `script` by digest, falling back to its source once when the server's script
  * cache lacks it (after `SCRIPT FLUSH`, a restart or a failover); `EVAL` caches it
- * again. Rejects with the client's error, or, when `timeoutMs` is given, a
- * {@link StoreTimeoutError} after it (the command itself may still run on the server).
- * The limiters pass no timeout: `StoreLimiter` times their calls, and counts each one in
- * flight until the client settles it.
+ * again. Rejects with the client's error. Untimed: the caller times the call
+ * (`StoreLimiter` counts it in flight until the client settles it; the lease store has
+ * its scheduler's timer).
  */
-export function runScript(
+export async function runScript(
   client: RedisLike,
   script: Script,
   keys: readonly RedisKey[],
   args: readonly string[],
-  timeoutMs?: number,
 ): Promise<unknown> {
-  const call = (async () => {
-    try {
-      return await client.evalSha(script.sha1, keys, args);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      return await client.evalScript(script.source, keys, args);
-    }
-  })();
-  if (timeoutMs === undefined) return call;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    // The rejection waits one turn (setImmediate), so that a reply already in the socket
-    // when a blocked event loop wakes (timers run before sockets are read) still wins.
-    timer = setTimeout(() => {
-      setImmediate(() => reject(new StoreTimeoutError(timeoutMs)));
-    }, timeoutMs);
-    // A pending limiter call must not hold the process open on its own.
-    if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
-  });
-  return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
+  try {
+    return await client.evalSha(script.sha1, keys, args);
+  } catch (error) {
+    if (!isNoScript(error)) throw error;
+    return await client.evalScript(script.source, keys, args);
+  }
 }

@@ -1,13 +1,12 @@
 import { SlidingWindowCounter } from "../algorithms/sliding-window-counter.js";
 import { counterDecision } from "../algorithms/window-math.js";
 import type { Decision } from "../core/limiter.js";
-import { optionNames } from "../core/option-names.js";
 import { markCharge } from "../store/limiter.js";
 import { blockedDecision } from "./limiter.js";
 import { SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT } from "./lua/block.js";
 import { SLIDING_WINDOW_COUNTER_REFUND_SCRIPT } from "./lua/refund.js";
 import { SLIDING_WINDOW_COUNTER_SCRIPT } from "./lua/sliding-window-counter.js";
-import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
+import type { RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyFloat, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
 
@@ -23,12 +22,6 @@ export interface RedisSlidingWindowCounterOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisSlidingWindowCounter";
-/** The option names of {@link RedisSlidingWindowCounterOptions}, checked by the constructor. */
-const OPTIONS = optionNames<RedisSlidingWindowCounterOptions>()([
-  "limit",
-  "windowMs",
-  ...REDIS_OPTIONS,
-]);
 
 /**
  * A `SlidingWindowCounter` per key, shared through Redis: allowed when
@@ -56,7 +49,7 @@ export class RedisSlidingWindowCounter extends RedisWindowLimiter {
   protected readonly blockScript = SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT;
 
   constructor(options: RedisSlidingWindowCounterOptions) {
-    super(WHERE, options, "sliding-window-counter", OPTIONS, SlidingWindowCounter);
+    super(WHERE, options, "sliding-window-counter", SlidingWindowCounter);
   }
 
   /** @internal */

@@ -1,7 +1,6 @@
 import { SlidingWindowLog } from "../algorithms/sliding-window-log.js";
 import { logDecision, logExactEntries } from "../algorithms/window-math.js";
 import type { Decision } from "../core/limiter.js";
-import { optionNames } from "../core/option-names.js";
 import { markCharge } from "../store/limiter.js";
 import { blockedDecision } from "./limiter.js";
 import {
@@ -9,7 +8,7 @@ import {
   SLIDING_WINDOW_LOG_REFUND_SCRIPT,
   SLIDING_WINDOW_LOG_SCRIPT,
 } from "./lua/sliding-window-log.js";
-import { REDIS_OPTIONS, type RedisLimiterOptions } from "./options.js";
+import type { RedisLimiterOptions } from "./options.js";
 import { checkAgreement, replyArray, replyNumber } from "./reply.js";
 import { RedisWindowLimiter } from "./window.js";
 
@@ -25,12 +24,6 @@ export interface RedisSlidingWindowLogOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisSlidingWindowLog";
-/** The option names of {@link RedisSlidingWindowLogOptions}, checked by the constructor. */
-const OPTIONS = optionNames<RedisSlidingWindowLogOptions>()([
-  "limit",
-  "windowMs",
-  ...REDIS_OPTIONS,
-]);
 
 /**
  * A `SlidingWindowLog` per key, shared through Redis: allowed when the units logged in the
@@ -60,7 +53,7 @@ export class RedisSlidingWindowLog extends RedisWindowLimiter {
   private exactEntries: number;
 
   constructor(options: RedisSlidingWindowLogOptions) {
-    super(WHERE, options, "sliding-window-log", OPTIONS, SlidingWindowLog);
+    super(WHERE, options, "sliding-window-log", SlidingWindowLog);
     this.exactEntries = logExactEntries(this.limit);
   }
 

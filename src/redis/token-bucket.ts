@@ -150,54 +150,42 @@ export class RedisTokenBucket extends RedisLimiter {
 
   /** @internal */
   protected decode(reply: unknown, cost: number): Decision {
-    // {allowed, units (2), now or the block's ms left (2), [ledger id (2), credited (2),]
-    // serverNowMs}: luaFloats.
-    const items = replyArray(reply, 6);
-    const allowed = items[0];
-    const units = replyFloat(items, 1);
-    const decide = (c: number) => bucketDecision(c, units, this.capacity, this.refillPerSecond);
-    if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyFloat(items, 3));
-    const decision = bucketReplyDecision(
-      cost,
-      units,
-      replyFloat(items, 3),
-      this.capacity,
-      this.refillPerSecond,
-    );
-    return markBucketCharge(checkAgreement(decision, allowed), items);
+    return bucketReply(reply, cost, this.capacity, this.refillPerSecond);
   }
 }
 
 /**
- * A bucket's decision from a script's reply (`units` at `nowMs`), its `retryAfterMs` raised
- * as the in-memory kernel raises it, so that a request at `nowMs + retryAfterMs` is not early
- * at an epoch clock reading (docs/semantics.md#milliseconds).
+ * A token or leaky bucket's decision from its script's reply, `{allowed, units (2), now or
+ * the block's ms left (2), [ledger id (2), credited (2),] serverNowMs}` (luaFloats): a
+ * denial's `retryAfterMs` is raised as the in-memory kernel raises it, so that a request at
+ * `now + retryAfterMs` is not early at an epoch clock reading (docs/semantics.md#milliseconds).
+ * Marked for its receipt: the mark is when the bucket is full again with no further
+ * traffic; a charge's reply has the ledger too (its id and the units credited so far,
+ * src/redis/lua/common.ts `LEDGER_AT`), which a refund through the receipt sends back to be
+ * checked.
  * @internal
  */
-export function bucketReplyDecision(
+export function bucketReply(
+  reply: unknown,
   cost: number,
-  units: number,
-  nowMs: number,
   capacity: number,
   ratePerSecond: number,
 ): Decision {
-  const decision = bucketDecision(cost, units, capacity, ratePerSecond);
-  if (decision.allowed) return decision;
-  const retryAfterMs = retryNotEarly(decision.retryAfterMs, nowMs, (at) =>
-    fits(cost, tokensAt(units, nowMs, at, capacity, ratePerSecond)),
-  );
-  return retryAfterMs === decision.retryAfterMs ? decision : { ...decision, retryAfterMs };
-}
-
-/**
- * Marks a bucket's decision for its receipt (a token or leaky bucket's reply `items`): the
- * mark is when the bucket is full again with no further traffic; a charge's reply has the
- * ledger too (its id and the units credited so far, src/redis/lua/common.ts `LEDGER_AT`),
- * which a refund through the receipt sends back to be checked.
- * @internal
- */
-export function markBucketCharge(decision: Decision, items: readonly unknown[]): Decision {
+  const items = replyArray(reply, 6);
+  const allowed = items[0];
+  const units = replyFloat(items, 1);
   const now = replyFloat(items, 3);
+  if (replyNumber(allowed) === 2) {
+    return blockedDecision((c) => bucketDecision(c, units, capacity, ratePerSecond), cost, now);
+  }
+  let decision = bucketDecision(cost, units, capacity, ratePerSecond);
+  if (!decision.allowed) {
+    const retryAfterMs = retryNotEarly(decision.retryAfterMs, now, (at) =>
+      fits(cost, tokensAt(units, now, at, capacity, ratePerSecond)),
+    );
+    if (retryAfterMs !== decision.retryAfterMs) decision = { ...decision, retryAfterMs };
+  }
+  checkAgreement(decision, allowed);
   const fullAt = now + decision.resetAfterMs;
   const ledger =
     items.length > 6 ? `${String(replyFloat(items, 5))},${String(replyFloat(items, 7))}` : "";

@@ -1,11 +1,16 @@
 import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algorithms/time.js";
 import { checkOptionNames, checkOptions } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
-import { windowHints, windowRequired } from "../core/option-names.js";
+import { optionNames, windowHints, windowRequired } from "../core/option-names.js";
 import { checkReconfigureOptions } from "../core/reconfigure.js";
 import type { LocalClass } from "../store/local.js";
 import { localTwin, RedisLimiter } from "./limiter.js";
-import { checkRedisOptions, REDIS_HINTS, type RedisLimiterOptions } from "./options.js";
+import {
+  checkRedisOptions,
+  REDIS_HINTS,
+  REDIS_OPTIONS,
+  type RedisLimiterOptions,
+} from "./options.js";
 
 /** The options the three Redis window limiters share: their algorithm's, then the Redis ones. */
 export interface RedisWindowOptions extends RedisLimiterOptions {
@@ -17,6 +22,9 @@ export interface RedisWindowOptions extends RedisLimiterOptions {
    */
   readonly windowMs: number;
 }
+
+/** The option names of every window limiter, checked by the constructor. */
+const OPTIONS = optionNames<RedisWindowOptions>()(["limit", "windowMs", ...REDIS_OPTIONS]);
 
 /**
  * The shortest window on Redis's clock: `TIME` counts whole microseconds, so a shorter
@@ -45,7 +53,6 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
    * @internal
    * @param where The class name, for messages.
    * @param algorithm The algorithm, for the default prefix and the keyspace fingerprint.
-   * @param names The class's option names (`limit`, `windowMs` and the Redis ones).
    * @param Local The in-memory class of the same algorithm, for the `'local'` failure policy.
    * @throws {TypeError} If `options` is not an object or an option has the wrong type.
    * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs`
@@ -55,41 +62,29 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     where: string,
     options: RedisWindowOptions,
     algorithm: string,
-    names: readonly string[],
     Local: LocalClass<{ limit: number; windowMs: number }>,
   ) {
     const o = checkOptions<RedisWindowOptions>(where, options);
     checkOptionNames(
       where,
       o,
-      names,
+      OPTIONS,
       { ...windowHints(where), ...REDIS_HINTS },
       windowRequired(where),
     );
     const { limit, windowMs } = checkWindowSize(where, o);
-    if (o.clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
-      throw new RangeError(
-        `${where}: windowMs must be a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock ` +
-          `(TIME counts whole microseconds; pass a clock for shorter windows), got ${windowMs}`,
-      );
-    }
+    checkServerWindow(where, o.clock, windowMs);
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
     const length = { windowMs };
     const clock = common.clock && checkedWindowClock(where, common.clock, length);
     super({ ...common, clock }, limit, [limit, windowMs], localTwin(Local, { limit, windowMs }));
     this.limit = limit;
     this.windowMs = windowMs;
-    this.Local = Local;
     this.length = length;
-    this.names = names;
   }
 
-  /** @internal The in-memory class, for the `'local'` policy. */
-  private readonly Local: LocalClass<{ limit: number; windowMs: number }>;
   /** @internal The window length the explicit clock's check reads. */
   private readonly length: { windowMs: number };
-  /** @internal The constructor's option names. */
-  private readonly names: readonly string[];
 
   /**
    * Changes `limit` and/or `windowMs` live, from the next call, for every key: the keyspace
@@ -104,24 +99,29 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     const o = checkReconfigureOptions<RedisWindowOptions>(
       this.where,
       options,
-      this.names.filter((name) => name === "limit" || name === "windowMs"),
+      ["limit", "windowMs"],
       windowHints(this.where),
     );
     const { limit, windowMs } = checkWindowSize(this.where, {
       limit: o.limit === undefined ? this.limit : o.limit,
       windowMs: o.windowMs === undefined ? this.windowMs : o.windowMs,
     });
-    if (this.clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
-      throw new RangeError(
-        `${this.where}: windowMs must be a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock ` +
-          `(TIME counts whole microseconds; pass a clock for shorter windows), got ${windowMs}`,
-      );
-    }
-    this.retune(limit, [limit, windowMs], localTwin(this.Local, { limit, windowMs }));
+    checkServerWindow(this.where, this.clock, windowMs);
+    this.retune(limit, [limit, windowMs], { ...this.local, options: { limit, windowMs } });
     this.length.windowMs = windowMs;
     const self = this as { limit: number; windowMs: number };
     self.limit = limit;
     self.windowMs = windowMs;
+  }
+}
+
+/** Without an explicit clock, a window shorter than {@link MIN_SERVER_WINDOW_MS} throws. */
+function checkServerWindow(where: string, clock: unknown, windowMs: number): void {
+  if (clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
+    throw new RangeError(
+      `${where}: windowMs must be a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock ` +
+        `(TIME counts whole microseconds; pass a clock for shorter windows), got ${windowMs}`,
+    );
   }
 }
 

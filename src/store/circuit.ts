@@ -44,8 +44,6 @@ export type Admission = "send" | "probe" | "circuit-open" | "pending-cap";
 
 /** One node's circuit. Not thread-aware: one event loop drives it. */
 export class Circuit {
-  /** The node, or `undefined` for a client's one circuit. */
-  readonly node: string | undefined;
   /** The current state. */
   state: CircuitState = "closed";
   /** Failures in a row since the last answer. */
@@ -56,13 +54,13 @@ export class Circuit {
   failedCalls = 0;
   /** When it last opened (circuit clock, ms). */
   openedAtMs = 0;
-  /** @internal */
-  private readonly settings: CircuitSettings;
 
-  constructor(node: string | undefined, settings: CircuitSettings) {
-    this.node = node;
-    this.settings = settings;
-  }
+  constructor(
+    /** The node, or `undefined` for a client's one circuit. */
+    readonly node: string | undefined,
+    /** @internal */
+    private readonly settings: CircuitSettings,
+  ) {}
 
   /**
    * Whether a call may go to the store now: `'send'` (closed), `'probe'` (the one call

@@ -42,20 +42,6 @@ class StoreChargeReceipt<Store extends string>
   }
 }
 
-function storeReceipt<Store extends string>(
-  decision: StoreDecision<Store>,
-  key: string,
-  units: number,
-  atMs: number,
-  untilMs: number,
-  owner: object,
-  epoch: number,
-  mark: number,
-  ledger = "",
-): StoreReceipt<Store> {
-  return new StoreChargeReceipt(decision, key, units, atMs, untilMs, owner, epoch, mark, ledger);
-}
-
 /**
  * The ledger a store receipt carries (what {@link markCharge} was given), `""` for none.
  * @internal
@@ -127,10 +113,8 @@ export abstract class StoreLimiter<Store extends string, Key> {
   private readonly store: Store;
   /** @internal The store's name in messages (`Redis`). */
   private readonly label: string;
-  /** @internal Builds the `'local'` policy's limiter. */
-  private makeLocal: () => LocalLimiter;
-  /** @internal Built at the first failure under `'local'`. */
-  private localLimiter: LocalLimiter | undefined;
+  /** @internal The `'local'` policy's limiter, built at its first failure (not a caller's fallback). */
+  protected localLimiter: LocalLimiter | undefined;
   /** @internal The circuit of a store without nodes, or of keys whose node is unknown. */
   private readonly mainCircuit: Circuit;
   /** @internal Circuits by node. */
@@ -160,22 +144,14 @@ export abstract class StoreLimiter<Store extends string, Key> {
    * @param label The store's name in messages (`'Redis'`).
    * @param common The validated store options.
    * @param size `limit` or `capacity`.
-   * @param makeLocal Builds the same algorithm in memory, bounded, for `failure: 'local'`.
    */
-  protected constructor(
-    store: Store,
-    label: string,
-    common: StoreCommon,
-    size: number,
-    makeLocal: () => LocalLimiter,
-  ) {
+  protected constructor(store: Store, label: string, common: StoreCommon, size: number) {
     this.store = store;
     this.label = label;
     this.common = common;
     this.timeoutMs = common.timeoutMs;
     this.failure = common.failure;
     this.size = size;
-    this.makeLocal = makeLocal;
     this.mainCircuit = new Circuit(undefined, common.circuit);
   }
 
@@ -196,6 +172,8 @@ export abstract class StoreLimiter<Store extends string, Key> {
   ): () => Promise<unknown>;
   /** @internal Readies the deletion of a key's state. */
   protected abstract prepareReset(key: Key): () => Promise<unknown>;
+  /** @internal Builds the same algorithm in memory, bounded, for `failure: 'local'`. */
+  protected abstract makeLocal(): LocalLimiter;
   /** @internal Builds the decision from the store's reply. @throws {TypeError} on a malformed reply. */
   protected abstract decode(reply: unknown, cost: number): Decision;
   /** @internal The node that serves `key`, or `undefined` (one circuit for the whole client). */
@@ -304,24 +282,6 @@ export abstract class StoreLimiter<Store extends string, Key> {
     }
     this.answered(operation, circuit);
     return reply;
-  }
-
-  /** @internal For `reconfigure`: the new `limit` or `capacity`. */
-  protected setSize(size: number): void {
-    this.size = size;
-  }
-
-  /** @internal The `'local'` policy's limiter, if it was built (not a caller's fallback). */
-  protected builtLocal(): LocalLimiter | undefined {
-    return this.localLimiter;
-  }
-
-  /**
-   * @internal For `reconfigure`: how the `'local'` policy's limiter is built from now on
-   * (the one built already, if any, is reconfigured by the caller, keeping its state).
-   */
-  protected setMakeLocal(makeLocal: () => LocalLimiter): void {
-    this.makeLocal = makeLocal;
   }
 
   /**
@@ -445,10 +405,11 @@ export abstract class StoreLimiter<Store extends string, Key> {
     const c = cost === undefined ? 1 : cost;
     if (marks === undefined || !decision.allowed || c === 0 || decision.source !== this.store) {
       const atMs = marks?.atMs ?? this.blockNow();
-      return storeReceipt(decision, key, 0, atMs, atMs, this, this.receiptEpoch, 0);
+      return new StoreChargeReceipt(decision, key, 0, atMs, atMs, this, this.receiptEpoch, 0, "");
     }
     const { mark, atMs, untilMs, ledger } = marks;
-    return storeReceipt(decision, key, c, atMs, untilMs, this, this.receiptEpoch, mark, ledger);
+    const epoch = this.receiptEpoch;
+    return new StoreChargeReceipt(decision, key, c, atMs, untilMs, this, epoch, mark, ledger);
   }
 
   /** @internal Moved by `reconfigure`: receipts from before give nothing back. */
@@ -568,11 +529,9 @@ export abstract class StoreLimiter<Store extends string, Key> {
       if (opened) this.opened(operation, key, error, outcome, circuit);
       if (policy === "throw") throw error;
     }
-    if (blockedLeft > 0) {
-      // A known block denies under every policy ('open' included): nothing is taken.
-      if (policy === "closed" || policy === "open") return this.blockedHere(undefined, blockedLeft);
-      const local = typeof policy === "object" ? policy : (this.localLimiter ??= this.makeLocal());
-      return this.blockedHere(local.peek(key, cost), blockedLeft);
+    // A known block denies under every policy ('open' included): nothing is taken.
+    if (blockedLeft > 0 && (policy === "closed" || policy === "open")) {
+      return this.blockedHere(undefined, blockedLeft);
     }
     if (policy === "open") {
       return {
@@ -595,6 +554,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
       };
     }
     const local = typeof policy === "object" ? policy : (this.localLimiter ??= this.makeLocal());
+    if (blockedLeft > 0) return this.blockedHere(local.peek(key, cost), blockedLeft);
     if (policy === "local" && this.emptyUntil.size > 0) {
       const until = this.emptyUntil.get(key);
       if (until !== undefined) {

@@ -16,13 +16,12 @@ export const LOCAL_MAX_KEY_LENGTH = 1024;
 
 /**
  * The `'local'` policy's limiter: a {@link FallbackLimiter} that also follows the store
- * limiter's `refund`, `block` and `reconfigure`, so the policy judges as the store would.
+ * limiter's `refund` and `reconfigure`, so the policy judges as the store would (its blocks
+ * are in the store limiter's own table).
  */
 export interface LocalLimiter extends FallbackLimiter {
   /** Gives back `cost` units of `key` (`KeyedLimiter.refund`). */
   refund(key: string, cost: number): void;
-  /** Blocks `key` for `durationMs` (`KeyedLimiter.block`). */
-  block(key: string, durationMs: number): void;
   /** Changes the options of every key (`KeyedLimiter.reconfigure`; checked already). */
   reconfigure(options: object): void;
 }
@@ -54,13 +53,6 @@ export function localLimiter<O extends object>(
     peek: (key, cost) => keyed.peek(fold(key), cost),
     reset: (key) => keyed.reset(fold(key)),
     refund: (key, cost) => keyed.refund(fold(key), cost),
-    block: (key, durationMs) => {
-      try {
-        keyed.block(fold(key), durationMs);
-      } catch {
-        // A full local limiter cannot keep one more block: the store keeps it all the same.
-      }
-    },
     reconfigure: (next) => keyed.reconfigure(next),
   };
 }

@@ -109,16 +109,8 @@ export function checkStoreOptions(where: string, o: StoreLimiterOptions): StoreC
 }
 
 function checkCircuit(where: string, options: CircuitOptions | undefined): CircuitSettings {
-  if (options === undefined) {
-    return {
-      failuresToOpen: DEFAULT_FAILURES_TO_OPEN,
-      coolDownMs: DEFAULT_COOL_DOWN_MS,
-      maxPendingCalls: DEFAULT_MAX_PENDING_CALLS,
-      clock: monotonicNow,
-    };
-  }
   const at = `${where}: circuit`;
-  const o = checkOptions<CircuitOptions>(at, options);
+  const o = options === undefined ? {} : checkOptions<CircuitOptions>(at, options);
   checkOptionNames(at, o, CIRCUIT_OPTIONS);
   const failuresToOpen =
     o.failuresToOpen === undefined

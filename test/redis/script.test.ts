@@ -1,6 +1,5 @@
-import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import type { RedisLike } from "../../src/redis/client.js";
-import { StoreTimeoutError } from "../../src/redis/errors.js";
 import { RESET_SCRIPT } from "../../src/redis/limiter.js";
 import { FIXED_WINDOW_SCRIPT } from "../../src/redis/lua/fixed-window.js";
 import { SLIDING_WINDOW_COUNTER_SCRIPT } from "../../src/redis/lua/sliding-window-counter.js";
@@ -70,9 +69,6 @@ describe("isNoScript", () => {
 
 describe("runScript", () => {
   const script = new Script("t", "return 1");
-  afterEach(() => {
-    vi.useRealTimers();
-  });
 
   function fake(evalSha: RedisLike["evalSha"], evalScript: RedisLike["evalScript"]): RedisLike {
     return { evalSha, evalScript };
@@ -81,11 +77,7 @@ describe("runScript", () => {
   test("answers by digest when the server has the script", async () => {
     const evalScript = vi.fn(async () => "unused");
     const client = fake(async (sha, keys, args) => [sha, keys, args], evalScript);
-    expect(await runScript(client, script, ["k"], ["a"], 1000)).toEqual([
-      script.sha1,
-      ["k"],
-      ["a"],
-    ]);
+    expect(await runScript(client, script, ["k"], ["a"])).toEqual([script.sha1, ["k"], ["a"]]);
     expect(evalScript).not.toHaveBeenCalled();
   });
 
@@ -96,7 +88,7 @@ describe("runScript", () => {
       },
       async (source, keys, args) => [source, keys, args],
     );
-    expect(await runScript(client, script, ["k"], ["a"], 1000)).toEqual(["return 1", ["k"], ["a"]]);
+    expect(await runScript(client, script, ["k"], ["a"])).toEqual(["return 1", ["k"], ["a"]]);
   });
 
   test("passes any other error through without retrying", async () => {
@@ -105,53 +97,7 @@ describe("runScript", () => {
     const client = fake(async () => {
       throw failure;
     }, evalScript);
-    await expect(runScript(client, script, [], [], 1000)).rejects.toBe(failure);
+    await expect(runScript(client, script, [], [])).rejects.toBe(failure);
     expect(evalScript).not.toHaveBeenCalled();
-  });
-
-  test("rejects with StoreTimeoutError once timeoutMs passes", async () => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
-    const client = fake(
-      () => new Promise(() => {}),
-      () => new Promise(() => {}),
-    );
-    const pending = runScript(client, script, [], [], 250);
-    const outcome = pending.catch((e: unknown) => e);
-    await vi.advanceTimersByTimeAsync(249);
-    expect(vi.getTimerCount()).toBe(1);
-    await vi.advanceTimersByTimeAsync(1);
-    const error = await outcome;
-    expect(error).toBeInstanceOf(StoreTimeoutError);
-    expect((error as StoreTimeoutError).message).toBe("Redis did not answer within 250 ms");
-    expect((error as StoreTimeoutError).timeoutMs).toBe(250);
-  });
-
-  test("a reply read in the same turn as the expired timer wins over it", async () => {
-    // After a blocked event loop, Node runs the expired timer before it reads the socket
-    // where the reply already waits: the reply must still be the answer (a lease Redis
-    // granted is then used, not lost).
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
-    let answer: (reply: unknown) => void = () => {};
-    const client = fake(
-      () =>
-        new Promise((resolve) => {
-          answer = resolve;
-        }),
-      () => new Promise(() => {}),
-    );
-    const pending = runScript(client, script, [], [], 250).catch((e: unknown) => e);
-    vi.advanceTimersByTime(250); // the timer fires first
-    answer(7); // then the socket is read, in the same turn
-    expect(await pending).toBe(7);
-  });
-
-  test("clears its timer when the answer comes first", async () => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
-    const client = fake(
-      async () => 1,
-      async () => 2,
-    );
-    expect(await runScript(client, script, [], [], 250)).toBe(1);
-    expect(vi.getTimerCount()).toBe(0);
   });
 });

@@ -9,6 +9,7 @@ import {
   RedisTokenBucket,
   type StoreFailureEvent,
   type StoreRecoveryEvent,
+  StoreTimeoutError,
   StoreUnavailableError,
 } from "../../src/redis/index.js";
 import { bucketReply } from "../support/reply-floats.js";
@@ -159,6 +160,57 @@ describe("circuit breaker", () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  describe("the call's timeout", () => {
+    /** A limiter on a fake client, under 'throw', timing each call out after 250 ms. */
+    function timed() {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      const fake = new FakeRedis();
+      const limiter = new RedisTokenBucket({
+        client: fake,
+        capacity: 10,
+        refillPerSecond: 0,
+        timeoutMs: 250,
+        failure: "throw",
+      });
+      return { fake, limiter };
+    }
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    test("rejects with a StoreTimeoutError cause once timeoutMs passes, not before", async () => {
+      const { limiter } = timed();
+      const outcome = limiter.consume("k").catch((e: unknown) => e);
+      await vi.advanceTimersByTimeAsync(249);
+      expect(vi.getTimerCount()).toBe(1);
+      await vi.advanceTimersByTimeAsync(1);
+      const error = (await outcome) as RateLimitStoreError;
+      expect(error).toBeInstanceOf(RateLimitStoreError);
+      expect(error.cause).toBeInstanceOf(StoreTimeoutError);
+      expect((error.cause as StoreTimeoutError).message).toBe("Redis did not answer within 250 ms");
+      expect((error.cause as StoreTimeoutError).timeoutMs).toBe(250);
+    });
+
+    test("a reply read in the same turn as the expired timer wins over it", async () => {
+      // After a blocked event loop, Node runs the expired timer before it reads the socket
+      // where the reply already waits: the reply must still be the answer (units Redis
+      // took are not answered again by the policy).
+      const { fake, limiter } = timed();
+      const pending = limiter.consume("k").catch((e: unknown) => e);
+      vi.advanceTimersByTime(250); // the timer fires first
+      fake.last().resolve(bucketReply(1, 10)); // then the socket is read, in the same turn
+      expect(await pending).toMatchObject({ allowed: true, source: "redis" });
+    });
+
+    test("clears its timer when the answer comes first", async () => {
+      const { fake, limiter } = timed();
+      const pending = limiter.consume("k");
+      fake.last().resolve(bucketReply(1, 10));
+      expect(await pending).toMatchObject({ allowed: true, source: "redis" });
+      expect(vi.getTimerCount()).toBe(0);
+    });
   });
 
   test("the pending cap answers by the policy at once, and sends again once a call settles", async () => {

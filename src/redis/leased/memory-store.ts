@@ -124,11 +124,7 @@ export class MemoryLeaseStore implements LeaseStore {
     this.scheduler = o.scheduler ?? timerScheduler;
     const staleMs =
       o.staleMs === undefined ? 2000 : checkNumber(WHERE, "staleMs", o.staleMs, 0, true);
-    this.bucket = {
-      capacity: this.capacity,
-      refillPerSecond: this.refillPerSecond,
-      staleMs,
-    };
+    this.bucket = { capacity: this.capacity, refillPerSecond: this.refillPerSecond, staleMs };
   }
 
   groupOf(): string {

@@ -8,6 +8,7 @@ import {
 } from "../../core/errors.js";
 import { type Clock, systemClock } from "../../core/limiter.js";
 import { bucketHints, optionNames } from "../../core/option-names.js";
+import { checkFailure, checkHook } from "../../store/options.js";
 import type { RedisKey, RedisLike } from "../client.js";
 import {
   type Common,
@@ -221,29 +222,6 @@ function share(name: string, value: unknown, fallback: number, of: string, upToO
   throw typeof value === "number" ? new RangeError(message) : new TypeError(message);
 }
 
-function checkFailure(failure: unknown): LeaseFailurePolicy {
-  if (failure === undefined) return "local";
-  if (failure === "local" || failure === "open" || failure === "closed" || failure === "throw") {
-    return failure;
-  }
-  if (
-    typeof failure === "object" &&
-    failure !== null &&
-    typeof (failure as FallbackLimiter).consume === "function" &&
-    typeof (failure as FallbackLimiter).peek === "function" &&
-    typeof (failure as FallbackLimiter).reset === "function"
-  ) {
-    return failure as FallbackLimiter;
-  }
-  const message = `${WHERE}: failure must be 'local', 'open', 'closed', 'throw' or a fallback limiter (consume, peek, reset), got ${describe(failure)}`;
-  throw typeof failure === "string" ? new RangeError(message) : new TypeError(message);
-}
-
-function checkHook<T>(name: string, hook: unknown): T | undefined {
-  if (hook === undefined || typeof hook === "function") return hook as T | undefined;
-  throw new TypeError(`${WHERE}: ${name} must be a function, got ${describe(hook)}`);
-}
-
 /** The options a `LeasedTokenBucket` cannot do without, and a call that gives them. */
 const REQUIRED: RequiredOptions = {
   names: ["client", "capacity", "refillPerSecond"],
@@ -320,11 +298,7 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
           { capacity, refillPerSecond },
         )
       : undefined;
-  const failure = checkFailure(o.failure);
-  const onError = checkHook<(event: LeaseFailureEvent) => void>("onError", o.onError);
-  const onRecover = checkHook<(event: LeaseRecoveryEvent) => void>("onRecover", o.onRecover);
-  const onTableFull = checkHook<(event: LeaseTableFullEvent) => void>("onTableFull", o.onTableFull);
-  const clock = checkClock<Clock>(WHERE, o.clock, systemClock);
+  // The lease policy, hooks and the process clock: checked in this order.
   return {
     capacity,
     refillPerSecond,
@@ -340,11 +314,11 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
     maxKeys,
     maxKeyLength,
     record: o.record === true,
-    failure,
-    onError,
-    onRecover,
-    onTableFull,
-    clock,
+    failure: checkFailure(WHERE, o.failure),
+    onError: checkHook<LeaseConfig["onError"]>(WHERE, "onError", o.onError),
+    onRecover: checkHook<LeaseConfig["onRecover"]>(WHERE, "onRecover", o.onRecover),
+    onTableFull: checkHook<LeaseConfig["onTableFull"]>(WHERE, "onTableFull", o.onTableFull),
+    clock: checkClock<Clock>(WHERE, o.clock, systemClock),
     scheduler: o.scheduler ?? timerScheduler,
     redis,
     store: store as LeaseStore | undefined,

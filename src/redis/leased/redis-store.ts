@@ -194,15 +194,9 @@ export class RedisLeaseStore implements LeaseStore {
     return { live: replyNumber(live), joined: replyNumber(joined) === 1 };
   }
 
-  /** @internal Measures the offset with a heartbeat-script call that changes nothing. */
+  /** @internal Measures the offset with a heartbeat that changes nothing (no id leaves). */
   private async measure(): Promise<void> {
-    const c = this.config;
-    const sentMs = c.clock();
-    this.roundTrips++;
-    const reply = await this.timed(
-      runScript(c.client, HEARTBEAT_SCRIPT, [c.heartbeatKey], ["", "0", "1", "0"]),
-    );
-    this.observe(sentMs, replyArray(reply, 3)[1]);
+    await this.heartbeat("", 0, true, 0);
   }
 
   /**

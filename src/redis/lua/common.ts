@@ -214,6 +214,28 @@ export const LEDGER_AT = 33;
 export const LUA_LEDGER_ID = "(t[1] * 1000000 + t[2])";
 
 /**
+ * Inline Lua appending the ledger to a write's new `value` (after an empty block slot): the
+ * one in `state` from byte `at`, kept, or, for a charge (`take == 'c'`), a new one; a
+ * charge's ledger is read into the local `ledger` (and a bucket's, `bucket`, into
+ * `credited`), both declared by the caller. `note` ends the comment line.
+ */
+export function luaLedger(at: number, bucket: boolean, note = ""): string {
+  return `-- The ledger: kept, or begun by a charge (common.ts LEDGER_AT${note}).
+if state and #state >= ${at} then
+  value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${at})
+  if take == 'c' then ${bucket ? "ledger, credited = struct.unpack('<dd'" : "ledger = struct.unpack('<d'"}, state, ${at}) end
+elseif take == 'c' then
+  ledger = ${LUA_LEDGER_ID}
+  value = value .. struct.pack(${bucket ? "'<ddd', -math.huge, ledger, 0" : "'<dd', -math.huge, ledger"})
+end`;
+}
+
+/** `text` trimmed, its lines after the first indented by `by`, to sit inside a block. */
+export function indent(text: string, by: string): string {
+  return text.trim().replace(/\n/g, `\n${by}`);
+}
+
+/**
  * The head of every decision script, first in its source: reads the server's `TIME` before
  * anything else and, past the caller's deadline (the last ARGV, server-clock ms; `''` =
  * none), returns `{-1, serverNow}` having read and written nothing, so a call its client

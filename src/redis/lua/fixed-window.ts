@@ -1,9 +1,10 @@
 import { Script } from "../script.js";
 import {
+  indent,
   LEDGER_AT,
-  LUA_LEDGER_ID,
   luaArgs,
   luaFloats,
+  luaLedger,
   luaStore,
   luaWindowIndex,
 } from "./common.js";
@@ -41,34 +42,24 @@ if sameEnd then
 else
   -- time.ts windowIndex(): floor(t / w), corrected so that k * w <= t < (k + 1) * w.
   local k
-  ${luaWindowIndex("k", "now", "windowMs").replace(/\n/g, "\n  ")}
+  ${indent(luaWindowIndex("k", "now", "windowMs"), "  ")}
   endAt = (k + 1) * windowMs
 end
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local allowed = cost == 0 or cost <= (limit - used) + 1e-9 * (cost > 1 and cost or 1)
 if blockedUntil and now < blockedUntil then
-  ${luaFloats(["2"], ["used", "endAt - now", "blockedUntil - now"]).replace(/\n/g, "\n  ")}
+  ${indent(luaFloats(["2"], ["used", "endAt - now", "blockedUntil - now"]), "  ")}
 end
 local ledger = nil
 if allowed and take and cost > 0 then
   local value = struct.pack('<ddd', endAt, used + cost, now)
-  -- The ledger: kept, or begun by a charge (common.ts LEDGER_AT).
-  if state and #state >= ${LEDGER_AT} then
-    value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${LEDGER_AT})
-    if take == 'c' then ledger = struct.unpack('<d', state, ${LEDGER_AT}) end
-  elseif take == 'c' then
-    ledger = ${LUA_LEDGER_ID}
-    value = value .. struct.pack('<dd', -math.huge, ledger)
-  end
+  ${indent(luaLedger(LEDGER_AT, false), "  ")}
   -- The last write of this window set the key's expiry to its end (PXAT), unless it was
   -- capped by maxTtl: kept as it is.
-  ${luaStore("value", "endAt - now", "endAt", "sameEnd and math.ceil(endAt - at) < maxTtl").replace(
-    /\n/g,
-    "\n  ",
-  )}
+  ${indent(luaStore("value", "endAt - now", "endAt", "sameEnd and math.ceil(endAt - at) < maxTtl"), "  ")}
 end
 if ledger then
-  ${luaFloats(["allowed and 1 or 0"], ["used", "endAt", "now", "ledger"]).replace(/\n/g, "\n  ")}
+  ${indent(luaFloats(["allowed and 1 or 0"], ["used", "endAt", "now", "ledger"]), "  ")}
 end
 ${luaFloats(["allowed and 1 or 0"], ["used", "endAt", "now"])}
 `,

@@ -1,11 +1,12 @@
 import { Script } from "../script.js";
 import {
+  indent,
   LEDGER_AT,
   LUA_COUNTER_RETUNE,
-  LUA_LEDGER_ID,
   LUA_WINDOW_INDEX,
   luaArgs,
   luaFloats,
+  luaLedger,
   luaStore,
   luaWindowIndex,
 } from "./common.js";
@@ -37,8 +38,8 @@ if state then
   if now < at then now = at end
   if #state > 40 then blockedUntil = struct.unpack('<d', state, 41) end
   if w ~= windowMs then
-    ${LUA_WINDOW_INDEX.trim().replace(/\n/g, "\n    ")}
-    ${LUA_COUNTER_RETUNE.trim().replace(/\n/g, "\n    ")}
+    ${indent(LUA_WINDOW_INDEX, "    ")}
+    ${indent(LUA_COUNTER_RETUNE, "    ")}
   else
     stored = index
   end
@@ -58,19 +59,12 @@ end
 -- numeric.ts fits(): cost <= available + 1e-9 * max(1, cost)
 local allowed = cost == 0 or cost <= (limit - estimate) + 1e-9 * (cost > 1 and cost or 1)
 if blockedUntil and now < blockedUntil then
-  ${luaFloats(["2"], ["index", "prev", "curr", "now", "blockedUntil - now"]).replace(/\n/g, "\n  ")}
+  ${indent(luaFloats(["2"], ["index", "prev", "curr", "now", "blockedUntil - now"]), "  ")}
 end
 local ledger = nil
 if allowed and take and cost > 0 then
   local value = struct.pack('<ddddd', index, prev, curr + cost, now, windowMs)
-  -- The ledger: kept, or begun by a charge (common.ts LEDGER_AT, 16 bytes further).
-  if state and #state >= ${LEDGER_AT + 16} then
-    value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${LEDGER_AT + 16})
-    if take == 'c' then ledger = struct.unpack('<d', state, ${LEDGER_AT + 16}) end
-  elseif take == 'c' then
-    ledger = ${LUA_LEDGER_ID}
-    value = value .. struct.pack('<dd', -math.huge, ledger)
-  end
+  ${indent(luaLedger(LEDGER_AT + 16, false, ", 16 bytes further"), "  ")}
   -- The last write in this window, with this windowMs, set the key's expiry to the end of
   -- the next window (PXAT), unless it was capped by maxTtl: kept as it is.
   ${luaStore(
@@ -81,7 +75,7 @@ if allowed and take and cost > 0 then
   ).replace(/\n/g, "\n  ")}
 end
 if ledger then
-  ${luaFloats(["allowed and 1 or 0"], ["index", "prev", "curr", "now", "ledger"]).replace(/\n/g, "\n  ")}
+  ${indent(luaFloats(["allowed and 1 or 0"], ["index", "prev", "curr", "now", "ledger"]), "  ")}
 end
 ${luaFloats(["allowed and 1 or 0"], ["index", "prev", "curr", "now"])}
 `,

@@ -191,6 +191,25 @@ end
 `;
 
 /**
+ * The tail both log scripts share, after their last read of the log: deletes a few dead
+ * chunks, then writes the meta back if anything changed.
+ */
+const LOG_SAVE = `-- Delete a few chunks whose every entry has left (after the last read of them).
+local dead = floor(head / B)
+if clean < dead then
+  local last = math.min(dead, clean + ${LOG_CHUNKS_DELETED_PER_CALL}) - 1
+  local fields = {}
+  for c = clean, last do fields[#fields + 1] = string.format('%d', c) end
+  redis.call('HDEL', key, unpack(fields))
+  clean, dirty = last + 1, true
+end
+if dirty then
+  redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B) .. blockTail)
+  if recreated then redis.call('PEXPIRE', key, math.ceil(blockedUntil - now)) end
+end
+`;
+
+/**
  * The sliding window log's one script (consume and peek), with a bounded number of O(1)
  * commands per call: the log is a hash of chunks (layout above; docs/redis.md#the-sliding-log-at-large-limits).
  * Mirrors `SlidingWindowLog` decision for decision (expiry, rebase above `2 * limit`,
@@ -282,20 +301,7 @@ elseif not allowed and size > 0 and fits(cost, limit) then
   retryLeave = raw(lo)
 end
 
--- Delete a few chunks whose every entry has left (after the last read of them).
-local dead = floor(head / B)
-if clean < dead then
-  local last = math.min(dead, clean + ${LOG_CHUNKS_DELETED_PER_CALL}) - 1
-  local fields = {}
-  for c = clean, last do fields[#fields + 1] = string.format('%d', c) end
-  redis.call('HDEL', key, unpack(fields))
-  clean, dirty = last + 1, true
-end
-if dirty then
-  redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B) .. blockTail)
-  if recreated then redis.call('PEXPIRE', key, math.ceil(blockedUntil - now)) end
-end
-if blockedUntil then
+${LOG_SAVE}if blockedUntil then
   return { 2, f(available), f(liveLeave), f(now), f(retryLeave), size, f(blockedUntil - now), serverNow }
 end
 return { allowed and 1 or 0, f(available), f(liveLeave), f(now), f(retryLeave), size, serverNow }
@@ -424,20 +430,7 @@ if cost > 0 then
   given = cost - left
   if gone > -math.huge then tombstone(gone) end
 end
--- Delete a few chunks whose every entry has left (after the last read of them).
-local dead = floor(head / B)
-if clean < dead then
-  local last = math.min(dead, clean + ${LOG_CHUNKS_DELETED_PER_CALL}) - 1
-  local fields = {}
-  for c = clean, last do fields[#fields + 1] = string.format('%d', c) end
-  redis.call('HDEL', key, unpack(fields))
-  clean, dirty = last + 1, true
-end
-if dirty then
-  redis.call('HSET', key, 'm', struct.pack('<dddddddd', head, tail, base, at, rebaseSeq, rebaseBy, clean, B) .. blockTail)
-  if recreated then redis.call('PEXPIRE', key, math.ceil(blockedUntil - now)) end
-end
-return { f(given), serverNow }
+${LOG_SAVE}return { f(given), serverNow }
 `)}`,
 );
 

@@ -1,5 +1,13 @@
 import { Script } from "../script.js";
-import { LEDGER_AT, LUA_LEDGER_ID, luaArgs, luaCleanMs, luaFloats, luaStore } from "./common.js";
+import {
+  indent,
+  LEDGER_AT,
+  luaArgs,
+  luaCleanMs,
+  luaFloats,
+  luaLedger,
+  luaStore,
+} from "./common.js";
 
 /**
  * The token bucket's one script (consume and peek); {@link LEAKY_BUCKET_SCRIPT} is its twin
@@ -50,7 +58,6 @@ end
 
 /** The decision script of a token (`leaky` false) or leaky bucket. */
 function bucketScript(name: string, leaky: boolean): Script {
-  const indent = (text: string, by: string) => text.trim().replace(/\n/g, `\n${by}`);
   return new Script(
     name,
     `${luaArgs("capacity", "rate")}
@@ -85,14 +92,7 @@ if take and (new or (allowed and cost > 0)) then
       ${indent(luaCleanMs("fullMs", "ms"), "      ")}
     end
     local value = struct.pack('<ddd', left, now, capacity)
-    -- The ledger: kept, or begun by a charge (common.ts LEDGER_AT).
-    if state and #state >= ${LEDGER_AT} then
-      value = value .. struct.pack('<d', -math.huge) .. string.sub(state, ${LEDGER_AT})
-      if take == 'c' then ledger, credited = struct.unpack('<dd', state, ${LEDGER_AT}) end
-    elseif take == 'c' then
-      ledger = ${LUA_LEDGER_ID}
-      value = value .. struct.pack('<ddd', -math.huge, ledger, 0)
-    end
+    ${indent(luaLedger(LEDGER_AT, true), "    ")}
     ${indent(luaStore("value", "fullMs", "now + fullMs"), "    ")}
   else
     redis.call('DEL', key)

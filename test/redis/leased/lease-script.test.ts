@@ -69,7 +69,7 @@ async function exchange(
     );
   }
   args.push(options.deadline ?? "");
-  const reply = (await runScript(conn.client, LEASE_SCRIPT, keys, args, 2000)) as unknown[];
+  const reply = (await runScript(conn.client, LEASE_SCRIPT, keys, args)) as unknown[];
   return reply.map(replyNumber);
 }
 
@@ -228,7 +228,6 @@ describe.skipIf(!redis.available)("the lease script", () => {
           HEARTBEAT_SCRIPT,
           [key],
           [id, String(ttl), leave ? "1" : "0", String(sequence)],
-          2000,
         )) as unknown[]
       ).map(replyNumber);
       return [reply[0] as number, reply[2] as number];
