@@ -430,6 +430,32 @@ export class LogRing {
 }
 
 /**
+ * True when `cost` (> 0) does not fit the ring of `owner` (head at `st[s]`) at `nowMs` and
+ * its oldest entry has not left by then: the ring's answer with nothing to expire, read in
+ * place without a cursor or a step. False says only "not that": take the ring's full step.
+ */
+export function logDeniesAt(
+  arena: LogArena,
+  owner: number,
+  st: Float64Array,
+  s: number,
+  nowMs: number,
+  cost: number,
+  limit: number,
+): boolean {
+  const size = st[s + SIZE]!;
+  if (size === 0) return false;
+  const rows = arena.rows;
+  const data = arena.data;
+  const off = rows[2 * owner]!;
+  const n = rows[2 * owner + 1]!;
+  const head = st[s + HEAD]!;
+  if (!(data[off + 2 * head]! > nowMs)) return false;
+  const p = head + size - 1;
+  return !fits(cost, limit - (data[off + 2 * (p < n ? p : p - n) + 1]! - st[s + BASE]!));
+}
+
+/**
  * Throws unless `values` is a log's state as {@link LogRing.save} writes it: `[]`, or a
  * finite base then `(leaveAt, total)` pairs with finite leave times in order and running
  * totals that never fall below the one before (each entry's cost at least 0): a total

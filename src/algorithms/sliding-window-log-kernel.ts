@@ -2,7 +2,7 @@ import type { Decision } from "../core/limiter.js";
 import { fits, TOLERANCE } from "../core/numeric.js";
 import type { Kernel } from "./kernel.js";
 import { LogArena } from "./log-arena.js";
-import { checkSavedLog, LogRing, RING_DOUBLES } from "./log-ring.js";
+import { checkSavedLog, LogRing, logDeniesAt, RING_DOUBLES } from "./log-ring.js";
 import { logExactEntries } from "./window-math.js";
 
 /** Where a layout accounts the bytes its logs gain or lose: the slab engine. */
@@ -307,6 +307,11 @@ export class SlidingWindowLogKernel implements Kernel {
     if (this.isIdle(st, s, slot, now)) return 0; // expired to now
     given[o] = this.ringAt(st, s, slot).refundEntry(marks[o]!, asked[o]!);
     return 0;
+  }
+
+  /** True when `cost` (> 0) is denied now and nothing leaves by then ({@link logDeniesAt}). */
+  deniesAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
+    return slot >= 0 && logDeniesAt(this.arena, slot, st, s, now, cost, this.limit);
   }
 
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
