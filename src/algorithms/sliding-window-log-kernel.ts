@@ -2,7 +2,7 @@ import type { Decision } from "../core/limiter.js";
 import { fits, TOLERANCE } from "../core/numeric.js";
 import type { Kernel } from "./kernel.js";
 import { LogArena } from "./log-arena.js";
-import { checkSavedLog, LogRing, logDeniesAt, RING_DOUBLES } from "./log-ring.js";
+import { checkSavedLog, LogRing, RING_DOUBLES } from "./log-ring.js";
 import { logExactEntries } from "./window-math.js";
 
 /** Where a layout accounts the bytes its logs gain or lose: the slab engine. */
@@ -232,7 +232,7 @@ export class SlidingWindowLogKernel implements Kernel {
    * kept nor accounted. For a class's white-box tests too.
    */
   ringAt(st: Float64Array, s: number, slot: number): LogRing {
-    return slot < 0 ? this.ring.at(this.scratch, 0, st, s) : this.ring.at(this.arena, slot, st, s);
+    return this.ring.at(slot < 0 ? this.scratch : this.arena, slot < 0 ? 0 : slot, st, s);
   }
 
   /** True when `cost` fits the log now (after expiring it), as `allowAt` would answer. */
@@ -307,11 +307,6 @@ export class SlidingWindowLogKernel implements Kernel {
     if (this.isIdle(st, s, slot, now)) return 0; // expired to now
     given[o] = this.ringAt(st, s, slot).refundEntry(marks[o]!, asked[o]!);
     return 0;
-  }
-
-  /** True when `cost` (> 0) is denied now and nothing leaves by then ({@link logDeniesAt}). */
-  deniesAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
-    return slot >= 0 && logDeniesAt(this.arena, slot, st, s, now, cost, this.limit);
   }
 
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
