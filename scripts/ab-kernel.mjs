@@ -1,7 +1,7 @@
 /**
  * An A/B of the hot paths between builds of tollgate, in alternating processes: single
  * `allow()` per algorithm, and `KeyedLimiter.allow(key)` on a hot key and on 100k and 1M random
- * keys. With `--plain`, the keyed scenarios run on a plain subclass of KeyedLimiter (its base
+ * keys (operations per CPU-second). With `--plain`, the keyed scenarios run on a plain subclass of KeyedLimiter (its base
  * methods over the kernels) instead of the generated fast-path classes.
  *
  *   node scripts/ab-kernel.mjs run <bundle.mjs> [--plain]   one process: prints JSON lines
@@ -24,13 +24,22 @@ const ALGORITHMS = {
     new m.SlidingWindowCounter({ limit: 1e12, windowMs: 1000, clock }),
 };
 
-/** Ops per second of `op` over `n` calls, after `warm` calls. */
-function rate(op, n, warm = n >> 1) {
+/**
+ * Ops per second of `op` over `n` calls, after `warm` calls: per second of the process's CPU
+ * time (user and system), which a busy machine disturbs less than wall time; the median of
+ * `reps` runs of `n / reps` calls each.
+ */
+function rate(op, n, warm = n >> 1, reps = 5) {
   for (let i = 0; i < warm; i++) op(i);
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < n; i++) op(i);
-  const ns = Number(process.hrtime.bigint() - t0);
-  return (n / ns) * 1e9;
+  const per = Math.floor(n / reps);
+  const rates = [];
+  for (let r = 0; r < reps; r++) {
+    const c0 = process.cpuUsage();
+    for (let i = r * per; i < (r + 1) * per; i++) op(i);
+    const c = process.cpuUsage(c0);
+    rates.push(per / ((c.user + c.system) / 1e6));
+  }
+  return median(rates);
 }
 
 /** Keys picked at random from `count` distinct keys (deterministic). */

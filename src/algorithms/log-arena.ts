@@ -42,27 +42,64 @@ export class LogArena {
   }
 
   /**
-   * Gives `owner` a block of `entries` (>= 1) entries, its `size` oldest entries of its ring
-   * (a block of `wrap` entries with its oldest at `head`) copied to its start, oldest first;
-   * the old block (if any) is freed. Read `data` and the owner's offset after it: a
-   * compaction may move every block.
+   * Gives `owner` a block of `entries` (>= 1) entries holding its ring's `size` oldest
+   * entries (from a block of `wrap` entries with its oldest at `head`), and returns where the
+   * oldest is now: 0 in a new block (the old one, if any, is freed), or a place in the same
+   * block when it ends the used part and grows where it is (a growing log's doubling: one
+   * native copy of at most its oldest run, no compaction). Read `data` and the owner's offset
+   * after it: a compaction may move every block.
    */
-  move(owner: number, entries: number, head: number, size: number): void {
+  move(owner: number, entries: number, head: number, size: number): number {
     const rows = this.rows;
     const r = 2 * owner;
     const wrap = rows[r + 1]!;
+    if (entries > wrap && wrap !== 0) {
+      const at = this.growInPlace(r, entries, head, size);
+      if (at >= 0) return at;
+    }
     const to = this.take(entries); // may rebuild `data` and move the owner's block
     const data = this.data;
     const from = rows[r]!;
-    for (let i = 0; i < size; i++) {
-      const p = 2 * (head + i < wrap ? head + i : head + i - wrap);
-      data[to + 2 * i] = data[from + p]!;
-      data[to + 2 * i + 1] = data[from + p + 1]!;
+    if (size > 0) {
+      // The ring's two runs, oldest first: `[head, wrap)`, then `[0, size - first)`. (With no
+      // entries, `head` may be stale: a released block leaves it as it was.)
+      const first = size < wrap - head ? size : wrap - head;
+      data.copyWithin(to, from + 2 * head, from + 2 * (head + first));
+      if (size > first) data.copyWithin(to + 2 * first, from, from + 2 * (size - first));
     }
     if (wrap !== 0) this.give(from, wrap);
     rows[r] = to;
     rows[r + 1] = entries;
     this.maybeShrink();
+    return 0;
+  }
+
+  /**
+   * Grows the block at `rows[r]` to `entries` where it is when it ends the used part and the
+   * array, grown if need be, stays within twice the live doubles; the ring's oldest run
+   * (`[head, wrap)`, when the ring wraps) moves to the block's end, so the ring still wraps
+   * there. Returns where the oldest entry is now, or -1 (not at the end, or too much slack).
+   */
+  private growInPlace(r: number, entries: number, head: number, size: number): number {
+    const from = this.rows[r]!;
+    const wrap = this.rows[r + 1]!;
+    if (from + 2 * wrap !== this.top) return -1;
+    const end = from + 2 * entries;
+    const live = this.live + 2 * (entries - wrap);
+    if (end > this.data.length) {
+      if (end > 2 * live) return -1; // mostly free blocks before it: compact instead
+      const next = new Float64Array(Math.max(end, Math.min(2 * live, Math.ceil(1.5 * live))));
+      next.set(this.data.subarray(0, this.top));
+      this.data = next;
+    }
+    this.live = live;
+    this.top = end;
+    this.rows[r + 1] = entries;
+    if (size === 0) return 0;
+    if (head + size <= wrap) return head; // one run: it stays
+    const first = wrap - head;
+    this.data.copyWithin(end - 2 * first, from + 2 * head, from + 2 * wrap);
+    return entries - first;
   }
 
   /** Frees `owner`'s block (if any); returns the entries it had (0 for none). */

@@ -232,7 +232,7 @@ export class SlidingWindowLogKernel implements Kernel {
    * kept nor accounted. For a class's white-box tests too.
    */
   ringAt(st: Float64Array, s: number, slot: number): LogRing {
-    return slot < 0 ? this.ring.at(this.scratch, 0, st, s) : this.ring.at(this.arena, slot, st, s);
+    return this.ring.at(slot < 0 ? this.scratch : this.arena, slot < 0 ? 0 : slot, st, s);
   }
 
   /** True when `cost` fits the log now (after expiring it), as `allowAt` would answer. */

@@ -254,7 +254,10 @@ export abstract class WindowBase extends KernelShell {
    * latest. A reading where `windowMs` is below the clock's float step throws and is not kept.
    */
   protected now(): number {
-    this.seenMs = this.timeOf();
+    // `timeOf`'s steps written out: one call less on every request's path.
+    const where = this.spec.where;
+    const t = readClock(where, this.clock, this.seenMs);
+    this.seenMs = checkWindowClock(where, t, this.windowMs, this.clockBoundMs);
     return this.seenMs;
   }
 

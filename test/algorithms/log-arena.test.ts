@@ -68,8 +68,7 @@ describe("LogArena", () => {
           const size = m.length / 2;
           if (c.kind === "move") {
             if (c.entries < size) continue;
-            a.move(c.owner, c.entries, head[c.owner]!, size);
-            head[c.owner] = 0;
+            head[c.owner] = a.move(c.owner, c.entries, head[c.owner]!, size);
             expect(a.rows[2 * c.owner + 1]).toBe(c.entries);
           } else if (c.kind === "release") {
             const had = a.rows[2 * c.owner + 1]!;
@@ -106,6 +105,32 @@ describe("LogArena", () => {
       }),
       { numRuns: 300, seed: 20261202 },
     );
+  });
+
+  test("a wrapped ring at the end of the arena doubles where it is, its entries in order", () => {
+    const a = new LogArena();
+    a.setOwners(2);
+    a.move(0, 2, 0, 0);
+    a.move(1, 4, 0, 0); // owner 1 ends the used part
+    const off = a.rows[2]!;
+    // A full ring of 4 whose oldest is at 3: entries 3, 0, 1, 2 hold 10, 11, 12, 13.
+    for (const [p, v] of [
+      [3, 10],
+      [0, 11],
+      [1, 12],
+      [2, 13],
+    ] as const) {
+      a.data[off + 2 * p] = v;
+      a.data[off + 2 * p + 1] = v;
+    }
+    const at = a.move(1, 8, 3, 4);
+    expect(a.rows[2], "the same block").toBe(off);
+    expect(a.rows[3]).toBe(8);
+    expect(at, "the oldest run moved to the block's end").toBe(7);
+    expect(readRing(a, 1, at, 4)).toEqual([10, 10, 11, 11, 12, 12, 13, 13]);
+    expect(a.data.length).toBeLessThanOrEqual(2 * a.live);
+    // Not at the end: owner 0 moves to a new block, oldest first.
+    expect(a.move(0, 4, 0, 0)).toBe(0);
   });
 
   test("a released block is the next block of its size; clear frees everything", () => {
