@@ -7,9 +7,8 @@ import type { Permit } from "../concurrency/permit.js";
 import { describe } from "../core/errors.js";
 import { timerDelay } from "../core/wait.js";
 import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
-import { type FetchHandler, problem, runtimeAddress, withHeaders } from "./fetch.js";
+import { type FetchHandler, fetchSource, problem, withHeaders } from "./fetch.js";
 import {
-  type ClientSource,
   headerRecord,
   INTERNAL_ERROR_BODY,
   limitedBody,
@@ -84,15 +83,7 @@ export function withConcurrencyLimit<
     options,
     OWN_OPTIONS,
   );
-  const source: ClientSource<Request, Args> = {
-    peer:
-      remoteAddress === undefined
-        ? (request, args) => runtimeAddress(request, args[0])
-        : (request, args) => remoteAddress(request, ...args),
-    header: (request, name) => request.headers.get(name),
-    untrusted: (request, _args, peer, warning) => warning.checkFetch(request.headers, peer),
-  };
-  const pipeline = new Pipeline<Request, Args>(WHERE, config, hooks, source);
+  const pipeline = new Pipeline(WHERE, config, hooks, fetchSource(remoteAddress));
 
   return async (request, ...args) => {
     const outcome = pipeline.run(request, args) as Outcome; // the consumer is synchronous

@@ -9,15 +9,13 @@ import {
   holdUntilHandled,
   permitOf,
 } from "./concurrency.js";
-import type { KoaContextLike } from "./koa.js";
-import { NODE_SOURCE, setNodeHeader } from "./node.js";
+import { KOA_SOURCE, type KoaContextLike, problem } from "./koa.js";
+import { setNodeHeader } from "./node.js";
 import {
-  type ClientSource,
   INTERNAL_ERROR_BODY,
   limitedBody,
   type Outcome,
   Pipeline,
-  PROBLEM_JSON,
   UNAVAILABLE_BODY,
   writeHeaders,
 } from "./pipeline.js";
@@ -33,13 +31,6 @@ export interface KoaConcurrencyOptions<Ctx extends KoaContextLike = KoaContextLi
 
 const WHERE = "koaConcurrencyLimit";
 const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
-
-/** The client's address on Koa: the node request's. */
-const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
-  peer: (ctx) => NODE_SOURCE.peer(ctx.req, undefined),
-  header: (ctx, name) => NODE_SOURCE.header(ctx.req, name, undefined),
-  untrusted: (ctx, _extra, _peer, warning) => warning.checkNode(ctx.req),
-};
 
 /**
  * A Koa middleware (`app.use(koaConcurrencyLimit({ limiter }))`) that lets at most
@@ -79,20 +70,13 @@ export function koaConcurrencyLimit<Ctx extends KoaContextLike = KoaContextLike>
       }
       case "limited":
         writeHeaders(config, outcome, ctx.res, setNodeHeader);
-        answer(ctx, 429, limitedBody(config, outcome));
+        problem(ctx, 429, limitedBody(config, outcome));
         return;
       case "unavailable":
-        answer(ctx, 503, UNAVAILABLE_BODY);
+        problem(ctx, 503, UNAVAILABLE_BODY);
         return;
       case "error":
-        answer(ctx, 500, INTERNAL_ERROR_BODY);
+        problem(ctx, 500, INTERNAL_ERROR_BODY);
     }
   };
-}
-
-/** Answers with a problem+json body (JSON text). */
-function answer(ctx: KoaContextLike, status: number, body: string): void {
-  ctx.status = status;
-  ctx.type = PROBLEM_JSON;
-  ctx.body = body;
 }

@@ -10,13 +10,18 @@ import {
   holdUntilHandled,
   permitOf,
 } from "./concurrency.js";
-import { type NextFunction, NODE_SOURCE, type RateLimitMiddleware, setNodeHeader } from "./node.js";
+import {
+  type NextFunction,
+  NODE_SOURCE,
+  type RateLimitMiddleware,
+  send,
+  setNodeHeader,
+} from "./node.js";
 import {
   INTERNAL_ERROR_BODY,
   limitedBody,
   type Outcome,
   Pipeline,
-  PROBLEM_JSON,
   UNAVAILABLE_BODY,
   writeHeaders,
 } from "./pipeline.js";
@@ -85,12 +90,4 @@ function render<Req extends IncomingMessage>(
     case "error":
       send(res, 500, INTERNAL_ERROR_BODY);
   }
-}
-
-function send(res: ServerResponse, status: number, body: string): void {
-  if (res.headersSent) return;
-  res.statusCode = status;
-  res.setHeader("Content-Type", PROBLEM_JSON);
-  res.setHeader("Content-Length", body.length);
-  res.end(body);
 }

@@ -505,6 +505,29 @@ export interface AdapterHookOptions {
   readonly onNearLimit?: unknown;
 }
 
+/** The hook option names of `rateLimit`, `koaRateLimit` and `fastifyRateLimit`, as listed in errors. */
+export const HOOK_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "refundIf",
+  "refundAborted",
+  "onNearLimit",
+] as const;
+
+/** The hook option names of `withRateLimit` and `honoRateLimit`: {@link HOOK_OPTIONS} and `remoteAddress`. */
+export const FETCH_HOOK_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "remoteAddress",
+  "refundIf",
+  "refundAborted",
+  "onNearLimit",
+] as const;
+
 /** An adapter's options after {@link checkAdapterOptions}: each hook a function or `undefined`. */
 export interface CheckedAdapterOptions<O extends AdapterHookOptions> {
   readonly config: CommonConfig;

@@ -17,6 +17,7 @@ import {
   type CommonRateLimitOptions,
   checkAdapterOptions,
   defaultOnError,
+  HOOK_OPTIONS,
   isThenable,
   PEER_OPTION_HINTS,
   report,
@@ -144,17 +145,6 @@ export type FastifyRouteRateLimit<
 
 const WHERE = "fastifyRateLimit";
 
-/** The option names of the plugin beyond the shared ones. */
-const OWN_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
-
 /** The options a route may override in `config.rateLimit`. */
 const ROUTE_OPTIONS = [
   "limiter",
@@ -242,7 +232,7 @@ function build(
   const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
     where,
     options,
-    OWN_OPTIONS,
+    HOOK_OPTIONS,
   );
   return {
     pipeline: new Pipeline(where, config, hooks, FASTIFY_SOURCE, warning),
@@ -356,11 +346,24 @@ function routeName(method: unknown, url: unknown): string {
   return `${WHERE} (route ${m} ${String(url)})`;
 }
 
-/** Sets a header on a reply; a List field is appended to a value already there. */
-function setReplyHeader(reply: FastifyReplyLike, name: string, value: string, list: boolean): void {
+/**
+ * Sets a header on a reply; a List field (`RateLimit`, `RateLimit-Policy`) is appended to a
+ * value already there, so that a limiter before this one (a `fastifyRateLimit` before a
+ * `fastifyConcurrencyLimit`) keeps its own.
+ */
+export function setReplyHeader(
+  reply: Pick<FastifyReplyLike, "header" | "getHeader">,
+  name: string,
+  value: string,
+  list: boolean,
+): void {
   const previous = list ? reply.getHeader(name) : undefined;
   if (previous === undefined) reply.header(name, value);
-  else reply.header(name, [...(Array.isArray(previous) ? previous : [String(previous)]), value]);
+  else
+    reply.header(name, [
+      ...(Array.isArray(previous) ? previous.map(String) : [String(previous)]),
+      value,
+    ]);
 }
 
 /** `refundIf` as the route's {@link AfterResponse} calls it. */
@@ -385,9 +388,7 @@ function render(
         const after = route.after;
         charged.set(request, after);
         if (after.open(request, outcome) && reply.raw !== undefined) {
-          watchNodeResponse(reply.raw, (status, aborted) =>
-            after.settle(request, request, status, aborted),
-          );
+          watchNodeResponse(reply.raw, (status, aborted) => after.settle(request, status, aborted));
         }
       }
       next();
@@ -434,7 +435,11 @@ function limited(
 }
 
 /** Answers with an `application/problem+json` body (JSON text). */
-function problem(reply: FastifyReplyLike, status: number, body: string): void {
+export function problem(
+  reply: Pick<FastifyReplyLike, "code" | "header" | "send">,
+  status: number,
+  body: string,
+): void {
   reply.code(status);
   reply.header("content-type", PROBLEM_JSON);
   reply.send(body);

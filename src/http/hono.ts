@@ -5,15 +5,8 @@
  */
 import type { Decision } from "../core/limiter.js";
 import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
-import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
-import {
-  limitedAnswer,
-  problem,
-  runtimeAddress,
-  settledStatus,
-  wasAborted,
-  withHeaders,
-} from "./fetch.js";
+import { type CommonRateLimitOptions, checkAdapterOptions, FETCH_HOOK_OPTIONS } from "./core.js";
+import { limitedAnswer, problem, runtimeAddress, settleFetch, withHeaders } from "./fetch.js";
 import {
   type ClientSource,
   headerRecord,
@@ -104,18 +97,6 @@ export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextL
 
 const WHERE = "honoRateLimit";
 
-/** The option names of {@link honoRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
-  "remoteAddress",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
-
 /**
  * A Hono middleware: `app.use(honoRateLimit(options))`, with the options, headers, 429
  * body, failure modes and client keys of `rateLimit` (see {@link HonoRateLimitOptions}
@@ -134,7 +115,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
   const { config, hooks, onLimited, remoteAddress, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
-    OWN_OPTIONS,
+    FETCH_HOOK_OPTIONS,
   );
   const after = new AfterResponse<Ctx>(WHERE, config, refundIf, refundAborted);
   let warned = false;
@@ -175,10 +156,10 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
           try {
             await next();
           } catch (error) {
-            after.settle(c, c, 500);
+            after.settle(c, 500);
             throw error;
           }
-          after.settle(c, c, settledStatus(c.req.raw, c.res), wasAborted(c.req.raw, c.res));
+          settleFetch(after, c, c.req.raw, c.res);
         } else await next();
         if (outcome.decision !== undefined) {
           const response = withHeaders(c.res, headerRecord(config, outcome));

@@ -11,7 +11,7 @@ import {
   requestCharges,
   watchNodeResponse,
 } from "./after-response.js";
-import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
+import { type CommonRateLimitOptions, checkAdapterOptions, HOOK_OPTIONS } from "./core.js";
 import { NODE_SOURCE, setNodeHeader } from "./node.js";
 import {
   type ClientSource,
@@ -87,19 +87,8 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
 
 const WHERE = "koaRateLimit";
 
-/** The option names of {@link koaRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
-
 /** The client's address on Koa: the node request's, as for `rateLimit`. */
-const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
+export const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
   peer: (ctx) => NODE_SOURCE.peer(ctx.req, undefined),
   header: (ctx, name) => NODE_SOURCE.header(ctx.req, name, undefined),
   untrusted: (ctx, _extra, _peer, warning) => warning.checkNode(ctx.req),
@@ -121,7 +110,7 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
   const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
-    OWN_OPTIONS,
+    HOOK_OPTIONS,
   );
   const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, KOA_SOURCE);
   const after = new AfterResponse<Ctx>(WHERE, config, refundIf, refundAborted);
@@ -136,7 +125,7 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
       case "pass":
         if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
         if (after.open(ctx, outcome)) {
-          watchNodeResponse(ctx.res, (status, aborted) => after.settle(ctx, ctx, status, aborted));
+          watchNodeResponse(ctx.res, (status, aborted) => after.settle(ctx, status, aborted));
         }
         await next();
         return;
@@ -165,7 +154,7 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
 }
 
 /** Answers with an `application/problem+json` body (JSON text). */
-function problem(ctx: KoaContextLike, status: number, body: string): void {
+export function problem(ctx: KoaContextLike, status: number, body: string): void {
   ctx.status = status;
   ctx.body = body;
   ctx.type = PROBLEM_JSON;
