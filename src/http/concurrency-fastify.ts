@@ -11,6 +11,7 @@ import {
   permitOf,
 } from "./concurrency.js";
 import { problem, setReplyHeader } from "./fastify.js";
+import { writeHeaders } from "./headers.js";
 import { NODE_SOURCE } from "./node.js";
 import {
   type ClientSource,
@@ -19,7 +20,6 @@ import {
   type Outcome,
   Pipeline,
   UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** The members of a Fastify request the hook uses. */

@@ -9,6 +9,7 @@ import {
   holdUntilHandled,
   permitOf,
 } from "./concurrency.js";
+import { writeHeaders } from "./headers.js";
 import { KOA_SOURCE, type KoaContextLike, problem } from "./koa.js";
 import { setNodeHeader } from "./node.js";
 import {
@@ -17,7 +18,6 @@ import {
   type Outcome,
   Pipeline,
   UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** Options of {@link koaConcurrencyLimit}. */

@@ -10,6 +10,7 @@ import {
   holdUntilHandled,
   permitOf,
 } from "./concurrency.js";
+import { writeHeaders } from "./headers.js";
 import {
   type NextFunction,
   NODE_SOURCE,
@@ -23,7 +24,6 @@ import {
   type Outcome,
   Pipeline,
   UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** Options of {@link concurrencyLimit}. */

@@ -22,6 +22,7 @@ import {
   PEER_OPTION_HINTS,
   report,
 } from "./core.js";
+import { writeHeaders } from "./headers.js";
 import { headerText } from "./node.js";
 import {
   type ClientSource,
@@ -31,7 +32,6 @@ import {
   Pipeline,
   PROBLEM_JSON,
   UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** The members of a Fastify request that the plugin reads (Fastify 4 and 5). */

@@ -12,6 +12,7 @@ import {
   watchNodeResponse,
 } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions, HOOK_OPTIONS } from "./core.js";
+import { writeHeaders } from "./headers.js";
 import { NODE_SOURCE, setNodeHeader } from "./node.js";
 import {
   type ClientSource,
@@ -21,7 +22,6 @@ import {
   Pipeline,
   PROBLEM_JSON,
   UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** The members of a Koa context that the middleware uses (Koa 2 and 3). */

@@ -14,6 +14,7 @@ import {
   isThenable,
   report,
 } from "./core.js";
+import { writeHeaders } from "./headers.js";
 import {
   type ClientSource,
   INTERNAL_ERROR_BODY,
@@ -22,7 +23,6 @@ import {
   Pipeline,
   PROBLEM_JSON,
   UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** A connect-style `next`: call it to pass the request on. */

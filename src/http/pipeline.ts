@@ -12,17 +12,18 @@ import { blockOnLimit, overLimit } from "./block.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
-  type DecisionNumbers,
   describing,
+  type HeaderNumbers,
   INTERNAL_ERROR_PROBLEM,
   legacyWanted,
   quotaExceededProblem,
   readDecision,
   refusalStatus,
+  setRecord,
   shapeRatePerSecond,
   shapeWindowSeconds,
   UNAVAILABLE_PROBLEM,
-  wholeText,
+  writeHeaders,
 } from "./headers.js";
 
 /**
@@ -40,10 +41,10 @@ export type OutcomeKind = "skip" | "pass" | "limited" | "unavailable" | "error";
 
 /**
  * One request's outcome. The header numbers (`limit`, `remaining`, `retryAfter`, `reset`,
- * as {@link DecisionNumbers}) are valid when `decision` is set. One shape for every kind,
+ * as {@link HeaderNumbers}) are valid when `decision` is set. One shape for every kind,
  * so the adapters' reads stay monomorphic.
  */
-export class Outcome implements DecisionNumbers {
+export class Outcome implements HeaderNumbers {
   kind: OutcomeKind;
   /** The key checked, when it was computed. */
   key: string | undefined;
@@ -309,50 +310,11 @@ export class Pipeline<Req, Extra = undefined> {
   }
 }
 
-/** Sets one header on an adapter's response; `list` marks a List field (append, not replace). */
-export type SetHeader<Target> = (
-  target: Target,
-  name: string,
-  value: string,
-  list: boolean,
-) => void;
-
-/**
- * Writes the rate-limit headers of an outcome that has a decision, in the order of
- * `rateLimitHeaders`: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*` (with `legacy`, or
- * on a refusal that can pass later), `Retry-After`. The text comes from the config's
- * precomputed parts; nothing is built per header.
- */
-export function writeHeaders<Target>(
-  config: CommonConfig,
-  outcome: Outcome,
-  target: Target,
-  set: SetHeader<Target>,
-): void {
-  if (config.draft) {
-    set(target, "RateLimit-Policy", config.text.policy(outcome.limit, outcome.windowSeconds), true);
-    set(target, "RateLimit", config.text.rate(outcome.remaining, outcome.reset), true);
-  }
-  if (legacyWanted(outcome, config.draft, config.legacy)) {
-    set(target, "X-RateLimit-Limit", wholeText(outcome.limit), false);
-    // Not on a refusal that can never pass: GitHub-style clients retry on remaining 0.
-    if (!outcome.never) {
-      set(target, "X-RateLimit-Remaining", wholeText(outcome.remaining), false);
-      if (outcome.resetText !== "") set(target, "X-RateLimit-Reset", outcome.resetText, false);
-    }
-  }
-  if (outcome.retryAfter >= 0) set(target, "Retry-After", wholeText(outcome.retryAfter), false);
-}
-
 /** The rate-limit headers of an outcome as an object (for adapters that build a `Response`). */
 export function headerRecord(config: CommonConfig, outcome: Outcome): Record<string, string> {
   const headers: Record<string, string> = {};
   if (outcome.decision !== undefined) writeHeaders(config, outcome, headers, setRecord);
   return headers;
-}
-
-function setRecord(target: Record<string, string>, name: string, value: string): void {
-  target[name] = value;
 }
 
 /** The names of the List fields, which are appended to rather than replaced (RFC 9651 3.1). */
