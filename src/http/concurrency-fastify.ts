@@ -13,14 +13,7 @@ import {
 import { problem, setReplyHeader } from "./fastify.js";
 import { writeHeaders } from "./headers.js";
 import { NODE_SOURCE } from "./node.js";
-import {
-  type ClientSource,
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  type Outcome,
-  Pipeline,
-  UNAVAILABLE_BODY,
-} from "./pipeline.js";
+import { answerBody, type ClientSource, type Outcome, Pipeline } from "./pipeline.js";
 
 /** The members of a Fastify request the hook uses. */
 export interface FastifyConcurrencyRequestLike {
@@ -87,15 +80,9 @@ export function fastifyConcurrencyLimit<
         done();
         return;
       }
-      case "limited":
+      default: // answered here: "limited", "unavailable", "error"
         if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
-        problem(reply, 429, limitedBody(config, outcome));
-        return;
-      case "unavailable":
-        problem(reply, 503, UNAVAILABLE_BODY);
-        return;
-      case "error":
-        problem(reply, 500, INTERNAL_ERROR_BODY);
+        problem(reply, outcome.status, answerBody(config, outcome));
     }
   };
 }

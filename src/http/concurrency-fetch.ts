@@ -8,14 +8,7 @@ import { describe } from "../core/errors.js";
 import { timerDelay } from "../core/wait.js";
 import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
 import { type FetchHandler, fetchSource, problem, withHeaders } from "./fetch.js";
-import {
-  headerRecord,
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  type Outcome,
-  Pipeline,
-  UNAVAILABLE_BODY,
-} from "./pipeline.js";
+import { answerBody, headerRecord, type Outcome, Pipeline } from "./pipeline.js";
 
 /** Options of {@link withConcurrencyLimit}. */
 export interface FetchConcurrencyOptions<Args extends unknown[] = unknown[]>
@@ -101,12 +94,8 @@ export function withConcurrencyLimit<
           maxHoldMs,
         );
       }
-      case "limited":
-        return problem(429, limitedBody(config, outcome), headerRecord(config, outcome));
-      case "unavailable":
-        return problem(503, UNAVAILABLE_BODY, {});
-      case "error":
-        return problem(500, INTERNAL_ERROR_BODY, {});
+      default: // answered here: "limited", "unavailable", "error"
+        return problem(outcome.status, answerBody(config, outcome), headerRecord(config, outcome));
     }
   };
 }

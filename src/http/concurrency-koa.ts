@@ -12,13 +12,7 @@ import {
 import { writeHeaders } from "./headers.js";
 import { KOA_SOURCE, type KoaContextLike, problem } from "./koa.js";
 import { setNodeHeader } from "./node.js";
-import {
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  type Outcome,
-  Pipeline,
-  UNAVAILABLE_BODY,
-} from "./pipeline.js";
+import { answerBody, type Outcome, Pipeline } from "./pipeline.js";
 
 /** Options of {@link koaConcurrencyLimit}. */
 export interface KoaConcurrencyOptions<Ctx extends KoaContextLike = KoaContextLike>
@@ -68,15 +62,9 @@ export function koaConcurrencyLimit<Ctx extends KoaContextLike = KoaContextLike>
         await handled;
         return;
       }
-      case "limited":
-        writeHeaders(config, outcome, ctx.res, setNodeHeader);
-        problem(ctx, 429, limitedBody(config, outcome));
-        return;
-      case "unavailable":
-        problem(ctx, 503, UNAVAILABLE_BODY);
-        return;
-      case "error":
-        problem(ctx, 500, INTERNAL_ERROR_BODY);
+      default: // answered here: "limited", "unavailable", "error"
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        problem(ctx, outcome.status, answerBody(config, outcome));
     }
   };
 }

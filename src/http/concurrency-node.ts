@@ -18,13 +18,7 @@ import {
   send,
   setNodeHeader,
 } from "./node.js";
-import {
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  type Outcome,
-  Pipeline,
-  UNAVAILABLE_BODY,
-} from "./pipeline.js";
+import { answerBody, type Outcome, Pipeline } from "./pipeline.js";
 
 /** Options of {@link concurrencyLimit}. */
 export interface ConcurrencyLimitOptions<Req extends IncomingMessage = IncomingMessage>
@@ -80,14 +74,8 @@ function render<Req extends IncomingMessage>(
       next();
       return;
     }
-    case "limited":
-      writeHeaders(config, outcome, res, setNodeHeader);
-      send(res, 429, limitedBody(config, outcome));
-      return;
-    case "unavailable":
-      send(res, 503, UNAVAILABLE_BODY);
-      return;
-    case "error":
-      send(res, 500, INTERNAL_ERROR_BODY);
+    default: // answered here: "limited", "unavailable", "error"
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
+      send(res, outcome.status, answerBody(config, outcome));
   }
 }

@@ -99,16 +99,13 @@ export function holdUntilHandled(
     timer = setTimeout(release, timerDelay(maxHoldMs));
     if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
   });
-  afterwards?.then(
-    () => {
+  if (afterwards !== undefined) {
+    const after = () => {
       settled = true;
       if (ended || res.destroyed) release();
-    },
-    () => {
-      settled = true;
-      if (ended || res.destroyed) release();
-    },
-  );
+    };
+    afterwards.then(after, after);
+  }
 }
 
 /** A granting decision that carries the permit it took, for the adapter to hold. @internal */

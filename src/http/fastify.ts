@@ -25,13 +25,12 @@ import {
 import { writeHeaders } from "./headers.js";
 import { headerText } from "./node.js";
 import {
+  answerBody,
   type ClientSource,
   INTERNAL_ERROR_BODY,
-  limitedBody,
   Outcome,
   Pipeline,
   PROBLEM_JSON,
-  UNAVAILABLE_BODY,
 } from "./pipeline.js";
 
 /** The members of a Fastify request that the plugin reads (Fastify 4 and 5). */
@@ -393,17 +392,11 @@ function render(
       }
       next();
       return;
-    case "limited":
-      writeHeaders(config, outcome, reply, setReplyHeader);
-      if (route.onLimited === undefined)
-        problem(reply, outcome.status, limitedBody(config, outcome));
-      else limited(route, outcome, request, reply, route.onLimited);
-      return;
-    case "unavailable":
-      problem(reply, 503, UNAVAILABLE_BODY);
-      return;
-    case "error":
-      problem(reply, 500, INTERNAL_ERROR_BODY);
+    default: // answered here: "limited", "unavailable", "error"
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
+      if (outcome.kind === "limited" && route.onLimited !== undefined) {
+        limited(route, outcome, request, reply, route.onLimited);
+      } else problem(reply, outcome.status, answerBody(config, outcome));
   }
 }
 

@@ -9,15 +9,14 @@ import {
 } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions, FETCH_HOOK_OPTIONS } from "./core.js";
 import {
+  answerBody,
   type ClientSource,
   headerRecord,
   INTERNAL_ERROR_BODY,
   LIST_FIELDS,
-  limitedBody,
   Outcome,
   Pipeline,
   PROBLEM_JSON,
-  UNAVAILABLE_BODY,
 } from "./pipeline.js";
 
 /**
@@ -176,19 +175,16 @@ export function withRateLimit<
         settleFetch(after, request, request, response);
         return withHeaders(response, headers);
       }
-      case "limited": {
+      default: {
+        // answered here: "limited", "unavailable", "error"
         const headers = headerRecord(config, outcome);
-        if (onLimited === undefined) {
-          return problem(outcome.status, limitedBody(config, outcome), headers);
+        if (outcome.kind !== "limited" || onLimited === undefined) {
+          return problem(outcome.status, answerBody(config, outcome), headers);
         }
         return limitedAnswer(pipeline, outcome, headers, () =>
           onLimited(request, outcome.decision!),
         );
       }
-      case "unavailable":
-        return problem(503, UNAVAILABLE_BODY, {});
-      case "error":
-        return problem(500, INTERNAL_ERROR_BODY, {});
     }
   };
   return Object.assign(limited, requestCharges(after));

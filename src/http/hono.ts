@@ -7,15 +7,7 @@ import type { Decision } from "../core/limiter.js";
 import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions, FETCH_HOOK_OPTIONS } from "./core.js";
 import { limitedAnswer, problem, runtimeAddress, settleFetch, withHeaders } from "./fetch.js";
-import {
-  type ClientSource,
-  headerRecord,
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  Outcome,
-  Pipeline,
-  UNAVAILABLE_BODY,
-} from "./pipeline.js";
+import { answerBody, type ClientSource, headerRecord, Outcome, Pipeline } from "./pipeline.js";
 
 /** The members of a Hono `Context` that the middleware uses (Hono 4). */
 export interface HonoContextLike {
@@ -167,17 +159,14 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
         }
         return undefined;
       }
-      case "limited": {
+      default: {
+        // answered here: "limited", "unavailable", "error"
         const headers = headerRecord(config, outcome);
-        if (onLimited === undefined) {
-          return problem(outcome.status, limitedBody(config, outcome), headers);
+        if (outcome.kind !== "limited" || onLimited === undefined) {
+          return problem(outcome.status, answerBody(config, outcome), headers);
         }
         return limitedAnswer(pipeline, outcome, headers, () => onLimited(c, outcome.decision!));
       }
-      case "unavailable":
-        return problem(503, UNAVAILABLE_BODY, {});
-      case "error":
-        return problem(500, INTERNAL_ERROR_BODY, {});
     }
   };
   return Object.assign(middleware, requestCharges(after));

@@ -15,13 +15,12 @@ import { type CommonRateLimitOptions, checkAdapterOptions, HOOK_OPTIONS } from "
 import { writeHeaders } from "./headers.js";
 import { NODE_SOURCE, setNodeHeader } from "./node.js";
 import {
+  answerBody,
   type ClientSource,
   INTERNAL_ERROR_BODY,
-  limitedBody,
   Outcome,
   Pipeline,
   PROBLEM_JSON,
-  UNAVAILABLE_BODY,
 } from "./pipeline.js";
 
 /** The members of a Koa context that the middleware uses (Koa 2 and 3). */
@@ -129,10 +128,10 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
         }
         await next();
         return;
-      case "limited":
-        writeHeaders(config, outcome, ctx.res, setNodeHeader);
-        if (onLimited === undefined) {
-          problem(ctx, outcome.status, limitedBody(config, outcome));
+      default: // answered here: "limited", "unavailable", "error"
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        if (outcome.kind !== "limited" || onLimited === undefined) {
+          problem(ctx, outcome.status, answerBody(config, outcome));
           return;
         }
         ctx.status = outcome.status;
@@ -142,12 +141,6 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
           pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
           problem(ctx, 500, INTERNAL_ERROR_BODY);
         }
-        return;
-      case "unavailable":
-        problem(ctx, 503, UNAVAILABLE_BODY);
-        return;
-      case "error":
-        problem(ctx, 500, INTERNAL_ERROR_BODY);
     }
   };
   return Object.assign(middleware, requestCharges(after));

@@ -16,13 +16,12 @@ import {
 } from "./core.js";
 import { writeHeaders } from "./headers.js";
 import {
+  answerBody,
   type ClientSource,
   INTERNAL_ERROR_BODY,
-  limitedBody,
   Outcome,
   Pipeline,
   PROBLEM_JSON,
-  UNAVAILABLE_BODY,
 } from "./pipeline.js";
 
 /** A connect-style `next`: call it to pass the request on. */
@@ -172,17 +171,15 @@ function render<Req extends IncomingMessage, Res extends ServerResponse>(
       if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
       next();
       return;
-    case "limited":
-      if (res.headersSent) return;
-      writeHeaders(config, outcome, res, setNodeHeader);
-      if (onLimited === undefined) send(res, outcome.status, limitedBody(config, outcome));
-      else limited(pipeline, outcome, req, res, next, onLimited);
-      return;
-    case "unavailable":
-      send(res, 503, UNAVAILABLE_BODY);
-      return;
     case "error":
       refuse(res);
+      return;
+    default: // answered here: "limited", "unavailable"
+      if (res.headersSent) return;
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
+      if (outcome.kind === "limited" && onLimited !== undefined) {
+        limited(pipeline, outcome, req, res, next, onLimited);
+      } else send(res, outcome.status, answerBody(config, outcome));
   }
 }
 

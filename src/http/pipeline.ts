@@ -60,7 +60,10 @@ export class Outcome implements HeaderNumbers {
   reset = -1;
   resetMs = Number.POSITIVE_INFINITY;
   never = false;
-  /** The status of a `'limited'` outcome: 429, or 403/413 when it can never pass. */
+  /**
+   * The status to answer: for `'limited'` 429, or 403/413 when it can never pass; 503 for
+   * `'unavailable'`, 500 for `'error'`.
+   */
   status = 429;
   /** The `w=` of `RateLimit-Policy`, read from the limiter with the decision; none when undefined. */
   windowSeconds: number | undefined = undefined;
@@ -202,7 +205,9 @@ export class Pipeline<Req, Extra = undefined> {
   /** A programming error: reported, then `'error'` (500). */
   refuse(error: unknown, key: string | undefined): Outcome {
     report(this.config, error, key, "programming");
-    return new Outcome("error", key);
+    const outcome = new Outcome("error", key);
+    outcome.status = 500;
+    return outcome;
   }
 
   /** @internal The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
@@ -232,9 +237,7 @@ export class Pipeline<Req, Extra = undefined> {
     ) {
       // A closed limiter (a LeasedTokenBucket after close()) decides nothing: 503, not a
       // refusal that says the client's quota is spent for good.
-      const stopped = new Outcome("unavailable", key);
-      stopped.cost = cost;
-      return stopped;
+      return this.undecided("unavailable", key, cost);
     }
     const outcome = new Outcome("pass", key);
     const config = this.config;
@@ -304,8 +307,14 @@ export class Pipeline<Req, Extra = undefined> {
   private failed(error: unknown, key: string, cost: number): Outcome {
     if (isArgumentError(error)) return this.refuse(error, key);
     report(this.config, error, key, "outage");
-    const outcome = new Outcome(this.config.failure === "open" ? "pass" : "unavailable", key);
+    return this.undecided(this.config.failure === "open" ? "pass" : "unavailable", key, cost);
+  }
+
+  /** @internal `'unavailable'` (503), or a `'pass'` without a decision (failed open). */
+  private undecided(kind: "pass" | "unavailable", key: string, cost: number): Outcome {
+    const outcome = new Outcome(kind, key);
     outcome.cost = cost;
+    outcome.status = 503;
     return outcome;
   }
 }
@@ -328,6 +337,15 @@ export function limitedBody(config: CommonConfig, outcome: Outcome): string {
   return outcome.retryAfter >= 0
     ? config.quotaJson.text(outcome.retryAfter)
     : JSON.stringify(quotaExceededProblem(outcome.decision!, config.policy, outcome.cost));
+}
+
+/**
+ * The body of an outcome the middleware answers itself, with `outcome.status`:
+ * {@link limitedBody} for `'limited'`, else the 503 or 500 body.
+ */
+export function answerBody(config: CommonConfig, outcome: Outcome): string {
+  if (outcome.kind === "limited") return limitedBody(config, outcome);
+  return outcome.kind === "unavailable" ? UNAVAILABLE_BODY : INTERNAL_ERROR_BODY;
 }
 
 /** The 503 body of `'unavailable'`, as JSON text. */
