@@ -1,4 +1,4 @@
-import { checkOptionNames, describe } from "../core/errors.js";
+import { checkInteger, checkOptionNames, describe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { TOLERANCE } from "../core/numeric.js";
 import { optionNames } from "../core/option-names.js";
@@ -100,15 +100,9 @@ export function checkPolicyName(where: string, value: unknown): string {
  * (draft-10 and draft-11 section 3.1.3: "non-negative, non-zero, Integer").
  */
 export function checkWindowSeconds(where: string, value: unknown): number | undefined {
-  if (value === undefined) return undefined;
-  const range = `an integer from 1 to ${MAX_SF_INTEGER}`;
-  if (typeof value !== "number") {
-    throw new TypeError(`${where}: windowSeconds must be ${range}, got ${describe(value)}`);
-  }
-  if (!Number.isInteger(value) || value < 1 || value > MAX_SF_INTEGER) {
-    throw new RangeError(`${where}: windowSeconds must be ${range}, got ${describe(value)}`);
-  }
-  return value;
+  return value === undefined
+    ? undefined
+    : checkInteger(where, "windowSeconds", value, 1, MAX_SF_INTEGER);
 }
 
 /**
