@@ -236,7 +236,7 @@ function build(
   return {
     pipeline: new Pipeline(where, config, hooks, FASTIFY_SOURCE, warning),
     onLimited,
-    after: new AfterResponse(where, config, refundIf as AfterRefundIf, refundAborted),
+    after: new AfterResponse(where, config, refundIf, refundAborted),
   };
 }
 
@@ -364,9 +364,6 @@ export function setReplyHeader(
       value,
     ]);
 }
-
-/** `refundIf` as the route's {@link AfterResponse} calls it. */
-type AfterRefundIf = ((status: number, request: FastifyRequestLike) => boolean) | undefined;
 
 /** Renders an outcome on a Fastify reply: `next()` to go on, or an answer. */
 function render(

@@ -172,8 +172,7 @@ function positive(value: unknown): number | undefined {
  * is left out.
  */
 export function windowSecondsOf(limiter: unknown): number | undefined {
-  const windowMs = limiterWindowMs(limiter);
-  return windowMs === undefined ? undefined : wholeWindowSeconds(windowMs);
+  return liveWindowSeconds(limiter, undefined);
 }
 
 /**
