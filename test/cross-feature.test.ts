@@ -441,7 +441,7 @@ describe("the HTTP pipeline (framework-neutral): refunds, aborts and blocks toge
               expect(started.get(w)!, where).toBeLessThanOrEqual(3 + (refunded.get(w) ?? 0));
             } else if ((o.kind === "complete" || o.kind === "abort") && open.length > 0) {
               const [req] = open.splice(o.pick % open.length, 1);
-              after.settle(req!, req!, o.kind === "abort" ? 499 : o.status, o.kind === "abort");
+              after.settle(req!, o.kind === "abort" ? 499 : o.status, o.kind === "abort");
             } else if (o.kind === "block") {
               limiter.block(o.key, 500);
               blockedUntil.set(o.key, Math.max(blockedUntil.get(o.key) ?? 0, now + 500));

@@ -2,7 +2,13 @@
  * `ConcurrencyLimiter`: at most `limit` permits held at once, with a bounded FIFO queue.
  * @module
  */
-import { checkNumber, checkOptionNames, checkOptions, RateLimitError } from "../core/errors.js";
+import {
+  checkInteger,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+  RateLimitError,
+} from "../core/errors.js";
 import type { Decision, WaitOptions } from "../core/limiter.js";
 import { optionNames } from "../core/option-names.js";
 import { checkWaitOptions, timerDelay } from "../core/wait.js";
@@ -98,12 +104,7 @@ export class ConcurrencyLimiter implements PermitOwner {
     const where = "ConcurrencyLimiter";
     const o = checkOptions<ConcurrencyLimiterOptions>(where, options);
     checkOptionNames(where, o, OPTIONS, HINTS);
-    if (o.limit === undefined) {
-      throw new TypeError(
-        `${where}: limit must be an integer from 1 to ${MAX_CONCURRENCY}, got undefined`,
-      );
-    }
-    this.limit = optionalInteger(where, "limit", o.limit, 1, 1, MAX_CONCURRENCY);
+    this.limit = checkInteger(where, "limit", o.limit, 1, MAX_CONCURRENCY);
     this.maxQueue = optionalInteger(
       where,
       "maxQueue",

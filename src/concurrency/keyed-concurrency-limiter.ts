@@ -3,6 +3,7 @@
  * @module
  */
 import {
+  checkInteger,
   checkNumber,
   checkOptionNames,
   checkOptions,
@@ -92,12 +93,7 @@ export class KeyedConcurrencyLimiter {
   constructor(options: KeyedConcurrencyLimiterOptions) {
     const o = checkOptions<KeyedConcurrencyLimiterOptions>(WHERE, options);
     checkOptionNames(WHERE, o, OPTIONS, HINTS);
-    if (o.limit === undefined) {
-      throw new TypeError(
-        `${WHERE}: limit must be an integer from 1 to ${MAX_CONCURRENCY}, got undefined`,
-      );
-    }
-    this.limit = optionalInteger(WHERE, "limit", o.limit, 1, 1, MAX_CONCURRENCY);
+    this.limit = checkInteger(WHERE, "limit", o.limit, 1, MAX_CONCURRENCY);
     this.maxQueue = optionalInteger(
       WHERE,
       "maxQueue",

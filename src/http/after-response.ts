@@ -161,7 +161,7 @@ interface Ticket {
  * The after-response side of one middleware: the tickets of the requests it charged (held
  * weakly by their handle), `refundIf`, and the per-request handle.
  */
-export class AfterResponse<Handle extends object, Req = Handle> {
+export class AfterResponse<Handle extends object> {
   /** @internal */
   private readonly tickets = new HandleSlot<Ticket>("tollgate ticket");
   /** @internal */
@@ -170,7 +170,7 @@ export class AfterResponse<Handle extends object, Req = Handle> {
   constructor(
     private readonly where: string,
     private readonly config: CommonConfig,
-    private readonly refundIf: ((status: number, request: Req) => boolean) | undefined,
+    private readonly refundIf: ((status: number, request: Handle) => boolean) | undefined,
     private readonly refundAborted = false,
   ) {
     this.limiter = config.limiter as KeyedConsumer;
@@ -179,11 +179,6 @@ export class AfterResponse<Handle extends object, Req = Handle> {
         `${where}: refundIf needs a limiter with refund(key, cost) (a KeyedLimiter, or an unkeyed tollgate limiter), got ${describe(config.limiter)}`,
       );
     }
-  }
-
-  /** True when the adapter must tell {@link settle} the status of each charged request. */
-  get watching(): boolean {
-    return this.refundIf !== undefined;
   }
 
   /**
@@ -203,14 +198,14 @@ export class AfterResponse<Handle extends object, Req = Handle> {
    * holds when it says so; an aborted request is not asked (it stays charged) unless
    * `refundAborted`, then with {@link ABORTED_STATUS}.
    */
-  settle(handle: Handle, request: Req, status: number, aborted = false): void {
+  settle(handle: Handle, status: number, aborted = false): void {
     const ticket = this.tickets.get(handle);
     if (ticket === undefined || ticket.settled) return;
     ticket.settled = true;
     if (aborted && !this.refundAborted) return;
     let refund: boolean;
     try {
-      refund = this.refundIf!(aborted ? ABORTED_STATUS : status, request) === true;
+      refund = this.refundIf!(aborted ? ABORTED_STATUS : status, handle) === true;
     } catch (error) {
       report(this.config, error, ticket.key, "programming");
       return;
@@ -340,8 +335,8 @@ export function watchNodeResponse(
 }
 
 /** The per-request handle of a middleware, bound to its {@link AfterResponse}. */
-export function requestCharges<Handle extends object, Req>(
-  after: AfterResponse<Handle, Req>,
+export function requestCharges<Handle extends object>(
+  after: AfterResponse<Handle>,
 ): RequestCharges<Handle> {
   return {
     refund: (request, units) => after.refund(request, units),

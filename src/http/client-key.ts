@@ -1,4 +1,4 @@
-import { describe } from "../core/errors.js";
+import { checkInteger, describe } from "../core/errors.js";
 import { parseForwarded } from "./forwarded.js";
 import {
   DEFAULT_IPV6_PREFIX,
@@ -93,10 +93,8 @@ export function checkClientKeyOptions(
 ): ClientKeyConfig {
   const trustRange = `a number of hops (an integer from 0 to ${MAX_TRUSTED_HOPS}) or an array of IP addresses or CIDR ranges`;
   let hops = 0;
-  let ranges: IpRange[] = [];
-  if (trustProxy === undefined || trustProxy === false) {
-    hops = 0;
-  } else if (typeof trustProxy === "number") {
+  const ranges: IpRange[] = [];
+  if (typeof trustProxy === "number") {
     if (!Number.isInteger(trustProxy) || trustProxy < 0) {
       throw new RangeError(
         `${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`,
@@ -112,7 +110,6 @@ export function checkClientKeyOptions(
     hops = -1;
     // An index loop, not map: map skips the holes of a sparse array ([, "10.0.0.0/8"]),
     // which then surfaced as undefined entries.
-    ranges = [];
     for (let i = 0; i < trustProxy.length; i++) {
       const entry: unknown = trustProxy[i];
       const range = typeof entry === "string" ? parseRange(entry.trim()) : undefined;
@@ -136,7 +133,7 @@ export function checkClientKeyOptions(
     throw new RangeError(
       `${where}: trustProxy must not be true (trust every hop): every client could pick its key; ${LIST_PROXIES}`,
     );
-  } else {
+  } else if (trustProxy !== undefined && trustProxy !== false) {
     throw new TypeError(`${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`);
   }
 
@@ -151,17 +148,10 @@ export function checkClientKeyOptions(
     header = proxyHeader;
   }
 
-  let prefix = DEFAULT_IPV6_PREFIX;
-  if (ipv6Prefix !== undefined) {
-    const range = "an integer from 1 to 128";
-    if (typeof ipv6Prefix !== "number") {
-      throw new TypeError(`${where}: ipv6Prefix must be ${range}, got ${describe(ipv6Prefix)}`);
-    }
-    if (!Number.isInteger(ipv6Prefix) || ipv6Prefix < 1 || ipv6Prefix > 128) {
-      throw new RangeError(`${where}: ipv6Prefix must be ${range}, got ${describe(ipv6Prefix)}`);
-    }
-    prefix = ipv6Prefix;
-  }
+  const prefix =
+    ipv6Prefix === undefined
+      ? DEFAULT_IPV6_PREFIX
+      : checkInteger(where, "ipv6Prefix", ipv6Prefix, 1, 128);
   return { hops, ranges, header, ipv6Prefix: prefix };
 }
 

@@ -4,23 +4,16 @@
  * @module
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { UntrustedProxyWarning } from "./client-key.js";
 import {
   type CommonConcurrencyOptions,
   checkConcurrencyOptions,
   holdUntilHandled,
   permitOf,
 } from "./concurrency.js";
+import { problem, setReplyHeader } from "./fastify.js";
+import { writeHeaders } from "./headers.js";
 import { NODE_SOURCE } from "./node.js";
-import {
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  type Outcome,
-  Pipeline,
-  PROBLEM_JSON,
-  UNAVAILABLE_BODY,
-  writeHeaders,
-} from "./pipeline.js";
+import { answerBody, type ClientSource, type Outcome, Pipeline } from "./pipeline.js";
 
 /** The members of a Fastify request the hook uses. */
 export interface FastifyConcurrencyRequestLike {
@@ -50,6 +43,13 @@ export interface FastifyConcurrencyOptions<
 const WHERE = "fastifyConcurrencyLimit";
 const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
 
+/** The client's address on Fastify: the node request's (`request.raw`). */
+const SOURCE: ClientSource<FastifyConcurrencyRequestLike, undefined> = {
+  peer: (request) => NODE_SOURCE.peer(request.raw, undefined),
+  header: (request, name) => NODE_SOURCE.header(request.raw, name, undefined),
+  untrusted: (request, _extra, _peer, warning) => warning.checkNode(request.raw),
+};
+
 /**
  * A Fastify `onRequest` hook (`app.addHook("onRequest", fastifyConcurrencyLimit({ limiter }))`)
  * that lets at most `limiter.limit` handlers run at once (per key, for a
@@ -66,17 +66,7 @@ export function fastifyConcurrencyLimit<
   options: FastifyConcurrencyOptions<Request>,
 ): (request: Request, reply: Reply, done: () => void) => void {
   const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
-  const source = {
-    peer: (request: Request) => NODE_SOURCE.peer(request.raw, undefined),
-    header: (request: Request, name: string) => NODE_SOURCE.header(request.raw, name, undefined),
-    untrusted: (
-      request: Request,
-      _extra: undefined,
-      _peer: string | undefined,
-      warning: UntrustedProxyWarning,
-    ) => warning.checkNode(request.raw),
-  };
-  const pipeline = new Pipeline<Request>(WHERE, config, hooks, source);
+  const pipeline = new Pipeline<Request>(WHERE, config, hooks, SOURCE);
   return (request, reply, done) => {
     const outcome = pipeline.run(request, undefined) as Outcome; // the consumer is synchronous
     switch (outcome.kind) {
@@ -86,38 +76,13 @@ export function fastifyConcurrencyLimit<
       case "pass": {
         const permit = permitOf(outcome.decision);
         if (permit !== undefined) holdUntilHandled(reply.raw, permit, maxHoldMs);
-        if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, appendHeader);
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
         done();
         return;
       }
-      case "limited":
-        if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, appendHeader);
-        reply.code(429).header("Content-Type", PROBLEM_JSON).send(limitedBody(config, outcome));
-        return;
-      case "unavailable":
-        reply.code(503).header("Content-Type", PROBLEM_JSON).send(UNAVAILABLE_BODY);
-        return;
-      case "error":
-        reply.code(500).header("Content-Type", PROBLEM_JSON).send(INTERNAL_ERROR_BODY);
+      default: // answered here: "limited", "unavailable", "error"
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
+        problem(reply, outcome.status, answerBody(config, outcome));
     }
   };
-}
-
-/**
- * Sets a header on a reply; a List field (`RateLimit`, `RateLimit-Policy`) is appended to a
- * value already there, so that a `fastifyRateLimit` before this hook keeps its own.
- */
-function appendHeader(
-  reply: FastifyConcurrencyReplyLike,
-  name: string,
-  value: string,
-  list: boolean,
-): void {
-  const previous = list ? reply.getHeader(name) : undefined;
-  if (previous === undefined) reply.header(name, value);
-  else
-    reply.header(name, [
-      ...(Array.isArray(previous) ? previous.map(String) : [String(previous)]),
-      value,
-    ]);
 }

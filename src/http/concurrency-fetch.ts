@@ -7,16 +7,8 @@ import type { Permit } from "../concurrency/permit.js";
 import { describe } from "../core/errors.js";
 import { timerDelay } from "../core/wait.js";
 import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
-import { type FetchHandler, problem, runtimeAddress, withHeaders } from "./fetch.js";
-import {
-  type ClientSource,
-  headerRecord,
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  type Outcome,
-  Pipeline,
-  UNAVAILABLE_BODY,
-} from "./pipeline.js";
+import { type FetchHandler, fetchSource, problem, withHeaders } from "./fetch.js";
+import { answerBody, headerRecord, type Outcome, Pipeline } from "./pipeline.js";
 
 /** Options of {@link withConcurrencyLimit}. */
 export interface FetchConcurrencyOptions<Args extends unknown[] = unknown[]>
@@ -84,15 +76,7 @@ export function withConcurrencyLimit<
     options,
     OWN_OPTIONS,
   );
-  const source: ClientSource<Request, Args> = {
-    peer:
-      remoteAddress === undefined
-        ? (request, args) => runtimeAddress(request, args[0])
-        : (request, args) => remoteAddress(request, ...args),
-    header: (request, name) => request.headers.get(name),
-    untrusted: (request, _args, peer, warning) => warning.checkFetch(request.headers, peer),
-  };
-  const pipeline = new Pipeline<Request, Args>(WHERE, config, hooks, source);
+  const pipeline = new Pipeline(WHERE, config, hooks, fetchSource(remoteAddress));
 
   return async (request, ...args) => {
     const outcome = pipeline.run(request, args) as Outcome; // the consumer is synchronous
@@ -110,12 +94,8 @@ export function withConcurrencyLimit<
           maxHoldMs,
         );
       }
-      case "limited":
-        return problem(429, limitedBody(config, outcome), headerRecord(config, outcome));
-      case "unavailable":
-        return problem(503, UNAVAILABLE_BODY, {});
-      case "error":
-        return problem(500, INTERNAL_ERROR_BODY, {});
+      default: // answered here: "limited", "unavailable", "error"
+        return problem(outcome.status, answerBody(config, outcome), headerRecord(config, outcome));
     }
   };
 }

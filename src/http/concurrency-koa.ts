@@ -9,18 +9,10 @@ import {
   holdUntilHandled,
   permitOf,
 } from "./concurrency.js";
-import type { KoaContextLike } from "./koa.js";
-import { NODE_SOURCE, setNodeHeader } from "./node.js";
-import {
-  type ClientSource,
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  type Outcome,
-  Pipeline,
-  PROBLEM_JSON,
-  UNAVAILABLE_BODY,
-  writeHeaders,
-} from "./pipeline.js";
+import { writeHeaders } from "./headers.js";
+import { KOA_SOURCE, type KoaContextLike, problem } from "./koa.js";
+import { setNodeHeader } from "./node.js";
+import { answerBody, type Outcome, Pipeline } from "./pipeline.js";
 
 /** Options of {@link koaConcurrencyLimit}. */
 export interface KoaConcurrencyOptions<Ctx extends KoaContextLike = KoaContextLike>
@@ -33,13 +25,6 @@ export interface KoaConcurrencyOptions<Ctx extends KoaContextLike = KoaContextLi
 
 const WHERE = "koaConcurrencyLimit";
 const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
-
-/** The client's address on Koa: the node request's. */
-const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
-  peer: (ctx) => NODE_SOURCE.peer(ctx.req, undefined),
-  header: (ctx, name) => NODE_SOURCE.header(ctx.req, name, undefined),
-  untrusted: (ctx, _extra, _peer, warning) => warning.checkNode(ctx.req),
-};
 
 /**
  * A Koa middleware (`app.use(koaConcurrencyLimit({ limiter }))`) that lets at most
@@ -77,22 +62,9 @@ export function koaConcurrencyLimit<Ctx extends KoaContextLike = KoaContextLike>
         await handled;
         return;
       }
-      case "limited":
-        writeHeaders(config, outcome, ctx.res, setNodeHeader);
-        answer(ctx, 429, limitedBody(config, outcome));
-        return;
-      case "unavailable":
-        answer(ctx, 503, UNAVAILABLE_BODY);
-        return;
-      case "error":
-        answer(ctx, 500, INTERNAL_ERROR_BODY);
+      default: // answered here: "limited", "unavailable", "error"
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        problem(ctx, outcome.status, answerBody(config, outcome));
     }
   };
-}
-
-/** Answers with a problem+json body (JSON text). */
-function answer(ctx: KoaContextLike, status: number, body: string): void {
-  ctx.status = status;
-  ctx.type = PROBLEM_JSON;
-  ctx.body = body;
 }

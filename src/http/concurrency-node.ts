@@ -10,16 +10,15 @@ import {
   holdUntilHandled,
   permitOf,
 } from "./concurrency.js";
-import { type NextFunction, NODE_SOURCE, type RateLimitMiddleware, setNodeHeader } from "./node.js";
+import { writeHeaders } from "./headers.js";
 import {
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  type Outcome,
-  Pipeline,
-  PROBLEM_JSON,
-  UNAVAILABLE_BODY,
-  writeHeaders,
-} from "./pipeline.js";
+  type NextFunction,
+  NODE_SOURCE,
+  type RateLimitMiddleware,
+  send,
+  setNodeHeader,
+} from "./node.js";
+import { answerBody, type Outcome, Pipeline } from "./pipeline.js";
 
 /** Options of {@link concurrencyLimit}. */
 export interface ConcurrencyLimitOptions<Req extends IncomingMessage = IncomingMessage>
@@ -75,22 +74,8 @@ function render<Req extends IncomingMessage>(
       next();
       return;
     }
-    case "limited":
-      writeHeaders(config, outcome, res, setNodeHeader);
-      send(res, 429, limitedBody(config, outcome));
-      return;
-    case "unavailable":
-      send(res, 503, UNAVAILABLE_BODY);
-      return;
-    case "error":
-      send(res, 500, INTERNAL_ERROR_BODY);
+    default: // answered here: "limited", "unavailable", "error"
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
+      send(res, outcome.status, answerBody(config, outcome));
   }
-}
-
-function send(res: ServerResponse, status: number, body: string): void {
-  if (res.headersSent) return;
-  res.statusCode = status;
-  res.setHeader("Content-Type", PROBLEM_JSON);
-  res.setHeader("Content-Length", body.length);
-  res.end(body);
 }

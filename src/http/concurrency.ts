@@ -20,7 +20,7 @@ import {
   checkAdapterOptions,
   type KeyedConsumer,
 } from "./core.js";
-import { HeaderText } from "./headers.js";
+import { checkWallClock, HeaderText } from "./headers.js";
 
 /** The quota unit a concurrency policy states in `RateLimit-Policy` (`qu`). */
 export const CONCURRENT_REQUESTS = "concurrent-requests";
@@ -99,16 +99,13 @@ export function holdUntilHandled(
     timer = setTimeout(release, timerDelay(maxHoldMs));
     if (typeof timer === "object" && typeof timer.unref === "function") timer.unref();
   });
-  afterwards?.then(
-    () => {
+  if (afterwards !== undefined) {
+    const after = () => {
       settled = true;
       if (ended || res.destroyed) release();
-    },
-    () => {
-      settled = true;
-      if (ended || res.destroyed) release();
-    },
-  );
+    };
+    afterwards.then(after, after);
+  }
 }
 
 /** A granting decision that carries the permit it took, for the adapter to hold. @internal */
@@ -219,7 +216,7 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
   const config: CommonConfig = {
     ...base,
     windowSeconds: undefined,
-    text: new ConcurrencyHeaderText(base.quotedPolicy, Date.now),
+    text: new ConcurrencyHeaderText(base.quotedPolicy, checkWallClock(where, o.wallClock)),
   };
   // No cost: a request holds one permit.
   const hooks = { key: checked.hooks.key, skip: checked.hooks.skip };

@@ -505,29 +505,35 @@ export interface AdapterHookOptions {
   readonly onNearLimit?: unknown;
 }
 
-/** An adapter's options after {@link checkAdapterOptions}: each hook a function or `undefined`. */
-export interface CheckedAdapterOptions<O extends AdapterHookOptions> {
-  readonly config: CommonConfig;
-  /** The request hooks, for the adapter's `Pipeline`. */
-  readonly hooks: {
-    readonly key: O["key"] | undefined;
-    readonly cost: O["cost"] | undefined;
-    readonly skip: O["skip"] | undefined;
-    readonly onNearLimit: O["onNearLimit"] | undefined;
-  };
-  readonly onLimited: O["onLimited"] | undefined;
-  /** `undefined` unless `own` names `remoteAddress`. */
-  readonly remoteAddress: O["remoteAddress"] | undefined;
-  /** `undefined` unless `own` names `refundIf` and it is given. */
-  readonly refundIf: O["refundIf"] | undefined;
-  /** `refundAborted` (false unless `own` names it and it is true). */
-  readonly refundAborted: boolean;
-}
+/** The hook option names of `rateLimit`, `koaRateLimit` and `fastifyRateLimit`, as listed in errors. */
+export const HOOK_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "refundIf",
+  "refundAborted",
+  "onNearLimit",
+] as const;
+
+/** The hook option names of `withRateLimit` and `honoRateLimit`: {@link HOOK_OPTIONS} and `remoteAddress`. */
+export const FETCH_HOOK_OPTIONS = [
+  "key",
+  "cost",
+  "skip",
+  "onLimited",
+  "remoteAddress",
+  "refundIf",
+  "refundAborted",
+  "onNearLimit",
+] as const;
 
 /**
  * Validates an adapter's options, once, when the middleware is created: the shared ones
- * and the names (see {@link checkCommonOptions}), then `remoteAddress` (only when `own`
- * names it), `key`, `cost`, `skip` and `onLimited`, each an optional function.
+ * and the names (see {@link checkCommonOptions}), then its hooks, each an optional
+ * function. Returns the config, the request hooks for its `Pipeline`, `onLimited`, and
+ * `remoteAddress`, `refundIf` and `refundAborted` (`undefined`, or false, unless `own`
+ * names them).
  * @throws {TypeError} as {@link checkCommonOptions} does, or for a hook that is not a
  *   function (`withRateLimit: key must be a function, got "ip"`); {RangeError} for a bad
  *   value of a shared option.
@@ -536,7 +542,7 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   where: string,
   options: O,
   own: readonly string[],
-): CheckedAdapterOptions<O> {
+) {
   const config = checkCommonOptions(where, options, own);
   const remoteAddress = own.includes("remoteAddress")
     ? checkFunction<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)

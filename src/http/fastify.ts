@@ -17,20 +17,20 @@ import {
   type CommonRateLimitOptions,
   checkAdapterOptions,
   defaultOnError,
+  HOOK_OPTIONS,
   isThenable,
   PEER_OPTION_HINTS,
   report,
 } from "./core.js";
+import { writeHeaders } from "./headers.js";
 import { headerText } from "./node.js";
 import {
+  answerBody,
   type ClientSource,
   INTERNAL_ERROR_BODY,
-  limitedBody,
   Outcome,
   Pipeline,
   PROBLEM_JSON,
-  UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** The members of a Fastify request that the plugin reads (Fastify 4 and 5). */
@@ -144,17 +144,6 @@ export type FastifyRouteRateLimit<
 
 const WHERE = "fastifyRateLimit";
 
-/** The option names of the plugin beyond the shared ones. */
-const OWN_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
-
 /** The options a route may override in `config.rateLimit`. */
 const ROUTE_OPTIONS = [
   "limiter",
@@ -242,12 +231,12 @@ function build(
   const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
     where,
     options,
-    OWN_OPTIONS,
+    HOOK_OPTIONS,
   );
   return {
     pipeline: new Pipeline(where, config, hooks, FASTIFY_SOURCE, warning),
     onLimited,
-    after: new AfterResponse(where, config, refundIf as AfterRefundIf, refundAborted),
+    after: new AfterResponse(where, config, refundIf, refundAborted),
   };
 }
 
@@ -356,15 +345,25 @@ function routeName(method: unknown, url: unknown): string {
   return `${WHERE} (route ${m} ${String(url)})`;
 }
 
-/** Sets a header on a reply; a List field is appended to a value already there. */
-function setReplyHeader(reply: FastifyReplyLike, name: string, value: string, list: boolean): void {
+/**
+ * Sets a header on a reply; a List field (`RateLimit`, `RateLimit-Policy`) is appended to a
+ * value already there, so that a limiter before this one (a `fastifyRateLimit` before a
+ * `fastifyConcurrencyLimit`) keeps its own.
+ */
+export function setReplyHeader(
+  reply: Pick<FastifyReplyLike, "header" | "getHeader">,
+  name: string,
+  value: string,
+  list: boolean,
+): void {
   const previous = list ? reply.getHeader(name) : undefined;
   if (previous === undefined) reply.header(name, value);
-  else reply.header(name, [...(Array.isArray(previous) ? previous : [String(previous)]), value]);
+  else
+    reply.header(name, [
+      ...(Array.isArray(previous) ? previous.map(String) : [String(previous)]),
+      value,
+    ]);
 }
-
-/** `refundIf` as the route's {@link AfterResponse} calls it. */
-type AfterRefundIf = ((status: number, request: FastifyRequestLike) => boolean) | undefined;
 
 /** Renders an outcome on a Fastify reply: `next()` to go on, or an answer. */
 function render(
@@ -385,24 +384,16 @@ function render(
         const after = route.after;
         charged.set(request, after);
         if (after.open(request, outcome) && reply.raw !== undefined) {
-          watchNodeResponse(reply.raw, (status, aborted) =>
-            after.settle(request, request, status, aborted),
-          );
+          watchNodeResponse(reply.raw, (status, aborted) => after.settle(request, status, aborted));
         }
       }
       next();
       return;
-    case "limited":
-      writeHeaders(config, outcome, reply, setReplyHeader);
-      if (route.onLimited === undefined)
-        problem(reply, outcome.status, limitedBody(config, outcome));
-      else limited(route, outcome, request, reply, route.onLimited);
-      return;
-    case "unavailable":
-      problem(reply, 503, UNAVAILABLE_BODY);
-      return;
-    case "error":
-      problem(reply, 500, INTERNAL_ERROR_BODY);
+    default: // answered here: "limited", "unavailable", "error"
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
+      if (outcome.kind === "limited" && route.onLimited !== undefined) {
+        limited(route, outcome, request, reply, route.onLimited);
+      } else problem(reply, outcome.status, answerBody(config, outcome));
   }
 }
 
@@ -434,7 +425,11 @@ function limited(
 }
 
 /** Answers with an `application/problem+json` body (JSON text). */
-function problem(reply: FastifyReplyLike, status: number, body: string): void {
+export function problem(
+  reply: Pick<FastifyReplyLike, "code" | "header" | "send">,
+  status: number,
+  body: string,
+): void {
   reply.code(status);
   reply.header("content-type", PROBLEM_JSON);
   reply.send(body);

@@ -7,17 +7,16 @@ import {
   type RequestCharges,
   requestCharges,
 } from "./after-response.js";
-import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
+import { type CommonRateLimitOptions, checkAdapterOptions, FETCH_HOOK_OPTIONS } from "./core.js";
 import {
+  answerBody,
   type ClientSource,
   headerRecord,
   INTERNAL_ERROR_BODY,
   LIST_FIELDS,
-  limitedBody,
   Outcome,
   Pipeline,
   PROBLEM_JSON,
-  UNAVAILABLE_BODY,
 } from "./pipeline.js";
 
 /**
@@ -80,18 +79,6 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
 
 const WHERE = "withRateLimit";
 
-/** The option names of {@link withRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
-  "remoteAddress",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
-
 /**
  * The peer address as Deno, Bun or @hono/node-server hands it to a fetch handler in its
  * first extra argument (`context`): Deno's `info.remoteAddr.hostname`, Bun's
@@ -115,6 +102,23 @@ export function runtimeAddress(request: Request, context: unknown): string | und
   }
   const node = c.incoming?.socket?.remoteAddress;
   return typeof node === "string" ? node : undefined;
+}
+
+/**
+ * The client's address of a fetch `Request`: `remoteAddress` when given, else the
+ * runtime's ({@link runtimeAddress}), and the forwarding header from `request.headers`.
+ */
+export function fetchSource<Args extends unknown[]>(
+  remoteAddress: ((request: Request, ...args: Args) => string | undefined) | undefined,
+): ClientSource<Request, Args> {
+  return {
+    peer:
+      remoteAddress === undefined
+        ? (request, args) => runtimeAddress(request, args[0])
+        : (request, args) => remoteAddress(request, ...args),
+    header: (request, name) => request.headers.get(name),
+    untrusted: (request, _args, peer, warning) => warning.checkFetch(request.headers, peer),
+  };
 }
 
 /**
@@ -145,18 +149,10 @@ export function withRateLimit<
   const { config, hooks, onLimited, remoteAddress, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
-    OWN_OPTIONS,
+    FETCH_HOOK_OPTIONS,
   );
   const after = new AfterResponse<Request>(WHERE, config, refundIf, refundAborted);
-  const source: ClientSource<Request, Args> = {
-    peer:
-      remoteAddress === undefined
-        ? (request, args) => runtimeAddress(request, args[0])
-        : (request, args) => remoteAddress(request, ...args),
-    header: (request, name) => request.headers.get(name),
-    untrusted: (request, _args, peer, warning) => warning.checkFetch(request.headers, peer),
-  };
-  const pipeline = new Pipeline<Request, Args>(WHERE, config, hooks, source);
+  const pipeline = new Pipeline(WHERE, config, hooks, fetchSource(remoteAddress));
 
   const limited = async (request: Request, ...args: Args): Promise<Result | Response> => {
     const result = pipeline.run(request, args);
@@ -173,52 +169,40 @@ export function withRateLimit<
         try {
           response = await handler(request, ...args);
         } catch (error) {
-          after.settle(request, request, 500); // the runtime answers a throw with 500
+          after.settle(request, 500); // the runtime answers a throw with 500
           throw error;
         }
-        after.settle(
-          request,
-          request,
-          settledStatus(request, response),
-          wasAborted(request, response),
-        );
+        settleFetch(after, request, request, response);
         return withHeaders(response, headers);
       }
-      case "limited": {
+      default: {
+        // answered here: "limited", "unavailable", "error"
         const headers = headerRecord(config, outcome);
-        if (onLimited === undefined) {
-          return problem(outcome.status, limitedBody(config, outcome), headers);
+        if (outcome.kind !== "limited" || onLimited === undefined) {
+          return problem(outcome.status, answerBody(config, outcome), headers);
         }
         return limitedAnswer(pipeline, outcome, headers, () =>
           onLimited(request, outcome.decision!),
         );
       }
-      case "unavailable":
-        return problem(503, UNAVAILABLE_BODY, {});
-      case "error":
-        return problem(500, INTERNAL_ERROR_BODY, {});
     }
   };
   return Object.assign(limited, requestCharges(after));
 }
 
 /**
- * True when a fetch request was aborted before its handler answered (its `signal`), or it
- * answered nothing: the client went away, so `refundIf` is not asked (`refundAborted`).
+ * Tells `after` how the answer to `request` (its handle `handle`) ended: with `response`'s
+ * status, or aborted when `request.signal` aborted first or there is no response (the
+ * client went away: `refundIf` is asked only with `refundAborted`, and sees 499).
  */
-export function wasAborted(request: Request, response: Response | undefined): boolean {
-  return request.signal?.aborted === true || response === undefined || response === null;
-}
-
-/**
- * The status `refundIf` sees for a fetch handler's answer: the response's, or 499 when the
- * request was aborted first (its `signal`) or there is no response.
- */
-export function settledStatus(request: Request, response: Response | undefined): number {
-  if (request.signal?.aborted === true || response === undefined || response === null) {
-    return ABORTED_STATUS;
-  }
-  return response.status;
+export function settleFetch<Handle extends object>(
+  after: AfterResponse<Handle>,
+  handle: Handle,
+  request: Request,
+  response: Response | undefined,
+): void {
+  const aborted = request.signal?.aborted === true || response === undefined || response === null;
+  after.settle(handle, aborted ? ABORTED_STATUS : response.status, aborted);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { checkOptionNames, describe } from "../core/errors.js";
+import { checkInteger, checkOptionNames, describe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { TOLERANCE } from "../core/numeric.js";
 import { optionNames } from "../core/option-names.js";
@@ -100,15 +100,9 @@ export function checkPolicyName(where: string, value: unknown): string {
  * (draft-10 and draft-11 section 3.1.3: "non-negative, non-zero, Integer").
  */
 export function checkWindowSeconds(where: string, value: unknown): number | undefined {
-  if (value === undefined) return undefined;
-  const range = `an integer from 1 to ${MAX_SF_INTEGER}`;
-  if (typeof value !== "number") {
-    throw new TypeError(`${where}: windowSeconds must be ${range}, got ${describe(value)}`);
-  }
-  if (!Number.isInteger(value) || value < 1 || value > MAX_SF_INTEGER) {
-    throw new RangeError(`${where}: windowSeconds must be ${range}, got ${describe(value)}`);
-  }
-  return value;
+  return value === undefined
+    ? undefined
+    : checkInteger(where, "windowSeconds", value, 1, MAX_SF_INTEGER);
 }
 
 /**
@@ -178,8 +172,7 @@ function positive(value: unknown): number | undefined {
  * is left out.
  */
 export function windowSecondsOf(limiter: unknown): number | undefined {
-  const windowMs = limiterWindowMs(limiter);
-  return windowMs === undefined ? undefined : wholeWindowSeconds(windowMs);
+  return liveWindowSeconds(limiter, undefined);
 }
 
 /**
@@ -405,15 +398,22 @@ export function rateLimitHeaders(
   const limiter = options.limiter;
   const declared =
     limiter === undefined ? windowSeconds : policyWindowSeconds(WHERE, limiter, windowSeconds);
-  return buildHeaders(
-    decision,
-    sfString(policy),
-    liveWindowSeconds(limiter, declared),
-    draft,
-    legacy,
-    wallClock,
-    limiterRatePerSecond(limiter),
-  );
+  const n: HeaderNumbers = {
+    limit: 0,
+    remaining: 0,
+    retryAfter: -1,
+    reset: -1,
+    resetMs: Number.POSITIVE_INFINITY,
+    never: false,
+    windowSeconds: liveWindowSeconds(limiter, declared),
+    resetText: "",
+  };
+  readDecision(decision, n, limiterRatePerSecond(limiter));
+  const text = new HeaderText(sfString(policy), wallClock);
+  if (n.reset >= 0 && legacyWanted(n, draft, legacy)) n.resetText = text.resetEpoch(n.resetMs);
+  const headers: Record<string, string> = {};
+  writeHeaders({ draft, legacy, text }, n, headers, setRecord);
+  return headers;
 }
 
 const WHERE = "rateLimitHeaders";
@@ -474,8 +474,8 @@ export interface DecisionNumbers {
 }
 
 /**
- * Checks `decision` and writes its header numbers into `out` (see {@link buildHeaders} for
- * the rules); `ratePerSecond` is a bucket's rate ({@link limiterRatePerSecond}), for `t`.
+ * Checks `decision` and writes its header numbers into `out` (see {@link rateLimitHeaders}
+ * for the rules); `ratePerSecond` is a bucket's rate ({@link limiterRatePerSecond}), for `t`.
  * Throws exactly as {@link rateLimitHeaders} does for a malformed decision, before
  * anything is written to a response.
  */
@@ -527,7 +527,7 @@ export function wholeText(value: number): string {
  * `limit` and window seen, since a limiter's limit and window rarely change), and
  * `"<policy>";r=` for `RateLimit` (whose last value is kept too), and the last
  * `X-RateLimit-Reset` text (a Unix time: it changes once a second for a steady `t`).
- * Produces exactly the strings of {@link buildHeaders}.
+ * Produces exactly the strings of {@link rateLimitHeaders}.
  */
 export class HeaderText {
   /** @internal */
@@ -606,34 +606,6 @@ export class HeaderText {
 }
 
 /**
- * {@link rateLimitHeaders} with validated, pre-quoted options: the public helper's body
- * (the middlewares use {@link readDecision} and {@link HeaderText} directly).
- */
-export function buildHeaders(
-  decision: Decision,
-  quotedPolicy: string,
-  windowSeconds: number | undefined,
-  draft: boolean,
-  legacy: boolean,
-  wallClock: () => number = Date.now,
-  ratePerSecond?: number,
-): Record<string, string> {
-  const n: DecisionNumbers = {
-    limit: 0,
-    remaining: 0,
-    retryAfter: -1,
-    reset: -1,
-    resetMs: Number.POSITIVE_INFINITY,
-    never: false,
-  };
-  readDecision(decision, n, ratePerSecond);
-  const text = new HeaderText(quotedPolicy, wallClock);
-  const resetText =
-    legacyWanted(n, draft, legacy) && n.reset >= 0 ? text.resetEpoch(n.resetMs) : "";
-  return headersOf(n, text, windowSeconds, draft, legacy, resetText);
-}
-
-/**
  * Whether the `X-RateLimit-*` fields go on this response: with `legacy` on every one, and
  * in every mode with the draft fields on a denial that can pass later (`Retry-After` set),
  * because GitHub-style clients (Octokit's throttling plugin) read nothing else: without
@@ -643,35 +615,63 @@ export function legacyWanted(n: DecisionNumbers, draft: boolean, legacy: boolean
   return legacy || (draft && n.retryAfter >= 0);
 }
 
+/** What {@link writeHeaders} reads of a middleware's settings (a `CommonConfig`). */
+export interface HeaderSettings {
+  readonly draft: boolean;
+  readonly legacy: boolean;
+  readonly text: HeaderText;
+}
+
 /**
- * The header object for checked numbers (insertion order is the order they are set);
- * `resetText` is the `X-RateLimit-Reset` value, read once per response ("" for none).
- * A denial that can never pass carries neither `X-RateLimit-Remaining` nor
- * `X-RateLimit-Reset`: GitHub-style clients take `X-RateLimit-Remaining: 0` as "wait for
- * the reset, then retry", and ky retries a 413 at `X-RateLimit-Reset`.
+ * The numbers of one response's headers: a checked decision's, the `w=` of
+ * `RateLimit-Policy` (none when undefined) and the `X-RateLimit-Reset` text, read once per
+ * response (`""` for none).
  */
-export function headersOf(
-  n: DecisionNumbers,
-  text: HeaderText,
-  windowSeconds: number | undefined,
-  draft: boolean,
-  legacy: boolean,
-  resetText: string,
-): Record<string, string> {
-  const headers: Record<string, string> = {};
-  if (draft) {
-    headers["RateLimit-Policy"] = text.policy(n.limit, windowSeconds);
-    headers["RateLimit"] = text.rate(n.remaining, n.reset);
+export interface HeaderNumbers extends DecisionNumbers {
+  windowSeconds: number | undefined;
+  resetText: string;
+}
+
+/** Sets one header on an adapter's response; `list` marks a List field (append, not replace). */
+export type SetHeader<Target> = (
+  target: Target,
+  name: string,
+  value: string,
+  list: boolean,
+) => void;
+
+/**
+ * Writes the rate-limit headers of checked numbers, in the order of `rateLimitHeaders`:
+ * `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*` (with `legacy`, or on a refusal that can
+ * pass later), `Retry-After`. The text comes from the precomputed parts of `settings.text`;
+ * nothing is built per header. A denial that can never pass carries neither
+ * `X-RateLimit-Remaining` nor `X-RateLimit-Reset`: GitHub-style clients take
+ * `X-RateLimit-Remaining: 0` as "wait for the reset, then retry", and ky retries a 413 at
+ * `X-RateLimit-Reset`.
+ */
+export function writeHeaders<Target>(
+  settings: HeaderSettings,
+  n: HeaderNumbers,
+  target: Target,
+  set: SetHeader<Target>,
+): void {
+  if (settings.draft) {
+    set(target, "RateLimit-Policy", settings.text.policy(n.limit, n.windowSeconds), true);
+    set(target, "RateLimit", settings.text.rate(n.remaining, n.reset), true);
   }
-  if (legacyWanted(n, draft, legacy)) {
-    headers["X-RateLimit-Limit"] = wholeText(n.limit);
+  if (legacyWanted(n, settings.draft, settings.legacy)) {
+    set(target, "X-RateLimit-Limit", wholeText(n.limit), false);
     if (!n.never) {
-      headers["X-RateLimit-Remaining"] = wholeText(n.remaining);
-      if (resetText !== "") headers["X-RateLimit-Reset"] = resetText;
+      set(target, "X-RateLimit-Remaining", wholeText(n.remaining), false);
+      if (n.resetText !== "") set(target, "X-RateLimit-Reset", n.resetText, false);
     }
   }
-  if (n.retryAfter >= 0) headers["Retry-After"] = wholeText(n.retryAfter);
-  return headers;
+  if (n.retryAfter >= 0) set(target, "Retry-After", wholeText(n.retryAfter), false);
+}
+
+/** A {@link SetHeader} for a header object (insertion order is the order they are set). */
+export function setRecord(target: Record<string, string>, name: string, value: string): void {
+  target[name] = value;
 }
 
 /**

@@ -5,24 +5,9 @@
  */
 import type { Decision } from "../core/limiter.js";
 import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
-import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
-import {
-  limitedAnswer,
-  problem,
-  runtimeAddress,
-  settledStatus,
-  wasAborted,
-  withHeaders,
-} from "./fetch.js";
-import {
-  type ClientSource,
-  headerRecord,
-  INTERNAL_ERROR_BODY,
-  limitedBody,
-  Outcome,
-  Pipeline,
-  UNAVAILABLE_BODY,
-} from "./pipeline.js";
+import { type CommonRateLimitOptions, checkAdapterOptions, FETCH_HOOK_OPTIONS } from "./core.js";
+import { limitedAnswer, problem, runtimeAddress, settleFetch, withHeaders } from "./fetch.js";
+import { answerBody, type ClientSource, headerRecord, Outcome, Pipeline } from "./pipeline.js";
 
 /** The members of a Hono `Context` that the middleware uses (Hono 4). */
 export interface HonoContextLike {
@@ -104,18 +89,6 @@ export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextL
 
 const WHERE = "honoRateLimit";
 
-/** The option names of {@link honoRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
-  "remoteAddress",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
-
 /**
  * A Hono middleware: `app.use(honoRateLimit(options))`, with the options, headers, 429
  * body, failure modes and client keys of `rateLimit` (see {@link HonoRateLimitOptions}
@@ -134,7 +107,7 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
   const { config, hooks, onLimited, remoteAddress, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
-    OWN_OPTIONS,
+    FETCH_HOOK_OPTIONS,
   );
   const after = new AfterResponse<Ctx>(WHERE, config, refundIf, refundAborted);
   let warned = false;
@@ -175,10 +148,10 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
           try {
             await next();
           } catch (error) {
-            after.settle(c, c, 500);
+            after.settle(c, 500);
             throw error;
           }
-          after.settle(c, c, settledStatus(c.req.raw, c.res), wasAborted(c.req.raw, c.res));
+          settleFetch(after, c, c.req.raw, c.res);
         } else await next();
         if (outcome.decision !== undefined) {
           const response = withHeaders(c.res, headerRecord(config, outcome));
@@ -186,17 +159,14 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
         }
         return undefined;
       }
-      case "limited": {
+      default: {
+        // answered here: "limited", "unavailable", "error"
         const headers = headerRecord(config, outcome);
-        if (onLimited === undefined) {
-          return problem(outcome.status, limitedBody(config, outcome), headers);
+        if (outcome.kind !== "limited" || onLimited === undefined) {
+          return problem(outcome.status, answerBody(config, outcome), headers);
         }
         return limitedAnswer(pipeline, outcome, headers, () => onLimited(c, outcome.decision!));
       }
-      case "unavailable":
-        return problem(503, UNAVAILABLE_BODY, {});
-      case "error":
-        return problem(500, INTERNAL_ERROR_BODY, {});
     }
   };
   return Object.assign(middleware, requestCharges(after));

@@ -11,17 +11,16 @@ import {
   requestCharges,
   watchNodeResponse,
 } from "./after-response.js";
-import { type CommonRateLimitOptions, checkAdapterOptions } from "./core.js";
+import { type CommonRateLimitOptions, checkAdapterOptions, HOOK_OPTIONS } from "./core.js";
+import { writeHeaders } from "./headers.js";
 import { NODE_SOURCE, setNodeHeader } from "./node.js";
 import {
+  answerBody,
   type ClientSource,
   INTERNAL_ERROR_BODY,
-  limitedBody,
   Outcome,
   Pipeline,
   PROBLEM_JSON,
-  UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** The members of a Koa context that the middleware uses (Koa 2 and 3). */
@@ -87,19 +86,8 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
 
 const WHERE = "koaRateLimit";
 
-/** The option names of {@link koaRateLimit} beyond the shared ones. */
-const OWN_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
-
 /** The client's address on Koa: the node request's, as for `rateLimit`. */
-const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
+export const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
   peer: (ctx) => NODE_SOURCE.peer(ctx.req, undefined),
   header: (ctx, name) => NODE_SOURCE.header(ctx.req, name, undefined),
   untrusted: (ctx, _extra, _peer, warning) => warning.checkNode(ctx.req),
@@ -121,7 +109,7 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
   const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
-    OWN_OPTIONS,
+    HOOK_OPTIONS,
   );
   const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, KOA_SOURCE);
   const after = new AfterResponse<Ctx>(WHERE, config, refundIf, refundAborted);
@@ -136,14 +124,14 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
       case "pass":
         if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
         if (after.open(ctx, outcome)) {
-          watchNodeResponse(ctx.res, (status, aborted) => after.settle(ctx, ctx, status, aborted));
+          watchNodeResponse(ctx.res, (status, aborted) => after.settle(ctx, status, aborted));
         }
         await next();
         return;
-      case "limited":
-        writeHeaders(config, outcome, ctx.res, setNodeHeader);
-        if (onLimited === undefined) {
-          problem(ctx, outcome.status, limitedBody(config, outcome));
+      default: // answered here: "limited", "unavailable", "error"
+        if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
+        if (outcome.kind !== "limited" || onLimited === undefined) {
+          problem(ctx, outcome.status, answerBody(config, outcome));
           return;
         }
         ctx.status = outcome.status;
@@ -153,19 +141,13 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
           pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
           problem(ctx, 500, INTERNAL_ERROR_BODY);
         }
-        return;
-      case "unavailable":
-        problem(ctx, 503, UNAVAILABLE_BODY);
-        return;
-      case "error":
-        problem(ctx, 500, INTERNAL_ERROR_BODY);
     }
   };
   return Object.assign(middleware, requestCharges(after));
 }
 
 /** Answers with an `application/problem+json` body (JSON text). */
-function problem(ctx: KoaContextLike, status: number, body: string): void {
+export function problem(ctx: KoaContextLike, status: number, body: string): void {
   ctx.status = status;
   ctx.body = body;
   ctx.type = PROBLEM_JSON;

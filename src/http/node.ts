@@ -7,16 +7,21 @@ import {
   requestCharges,
   watchNodeResponse,
 } from "./after-response.js";
-import { type CommonRateLimitOptions, checkAdapterOptions, isThenable, report } from "./core.js";
 import {
+  type CommonRateLimitOptions,
+  checkAdapterOptions,
+  HOOK_OPTIONS,
+  isThenable,
+  report,
+} from "./core.js";
+import { writeHeaders } from "./headers.js";
+import {
+  answerBody,
   type ClientSource,
   INTERNAL_ERROR_BODY,
-  limitedBody,
   Outcome,
   Pipeline,
   PROBLEM_JSON,
-  UNAVAILABLE_BODY,
-  writeHeaders,
 } from "./pipeline.js";
 
 /** A connect-style `next`: call it to pass the request on. */
@@ -72,17 +77,6 @@ export interface RateLimitOptions<
 
 const WHERE = "rateLimit";
 
-/** The option names of {@link rateLimit} beyond the shared ones. */
-const OWN_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
-
 /**
  * A connect-style middleware `(req, res, next)` for node:http and Express: counts each
  * request against `limiter` under its key, then calls `next()` with the rate-limit headers
@@ -105,13 +99,13 @@ export function rateLimit<
   const { config, hooks, onLimited, refundIf, refundAborted } = checkAdapterOptions(
     WHERE,
     options,
-    OWN_OPTIONS,
+    HOOK_OPTIONS,
   );
   const pipeline = new Pipeline<Req>(WHERE, config, hooks, NODE_SOURCE);
   const after = new AfterResponse<Req>(WHERE, config, refundIf, refundAborted);
   const run = (outcome: Outcome, req: Req, res: Res, next: NextFunction) => {
     if (outcome.kind === "pass" && !res.headersSent && after.open(req, outcome)) {
-      watchNodeResponse(res, (status, aborted) => after.settle(req, req, status, aborted));
+      watchNodeResponse(res, (status, aborted) => after.settle(req, status, aborted));
     }
     render(pipeline, outcome, req, res, next, onLimited);
   };
@@ -177,17 +171,15 @@ function render<Req extends IncomingMessage, Res extends ServerResponse>(
       if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
       next();
       return;
-    case "limited":
-      if (res.headersSent) return;
-      writeHeaders(config, outcome, res, setNodeHeader);
-      if (onLimited === undefined) send(res, outcome.status, limitedBody(config, outcome));
-      else limited(pipeline, outcome, req, res, next, onLimited);
-      return;
-    case "unavailable":
-      if (!res.headersSent) send(res, 503, UNAVAILABLE_BODY);
-      return;
     case "error":
       refuse(res);
+      return;
+    default: // answered here: "limited", "unavailable"
+      if (res.headersSent) return;
+      if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
+      if (outcome.kind === "limited" && onLimited !== undefined) {
+        limited(pipeline, outcome, req, res, next, onLimited);
+      } else send(res, outcome.status, answerBody(config, outcome));
   }
 }
 
@@ -236,8 +228,9 @@ function refuse(res: ServerResponse): void {
   else if (!res.writableEnded) res.destroy();
 }
 
-/** Ends `res` with an `application/problem+json` body (JSON text). */
-function send(res: ServerResponse, status: number, body: string): void {
+/** Ends `res` with an `application/problem+json` body (JSON text), unless it has begun. */
+export function send(res: ServerResponse, status: number, body: string): void {
+  if (res.headersSent) return;
   res.statusCode = status;
   res.setHeader("Content-Type", PROBLEM_JSON);
   // The body is ASCII (the policy name is checked to be), so its length is its byte count;

@@ -12,17 +12,18 @@ import { blockOnLimit, overLimit } from "./block.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
-  type DecisionNumbers,
   describing,
+  type HeaderNumbers,
   INTERNAL_ERROR_PROBLEM,
   legacyWanted,
   quotaExceededProblem,
   readDecision,
   refusalStatus,
+  setRecord,
   shapeRatePerSecond,
   shapeWindowSeconds,
   UNAVAILABLE_PROBLEM,
-  wholeText,
+  writeHeaders,
 } from "./headers.js";
 
 /**
@@ -40,10 +41,10 @@ export type OutcomeKind = "skip" | "pass" | "limited" | "unavailable" | "error";
 
 /**
  * One request's outcome. The header numbers (`limit`, `remaining`, `retryAfter`, `reset`,
- * as {@link DecisionNumbers}) are valid when `decision` is set. One shape for every kind,
+ * as {@link HeaderNumbers}) are valid when `decision` is set. One shape for every kind,
  * so the adapters' reads stay monomorphic.
  */
-export class Outcome implements DecisionNumbers {
+export class Outcome implements HeaderNumbers {
   kind: OutcomeKind;
   /** The key checked, when it was computed. */
   key: string | undefined;
@@ -59,7 +60,10 @@ export class Outcome implements DecisionNumbers {
   reset = -1;
   resetMs = Number.POSITIVE_INFINITY;
   never = false;
-  /** The status of a `'limited'` outcome: 429, or 403/413 when it can never pass. */
+  /**
+   * The status to answer: for `'limited'` 429, or 403/413 when it can never pass; 503 for
+   * `'unavailable'`, 500 for `'error'`.
+   */
   status = 429;
   /** The `w=` of `RateLimit-Policy`, read from the limiter with the decision; none when undefined. */
   windowSeconds: number | undefined = undefined;
@@ -201,7 +205,9 @@ export class Pipeline<Req, Extra = undefined> {
   /** A programming error: reported, then `'error'` (500). */
   refuse(error: unknown, key: string | undefined): Outcome {
     report(this.config, error, key, "programming");
-    return new Outcome("error", key);
+    const outcome = new Outcome("error", key);
+    outcome.status = 500;
+    return outcome;
   }
 
   /** @internal The limiter's answer, checked: `'pass'` or `'limited'`, or `'error'` when malformed. */
@@ -231,9 +237,7 @@ export class Pipeline<Req, Extra = undefined> {
     ) {
       // A closed limiter (a LeasedTokenBucket after close()) decides nothing: 503, not a
       // refusal that says the client's quota is spent for good.
-      const stopped = new Outcome("unavailable", key);
-      stopped.cost = cost;
-      return stopped;
+      return this.undecided("unavailable", key, cost);
     }
     const outcome = new Outcome("pass", key);
     const config = this.config;
@@ -303,45 +307,16 @@ export class Pipeline<Req, Extra = undefined> {
   private failed(error: unknown, key: string, cost: number): Outcome {
     if (isArgumentError(error)) return this.refuse(error, key);
     report(this.config, error, key, "outage");
-    const outcome = new Outcome(this.config.failure === "open" ? "pass" : "unavailable", key);
+    return this.undecided(this.config.failure === "open" ? "pass" : "unavailable", key, cost);
+  }
+
+  /** @internal `'unavailable'` (503), or a `'pass'` without a decision (failed open). */
+  private undecided(kind: "pass" | "unavailable", key: string, cost: number): Outcome {
+    const outcome = new Outcome(kind, key);
     outcome.cost = cost;
+    outcome.status = 503;
     return outcome;
   }
-}
-
-/** Sets one header on an adapter's response; `list` marks a List field (append, not replace). */
-export type SetHeader<Target> = (
-  target: Target,
-  name: string,
-  value: string,
-  list: boolean,
-) => void;
-
-/**
- * Writes the rate-limit headers of an outcome that has a decision, in the order of
- * `rateLimitHeaders`: `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*` (with `legacy`, or
- * on a refusal that can pass later), `Retry-After`. The text comes from the config's
- * precomputed parts; nothing is built per header.
- */
-export function writeHeaders<Target>(
-  config: CommonConfig,
-  outcome: Outcome,
-  target: Target,
-  set: SetHeader<Target>,
-): void {
-  if (config.draft) {
-    set(target, "RateLimit-Policy", config.text.policy(outcome.limit, outcome.windowSeconds), true);
-    set(target, "RateLimit", config.text.rate(outcome.remaining, outcome.reset), true);
-  }
-  if (legacyWanted(outcome, config.draft, config.legacy)) {
-    set(target, "X-RateLimit-Limit", wholeText(outcome.limit), false);
-    // Not on a refusal that can never pass: GitHub-style clients retry on remaining 0.
-    if (!outcome.never) {
-      set(target, "X-RateLimit-Remaining", wholeText(outcome.remaining), false);
-      if (outcome.resetText !== "") set(target, "X-RateLimit-Reset", outcome.resetText, false);
-    }
-  }
-  if (outcome.retryAfter >= 0) set(target, "Retry-After", wholeText(outcome.retryAfter), false);
 }
 
 /** The rate-limit headers of an outcome as an object (for adapters that build a `Response`). */
@@ -349,10 +324,6 @@ export function headerRecord(config: CommonConfig, outcome: Outcome): Record<str
   const headers: Record<string, string> = {};
   if (outcome.decision !== undefined) writeHeaders(config, outcome, headers, setRecord);
   return headers;
-}
-
-function setRecord(target: Record<string, string>, name: string, value: string): void {
-  target[name] = value;
 }
 
 /** The names of the List fields, which are appended to rather than replaced (RFC 9651 3.1). */
@@ -366,6 +337,15 @@ export function limitedBody(config: CommonConfig, outcome: Outcome): string {
   return outcome.retryAfter >= 0
     ? config.quotaJson.text(outcome.retryAfter)
     : JSON.stringify(quotaExceededProblem(outcome.decision!, config.policy, outcome.cost));
+}
+
+/**
+ * The body of an outcome the middleware answers itself, with `outcome.status`:
+ * {@link limitedBody} for `'limited'`, else the 503 or 500 body.
+ */
+export function answerBody(config: CommonConfig, outcome: Outcome): string {
+  if (outcome.kind === "limited") return limitedBody(config, outcome);
+  return outcome.kind === "unavailable" ? UNAVAILABLE_BODY : INTERNAL_ERROR_BODY;
 }
 
 /** The 503 body of `'unavailable'`, as JSON text. */

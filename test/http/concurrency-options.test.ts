@@ -54,3 +54,21 @@ describe("concurrency middleware options", () => {
     expect(one.inUse).toBe(0);
   });
 });
+
+describe("concurrency middleware wallClock", () => {
+  it("X-RateLimit-Reset of a denial is counted on the wallClock given", async () => {
+    const one = new ConcurrencyLimiter({ limit: 1, retryAfterMs: 2500 });
+    let finish: () => void = () => {};
+    const handler = withConcurrencyLimit(
+      () => new Promise<Response>((resolve) => (finish = () => resolve(new Response("ok")))),
+      { limiter: one, remoteAddress: () => "192.0.2.1", wallClock: () => 1_000_000 },
+    );
+    const first = handler(new Request("http://x/"));
+    const denied = await handler(new Request("http://x/"));
+    expect(denied.status).toBe(429);
+    // floor((1_000_000 + 2500) / 1000): the given clock, not Date.now.
+    expect(denied.headers.get("x-ratelimit-reset")).toBe("1002");
+    finish();
+    await (await first).text();
+  });
+});
