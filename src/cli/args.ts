@@ -328,9 +328,7 @@ function nonNegativeOption(flag: string, text: string | undefined, fallback: num
 }
 
 /** `--nodes` and its settings, or undefined; a setting without `--nodes` is an error. */
-function nodesOption(
-  v: Readonly<Record<string, string | boolean | undefined>>,
-): ReplayCommand["nodes"] {
+function nodesOption(v: Readonly<Record<string, string | undefined>>): ReplayCommand["nodes"] {
   const settings = ["rtt-ms", "spread", "seed", "initial-credit"].filter((f) => v[f] !== undefined);
   if (v["nodes"] === undefined) {
     if (settings.length > 0) {
@@ -338,22 +336,18 @@ function nodesOption(
     }
     return undefined;
   }
-  const spread = (v["spread"] as string | undefined) ?? "random";
+  const spread = v["spread"] ?? "random";
   if (!(SPREADS as readonly string[]).includes(spread)) {
     throw new UsageError(
       `unknown --spread ${JSON.stringify(spread)} (one of ${SPREADS.join(", ")})`,
     );
   }
   return {
-    nodes: integerOption("--nodes", v["nodes"] as string, 1, 1, 1024),
-    rttMs: nonNegativeOption("--rtt-ms", v["rtt-ms"] as string | undefined, 1),
+    nodes: integerOption("--nodes", v["nodes"], 1, 1, 1024),
+    rttMs: nonNegativeOption("--rtt-ms", v["rtt-ms"], 1),
     spread: spread as Spread,
-    seed: integerOption("--seed", v["seed"] as string | undefined, 1, 0, 2 ** 32 - 1),
-    initialCredit: nonNegativeOption(
-      "--initial-credit",
-      v["initial-credit"] as string | undefined,
-      1,
-    ),
+    seed: integerOption("--seed", v["seed"], 1, 0, 2 ** 32 - 1),
+    initialCredit: nonNegativeOption("--initial-credit", v["initial-credit"], 1),
   };
 }
 
@@ -426,7 +420,8 @@ export function parseCommand(argv: readonly string[]): Command {
     policies = [singlePolicy(algorithm as AlgorithmName, raw)];
   }
 
-  const nodes = nodesOption(given);
+  // The settings of --nodes all take a value (a string).
+  const nodes = nodesOption(given as Readonly<Record<string, string | undefined>>);
   if (nodes !== undefined && (policies.length !== 1 || policies[0]!.algorithm !== "token-bucket")) {
     throw new UsageError(
       "--nodes simulates LeasedTokenBucket, a token bucket: use it with --algorithm token-bucket and without --compare",

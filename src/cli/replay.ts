@@ -233,7 +233,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     }
     for (let i = 0; i < lanes.length; i++) {
       const lane = lanes[i]!;
-      const allowed = allowAt(lane, key, nowMs);
+      const allowed = atLogTime(lane, nowMs, () => lane.registry.allowAt(key, nowMs));
       if (allowed) lane.allowed++;
       else lane.denied++;
       deniedNow[i] = allowed ? 0 : 1;
@@ -391,11 +391,6 @@ export function checkKeyForFormat(spec: KeySpec, format: LogFormat, guessed = ""
   throw new UsageError(
     `--key ${JSON.stringify(spec.field)}: ${format} lines${guessed} have no named fields; the key is one of ${KEY_NAMES.join(", ")} (a field name applies to --format jsonl only)`,
   );
-}
-
-/** `lane`'s decision for `key` at the log time `nowMs` (see {@link atLogTime}). */
-function allowAt(lane: Lane, key: string, nowMs: number): boolean {
-  return atLogTime(lane, nowMs, () => lane.registry.allowAt(key, nowMs));
 }
 
 /**
