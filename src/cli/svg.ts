@@ -209,9 +209,8 @@ function count(n: number): string {
 
 /** Where the bars of the time panels go: one slot per bin, or per minute with requests. */
 interface TimeLayout {
-  /** Slots in time order: left edge (px), first minute (epoch ms), values. */
+  /** Slots in time order: left edge (px), values. */
   readonly x: number[];
-  readonly startMs: number[];
   readonly requests: number[];
   readonly busiest: number[];
   /** Per policy, per slot. */
@@ -245,7 +244,6 @@ function layOut(
   const spanBuckets = Math.round((lastMs - firstMs) / bucketMs) + 1;
   const layout: TimeLayout = {
     x: [],
-    startMs: [],
     requests: [],
     busiest: [],
     denied: Array.from({ length: policies }, () => []),
@@ -262,7 +260,6 @@ function layOut(
     const step = plotW / n;
     for (let i = 0; i < n; i++) {
       layout.x.push(left + i * step + step * 0.1);
-      layout.startMs.push(series.minuteMs[i]!);
       layout.requests.push(series.requests[i]!);
       layout.busiest.push(series.busiestClient[i]!);
       for (let p = 0; p < policies; p++) layout.denied[p]!.push(series.denied[p]?.[i] ?? 0);
@@ -305,7 +302,6 @@ function layOut(
       s = layout.x.length;
       slotOf.set(bin, s);
       layout.x.push(left + bin * step);
-      layout.startMs.push(firstMs + bin * binBuckets * bucketMs);
       layout.requests.push(-1);
       layout.busiest.push(0);
       for (let p = 0; p < policies; p++) layout.denied[p]!.push(0);
