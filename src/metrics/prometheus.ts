@@ -21,8 +21,8 @@ function sampleValue(value: number): string {
   return Number.isNaN(value) ? "NaN" : String(value);
 }
 
-/** One metric family: its samples come from every source's snapshot. */
-interface Family {
+/** One metric family: its samples come from every source's snapshot. @internal */
+export interface Family {
   readonly name: string;
   readonly type: "counter" | "gauge";
   readonly help: string;
@@ -32,8 +32,11 @@ interface Family {
 const one = (value: number | undefined, labels: [string, string][] = []) =>
   value === undefined ? [] : [[labels, value] as [[string, string][], number]];
 
-/** Every family, in the order they are written. The names are the documented ones. */
-const FAMILIES: readonly Family[] = [
+/**
+ * Every family, in the order they are written. The names are the documented ones.
+ * `observeMetrics` reads the samples of most of them too. @internal
+ */
+export const FAMILIES: readonly Family[] = [
   {
     name: "tollgate_requests_total",
     type: "counter",
