@@ -255,15 +255,36 @@ function layOut(
     bucketMinutes === 1
       ? ""
       : `; the series was kept in ${bucketText(bucketMinutes)} buckets (the log has too many minutes with requests to keep each)`;
+  // Sparse: one slot per bucket with requests, side by side; else bins of whole buckets.
   const sparse = spanBuckets > maxBars && n <= maxBars && n * 4 <= spanBuckets;
-  if (sparse) {
-    const step = plotW / n;
-    for (let i = 0; i < n; i++) {
-      layout.x.push(left + i * step + step * 0.1);
-      layout.requests.push(series.requests[i]!);
-      layout.busiest.push(series.busiestClient[i]!);
-      for (let p = 0; p < policies; p++) layout.denied[p]!.push(series.denied[p]?.[i] ?? 0);
+  const binBuckets = sparse ? 1 : Math.max(1, Math.ceil(spanBuckets / maxBars));
+  const bins = sparse ? n : Math.ceil(spanBuckets / binBuckets);
+  const step = plotW / bins;
+  const slotOf = new Map<number, number>();
+  for (let i = 0; i < n; i++) {
+    const bin = sparse
+      ? i
+      : Math.floor(Math.round((series.minuteMs[i]! - firstMs) / bucketMs) / binBuckets);
+    let s = slotOf.get(bin);
+    if (s === undefined) {
+      s = layout.x.length;
+      slotOf.set(bin, s);
+      layout.x.push(sparse ? left + bin * step + step * 0.1 : left + bin * step);
+      layout.requests.push(-1);
+      layout.busiest.push(0);
+      for (let p = 0; p < policies; p++) layout.denied[p]!.push(0);
     }
+    // The busiest minute of the bin stands for it.
+    if (series.requests[i]! > layout.requests[s]!) {
+      layout.requests[s] = series.requests[i]!;
+      layout.busiest[s] = series.busiestClient[i]!;
+    }
+    for (let p = 0; p < policies; p++) {
+      const d = series.denied[p]?.[i] ?? 0;
+      if (d > layout.denied[p]![s]!) layout.denied[p]![s] = d;
+    }
+  }
+  if (sparse) {
     // Labels: the first bucket, then the first bucket at or after each round time, spaced.
     const withYear = utcParts(firstMs).year !== utcParts(lastMs).year;
     const spacing = withYear ? 150 : 90;
@@ -289,33 +310,8 @@ function layOut(
           : `time (UTC): only the ${n} ${bucketText(bucketMinutes)} buckets with requests, side by side (${spanBuckets - n} idle ones left out), each bar the busiest minute of its bucket${coarse}`,
     };
   }
-  const binBuckets = Math.max(1, Math.ceil(spanBuckets / maxBars));
   const binMinutes = binBuckets * bucketMinutes;
-  const bins = Math.ceil(spanBuckets / binBuckets);
   const spanMs = bins * binBuckets * bucketMs;
-  const step = plotW / bins;
-  const slotOf = new Map<number, number>();
-  for (let i = 0; i < n; i++) {
-    const bin = Math.floor(Math.round((series.minuteMs[i]! - firstMs) / bucketMs) / binBuckets);
-    let s = slotOf.get(bin);
-    if (s === undefined) {
-      s = layout.x.length;
-      slotOf.set(bin, s);
-      layout.x.push(left + bin * step);
-      layout.requests.push(-1);
-      layout.busiest.push(0);
-      for (let p = 0; p < policies; p++) layout.denied[p]!.push(0);
-    }
-    // The busiest minute of the bin stands for it.
-    if (series.requests[i]! > layout.requests[s]!) {
-      layout.requests[s] = series.requests[i]!;
-      layout.busiest[s] = series.busiestClient[i]!;
-    }
-    for (let p = 0; p < policies; p++) {
-      const d = series.denied[p]?.[i] ?? 0;
-      if (d > layout.denied[p]![s]!) layout.denied[p]![s] = d;
-    }
-  }
   for (const tick of timeTicks(firstMs, firstMs + spanMs)) {
     layout.ticks.push({ x: left + ((tick.atMs - firstMs) / spanMs) * plotW, label: tick.label });
   }
