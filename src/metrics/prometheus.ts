@@ -91,15 +91,11 @@ export const FAMILIES: readonly Family[] = [
     help: "1 for the state each store circuit is in, 0 for the others.",
     samples: (m) =>
       (m.store?.circuits ?? []).flatMap(({ node, state }) =>
-        CIRCUIT_STATES.map(
-          (s) =>
-            [
-              [
-                ["node", node],
-                ["state", s],
-              ],
-              s === state ? 1 : 0,
-            ] as [[string, string][], number],
+        CIRCUIT_STATES.flatMap((s) =>
+          one(s === state ? 1 : 0, [
+            ["node", node],
+            ["state", s],
+          ]),
         ),
       ),
   },
