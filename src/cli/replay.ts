@@ -15,10 +15,6 @@ import { ReorderBuffer } from "./reorder.js";
 import { type MinuteSeries, SeriesBuilder } from "./series.js";
 import { ClientTally, type KeyReport } from "./tally.js";
 
-export type { NodesOptions, NodesReport, Spread } from "./nodes.js";
-export type { MinuteSeries } from "./series.js";
-export type { KeyReport } from "./tally.js";
-
 /** Options of {@link replay}. */
 export interface ReplayOptions {
   /** The policies to run side by side on the same lines (one, or five for `--compare`). */

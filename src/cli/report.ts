@@ -1,7 +1,8 @@
 import { CATALOG } from "../algorithms/catalog.js";
+import type { NodesReport } from "./nodes.js";
 import { describeOptions } from "./policy.js";
 import { asciiSafeJson, printable } from "./printable.js";
-import type { NodesReport, PolicyResult, ReplayReport } from "./replay.js";
+import type { PolicyResult, ReplayReport } from "./replay.js";
 
 /** An epoch-ms instant as ISO 8601 UTC, without `.000` when whole seconds. */
 export function isoTime(ms: number): string {
