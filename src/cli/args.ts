@@ -225,11 +225,7 @@ function checkFlags(args: readonly string[]): void {
       const letters = [...arg.slice(1)];
       const bad = letters.filter((c) => !shorts.has(c));
       if (bad.length > 0) {
-        unknown.push(
-          ...bad.map(
-            (c) => `-${c}${/[a-z]/i.test(c) ? flagSuggestion(c).replace(/\?\)$/, "?)") : ""}`,
-          ),
-        );
+        unknown.push(...bad.map((c) => `-${c}${/[a-z]/i.test(c) ? flagSuggestion(c) : ""}`));
         continue;
       }
       name = shorts.get(letters.at(-1)!);
@@ -248,17 +244,15 @@ function checkFlags(args: readonly string[]): void {
  * a missing value, a value given to a flag that takes none.
  */
 function parseArgsMessage(error: Error): string {
-  const missing = /^Option '(?:-\w, )?(--[\w-]+)(?: <value>)?' argument missing/.exec(
-    error.message,
-  );
-  if (missing) return `${missing[1]} needs a value`;
-  const extra = /^Option '(?:-\w, )?(--[\w-]+)' does not take an argument/.exec(error.message);
-  if (extra) return `${extra[1]} takes no value`;
-  const ambiguous = /^Option '(?:-\w, )?(--[\w-]+)' argument is ambiguous/.exec(error.message);
-  if (ambiguous) {
-    return `${ambiguous[1]} needs a value (one that starts with - is written ${ambiguous[1]}=<value>)`;
-  }
-  return error.message;
+  const m =
+    /^Option '(?:-\w, )?(--[\w-]+)(?: <value>)?' (argument missing|does not take an argument|argument is ambiguous)/.exec(
+      error.message,
+    );
+  if (m === null) return error.message;
+  const flag = m[1]!;
+  if (m[2] === "argument missing") return `${flag} needs a value`;
+  if (m[2] === "does not take an argument") return `${flag} takes no value`;
+  return `${flag} needs a value (one that starts with - is written ${flag}=<value>)`;
 }
 
 /** The options whose value is a number: the policy options and the numeric settings. */
@@ -305,14 +299,14 @@ export function joinNumericValues(args: readonly string[]): string[] {
   return out;
 }
 
-/** A whole number from `min` to `max`, or a UsageError naming the flag. */
-function integerOption(
+/** A whole number from `min` to `max` (`fallback` when not given), or a UsageError naming the flag. */
+function integerOption<F extends number | undefined>(
   flag: string,
   text: string | undefined,
-  fallback: number,
+  fallback: F,
   min: number,
   max: number,
-): number {
+): number | F {
   if (text === undefined) return fallback;
   const value = numberOrText(text);
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
@@ -334,9 +328,7 @@ function nonNegativeOption(flag: string, text: string | undefined, fallback: num
 }
 
 /** `--nodes` and its settings, or undefined; a setting without `--nodes` is an error. */
-function nodesOption(
-  v: Readonly<Record<string, string | boolean | undefined>>,
-): ReplayCommand["nodes"] {
+function nodesOption(v: Readonly<Record<string, string | undefined>>): ReplayCommand["nodes"] {
   const settings = ["rtt-ms", "spread", "seed", "initial-credit"].filter((f) => v[f] !== undefined);
   if (v["nodes"] === undefined) {
     if (settings.length > 0) {
@@ -344,22 +336,18 @@ function nodesOption(
     }
     return undefined;
   }
-  const spread = (v["spread"] as string | undefined) ?? "random";
+  const spread = v["spread"] ?? "random";
   if (!(SPREADS as readonly string[]).includes(spread)) {
     throw new UsageError(
       `unknown --spread ${JSON.stringify(spread)} (one of ${SPREADS.join(", ")})`,
     );
   }
   return {
-    nodes: integerOption("--nodes", v["nodes"] as string, 1, 1, 1024),
-    rttMs: nonNegativeOption("--rtt-ms", v["rtt-ms"] as string | undefined, 1),
+    nodes: integerOption("--nodes", v["nodes"], 1, 1, 1024),
+    rttMs: nonNegativeOption("--rtt-ms", v["rtt-ms"], 1),
     spread: spread as Spread,
-    seed: integerOption("--seed", v["seed"] as string | undefined, 1, 0, 2 ** 32 - 1),
-    initialCredit: nonNegativeOption(
-      "--initial-credit",
-      v["initial-credit"] as string | undefined,
-      1,
-    ),
+    seed: integerOption("--seed", v["seed"], 1, 0, 2 ** 32 - 1),
+    initialCredit: nonNegativeOption("--initial-credit", v["initial-credit"], 1),
   };
 }
 
@@ -432,7 +420,8 @@ export function parseCommand(argv: readonly string[]): Command {
     policies = [singlePolicy(algorithm as AlgorithmName, raw)];
   }
 
-  const nodes = nodesOption(given);
+  // The settings of --nodes all take a value (a string).
+  const nodes = nodesOption(given as Readonly<Record<string, string | undefined>>);
   if (nodes !== undefined && (policies.length !== 1 || policies[0]!.algorithm !== "token-bucket")) {
     throw new UsageError(
       "--nodes simulates LeasedTokenBucket, a token bucket: use it with --algorithm token-bucket and without --compare",
@@ -452,16 +441,11 @@ export function parseCommand(argv: readonly string[]): Command {
   }
   const key = parseKeySpec(v.key ?? "ip");
   if (format !== "auto") checkKeyForFormat(key, format as LogFormat);
-  let reorderWindowMs = DEFAULT_REORDER_WINDOW_MS;
-  if (v["reorder-window-ms"] !== undefined) {
-    const value = numberOrText(v["reorder-window-ms"]);
-    if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
-      throw new UsageError(
-        `--reorder-window-ms must be a finite number >= 0, got ${JSON.stringify(v["reorder-window-ms"])}`,
-      );
-    }
-    reorderWindowMs = value + 0; // -0 as 0
-  }
+  const reorderWindowMs = nonNegativeOption(
+    "--reorder-window-ms",
+    v["reorder-window-ms"],
+    DEFAULT_REORDER_WINDOW_MS,
+  );
   return {
     kind: "replay",
     file: parsed.positionals[0]!,
@@ -473,10 +457,7 @@ export function parseCommand(argv: readonly string[]): Command {
     svg: v.svg,
     json: v.json ?? false,
     reorderWindowMs,
-    maxKeys:
-      v["max-keys"] === undefined
-        ? undefined
-        : integerOption("--max-keys", v["max-keys"], 0, 1, 2 ** 28),
+    maxKeys: integerOption("--max-keys", v["max-keys"], undefined, 1, 2 ** 28),
     maxLineBytes: integerOption(
       "--max-line-bytes",
       v["max-line-bytes"],

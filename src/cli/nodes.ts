@@ -34,12 +34,8 @@ export interface NodesOptions {
 }
 
 /** What the simulation reports (see docs/replay.md#several-processes-sharing-one-limit). */
-export interface NodesReport {
-  readonly nodes: number;
-  readonly rttMs: number;
-  readonly spread: Spread;
-  readonly seed: number;
-  readonly initialCredit: number;
+export interface NodesReport
+  extends Pick<NodesOptions, "nodes" | "rttMs" | "spread" | "seed" | "initialCredit"> {
   /** Requests the N leased nodes admitted together. */
   readonly admitted: number;
   /** Requests the one exact shared bucket admitted on the same requests. */

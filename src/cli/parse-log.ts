@@ -41,20 +41,10 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 /** A parser: a record, or the reason the line was skipped. */
 export type LineParser = (line: string) => LogRecord | string;
 
-const MONTHS: Readonly<Record<string, number>> = {
-  Jan: 0,
-  Feb: 1,
-  Mar: 2,
-  Apr: 3,
-  May: 4,
-  Jun: 5,
-  Jul: 6,
-  Aug: 7,
-  Sep: 8,
-  Oct: 9,
-  Nov: 10,
-  Dec: 11,
-};
+/** Month abbreviations of CLF times to their index (`Jan` 0 … `Dec` 11). */
+const MONTHS: Readonly<Record<string, number>> = Object.fromEntries(
+  "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(" ").map((name, i) => [name, i]),
+);
 
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
@@ -166,6 +156,7 @@ function unclosed(field: string, open: number): string {
  * Why a Combined line has no valid ` "referer" "user-agent"` after its size (at
  * `afterStatus`; `afterReferer` is past the referer, or -1). Proposes `--format common`
  * only when the line ends at the size, i.e. when it does read as Common Log Format.
+ * The field at which {@link quotedEnd} failed, when it opens with ` "`, is unclosed.
  */
 function missingRefererOrAgent(line: string, afterStatus: number, afterReferer: number): string {
   if (afterStatus === line.length) {
@@ -174,12 +165,7 @@ function missingRefererOrAgent(line: string, afterStatus: number, afterReferer: 
   const field = afterReferer === -1 ? "referer" : "user-agent";
   const at = afterReferer === -1 ? afterStatus : afterReferer;
   if (at === line.length) return `the line ends after the "referer": no "user-agent"`;
-  if (line.charCodeAt(at) === 32 && line.charCodeAt(at + 1) === 34) {
-    const open = at + 1;
-    if (closingQuote(line, open, (i) => i + 1 === line.length || line[i + 1] === " ") === -1) {
-      return unclosed(field, open);
-    }
-  }
+  if (line.charCodeAt(at) === 32 && line.charCodeAt(at + 1) === 34) return unclosed(field, at + 1);
   // The column of what stands where the field should (past the separating space).
   const column = line.charCodeAt(at) === 32 ? at + 2 : at + 1;
   return `expected a quoted "${field}" at column ${column}`;

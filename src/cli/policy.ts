@@ -79,18 +79,19 @@ export const POLICY_FLAGS: ReadonlyMap<PolicyOptionName, string> = new Map(
   CATALOG.flatMap((d) => Object.entries(d.cli.flags) as [PolicyOptionName, string][]),
 );
 
+/** The flags of the options `names`, each followed by `suffix`, joined by `separator`. */
+function flagsOf(names: readonly string[], suffix: string, separator: string): string {
+  return names.map((n) => `${POLICY_FLAGS.get(n as PolicyOptionName)}${suffix}`).join(separator);
+}
+
 /** `--capacity <n> --refill-per-second <n>`: the required flags of `algorithm` with a placeholder. */
 export function flagsUsage(algorithm: AlgorithmName, placeholder: string): string {
-  return requiredOf(algorithm)
-    .map((n) => `${POLICY_FLAGS.get(n)} ${placeholder}`)
-    .join(" ");
+  return flagsOf(requiredOf(algorithm), ` ${placeholder}`, " ");
 }
 
 /** `--initial-tokens <n>`: the flags `algorithm` may be given besides, or "". */
 export function optionalFlagsUsage(algorithm: AlgorithmName, placeholder: string): string {
-  return optionalOf(algorithm)
-    .map((n) => `${POLICY_FLAGS.get(n as PolicyOptionName)} ${placeholder}`)
-    .join(" ");
+  return flagsOf(optionalOf(algorithm), ` ${placeholder}`, " ");
 }
 
 /** Reads an option's text as a number when it is one, else keeps the text. */
@@ -123,7 +124,7 @@ function validated(algorithm: AlgorithmName, raw: RawPolicyOptions, derived: boo
   const missing = requiredOf(algorithm).filter((name) => raw[name] === undefined);
   if (missing.length > 0) {
     throw new UsageError(
-      `${algorithm} needs ${missing.map((n) => POLICY_FLAGS.get(n)).join(" and ")}\n${algorithm} takes ${flagsUsage(algorithm, "<number>")}`,
+      `${algorithm} needs ${flagsOf(missing, "", " and ")}\n${algorithm} takes ${flagsUsage(algorithm, "<number>")}`,
     );
   }
   try {
@@ -148,10 +149,8 @@ export function singlePolicy(algorithm: AlgorithmName, raw: RawPolicyOptions): P
   const own = optionsOf(algorithm);
   for (const [name, flag] of POLICY_FLAGS) {
     if (raw[name] !== undefined && !own.includes(name)) {
-      const flags = requiredOf(algorithm)
-        .map((n) => POLICY_FLAGS.get(n))
-        .join(" and ");
-      const optional = optionalFlagsUsage(algorithm, "").trim().replace(/ {2,}/g, " ");
+      const flags = flagsOf(requiredOf(algorithm), "", " and ");
+      const optional = flagsOf(optionalOf(algorithm), "", " ");
       const more = optional === "" ? "" : `, and optionally ${optional}`;
       throw new UsageError(`${flag} does not apply to ${algorithm} (it takes ${flags}${more})`);
     }
@@ -180,9 +179,7 @@ export function comparePolicies(raw: RawPolicyOptions): PolicySpec[] {
   const windowGiven = raw.limit !== undefined || raw.windowMs !== undefined;
   if (!bucketGiven && !windowGiven) {
     const flags = (d: AlgorithmDescriptor) =>
-      requiredOf(d.id as AlgorithmName)
-        .map((n) => POLICY_FLAGS.get(n))
-        .join(" and ");
+      flagsOf(requiredOf(d.id as AlgorithmName), "", " and ");
     throw new UsageError(`--compare needs ${flags(buckets[0]!)}, or ${flags(windows[0]!)}`);
   }
   let bucket: Record<string, number | string | undefined>;

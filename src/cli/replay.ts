@@ -15,10 +15,6 @@ import { ReorderBuffer } from "./reorder.js";
 import { type MinuteSeries, SeriesBuilder } from "./series.js";
 import { ClientTally, type KeyReport } from "./tally.js";
 
-export type { NodesOptions, NodesReport, Spread } from "./nodes.js";
-export type { MinuteSeries } from "./series.js";
-export type { KeyReport } from "./tally.js";
-
 /** Options of {@link replay}. */
 export interface ReplayOptions {
   /** The policies to run side by side on the same lines (one, or five for `--compare`). */
@@ -233,7 +229,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
     }
     for (let i = 0; i < lanes.length; i++) {
       const lane = lanes[i]!;
-      const allowed = allowAt(lane, key, nowMs);
+      const allowed = atLogTime(lane, nowMs, () => lane.registry.allowAt(key, nowMs));
       if (allowed) lane.allowed++;
       else lane.denied++;
       deniedNow[i] = allowed ? 0 : 1;
@@ -391,11 +387,6 @@ export function checkKeyForFormat(spec: KeySpec, format: LogFormat, guessed = ""
   throw new UsageError(
     `--key ${JSON.stringify(spec.field)}: ${format} lines${guessed} have no named fields; the key is one of ${KEY_NAMES.join(", ")} (a field name applies to --format jsonl only)`,
   );
-}
-
-/** `lane`'s decision for `key` at the log time `nowMs` (see {@link atLogTime}). */
-function allowAt(lane: Lane, key: string, nowMs: number): boolean {
-  return atLogTime(lane, nowMs, () => lane.registry.allowAt(key, nowMs));
 }
 
 /**

@@ -1,7 +1,8 @@
 import { CATALOG } from "../algorithms/catalog.js";
+import type { NodesReport } from "./nodes.js";
 import { describeOptions } from "./policy.js";
 import { asciiSafeJson, printable } from "./printable.js";
-import type { NodesReport, PolicyResult, ReplayReport } from "./replay.js";
+import type { PolicyResult, ReplayReport } from "./replay.js";
 
 /** An epoch-ms instant as ISO 8601 UTC, without `.000` when whole seconds. */
 export function isoTime(ms: number): string {
@@ -31,14 +32,15 @@ const SHORT_NAMES: Readonly<Record<string, string>> = Object.fromEntries(
   CATALOG.map((d) => [d.id, d.cli.column]),
 );
 
-/** Lays out rows as columns: left-aligned where `right[i]` is false. */
+/** Lays out rows as columns, indented by two spaces: left-aligned where `right[i]` is false. */
 function table(rows: readonly (readonly string[])[], right: readonly boolean[]): string[] {
   const widths = right.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));
-  return rows.map((r) =>
-    r
-      .map((cell, c) => (right[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
-      .join("  ")
-      .trimEnd(),
+  return rows.map(
+    (r) =>
+      `  ${r
+        .map((cell, c) => (right[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
+        .join("  ")
+        .trimEnd()}`,
   );
 }
 
@@ -88,7 +90,7 @@ export function textReport(report: ReplayReport, source: string): string {
       String(r.peakLiveKeys),
     ]);
   }
-  out.push(...table(rows, [false, false, true, true, true, true]).map((l) => `  ${l}`));
+  out.push(...table(rows, [false, false, true, true, true, true]));
   if (report.results.some((r) => r.derived)) {
     out.push(
       "  * options derived for --compare: limit = capacity, windowMs = capacity * 1000 / rate",
@@ -105,9 +107,9 @@ export function textReport(report: ReplayReport, source: string): string {
   }
 
   if (report.top.length > 0) {
-    out.push("");
     const many = report.results.length > 1;
     out.push(
+      "",
       `  top ${report.top.length} keys by denials${many ? "" : ` (${report.results[0]!.algorithm})`}`,
     );
     const head = ["key", "requests", "peak/min"];
@@ -127,12 +129,8 @@ export function textReport(report: ReplayReport, source: string): string {
       if (leased) row.push(`${k.denied[1]} (${percent(k.denied[1]!, k.requests)})`);
       topRows.push(row);
     }
-    out.push(
-      ...table(
-        topRows,
-        head.map((_, i) => i > 0),
-      ).map((l) => `  ${l}`),
-    );
+    const right = head.map((_, i) => i > 0); // all but the key
+    out.push(...table(topRows, right));
     const approximate = report.top.filter((k) => k.approximate);
     if (approximate.length > 0) {
       const error = Math.max(...approximate.map((k) => k.deniedErrorMax));
@@ -146,8 +144,7 @@ export function textReport(report: ReplayReport, source: string): string {
   }
 
   if (lines.samples.length > 0) {
-    out.push("");
-    out.push(`  skipped lines (first ${lines.samples.length} of ${lines.skipped})`);
+    out.push("", `  skipped lines (first ${lines.samples.length} of ${lines.skipped})`);
     for (const s of lines.samples) {
       out.push(`    line ${s.line}: ${printable(s.reason)}`);
       if (s.text.trim() !== "") out.push(`      ${printable(s.text)}`);

@@ -123,9 +123,8 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
               {
                 algorithm: `leased x${report.nodes.nodes}`,
                 options: `spread ${report.nodes.spread}, round trip ${report.nodes.rttMs} ms, initialCredit ${report.nodes.initialCredit}`,
-                requests: report.results[0]!.allowed + report.results[0]!.denied,
-                denied:
-                  report.results[0]!.allowed + report.results[0]!.denied - report.nodes.admitted,
+                requests: first.allowed + first.denied,
+                denied: first.allowed + first.denied - report.nodes.admitted,
                 limitPerMinute: undefined,
               },
             ]),

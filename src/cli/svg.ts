@@ -1,6 +1,7 @@
 import { CATALOG } from "../algorithms/catalog.js";
 import { daysFromCivil, MAX_TIME_MS } from "./parse-log.js";
 import { printable } from "./printable.js";
+import { percent } from "./report.js";
 import { bucketText, type MinuteSeries } from "./series.js";
 import type { KeyReport } from "./tally.js";
 
@@ -67,6 +68,9 @@ const BUSIEST_COLOR = "#2b2b2b";
 const TEXT = "#333";
 const MUTED = "#666";
 const GRID = "#e6e6e6";
+/** The strokes of the busiest client's marks and of a policy's limit line. */
+const BUSIEST_STROKE = `stroke="${BUSIEST_COLOR}" stroke-width="2.5"`;
+const LIMIT_STROKE = `stroke="#000" stroke-width="1.2" stroke-dasharray="6 4"`;
 /** Candidate x-tick intervals, in minutes: 1 min to 2 weeks. */
 const TICK_MINUTES = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10_080, 20_160];
 /** Candidate x-tick intervals beyond that, in calendar months. */
@@ -205,9 +209,8 @@ function count(n: number): string {
 
 /** Where the bars of the time panels go: one slot per bin, or per minute with requests. */
 interface TimeLayout {
-  /** Slots in time order: left edge (px), first minute (epoch ms), values. */
+  /** Slots in time order: left edge (px), values. */
   readonly x: number[];
-  readonly startMs: number[];
   readonly requests: number[];
   readonly busiest: number[];
   /** Per policy, per slot. */
@@ -241,7 +244,6 @@ function layOut(
   const spanBuckets = Math.round((lastMs - firstMs) / bucketMs) + 1;
   const layout: TimeLayout = {
     x: [],
-    startMs: [],
     requests: [],
     busiest: [],
     denied: Array.from({ length: policies }, () => []),
@@ -253,16 +255,36 @@ function layOut(
     bucketMinutes === 1
       ? ""
       : `; the series was kept in ${bucketText(bucketMinutes)} buckets (the log has too many minutes with requests to keep each)`;
+  // Sparse: one slot per bucket with requests, side by side; else bins of whole buckets.
   const sparse = spanBuckets > maxBars && n <= maxBars && n * 4 <= spanBuckets;
-  if (sparse) {
-    const step = plotW / n;
-    for (let i = 0; i < n; i++) {
-      layout.x.push(left + i * step + step * 0.1);
-      layout.startMs.push(series.minuteMs[i]!);
-      layout.requests.push(series.requests[i]!);
-      layout.busiest.push(series.busiestClient[i]!);
-      for (let p = 0; p < policies; p++) layout.denied[p]!.push(series.denied[p]?.[i] ?? 0);
+  const binBuckets = sparse ? 1 : Math.max(1, Math.ceil(spanBuckets / maxBars));
+  const bins = sparse ? n : Math.ceil(spanBuckets / binBuckets);
+  const step = plotW / bins;
+  const slotOf = new Map<number, number>();
+  for (let i = 0; i < n; i++) {
+    const bin = sparse
+      ? i
+      : Math.floor(Math.round((series.minuteMs[i]! - firstMs) / bucketMs) / binBuckets);
+    let s = slotOf.get(bin);
+    if (s === undefined) {
+      s = layout.x.length;
+      slotOf.set(bin, s);
+      layout.x.push(sparse ? left + bin * step + step * 0.1 : left + bin * step);
+      layout.requests.push(-1);
+      layout.busiest.push(0);
+      for (let p = 0; p < policies; p++) layout.denied[p]!.push(0);
     }
+    // The busiest minute of the bin stands for it.
+    if (series.requests[i]! > layout.requests[s]!) {
+      layout.requests[s] = series.requests[i]!;
+      layout.busiest[s] = series.busiestClient[i]!;
+    }
+    for (let p = 0; p < policies; p++) {
+      const d = series.denied[p]?.[i] ?? 0;
+      if (d > layout.denied[p]![s]!) layout.denied[p]![s] = d;
+    }
+  }
+  if (sparse) {
     // Labels: the first bucket, then the first bucket at or after each round time, spaced.
     const withYear = utcParts(firstMs).year !== utcParts(lastMs).year;
     const spacing = withYear ? 150 : 90;
@@ -288,34 +310,8 @@ function layOut(
           : `time (UTC): only the ${n} ${bucketText(bucketMinutes)} buckets with requests, side by side (${spanBuckets - n} idle ones left out), each bar the busiest minute of its bucket${coarse}`,
     };
   }
-  const binBuckets = Math.max(1, Math.ceil(spanBuckets / maxBars));
   const binMinutes = binBuckets * bucketMinutes;
-  const bins = Math.ceil(spanBuckets / binBuckets);
   const spanMs = bins * binBuckets * bucketMs;
-  const step = plotW / bins;
-  const slotOf = new Map<number, number>();
-  for (let i = 0; i < n; i++) {
-    const bin = Math.floor(Math.round((series.minuteMs[i]! - firstMs) / bucketMs) / binBuckets);
-    let s = slotOf.get(bin);
-    if (s === undefined) {
-      s = layout.x.length;
-      slotOf.set(bin, s);
-      layout.x.push(left + bin * step);
-      layout.startMs.push(firstMs + bin * binBuckets * bucketMs);
-      layout.requests.push(-1);
-      layout.busiest.push(0);
-      for (let p = 0; p < policies; p++) layout.denied[p]!.push(0);
-    }
-    // The busiest minute of the bin stands for it.
-    if (series.requests[i]! > layout.requests[s]!) {
-      layout.requests[s] = series.requests[i]!;
-      layout.busiest[s] = series.busiestClient[i]!;
-    }
-    for (let p = 0; p < policies; p++) {
-      const d = series.denied[p]?.[i] ?? 0;
-      if (d > layout.denied[p]![s]!) layout.denied[p]![s] = d;
-    }
-  }
   for (const tick of timeTicks(firstMs, firstMs + spanMs)) {
     layout.ticks.push({ x: left + ((tick.atMs - firstMs) / spanMs) * plotW, label: tick.label });
   }
@@ -360,6 +356,32 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
     `<text x="${px(x)}" y="${px(y)}"${attrs ? ` ${attrs}` : ""}>${printed ? xmlSpecials(body) : xml(body)}</text>`;
   const heading = (y: number, body: string) =>
     text(left, y, body, `font-size="13" font-weight="600" fill="${TEXT}"`);
+  /** A line across the plot at `y`; `attrs` its stroke. */
+  const hline = (y: number, attrs: string) =>
+    `<line x1="${left}" x2="${width - right}" y1="${px(y)}" y2="${px(y)}" ${attrs}/>`;
+  /** A small value label left of the axis. */
+  const axisLabel = (y: number, body: string) =>
+    text(left - 6, y, body, `text-anchor="end" fill="${MUTED}" font-size="10"`);
+  /** An axis title, turned to run up the left edge, centred on `y`. */
+  const yTitle = (y: number, body: string) =>
+    `<text transform="translate(18 ${px(y)}) rotate(-90)" text-anchor="middle" fill="${MUTED}">${body}</text>`;
+  /** A square of `color` and its label at (`x`, `y`). */
+  const legend = (x: number, y: number, color: string, label: string) => [
+    `<rect x="${px(x)}" y="${px(y - 10)}" width="11" height="11" fill="${color}"/>`,
+    text(x + 16, y, label, `fill="${TEXT}"`),
+  ];
+  /** The bar of slot `s` from `y` down `height` px. */
+  const bar = (s: number, y: number, height: number) =>
+    `<rect x="${px(layout.x[s]!)}" y="${px(y)}" width="${px(barW)}" height="${px(height)}"/>`;
+  /** A group of bars, `attrs` its class and fill. */
+  const bars = (attrs: string, rects: readonly string[]) => [
+    `<g shape-rendering="crispEdges" ${attrs}>`,
+    ...rects,
+    "</g>",
+  ];
+  /** The y of a value on a log scale from 0 to `top` over `height` px from `y0` down. */
+  const logY = (y0: number, height: number, top: number) => (v: number) =>
+    y0 + height - (Math.log10(1 + v) / Math.log10(1 + top)) * height;
   const timeGrid = (top: number, height: number) => {
     for (const tick of layout.ticks) {
       parts.push(
@@ -386,41 +408,29 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   const scale1 = logTicks(Math.max(1, ...layout.requests, ...limits));
   const top1 = y + 16;
   const h1 = 190;
-  const y1 = (v: number) => top1 + h1 - (Math.log10(1 + v) / Math.log10(1 + scale1.top)) * h1;
+  const y1 = logY(top1, h1, scale1.top);
   for (const t of scale1.ticks) {
     parts.push(
-      `<line x1="${left}" x2="${width - right}" y1="${px(y1(t))}" y2="${px(y1(t))}" stroke="${t === 0 ? "#999" : GRID}"/>`,
+      hline(y1(t), `stroke="${t === 0 ? "#999" : GRID}"`),
       text(left - 6, y1(t) + 4, count(t), `text-anchor="end" fill="${MUTED}"`),
     );
   }
-  parts.push(
-    `<text transform="translate(18 ${px(top1 + h1 / 2)}) rotate(-90)" text-anchor="middle" fill="${MUTED}">requests/min (log scale)</text>`,
-  );
+  parts.push(yTitle(top1 + h1 / 2, "requests/min (log scale)"));
   timeGrid(top1, h1);
   const reqBars: string[] = [];
   const marks: string[] = [];
   const markW = Math.max(barW, 3);
   for (let s = 0; s < slots; s++) {
     const value = layout.requests[s]!;
-    if (value > 0) {
-      reqBars.push(
-        `<rect x="${px(layout.x[s]!)}" y="${px(y1(value))}" width="${px(barW)}" height="${px(y1(0) - y1(value))}"/>`,
-      );
-    }
+    if (value > 0) reqBars.push(bar(s, y1(value), y1(0) - y1(value)));
     const busiest = layout.busiest[s]!;
     if (busiest > 0) {
       marks.push(`M${px(layout.x[s]! + (barW - markW) / 2)} ${px(y1(busiest))}h${px(markW)}`);
     }
   }
-  parts.push(
-    `<g shape-rendering="crispEdges" class="requests" fill="${REQUESTS_COLOR}">`,
-    ...reqBars,
-    "</g>",
-  );
+  parts.push(...bars(`class="requests" fill="${REQUESTS_COLOR}"`, reqBars));
   if (marks.length > 0) {
-    parts.push(
-      `<path class="busiest" d="${marks.join("")}" fill="none" stroke="${BUSIEST_COLOR}" stroke-width="2.5"/>`,
-    );
+    parts.push(`<path class="busiest" d="${marks.join("")}" fill="none" ${BUSIEST_STROKE}/>`);
   }
   for (const limit of limits) {
     const yy = px(y1(limit));
@@ -433,7 +443,7 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
         ? `limit per ${options.keyName}: ${formatRate(limit)}/min long-run (+ burst)`
         : `${formatRate(limit)}/min: ${who}`;
     parts.push(
-      `<line class="limit" x1="${left}" x2="${width - right}" y1="${yy}" y2="${yy}" stroke="#000" stroke-width="1.2" stroke-dasharray="6 4"/>`,
+      `<line class="limit" x1="${left}" x2="${width - right}" y1="${yy}" y2="${yy}" ${LIMIT_STROKE}/>`,
       text(
         width - right - 4,
         y1(limit) - 6,
@@ -444,27 +454,19 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   }
   // Legend of panel 1, right of its heading.
   let lx = left + 160;
-  const legendItem = (swatch: (x: number) => string, label: string) => {
-    parts.push(swatch(lx), text(lx + 22, legendY, label, `fill="${TEXT}"`));
+  /** A swatch (a rect, or a line in `stroke`) and its label, then room for the next. */
+  const legendItem = (label: string, stroke?: string) => {
+    parts.push(
+      stroke === undefined
+        ? `<rect x="${px(lx)}" y="${legendY - 10}" width="16" height="11" fill="${REQUESTS_COLOR}"/>`
+        : `<line x1="${px(lx)}" x2="${px(lx + 16)}" y1="${legendY - 4}" y2="${legendY - 4}" ${stroke}/>`,
+      text(lx + 22, legendY, label, `fill="${TEXT}"`),
+    );
     lx += 22 + label.length * 6.4 + 20;
   };
-  legendItem(
-    (x) =>
-      `<rect x="${px(x)}" y="${legendY - 10}" width="16" height="11" fill="${REQUESTS_COLOR}"/>`,
-    "all clients",
-  );
-  legendItem(
-    (x) =>
-      `<line x1="${px(x)}" x2="${px(x + 16)}" y1="${legendY - 4}" y2="${legendY - 4}" stroke="${BUSIEST_COLOR}" stroke-width="2.5"/>`,
-    `the busiest ${options.keyName} in that minute`,
-  );
-  if (limits.length > 0) {
-    legendItem(
-      (x) =>
-        `<line x1="${px(x)}" x2="${px(x + 16)}" y1="${legendY - 4}" y2="${legendY - 4}" stroke="#000" stroke-width="1.2" stroke-dasharray="6 4"/>`,
-      `policy limit per ${options.keyName}`,
-    );
-  }
+  legendItem("all clients");
+  legendItem(`the busiest ${options.keyName} in that minute`, BUSIEST_STROKE);
+  if (limits.length > 0) legendItem(`policy limit per ${options.keyName}`, LIMIT_STROKE);
 
   // Panel 2: denials per minute, one strip per policy, one shared scale.
   y = top1 + h1 + 36;
@@ -478,45 +480,31 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
     const color = ALGORITHM_COLORS[policy.algorithm] ?? OTHER_COLOR;
     const labelY = y + 16;
     const top = labelY + 5;
-    const yy = (v: number) =>
-      top + stripH - (Math.log10(1 + v) / Math.log10(1 + scale2.top)) * stripH;
+    const yy = logY(top, stripH, scale2.top);
     parts.push(
-      `<rect x="${left}" y="${labelY - 10}" width="11" height="11" fill="${color}"/>`,
-      text(
-        left + 16,
+      ...legend(
+        left,
         labelY,
-        `${policy.algorithm} (${policy.options}): ${count(policy.denied)} denied of ${count(policy.requests)} (${share(policy.denied, policy.requests)})`,
-        `fill="${TEXT}"`,
+        color,
+        `${policy.algorithm} (${policy.options}): ${count(policy.denied)} denied of ${count(policy.requests)} (${percent(policy.denied, policy.requests)})`,
       ),
-      `<line x1="${left}" x2="${width - right}" y1="${px(top)}" y2="${px(top)}" stroke="${GRID}"/>`,
-      `<line x1="${left}" x2="${width - right}" y1="${px(top + stripH)}" y2="${px(top + stripH)}" stroke="#999"/>`,
-      text(
-        left - 6,
-        top + 4,
-        count(scale2.top),
-        `text-anchor="end" fill="${MUTED}" font-size="10"`,
-      ),
-      text(left - 6, top + stripH + 3, "0", `text-anchor="end" fill="${MUTED}" font-size="10"`),
+      hline(top, `stroke="${GRID}"`),
+      hline(top + stripH, `stroke="#999"`),
+      axisLabel(top + 4, count(scale2.top)),
+      axisLabel(top + stripH + 3, "0"),
     );
     timeGrid(top, stripH);
-    const bars: string[] = [];
+    const rects: string[] = [];
     const d = layout.denied[p]!;
     for (let s = 0; s < slots; s++) {
-      if (d[s]! <= 0) continue;
-      bars.push(
-        `<rect x="${px(layout.x[s]!)}" y="${px(yy(d[s]!))}" width="${px(barW)}" height="${px(yy(0) - yy(d[s]!))}"/>`,
-      );
+      if (d[s]! > 0) rects.push(bar(s, yy(d[s]!), yy(0) - yy(d[s]!)));
     }
     parts.push(
-      `<g shape-rendering="crispEdges" class="denied" data-algorithm="${xml(policy.algorithm)}" fill="${color}">`,
-      ...bars,
-      "</g>",
+      ...bars(`class="denied" data-algorithm="${xml(policy.algorithm)}" fill="${color}"`, rects),
     );
     y = top + stripH;
   }
-  parts.push(
-    `<text transform="translate(18 ${px((panel2Top + y) / 2)}) rotate(-90)" text-anchor="middle" fill="${MUTED}">denied/min (log)</text>`,
-  );
+  parts.push(yTitle((panel2Top + y) / 2, "denied/min (log)"));
   for (const tick of layout.ticks) {
     const anchor = tick.x < left + 40 ? "start" : tick.x > width - right - 40 ? "end" : "middle";
     parts.push(
@@ -547,50 +535,32 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
     const mid = top + half;
     const yy = (v: number) => mid - (v / peak) * half;
     parts.push(
-      `<line x1="${left}" x2="${width - right}" y1="${px(top)}" y2="${px(top)}" stroke="${GRID}"/>`,
-      `<line x1="${left}" x2="${width - right}" y1="${px(mid)}" y2="${px(mid)}" stroke="#999"/>`,
-      `<line x1="${left}" x2="${width - right}" y1="${px(top + 2 * half)}" y2="${px(top + 2 * half)}" stroke="${GRID}"/>`,
-      text(
-        left - 6,
-        top + 4,
-        `+${count(peak)}`,
-        `text-anchor="end" fill="${MUTED}" font-size="10"`,
-      ),
-      text(left - 6, mid + 4, "0", `text-anchor="end" fill="${MUTED}" font-size="10"`),
-      text(
-        left - 6,
-        top + 2 * half + 4,
-        `-${count(peak)}`,
-        `text-anchor="end" fill="${MUTED}" font-size="10"`,
-      ),
+      hline(top, `stroke="${GRID}"`),
+      hline(mid, `stroke="#999"`),
+      hline(top + 2 * half, `stroke="${GRID}"`),
+      axisLabel(top + 4, `+${count(peak)}`),
+      axisLabel(mid + 4, "0"),
+      axisLabel(top + 2 * half + 4, `-${count(peak)}`),
     );
     timeGrid(top, 2 * half);
     const over: string[] = [];
     const under: string[] = [];
     for (let s = 0; s < slots; s++) {
       const v = diff[s]!;
-      if (v === 0) continue;
-      const rect = `<rect x="${px(layout.x[s]!)}" y="${px(Math.min(yy(v), mid))}" width="${px(barW)}" height="${px(Math.abs(yy(v) - mid))}"/>`;
-      (v > 0 ? over : under).push(rect);
+      if (v !== 0) (v > 0 ? over : under).push(bar(s, Math.min(yy(v), mid), Math.abs(yy(v) - mid)));
     }
     parts.push(
-      `<g shape-rendering="crispEdges" class="overshoot" fill="${OVERSHOOT_COLOR}">`,
-      ...over,
-      "</g>",
-      `<g shape-rendering="crispEdges" class="unused" fill="${UNUSED_COLOR}">`,
-      ...under,
-      "</g>",
+      ...bars(`class="overshoot" fill="${OVERSHOOT_COLOR}"`, over),
+      ...bars(`class="unused" fill="${UNUSED_COLOR}"`, under),
     );
     y = top + 2 * half + 18;
     parts.push(
-      `<rect x="${left}" y="${px(y - 10)}" width="11" height="11" fill="${OVERSHOOT_COLOR}"/>`,
-      text(left + 16, y, "admitted above the exact bucket (overshoot)", `fill="${TEXT}"`),
-      `<rect x="${left + 330}" y="${px(y - 10)}" width="11" height="11" fill="${UNUSED_COLOR}"/>`,
-      text(
-        left + 346,
+      ...legend(left, y, OVERSHOOT_COLOR, "admitted above the exact bucket (overshoot)"),
+      ...legend(
+        left + 330,
         y,
+        UNUSED_COLOR,
         "denied where the exact bucket admitted (unused capacity)",
-        `fill="${TEXT}"`,
       ),
     );
   }
@@ -658,7 +628,7 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
         text(
           barRight + 12,
           mid + 4,
-          `${count(d0)} of ${count(row.requests)} denied (${share(d0, row.requests)}), peak ${count(row.peakPerMinute)}/min`,
+          `${count(d0)} of ${count(row.requests)} denied (${percent(d0, row.requests)}), peak ${count(row.peakPerMinute)}/min`,
           `fill="${MUTED}"`,
         ),
       );
@@ -684,11 +654,6 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
     ...parts,
     "</svg>",
   ].join("\n")}\n`;
-}
-
-/** `part` of `whole` in percent, one decimal. */
-function share(part: number, whole: number): string {
-  return `${whole === 0 ? "0.0" : ((part * 100) / whole).toFixed(1)}%`;
 }
 
 /** A rate for a label: up to three significant digits (`6`, `0.6`, `1.25`). */

@@ -3,8 +3,8 @@
  * given by the application, typed structurally, so tollgate needs no `@opentelemetry/api`.
  * @module
  */
-import { CIRCUIT_STATES } from "./store-health.js";
-import type { LimiterMetrics, MetricsSource } from "./with-metrics.js";
+import { FAMILIES } from "./prometheus.js";
+import type { MetricsSource } from "./with-metrics.js";
 
 /** Attributes of one observation. */
 export type MeterAttributes = Record<string, string>;
@@ -32,85 +32,66 @@ export interface MeterLike {
   ): ObservableLike;
 }
 
-type Observe = (
-  m: LimiterMetrics,
-  emit: (value: number, attributes: MeterAttributes) => void,
-) => void;
+/** OpenTelemetry's names of the Prometheus families' labels. */
+const ATTRIBUTES: Readonly<Record<string, string>> = {
+  decision: "tollgate.decision",
+  reason: "tollgate.reason",
+  node: "tollgate.store.node",
+  state: "tollgate.circuit.state",
+};
 
-/** The instruments, named after OpenTelemetry's conventions (dots, no `_total`). */
+/**
+ * The instruments, named after OpenTelemetry's conventions (dots, no `_total`): each
+ * observes the samples of a Prometheus family (its kind the family's type), its labels
+ * renamed by {@link ATTRIBUTES}.
+ */
 const INSTRUMENTS: readonly {
+  family: string;
   name: string;
-  kind: "counter" | "gauge";
   unit: string;
   description: string;
-  observe: Observe;
 }[] = [
   {
+    family: "tollgate_requests_total",
     name: "tollgate.requests",
-    kind: "counter",
     unit: "{request}",
     description: "Decisions of the limiter, by tollgate.decision (allowed or denied).",
-    observe: (m, emit) => {
-      emit(m.allowed, { "tollgate.decision": "allowed" });
-      emit(m.denied, { "tollgate.decision": "denied" });
-    },
   },
   {
+    family: "tollgate_near_limit_total",
     name: "tollgate.requests.near_limit",
-    kind: "counter",
     unit: "{request}",
     description: "Allowed decisions that left remaining at or below the near-limit share.",
-    observe: (m, emit) => emit(m.nearLimit, {}),
   },
   {
+    family: "tollgate_keys",
     name: "tollgate.keys",
-    kind: "gauge",
     unit: "{key}",
     description: "Keys with kept state.",
-    observe: (m, emit) => {
-      if (m.keys !== undefined) emit(m.keys, {});
-    },
   },
   {
+    family: "tollgate_keys_evicted_total",
     name: "tollgate.keys.evicted",
-    kind: "counter",
     unit: "{key}",
     description: "Keys dropped, by tollgate.reason: idle (lossless) or lossy (in use).",
-    observe: (m, emit) => {
-      if (m.evictedIdle !== undefined) emit(m.evictedIdle, { "tollgate.reason": "idle" });
-      if (m.evictedLossy !== undefined) emit(m.evictedLossy, { "tollgate.reason": "lossy" });
-    },
   },
   {
+    family: "tollgate_keys_refused_total",
     name: "tollgate.keys.refused",
-    kind: "counter",
     unit: "{request}",
     description: "Requests of new keys refused because the registry was full.",
-    observe: (m, emit) => {
-      if (m.refused !== undefined) emit(m.refused, {});
-    },
   },
   {
+    family: "tollgate_store_failures_total",
     name: "tollgate.store.failures",
-    kind: "counter",
     unit: "{call}",
     description: "Store calls that failed.",
-    observe: (m, emit) => {
-      if (m.store !== undefined) emit(m.store.failures, {});
-    },
   },
   {
+    family: "tollgate_store_circuit_state",
     name: "tollgate.store.circuit.state",
-    kind: "gauge",
     unit: "1",
     description: "1 for the state each store circuit is in, 0 for the others.",
-    observe: (m, emit) => {
-      for (const { node, state } of m.store?.circuits ?? []) {
-        for (const s of CIRCUIT_STATES) {
-          emit(s === state ? 1 : 0, { "tollgate.store.node": node, "tollgate.circuit.state": s });
-        }
-      }
-    },
   },
 ];
 
@@ -135,17 +116,20 @@ export function observeMetrics(meter: MeterLike, sources: Iterable<MetricsSource
   }
   const removers: (() => void)[] = [];
   for (const spec of INSTRUMENTS) {
+    const family = FAMILIES.find((f) => f.name === spec.family)!;
     const options = { description: spec.description, unit: spec.unit };
     const instrument =
-      spec.kind === "counter"
+      family.type === "counter"
         ? meter.createObservableCounter(spec.name, options)
         : meter.createObservableGauge(spec.name, options);
     const callback = (result: ObservableResultLike) => {
       for (const source of sources) {
         const m = source.metrics();
-        spec.observe(m, (value, attributes) =>
-          result.observe(value, { "tollgate.limiter": m.name, ...attributes }),
-        );
+        for (const [labels, value] of family.samples(m)) {
+          const attributes: MeterAttributes = { "tollgate.limiter": m.name };
+          for (const [k, v] of labels) attributes[ATTRIBUTES[k]!] = v;
+          result.observe(value, attributes);
+        }
       }
     };
     instrument.addCallback(callback);

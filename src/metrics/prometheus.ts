@@ -21,8 +21,8 @@ function sampleValue(value: number): string {
   return Number.isNaN(value) ? "NaN" : String(value);
 }
 
-/** One metric family: its samples come from every source's snapshot. */
-interface Family {
+/** One metric family: its samples come from every source's snapshot. @internal */
+export interface Family {
   readonly name: string;
   readonly type: "counter" | "gauge";
   readonly help: string;
@@ -32,8 +32,11 @@ interface Family {
 const one = (value: number | undefined, labels: [string, string][] = []) =>
   value === undefined ? [] : [[labels, value] as [[string, string][], number]];
 
-/** Every family, in the order they are written. The names are the documented ones. */
-const FAMILIES: readonly Family[] = [
+/**
+ * Every family, in the order they are written. The names are the documented ones.
+ * `observeMetrics` reads the samples of most of them too. @internal
+ */
+export const FAMILIES: readonly Family[] = [
   {
     name: "tollgate_requests_total",
     type: "counter",
@@ -88,15 +91,11 @@ const FAMILIES: readonly Family[] = [
     help: "1 for the state each store circuit is in, 0 for the others.",
     samples: (m) =>
       (m.store?.circuits ?? []).flatMap(({ node, state }) =>
-        CIRCUIT_STATES.map(
-          (s) =>
-            [
-              [
-                ["node", node],
-                ["state", s],
-              ],
-              s === state ? 1 : 0,
-            ] as [[string, string][], number],
+        CIRCUIT_STATES.flatMap((s) =>
+          one(s === state ? 1 : 0, [
+            ["node", node],
+            ["state", s],
+          ]),
         ),
       ),
   },

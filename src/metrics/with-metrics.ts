@@ -54,14 +54,20 @@ const HINTS: Readonly<Record<string, string>> = {
   topKeys: 'use "nearLimitKeys" (most keys kept, 0 to 100)',
 };
 
+/** `value` when it is a number, else `undefined`. */
+function numberOrUndefined(value: unknown): number | undefined {
+  return typeof value === "number" ? value : undefined;
+}
+
 /** A number option of `limiter`, or of the policy a `KeyedLimiter` copies; `undefined` if none. */
 function ownOrPolicy(
   limiter: unknown,
-  name: "refillPerSecond" | "leakPerSecond",
+  name: "windowMs" | "refillPerSecond" | "leakPerSecond",
 ): number | undefined {
   const own = (limiter as Record<string, unknown>)[name];
-  const value = own ?? (keyedPolicyOf(limiter) as Record<string, unknown> | undefined)?.[name];
-  return typeof value === "number" ? value : undefined;
+  return numberOrUndefined(
+    own ?? (keyedPolicyOf(limiter) as Record<string, unknown> | undefined)?.[name],
+  );
 }
 
 /** Most keys {@link MetricsOptions.nearLimitKeys} may keep. */
@@ -173,17 +179,16 @@ function snapshot(
   const stats = (limiter as { stats?: unknown }).stats as
     | { evictedIdle?: unknown; evictedLossy?: unknown; refused?: unknown }
     | undefined;
-  const count = (v: unknown) => (typeof v === "number" ? v : undefined);
   return {
     name: config.name,
     allowed: counts.allowed,
     denied: counts.denied,
     nearLimit: counts.nearLimit,
     nearLimitShare: config.share,
-    keys: count(size),
-    evictedIdle: count(stats?.evictedIdle),
-    evictedLossy: count(stats?.evictedLossy),
-    refused: count(stats?.refused),
+    keys: numberOrUndefined(size),
+    evictedIdle: numberOrUndefined(stats?.evictedIdle),
+    evictedLossy: numberOrUndefined(stats?.evictedLossy),
+    refused: numberOrUndefined(stats?.refused),
     store,
     nearLimitKeys: config.top?.top() ?? [],
   };
@@ -203,9 +208,25 @@ function isArgumentError(error: unknown): boolean {
   return error instanceof TypeError || error instanceof RangeError;
 }
 
-/** True when a rejection of `wait` is a denial (a `RateLimitError` of any copy of tollgate). */
-function isDenial(error: unknown): boolean {
-  return error instanceof Error && error.name === "RateLimitError";
+/**
+ * `waiting` (a `wait`), its grant passed to `count`, its rejection with a `RateLimitError`
+ * (of any copy of tollgate) counted as a denial of `metered`.
+ */
+function countedWait(
+  waiting: Promise<Decision>,
+  metered: { denied: number },
+  count: (d: Decision) => void,
+): Promise<Decision> {
+  return waiting.then(
+    (d) => {
+      count(d);
+      return d;
+    },
+    (error: unknown) => {
+      if (error instanceof Error && error.name === "RateLimitError") metered.denied++;
+      throw error;
+    },
+  );
 }
 
 /**
@@ -288,9 +309,7 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
 
   /** The wrapped limiter's `windowMs` (or its policy's), for the `w=` of `tollgate/http`. */
   get windowMs(): number | undefined {
-    const own = (this.limiter as { windowMs?: unknown }).windowMs;
-    const w = own ?? (keyedPolicyOf(this.limiter) as { windowMs?: unknown } | undefined)?.windowMs;
-    return typeof w === "number" ? w : undefined;
+    return ownOrPolicy(this.limiter, "windowMs");
   }
 
   /** The wrapped bucket's `refillPerSecond` (or its policy's), for the `t=` of `tollgate/http`. */
@@ -305,8 +324,7 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
 
   /** The wrapped limiter's `maxKeyLength`, when it has one. */
   get maxKeyLength(): number | undefined {
-    const own = (this.limiter as { maxKeyLength?: unknown }).maxKeyLength;
-    return typeof own === "number" ? own : undefined;
+    return numberOrUndefined((this.limiter as { maxKeyLength?: unknown }).maxKeyLength);
   }
 
   /** `limiter.allow(key, cost)`, counted (no near-limit: `allow` gives no `remaining`). */
@@ -352,16 +370,7 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
     const waiting = (
       this.limiter as unknown as { wait(k: string, c?: number, o?: WaitOptions): Promise<Decision> }
     ).wait(key, cost, options);
-    return waiting.then(
-      (d) => {
-        this.count(key, d);
-        return d;
-      },
-      (error: unknown) => {
-        if (isDenial(error)) this.denied++;
-        throw error;
-      },
-    );
+    return countedWait(waiting, this, (d) => this.count(key, d));
   }
 
   /** `limiter.reset(key)`. */
@@ -421,8 +430,7 @@ export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, Metri
 
   /** The wrapped limiter's `windowMs`, for the `w=` of `tollgate/http`. */
   get windowMs(): number | undefined {
-    const w = (this.limiter as { windowMs?: unknown }).windowMs;
-    return typeof w === "number" ? w : undefined;
+    return ownOrPolicy(this.limiter, "windowMs");
   }
 
   /** The wrapped bucket's `refillPerSecond`, for the `t=` of `tollgate/http`. */
@@ -461,16 +469,7 @@ export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, Metri
   }
 
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return this.limiter.wait(cost, options).then(
-      (d) => {
-        this.count(d);
-        return d;
-      },
-      (error: unknown) => {
-        if (isDenial(error)) this.denied++;
-        throw error;
-      },
-    );
+    return countedWait(this.limiter.wait(cost, options), this, (d) => this.count(d));
   }
 
   /** A snapshot of the counters. */

@@ -59,15 +59,8 @@ export function manualClock(startMs = 0): ManualClock {
 
 /** Checks a time in milliseconds: a finite number. */
 function finite(where: string, name: string, value: unknown): number {
-  if (typeof value !== "number") {
-    throw new TypeError(
-      `${where}: ${name} must be a finite number of milliseconds, got ${describe(value)}`,
-    );
-  }
-  if (!Number.isFinite(value)) {
-    throw new RangeError(
-      `${where}: ${name} must be a finite number of milliseconds, got ${describe(value)}`,
-    );
-  }
-  return value;
+  if (typeof value === "number" && Number.isFinite(value)) return value;
+  throw new (typeof value === "number" ? RangeError : TypeError)(
+    `${where}: ${name} must be a finite number of milliseconds, got ${describe(value)}`,
+  );
 }

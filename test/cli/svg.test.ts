@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import type { MinuteSeries } from "../../src/cli/replay.js";
+import type { MinuteSeries } from "../../src/cli/series.js";
 import { type ChartPolicy, logTicks, niceCeil, replayChart, timeTicks } from "../../src/cli/svg.js";
 import type { KeyReport } from "../../src/cli/tally.js";
 
