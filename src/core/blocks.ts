@@ -8,7 +8,7 @@
  * Accounted bytes of one entry beyond its key: its `Map` entry and its end time, and its
  * node in the heap of ends (a key and a number).
  */
-export const BLOCK_ENTRY_BYTES = 80;
+const BLOCK_ENTRY_BYTES = 80;
 
 /** Accounted bytes of `key` in an entry: 2 per UTF-16 code unit and a 24-byte header. */
 function keyBytesOf(key: string): number {
