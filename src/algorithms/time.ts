@@ -1,4 +1,4 @@
-import { badClock, checkNumber, describe } from "../core/errors.js";
+import { badClock, checkNumber, mustBe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 
 /**
@@ -42,8 +42,7 @@ export function readClock(where: string, clock: Clock, seenMs: number): number {
  */
 export function checkTimeMs(where: string, timeMs: unknown): number {
   if (typeof timeMs === "number" && timeMs - timeMs === 0) return timeMs;
-  const message = `${where}: timeMs must be a finite number of milliseconds, got ${describe(timeMs)}`;
-  throw typeof timeMs === "number" ? new RangeError(message) : new TypeError(message);
+  throw mustBe(where, "timeMs", "a finite number of milliseconds", timeMs);
 }
 
 /**
