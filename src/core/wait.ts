@@ -252,7 +252,7 @@ export class WaitQueue {
           break;
         }
       } while (this.expire(now));
-      const first = this.peekDeadline();
+      const first = this.deadlines[0];
       if (first !== undefined && first.deadlineMs - now < waitMs) waitMs = first.deadlineMs - now;
     } catch (error) {
       // A clock or part that throws: nobody can be served; reject all rather than hang.
@@ -271,16 +271,10 @@ export class WaitQueue {
   /** @internal Rejects every queued waiter whose deadline has come; true when the head was one. */
   private expire(now: number): boolean {
     const head = this.list.head;
-    for (let w = this.peekDeadline(); w !== undefined && w.deadlineMs <= now; ) {
+    for (let w = this.deadlines[0]; w !== undefined && w.deadlineMs <= now; w = this.deadlines[0]) {
       this.drop(w);
-      const d = this.limiter.peek(w.cost);
-      w.reject(
-        new RateLimitError(
-          `${this.where}.wait: not granted within maxWaitMs for cost ${w.cost}`,
-          d,
-        ),
-      );
-      w = this.peekDeadline();
+      const message = `${this.where}.wait: not granted within maxWaitMs for cost ${w.cost}`;
+      w.reject(new RateLimitError(message, this.limiter.peek(w.cost)));
     }
     return head !== undefined && !head.queued;
   }
@@ -289,11 +283,6 @@ export class WaitQueue {
   private drop(w: Waiter): void {
     this.list.remove(w);
     if (w.heapAt >= 0) this.removeDeadline(w.heapAt);
-  }
-
-  /** @internal The queued waiter with the earliest deadline. */
-  private peekDeadline(): Waiter | undefined {
-    return this.deadlines[0];
   }
 
   /** @internal */
