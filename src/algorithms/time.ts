@@ -144,12 +144,10 @@ export function checkWindowResize(
   current: { readonly limit: number; readonly windowMs: number },
   nowMs: number,
 ): { limit: number; windowMs: number; clockBoundMs: number } {
-  const limit =
-    o.limit === undefined ? current.limit : checkNumber(where, "limit", o.limit, 0, false);
-  const windowMs =
-    o.windowMs === undefined
-      ? current.windowMs
-      : checkNumber(where, "windowMs", o.windowMs, 0, false);
+  const { limit, windowMs } = checkWindowSize(where, {
+    limit: o.limit === undefined ? current.limit : o.limit,
+    windowMs: o.windowMs === undefined ? current.windowMs : o.windowMs,
+  });
   const clockBoundMs = windowClockBoundMs(windowMs);
   checkWindowClock(where, nowMs, windowMs, clockBoundMs);
   return { limit, windowMs, clockBoundMs };
