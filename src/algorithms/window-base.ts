@@ -133,20 +133,12 @@ export abstract class WindowBase extends KernelShell {
 
   /** Takes `cost` units when they fit and says so; a denial changes nothing. */
   consume(cost?: number): Decision {
-    return this.decideAt(
-      this.now(),
-      cost === undefined ? 1 : checkCost(this.spec.where, cost),
-      true,
-    );
+    return this.decideAt(this.now(), cost === undefined ? 1 : checkCost(this.where, cost), true);
   }
 
   /** What `consume(cost)` would answer now, changing nothing. */
   peek(cost?: number): Decision {
-    return this.decideAt(
-      this.now(),
-      cost === undefined ? 1 : checkCost(this.spec.where, cost),
-      false,
-    );
+    return this.decideAt(this.now(), cost === undefined ? 1 : checkCost(this.where, cost), false);
   }
 
   /**
