@@ -103,7 +103,10 @@ export function checkOptionNames(
   // is read by the constructor like an own one, so it is checked like one.
   for (const name in options) {
     if (known.includes(name)) continue;
-    const hint = Object.hasOwn(hints, name) ? hints[name] : closeName(name, known);
+    const close = closestName(name, known);
+    const hint = Object.hasOwn(hints, name)
+      ? hints[name]
+      : close && `did you mean ${JSON.stringify(close)}?`;
     problems.push(
       `unknown option ${JSON.stringify(name)}${hint === undefined ? "" : ` (${hint})`}`,
     );
@@ -135,12 +138,6 @@ export function checkOptionNames(
           ...tail.map((line) => `  ${line}`),
         ].join("\n"),
   );
-}
-
-/** `did you mean "x"?` for the known name closest to `name` (case, or at most 2 edits). */
-function closeName(name: string, known: readonly string[]): string | undefined {
-  const best = closestName(name, known);
-  return best === undefined ? undefined : `did you mean ${JSON.stringify(best)}?`;
 }
 
 /**
