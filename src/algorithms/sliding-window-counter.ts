@@ -66,11 +66,8 @@ export class SlidingWindowCounter extends WindowBase implements Limiter {
    * copied. A keyed registry uses it to make one limiter per key.
    */
   clone(): SlidingWindowCounter {
-    return new SlidingWindowCounter({
-      limit: this.limit,
-      windowMs: this.windowMs,
-      clock: this.clock,
-    });
+    const { limit, windowMs, clock } = this;
+    return new SlidingWindowCounter({ limit, windowMs, clock });
   }
 
   /**
