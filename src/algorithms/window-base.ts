@@ -311,21 +311,11 @@ export abstract class WindowBase extends KernelShell {
   chargeAt(now: number, cost: number): ChargeReceipt {
     const decision = this.decideAt(now, cost, true);
     if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
-    const until = this.kernel.markReceipt(this.state, 0, 0, now, MARKS, 0);
+    // The kernel's mark of what the charge went into, and until when it gives back.
+    const end = this.kernel.markReceipt(this.state, 0, 0, now, MARKS, 0);
     const mark = MARKS[0]!;
     const epoch = this.receiptEpoch;
-    return new ChargeReceipt(
-      decision,
-      undefined,
-      cost,
-      now,
-      until,
-      this,
-      epoch,
-      mark,
-      0,
-      undefined,
-    );
+    return new ChargeReceipt(decision, undefined, cost, now, end, this, epoch, mark, 0, undefined);
   }
 
   /**
