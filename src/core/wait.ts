@@ -186,7 +186,7 @@ export class WaitQueue {
         heapAt: -1,
       };
       this.list.push(waiter);
-      if (deadlineMs !== Number.POSITIVE_INFINITY) this.pushDeadline(waiter);
+      if (deadlineMs !== Number.POSITIVE_INFINITY) this.siftUp(this.deadlines.length, waiter);
       // A new head, or an earlier deadline: re-plan the one timer.
       if (this.list.size === 1 || deadlineMs !== Number.POSITIVE_INFINITY) this.serve();
     });
@@ -285,12 +285,6 @@ export class WaitQueue {
     if (w.heapAt >= 0) this.removeDeadline(w.heapAt);
   }
 
-  /** @internal */
-  private pushDeadline(w: Waiter): void {
-    this.deadlines.push(w);
-    this.siftUp(this.deadlines.length - 1, w);
-  }
-
   /** @internal Removes the heap entry at `i` in O(log n). */
   private removeDeadline(i: number): void {
     const heap = this.deadlines;
@@ -303,7 +297,7 @@ export class WaitQueue {
     else this.siftDown(i, last);
   }
 
-  /** @internal */
+  /** @internal Places `w` at the hole `from` or above it (`deadlines.length` adds it). */
   private siftUp(from: number, w: Waiter): void {
     const heap = this.deadlines;
     let i = from;
