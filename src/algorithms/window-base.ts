@@ -242,12 +242,7 @@ export abstract class WindowBase extends KernelShell {
   /** @internal Checks `options` and reads the clock; the returned function applies them. */
   planReconfigure(options: unknown): ApplyReconfigure {
     const spec = this.spec;
-    const o = checkReconfigureOptions<{ limit?: unknown; windowMs?: unknown }>(
-      spec.where,
-      options,
-      spec.options,
-      spec.hints,
-    );
+    const o = checkReconfigureOptions(spec.where, options, spec.options, spec.hints);
     const now = this.now();
     const next = checkWindowResize(spec.where, o, this, now);
     return () => {
