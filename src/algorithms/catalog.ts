@@ -81,6 +81,9 @@ export interface AlgorithmDescriptor {
   readonly redis: string;
 }
 
+/** The flags of the window algorithms' options. */
+const WINDOW_FLAGS = { limit: "--limit", windowMs: "--window-ms" } as const;
+
 /** The algorithms, in the order the CLI's help, `--compare` and its report list them. */
 export const CATALOG = [
   {
@@ -130,11 +133,7 @@ export const CATALOG = [
     options: FIXED_WINDOW_OPTIONS,
     measure: { kind: "window" },
     summary: "limit per fixed windowMs; up to 2 * limit at an edge",
-    cli: {
-      flags: { limit: "--limit", windowMs: "--window-ms" },
-      column: "fixed",
-      color: "#ff7f0e",
-    },
+    cli: { flags: WINDOW_FLAGS, column: "fixed", color: "#ff7f0e" },
     redis: "RedisFixedWindow",
   },
   {
@@ -144,11 +143,7 @@ export const CATALOG = [
     options: SLIDING_WINDOW_LOG_OPTIONS,
     measure: { kind: "window" },
     summary: "limit in any windowMs, exact; memory grows with limit",
-    cli: {
-      flags: { limit: "--limit", windowMs: "--window-ms" },
-      column: "log",
-      color: "#d62728",
-    },
+    cli: { flags: WINDOW_FLAGS, column: "log", color: "#d62728" },
     redis: "RedisSlidingWindowLog",
   },
   {
@@ -158,20 +153,13 @@ export const CATALOG = [
     options: SLIDING_WINDOW_COUNTER_OPTIONS,
     measure: { kind: "window" },
     summary: "limit per windowMs, estimated from two windows' counts",
-    cli: {
-      flags: { limit: "--limit", windowMs: "--window-ms" },
-      column: "counter",
-      color: "#9467bd",
-    },
+    cli: { flags: WINDOW_FLAGS, column: "counter", color: "#9467bd" },
     redis: "RedisSlidingWindowCounter",
   },
 ] as const satisfies readonly AlgorithmDescriptor[];
 
 /** The id of an algorithm in {@link CATALOG}: `token-bucket`, `leaky-bucket`, … */
 export type AlgorithmId = (typeof CATALOG)[number]["id"];
-
-/** The ids of {@link CATALOG}, in its order. */
-export const ALGORITHM_IDS: readonly AlgorithmId[] = /* @__PURE__ */ CATALOG.map((d) => d.id);
 
 /** The descriptor of `id`, or `undefined` for a name that is not an algorithm's id. */
 export function descriptorOf(id: string): AlgorithmDescriptor | undefined {

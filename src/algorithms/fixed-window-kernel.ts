@@ -4,7 +4,6 @@ import { DoublesKernel, type Kernel } from "./kernel.js";
 import {
   fixedWindowDecision,
   fixedWindowEndAt,
-  fixedWindowRefunded,
   fixedWindowRetunedEnd,
   fixedWindowUsed,
 } from "./window-math.js";
@@ -163,7 +162,7 @@ export class FixedWindowKernel extends DoublesKernel implements Kernel {
     const used = fixedWindowUsed(st[s]!, st[s + 1]!, now);
     const give = asked[o]! < used ? asked[o]! : used;
     if (!(give > 0)) return 0;
-    const count = fixedWindowRefunded(st[s]!, st[s + 1]!, now, give);
+    const count = used - give;
     if (count === 0) this.init(st, s);
     else st[s] = count;
     given[o] = give;

@@ -1,10 +1,8 @@
-import { checkClock, checkCost, checkOptionNames, checkOptions } from "../core/errors.js";
-import type { Receipt } from "../core/limiter.js";
-import { type Clock, type Limiter, systemClock } from "../core/limiter.js";
-import { optionNames, windowHints, windowRequired } from "../core/option-names.js";
+import { checkCost } from "../core/errors.js";
+import type { Clock, Limiter, Receipt } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
 import { FixedWindowKernel } from "./fixed-window-kernel.js";
-import { checkWindowSize, windowClockBoundMs } from "./time.js";
-import { WindowBase, type WindowSpec } from "./window-base.js";
+import { WindowBase, windowSpec } from "./window-base.js";
 
 /** Options of {@link FixedWindow}. */
 export interface FixedWindowOptions {
@@ -33,17 +31,12 @@ export const FIXED_WINDOW_OPTIONS = optionNames<FixedWindowOptions>()([
   "windowMs",
   "clock",
 ]);
-const HINTS = /* @__PURE__ */ windowHints(WHERE);
-const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
-
-/** @internal */
-const SPEC: WindowSpec = {
-  where: WHERE,
-  id: "fixed-window",
-  options: FIXED_WINDOW_OPTIONS,
-  hints: HINTS,
-  kernel: (limit, windowMs) => new FixedWindowKernel(limit, windowMs),
-};
+const SPEC = /* @__PURE__ */ windowSpec(
+  WHERE,
+  "fixed-window",
+  FIXED_WINDOW_OPTIONS,
+  FixedWindowKernel,
+);
 
 /**
  * A fixed-window counter: at most `limit` units per window `[k * windowMs, (k + 1) *
@@ -65,11 +58,7 @@ export class FixedWindow extends WindowBase implements Limiter {
   declare protected readonly kernel: FixedWindowKernel;
 
   constructor(options: FixedWindowOptions) {
-    const o = checkOptions<FixedWindowOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, FIXED_WINDOW_OPTIONS, HINTS, REQUIRED);
-    const size = checkWindowSize(WHERE, o);
-    const clock = checkClock(WHERE, o.clock, systemClock);
-    super(SPEC, { ...size, clockBoundMs: windowClockBoundMs(size.windowMs) }, clock);
+    super(SPEC, options);
   }
 
   /**

@@ -99,10 +99,7 @@ export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel 
     return st[s]! > 0 ? endMs : now;
   }
 
-  /**
-   * Both counts at `limit` when the key could have taken units in this window (it is busy
-   * past its end), else the previous count alone: no count of a state idle by then is higher.
-   */
+  /** The estimate, as a share of `limit`. */
   usage(st: Float64Array, s: number, _slot: number, now: number): number {
     return this.estimate(st, s, now) / this.params[LIMIT]!;
   }

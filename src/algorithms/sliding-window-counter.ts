@@ -1,10 +1,8 @@
-import { checkClock, checkCost, checkOptionNames, checkOptions } from "../core/errors.js";
-import type { Receipt } from "../core/limiter.js";
-import { type Clock, type Limiter, systemClock } from "../core/limiter.js";
-import { optionNames, windowHints, windowRequired } from "../core/option-names.js";
+import { checkCost } from "../core/errors.js";
+import type { Clock, Limiter, Receipt } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
 import { SlidingWindowCounterKernel } from "./sliding-window-counter-kernel.js";
-import { checkWindowSize, windowClockBoundMs } from "./time.js";
-import { WindowBase, type WindowSpec } from "./window-base.js";
+import { WindowBase, windowSpec } from "./window-base.js";
 
 /** Options of {@link SlidingWindowCounter}. */
 export interface SlidingWindowCounterOptions {
@@ -33,17 +31,12 @@ export const SLIDING_WINDOW_COUNTER_OPTIONS = optionNames<SlidingWindowCounterOp
   "windowMs",
   "clock",
 ]);
-const HINTS = /* @__PURE__ */ windowHints(WHERE);
-const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
-
-/** @internal */
-const SPEC: WindowSpec = {
-  where: WHERE,
-  id: "sliding-window-counter",
-  options: SLIDING_WINDOW_COUNTER_OPTIONS,
-  hints: HINTS,
-  kernel: (limit, windowMs) => new SlidingWindowCounterKernel(limit, windowMs),
-};
+const SPEC = /* @__PURE__ */ windowSpec(
+  WHERE,
+  "sliding-window-counter",
+  SLIDING_WINDOW_COUNTER_OPTIONS,
+  SlidingWindowCounterKernel,
+);
 
 /**
  * A sliding window counter: the counts of the current fixed window and the previous one,
@@ -65,11 +58,7 @@ export class SlidingWindowCounter extends WindowBase implements Limiter {
   declare protected readonly kernel: SlidingWindowCounterKernel;
 
   constructor(options: SlidingWindowCounterOptions) {
-    const o = checkOptions<SlidingWindowCounterOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, SLIDING_WINDOW_COUNTER_OPTIONS, HINTS, REQUIRED);
-    const size = checkWindowSize(WHERE, o);
-    const clock = checkClock(WHERE, o.clock, systemClock);
-    super(SPEC, { ...size, clockBoundMs: windowClockBoundMs(size.windowMs) }, clock);
+    super(SPEC, options);
   }
 
   /**
@@ -77,11 +66,8 @@ export class SlidingWindowCounter extends WindowBase implements Limiter {
    * copied. A keyed registry uses it to make one limiter per key.
    */
   clone(): SlidingWindowCounter {
-    return new SlidingWindowCounter({
-      limit: this.limit,
-      windowMs: this.windowMs,
-      clock: this.clock,
-    });
+    const { limit, windowMs, clock } = this;
+    return new SlidingWindowCounter({ limit, windowMs, clock });
   }
 
   /**

@@ -1,10 +1,8 @@
-import { checkClock, checkCost, checkOptionNames, checkOptions } from "../core/errors.js";
-import type { Receipt } from "../core/limiter.js";
-import { type Clock, type Limiter, systemClock } from "../core/limiter.js";
-import { optionNames, windowHints, windowRequired } from "../core/option-names.js";
+import { checkCost } from "../core/errors.js";
+import type { Clock, Limiter, Receipt } from "../core/limiter.js";
+import { optionNames } from "../core/option-names.js";
 import { SlidingWindowLogKernel } from "./sliding-window-log-kernel.js";
-import { checkWindowSize, windowClockBoundMs } from "./time.js";
-import { WindowBase, type WindowSpec } from "./window-base.js";
+import { WindowBase, windowSpec } from "./window-base.js";
 
 /** Options of {@link SlidingWindowLog}. */
 export interface SlidingWindowLogOptions {
@@ -33,17 +31,12 @@ export const SLIDING_WINDOW_LOG_OPTIONS = optionNames<SlidingWindowLogOptions>()
   "windowMs",
   "clock",
 ]);
-const HINTS = /* @__PURE__ */ windowHints(WHERE);
-const REQUIRED = /* @__PURE__ */ windowRequired(WHERE);
-
-/** @internal */
-const SPEC: WindowSpec = {
-  where: WHERE,
-  id: "sliding-window-log",
-  options: SLIDING_WINDOW_LOG_OPTIONS,
-  hints: HINTS,
-  kernel: (limit, windowMs) => new SlidingWindowLogKernel(limit, windowMs),
-};
+const SPEC = /* @__PURE__ */ windowSpec(
+  WHERE,
+  "sliding-window-log",
+  SLIDING_WINDOW_LOG_OPTIONS,
+  SlidingWindowLogKernel,
+);
 
 /**
  * A sliding window log: the time and cost of every allowed request; allowed when the costs
@@ -65,11 +58,7 @@ export class SlidingWindowLog extends WindowBase implements Limiter {
   declare protected readonly kernel: SlidingWindowLogKernel;
 
   constructor(options: SlidingWindowLogOptions) {
-    const o = checkOptions<SlidingWindowLogOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, SLIDING_WINDOW_LOG_OPTIONS, HINTS, REQUIRED);
-    const size = checkWindowSize(WHERE, o);
-    const clock = checkClock(WHERE, o.clock, systemClock);
-    super(SPEC, { ...size, clockBoundMs: windowClockBoundMs(size.windowMs) }, clock);
+    super(SPEC, options);
   }
 
   // `size`, `slotCount` and `base` are the ring's, read as the log's own by white-box tests

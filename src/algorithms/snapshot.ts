@@ -128,9 +128,9 @@ export function encodeState(values: readonly number[]): SnapshotNumber[] {
 /**
  * Which snapshot a restore takes: `"one"` for `restore` (one limiter, or one key of a
  * `KeyedLimiter`: what `snapshot()` returns), `"all"` for `KeyedLimiter.restoreAll` (what
- * `snapshotAll()` returns). @internal
+ * `snapshotAll()` returns).
  */
-export type SnapshotKind = "one" | "all";
+type SnapshotKind = "one" | "all";
 
 /** The fields every snapshot has, in the order they are written. */
 const FIELDS = ["version", "algorithm", "options", "latestMs", "state"] as const;
@@ -155,15 +155,14 @@ export function checkSnapshot(
   keepsBlocks = false,
 ): { state: number[]; latestMs: number } {
   const shape = () => snapshotShape(algorithm, options, kind);
+  const mustBe = `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned`;
   if (typeof snapshot === "string") {
     throw new TypeError(
-      `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned, got a string; if you stored it as JSON, pass JSON.parse(text). A snapshot looks like ${shape()}`,
+      `${mustBe}, got a string; if you stored it as JSON, pass JSON.parse(text). A snapshot looks like ${shape()}`,
     );
   }
   if (typeof snapshot !== "object" || snapshot === null || Array.isArray(snapshot)) {
-    throw new TypeError(
-      `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned, ${shape()}, got ${describe(snapshot)}`,
-    );
+    throw new TypeError(`${mustBe}, ${shape()}, got ${describe(snapshot)}`);
   }
   const s = snapshot as Partial<RegistrySnapshot>;
   const whole = Array.isArray(s.keys);
@@ -182,10 +181,24 @@ export function checkSnapshot(
   if (kind === "all" && !whole) missing.push("keys");
   if (missing.length > 0 && (missing.length > 1 || missing[0] === "version")) {
     throw new TypeError(
-      `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned, ${shape()}; got ${describe(snapshot)}, which has no ${missing.join(", ")}`,
+      `${mustBe}, ${shape()}; got ${describe(snapshot)}, which has no ${missing.join(", ")}`,
     );
   }
-  checkHeader(where, s, algorithm, options);
+  // The header against the limiter restoring it: the first thing that differs.
+  if (s.version !== SNAPSHOT_VERSION && s.version !== SNAPSHOT_BLOCKS_VERSION) {
+    throw new TypeError(
+      `${where}: the snapshot is of format version ${describe(s.version)}, this library reads versions ${SNAPSHOT_VERSION} and ${SNAPSHOT_BLOCKS_VERSION}`,
+    );
+  }
+  if (s.algorithm !== algorithm) {
+    throw new TypeError(
+      `${where}: the snapshot is of algorithm ${typeof s.algorithm === "string" ? JSON.stringify(s.algorithm) : describe(s.algorithm)}, this limiter is ${JSON.stringify(algorithm)}`,
+    );
+  }
+  const differs = optionDifference(s.options, options, "");
+  if (differs !== undefined) {
+    throw new TypeError(`${where}: the snapshot is of another configuration: ${differs}`);
+  }
   const blocks = "blockedUntilMs" in s || "blocks" in s;
   if (!keepsBlocks && (blocks || s.version === SNAPSHOT_BLOCKS_VERSION)) {
     throw new TypeError(
@@ -229,33 +242,6 @@ function snapshotShape(algorithm: string, options: SnapshotOptions, kind: Snapsh
   return kind === "all"
     ? `${head}keys: [<key>, ...], width: <numbers per key>, state: [<numbers>] }`
     : `${head}state: [<numbers>] }`;
-}
-
-/**
- * Checks a snapshot's header against the limiter restoring it.
- * @throws {TypeError} Naming the first thing that differs.
- * @internal
- */
-export function checkHeader(
-  where: string,
-  s: Partial<SnapshotHeader>,
-  algorithm: string,
-  options: SnapshotOptions,
-): void {
-  if (s.version !== SNAPSHOT_VERSION && s.version !== SNAPSHOT_BLOCKS_VERSION) {
-    throw new TypeError(
-      `${where}: the snapshot is of format version ${describe(s.version)}, this library reads versions ${SNAPSHOT_VERSION} and ${SNAPSHOT_BLOCKS_VERSION}`,
-    );
-  }
-  if (s.algorithm !== algorithm) {
-    throw new TypeError(
-      `${where}: the snapshot is of algorithm ${typeof s.algorithm === "string" ? JSON.stringify(s.algorithm) : describe(s.algorithm)}, this limiter is ${JSON.stringify(algorithm)}`,
-    );
-  }
-  const differs = optionDifference(s.options, options, "");
-  if (differs !== undefined) {
-    throw new TypeError(`${where}: the snapshot is of another configuration: ${differs}`);
-  }
 }
 
 /**

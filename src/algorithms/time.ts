@@ -1,4 +1,4 @@
-import { badClock, checkNumber, describe } from "../core/errors.js";
+import { badClock, checkNumber, mustBe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 
 /**
@@ -42,8 +42,7 @@ export function readClock(where: string, clock: Clock, seenMs: number): number {
  */
 export function checkTimeMs(where: string, timeMs: unknown): number {
   if (typeof timeMs === "number" && timeMs - timeMs === 0) return timeMs;
-  const message = `${where}: timeMs must be a finite number of milliseconds, got ${describe(timeMs)}`;
-  throw typeof timeMs === "number" ? new RangeError(message) : new TypeError(message);
+  throw mustBe(where, "timeMs", "a finite number of milliseconds", timeMs);
 }
 
 /**
@@ -145,12 +144,10 @@ export function checkWindowResize(
   current: { readonly limit: number; readonly windowMs: number },
   nowMs: number,
 ): { limit: number; windowMs: number; clockBoundMs: number } {
-  const limit =
-    o.limit === undefined ? current.limit : checkNumber(where, "limit", o.limit, 0, false);
-  const windowMs =
-    o.windowMs === undefined
-      ? current.windowMs
-      : checkNumber(where, "windowMs", o.windowMs, 0, false);
+  const { limit, windowMs } = checkWindowSize(where, {
+    limit: o.limit === undefined ? current.limit : o.limit,
+    windowMs: o.windowMs === undefined ? current.windowMs : o.windowMs,
+  });
   const clockBoundMs = windowClockBoundMs(windowMs);
   checkWindowClock(where, nowMs, windowMs, clockBoundMs);
   return { limit, windowMs, clockBoundMs };

@@ -1,5 +1,8 @@
-import { checkCost } from "../core/errors.js";
+import type { RequiredOptions } from "../core/errors.js";
+import { checkClock, checkCost, checkOptionNames, checkOptions } from "../core/errors.js";
 import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
+import { systemClock } from "../core/limiter.js";
+import { windowHints, windowRequired } from "../core/option-names.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
 import { jittered, WaitQueue } from "../core/wait.js";
@@ -12,7 +15,13 @@ import {
   type LimiterSnapshot,
   SNAPSHOT_VERSION,
 } from "./snapshot.js";
-import { checkWindowClock, checkWindowResize, readClock, windowClockBoundMs } from "./time.js";
+import {
+  checkWindowClock,
+  checkWindowResize,
+  checkWindowSize,
+  readClock,
+  windowClockBoundMs,
+} from "./time.js";
 
 /**
  * What the three window classes (`FixedWindow`, `SlidingWindowLog`,
@@ -36,7 +45,18 @@ export interface WindowSpec {
   readonly id: string;
   readonly options: readonly string[];
   readonly hints: Readonly<Record<string, string>>;
-  kernel(limit: number, windowMs: number): Kernel;
+  readonly required: RequiredOptions;
+  readonly Kernel: new (limit: number, windowMs: number) => Kernel;
+}
+
+/** The spec of the window class `where`, with the option hints and required options of its name. @internal */
+export function windowSpec(
+  where: string,
+  id: string,
+  options: readonly string[],
+  Kernel: new (limit: number, windowMs: number) => Kernel,
+): WindowSpec {
+  return { where, id, options, hints: windowHints(where), required: windowRequired(where), Kernel };
 }
 
 /**
@@ -55,7 +75,7 @@ export abstract class WindowBase extends KernelShell {
   /** @internal The limiter's slot (offset 0, slot 0 of its kernel). */
   protected readonly state: Float64Array;
   /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
-  protected clockBoundMs = Number.POSITIVE_INFINITY;
+  protected clockBoundMs: number;
   /** @internal */
   protected queue: WaitQueue | undefined;
   /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
@@ -63,19 +83,22 @@ export abstract class WindowBase extends KernelShell {
   /** @internal */
   protected readonly spec: WindowSpec;
 
-  /** @internal `limit` and `windowMs` checked already, with their clock bound. */
-  constructor(
-    spec: WindowSpec,
-    size: { limit: number; windowMs: number; clockBoundMs: number },
-    clock: Clock,
-  ) {
+  /**
+   * @internal Checks the class's `options` (an object of its option names, `limit` then
+   * `windowMs`, then `clock`) as its constructor documents.
+   */
+  constructor(spec: WindowSpec, options: unknown) {
     super();
+    const where = spec.where;
+    const o = checkOptions<Record<string, unknown>>(where, options);
+    checkOptionNames(where, o, spec.options, spec.hints, spec.required);
+    const { limit, windowMs } = checkWindowSize(where, o);
+    this.clock = checkClock(where, o.clock, systemClock);
     this.spec = spec;
-    this.limit = size.limit;
-    this.windowMs = size.windowMs;
-    this.clockBoundMs = size.clockBoundMs;
-    this.clock = clock;
-    this.kernel = spec.kernel(size.limit, size.windowMs);
+    this.limit = limit;
+    this.windowMs = windowMs;
+    this.clockBoundMs = windowClockBoundMs(windowMs);
+    this.kernel = new spec.Kernel(limit, windowMs);
     this.kernel.bind(UNBOUNDED);
     this.kernel.grow(1);
     this.state = new Float64Array(this.kernel.doubles);
@@ -85,8 +108,8 @@ export abstract class WindowBase extends KernelShell {
   /** @internal How a `KeyedLimiter` keeps this window's keys (see {@link KeyedForm}). */
   keyedForm(): KeyedForm {
     return {
-      kernel: this.spec.kernel(this.limit, this.windowMs),
-      clockBoundMs: windowClockBoundMs(this.windowMs),
+      kernel: new this.spec.Kernel(this.limit, this.windowMs),
+      clockBoundMs: this.clockBoundMs,
       clockWhere: this.spec.where,
       windowMs: this.windowMs,
       bucket: undefined,
@@ -110,20 +133,12 @@ export abstract class WindowBase extends KernelShell {
 
   /** Takes `cost` units when they fit and says so; a denial changes nothing. */
   consume(cost?: number): Decision {
-    return this.decideAt(
-      this.now(),
-      cost === undefined ? 1 : checkCost(this.spec.where, cost),
-      true,
-    );
+    return this.decideAt(this.now(), cost === undefined ? 1 : checkCost(this.where, cost), true);
   }
 
   /** What `consume(cost)` would answer now, changing nothing. */
   peek(cost?: number): Decision {
-    return this.decideAt(
-      this.now(),
-      cost === undefined ? 1 : checkCost(this.spec.where, cost),
-      false,
-    );
+    return this.decideAt(this.now(), cost === undefined ? 1 : checkCost(this.where, cost), false);
   }
 
   /**
@@ -214,7 +229,7 @@ export abstract class WindowBase extends KernelShell {
     const options = { limit: this.limit, windowMs: this.windowMs };
     const { state, latestMs } = checkSnapshot(where, snapshot, this.spec.id, options);
     const probe = new Float64Array(this.state.length);
-    const kernel = this.spec.kernel(this.limit, this.windowMs);
+    const kernel = new this.spec.Kernel(this.limit, this.windowMs);
     checkStateAt(where, () => kernel.loadSlot(probe, 0, -1, state)); // its shape
     return () => {
       this.kernel.loadSlot(this.state, 0, 0, state);
@@ -227,16 +242,11 @@ export abstract class WindowBase extends KernelShell {
   /** @internal Checks `options` and reads the clock; the returned function applies them. */
   planReconfigure(options: unknown): ApplyReconfigure {
     const spec = this.spec;
-    const o = checkReconfigureOptions<{ limit?: unknown; windowMs?: unknown }>(
-      spec.where,
-      options,
-      spec.options,
-      spec.hints,
-    );
+    const o = checkReconfigureOptions(spec.where, options, spec.options, spec.hints);
     const now = this.now();
     const next = checkWindowResize(spec.where, o, this, now);
     return () => {
-      const kernel = spec.kernel(next.limit, next.windowMs);
+      const kernel = new spec.Kernel(next.limit, next.windowMs);
       this.kernel.retuneSlot(kernel, this.state, 0, 0, now);
       this.kernel.adopt(kernel);
       const self = this as { limit: number; windowMs: number };
@@ -296,21 +306,11 @@ export abstract class WindowBase extends KernelShell {
   chargeAt(now: number, cost: number): ChargeReceipt {
     const decision = this.decideAt(now, cost, true);
     if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
-    const until = this.kernel.markReceipt(this.state, 0, 0, now, MARKS, 0);
+    // The kernel's mark of what the charge went into, and until when it gives back.
+    const end = this.kernel.markReceipt(this.state, 0, 0, now, MARKS, 0);
     const mark = MARKS[0]!;
     const epoch = this.receiptEpoch;
-    return new ChargeReceipt(
-      decision,
-      undefined,
-      cost,
-      now,
-      until,
-      this,
-      epoch,
-      mark,
-      0,
-      undefined,
-    );
+    return new ChargeReceipt(decision, undefined, cost, now, end, this, epoch, mark, 0, undefined);
   }
 
   /**

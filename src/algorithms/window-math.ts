@@ -23,20 +23,6 @@ export function fixedWindowUsed(count: number, endMs: number, nowMs: number): nu
 }
 
 /**
- * `FixedWindow`'s count after a refund of `cost` at `nowMs`: the units used in the window
- * holding now less `cost`, never below 0 (a window that has ended has nothing to give back).
- */
-export function fixedWindowRefunded(
-  count: number,
-  endMs: number,
-  nowMs: number,
-  cost: number,
-): number {
-  const left = fixedWindowUsed(count, endMs, nowMs) - cost;
-  return left > 0 ? left : 0;
-}
-
-/**
  * The end of `FixedWindow`'s window holding `nowMs`, from the end `endMs` of the window
  * its count belongs to: `endMs` while `nowMs` is before it, else the end of the new
  * window ({@link windowEnd}). Where a taken cost is recorded.
@@ -275,12 +261,7 @@ export function counterDecision(
  * A sliding counter's `resetAfterMs`, until the estimate is 0: `curr` weighs until the
  * next window ends, `prev` until this one does (which ends in `endsInMs`).
  */
-export function counterResetMs(
-  endsInMs: number,
-  prev: number,
-  curr: number,
-  windowMs: number,
-): number {
+function counterResetMs(endsInMs: number, prev: number, curr: number, windowMs: number): number {
   if (curr > 0) return endsInMs + windowMs;
   return prev > 0 ? endsInMs : 0;
 }

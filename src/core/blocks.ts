@@ -5,14 +5,11 @@
  */
 
 /**
- * Accounted bytes of one entry beyond its key: its `Map` entry and its end time, and its
- * node in the heap of ends (a key and a number).
+ * Accounted bytes of the entry of `key`: the key (2 per UTF-16 code unit and a 24-byte
+ * header), and 80 for its `Map` entry, its end time and its node in the heap of ends.
  */
-export const BLOCK_ENTRY_BYTES = 80;
-
-/** Accounted bytes of `key` in an entry: 2 per UTF-16 code unit and a 24-byte header. */
-function keyBytesOf(key: string): number {
-  return 2 * key.length + 24;
+function entryBytes(key: string): number {
+  return 2 * key.length + 24 + 80;
 }
 
 /** Counters of a {@link BlockTable} since it was made. */
@@ -82,7 +79,7 @@ export class BlockTable {
         this.counts.refused++;
         return false;
       }
-      this.counts.bytes += keyBytesOf(key) + BLOCK_ENTRY_BYTES;
+      this.counts.bytes += entryBytes(key);
     }
     if (untilMs > had) {
       this.until.set(key, untilMs);
@@ -96,7 +93,7 @@ export class BlockTable {
   unblock(key: string, nowMs: number): boolean {
     const blocked = this.untilOf(key, nowMs) > nowMs;
     if (this.until.delete(key)) {
-      this.counts.bytes -= keyBytesOf(key) + BLOCK_ENTRY_BYTES;
+      this.counts.bytes -= entryBytes(key);
       if (blocked) this.counts.lifted++;
     }
     return blocked;
@@ -151,7 +148,7 @@ export class BlockTable {
   /** @internal */
   private drop(key: string): void {
     this.until.delete(key);
-    this.counts.bytes -= keyBytesOf(key) + BLOCK_ENTRY_BYTES;
+    this.counts.bytes -= entryBytes(key);
     this.counts.expired++;
   }
 

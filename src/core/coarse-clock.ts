@@ -1,4 +1,11 @@
-import { checkInteger, checkNumber, checkOptionNames, checkOptions, describe } from "./errors.js";
+import {
+  checkClock,
+  checkInteger,
+  checkNumber,
+  checkOptionNames,
+  checkOptions,
+  mustBe,
+} from "./errors.js";
 import { type Clock, systemClock } from "./limiter.js";
 import { optionNames } from "./option-names.js";
 
@@ -38,11 +45,7 @@ export interface CoarseClockOptions {
 
 const WHERE = "coarseClock";
 /** The option names {@link coarseClock} accepts. */
-export const COARSE_CLOCK_OPTIONS = optionNames<CoarseClockOptions>()([
-  "refreshMs",
-  "maxReads",
-  "source",
-]);
+const COARSE_CLOCK_OPTIONS = optionNames<CoarseClockOptions>()(["refreshMs", "maxReads", "source"]);
 const MAX_READS_LIMIT = 2 ** 30;
 /** Longest refresh interval: a timer longer than 2^31-1 ms fires at once in Node. */
 const MAX_REFRESH_MS = 2 ** 31 - 1;
@@ -68,20 +71,13 @@ export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
   const refreshMs =
     o.refreshMs === undefined ? 1 : checkNumber(WHERE, "refreshMs", o.refreshMs, 1, true);
   if (refreshMs > MAX_REFRESH_MS) {
-    throw new RangeError(
-      `${WHERE}: refreshMs must be a finite number >= 1 and <= ${MAX_REFRESH_MS}, got ${describe(refreshMs)}`,
-    );
+    throw mustBe(WHERE, "refreshMs", `a finite number >= 1 and <= ${MAX_REFRESH_MS}`, refreshMs);
   }
   const maxReads =
     o.maxReads === undefined
       ? 1024
       : checkInteger(WHERE, "maxReads", o.maxReads, 1, MAX_READS_LIMIT);
-  if (o.source !== undefined && typeof o.source !== "function") {
-    throw new TypeError(
-      `${WHERE}: source must be a function returning milliseconds, got ${describe(o.source)}`,
-    );
-  }
-  const source: Clock = o.source ?? systemClock;
+  const source = checkClock(WHERE, o.source, systemClock, "source");
 
   /** The cached time: the latest source reading (never lower than an earlier one). */
   let time = Number.NEGATIVE_INFINITY;

@@ -103,7 +103,10 @@ export function checkOptionNames(
   // is read by the constructor like an own one, so it is checked like one.
   for (const name in options) {
     if (known.includes(name)) continue;
-    const hint = Object.hasOwn(hints, name) ? hints[name] : closeName(name, known);
+    const close = closestName(name, known);
+    const hint = Object.hasOwn(hints, name)
+      ? hints[name]
+      : close && `did you mean ${JSON.stringify(close)}?`;
     problems.push(
       `unknown option ${JSON.stringify(name)}${hint === undefined ? "" : ` (${hint})`}`,
     );
@@ -135,12 +138,6 @@ export function checkOptionNames(
           ...tail.map((line) => `  ${line}`),
         ].join("\n"),
   );
-}
-
-/** `did you mean "x"?` for the known name closest to `name` (case, or at most 2 edits). */
-function closeName(name: string, known: readonly string[]): string | undefined {
-  const best = closestName(name, known);
-  return best === undefined ? undefined : `did you mean ${JSON.stringify(best)}?`;
 }
 
 /**
@@ -176,6 +173,15 @@ function editDistance(a: string, b: string): number {
 }
 
 /**
+ * The error of a value out of its range: `Where: name must be <range>, got <value>`, a
+ * `TypeError` for a value that is not a number, a `RangeError` for a number (NaN included).
+ */
+export function mustBe(where: string, name: string, range: string, value: unknown): Error {
+  const message = `${where}: ${name} must be ${range}, got ${describe(value)}`;
+  return typeof value === "number" ? new RangeError(message) : new TypeError(message);
+}
+
+/**
  * Checks a numeric option: a number (else `TypeError`), finite and above `min`
  * (or at least `min` when `inclusive`), else `RangeError`. NaN is a `RangeError`.
  * Message: `TokenBucket: capacity must be a finite number > 0, got 0`.
@@ -187,14 +193,9 @@ export function checkNumber(
   min: number,
   inclusive: boolean,
 ): number {
-  const range = `a finite number ${inclusive ? ">=" : ">"} ${min}`;
-  if (typeof value !== "number") {
-    throw new TypeError(`${where}: ${name} must be ${range}, got ${describe(value)}`);
-  }
-  if (!Number.isFinite(value) || (inclusive ? value < min : value <= min)) {
-    throw new RangeError(`${where}: ${name} must be ${range}, got ${describe(value)}`);
-  }
-  return value;
+  const finite = typeof value === "number" && Number.isFinite(value);
+  if (finite && (inclusive ? value >= min : value > min)) return value;
+  throw mustBe(where, name, `a finite number ${inclusive ? ">=" : ">"} ${min}`, value);
 }
 
 /**
@@ -208,25 +209,21 @@ export function checkInteger(
   min: number,
   max: number,
 ): number {
-  const range = `an integer from ${min} to ${max}`;
-  if (typeof value !== "number") {
-    throw new TypeError(`${where}: ${name} must be ${range}, got ${describe(value)}`);
-  }
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new RangeError(`${where}: ${name} must be ${range}, got ${describe(value)}`);
-  }
-  return value;
+  const integer = typeof value === "number" && Number.isInteger(value);
+  if (integer && value >= min && value <= max) return value;
+  throw mustBe(where, name, `an integer from ${min} to ${max}`, value);
 }
 
 /**
- * Checks an optional clock option and returns it (or `fallback` when undefined).
+ * Checks an optional clock option (`name`, `clock` by default) and returns it (or `fallback`
+ * when undefined).
  * @throws {TypeError} when it is neither undefined nor a function.
  */
-export function checkClock<T>(where: string, value: unknown, fallback: T): T {
+export function checkClock<T>(where: string, value: unknown, fallback: T, name = "clock"): T {
   if (value === undefined) return fallback;
   if (typeof value !== "function") {
     throw new TypeError(
-      `${where}: clock must be a function returning milliseconds, got ${describe(value)}`,
+      `${where}: ${name} must be a function returning milliseconds, got ${describe(value)}`,
     );
   }
   return value as T;
@@ -238,13 +235,8 @@ export function checkClock<T>(where: string, value: unknown, fallback: T): T {
  */
 export function checkCost(where: string, cost: unknown): number {
   if (cost === undefined) return 1;
-  if (typeof cost !== "number") {
-    throw new TypeError(`${where}: cost must be a finite number >= 0, got ${describe(cost)}`);
-  }
-  if (!(cost >= 0) || cost === Number.POSITIVE_INFINITY) {
-    throw new RangeError(`${where}: cost must be a finite number >= 0, got ${describe(cost)}`);
-  }
-  return cost;
+  if (typeof cost === "number" && cost >= 0 && cost !== Number.POSITIVE_INFINITY) return cost;
+  throw mustBe(where, "cost", "a finite number >= 0", cost);
 }
 
 /**

@@ -185,7 +185,7 @@ export interface Limiter {
  * not, and would call it as a keyed limiter (`consume(key, cost)`). Internal: not exported
  * by the package.
  */
-export const UNKEYED_LIMITER: unique symbol = Symbol.for("tollgate.unkeyedLimiter");
+const UNKEYED_LIMITER: unique symbol = Symbol.for("tollgate.unkeyedLimiter");
 
 /**
  * The base class of tollgate's unkeyed limiters: it holds nothing but the

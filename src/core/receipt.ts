@@ -117,8 +117,3 @@ export function checkReceipt(
   const asked = units === undefined ? left : checkCost(where, units);
   return { receipt, units: asked < left ? asked : left };
 }
-
-/** True for a receipt (what a `charge` returned), false for a cost. @internal */
-export function isReceipt(value: unknown): value is ChargeReceipt {
-  return value instanceof ChargeReceipt;
-}

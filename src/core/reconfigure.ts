@@ -46,12 +46,9 @@ export function checkReconfigureOptions<T extends object>(
   known: readonly string[],
   hints: Readonly<Record<string, string>>,
 ): Partial<T> {
-  const o = checkOptions<Partial<T>>(`${where}.reconfigure`, options);
-  checkOptionNames(
-    `${where}.reconfigure`,
-    o,
-    known.filter((name) => name !== "clock"),
-    { ...hints, clock: CLOCK_HINT },
-  );
+  const at = `${where}.reconfigure`;
+  const o = checkOptions<Partial<T>>(at, options);
+  const names = known.filter((name) => name !== "clock");
+  checkOptionNames(at, o, names, { ...hints, clock: CLOCK_HINT });
   return o;
 }

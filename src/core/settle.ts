@@ -51,13 +51,11 @@ export function settle(
   actualUnits: number,
 ): Settlement | Promise<Settlement> {
   const actual = checkNumber("settle", "actualUnits", actualUnits, 0, true);
-  if (typeof receipt === "object" && receipt !== null) {
-    // Settled twice, a request that cost more would be charged its excess twice.
-    if (settled.has(receipt)) {
-      throw new TypeError(
-        "settle: this receipt was settled already: settle each charge once, with the request's whole cost",
-      );
-    }
+  // Settled twice, a request that cost more would be charged its excess twice.
+  if (settled.has(receipt)) {
+    throw new TypeError(
+      "settle: this receipt was settled already: settle each charge once, with the request's whole cost",
+    );
   }
   if (!receipt.allowed) return { refunded: 0, excess: undefined }; // denied: nothing was done
   settled.add(receipt);

@@ -186,7 +186,7 @@ export class WaitQueue {
         heapAt: -1,
       };
       this.list.push(waiter);
-      if (deadlineMs !== Number.POSITIVE_INFINITY) this.pushDeadline(waiter);
+      if (deadlineMs !== Number.POSITIVE_INFINITY) this.siftUp(this.deadlines.length, waiter);
       // A new head, or an earlier deadline: re-plan the one timer.
       if (this.list.size === 1 || deadlineMs !== Number.POSITIVE_INFINITY) this.serve();
     });
@@ -252,7 +252,7 @@ export class WaitQueue {
           break;
         }
       } while (this.expire(now));
-      const first = this.peekDeadline();
+      const first = this.deadlines[0];
       if (first !== undefined && first.deadlineMs - now < waitMs) waitMs = first.deadlineMs - now;
     } catch (error) {
       // A clock or part that throws: nobody can be served; reject all rather than hang.
@@ -271,16 +271,10 @@ export class WaitQueue {
   /** @internal Rejects every queued waiter whose deadline has come; true when the head was one. */
   private expire(now: number): boolean {
     const head = this.list.head;
-    for (let w = this.peekDeadline(); w !== undefined && w.deadlineMs <= now; ) {
+    for (let w = this.deadlines[0]; w !== undefined && w.deadlineMs <= now; w = this.deadlines[0]) {
       this.drop(w);
-      const d = this.limiter.peek(w.cost);
-      w.reject(
-        new RateLimitError(
-          `${this.where}.wait: not granted within maxWaitMs for cost ${w.cost}`,
-          d,
-        ),
-      );
-      w = this.peekDeadline();
+      const message = `${this.where}.wait: not granted within maxWaitMs for cost ${w.cost}`;
+      w.reject(new RateLimitError(message, this.limiter.peek(w.cost)));
     }
     return head !== undefined && !head.queued;
   }
@@ -289,17 +283,6 @@ export class WaitQueue {
   private drop(w: Waiter): void {
     this.list.remove(w);
     if (w.heapAt >= 0) this.removeDeadline(w.heapAt);
-  }
-
-  /** @internal The queued waiter with the earliest deadline. */
-  private peekDeadline(): Waiter | undefined {
-    return this.deadlines[0];
-  }
-
-  /** @internal */
-  private pushDeadline(w: Waiter): void {
-    this.deadlines.push(w);
-    this.siftUp(this.deadlines.length - 1, w);
   }
 
   /** @internal Removes the heap entry at `i` in O(log n). */
@@ -314,7 +297,7 @@ export class WaitQueue {
     else this.siftDown(i, last);
   }
 
-  /** @internal */
+  /** @internal Places `w` at the hole `from` or above it (`deadlines.length` adds it). */
   private siftUp(from: number, w: Waiter): void {
     const heap = this.deadlines;
     let i = from;
