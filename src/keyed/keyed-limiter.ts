@@ -388,15 +388,8 @@ export class KeyedLimiter {
     const e = this.engine!;
     const now = e.now();
     const slot = e.lookup(k);
-    let values: number[];
-    if (slot >= 0) values = this.saveKept(where, slot);
-    else {
-      const scratch = this.scratch!;
-      const o = e.traceOf(k, now);
-      if (o < 0) e.layout.init(scratch, 0, -1, now);
-      else e.layout.restore(scratch, 0, -1, e.trace, o, now);
-      values = e.layout.saveSlot(scratch, 0, -1);
-    }
+    const values =
+      slot >= 0 ? this.saveKept(where, slot) : e.layout.saveSlot(this.unkept(k, now), 0, -1);
     const latestMs = encodeNumber(now);
     const state = encodeState(values);
     const blockedMs = slot >= 0 ? e.blockedMs(slot, now) : e.tracedBlockMs(k, now);
@@ -1155,13 +1148,21 @@ export class KeyedLimiter {
 
   /** @internal The decision of a key without a slot: a fresh state, or the one its trace gives. */
   protected decideWithoutSlot(key: string, cost: number, now: number): Decision {
+    return this.engine!.layout.decideAt(this.unkept(key, now), 0, -1, now, cost, false);
+  }
+
+  /**
+   * @internal The scratch slot holding the state of `key`, which has no slot (selected
+   * first in a plan registry): a fresh state, or the one its trace gives.
+   */
+  private unkept(key: string, now: number): Float64Array {
     const e = this.engine!;
     this.plans?.select(key);
     const scratch = this.scratch!;
     const o = e.traceOf(key, now);
     if (o < 0) e.layout.init(scratch, 0, -1, now);
     else e.layout.restore(scratch, 0, -1, e.trace, o, now);
-    return e.layout.decideAt(scratch, 0, -1, now, cost, false);
+    return scratch;
   }
 
   /**
