@@ -32,7 +32,7 @@ import { isReconfigurable, type Reconfigurable } from "../core/reconfigure.js";
 import { checkWaitOptions, jittered } from "../core/wait.js";
 import { BLOCKED, SlabEngine } from "./engine.js";
 import { KeyWaiters } from "./key-waiters.js";
-import { slabOf } from "./layouts/index.js";
+import { type BucketWaiting, type Slab, slabOf } from "./layouts/index.js";
 import { LimiterMap } from "./limiter-map.js";
 import {
   armSweepTimer,
@@ -392,19 +392,11 @@ export class KeyedLimiter {
       slot >= 0 ? this.saveKept(where, slot) : e.layout.saveSlot(this.unkept(k, now), 0, -1);
     const latestMs = encodeNumber(now);
     const state = encodeState(values);
+    const snapshot = { version: SNAPSHOT_VERSION, algorithm, options, latestMs, state };
     const blockedMs = slot >= 0 ? e.blockedMs(slot, now) : e.tracedBlockMs(k, now);
-    if (blockedMs > 0) {
-      const blockedUntilMs = encodeNumber(now + blockedMs);
-      return {
-        version: SNAPSHOT_BLOCKS_VERSION,
-        algorithm,
-        options,
-        latestMs,
-        state,
-        blockedUntilMs,
-      };
-    }
-    return { version: SNAPSHOT_VERSION, algorithm, options, latestMs, state };
+    if (!(blockedMs > 0)) return snapshot;
+    const blockedUntilMs = encodeNumber(now + blockedMs);
+    return { ...snapshot, version: SNAPSHOT_BLOCKS_VERSION, blockedUntilMs };
   }
 
   /**
@@ -736,31 +728,15 @@ export class KeyedLimiter {
         `${WHERE}.reconfigure: this registry was built from a function (key) => Limiter; reconfigure the limiters it returns, or build it from a limiter`,
       );
     }
-    if (!isReconfigurable(policy)) {
-      throw new TypeError(
-        `${WHERE}.reconfigure: the policy (${describe(policy)}) has no reconfigure(options)`,
-      );
-    }
-    // A copy takes the options: they are checked in full before any key changes.
-    const next = policy.clone() as CloneableLimiter & Reconfigurable;
-    next.planReconfigure(options)();
-    const e = this.engine;
-    if (e === undefined) {
-      this.map!.forEach((limiter) => {
+    const next = reconfigured(policy, "the policy", options);
+    if (this.map !== undefined) {
+      this.map.forEach((limiter) => {
         (limiter as unknown as Reconfigurable).planReconfigure(options)();
       });
       this.template = next;
     } else {
       const slab = slabOf(next)!;
-      const now = e.now();
-      if (this.guard !== undefined) {
-        this.guard.epoch++;
-        this.guard.clear();
-      }
-      const waiters = this.waiters!;
-      waiters.retune(slab.bucket, now);
-      e.retune(slab, now, (slot) => waiters.owns(slot));
-      waiters.replan();
+      this.retune(slab, slab.bucket, -1);
     }
     policies.set(this, next);
   }
@@ -784,31 +760,28 @@ export class KeyedLimiter {
     }
     const id = plans.idOfName(where, name);
     const policy = plans.policies[id]! as CloneableLimiter;
-    if (!isReconfigurable(policy)) {
-      throw new TypeError(
-        `${where}: plan ${JSON.stringify(name)} (${describe(policy)}) has no reconfigure(options)`,
-      );
-    }
-    // A copy takes the options: they are checked in full before any key changes.
-    const next = policy.clone() as CloneableLimiter & Reconfigurable;
-    next.planReconfigure(options as object)();
+    const next = reconfigured(policy, `plan ${JSON.stringify(name)}`, options);
     const nextSlab = slabOf(next)!;
     const slabs = [...plans.slabs];
     slabs[id] = nextSlab;
-    const e = this.engine!;
-    const now = e.now();
-    if (this.guard !== undefined) {
-      this.guard.epoch++;
-      this.guard.clear();
-    }
-    const waiters = this.waiters!;
-    waiters.retune(nextSlab.bucket, now, id);
-    e.retune(joinSlabs(plans.layout.with(id, nextSlab.layout), slabs), now, (slot) =>
-      waiters.owns(slot),
-    );
-    waiters.replan();
+    this.retune(joinSlabs(plans.layout.with(id, nextSlab.layout), slabs), nextSlab.bucket, id);
     plans.policies[id] = next;
     plans.slabs[id] = nextSlab;
+  }
+
+  /**
+   * @internal `reconfigure` on the fast path: every kept key (waiting ones by `bucket`, the
+   * waiting numbers of `slab`; of plan id `plan` only, when not -1) carried over to `slab` now,
+   * receipts from before voided.
+   */
+  private retune(slab: Slab, bucket: BucketWaiting | undefined, plan: number): void {
+    const e = this.engine!;
+    const now = e.now();
+    this.guard?.voidAll();
+    const waiters = this.waiters!;
+    waiters.retune(bucket, now, plan);
+    e.retune(slab, now, (slot) => waiters.hasLedger(slot));
+    waiters.replan();
   }
 
   /**
@@ -1014,13 +987,9 @@ export class KeyedLimiter {
    * @throws {TypeError} If `key` is not a string. {RangeError} If it is longer than `maxKeyLength`.
    */
   unblock(key: string): boolean {
-    const k = this.checkKey(key);
-    if (this.map !== undefined) return this.map.unblock(k);
-    const e = this.engine!;
-    const now = e.now();
-    const slot = e.lookup(k);
-    const blocked = slot >= 0 ? e.blockedMs(slot, now) > 0 : e.tracedBlockMs(k, now) > 0;
-    e.unblock(k);
+    if (this.map !== undefined) return this.map.unblock(this.checkKey(key));
+    const blocked = this.blockedMs(key) > 0; // checks the key
+    this.engine!.unblock(key);
     return blocked;
   }
 
@@ -1060,10 +1029,7 @@ export class KeyedLimiter {
 
   /** Forgets every key. Pending waiters keep waiting; `stats` keep counting. */
   clear(): void {
-    if (this.guard !== undefined) {
-      this.guard.epoch++;
-      this.guard.clear();
-    }
+    this.guard?.voidAll();
     if (this.map !== undefined) this.map.clear();
     else {
       this.waiters!.resetAll();
@@ -1238,6 +1204,22 @@ export class KeyedLimiter {
       resetAfterMs: retryAfterMs,
     };
   }
+}
+
+/**
+ * A copy of `policy` (`what`, for the error) that took `options`: they are checked in full
+ * before any key changes.
+ * @throws {TypeError} For a policy without `reconfigure`; as its `reconfigure` throws.
+ */
+function reconfigured(policy: CloneableLimiter, what: string, options: unknown): CloneableLimiter {
+  if (!isReconfigurable(policy)) {
+    throw new TypeError(
+      `${WHERE}.reconfigure: ${what} (${describe(policy)}) has no reconfigure(options)`,
+    );
+  }
+  const next = policy.clone() as CloneableLimiter & Reconfigurable;
+  next.planReconfigure(options)();
+  return next;
 }
 
 /** An optional integer option, its default when undefined. */

@@ -60,8 +60,9 @@ export class ReceiptGuard {
     return this.live(key, now) !== undefined || this.entries.size < this.maxEntries;
   }
 
-  /** Forgets every entry (after the registry's epoch moved). */
-  clear(): void {
+  /** Voids every receipt issued so far (`reconfigure`, `clear`): the epoch moves, entries go. */
+  voidAll(): void {
+    this.epoch++;
     this.entries.clear();
   }
 
