@@ -33,7 +33,7 @@ import { checkWaitOptions, jittered } from "../core/wait.js";
 import { BLOCKED, SlabEngine } from "./engine.js";
 import { KeyWaiters } from "./key-waiters.js";
 import { type BucketWaiting, type Slab, slabOf } from "./layouts/index.js";
-import { LimiterMap } from "./limiter-map.js";
+import { blockedDecision, LimiterMap } from "./limiter-map.js";
 import {
   armSweepTimer,
   checkedFactory,
@@ -1168,7 +1168,6 @@ export class KeyedLimiter {
     now: number,
     blockMs: number,
   ): Decision {
-    const blockedMs = decisionMs(blockMs);
     let resetAfterMs = state.resetAfterMs;
     if (state.allowed) {
       // The allowed state counts the cost in its reset: the usage without it is wanted.
@@ -1178,13 +1177,7 @@ export class KeyedLimiter {
           ? this.decideWithoutSlot(key, 0, now).resetAfterMs
           : e.layout.decideAt(e.state, slot * e.stride, slot, now, 0, false).resetAfterMs;
     }
-    return {
-      allowed: false,
-      limit: state.limit,
-      remaining: 0,
-      retryAfterMs: state.retryAfterMs > blockedMs ? state.retryAfterMs : blockedMs,
-      resetAfterMs: resetAfterMs > blockedMs ? resetAfterMs : blockedMs,
-    };
+    return blockedDecision(state, resetAfterMs, decisionMs(blockMs));
   }
 
   /** @internal The denial of a new key the full registry could not keep (`whenFull: "refuse"`). */
