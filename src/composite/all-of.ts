@@ -195,19 +195,19 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
 
   /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
   consumeAt(timeMs: number, cost?: number): Decision {
-    const c = this.startAt("consumeAt", timeMs, cost);
-    try {
-      return this.decide(c, true);
-    } finally {
-      this.atMs = Number.NaN;
-    }
+    return this.decideAtTime("consumeAt", timeMs, cost, true);
   }
 
   /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
   peekAt(timeMs: number, cost?: number): Decision {
-    const c = this.startAt("peekAt", timeMs, cost);
+    return this.decideAtTime("peekAt", timeMs, cost, false);
+  }
+
+  /** @internal {@link consumeAt} (`take`) or {@link peekAt}. */
+  private decideAtTime(method: string, timeMs: number, cost: unknown, take: boolean): Decision {
+    const c = this.startAt(method, timeMs, cost);
     try {
-      return this.decide(c, false);
+      return this.decide(c, take);
     } finally {
       this.atMs = Number.NaN;
     }
@@ -318,20 +318,9 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
       if (r.refundableUntilMs > until) until = r.refundableUntilMs;
     }
     if (Number.isNaN(atMs)) atMs = this.timesMs[0] ?? 0;
-    const units = taken ? c : 0;
+    const parts = taken ? receipts : undefined;
     if (!taken) until = atMs;
-    return new ChargeReceipt(
-      decision,
-      undefined,
-      units,
-      atMs,
-      until,
-      this,
-      0,
-      0,
-      0,
-      taken ? receipts : undefined,
-    );
+    return new ChargeReceipt(decision, undefined, taken ? c : 0, atMs, until, this, 0, 0, 0, parts);
   }
 
   /**
@@ -375,11 +364,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
         );
       }
     }
-    // Every built-in part's clock first: a reading that throws leaves every part as it was.
-    for (let i = 0; i < n; i++) {
-      const d = drivers[i];
-      if (d !== undefined) times[i] = !Number.isNaN(this.atMs) ? d.timeAt(this.atMs) : d.timeOf();
-    }
+    this.readTimes(); // a reading that throws leaves every part as it was
     const parts = receipt?.parts;
     if (receipt !== undefined && parts === undefined) return 0; // a denial took nothing
     let least = Number.POSITIVE_INFINITY;
@@ -527,14 +512,18 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
    * leaf's time is read; with `receipts`, a `charge`: each part's receipt at its index.
    */
   private decide(cost: number, take: boolean, receipts?: (ChargeReceipt | undefined)[]): Decision {
-    const drivers = this.drivers;
-    const times = this.timesMs;
+    this.readTimes();
+    this.receipts = receipts;
+    return decideAll(this, this.drivers.length, cost, take, this.timesMs, 0, 0, 0);
+  }
+
+  /** @internal Reads every built-in leaf's time for the call under way into {@link timesMs}. */
+  private readTimes(): void {
+    const { drivers, timesMs: times, atMs } = this;
     for (let i = 0; i < drivers.length; i++) {
       const d = drivers[i];
-      if (d !== undefined) times[i] = !Number.isNaN(this.atMs) ? d.timeAt(this.atMs) : d.timeOf();
+      if (d !== undefined) times[i] = !Number.isNaN(atMs) ? d.timeAt(atMs) : d.timeOf();
     }
-    this.receipts = receipts;
-    return decideAll(this, drivers.length, cost, take, times, 0, 0, 0);
   }
 
   /**
@@ -687,7 +676,8 @@ function tree(limiter: Limiter): Limiter[] {
   return all;
 }
 
-function isLimiter(value: unknown): value is Limiter {
+/** True for an object with every method of {@link Limiter} (also `KeyedLimiter`'s check). @internal */
+export function isLimiter(value: unknown): value is Limiter {
   if (typeof value !== "object" || value === null) return false;
   const o = value as Record<string, unknown>;
   return ["allow", "consume", "peek", "reset", "isIdle", "wait"].every(

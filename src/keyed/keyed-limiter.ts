@@ -15,6 +15,7 @@ import {
   type SnapshotOptions,
 } from "../algorithms/snapshot.js";
 import { checkTimeMs } from "../algorithms/time.js";
+import { isLimiter } from "../composite/all-of.js";
 import {
   checkCost,
   checkInteger,
@@ -39,7 +40,6 @@ import {
   checkedFactory,
   checkKey,
   checkSweepInterval,
-  isLimiter,
   MAX_KEYS_LIMIT,
   policyHint,
   WHERE,
