@@ -33,7 +33,7 @@ import { isReconfigurable, type Reconfigurable } from "../core/reconfigure.js";
 import { checkWaitOptions, jittered } from "../core/wait.js";
 import { BLOCKED, SlabEngine } from "./engine.js";
 import { KeyWaiters } from "./key-waiters.js";
-import { type BucketWaiting, type Slab, slabOf } from "./layouts/index.js";
+import { type BucketWaiting, joinSlabs, type Slab, slabOf } from "./layouts/index.js";
 import { blockedDecision, LimiterMap } from "./limiter-map.js";
 import {
   armSweepTimer,
@@ -45,7 +45,7 @@ import {
   WHERE,
 } from "./options.js";
 import type { KeyedPlans } from "./plan-options.js";
-import { checkPlans, isPlans, joinSlabs, type PlanTable } from "./plans.js";
+import { checkPlans, isPlans, type PlanTable } from "./plans.js";
 import { KeyedReceipt, ReceiptGuard } from "./receipts.js";
 import type { KeyedLimiterStats } from "./stats.js";
 
