@@ -821,24 +821,8 @@ export class KeyedLimiter {
     const until = layout.markReceipt(e.state, slot * e.stride, slot, now, marks, 0);
     const entry = guard.size === 0 ? undefined : guard.live(k, now);
     if (entry !== undefined && until > entry.untilMs) entry.untilMs = until;
-    const epoch = entry?.epoch ?? 0;
-    const credited = entry?.credited ?? 0;
     const many = n === 1 ? undefined : marks;
-    const g = guard.epoch;
-    return new KeyedReceipt(
-      decision,
-      k,
-      c,
-      now,
-      until,
-      this,
-      g,
-      marks[0]!,
-      many,
-      entry,
-      epoch,
-      credited,
-    );
+    return new KeyedReceipt(decision, k, c, now, until, this, guard.epoch, marks[0]!, many, entry);
   }
 
   /**
