@@ -109,12 +109,9 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
       }
     });
     this.parts = [...parts];
-    const leaves: Limiter[] = [];
-    for (const part of this.parts) {
-      if (Object.getPrototypeOf(part) === AllOf.prototype) {
-        leaves.push(...(part as unknown as AllOf).leaves);
-      } else leaves.push(part);
-    }
+    const leaves = this.parts.flatMap((part) =>
+      Object.getPrototypeOf(part) === AllOf.prototype ? (part as unknown as AllOf).leaves : [part],
+    );
     this.leaves = leaves;
     this.drivers = leaves.map(kernelPartOf);
     this.timeOfs = this.drivers.map((d) => d?.timeOf);
@@ -640,26 +637,27 @@ export function combine(allowed: boolean, decisions: readonly Decision[]): Decis
  */
 function decideLeaf(leaf: Limiter, cost: number, take: boolean, atMs: number): Decision {
   if (Number.isNaN(atMs)) return take ? leaf.consume(cost) : leaf.peek(cost);
-  const method = take ? "consumeAt" : "peekAt";
-  const at = (leaf as { consumeAt?: unknown; peekAt?: unknown })[method];
-  if (typeof at !== "function") {
-    throw new TypeError(
-      `${WHERE}: part ${describe(leaf)} has no ${method}, so it cannot decide at an explicit time`,
-    );
-  }
-  return at.call(leaf, atMs, cost) as Decision;
+  return leafAt(leaf, take ? "consumeAt" : "peekAt").call(leaf, atMs, cost) as Decision;
 }
 
 /** `allow` of a custom leaf, as of `atMs` unless it is NaN (see {@link decideLeaf}). */
 function allowLeaf(leaf: Limiter, cost: number, atMs: number): boolean {
   if (Number.isNaN(atMs)) return leaf.allow(cost);
-  const at = (leaf as { allowAt?: unknown }).allowAt;
+  return leafAt(leaf, "allowAt").call(leaf, atMs, cost) as boolean;
+}
+
+/** A custom leaf's explicit-time method `name`. @throws {TypeError} When it has none. */
+function leafAt(
+  leaf: Limiter,
+  name: "allowAt" | "consumeAt" | "peekAt",
+): (this: Limiter, timeMs: number, cost: number) => unknown {
+  const at = (leaf as Partial<Record<typeof name, unknown>>)[name];
   if (typeof at !== "function") {
     throw new TypeError(
-      `${WHERE}: part ${describe(leaf)} has no allowAt, so it cannot decide at an explicit time`,
+      `${WHERE}: part ${describe(leaf)} has no ${name}, so it cannot decide at an explicit time`,
     );
   }
-  return at.call(leaf, atMs, cost) as boolean;
+  return at as (this: Limiter, timeMs: number, cost: number) => unknown;
 }
 
 /** `leaf` as a {@link KernelPart} when it is exactly a built-in algorithm; else undefined. */
@@ -670,10 +668,7 @@ function kernelPartOf(leaf: Limiter): KernelPart | undefined {
 
 /** `limiter` and, for an `AllOf`, every limiter inside it (its parts are validated already). */
 function tree(limiter: Limiter): Limiter[] {
-  if (!(limiter instanceof AllOf)) return [limiter];
-  const all: Limiter[] = [limiter];
-  for (const part of limiter.parts) all.push(...tree(part));
-  return all;
+  return limiter instanceof AllOf ? [limiter, ...limiter.parts.flatMap(tree)] : [limiter];
 }
 
 /** True for an object with every method of {@link Limiter} (also `KeyedLimiter`'s check). @internal */
