@@ -511,7 +511,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   private decide(cost: number, take: boolean, receipts?: (ChargeReceipt | undefined)[]): Decision {
     this.readTimes();
     this.receipts = receipts;
-    return decideAll(this, this.drivers.length, cost, take, this.timesMs, 0, 0, 0);
+    return decideAll(this, this.drivers.length, cost, take);
   }
 
   /** @internal Reads every built-in leaf's time for the call under way into {@link timesMs}. */
@@ -554,15 +554,7 @@ export interface PartGroup {
   /** Every part but `final`, in the order they take: those that may deny or throw first. */
   readonly takeOrder: readonly number[];
   /** Part `i`'s `consume` (`take`) or `peek`: on the layout's slot, or (`AllOf`) at its own time. */
-  decidePart(
-    i: number,
-    cost: number,
-    take: boolean,
-    st: Float64Array,
-    s: number,
-    slot: number,
-    now: number,
-  ): Decision;
+  decidePart(i: number, cost: number, take: boolean): Decision;
 }
 
 /**
@@ -573,35 +565,26 @@ export interface PartGroup {
  * parts that would allow answer without the cost, as {@link combine} needs.
  * @internal
  */
-export function decideAll(
-  group: PartGroup,
-  n: number,
-  cost: number,
-  take: boolean,
-  st: Float64Array,
-  s: number,
-  slot: number,
-  now: number,
-): Decision {
+export function decideAll(group: PartGroup, n: number, cost: number, take: boolean): Decision {
   const decisions: Decision[] = new Array(n);
   const final = group.final;
   let allowed = true;
   for (let i = 0; i < n; i++) {
     if (i === final) continue;
-    const d = (decisions[i] = group.decidePart(i, cost, false, st, s, slot, now));
+    const d = (decisions[i] = group.decidePart(i, cost, false));
     if (!d.allowed) allowed = false;
   }
   if (final >= 0) {
-    const d = (decisions[final] = group.decidePart(final, cost, allowed && take, st, s, slot, now));
+    const d = (decisions[final] = group.decidePart(final, cost, allowed && take));
     if (!d.allowed) allowed = false;
   }
   const order = group.takeOrder;
   for (let j = 0; allowed && take && j < order.length; j++) {
-    const d = (decisions[order[j]!] = group.decidePart(order[j]!, cost, true, st, s, slot, now));
+    const d = (decisions[order[j]!] = group.decidePart(order[j]!, cost, true));
     if (!d.allowed) allowed = false;
   }
   for (let i = 0; !allowed && i < n; i++) {
-    if (decisions[i]!.allowed) decisions[i] = group.decidePart(i, 0, false, st, s, slot, now);
+    if (decisions[i]!.allowed) decisions[i] = group.decidePart(i, 0, false);
   }
   return combine(allowed, decisions);
 }

@@ -3,6 +3,9 @@ import { decideAll } from "../../composite/all-of.js";
 import type { Decision } from "../../core/limiter.js";
 import { KernelGroup, sideBySide } from "./group.js";
 
+/** {@link AllOfLayout}'s slot between calls. */
+const NO_SLOT = /* @__PURE__ */ new Float64Array(0);
+
 /**
  * The slot of an `allOf` key: each part's slot side by side (part `i` at offset
  * `offsets[i]`), decided as `AllOf` decides, by the one rule they share (`decideAll`).
@@ -20,6 +23,14 @@ export class AllOfLayout extends KernelGroup implements Kernel {
   readonly final = -1;
   /** @internal Every part, in order. */
   readonly takeOrder: readonly number[];
+  /** @internal The slot {@link decideAt} is deciding on, for {@link decidePart}; empty between calls. */
+  private st: Float64Array = NO_SLOT;
+  /** @internal See {@link st}: its offset, slot and time. */
+  private s = 0;
+  /** @internal */
+  private slot = 0;
+  /** @internal */
+  private now = 0;
 
   /** @param parts The kernels of the parts, in order (the group's). */
   constructor(parts: readonly Kernel[]) {
@@ -266,20 +277,19 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     cost: number,
     take: boolean,
   ): Decision {
-    return decideAll(this, this.kernels.length, cost, take && cost > 0, st, s, slot, now);
+    this.st = st;
+    this.s = s;
+    this.slot = slot;
+    this.now = now;
+    const decision = decideAll(this, this.kernels.length, cost, take && cost > 0);
+    this.st = NO_SLOT; // no slab kept alive past the call
+    return decision;
   }
 
-  /** @internal Part `i`'s `decideAt` on its share of the slot, for {@link decideAll}. */
-  decidePart(
-    i: number,
-    cost: number,
-    take: boolean,
-    st: Float64Array,
-    s: number,
-    slot: number,
-    now: number,
-  ): Decision {
-    return this.kernels[i]!.decideAt(st, s + this.offsets[i]!, slot, now, cost, take);
+  /** @internal Part `i`'s `decideAt` on its share of the slot {@link decideAt} set. */
+  decidePart(i: number, cost: number, take: boolean): Decision {
+    const s = this.s + this.offsets[i]!;
+    return this.kernels[i]!.decideAt(this.st, s, this.slot, this.now, cost, take);
   }
 
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
