@@ -20,8 +20,6 @@ export interface Kernel {
   readonly doubles: number;
   /** Accounted bytes per key beyond its slot doubles (a log's fixed part). */
   readonly keyExtraBytes: number;
-  /** The most bytes one key's state can grow by beyond that (a full log's entries); 0 if none. */
-  readonly maxGrowthBytes: number;
   /** The most units one request can ever take (the smallest limit of the parts). */
   readonly limit: number;
   /** Writes the state of a key that was never used. */
@@ -328,7 +326,6 @@ export function exactPart(limiter: KernelPart, base: object): KernelPart | undef
 export abstract class DoublesKernel {
   abstract readonly doubles: number;
   readonly keyExtraBytes = 0;
-  readonly maxGrowthBytes = 0;
   readonly leafCount = 1;
   limit: number;
   /** @internal The kernel's numbers, `limit` first. */

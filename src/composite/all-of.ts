@@ -109,12 +109,9 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
       }
     });
     this.parts = [...parts];
-    const leaves: Limiter[] = [];
-    for (const part of this.parts) {
-      if (Object.getPrototypeOf(part) === AllOf.prototype) {
-        leaves.push(...(part as unknown as AllOf).leaves);
-      } else leaves.push(part);
-    }
+    const leaves = this.parts.flatMap((part) =>
+      Object.getPrototypeOf(part) === AllOf.prototype ? (part as unknown as AllOf).leaves : [part],
+    );
     this.leaves = leaves;
     this.drivers = leaves.map(kernelPartOf);
     this.timeOfs = this.drivers.map((d) => d?.timeOf);
@@ -195,19 +192,19 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
 
   /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
   consumeAt(timeMs: number, cost?: number): Decision {
-    const c = this.startAt("consumeAt", timeMs, cost);
-    try {
-      return this.decide(c, true);
-    } finally {
-      this.atMs = Number.NaN;
-    }
+    return this.decideAtTime("consumeAt", timeMs, cost, true);
   }
 
   /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
   peekAt(timeMs: number, cost?: number): Decision {
-    const c = this.startAt("peekAt", timeMs, cost);
+    return this.decideAtTime("peekAt", timeMs, cost, false);
+  }
+
+  /** @internal {@link consumeAt} (`take`) or {@link peekAt}. */
+  private decideAtTime(method: string, timeMs: number, cost: unknown, take: boolean): Decision {
+    const c = this.startAt(method, timeMs, cost);
     try {
-      return this.decide(c, false);
+      return this.decide(c, take);
     } finally {
       this.atMs = Number.NaN;
     }
@@ -318,20 +315,9 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
       if (r.refundableUntilMs > until) until = r.refundableUntilMs;
     }
     if (Number.isNaN(atMs)) atMs = this.timesMs[0] ?? 0;
-    const units = taken ? c : 0;
+    const parts = taken ? receipts : undefined;
     if (!taken) until = atMs;
-    return new ChargeReceipt(
-      decision,
-      undefined,
-      units,
-      atMs,
-      until,
-      this,
-      0,
-      0,
-      0,
-      taken ? receipts : undefined,
-    );
+    return new ChargeReceipt(decision, undefined, taken ? c : 0, atMs, until, this, 0, 0, 0, parts);
   }
 
   /**
@@ -375,11 +361,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
         );
       }
     }
-    // Every built-in part's clock first: a reading that throws leaves every part as it was.
-    for (let i = 0; i < n; i++) {
-      const d = drivers[i];
-      if (d !== undefined) times[i] = !Number.isNaN(this.atMs) ? d.timeAt(this.atMs) : d.timeOf();
-    }
+    this.readTimes(); // a reading that throws leaves every part as it was
     const parts = receipt?.parts;
     if (receipt !== undefined && parts === undefined) return 0; // a denial took nothing
     let least = Number.POSITIVE_INFINITY;
@@ -527,14 +509,18 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
    * leaf's time is read; with `receipts`, a `charge`: each part's receipt at its index.
    */
   private decide(cost: number, take: boolean, receipts?: (ChargeReceipt | undefined)[]): Decision {
-    const drivers = this.drivers;
-    const times = this.timesMs;
+    this.readTimes();
+    this.receipts = receipts;
+    return decideAll(this, this.drivers.length, cost, take);
+  }
+
+  /** @internal Reads every built-in leaf's time for the call under way into {@link timesMs}. */
+  private readTimes(): void {
+    const { drivers, timesMs: times, atMs } = this;
     for (let i = 0; i < drivers.length; i++) {
       const d = drivers[i];
-      if (d !== undefined) times[i] = !Number.isNaN(this.atMs) ? d.timeAt(this.atMs) : d.timeOf();
+      if (d !== undefined) times[i] = !Number.isNaN(atMs) ? d.timeAt(atMs) : d.timeOf();
     }
-    this.receipts = receipts;
-    return decideAll(this, drivers.length, cost, take, times, 0, 0, 0);
   }
 
   /**
@@ -568,15 +554,7 @@ export interface PartGroup {
   /** Every part but `final`, in the order they take: those that may deny or throw first. */
   readonly takeOrder: readonly number[];
   /** Part `i`'s `consume` (`take`) or `peek`: on the layout's slot, or (`AllOf`) at its own time. */
-  decidePart(
-    i: number,
-    cost: number,
-    take: boolean,
-    st: Float64Array,
-    s: number,
-    slot: number,
-    now: number,
-  ): Decision;
+  decidePart(i: number, cost: number, take: boolean): Decision;
 }
 
 /**
@@ -587,35 +565,26 @@ export interface PartGroup {
  * parts that would allow answer without the cost, as {@link combine} needs.
  * @internal
  */
-export function decideAll(
-  group: PartGroup,
-  n: number,
-  cost: number,
-  take: boolean,
-  st: Float64Array,
-  s: number,
-  slot: number,
-  now: number,
-): Decision {
+export function decideAll(group: PartGroup, n: number, cost: number, take: boolean): Decision {
   const decisions: Decision[] = new Array(n);
   const final = group.final;
   let allowed = true;
   for (let i = 0; i < n; i++) {
     if (i === final) continue;
-    const d = (decisions[i] = group.decidePart(i, cost, false, st, s, slot, now));
+    const d = (decisions[i] = group.decidePart(i, cost, false));
     if (!d.allowed) allowed = false;
   }
   if (final >= 0) {
-    const d = (decisions[final] = group.decidePart(final, cost, allowed && take, st, s, slot, now));
+    const d = (decisions[final] = group.decidePart(final, cost, allowed && take));
     if (!d.allowed) allowed = false;
   }
   const order = group.takeOrder;
   for (let j = 0; allowed && take && j < order.length; j++) {
-    const d = (decisions[order[j]!] = group.decidePart(order[j]!, cost, true, st, s, slot, now));
+    const d = (decisions[order[j]!] = group.decidePart(order[j]!, cost, true));
     if (!d.allowed) allowed = false;
   }
   for (let i = 0; !allowed && i < n; i++) {
-    if (decisions[i]!.allowed) decisions[i] = group.decidePart(i, 0, false, st, s, slot, now);
+    if (decisions[i]!.allowed) decisions[i] = group.decidePart(i, 0, false);
   }
   return combine(allowed, decisions);
 }
@@ -651,26 +620,27 @@ export function combine(allowed: boolean, decisions: readonly Decision[]): Decis
  */
 function decideLeaf(leaf: Limiter, cost: number, take: boolean, atMs: number): Decision {
   if (Number.isNaN(atMs)) return take ? leaf.consume(cost) : leaf.peek(cost);
-  const method = take ? "consumeAt" : "peekAt";
-  const at = (leaf as { consumeAt?: unknown; peekAt?: unknown })[method];
-  if (typeof at !== "function") {
-    throw new TypeError(
-      `${WHERE}: part ${describe(leaf)} has no ${method}, so it cannot decide at an explicit time`,
-    );
-  }
-  return at.call(leaf, atMs, cost) as Decision;
+  return leafAt(leaf, take ? "consumeAt" : "peekAt").call(leaf, atMs, cost) as Decision;
 }
 
 /** `allow` of a custom leaf, as of `atMs` unless it is NaN (see {@link decideLeaf}). */
 function allowLeaf(leaf: Limiter, cost: number, atMs: number): boolean {
   if (Number.isNaN(atMs)) return leaf.allow(cost);
-  const at = (leaf as { allowAt?: unknown }).allowAt;
+  return leafAt(leaf, "allowAt").call(leaf, atMs, cost) as boolean;
+}
+
+/** A custom leaf's explicit-time method `name`. @throws {TypeError} When it has none. */
+function leafAt(
+  leaf: Limiter,
+  name: "allowAt" | "consumeAt" | "peekAt",
+): (this: Limiter, timeMs: number, cost: number) => unknown {
+  const at = (leaf as Partial<Record<typeof name, unknown>>)[name];
   if (typeof at !== "function") {
     throw new TypeError(
-      `${WHERE}: part ${describe(leaf)} has no allowAt, so it cannot decide at an explicit time`,
+      `${WHERE}: part ${describe(leaf)} has no ${name}, so it cannot decide at an explicit time`,
     );
   }
-  return at.call(leaf, atMs, cost) as boolean;
+  return at as (this: Limiter, timeMs: number, cost: number) => unknown;
 }
 
 /** `leaf` as a {@link KernelPart} when it is exactly a built-in algorithm; else undefined. */
@@ -681,13 +651,11 @@ function kernelPartOf(leaf: Limiter): KernelPart | undefined {
 
 /** `limiter` and, for an `AllOf`, every limiter inside it (its parts are validated already). */
 function tree(limiter: Limiter): Limiter[] {
-  if (!(limiter instanceof AllOf)) return [limiter];
-  const all: Limiter[] = [limiter];
-  for (const part of limiter.parts) all.push(...tree(part));
-  return all;
+  return limiter instanceof AllOf ? [limiter, ...limiter.parts.flatMap(tree)] : [limiter];
 }
 
-function isLimiter(value: unknown): value is Limiter {
+/** True for an object with every method of {@link Limiter} (also `KeyedLimiter`'s check). @internal */
+export function isLimiter(value: unknown): value is Limiter {
   if (typeof value !== "object" || value === null) return false;
   const o = value as Record<string, unknown>;
   return ["allow", "consume", "peek", "reset", "isIdle", "wait"].every(

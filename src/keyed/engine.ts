@@ -292,15 +292,10 @@ export class SlabEngine {
     );
   }
 
-  /** Accounted bytes now: keys, allocated slots, waits, logs and the trace table once made. */
+  /** Accounted bytes now: keys, allocated slots, waits, logs and the trace tables once made. */
   get bytes(): number {
-    return (
-      this.keyBytesKept +
-      this.slots * this.slotBytes() +
-      this.index.tableBytes +
-      this.trace.length * 8 +
-      this.blockTrace.length * 8
-    );
+    const made = 8 * (this.trace.length + this.blockTrace.length);
+    return this.committed() - this.traceBytes - this.blockTraceBytes + made;
   }
 
   get stats(): KeyedLimiterStats {

@@ -82,47 +82,31 @@ export class KeyWaiters {
     return this.planBuckets === undefined ? this.bucket : this.planBuckets[this.planOf(slot)];
   }
 
-  /** Pending waits. */
-  get size(): number {
-    return this.pending;
-  }
-
   /** `wait` for a checked key and cost (at most the layout's limit). Never throws. */
   wait(key: string, cost: number, options: WaitOptions | undefined): Promise<Decision> {
     const max = this.registry.maxWaiters;
     if (this.pending >= max) {
       const why =
         max === 0 ? "maxWaiters is 0: no wait is taken" : `maxWaiters (${max}) waits are pending`;
-      return Promise.reject(refused(why, this.registry.peek(key, cost)));
+      return this.refuse(why, key, cost);
     }
     let entry = this.byKey.get(key);
     if (entry === undefined) {
       // At most half the slots wait: the other half stays free to push out for new keys.
       if (this.engine.waitingSlots >= this.maxPinned) {
-        return Promise.reject(
-          refused(
-            `half of maxKeys (${this.maxPinned} keys) already wait; a new key may not`,
-            this.registry.peek(key, cost),
-          ),
-        );
+        const why = `half of maxKeys (${this.maxPinned} keys) already wait; a new key may not`;
+        return this.refuse(why, key, cost);
       }
       const made = this.enter(key);
       if (made === undefined) {
-        return Promise.reject(
-          refused("the registry is full and cannot keep this key", this.registry.peek(key, cost)),
-        );
+        return this.refuse("the registry is full and cannot keep this key", key, cost);
       }
       entry = made;
     }
     const bytes = WAITER_BYTES + (options?.signal === undefined ? 0 : SIGNAL_BYTES);
     if (!this.engine.reserve(bytes, entry.slot)) {
       if (entry.inflight === 0) this.leave(entry);
-      return Promise.reject(
-        refused(
-          "maxBytes is reached and no other key can make room",
-          this.registry.peek(key, cost),
-        ),
-      );
+      return this.refuse("maxBytes is reached and no other key can make room", key, cost);
     }
     this.engine.addBytes(bytes, entry.slot);
     const promise =
@@ -170,7 +154,10 @@ export class KeyWaiters {
     return credit;
   }
 
-  /** True when the slot's waiters are served by a bucket ledger (its refunds go through {@link refund}). */
+  /**
+   * True when the slot's waiters are served by a bucket ledger: its refunds go through
+   * {@link refund}, and {@link retune} carries its state over.
+   */
   hasLedger(slot: number): boolean {
     return this.bySlot.get(slot)?.bucket !== undefined;
   }
@@ -246,12 +233,6 @@ export class KeyWaiters {
     })(shaping ? "LeakyBucket" : "TokenBucket", shaping, "limit");
   }
 
-  /** @internal The key's last wait settled: its list goes, and its slot is unpinned (dropped if idle). */
-  /** True when `slot` is a bucket key with waiters: {@link retune} carries its state over. */
-  owns(slot: number): boolean {
-    return this.bySlot.get(slot)?.bucket !== undefined;
-  }
-
   /**
    * `reconfigure` of a bucket policy: carries the state of every key with waiters over to
    * `next` at `now` (its units without the held ones, as `BucketBase.planBucket` does), and
@@ -276,6 +257,7 @@ export class KeyWaiters {
     }
   }
 
+  /** @internal The key's last wait settled: its list goes, and its slot is unpinned (dropped if idle). */
   private leave(entry: Entry): void {
     if (this.byKey.get(entry.key) !== entry) return;
     this.byKey.delete(entry.key);
@@ -286,6 +268,14 @@ export class KeyWaiters {
       // A clock that throws: the slot stays unpinned and is swept later; every call throws anyway.
     }
   }
+
+  /** @internal A wait refused at once: a `RateLimitError` with the key's decision as denied. */
+  private refuse(message: string, key: string, cost: number): Promise<never> {
+    const decision = this.registry.peek(key, cost);
+    return Promise.reject(
+      new RateLimitError(`${WHERE}.wait: ${message}`, { ...decision, allowed: false }),
+    );
+  }
 }
 
 /**
@@ -295,8 +285,3 @@ export class KeyWaiters {
 export const WAITER_BYTES = 1024;
 /** See {@link WAITER_BYTES}. */
 export const SIGNAL_BYTES = 1536;
-
-/** The `RateLimitError` of a wait refused at once, with the key's decision as denied. */
-function refused(message: string, decision: Decision): RateLimitError {
-  return new RateLimitError(`${WHERE}.wait: ${message}`, { ...decision, allowed: false });
-}

@@ -15,6 +15,7 @@ import {
   type SnapshotOptions,
 } from "../algorithms/snapshot.js";
 import { checkTimeMs } from "../algorithms/time.js";
+import { isLimiter } from "../composite/all-of.js";
 import {
   checkCost,
   checkInteger,
@@ -32,20 +33,19 @@ import { isReconfigurable, type Reconfigurable } from "../core/reconfigure.js";
 import { checkWaitOptions, jittered } from "../core/wait.js";
 import { BLOCKED, SlabEngine } from "./engine.js";
 import { KeyWaiters } from "./key-waiters.js";
-import { slabOf } from "./layouts/index.js";
-import { LimiterMap } from "./limiter-map.js";
+import { type BucketWaiting, joinSlabs, type Slab, slabOf } from "./layouts/index.js";
+import { blockedDecision, LimiterMap } from "./limiter-map.js";
 import {
   armSweepTimer,
   checkedFactory,
   checkKey,
   checkSweepInterval,
-  isLimiter,
   MAX_KEYS_LIMIT,
   policyHint,
   WHERE,
 } from "./options.js";
 import type { KeyedPlans } from "./plan-options.js";
-import { checkPlans, isPlans, joinSlabs, type PlanTable } from "./plans.js";
+import { checkPlans, isPlans, type PlanTable } from "./plans.js";
 import { KeyedReceipt, ReceiptGuard } from "./receipts.js";
 import type { KeyedLimiterStats } from "./stats.js";
 
@@ -388,30 +388,15 @@ export class KeyedLimiter {
     const e = this.engine!;
     const now = e.now();
     const slot = e.lookup(k);
-    let values: number[];
-    if (slot >= 0) values = this.saveKept(where, slot);
-    else {
-      const scratch = this.scratch!;
-      const o = e.traceOf(k, now);
-      if (o < 0) e.layout.init(scratch, 0, -1, now);
-      else e.layout.restore(scratch, 0, -1, e.trace, o, now);
-      values = e.layout.saveSlot(scratch, 0, -1);
-    }
+    const values =
+      slot >= 0 ? this.saveKept(where, slot) : e.layout.saveSlot(this.unkept(k, now), 0, -1);
     const latestMs = encodeNumber(now);
     const state = encodeState(values);
+    const snapshot = { version: SNAPSHOT_VERSION, algorithm, options, latestMs, state };
     const blockedMs = slot >= 0 ? e.blockedMs(slot, now) : e.tracedBlockMs(k, now);
-    if (blockedMs > 0) {
-      const blockedUntilMs = encodeNumber(now + blockedMs);
-      return {
-        version: SNAPSHOT_BLOCKS_VERSION,
-        algorithm,
-        options,
-        latestMs,
-        state,
-        blockedUntilMs,
-      };
-    }
-    return { version: SNAPSHOT_VERSION, algorithm, options, latestMs, state };
+    if (!(blockedMs > 0)) return snapshot;
+    const blockedUntilMs = encodeNumber(now + blockedMs);
+    return { ...snapshot, version: SNAPSHOT_BLOCKS_VERSION, blockedUntilMs };
   }
 
   /**
@@ -743,31 +728,15 @@ export class KeyedLimiter {
         `${WHERE}.reconfigure: this registry was built from a function (key) => Limiter; reconfigure the limiters it returns, or build it from a limiter`,
       );
     }
-    if (!isReconfigurable(policy)) {
-      throw new TypeError(
-        `${WHERE}.reconfigure: the policy (${describe(policy)}) has no reconfigure(options)`,
-      );
-    }
-    // A copy takes the options: they are checked in full before any key changes.
-    const next = policy.clone() as CloneableLimiter & Reconfigurable;
-    next.planReconfigure(options)();
-    const e = this.engine;
-    if (e === undefined) {
-      this.map!.forEach((limiter) => {
+    const next = reconfigured(policy, "the policy", options);
+    if (this.map !== undefined) {
+      this.map.forEach((limiter) => {
         (limiter as unknown as Reconfigurable).planReconfigure(options)();
       });
       this.template = next;
     } else {
       const slab = slabOf(next)!;
-      const now = e.now();
-      if (this.guard !== undefined) {
-        this.guard.epoch++;
-        this.guard.clear();
-      }
-      const waiters = this.waiters!;
-      waiters.retune(slab.bucket, now);
-      e.retune(slab, now, (slot) => waiters.owns(slot));
-      waiters.replan();
+      this.retune(slab, slab.bucket, -1);
     }
     policies.set(this, next);
   }
@@ -791,31 +760,28 @@ export class KeyedLimiter {
     }
     const id = plans.idOfName(where, name);
     const policy = plans.policies[id]! as CloneableLimiter;
-    if (!isReconfigurable(policy)) {
-      throw new TypeError(
-        `${where}: plan ${JSON.stringify(name)} (${describe(policy)}) has no reconfigure(options)`,
-      );
-    }
-    // A copy takes the options: they are checked in full before any key changes.
-    const next = policy.clone() as CloneableLimiter & Reconfigurable;
-    next.planReconfigure(options as object)();
+    const next = reconfigured(policy, `plan ${JSON.stringify(name)}`, options);
     const nextSlab = slabOf(next)!;
     const slabs = [...plans.slabs];
     slabs[id] = nextSlab;
-    const e = this.engine!;
-    const now = e.now();
-    if (this.guard !== undefined) {
-      this.guard.epoch++;
-      this.guard.clear();
-    }
-    const waiters = this.waiters!;
-    waiters.retune(nextSlab.bucket, now, id);
-    e.retune(joinSlabs(plans.layout.with(id, nextSlab.layout), slabs), now, (slot) =>
-      waiters.owns(slot),
-    );
-    waiters.replan();
+    this.retune(joinSlabs(plans.layout.with(id, nextSlab.layout), slabs), nextSlab.bucket, id);
     plans.policies[id] = next;
     plans.slabs[id] = nextSlab;
+  }
+
+  /**
+   * @internal `reconfigure` on the fast path: every kept key (waiting ones by `bucket`, the
+   * waiting numbers of `slab`; of plan id `plan` only, when not -1) carried over to `slab` now,
+   * receipts from before voided.
+   */
+  private retune(slab: Slab, bucket: BucketWaiting | undefined, plan: number): void {
+    const e = this.engine!;
+    const now = e.now();
+    this.guard?.voidAll();
+    const waiters = this.waiters!;
+    waiters.retune(bucket, now, plan);
+    e.retune(slab, now, (slot) => waiters.hasLedger(slot));
+    waiters.replan();
   }
 
   /**
@@ -855,24 +821,8 @@ export class KeyedLimiter {
     const until = layout.markReceipt(e.state, slot * e.stride, slot, now, marks, 0);
     const entry = guard.size === 0 ? undefined : guard.live(k, now);
     if (entry !== undefined && until > entry.untilMs) entry.untilMs = until;
-    const epoch = entry?.epoch ?? 0;
-    const credited = entry?.credited ?? 0;
     const many = n === 1 ? undefined : marks;
-    const g = guard.epoch;
-    return new KeyedReceipt(
-      decision,
-      k,
-      c,
-      now,
-      until,
-      this,
-      g,
-      marks[0]!,
-      many,
-      entry,
-      epoch,
-      credited,
-    );
+    return new KeyedReceipt(decision, k, c, now, until, this, guard.epoch, marks[0]!, many, entry);
   }
 
   /**
@@ -1021,13 +971,9 @@ export class KeyedLimiter {
    * @throws {TypeError} If `key` is not a string. {RangeError} If it is longer than `maxKeyLength`.
    */
   unblock(key: string): boolean {
-    const k = this.checkKey(key);
-    if (this.map !== undefined) return this.map.unblock(k);
-    const e = this.engine!;
-    const now = e.now();
-    const slot = e.lookup(k);
-    const blocked = slot >= 0 ? e.blockedMs(slot, now) > 0 : e.tracedBlockMs(k, now) > 0;
-    e.unblock(k);
+    if (this.map !== undefined) return this.map.unblock(this.checkKey(key));
+    const blocked = this.blockedMs(key) > 0; // checks the key
+    this.engine!.unblock(key);
     return blocked;
   }
 
@@ -1067,10 +1013,7 @@ export class KeyedLimiter {
 
   /** Forgets every key. Pending waiters keep waiting; `stats` keep counting. */
   clear(): void {
-    if (this.guard !== undefined) {
-      this.guard.epoch++;
-      this.guard.clear();
-    }
+    this.guard?.voidAll();
     if (this.map !== undefined) this.map.clear();
     else {
       this.waiters!.resetAll();
@@ -1155,13 +1098,21 @@ export class KeyedLimiter {
 
   /** @internal The decision of a key without a slot: a fresh state, or the one its trace gives. */
   protected decideWithoutSlot(key: string, cost: number, now: number): Decision {
+    return this.engine!.layout.decideAt(this.unkept(key, now), 0, -1, now, cost, false);
+  }
+
+  /**
+   * @internal The scratch slot holding the state of `key`, which has no slot (selected
+   * first in a plan registry): a fresh state, or the one its trace gives.
+   */
+  private unkept(key: string, now: number): Float64Array {
     const e = this.engine!;
     this.plans?.select(key);
     const scratch = this.scratch!;
     const o = e.traceOf(key, now);
     if (o < 0) e.layout.init(scratch, 0, -1, now);
     else e.layout.restore(scratch, 0, -1, e.trace, o, now);
-    return e.layout.decideAt(scratch, 0, -1, now, cost, false);
+    return scratch;
   }
 
   /**
@@ -1201,7 +1152,6 @@ export class KeyedLimiter {
     now: number,
     blockMs: number,
   ): Decision {
-    const blockedMs = decisionMs(blockMs);
     let resetAfterMs = state.resetAfterMs;
     if (state.allowed) {
       // The allowed state counts the cost in its reset: the usage without it is wanted.
@@ -1211,13 +1161,7 @@ export class KeyedLimiter {
           ? this.decideWithoutSlot(key, 0, now).resetAfterMs
           : e.layout.decideAt(e.state, slot * e.stride, slot, now, 0, false).resetAfterMs;
     }
-    return {
-      allowed: false,
-      limit: state.limit,
-      remaining: 0,
-      retryAfterMs: state.retryAfterMs > blockedMs ? state.retryAfterMs : blockedMs,
-      resetAfterMs: resetAfterMs > blockedMs ? resetAfterMs : blockedMs,
-    };
+    return blockedDecision(state, resetAfterMs, decisionMs(blockMs));
   }
 
   /** @internal The denial of a new key the full registry could not keep (`whenFull: "refuse"`). */
@@ -1237,6 +1181,22 @@ export class KeyedLimiter {
       resetAfterMs: retryAfterMs,
     };
   }
+}
+
+/**
+ * A copy of `policy` (`what`, for the error) that took `options`: they are checked in full
+ * before any key changes.
+ * @throws {TypeError} For a policy without `reconfigure`; as its `reconfigure` throws.
+ */
+function reconfigured(policy: CloneableLimiter, what: string, options: unknown): CloneableLimiter {
+  if (!isReconfigurable(policy)) {
+    throw new TypeError(
+      `${WHERE}.reconfigure: ${what} (${describe(policy)}) has no reconfigure(options)`,
+    );
+  }
+  const next = policy.clone() as CloneableLimiter & Reconfigurable;
+  next.planReconfigure(options)();
+  return next;
 }
 
 /** An optional integer option, its default when undefined. */

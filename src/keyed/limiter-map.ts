@@ -122,14 +122,8 @@ export class LimiterMap {
    */
   private decideNew(key: string, cost: number, atMs: number | undefined): Decision {
     const fresh = this.create(key);
-    // Only a full map must know first whether the call would keep the key.
-    if (cost > 0 && !this.hasRoom(key)) {
-      const peeked = decide(fresh, cost, false, atMs);
-      if (peeked.allowed && !this.makeRoom(key)) {
-        this.refused++;
-        return { ...peeked, allowed: false, remaining: 0, retryAfterMs: REFUSED_RETRY_MS };
-      }
-    }
+    const refusal = this.refusal(key, fresh, cost, atMs);
+    if (refusal !== undefined) return refusal;
     const decision = decide(fresh, cost, true, atMs);
     if (!fresh.isIdle()) this.insert(key, fresh);
     return decision;
@@ -175,18 +169,9 @@ export class LimiterMap {
     if (typeof limiter.charge !== "function") {
       throw new TypeError(`${WHERE}.charge: the limiter of ${this.maker} has no charge()`);
     }
-    if (fresh && cost > 0 && !this.hasRoom(key)) {
-      const peeked = limiter.peek(cost);
-      if (peeked.allowed && !this.makeRoom(key)) {
-        this.refused++;
-        const decision = {
-          ...peeked,
-          allowed: false,
-          remaining: 0,
-          retryAfterMs: REFUSED_RETRY_MS,
-        };
-        return { decision, receipt: undefined, atMs: clockOf(limiter)() };
-      }
+    const refusal = fresh ? this.refusal(key, limiter, cost) : undefined;
+    if (refusal !== undefined) {
+      return { decision: refusal, receipt: undefined, atMs: clockOf(limiter)() };
     }
     const receipt = limiter.charge(cost);
     if (fresh && !limiter.isIdle()) this.insert(key, limiter);
@@ -262,13 +247,20 @@ export class LimiterMap {
     const limiter = this.map.get(key)!;
     const state = decide(limiter, cost, false, atMs);
     const reset = state.allowed ? decide(limiter, 0, false, atMs).resetAfterMs : state.resetAfterMs;
-    return {
-      allowed: false,
-      limit: state.limit,
-      remaining: 0,
-      retryAfterMs: state.retryAfterMs > ms ? state.retryAfterMs : ms,
-      resetAfterMs: reset > ms ? reset : ms,
-    };
+    return blockedDecision(state, reset, ms);
+  }
+
+  /**
+   * @internal The denial of a new `key` a full map cannot keep, when `fresh`, its limiter,
+   * would allow `cost` (counted in `stats.refused`); undefined when the call may go on. Only
+   * a full map must know first whether the call would keep the key.
+   */
+  private refusal(key: string, fresh: Limiter, cost: number, atMs?: number): Decision | undefined {
+    if (!(cost > 0) || this.hasRoom(key)) return undefined;
+    const peeked = decide(fresh, cost, false, atMs);
+    if (!peeked.allowed || this.makeRoom(key)) return undefined;
+    this.refused++;
+    return { ...peeked, allowed: false, remaining: 0, retryAfterMs: REFUSED_RETRY_MS };
   }
 
   /**
@@ -340,13 +332,24 @@ export class LimiterMap {
     }
   }
 
-  /** @internal True when the key may be dropped now: idle, and no `wait` of it pending. */
+  /** @internal True when the key may be dropped now: idle, not blocked, no `wait` of it pending. */
   private droppable(key: string, limiter: Limiter): boolean {
     return (
       limiter.isIdle() &&
-      (this.waits.size === 0 || !this.waits.has(key)) &&
+      !this.waiting(key) &&
       (this.blocks.size === 0 || this.blockedMs(key) === 0)
     );
+  }
+
+  /** @internal True while a `wait` of the key is pending. */
+  private waiting(key: string): boolean {
+    return this.waits.size !== 0 && this.waits.has(key);
+  }
+
+  /** @internal Forgets the key's limiter, or resets it while a `wait` of it is pending. */
+  private forget(key: string, limiter: Limiter): void {
+    if (this.waiting(key)) limiter.reset();
+    else this.delete(key);
   }
 
   /** Calls `visit` with every kept limiter (`reconfigure`: each carries its own state over). */
@@ -358,17 +361,13 @@ export class LimiterMap {
     this.lift(key);
     // Forgotten, as on the slab, so its next request starts as a new key's (which, for a
     // bucket with initialTokens, is from that request on); one with waiters is reset.
-    if (!this.map.has(key)) return;
-    if (this.waits.size === 0 || !this.waits.has(key)) this.delete(key);
-    else this.map.get(key)!.reset();
+    const limiter = this.map.get(key);
+    if (limiter !== undefined) this.forget(key, limiter);
   }
 
   clear(): void {
     for (const key of [...this.blocks.keys()]) this.lift(key);
-    for (const key of this.map.keys()) {
-      if (this.waits.size === 0 || !this.waits.has(key)) this.delete(key);
-      else this.map.get(key)!.reset();
-    }
+    for (const [key, limiter] of this.map) this.forget(key, limiter);
     this.iter = undefined;
   }
 
@@ -408,10 +407,15 @@ export class LimiterMap {
     return r.done === true ? undefined : r.value;
   }
 
-  /** @internal */
+  /** @internal The incremental sweep: the next {@link CHUNK} entries. */
   private step(): void {
     this.countdown = SWEEP_EVERY;
-    const n = this.map.size < CHUNK ? this.map.size : CHUNK;
+    this.dropIdle(CHUNK);
+  }
+
+  /** @internal Drops every idle limiter among the next `most` entries of the live iterator. */
+  private dropIdle(most: number): void {
+    const n = this.map.size < most ? this.map.size : most;
     for (let i = 0; i < n; i++) {
       const entry = this.next();
       if (entry === undefined) return;
@@ -443,17 +447,25 @@ export class LimiterMap {
    * pending waits; true when a new `key` then fits. A key in use is never dropped.
    */
   private makeRoom(key: string, extra = 0): boolean {
-    const n = this.map.size < IDLE_SCAN ? this.map.size : IDLE_SCAN;
-    for (let i = 0; i < n; i++) {
-      const entry = this.next();
-      if (entry === undefined) break;
-      if (this.droppable(entry[0], entry[1])) {
-        this.delete(entry[0]);
-        this.evictedIdle++;
-      }
-    }
+    this.dropIdle(IDLE_SCAN);
     return this.hasRoom(key, extra);
   }
+}
+
+/**
+ * The denial of a key blocked for `ms` more (either path), from its state's peeked decision
+ * `state` and `reset`, when its usage without the cost is over: nothing is usable until both
+ * the block and the usage allow.
+ * @internal
+ */
+export function blockedDecision(state: Decision, reset: number, ms: number): Decision {
+  return {
+    allowed: false,
+    limit: state.limit,
+    remaining: 0,
+    retryAfterMs: state.retryAfterMs > ms ? state.retryAfterMs : ms,
+    resetAfterMs: reset > ms ? reset : ms,
+  };
 }
 
 /** The clock a key's limiter decides on: its `clock` when it has one, else `performance.now()`. */

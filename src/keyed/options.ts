@@ -1,3 +1,4 @@
+import { isLimiter } from "../composite/all-of.js";
 import { describe } from "../core/errors.js";
 import type { Limiter } from "../core/limiter.js";
 
@@ -80,20 +81,6 @@ export function policyHint(policy: unknown, keyedOptions: readonly string[]): st
     return "";
   }
   return ` with ${keys.join(", ")}: ${whose}; for example: ${example}`;
-}
-
-/** True for an object with every method of {@link Limiter}. */
-export function isLimiter(value: unknown): value is Limiter {
-  if (typeof value !== "object" || value === null) return false;
-  const o = value as Record<string, unknown>;
-  return (
-    typeof o["allow"] === "function" &&
-    typeof o["consume"] === "function" &&
-    typeof o["peek"] === "function" &&
-    typeof o["reset"] === "function" &&
-    typeof o["isIdle"] === "function" &&
-    typeof o["wait"] === "function"
-  );
 }
 
 /**

@@ -3,7 +3,7 @@ import { AllOf } from "../composite/all-of.js";
 import { checkOptionNames, describe } from "../core/errors.js";
 import type { Limiter } from "../core/limiter.js";
 import { PINNED, type SlabEngine } from "./engine.js";
-import { type BucketWaiting, type Slab, slabOf } from "./layouts/index.js";
+import { type BucketWaiting, joinSlabs, leavesOf, type Slab, slabOf } from "./layouts/index.js";
 import { PlanLayout } from "./layouts/plans.js";
 import { WHERE } from "./options.js";
 import type { KeyedPlans } from "./plan-options.js";
@@ -41,14 +41,6 @@ function shapeOf(policy: Limiter): string {
   const proto: unknown = Object.getPrototypeOf(policy);
   const row = CATALOG.find((r) => r.Class.prototype === proto);
   return row?.className ?? (proto as { constructor: { name: string } }).constructor.name;
-}
-
-/** The leaves' algorithms of a built-in policy, nested `allOf`s flattened (as the slab keeps them). */
-function leavesOf(policy: Limiter): string {
-  if (Object.getPrototypeOf(policy) === AllOf.prototype) {
-    return (policy as AllOf).parts.map(leavesOf).join(",");
-  }
-  return shapeOf(policy);
 }
 
 /**
@@ -151,13 +143,6 @@ export class PlanTable {
   }
 }
 
-/** One slab over plans' slabs: the plans' layout and the tightest clock bound among them. */
-export function joinSlabs(layout: PlanLayout, slabs: readonly Slab[]): Slab {
-  let tightest = slabs[0]!;
-  for (const slab of slabs) if (slab.clockBoundMs < tightest.clockBoundMs) tightest = slab;
-  return { ...tightest, layout, bucket: slabs[0]!.bucket };
-}
-
 /**
  * Checks a plans object (`{ plans, plan }`) and returns its table. Every problem is listed
  * in one message: unknown or missing options, a plan that is not a built-in limiter (a
@@ -197,7 +182,9 @@ export function checkPlans(value: KeyedPlans): PlanTable {
         continue;
       }
       const shape = shapeOf(policy as Limiter);
-      const leaves = leavesOf(policy as Limiter);
+      const leaves = leavesOf(policy as Limiter)
+        .map(shapeOf)
+        .join(","); // as the slab keeps them
       if (first === undefined) first = { name, shape, leaves, slab };
       else if (leaves !== first.leaves) {
         problems.push(

@@ -60,8 +60,9 @@ export class ReceiptGuard {
     return this.live(key, now) !== undefined || this.entries.size < this.maxEntries;
   }
 
-  /** Forgets every entry (after the registry's epoch moved). */
-  clear(): void {
+  /** Voids every receipt issued so far (`reconfigure`, `clear`): the epoch moves, entries go. */
+  voidAll(): void {
+    this.epoch++;
     this.entries.clear();
   }
 
@@ -112,6 +113,10 @@ export class KeyedReceipt extends ChargeReceipt {
    * `refunded` says it, and the one mark is `a`: no array for the common case).
    */
   readonly refundedBy: Float64Array | undefined;
+  /** The epoch of the key's guard entry at the charge (0 without one). */
+  readonly entryEpoch: number;
+  /** What that entry had credited at the charge (0 without one). */
+  readonly credited: number;
 
   constructor(
     decision: Decision,
@@ -127,11 +132,10 @@ export class KeyedReceipt extends ChargeReceipt {
     readonly marks: Float64Array | undefined,
     /** The key's guard entry at the charge, if it had one. */
     readonly entry: GuardEntry | undefined,
-    /** That entry's epoch and credit at the charge. */
-    readonly entryEpoch: number,
-    readonly credited: number,
   ) {
     super(decision, key, units, atMs, refundableUntilMs, owner, epoch, mark, 0, undefined);
     this.refundedBy = marks === undefined ? undefined : new Float64Array(marks.length);
+    this.entryEpoch = entry?.epoch ?? 0;
+    this.credited = entry?.credited ?? 0;
   }
 }

@@ -545,6 +545,21 @@ describe("snapshots of a plan registry", () => {
     expect(b.consume("pro:1")).toEqual(a.consume("pro:1"));
   });
 
+  test("regression: a snapshot of a key not kept held the fresh state of the plan used last", () => {
+    const clock = manualClock();
+    const keyed = new KeyedLimiter({
+      plans: {
+        free: new TokenBucket({ capacity: 2, refillPerSecond: 1, clock }),
+        pro: new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }),
+      },
+      plan: planOf,
+    });
+    keyed.consume("free:1"); // the free plan is the one used last
+    expect(keyed.snapshot("pro:new").state[0]).toBe(5); // pro's fresh bucket, not free's 2
+    keyed.consume("pro:1");
+    expect(keyed.snapshot("free:new").state[0]).toBe(2);
+  });
+
   test("a snapshot of other plans is refused, naming the plan that differs", () => {
     const clock = manualClock();
     const make = (pro: number) =>

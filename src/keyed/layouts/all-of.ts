@@ -1,7 +1,10 @@
 import type { Kernel } from "../../algorithms/kernel.js";
 import { decideAll } from "../../composite/all-of.js";
 import type { Decision } from "../../core/limiter.js";
-import { KernelGroup } from "./group.js";
+import { KernelGroup, sideBySide } from "./group.js";
+
+/** {@link AllOfLayout}'s slot between calls. */
+const NO_SLOT = /* @__PURE__ */ new Float64Array(0);
 
 /**
  * The slot of an `allOf` key: each part's slot side by side (part `i` at offset
@@ -11,11 +14,8 @@ import { KernelGroup } from "./group.js";
 export class AllOfLayout extends KernelGroup implements Kernel {
   readonly doubles: number;
   readonly keyExtraBytes: number;
-  maxGrowthBytes: number;
   limit: number;
-  /** @internal The parts: the group's kernels. */
-  private readonly parts: readonly Kernel[];
-  /** @internal */
+  /** @internal Where each part's doubles start in the slot. */
   private readonly offsets: readonly number[];
   readonly leafCount: number;
   readonly refundsWithoutReceipt: boolean;
@@ -23,35 +23,30 @@ export class AllOfLayout extends KernelGroup implements Kernel {
   readonly final = -1;
   /** @internal Every part, in order. */
   readonly takeOrder: readonly number[];
+  /** @internal The slot {@link decideAt} is deciding on, for {@link decidePart}; empty between calls. */
+  private st: Float64Array = NO_SLOT;
+  /** @internal See {@link st}: its offset, slot and time. */
+  private s = 0;
+  /** @internal */
+  private slot = 0;
+  /** @internal */
+  private now = 0;
 
+  /** @param parts The kernels of the parts, in order (the group's). */
   constructor(parts: readonly Kernel[]) {
     super(parts);
-    this.parts = parts;
     this.leafCount = parts.length;
     this.takeOrder = parts.map((_, i) => i);
     this.refundsWithoutReceipt = parts.every((part) => part.refundsWithoutReceipt);
-    const offsets: number[] = [];
-    let doubles = 0;
-    let extra = 0;
-    let growth = 0;
-    let limit = Number.POSITIVE_INFINITY;
-    for (const part of parts) {
-      offsets.push(doubles);
-      doubles += part.doubles;
-      extra += part.keyExtraBytes;
-      growth += part.maxGrowthBytes;
-      if (part.limit < limit) limit = part.limit;
-    }
-    this.offsets = offsets;
-    this.doubles = doubles;
-    this.keyExtraBytes = extra;
-    this.maxGrowthBytes = growth;
-    this.limit = limit;
+    this.offsets = sideBySide(parts, (part) => part.doubles);
+    this.doubles = this.offsets[parts.length]!;
+    this.keyExtraBytes = sideBySide(parts, (part) => part.keyExtraBytes)[parts.length]!;
+    this.limit = Math.min(...parts.map((part) => part.limit));
   }
 
   retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
-    const parts = this.parts;
-    const nextParts = (next as AllOfLayout).parts;
+    const parts = this.kernels;
+    const nextParts = (next as AllOfLayout).kernels;
     for (let i = 0; i < parts.length; i++) {
       parts[i]!.retuneSlot(nextParts[i]!, st, s + this.offsets[i]!, slot, now);
     }
@@ -59,14 +54,13 @@ export class AllOfLayout extends KernelGroup implements Kernel {
 
   override adopt(next: Kernel): void {
     super.adopt(next);
-    this.maxGrowthBytes = next.maxGrowthBytes;
     this.limit = next.limit;
   }
 
   /** The parts' widths and their lengths summed (see {@link saveSlot}), or 0 when a part's varies (a log). */
   get savedWidth(): number {
     let width = 0;
-    for (const part of this.parts) {
+    for (const part of this.kernels) {
       if (part.savedWidth === 0) return 0;
       width += 1 + part.savedWidth;
     }
@@ -76,7 +70,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
   /** Each part's saved state, each after its length: `[n0, ...part0, n1, ...part1, ...]`. */
   saveSlot(st: Float64Array, s: number, slot: number): number[] {
     const out: number[] = [];
-    this.parts.forEach((part, i) => {
+    this.kernels.forEach((part, i) => {
       const values = part.saveSlot(st, s + this.offsets[i]!, slot);
       out.push(values.length, ...values);
     });
@@ -87,7 +81,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
   loadSlot(st: Float64Array, s: number, slot: number, values: readonly number[]): void {
     const split: number[][] = [];
     let at = 0;
-    for (const part of this.parts) {
+    for (const part of this.kernels) {
       const n = values[at];
       const width = part.savedWidth;
       if (
@@ -98,7 +92,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
         (width !== 0 && n !== width)
       ) {
         throw new TypeError(
-          `snapshot.state does not split into this allOf's ${this.parts.length} parts`,
+          `snapshot.state does not split into this allOf's ${this.kernels.length} parts`,
         );
       }
       split.push(values.slice(at + 1, at + 1 + n));
@@ -109,18 +103,18 @@ export class AllOfLayout extends KernelGroup implements Kernel {
         `snapshot.state has ${values.length - at} numbers past this allOf's parts`,
       );
     }
-    this.parts.forEach((part, i) => {
+    this.kernels.forEach((part, i) => {
       part.loadSlot(st, s + this.offsets[i]!, slot, split[i]!);
     });
   }
 
   init(st: Float64Array, s: number, slot: number, now: number): void {
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) parts[i]!.init(st, s + this.offsets[i]!, slot, now);
   }
 
   isIdle(st: Float64Array, s: number, slot: number, now: number): boolean {
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) {
       if (!parts[i]!.isIdle(st, s + this.offsets[i]!, slot, now)) return false;
     }
@@ -129,7 +123,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
 
   idleAtMs(st: Float64Array, s: number, slot: number, now: number): number {
     let at = now;
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) {
       const t = parts[i]!.idleAtMs(st, s + this.offsets[i]!, slot, now);
       if (t > at) at = t;
@@ -140,7 +134,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
   /** The most used part's share. */
   usage(st: Float64Array, s: number, slot: number, now: number): number {
     let most = 0;
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) {
       const u = parts[i]!.usage(st, s + this.offsets[i]!, slot, now);
       if (u > most) most = u;
@@ -157,14 +151,14 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     out: Float64Array,
     o: number,
   ): void {
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) {
       parts[i]!.traceValue(st, s + this.offsets[i]!, slot, now, out, o + this.traceOffsets[i]!);
     }
   }
 
   traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void {
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) {
       const t = this.traceOffsets[i]!;
       parts[i]!.traceCombine(table, o + t, fresh, f + t, now);
@@ -173,7 +167,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
 
   /** The entry applies while any part's does. */
   traceApplies(table: Float64Array, o: number, now: number): boolean {
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) {
       if (parts[i]!.traceApplies(table, o + this.traceOffsets[i]!, now)) return true;
     }
@@ -189,14 +183,14 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     o: number,
     now: number,
   ): void {
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) {
       parts[i]!.restore(st, s + this.offsets[i]!, slot, table, o + this.traceOffsets[i]!, now);
     }
   }
 
   fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++) {
       if (!parts[i]!.fitsAt(st, s + this.offsets[i]!, slot, now, cost)) return false;
     }
@@ -204,7 +198,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
   }
 
   takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
-    const parts = this.parts;
+    const parts = this.kernels;
     for (let i = 0; i < parts.length; i++)
       parts[i]!.takeAt(st, s + this.offsets[i]!, slot, now, cost);
   }
@@ -219,7 +213,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     given: Float64Array,
     o: number,
   ): number {
-    const parts = this.parts;
+    const parts = this.kernels;
     let credit = 0;
     for (let i = 0; i < parts.length; i++) {
       const c = parts[i]!.refundAt(st, s + this.offsets[i]!, slot, now, cost, given, o + i);
@@ -237,7 +231,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     marks: Float64Array,
     o: number,
   ): number {
-    const parts = this.parts;
+    const parts = this.kernels;
     let until = Number.NEGATIVE_INFINITY;
     for (let i = 0; i < parts.length; i++) {
       const t = parts[i]!.markReceipt(st, s + this.offsets[i]!, slot, now, marks, o + i);
@@ -254,25 +248,15 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     now: number,
     marks: Float64Array,
     asked: Float64Array,
-    creditSince: number,
+    credited: number,
     given: Float64Array,
     o: number,
   ): number {
-    const parts = this.parts;
+    const parts = this.kernels;
     let credit = 0;
     for (let i = 0; i < parts.length; i++) {
       const at = s + this.offsets[i]!;
-      const c = parts[i]!.refundMarkedAt(
-        st,
-        at,
-        slot,
-        now,
-        marks,
-        asked,
-        creditSince,
-        given,
-        o + i,
-      );
+      const c = parts[i]!.refundMarkedAt(st, at, slot, now, marks, asked, credited, given, o + i);
       if (c > credit) credit = c;
     }
     return credit;
@@ -293,23 +277,22 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     cost: number,
     take: boolean,
   ): Decision {
-    return decideAll(this, this.parts.length, cost, take && cost > 0, st, s, slot, now);
+    this.st = st;
+    this.s = s;
+    this.slot = slot;
+    this.now = now;
+    const decision = decideAll(this, this.kernels.length, cost, take && cost > 0);
+    this.st = NO_SLOT; // no slab kept alive past the call
+    return decision;
   }
 
-  /** @internal Part `i`'s `decideAt` on its share of the slot, for {@link decideAll}. */
-  decidePart(
-    i: number,
-    cost: number,
-    take: boolean,
-    st: Float64Array,
-    s: number,
-    slot: number,
-    now: number,
-  ): Decision {
-    return this.parts[i]!.decideAt(st, s + this.offsets[i]!, slot, now, cost, take);
+  /** @internal Part `i`'s `decideAt` on its share of the slot {@link decideAt} set. */
+  decidePart(i: number, cost: number, take: boolean): Decision {
+    const s = this.s + this.offsets[i]!;
+    return this.kernels[i]!.decideAt(this.st, s, this.slot, this.now, cost, take);
   }
 
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
-    for (const part of this.parts) part.release(slot, bytes);
+    for (const part of this.kernels) part.release(slot, bytes);
   }
 }

@@ -7,20 +7,14 @@ import type { Kernel } from "../../algorithms/kernel.js";
  * @internal
  */
 export abstract class KernelGroup {
-  /** Where each kernel's trace numbers start in an entry. */
+  /** Where each kernel's trace numbers start in an entry (and, last, where they end). */
   protected readonly traceOffsets: readonly number[];
   /** The kernels' trace widths summed. */
   readonly traceWidth: number;
 
   constructor(protected readonly kernels: readonly Kernel[]) {
-    const offsets: number[] = [];
-    let width = 0;
-    for (const kernel of kernels) {
-      offsets.push(width);
-      width += kernel.traceWidth;
-    }
-    this.traceOffsets = offsets;
-    this.traceWidth = width;
+    this.traceOffsets = sideBySide(kernels, (kernel) => kernel.traceWidth);
+    this.traceWidth = this.traceOffsets[kernels.length]!;
   }
 
   /** Each kernel's region, retuned to the one in its place in `next` (a group of one shape). */
@@ -58,4 +52,18 @@ export abstract class KernelGroup {
   grow(slots: number): void {
     for (const kernel of this.kernels) kernel.grow(slots);
   }
+}
+
+/**
+ * Where each kernel's region starts when each takes `width(kernel)` numbers side by side,
+ * and, one past the last, their sum.
+ * @internal
+ */
+export function sideBySide(
+  kernels: readonly Kernel[],
+  width: (kernel: Kernel) => number,
+): number[] {
+  const at = [0];
+  for (const kernel of kernels) at.push(at[at.length - 1]! + width(kernel));
+  return at;
 }

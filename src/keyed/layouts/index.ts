@@ -49,14 +49,10 @@ function partSlab(policy: Limiter): Slab | undefined {
   return undefined;
 }
 
-/** The leaves of an exact `AllOf` (nested exact `AllOf` parts flattened), in order. */
-function leavesOf(policy: AllOf): Limiter[] {
-  const leaves: Limiter[] = [];
-  for (const part of policy.parts) {
-    if (Object.getPrototypeOf(part) === AllOf.prototype) leaves.push(...leavesOf(part as AllOf));
-    else leaves.push(part);
-  }
-  return leaves;
+/** The leaves of `policy`: an exact `AllOf`'s parts (nested ones flattened), in order; else itself. */
+export function leavesOf(policy: Limiter): Limiter[] {
+  if (Object.getPrototypeOf(policy) !== AllOf.prototype) return [policy];
+  return (policy as AllOf).parts.flatMap(leavesOf);
 }
 
 /**
@@ -68,21 +64,22 @@ export function slabOf(policy: unknown): Slab | undefined {
   if (typeof policy !== "object" || policy === null) return undefined;
   if (Object.getPrototypeOf(policy) !== AllOf.prototype) return partSlab(policy as Limiter);
   const slabs: Slab[] = [];
-  for (const leaf of leavesOf(policy as AllOf)) {
+  for (const leaf of leavesOf(policy as Limiter)) {
     const slab = partSlab(leaf);
     if (slab === undefined || (slabs.length > 0 && slab.clock !== slabs[0]!.clock))
       return undefined;
     slabs.push(slab);
   }
-  // The tightest window bound checks every reading (a reading within it is within the others).
+  return { ...joinSlabs(new AllOfLayout(slabs.map((s) => s.layout)), slabs), bucket: undefined };
+}
+
+/**
+ * One slab of `layout` over `slabs` on one clock (an `allOf`'s parts, a registry's plans):
+ * the first one's waiting, and the tightest window bound, which checks every reading (a
+ * reading within it is within the others).
+ */
+export function joinSlabs(layout: Kernel, slabs: readonly Slab[]): Slab {
   let tightest = slabs[0]!;
   for (const slab of slabs) if (slab.clockBoundMs < tightest.clockBoundMs) tightest = slab;
-  return {
-    layout: new AllOfLayout(slabs.map((s) => s.layout)),
-    clock: slabs[0]!.clock,
-    clockBoundMs: tightest.clockBoundMs,
-    clockWhere: tightest.clockWhere,
-    windowMs: tightest.windowMs,
-    bucket: undefined,
-  };
+  return { ...tightest, layout, bucket: slabs[0]!.bucket };
 }

@@ -23,8 +23,6 @@ export class PlanLayout extends KernelGroup implements Kernel {
   readonly leafCount: number;
   readonly refundsWithoutReceipt: boolean;
   readonly savedWidth: number;
-  /** The layout of each plan, by plan id (reconfigure changes one in place, through `adopt`). */
-  readonly layouts: readonly Kernel[];
   /** Plan id of each slot. */
   plans: Uint8Array = new Uint8Array(0);
   /** Plan id of the key last selected: what a call without a slot (`slot < 0`) is about. */
@@ -35,7 +33,8 @@ export class PlanLayout extends KernelGroup implements Kernel {
   private traced = 0;
 
   /**
-   * @param layouts One layout per plan, of one shape (checked by the registry).
+   * @param layouts One layout per plan, of one shape (checked by the registry): the group's
+   *   kernels, by plan id (`reconfigure` changes one in place, through `adopt`).
    * @param planOfSlot The plan id of the key a slot is being given (the engine has set its
    *   key when it calls `init` or `restore` for it), or -1 for a kept key re-initialised.
    */
@@ -45,7 +44,6 @@ export class PlanLayout extends KernelGroup implements Kernel {
   ) {
     super(layouts);
     const first = layouts[0]!;
-    this.layouts = layouts;
     this.doubles = first.doubles;
     this.keyExtraBytes = first.keyExtraBytes + PLAN_ID_BYTES;
     this.leafCount = first.leafCount;
@@ -56,33 +54,25 @@ export class PlanLayout extends KernelGroup implements Kernel {
 
   /** The same plans with plan `id`'s layout replaced by `next` (for `reconfigure`). */
   with(id: number, next: Kernel): PlanLayout {
-    const layouts = [...this.layouts];
+    const layouts = [...this.kernels];
     layouts[id] = next;
     return new PlanLayout(layouts, this.planOfSlot);
   }
 
   /** The most units a request of the selected key's plan can take. */
   get limit(): number {
-    return this.layouts[this.current]!.limit;
-  }
-
-  /** The most any plan's key can grow by. */
-  get maxGrowthBytes(): number {
-    let most = 0;
-    for (const layout of this.layouts)
-      if (layout.maxGrowthBytes > most) most = layout.maxGrowthBytes;
-    return most;
+    return this.kernels[this.current]!.limit;
   }
 
   /** The plan of `slot`, or of the selected key for a slot of none (`slot < 0`). */
   private of(slot: number): Kernel {
-    return this.layouts[slot < 0 ? this.current : this.plans[slot]!]!;
+    return this.kernels[slot < 0 ? this.current : this.plans[slot]!]!;
   }
 
   retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     const id = this.plans[slot]!;
-    const to = (next as unknown as PlanLayout).layouts[id]!;
-    if (to !== this.layouts[id]) this.layouts[id]!.retuneSlot(to, st, s, slot, now);
+    const to = (next as unknown as PlanLayout).kernels[id]!;
+    if (to !== this.kernels[id]) this.kernels[id]!.retuneSlot(to, st, s, slot, now);
   }
 
   init(st: Float64Array, s: number, slot: number, now: number): void {
@@ -134,20 +124,20 @@ export class PlanLayout extends KernelGroup implements Kernel {
   ): void {
     const id = slot < 0 ? this.current : this.plans[slot]!;
     this.traced = id;
-    this.layouts[id]!.traceValue(st, s, slot, now, out, o + this.traceOffsets[id]!);
+    this.kernels[id]!.traceValue(st, s, slot, now, out, o + this.traceOffsets[id]!);
   }
 
   /** Joins the region {@link traceValue} wrote last into the entry's region of that plan. */
   traceCombine(table: Float64Array, o: number, fresh: Float64Array, f: number, now: number): void {
     const id = this.traced;
     const t = this.traceOffsets[id]!;
-    this.layouts[id]!.traceCombine(table, o + t, fresh, f + t, now);
+    this.kernels[id]!.traceCombine(table, o + t, fresh, f + t, now);
   }
 
   /** True when the selected key's plan's region applies. */
   traceApplies(table: Float64Array, o: number, now: number): boolean {
     const id = this.current;
-    return this.layouts[id]!.traceApplies(table, o + this.traceOffsets[id]!, now);
+    return this.kernels[id]!.traceApplies(table, o + this.traceOffsets[id]!, now);
   }
 
   /** From the key's own plan's region (fresh where it no longer applies). */
@@ -161,7 +151,7 @@ export class PlanLayout extends KernelGroup implements Kernel {
   ): void {
     if (slot >= 0) this.assign(slot);
     const id = slot < 0 ? this.current : this.plans[slot]!;
-    this.layouts[id]!.restore(st, s, slot, table, o + this.traceOffsets[id]!, now);
+    this.kernels[id]!.restore(st, s, slot, table, o + this.traceOffsets[id]!, now);
   }
 
   fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
@@ -227,7 +217,7 @@ export class PlanLayout extends KernelGroup implements Kernel {
   release(slot: number, bytes: { addBytes(delta: number): void }): void {
     const id = this.plans[slot]!;
     this.sizes[id]!--;
-    this.layouts[id]!.release(slot, bytes);
+    this.kernels[id]!.release(slot, bytes);
   }
 
   override grow(slots: number): void {
