@@ -54,8 +54,6 @@ const UNBOUND: ByteSink = {
 export class SlidingWindowLogKernel implements Kernel {
   readonly doubles = RING_DOUBLES;
   readonly keyExtraBytes = LOG_RING_BYTES;
-  /** A full ring: `2 * exactEntries + 1` entries, the class's bound (see `logLeaveAt`). */
-  maxGrowthBytes: number;
   limit: number;
   windowMs: number;
   /** `logExactEntries(limit)`: entries kept at their exact time (see `logLeaveAt`). */
@@ -80,7 +78,6 @@ export class SlidingWindowLogKernel implements Kernel {
     this.limit = limit;
     this.windowMs = windowMs;
     this.exactEntries = logExactEntries(limit);
-    this.maxGrowthBytes = logEntryBytes(2 * this.exactEntries + 1);
     this.boundUnits = limit + 2 * TOLERANCE * (limit > 1 ? limit : 1);
     this.scratch.setOwners(1);
   }
@@ -107,7 +104,6 @@ export class SlidingWindowLogKernel implements Kernel {
     this.limit = n.limit;
     this.windowMs = n.windowMs;
     this.exactEntries = n.exactEntries;
-    this.maxGrowthBytes = n.maxGrowthBytes;
     this.boundUnits = n.boundUnits;
   }
 
