@@ -7,7 +7,7 @@ import { SlidingWindowLog } from "../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../src/algorithms/token-bucket.js";
 import { allOf } from "../src/composite/all-of.js";
 import { RateLimitError } from "../src/core/errors.js";
-import type { Clock, Limiter } from "../src/core/limiter.js";
+import type { Clock, Decision, Limiter } from "../src/core/limiter.js";
 import { cleanMs } from "../src/core/numeric.js";
 import { MAX_TIMER_MS, timerDelay, WaitQueue } from "../src/core/wait.js";
 import { manualClock } from "./support/manual-clock.js";
@@ -623,6 +623,55 @@ describe("deadlines and failing clocks", () => {
       expect(vi.getTimerCount()).toBe(0);
     },
   );
+});
+
+describe("a limiter that throws while serving a waiter", () => {
+  /** A limiter stub: denied for 100 ms, or granted; `failAt` numbers the call that throws. */
+  function stub(grant: () => boolean, failAt: { peek?: number; consume?: number }) {
+    const calls = { peek: 0, consume: 0 };
+    const decision = (allowed: boolean): Decision => ({
+      allowed,
+      limit: 5,
+      remaining: 0,
+      retryAfterMs: allowed ? 0 : 100,
+      resetAfterMs: 100,
+    });
+    return {
+      peek: () => {
+        if (++calls.peek === failAt.peek) throw new Error("peek failed");
+        return decision(grant());
+      },
+      consume: () => {
+        if (++calls.consume === failAt.consume) throw new Error("consume failed");
+        return decision(grant());
+      },
+    };
+  }
+
+  test("regression: a waiter past its deadline whose last read throws was never settled", async () => {
+    const { clock, advance } = timerClock();
+    // Reads: the wait's and its serve's (1, 2), then at 100 ms the head's (3) and, at its
+    // deadline, the expiring waiter's (4).
+    const queue = new WaitQueue("Stub", stub(() => false, { peek: 4 }), clock);
+    const { log, track } = settleLog(clock);
+    void track("w", queue.wait(1, { maxWaitMs: 100 }));
+    await advance(100); // settles what is due (no wait on a promise that may never settle)
+    expect(log).toEqual(["w!Error@100"]);
+    expect(queue.size).toBe(0);
+  });
+
+  test("regression: a waiter granted while its charge throws was never settled", async () => {
+    const { clock, advance } = timerClock();
+    let free = false;
+    const queue = new WaitQueue("Stub", stub(() => free, { consume: 1 }), clock);
+    const { log, track } = settleLog(clock);
+    void track("w", queue.wait(1));
+    free = true;
+    queue.wake();
+    await advance(0);
+    expect(log).toEqual(["w!Error@0"]);
+    expect(queue.size).toBe(0);
+  });
 });
 
 describe("WaitQueue deadlines", () => {

@@ -239,8 +239,10 @@ export class WaitQueue {
         for (let head = this.list.head; head !== undefined; head = this.list.head) {
           const d = this.limiter.peek(head.cost);
           if (d.allowed) {
+            // Charged before it leaves the list: a throw leaves it there, rejected below.
+            const granted = this.limiter.consume(head.cost);
             this.drop(head);
-            head.resolve(this.limiter.consume(head.cost));
+            head.resolve(granted);
             continue;
           }
           if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
@@ -272,9 +274,11 @@ export class WaitQueue {
   private expire(now: number): boolean {
     const head = this.list.head;
     for (let w = this.deadlines[0]; w !== undefined && w.deadlineMs <= now; w = this.deadlines[0]) {
+      // Read before it leaves the list: a throw leaves it there, for serve() to reject.
+      const d = this.limiter.peek(w.cost);
       this.drop(w);
       const message = `${this.where}.wait: not granted within maxWaitMs for cost ${w.cost}`;
-      w.reject(new RateLimitError(message, this.limiter.peek(w.cost)));
+      w.reject(new RateLimitError(message, d));
     }
     return head !== undefined && !head.queued;
   }
