@@ -70,11 +70,19 @@ function render<Req extends IncomingMessage>(
     case "pass": {
       const permit = permitOf(outcome.decision);
       if (permit !== undefined) holdUntilHandled(res, permit, maxHoldMs);
-      if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
+      // Headers an earlier middleware already sent take no more; the request still goes on.
+      if (outcome.decision !== undefined && !res.headersSent) {
+        writeHeaders(config, outcome, res, setNodeHeader);
+      }
       next();
       return;
     }
     default: // answered here: "limited", "unavailable", "error"
+      if (res.headersSent) {
+        // Begun by an earlier middleware, it cannot become a 429: cut off, not let through.
+        if (!res.writableEnded) res.destroy();
+        return;
+      }
       if (outcome.decision !== undefined) writeHeaders(config, outcome, res, setNodeHeader);
       send(res, outcome.status, answerBody(config, outcome));
   }

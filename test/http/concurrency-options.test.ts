@@ -1,10 +1,12 @@
 // The concurrency middlewares' options, checked at creation, and the decision they hand the
 // pipeline: a permit inside an allowed Decision, the configured retry hint on a denial.
+import { createServer } from "node:http";
 import { describe, expect, it } from "vitest";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { ConcurrencyLimiter } from "../../src/concurrency/concurrency-limiter.js";
 import { withConcurrencyLimit } from "../../src/http/concurrency-fetch.js";
 import { concurrencyLimit } from "../../src/http/concurrency-node.js";
+import { close, listen } from "./support.js";
 
 describe("concurrency middleware options", () => {
   const limiter = new ConcurrencyLimiter({ limit: 1 });
@@ -70,5 +72,47 @@ describe("concurrency middleware wallClock", () => {
     expect(denied.headers.get("x-ratelimit-reset")).toBe("1002");
     finish();
     await (await first).text();
+  });
+});
+
+describe("concurrencyLimit behind a middleware that already sent the headers", () => {
+  it("regression: setting its headers threw ERR_HTTP_HEADERS_SENT out of the server", async () => {
+    const one = new ConcurrencyLimiter({ limit: 1 });
+    const gate = concurrencyLimit({ limiter: one });
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let entered: () => void = () => {};
+    const inHandler = new Promise<void>((resolve) => (entered = resolve));
+    const server = createServer((req, res) => {
+      res.writeHead(200, { "Content-Type": "text/plain" }); // an earlier middleware's head
+      res.write("early ");
+      gate(req, res, () => {
+        if (req.url !== "/hold") res.end("handler");
+        else {
+          entered();
+          void held.then(() => res.end("handler"));
+        }
+      });
+    });
+    const url = await listen(server);
+    try {
+      // Allowed: the handler runs and holds its permit until it ends the response.
+      expect(await (await fetch(`${url}/`)).text()).toBe("early handler");
+      expect(one.inUse).toBe(0);
+      const first = fetch(`${url}/hold`);
+      await inHandler;
+      expect(one.inUse).toBe(1);
+      // Denied: it cannot become a 429 any more, so it is cut off, never let through.
+      const denied = await fetch(`${url}/`).then(
+        (r) => r.text(),
+        (error: unknown) => error,
+      );
+      expect(denied).not.toBe("early handler");
+      release();
+      expect(await (await first).text()).toBe("early handler");
+      expect(one.inUse).toBe(0);
+    } finally {
+      await close(server);
+    }
   });
 });
