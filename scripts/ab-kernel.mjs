@@ -1,7 +1,7 @@
 /**
  * An A/B of the hot paths between builds of tollgate, in alternating processes: single
  * `allow()` per algorithm, and `KeyedLimiter.allow(key)` on a hot key and on 100k and 1M random
- * keys (operations per CPU-second). With `--plain`, the keyed scenarios run on a plain subclass of KeyedLimiter (its base
+ * keys. With `--plain`, the keyed scenarios run on a plain subclass of KeyedLimiter (its base
  * methods over the kernels) instead of the generated fast-path classes.
  *
  *   node scripts/ab-kernel.mjs run <bundle.mjs> [--plain]   one process: prints JSON lines
@@ -25,19 +25,18 @@ const ALGORITHMS = {
 };
 
 /**
- * Ops per second of `op` over `n` calls, after `warm` calls: per second of the process's CPU
- * time (user and system), which a busy machine disturbs less than wall time; the median of
- * `reps` runs of `n / reps` calls each.
+ * Ops per second of `op` over `n` calls, after `warm` calls: the median of `reps` runs of
+ * `n / reps` calls each, on the wall clock (run it on a quiet machine: CPU time would count
+ * the garbage collector's helper threads too).
  */
 function rate(op, n, warm = n >> 1, reps = 5) {
   for (let i = 0; i < warm; i++) op(i);
   const per = Math.floor(n / reps);
   const rates = [];
   for (let r = 0; r < reps; r++) {
-    const c0 = process.cpuUsage();
+    const t0 = process.hrtime.bigint();
     for (let i = r * per; i < (r + 1) * per; i++) op(i);
-    const c = process.cpuUsage(c0);
-    rates.push(per / ((c.user + c.system) / 1e6));
+    rates.push((per / Number(process.hrtime.bigint() - t0)) * 1e9);
   }
   return median(rates);
 }
