@@ -14,7 +14,7 @@ import {
 
 const KEYS = Number(process.argv[2] ?? 1_000_000);
 const policies = {
-  "token-bucket": () => new TokenBucket({ capacity: 10, refillPerSecond: 1, clock: () => 0 }),
+  "token-bucket": () => new TokenBucket({ capacity: 10, refillPerSecond: 0.01, clock: () => 0 }),
   "fixed-window": () => new FixedWindow({ limit: 10, windowMs: 60_000, clock: () => 0 }),
   "sliding-window-counter": () =>
     new SlidingWindowCounter({ limit: 10, windowMs: 60_000, clock: () => 0 }),
