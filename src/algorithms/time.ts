@@ -92,7 +92,12 @@ export function checkWindowClock(
   boundMs: number,
 ): number {
   if (nowMs < boundMs && nowMs > -boundMs) return nowMs;
-  throw new RangeError(
+  throw windowClockError(where, nowMs, windowMs);
+}
+
+/** The error of {@link checkWindowClock}, apart: every decision inlines the check, not this. */
+function windowClockError(where: string, nowMs: number, windowMs: number): RangeError {
+  return new RangeError(
     `${where}: windowMs ${windowMs} is below the clock's resolution at ${nowMs} ms ` +
       `(a float step of ${floatStep(nowMs)} ms); use a larger windowMs or a clock with a smaller origin`,
   );
