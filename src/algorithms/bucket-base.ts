@@ -91,18 +91,19 @@ export abstract class BucketBase extends KernelShell {
    */
   protected credited = 0;
 
-  /**
-   * @internal
-   * @param where The class name, for messages.
-   * @param algorithmId The catalog id, a snapshot's `algorithm`.
-   * @param shaping True for the leaky bucket's shaping: delay by the level, refuse when full.
-   */
-  constructor(
-    protected readonly where: string,
-    protected readonly algorithmId: string,
-    protected readonly shaping: boolean,
-  ) {
+  /** @internal The class name, for messages. */
+  protected readonly where: string;
+  /** @internal The catalog id, a snapshot's `algorithm`. */
+  protected readonly algorithmId: string;
+  /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
+  protected readonly shaping: boolean;
+
+  /** @internal */
+  constructor(where: string, algorithmId: string, shaping: boolean) {
     super();
+    this.where = where;
+    this.algorithmId = algorithmId;
+    this.shaping = shaping;
   }
 
   /** See each class's `refund`. */
