@@ -652,7 +652,11 @@ describe("a limiter that throws while serving a waiter", () => {
     const { clock, advance } = timerClock();
     // Reads: the wait's and its serve's (1, 2), then at 100 ms the head's (3) and, at its
     // deadline, the expiring waiter's (4).
-    const queue = new WaitQueue("Stub", stub(() => false, { peek: 4 }), clock);
+    const queue = new WaitQueue(
+      "Stub",
+      stub(() => false, { peek: 4 }),
+      clock,
+    );
     const { log, track } = settleLog(clock);
     void track("w", queue.wait(1, { maxWaitMs: 100 }));
     await advance(100); // settles what is due (no wait on a promise that may never settle)
@@ -663,7 +667,11 @@ describe("a limiter that throws while serving a waiter", () => {
   test("regression: a waiter granted while its charge throws was never settled", async () => {
     const { clock, advance } = timerClock();
     let free = false;
-    const queue = new WaitQueue("Stub", stub(() => free, { consume: 1 }), clock);
+    const queue = new WaitQueue(
+      "Stub",
+      stub(() => free, { consume: 1 }),
+      clock,
+    );
     const { log, track } = settleLog(clock);
     void track("w", queue.wait(1));
     free = true;
