@@ -230,6 +230,14 @@ export class KeyedLimiter {
         plans.engine = this.engine;
         this.waiters.usePlans(plans.buckets(), (slot) => plans.layout.plans[slot]!);
       }
+    } else if (
+      typeof policy === "function" &&
+      /^class\b/.test(Function.prototype.toString.call(policy))
+    ) {
+      // A class is a function too, but calling it per key throws without `new`.
+      throw new TypeError(
+        `${WHERE}: policy must be a limiter with clone() or a function (key) => Limiter, got the class ${policy.name || "(anonymous)"}; pass an instance: new KeyedLimiter(new ${policy.name || "Limiter"}({ ... }))`,
+      );
     } else if (typeof policy === "function") {
       this.map = new LimiterMap(checkedFactory(policy, "policy"), maxKeys, maxBytes);
     } else if (isLimiter(policy) && typeof (policy as CloneableLimiter).clone === "function") {

@@ -358,6 +358,13 @@ describe("KeyedLimiter construction", () => {
         "KeyedLimiter: policy must be a limiter with clone() or a function (key) => Limiter, got 5",
     },
     {
+      name: "regression: a class, not an instance (it failed only at the first key, without new)",
+      make: () => new KeyedLimiter(TokenBucket as never),
+      error: TypeError,
+      message:
+        "KeyedLimiter: policy must be a limiter with clone() or a function (key) => Limiter, got the class TokenBucket; pass an instance: new KeyedLimiter(new TokenBucket({ ... }))",
+    },
+    {
       name: "a limiter without clone()",
       make: () =>
         new KeyedLimiter({
