@@ -55,6 +55,12 @@ group("checkOptionNames", () => {
         'X: unknown option "idleTimoutMs" (did you mean "idleTimeoutMs"?); known options: maxKeys, idleTimeoutMs, clock',
     },
     {
+      name: "a shortened name (the start of one option) is named, with the option meant",
+      options: { idleTime: 10 },
+      message:
+        'X: unknown option "idleTime" (did you mean "idleTimeoutMs"?); known options: maxKeys, idleTimeoutMs, clock',
+    },
+    {
       name: "a peer's name gets the site's hint",
       options: { max: 5 },
       hints: { max: "use the limiter's limit or capacity" },

@@ -142,7 +142,8 @@ export function checkOptionNames(
 
 /**
  * The name of `known` closest to `name`: one that differs only in case, else by at most two
- * edits (and fewer than half its length), else `undefined`. For "did you mean" hints.
+ * edits (and fewer than half its length), else the one known name a name of 5 or more
+ * letters begins (`refillPerSec`), else `undefined`. For "did you mean" hints.
  */
 export function closestName(name: string, known: readonly string[]): string | undefined {
   const lower = name.toLowerCase();
@@ -155,7 +156,9 @@ export function closestName(name: string, known: readonly string[]): string | un
       bestDistance = d;
     }
   }
-  return best;
+  if (best !== undefined || lower.length < 5) return best;
+  const longer = known.filter((k) => k.toLowerCase().startsWith(lower));
+  return longer.length === 1 ? longer[0] : undefined;
 }
 
 /** Levenshtein distance (insert, delete, substitute), O(a·b); option names are short. */
