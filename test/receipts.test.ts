@@ -567,3 +567,26 @@ describe("settle: charge the estimate up front, settle the difference after", ()
 function laterByAStep(x: number, y: number): boolean {
   return x === y || (x > y && x - y <= Math.abs(y) * 2 ** -50);
 }
+
+describe("a key's receipts from before restore() give nothing back", () => {
+  // Restoring an empty state wrote the guard an entry ending now, so it did not hold, and
+  // the old receipt gave back the unit of the request charged after the restore.
+  const policies: [string, () => Limiter & { clone(): Limiter }][] = [
+    ["SlidingWindowLog", () => new SlidingWindowLog({ limit: 1, windowMs: 50, clock })],
+    ["SlidingWindowCounter", () => new SlidingWindowCounter({ limit: 1, windowMs: 50, clock })],
+    ["TokenBucket", () => new TokenBucket({ capacity: 1, refillPerSecond: 1, clock })],
+  ];
+  let now = 1000;
+  function clock(): number {
+    return now;
+  }
+  test.each(policies)("%s, restoring an empty key's snapshot", (_name, make) => {
+    now = 1000;
+    const keyed = new KeyedLimiter(make());
+    const receipt = keyed.charge("a");
+    keyed.restore("a", keyed.snapshot("empty"));
+    expect(keyed.consume("a").allowed).toBe(true);
+    expect(keyed.refund(receipt)).toBe(0);
+    expect(keyed.consume("a").allowed).toBe(false);
+  });
+});

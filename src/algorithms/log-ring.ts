@@ -226,11 +226,12 @@ export class LogRing {
       total = data[newest + 1]!;
       if (at >= leaveAtMs) {
         if (total !== (size === 1 ? st[s + BASE]! : data[this.o(size - 2) + 1]!)) {
-          // The same stamp (or the one just after a tombstone's): one entry.
-          if (at === leaveAtMs || at === leaveAtMs + Math.abs(leaveAtMs) * NEXT_UP) {
-            data[newest + 1] = total + cost;
-            return;
-          }
+          // The same stamp (or the one just after a tombstone's): one entry. So too a
+          // newest entry leaving later than this one would (logged before `reconfigure`
+          // shortened the window): the charge counts until it leaves (a little longer,
+          // never shorter), and leave times stay in order, as expiry and snapshots need.
+          data[newest + 1] = total + cost;
+          return;
         } else {
           // A tombstone (no units: see refund) takes no charge, and the new entry leaves
           // just after it, so that a receipt of the tombstone's entries finds it first and

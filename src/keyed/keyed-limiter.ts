@@ -635,6 +635,9 @@ export class KeyedLimiter {
     if (slot >= 0 && this.waiters!.hasLedger(slot)) {
       throw new RangeError(`${where}: key ${JSON.stringify(key)} has waiters holding units`);
     }
+    // The receipts from before stay void while the state they charged could count: until
+    // the replaced state's idle time, not only the loaded one's (an empty state's is now).
+    const before = slot < 0 ? now : e.layout.idleAtMs(e.state, slot * e.stride, slot, now);
     if (slot < 0) slot = e.insert(key, now);
     if (slot < 0) {
       throw new RangeError(
@@ -644,7 +647,7 @@ export class KeyedLimiter {
     e.layout.loadSlot(e.state, slot * e.stride, slot, state);
     if (this.guard !== undefined) {
       const idleAt = e.layout.idleAtMs(e.state, slot * e.stride, slot, now);
-      this.guard.reset(key, now, idleAt);
+      this.guard.reset(key, now, idleAt > before ? idleAt : before);
     }
   }
 

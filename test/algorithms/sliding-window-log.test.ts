@@ -556,3 +556,33 @@ describe("SlidingWindowLog receipts after other refunds", () => {
     },
   );
 });
+
+describe("a charge after reconfigure shortened the window keeps leave times in order", () => {
+  // The entry logged before the shorter window leaves at 1051, a new one would at 1050:
+  // it was appended after it, out of order, and the snapshot was refused by restore.
+  test("its snapshot restores, class and keyed", () => {
+    let now = 1000;
+    const clock = () => now;
+    const log = new SlidingWindowLog({ limit: 2, windowMs: 50, clock });
+    log.consume();
+    log.reconfigure({ windowMs: 51 });
+    log.reconfigure({ windowMs: 50 });
+    expect(log.consume().allowed).toBe(true);
+    const copy = new SlidingWindowLog({ limit: 2, windowMs: 50, clock });
+    copy.restore(log.snapshot());
+    expect(copy.consume().allowed).toBe(false);
+    now = 1050;
+    expect(copy.consume().allowed).toBe(false); // never sooner: both count until 1051
+    now = 1051;
+    expect(copy.peek().remaining).toBe(1);
+
+    now = 1000;
+    const keyed = new KeyedLimiter(new SlidingWindowLog({ limit: 2, windowMs: 50, clock }));
+    keyed.consume("a");
+    keyed.reconfigure({ windowMs: 51 });
+    keyed.reconfigure({ windowMs: 50 });
+    keyed.consume("a");
+    keyed.restore("b", keyed.snapshot("a"));
+    expect(keyed.consume("b").allowed).toBe(false);
+  });
+});
