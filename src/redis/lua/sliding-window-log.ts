@@ -258,15 +258,14 @@ if allowed and take and cost > 0 then
   if stamp - (leaveAt - windowPart) + (windowMs - windowPart) > 0 then
     leaveAt = leaveAt + math.abs(leaveAt) * 1.1102230246251568e-16 -- NEXT_UP: the next double
   end
-  -- LogRing.append: the same stamp (or the one just after a tombstone's) is one entry; a
-  -- tombstone takes no charge, and the new entry leaves just after it.
+  -- LogRing.append: an entry leaving no sooner (the same stamp, or one logged before a
+  -- shorter window or a granule's rounding) takes the charge, so leave times stay in order;
+  -- a tombstone takes no charge, and the new entry leaves just after it.
   local merge = false
   if size > 0 then
     if newestLeave >= leaveAt then
       if not newestEmpty then
-        if newestLeave == leaveAt or newestLeave == leaveAt + math.abs(leaveAt) * 1.1102230246251568e-16 then
-          merge, leaveAt = true, newestLeave
-        end
+        merge, leaveAt = true, newestLeave
       else
         leaveAt = newestLeave + math.abs(newestLeave) * 1.1102230246251568e-16
       end
