@@ -229,8 +229,8 @@ export class LogRing {
           // The same stamp (or the one just after a tombstone's): one entry. So too a
           // newest entry leaving later than this one would (logged before `reconfigure`
           // shortened the window, or stamped at a granule's end while the log was longer):
-          // the charge counts until it leaves (a little longer,
-          // never shorter), and leave times stay in order, as expiry and snapshots need.
+          // the charge counts until it leaves (a little longer, never shorter), and leave
+          // times stay in order, as expiry and snapshots need.
           data[newest + 1] = total + cost;
           return;
         } else {

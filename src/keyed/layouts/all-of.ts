@@ -281,9 +281,11 @@ export class AllOfLayout extends KernelGroup implements Kernel {
     this.s = s;
     this.slot = slot;
     this.now = now;
-    const decision = decideAll(this, this.kernels.length, cost, take && cost > 0);
-    this.st = NO_SLOT; // no slab kept alive past the call
-    return decision;
+    try {
+      return decideAll(this, this.kernels.length, cost, take && cost > 0);
+    } finally {
+      this.st = NO_SLOT; // no slab kept alive past the call, even one that threw
+    }
   }
 
   /** @internal Part `i`'s `decideAt` on its share of the slot {@link decideAt} set. */
