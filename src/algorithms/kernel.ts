@@ -320,13 +320,15 @@ export function exactPart(limiter: KernelPart, base: object): KernelPart | undef
  * What a kernel whose state is a fixed number of doubles shares (the buckets, the fixed
  * window, the sliding counter): its numbers in `params` as raw doubles (V8 keeps the
  * arithmetic unboxed), the first its `limit`, taken from `next` by `adopt`; its snapshot the
- * slot's doubles as they are; nothing kept beyond the slot.
+ * slot's doubles as they are; its trace entry the slot's state itself (rolled to now by
+ * {@link roll}), restored exactly; nothing kept beyond the slot.
  * @internal
  */
 export abstract class DoublesKernel {
   abstract readonly doubles: number;
   readonly keyExtraBytes = 0;
   readonly leafCount = 1;
+  readonly refundsWithoutReceipt: boolean = true;
   limit: number;
   /** @internal The kernel's numbers, `limit` first. */
   protected readonly params: Float64Array;
@@ -341,6 +343,52 @@ export abstract class DoublesKernel {
   ) {
     this.params = new Float64Array(params);
     this.limit = params[0]!;
+  }
+
+  abstract init(st: Float64Array, s: number, slot: number, now: number): void;
+  abstract traceApplies(table: Float64Array, o: number, now: number): boolean;
+  abstract retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void;
+
+  /** @internal Brings the slot's state to `now` where the kernel keeps it rolled; by default nothing. */
+  protected roll(_st: Float64Array, _s: number, _now: number): void {}
+
+  get traceWidth(): number {
+    return this.doubles;
+  }
+
+  /** The slot's state, rolled to now. */
+  traceValue(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
+    this.roll(st, s, now);
+    for (let i = 0; i < this.doubles; i++) out[o + i] = st[s + i]!;
+  }
+
+  /** The entry's state, rolled to now (fresh where it no longer applies). */
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    if (!this.traceApplies(table, o, now)) {
+      this.init(st, s, slot, now);
+      return;
+    }
+    for (let i = 0; i < this.doubles; i++) st[s + i] = table[o + i]!;
+    this.roll(st, s, now);
+  }
+
+  /** An entry is a state: carried over as one. */
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
+    this.retuneSlot(next, table, o, -1, now);
   }
 
   adopt(next: Kernel): void {
