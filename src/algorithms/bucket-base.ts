@@ -6,15 +6,13 @@ import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { jittered } from "../core/wait.js";
 import { BucketKernel, HeldBucket } from "./bucket-kernel.js";
 import type { BucketLedger } from "./bucket-ledger.js";
-import { exactPart, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
 import {
-  checkSnapshot,
-  checkStateAt,
-  encodeNumber,
-  encodeState,
-  type LimiterSnapshot,
-  SNAPSHOT_VERSION,
-} from "./snapshot.js";
+  exactPart,
+  type KernelPart,
+  KernelShell,
+  type KeyedForm,
+  type ShellSpec,
+} from "./kernel.js";
 import { readClock } from "./time.js";
 
 /**
@@ -83,26 +81,21 @@ export abstract class BucketBase extends KernelShell {
   protected kernel!: BucketKernel;
   /** @internal Units held for waiters and reservations, and their ledger: made at the first of them. */
   protected waiting: HeldBucket | undefined;
-  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
-  protected receiptEpoch = 0;
   /**
    * @internal Units every refund gave back so far: a receipt subtracts what came back since
    * its charge from the refill it may still count on (see {@link refundReceiptAt}).
    */
   protected credited = 0;
 
-  /** @internal The class name, for messages. */
-  protected readonly where: string;
-  /** @internal The catalog id, a snapshot's `algorithm`. */
-  protected readonly algorithmId: string;
+  /** @internal The class's name, catalog id and option names. */
+  protected readonly spec: ShellSpec;
   /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
   protected readonly shaping: boolean;
 
   /** @internal */
-  constructor(where: string, algorithmId: string, shaping: boolean) {
+  constructor(spec: ShellSpec, shaping: boolean) {
     super();
-    this.where = where;
-    this.algorithmId = algorithmId;
+    this.spec = spec;
     this.shaping = shaping;
   }
 
@@ -295,59 +288,8 @@ export abstract class BucketBase extends KernelShell {
     return w.decideAt(now, cost, take);
   }
 
-  /** @internal The options that decide, in the constructor's order (a snapshot's fingerprint). */
-  protected abstract get snapshotOptions(): Readonly<Record<string, number>>;
-
-  /**
-   * The bucket's state as plain, JSON-safe data: its kernel slot, the latest time it has
-   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots).
-   * @throws {RangeError} While units are held for waiters or reservations (they cannot
-   *   leave the process): snapshot once they are served or cancelled.
-   */
-  snapshot(): LimiterSnapshot {
-    this.checkNothingHeld(`${this.where}.snapshot`);
-    return {
-      version: SNAPSHOT_VERSION,
-      algorithm: this.algorithmId,
-      options: this.snapshotOptions,
-      latestMs: encodeNumber(this.seenMs),
-      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
-    };
-  }
-
-  /**
-   * Replaces the state with one {@link snapshot} returned, of a bucket of this class and
-   * options: it then decides exactly as that bucket did. The latest time seen becomes the
-   * later of both; receipts from before give nothing back.
-   * @throws {TypeError} For something that is not a snapshot, or one of another format
-   *   version, algorithm or option, naming what differs. {RangeError} While units are held
-   *   for waiters or reservations. Either way nothing changes.
-   */
-  restore(snapshot: LimiterSnapshot): void {
-    this.planRestore(snapshot)();
-  }
-
-  /** @internal Checks `snapshot`; the returned function restores it. */
-  planRestore(snapshot: unknown): () => void {
-    const where = `${this.where}.restore`;
-    const { state, latestMs } = checkSnapshot(
-      where,
-      snapshot,
-      this.algorithmId,
-      this.snapshotOptions,
-    );
-    this.checkNothingHeld(where);
-    const kernel = this.makeKernel();
-    checkStateAt(where, () => kernel.loadSlot(new Float64Array(2), 0, -1, state)); // its shape
-    return () => {
-      this.kernel.loadSlot(this.state, 0, 0, state);
-      if (latestMs > this.seenMs) this.seenMs = latestMs;
-      this.receiptEpoch++;
-    };
-  }
-
   /** @internal Throws while units are held for waiters or reservations (those due settled first). */
-  private checkNothingHeld(where: string): void {
+  protected override checkNothingHeld(where: string): void {
     if (this.held !== 0) this.waiting!.ledger.settle(this.now());
     if (this.held !== 0) {
       throw new RangeError(
@@ -368,18 +310,13 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /** @internal A kernel with the bucket's numbers now. */
-  protected makeKernel(): BucketKernel {
+  protected override makeKernel(): BucketKernel {
     return new BucketKernel(this.capacity, this.ratePerSecond, this.shaping, this.initialUnits);
   }
 
   /** @internal This bucket as `allOf` drives it, when it is exactly a built-in class. */
   kernelPart(): KernelPart | undefined {
     return exactPart(this, BucketBase.prototype);
-  }
-
-  /** @internal See {@link KernelPart.refundsWithoutReceipt}: a bucket gives back without one. */
-  get refundsWithoutReceipt(): boolean {
-    return true;
   }
 
   /** @internal See {@link KernelPart.timeOf}. */

@@ -1,6 +1,14 @@
 import { checkCost } from "../core/errors.js";
 import { type Decision, UnkeyedLimiterBase } from "../core/limiter.js";
 import type { ChargeReceipt } from "../core/receipt.js";
+import {
+  checkSnapshot,
+  checkStateAt,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  SNAPSHOT_VERSION,
+} from "./snapshot.js";
 import { checkTimeMs } from "./time.js";
 
 /**
@@ -238,16 +246,35 @@ export interface KernelPart {
   readonly refundsWithoutReceipt: boolean;
 }
 
+/** What a built-in class tells its base: its name, catalog id and option names. @internal */
+export interface ShellSpec {
+  /** The class name, for messages (`TokenBucket`, ...). */
+  readonly where: string;
+  /** The catalog id, a snapshot's `algorithm`. */
+  readonly id: string;
+  /** The constructor's option names, in its order: all but `clock` are a snapshot's fingerprint. */
+  readonly options: readonly string[];
+}
+
 /**
  * What the algorithm classes (through `BucketBase` and `WindowBase`) share around their
- * {@link KernelPart} steps: the latest time seen, and deciding at an explicit time. Not
- * exported from the package; its internal members are marked so.
+ * {@link KernelPart} steps over one slot of their kernel: the latest time seen, deciding at
+ * an explicit time, the receipt epoch and snapshots. Not exported from the package; its
+ * internal members are marked so.
  */
 export abstract class KernelShell extends UnkeyedLimiterBase {
   /** @internal Latest time seen (clock readings and explicit times); earlier ones count as it. */
   protected seenMs = Number.NEGATIVE_INFINITY;
-  /** @internal Class name for messages (`TokenBucket`, ...). */
-  protected abstract get where(): string;
+  /** @internal Moved by `reset`, `reconfigure` and `restore`: receipts from before give nothing back. */
+  protected receiptEpoch = 0;
+  /** @internal The class's name, catalog id and option names. */
+  protected abstract readonly spec: ShellSpec;
+  /** @internal The kernel deciding {@link state}. */
+  protected abstract readonly kernel: Kernel;
+  /** @internal The limiter's slot (offset 0, slot 0 of its kernel). */
+  protected abstract readonly state: Float64Array;
+  /** @internal A kernel with the limiter's numbers now. */
+  protected abstract makeKernel(): Kernel;
   /** @internal See {@link KernelPart.timeAt}. */
   abstract timeAt(timeMs: number): number;
   /** @internal See {@link KernelPart.fitsAt}. */
@@ -295,6 +322,76 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
   protected keep(timeMs: number): number {
     this.seenMs = this.timeAt(timeMs);
     return this.seenMs;
+  }
+
+  /** @internal Class name for messages (`TokenBucket`, ...). */
+  protected get where(): string {
+    return this.spec.where;
+  }
+
+  /** @internal See {@link KernelPart.refundsWithoutReceipt}. */
+  get refundsWithoutReceipt(): boolean {
+    return this.kernel.refundsWithoutReceipt;
+  }
+
+  /** @internal The options that decide, in the constructor's order (a snapshot's fingerprint). */
+  protected get snapshotOptions(): Readonly<Record<string, number>> {
+    const options: Record<string, number> = {};
+    const self = this as unknown as Readonly<Record<string, number>>;
+    for (const name of this.spec.options) if (name !== "clock") options[name] = self[name]!;
+    return options;
+  }
+
+  /** @internal Throws while the state cannot leave the process (a bucket's held units). */
+  protected checkNothingHeld(_where: string): void {}
+
+  /** @internal After a restore (a window's waiters are re-checked); by default nothing. */
+  protected restored(): void {}
+
+  /**
+   * The limiter's state as plain, JSON-safe data: its kernel slot, the latest time it has
+   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots). Waiters
+   * are not part of it.
+   * @throws {RangeError} For a bucket, while units are held for waiters or reservations
+   *   (they cannot leave the process): snapshot once they are served or cancelled.
+   */
+  snapshot(): LimiterSnapshot {
+    this.checkNothingHeld(`${this.where}.snapshot`);
+    return {
+      version: SNAPSHOT_VERSION,
+      algorithm: this.spec.id,
+      options: this.snapshotOptions,
+      latestMs: encodeNumber(this.seenMs),
+      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
+    };
+  }
+
+  /**
+   * Replaces the state with one {@link snapshot} returned, of a limiter of this class and
+   * options: it then decides exactly as that limiter did. The latest time seen becomes the
+   * later of both; receipts from before give nothing back; a window's waiters are re-checked.
+   * @throws {TypeError} For something that is not a snapshot, or one of another format
+   *   version, algorithm or option, naming what differs. {RangeError} For a bucket, while
+   *   units are held for waiters or reservations. Either way nothing changes.
+   */
+  restore(snapshot: LimiterSnapshot): void {
+    this.planRestore(snapshot)();
+  }
+
+  /** @internal Checks `snapshot`; the returned function restores it. */
+  planRestore(snapshot: unknown): () => void {
+    const where = `${this.where}.restore`;
+    const { state, latestMs } = checkSnapshot(where, snapshot, this.spec.id, this.snapshotOptions);
+    this.checkNothingHeld(where);
+    const kernel = this.makeKernel();
+    const probe = new Float64Array(this.state.length);
+    checkStateAt(where, () => kernel.loadSlot(probe, 0, -1, state)); // its shape
+    return () => {
+      this.kernel.loadSlot(this.state, 0, 0, state);
+      if (latestMs > this.seenMs) this.seenMs = latestMs;
+      this.receiptEpoch++;
+      this.restored();
+    };
   }
 }
 
