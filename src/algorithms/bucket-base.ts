@@ -1,4 +1,4 @@
-import { badClock, checkCost, describe } from "../core/errors.js";
+import { badClock, checkCost, mustBe } from "../core/errors.js";
 import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
 import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
@@ -45,10 +45,8 @@ export function checkInitial(
   capacity: number,
 ): number | undefined {
   if (value === undefined) return undefined;
-  const message = `${where}: ${name} must be a finite number from 0 to capacity (${capacity}), got ${describe(value)}`;
-  if (typeof value !== "number") throw new TypeError(message);
-  if (!(value >= 0 && value <= capacity)) throw new RangeError(message);
-  return value + 0; // -0 as 0
+  if (typeof value === "number" && value >= 0 && value <= capacity) return value + 0; // -0 as 0
+  throw mustBe(where, name, `a finite number from 0 to capacity (${capacity})`, value);
 }
 
 /**

@@ -293,35 +293,34 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
    *   or infinite, `cost` is negative, or `timeMs` is past a window's float-step bound.
    */
   allowAt(timeMs: number, cost?: number): boolean {
-    const where = `${this.where}.allowAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    const now = this.keep(t);
-    if (!this.fitsAt(now, c)) return false;
-    this.takeAt(now, c);
+    const c = this.keepAt("allowAt", timeMs, cost);
+    if (!this.fitsAt(this.seenMs, c)) return false;
+    this.takeAt(this.seenMs, c);
     return true;
   }
 
   /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
   consumeAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.where}.consumeAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, true);
+    const c = this.keepAt("consumeAt", timeMs, cost);
+    return this.decideAt(this.seenMs, c, true);
   }
 
   /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
   peekAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.where}.peekAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, false);
+    const c = this.keepAt("peekAt", timeMs, cost);
+    return this.decideAt(this.seenMs, c, false);
   }
 
-  /** @internal An explicit time, checked, kept as the latest when it is later. */
-  protected keep(timeMs: number): number {
-    this.seenMs = this.timeAt(timeMs);
-    return this.seenMs;
+  /**
+   * @internal Checks the explicit time and cost of `method`, keeps the time as the latest
+   * seen when it is later (`seenMs`, checked as a reading is), and returns the cost.
+   */
+  protected keepAt(method: string, timeMs: number, cost: number | undefined): number {
+    const where = `${this.where}.${method}`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    this.seenMs = this.timeAt(t);
+    return c;
   }
 
   /** @internal Class name for messages (`TokenBucket`, ...). */
