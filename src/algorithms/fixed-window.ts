@@ -54,9 +54,6 @@ const SPEC = /* @__PURE__ */ windowSpec(
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class FixedWindow extends WindowBase implements Limiter {
-  /** @internal */
-  declare protected readonly kernel: FixedWindowKernel;
-
   constructor(options: FixedWindowOptions) {
     super(SPEC, options);
   }

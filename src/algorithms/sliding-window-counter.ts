@@ -54,9 +54,6 @@ const SPEC = /* @__PURE__ */ windowSpec(
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class SlidingWindowCounter extends WindowBase implements Limiter {
-  /** @internal */
-  declare protected readonly kernel: SlidingWindowCounterKernel;
-
   constructor(options: SlidingWindowCounterOptions) {
     super(SPEC, options);
   }
