@@ -1,7 +1,7 @@
-import { badClock, checkCost, mustBe } from "../core/errors.js";
-import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
+import { badClock, mustBe } from "../core/errors.js";
+import type { Clock, Decision, WaitOptions } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
+import { ChargeReceipt, deniedReceipt } from "../core/receipt.js";
 import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { jittered } from "../core/wait.js";
 import { BucketKernel, HeldBucket } from "./bucket-kernel.js";
@@ -97,11 +97,8 @@ export abstract class BucketBase extends KernelShell {
     this.shaping = shaping;
   }
 
-  /** See each class's `refund`. */
-  abstract refund(cost?: number): number;
-
   /** @internal Reads the clock; a reading behind the latest one counts as the latest one. */
-  protected now(): number {
+  protected override now(): number {
     const t = this.clock();
     if (typeof t !== "number" || t - t !== 0) throw badClock(this.where, t);
     if (t > this.seenMs) this.seenMs = t;
@@ -173,16 +170,6 @@ export abstract class BucketBase extends KernelShell {
       this.credited,
       undefined,
     );
-  }
-
-  /** @internal `refund(receipt, units)` or `refund(cost)`: checks them, then refunds now. */
-  protected refundOf(cost: number | Receipt | undefined, units: number | undefined): number {
-    const where = `${this.where}.refund`;
-    if (typeof cost === "object" && cost !== null) {
-      const r = checkReceipt(where, cost, this, units);
-      return this.refundReceiptAt(this.now(), r.receipt, r.units);
-    }
-    return this.refundUnits(cost === undefined ? 1 : checkCost(where, cost));
   }
 
   /**
@@ -350,7 +337,7 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /** @internal See {@link KernelPart.refundAt}. */
-  refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
+  override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
     return receipt === undefined
       ? this.refundUnits(units, now)
       : this.refundReceiptAt(now, receipt, units);

@@ -1,6 +1,6 @@
 import { checkCost } from "../core/errors.js";
-import { type Decision, UnkeyedLimiterBase } from "../core/limiter.js";
-import type { ChargeReceipt } from "../core/receipt.js";
+import { type Decision, type Receipt, UnkeyedLimiterBase } from "../core/limiter.js";
+import { type ChargeReceipt, checkReceipt } from "../core/receipt.js";
 import {
   checkSnapshot,
   checkStateAt,
@@ -283,6 +283,12 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
   abstract takeAt(now: number, cost: number): void;
   /** @internal See {@link KernelPart.decideAt}. */
   abstract decideAt(now: number, cost: number, take: boolean): Decision;
+  /** @internal See {@link KernelPart.refundAt}. */
+  abstract refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number;
+  /** @internal Reads the clock; a reading behind the latest one counts as the latest one. */
+  protected abstract now(): number;
+  /** See each class's `refund`. */
+  abstract refund(cost?: number): number;
 
   /**
    * `consume(cost).allowed` as of `timeMs` (milliseconds on this limiter's clock) rather
@@ -326,6 +332,23 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
   /** @internal Class name for messages (`TokenBucket`, ...). */
   protected get where(): string {
     return this.spec.where;
+  }
+
+  /** @internal `refund(receipt, units)` or `refund(cost)`: checks them, then refunds now. */
+  protected refundOf(cost: number | Receipt | undefined, units: number | undefined): number {
+    const where = `${this.where}.refund`;
+    if (typeof cost === "object" && cost !== null) {
+      const r = checkReceipt(where, cost, this, units);
+      return this.refundAt(this.now(), r.units, r.receipt);
+    }
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    if (!this.kernel.refundsWithoutReceipt) throw this.receiptOnly(where);
+    return this.refundAt(this.now(), c, undefined);
+  }
+
+  /** @internal The error of a refund without a receipt where only receipts give back. */
+  protected receiptOnly(where: string): TypeError {
+    return new TypeError(`${where}: give the receipt of the charge (refund(receipt, units))`);
   }
 
   /** @internal See {@link KernelPart.refundsWithoutReceipt}. */

@@ -102,6 +102,6 @@ export class SlidingWindowLog extends WindowBase implements Limiter {
   override refund(receipt: Receipt, units?: number): number;
   override refund(cost?: number): number;
   override refund(cost?: number | Receipt, units?: number): number {
-    return super.refund(cost as Receipt, units);
+    return this.refundOf(cost, units);
   }
 }

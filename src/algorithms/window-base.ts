@@ -3,7 +3,7 @@ import { checkClock, checkCost, checkOptionNames, checkOptions } from "../core/e
 import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
 import { systemClock } from "../core/limiter.js";
 import { windowHints, windowRequired } from "../core/option-names.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
+import { ChargeReceipt, deniedReceipt } from "../core/receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
 import { jittered, WaitQueue } from "../core/wait.js";
 import {
@@ -166,25 +166,6 @@ export abstract class WindowBase extends KernelShell {
     );
   }
 
-  /** Gives back units: see each class's `refund`. */
-  refund(receipt: Receipt, units?: number): number;
-  refund(cost?: number): number;
-  refund(cost?: number | Receipt, units?: number): number {
-    const where = `${this.spec.where}.refund`;
-    if (typeof cost === "object" && cost !== null) {
-      const r = checkReceipt(where, cost, this, units);
-      return this.refundAt(this.now(), r.units, r.receipt);
-    }
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    if (!this.kernel.refundsWithoutReceipt) throw this.receiptOnly(where);
-    return this.refundAt(this.now(), c, undefined);
-  }
-
-  /** @internal The error of a refund without a receipt where only receipts give back. */
-  protected receiptOnly(where: string): TypeError {
-    return new TypeError(`${where}: give the receipt of the charge (refund(receipt, units))`);
-  }
-
   /** @internal Waiters are re-checked. */
   protected override restored(): void {
     this.queue?.wake();
@@ -214,7 +195,7 @@ export abstract class WindowBase extends KernelShell {
    * Reads the clock and keeps the reading; a reading behind the latest time counts as the
    * latest. A reading where `windowMs` is below the clock's float step throws and is not kept.
    */
-  protected now(): number {
+  protected override now(): number {
     // `timeOf`'s steps written out: one call less on every request's path.
     const where = this.spec.where;
     const t = readClock(where, this.clock, this.seenMs);
@@ -268,7 +249,7 @@ export abstract class WindowBase extends KernelShell {
    * @internal A refund at `now` of checked `units`: through `receipt` (by its mark, while
    * what it charged still counts), or without one (by the kernel's rule).
    */
-  refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
+  override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
     if (now > this.seenMs) this.seenMs = now;
     if (!(units > 0)) return 0;
     const st = this.state;
