@@ -324,8 +324,8 @@ export abstract class HeldBucket {
 
   /**
    * `consume` (`take`) or `peek` of `cost` at `now`: as the kernel decides, except that a
-   * plain request behind a leaky bucket's shaping queue is denied until the queue is served,
-   * and a free probe (cost 0) is allowed in debt.
+   * plain request behind a leaky bucket's shaping queue is denied until the queue is served
+   * (a free probe, cost 0, is allowed in debt, as `bucketDecision` allows it).
    */
   decideAt(now: number, cost: number, take: boolean): Decision {
     const capacity = this.capacity;
@@ -343,10 +343,6 @@ export abstract class HeldBucket {
         retryAfterMs: decisionMs(fitMs > servedMs ? fitMs : servedMs),
         resetAfterMs: decisionMs(msToRefill(capacity - units, rate)),
       };
-    }
-    if (cost === 0 && units < 0) {
-      const resetAfterMs = decisionMs(msToRefill(capacity - units, rate));
-      return { allowed: true, limit: capacity, remaining: 0, retryAfterMs: 0, resetAfterMs };
     }
     let decision = bucketDecision(cost, units, capacity, rate);
     if (!decision.allowed) {
