@@ -116,8 +116,8 @@ export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel 
       return;
     }
     const k = table[o + 2]! > fresh[f + 2]! ? table[o + 2]! : fresh[f + 2]!;
-    const prev = max(rolledPrev(table, o, k), rolledPrev(fresh, f, k));
-    const curr = max(
+    const prev = Math.max(rolledPrev(table, o, k), rolledPrev(fresh, f, k));
+    const curr = Math.max(
       table[o + 2] === k ? table[o + 1]! : 0,
       fresh[f + 2] === k ? fresh[f + 1]! : 0,
     );
@@ -235,8 +235,4 @@ function rolledPrev(t: Float64Array, o: number, k: number): number {
   const index = t[o + 2]!;
   if (index === k) return t[o]!;
   return counterRolledPrev(index, t[o + 1]!, k);
-}
-
-function max(a: number, b: number): number {
-  return a > b ? a : b;
 }

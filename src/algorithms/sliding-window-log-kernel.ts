@@ -259,9 +259,8 @@ export class SlidingWindowLogKernel implements Kernel {
     given: Float64Array,
     o: number,
   ): number {
-    given[o] = 0;
-    if (this.isIdle(st, s, slot, now)) return 0; // expired to now: nothing left to give back
-    given[o] = this.ringAt(st, s, slot).refund(cost);
+    // Expired to now first: an empty log has nothing left to give back.
+    given[o] = this.isIdle(st, s, slot, now) ? 0 : this.ringAt(st, s, slot).refund(cost);
     return 0;
   }
 
@@ -294,10 +293,9 @@ export class SlidingWindowLogKernel implements Kernel {
     given: Float64Array,
     o: number,
   ): number {
-    given[o] = 0;
-    if (!(marks[o]! > now)) return 0;
-    if (this.isIdle(st, s, slot, now)) return 0; // expired to now
-    given[o] = this.ringAt(st, s, slot).refundEntry(marks[o]!, asked[o]!);
+    // The entry has left, or the log (expired to now) is empty: nothing to give back.
+    const gone = !(marks[o]! > now) || this.isIdle(st, s, slot, now);
+    given[o] = gone ? 0 : this.ringAt(st, s, slot).refundEntry(marks[o]!, asked[o]!);
     return 0;
   }
 
