@@ -43,8 +43,7 @@ export class BucketKernel extends DoublesKernel implements Kernel {
     const q = (next as BucketKernel).params;
     const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
     if (tokens >= p[CAPACITY]!) {
-      st[s] = q[CAPACITY]!;
-      st[s + 1] = Number.NEGATIVE_INFINITY;
+      (next as BucketKernel).full(st, s);
       return;
     }
     st[s] = retunedUnits(tokens, p[CAPACITY]!, q[CAPACITY]!, this.keepsLevel);
