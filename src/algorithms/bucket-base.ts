@@ -1,20 +1,18 @@
-import { badClock, checkCost, describe } from "../core/errors.js";
-import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
+import { badClock, mustBe } from "../core/errors.js";
+import type { Clock, Decision, WaitOptions } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
+import { ChargeReceipt, deniedReceipt } from "../core/receipt.js";
 import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { jittered } from "../core/wait.js";
 import { BucketKernel, HeldBucket } from "./bucket-kernel.js";
 import type { BucketLedger } from "./bucket-ledger.js";
-import { exactPart, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
 import {
-  checkSnapshot,
-  checkStateAt,
-  encodeNumber,
-  encodeState,
-  type LimiterSnapshot,
-  SNAPSHOT_VERSION,
-} from "./snapshot.js";
+  exactPart,
+  type KernelPart,
+  KernelShell,
+  type KeyedForm,
+  type ShellSpec,
+} from "./kernel.js";
 import { readClock } from "./time.js";
 
 /**
@@ -47,10 +45,8 @@ export function checkInitial(
   capacity: number,
 ): number | undefined {
   if (value === undefined) return undefined;
-  const message = `${where}: ${name} must be a finite number from 0 to capacity (${capacity}), got ${describe(value)}`;
-  if (typeof value !== "number") throw new TypeError(message);
-  if (!(value >= 0 && value <= capacity)) throw new RangeError(message);
-  return value + 0; // -0 as 0
+  if (typeof value === "number" && value >= 0 && value <= capacity) return value + 0; // -0 as 0
+  throw mustBe(where, name, `a finite number from 0 to capacity (${capacity})`, value);
 }
 
 /**
@@ -83,34 +79,26 @@ export abstract class BucketBase extends KernelShell {
   protected kernel!: BucketKernel;
   /** @internal Units held for waiters and reservations, and their ledger: made at the first of them. */
   protected waiting: HeldBucket | undefined;
-  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
-  protected receiptEpoch = 0;
   /**
    * @internal Units every refund gave back so far: a receipt subtracts what came back since
    * its charge from the refill it may still count on (see {@link refundReceiptAt}).
    */
   protected credited = 0;
 
-  /** @internal The class name, for messages. */
-  protected readonly where: string;
-  /** @internal The catalog id, a snapshot's `algorithm`. */
-  protected readonly algorithmId: string;
+  /** @internal The class's name, catalog id and option names. */
+  protected readonly spec: ShellSpec;
   /** @internal True for the leaky bucket's shaping: delay by the level, refuse when full. */
   protected readonly shaping: boolean;
 
   /** @internal */
-  constructor(where: string, algorithmId: string, shaping: boolean) {
+  constructor(spec: ShellSpec, shaping: boolean) {
     super();
-    this.where = where;
-    this.algorithmId = algorithmId;
+    this.spec = spec;
     this.shaping = shaping;
   }
 
-  /** See each class's `refund`. */
-  abstract refund(cost?: number): number;
-
   /** @internal Reads the clock; a reading behind the latest one counts as the latest one. */
-  protected now(): number {
+  protected override now(): number {
     const t = this.clock();
     if (typeof t !== "number" || t - t !== 0) throw badClock(this.where, t);
     if (t > this.seenMs) this.seenMs = t;
@@ -182,16 +170,6 @@ export abstract class BucketBase extends KernelShell {
       this.credited,
       undefined,
     );
-  }
-
-  /** @internal `refund(receipt, units)` or `refund(cost)`: checks them, then refunds now. */
-  protected refundOf(cost: number | Receipt | undefined, units: number | undefined): number {
-    const where = `${this.where}.refund`;
-    if (typeof cost === "object" && cost !== null) {
-      const r = checkReceipt(where, cost, this, units);
-      return this.refundReceiptAt(this.now(), r.receipt, r.units);
-    }
-    return this.refundUnits(cost === undefined ? 1 : checkCost(where, cost));
   }
 
   /**
@@ -295,59 +273,8 @@ export abstract class BucketBase extends KernelShell {
     return w.decideAt(now, cost, take);
   }
 
-  /** @internal The options that decide, in the constructor's order (a snapshot's fingerprint). */
-  protected abstract get snapshotOptions(): Readonly<Record<string, number>>;
-
-  /**
-   * The bucket's state as plain, JSON-safe data: its kernel slot, the latest time it has
-   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots).
-   * @throws {RangeError} While units are held for waiters or reservations (they cannot
-   *   leave the process): snapshot once they are served or cancelled.
-   */
-  snapshot(): LimiterSnapshot {
-    this.checkNothingHeld(`${this.where}.snapshot`);
-    return {
-      version: SNAPSHOT_VERSION,
-      algorithm: this.algorithmId,
-      options: this.snapshotOptions,
-      latestMs: encodeNumber(this.seenMs),
-      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
-    };
-  }
-
-  /**
-   * Replaces the state with one {@link snapshot} returned, of a bucket of this class and
-   * options: it then decides exactly as that bucket did. The latest time seen becomes the
-   * later of both; receipts from before give nothing back.
-   * @throws {TypeError} For something that is not a snapshot, or one of another format
-   *   version, algorithm or option, naming what differs. {RangeError} While units are held
-   *   for waiters or reservations. Either way nothing changes.
-   */
-  restore(snapshot: LimiterSnapshot): void {
-    this.planRestore(snapshot)();
-  }
-
-  /** @internal Checks `snapshot`; the returned function restores it. */
-  planRestore(snapshot: unknown): () => void {
-    const where = `${this.where}.restore`;
-    const { state, latestMs } = checkSnapshot(
-      where,
-      snapshot,
-      this.algorithmId,
-      this.snapshotOptions,
-    );
-    this.checkNothingHeld(where);
-    const kernel = this.makeKernel();
-    checkStateAt(where, () => kernel.loadSlot(new Float64Array(2), 0, -1, state)); // its shape
-    return () => {
-      this.kernel.loadSlot(this.state, 0, 0, state);
-      if (latestMs > this.seenMs) this.seenMs = latestMs;
-      this.receiptEpoch++;
-    };
-  }
-
   /** @internal Throws while units are held for waiters or reservations (those due settled first). */
-  private checkNothingHeld(where: string): void {
+  protected override checkNothingHeld(where: string): void {
     if (this.held !== 0) this.waiting!.ledger.settle(this.now());
     if (this.held !== 0) {
       throw new RangeError(
@@ -368,18 +295,13 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /** @internal A kernel with the bucket's numbers now. */
-  protected makeKernel(): BucketKernel {
+  protected override makeKernel(): BucketKernel {
     return new BucketKernel(this.capacity, this.ratePerSecond, this.shaping, this.initialUnits);
   }
 
   /** @internal This bucket as `allOf` drives it, when it is exactly a built-in class. */
   kernelPart(): KernelPart | undefined {
     return exactPart(this, BucketBase.prototype);
-  }
-
-  /** @internal See {@link KernelPart.refundsWithoutReceipt}: a bucket gives back without one. */
-  get refundsWithoutReceipt(): boolean {
-    return true;
   }
 
   /** @internal See {@link KernelPart.timeOf}. */
@@ -415,7 +337,7 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /** @internal See {@link KernelPart.refundAt}. */
-  refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
+  override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
     return receipt === undefined
       ? this.refundUnits(units, now)
       : this.refundReceiptAt(now, receipt, units);

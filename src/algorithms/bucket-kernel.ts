@@ -43,8 +43,7 @@ export class BucketKernel extends DoublesKernel implements Kernel {
     const q = (next as BucketKernel).params;
     const tokens = tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!);
     if (tokens >= p[CAPACITY]!) {
-      st[s] = q[CAPACITY]!;
-      st[s + 1] = Number.NEGATIVE_INFINITY;
+      (next as BucketKernel).full(st, s);
       return;
     }
     st[s] = retunedUnits(tokens, p[CAPACITY]!, q[CAPACITY]!, this.keepsLevel);
@@ -52,7 +51,7 @@ export class BucketKernel extends DoublesKernel implements Kernel {
   }
 
   /** An entry is a state: carried over as one (one that no longer applies is full: fresh). */
-  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
+  override retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     if (table[o + 1] === Number.NEGATIVE_INFINITY) return;
     this.retuneSlot(next, table, o, -1, now);
   }
@@ -85,21 +84,6 @@ export class BucketKernel extends DoublesKernel implements Kernel {
   usage(st: Float64Array, s: number, _slot: number, now: number): number {
     const p = this.params;
     return 1 - tokensAt(st[s]!, st[s + 1]!, now, p[CAPACITY]!, p[RATE]!) / p[CAPACITY]!;
-  }
-
-  /** A trace entry is the state itself, `[tokens, anchorMs]`: restored exactly. */
-  readonly traceWidth = 2;
-
-  traceValue(
-    st: Float64Array,
-    s: number,
-    _slot: number,
-    _now: number,
-    out: Float64Array,
-    o: number,
-  ): void {
-    out[o] = st[s]!;
-    out[o + 1] = st[s + 1]!;
   }
 
   /**
@@ -136,23 +120,6 @@ export class BucketKernel extends DoublesKernel implements Kernel {
     // A few float steps later: where the refill time is below the clock's float step the
     // sum rounds back to the anchor, and the entry would stop applying too soon.
     return at + Math.abs(at) * 2 ** -50 + Number.MIN_VALUE;
-  }
-
-  /** The entry's state, as it was (fresh where it no longer applies). */
-  restore(
-    st: Float64Array,
-    s: number,
-    _slot: number,
-    table: Float64Array,
-    o: number,
-    now: number,
-  ): void {
-    if (!this.traceApplies(table, o, now)) {
-      this.init(st, s, _slot, now);
-      return;
-    }
-    st[s] = table[o]!;
-    st[s + 1] = table[o + 1]!;
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {
@@ -192,8 +159,6 @@ export class BucketKernel extends DoublesKernel implements Kernel {
     given[o] = got;
     return got;
   }
-
-  readonly refundsWithoutReceipt = true;
 
   /** When the bucket is full again with no further traffic: its refill repays the charge by then. */
   markReceipt(
@@ -358,8 +323,8 @@ export abstract class HeldBucket {
 
   /**
    * `consume` (`take`) or `peek` of `cost` at `now`: as the kernel decides, except that a
-   * plain request behind a leaky bucket's shaping queue is denied until the queue is served,
-   * and a free probe (cost 0) is allowed in debt.
+   * plain request behind a leaky bucket's shaping queue is denied until the queue is served
+   * (a free probe, cost 0, is allowed in debt, as `bucketDecision` allows it).
    */
   decideAt(now: number, cost: number, take: boolean): Decision {
     const capacity = this.capacity;
@@ -377,10 +342,6 @@ export abstract class HeldBucket {
         retryAfterMs: decisionMs(fitMs > servedMs ? fitMs : servedMs),
         resetAfterMs: decisionMs(msToRefill(capacity - units, rate)),
       };
-    }
-    if (cost === 0 && units < 0) {
-      const resetAfterMs = decisionMs(msToRefill(capacity - units, rate));
-      return { allowed: true, limit: capacity, remaining: 0, retryAfterMs: 0, resetAfterMs };
     }
     let decision = bucketDecision(cost, units, capacity, rate);
     if (!decision.allowed) {

@@ -100,19 +100,6 @@ const NOT_OK: Reservation = Object.freeze({
 /** A free reservation (cost 0) that may act at once: nothing to give back. */
 const FREE_NOW: Reservation = Object.freeze({ ok: true, delayMs: 0, cancel() {} });
 
-class PendingReservation implements Reservation {
-  readonly ok = true;
-  constructor(
-    readonly delayMs: number,
-    private readonly ledger: BucketLedger,
-    private readonly entry: Entry,
-  ) {}
-
-  cancel(): void {
-    this.ledger.withdraw(this.entry);
-  }
-}
-
 /** Result of planning a request: a delay, or why there is none. */
 const FULL = -1;
 const TOO_BIG = -2;
@@ -217,7 +204,7 @@ export class BucketLedger {
     const never = Number.POSITIVE_INFINITY;
     const at = now + delayMs;
     const entry = this.enqueue(c, now, FIXED, this.host.where, never, never, at, undefined);
-    return new PendingReservation(delayMs, this, entry);
+    return { ok: true, delayMs, cancel: () => this.withdraw(entry) };
   }
 
   /**
@@ -371,7 +358,7 @@ export class BucketLedger {
     const binding = this.fixedEntries > (e.kind === FIXED ? 1 : 0) ? e.next : undefined;
     const slack = binding === undefined ? left : this.slack(units, now, e);
     const give = slack < left ? (slack > 0 ? slack : 0) : left;
-    const nextFixed = give < left ? this.firstLater(e, now) : undefined;
+    const nextFixed = give < left ? this.firstLater(e.next, now) : undefined;
     const keep = left - give;
     const last = this.list.size === 1;
     const total = this.total;
@@ -438,19 +425,16 @@ export class BucketLedger {
       return; // a clock that throws: replan rejects the waiters
     }
     const slack = this.slack(h.unitsAt(now), now);
-    if (!(slack < 0)) return;
-    for (let f = this.list.head; f !== undefined; f = f.next) {
-      if (f.kind !== FIXED || !(f.actAtMs > now)) continue;
-      f.units -= slack;
-      this.total -= slack;
-      h.hold(-slack, now);
-      return;
-    }
+    const f = slack < 0 ? this.firstLater(this.list.head, now) : undefined;
+    if (f === undefined) return;
+    f.units -= slack;
+    this.total -= slack;
+    h.hold(-slack, now);
   }
 
-  /** @internal The first reservation behind `e` that acts later than `now`. */
-  private firstLater(e: Entry, now: number): Entry | undefined {
-    for (let f = e.next; f !== undefined; f = f.next) {
+  /** @internal The first reservation from `from` on that acts later than `now`. */
+  private firstLater(from: Entry | undefined, now: number): Entry | undefined {
+    for (let f = from; f !== undefined; f = f.next) {
       if (f.kind === FIXED && f.actAtMs > now) return f;
     }
     return undefined;

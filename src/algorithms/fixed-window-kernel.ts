@@ -33,11 +33,6 @@ export class FixedWindowKernel extends DoublesKernel implements Kernel {
     st[s + 1] = end;
   }
 
-  /** An entry is a state: carried over as one. */
-  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
-    this.retuneSlot(next, table, o, -1, now);
-  }
-
   init(st: Float64Array, s: number): void {
     st[s] = 0;
     st[s + 1] = Number.NEGATIVE_INFINITY;
@@ -53,21 +48,6 @@ export class FixedWindowKernel extends DoublesKernel implements Kernel {
 
   usage(st: Float64Array, s: number, _slot: number, now: number): number {
     return fixedWindowUsed(st[s]!, st[s + 1]!, now) / this.params[LIMIT]!;
-  }
-
-  /** A trace entry is the state itself, `[count, endMs]`: restored exactly. */
-  readonly traceWidth = 2;
-
-  traceValue(
-    st: Float64Array,
-    s: number,
-    _slot: number,
-    _now: number,
-    out: Float64Array,
-    o: number,
-  ): void {
-    out[o] = st[s]!;
-    out[o + 1] = st[s + 1]!;
   }
 
   /** The later window's; of one window, the larger count (windows share their ends). */
@@ -87,23 +67,6 @@ export class FixedWindowKernel extends DoublesKernel implements Kernel {
   /** The end of the entry's window. */
   traceExpiresMs(table: Float64Array, o: number): number {
     return table[o]! > 0 ? table[o + 1]! : Number.NEGATIVE_INFINITY;
-  }
-
-  /** The entry's count in its window (fresh where that window has ended). */
-  restore(
-    st: Float64Array,
-    s: number,
-    _slot: number,
-    table: Float64Array,
-    o: number,
-    now: number,
-  ): void {
-    if (!this.traceApplies(table, o, now)) {
-      this.init(st, s);
-      return;
-    }
-    st[s] = table[o]!;
-    st[s + 1] = table[o + 1]!;
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {
@@ -130,7 +93,7 @@ export class FixedWindowKernel extends DoublesKernel implements Kernel {
     return 0;
   }
 
-  readonly refundsWithoutReceipt = false;
+  override readonly refundsWithoutReceipt = false;
 
   /** The end of the window charged. */
   markReceipt(

@@ -54,9 +54,6 @@ const SPEC = /* @__PURE__ */ windowSpec(
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class FixedWindow extends WindowBase implements Limiter {
-  /** @internal */
-  declare protected readonly kernel: FixedWindowKernel;
-
   constructor(options: FixedWindowOptions) {
     super(SPEC, options);
   }
@@ -109,7 +106,7 @@ export class FixedWindow extends WindowBase implements Limiter {
   /** @deprecated A fixed window refunds only through a receipt: this throws a `TypeError`. */
   override refund(cost?: number): number;
   override refund(receipt?: number | Receipt, units?: number): number {
-    return super.refund(receipt as Receipt, units);
+    return this.refundOf(receipt, units);
   }
 
   /** @internal */

@@ -1,6 +1,14 @@
 import { checkCost } from "../core/errors.js";
-import { type Decision, UnkeyedLimiterBase } from "../core/limiter.js";
-import type { ChargeReceipt } from "../core/receipt.js";
+import { type Decision, type Receipt, UnkeyedLimiterBase } from "../core/limiter.js";
+import { type ChargeReceipt, checkReceipt } from "../core/receipt.js";
+import {
+  checkSnapshot,
+  checkStateAt,
+  encodeNumber,
+  encodeState,
+  type LimiterSnapshot,
+  SNAPSHOT_VERSION,
+} from "./snapshot.js";
 import { checkTimeMs } from "./time.js";
 
 /**
@@ -238,16 +246,35 @@ export interface KernelPart {
   readonly refundsWithoutReceipt: boolean;
 }
 
+/** What a built-in class tells its base: its name, catalog id and option names. @internal */
+export interface ShellSpec {
+  /** The class name, for messages (`TokenBucket`, ...). */
+  readonly where: string;
+  /** The catalog id, a snapshot's `algorithm`. */
+  readonly id: string;
+  /** The constructor's option names, in its order: all but `clock` are a snapshot's fingerprint. */
+  readonly options: readonly string[];
+}
+
 /**
  * What the algorithm classes (through `BucketBase` and `WindowBase`) share around their
- * {@link KernelPart} steps: the latest time seen, and deciding at an explicit time. Not
- * exported from the package; its internal members are marked so.
+ * {@link KernelPart} steps over one slot of their kernel: the latest time seen, deciding at
+ * an explicit time, the receipt epoch and snapshots. Not exported from the package; its
+ * internal members are marked so.
  */
 export abstract class KernelShell extends UnkeyedLimiterBase {
   /** @internal Latest time seen (clock readings and explicit times); earlier ones count as it. */
   protected seenMs = Number.NEGATIVE_INFINITY;
-  /** @internal Class name for messages (`TokenBucket`, ...). */
-  protected abstract get where(): string;
+  /** @internal Moved by `reset`, `reconfigure` and `restore`: receipts from before give nothing back. */
+  protected receiptEpoch = 0;
+  /** @internal The class's name, catalog id and option names. */
+  protected abstract readonly spec: ShellSpec;
+  /** @internal The kernel deciding {@link state}. */
+  protected abstract readonly kernel: Kernel;
+  /** @internal The limiter's slot (offset 0, slot 0 of its kernel). */
+  protected abstract readonly state: Float64Array;
+  /** @internal A kernel with the limiter's numbers now. */
+  protected abstract makeKernel(): Kernel;
   /** @internal See {@link KernelPart.timeAt}. */
   abstract timeAt(timeMs: number): number;
   /** @internal See {@link KernelPart.fitsAt}. */
@@ -256,6 +283,12 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
   abstract takeAt(now: number, cost: number): void;
   /** @internal See {@link KernelPart.decideAt}. */
   abstract decideAt(now: number, cost: number, take: boolean): Decision;
+  /** @internal See {@link KernelPart.refundAt}. */
+  abstract refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number;
+  /** @internal Reads the clock; a reading behind the latest one counts as the latest one. */
+  protected abstract now(): number;
+  /** See each class's `refund`. */
+  abstract refund(cost?: number): number;
 
   /**
    * `consume(cost).allowed` as of `timeMs` (milliseconds on this limiter's clock) rather
@@ -266,35 +299,121 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
    *   or infinite, `cost` is negative, or `timeMs` is past a window's float-step bound.
    */
   allowAt(timeMs: number, cost?: number): boolean {
-    const where = `${this.where}.allowAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    const now = this.keep(t);
-    if (!this.fitsAt(now, c)) return false;
-    this.takeAt(now, c);
+    const c = this.keepAt("allowAt", timeMs, cost);
+    if (!this.fitsAt(this.seenMs, c)) return false;
+    this.takeAt(this.seenMs, c);
     return true;
   }
 
   /** `consume(cost)` as of `timeMs`: see {@link allowAt} for the time. */
   consumeAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.where}.consumeAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, true);
+    const c = this.keepAt("consumeAt", timeMs, cost);
+    return this.decideAt(this.seenMs, c, true);
   }
 
   /** `peek(cost)` as of `timeMs`: see {@link allowAt} for the time. */
   peekAt(timeMs: number, cost?: number): Decision {
-    const where = `${this.where}.peekAt`;
-    const t = checkTimeMs(where, timeMs);
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    return this.decideAt(this.keep(t), c, false);
+    const c = this.keepAt("peekAt", timeMs, cost);
+    return this.decideAt(this.seenMs, c, false);
   }
 
-  /** @internal An explicit time, checked, kept as the latest when it is later. */
-  protected keep(timeMs: number): number {
-    this.seenMs = this.timeAt(timeMs);
-    return this.seenMs;
+  /**
+   * @internal Checks the explicit time and cost of `method`, keeps the time as the latest
+   * seen when it is later (`seenMs`, checked as a reading is), and returns the cost.
+   */
+  protected keepAt(method: string, timeMs: number, cost: number | undefined): number {
+    const where = `${this.where}.${method}`;
+    const t = checkTimeMs(where, timeMs);
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    this.seenMs = this.timeAt(t);
+    return c;
+  }
+
+  /** @internal Class name for messages (`TokenBucket`, ...). */
+  protected get where(): string {
+    return this.spec.where;
+  }
+
+  /** @internal `refund(receipt, units)` or `refund(cost)`: checks them, then refunds now. */
+  protected refundOf(cost: number | Receipt | undefined, units: number | undefined): number {
+    const where = `${this.where}.refund`;
+    if (typeof cost === "object" && cost !== null) {
+      const r = checkReceipt(where, cost, this, units);
+      return this.refundAt(this.now(), r.units, r.receipt);
+    }
+    const c = cost === undefined ? 1 : checkCost(where, cost);
+    if (!this.kernel.refundsWithoutReceipt) throw this.receiptOnly(where);
+    return this.refundAt(this.now(), c, undefined);
+  }
+
+  /** @internal The error of a refund without a receipt where only receipts give back. */
+  protected receiptOnly(where: string): TypeError {
+    return new TypeError(`${where}: give the receipt of the charge (refund(receipt, units))`);
+  }
+
+  /** @internal See {@link KernelPart.refundsWithoutReceipt}. */
+  get refundsWithoutReceipt(): boolean {
+    return this.kernel.refundsWithoutReceipt;
+  }
+
+  /** @internal The options that decide, in the constructor's order (a snapshot's fingerprint). */
+  protected get snapshotOptions(): Readonly<Record<string, number>> {
+    const options: Record<string, number> = {};
+    const self = this as unknown as Readonly<Record<string, number>>;
+    for (const name of this.spec.options) if (name !== "clock") options[name] = self[name]!;
+    return options;
+  }
+
+  /** @internal Throws while the state cannot leave the process (a bucket's held units). */
+  protected checkNothingHeld(_where: string): void {}
+
+  /** @internal After a restore (a window's waiters are re-checked); by default nothing. */
+  protected restored(): void {}
+
+  /**
+   * The limiter's state as plain, JSON-safe data: its kernel slot, the latest time it has
+   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots). Waiters
+   * are not part of it.
+   * @throws {RangeError} For a bucket, while units are held for waiters or reservations
+   *   (they cannot leave the process): snapshot once they are served or cancelled.
+   */
+  snapshot(): LimiterSnapshot {
+    this.checkNothingHeld(`${this.where}.snapshot`);
+    return {
+      version: SNAPSHOT_VERSION,
+      algorithm: this.spec.id,
+      options: this.snapshotOptions,
+      latestMs: encodeNumber(this.seenMs),
+      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
+    };
+  }
+
+  /**
+   * Replaces the state with one {@link snapshot} returned, of a limiter of this class and
+   * options: it then decides exactly as that limiter did. The latest time seen becomes the
+   * later of both; receipts from before give nothing back; a window's waiters are re-checked.
+   * @throws {TypeError} For something that is not a snapshot, or one of another format
+   *   version, algorithm or option, naming what differs. {RangeError} For a bucket, while
+   *   units are held for waiters or reservations. Either way nothing changes.
+   */
+  restore(snapshot: LimiterSnapshot): void {
+    this.planRestore(snapshot)();
+  }
+
+  /** @internal Checks `snapshot`; the returned function restores it. */
+  planRestore(snapshot: unknown): () => void {
+    const where = `${this.where}.restore`;
+    const { state, latestMs } = checkSnapshot(where, snapshot, this.spec.id, this.snapshotOptions);
+    this.checkNothingHeld(where);
+    const kernel = this.makeKernel();
+    const probe = new Float64Array(this.state.length);
+    checkStateAt(where, () => kernel.loadSlot(probe, 0, -1, state)); // its shape
+    return () => {
+      this.kernel.loadSlot(this.state, 0, 0, state);
+      if (latestMs > this.seenMs) this.seenMs = latestMs;
+      this.receiptEpoch++;
+      this.restored();
+    };
   }
 }
 
@@ -320,13 +439,15 @@ export function exactPart(limiter: KernelPart, base: object): KernelPart | undef
  * What a kernel whose state is a fixed number of doubles shares (the buckets, the fixed
  * window, the sliding counter): its numbers in `params` as raw doubles (V8 keeps the
  * arithmetic unboxed), the first its `limit`, taken from `next` by `adopt`; its snapshot the
- * slot's doubles as they are; nothing kept beyond the slot.
+ * slot's doubles as they are; its trace entry the slot's state itself (rolled to now by
+ * {@link roll}), restored exactly; nothing kept beyond the slot.
  * @internal
  */
 export abstract class DoublesKernel {
   abstract readonly doubles: number;
   readonly keyExtraBytes = 0;
   readonly leafCount = 1;
+  readonly refundsWithoutReceipt: boolean = true;
   limit: number;
   /** @internal The kernel's numbers, `limit` first. */
   protected readonly params: Float64Array;
@@ -341,6 +462,52 @@ export abstract class DoublesKernel {
   ) {
     this.params = new Float64Array(params);
     this.limit = params[0]!;
+  }
+
+  abstract init(st: Float64Array, s: number, slot: number, now: number): void;
+  abstract traceApplies(table: Float64Array, o: number, now: number): boolean;
+  abstract retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void;
+
+  /** @internal Brings the slot's state to `now` where the kernel keeps it rolled; by default nothing. */
+  protected roll(_st: Float64Array, _s: number, _now: number): void {}
+
+  get traceWidth(): number {
+    return this.doubles;
+  }
+
+  /** The slot's state, rolled to now. */
+  traceValue(
+    st: Float64Array,
+    s: number,
+    _slot: number,
+    now: number,
+    out: Float64Array,
+    o: number,
+  ): void {
+    this.roll(st, s, now);
+    for (let i = 0; i < this.doubles; i++) out[o + i] = st[s + i]!;
+  }
+
+  /** The entry's state, rolled to now (fresh where it no longer applies). */
+  restore(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    table: Float64Array,
+    o: number,
+    now: number,
+  ): void {
+    if (!this.traceApplies(table, o, now)) {
+      this.init(st, s, slot, now);
+      return;
+    }
+    for (let i = 0; i < this.doubles; i++) st[s + i] = table[o + i]!;
+    this.roll(st, s, now);
+  }
+
+  /** An entry is a state: carried over as one. */
+  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
+    this.retuneSlot(next, table, o, -1, now);
   }
 
   adopt(next: Kernel): void {

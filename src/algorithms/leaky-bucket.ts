@@ -54,6 +54,7 @@ export const LEAKY_BUCKET_OPTIONS = optionNames<LeakyBucketOptions>()([
   "initialLevel",
   "clock",
 ]);
+const SPEC = { where: WHERE, id: "leaky-bucket", options: LEAKY_BUCKET_OPTIONS };
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "leakPerSecond", "refillPerSecond");
 const REQUIRED = /* @__PURE__ */ bucketRequired(WHERE, "leakPerSecond");
 
@@ -90,22 +91,13 @@ export class LeakyBucket extends BucketBase implements Limiter {
     const initialLevel = checkInitial(WHERE, "initialLevel", o.initialLevel, capacity) ?? 0;
     const clock = checkClock(WHERE, o.clock, systemClock);
     // Shaping: delay by the level, refuse when the queue is full (see the class doc).
-    super(WHERE, "leaky-bucket", true);
+    super(SPEC, true);
     this.capacity = capacity;
     this.leakPerSecond = leakPerSecond;
     this.initialLevel = initialLevel;
     this.clock = clock;
     // The units are the free room, `capacity - level`: a TokenBucket's tokens.
     this.startUnits();
-  }
-
-  /** @internal */
-  protected override get snapshotOptions(): Readonly<Record<string, number>> {
-    return {
-      capacity: this.capacity,
-      leakPerSecond: this.leakPerSecond,
-      initialLevel: this.initialLevel,
-    };
   }
 
   /** @internal */

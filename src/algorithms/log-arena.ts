@@ -36,11 +36,6 @@ export class LogArena {
     this.rows = next;
   }
 
-  /** Bytes the arena's arrays hold now: its entries and its rows. */
-  heldBytes(): number {
-    return 8 * (this.data.length + this.rows.length);
-  }
-
   /**
    * Gives `owner` a block of `entries` (>= 1) entries holding its ring's `size` oldest
    * entries (from a block of `wrap` entries with its oldest at `head`), and returns where the

@@ -311,12 +311,9 @@ export class LogRing {
       const p = this.o(size - 1) + 1;
       const before = size === 1 ? st[s + BASE]! : data[this.o(size - 2) + 1]!;
       const own = data[p]! - before;
-      if (own === 0) {
-        // An empty entry (a tombstone, or one a receipt emptied) goes with the rest.
-        if (data[p - 1]! > gone) gone = data[p - 1]!;
-        st[s + SIZE] = size - 1;
-      } else if (!(left > 0)) break;
-      else if (fits(own, left)) {
+      if (own !== 0 && !(left > 0)) break;
+      // An empty entry (a tombstone, or one a receipt emptied) goes with the rest.
+      if (own === 0 || fits(own, left)) {
         if (data[p - 1]! > gone) gone = data[p - 1]!;
         st[s + SIZE] = size - 1;
         left -= own;

@@ -51,7 +51,7 @@ export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel 
   }
 
   /** An entry is a state: rolled and carried over as one; one that no longer applies is cleared. */
-  retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
+  override retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void {
     if (!this.traceApplies(table, o, now)) {
       table[o] = 0;
       table[o + 1] = 0;
@@ -63,7 +63,7 @@ export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel 
   }
 
   /** @internal Rolls the slot at `s` to the window holding `now`. */
-  private roll(st: Float64Array, s: number, now: number): void {
+  protected override roll(st: Float64Array, s: number, now: number): void {
     const windowMs = this.params[WINDOW_MS]!;
     const index = st[s + 2]!;
     if (now < (index + 1) * windowMs) return;
@@ -104,23 +104,6 @@ export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel 
     return this.estimate(st, s, now) / this.params[LIMIT]!;
   }
 
-  /** A trace entry is the state itself, `[prev, curr, index]`: restored exactly. */
-  readonly traceWidth = 3;
-
-  traceValue(
-    st: Float64Array,
-    s: number,
-    _slot: number,
-    now: number,
-    out: Float64Array,
-    o: number,
-  ): void {
-    this.roll(st, s, now);
-    out[o] = st[s]!;
-    out[o + 1] = st[s + 1]!;
-    out[o + 2] = st[s + 2]!;
-  }
-
   /**
    * Both states rolled to the later one's window, then the larger of each count: the
    * previous count of a state one window behind is its current one; further behind, nothing.
@@ -133,8 +116,8 @@ export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel 
       return;
     }
     const k = table[o + 2]! > fresh[f + 2]! ? table[o + 2]! : fresh[f + 2]!;
-    const prev = max(rolledPrev(table, o, k), rolledPrev(fresh, f, k));
-    const curr = max(
+    const prev = Math.max(rolledPrev(table, o, k), rolledPrev(fresh, f, k));
+    const curr = Math.max(
       table[o + 2] === k ? table[o + 1]! : 0,
       fresh[f + 2] === k ? fresh[f + 1]! : 0,
     );
@@ -154,25 +137,6 @@ export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel 
     const windowMs = this.params[WINDOW_MS]!;
     if (table[o + 1]! > 0) return (k + 2) * windowMs;
     return table[o]! > 0 ? (k + 1) * windowMs : Number.NEGATIVE_INFINITY;
-  }
-
-  /** The entry's counts, rolled to now's window (fresh where they have rolled out). */
-  restore(
-    st: Float64Array,
-    s: number,
-    slot: number,
-    table: Float64Array,
-    o: number,
-    now: number,
-  ): void {
-    if (!this.traceApplies(table, o, now)) {
-      this.init(st, s, slot, now);
-      return;
-    }
-    st[s] = table[o]!;
-    st[s + 1] = table[o + 1]!;
-    st[s + 2] = table[o + 2]!;
-    this.roll(st, s, now);
   }
 
   fitsAt(st: Float64Array, s: number, _slot: number, now: number, cost: number): boolean {
@@ -202,8 +166,6 @@ export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel 
     given[o] = before - (st[s]! + st[s + 1]!);
     return 0;
   }
-
-  readonly refundsWithoutReceipt = true;
 
   /** The index of the window charged; it gives back until the end of the next one. */
   markReceipt(
@@ -273,8 +235,4 @@ function rolledPrev(t: Float64Array, o: number, k: number): number {
   const index = t[o + 2]!;
   if (index === k) return t[o]!;
   return counterRolledPrev(index, t[o + 1]!, k);
-}
-
-function max(a: number, b: number): number {
-  return a > b ? a : b;
 }

@@ -54,9 +54,6 @@ const SPEC = /* @__PURE__ */ windowSpec(
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class SlidingWindowCounter extends WindowBase implements Limiter {
-  /** @internal */
-  declare protected readonly kernel: SlidingWindowCounterKernel;
-
   constructor(options: SlidingWindowCounterOptions) {
     super(SPEC, options);
   }
@@ -106,6 +103,6 @@ export class SlidingWindowCounter extends WindowBase implements Limiter {
   override refund(receipt: Receipt, units?: number): number;
   override refund(cost?: number): number;
   override refund(cost?: number | Receipt, units?: number): number {
-    return super.refund(cost as Receipt, units);
+    return this.refundOf(cost, units);
   }
 }

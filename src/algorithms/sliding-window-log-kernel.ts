@@ -29,14 +29,10 @@ export function logEntryBytes(slotCount: number): number {
 }
 
 /** The sink before {@link SlidingWindowLogKernel.bind}: a ring that grows then is a bug. */
-const UNBOUND: ByteSink = {
-  addBytes() {
-    throw new Error("SlidingWindowLogKernel: bind(engine) before the first request");
-  },
-  reserve() {
-    throw new Error("SlidingWindowLogKernel: bind(engine) before the first request");
-  },
+const unbound = (): never => {
+  throw new Error("SlidingWindowLogKernel: bind(engine) before the first request");
 };
+const UNBOUND: ByteSink = { addBytes: unbound, reserve: unbound };
 
 /**
  * The slot of a `SlidingWindowLog`: its ring's head, size and base (the engine threads its
@@ -82,10 +78,6 @@ export class SlidingWindowLogKernel implements Kernel {
     this.scratch.setOwners(1);
   }
 
-  /**
-   * Gives the layout the engine whose slots it serves, where the rings' bytes are
-   * accounted: call it once, right after the engine is made and before its first request.
-   */
   /** Expired to now; a longer window moves every entry out by the difference (as the class). */
   retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
     this.isIdle(st, s, slot, now); // expires the ring to now
@@ -107,6 +99,10 @@ export class SlidingWindowLogKernel implements Kernel {
     this.boundUnits = n.boundUnits;
   }
 
+  /**
+   * Gives the layout the engine whose slots it serves, where the rings' bytes are
+   * accounted: call it once, right after the engine is made and before its first request.
+   */
   bind(sink: ByteSink): void {
     this.sink = sink;
   }
@@ -263,9 +259,8 @@ export class SlidingWindowLogKernel implements Kernel {
     given: Float64Array,
     o: number,
   ): number {
-    given[o] = 0;
-    if (this.isIdle(st, s, slot, now)) return 0; // expired to now: nothing left to give back
-    given[o] = this.ringAt(st, s, slot).refund(cost);
+    // Expired to now first: an empty log has nothing left to give back.
+    given[o] = this.isIdle(st, s, slot, now) ? 0 : this.ringAt(st, s, slot).refund(cost);
     return 0;
   }
 
@@ -298,10 +293,9 @@ export class SlidingWindowLogKernel implements Kernel {
     given: Float64Array,
     o: number,
   ): number {
-    given[o] = 0;
-    if (!(marks[o]! > now)) return 0;
-    if (this.isIdle(st, s, slot, now)) return 0; // expired to now
-    given[o] = this.ringAt(st, s, slot).refundEntry(marks[o]!, asked[o]!);
+    // The entry has left, or the log (expired to now) is empty: nothing to give back.
+    const gone = !(marks[o]! > now) || this.isIdle(st, s, slot, now);
+    given[o] = gone ? 0 : this.ringAt(st, s, slot).refundEntry(marks[o]!, asked[o]!);
     return 0;
   }
 

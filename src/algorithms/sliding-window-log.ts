@@ -54,29 +54,8 @@ const SPEC = /* @__PURE__ */ windowSpec(
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class SlidingWindowLog extends WindowBase implements Limiter {
-  /** @internal */
-  declare protected readonly kernel: SlidingWindowLogKernel;
-
   constructor(options: SlidingWindowLogOptions) {
     super(SPEC, options);
-  }
-
-  // `size`, `slotCount` and `base` are the ring's, read as the log's own by white-box tests
-  // of its bounds (test/algorithms/sliding-window-log.test.ts).
-  /** @internal Entries in the log. */
-  // @ts-expect-error TS6133: read by white-box tests only
-  private get size(): number {
-    return this.kernel.ringAt(this.state, 0, 0).size;
-  }
-  /** @internal Entries the ring's block holds. */
-  // @ts-expect-error TS6133: read by white-box tests only
-  private get slotCount(): number {
-    return this.kernel.ringAt(this.state, 0, 0).slotCount;
-  }
-  /** @internal The running total before the oldest entry. */
-  // @ts-expect-error TS6133: read by white-box tests only
-  private get base(): number {
-    return this.kernel.ringAt(this.state, 0, 0).base;
   }
 
   /**
@@ -123,6 +102,6 @@ export class SlidingWindowLog extends WindowBase implements Limiter {
   override refund(receipt: Receipt, units?: number): number;
   override refund(cost?: number): number;
   override refund(cost?: number | Receipt, units?: number): number {
-    return super.refund(cost as Receipt, units);
+    return this.refundOf(cost, units);
   }
 }

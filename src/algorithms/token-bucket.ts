@@ -54,6 +54,7 @@ export const TOKEN_BUCKET_OPTIONS = optionNames<TokenBucketOptions>()([
   "initialTokens",
   "clock",
 ]);
+const SPEC = { where: WHERE, id: "token-bucket", options: TOKEN_BUCKET_OPTIONS };
 const HINTS = /* @__PURE__ */ bucketHints(WHERE, "refillPerSecond", "leakPerSecond");
 const REQUIRED = /* @__PURE__ */ bucketRequired(WHERE, "refillPerSecond");
 
@@ -91,22 +92,13 @@ export class TokenBucket extends BucketBase implements Limiter {
     const initialTokens = checkInitial(WHERE, "initialTokens", o.initialTokens, capacity);
     const clock = checkClock(WHERE, o.clock, systemClock);
     // Not shaping: a cost that does not fit goes into debt (Go's `rate.Limiter`).
-    super(WHERE, "token-bucket", false);
+    super(SPEC, false);
     this.capacity = capacity;
     this.refillPerSecond = refillPerSecond;
     this.initialTokens = initialTokens ?? capacity;
     this.initialGiven = initialTokens !== undefined;
     this.clock = clock;
     this.startUnits();
-  }
-
-  /** @internal */
-  protected override get snapshotOptions(): Readonly<Record<string, number>> {
-    return {
-      capacity: this.capacity,
-      refillPerSecond: this.refillPerSecond,
-      initialTokens: this.initialTokens,
-    };
   }
 
   /** @internal */

@@ -3,18 +3,17 @@ import { checkClock, checkCost, checkOptionNames, checkOptions } from "../core/e
 import type { Clock, Decision, Receipt, WaitOptions } from "../core/limiter.js";
 import { systemClock } from "../core/limiter.js";
 import { windowHints, windowRequired } from "../core/option-names.js";
-import { ChargeReceipt, checkReceipt, deniedReceipt } from "../core/receipt.js";
+import { ChargeReceipt, deniedReceipt } from "../core/receipt.js";
 import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
 import { jittered, WaitQueue } from "../core/wait.js";
-import { exactPart, type Kernel, type KernelPart, KernelShell, type KeyedForm } from "./kernel.js";
 import {
-  checkSnapshot,
-  checkStateAt,
-  encodeNumber,
-  encodeState,
-  type LimiterSnapshot,
-  SNAPSHOT_VERSION,
-} from "./snapshot.js";
+  exactPart,
+  type Kernel,
+  type KernelPart,
+  KernelShell,
+  type KeyedForm,
+  type ShellSpec,
+} from "./kernel.js";
 import {
   checkWindowClock,
   checkWindowResize,
@@ -39,11 +38,7 @@ const ASKED = new Float64Array(1);
 const GIVEN = new Float64Array(1);
 
 /** What a window class tells its base: its name, option list and how to make its kernel. @internal */
-export interface WindowSpec {
-  readonly where: string;
-  /** The catalog id, a snapshot's `algorithm`. */
-  readonly id: string;
-  readonly options: readonly string[];
+export interface WindowSpec extends ShellSpec {
   readonly hints: Readonly<Record<string, string>>;
   readonly required: RequiredOptions;
   readonly Kernel: new (limit: number, windowMs: number) => Kernel;
@@ -72,14 +67,12 @@ export abstract class WindowBase extends KernelShell {
   readonly clock: Clock;
   /** @internal The algorithm's kernel, deciding the one slot in `state`. */
   protected readonly kernel: Kernel;
-  /** @internal The limiter's slot (offset 0, slot 0 of its kernel). */
+  /** @internal */
   protected readonly state: Float64Array;
   /** @internal Readings must stay within ±this for `windowMs` to be at least the clock's float step. */
   protected clockBoundMs: number;
   /** @internal */
   protected queue: WaitQueue | undefined;
-  /** @internal Moved by `reset` and `reconfigure`: receipts from before give nothing back. */
-  protected receiptEpoch = 0;
   /** @internal */
   protected readonly spec: WindowSpec;
 
@@ -98,7 +91,7 @@ export abstract class WindowBase extends KernelShell {
     this.limit = limit;
     this.windowMs = windowMs;
     this.clockBoundMs = windowClockBoundMs(windowMs);
-    this.kernel = new spec.Kernel(limit, windowMs);
+    this.kernel = this.makeKernel();
     this.kernel.bind(UNBOUNDED);
     this.kernel.grow(1);
     this.state = new Float64Array(this.kernel.doubles);
@@ -108,7 +101,7 @@ export abstract class WindowBase extends KernelShell {
   /** @internal How a `KeyedLimiter` keeps this window's keys (see {@link KeyedForm}). */
   keyedForm(): KeyedForm {
     return {
-      kernel: new this.spec.Kernel(this.limit, this.windowMs),
+      kernel: this.makeKernel(),
       clockBoundMs: this.clockBoundMs,
       clockWhere: this.spec.where,
       windowMs: this.windowMs,
@@ -121,14 +114,9 @@ export abstract class WindowBase extends KernelShell {
     return exactPart(this, WindowBase.prototype);
   }
 
-  /** @internal See {@link KernelPart.refundsWithoutReceipt}. */
-  get refundsWithoutReceipt(): boolean {
-    return this.kernel.refundsWithoutReceipt;
-  }
-
   /** @internal */
-  protected override get where(): string {
-    return this.spec.where;
+  protected override makeKernel(): Kernel {
+    return new this.spec.Kernel(this.limit, this.windowMs);
   }
 
   /** Takes `cost` units when they fit and says so; a denial changes nothing. */
@@ -178,65 +166,9 @@ export abstract class WindowBase extends KernelShell {
     );
   }
 
-  /** Gives back units: see each class's `refund`. */
-  refund(receipt: Receipt, units?: number): number;
-  refund(cost?: number): number;
-  refund(cost?: number | Receipt, units?: number): number {
-    const where = `${this.spec.where}.refund`;
-    if (typeof cost === "object" && cost !== null) {
-      const r = checkReceipt(where, cost, this, units);
-      return this.refundAt(this.now(), r.units, r.receipt);
-    }
-    const c = cost === undefined ? 1 : checkCost(where, cost);
-    if (!this.kernel.refundsWithoutReceipt) throw this.receiptOnly(where);
-    return this.refundAt(this.now(), c, undefined);
-  }
-
-  /** @internal The error of a refund without a receipt where only receipts give back. */
-  protected receiptOnly(where: string): TypeError {
-    return new TypeError(`${where}: give the receipt of the charge (refund(receipt, units))`);
-  }
-
-  /**
-   * The limiter's state as plain, JSON-safe data: its kernel slot, the latest time it has
-   * seen, the algorithm and the options that decide (docs/semantics.md#snapshots). Waiters
-   * are not part of it.
-   */
-  snapshot(): LimiterSnapshot {
-    return {
-      version: SNAPSHOT_VERSION,
-      algorithm: this.spec.id,
-      options: { limit: this.limit, windowMs: this.windowMs },
-      latestMs: encodeNumber(this.seenMs),
-      state: encodeState(this.kernel.saveSlot(this.state, 0, 0)),
-    };
-  }
-
-  /**
-   * Replaces the state with one {@link snapshot} returned, of a limiter of this algorithm
-   * and options: it then decides exactly as that limiter did. The latest time seen becomes
-   * the later of both; receipts from before give nothing back; waiters are re-checked.
-   * @throws {TypeError} For something that is not a snapshot, or one of another format
-   *   version, algorithm or option, naming what differs; nothing changes.
-   */
-  restore(snapshot: LimiterSnapshot): void {
-    this.planRestore(snapshot)();
-  }
-
-  /** @internal Checks `snapshot`; the returned function restores it. */
-  planRestore(snapshot: unknown): () => void {
-    const where = `${this.spec.where}.restore`;
-    const options = { limit: this.limit, windowMs: this.windowMs };
-    const { state, latestMs } = checkSnapshot(where, snapshot, this.spec.id, options);
-    const probe = new Float64Array(this.state.length);
-    const kernel = new this.spec.Kernel(this.limit, this.windowMs);
-    checkStateAt(where, () => kernel.loadSlot(probe, 0, -1, state)); // its shape
-    return () => {
-      this.kernel.loadSlot(this.state, 0, 0, state);
-      if (latestMs > this.seenMs) this.seenMs = latestMs;
-      this.receiptEpoch++;
-      this.queue?.wake();
-    };
+  /** @internal Waiters are re-checked. */
+  protected override restored(): void {
+    this.queue?.wake();
   }
 
   /** @internal Checks `options` and reads the clock; the returned function applies them. */
@@ -263,7 +195,7 @@ export abstract class WindowBase extends KernelShell {
    * Reads the clock and keeps the reading; a reading behind the latest time counts as the
    * latest. A reading where `windowMs` is below the clock's float step throws and is not kept.
    */
-  protected now(): number {
+  protected override now(): number {
     // `timeOf`'s steps written out: one call less on every request's path.
     const where = this.spec.where;
     const t = readClock(where, this.clock, this.seenMs);
@@ -317,7 +249,7 @@ export abstract class WindowBase extends KernelShell {
    * @internal A refund at `now` of checked `units`: through `receipt` (by its mark, while
    * what it charged still counts), or without one (by the kernel's rule).
    */
-  refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
+  override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
     if (now > this.seenMs) this.seenMs = now;
     if (!(units > 0)) return 0;
     const st = this.state;

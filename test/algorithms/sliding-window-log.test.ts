@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, test, vi } from "vitest";
 import { INITIAL_ENTRIES } from "../../src/algorithms/log-ring.js";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
+import type { SlidingWindowLogKernel } from "../../src/algorithms/sliding-window-log-kernel.js";
 import { allOf } from "../../src/composite/all-of.js";
 import { RateLimitError } from "../../src/core/errors.js";
 import type { Receipt } from "../../src/core/limiter.js";
@@ -23,7 +24,12 @@ const INF = Number.POSITIVE_INFINITY;
 
 /** The log's private ring, read for white-box bounds (entries held, ring size, base). */
 function internals(log: SlidingWindowLog): { size: number; slotCount: number; base: number } {
-  return log as unknown as { size: number; slotCount: number; base: number };
+  const { kernel, state } = log as unknown as {
+    kernel: SlidingWindowLogKernel;
+    state: Float64Array;
+  };
+  const ring = kernel.ringAt(state, 0, 0);
+  return { size: ring.size, slotCount: ring.slotCount, base: ring.base };
 }
 
 /**

@@ -148,7 +148,11 @@ describe("SlidingWindowLogKernel decides as a SlidingWindowLog per key", () => {
       clock.advance(3.7);
       expect(key.decide(0.02, true)).toEqual(log.consume(0.02));
     }
-    const ring = log as unknown as { size: number; slotCount: number };
+    const { kernel, state } = log as unknown as {
+      kernel: SlidingWindowLogKernel;
+      state: Float64Array;
+    };
+    const ring = kernel.ringAt(state, 0, 0);
     expect(ring.size, "beyond the 64 exact entries").toBeGreaterThan(64);
     expect(e.layout.entryBytesOf(key.slot)).toBe(logEntryBytes(ring.slotCount));
   });
