@@ -255,21 +255,24 @@ function parseArgsMessage(error: Error): string {
   return `${flag} needs a value (one that starts with - is written ${flag}=<value>)`;
 }
 
+/**
+ * The numeric settings of `tollgate replay`: an integer from `[min, max]`, or (undefined) a
+ * finite number >= 0.
+ */
+const NUMBERS: Readonly<Record<string, readonly [min: number, max: number] | undefined>> = {
+  "reorder-window-ms": undefined,
+  top: [0, 1_000_000],
+  "max-keys": [1, 2 ** 28],
+  "max-line-bytes": [1, MAX_LINE_BYTES_LIMIT],
+  nodes: [1, 1024],
+  "rtt-ms": undefined,
+  seed: [0, 2 ** 32 - 1],
+  "initial-credit": undefined,
+};
+
 /** The options whose value is a number: the policy options and the numeric settings. */
 const NUMERIC_OPTIONS: ReadonlySet<string> = new Set(
-  [
-    ...Object.keys(POLICY_OPTIONS),
-    ...([
-      "reorder-window-ms",
-      "top",
-      "max-keys",
-      "max-line-bytes",
-      "nodes",
-      "rtt-ms",
-      "seed",
-      "initial-credit",
-    ] satisfies readonly (keyof typeof OPTIONS)[]),
-  ].map((name) => `--${name}`),
+  [...Object.keys(POLICY_OPTIONS), ...Object.keys(NUMBERS)].map((name) => `--${name}`),
 );
 
 /**
@@ -299,32 +302,24 @@ export function joinNumericValues(args: readonly string[]): string[] {
   return out;
 }
 
-/** A whole number from `min` to `max` (`fallback` when not given), or a UsageError naming the flag. */
-function integerOption<F extends number | undefined>(
-  flag: string,
-  text: string | undefined,
-  fallback: F,
-  min: number,
-  max: number,
-): number | F {
-  if (text === undefined) return fallback;
+/**
+ * The value of the numeric setting `--name` ({@link NUMBERS}), undefined when not given.
+ * @throws {UsageError} Naming the flag, its range and the text given.
+ */
+function numberOption(name: string, v: Readonly<Record<string, unknown>>): number | undefined {
+  const text = v[name] as string | undefined;
+  if (text === undefined) return undefined;
   const value = numberOrText(text);
-  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    throw new UsageError(
-      `${flag} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`,
-    );
-  }
-  return value + 0; // -0 (from `--top -0`) as 0
-}
-
-/** A finite number >= 0, or a UsageError naming the flag. */
-function nonNegativeOption(flag: string, text: string | undefined, fallback: number): number {
-  if (text === undefined) return fallback;
-  const value = numberOrText(text);
-  if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
-    throw new UsageError(`${flag} must be a finite number >= 0, got ${JSON.stringify(text)}`);
-  }
-  return value + 0;
+  const range = NUMBERS[name];
+  const ok =
+    typeof value === "number" &&
+    (range === undefined
+      ? value >= 0 && Number.isFinite(value)
+      : Number.isInteger(value) && value >= range[0] && value <= range[1]);
+  if (ok) return value + 0; // -0 (from `--top -0`) as 0
+  const must =
+    range === undefined ? "a finite number >= 0" : `an integer from ${range.join(" to ")}`;
+  throw new UsageError(`--${name} must be ${must}, got ${JSON.stringify(text)}`);
 }
 
 /** `--nodes` and its settings, or undefined; a setting without `--nodes` is an error. */
@@ -343,11 +338,11 @@ function nodesOption(v: Readonly<Record<string, string | undefined>>): ReplayCom
     );
   }
   return {
-    nodes: integerOption("--nodes", v["nodes"], 1, 1, 1024),
-    rttMs: nonNegativeOption("--rtt-ms", v["rtt-ms"], 1),
+    nodes: numberOption("nodes", v)!,
+    rttMs: numberOption("rtt-ms", v) ?? 1,
     spread: spread as Spread,
-    seed: integerOption("--seed", v["seed"], 1, 0, 2 ** 32 - 1),
-    initialCredit: nonNegativeOption("--initial-credit", v["initial-credit"], 1),
+    seed: numberOption("seed", v) ?? 1,
+    initialCredit: numberOption("initial-credit", v) ?? 1,
   };
 }
 
@@ -441,11 +436,7 @@ export function parseCommand(argv: readonly string[]): Command {
   }
   const key = parseKeySpec(v.key ?? "ip");
   if (format !== "auto") checkKeyForFormat(key, format as LogFormat);
-  const reorderWindowMs = nonNegativeOption(
-    "--reorder-window-ms",
-    v["reorder-window-ms"],
-    DEFAULT_REORDER_WINDOW_MS,
-  );
+  const reorderWindowMs = numberOption("reorder-window-ms", v) ?? DEFAULT_REORDER_WINDOW_MS;
   return {
     kind: "replay",
     file: parsed.positionals[0]!,
@@ -453,18 +444,12 @@ export function parseCommand(argv: readonly string[]): Command {
     key,
     format: format as LogFormat | "auto",
     timeField: v["time-field"],
-    top: integerOption("--top", v.top, 10, 0, 1_000_000),
+    top: numberOption("top", v) ?? 10,
     svg: v.svg,
     json: v.json ?? false,
     reorderWindowMs,
-    maxKeys: integerOption("--max-keys", v["max-keys"], undefined, 1, 2 ** 28),
-    maxLineBytes: integerOption(
-      "--max-line-bytes",
-      v["max-line-bytes"],
-      DEFAULT_MAX_LINE_BYTES,
-      1,
-      MAX_LINE_BYTES_LIMIT,
-    ),
+    maxKeys: numberOption("max-keys", v),
+    maxLineBytes: numberOption("max-line-bytes", v) ?? DEFAULT_MAX_LINE_BYTES,
     nodes,
   };
 }
