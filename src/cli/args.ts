@@ -66,17 +66,24 @@ const ALGORITHM_HELP = CATALOG.map((d: AlgorithmDescriptor) => {
   );
 }).join("\n");
 
+/**
+ * The names of `known` that `name` may mean: `exact` (by default `name` itself, when known),
+ * else the names it begins, else the closest one ({@link closestName}), else none.
+ */
+function meant(name: string, known: readonly string[], exact = known.find((n) => n === name)) {
+  if (exact !== undefined) return [exact];
+  const prefixed = known.filter((n) => n.startsWith(name));
+  return prefixed.length > 0 ? prefixed : [closestName(name, known)].filter((n) => n !== undefined);
+}
+
 /** "did you mean" for an unknown `--algorithm`: a prefix of ids, a misspelling, or "". */
 function algorithmSuggestion(name: string): string {
   const kebab = name
     .replace(/([a-z])([A-Z])/g, "$1-$2")
     .replace(/[_\s]+/g, "-")
     .toLowerCase();
-  const prefixed = ALGORITHMS.filter((id) => id.startsWith(kebab));
-  const close =
-    algorithmIdOf(kebab) ?? (prefixed.length === 0 ? closestName(kebab, ALGORITHMS) : undefined);
-  const meant = close !== undefined ? [close] : prefixed;
-  return meant.length === 0 ? "" : `did you mean ${meant.join(" or ")}? `;
+  const names = meant(kebab, ALGORITHMS, algorithmIdOf(kebab));
+  return names.length === 0 ? "" : `did you mean ${names.join(" or ")}? `;
 }
 
 /** The help of `tollgate` and `tollgate replay`. */
@@ -178,14 +185,8 @@ const FLAG_HINTS: Readonly<Record<string, string>> = {
 
 /** "did you mean" for an unknown long flag `name` (without `--`), or "" when nothing is close. */
 function flagSuggestion(name: string): string {
-  const known = REPLAY_OPTION_NAMES;
   const kebab = name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-  const prefixed = known.filter((n) => n.startsWith(kebab));
-  const close = known.includes(kebab)
-    ? [kebab]
-    : prefixed.length > 0
-      ? prefixed
-      : [closestName(kebab, known)].filter((n) => n !== undefined);
+  const close = meant(kebab, REPLAY_OPTION_NAMES);
   const hint = Object.hasOwn(FLAG_HINTS, kebab)
     ? FLAG_HINTS[kebab]
     : close.length > 0
