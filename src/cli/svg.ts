@@ -2,7 +2,7 @@ import { CATALOG } from "../algorithms/catalog.js";
 import { daysFromCivil, MAX_TIME_MS } from "./parse-log.js";
 import { printable } from "./printable.js";
 import { percent } from "./report.js";
-import { bucketText, type MinuteSeries } from "./series.js";
+import { bucketText, MINUTE_MS, type MinuteSeries } from "./series.js";
 import type { KeyReport } from "./tally.js";
 
 /** One policy as the chart shows it. */
@@ -54,7 +54,6 @@ export interface ChartOptions {
   readonly maxBars?: number | undefined;
 }
 
-const MINUTE_MS = 60_000;
 /** Colours per algorithm (distinct in hue, readable on white), from the catalog. */
 export const ALGORITHM_COLORS: Readonly<Record<string, string>> = Object.fromEntries(
   CATALOG.map((d) => [d.id, d.cli.color]),
