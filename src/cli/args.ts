@@ -66,17 +66,24 @@ const ALGORITHM_HELP = CATALOG.map((d: AlgorithmDescriptor) => {
   );
 }).join("\n");
 
+/**
+ * The names of `known` that `name` may mean: `exact` (by default `name` itself, when known),
+ * else the names it begins, else the closest one ({@link closestName}), else none.
+ */
+function meant(name: string, known: readonly string[], exact = known.find((n) => n === name)) {
+  if (exact !== undefined) return [exact];
+  const prefixed = known.filter((n) => n.startsWith(name));
+  return prefixed.length > 0 ? prefixed : [closestName(name, known)].filter((n) => n !== undefined);
+}
+
 /** "did you mean" for an unknown `--algorithm`: a prefix of ids, a misspelling, or "". */
 function algorithmSuggestion(name: string): string {
   const kebab = name
     .replace(/([a-z])([A-Z])/g, "$1-$2")
     .replace(/[_\s]+/g, "-")
     .toLowerCase();
-  const prefixed = ALGORITHMS.filter((id) => id.startsWith(kebab));
-  const close =
-    algorithmIdOf(kebab) ?? (prefixed.length === 0 ? closestName(kebab, ALGORITHMS) : undefined);
-  const meant = close !== undefined ? [close] : prefixed;
-  return meant.length === 0 ? "" : `did you mean ${meant.join(" or ")}? `;
+  const names = meant(kebab, ALGORITHMS, algorithmIdOf(kebab));
+  return names.length === 0 ? "" : `did you mean ${names.join(" or ")}? `;
 }
 
 /** The help of `tollgate` and `tollgate replay`. */
@@ -178,14 +185,8 @@ const FLAG_HINTS: Readonly<Record<string, string>> = {
 
 /** "did you mean" for an unknown long flag `name` (without `--`), or "" when nothing is close. */
 function flagSuggestion(name: string): string {
-  const known = REPLAY_OPTION_NAMES;
   const kebab = name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-  const prefixed = known.filter((n) => n.startsWith(kebab));
-  const close = known.includes(kebab)
-    ? [kebab]
-    : prefixed.length > 0
-      ? prefixed
-      : [closestName(kebab, known)].filter((n) => n !== undefined);
+  const close = meant(kebab, REPLAY_OPTION_NAMES);
   const hint = Object.hasOwn(FLAG_HINTS, kebab)
     ? FLAG_HINTS[kebab]
     : close.length > 0
@@ -255,21 +256,24 @@ function parseArgsMessage(error: Error): string {
   return `${flag} needs a value (one that starts with - is written ${flag}=<value>)`;
 }
 
+/**
+ * The numeric settings of `tollgate replay`: an integer from `[min, max]`, or (undefined) a
+ * finite number >= 0.
+ */
+const NUMBERS: Readonly<Record<string, readonly [min: number, max: number] | undefined>> = {
+  "reorder-window-ms": undefined,
+  top: [0, 1_000_000],
+  "max-keys": [1, 2 ** 28],
+  "max-line-bytes": [1, MAX_LINE_BYTES_LIMIT],
+  nodes: [1, 1024],
+  "rtt-ms": undefined,
+  seed: [0, 2 ** 32 - 1],
+  "initial-credit": undefined,
+};
+
 /** The options whose value is a number: the policy options and the numeric settings. */
 const NUMERIC_OPTIONS: ReadonlySet<string> = new Set(
-  [
-    ...Object.keys(POLICY_OPTIONS),
-    ...([
-      "reorder-window-ms",
-      "top",
-      "max-keys",
-      "max-line-bytes",
-      "nodes",
-      "rtt-ms",
-      "seed",
-      "initial-credit",
-    ] satisfies readonly (keyof typeof OPTIONS)[]),
-  ].map((name) => `--${name}`),
+  [...Object.keys(POLICY_OPTIONS), ...Object.keys(NUMBERS)].map((name) => `--${name}`),
 );
 
 /**
@@ -299,32 +303,24 @@ export function joinNumericValues(args: readonly string[]): string[] {
   return out;
 }
 
-/** A whole number from `min` to `max` (`fallback` when not given), or a UsageError naming the flag. */
-function integerOption<F extends number | undefined>(
-  flag: string,
-  text: string | undefined,
-  fallback: F,
-  min: number,
-  max: number,
-): number | F {
-  if (text === undefined) return fallback;
+/**
+ * The value of the numeric setting `--name` ({@link NUMBERS}), undefined when not given.
+ * @throws {UsageError} Naming the flag, its range and the text given.
+ */
+function numberOption(name: string, v: Readonly<Record<string, unknown>>): number | undefined {
+  const text = v[name] as string | undefined;
+  if (text === undefined) return undefined;
   const value = numberOrText(text);
-  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    throw new UsageError(
-      `${flag} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`,
-    );
-  }
-  return value + 0; // -0 (from `--top -0`) as 0
-}
-
-/** A finite number >= 0, or a UsageError naming the flag. */
-function nonNegativeOption(flag: string, text: string | undefined, fallback: number): number {
-  if (text === undefined) return fallback;
-  const value = numberOrText(text);
-  if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
-    throw new UsageError(`${flag} must be a finite number >= 0, got ${JSON.stringify(text)}`);
-  }
-  return value + 0;
+  const range = NUMBERS[name];
+  const ok =
+    typeof value === "number" &&
+    (range === undefined
+      ? value >= 0 && Number.isFinite(value)
+      : Number.isInteger(value) && value >= range[0] && value <= range[1]);
+  if (ok) return value + 0; // -0 (from `--top -0`) as 0
+  const must =
+    range === undefined ? "a finite number >= 0" : `an integer from ${range.join(" to ")}`;
+  throw new UsageError(`--${name} must be ${must}, got ${JSON.stringify(text)}`);
 }
 
 /** `--nodes` and its settings, or undefined; a setting without `--nodes` is an error. */
@@ -343,11 +339,11 @@ function nodesOption(v: Readonly<Record<string, string | undefined>>): ReplayCom
     );
   }
   return {
-    nodes: integerOption("--nodes", v["nodes"], 1, 1, 1024),
-    rttMs: nonNegativeOption("--rtt-ms", v["rtt-ms"], 1),
+    nodes: numberOption("nodes", v)!,
+    rttMs: numberOption("rtt-ms", v) ?? 1,
     spread: spread as Spread,
-    seed: integerOption("--seed", v["seed"], 1, 0, 2 ** 32 - 1),
-    initialCredit: nonNegativeOption("--initial-credit", v["initial-credit"], 1),
+    seed: numberOption("seed", v) ?? 1,
+    initialCredit: numberOption("initial-credit", v) ?? 1,
   };
 }
 
@@ -441,11 +437,7 @@ export function parseCommand(argv: readonly string[]): Command {
   }
   const key = parseKeySpec(v.key ?? "ip");
   if (format !== "auto") checkKeyForFormat(key, format as LogFormat);
-  const reorderWindowMs = nonNegativeOption(
-    "--reorder-window-ms",
-    v["reorder-window-ms"],
-    DEFAULT_REORDER_WINDOW_MS,
-  );
+  const reorderWindowMs = numberOption("reorder-window-ms", v) ?? DEFAULT_REORDER_WINDOW_MS;
   return {
     kind: "replay",
     file: parsed.positionals[0]!,
@@ -453,18 +445,12 @@ export function parseCommand(argv: readonly string[]): Command {
     key,
     format: format as LogFormat | "auto",
     timeField: v["time-field"],
-    top: integerOption("--top", v.top, 10, 0, 1_000_000),
+    top: numberOption("top", v) ?? 10,
     svg: v.svg,
     json: v.json ?? false,
     reorderWindowMs,
-    maxKeys: integerOption("--max-keys", v["max-keys"], undefined, 1, 2 ** 28),
-    maxLineBytes: integerOption(
-      "--max-line-bytes",
-      v["max-line-bytes"],
-      DEFAULT_MAX_LINE_BYTES,
-      1,
-      MAX_LINE_BYTES_LIMIT,
-    ),
+    maxKeys: numberOption("max-keys", v),
+    maxLineBytes: numberOption("max-line-bytes", v) ?? DEFAULT_MAX_LINE_BYTES,
     nodes,
   };
 }

@@ -7,6 +7,7 @@
  * so a 700 MB line without a newline (or a small .gz that inflates to one) grows the
  * heap until V8 fails with "RangeError: Invalid string length".
  */
+import { checkInteger } from "../core/errors.js";
 
 /** The default bound of a line, in bytes (1 MiB): far above any real access-log line. */
 export const DEFAULT_MAX_LINE_BYTES = 1_048_576;
@@ -48,21 +49,14 @@ export class LineSplitter {
 
   /**
    * @param maxLineBytes The longest line delivered, in bytes without the newline.
-   * @throws {RangeError} When it is not an integer from 1 to {@link MAX_LINE_BYTES_LIMIT}.
+   * @throws {RangeError} When it is not an integer from 1 to {@link MAX_LINE_BYTES_LIMIT}
+   *   ({TypeError} when not a number).
    */
   constructor(
     readonly maxLineBytes: number,
     private readonly sink: LineSink,
   ) {
-    if (
-      !Number.isInteger(maxLineBytes) ||
-      maxLineBytes < 1 ||
-      maxLineBytes > MAX_LINE_BYTES_LIMIT
-    ) {
-      throw new RangeError(
-        `LineSplitter: maxLineBytes must be an integer from 1 to ${MAX_LINE_BYTES_LIMIT}, got ${maxLineBytes}`,
-      );
-    }
+    checkInteger("LineSplitter", "maxLineBytes", maxLineBytes, 1, MAX_LINE_BYTES_LIMIT);
   }
 
   /** Feeds the next chunk (a string is taken as UTF-8 text). */

@@ -1,6 +1,7 @@
 import type { Scheduler } from "../redis/leased/exchange.js";
 import { LeasedTokenBucket } from "../redis/leased/leased-token-bucket.js";
 import { MemoryLeaseStore } from "../redis/leased/memory-store.js";
+import { TimeHeap } from "./reorder.js";
 
 /**
  * How `tollgate replay --nodes N` spreads requests over the simulated processes:
@@ -127,44 +128,7 @@ function round6(value: number): number {
 
 /** A timer of the simulation's scheduler; `run` is cleared when it runs or is cancelled. */
 interface Timer {
-  readonly atMs: number;
-  readonly id: number;
   run: (() => void) | undefined;
-}
-
-/** True when `a` runs before `b`: earlier, or as early and created first. */
-function before(a: Timer, b: Timer): boolean {
-  return a.atMs < b.atMs || (a.atMs === b.atMs && a.id < b.id);
-}
-
-/** Adds `timer` to the min-heap `heap`. */
-function heapPush(heap: Timer[], timer: Timer): void {
-  let i = heap.push(timer) - 1;
-  while (i > 0) {
-    const parent = (i - 1) >> 1;
-    if (!before(heap[i]!, heap[parent]!)) break;
-    [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
-    i = parent;
-  }
-}
-
-/** Removes and returns the first timer of the non-empty min-heap `heap`. */
-function heapPop(heap: Timer[]): Timer {
-  const top = heap[0]!;
-  const last = heap.pop()!;
-  if (heap.length === 0) return top;
-  heap[0] = last;
-  let i = 0;
-  for (;;) {
-    const l = 2 * i + 1;
-    const r = l + 1;
-    let m = i;
-    if (l < heap.length && before(heap[l]!, heap[m]!)) m = l;
-    if (r < heap.length && before(heap[r]!, heap[m]!)) m = r;
-    if (m === i) return top;
-    [heap[i], heap[m]] = [heap[m]!, heap[i]!];
-    i = m;
-  }
 }
 
 /** Lets every queued promise callback run (the store's answers, the limiters' handling). */
@@ -183,10 +147,8 @@ async function settle(): Promise<void> {
 export class NodesSimulation {
   /** @internal */
   private nowMs = Number.NEGATIVE_INFINITY;
-  /** @internal Pending timers, a binary min-heap by time, then creation order. */
-  private timers: Timer[] = [];
-  /** @internal */
-  private nextId = 0;
+  /** @internal Pending timers, by time, then creation order. */
+  private readonly timers = new TimeHeap<Timer>();
   /** @internal */
   private store: MemoryLeaseStore | undefined;
   /** @internal */
@@ -219,8 +181,8 @@ export class NodesSimulation {
 
   /** @internal The manual scheduler: timers run only in {@link advanceTo}. */
   private readonly schedule: Scheduler = (run, delayMs) => {
-    const timer: Timer = { atMs: this.nowMs + Math.max(0, delayMs), id: this.nextId++, run };
-    heapPush(this.timers, timer);
+    const timer: Timer = { run };
+    this.timers.push(this.nowMs + Math.max(0, delayMs), timer);
     return () => {
       timer.run = undefined;
     };
@@ -236,12 +198,12 @@ export class NodesSimulation {
     await settle();
     const timers = this.timers;
     for (;;) {
-      const atMs = timers[0]?.atMs ?? Number.POSITIVE_INFINITY;
+      const atMs = timers.firstMs;
       if (!(atMs <= timeMs)) break;
       if (atMs > this.nowMs) this.nowMs = atMs;
       // In creation order; a timer set by one of these for this instant runs next round.
       const due: Timer[] = [];
-      while (timers.length > 0 && timers[0]!.atMs === atMs) due.push(heapPop(timers));
+      while (timers.size > 0 && timers.firstMs === atMs) due.push(timers.pop());
       for (const t of due) {
         const run = t.run;
         t.run = undefined;
@@ -353,7 +315,7 @@ export class NodesSimulation {
       if (round6(worstRun) > bound) keysOverBound++;
       if (excess < 0) keysUnder++;
     }
-    this.timers = [];
+    this.timers.clear();
     const decisions = [...this.sources.values()].reduce((a, b) => a + b, 0);
     const stats = this.limiters.map((l) => l.stats);
     const total = (pick: (s: (typeof stats)[number]) => number) =>

@@ -184,8 +184,6 @@ export function comparePolicies(raw: RawPolicyOptions): PolicySpec[] {
   }
   let bucket: Record<string, number | string | undefined>;
   let window: RawPolicyOptions;
-  let bucketDerived = false;
-  let windowDerived = false;
   if (bucketGiven) {
     // A bucket's starting amount goes to the bucket that takes it; the windows have none.
     bucket = {
@@ -203,19 +201,17 @@ export function comparePolicies(raw: RawPolicyOptions): PolicySpec[] {
     const c = bucket!.capacity as number;
     const r = bucket![rates[0]!] as number;
     window = { limit: c, windowMs: (c * 1000) / r };
-    windowDerived = true;
   }
   if (!bucketGiven) {
     const l = window.limit as number;
     const perSecond = (l * 1000) / (window.windowMs as number);
     bucket = { capacity: l };
     for (const r of rates) bucket[r] = perSecond;
-    bucketDerived = true;
   }
   return CATALOG.map((d) =>
     d.measure.kind === "bucket"
-      ? validated(d.id, bucket!, bucketDerived)
-      : validated(d.id, window, windowDerived),
+      ? validated(d.id, bucket!, !bucketGiven)
+      : validated(d.id, window, !windowGiven),
   );
 }
 

@@ -1,6 +1,96 @@
 import { checkNumber } from "../core/errors.js";
 
 /**
+ * A binary min-heap of items by time, then by arrival (items of one time come out in the
+ * order they went in), in parallel arrays: no object per item.
+ */
+export class TimeHeap<T> {
+  /** @internal */
+  private readonly times: number[] = [];
+  /** @internal */
+  private readonly seqs: number[] = [];
+  /** @internal */
+  private readonly items: T[] = [];
+  /** @internal */
+  private seq = 0;
+
+  /** Items held. */
+  get size(): number {
+    return this.times.length;
+  }
+
+  /** The first item's time; +Infinity when empty. */
+  get firstMs(): number {
+    return this.times.length > 0 ? this.times[0]! : Number.POSITIVE_INFINITY;
+  }
+
+  /** Adds `item` at `timeMs`. */
+  push(timeMs: number, item: T): void {
+    const seq = this.seq++;
+    let i = this.times.length;
+    this.times.push(timeMs);
+    this.seqs.push(seq);
+    this.items.push(item);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(timeMs, seq, this.times[parent]!, this.seqs[parent]!)) break;
+      this.move(parent, i);
+      i = parent;
+    }
+    this.set(i, timeMs, seq, item);
+  }
+
+  /** Removes and returns the first item; the heap must not be empty. */
+  pop(): T {
+    const first = this.items[0]!;
+    const t = this.times.pop()!;
+    const s = this.seqs.pop()!;
+    const item = this.items.pop()!;
+    const n = this.times.length;
+    if (n === 0) return first;
+    // Places the last item from the root down.
+    let i = 0;
+    for (;;) {
+      let child = 2 * i + 1;
+      if (child >= n) break;
+      const right = child + 1;
+      if (
+        right < n &&
+        before(this.times[right]!, this.seqs[right]!, this.times[child]!, this.seqs[child]!)
+      ) {
+        child = right;
+      }
+      if (!before(this.times[child]!, this.seqs[child]!, t, s)) break;
+      this.move(child, i);
+      i = child;
+    }
+    this.set(i, t, s, item);
+    return first;
+  }
+
+  /** Drops every item. */
+  clear(): void {
+    this.times.length = this.seqs.length = this.items.length = 0;
+  }
+
+  /** @internal */
+  private move(from: number, to: number): void {
+    this.set(to, this.times[from]!, this.seqs[from]!, this.items[from]!);
+  }
+
+  /** @internal */
+  private set(i: number, t: number, s: number, item: T): void {
+    this.times[i] = t;
+    this.seqs[i] = s;
+    this.items[i] = item;
+  }
+}
+
+function before(t1: number, s1: number, t2: number, s2: number): boolean {
+  return t1 < t2 || (t1 === t2 && s1 < s2);
+}
+
+/**
  * A bounded reorder buffer: puts items that arrive roughly in time order back in time
  * order, holding each for at most `windowMs` of log time.
  *
@@ -13,7 +103,7 @@ import { checkNumber } from "../core/errors.js";
  * (docs/semantics.md#clocks-going-backwards). Counts: `reordered` (put in order) and
  * `late`. A window of 0 releases everything at once (every step back is late).
  */
-export class ReorderBuffer<T> {
+export class ReorderBuffer<T> extends TimeHeap<T> {
   /** How far behind the latest time an item may arrive and still be ordered, in ms (>= 0). */
   readonly windowMs: number;
   /** Items that arrived behind an earlier item's time and were put in order. */
@@ -25,14 +115,6 @@ export class ReorderBuffer<T> {
 
   /** @internal */
   private readonly emit: (timeMs: number, item: T) => void;
-  /** @internal */
-  private readonly times: number[] = [];
-  /** @internal */
-  private readonly seqs: number[] = [];
-  /** @internal */
-  private readonly items: T[] = [];
-  /** @internal */
-  private seq = 0;
   /** @internal */
   private latestMs = Number.NEGATIVE_INFINITY;
   /** @internal */
@@ -46,13 +128,9 @@ export class ReorderBuffer<T> {
    * @throws {RangeError} If `windowMs` is not a finite number >= 0.
    */
   constructor(windowMs: number, emit: (timeMs: number, item: T) => void) {
+    super();
     this.windowMs = checkNumber("ReorderBuffer", "windowMs", windowMs, 0, true);
     this.emit = emit;
-  }
-
-  /** Items held now. */
-  get size(): number {
-    return this.times.length;
   }
 
   /** The time of the last released item (-Infinity before the first). */
@@ -61,7 +139,7 @@ export class ReorderBuffer<T> {
   }
 
   /** Adds an item with its time (ms); releases every item that is now `windowMs` behind. */
-  push(timeMs: number, item: T): void {
+  override push(timeMs: number, item: T): void {
     if (timeMs < this.releasedMs) {
       this.late++;
       this.emit(this.releasedMs, item);
@@ -69,76 +147,22 @@ export class ReorderBuffer<T> {
     }
     if (timeMs < this.latestMs) this.reordered++;
     else this.latestMs = timeMs;
-    this.insert(timeMs, item);
-    if (this.times.length > this.peakSize) this.peakSize = this.times.length;
+    super.push(timeMs, item);
+    if (this.size > this.peakSize) this.peakSize = this.size;
     const releaseTo = this.latestMs - this.windowMs;
-    while (this.times.length > 0 && this.times[0]! <= releaseTo) this.release();
+    while (this.size > 0 && this.firstMs <= releaseTo) this.release();
   }
 
   /** Releases every held item, in order (at the end of the input). */
   flush(): void {
-    while (this.times.length > 0) this.release();
+    while (this.size > 0) this.release();
   }
 
   /** @internal */
   private release(): void {
-    const timeMs = this.times[0]!;
-    const item = this.items[0]!;
-    const lastTime = this.times.pop()!;
-    const lastSeq = this.seqs.pop()!;
-    const lastItem = this.items.pop()!;
-    if (this.times.length > 0) this.siftDown(lastTime, lastSeq, lastItem);
+    const timeMs = this.firstMs;
+    const item = this.pop();
     this.releasedMs = timeMs;
     this.emit(timeMs, item);
-  }
-
-  /** @internal */
-  private before(t1: number, s1: number, t2: number, s2: number): boolean {
-    return t1 < t2 || (t1 === t2 && s1 < s2);
-  }
-
-  /** @internal */
-  private insert(timeMs: number, item: T): void {
-    const seq = this.seq++;
-    let i = this.times.length;
-    this.times.push(timeMs);
-    this.seqs.push(seq);
-    this.items.push(item);
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!this.before(timeMs, seq, this.times[parent]!, this.seqs[parent]!)) break;
-      this.times[i] = this.times[parent]!;
-      this.seqs[i] = this.seqs[parent]!;
-      this.items[i] = this.items[parent]!;
-      i = parent;
-    }
-    this.times[i] = timeMs;
-    this.seqs[i] = seq;
-    this.items[i] = item;
-  }
-
-  /** @internal Places (t, s, item) from the root down, the root having been removed. */
-  private siftDown(t: number, s: number, item: T): void {
-    const n = this.times.length;
-    let i = 0;
-    for (;;) {
-      let child = 2 * i + 1;
-      if (child >= n) break;
-      const right = child + 1;
-      if (
-        right < n &&
-        this.before(this.times[right]!, this.seqs[right]!, this.times[child]!, this.seqs[child]!)
-      ) {
-        child = right;
-      }
-      if (!this.before(this.times[child]!, this.seqs[child]!, t, s)) break;
-      this.times[i] = this.times[child]!;
-      this.seqs[i] = this.seqs[child]!;
-      this.items[i] = this.items[child]!;
-      i = child;
-    }
-    this.times[i] = t;
-    this.seqs[i] = s;
-    this.items[i] = item;
   }
 }

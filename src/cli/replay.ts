@@ -12,7 +12,7 @@ import {
   UsageError,
 } from "./policy.js";
 import { ReorderBuffer } from "./reorder.js";
-import { type MinuteSeries, SeriesBuilder } from "./series.js";
+import { MINUTE_MS, type MinuteSeries, SeriesBuilder } from "./series.js";
 import { ClientTally, type KeyReport } from "./tally.js";
 
 /** Options of {@link replay}. */
@@ -137,7 +137,6 @@ export interface ReplayReport {
   readonly nodes?: NodesReport | undefined;
 }
 
-const MINUTE_MS = 60_000;
 /**
  * The default reorder window, in ms: one minute, since servers that log at request end
  * step back by the longest request time, and some logs shuffle lines within a minute (the

@@ -5,7 +5,8 @@
  * minutes with requests than that.
  */
 
-const MINUTE_MS = 60_000;
+/** A minute, in ms. */
+export const MINUTE_MS = 60_000;
 
 /**
  * The most buckets a {@link SeriesBuilder} holds by default: 4096, about 2.8 days of

@@ -2,7 +2,7 @@ import { CATALOG } from "../algorithms/catalog.js";
 import { daysFromCivil, MAX_TIME_MS } from "./parse-log.js";
 import { printable } from "./printable.js";
 import { percent } from "./report.js";
-import { bucketText, type MinuteSeries } from "./series.js";
+import { bucketText, MINUTE_MS, type MinuteSeries } from "./series.js";
 import type { KeyReport } from "./tally.js";
 
 /** One policy as the chart shows it. */
@@ -54,7 +54,6 @@ export interface ChartOptions {
   readonly maxBars?: number | undefined;
 }
 
-const MINUTE_MS = 60_000;
 /** Colours per algorithm (distinct in hue, readable on white), from the catalog. */
 export const ALGORITHM_COLORS: Readonly<Record<string, string>> = Object.fromEntries(
   CATALOG.map((d) => [d.id, d.cli.color]),
@@ -347,7 +346,6 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   const right = 24;
   const plotW = width - left - right;
   const layout = layOut(series, policies.length, left, plotW, maxBars);
-  const slots = layout.x.length;
   const barW = layout.barW;
 
   const parts: string[] = [];
@@ -359,6 +357,12 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   /** A line across the plot at `y`; `attrs` its stroke. */
   const hline = (y: number, attrs: string) =>
     `<line x1="${left}" x2="${width - right}" y1="${px(y)}" y2="${px(y)}" ${attrs}/>`;
+  /** A vertical line at `x` from `y1` down to `y2`. */
+  const vline = (x: number, y1: number, y2: number, stroke: string) =>
+    `<line x1="${px(x)}" x2="${px(x)}" y1="${px(y1)}" y2="${px(y2)}" stroke="${stroke}"/>`;
+  /** Muted text (a label, a caption), anchored at `anchor` when given. */
+  const muted = (x: number, y: number, body: string, anchor?: string) =>
+    text(x, y, body, `${anchor === undefined ? "" : `text-anchor="${anchor}" `}fill="${MUTED}"`);
   /** A small value label left of the axis. */
   const axisLabel = (y: number, body: string) =>
     text(left - 6, y, body, `text-anchor="end" fill="${MUTED}" font-size="10"`);
@@ -373,6 +377,15 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   /** The bar of slot `s` from `y` down `height` px. */
   const bar = (s: number, y: number, height: number) =>
     `<rect x="${px(layout.x[s]!)}" y="${px(y)}" width="${px(barW)}" height="${px(height)}"/>`;
+  /** The bars of the `values` that `keep` (one per slot), each from the scale `y`'s 0. */
+  const columns = (
+    values: readonly number[],
+    y: (v: number) => number,
+    keep = (v: number) => v > 0,
+  ) =>
+    values.flatMap((v, s) =>
+      keep(v) ? [bar(s, Math.min(y(v), y(0)), Math.abs(y(v) - y(0)))] : [],
+    );
   /** A group of bars, `attrs` its class and fill. */
   const bars = (attrs: string, rects: readonly string[]) => [
     `<g shape-rendering="crispEdges" ${attrs}>`,
@@ -383,11 +396,7 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   const logY = (y0: number, height: number, top: number) => (v: number) =>
     y0 + height - (Math.log10(1 + v) / Math.log10(1 + top)) * height;
   const timeGrid = (top: number, height: number) => {
-    for (const tick of layout.ticks) {
-      parts.push(
-        `<line x1="${px(tick.x)}" x2="${px(tick.x)}" y1="${px(top)}" y2="${px(top + height)}" stroke="${GRID}"/>`,
-      );
-    }
+    for (const tick of layout.ticks) parts.push(vline(tick.x, top, top + height, GRID));
   };
 
   // Header.
@@ -395,7 +404,7 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   parts.push(text(left, y, options.title, `font-size="16" font-weight="600" fill="#111"`));
   if (options.subtitle !== undefined) {
     y += 20;
-    parts.push(text(left, y, options.subtitle, `fill="${MUTED}"`));
+    parts.push(muted(left, y, options.subtitle));
   }
 
   // Panel 1: requests per minute, the busiest client, the limit.
@@ -412,23 +421,18 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   for (const t of scale1.ticks) {
     parts.push(
       hline(y1(t), `stroke="${t === 0 ? "#999" : GRID}"`),
-      text(left - 6, y1(t) + 4, count(t), `text-anchor="end" fill="${MUTED}"`),
+      muted(left - 6, y1(t) + 4, count(t), "end"),
     );
   }
   parts.push(yTitle(top1 + h1 / 2, "requests/min (log scale)"));
   timeGrid(top1, h1);
-  const reqBars: string[] = [];
-  const marks: string[] = [];
   const markW = Math.max(barW, 3);
-  for (let s = 0; s < slots; s++) {
-    const value = layout.requests[s]!;
-    if (value > 0) reqBars.push(bar(s, y1(value), y1(0) - y1(value)));
-    const busiest = layout.busiest[s]!;
-    if (busiest > 0) {
-      marks.push(`M${px(layout.x[s]! + (barW - markW) / 2)} ${px(y1(busiest))}h${px(markW)}`);
-    }
-  }
-  parts.push(...bars(`class="requests" fill="${REQUESTS_COLOR}"`, reqBars));
+  const marks = layout.busiest.flatMap((busiest, s) =>
+    busiest > 0
+      ? [`M${px(layout.x[s]! + (barW - markW) / 2)} ${px(y1(busiest))}h${px(markW)}`]
+      : [],
+  );
+  parts.push(...bars(`class="requests" fill="${REQUESTS_COLOR}"`, columns(layout.requests, y1)));
   if (marks.length > 0) {
     parts.push(`<path class="busiest" d="${marks.join("")}" fill="none" ${BUSIEST_STROKE}/>`);
   }
@@ -494,11 +498,7 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
       axisLabel(top + stripH + 3, "0"),
     );
     timeGrid(top, stripH);
-    const rects: string[] = [];
-    const d = layout.denied[p]!;
-    for (let s = 0; s < slots; s++) {
-      if (d[s]! > 0) rects.push(bar(s, yy(d[s]!), yy(0) - yy(d[s]!)));
-    }
+    const rects = columns(layout.denied[p]!, yy);
     parts.push(
       ...bars(`class="denied" data-algorithm="${xml(policy.algorithm)}" fill="${color}"`, rects),
     );
@@ -507,13 +507,10 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
   parts.push(yTitle((panel2Top + y) / 2, "denied/min (log)"));
   for (const tick of layout.ticks) {
     const anchor = tick.x < left + 40 ? "start" : tick.x > width - right - 40 ? "end" : "middle";
-    parts.push(
-      `<line x1="${px(tick.x)}" x2="${px(tick.x)}" y1="${px(y)}" y2="${px(y + 5)}" stroke="#999"/>`,
-      text(tick.x, y + 18, tick.label, `text-anchor="${anchor}" fill="${MUTED}"`),
-    );
+    parts.push(vline(tick.x, y, y + 5, "#999"), muted(tick.x, y + 18, tick.label, anchor));
   }
   y += 38;
-  parts.push(text(left + plotW / 2, y, layout.caption, `text-anchor="middle" fill="${MUTED}"`));
+  parts.push(muted(left + plotW / 2, y, layout.caption, "middle"));
 
   // With --nodes: the leased nodes against the exact shared bucket.
   const leased = options.leased;
@@ -543,15 +540,12 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
       axisLabel(top + 2 * half + 4, `-${count(peak)}`),
     );
     timeGrid(top, 2 * half);
-    const over: string[] = [];
-    const under: string[] = [];
-    for (let s = 0; s < slots; s++) {
-      const v = diff[s]!;
-      if (v !== 0) (v > 0 ? over : under).push(bar(s, Math.min(yy(v), mid), Math.abs(yy(v) - mid)));
-    }
     parts.push(
-      ...bars(`class="overshoot" fill="${OVERSHOOT_COLOR}"`, over),
-      ...bars(`class="unused" fill="${UNUSED_COLOR}"`, under),
+      ...bars(`class="overshoot" fill="${OVERSHOOT_COLOR}"`, columns(diff, yy)),
+      ...bars(
+        `class="unused" fill="${UNUSED_COLOR}"`,
+        columns(diff, yy, (v) => v < 0),
+      ),
     );
     y = top + 2 * half + 18;
     parts.push(
@@ -589,20 +583,14 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
     const bottom = top + rows.length * rowH;
     const step = niceCeil(barMax / 5);
     for (let v = 0; v <= barMax + 1e-9; v += step) {
-      const x = px(xOf(v));
       parts.push(
-        `<line x1="${x}" x2="${x}" y1="${top}" y2="${bottom}" stroke="${v === 0 ? "#999" : GRID}"/>`,
-        text(xOf(v), bottom + 15, count(v), `text-anchor="middle" fill="${MUTED}"`),
+        vline(xOf(v), top, bottom, v === 0 ? "#999" : GRID),
+        muted(xOf(v), bottom + 15, count(v), "middle"),
       );
     }
-    parts.push(
-      text(
-        (barLeft + barRight) / 2,
-        bottom + 32,
-        "denied requests over the whole log (one bar per algorithm, colours as above)",
-        `text-anchor="middle" fill="${MUTED}"`,
-      ),
-    );
+    const legendText =
+      "denied requests over the whole log (one bar per algorithm, colours as above)";
+    parts.push(muted((barLeft + barRight) / 2, bottom + 32, legendText, "middle"));
     for (const [r, row] of rows.entries()) {
       const mid = top + r * rowH + rowH / 2;
       parts.push(
@@ -624,26 +612,15 @@ export function replayChart(series: MinuteSeries, options: ChartOptions): string
         );
       }
       const d0 = row.denied[0] ?? 0;
-      parts.push(
-        text(
-          barRight + 12,
-          mid + 4,
-          `${count(d0)} of ${count(row.requests)} denied (${percent(d0, row.requests)}), peak ${count(row.peakPerMinute)}/min`,
-          `fill="${MUTED}"`,
-        ),
-      );
+      const line = `${count(d0)} of ${count(row.requests)} denied (${percent(d0, row.requests)}), peak ${count(row.peakPerMinute)}/min`;
+      parts.push(muted(barRight + 12, mid + 4, line));
     }
     y = bottom + 32;
     if (rows.some((r) => r.approximate)) {
       y += 20;
-      parts.push(
-        text(
-          left,
-          y,
-          "~ counted from its first denial, after --max-keys clients were already tallied: approximate",
-          `fill="${MUTED}"`,
-        ),
-      );
+      const note =
+        "~ counted from its first denial, after --max-keys clients were already tallied: approximate";
+      parts.push(muted(left, y, note));
     }
   }
   const height = Math.ceil(y + 22);

@@ -3,7 +3,7 @@
  * OpenTelemetry-shaped, with no dependency on OpenTelemetry (docs/metrics.md#tracing-spans).
  * @module
  */
-import { checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import { checkCost, checkOptionNames, checkOptions, describe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { optionNames } from "../core/option-names.js";
 
@@ -65,7 +65,7 @@ export function decisionAttributes(
   const source = (decision as { source?: unknown }).source;
   if (typeof source === "string") attributes["ratelimit.source"] = source;
   if (o.policy !== undefined) attributes["ratelimit.policy"] = checkString("policy", o.policy);
-  if (o.cost !== undefined) attributes["ratelimit.cost"] = checkCost(o.cost);
+  if (o.cost !== undefined) attributes["ratelimit.cost"] = checkCost(WHERE, o.cost);
   if (o.key !== undefined) attributes["ratelimit.key"] = checkString("key", o.key);
   return attributes;
 }
@@ -73,11 +73,4 @@ export function decisionAttributes(
 function checkString(name: string, value: unknown): string {
   if (typeof value === "string") return value;
   throw new TypeError(`${WHERE}: ${name} must be a string, got ${describe(value)}`);
-}
-
-function checkCost(value: unknown): number {
-  if (typeof value === "number" && value >= 0 && value < Number.POSITIVE_INFINITY) return value;
-  throw new (typeof value === "number" ? RangeError : TypeError)(
-    `${WHERE}: cost must be a finite number >= 0, got ${describe(value)}`,
-  );
 }

@@ -43,13 +43,13 @@ const ATTRIBUTES: Readonly<Record<string, string>> = {
 /**
  * The instruments, named after OpenTelemetry's conventions (dots, no `_total`): each
  * observes the samples of a Prometheus family (its kind the family's type), its labels
- * renamed by {@link ATTRIBUTES}.
+ * renamed by {@link ATTRIBUTES}; its description is the family's help unless given.
  */
 const INSTRUMENTS: readonly {
   family: string;
   name: string;
   unit: string;
-  description: string;
+  description?: string;
 }[] = [
   {
     family: "tollgate_requests_total",
@@ -67,7 +67,6 @@ const INSTRUMENTS: readonly {
     family: "tollgate_keys",
     name: "tollgate.keys",
     unit: "{key}",
-    description: "Keys with kept state.",
   },
   {
     family: "tollgate_keys_evicted_total",
@@ -79,7 +78,6 @@ const INSTRUMENTS: readonly {
     family: "tollgate_keys_refused_total",
     name: "tollgate.keys.refused",
     unit: "{request}",
-    description: "Requests of new keys refused because the registry was full.",
   },
   {
     family: "tollgate_store_failures_total",
@@ -91,7 +89,6 @@ const INSTRUMENTS: readonly {
     family: "tollgate_store_circuit_state",
     name: "tollgate.store.circuit.state",
     unit: "1",
-    description: "1 for the state each store circuit is in, 0 for the others.",
   },
 ];
 
@@ -117,7 +114,7 @@ export function observeMetrics(meter: MeterLike, sources: Iterable<MetricsSource
   const removers: (() => void)[] = [];
   for (const spec of INSTRUMENTS) {
     const family = FAMILIES.find((f) => f.name === spec.family)!;
-    const options = { description: spec.description, unit: spec.unit };
+    const options = { description: spec.description ?? family.help, unit: spec.unit };
     const instrument =
       family.type === "counter"
         ? meter.createObservableCounter(spec.name, options)

@@ -10,6 +10,7 @@ import {
   checkOptionNames,
   checkOptions,
   describe,
+  mustBe,
 } from "../core/errors.js";
 import {
   type Decision,
@@ -134,11 +135,7 @@ function checkMetricsOptions(where: string, limiter: object, options: unknown): 
     o.nearLimitShare === undefined
       ? 0.1
       : checkNumber(where, "nearLimitShare", o.nearLimitShare, 0, true);
-  if (share > 1) {
-    throw new RangeError(
-      `${where}: nearLimitShare must be a finite number from 0 to 1, got ${share}`,
-    );
-  }
+  if (share > 1) throw mustBe(where, "nearLimitShare", "a finite number from 0 to 1", share);
   const topN =
     o.nearLimitKeys === undefined
       ? 0
@@ -161,11 +158,7 @@ function checkMetricsOptions(where: string, limiter: object, options: unknown): 
 }
 
 /** The snapshot of counters and what the limiter itself tells. @internal */
-function snapshot(
-  config: MetricsConfig,
-  counts: { allowed: number; denied: number; nearLimit: number; storeFailures: number },
-  limiter: object,
-): LimiterMetrics {
+function snapshot(config: MetricsConfig, counts: Counts, limiter: object): LimiterMetrics {
   const circuits = config.circuits;
   const store =
     config.store?.() ??
@@ -194,6 +187,27 @@ function snapshot(
   };
 }
 
+/** The counters of a metered limiter. @internal */
+interface Counts {
+  allowed: number;
+  denied: number;
+  nearLimit: number;
+  readonly storeFailures: number;
+}
+
+/** Counts `d` on `counts`; a near-limit one of `key` is a hit of `config.top` too. @internal */
+function countDecision(counts: Counts, config: MetricsConfig, d: Decision, key?: string): void {
+  if (!d.allowed) {
+    counts.denied++;
+    return;
+  }
+  counts.allowed++;
+  if (d.remaining <= config.share * d.limit) {
+    counts.nearLimit++;
+    if (key !== undefined) config.top?.hit(key);
+  }
+}
+
 /** The methods a {@link MeteredKeyedLimiter} forwards when its limiter has them. */
 const FORWARDED = ["refund", "block", "blockOnce", "blockedMs", "unblock", "reconfigure"] as const;
 
@@ -214,12 +228,13 @@ function isArgumentError(error: unknown): boolean {
  */
 function countedWait(
   waiting: Promise<Decision>,
-  metered: { denied: number },
-  count: (d: Decision) => void,
+  metered: Counts,
+  config: MetricsConfig,
+  key?: string,
 ): Promise<Decision> {
   return waiting.then(
     (d) => {
-      count(d);
+      countDecision(metered, config, d, key);
       return d;
     },
     (error: unknown) => {
@@ -345,12 +360,13 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
 
   /** @internal Counts a decision (or a promise of one) of `key` when it answers. */
   private counted(key: string, result: ReturnType<L["consume"]>): ReturnType<L["consume"]> {
-    if (typeof (result as Decision).allowed === "boolean") this.count(key, result as Decision);
-    else if (typeof (result as PromiseLike<Decision>)?.then === "function") {
+    if (typeof (result as Decision).allowed === "boolean") {
+      countDecision(this, this.config, result as Decision, key);
+    } else if (typeof (result as PromiseLike<Decision>)?.then === "function") {
       (result as PromiseLike<Decision>).then(
         (d) => {
           if (isPolicyAnswer(d)) this.storeFailures++;
-          this.count(key, d);
+          countDecision(this, this.config, d, key);
         },
         (error: unknown) => {
           if (!isArgumentError(error)) this.storeFailures++;
@@ -370,7 +386,7 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
     const waiting = (
       this.limiter as unknown as { wait(k: string, c?: number, o?: WaitOptions): Promise<Decision> }
     ).wait(key, cost, options);
-    return countedWait(waiting, this, (d) => this.count(key, d));
+    return countedWait(waiting, this, this.config, key);
   }
 
   /** `limiter.reset(key)`. */
@@ -381,19 +397,6 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
   /** A snapshot of the counters and of what the limiter tells (keys, evictions, store). */
   metrics(): LimiterMetrics {
     return snapshot(this.config, this, this.limiter);
-  }
-
-  /** @internal */
-  private count(key: string, d: Decision): void {
-    if (!d.allowed) {
-      this.denied++;
-      return;
-    }
-    this.allowed++;
-    if (d.remaining <= this.config.share * d.limit) {
-      this.nearLimit++;
-      this.config.top?.hit(key);
-    }
   }
 }
 
@@ -452,7 +455,7 @@ export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, Metri
 
   consume(cost?: number): Decision {
     const d = this.limiter.consume(cost);
-    this.count(d);
+    countDecision(this, this.config, d);
     return d;
   }
 
@@ -469,22 +472,12 @@ export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, Metri
   }
 
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
-    return countedWait(this.limiter.wait(cost, options), this, (d) => this.count(d));
+    return countedWait(this.limiter.wait(cost, options), this, this.config);
   }
 
   /** A snapshot of the counters. */
   metrics(): LimiterMetrics {
     return snapshot(this.config, this, this.limiter);
-  }
-
-  /** @internal */
-  private count(d: Decision): void {
-    if (!d.allowed) {
-      this.denied++;
-      return;
-    }
-    this.allowed++;
-    if (d.remaining <= this.config.share * d.limit) this.nearLimit++;
   }
 }
 

@@ -1,4 +1,4 @@
-import { describe } from "../core/errors.js";
+import { mustBe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 
 /**
@@ -60,7 +60,5 @@ export function manualClock(startMs = 0): ManualClock {
 /** Checks a time in milliseconds: a finite number. */
 function finite(where: string, name: string, value: unknown): number {
   if (typeof value === "number" && Number.isFinite(value)) return value;
-  throw new (typeof value === "number" ? RangeError : TypeError)(
-    `${where}: ${name} must be a finite number of milliseconds, got ${describe(value)}`,
-  );
+  throw mustBe(where, name, "a finite number of milliseconds", value);
 }
