@@ -4,7 +4,13 @@ import { badClock, describe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 import { hashKey, KeyIndex, tableEntriesFor } from "./key-index.js";
 import type { Slab } from "./layouts/index.js";
-import { EVICT_SCAN, type KeyedLimiterStats, SWEEP_CHUNK, SWEEP_EVERY } from "./stats.js";
+import {
+  EVICT_SCAN,
+  KeyCounters,
+  type KeyedLimiterStats,
+  SWEEP_CHUNK,
+  SWEEP_EVERY,
+} from "./stats.js";
 
 /**
  * Slots one scan at the bound visits at most once it has found a key to look at (pinned
@@ -116,7 +122,7 @@ export interface EngineOptions {
  * See docs/keyed.md#bounds.
  * @internal
  */
-export class SlabEngine {
+export class SlabEngine extends KeyCounters {
   readonly layout: Kernel;
   readonly stride: number;
   /** The key-to-slot index (its own, seeded: see {@link KeyIndex}); it holds each slot's key. */
@@ -212,16 +218,6 @@ export class SlabEngine {
   private weakSeeds: boolean;
   /** @internal The latest "busy until" in the table: at or after it, no entry applies. */
   private traceUntil = Number.NEGATIVE_INFINITY;
-  /** @internal */
-  private created = 0;
-  /** @internal */
-  private evictedIdle = 0;
-  /** @internal */
-  private evictedLossy = 0;
-  /** @internal */
-  private refused = 0;
-  /** @internal */
-  private restored = 0;
   /**
    * The soonest "idle at" among the keys the last full scan looked at (`Infinity` when all
    * were pinned): when a refused new key may try again.
@@ -229,6 +225,7 @@ export class SlabEngine {
   soonestIdleMs = Number.POSITIVE_INFINITY;
 
   constructor(o: EngineOptions) {
+    super();
     this.layout = o.layout;
     this.stride = o.layout.doubles;
     this.clock = o.clock;
@@ -299,15 +296,7 @@ export class SlabEngine {
   }
 
   get stats(): KeyedLimiterStats {
-    return {
-      created: this.created,
-      evictedIdle: this.evictedIdle,
-      evictedLossy: this.evictedLossy,
-      slots: this.slots,
-      bytes: this.bytes,
-      refused: this.refused,
-      restored: this.restored,
-    };
+    return this.statsWith(this.slots, this.bytes);
   }
 
   /** Reads the clock once; a reading behind the latest one counts as the latest. */

@@ -200,19 +200,12 @@ export class KeyedLimiter {
     const slab = plans !== undefined ? plans.slab() : slabOf(policy);
     const o = options === undefined ? {} : checkOptions<KeyedLimiterOptions>(WHERE, options);
     checkOptionNames(WHERE, o, KEYED_OPTIONS, KEYED_HINTS);
-    const maxKeys = optional(o.maxKeys, DEFAULT_MAX_KEYS, "maxKeys", 1, MAX_KEYS_LIMIT);
-    const maxBytes = optional(o.maxBytes, DEFAULT_MAX_BYTES, "maxBytes", 2 ** 16, 2 ** 53 - 1);
-    this.maxKeyLength = optional(
-      o.maxKeyLength,
-      DEFAULT_MAX_KEY_LENGTH,
-      "maxKeyLength",
-      1,
-      MAX_KEY_LENGTH_LIMIT,
-    );
-    this.maxWaiters = optional(o.maxWaiters, DEFAULT_MAX_WAITERS, "maxWaiters", 0, 2 ** 31 - 1);
+    this.maxKeys = option(o, "maxKeys", DEFAULT_MAX_KEYS, 1, MAX_KEYS_LIMIT);
+    this.maxBytes = option(o, "maxBytes", DEFAULT_MAX_BYTES, 2 ** 16, 2 ** 53 - 1);
+    this.maxKeyLength = option(o, "maxKeyLength", DEFAULT_MAX_KEY_LENGTH, 1, MAX_KEY_LENGTH_LIMIT);
+    this.maxWaiters = option(o, "maxWaiters", DEFAULT_MAX_WAITERS, 0, 2 ** 31 - 1);
     this.whenFull = checkWhenFull(o.whenFull);
-    this.maxKeys = maxKeys;
-    this.maxBytes = maxBytes;
+    const { maxKeys, maxBytes } = this;
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
     if (slab !== undefined) {
       this.engine = new SlabEngine({
@@ -362,7 +355,7 @@ export class KeyedLimiter {
     const t = at ? checkTimeMs(where, timeMs) : undefined;
     const c = cost === undefined ? 1 : checkCost(where, cost);
     const e = this.engine;
-    if (e === undefined) return take ? this.map!.consume(k, c, t) : this.map!.peek(k, c, t);
+    if (e === undefined) return this.map!.decide(k, c, take, t);
     const now = t === undefined ? e.now() : e.nowAt(t);
     const slot = e.find(k);
     if (slot < 0) return take ? this.consumeNew(k, c, now) : this.peekNew(k, c, now);
@@ -1210,8 +1203,9 @@ function reconfigured(policy: CloneableLimiter, what: string, options: unknown):
   return next;
 }
 
-/** An optional integer option, its default when undefined. */
-function optional(value: unknown, fallback: number, name: string, min: number, max: number) {
+/** The integer option `name` of `o` in `[min, max]`; `fallback` when undefined. */
+function option(o: object, name: string, fallback: number, min: number, max: number): number {
+  const value = (o as Record<string, unknown>)[name];
   return value === undefined ? fallback : checkInteger(WHERE, name, value, min, max);
 }
 
