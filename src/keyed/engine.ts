@@ -1,4 +1,10 @@
 import type { Kernel } from "../algorithms/kernel.js";
+import {
+  decodeNumber,
+  encodeNumber,
+  encodeState,
+  type RegistrySnapshot,
+} from "../algorithms/snapshot.js";
 import { checkWindowClock } from "../algorithms/time.js";
 import { badClock, describe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
@@ -87,6 +93,9 @@ export function drawHashSeed(): number {
   hashSeeds.fallbacks++;
   return (Math.random() * 2 ** 32) >>> 0;
 }
+
+/** A trace table as {@link SlabEngine.checkTrace} decodes it from a snapshot. */
+type Trace = { seed: readonly [number, number]; untilMs: number; entries: readonly number[] };
 
 /** What an engine is built with. */
 export interface EngineOptions {
@@ -303,14 +312,7 @@ export class SlabEngine extends KeyCounters {
   now(): number {
     const t = this.clock();
     if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
-    const seen = this.seen;
-    if (t > seen[0]!) {
-      if (!(t < this.clockBoundMs && t > -this.clockBoundMs)) {
-        checkWindowClock(this.clockWhere, t, this.windowMs, this.clockBoundMs);
-      }
-      seen[0] = t;
-    }
-    return seen[0]!;
+    return this.nowAt(t);
   }
 
   /**
@@ -772,24 +774,26 @@ export class SlabEngine extends KeyCounters {
    * placed by it), when its last entry stops applying, and its numbers; `undefined` when no
    * entry applies at `now`.
    */
-  saveTrace(
-    now: number,
-  ): { seed: [number, number]; untilMs: number; entries: number[] } | undefined {
+  saveTrace(now: number): RegistrySnapshot["trace"] {
     if (this.traceUntil <= now || this.trace.length === 0) return undefined;
     const seed: [number, number] = [this.traceK0, this.traceK1];
-    return { seed, untilMs: this.traceUntil, entries: Array.from(this.trace) };
+    return {
+      seed,
+      untilMs: encodeNumber(this.traceUntil),
+      entries: encodeState(Array.from(this.trace)),
+    };
   }
 
   /**
-   * Checks a saved trace table against this registry's: one of as many entries, into a
-   * registry that has kept no trace of its own (its seed then becomes the saved one).
+   * A snapshot's trace table, decoded and checked against this registry's: one of as many
+   * entries, into a registry that has kept no trace of its own (its seed then becomes the
+   * saved one).
    * @throws {TypeError} For one of another size or shape. {RangeError} When this registry
    *   has traces of its own.
    */
-  checkTrace(
-    where: string,
-    t: { seed: unknown; untilMs: number; entries: readonly number[] },
-  ): void {
+  checkTrace(where: string, t: NonNullable<RegistrySnapshot["trace"]>): Trace {
+    const untilMs = decodeNumber(where, t.untilMs);
+    const entries = Array.isArray(t.entries) ? t.entries.map((v) => decodeNumber(where, v)) : [];
     const n = this.traceBytes / 8;
     const seed = t.seed;
     const word = (x: unknown) => typeof x === "number" && Number.isInteger(x);
@@ -798,9 +802,9 @@ export class SlabEngine extends KeyCounters {
         `${where}: the snapshot's trace table seed must be two integers, got ${describe(seed)}`,
       );
     }
-    if (t.entries.length !== n) {
+    if (entries.length !== n) {
       throw new TypeError(
-        `${where}: the snapshot's trace table has ${t.entries.length} numbers, this registry's ${n}: restore into a registry with the same maxKeys and maxBytes`,
+        `${where}: the snapshot's trace table has ${entries.length} numbers, this registry's ${n}: restore into a registry with the same maxKeys and maxBytes`,
       );
     }
     if (this.trace.length !== 0 || this.blockTrace.length !== 0) {
@@ -808,14 +812,11 @@ export class SlabEngine extends KeyCounters {
         `${where}: this registry has pushed out or blocked keys already, so it cannot take the snapshot's trace table: restore into a new registry`,
       );
     }
+    return { seed, untilMs, entries };
   }
 
   /** Takes a trace table {@link checkTrace} accepted. */
-  loadTrace(t: {
-    seed: readonly [number, number];
-    untilMs: number;
-    entries: readonly number[];
-  }): void {
+  loadTrace(t: Trace): void {
     this.trace = Float64Array.from(t.entries);
     this.traceK0 = t.seed[0] >>> 0;
     this.traceK1 = t.seed[1] >>> 0;

@@ -3,7 +3,6 @@ import {
   checkSnapshot,
   checkStateAt,
   decodeBlockEnd,
-  decodeNumber,
   encodeNumber,
   encodeState,
   type KeySnapshot,
@@ -461,11 +460,7 @@ export class KeyedLimiter {
         untilMs.push(encodeNumber(now + blockedMs));
       }
     });
-    const t = e.saveTrace(now);
-    const trace =
-      t === undefined
-        ? undefined
-        : { seed: t.seed, untilMs: encodeNumber(t.untilMs), entries: encodeState(t.entries) };
+    const trace = e.saveTrace(now);
     const latestMs = encodeNumber(now);
     const all = { version: SNAPSHOT_VERSION, algorithm, options, latestMs, keys, width, state };
     const traced = trace === undefined ? all : { ...all, trace };
@@ -522,15 +517,7 @@ export class KeyedLimiter {
     if (at !== state.length)
       throw new TypeError(`${where}: snapshot.state has numbers past its keys`);
     const t = snapshot.trace;
-    const trace =
-      t === undefined
-        ? undefined
-        : {
-            seed: t.seed,
-            untilMs: decodeNumber(where, t.untilMs),
-            entries: Array.isArray(t.entries) ? t.entries.map((v) => decodeNumber(where, v)) : [],
-          };
-    if (trace !== undefined) e.checkTrace(where, trace);
+    const trace = t === undefined ? undefined : e.checkTrace(where, t);
     const blocks = this.checkBlocks(where, snapshot.blocks, latestMs);
     const fresh = keys.filter((key) => e.lookup(key as string) < 0).length;
     if (e.size + fresh > this.maxKeys) {
@@ -590,15 +577,11 @@ export class KeyedLimiter {
     if (plans !== undefined) {
       // The plans' names in the algorithm, their options in order as an allOf's parts: a
       // snapshot restores only where every plan is the same.
-      const options: unknown[] = [];
-      let algorithm = "";
-      for (const policy of plans.policies) {
-        const s = (policy as unknown as { snapshot(): LimiterSnapshot }).snapshot();
-        algorithm = s.algorithm;
-        options.push(s.options);
-      }
-      const names = plans.names.map((n) => JSON.stringify(n)).join(", ");
-      return { algorithm: `plans ${names} of ${algorithm}`, options: options as SnapshotOptions };
+      const parts = plans.policies.map((p) =>
+        (p as unknown as { snapshot(): LimiterSnapshot }).snapshot(),
+      );
+      const algorithm = `plans ${plans.quoted} of ${parts[parts.length - 1]!.algorithm}`;
+      return { algorithm, options: parts.map((part) => part.options) as SnapshotOptions };
     }
     const policy = policies.get(this) as { snapshot?: () => LimiterSnapshot } | undefined;
     if (this.engine === undefined || policy?.snapshot === undefined) {
@@ -759,7 +742,7 @@ export class KeyedLimiter {
     }
     if (typeof name !== "string") {
       throw new TypeError(
-        `${where}: a registry built from plans changes one plan at a time: reconfigure(plan, options), with plan one of ${plans.names.map((n) => JSON.stringify(n)).join(", ")}`,
+        `${where}: a registry built from plans changes one plan at a time: reconfigure(plan, options), with plan one of ${plans.quoted}`,
       );
     }
     const id = plans.idOfName(where, name);
@@ -1170,20 +1153,14 @@ export class KeyedLimiter {
 
   /** @internal The denial of a new key the full registry could not keep (`whenFull: "refuse"`). */
   protected refusal(now: number): Decision {
-    const e = this.engine!;
-    const soonest = e.soonestIdleMs;
-    const retryAfterMs =
+    const soonest = this.engine!.soonestIdleMs;
+    const { limit } = this.engine!.layout;
+    const ms =
       soonest > now && soonest !== Number.POSITIVE_INFINITY
         ? decisionMs(soonest - now)
         : REFUSED_RETRY_MS;
-    // Nothing is kept for the key, but nothing is usable until then either.
-    return {
-      allowed: false,
-      limit: e.layout.limit,
-      remaining: 0,
-      retryAfterMs,
-      resetAfterMs: retryAfterMs,
-    };
+    // Nothing is kept for the key, nor usable until then.
+    return { allowed: false, limit, remaining: 0, retryAfterMs: ms, resetAfterMs: ms };
   }
 }
 
