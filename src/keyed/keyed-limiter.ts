@@ -1052,10 +1052,8 @@ export class KeyedLimiter {
   /** @internal `consume` of a key without a slot (fast path). */
   protected consumeNew(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
+    if (e.tracedBlockMs(key, now) > 0) return this.peekNew(key, cost, now); // blocked
     this.plans?.select(key);
-    const blockedMs = e.tracedBlockMs(key, now);
-    if (blockedMs > 0)
-      return this.blocked(this.decideWithoutSlot(key, cost, now), key, -1, now, blockedMs);
     if (e.traceOf(key, now) < 0) {
       const fresh = this.decideWithoutSlot(key, cost, now);
       // As allowNew: a fresh state that is not idle is kept, even when denied.
@@ -1103,28 +1101,20 @@ export class KeyedLimiter {
   }
 
   /**
-   * @internal The decision of a kept slot: a blocked key's denial; for a pinned slot (a key
-   * with waiters), a bucket ledger holding units for them decides; else the slot as usual.
+   * @internal The decision of a kept slot: a blocked key's denial (its state peeked); for a
+   * pinned slot (a key with waiters), a bucket ledger holding units for them decides; else
+   * the slot as usual.
    */
   protected decideKept(slot: number, cost: number, now: number, take: boolean): Decision {
     const e = this.engine!;
     const flags = e.flags[slot]!;
     if (flags === 0) return e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, take);
-    if ((flags & BLOCKED) !== 0) {
-      const blockedMs = e.blockedMs(slot, now);
-      if (blockedMs > 0) {
-        const state = this.decideWaiting(slot, cost, now, false);
-        return this.blocked(state, e.keys[slot]!, slot, now, blockedMs);
-      }
-    }
-    return this.decideWaiting(slot, cost, now, take);
-  }
-
-  /** @internal The decision of a flagged slot that is not blocked (see {@link decideKept}). */
-  protected decideWaiting(slot: number, cost: number, now: number, take: boolean): Decision {
-    const e = this.engine!;
-    const decision = this.waiters!.decide(slot, cost, now, take);
-    return decision ?? e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, take);
+    const blockedMs = (flags & BLOCKED) !== 0 ? e.blockedMs(slot, now) : 0;
+    const t = take && !(blockedMs > 0);
+    const decision =
+      this.waiters!.decide(slot, cost, now, t) ??
+      e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, t);
+    return blockedMs > 0 ? this.blocked(decision, e.keys[slot]!, slot, now, blockedMs) : decision;
   }
 
   /**
