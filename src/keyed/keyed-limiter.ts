@@ -958,9 +958,9 @@ export class KeyedLimiter {
    * @throws {TypeError} If `key` is not a string. {RangeError} If it is longer than `maxKeyLength`.
    */
   unblock(key: string): boolean {
-    if (this.map !== undefined) return this.map.unblock(this.checkKey(key));
     const blocked = this.blockedMs(key) > 0; // checks the key
-    this.engine!.unblock(key);
+    if (this.map !== undefined) this.map.lift(key);
+    else this.engine!.unblock(key);
     return blocked;
   }
 

@@ -189,13 +189,6 @@ export class LimiterMap extends KeyCounters {
     if (had === undefined || until > had) this.blocks.set(key, until);
   }
 
-  /** See `KeyedLimiter.unblock`. */
-  unblock(key: string): boolean {
-    const blocked = this.blockedMs(key) > 0;
-    this.lift(key);
-    return blocked;
-  }
-
   /**
    * Milliseconds until the key's block ends (from its limiter's clock reading, or from the
    * later of `atMs` and that reading), 0 when not blocked (an ended block is lifted).
@@ -212,8 +205,8 @@ export class LimiterMap extends KeyCounters {
     return 0;
   }
 
-  /** @internal Forgets the key's block and its bytes. */
-  private lift(key: string): void {
+  /** Forgets the key's block and its bytes (`KeyedLimiter.unblock`). */
+  lift(key: string): void {
     if (this.blocks.delete(key)) this.bytes -= BLOCK_BYTES;
   }
 
