@@ -482,12 +482,10 @@ export class SlabEngine extends KeyCounters {
       if (this.insert(key, now, untilMs) < 0) this.traceBlock(key, untilMs, now);
       return;
     }
-    if ((this.flags[slot]! & BLOCKED) !== 0 || this.reserve(BLOCK_BYTES, slot)) {
+    const flags = this.flags[slot]!; // `reserve` never drops this slot
+    // A key with waiters cannot go: it is then over by one block.
+    if ((flags & BLOCKED) !== 0 || this.reserve(BLOCK_BYTES, slot) || (flags & PINNED) !== 0) {
       this.setBlock(slot, untilMs, false);
-      return;
-    }
-    if ((this.flags[slot]! & PINNED) !== 0) {
-      this.setBlock(slot, untilMs, false); // a key with waiters cannot go: over by one block
       return;
     }
     // No room for the block beside the key: the key goes, its state and block in the traces.

@@ -942,14 +942,12 @@ export class KeyedLimiter {
   block(key: string, durationMs: number): void {
     const k = this.checkKey(key);
     const ms = checkNumber(`${WHERE}.block`, "durationMs", durationMs, 0, false);
-    if (this.map !== undefined) {
-      this.map.block(k, ms);
-      return;
+    if (this.map !== undefined) this.map.block(k, ms);
+    else {
+      const now = this.engine!.now();
+      this.plans?.select(k);
+      this.engine!.block(k, now + ms, now);
     }
-    const e = this.engine!;
-    const now = e.now();
-    this.plans?.select(k);
-    e.block(k, now + ms, now);
   }
 
   /**
