@@ -368,11 +368,10 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     for (let i = 0; i < n; i++) {
       const d = drivers[i];
       const part = parts?.[i];
+      const ask = part === undefined || u < part.left ? u : part.left;
       let given: number;
-      if (d !== undefined) {
-        given = d.refundAt(times[i]!, u < (part?.left ?? u) ? u : (part?.left ?? u), part);
-      } else {
-        const ask = part === undefined ? u : u < part.left ? u : part.left;
+      if (d !== undefined) given = d.refundAt(times[i]!, ask, part);
+      else {
         const got = ask > 0 ? leaves[i]!.refund!(ask) : 0;
         given = typeof got === "number" ? got : ask;
         if (part !== undefined) part.refunded += given;

@@ -1,10 +1,22 @@
 import type { Kernel } from "../algorithms/kernel.js";
+import {
+  decodeNumber,
+  encodeNumber,
+  encodeState,
+  type RegistrySnapshot,
+} from "../algorithms/snapshot.js";
 import { checkWindowClock } from "../algorithms/time.js";
 import { badClock, describe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 import { hashKey, KeyIndex, tableEntriesFor } from "./key-index.js";
 import type { Slab } from "./layouts/index.js";
-import { EVICT_SCAN, type KeyedLimiterStats, SWEEP_CHUNK, SWEEP_EVERY } from "./stats.js";
+import {
+  EVICT_SCAN,
+  KeyCounters,
+  type KeyedLimiterStats,
+  SWEEP_CHUNK,
+  SWEEP_EVERY,
+} from "./stats.js";
 
 /**
  * Slots one scan at the bound visits at most once it has found a key to look at (pinned
@@ -82,6 +94,9 @@ export function drawHashSeed(): number {
   return (Math.random() * 2 ** 32) >>> 0;
 }
 
+/** A trace table as {@link SlabEngine.checkTrace} decodes it from a snapshot. */
+type Trace = { seed: readonly [number, number]; untilMs: number; entries: readonly number[] };
+
 /** What an engine is built with. */
 export interface EngineOptions {
   readonly layout: Kernel;
@@ -116,7 +131,7 @@ export interface EngineOptions {
  * See docs/keyed.md#bounds.
  * @internal
  */
-export class SlabEngine {
+export class SlabEngine extends KeyCounters {
   readonly layout: Kernel;
   readonly stride: number;
   /** The key-to-slot index (its own, seeded: see {@link KeyIndex}); it holds each slot's key. */
@@ -212,16 +227,6 @@ export class SlabEngine {
   private weakSeeds: boolean;
   /** @internal The latest "busy until" in the table: at or after it, no entry applies. */
   private traceUntil = Number.NEGATIVE_INFINITY;
-  /** @internal */
-  private created = 0;
-  /** @internal */
-  private evictedIdle = 0;
-  /** @internal */
-  private evictedLossy = 0;
-  /** @internal */
-  private refused = 0;
-  /** @internal */
-  private restored = 0;
   /**
    * The soonest "idle at" among the keys the last full scan looked at (`Infinity` when all
    * were pinned): when a refused new key may try again.
@@ -229,6 +234,7 @@ export class SlabEngine {
   soonestIdleMs = Number.POSITIVE_INFINITY;
 
   constructor(o: EngineOptions) {
+    super();
     this.layout = o.layout;
     this.stride = o.layout.doubles;
     this.clock = o.clock;
@@ -299,29 +305,14 @@ export class SlabEngine {
   }
 
   get stats(): KeyedLimiterStats {
-    return {
-      created: this.created,
-      evictedIdle: this.evictedIdle,
-      evictedLossy: this.evictedLossy,
-      slots: this.slots,
-      bytes: this.bytes,
-      refused: this.refused,
-      restored: this.restored,
-    };
+    return this.statsWith(this.slots, this.bytes);
   }
 
   /** Reads the clock once; a reading behind the latest one counts as the latest. */
   now(): number {
     const t = this.clock();
     if (typeof t !== "number" || t - t !== 0) throw badClock("KeyedLimiter", t);
-    const seen = this.seen;
-    if (t > seen[0]!) {
-      if (!(t < this.clockBoundMs && t > -this.clockBoundMs)) {
-        checkWindowClock(this.clockWhere, t, this.windowMs, this.clockBoundMs);
-      }
-      seen[0] = t;
-    }
-    return seen[0]!;
+    return this.nowAt(t);
   }
 
   /**
@@ -491,12 +482,10 @@ export class SlabEngine {
       if (this.insert(key, now, untilMs) < 0) this.traceBlock(key, untilMs, now);
       return;
     }
-    if ((this.flags[slot]! & BLOCKED) !== 0 || this.reserve(BLOCK_BYTES, slot)) {
+    const flags = this.flags[slot]!; // `reserve` never drops this slot
+    // A key with waiters cannot go: it is then over by one block.
+    if ((flags & BLOCKED) !== 0 || this.reserve(BLOCK_BYTES, slot) || (flags & PINNED) !== 0) {
       this.setBlock(slot, untilMs, false);
-      return;
-    }
-    if ((this.flags[slot]! & PINNED) !== 0) {
-      this.setBlock(slot, untilMs, false); // a key with waiters cannot go: over by one block
       return;
     }
     // No room for the block beside the key: the key goes, its state and block in the traces.
@@ -783,24 +772,26 @@ export class SlabEngine {
    * placed by it), when its last entry stops applying, and its numbers; `undefined` when no
    * entry applies at `now`.
    */
-  saveTrace(
-    now: number,
-  ): { seed: [number, number]; untilMs: number; entries: number[] } | undefined {
+  saveTrace(now: number): RegistrySnapshot["trace"] {
     if (this.traceUntil <= now || this.trace.length === 0) return undefined;
     const seed: [number, number] = [this.traceK0, this.traceK1];
-    return { seed, untilMs: this.traceUntil, entries: Array.from(this.trace) };
+    return {
+      seed,
+      untilMs: encodeNumber(this.traceUntil),
+      entries: encodeState(Array.from(this.trace)),
+    };
   }
 
   /**
-   * Checks a saved trace table against this registry's: one of as many entries, into a
-   * registry that has kept no trace of its own (its seed then becomes the saved one).
+   * A snapshot's trace table, decoded and checked against this registry's: one of as many
+   * entries, into a registry that has kept no trace of its own (its seed then becomes the
+   * saved one).
    * @throws {TypeError} For one of another size or shape. {RangeError} When this registry
    *   has traces of its own.
    */
-  checkTrace(
-    where: string,
-    t: { seed: unknown; untilMs: number; entries: readonly number[] },
-  ): void {
+  checkTrace(where: string, t: NonNullable<RegistrySnapshot["trace"]>): Trace {
+    const untilMs = decodeNumber(where, t.untilMs);
+    const entries = Array.isArray(t.entries) ? t.entries.map((v) => decodeNumber(where, v)) : [];
     const n = this.traceBytes / 8;
     const seed = t.seed;
     const word = (x: unknown) => typeof x === "number" && Number.isInteger(x);
@@ -809,9 +800,9 @@ export class SlabEngine {
         `${where}: the snapshot's trace table seed must be two integers, got ${describe(seed)}`,
       );
     }
-    if (t.entries.length !== n) {
+    if (entries.length !== n) {
       throw new TypeError(
-        `${where}: the snapshot's trace table has ${t.entries.length} numbers, this registry's ${n}: restore into a registry with the same maxKeys and maxBytes`,
+        `${where}: the snapshot's trace table has ${entries.length} numbers, this registry's ${n}: restore into a registry with the same maxKeys and maxBytes`,
       );
     }
     if (this.trace.length !== 0 || this.blockTrace.length !== 0) {
@@ -819,14 +810,11 @@ export class SlabEngine {
         `${where}: this registry has pushed out or blocked keys already, so it cannot take the snapshot's trace table: restore into a new registry`,
       );
     }
+    return { seed, untilMs, entries };
   }
 
   /** Takes a trace table {@link checkTrace} accepted. */
-  loadTrace(t: {
-    seed: readonly [number, number];
-    untilMs: number;
-    entries: readonly number[];
-  }): void {
+  loadTrace(t: Trace): void {
     this.trace = Float64Array.from(t.entries);
     this.traceK0 = t.seed[0] >>> 0;
     this.traceK1 = t.seed[1] >>> 0;

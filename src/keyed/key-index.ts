@@ -256,12 +256,8 @@ export class KeyIndex {
   clear(slots: number): void {
     this.keys = new Array<string | undefined>(slots).fill(undefined);
     this.hashes = new Int32Array(slots);
-    this.table = new Int32Array(tableEntriesFor(slots));
-    this.mask = this.table.length - 1;
-    this.overflow = undefined;
     this.size = 0;
-    this.added = 0;
-    this.missKey = undefined;
+    this.rebuild(tableEntriesFor(slots), false);
   }
 
   /** Rebuilds under a new seed (every key hashed again). */

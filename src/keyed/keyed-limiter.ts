@@ -3,7 +3,6 @@ import {
   checkSnapshot,
   checkStateAt,
   decodeBlockEnd,
-  decodeNumber,
   encodeNumber,
   encodeState,
   type KeySnapshot,
@@ -200,19 +199,12 @@ export class KeyedLimiter {
     const slab = plans !== undefined ? plans.slab() : slabOf(policy);
     const o = options === undefined ? {} : checkOptions<KeyedLimiterOptions>(WHERE, options);
     checkOptionNames(WHERE, o, KEYED_OPTIONS, KEYED_HINTS);
-    const maxKeys = optional(o.maxKeys, DEFAULT_MAX_KEYS, "maxKeys", 1, MAX_KEYS_LIMIT);
-    const maxBytes = optional(o.maxBytes, DEFAULT_MAX_BYTES, "maxBytes", 2 ** 16, 2 ** 53 - 1);
-    this.maxKeyLength = optional(
-      o.maxKeyLength,
-      DEFAULT_MAX_KEY_LENGTH,
-      "maxKeyLength",
-      1,
-      MAX_KEY_LENGTH_LIMIT,
-    );
-    this.maxWaiters = optional(o.maxWaiters, DEFAULT_MAX_WAITERS, "maxWaiters", 0, 2 ** 31 - 1);
+    this.maxKeys = option(o, "maxKeys", DEFAULT_MAX_KEYS, 1, MAX_KEYS_LIMIT);
+    this.maxBytes = option(o, "maxBytes", DEFAULT_MAX_BYTES, 2 ** 16, 2 ** 53 - 1);
+    this.maxKeyLength = option(o, "maxKeyLength", DEFAULT_MAX_KEY_LENGTH, 1, MAX_KEY_LENGTH_LIMIT);
+    this.maxWaiters = option(o, "maxWaiters", DEFAULT_MAX_WAITERS, 0, 2 ** 31 - 1);
     this.whenFull = checkWhenFull(o.whenFull);
-    this.maxKeys = maxKeys;
-    this.maxBytes = maxBytes;
+    const { maxKeys, maxBytes } = this;
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
     if (slab !== undefined) {
       this.engine = new SlabEngine({
@@ -362,7 +354,7 @@ export class KeyedLimiter {
     const t = at ? checkTimeMs(where, timeMs) : undefined;
     const c = cost === undefined ? 1 : checkCost(where, cost);
     const e = this.engine;
-    if (e === undefined) return take ? this.map!.consume(k, c, t) : this.map!.peek(k, c, t);
+    if (e === undefined) return this.map!.decide(k, c, take, t);
     const now = t === undefined ? e.now() : e.nowAt(t);
     const slot = e.find(k);
     if (slot < 0) return take ? this.consumeNew(k, c, now) : this.peekNew(k, c, now);
@@ -468,11 +460,7 @@ export class KeyedLimiter {
         untilMs.push(encodeNumber(now + blockedMs));
       }
     });
-    const t = e.saveTrace(now);
-    const trace =
-      t === undefined
-        ? undefined
-        : { seed: t.seed, untilMs: encodeNumber(t.untilMs), entries: encodeState(t.entries) };
+    const trace = e.saveTrace(now);
     const latestMs = encodeNumber(now);
     const all = { version: SNAPSHOT_VERSION, algorithm, options, latestMs, keys, width, state };
     const traced = trace === undefined ? all : { ...all, trace };
@@ -529,15 +517,7 @@ export class KeyedLimiter {
     if (at !== state.length)
       throw new TypeError(`${where}: snapshot.state has numbers past its keys`);
     const t = snapshot.trace;
-    const trace =
-      t === undefined
-        ? undefined
-        : {
-            seed: t.seed,
-            untilMs: decodeNumber(where, t.untilMs),
-            entries: Array.isArray(t.entries) ? t.entries.map((v) => decodeNumber(where, v)) : [],
-          };
-    if (trace !== undefined) e.checkTrace(where, trace);
+    const trace = t === undefined ? undefined : e.checkTrace(where, t);
     const blocks = this.checkBlocks(where, snapshot.blocks, latestMs);
     const fresh = keys.filter((key) => e.lookup(key as string) < 0).length;
     if (e.size + fresh > this.maxKeys) {
@@ -597,15 +577,11 @@ export class KeyedLimiter {
     if (plans !== undefined) {
       // The plans' names in the algorithm, their options in order as an allOf's parts: a
       // snapshot restores only where every plan is the same.
-      const options: unknown[] = [];
-      let algorithm = "";
-      for (const policy of plans.policies) {
-        const s = (policy as unknown as { snapshot(): LimiterSnapshot }).snapshot();
-        algorithm = s.algorithm;
-        options.push(s.options);
-      }
-      const names = plans.names.map((n) => JSON.stringify(n)).join(", ");
-      return { algorithm: `plans ${names} of ${algorithm}`, options: options as SnapshotOptions };
+      const parts = plans.policies.map((p) =>
+        (p as unknown as { snapshot(): LimiterSnapshot }).snapshot(),
+      );
+      const algorithm = `plans ${plans.quoted} of ${parts[parts.length - 1]!.algorithm}`;
+      return { algorithm, options: parts.map((part) => part.options) as SnapshotOptions };
     }
     const policy = policies.get(this) as { snapshot?: () => LimiterSnapshot } | undefined;
     if (this.engine === undefined || policy?.snapshot === undefined) {
@@ -766,7 +742,7 @@ export class KeyedLimiter {
     }
     if (typeof name !== "string") {
       throw new TypeError(
-        `${where}: a registry built from plans changes one plan at a time: reconfigure(plan, options), with plan one of ${plans.names.map((n) => JSON.stringify(n)).join(", ")}`,
+        `${where}: a registry built from plans changes one plan at a time: reconfigure(plan, options), with plan one of ${plans.quoted}`,
       );
     }
     const id = plans.idOfName(where, name);
@@ -966,14 +942,12 @@ export class KeyedLimiter {
   block(key: string, durationMs: number): void {
     const k = this.checkKey(key);
     const ms = checkNumber(`${WHERE}.block`, "durationMs", durationMs, 0, false);
-    if (this.map !== undefined) {
-      this.map.block(k, ms);
-      return;
+    if (this.map !== undefined) this.map.block(k, ms);
+    else {
+      const now = this.engine!.now();
+      this.plans?.select(k);
+      this.engine!.block(k, now + ms, now);
     }
-    const e = this.engine!;
-    const now = e.now();
-    this.plans?.select(k);
-    e.block(k, now + ms, now);
   }
 
   /**
@@ -982,9 +956,9 @@ export class KeyedLimiter {
    * @throws {TypeError} If `key` is not a string. {RangeError} If it is longer than `maxKeyLength`.
    */
   unblock(key: string): boolean {
-    if (this.map !== undefined) return this.map.unblock(this.checkKey(key));
     const blocked = this.blockedMs(key) > 0; // checks the key
-    this.engine!.unblock(key);
+    if (this.map !== undefined) this.map.lift(key);
+    else this.engine!.unblock(key);
     return blocked;
   }
 
@@ -1076,10 +1050,8 @@ export class KeyedLimiter {
   /** @internal `consume` of a key without a slot (fast path). */
   protected consumeNew(key: string, cost: number, now: number): Decision {
     const e = this.engine!;
+    if (e.tracedBlockMs(key, now) > 0) return this.peekNew(key, cost, now); // blocked
     this.plans?.select(key);
-    const blockedMs = e.tracedBlockMs(key, now);
-    if (blockedMs > 0)
-      return this.blocked(this.decideWithoutSlot(key, cost, now), key, -1, now, blockedMs);
     if (e.traceOf(key, now) < 0) {
       const fresh = this.decideWithoutSlot(key, cost, now);
       // As allowNew: a fresh state that is not idle is kept, even when denied.
@@ -1127,28 +1099,20 @@ export class KeyedLimiter {
   }
 
   /**
-   * @internal The decision of a kept slot: a blocked key's denial; for a pinned slot (a key
-   * with waiters), a bucket ledger holding units for them decides; else the slot as usual.
+   * @internal The decision of a kept slot: a blocked key's denial (its state peeked); for a
+   * pinned slot (a key with waiters), a bucket ledger holding units for them decides; else
+   * the slot as usual.
    */
   protected decideKept(slot: number, cost: number, now: number, take: boolean): Decision {
     const e = this.engine!;
     const flags = e.flags[slot]!;
     if (flags === 0) return e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, take);
-    if ((flags & BLOCKED) !== 0) {
-      const blockedMs = e.blockedMs(slot, now);
-      if (blockedMs > 0) {
-        const state = this.decideWaiting(slot, cost, now, false);
-        return this.blocked(state, e.keys[slot]!, slot, now, blockedMs);
-      }
-    }
-    return this.decideWaiting(slot, cost, now, take);
-  }
-
-  /** @internal The decision of a flagged slot that is not blocked (see {@link decideKept}). */
-  protected decideWaiting(slot: number, cost: number, now: number, take: boolean): Decision {
-    const e = this.engine!;
-    const decision = this.waiters!.decide(slot, cost, now, take);
-    return decision ?? e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, take);
+    const blockedMs = (flags & BLOCKED) !== 0 ? e.blockedMs(slot, now) : 0;
+    const t = take && !(blockedMs > 0);
+    const decision =
+      this.waiters!.decide(slot, cost, now, t) ??
+      e.layout.decideAt(e.state, slot * e.stride, slot, now, cost, t);
+    return blockedMs > 0 ? this.blocked(decision, e.keys[slot]!, slot, now, blockedMs) : decision;
   }
 
   /**
@@ -1177,20 +1141,14 @@ export class KeyedLimiter {
 
   /** @internal The denial of a new key the full registry could not keep (`whenFull: "refuse"`). */
   protected refusal(now: number): Decision {
-    const e = this.engine!;
-    const soonest = e.soonestIdleMs;
-    const retryAfterMs =
+    const soonest = this.engine!.soonestIdleMs;
+    const { limit } = this.engine!.layout;
+    const ms =
       soonest > now && soonest !== Number.POSITIVE_INFINITY
         ? decisionMs(soonest - now)
         : REFUSED_RETRY_MS;
-    // Nothing is kept for the key, but nothing is usable until then either.
-    return {
-      allowed: false,
-      limit: e.layout.limit,
-      remaining: 0,
-      retryAfterMs,
-      resetAfterMs: retryAfterMs,
-    };
+    // Nothing is kept for the key, nor usable until then.
+    return { allowed: false, limit, remaining: 0, retryAfterMs: ms, resetAfterMs: ms };
   }
 }
 
@@ -1210,8 +1168,9 @@ function reconfigured(policy: CloneableLimiter, what: string, options: unknown):
   return next;
 }
 
-/** An optional integer option, its default when undefined. */
-function optional(value: unknown, fallback: number, name: string, min: number, max: number) {
+/** The integer option `name` of `o` in `[min, max]`; `fallback` when undefined. */
+function option(o: object, name: string, fallback: number, min: number, max: number): number {
+  const value = (o as Record<string, unknown>)[name];
   return value === undefined ? fallback : checkInteger(WHERE, name, value, min, max);
 }
 

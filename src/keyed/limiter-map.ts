@@ -9,8 +9,7 @@ import {
 } from "../core/limiter.js";
 import { BLOCK_BYTES, keyBytes } from "./engine.js";
 import { WHERE } from "./options.js";
-import type { KeyedLimiterStats } from "./stats.js";
-import { SWEEP_EVERY } from "./stats.js";
+import { KeyCounters, type KeyedLimiterStats, SWEEP_EVERY } from "./stats.js";
 
 /**
  * Entries looked at for idle ones when a new key arrives at the bound (the generic path
@@ -37,7 +36,7 @@ const REFUSED_RETRY_MS = 1000;
  * `TypeError` naming the key and changes nothing (it used to lose a decision).
  * @internal
  */
-export class LimiterMap {
+export class LimiterMap extends KeyCounters {
   /** @internal */
   private readonly map = new Map<string, Limiter>();
   /** @internal Keys with `wait` calls not yet settled, and how many: never dropped. */
@@ -48,14 +47,6 @@ export class LimiterMap {
   private countdown = SWEEP_EVERY;
   /** @internal */
   private bytes = 0;
-  /** @internal */
-  private refused = 0;
-  /** @internal */
-  private created = 0;
-  /** @internal */
-  private evictedIdle = 0;
-  /** @internal */
-  private evictedLossy = 0;
   /**
    * @internal Blocked keys and when their block ends, on their limiter's clock (its `clock`, an allOf's first part's,
    * else `performance.now()`): each also holds its limiter, kept while blocked.
@@ -75,22 +66,16 @@ export class LimiterMap {
     private readonly maxKeys: number,
     private readonly maxBytes: number,
     private readonly maker = "the policy function",
-  ) {}
+  ) {
+    super();
+  }
 
   get size(): number {
     return this.map.size;
   }
 
   get stats(): KeyedLimiterStats {
-    return {
-      created: this.created,
-      evictedIdle: this.evictedIdle,
-      evictedLossy: this.evictedLossy,
-      slots: 0,
-      bytes: this.bytes,
-      refused: this.refused,
-      restored: 0,
-    };
+    return this.statsWith(0, this.bytes);
   }
 
   /** `allow`; with `atMs`, as of that explicit time (`allowAt`: see {@link timed}). */
@@ -104,15 +89,15 @@ export class LimiterMap {
     return this.decideNew(key, cost, atMs).allowed;
   }
 
-  /** `consume`; with `atMs`, as of that explicit time. */
-  consume(key: string, cost: number, atMs?: number): Decision {
+  /** `consume` (`take`) or `peek` (which keeps nothing); with `atMs`, as of that explicit time. */
+  decide(key: string, cost: number, take: boolean, atMs?: number): Decision {
     if (--this.countdown === 0) this.step();
     if (this.blocks.size !== 0 && this.blockedMs(key, atMs) > 0) {
       return this.blocked(key, cost, atMs);
     }
     const limiter = this.map.get(key);
-    if (limiter !== undefined) return decide(limiter, cost, true, atMs);
-    return this.decideNew(key, cost, atMs);
+    if (limiter !== undefined) return decide(limiter, cost, take, atMs);
+    return take ? this.decideNew(key, cost, atMs) : decide(this.create(key), cost, false, atMs);
   }
 
   /**
@@ -127,15 +112,6 @@ export class LimiterMap {
     const decision = decide(fresh, cost, true, atMs);
     if (!fresh.isIdle()) this.insert(key, fresh);
     return decision;
-  }
-
-  /** `peek`; with `atMs`, as of that explicit time. */
-  peek(key: string, cost: number, atMs?: number): Decision {
-    if (--this.countdown === 0) this.step();
-    if (this.blocks.size !== 0 && this.blockedMs(key, atMs) > 0) {
-      return this.blocked(key, cost, atMs);
-    }
-    return decide(this.map.get(key) ?? this.create(key), cost, false, atMs);
   }
 
   /** See `KeyedLimiter.refund`: the key's limiter gives back; a key not held is left alone. */
@@ -213,13 +189,6 @@ export class LimiterMap {
     if (had === undefined || until > had) this.blocks.set(key, until);
   }
 
-  /** See `KeyedLimiter.unblock`. */
-  unblock(key: string): boolean {
-    const blocked = this.blockedMs(key) > 0;
-    this.lift(key);
-    return blocked;
-  }
-
   /**
    * Milliseconds until the key's block ends (from its limiter's clock reading, or from the
    * later of `atMs` and that reading), 0 when not blocked (an ended block is lifted).
@@ -236,8 +205,8 @@ export class LimiterMap {
     return 0;
   }
 
-  /** @internal Forgets the key's block and its bytes. */
-  private lift(key: string): void {
+  /** Forgets the key's block and its bytes (`KeyedLimiter.unblock`). */
+  lift(key: string): void {
     if (this.blocks.delete(key)) this.bytes -= BLOCK_BYTES;
   }
 

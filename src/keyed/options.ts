@@ -1,5 +1,5 @@
 import { isLimiter } from "../composite/all-of.js";
-import { describe } from "../core/errors.js";
+import { describe, mustBe } from "../core/errors.js";
 import type { Limiter } from "../core/limiter.js";
 
 /**
@@ -110,12 +110,8 @@ export function checkedFactory(
 export function checkSweepInterval(value: unknown): number {
   if (value === undefined) return DEFAULT_SWEEP_INTERVAL_MS;
   if (value === Number.POSITIVE_INFINITY) return value;
-  const range = "a number > 0 (Infinity for no timer)";
-  if (typeof value !== "number") {
-    throw new TypeError(`${WHERE}: sweepIntervalMs must be ${range}, got ${describe(value)}`);
-  }
-  if (!(value > 0)) {
-    throw new RangeError(`${WHERE}: sweepIntervalMs must be ${range}, got ${describe(value)}`);
+  if (typeof value !== "number" || !(value > 0)) {
+    throw mustBe(WHERE, "sweepIntervalMs", "a number > 0 (Infinity for no timer)", value);
   }
   return Math.min(value, 2 ** 31 - 1);
 }

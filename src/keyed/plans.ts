@@ -111,13 +111,7 @@ export class PlanTable {
    */
   idOf(key: string): number {
     if (key === this.lastKey) return this.lastId;
-    const name = this.planOf(key);
-    const id = typeof name === "string" ? this.ids.get(name) : undefined;
-    if (id === undefined) {
-      throw new TypeError(
-        `${WHERE}: plan(key) must return one of ${this.names.map((n) => JSON.stringify(n)).join(", ")}, got ${describe(name)} for key ${JSON.stringify(key)}`,
-      );
-    }
+    const id = this.idOfName(WHERE, this.planOf(key), key);
     this.lastKey = key;
     this.lastId = id;
     return id;
@@ -128,18 +122,24 @@ export class PlanTable {
     this.layout.current = this.idOf(key);
   }
 
+  /** The plans' names, quoted, for messages: `"free", "pro"`. */
+  get quoted(): string {
+    return this.names.map((n) => JSON.stringify(n)).join(", ");
+  }
+
   /**
-   * The id of the plan named `name`.
+   * The id of the plan named `name` (given, or answered by the plan function for `key`).
    * @throws {TypeError} For a name that is not a plan.
    */
-  idOfName(where: string, name: unknown): number {
+  idOfName(where: string, name: unknown, key?: string): number {
     const id = typeof name === "string" ? this.ids.get(name) : undefined;
-    if (id === undefined) {
-      throw new TypeError(
-        `${where}: plan must be one of ${this.names.map((n) => JSON.stringify(n)).join(", ")}, got ${describe(name)}`,
-      );
-    }
-    return id;
+    if (id !== undefined) return id;
+    const got = `one of ${this.quoted}, got ${describe(name)}`;
+    throw new TypeError(
+      key === undefined
+        ? `${where}: plan must be ${got}`
+        : `${where}: plan(key) must return ${got} for key ${JSON.stringify(key)}`,
+    );
   }
 }
 

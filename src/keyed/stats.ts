@@ -38,3 +38,22 @@ export const SWEEP_CHUNK = 16;
  * 40% more per new key at the bound, measured, for a victim only slightly better chosen).
  */
 export const EVICT_SCAN = 8;
+
+/**
+ * The counters of {@link KeyedLimiterStats} that both paths keep (the slab engine, the
+ * generic path's map), since creation.
+ * @internal
+ */
+export abstract class KeyCounters {
+  protected created = 0;
+  protected evictedIdle = 0;
+  protected evictedLossy = 0;
+  protected refused = 0;
+  protected restored = 0;
+
+  /** The stats of these counters with the path's `slots` and `bytes` now. */
+  protected statsWith(slots: number, bytes: number): KeyedLimiterStats {
+    const { created, evictedIdle, evictedLossy, refused, restored } = this;
+    return { created, evictedIdle, evictedLossy, slots, bytes, refused, restored };
+  }
+}

@@ -33,20 +33,9 @@ export interface BucketWaiting {
  */
 function partSlab(policy: Limiter): Slab | undefined {
   const proto: unknown = Object.getPrototypeOf(policy);
-  for (const row of CATALOG) {
-    if (row.Class.prototype === proto) {
-      const form = (policy as unknown as { keyedForm(): KeyedForm }).keyedForm();
-      return {
-        layout: form.kernel,
-        clock: (policy as unknown as { clock: Clock }).clock,
-        clockBoundMs: form.clockBoundMs,
-        clockWhere: form.clockWhere,
-        windowMs: form.windowMs,
-        bucket: form.bucket,
-      };
-    }
-  }
-  return undefined;
+  if (!CATALOG.some((row) => row.Class.prototype === proto)) return undefined;
+  const { kernel, ...form } = (policy as unknown as { keyedForm(): KeyedForm }).keyedForm();
+  return { ...form, layout: kernel, clock: (policy as unknown as { clock: Clock }).clock };
 }
 
 /** The leaves of `policy`: an exact `AllOf`'s parts (nested ones flattened), in order; else itself. */
