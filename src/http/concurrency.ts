@@ -127,22 +127,6 @@ export function permitOf(decision: Decision | undefined): Permit | undefined {
   return decision instanceof PermitDecision ? decision.permit : undefined;
 }
 
-/** `RateLimit-Policy` with `;qu="concurrent-requests"` after the quota. @internal */
-class ConcurrencyHeaderText extends HeaderText {
-  /** @internal */
-  private unitLimit = -1;
-  /** @internal */
-  private unitPolicy = "";
-
-  override policy(limit: number, windowSeconds?: number): string {
-    if (limit !== this.unitLimit) {
-      this.unitPolicy = `${super.policy(limit, windowSeconds)};qu="${CONCURRENT_REQUESTS}"`;
-      this.unitLimit = limit;
-    }
-    return this.unitPolicy;
-  }
-}
-
 /** The consumer that takes one permit per request. */
 function permitConsumer(
   where: string,
@@ -213,10 +197,11 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
   const consumer = permitConsumer(where, o.limiter);
   const checked = checkAdapterOptions<O>(where, { ...o, limiter: consumer } as unknown as O, own);
   const base: CommonConfig = checked.config;
+  // `RateLimit-Policy` with `;qu="concurrent-requests"` after the quota (the consumer has no window).
+  const wallClock = checkWallClock(where, o.wallClock);
   const config: CommonConfig = {
     ...base,
-    windowSeconds: undefined,
-    text: new ConcurrencyHeaderText(base.quotedPolicy, checkWallClock(where, o.wallClock)),
+    text: new HeaderText(base.quotedPolicy, wallClock, CONCURRENT_REQUESTS),
   };
   // No cost: a request holds one permit.
   const hooks = { key: checked.hooks.key, skip: checked.hooks.skip };

@@ -1,5 +1,5 @@
 import { TokenBucket } from "../algorithms/token-bucket.js";
-import { checkNumber, checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import { checkNumber, checkOptionNames, checkOptions, describe, mustBe } from "../core/errors.js";
 import type { Receipt } from "../core/limiter.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../core/limiter.js";
 import {
@@ -9,6 +9,7 @@ import {
   type TrustProxy,
 } from "./client-key.js";
 import {
+  checkBoolean,
   checkPolicyName,
   checkWallClock,
   checkWindowSeconds,
@@ -226,12 +227,12 @@ export interface CommonConfig {
   /**
    * The `windowSeconds` given (checked against the limiter's window when it was created,
    * see `policyWindowSeconds`). The `w=` sent is read per response: the limiter's live
-   * window when it has one, else this (see `liveWindowSeconds`).
+   * window when it has one, else this (see `shapeWindowSeconds`).
    */
   readonly windowSeconds: number | undefined;
   /**
    * The limiter as the user gave it, read per response for its live window and a bucket's
-   * rate (`liveWindowSeconds`, `limiterRatePerSecond`): a wrapped unkeyed limiter no
+   * rate (`shapeWindowSeconds`, `shapeRatePerSecond`): a wrapped unkeyed limiter no
    * longer shows them.
    */
   readonly source: unknown;
@@ -257,9 +258,7 @@ export interface CommonConfig {
 function checkShare(where: string, value: unknown): number {
   if (value === undefined) return 0.1;
   if (typeof value === "number" && value >= 0 && value <= 1) return value;
-  throw new (typeof value === "number" ? RangeError : TypeError)(
-    `${where}: nearLimitShare must be a finite number from 0 to 1, got ${describe(value)}`,
-  );
+  throw mustBe(where, "nearLimitShare", "a finite number from 0 to 1", value);
 }
 
 /**
@@ -557,11 +556,10 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   const refundIf = own.includes("refundIf")
     ? checkFunction<O["refundIf"]>(where, "refundIf", options.refundIf)
     : undefined;
-  const aborted = own.includes("refundAborted") ? options.refundAborted : undefined;
-  if (aborted !== undefined && typeof aborted !== "boolean") {
-    throw new TypeError(`${where}: refundAborted must be a boolean, got ${describe(aborted)}`);
-  }
-  return { config, hooks, onLimited, remoteAddress, refundIf, refundAborted: aborted === true };
+  const refundAborted =
+    own.includes("refundAborted") &&
+    checkBoolean(where, "refundAborted", options.refundAborted, false);
+  return { config, hooks, onLimited, remoteAddress, refundIf, refundAborted };
 }
 
 /** How many distinct programming errors the default `onError` remembers having logged. */

@@ -13,7 +13,7 @@ import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from ".
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
   describing,
-  type HeaderNumbers,
+  HeaderNumbers,
   INTERNAL_ERROR_PROBLEM,
   legacyWanted,
   quotaExceededProblem,
@@ -44,7 +44,7 @@ export type OutcomeKind = "skip" | "pass" | "limited" | "unavailable" | "error";
  * as {@link HeaderNumbers}) are valid when `decision` is set. One shape for every kind,
  * so the adapters' reads stay monomorphic.
  */
-export class Outcome implements HeaderNumbers {
+export class Outcome extends HeaderNumbers {
   kind: OutcomeKind;
   /** The key checked, when it was computed. */
   key: string | undefined;
@@ -54,26 +54,14 @@ export class Outcome implements HeaderNumbers {
   decision: Decision | undefined = undefined;
   /** The decision as a receipt, when the limiter charged through `charge` (for refunds). */
   receipt: Receipt | undefined = undefined;
-  limit = 0;
-  remaining = 0;
-  retryAfter = -1;
-  reset = -1;
-  resetMs = Number.POSITIVE_INFINITY;
-  never = false;
   /**
    * The status to answer: for `'limited'` 429, or 403/413 when it can never pass; 503 for
    * `'unavailable'`, 500 for `'error'`.
    */
   status = 429;
-  /** The `w=` of `RateLimit-Policy`, read from the limiter with the decision; none when undefined. */
-  windowSeconds: number | undefined = undefined;
-  /**
-   * The `X-RateLimit-Reset` text (a Unix time, read on the wall clock when the decision
-   * was checked), or `""` when it is not sent (no legacy headers, or no reset).
-   */
-  resetText = "";
 
   constructor(kind: OutcomeKind, key: string | undefined) {
+    super();
     this.kind = kind;
     this.key = key;
   }
