@@ -4,13 +4,13 @@
  * @module
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import { checkNumber, checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import { checkOptionNames, checkOptions, describe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import {
   AfterResponse,
   HandleSlot,
   type RequestCharges,
-  watchNodeResponse,
+  requestCharges,
 } from "./after-response.js";
 import { UntrustedProxyWarning } from "./client-key.js";
 import {
@@ -196,21 +196,10 @@ const charged = new HandleSlot<AfterResponse<FastifyRequestLike>>("tollgate rout
  *   return answer
  * })
  */
-export const fastifyRateLimitCharges: RequestCharges<FastifyRequestLike> = {
-  refund: (request, units) => {
-    // Checked for every request, charged or not, so that a bad call never goes unseen.
-    if (units !== undefined) checkNumber(`${WHERE}.refund`, "units", units, 0, true);
-    charged.get(request)?.refund(request, units);
-  },
-  charge: (request, units) => {
-    checkNumber(`${WHERE}.charge`, "units", units, 0, true);
-    return charged.get(request)?.charge(request, units);
-  },
-  settle: (request, actualUnits) => {
-    checkNumber(`${WHERE}.settle`, "actualUnits", actualUnits, 0, true);
-    return charged.get(request)?.settleCost(request, actualUnits);
-  },
-};
+export const fastifyRateLimitCharges: RequestCharges<FastifyRequestLike> = requestCharges(
+  WHERE,
+  (request) => charged.get(request),
+);
 
 /** The client's address on Fastify: the node socket's peer, and the forwarding header. */
 const FASTIFY_SOURCE: ClientSource<FastifyRequestLike, undefined> = {
@@ -381,11 +370,8 @@ function render(
     case "pass":
       if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
       if (outcome.decision !== undefined) {
-        const after = route.after;
-        charged.set(request, after);
-        if (after.open(request, outcome) && reply.raw !== undefined) {
-          watchNodeResponse(reply.raw, (status, aborted) => after.settle(request, status, aborted));
-        }
+        charged.set(request, route.after);
+        route.after.open(request, outcome, reply.raw);
       }
       next();
       return;

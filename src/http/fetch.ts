@@ -187,7 +187,7 @@ export function withRateLimit<
       }
     }
   };
-  return Object.assign(limited, requestCharges(after));
+  return Object.assign(limited, requestCharges(WHERE, after));
 }
 
 /**

@@ -169,5 +169,5 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
       }
     }
   };
-  return Object.assign(middleware, requestCharges(after));
+  return Object.assign(middleware, requestCharges(WHERE, after));
 }
