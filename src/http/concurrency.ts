@@ -15,12 +15,10 @@ import type { Decision } from "../core/limiter.js";
 import { timerDelay } from "../core/wait.js";
 import {
   type AdapterHookOptions,
-  type CommonConfig,
   type CommonRateLimitOptions,
   checkAdapterOptions,
   type KeyedConsumer,
 } from "./core.js";
-import { checkWallClock, HeaderText } from "./headers.js";
 
 /** The quota unit a concurrency policy states in `RateLimit-Policy` (`qu`). */
 export const CONCURRENT_REQUESTS = "concurrent-requests";
@@ -195,15 +193,13 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
     );
   }
   const consumer = permitConsumer(where, o.limiter);
-  const checked = checkAdapterOptions<O>(where, { ...o, limiter: consumer } as unknown as O, own);
-  const base: CommonConfig = checked.config;
-  // `RateLimit-Policy` with `;qu="concurrent-requests"` after the quota (the consumer has no window).
-  const wallClock = checkWallClock(where, o.wallClock);
-  const config: CommonConfig = {
-    ...base,
-    text: new HeaderText(base.quotedPolicy, wallClock, CONCURRENT_REQUESTS),
-  };
+  // `RateLimit-Policy` states qu="concurrent-requests" after the quota (the consumer has no window).
+  const { config, hooks, remoteAddress } = checkAdapterOptions<O>(
+    where,
+    { ...o, limiter: consumer } as unknown as O,
+    own,
+    CONCURRENT_REQUESTS,
+  );
   // No cost: a request holds one permit.
-  const hooks = { key: checked.hooks.key, skip: checked.hooks.skip };
-  return { config, hooks, remoteAddress: checked.remoteAddress, maxHoldMs };
+  return { config, hooks: { key: hooks.key, skip: hooks.skip }, remoteAddress, maxHoldMs };
 }

@@ -223,7 +223,6 @@ export interface CommonConfig {
   /** The limiter as called: an unkeyed one is wrapped to ignore the key. */
   readonly limiter: KeyedConsumer;
   readonly policy: string;
-  readonly quotedPolicy: string;
   /**
    * The `windowSeconds` given (checked against the limiter's window when it was created,
    * see `policyWindowSeconds`). The `w=` sent is read per response: the limiter's live
@@ -430,7 +429,8 @@ function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
 
 /**
  * Validates the shared options, in the order they are documented, and that `options`
- * names nothing but them and `own` (the factory's own option names).
+ * names nothing but them and `own` (the factory's own option names). `unit` is the quota
+ * unit `RateLimit-Policy` states (`qu`), if any.
  * @throws {TypeError} for a missing limiter, a wrong type or an unknown option name;
  *   {RangeError} for a bad value.
  */
@@ -438,6 +438,7 @@ export function checkCommonOptions(
   where: string,
   options: unknown,
   own: readonly string[] = [],
+  unit?: string,
 ): CommonConfig {
   const o = checkOptions<CommonRateLimitOptions>(where, options);
   checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, {
@@ -463,7 +464,6 @@ export function checkCommonOptions(
   const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
   const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
-  const quotedPolicy = sfString(policy);
   const nearLimitShare = checkShare(where, o.nearLimitShare);
   const blockDurationMs = checkBlockDuration(
     where,
@@ -474,7 +474,6 @@ export function checkCommonOptions(
   return {
     limiter,
     policy,
-    quotedPolicy,
     windowSeconds,
     source: o.limiter,
     nearLimitShare,
@@ -483,7 +482,7 @@ export function checkCommonOptions(
     failure,
     onError: onError ?? defaultOnError(where),
     client,
-    text: new HeaderText(quotedPolicy, wallClock),
+    text: new HeaderText(sfString(policy), wallClock, unit),
     quotaJson: new QuotaExceededJson(policy),
     blockDurationMs,
   };
@@ -517,21 +516,16 @@ export const HOOK_OPTIONS = [
 
 /** The hook option names of `withRateLimit` and `honoRateLimit`: {@link HOOK_OPTIONS} and `remoteAddress`. */
 export const FETCH_HOOK_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
+  ...HOOK_OPTIONS.slice(0, 4),
   "remoteAddress",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
+  ...HOOK_OPTIONS.slice(4),
+];
 
 /**
  * Validates an adapter's options, once, when the middleware is created: the shared ones
- * and the names (see {@link checkCommonOptions}), then its hooks, each an optional
- * function. Returns the config, the request hooks for its `Pipeline`, `onLimited`, and
- * `remoteAddress`, `refundIf` and `refundAborted` (`undefined`, or false, unless `own`
+ * and the names (see {@link checkCommonOptions}, `unit` as there), then its hooks, each an
+ * optional function. Returns the config, the request hooks for its `Pipeline`, `onLimited`,
+ * and `remoteAddress`, `refundIf` and `refundAborted` (`undefined`, or false, unless `own`
  * names them).
  * @throws {TypeError} as {@link checkCommonOptions} does, or for a hook that is not a
  *   function (`withRateLimit: key must be a function, got "ip"`); {RangeError} for a bad
@@ -541,8 +535,9 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   where: string,
   options: O,
   own: readonly string[],
+  unit?: string,
 ) {
-  const config = checkCommonOptions(where, options, own);
+  const config = checkCommonOptions(where, options, own, unit);
   const remoteAddress = own.includes("remoteAddress")
     ? checkFunction<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)
     : undefined;
