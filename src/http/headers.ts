@@ -707,23 +707,3 @@ export class QuotaExceededJson {
     );
   }
 }
-
-/** The 503 body sent with `failure: 'closed'` when the limiter fails (RFC 9457, `about:blank`). */
-export const UNAVAILABLE_PROBLEM = {
-  type: "about:blank",
-  title: "Service Unavailable",
-  status: 503,
-  detail: "The rate limiter is unavailable, so the request was refused.",
-} as const;
-
-/**
- * The 500 body sent for a programming error (a hook that throws or returns an invalid
- * key or cost, an invalid `Decision`): RFC 9457, `about:blank`. Says nothing about the
- * cause; `onError` gets the error.
- */
-export const INTERNAL_ERROR_PROBLEM = {
-  type: "about:blank",
-  title: "Internal Server Error",
-  status: 500,
-  detail: "The request could not be checked against its rate limit, so it was refused.",
-} as const;

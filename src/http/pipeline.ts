@@ -14,7 +14,6 @@ import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } fr
 import {
   describing,
   HeaderNumbers,
-  INTERNAL_ERROR_PROBLEM,
   legacyWanted,
   quotaExceededProblem,
   readDecision,
@@ -22,7 +21,6 @@ import {
   setRecord,
   shapeRatePerSecond,
   shapeWindowSeconds,
-  UNAVAILABLE_PROBLEM,
   writeHeaders,
 } from "./headers.js";
 
@@ -318,29 +316,38 @@ export function headerRecord(config: CommonConfig, outcome: Outcome): Record<str
 export const LIST_FIELDS: ReadonlySet<string> = new Set(["RateLimit-Policy", "RateLimit"]);
 
 /**
- * The body of a `'limited'` outcome: the `quota-exceeded` problem as JSON text (from
- * precomputed parts when the retry is finite; its `status` is the outcome's).
+ * The body of an outcome the middleware answers itself, with `outcome.status`, as JSON
+ * text: for `'limited'` the `quota-exceeded` problem (from precomputed parts when the retry
+ * is finite; its `status` is the outcome's), else the 503 or 500 body.
  */
-export function limitedBody(config: CommonConfig, outcome: Outcome): string {
+export function answerBody(config: CommonConfig, outcome: Outcome): string {
+  if (outcome.kind !== "limited") {
+    return outcome.kind === "unavailable" ? UNAVAILABLE_BODY : INTERNAL_ERROR_BODY;
+  }
   return outcome.retryAfter >= 0
     ? config.quotaJson.text(outcome.retryAfter)
     : JSON.stringify(quotaExceededProblem(outcome.decision!, config.policy, outcome.cost));
 }
 
+/** The 503 body sent with `failure: 'closed'` when the limiter fails (RFC 9457, `about:blank`). */
+const UNAVAILABLE_BODY = JSON.stringify({
+  type: "about:blank",
+  title: "Service Unavailable",
+  status: 503,
+  detail: "The rate limiter is unavailable, so the request was refused.",
+});
+
 /**
- * The body of an outcome the middleware answers itself, with `outcome.status`:
- * {@link limitedBody} for `'limited'`, else the 503 or 500 body.
+ * The 500 body sent for a programming error (a hook that throws or returns an invalid
+ * key or cost, an invalid `Decision`): RFC 9457, `about:blank`. Says nothing about the
+ * cause; `onError` gets the error.
  */
-export function answerBody(config: CommonConfig, outcome: Outcome): string {
-  if (outcome.kind === "limited") return limitedBody(config, outcome);
-  return outcome.kind === "unavailable" ? UNAVAILABLE_BODY : INTERNAL_ERROR_BODY;
-}
-
-/** The 503 body of `'unavailable'`, as JSON text. */
-export const UNAVAILABLE_BODY = JSON.stringify(UNAVAILABLE_PROBLEM);
-
-/** The 500 body of `'error'`, as JSON text. */
-export const INTERNAL_ERROR_BODY = JSON.stringify(INTERNAL_ERROR_PROBLEM);
+export const INTERNAL_ERROR_BODY = JSON.stringify({
+  type: "about:blank",
+  title: "Internal Server Error",
+  status: 500,
+  detail: "The request could not be checked against its rate limit, so it was refused.",
+});
 
 /** The media type of every body the middleware sends (RFC 9457). */
 export const PROBLEM_JSON = "application/problem+json";
