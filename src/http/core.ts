@@ -637,14 +637,10 @@ export function checkHookKey(where: string, key: unknown): string {
  *   or an infinite number: `rateLimit: cost() must return a finite number >= 0, got NaN`.
  */
 export function checkHookCost(where: string, cost: unknown): number {
-  const range = "a finite number >= 0";
-  if (typeof cost !== "number") {
-    throw new TypeError(`${where}: cost() must return ${range}, got ${describe(cost)}`);
-  }
-  if (!(cost >= 0) || cost === Number.POSITIVE_INFINITY) {
-    throw new RangeError(`${where}: cost() must return ${range}, got ${describe(cost)}`);
-  }
-  return cost;
+  if (typeof cost === "number" && cost >= 0 && cost !== Number.POSITIVE_INFINITY) return cost;
+  throw new (typeof cost === "number" ? RangeError : TypeError)(
+    `${where}: cost() must return a finite number >= 0, got ${describe(cost)}`,
+  );
 }
 
 /** True for a promise or any thenable. */
