@@ -190,11 +190,10 @@ export class AfterResponse<Handle extends object> {
     if (outcome.decision === undefined || outcome.key === undefined) return false;
     const receipts = outcome.receipt === undefined ? [] : [outcome.receipt];
     this.tickets.set(handle, { key: outcome.key, receipts, taken: outcome.cost, settled: false });
-    if (this.refundIf === undefined) return false;
-    if (res !== undefined) {
+    if (this.refundIf !== undefined && res !== undefined) {
       watchNodeResponse(res, (status, aborted) => this.settle(handle, status, aborted));
     }
-    return true;
+    return this.refundIf !== undefined;
   }
 
   /**

@@ -137,15 +137,11 @@ export function checkClientKeyOptions(
     throw new TypeError(`${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`);
   }
 
-  let header: ProxyHeader = "x-forwarded-for";
-  if (proxyHeader !== undefined) {
-    if (proxyHeader !== "x-forwarded-for" && proxyHeader !== "forwarded") {
-      const error = typeof proxyHeader === "string" ? RangeError : TypeError;
-      throw new error(
-        `${where}: proxyHeader must be "x-forwarded-for" or "forwarded", got ${describe(proxyHeader)}`,
-      );
-    }
-    header = proxyHeader;
+  const header = proxyHeader === undefined ? "x-forwarded-for" : proxyHeader;
+  if (header !== "x-forwarded-for" && header !== "forwarded") {
+    throw new (typeof header === "string" ? RangeError : TypeError)(
+      `${where}: proxyHeader must be "x-forwarded-for" or "forwarded", got ${describe(header)}`,
+    );
   }
 
   const prefix =

@@ -85,14 +85,10 @@ export function ceilSeconds(ms: number): number {
  * @throws {TypeError} for a non-string; {RangeError} for an empty or non-ASCII string.
  */
 export function checkPolicyName(where: string, value: unknown): string {
-  const range = "a non-empty string of printable ASCII (0x20-0x7E)";
-  if (typeof value !== "string") {
-    throw new TypeError(`${where}: policy must be ${range}, got ${describe(value)}`);
-  }
-  if (!/^[\x20-\x7e]+$/.test(value)) {
-    throw new RangeError(`${where}: policy must be ${range}, got ${describe(value)}`);
-  }
-  return value;
+  if (typeof value === "string" && /^[\x20-\x7e]+$/.test(value)) return value;
+  throw new (typeof value === "string" ? RangeError : TypeError)(
+    `${where}: policy must be a non-empty string of printable ASCII (0x20-0x7E), got ${describe(value)}`,
+  );
 }
 
 /**
