@@ -130,12 +130,7 @@ function permitConsumer(
   where: string,
   limiter: unknown,
 ): KeyedConsumer & { readonly maxKeyLength: number | undefined } {
-  const l = limiter as {
-    tryAcquire?: unknown;
-    limit?: unknown;
-    retryAfterMs?: unknown;
-    inUseOf?: unknown;
-  } | null;
+  const l = limiter as Record<string, unknown> | null;
   if (
     typeof l !== "object" ||
     l === null ||

@@ -568,27 +568,25 @@ export const MAX_REMEMBERED_ERRORS = 64;
  * 1 refilled at 0.1/s), with the count of those it left out.
  */
 export function defaultOnError(where: string): CommonConfig["onError"] {
-  const logs = {
-    outage: { bucket: new TokenBucket({ capacity: 1, refillPerSecond: 0.1 }), suppressed: 0 },
-    programming: { bucket: new TokenBucket({ capacity: 1, refillPerSecond: 0.1 }), suppressed: 0 },
-  };
+  const outages = new TokenBucket({ capacity: 1, refillPerSecond: 0.1 });
+  const unremembered = new TokenBucket({ capacity: 1, refillPerSecond: 0.1 });
+  let suppressed = 0; // outages not logged since the last one that was
   const seen = new Set<string>();
   return (error, info) => {
-    const log = logs[info.kind];
     if (info.kind === "programming") {
       const signature = errorSignature(error);
       if (seen.has(signature)) return;
       if (seen.size < MAX_REMEMBERED_ERRORS) seen.add(signature);
-      else if (!log.bucket.allow()) return;
+      else if (!unremembered.allow()) return;
       console.error(`${where}: programming error, answered 500:`, error);
       return;
     }
-    if (!log.bucket.allow()) {
-      log.suppressed++;
+    if (!outages.allow()) {
+      suppressed++;
       return;
     }
-    const more = log.suppressed > 0 ? ` (${log.suppressed} more since the last report)` : "";
-    log.suppressed = 0;
+    const more = suppressed > 0 ? ` (${suppressed} more since the last report)` : "";
+    suppressed = 0;
     const outcome = info.failure === "open" ? "let the request through" : "answered 503";
     console.error(`${where}: the limiter failed, ${outcome}${more}:`, error);
   };
