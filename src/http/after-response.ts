@@ -183,12 +183,16 @@ export class AfterResponse<Handle extends object> {
 
   /**
    * Keeps the ticket of a request the limiter charged (`'pass'` with a decision); true
-   * when the adapter must report its status (`refundIf` is set).
+   * when the adapter must report its status (`refundIf` is set). Given the node response
+   * `res`, it watches for that status itself ({@link watchNodeResponse}).
    */
-  open(handle: Handle, outcome: Outcome): boolean {
+  open(handle: Handle, outcome: Outcome, res?: ServerResponse): boolean {
     if (outcome.decision === undefined || outcome.key === undefined) return false;
     const receipts = outcome.receipt === undefined ? [] : [outcome.receipt];
     this.tickets.set(handle, { key: outcome.key, receipts, taken: outcome.cost, settled: false });
+    if (this.refundIf !== undefined && res !== undefined) {
+      watchNodeResponse(res, (status, aborted) => this.settle(handle, status, aborted));
+    }
     return this.refundIf !== undefined;
   }
 
@@ -213,9 +217,8 @@ export class AfterResponse<Handle extends object> {
     if (refund) this.giveBack(ticket, ticket.taken);
   }
 
-  /** See {@link RequestCharges.refund}. */
+  /** See {@link RequestCharges.refund}; `units` already checked (by {@link requestCharges}). */
   refund(handle: Handle, units?: number): void {
-    const u = units === undefined ? undefined : checkUnits(`${this.where}.refund`, units);
     if (typeof this.limiter.refund !== "function") {
       throw new TypeError(
         `${this.where}.refund: the limiter has no refund(key, cost) (use a KeyedLimiter)`,
@@ -223,12 +226,11 @@ export class AfterResponse<Handle extends object> {
     }
     const ticket = this.tickets.get(handle);
     if (ticket === undefined) return;
-    this.giveBack(ticket, u === undefined || u > ticket.taken ? ticket.taken : u);
+    this.giveBack(ticket, units === undefined || units > ticket.taken ? ticket.taken : units);
   }
 
-  /** See {@link RequestCharges.settle}. */
-  settleCost(handle: Handle, actualUnits: number): Decision | PromiseLike<Decision> | undefined {
-    const actual = checkNumber(`${this.where}.settle`, "actualUnits", actualUnits, 0, true);
+  /** See {@link RequestCharges.settle}; `actual` already checked. */
+  settleCost(handle: Handle, actual: number): Decision | PromiseLike<Decision> | undefined {
     const ticket = this.tickets.get(handle);
     if (ticket === undefined) return undefined;
     if (actual < ticket.taken) {
@@ -238,9 +240,8 @@ export class AfterResponse<Handle extends object> {
     return actual > ticket.taken ? this.charge(handle, actual - ticket.taken) : undefined;
   }
 
-  /** See {@link RequestCharges.charge}. */
-  charge(handle: Handle, units: number): Decision | PromiseLike<Decision> | undefined {
-    const u = checkUnits(`${this.where}.charge`, units);
+  /** See {@link RequestCharges.charge}; `u` already checked. */
+  charge(handle: Handle, u: number): Decision | PromiseLike<Decision> | undefined {
     const ticket = this.tickets.get(handle);
     if (ticket === undefined) return undefined;
     const limiter = this.limiter;
@@ -302,11 +303,6 @@ export class AfterResponse<Handle extends object> {
   }
 }
 
-/** `units` of `refund`/`charge`: a finite number >= 0. */
-function checkUnits(where: string, units: unknown): number {
-  return checkNumber(where, "units", units, 0, true);
-}
-
 /**
  * Calls `done` once with a node response's status when it is over: its `finish` (all of it
  * handed to the OS), or its `close` first (the connection went away, or the response was
@@ -334,13 +330,30 @@ export function watchNodeResponse(
   res.once("close", close);
 }
 
-/** The per-request handle of a middleware, bound to its {@link AfterResponse}. */
+/**
+ * The per-request handle of middleware `where`, bound to its {@link AfterResponse}, or to
+ * the one `after` finds for a request (a Fastify route's). The units are checked (a finite
+ * number >= 0) for every request, charged or not, so that a bad call never goes unseen.
+ */
 export function requestCharges<Handle extends object>(
-  after: AfterResponse<Handle>,
+  where: string,
+  after: AfterResponse<Handle> | ((handle: Handle) => AfterResponse<Handle> | undefined),
 ): RequestCharges<Handle> {
+  const afterOf = typeof after === "function" ? after : () => after;
+  const check = (name: string, units: number, what = "units") =>
+    checkNumber(`${where}.${name}`, what, units, 0, true);
   return {
-    refund: (request, units) => after.refund(request, units),
-    charge: (request, units) => after.charge(request, units),
-    settle: (request, actualUnits) => after.settleCost(request, actualUnits),
+    refund: (request, units) => {
+      if (units !== undefined) check("refund", units);
+      afterOf(request)?.refund(request, units);
+    },
+    charge: (request, units) => {
+      const u = check("charge", units);
+      return afterOf(request)?.charge(request, u);
+    },
+    settle: (request, actual) => {
+      const u = check("settle", actual, "actualUnits");
+      return afterOf(request)?.settleCost(request, u);
+    },
   };
 }

@@ -31,6 +31,12 @@ export function overLimit(decision: Decision): boolean {
  * and the decision sent says so (`retryAfterMs` and `resetAfterMs` at least the block, so
  * `Retry-After` is the block). A key blocked already keeps its block (it is not extended by
  * the requests it makes meanwhile) and its denial says how long is left.
+ *
+ * A limiter whose blocks live in a shared store (the Redis limiters' and
+ * `LeasedTokenBucket`'s `blockOnce`) does both in one call, which answers how long the
+ * block in place has left; synchronously when it answers a number (a leased limiter), else
+ * once it resolves. A store that rejects is reported as an outage; the request is denied
+ * all the same.
  */
 export function blockOnLimit(
   config: CommonConfig,
@@ -39,46 +45,20 @@ export function blockOnLimit(
   durationMs: number,
 ): Decision | Promise<Decision> {
   const limiter = config.limiter as KeyedConsumer;
-  if (typeof limiter.blockOnce === "function")
-    return blockInStore(config, decision, key, durationMs);
+  let result: unknown;
   try {
-    const left = limiter.blockedMs?.(key) ?? 0;
-    if (left > 0) return decision;
-    limiter.block!(key, durationMs);
+    if (typeof limiter.blockOnce === "function") result = limiter.blockOnce(key, durationMs);
+    else if ((limiter.blockedMs?.(key) ?? 0) > 0) return decision;
+    else limiter.block!(key, durationMs);
   } catch (error) {
     // The request is denied all the same: a block that fails is reported, never a pass.
     report(config, error, key, "programming");
     return decision;
   }
-  return blockedFor(decision, durationMs);
-}
-
-/**
- * {@link blockOnLimit} for a limiter whose blocks live in a shared store (the Redis
- * limiters' and `LeasedTokenBucket`'s `blockOnce`): one call blocks the key unless it is
- * blocked already, and answers how long the block in place has left, which the decision
- * sent says; synchronously when the limiter answers a number (a leased limiter), else once
- * it resolves. A store that fails is reported as an outage; the request is denied all the same.
- */
-function blockInStore(
-  config: CommonConfig,
-  decision: Decision,
-  key: string,
-  durationMs: number,
-): Decision | Promise<Decision> {
-  let result: unknown;
-  try {
-    result = (config.limiter as KeyedConsumer).blockOnce!(key, durationMs);
-  } catch (error) {
-    report(config, error, key, "programming");
-    return decision;
-  }
   // A limiter that answers at once (LeasedTokenBucket) keeps the request synchronous.
-  if (!isThenable(result)) {
-    return blockedFor(decision, typeof result === "number" && result > 0 ? result : durationMs);
-  }
+  if (!isThenable(result)) return blockedFor(decision, result, durationMs);
   return Promise.resolve(result).then(
-    (left) => blockedFor(decision, typeof left === "number" && left > 0 ? left : durationMs),
+    (left) => blockedFor(decision, left, durationMs),
     (error: unknown) => {
       report(config, error, key, "outage");
       return decision;
@@ -86,8 +66,12 @@ function blockInStore(
   );
 }
 
-/** `decision` denied for at least `ms`: `retryAfterMs` and `resetAfterMs` at least it. */
-function blockedFor(decision: Decision, ms: number): Decision {
+/**
+ * `decision` denied for at least `left` ms (the block's time left, when a number > 0), else
+ * `durationMs`: `retryAfterMs` and `resetAfterMs` at least it.
+ */
+function blockedFor(decision: Decision, left: unknown, durationMs: number): Decision {
+  const ms = typeof left === "number" && left > 0 ? left : durationMs;
   return {
     allowed: false,
     limit: decision.limit,

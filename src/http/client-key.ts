@@ -137,15 +137,11 @@ export function checkClientKeyOptions(
     throw new TypeError(`${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`);
   }
 
-  let header: ProxyHeader = "x-forwarded-for";
-  if (proxyHeader !== undefined) {
-    if (proxyHeader !== "x-forwarded-for" && proxyHeader !== "forwarded") {
-      const error = typeof proxyHeader === "string" ? RangeError : TypeError;
-      throw new error(
-        `${where}: proxyHeader must be "x-forwarded-for" or "forwarded", got ${describe(proxyHeader)}`,
-      );
-    }
-    header = proxyHeader;
+  const header = proxyHeader === undefined ? "x-forwarded-for" : proxyHeader;
+  if (header !== "x-forwarded-for" && header !== "forwarded") {
+    throw new (typeof header === "string" ? RangeError : TypeError)(
+      `${where}: proxyHeader must be "x-forwarded-for" or "forwarded", got ${describe(header)}`,
+    );
   }
 
   const prefix =
@@ -167,9 +163,6 @@ export function checkClientKeyOptions(
 export function forwardedHops(value: string, header: ProxyHeader): string[] | undefined {
   return header === "x-forwarded-for" ? value.split(",") : parseForwarded(value);
 }
-
-/** What {@link clientIp} found: an address, no address (`"unknown"`), or a broken header. */
-export type ClientAddress = ParsedIp | "unknown" | "malformed";
 
 /** True when `ip` lies in one of `ranges`. */
 function trusted(ip: ParsedIp, ranges: readonly IpRange[]): boolean {
@@ -201,48 +194,19 @@ function hopAddress(text: string, header: ProxyHeader): ParsedIp | "unknown" | "
 }
 
 /**
- * The client's address: the socket peer, or (only with `trustProxy`) a hop of the
- * forwarding header chosen as {@link TrustProxy} says, counted from the right (the end
- * trusted proxies append to, so no prefix a client writes can move it). With a list of
- * ranges the header is read only when the peer is in one of them.
+ * The default rate-limit key of a request: its client address formatted by `formatKey`
+ * (IPv6 grouped by `ipv6Prefix`). That address is the socket peer, or (only with
+ * `trustProxy`) a hop of the forwarding header chosen as {@link TrustProxy} says, counted
+ * from the right (the end trusted proxies append to, so no prefix a client writes can move
+ * it); with a list of ranges the header is read only when the peer is in one of them.
  *
- * `"unknown"` when there is no address to be had: no peer (a Unix socket), or the hop is
- * what a proxy writes when it will not tell (`unknown`, `_name`, no `for=`). `"malformed"`
- * when the trusted header is broken (a `Forwarded` field that does not parse, a hop that
- * is no address): keyed neither as the peer nor by any address in it, since a client
- * broke it. See docs/http.md#client-keys.
- */
-export function clientIp(
-  peer: string | undefined,
-  forwarded: string | null | undefined,
-  config: ClientKeyConfig,
-): ClientAddress {
-  let ip = typeof peer === "string" ? parseIp(peer) : undefined;
-  const none = ip ?? "unknown";
-  if (config.hops === 0 || typeof forwarded !== "string" || forwarded === "") return none;
-  if (config.hops < 0 && (ip === undefined || !trusted(ip, config.ranges))) return none;
-  const hops = forwardedHops(forwarded, config.header);
-  if (hops === undefined || hops.length === 0) return "malformed";
-  if (config.hops > 0) {
-    // [peer, last hop, ..., first hop][n], or the first hop when the chain is shorter.
-    return hopAddress(hops[Math.max(0, hops.length - config.hops)]!, config.header);
-  }
-  for (let i = hops.length - 1; i >= 0; i--) {
-    const hop = hopAddress(hops[i]!, config.header);
-    if (typeof hop === "string") return hop; // a trusted proxy wrote no address
-    ip = hop;
-    if (!trusted(ip, config.ranges)) return ip;
-  }
-  return ip!; // every hop trusted: the first one
-}
-
-/**
- * The default rate-limit key of a request: its client address (see {@link clientIp})
- * formatted by `formatKey` (IPv6 grouped by `ipv6Prefix`), {@link UNKNOWN_CLIENT_KEY}
- * when no address is to be had (a Unix socket, a proxy that wrote `unknown`), or
- * {@link MALFORMED_FORWARDED_KEY} when the trusted forwarding header is broken. All
- * requests without an address, and all with a broken header, share one key each, which
- * limits them together rather than not at all.
+ * {@link UNKNOWN_CLIENT_KEY} when there is no address to be had: no peer (a Unix socket),
+ * or the hop is what a proxy writes when it will not tell (`unknown`, `_name`, no `for=`).
+ * {@link MALFORMED_FORWARDED_KEY} when the trusted header is broken (a `Forwarded` field
+ * that does not parse, a hop that is no address): keyed neither as the peer nor by any
+ * address in it, since a client broke it. All requests without an address, and all with a
+ * broken header, share one key each, which limits them together rather than not at all.
+ * See docs/http.md#client-keys.
  */
 export function clientKey(
   peer: string | undefined,
@@ -252,10 +216,24 @@ export function clientKey(
   if (config.hops === 0 || typeof forwarded !== "string" || forwarded === "") {
     return ipKey(peer, config.ipv6Prefix) ?? UNKNOWN_CLIENT_KEY; // no proxy involved
   }
-  const ip = clientIp(peer, forwarded, config);
-  if (ip === "unknown") return UNKNOWN_CLIENT_KEY;
-  if (ip === "malformed") return MALFORMED_FORWARDED_KEY;
-  return formatKey(ip, config.ipv6Prefix);
+  let ip: ParsedIp | "unknown" | "malformed" | undefined =
+    typeof peer === "string" ? parseIp(peer) : undefined;
+  if (config.hops > 0 || (ip !== undefined && trusted(ip, config.ranges))) {
+    const hops = forwardedHops(forwarded, config.header);
+    if (hops === undefined || hops.length === 0) return MALFORMED_FORWARDED_KEY;
+    if (config.hops > 0) {
+      // [peer, last hop, ..., first hop][n], or the first hop when the chain is shorter.
+      ip = hopAddress(hops[Math.max(0, hops.length - config.hops)]!, config.header);
+    } else {
+      for (let i = hops.length - 1; i >= 0; i--) {
+        ip = hopAddress(hops[i]!, config.header);
+        // A trusted proxy wrote no address, or the first untrusted hop is the client.
+        if (typeof ip === "string" || !trusted(ip, config.ranges)) break;
+      } // every hop trusted: the first one
+    }
+  }
+  if (ip === undefined || ip === "unknown") return UNKNOWN_CLIENT_KEY;
+  return ip === "malformed" ? MALFORMED_FORWARDED_KEY : formatKey(ip, config.ipv6Prefix);
 }
 
 /** How many raw peer addresses a {@link PeerKeyCache} remembers before it starts over. */
@@ -337,13 +315,8 @@ export class UntrustedProxyWarning {
   checkNode(req: ForwardedRequest): void {
     if (this.done) return;
     const headers = req.headers;
-    const name =
-      headers["x-forwarded-for"] !== undefined
-        ? "X-Forwarded-For"
-        : headers.forwarded !== undefined
-          ? "Forwarded"
-          : undefined;
-    if (name !== undefined) this.fire(name, req.socket?.remoteAddress, req.app);
+    const xff = headers["x-forwarded-for"] !== undefined;
+    if (xff || headers.forwarded !== undefined) this.fire(xff, req.socket?.remoteAddress, req.app);
   }
 
   /**
@@ -355,17 +328,14 @@ export class UntrustedProxyWarning {
    */
   checkFetch(headers: Headers, peer: string | undefined): void {
     if (this.done || this.seen++ % FETCH_CHECK_EVERY !== 0) return;
-    const name = headers.has("x-forwarded-for")
-      ? "X-Forwarded-For"
-      : headers.has("forwarded")
-        ? "Forwarded"
-        : undefined;
-    if (name !== undefined) this.fire(name, peer, undefined);
+    const xff = headers.has("x-forwarded-for");
+    if (xff || headers.has("forwarded")) this.fire(xff, peer, undefined);
   }
 
-  /** @internal Writes the one line. */
-  private fire(header: string, peer: string | undefined, app: unknown): void {
+  /** @internal Writes the one line: `xff` when the header was X-Forwarded-For, else Forwarded. */
+  private fire(xff: boolean, peer: string | undefined, app: unknown): void {
     this.done = true;
+    const header = xff ? "X-Forwarded-For" : "Forwarded";
     // The canonical form of a parsed address only: never text a client could have chosen.
     const address = ipKey(peer, 128);
     const from = address === undefined ? "" : ` from ${address}`;

@@ -10,10 +10,9 @@ import {
   holdUntilHandled,
   permitOf,
 } from "./concurrency.js";
-import { problem, setReplyHeader } from "./fastify.js";
-import { writeHeaders } from "./headers.js";
+import { type Route, render } from "./fastify.js";
 import { NODE_SOURCE } from "./node.js";
-import { answerBody, type ClientSource, type Outcome, Pipeline } from "./pipeline.js";
+import { type ClientSource, type Outcome, Pipeline } from "./pipeline.js";
 
 /** The members of a Fastify request the hook uses. */
 export interface FastifyConcurrencyRequestLike {
@@ -67,22 +66,11 @@ export function fastifyConcurrencyLimit<
 ): (request: Request, reply: Reply, done: () => void) => void {
   const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
   const pipeline = new Pipeline<Request>(WHERE, config, hooks, SOURCE);
+  const route: Route = { pipeline: pipeline as never, onLimited: undefined, after: undefined };
   return (request, reply, done) => {
     const outcome = pipeline.run(request, undefined) as Outcome; // the consumer is synchronous
-    switch (outcome.kind) {
-      case "skip":
-        done();
-        return;
-      case "pass": {
-        const permit = permitOf(outcome.decision);
-        if (permit !== undefined) holdUntilHandled(reply.raw, permit, maxHoldMs);
-        if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
-        done();
-        return;
-      }
-      default: // answered here: "limited", "unavailable", "error"
-        if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
-        problem(reply, outcome.status, answerBody(config, outcome));
-    }
+    const permit = permitOf(outcome.decision); // only a pass holds one
+    if (permit !== undefined) holdUntilHandled(reply.raw, permit, maxHoldMs);
+    render(route, outcome, request as never, reply as never, done);
   };
 }

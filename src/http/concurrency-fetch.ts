@@ -7,8 +7,8 @@ import type { Permit } from "../concurrency/permit.js";
 import { describe } from "../core/errors.js";
 import { timerDelay } from "../core/wait.js";
 import { type CommonConcurrencyOptions, checkConcurrencyOptions, permitOf } from "./concurrency.js";
-import { type FetchHandler, fetchSource, problem, withHeaders } from "./fetch.js";
-import { answerBody, headerRecord, type Outcome, Pipeline } from "./pipeline.js";
+import { answer, type FetchHandler, fetchSource, withHeaders } from "./fetch.js";
+import { headerRecord, type Outcome, Pipeline } from "./pipeline.js";
 
 /** Options of {@link withConcurrencyLimit}. */
 export interface FetchConcurrencyOptions<Args extends unknown[] = unknown[]>
@@ -95,7 +95,7 @@ export function withConcurrencyLimit<
         );
       }
       default: // answered here: "limited", "unavailable", "error"
-        return problem(outcome.status, answerBody(config, outcome), headerRecord(config, outcome));
+        return answer(pipeline, outcome, undefined, request);
     }
   };
 }

@@ -15,12 +15,10 @@ import type { Decision } from "../core/limiter.js";
 import { timerDelay } from "../core/wait.js";
 import {
   type AdapterHookOptions,
-  type CommonConfig,
   type CommonRateLimitOptions,
   checkAdapterOptions,
   type KeyedConsumer,
 } from "./core.js";
-import { checkWallClock, HeaderText } from "./headers.js";
 
 /** The quota unit a concurrency policy states in `RateLimit-Policy` (`qu`). */
 export const CONCURRENT_REQUESTS = "concurrent-requests";
@@ -127,33 +125,12 @@ export function permitOf(decision: Decision | undefined): Permit | undefined {
   return decision instanceof PermitDecision ? decision.permit : undefined;
 }
 
-/** `RateLimit-Policy` with `;qu="concurrent-requests"` after the quota. @internal */
-class ConcurrencyHeaderText extends HeaderText {
-  /** @internal */
-  private unitLimit = -1;
-  /** @internal */
-  private unitPolicy = "";
-
-  override policy(limit: number, windowSeconds?: number): string {
-    if (limit !== this.unitLimit) {
-      this.unitPolicy = `${super.policy(limit, windowSeconds)};qu="${CONCURRENT_REQUESTS}"`;
-      this.unitLimit = limit;
-    }
-    return this.unitPolicy;
-  }
-}
-
 /** The consumer that takes one permit per request. */
 function permitConsumer(
   where: string,
   limiter: unknown,
 ): KeyedConsumer & { readonly maxKeyLength: number | undefined } {
-  const l = limiter as {
-    tryAcquire?: unknown;
-    limit?: unknown;
-    retryAfterMs?: unknown;
-    inUseOf?: unknown;
-  } | null;
+  const l = limiter as Record<string, unknown> | null;
   if (
     typeof l !== "object" ||
     l === null ||
@@ -211,14 +188,13 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
     );
   }
   const consumer = permitConsumer(where, o.limiter);
-  const checked = checkAdapterOptions<O>(where, { ...o, limiter: consumer } as unknown as O, own);
-  const base: CommonConfig = checked.config;
-  const config: CommonConfig = {
-    ...base,
-    windowSeconds: undefined,
-    text: new ConcurrencyHeaderText(base.quotedPolicy, checkWallClock(where, o.wallClock)),
-  };
+  // `RateLimit-Policy` states qu="concurrent-requests" after the quota (the consumer has no window).
+  const { config, hooks, remoteAddress } = checkAdapterOptions<O>(
+    where,
+    { ...o, limiter: consumer } as unknown as O,
+    own,
+    CONCURRENT_REQUESTS,
+  );
   // No cost: a request holds one permit.
-  const hooks = { key: checked.hooks.key, skip: checked.hooks.skip };
-  return { config, hooks, remoteAddress: checked.remoteAddress, maxHoldMs };
+  return { config, hooks: { key: hooks.key, skip: hooks.skip }, remoteAddress, maxHoldMs };
 }

@@ -1,5 +1,5 @@
 import { TokenBucket } from "../algorithms/token-bucket.js";
-import { checkNumber, checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import { checkNumber, checkOptionNames, checkOptions, describe, mustBe } from "../core/errors.js";
 import type { Receipt } from "../core/limiter.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../core/limiter.js";
 import {
@@ -9,6 +9,7 @@ import {
   type TrustProxy,
 } from "./client-key.js";
 import {
+  checkBoolean,
   checkPolicyName,
   checkWallClock,
   checkWindowSeconds,
@@ -222,16 +223,15 @@ export interface CommonConfig {
   /** The limiter as called: an unkeyed one is wrapped to ignore the key. */
   readonly limiter: KeyedConsumer;
   readonly policy: string;
-  readonly quotedPolicy: string;
   /**
    * The `windowSeconds` given (checked against the limiter's window when it was created,
    * see `policyWindowSeconds`). The `w=` sent is read per response: the limiter's live
-   * window when it has one, else this (see `liveWindowSeconds`).
+   * window when it has one, else this (see `shapeWindowSeconds`).
    */
   readonly windowSeconds: number | undefined;
   /**
    * The limiter as the user gave it, read per response for its live window and a bucket's
-   * rate (`liveWindowSeconds`, `limiterRatePerSecond`): a wrapped unkeyed limiter no
+   * rate (`shapeWindowSeconds`, `shapeRatePerSecond`): a wrapped unkeyed limiter no
    * longer shows them.
    */
   readonly source: unknown;
@@ -257,9 +257,7 @@ export interface CommonConfig {
 function checkShare(where: string, value: unknown): number {
   if (value === undefined) return 0.1;
   if (typeof value === "number" && value >= 0 && value <= 1) return value;
-  throw new (typeof value === "number" ? RangeError : TypeError)(
-    `${where}: nearLimitShare must be a finite number from 0 to 1, got ${describe(value)}`,
-  );
+  throw mustBe(where, "nearLimitShare", "a finite number from 0 to 1", value);
 }
 
 /**
@@ -431,7 +429,8 @@ function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
 
 /**
  * Validates the shared options, in the order they are documented, and that `options`
- * names nothing but them and `own` (the factory's own option names).
+ * names nothing but them and `own` (the factory's own option names). `unit` is the quota
+ * unit `RateLimit-Policy` states (`qu`), if any.
  * @throws {TypeError} for a missing limiter, a wrong type or an unknown option name;
  *   {RangeError} for a bad value.
  */
@@ -439,6 +438,7 @@ export function checkCommonOptions(
   where: string,
   options: unknown,
   own: readonly string[] = [],
+  unit?: string,
 ): CommonConfig {
   const o = checkOptions<CommonRateLimitOptions>(where, options);
   checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, {
@@ -464,7 +464,6 @@ export function checkCommonOptions(
   const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
   const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
-  const quotedPolicy = sfString(policy);
   const nearLimitShare = checkShare(where, o.nearLimitShare);
   const blockDurationMs = checkBlockDuration(
     where,
@@ -475,7 +474,6 @@ export function checkCommonOptions(
   return {
     limiter,
     policy,
-    quotedPolicy,
     windowSeconds,
     source: o.limiter,
     nearLimitShare,
@@ -484,7 +482,7 @@ export function checkCommonOptions(
     failure,
     onError: onError ?? defaultOnError(where),
     client,
-    text: new HeaderText(quotedPolicy, wallClock),
+    text: new HeaderText(sfString(policy), wallClock, unit),
     quotaJson: new QuotaExceededJson(policy),
     blockDurationMs,
   };
@@ -518,21 +516,16 @@ export const HOOK_OPTIONS = [
 
 /** The hook option names of `withRateLimit` and `honoRateLimit`: {@link HOOK_OPTIONS} and `remoteAddress`. */
 export const FETCH_HOOK_OPTIONS = [
-  "key",
-  "cost",
-  "skip",
-  "onLimited",
+  ...HOOK_OPTIONS.slice(0, 4),
   "remoteAddress",
-  "refundIf",
-  "refundAborted",
-  "onNearLimit",
-] as const;
+  ...HOOK_OPTIONS.slice(4),
+];
 
 /**
  * Validates an adapter's options, once, when the middleware is created: the shared ones
- * and the names (see {@link checkCommonOptions}), then its hooks, each an optional
- * function. Returns the config, the request hooks for its `Pipeline`, `onLimited`, and
- * `remoteAddress`, `refundIf` and `refundAborted` (`undefined`, or false, unless `own`
+ * and the names (see {@link checkCommonOptions}, `unit` as there), then its hooks, each an
+ * optional function. Returns the config, the request hooks for its `Pipeline`, `onLimited`,
+ * and `remoteAddress`, `refundIf` and `refundAborted` (`undefined`, or false, unless `own`
  * names them).
  * @throws {TypeError} as {@link checkCommonOptions} does, or for a hook that is not a
  *   function (`withRateLimit: key must be a function, got "ip"`); {RangeError} for a bad
@@ -542,8 +535,9 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   where: string,
   options: O,
   own: readonly string[],
+  unit?: string,
 ) {
-  const config = checkCommonOptions(where, options, own);
+  const config = checkCommonOptions(where, options, own, unit);
   const remoteAddress = own.includes("remoteAddress")
     ? checkFunction<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)
     : undefined;
@@ -557,11 +551,10 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   const refundIf = own.includes("refundIf")
     ? checkFunction<O["refundIf"]>(where, "refundIf", options.refundIf)
     : undefined;
-  const aborted = own.includes("refundAborted") ? options.refundAborted : undefined;
-  if (aborted !== undefined && typeof aborted !== "boolean") {
-    throw new TypeError(`${where}: refundAborted must be a boolean, got ${describe(aborted)}`);
-  }
-  return { config, hooks, onLimited, remoteAddress, refundIf, refundAborted: aborted === true };
+  const refundAborted =
+    own.includes("refundAborted") &&
+    checkBoolean(where, "refundAborted", options.refundAborted, false);
+  return { config, hooks, onLimited, remoteAddress, refundIf, refundAborted };
 }
 
 /** How many distinct programming errors the default `onError` remembers having logged. */
@@ -575,27 +568,25 @@ export const MAX_REMEMBERED_ERRORS = 64;
  * 1 refilled at 0.1/s), with the count of those it left out.
  */
 export function defaultOnError(where: string): CommonConfig["onError"] {
-  const logs = {
-    outage: { bucket: new TokenBucket({ capacity: 1, refillPerSecond: 0.1 }), suppressed: 0 },
-    programming: { bucket: new TokenBucket({ capacity: 1, refillPerSecond: 0.1 }), suppressed: 0 },
-  };
+  const outages = new TokenBucket({ capacity: 1, refillPerSecond: 0.1 });
+  const unremembered = new TokenBucket({ capacity: 1, refillPerSecond: 0.1 });
+  let suppressed = 0; // outages not logged since the last one that was
   const seen = new Set<string>();
   return (error, info) => {
-    const log = logs[info.kind];
     if (info.kind === "programming") {
       const signature = errorSignature(error);
       if (seen.has(signature)) return;
       if (seen.size < MAX_REMEMBERED_ERRORS) seen.add(signature);
-      else if (!log.bucket.allow()) return;
+      else if (!unremembered.allow()) return;
       console.error(`${where}: programming error, answered 500:`, error);
       return;
     }
-    if (!log.bucket.allow()) {
-      log.suppressed++;
+    if (!outages.allow()) {
+      suppressed++;
       return;
     }
-    const more = log.suppressed > 0 ? ` (${log.suppressed} more since the last report)` : "";
-    log.suppressed = 0;
+    const more = suppressed > 0 ? ` (${suppressed} more since the last report)` : "";
+    suppressed = 0;
     const outcome = info.failure === "open" ? "let the request through" : "answered 503";
     console.error(`${where}: the limiter failed, ${outcome}${more}:`, error);
   };
@@ -644,14 +635,10 @@ export function checkHookKey(where: string, key: unknown): string {
  *   or an infinite number: `rateLimit: cost() must return a finite number >= 0, got NaN`.
  */
 export function checkHookCost(where: string, cost: unknown): number {
-  const range = "a finite number >= 0";
-  if (typeof cost !== "number") {
-    throw new TypeError(`${where}: cost() must return ${range}, got ${describe(cost)}`);
-  }
-  if (!(cost >= 0) || cost === Number.POSITIVE_INFINITY) {
-    throw new RangeError(`${where}: cost() must return ${range}, got ${describe(cost)}`);
-  }
-  return cost;
+  if (typeof cost === "number" && cost >= 0 && cost !== Number.POSITIVE_INFINITY) return cost;
+  throw new (typeof cost === "number" ? RangeError : TypeError)(
+    `${where}: cost() must return a finite number >= 0, got ${describe(cost)}`,
+  );
 }
 
 /** True for a promise or any thenable. */

@@ -4,13 +4,13 @@
  * @module
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import { checkNumber, checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import { checkOptionNames, checkOptions, describe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import {
   AfterResponse,
   HandleSlot,
   type RequestCharges,
-  watchNodeResponse,
+  requestCharges,
 } from "./after-response.js";
 import { UntrustedProxyWarning } from "./client-key.js";
 import {
@@ -175,11 +175,14 @@ const ROUTE_HINTS: Readonly<Record<string, string>> = {
   wallClock: "set it in the plugin's options: one wall clock for every route",
 };
 
-/** One route's pipeline, or the plugin's, with its `onLimited`. */
-interface Route {
+/**
+ * One route's pipeline, or the plugin's, with its `onLimited`; `fastifyConcurrencyLimit`'s
+ * has neither `onLimited` nor `after` (it charges nothing to give back).
+ */
+export interface Route {
   readonly pipeline: Pipeline<FastifyRequestLike>;
   readonly onLimited: FastifyRateLimitOptions["onLimited"];
-  readonly after: AfterResponse<FastifyRequestLike>;
+  readonly after: AfterResponse<FastifyRequestLike> | undefined;
 }
 
 /** The route that charged each request, for {@link fastifyRateLimitCharges}. */
@@ -196,21 +199,10 @@ const charged = new HandleSlot<AfterResponse<FastifyRequestLike>>("tollgate rout
  *   return answer
  * })
  */
-export const fastifyRateLimitCharges: RequestCharges<FastifyRequestLike> = {
-  refund: (request, units) => {
-    // Checked for every request, charged or not, so that a bad call never goes unseen.
-    if (units !== undefined) checkNumber(`${WHERE}.refund`, "units", units, 0, true);
-    charged.get(request)?.refund(request, units);
-  },
-  charge: (request, units) => {
-    checkNumber(`${WHERE}.charge`, "units", units, 0, true);
-    return charged.get(request)?.charge(request, units);
-  },
-  settle: (request, actualUnits) => {
-    checkNumber(`${WHERE}.settle`, "actualUnits", actualUnits, 0, true);
-    return charged.get(request)?.settleCost(request, actualUnits);
-  },
-};
+export const fastifyRateLimitCharges: RequestCharges<FastifyRequestLike> = requestCharges(
+  WHERE,
+  (request) => charged.get(request),
+);
 
 /** The client's address on Fastify: the node socket's peer, and the forwarding header. */
 const FASTIFY_SOURCE: ClientSource<FastifyRequestLike, undefined> = {
@@ -282,16 +274,19 @@ export const fastifyRateLimit: <
       return;
     }
     const routes = new WeakMap<object, Route>();
-    const routeOf = (value: unknown, where: string): Route | null => {
+    // The route's name is made only for a message or a new route, never per request.
+    const routeOf = (options: FastifyRequestLike["routeOptions"]): Route | null => {
+      const value = (options.config as { rateLimit?: unknown } | undefined)?.rateLimit;
       if (value === undefined || value === null) return plugin;
       if (value === false) return null;
       if (typeof value !== "object" || Array.isArray(value)) {
         throw new TypeError(
-          `${where}: config.rateLimit must be false or an object of options, got ${describe(value)}`,
+          `${routeName(options)}: config.rateLimit must be false or an object of options, got ${describe(value)}`,
         );
       }
       let route = routes.get(value);
       if (route === undefined) {
+        const where = routeName(options);
         checkOptionNames(where, value, ROUTE_OPTIONS, ROUTE_HINTS);
         const own = value as FastifyRouteRateLimit;
         // The plugin's windowSeconds describes the plugin's limiter, not a route's own.
@@ -304,18 +299,15 @@ export const fastifyRateLimit: <
       }
       return route;
     };
-    instance.addHook("onRoute", (route: { method?: unknown; url?: unknown; config?: unknown }) => {
-      const config = route.config as { rateLimit?: unknown } | undefined;
-      routeOf(config?.rateLimit, routeName(route.method, route.url));
+    instance.addHook("onRoute", (route: FastifyRequestLike["routeOptions"]) => {
+      routeOf(route);
     });
     instance.addHook(
       "onRequest",
       (request: FastifyRequestLike, reply: FastifyReplyLike, next: (error?: Error) => void) => {
-        const options = request.routeOptions;
         let route: Route | null;
         try {
-          const config = options.config as { rateLimit?: unknown } | undefined;
-          route = routeOf(config?.rateLimit, routeName(options.method, options.url));
+          route = routeOf(request.routeOptions);
         } catch (error) {
           // A route registered before the plugin loaded, with bad options: seen only now.
           report(plugin.pipeline.config, error, undefined, "programming");
@@ -340,7 +332,7 @@ export const fastifyRateLimit: <
 );
 
 /** `fastifyRateLimit (route GET /login)`, for messages about one route's options. */
-function routeName(method: unknown, url: unknown): string {
+function routeName({ method, url }: FastifyRequestLike["routeOptions"]): string {
   const m = Array.isArray(method) ? method.join(",") : String(method);
   return `${WHERE} (route ${m} ${String(url)})`;
 }
@@ -366,7 +358,7 @@ export function setReplyHeader(
 }
 
 /** Renders an outcome on a Fastify reply: `next()` to go on, or an answer. */
-function render(
+export function render(
   route: Route,
   outcome: Outcome,
   request: FastifyRequestLike,
@@ -379,12 +371,11 @@ function render(
       next();
       return;
     case "pass":
-      if (outcome.decision !== undefined) writeHeaders(config, outcome, reply, setReplyHeader);
       if (outcome.decision !== undefined) {
-        const after = route.after;
-        charged.set(request, after);
-        if (after.open(request, outcome) && reply.raw !== undefined) {
-          watchNodeResponse(reply.raw, (status, aborted) => after.settle(request, status, aborted));
+        writeHeaders(config, outcome, reply, setReplyHeader);
+        if (route.after !== undefined) {
+          charged.set(request, route.after);
+          route.after.open(request, outcome, reply.raw);
         }
       }
       next();

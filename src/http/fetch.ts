@@ -175,19 +175,11 @@ export function withRateLimit<
         settleFetch(after, request, request, response);
         return withHeaders(response, headers);
       }
-      default: {
-        // answered here: "limited", "unavailable", "error"
-        const headers = headerRecord(config, outcome);
-        if (outcome.kind !== "limited" || onLimited === undefined) {
-          return problem(outcome.status, answerBody(config, outcome), headers);
-        }
-        return limitedAnswer(pipeline, outcome, headers, () =>
-          onLimited(request, outcome.decision!),
-        );
-      }
+      default: // answered here: "limited", "unavailable", "error"
+        return answer(pipeline, outcome, onLimited, request);
     }
   };
-  return Object.assign(limited, requestCharges(after));
+  return Object.assign(limited, requestCharges(WHERE, after));
 }
 
 /**
@@ -206,20 +198,38 @@ export function settleFetch<Handle extends object>(
 }
 
 /**
- * The response to a `'limited'` outcome that `onLimited` answers: its response (from
- * `answer`, which calls it), with the rate-limit `headers` added. If it throws or rejects,
- * that is a programming error, not a pass: reported through `pipeline.refuse`, answered
- * 500 without the headers.
+ * The response to an outcome the middleware answers itself (`'limited'`, `'unavailable'`,
+ * `'error'`), with the rate-limit headers: the problem body, or for `'limited'` what
+ * `onLimited(handle, decision)` returns, when given.
  */
-export async function limitedAnswer(
+export function answer<Handle>(
+  pipeline: Pick<Pipeline<never, never>, "refuse" | "config">,
+  outcome: Outcome,
+  onLimited: ((handle: Handle, decision: Decision) => Response | Promise<Response>) | undefined,
+  handle: Handle,
+): Response | Promise<Response> {
+  const headers = headerRecord(pipeline.config, outcome);
+  if (outcome.kind !== "limited" || onLimited === undefined) {
+    return problem(outcome.status, answerBody(pipeline.config, outcome), headers);
+  }
+  return limitedAnswer(pipeline, outcome, headers, onLimited, handle);
+}
+
+/**
+ * The response `onLimited` gives, with the rate-limit `headers` added. If it throws or
+ * rejects, that is a programming error, not a pass: reported through `pipeline.refuse`,
+ * answered 500 without the headers.
+ */
+async function limitedAnswer<Handle>(
   pipeline: Pick<Pipeline<never, never>, "refuse">,
   outcome: Outcome,
   headers: Record<string, string>,
-  answer: () => Response | Promise<Response>,
+  onLimited: (handle: Handle, decision: Decision) => Response | Promise<Response>,
+  handle: Handle,
 ): Promise<Response> {
   let response: Response;
   try {
-    response = await answer();
+    response = await onLimited(handle, outcome.decision!);
   } catch (error) {
     pipeline.refuse(error, outcome.key); // onLimited is a hook: its failure is a bug
     return problem(500, INTERNAL_ERROR_BODY, {});

@@ -17,46 +17,30 @@
  * RFC 7239 asks for). Empty list elements are skipped (RFC 9110 section 5.6.1.2).
  */
 
-/** True for a `tchar` of RFC 9110 section 5.6.2. */
-function isTchar(c: number): boolean {
-  return (
-    (c >= 97 && c <= 122) || // a-z
-    (c >= 65 && c <= 90) || // A-Z
-    (c >= 48 && c <= 57) || // 0-9
-    c === 33 || // !
-    (c >= 35 && c <= 39) || // # $ % & '
-    c === 42 || // *
-    c === 43 || // +
-    c === 45 || // -
-    c === 46 || // .
-    c === 94 || // ^
-    c === 95 || // _
-    c === 96 || // `
-    c === 124 || // |
-    c === 126 // ~
-  );
-}
-
+/** A `tchar` of RFC 9110 section 5.6.2. */
+const TCHAR = 1;
 /** A character of an unquoted value: a `tchar`, or `:`, `[`, `]` (see the module note). */
-function isValueChar(c: number): boolean {
-  return isTchar(c) || c === 58 || c === 91 || c === 93;
-}
-
+const VALUE = 2;
 /** `qdtext` of RFC 9110 section 5.6.4: HTAB, SP, `!`, `#`-`[`, `]`-`~`, obs-text. */
-function isQdtext(c: number): boolean {
-  return (
-    c === 9 ||
-    c === 32 ||
-    c === 33 ||
-    (c >= 35 && c <= 91) ||
-    (c >= 93 && c <= 126) ||
-    (c >= 128 && c <= 255)
-  );
+const QDTEXT = 4;
+/** The character after `\` in a quoted-pair: HTAB, SP, VCHAR, obs-text. */
+const PAIR = 8;
+
+/** The classes (bits above) of each character code 0-255. */
+const CLASSES = new Uint8Array(256);
+for (let c = 0; c < 256; c++) {
+  const tchar = /[!#$%&'*+\-.^_`|~0-9A-Za-z]/.test(String.fromCharCode(c));
+  const visible = c === 9 || (c >= 32 && c !== 127); // HTAB, SP, VCHAR, obs-text
+  CLASSES[c] =
+    (tchar || c === 58 || c === 91 || c === 93 ? VALUE : 0) |
+    (tchar ? TCHAR : 0) |
+    (visible && c !== 34 && c !== 92 ? QDTEXT : 0) |
+    (visible ? PAIR : 0);
 }
 
-/** The character after `\` in a quoted-pair: HTAB, SP, VCHAR, obs-text. */
-function isQuotedPairChar(c: number): boolean {
-  return c === 9 || (c >= 32 && c <= 126) || (c >= 128 && c <= 255);
+/** True when character code `c` is of class `cls`. */
+function is(c: number, cls: number): boolean {
+  return c < 256 && (CLASSES[c]! & cls) !== 0;
 }
 
 /** Index of the first character at or after `i` that is not SP or HTAB. */
@@ -98,7 +82,7 @@ export function parseForwarded(value: string): string[] | undefined {
     names.clear();
     for (;;) {
       const start = i;
-      while (i < n && isTchar(value.charCodeAt(i))) i++;
+      while (i < n && is(value.charCodeAt(i), TCHAR)) i++;
       if (i > start) {
         const name = value.slice(start, i).toLowerCase();
         if (i === n || value.charCodeAt(i) !== 61) return undefined; // no "="
@@ -112,11 +96,11 @@ export function parseForwarded(value: string): string[] | undefined {
             const c = value.charCodeAt(i);
             if (c === 34) break;
             if (c === 92) {
-              if (i + 1 === n || !isQuotedPairChar(value.charCodeAt(i + 1))) return undefined;
+              if (i + 1 === n || !is(value.charCodeAt(i + 1), PAIR)) return undefined;
               text += value[i + 1];
               i += 2;
             } else {
-              if (!isQdtext(c)) return undefined;
+              if (!is(c, QDTEXT)) return undefined;
               text += value[i];
               i++;
             }
@@ -124,7 +108,7 @@ export function parseForwarded(value: string): string[] | undefined {
           i++; // the closing quote
         } else {
           const valueStart = i;
-          while (i < n && isValueChar(value.charCodeAt(i))) i++;
+          while (i < n && is(value.charCodeAt(i), VALUE)) i++;
           if (i === valueStart) return undefined; // empty value
           text = value.slice(valueStart, i);
         }

@@ -1,4 +1,4 @@
-import { checkInteger, checkOptionNames, describe } from "../core/errors.js";
+import { checkInteger, checkOptionNames, describe, mustBe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { TOLERANCE } from "../core/numeric.js";
 import { optionNames } from "../core/option-names.js";
@@ -85,14 +85,10 @@ export function ceilSeconds(ms: number): number {
  * @throws {TypeError} for a non-string; {RangeError} for an empty or non-ASCII string.
  */
 export function checkPolicyName(where: string, value: unknown): string {
-  const range = "a non-empty string of printable ASCII (0x20-0x7E)";
-  if (typeof value !== "string") {
-    throw new TypeError(`${where}: policy must be ${range}, got ${describe(value)}`);
-  }
-  if (!/^[\x20-\x7e]+$/.test(value)) {
-    throw new RangeError(`${where}: policy must be ${range}, got ${describe(value)}`);
-  }
-  return value;
+  if (typeof value === "string" && /^[\x20-\x7e]+$/.test(value)) return value;
+  throw new (typeof value === "string" ? RangeError : TypeError)(
+    `${where}: policy must be a non-empty string of printable ASCII (0x20-0x7E), got ${describe(value)}`,
+  );
 }
 
 /**
@@ -118,22 +114,16 @@ export function limiterWindowMs(limiter: unknown): number | undefined {
 }
 
 /**
- * The rate, in units per second, at which a bucket gives units back: the `refillPerSecond`
- * of a `TokenBucket` (or `leakPerSecond` of a `LeakyBucket`), their Redis counterparts, a
- * `LeasedTokenBucket`, a `KeyedLimiter` copying one, or any object with such a finite
- * number > 0. `undefined` for the windows, an `allOf`, a `KeyedLimiter` built from a
- * function, and a bucket that never refills (a rate of 0). Read per response, so a
- * `reconfigure` shows at once.
+ * The rate, in units per second, at which a bucket gives units back, read on the object
+ * {@link describing} found for it: the `refillPerSecond` of a `TokenBucket` (or
+ * `leakPerSecond` of a `LeakyBucket`), their Redis counterparts, a `LeasedTokenBucket`, a
+ * `KeyedLimiter` copying one, or any object with such a finite number > 0. `undefined` for
+ * the windows, an `allOf`, a `KeyedLimiter` built from a function, and a bucket that never
+ * refills (a rate of 0). Read per response, so a `reconfigure` shows at once.
  */
-export function limiterRatePerSecond(limiter: unknown): number | undefined {
-  return shapeRatePerSecond(describing(limiter));
-}
-
-/** {@link limiterRatePerSecond} of the object {@link describing} found. */
 export function shapeRatePerSecond(shape: object | undefined): number | undefined {
-  if (shape === undefined) return undefined;
-  const s = shape as { refillPerSecond?: unknown; leakPerSecond?: unknown };
-  return positive(s.refillPerSecond ?? s.leakPerSecond);
+  const s = shape as { refillPerSecond?: unknown; leakPerSecond?: unknown } | undefined;
+  return positive(s?.refillPerSecond ?? s?.leakPerSecond);
 }
 
 /**
@@ -172,23 +162,15 @@ function positive(value: unknown): number | undefined {
  * is left out.
  */
 export function windowSecondsOf(limiter: unknown): number | undefined {
-  return liveWindowSeconds(limiter, undefined);
+  return shapeWindowSeconds(describing(limiter), undefined);
 }
 
 /**
- * The `w=` sent for a response now: the limiter's own window ({@link windowSecondsOf},
- * `undefined` when it is not whole seconds) when it has one, read live so that a
- * `reconfigure({ windowMs })` shows in the next response; else `declared` (the
- * `windowSeconds` option, for a bucket or an `allOf`).
+ * The `w=` sent for a response now, read on the object {@link describing} found for the
+ * limiter: its own window ({@link windowSecondsOf}, `undefined` when it is not whole
+ * seconds) when it has one, read live so that a `reconfigure({ windowMs })` shows in the
+ * next response; else `declared` (the `windowSeconds` option, for a bucket or an `allOf`).
  */
-export function liveWindowSeconds(
-  limiter: unknown,
-  declared: number | undefined,
-): number | undefined {
-  return shapeWindowSeconds(describing(limiter), declared);
-}
-
-/** {@link liveWindowSeconds} of the object {@link describing} found. */
 export function shapeWindowSeconds(
   shape: object | undefined,
   declared: number | undefined,
@@ -278,15 +260,8 @@ function sfCount(value: number): number {
 
 /** Checks one numeric Decision field: a number, not NaN (`Infinity` is capped by the caller). */
 function checkField(name: string, value: unknown): number {
-  if (typeof value !== "number") {
-    throw new TypeError(
-      `rateLimitHeaders: decision.${name} must be a number, got ${describe(value)}`,
-    );
-  }
-  if (Number.isNaN(value)) {
-    throw new RangeError(`rateLimitHeaders: decision.${name} must be a number, got NaN`);
-  }
-  return value;
+  if (typeof value === "number" && !Number.isNaN(value)) return value;
+  throw mustBe(WHERE, `decision.${name}`, "a number", value);
 }
 
 /**
@@ -296,11 +271,7 @@ function checkField(name: string, value: unknown): number {
  */
 function checkNonNegative(name: string, value: unknown, when = ""): number {
   const ms = checkField(name, value);
-  if (ms < 0) {
-    throw new RangeError(
-      `rateLimitHeaders: decision.${name} must be a number >= 0 or Infinity${when}, got ${describe(ms)}`,
-    );
-  }
+  if (ms < 0) throw mustBe(WHERE, `decision.${name}`, `a number >= 0 or Infinity${when}`, ms);
   return ms;
 }
 
@@ -392,23 +363,16 @@ export function rateLimitHeaders(
   checkOptionNames(WHERE, options, HEADERS_OPTIONS, HEADERS_HINTS);
   const policy = checkPolicyName(WHERE, options.policy);
   const windowSeconds = checkWindowSeconds(WHERE, options.windowSeconds);
-  const legacy = checkBoolean("legacy", options.legacy, false);
+  const legacy = checkBoolean(WHERE, "legacy", options.legacy, false);
   const wallClock = checkWallClock(WHERE, options.wallClock);
-  const draft = checkBoolean("draft", options.draft, true);
+  const draft = checkBoolean(WHERE, "draft", options.draft, true);
   const limiter = options.limiter;
   const declared =
     limiter === undefined ? windowSeconds : policyWindowSeconds(WHERE, limiter, windowSeconds);
-  const n: HeaderNumbers = {
-    limit: 0,
-    remaining: 0,
-    retryAfter: -1,
-    reset: -1,
-    resetMs: Number.POSITIVE_INFINITY,
-    never: false,
-    windowSeconds: liveWindowSeconds(limiter, declared),
-    resetText: "",
-  };
-  readDecision(decision, n, limiterRatePerSecond(limiter));
+  const shape = describing(limiter);
+  const n = new HeaderNumbers();
+  n.windowSeconds = shapeWindowSeconds(shape, declared);
+  readDecision(decision, n, shapeRatePerSecond(shape));
   const text = new HeaderText(sfString(policy), wallClock);
   if (n.reset >= 0 && legacyWanted(n, draft, legacy)) n.resetText = text.resetEpoch(n.resetMs);
   const headers: Record<string, string> = {};
@@ -441,49 +405,59 @@ const HEADERS_HINTS: Readonly<Record<string, string>> = {
 };
 
 /**
- * Checks an optional boolean option of {@link rateLimitHeaders}: `true`, `false` or
- * undefined (`fallback`). `"yes"` or `0` would otherwise read as one or the other silently.
+ * Checks an optional boolean option (of {@link rateLimitHeaders}, `refundAborted`): `true`,
+ * `false` or undefined (`fallback`). `"yes"` or `0` would otherwise read as one or the other
+ * silently.
  * @throws {TypeError} `rateLimitHeaders: legacy must be a boolean, got "yes" (string)`.
  */
-function checkBoolean(name: string, value: unknown, fallback: boolean): boolean {
+export function checkBoolean(
+  where: string,
+  name: string,
+  value: unknown,
+  fallback: boolean,
+): boolean {
   if (value === undefined) return fallback;
   if (typeof value === "boolean") return value;
-  throw new TypeError(`${WHERE}: ${name} must be a boolean, got ${describe(value)}`);
+  throw new TypeError(`${where}: ${name} must be a boolean, got ${describe(value)}`);
 }
 
 /**
- * The numbers of one checked {@link Decision}, as the headers carry them; filled in place by
- * {@link readDecision} so the per-request path allocates nothing.
+ * The numbers of one response's headers: a checked {@link Decision}'s, filled in place by
+ * {@link readDecision} so the per-request path allocates nothing (the pipeline's `Outcome`
+ * is one), the `w=` of `RateLimit-Policy` and the `X-RateLimit-Reset` text.
  */
-export interface DecisionNumbers {
+export class HeaderNumbers {
   /** Whole `limit` (`q`), 0 to {@link MAX_SF_INTEGER}. */
-  limit: number;
+  limit = 0;
   /** Whole `remaining` clamped to `[0, limit]` (`r`). */
-  remaining: number;
+  remaining = 0;
   /** `Retry-After` seconds (>= 1), or -1 when none is sent (allowed, or never). */
-  retryAfter: number;
+  retryAfter = -1;
   /** Reset seconds (`t`), or -1 when left out (`Infinity`). */
-  reset: number;
+  reset = -1;
   /**
    * The unrounded milliseconds `t` stands for ({@link resetMsOf}), from which
    * `X-RateLimit-Reset` is rounded once; `Infinity` when `t` is left out.
    */
-  resetMs: number;
+  resetMs = Number.POSITIVE_INFINITY;
   /** True for a denial that can never pass at its cost (`retryAfterMs: Infinity`). */
-  never: boolean;
+  never = false;
+  /** The `w=` of `RateLimit-Policy`, read from the limiter with the decision; none when undefined. */
+  windowSeconds: number | undefined = undefined;
+  /**
+   * The `X-RateLimit-Reset` text (a Unix time, read on the wall clock when the decision
+   * was checked), or `""` when it is not sent (no legacy headers, or no reset).
+   */
+  resetText = "";
 }
 
 /**
  * Checks `decision` and writes its header numbers into `out` (see {@link rateLimitHeaders}
- * for the rules); `ratePerSecond` is a bucket's rate ({@link limiterRatePerSecond}), for `t`.
+ * for the rules); `ratePerSecond` is a bucket's rate ({@link shapeRatePerSecond}), for `t`.
  * Throws exactly as {@link rateLimitHeaders} does for a malformed decision, before
  * anything is written to a response.
  */
-export function readDecision(
-  decision: Decision,
-  out: DecisionNumbers,
-  ratePerSecond?: number,
-): void {
+export function readDecision(decision: Decision, out: HeaderNumbers, ratePerSecond?: number): void {
   if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
     throw new TypeError(
       `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
@@ -527,13 +501,16 @@ export function wholeText(value: number): string {
  * `limit` and window seen, since a limiter's limit and window rarely change), and
  * `"<policy>";r=` for `RateLimit` (whose last value is kept too), and the last
  * `X-RateLimit-Reset` text (a Unix time: it changes once a second for a steady `t`).
- * Produces exactly the strings of {@link rateLimitHeaders}.
+ * Produces exactly the strings of {@link rateLimitHeaders}; with a quota `unit`,
+ * `RateLimit-Policy` ends in `;qu="<unit>"` (the concurrency middlewares').
  */
 export class HeaderText {
   /** @internal */
   private readonly policyHead: string;
   /** @internal */
   private readonly rateHead: string;
+  /** @internal `;qu="<unit>"`, or "" */
+  private readonly policyTail: string;
   /** @internal */
   private readonly wallClock: () => number;
   /** @internal */
@@ -555,11 +532,12 @@ export class HeaderText {
 
   /**
    * `quotedPolicy` is the SF String of a checked name; `wallClock` reads milliseconds since
-   * the Unix epoch, for `X-RateLimit-Reset`.
+   * the Unix epoch, for `X-RateLimit-Reset`; `unit` is the quota unit (`qu`), if any.
    */
-  constructor(quotedPolicy: string, wallClock: () => number = Date.now) {
+  constructor(quotedPolicy: string, wallClock: () => number = Date.now, unit?: string) {
     this.policyHead = `${quotedPolicy};q=`;
     this.rateHead = `${quotedPolicy};r=`;
+    this.policyTail = unit === undefined ? "" : `;qu=${sfString(unit)}`;
     this.wallClock = wallClock;
   }
 
@@ -582,7 +560,8 @@ export class HeaderText {
     if (limit !== this.lastLimit || windowSeconds !== this.lastWindow) {
       const head = this.policyHead + wholeText(limit);
       this.lastPolicy =
-        windowSeconds === undefined ? head : `${head};w=${wholeText(windowSeconds)}`;
+        (windowSeconds === undefined ? head : `${head};w=${wholeText(windowSeconds)}`) +
+        this.policyTail;
       this.lastLimit = limit;
       this.lastWindow = windowSeconds;
     }
@@ -611,7 +590,7 @@ export class HeaderText {
  * because GitHub-style clients (Octokit's throttling plugin) read nothing else: without
  * `X-RateLimit-Remaining: 0` they do not retry at all.
  */
-export function legacyWanted(n: DecisionNumbers, draft: boolean, legacy: boolean): boolean {
+export function legacyWanted(n: HeaderNumbers, draft: boolean, legacy: boolean): boolean {
   return legacy || (draft && n.retryAfter >= 0);
 }
 
@@ -620,16 +599,6 @@ export interface HeaderSettings {
   readonly draft: boolean;
   readonly legacy: boolean;
   readonly text: HeaderText;
-}
-
-/**
- * The numbers of one response's headers: a checked decision's, the `w=` of
- * `RateLimit-Policy` (none when undefined) and the `X-RateLimit-Reset` text, read once per
- * response (`""` for none).
- */
-export interface HeaderNumbers extends DecisionNumbers {
-  windowSeconds: number | undefined;
-  resetText: string;
 }
 
 /** Sets one header on an adapter's response; `list` marks a List field (append, not replace). */
@@ -734,23 +703,3 @@ export class QuotaExceededJson {
     );
   }
 }
-
-/** The 503 body sent with `failure: 'closed'` when the limiter fails (RFC 9457, `about:blank`). */
-export const UNAVAILABLE_PROBLEM = {
-  type: "about:blank",
-  title: "Service Unavailable",
-  status: 503,
-  detail: "The rate limiter is unavailable, so the request was refused.",
-} as const;
-
-/**
- * The 500 body sent for a programming error (a hook that throws or returns an invalid
- * key or cost, an invalid `Decision`): RFC 9457, `about:blank`. Says nothing about the
- * cause; `onError` gets the error.
- */
-export const INTERNAL_ERROR_PROBLEM = {
-  type: "about:blank",
-  title: "Internal Server Error",
-  status: 500,
-  detail: "The request could not be checked against its rate limit, so it was refused.",
-} as const;

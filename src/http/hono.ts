@@ -6,8 +6,8 @@
 import type { Decision } from "../core/limiter.js";
 import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions, FETCH_HOOK_OPTIONS } from "./core.js";
-import { limitedAnswer, problem, runtimeAddress, settleFetch, withHeaders } from "./fetch.js";
-import { answerBody, type ClientSource, headerRecord, Outcome, Pipeline } from "./pipeline.js";
+import { answer, runtimeAddress, settleFetch, withHeaders } from "./fetch.js";
+import { type ClientSource, headerRecord, Outcome, Pipeline } from "./pipeline.js";
 
 /** The members of a Hono `Context` that the middleware uses (Hono 4). */
 export interface HonoContextLike {
@@ -159,15 +159,9 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
         }
         return undefined;
       }
-      default: {
-        // answered here: "limited", "unavailable", "error"
-        const headers = headerRecord(config, outcome);
-        if (outcome.kind !== "limited" || onLimited === undefined) {
-          return problem(outcome.status, answerBody(config, outcome), headers);
-        }
-        return limitedAnswer(pipeline, outcome, headers, () => onLimited(c, outcome.decision!));
-      }
+      default: // answered here: "limited", "unavailable", "error"
+        return answer(pipeline, outcome, onLimited, c);
     }
   };
-  return Object.assign(middleware, requestCharges(after));
+  return Object.assign(middleware, requestCharges(WHERE, after));
 }

@@ -5,12 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Decision } from "../core/limiter.js";
-import {
-  AfterResponse,
-  type RequestCharges,
-  requestCharges,
-  watchNodeResponse,
-} from "./after-response.js";
+import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions, HOOK_OPTIONS } from "./core.js";
 import { writeHeaders } from "./headers.js";
 import { NODE_SOURCE, setNodeHeader } from "./node.js";
@@ -123,9 +118,7 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
         return;
       case "pass":
         if (outcome.decision !== undefined) writeHeaders(config, outcome, ctx.res, setNodeHeader);
-        if (after.open(ctx, outcome)) {
-          watchNodeResponse(ctx.res, (status, aborted) => after.settle(ctx, status, aborted));
-        }
+        after.open(ctx, outcome, ctx.res);
         await next();
         return;
       default: // answered here: "limited", "unavailable", "error"
@@ -143,7 +136,7 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
         }
     }
   };
-  return Object.assign(middleware, requestCharges(after));
+  return Object.assign(middleware, requestCharges(WHERE, after));
 }
 
 /** Answers with an `application/problem+json` body (JSON text). */

@@ -5,7 +5,6 @@ import {
   type AfterResponseOptions,
   type RequestCharges,
   requestCharges,
-  watchNodeResponse,
 } from "./after-response.js";
 import {
   type CommonRateLimitOptions,
@@ -104,9 +103,7 @@ export function rateLimit<
   const pipeline = new Pipeline<Req>(WHERE, config, hooks, NODE_SOURCE);
   const after = new AfterResponse<Req>(WHERE, config, refundIf, refundAborted);
   const run = (outcome: Outcome, req: Req, res: Res, next: NextFunction) => {
-    if (outcome.kind === "pass" && !res.headersSent && after.open(req, outcome)) {
-      watchNodeResponse(res, (status, aborted) => after.settle(req, status, aborted));
-    }
+    if (outcome.kind === "pass" && !res.headersSent) after.open(req, outcome, res);
     render(pipeline, outcome, req, res, next, onLimited);
   };
   const middleware: RateLimitMiddleware<Req, Res> = (req, res, next) => {
@@ -114,7 +111,7 @@ export function rateLimit<
     if (result instanceof Outcome) run(result, req, res, next);
     else result.then((outcome) => run(outcome, req, res, next));
   };
-  return Object.assign(middleware, requestCharges(after));
+  return Object.assign(middleware, requestCharges(WHERE, after));
 }
 
 /**

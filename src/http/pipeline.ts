@@ -13,8 +13,7 @@ import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from ".
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
   describing,
-  type HeaderNumbers,
-  INTERNAL_ERROR_PROBLEM,
+  HeaderNumbers,
   legacyWanted,
   quotaExceededProblem,
   readDecision,
@@ -22,7 +21,6 @@ import {
   setRecord,
   shapeRatePerSecond,
   shapeWindowSeconds,
-  UNAVAILABLE_PROBLEM,
   writeHeaders,
 } from "./headers.js";
 
@@ -44,7 +42,7 @@ export type OutcomeKind = "skip" | "pass" | "limited" | "unavailable" | "error";
  * as {@link HeaderNumbers}) are valid when `decision` is set. One shape for every kind,
  * so the adapters' reads stay monomorphic.
  */
-export class Outcome implements HeaderNumbers {
+export class Outcome extends HeaderNumbers {
   kind: OutcomeKind;
   /** The key checked, when it was computed. */
   key: string | undefined;
@@ -54,26 +52,14 @@ export class Outcome implements HeaderNumbers {
   decision: Decision | undefined = undefined;
   /** The decision as a receipt, when the limiter charged through `charge` (for refunds). */
   receipt: Receipt | undefined = undefined;
-  limit = 0;
-  remaining = 0;
-  retryAfter = -1;
-  reset = -1;
-  resetMs = Number.POSITIVE_INFINITY;
-  never = false;
   /**
    * The status to answer: for `'limited'` 429, or 403/413 when it can never pass; 503 for
    * `'unavailable'`, 500 for `'error'`.
    */
   status = 429;
-  /** The `w=` of `RateLimit-Policy`, read from the limiter with the decision; none when undefined. */
-  windowSeconds: number | undefined = undefined;
-  /**
-   * The `X-RateLimit-Reset` text (a Unix time, read on the wall clock when the decision
-   * was checked), or `""` when it is not sent (no legacy headers, or no reset).
-   */
-  resetText = "";
 
   constructor(kind: OutcomeKind, key: string | undefined) {
+    super();
     this.kind = kind;
     this.key = key;
   }
@@ -330,29 +316,38 @@ export function headerRecord(config: CommonConfig, outcome: Outcome): Record<str
 export const LIST_FIELDS: ReadonlySet<string> = new Set(["RateLimit-Policy", "RateLimit"]);
 
 /**
- * The body of a `'limited'` outcome: the `quota-exceeded` problem as JSON text (from
- * precomputed parts when the retry is finite; its `status` is the outcome's).
+ * The body of an outcome the middleware answers itself, with `outcome.status`, as JSON
+ * text: for `'limited'` the `quota-exceeded` problem (from precomputed parts when the retry
+ * is finite; its `status` is the outcome's), else the 503 or 500 body.
  */
-export function limitedBody(config: CommonConfig, outcome: Outcome): string {
+export function answerBody(config: CommonConfig, outcome: Outcome): string {
+  if (outcome.kind !== "limited") {
+    return outcome.kind === "unavailable" ? UNAVAILABLE_BODY : INTERNAL_ERROR_BODY;
+  }
   return outcome.retryAfter >= 0
     ? config.quotaJson.text(outcome.retryAfter)
     : JSON.stringify(quotaExceededProblem(outcome.decision!, config.policy, outcome.cost));
 }
 
+/** The 503 body sent with `failure: 'closed'` when the limiter fails (RFC 9457, `about:blank`). */
+const UNAVAILABLE_BODY = JSON.stringify({
+  type: "about:blank",
+  title: "Service Unavailable",
+  status: 503,
+  detail: "The rate limiter is unavailable, so the request was refused.",
+});
+
 /**
- * The body of an outcome the middleware answers itself, with `outcome.status`:
- * {@link limitedBody} for `'limited'`, else the 503 or 500 body.
+ * The 500 body sent for a programming error (a hook that throws or returns an invalid
+ * key or cost, an invalid `Decision`): RFC 9457, `about:blank`. Says nothing about the
+ * cause; `onError` gets the error.
  */
-export function answerBody(config: CommonConfig, outcome: Outcome): string {
-  if (outcome.kind === "limited") return limitedBody(config, outcome);
-  return outcome.kind === "unavailable" ? UNAVAILABLE_BODY : INTERNAL_ERROR_BODY;
-}
-
-/** The 503 body of `'unavailable'`, as JSON text. */
-export const UNAVAILABLE_BODY = JSON.stringify(UNAVAILABLE_PROBLEM);
-
-/** The 500 body of `'error'`, as JSON text. */
-export const INTERNAL_ERROR_BODY = JSON.stringify(INTERNAL_ERROR_PROBLEM);
+export const INTERNAL_ERROR_BODY = JSON.stringify({
+  type: "about:blank",
+  title: "Internal Server Error",
+  status: 500,
+  detail: "The request could not be checked against its rate limit, so it was refused.",
+});
 
 /** The media type of every body the middleware sends (RFC 9457). */
 export const PROBLEM_JSON = "application/problem+json";
