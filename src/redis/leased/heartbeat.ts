@@ -80,11 +80,6 @@ export class Heartbeat {
     return this.intervalMs * LATE_INTERVALS;
   }
 
-  /** Sends one now and keeps sending. */
-  start(): void {
-    this.beat();
-  }
-
   /**
    * True when the last count is a safe divisor at `nowMs`: this process has been counted
    * for at least a beat interval and a quarter, its next heartbeat was sent within as long
@@ -130,9 +125,10 @@ export class Heartbeat {
     });
   }
 
-  private beat(): void {
+  /** Sends one now and keeps sending. */
+  start(): void {
     if (this.stopped) return;
-    this.cancel = this.scheduler(() => this.beat(), this.intervalMs);
+    this.cancel = this.scheduler(() => this.start(), this.intervalMs);
     void this.send();
   }
 
@@ -162,7 +158,7 @@ export class Heartbeat {
             // (the connection being made) would otherwise leave the next one short, and
             // this process uncounted until the beat after it.
             this.cancel?.();
-            this.cancel = this.scheduler(() => this.beat(), this.countedAfterMs + EARLY_TIMER_MS);
+            this.cancel = this.scheduler(() => this.start(), this.countedAfterMs + EARLY_TIMER_MS);
           }
           this.unsure = false;
           this.pendingSinceMs = undefined;
@@ -189,7 +185,7 @@ export class Heartbeat {
           const retryMs = Math.min(this.retryMs, MAX_RETRY_MS);
           if (retryMs < this.intervalMs) {
             this.cancel?.();
-            this.cancel = this.scheduler(() => this.beat(), retryMs);
+            this.cancel = this.scheduler(() => this.start(), retryMs);
             this.retryMs = retryMs * 2;
           }
           this.onResult(error);

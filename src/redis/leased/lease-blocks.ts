@@ -235,12 +235,10 @@ export class LeaseBlocks {
         op: a?.op === "block" ? "block" : op,
         untilMs: Math.max(a?.untilMs ?? 0, untilMs),
       };
-    } else if (s.op === undefined) {
-      s.op = op;
-      s.untilMs = untilMs;
     } else {
-      if (op === "block") s.op = "block";
-      if (untilMs > s.untilMs) s.untilMs = untilMs;
+      // Merged with a change waiting: a block outranks a once, and the later end stays.
+      if (s.op === undefined || untilMs > s.untilMs) s.untilMs = untilMs;
+      if (s.op === undefined || op === "block") s.op = op;
     }
   }
 
