@@ -232,20 +232,17 @@ export class LeasedTokenBucket {
     this.processId = randomUUID();
     const redis = config.redis;
     this.store =
-      config.store ??
-      new RedisLeaseStore({
-        client: (redis as NonNullable<typeof redis>).client,
-        keyPrefix: `${redis?.prefix}${redis?.keyspace}:`,
-        heartbeatKey: config.heartbeatKey as string,
-        capacity: config.capacity,
-        refillPerSecond: config.refillPerSecond,
-        maxTtlMs: redis?.maxTtlMs as number,
-        record: config.record,
-        timeoutMs: redis?.timeoutMs as number,
-        staleMs: config.idleAfterMs,
-        clock: config.clock,
-        scheduler: o.scheduler === undefined ? deferredTimerScheduler : config.scheduler,
-      });
+      redis === undefined
+        ? (config.store as LeaseStore)
+        : new RedisLeaseStore({
+            // client, maxTtlMs, timeoutMs; capacity, refillPerSecond, record, clock
+            ...redis,
+            ...config,
+            keyPrefix: `${redis.prefix}${redis.keyspace}:`,
+            heartbeatKey: `${redis.prefix}${redis.keyspace}#processes`,
+            staleMs: config.idleAfterMs,
+            scheduler: o.scheduler === undefined ? deferredTimerScheduler : config.scheduler,
+          });
     this.oneNode = this.store.nodeOf === undefined || this.store.nodeOf("") === undefined;
     this.sizing = new LeaseSizing(config.leaseCap, config.leaseHorizonMs, config.lowWaterShare);
     this.table = new LeaseTable(
@@ -267,7 +264,17 @@ export class LeasedTokenBucket {
       (error) => this.beaten(error),
     );
     this.heartbeat.start();
-    this.armSweep();
+    // The periodic sweep: idle keys and expired leases give tokens back; free entries go.
+    const period = Math.max(
+      config.batchWindowMs,
+      Math.min(config.idleAfterMs, config.leaseTtlMs) / 4,
+    );
+    const tick = () => {
+      if (this.closed) return;
+      this.cancelSweep = config.scheduler(tick, period);
+      this.sweep();
+    };
+    this.cancelSweep = config.scheduler(tick, period);
   }
 
   /** Keys in the local lease table. */
@@ -383,16 +390,11 @@ export class LeasedTokenBucket {
     const d = this.take(k, c, now);
     const e = this.table.entries.get(k);
     const source = d.source;
-    const took =
-      d.allowed &&
-      c > 0 &&
-      e !== undefined &&
-      (source === "lease" ||
-        source === "credit" ||
-        (source === "local" && typeof this.config.failure !== "object"));
-    if (!took) {
-      return new LeaseChargeReceipt(d, k, 0, now, now, this, 0, undefined, undefined, 0);
-    }
+    // Admitted by the lease, credit or the 'local' fallback bucket (not 'open', nor a
+    // fallback limiter of yours: the only other sources an allowed decision has).
+    const yours = source === "local" && typeof this.config.failure === "object";
+    const took = d.allowed && c > 0 && e !== undefined && source !== "open" && !yours;
+    if (!took) return new LeaseChargeReceipt(d, k, 0, now, now, this, 0, undefined, undefined, 0);
     // Refundable until the refill has repaid it (docs/redis.md#refunds-and-receipts-of-a-lease):
     // what the shared bucket, as this process sees it (its last count refilled since, less
     // what this process owes it, plus its lease), lacks of capacity after the charge, and at
@@ -1066,18 +1068,10 @@ export class LeasedTokenBucket {
     e.inFlight = true;
     this.busy.add(key);
     e.sentCharge = charge;
-    const demand = rate * 1000;
-    const request: LeaseRequest = {
-      key,
-      give,
-      charge,
-      want,
-      need,
-      demand: demand > MIN_DEMAND ? demand : MIN_DEMAND,
-      block,
-    };
-    e.sent = request;
-    return request;
+    const perSecond = rate * 1000;
+    const demand = perSecond > MIN_DEMAND ? perSecond : MIN_DEMAND;
+    e.sent = { key, give, charge, want, need, demand, block };
+    return e.sent;
   }
 
   /**
@@ -1115,7 +1109,6 @@ export class LeasedTokenBucket {
       this.counters.tokensGivenBack += r.give;
       this.counters.tokensCharged += r.charge;
     }
-    const sentMs = now;
     let call: Promise<LeaseExchange>;
     try {
       call = this.store.exchange(requests, this.processId, ++this.sequence);
@@ -1128,7 +1121,7 @@ export class LeasedTokenBucket {
       .then(
         (exchange) => {
           this.free(group, requests);
-          this.received(group, node, requests, exchange, sentMs);
+          this.received(group, node, requests, exchange, now);
         },
         (error: unknown) => {
           this.free(group, requests);
@@ -1157,12 +1150,12 @@ export class LeasedTokenBucket {
   ): void {
     // The store answered (late or not): if this process's heartbeats fail meanwhile, the
     // others' may not, and its count is stale (Heartbeat.counted).
-    this.heartbeat.exchangeAnswered(this.now(WHERE));
+    const now = this.now(WHERE);
+    this.heartbeat.exchangeAnswered(now);
     if (exchange.late) {
       this.lost(node, requests, new Error("the lease call reached Redis after its deadline"), true);
       return;
     }
-    const now = this.now(WHERE);
     // The delay from asking to having: a quick rise, a slow decay.
     const delay = now - sentMs + this.config.batchWindowMs;
     this.leaseDelayMs = delay > this.leaseDelayMs ? delay : this.leaseDelayMs * 0.9 + delay * 0.1;
@@ -1344,21 +1337,7 @@ export class LeasedTokenBucket {
     onError({ error: new RateLimitStoreError(message, cause), operation, keys });
   }
 
-  /** @internal The periodic sweep: idle keys and expired leases give tokens back; free entries go. */
-  private armSweep(): void {
-    const period = Math.max(
-      this.config.batchWindowMs,
-      Math.min(this.config.idleAfterMs, this.config.leaseTtlMs) / 4,
-    );
-    const tick = () => {
-      if (this.closed) return;
-      this.cancelSweep = this.config.scheduler(tick, period);
-      this.sweep();
-    };
-    this.cancelSweep = this.config.scheduler(tick, period);
-  }
-
-  /** @internal */
+  /** @internal One run of the periodic sweep. */
   private sweep(): void {
     const now = this.now(WHERE);
     if (this.blocks.size > 0) this.blocks.sweep(now, 4096);

@@ -277,6 +277,5 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
     /** The Redis options, when no `store` was given. */
     redis,
     store: store as LeaseStore | undefined,
-    heartbeatKey: redis === undefined ? undefined : `${redis.prefix}${redis.keyspace}#processes`,
   };
 }
