@@ -261,7 +261,15 @@ export class LeasedTokenBucket {
       config.heartbeatTtlMs,
       config.scheduler,
       () => this.now(WHERE),
-      (error) => this.beaten(error),
+      (error) => {
+        // On a store of one node, an answered heartbeat says the node answers: its keys go
+        // back to leases at once (a failed exchange after it marks it down again).
+        if (error === undefined && this.oneNode && this.down.size > 0) {
+          for (const mark of this.down.values()) this.release(mark);
+          this.down.clear();
+        }
+        this.settled("heartbeat", 0, error);
+      },
     );
     this.heartbeat.start();
     // The periodic sweep: idle keys and expired leases give tokens back; free entries go.
@@ -667,11 +675,7 @@ export class LeasedTokenBucket {
     const e = this.table.entries.get(key);
     const view = e === undefined ? this.capacity : e.tokens + e.shared - e.charge - e.sentCharge;
     const d = this.shape(false, leftMs, view, "blocked");
-    return {
-      ...d,
-      remaining: 0,
-      resetAfterMs: d.resetAfterMs > leftMs ? d.resetAfterMs : leftMs,
-    };
+    return { ...d, remaining: 0, resetAfterMs: d.resetAfterMs > leftMs ? d.resetAfterMs : leftMs };
   }
 
   /** @internal block() and blockOnce(). */
@@ -938,8 +942,11 @@ export class LeasedTokenBucket {
     if (share === undefined) {
       const n = this.fallbackProcesses;
       if (n === undefined) {
-        // Not counted by the others yet: this process's share is unknown, so it is none.
-        return this.denied(this.retryInMs(e, now), 0, "local");
+        // Not counted by the others yet: this process's share is unknown, so it is none,
+        // until the store is tried again (its node's back-off, or the next heartbeat).
+        const mark = this.down.get(this.nodeOf(e.group, e.key));
+        const ms = mark === undefined ? this.heartbeat.intervalMs : mark.retryAtMs - now;
+        return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, ms), 0, "local");
       }
       let start = this.estimate(e, now) / n;
       const paused = e.pausedShare;
@@ -965,13 +972,6 @@ export class LeasedTokenBucket {
       return this.shape(true, 0, share.available(now) - ahead, "local");
     }
     return this.denied(share.waitMs(cost, now), share.available(now), "local");
-  }
-
-  /** @internal Ms until the store is tried again for `e` (its node's back-off, or the next heartbeat). */
-  private retryInMs(e: LeaseEntry, now: number): number {
-    const mark = this.down.get(this.nodeOf(e.group, e.key));
-    const ms = mark === undefined ? this.heartbeat.intervalMs : mark.retryAtMs - now;
-    return Math.max(NO_LEASE_RETRY_FLOOR_MS, ms);
   }
 
   /**
@@ -1299,17 +1299,6 @@ export class LeasedTokenBucket {
     if (mark === undefined) return;
     this.down.delete(node);
     this.release(mark);
-  }
-
-  /** @internal A heartbeat answered (error undefined) or failed. */
-  private beaten(error: unknown): void {
-    // On a store of one node, an answered heartbeat says the node answers: its keys go back
-    // to leases at once (a failed exchange after it marks it down again).
-    if (error === undefined && this.oneNode && this.down.size > 0) {
-      for (const mark of this.down.values()) this.release(mark);
-      this.down.clear();
-    }
-    this.settled("heartbeat", 0, error);
   }
 
   /** @internal Reports a failed call (onError) or a recovery (onRecover). */
