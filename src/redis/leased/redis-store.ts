@@ -133,14 +133,12 @@ export class RedisLeaseStore implements LeaseStore {
     this.observe(sentMs, items[items.length - 1]);
     if (items[0] === -1 && items.length === 2) return { late: true };
     replyArray(items, requests.length * 6 + 1);
-    const grants: LeaseGrant[] = [];
-    for (let i = 0; i < requests.length; i++) {
+    const grants = requests.map(({ want }, i): LeaseGrant => {
       const granted = replyNumber(items[i * 6]);
       const waitMs = replyNumber(items[i * 6 + 1]);
       const tokens = replyNumber(items[i * 6 + 2]);
       const blockedMs = replyNumber(items[i * 6 + 4]);
       const liftedAgoMs = replyNumber(items[i * 6 + 5]);
-      const want = (requests[i] as LeaseRequest).want;
       if (
         !(granted >= 0 && granted <= want) ||
         !(waitMs >= 0) ||
@@ -152,8 +150,8 @@ export class RedisLeaseStore implements LeaseStore {
           `unexpected lease reply ${granted}, ${waitMs}, ${tokens}, ${blockedMs}, ${liftedAgoMs}`,
         );
       }
-      grants.push({ granted, waitMs, tokens, blockedMs, liftedAgoMs });
-    }
+      return { granted, waitMs, tokens, blockedMs, liftedAgoMs };
+    });
     return { late: false, grants };
   }
 
