@@ -49,10 +49,7 @@ export class Batcher {
 
   /** Sends every queued key now. */
   flush(): void {
-    if (this.cancel !== undefined) {
-      this.cancel();
-      this.cancel = undefined;
-    }
+    this.stop();
     if (this.queue.size === 0) return;
     const calls: BatchCall[] = [];
     for (const [group, keys] of this.queue) {

@@ -73,26 +73,13 @@ export class Heartbeat {
   }
 
   /**
-   * How long a membership must last to be counted, and how late after an answer the next
-   * heartbeat may be sent for the count to stay safe (ms): {@link LATE_INTERVALS} beats.
-   */
-  private get countedAfterMs(): number {
-    return this.intervalMs * LATE_INTERVALS;
-  }
-
-  /** Sends one now and keeps sending. */
-  start(): void {
-    this.beat();
-  }
-
-  /**
    * True when the last count is a safe divisor at `nowMs`: this process has been counted
    * for at least a beat interval and a quarter, its next heartbeat was sent within as long
    * of its last answer (or `nowMs` is within it, none sent yet), and the store did not
    * answer its exchanges after its heartbeats began to fail.
    */
   counted(nowMs: number): boolean {
-    const lateMs = this.countedAfterMs;
+    const lateMs = this.intervalMs * LATE_INTERVALS;
     if (!(this.lastOkAtMs - this.streakStartMs >= lateMs)) return false;
     if (this.answeredWhileFailing) return false;
     const nextSentMs = this.pendingSinceMs ?? nowMs;
@@ -130,9 +117,10 @@ export class Heartbeat {
     });
   }
 
-  private beat(): void {
+  /** Sends one now and keeps sending. */
+  start(): void {
     if (this.stopped) return;
-    this.cancel = this.scheduler(() => this.beat(), this.intervalMs);
+    this.cancel = this.scheduler(() => this.start(), this.intervalMs);
     void this.send();
   }
 
@@ -162,7 +150,8 @@ export class Heartbeat {
             // (the connection being made) would otherwise leave the next one short, and
             // this process uncounted until the beat after it.
             this.cancel?.();
-            this.cancel = this.scheduler(() => this.beat(), this.countedAfterMs + EARLY_TIMER_MS);
+            const counted = this.intervalMs * LATE_INTERVALS + EARLY_TIMER_MS;
+            this.cancel = this.scheduler(() => this.start(), counted);
           }
           this.unsure = false;
           this.pendingSinceMs = undefined;
@@ -189,7 +178,7 @@ export class Heartbeat {
           const retryMs = Math.min(this.retryMs, MAX_RETRY_MS);
           if (retryMs < this.intervalMs) {
             this.cancel?.();
-            this.cancel = this.scheduler(() => this.beat(), retryMs);
+            this.cancel = this.scheduler(() => this.start(), retryMs);
             this.retryMs = retryMs * 2;
           }
           this.onResult(error);

@@ -48,14 +48,12 @@ interface BlockSync {
  * The block table of one leased limiter and its link to the store. Bounded: at most
  * `maxKeys` blocked keys (a block of one more is refused here and counted, and sent to the
  * store all the same) and `2 x maxKeys` links (one per key blocked here, or with a change
- * to send; a change past that is dropped and counted in {@link unsent}); ended blocks and
- * links with nothing left to do go when looked at, or by {@link sweep}. No call costs a pass
- * over the links: a new link looks at a few old ones for room ({@link LINK_RECLAIM}).
+ * to send; a change past that is dropped); ended blocks and links with nothing left to do
+ * go when looked at, or by {@link sweep}. No call costs a pass over the links: a new link
+ * looks at a few old ones for room ({@link LINK_RECLAIM}).
  */
 export class LeaseBlocks {
   readonly table: BlockTable;
-  /** Changes that could not be kept to send (every slot was taken). */
-  unsent = 0;
   private readonly sync = new Map<string, BlockSync>();
   private cursor: Iterator<[string, BlockSync]> | undefined;
 
@@ -225,10 +223,7 @@ export class LeaseBlocks {
   /** Keeps a change of this process to send, merged with one waiting. */
   private keep(key: string, op: Op, untilMs: number, nowMs: number): void {
     const s = this.sync.get(key) ?? this.link(key, nowMs, nowMs);
-    if (s === undefined) {
-      this.unsent++;
-      return;
-    }
+    if (s === undefined) return; // every slot is taken: the change is dropped
     if (op === "lift") {
       // A lift supersedes what waits; its mark is kept at least as long as either.
       s.untilMs = s.op === "lift" && s.untilMs > untilMs ? s.untilMs : untilMs;
@@ -240,12 +235,10 @@ export class LeaseBlocks {
         op: a?.op === "block" ? "block" : op,
         untilMs: Math.max(a?.untilMs ?? 0, untilMs),
       };
-    } else if (s.op === undefined) {
-      s.op = op;
-      s.untilMs = untilMs;
     } else {
-      if (op === "block") s.op = "block";
-      if (untilMs > s.untilMs) s.untilMs = untilMs;
+      // Merged with a change waiting: a block outranks a once, and the later end stays.
+      if (s.op === undefined || untilMs > s.untilMs) s.untilMs = untilMs;
+      if (s.op === undefined || op === "block") s.op = op;
     }
   }
 

@@ -6,8 +6,6 @@ import { RateWindow } from "./sizing.js";
 export class LeaseEntry {
   /** Unspent leased tokens (>= 0). */
   tokens = 0;
-  /** Units still admissible on credit before the first lease (initialCredit, then less). */
-  credit: number;
   /** A lease reply has arrived for this key (credit is over). */
   leased = false;
   /** An exchange for this key is under way. */
@@ -37,14 +35,10 @@ export class LeaseEntry {
   lastUsedMs: number;
   /** When the last lease was granted (local clock, ms). */
   grantedAtMs = Number.NEGATIVE_INFINITY;
-  /** Tokens the shared bucket had at the last reply (capacity until one came). */
-  shared: number;
   /** When `shared` was seen (local clock, ms); -Infinity: never. */
   sharedAtMs = Number.NEGATIVE_INFINITY;
   /** Refill when `tokens` falls below this. */
   lowWater = 0;
-  /** The batch (hash slot) the key belongs to. */
-  readonly group: string;
   /** The local bucket while the store fails (policy `'local'`). */
   fallback: LocalShare | undefined = undefined;
   /**
@@ -71,15 +65,15 @@ export class LeaseEntry {
 
   constructor(
     readonly key: string,
-    group: string,
-    credit: number,
-    shared: number,
+    /** The batch (hash slot) the key belongs to. */
+    readonly group: string,
+    /** Units still admissible on credit before the first lease (initialCredit, then less). */
+    public credit: number,
+    /** Tokens the shared bucket had at the last reply (capacity until one came). */
+    public shared: number,
     nowMs: number,
     windowMs: number,
   ) {
-    this.group = group;
-    this.credit = credit;
-    this.shared = shared;
     this.lastUsedMs = nowMs;
     this.demand = new RateWindow(nowMs, windowMs);
   }
@@ -105,14 +99,6 @@ export class LeaseEntry {
       !this.endless
     );
   }
-}
-
-/** Counters of the table, since the limiter was created. */
-export interface LeaseTableCounts {
-  created: number;
-  evictedIdle: number;
-  evictedLossy: number;
-  refused: number;
 }
 
 /** Entries looked at per {@link LeaseTable.makeRoom} before a new key is refused. */
@@ -148,7 +134,8 @@ const TRACE_LOOKS = 8;
  */
 export class LeaseTable {
   readonly entries = new Map<string, LeaseEntry>();
-  readonly counts: LeaseTableCounts = { created: 0, evictedIdle: 0, evictedLossy: 0, refused: 0 };
+  /** Counters of the table, since the limiter was created. */
+  readonly counts = { created: 0, evictedIdle: 0, evictedLossy: 0, refused: 0 };
   /** Entries that are not pinned, oldest settled first. */
   private readonly settled = new Set<LeaseEntry>();
   /** The sweep's position. */

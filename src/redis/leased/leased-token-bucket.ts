@@ -232,20 +232,17 @@ export class LeasedTokenBucket {
     this.processId = randomUUID();
     const redis = config.redis;
     this.store =
-      config.store ??
-      new RedisLeaseStore({
-        client: (redis as NonNullable<typeof redis>).client,
-        keyPrefix: `${redis?.prefix}${redis?.keyspace}:`,
-        heartbeatKey: config.heartbeatKey as string,
-        capacity: config.capacity,
-        refillPerSecond: config.refillPerSecond,
-        maxTtlMs: redis?.maxTtlMs as number,
-        record: config.record,
-        timeoutMs: redis?.timeoutMs as number,
-        staleMs: config.idleAfterMs,
-        clock: config.clock,
-        scheduler: o.scheduler === undefined ? deferredTimerScheduler : config.scheduler,
-      });
+      redis === undefined
+        ? (config.store as LeaseStore)
+        : new RedisLeaseStore({
+            // client, maxTtlMs, timeoutMs; capacity, refillPerSecond, record, clock
+            ...redis,
+            ...config,
+            keyPrefix: `${redis.prefix}${redis.keyspace}:`,
+            heartbeatKey: `${redis.prefix}${redis.keyspace}#processes`,
+            staleMs: config.idleAfterMs,
+            scheduler: o.scheduler === undefined ? deferredTimerScheduler : config.scheduler,
+          });
     this.oneNode = this.store.nodeOf === undefined || this.store.nodeOf("") === undefined;
     this.sizing = new LeaseSizing(config.leaseCap, config.leaseHorizonMs, config.lowWaterShare);
     this.table = new LeaseTable(
@@ -264,10 +261,28 @@ export class LeasedTokenBucket {
       config.heartbeatTtlMs,
       config.scheduler,
       () => this.now(WHERE),
-      (error) => this.beaten(error),
+      (error) => {
+        // On a store of one node, an answered heartbeat says the node answers: its keys go
+        // back to leases at once (a failed exchange after it marks it down again).
+        if (error === undefined && this.oneNode && this.down.size > 0) {
+          for (const mark of this.down.values()) this.release(mark);
+          this.down.clear();
+        }
+        this.settled("heartbeat", 0, error);
+      },
     );
     this.heartbeat.start();
-    this.armSweep();
+    // The periodic sweep: idle keys and expired leases give tokens back; free entries go.
+    const period = Math.max(
+      config.batchWindowMs,
+      Math.min(config.idleAfterMs, config.leaseTtlMs) / 4,
+    );
+    const tick = () => {
+      if (this.closed) return;
+      this.cancelSweep = config.scheduler(tick, period);
+      this.sweep();
+    };
+    this.cancelSweep = config.scheduler(tick, period);
   }
 
   /** Keys in the local lease table. */
@@ -277,24 +292,12 @@ export class LeasedTokenBucket {
 
   /** The counters; see {@link LeasedTokenBucketStats}. */
   get stats(): LeasedTokenBucketStats {
-    const c = this.table.counts;
     return {
       keys: this.table.size,
-      created: c.created,
-      evictedIdle: c.evictedIdle,
-      evictedLossy: c.evictedLossy,
-      refused: c.refused,
-      exchanges: this.counters.exchanges,
-      roundTrips: this.counters.roundTrips,
+      ...this.table.counts,
+      ...this.counters,
       heartbeats: this.heartbeat.sent,
-      failedExchanges: this.counters.failedExchanges,
-      tokensTaken: this.counters.tokensTaken,
-      tokensGivenBack: this.counters.tokensGivenBack,
-      tokensCharged: this.counters.tokensCharged,
-      creditAdmitted: this.counters.creditAdmitted,
-      fallbackDecisions: this.counters.fallbackDecisions,
       liveProcesses: this.heartbeat.live,
-      refunded: this.counters.refunded,
       blockedKeys: this.blockTable.size,
       blocksRefused: this.blockTable.stats.refused,
     };
@@ -307,11 +310,15 @@ export class LeasedTokenBucket {
    * (until one answers: a heartbeat or a probe after the back-off), else `'closed'`.
    */
   storeHealth(): StoreHealth {
-    const failing = this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined;
     return {
       failures: this.counters.failedExchanges,
-      circuits: [{ node: "", state: failing ? "open" : "closed" }],
+      circuits: [{ node: "", state: this.failing ? "open" : "closed" }],
     };
+  }
+
+  /** @internal A node's last exchange failed, or the heartbeats fail. */
+  private get failing(): boolean {
+    return this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined;
   }
 
   /** Live processes as last counted by the heartbeats. */
@@ -391,16 +398,11 @@ export class LeasedTokenBucket {
     const d = this.take(k, c, now);
     const e = this.table.entries.get(k);
     const source = d.source;
-    const took =
-      d.allowed &&
-      c > 0 &&
-      e !== undefined &&
-      (source === "lease" ||
-        source === "credit" ||
-        (source === "local" && typeof this.config.failure !== "object"));
-    if (!took) {
-      return new LeaseChargeReceipt(d, k, 0, now, now, this, 0, undefined, undefined, 0);
-    }
+    // Admitted by the lease, credit or the 'local' fallback bucket (not 'open', nor a
+    // fallback limiter of yours: the only other sources an allowed decision has).
+    const yours = source === "local" && typeof this.config.failure === "object";
+    const took = d.allowed && c > 0 && e !== undefined && source !== "open" && !yours;
+    if (!took) return new LeaseChargeReceipt(d, k, 0, now, now, this, 0, undefined, undefined, 0);
     // Refundable until the refill has repaid it (docs/redis.md#refunds-and-receipts-of-a-lease):
     // what the shared bucket, as this process sees it (its last count refilled since, less
     // what this process owes it, plus its lease), lacks of capacity after the charge, and at
@@ -673,11 +675,7 @@ export class LeasedTokenBucket {
     const e = this.table.entries.get(key);
     const view = e === undefined ? this.capacity : e.tokens + e.shared - e.charge - e.sentCharge;
     const d = this.shape(false, leftMs, view, "blocked");
-    return {
-      ...d,
-      remaining: 0,
-      resetAfterMs: d.resetAfterMs > leftMs ? d.resetAfterMs : leftMs,
-    };
+    return { ...d, remaining: 0, resetAfterMs: d.resetAfterMs > leftMs ? d.resetAfterMs : leftMs };
   }
 
   /** @internal block() and blockOnce(). */
@@ -748,7 +746,7 @@ export class LeasedTokenBucket {
   /**
    * @internal `units` back into the lease of `key` (its entry `e`, or undefined when it went):
    * up to the lease cap (none while the key is blocked), the rest to the shared bucket with
-   * the next batch. Returns `units`.
+   * the next batch.
    */
   private intoLease(
     e: LeaseEntry | undefined,
@@ -756,10 +754,10 @@ export class LeasedTokenBucket {
     group: string,
     units: number,
     now: number,
-  ): number {
+  ): void {
     if (e === undefined) {
       this.giveBack(key, group, units);
-      return units;
+      return;
     }
     let room = this.config.leaseCap - e.tokens;
     if (this.blockTable.size !== 0 && this.blockTable.blockedMs(key, now) > 0) room = 0;
@@ -769,7 +767,6 @@ export class LeasedTokenBucket {
       e.give += units - kept;
       if (!e.queued && !e.inFlight) this.enqueue(e);
     }
-    return units;
   }
 
   /** @internal The slow path: no lease covers the cost. */
@@ -777,12 +774,17 @@ export class LeasedTokenBucket {
     if (this.closed) return this.denied(Number.POSITIVE_INFINITY, 0, "stopped");
     let e = this.table.entries.get(key);
     if (e === undefined) {
-      if (!take) return this.unseen(cost);
-      const failing = this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined;
+      if (!take) {
+        // A peek: what a first consume would answer.
+        if (cost === 0) return this.shape(true, 0, 0, "lease");
+        if (!fits(cost, this.config.initialCredit)) return this.pending();
+        return this.shape(true, 0, this.capacity - cost, "credit");
+      }
       // While the store answers, a full table of drained keys still takes a new one (the
       // drained key, if it comes back, gets its credit again, charged like any credit);
       // while it fails, a new key is refused rather than a drained one's fallback renewed.
-      if (!this.table.makeRoom(now, this.config.idleAfterMs, (x) => this.keep(x, now), !failing)) {
+      const force = !this.failing;
+      if (!this.table.makeRoom(now, this.config.idleAfterMs, (x) => this.keep(x, now), force)) {
         return this.refuse(key, now);
       }
       this.full = false;
@@ -819,23 +821,20 @@ export class LeasedTokenBucket {
       }
       return this.granted(e, "credit");
     }
-    if (this.isDown(e)) return this.failed(e, cost, now, take);
+    if (this.down.size > 0 && this.down.has(this.nodeOf(e.group, e.key))) {
+      return this.failed(e, cost, now, take); // its node is down
+    }
     if (cost > this.capacity) return this.denied(Number.POSITIVE_INFINITY, e.shared, "lease");
     if (now < e.deniedUntilMs) {
       const retryAfterMs = e.endless ? Number.POSITIVE_INFINITY : e.deniedUntilMs - now;
       return this.denied(retryAfterMs, e.shared, "lease");
     }
     if (take) this.request(e, cost);
-    // Nothing here to admit with until the lease arrives: 0 left for this process now.
-    return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), 0, "pending");
+    return this.pending();
   }
 
-  /** @internal peek of a key with no entry: what a first consume would answer. */
-  private unseen(cost: number): LeasedDecision {
-    if (cost === 0) return this.shape(true, 0, 0, "lease");
-    if (fits(cost, this.config.initialCredit)) {
-      return this.shape(true, 0, this.capacity - cost, "credit");
-    }
+  /** @internal Denied until a lease arrives: nothing here to admit with, 0 left now. */
+  private pending(): LeasedDecision {
     return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), 0, "pending");
   }
 
@@ -846,9 +845,7 @@ export class LeasedTokenBucket {
    * (a new entry would be admitted on credit again).
    */
   private keep(e: LeaseEntry, now: number): boolean {
-    if (this.down.size > 0 || this.heartbeat.failingSinceMs !== undefined) {
-      return this.estimate(e, now) < this.capacity;
-    }
+    if (this.failing) return this.estimate(e, now) < this.capacity;
     return this.config.initialCredit > 0 && (now < e.deniedUntilMs || e.endless);
   }
 
@@ -883,11 +880,6 @@ export class LeasedTokenBucket {
     e.queued = true;
     this.table.settle(e);
     this.batcher.add(e.group, e.key);
-  }
-
-  /** @internal The key's node is down (its last exchange failed, no answer since). */
-  private isDown(e: LeaseEntry): boolean {
-    return this.down.size > 0 && this.down.has(this.nodeOf(e.group, e.key));
   }
 
   /**
@@ -937,25 +929,24 @@ export class LeasedTokenBucket {
     if (policy === "closed") return this.denied(FAIL_CLOSED_RETRY_AFTER_MS, 0, "closed");
     if (policy === "throw") {
       const operation = `${WHERE}.${take ? "consume" : "peek"}`;
-      throw new RateLimitStoreError(
-        `${operation}: Redis failed and the lease of this key ran out`,
-        {
-          cause: this.lastError,
-          operation,
-          timedOut: this.lastError instanceof StoreTimeoutError,
-        },
-      );
+      const message = `${operation}: Redis failed and the lease of this key ran out`;
+      const timedOut = this.lastError instanceof StoreTimeoutError;
+      throw new RateLimitStoreError(message, { cause: this.lastError, operation, timedOut });
     }
     if (typeof policy === "object") {
       const local = take ? policy.consume(e.key, cost) : policy.peek(e.key, cost);
       return { ...local, source: "local" };
     }
     let share = e.fallback;
+    let ahead = 0;
     if (share === undefined) {
       const n = this.fallbackProcesses;
       if (n === undefined) {
-        // Not counted by the others yet: this process's share is unknown, so it is none.
-        return this.denied(this.retryInMs(e, now), 0, "local");
+        // Not counted by the others yet: this process's share is unknown, so it is none,
+        // until the store is tried again (its node's back-off, or the next heartbeat).
+        const mark = this.down.get(this.nodeOf(e.group, e.key));
+        const ms = mark === undefined ? this.heartbeat.intervalMs : mark.retryAtMs - now;
+        return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, ms), 0, "local");
       }
       let start = this.estimate(e, now) / n;
       const paused = e.pausedShare;
@@ -967,30 +958,20 @@ export class LeasedTokenBucket {
         if (resumed < start) start = resumed;
       }
       share = new LocalShare(this.capacity / n, this.refillPerSecond / n / 1000, start, now);
-      if (!take) {
-        return share.take(cost, now, false)
-          ? this.shape(true, 0, share.available(now) - cost, "local")
-          : this.denied(share.waitMs(cost, now), share.available(now), "local");
-      }
-      e.fallback = share;
-      e.pausedShare = undefined;
-      this.table.settle(e);
+      if (take) {
+        e.fallback = share;
+        e.pausedShare = undefined;
+        this.table.settle(e);
+      } else ahead = cost; // a peek: what the new bucket would hold after it
     }
     if (share.take(cost, now, take)) {
       if (take) {
         e.charge += cost;
         e.admitted += cost;
       }
-      return this.shape(true, 0, share.available(now), "local");
+      return this.shape(true, 0, share.available(now) - ahead, "local");
     }
     return this.denied(share.waitMs(cost, now), share.available(now), "local");
-  }
-
-  /** @internal Ms until the store is tried again for `e` (its node's back-off, or the next heartbeat). */
-  private retryInMs(e: LeaseEntry, now: number): number {
-    const mark = this.down.get(this.nodeOf(e.group, e.key));
-    const ms = mark === undefined ? this.heartbeat.intervalMs : mark.retryAtMs - now;
-    return Math.max(NO_LEASE_RETRY_FLOOR_MS, ms);
   }
 
   /**
@@ -1087,18 +1068,10 @@ export class LeasedTokenBucket {
     e.inFlight = true;
     this.busy.add(key);
     e.sentCharge = charge;
-    const demand = rate * 1000;
-    const request: LeaseRequest = {
-      key,
-      give,
-      charge,
-      want,
-      need,
-      demand: demand > MIN_DEMAND ? demand : MIN_DEMAND,
-      block,
-    };
-    e.sent = request;
-    return request;
+    const perSecond = rate * 1000;
+    const demand = perSecond > MIN_DEMAND ? perSecond : MIN_DEMAND;
+    e.sent = { key, give, charge, want, need, demand, block };
+    return e.sent;
   }
 
   /**
@@ -1136,7 +1109,6 @@ export class LeasedTokenBucket {
       this.counters.tokensGivenBack += r.give;
       this.counters.tokensCharged += r.charge;
     }
-    const sentMs = now;
     let call: Promise<LeaseExchange>;
     try {
       call = this.store.exchange(requests, this.processId, ++this.sequence);
@@ -1149,7 +1121,7 @@ export class LeasedTokenBucket {
       .then(
         (exchange) => {
           this.free(group, requests);
-          this.received(group, node, requests, exchange, sentMs);
+          this.received(group, node, requests, exchange, now);
         },
         (error: unknown) => {
           this.free(group, requests);
@@ -1178,20 +1150,16 @@ export class LeasedTokenBucket {
   ): void {
     // The store answered (late or not): if this process's heartbeats fail meanwhile, the
     // others' may not, and its count is stale (Heartbeat.counted).
-    this.heartbeat.exchangeAnswered(this.now(WHERE));
+    const now = this.now(WHERE);
+    this.heartbeat.exchangeAnswered(now);
     if (exchange.late) {
       this.lost(node, requests, new Error("the lease call reached Redis after its deadline"), true);
       return;
     }
-    const now = this.now(WHERE);
     // The delay from asking to having: a quick rise, a slow decay.
     const delay = now - sentMs + this.config.batchWindowMs;
     this.leaseDelayMs = delay > this.leaseDelayMs ? delay : this.leaseDelayMs * 0.9 + delay * 0.1;
-    const mark = this.down.get(node);
-    if (mark !== undefined) {
-      this.down.delete(node);
-      this.release(mark);
-    }
+    this.up(node);
     if (this.lateNodes.size > 0) this.lateNodes.delete(node);
     this.settled("lease", requests.length, undefined);
     for (let i = 0; i < requests.length; i++) {
@@ -1270,12 +1238,8 @@ export class LeasedTokenBucket {
     // starts over, as for a failure.
     const again = late && !this.lateNodes.has(node);
     if (late) this.lateNodes.add(node);
-    if (again) {
-      if (mark !== undefined) {
-        this.down.delete(node);
-        this.release(mark);
-      }
-    } else {
+    if (again) this.up(node);
+    else {
       const backoffMs =
         mark === undefined || late
           ? Math.max(FIRST_BACKOFF_MS, this.config.batchWindowMs)
@@ -1287,7 +1251,11 @@ export class LeasedTokenBucket {
         waiting: mark?.waiting ?? new Map(),
       };
       this.down.set(node, next);
-      this.config.scheduler(() => this.backedOff(node, next), backoffMs);
+      // Once it passed, the keys that waited go with the next batch (unless a later mark took over).
+      this.config.scheduler(() => {
+        next.ready = true;
+        if (this.down.get(node) === next || !this.down.has(node)) this.release(next);
+      }, backoffMs);
     }
     for (const r of requests) {
       const e = this.table.entries.get(r.key);
@@ -1319,28 +1287,18 @@ export class LeasedTokenBucket {
     this.settled("lease", requests.length, late ? new StoreTimeoutError(0) : error, late);
   }
 
-  /** @internal A node's back-off ended: the keys that waited go with the next batch. */
-  private backedOff(node: string, mark: DownMark): void {
-    mark.ready = true;
-    if (this.down.get(node) !== mark && this.down.has(node)) return; // a later mark took over
-    this.release(mark);
-  }
-
   /** @internal Puts the keys a down mark held back into the batcher. */
   private release(mark: DownMark): void {
     for (const [group, keys] of mark.waiting) for (const key of keys) this.batcher.add(group, key);
     mark.waiting.clear();
   }
 
-  /** @internal A heartbeat answered (error undefined) or failed. */
-  private beaten(error: unknown): void {
-    // On a store of one node, an answered heartbeat says the node answers: its keys go back
-    // to leases at once (a failed exchange after it marks it down again).
-    if (error === undefined && this.oneNode && this.down.size > 0) {
-      for (const mark of this.down.values()) this.release(mark);
-      this.down.clear();
-    }
-    this.settled("heartbeat", 0, error);
+  /** @internal `node` answered: its mark ends and the keys it held go with the next batch. */
+  private up(node: string): void {
+    const mark = this.down.get(node);
+    if (mark === undefined) return;
+    this.down.delete(node);
+    this.release(mark);
   }
 
   /** @internal Reports a failed call (onError) or a recovery (onRecover). */
@@ -1355,42 +1313,20 @@ export class LeasedTokenBucket {
     this.failedCalls[operation]++;
     const onError = this.config.onError;
     if (onError === undefined) return;
-    const timedOut = error instanceof StoreTimeoutError || late;
+    const where = `${WHERE}.${operation}`;
+    // A timeout's message says so itself; a late call and other failures are Redis's.
+    const timeout = error instanceof StoreTimeoutError && !late;
     const detail = late
       ? "the call reached Redis after its deadline (nothing was charged)"
       : error instanceof Error
         ? error.message
         : describe(error);
-    const where = `${WHERE}.${operation}`;
-    onError({
-      error: new RateLimitStoreError(
-        timedOut && !late ? `${where}: ${detail}` : `${where}: Redis failed: ${detail}`,
-        {
-          cause: error,
-          operation: where,
-          timedOut,
-        },
-      ),
-      operation,
-      keys,
-    });
+    const message = `${where}: ${timeout ? "" : "Redis failed: "}${detail}`;
+    const cause = { cause: error, operation: where, timedOut: timeout || late };
+    onError({ error: new RateLimitStoreError(message, cause), operation, keys });
   }
 
-  /** @internal The periodic sweep: idle keys and expired leases give tokens back; free entries go. */
-  private armSweep(): void {
-    const period = Math.max(
-      this.config.batchWindowMs,
-      Math.min(this.config.idleAfterMs, this.config.leaseTtlMs) / 4,
-    );
-    const tick = () => {
-      if (this.closed) return;
-      this.cancelSweep = this.config.scheduler(tick, period);
-      this.sweep();
-    };
-    this.cancelSweep = this.config.scheduler(tick, period);
-  }
-
-  /** @internal */
+  /** @internal One run of the periodic sweep. */
   private sweep(): void {
     const now = this.now(WHERE);
     if (this.blocks.size > 0) this.blocks.sweep(now, 4096);

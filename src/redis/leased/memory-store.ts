@@ -1,12 +1,7 @@
-import {
-  checkClock,
-  checkNumber,
-  checkOptionNames,
-  checkOptions,
-  describe,
-} from "../../core/errors.js";
+import { checkClock, checkNumber, checkOptionNames, checkOptions } from "../../core/errors.js";
 import { type Clock, systemClock } from "../../core/limiter.js";
 import { optionNames } from "../../core/option-names.js";
+import { checkHook } from "../../store/options.js";
 import {
   type HeartbeatAnswer,
   type LeaseExchange,
@@ -118,10 +113,7 @@ export class MemoryLeaseStore implements LeaseStore {
     this.clock = checkClock(WHERE, o.clock, systemClock);
     this.latencyMs =
       o.latencyMs === undefined ? 0 : checkNumber(WHERE, "latencyMs", o.latencyMs, 0, true);
-    if (o.scheduler !== undefined && typeof o.scheduler !== "function") {
-      throw new TypeError(`${WHERE}: scheduler must be a function, got ${describe(o.scheduler)}`);
-    }
-    this.scheduler = o.scheduler ?? timerScheduler;
+    this.scheduler = checkHook<Scheduler>(WHERE, "scheduler", o.scheduler) ?? timerScheduler;
     const staleMs =
       o.staleMs === undefined ? 2000 : checkNumber(WHERE, "staleMs", o.staleMs, 0, true);
     this.bucket = { capacity: this.capacity, refillPerSecond: this.refillPerSecond, staleMs };
@@ -187,13 +179,8 @@ export class MemoryLeaseStore implements LeaseStore {
           b.given += answer.back;
           b.charged += r.charge > 0 ? r.charge : 0;
         }
-        return {
-          granted: answer.granted,
-          waitMs: answer.waitMs,
-          tokens: answer.tokens,
-          blockedMs: answer.blockedMs,
-          liftedAgoMs: answer.liftedAgoMs,
-        };
+        const { back, ...grant } = answer;
+        return grant;
       });
       return { late: false, grants };
     });

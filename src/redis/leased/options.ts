@@ -4,14 +4,14 @@ import {
   checkNumber,
   checkOptionNames,
   describe,
+  mustBe,
   type RequiredOptions,
 } from "../../core/errors.js";
 import { type Clock, systemClock } from "../../core/limiter.js";
 import { bucketHints, optionNames } from "../../core/option-names.js";
 import { checkFailure, checkHook } from "../../store/options.js";
-import type { RedisKey, RedisLike } from "../client.js";
+import type { RedisLike } from "../client.js";
 import {
-  type Common,
   checkRedisOptions,
   REDIS_HINTS,
   REDIS_OPTIONS,
@@ -160,57 +160,6 @@ const HINTS = {
     "LeasedTokenBucket has no circuit: decisions never wait for Redis; a failed batch is retried after 100 to 250 ms",
 };
 
-/** The validated options. */
-export interface LeaseConfig {
-  readonly capacity: number;
-  readonly refillPerSecond: number;
-  readonly initialCredit: number;
-  /** The lease cap: `min(maxLeaseTokens, maxLeaseShare x capacity)`. */
-  readonly leaseCap: number;
-  readonly leaseHorizonMs: number;
-  readonly batchWindowMs: number;
-  readonly lowWaterShare: number;
-  readonly idleAfterMs: number;
-  readonly leaseTtlMs: number;
-  readonly heartbeatTtlMs: number;
-  readonly expectedProcesses: number | undefined;
-  readonly maxKeys: number;
-  readonly maxKeyLength: number;
-  readonly record: boolean;
-  readonly failure: LeaseFailurePolicy;
-  readonly onError: ((event: LeaseFailureEvent) => void) | undefined;
-  readonly onRecover: ((event: LeaseRecoveryEvent) => void) | undefined;
-  readonly onTableFull: ((event: LeaseTableFullEvent) => void) | undefined;
-  readonly clock: Clock;
-  readonly scheduler: Scheduler;
-  /** The Redis options, when no `store` was given. */
-  readonly redis: Common | undefined;
-  readonly store: LeaseStore | undefined;
-  readonly heartbeatKey: RedisKey | undefined;
-}
-
-function optional(
-  where: string,
-  name: string,
-  value: unknown,
-  fallback: number,
-  min: number,
-  inclusive: boolean,
-): number {
-  return value === undefined ? fallback : checkNumber(where, name, value, min, inclusive);
-}
-
-/**
- * `maxLeaseTokens`: a number > 0, `Infinity` (the default) for no cap of its own; one
- * message for every value out of that range.
- */
-function leaseCap(value: unknown): number {
-  if (value === undefined) return Number.POSITIVE_INFINITY;
-  if (typeof value === "number" && value > 0) return value; // Infinity included
-  const message = `${WHERE}: maxLeaseTokens must be a number > 0 (Infinity: only maxLeaseShare caps a lease), got ${describe(value)}`;
-  throw typeof value === "number" ? new RangeError(message) : new TypeError(message);
-}
-
 /**
  * A share option (`maxLeaseShare`, `lowWaterShare`): a number > 0 and at most 1 (`upToOne`)
  * or below 1; one message for every value out of that range, 0 and NaN included.
@@ -218,8 +167,7 @@ function leaseCap(value: unknown): number {
 function share(name: string, value: unknown, fallback: number, of: string, upToOne: boolean) {
   if (value === undefined) return fallback;
   if (typeof value === "number" && value > 0 && (upToOne ? value <= 1 : value < 1)) return value;
-  const message = `${WHERE}: ${name} must be a share of ${of} > 0 and ${upToOne ? "<= 1" : "< 1"}, got ${describe(value)}`;
-  throw typeof value === "number" ? new RangeError(message) : new TypeError(message);
+  throw mustBe(WHERE, name, `a share of ${of} > 0 and ${upToOne ? "<= 1" : "< 1"}`, value);
 }
 
 /** The options a `LeasedTokenBucket` cannot do without, and a call that gives them. */
@@ -233,33 +181,40 @@ const REQUIRED_STORE: RequiredOptions = {
   example: `new ${WHERE}({ store, capacity: 100, refillPerSecond: 50 })`,
 };
 
+/** The validated options. */
+export type LeaseConfig = ReturnType<typeof checkLeaseOptions>;
+
 /**
  * Validates the options in the order of {@link LeasedTokenBucketOptions}.
  * @throws {TypeError} For an unknown option or a wrong type; {RangeError} out of range.
  */
-export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
+export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
   checkOptionNames(WHERE, o, OPTIONS, HINTS, o.store === undefined ? REQUIRED : REQUIRED_STORE);
+  // An optional number > 0 (>= 0 when `inclusive`), or integer from 1 to `max`.
+  const number = (name: keyof LeasedTokenBucketOptions, fallback: number, inclusive = false) =>
+    o[name] === undefined ? fallback : checkNumber(WHERE, name, o[name], 0, inclusive);
+  const integer = <T>(name: keyof LeasedTokenBucketOptions, fallback: T, max: number) =>
+    o[name] === undefined ? fallback : checkInteger(WHERE, name, o[name], 1, max);
   const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
   const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
-  const initialCredit = optional(WHERE, "initialCredit", o.initialCredit, 1, 0, true);
-  const maxLeaseTokens = leaseCap(o.maxLeaseTokens);
+  const initialCredit = number("initialCredit", 1, true);
+  // Infinity (the default) for no cap of its own.
+  const maxLeaseTokens: unknown =
+    o.maxLeaseTokens === undefined ? Number.POSITIVE_INFINITY : o.maxLeaseTokens;
+  if (!(typeof maxLeaseTokens === "number" && maxLeaseTokens > 0)) {
+    const range = "a number > 0 (Infinity: only maxLeaseShare caps a lease)";
+    throw mustBe(WHERE, "maxLeaseTokens", range, maxLeaseTokens);
+  }
   const maxLeaseShare = share("maxLeaseShare", o.maxLeaseShare, 0.2, "capacity", true);
-  const leaseHorizonMs = optional(WHERE, "leaseHorizonMs", o.leaseHorizonMs, 1000, 0, false);
-  const batchWindowMs = optional(WHERE, "batchWindowMs", o.batchWindowMs, 5, 0, false);
+  const leaseHorizonMs = number("leaseHorizonMs", 1000);
+  const batchWindowMs = number("batchWindowMs", 5);
   const lowWaterShare = share("lowWaterShare", o.lowWaterShare, 0.25, "the lease", false);
-  const idleAfterMs = optional(WHERE, "idleAfterMs", o.idleAfterMs, 2000, 0, false);
-  const leaseTtlMs = optional(WHERE, "leaseTtlMs", o.leaseTtlMs, 10_000, 0, false);
-  const heartbeatTtlMs = optional(WHERE, "heartbeatTtlMs", o.heartbeatTtlMs, 10_000, 0, false);
-  const expectedProcesses =
-    o.expectedProcesses === undefined
-      ? undefined
-      : checkInteger(WHERE, "expectedProcesses", o.expectedProcesses, 1, 2 ** 20);
-  const maxKeys =
-    o.maxKeys === undefined ? 100_000 : checkInteger(WHERE, "maxKeys", o.maxKeys, 1, 2 ** 30);
-  const maxKeyLength =
-    o.maxKeyLength === undefined
-      ? 512
-      : checkInteger(WHERE, "maxKeyLength", o.maxKeyLength, 1, 16_383);
+  const idleAfterMs = number("idleAfterMs", 2000);
+  const leaseTtlMs = number("leaseTtlMs", 10_000);
+  const heartbeatTtlMs = number("heartbeatTtlMs", 10_000);
+  const expectedProcesses = integer("expectedProcesses", undefined, 2 ** 20);
+  const maxKeys = integer("maxKeys", 100_000, 2 ** 30);
+  const maxKeyLength = integer("maxKeyLength", 512, 16_383);
   if (o.record !== undefined && typeof o.record !== "boolean") {
     throw new TypeError(`${WHERE}: record must be a boolean, got ${describe(o.record)}`);
   }
@@ -276,9 +231,7 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
       `${WHERE}: store must be a LeaseStore (groupOf, exchange, heartbeat), got ${describe(store)}`,
     );
   }
-  if (o.scheduler !== undefined && typeof o.scheduler !== "function") {
-    throw new TypeError(`${WHERE}: scheduler must be a function, got ${describe(o.scheduler)}`);
-  }
+  const scheduler = checkHook<Scheduler>(WHERE, "scheduler", o.scheduler) ?? timerScheduler;
   if (store !== undefined && o.client !== undefined) {
     throw new TypeError(`${WHERE}: give either client or store, not both`);
   }
@@ -303,6 +256,7 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
     capacity,
     refillPerSecond,
     initialCredit,
+    /** The lease cap: `min(maxLeaseTokens, maxLeaseShare x capacity)`. */
     leaseCap: Math.min(maxLeaseTokens, maxLeaseShare * capacity),
     leaseHorizonMs,
     batchWindowMs,
@@ -315,13 +269,13 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions): LeaseConfig {
     maxKeyLength,
     record: o.record === true,
     failure: checkFailure(WHERE, o.failure),
-    onError: checkHook<LeaseConfig["onError"]>(WHERE, "onError", o.onError),
-    onRecover: checkHook<LeaseConfig["onRecover"]>(WHERE, "onRecover", o.onRecover),
-    onTableFull: checkHook<LeaseConfig["onTableFull"]>(WHERE, "onTableFull", o.onTableFull),
+    onError: checkHook<(event: LeaseFailureEvent) => void>(WHERE, "onError", o.onError),
+    onRecover: checkHook<(event: LeaseRecoveryEvent) => void>(WHERE, "onRecover", o.onRecover),
+    onTableFull: checkHook<(e: LeaseTableFullEvent) => void>(WHERE, "onTableFull", o.onTableFull),
     clock: checkClock<Clock>(WHERE, o.clock, systemClock),
-    scheduler: o.scheduler ?? timerScheduler,
+    scheduler,
+    /** The Redis options, when no `store` was given. */
     redis,
     store: store as LeaseStore | undefined,
-    heartbeatKey: redis === undefined ? undefined : `${redis.prefix}${redis.keyspace}#processes`,
   };
 }

@@ -37,20 +37,6 @@ export interface RedisLeaseStoreConfig {
 }
 
 /**
- * A process's name in the buckets' contender fields: its id without dashes, at most 16
- * characters (a UUID's first 64 bits: two processes sharing one only share a fair share).
- */
-function processTag(processId: string): string {
-  return processId.replace(/-/g, "").slice(0, 16);
-}
-
-/** True when a client error says the keys of one call were in different slots. */
-function isCrossSlot(error: unknown): boolean {
-  const message = error instanceof Error ? error.message : String(error);
-  return message.startsWith("CROSSSLOT");
-}
-
-/**
  * The shared buckets in Redis, through the lease scripts of src/redis/lua/lease.ts.
  *
  * No late charges: every exchange carries a deadline on the server's clock, the local
@@ -70,7 +56,7 @@ export class RedisLeaseStore implements LeaseStore {
   /** @internal Server now minus local now, ms; undefined until measured. */
   private offsetMs: number | undefined;
   /** @internal The measurement under way, shared by the calls that wait for it. */
-  private measuring: Promise<void> | undefined;
+  private measuring: Promise<unknown> | undefined;
   /** @internal Group by hash slot. */
   private bySlot: boolean;
   private readonly config: RedisLeaseStoreConfig;
@@ -115,24 +101,21 @@ export class RedisLeaseStore implements LeaseStore {
     if (this.offsetMs === undefined) {
       // Once per client: a server that may evict bucket keys gets one warning.
       checkEvictionPolicy(this.config.client);
-      this.measuring ??= this.measure().finally(() => {
+      // Measured with a heartbeat that changes nothing (no id leaves).
+      this.measuring ??= this.heartbeat("", 0, true, 0).finally(() => {
         this.measuring = undefined;
       });
       await this.measuring;
     }
     const c = this.config;
     const keys = requests.map((r) => this.keyOf(r.key));
-    const args = [...this.head, processTag(processId), String(sequence)];
-    for (const r of requests) {
-      const b = r.block;
-      args.push(
-        String(r.give),
-        String(r.charge),
-        String(r.want),
-        String(r.need),
-        String(r.demand),
-        b === undefined ? "" : `${b.op === "block" ? "b" : b.op === "once" ? "o" : "l"}${b.ms}`,
-      );
+    // The process in the buckets' contender fields: its id without dashes, at most 16
+    // characters (a UUID's first 64 bits: two processes sharing one only share a fair share).
+    const args = [...this.head, processId.replace(/-/g, "").slice(0, 16), String(sequence)];
+    for (const { give, charge, want, need, demand, block } of requests) {
+      // `b<ms>`, `o<ms>` (once), `l<ms>` (lift), or '' for none.
+      const change = block === undefined ? "" : `${block.op.charAt(0)}${block.ms}`;
+      args.push(String(give), String(charge), String(want), String(need), String(demand), change);
     }
     const sentMs = c.clock();
     args.push(String(Math.floor(sentMs + (this.offsetMs as number) + c.timeoutMs)));
@@ -141,21 +124,21 @@ export class RedisLeaseStore implements LeaseStore {
       this.roundTrips++;
       reply = await this.timed(runScript(c.client, LEASE_SCRIPT, keys, args));
     } catch (error) {
-      if (!this.bySlot && isCrossSlot(error)) this.bySlot = true;
+      // The keys of one call were in different slots: a cluster; one call per slot from now on.
+      const message = error instanceof Error ? error.message : String(error);
+      if (message.startsWith("CROSSSLOT")) this.bySlot = true;
       throw error;
     }
     const items = replyArray(reply, 2);
     this.observe(sentMs, items[items.length - 1]);
     if (items[0] === -1 && items.length === 2) return { late: true };
     replyArray(items, requests.length * 6 + 1);
-    const grants: LeaseGrant[] = [];
-    for (let i = 0; i < requests.length; i++) {
+    const grants = requests.map(({ want }, i): LeaseGrant => {
       const granted = replyNumber(items[i * 6]);
       const waitMs = replyNumber(items[i * 6 + 1]);
       const tokens = replyNumber(items[i * 6 + 2]);
       const blockedMs = replyNumber(items[i * 6 + 4]);
       const liftedAgoMs = replyNumber(items[i * 6 + 5]);
-      const want = (requests[i] as LeaseRequest).want;
       if (
         !(granted >= 0 && granted <= want) ||
         !(waitMs >= 0) ||
@@ -167,8 +150,8 @@ export class RedisLeaseStore implements LeaseStore {
           `unexpected lease reply ${granted}, ${waitMs}, ${tokens}, ${blockedMs}, ${liftedAgoMs}`,
         );
       }
-      grants.push({ granted, waitMs, tokens, blockedMs, liftedAgoMs });
-    }
+      return { granted, waitMs, tokens, blockedMs, liftedAgoMs };
+    });
     return { late: false, grants };
   }
 
@@ -192,11 +175,6 @@ export class RedisLeaseStore implements LeaseStore {
     const [live, now, joined] = replyArray(reply, 3);
     this.observe(sentMs, now);
     return { live: replyNumber(live), joined: replyNumber(joined) === 1 };
-  }
-
-  /** @internal Measures the offset with a heartbeat that changes nothing (no id leaves). */
-  private async measure(): Promise<void> {
-    await this.heartbeat("", 0, true, 0);
   }
 
   /**

@@ -178,29 +178,6 @@ export interface KeyExchange extends LeaseGrant {
 }
 
 /**
- * One key's part of an exchange at `nowMs` for process `processId` ({@link runKey} gives
- * the order of its steps). A request that asks anything is recorded as call `sequence`
- * until `keepUntilMs` (its deadline), for {@link repeated}, which the caller asks first.
- */
-export function exchangeKey(
-  state: BucketState,
-  request: LeaseRequest,
-  processId: string,
-  nowMs: number,
-  config: BucketConfig,
-  sequence: number,
-  keepUntilMs: number,
-): KeyExchange {
-  const answer = runKey(state, request, processId, nowMs, config);
-  const asks =
-    request.give > 0 || request.charge > 0 || request.want > 0 || request.block !== undefined;
-  if (asks && keepUntilMs >= nowMs) {
-    state.calls.set(processId, { sequence, untilMs: keepUntilMs, answer });
-  }
-  return answer;
-}
-
-/**
  * One key's part of an exchange at `nowMs` for process `processId`, in this order:
  * 0. the block: `request.block` applied ({@link applyBlock}); a blocked key is answered as
  *    if it wanted nothing (nothing granted, `waitMs` 0), its give-back and charge applied;
@@ -214,13 +191,17 @@ export function exchangeKey(
  *    `need` fits, else nothing; one that got less than it wanted is (or stays) a contender.
  * `waitMs`: until this process could get `need` (0: now): a debt at the whole refill, then
  * its share plus the unclaimed part, or until the bucket is full, whichever is sooner.
+ * A request that asks anything is recorded as call `sequence` until `keepUntilMs` (its
+ * deadline), for {@link repeated}, which the caller asks first.
  */
-function runKey(
+export function exchangeKey(
   state: BucketState,
   request: LeaseRequest,
   processId: string,
   nowMs: number,
   config: BucketConfig,
+  sequence: number,
+  keepUntilMs: number,
 ): KeyExchange {
   const { capacity, refillPerSecond: rate } = config;
   const t = nowMs > state.anchorMs ? nowMs : state.anchorMs;
@@ -326,7 +307,13 @@ function runKey(
   }
   state.tokens = tokens;
   state.anchorMs = t;
-  return { granted, waitMs, tokens, back, blockedMs, liftedAgoMs };
+  const answer = { granted, waitMs, tokens, back, blockedMs, liftedAgoMs };
+  const asks =
+    request.give > 0 || request.charge > 0 || request.want > 0 || request.block !== undefined;
+  if (asks && keepUntilMs >= nowMs) {
+    state.calls.set(processId, { sequence, untilMs: keepUntilMs, answer });
+  }
+  return answer;
 }
 
 /**
