@@ -187,6 +187,7 @@ export function mustBe(where: string, name: string, range: string, value: unknow
 /**
  * Checks a numeric option: a number (else `TypeError`), finite and above `min`
  * (or at least `min` when `inclusive`), else `RangeError`. NaN is a `RangeError`.
+ * With `fallback`, an undefined value is optional and reads as `fallback`.
  * Message: `TokenBucket: capacity must be a finite number > 0, got 0`.
  */
 export function checkNumber(
@@ -195,14 +196,16 @@ export function checkNumber(
   value: unknown,
   min: number,
   inclusive: boolean,
+  fallback?: number,
 ): number {
   const finite = typeof value === "number" && Number.isFinite(value);
   if (finite && (inclusive ? value >= min : value > min)) return value;
+  if (value === undefined && fallback !== undefined) return fallback;
   throw mustBe(where, name, `a finite number ${inclusive ? ">=" : ">"} ${min}`, value);
 }
 
 /**
- * Checks an integer option in `[min, max]`.
+ * Checks an integer option in `[min, max]`; with `fallback`, an undefined value reads as it.
  * @throws {TypeError} for a non-number; {RangeError} for a non-integer or out of range.
  */
 export function checkInteger(
@@ -211,9 +214,11 @@ export function checkInteger(
   value: unknown,
   min: number,
   max: number,
+  fallback?: number,
 ): number {
   const integer = typeof value === "number" && Number.isInteger(value);
   if (integer && value >= min && value <= max) return value;
+  if (value === undefined && fallback !== undefined) return fallback;
   throw mustBe(where, name, `an integer from ${min} to ${max}`, value);
 }
 

@@ -146,10 +146,7 @@ export function checkRedisOptions(
     clock: o.clock === undefined ? "server" : "caller",
   });
   const store = checkStoreOptions(where, o);
-  const maxTtlMs =
-    o.maxTtlMs === undefined
-      ? DEFAULT_MAX_TTL_MS
-      : checkNumber(where, "maxTtlMs", o.maxTtlMs, 0, false);
+  const maxTtlMs = checkNumber(where, "maxTtlMs", o.maxTtlMs, 0, false, DEFAULT_MAX_TTL_MS);
   const clock = checkClock<Clock | undefined>(where, o.clock, undefined);
   return {
     client: client as RedisLike,
