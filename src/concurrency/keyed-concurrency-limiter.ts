@@ -2,23 +2,15 @@
  * `KeyedConcurrencyLimiter`: a {@link ConcurrencyLimiter} per key, bounded like `KeyedLimiter`.
  * @module
  */
-import {
-  checkInteger,
-  checkNumber,
-  checkOptionNames,
-  checkOptions,
-  describe,
-  RateLimitError,
-} from "../core/errors.js";
+import { describe, RateLimitError } from "../core/errors.js";
 import type { WaitOptions } from "../core/limiter.js";
 import { optionNames } from "../core/option-names.js";
 import { ConcurrencyLimiter, type ConcurrencyLink } from "./concurrency-limiter.js";
 import {
+  type ConcurrencySettings,
+  checkConcurrency,
   concurrencyDenial,
-  DEFAULT_CONCURRENCY_RETRY_MS,
-  DEFAULT_MAX_QUEUE,
   MAX_CONCURRENCY,
-  optionalInteger,
 } from "./options.js";
 import type { Permit } from "./permit.js";
 
@@ -90,39 +82,22 @@ export class KeyedConcurrencyLimiter {
   /** @internal New keys refused because `maxKeys` were kept. */
   private refusedKeys = 0;
 
+  /** @internal The checked options, handed to each key's limiter (not checked again). */
+  private readonly settings: ConcurrencySettings;
+
   constructor(options: KeyedConcurrencyLimiterOptions) {
-    const o = checkOptions<KeyedConcurrencyLimiterOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
-    this.limit = checkInteger(WHERE, "limit", o.limit, 1, MAX_CONCURRENCY);
-    this.maxQueue = optionalInteger(
-      WHERE,
-      "maxQueue",
-      o.maxQueue,
-      DEFAULT_MAX_QUEUE,
-      0,
-      MAX_CONCURRENCY,
-    );
-    this.maxKeys = optionalInteger(
-      WHERE,
-      "maxKeys",
-      o.maxKeys,
-      DEFAULT_CONCURRENCY_MAX_KEYS,
-      1,
-      2 ** 28,
-    );
-    this.maxWaiters = optionalInteger(
-      WHERE,
-      "maxWaiters",
-      o.maxWaiters,
-      10_000,
-      0,
-      MAX_CONCURRENCY,
-    );
-    this.maxKeyLength = optionalInteger(WHERE, "maxKeyLength", o.maxKeyLength, 512, 1, 16_383);
-    this.retryAfterMs =
-      o.retryAfterMs === undefined
-        ? DEFAULT_CONCURRENCY_RETRY_MS
-        : checkNumber(WHERE, "retryAfterMs", o.retryAfterMs, 0, true);
+    const o = checkConcurrency(WHERE, options, OPTIONS, HINTS, {
+      maxKeys: [DEFAULT_CONCURRENCY_MAX_KEYS, 1, 2 ** 28],
+      maxWaiters: [10_000, 0, MAX_CONCURRENCY],
+      maxKeyLength: [512, 1, 16_383],
+    });
+    this.settings = o;
+    this.limit = o.limit;
+    this.maxQueue = o.maxQueue;
+    this.maxKeys = o.maxKeys;
+    this.maxWaiters = o.maxWaiters;
+    this.maxKeyLength = o.maxKeyLength;
+    this.retryAfterMs = o.retryAfterMs;
   }
 
   /** Keys kept now: those holding a permit or with a waiter. */
@@ -216,10 +191,7 @@ export class KeyedConcurrencyLimiter {
         this.held--;
       },
     };
-    limiter = new ConcurrencyLimiter(
-      { limit: this.limit, maxQueue: this.maxQueue, retryAfterMs: this.retryAfterMs },
-      link,
-    );
+    limiter = new ConcurrencyLimiter(this.settings, link);
     this.keys.set(key, limiter);
     return limiter;
   }
