@@ -59,37 +59,24 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /** @internal The algorithm's block script. */
   protected abstract readonly blockScript: Script;
   /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
-  protected config: readonly string[];
+  protected config: readonly string[] = [];
   /** @internal ARGV after maxTtlMs, before the deadline: a bucket's initial units. */
-  private extra: readonly string[];
+  private extra: readonly string[] = [];
   /** @internal The in-memory twin, for `'local'`. */
-  local: LocalTwin;
+  local!: LocalTwin;
 
   /**
-   * @internal
+   * @internal The subclass's constructor then gives its numbers to {@link retune}.
    * @param common The validated common options.
-   * @param size `limit` or `capacity`.
-   * @param config The algorithm's validated numeric options, in the script's ARGV order.
-   * @param extra Numbers the scripts read after maxTtlMs (`ARGV[7]`): a bucket's initial units.
-   * @param local The in-memory class and options, for the `'local'` failure policy.
    */
-  protected constructor(
-    common: Common,
-    size: number,
-    config: readonly number[],
-    local: LocalTwin,
-    extra: readonly number[] = [],
-  ) {
-    super("redis", "Redis", common, size);
+  protected constructor(common: Common) {
+    super("redis", "Redis", common, 0);
     this.client = common.client;
     this.prefix = common.prefix;
     this.keyspace = common.keyspace;
     this.keyPrefix = `${common.prefix}${common.keyspace}:`;
     this.maxTtlMs = common.maxTtlMs;
     this.clock = common.clock;
-    this.config = config.map(String);
-    this.extra = extra.map(String);
-    this.local = local;
   }
 
   /** @internal The `'local'` policy's limiter: the in-memory twin on the explicit clock, if any. */
@@ -257,10 +244,12 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   }
 
   /**
-   * @internal For `reconfigure`: the algorithm's new validated numbers (in the script's ARGV
-   * order), its `limit` or `capacity`, and its in-memory twin. The keyspace stays: the same
-   * keys are read with the new numbers from the next call. The `'local'` policy's limiter,
-   * if built, is reconfigured keeping its state; one built later takes the new options.
+   * @internal For the constructor and `reconfigure`: the algorithm's validated numbers (in
+   * the script's ARGV order), its `limit` or `capacity`, its in-memory twin (for the
+   * `'local'` failure policy), and the numbers the scripts read after maxTtlMs (`ARGV[7]`: a
+   * bucket's initial units). The keyspace stays: the same keys are read with the new numbers
+   * from the next call. The `'local'` policy's limiter, if built, is reconfigured keeping its
+   * state; one built later takes the new options.
    */
   protected retune(
     size: number,

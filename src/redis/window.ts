@@ -4,7 +4,7 @@ import type { Clock } from "../core/limiter.js";
 import { optionNames, windowHints, windowRequired } from "../core/option-names.js";
 import { checkReconfigureOptions } from "../core/reconfigure.js";
 import type { LocalClass } from "../store/local.js";
-import { localTwin, RedisLimiter } from "./limiter.js";
+import { type LocalTwin, RedisLimiter } from "./limiter.js";
 import {
   checkRedisOptions,
   REDIS_HINTS,
@@ -45,9 +45,9 @@ export const MIN_SERVER_WINDOW_MS = 0.001;
  */
 export abstract class RedisWindowLimiter extends RedisLimiter {
   /** Most units per window and key. */
-  readonly limit: number;
+  readonly limit!: number;
   /** Window length in milliseconds. */
-  readonly windowMs: number;
+  readonly windowMs!: number;
 
   /**
    * @internal
@@ -77,14 +77,22 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
     const length = { windowMs };
     const clock = common.clock && checkedWindowClock(where, common.clock, length);
-    super({ ...common, clock }, limit, [limit, windowMs], localTwin(Local, { limit, windowMs }));
-    this.limit = limit;
-    this.windowMs = windowMs;
+    super({ ...common, clock });
     this.length = length;
+    this.tune(limit, windowMs, Local);
   }
 
   /** @internal The window length the explicit clock's check reads. */
   private readonly length: { windowMs: number };
+
+  /** @internal Takes checked numbers, for the constructor and {@link reconfigure}. */
+  private tune(limit: number, windowMs: number, Class: LocalTwin["Class"]): void {
+    this.retune(limit, [limit, windowMs], { Class, options: { limit, windowMs } });
+    this.length.windowMs = windowMs;
+    const self = this as { limit: number; windowMs: number };
+    self.limit = limit;
+    self.windowMs = windowMs;
+  }
 
   /**
    * Changes `limit` and/or `windowMs` live, from the next call, for every key: the keyspace
@@ -107,11 +115,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
       windowMs: o.windowMs === undefined ? this.windowMs : o.windowMs,
     });
     checkServerWindow(this.where, this.clock, windowMs);
-    this.retune(limit, [limit, windowMs], { ...this.local, options: { limit, windowMs } });
-    this.length.windowMs = windowMs;
-    const self = this as { limit: number; windowMs: number };
-    self.limit = limit;
-    self.windowMs = windowMs;
+    this.tune(limit, windowMs, this.local.Class);
   }
 }
 
