@@ -3,7 +3,7 @@ import { readClock } from "../algorithms/time.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
 import { checkReceipt } from "../core/receipt.js";
-import { markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
+import { blockedDenial, markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
@@ -342,14 +342,5 @@ export function blockedDecision(
   const state = decide(cost);
   const reset = state.allowed ? decide(0).resetAfterMs : state.resetAfterMs;
   // Marked: the limiter records the block (one another process set) in its own table.
-  return markBlocked(
-    {
-      allowed: false,
-      limit: state.limit,
-      remaining: 0,
-      retryAfterMs: state.retryAfterMs > leftMs ? state.retryAfterMs : leftMs,
-      resetAfterMs: reset > leftMs ? reset : leftMs,
-    },
-    leftMs,
-  );
+  return markBlocked(blockedDenial(state.limit, state.retryAfterMs, reset, leftMs), leftMs);
 }
