@@ -6,7 +6,7 @@ import {
   type StoreCommon,
   type StoreLimiterOptions,
 } from "../store/options.js";
-import { notRedisLike, type RedisLike } from "./client.js";
+import { hasMethods, notRedisLike, type RedisLike } from "./client.js";
 import { checkKeyspace } from "./keyspace.js";
 
 /**
@@ -128,14 +128,8 @@ export function checkRedisOptions(
   state: Readonly<Record<string, number>>,
 ): Common {
   const client = o.client as unknown;
-  if (
-    typeof client !== "object" ||
-    client === null ||
-    typeof (client as RedisLike).evalSha !== "function" ||
-    typeof (client as RedisLike).evalScript !== "function"
-  ) {
+  if (!hasMethods(client, "evalSha", "evalScript"))
     throw new TypeError(notRedisLike(where, client));
-  }
   const prefix = o.prefix === undefined ? `tollgate:${codeOf(algorithm)}:` : o.prefix;
   if (typeof prefix !== "string") {
     throw new TypeError(`${where}: prefix must be a string, got ${describe(prefix)}`);
