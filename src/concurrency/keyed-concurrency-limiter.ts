@@ -145,25 +145,21 @@ export class KeyedConcurrencyLimiter {
    * `maxKeys` keys are kept, or `maxWaiters` calls of all keys are pending.
    */
   acquire(key: string, options?: WaitOptions): Promise<Permit> {
-    let limiter: ConcurrencyLimiter | undefined;
-    let k: string;
     try {
-      k = this.checkKey(key);
-      limiter = this.limiterOf(k);
+      const k = this.checkKey(key);
+      const limiter = this.limiterOf(k);
+      if (limiter === undefined) {
+        throw new RateLimitError(
+          `${WHERE}.acquire: maxKeys (${this.maxKeys}) keys hold permits; a new key is refused`,
+          concurrencyDenial(this.limit, this.retryAfterMs),
+        );
+      }
+      const pending = limiter.acquire(options); // never throws: a problem is a rejection
+      this.forgetIfIdle(k, limiter); // refused at once (a bad option, a full queue): nothing kept
+      return pending;
     } catch (error) {
       return Promise.reject(error);
     }
-    if (limiter === undefined) {
-      return Promise.reject(
-        new RateLimitError(
-          `${WHERE}.acquire: maxKeys (${this.maxKeys}) keys hold permits; a new key is refused`,
-          concurrencyDenial(this.limit, this.retryAfterMs),
-        ),
-      );
-    }
-    const pending = limiter.acquire(options);
-    this.forgetIfIdle(k, limiter); // refused at once (a bad option, a full queue): nothing kept
-    return pending;
   }
 
   /** @internal The key's limiter, created when there is room; `undefined` when full. */
