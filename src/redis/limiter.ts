@@ -283,9 +283,6 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     return () => runDecision(this.client, RESET_SCRIPT, [key], [], this.timeoutMs);
   }
 
-  /** @internal Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
-  protected abstract override decode(reply: unknown, cost: number): Decision;
-
   /**
    * Changes the algorithm's numbers live, from the next call (each class documents its
    * options): the keyspace stays. See docs/redis.md#changing-limits-live.
