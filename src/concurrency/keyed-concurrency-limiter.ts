@@ -2,7 +2,7 @@
  * `KeyedConcurrencyLimiter`: a {@link ConcurrencyLimiter} per key, bounded like `KeyedLimiter`.
  * @module
  */
-import { describe, RateLimitError } from "../core/errors.js";
+import { mustBe, RateLimitError } from "../core/errors.js";
 import type { WaitOptions } from "../core/limiter.js";
 import { optionNames } from "../core/option-names.js";
 import { ConcurrencyLimiter, type ConcurrencyLink } from "./concurrency-limiter.js";
@@ -201,14 +201,11 @@ export class KeyedConcurrencyLimiter {
 
   /** @internal */
   private checkKey(key: unknown): string {
-    if (typeof key !== "string") {
-      throw new TypeError(`${WHERE}: key must be a string, got ${describe(key)}`);
+    if (typeof key !== "string") throw mustBe(WHERE, "key", "a string", key, TypeError);
+    if (key.length > this.maxKeyLength) {
+      const range = `at most maxKeyLength (${this.maxKeyLength}) UTF-16 code units`;
+      throw mustBe(WHERE, "key", range, key.length);
     }
-    if ((key as string).length > this.maxKeyLength) {
-      throw new RangeError(
-        `${WHERE}: key must be at most maxKeyLength (${this.maxKeyLength}) UTF-16 code units, got ${(key as string).length}`,
-      );
-    }
-    return key as string;
+    return key;
   }
 }

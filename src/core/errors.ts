@@ -57,7 +57,7 @@ export function formatMs(ms: number): string {
  */
 export function checkOptions<T extends object>(where: string, options: unknown): T {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new TypeError(`${where}: options must be an object, got ${describe(options)}`);
+    throw mustBe(where, "options", "an object", options, TypeError);
   }
   return options as T;
 }
@@ -177,11 +177,17 @@ function editDistance(a: string, b: string): number {
 
 /**
  * The error of a value out of its range: `Where: name must be <range>, got <value>`, a
- * `TypeError` for a value that is not a number, a `RangeError` for a number (NaN included).
+ * `TypeError` for a value that is not a number, a `RangeError` for a number (NaN included),
+ * unless `Type` says which.
  */
-export function mustBe(where: string, name: string, range: string, value: unknown): Error {
-  const message = `${where}: ${name} must be ${range}, got ${describe(value)}`;
-  return typeof value === "number" ? new RangeError(message) : new TypeError(message);
+export function mustBe(
+  where: string,
+  name: string,
+  range: string,
+  value: unknown,
+  Type: new (message: string) => Error = typeof value === "number" ? RangeError : TypeError,
+): Error {
+  return new Type(`${where}: ${name} must be ${range}, got ${describe(value)}`);
 }
 
 /**
@@ -230,9 +236,7 @@ export function checkInteger(
 export function checkClock<T>(where: string, value: unknown, fallback: T, name = "clock"): T {
   if (value === undefined) return fallback;
   if (typeof value !== "function") {
-    throw new TypeError(
-      `${where}: ${name} must be a function returning milliseconds, got ${describe(value)}`,
-    );
+    throw mustBe(where, name, "a function returning milliseconds", value, TypeError);
   }
   return value as T;
 }

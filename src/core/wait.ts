@@ -3,8 +3,8 @@ import {
   checkNumber,
   checkOptionNames,
   checkOptions,
-  describe,
   formatMs,
+  mustBe,
   RateLimitError,
 } from "./errors.js";
 import { type Clock, type Decision, systemClock, type WaitOptions } from "./limiter.js";
@@ -435,7 +435,7 @@ export function checkWaitOptions(
   const { signal, maxWaitMs, jitterMs } = checkOptions<WaitOptions>(where, options);
   checkOptionNames(where, options, WAIT_OPTIONS, WAIT_HINTS);
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TypeError(`${where}: signal must be an AbortSignal, got ${describe(signal)}`);
+    throw mustBe(where, "signal", "an AbortSignal", signal, TypeError);
   }
   if (jitterMs !== undefined) checkNumber(where, "jitterMs", jitterMs, 0, true);
   const max =

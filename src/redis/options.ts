@@ -1,4 +1,4 @@
-import { checkClock, checkNumber, describe } from "../core/errors.js";
+import { checkClock, checkNumber, mustBe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 import {
   checkStoreOptions,
@@ -131,9 +131,7 @@ export function checkRedisOptions(
   if (!hasMethods(client, "evalSha", "evalScript"))
     throw new TypeError(notRedisLike(where, client));
   const prefix = o.prefix === undefined ? `tollgate:${codeOf(algorithm)}:` : o.prefix;
-  if (typeof prefix !== "string") {
-    throw new TypeError(`${where}: prefix must be a string, got ${describe(prefix)}`);
-  }
+  if (typeof prefix !== "string") throw mustBe(where, "prefix", "a string", prefix, TypeError);
   const keyspace = checkKeyspace(where, o.keyspace, {
     algorithm,
     state,

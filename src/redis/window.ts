@@ -1,5 +1,5 @@
 import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algorithms/time.js";
-import { checkOptionNames, checkOptions } from "../core/errors.js";
+import { checkOptionNames, checkOptions, mustBe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 import { optionNames, windowHints, windowRequired } from "../core/option-names.js";
 import { checkReconfigureOptions } from "../core/reconfigure.js";
@@ -122,10 +122,8 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
 /** Without an explicit clock, a window shorter than {@link MIN_SERVER_WINDOW_MS} throws. */
 function checkServerWindow(where: string, clock: unknown, windowMs: number): void {
   if (clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
-    throw new RangeError(
-      `${where}: windowMs must be a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock ` +
-        `(TIME counts whole microseconds; pass a clock for shorter windows), got ${windowMs}`,
-    );
+    const range = `a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock (TIME counts whole microseconds; pass a clock for shorter windows)`;
+    throw mustBe(where, "windowMs", range, windowMs);
   }
 }
 

@@ -1,5 +1,5 @@
 import { BlockTable } from "../core/blocks.js";
-import { checkCost, describe } from "../core/errors.js";
+import { checkCost, describe, mustBe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { wholeUnits } from "../core/numeric.js";
 import { ChargeReceipt } from "../core/receipt.js";
@@ -300,9 +300,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
 
   /** @internal */
   protected checkKey(where: string, key: unknown): Key {
-    if (typeof key !== "string") {
-      throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
-    }
+    if (typeof key !== "string") throw mustBe(where, "key", "a string", key, TypeError);
     return this.storeKey(key);
   }
 

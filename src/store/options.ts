@@ -140,5 +140,5 @@ export function checkFailure(where: string, failure: unknown): FailurePolicy {
 /** Checks an optional hook. @throws {TypeError} for a non-function. */
 export function checkHook<T>(where: string, name: string, hook: unknown): T | undefined {
   if (hook === undefined || typeof hook === "function") return hook as T | undefined;
-  throw new TypeError(`${where}: ${name} must be a function, got ${describe(hook)}`);
+  throw mustBe(where, name, "a function", hook, TypeError);
 }
