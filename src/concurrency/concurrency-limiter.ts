@@ -133,11 +133,8 @@ export class ConcurrencyLimiter implements PermitOwner {
   acquire(options?: WaitOptions): Promise<Permit> {
     return new Promise<Permit>((resolve, reject) => {
       const where = "ConcurrencyLimiter.acquire";
-      const { signal, maxWaitMs } = checkWaitOptions(where, options);
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
+      const { signal, maxWaitMs } = checkWaitOptions(where, options); // throws: rejects
+      if (signal?.aborted) throw signal.reason;
       const permit = this.tryAcquire();
       if (permit !== null) {
         resolve(permit);
@@ -150,8 +147,7 @@ export class ConcurrencyLimiter implements PermitOwner {
             ? "the queue is full"
             : undefined;
       if (refused !== undefined) {
-        reject(this.refusal(`${where}: no permit free (limit ${this.limit}) and ${refused}`));
-        return;
+        throw this.refusal(`${where}: no permit free (limit ${this.limit}) and ${refused}`);
       }
       const waiter: Waiter = {
         resolve,

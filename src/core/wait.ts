@@ -146,31 +146,22 @@ export class WaitQueue {
 
   /** See {@link Limiter.wait}. Never throws: every problem is a rejection. */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
+    // A throw in here (a bad argument, a limiter's or clock's error) rejects, as a refusal does.
     return new Promise<Decision>((resolve, reject) => {
       const where = `${this.where}.wait`;
       const c = checkCost(where, cost);
       const { signal, maxWaitMs } = checkWaitOptions(where, options);
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
+      if (signal?.aborted) throw signal.reason;
       const d = this.limiter.peek(c);
       if (d.retryAfterMs === Number.POSITIVE_INFINITY && c > d.limit) {
-        reject(new RangeError(`${where}: cost ${c} exceeds limit ${d.limit}`));
-        return;
+        throw new RangeError(`${where}: cost ${c} exceeds limit ${d.limit}`);
       }
       if (this.list.size === 0 && d.allowed) {
         resolve(this.limiter.consume(c));
         return;
       }
-      if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
-        reject(neverError(where, c, d));
-        return;
-      }
-      if (d.retryAfterMs > maxWaitMs) {
-        reject(maxWaitError(where, c, d.retryAfterMs, maxWaitMs, d));
-        return;
-      }
+      if (d.retryAfterMs === Number.POSITIVE_INFINITY) throw neverError(where, c, d);
+      if (d.retryAfterMs > maxWaitMs) throw maxWaitError(where, c, d.retryAfterMs, maxWaitMs, d);
       const deadlineMs =
         maxWaitMs === Number.POSITIVE_INFINITY ? maxWaitMs : this.now() + maxWaitMs;
       const waiter: Waiter = {
