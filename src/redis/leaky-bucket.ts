@@ -33,12 +33,9 @@ export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
 
 const WHERE = "RedisLeakyBucket";
 /** The option names of {@link RedisLeakyBucketOptions}, checked by the constructor. */
-const OPTIONS = optionNames<RedisLeakyBucketOptions>()([
-  "capacity",
-  "leakPerSecond",
-  "initialLevel",
-  ...REDIS_OPTIONS,
-]);
+/** The ones `reconfigure` may change. */
+const TUNABLE = ["capacity", "leakPerSecond", "initialLevel"] as const;
+const OPTIONS = optionNames<RedisLeakyBucketOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 const HINTS = { ...bucketHints(WHERE, "leakPerSecond", "refillPerSecond"), ...REDIS_HINTS };
 const REQUIRED = bucketRequired(WHERE, "leakPerSecond");
 
@@ -112,12 +109,7 @@ export class RedisLeakyBucket extends RedisLimiter {
   reconfigure(
     options: Partial<Pick<RedisLeakyBucketOptions, "capacity" | "leakPerSecond" | "initialLevel">>,
   ): void {
-    const o = checkReconfigureOptions<RedisLeakyBucketOptions>(
-      WHERE,
-      options,
-      ["capacity", "leakPerSecond", "initialLevel"],
-      HINTS,
-    );
+    const o = checkReconfigureOptions<RedisLeakyBucketOptions>(WHERE, options, TUNABLE, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false, this.capacity);
     const rate = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true, this.leakPerSecond);
     const level = o.initialLevel ?? this.initialLevel;

@@ -36,12 +36,9 @@ export interface RedisTokenBucketOptions extends RedisLimiterOptions {
 
 const WHERE = "RedisTokenBucket";
 /** The option names of {@link RedisTokenBucketOptions}, checked by the constructor. */
-const OPTIONS = optionNames<RedisTokenBucketOptions>()([
-  "capacity",
-  "refillPerSecond",
-  "initialTokens",
-  ...REDIS_OPTIONS,
-]);
+/** The ones `reconfigure` may change. */
+const TUNABLE = ["capacity", "refillPerSecond", "initialTokens"] as const;
+const OPTIONS = optionNames<RedisTokenBucketOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...REDIS_HINTS };
 const REQUIRED = bucketRequired(WHERE, "refillPerSecond");
 
@@ -126,12 +123,7 @@ export class RedisTokenBucket extends RedisLimiter {
       Pick<RedisTokenBucketOptions, "capacity" | "refillPerSecond" | "initialTokens">
     >,
   ): void {
-    const o = checkReconfigureOptions<RedisTokenBucketOptions>(
-      WHERE,
-      options,
-      ["capacity", "refillPerSecond", "initialTokens"],
-      HINTS,
-    );
+    const o = checkReconfigureOptions<RedisTokenBucketOptions>(WHERE, options, TUNABLE, HINTS);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false, this.capacity);
     const rate = checkNumber(
       WHERE,

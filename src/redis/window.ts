@@ -24,7 +24,9 @@ export interface RedisWindowOptions extends RedisLimiterOptions {
 }
 
 /** The option names of every window limiter, checked by the constructor. */
-const OPTIONS = optionNames<RedisWindowOptions>()(["limit", "windowMs", ...REDIS_OPTIONS]);
+/** The ones `reconfigure` may change. */
+const TUNABLE = ["limit", "windowMs"] as const;
+const OPTIONS = optionNames<RedisWindowOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 
 /**
  * The shortest window on Redis's clock: `TIME` counts whole microseconds, so a shorter
@@ -65,13 +67,8 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     Local: LocalClass<{ limit: number; windowMs: number }>,
   ) {
     const o = checkOptions<RedisWindowOptions>(where, options);
-    checkOptionNames(
-      where,
-      o,
-      OPTIONS,
-      { ...windowHints(where), ...REDIS_HINTS },
-      windowRequired(where),
-    );
+    const hints = { ...windowHints(where), ...REDIS_HINTS };
+    checkOptionNames(where, o, OPTIONS, hints, windowRequired(where));
     const { limit, windowMs } = checkWindowSize(where, o);
     checkServerWindow(where, o.clock, windowMs);
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
@@ -104,12 +101,8 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
    * @throws {RangeError} As the constructor, for an option out of range.
    */
   reconfigure(options: Partial<Pick<RedisWindowOptions, "limit" | "windowMs">>): void {
-    const o = checkReconfigureOptions<RedisWindowOptions>(
-      this.where,
-      options,
-      ["limit", "windowMs"],
-      windowHints(this.where),
-    );
+    const hints = windowHints(this.where);
+    const o = checkReconfigureOptions<RedisWindowOptions>(this.where, options, TUNABLE, hints);
     const { limit, windowMs } = checkWindowSize(this.where, {
       limit: o.limit === undefined ? this.limit : o.limit,
       windowMs: o.windowMs === undefined ? this.windowMs : o.windowMs,
