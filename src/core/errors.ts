@@ -51,6 +51,12 @@ export function formatMs(ms: number): string {
   return String(Number(ms.toFixed(3)) + 0);
 }
 
+/** True for an object (not null) whose properties `names` are all functions. */
+export function hasMethods(value: unknown, ...names: string[]): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  return names.every((name) => typeof (value as Record<string, unknown>)[name] === "function");
+}
+
 /**
  * Checks that `options` is an object (or undefined when `optional`) and returns it.
  * @throws {TypeError} `Where: options must be an object, got …`

@@ -1,5 +1,5 @@
 import { Buffer } from "node:buffer";
-import { describe } from "../core/errors.js";
+import { describe, hasMethods } from "../core/errors.js";
 import { hashSlot } from "./hash-slot.js";
 
 /**
@@ -70,12 +70,6 @@ export function clientKind(client: unknown): "ioredis" | "node-redis" | "adapter
   if (hasMethods(client, "evalSha", "EVALSHA")) return "node-redis";
   if (hasMethods(client, "evalsha", "eval")) return "ioredis";
   return undefined;
-}
-
-/** True for an object (not null) whose properties `names` are all functions. */
-export function hasMethods(value: unknown, ...names: string[]): boolean {
-  if (typeof value !== "object" || value === null) return false;
-  return names.every((name) => typeof (value as Record<string, unknown>)[name] === "function");
 }
 
 /** The message for a client that a wrapper cannot use: what it is, and what to use instead. */

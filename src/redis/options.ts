@@ -1,4 +1,4 @@
-import { checkClock, checkNumber, mustBe } from "../core/errors.js";
+import { checkClock, checkNumber, hasMethods, mustBe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 import {
   checkStoreOptions,
@@ -6,7 +6,7 @@ import {
   type StoreCommon,
   type StoreLimiterOptions,
 } from "../store/options.js";
-import { hasMethods, notRedisLike, type RedisLike } from "./client.js";
+import { notRedisLike, type RedisLike } from "./client.js";
 import { checkKeyspace } from "./keyspace.js";
 
 /**

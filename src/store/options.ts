@@ -5,6 +5,7 @@ import {
   checkOptionNames,
   checkOptions,
   describe,
+  hasMethods,
   mustBe,
 } from "../core/errors.js";
 import type { CircuitSettings } from "./circuit.js";
@@ -124,15 +125,7 @@ export function checkFailure(where: string, failure: unknown): FailurePolicy {
   if (failure === "local" || failure === "open" || failure === "closed" || failure === "throw") {
     return failure;
   }
-  if (
-    typeof failure === "object" &&
-    failure !== null &&
-    typeof (failure as FallbackLimiter).consume === "function" &&
-    typeof (failure as FallbackLimiter).peek === "function" &&
-    typeof (failure as FallbackLimiter).reset === "function"
-  ) {
-    return failure as FallbackLimiter;
-  }
+  if (hasMethods(failure, "consume", "peek", "reset")) return failure as FallbackLimiter;
   const message = `${where}: failure must be 'local', 'open', 'closed', 'throw' or a fallback limiter (consume, peek, reset), got ${describe(failure)}`;
   throw typeof failure === "string" ? new RangeError(message) : new TypeError(message);
 }
