@@ -12,7 +12,6 @@ import {
   type FailureOutcome,
   type FailurePolicy,
   type StoreDecision,
-  type StoreFailureEvent,
   type StoreOperation,
   type StoreReceipt,
 } from "./policy.js";
@@ -270,7 +269,8 @@ export abstract class StoreLimiter<Store extends string, Key> {
       const opened = circuit.failed(admission === "probe");
       circuit.answeredByPolicy();
       const error = this.storeError(where, cause);
-      if (opened) this.opened(operation, key, error, "throw", circuit);
+      const node = circuit.node; // a circuit that opened is reported (onError), once
+      if (opened) this.common.onError?.({ error, operation, key, outcome: "throw", node });
       throw error;
     }
     this.answered(operation, circuit);
@@ -487,18 +487,6 @@ export abstract class StoreLimiter<Store extends string, Key> {
     this.common.onRecover?.({ operation, failedCalls, node: circuit.node });
   }
 
-  /** @internal Reports a circuit's opening. */
-  private opened(
-    operation: StoreOperation,
-    key: string,
-    error: RateLimitStoreError,
-    outcome: FailureOutcome,
-    circuit: Circuit,
-  ): void {
-    const event: StoreFailureEvent = { error, operation, key, outcome, node: circuit.node };
-    this.common.onError?.(event);
-  }
-
   /** @internal The policy's answer for a call the store did not answer. */
   private answer(
     operation: "allow" | "consume" | "peek",
@@ -514,7 +502,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
     const blockedLeft = this.blocks.size === 0 ? 0 : this.blocks.blockedMs(key, this.blockNow());
     if (opened || policy === "throw") {
       const error = this.storeError(`${this.where}.${operation}`, cause());
-      if (opened) this.opened(operation, key, error, outcome, circuit);
+      if (opened) this.common.onError?.({ error, operation, key, outcome, node: circuit.node });
       if (policy === "throw") throw error;
     }
     if (policy === "open" || policy === "closed") {
