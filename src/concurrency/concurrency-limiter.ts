@@ -2,24 +2,12 @@
  * `ConcurrencyLimiter`: at most `limit` permits held at once, with a bounded FIFO queue.
  * @module
  */
-import {
-  checkInteger,
-  checkNumber,
-  checkOptionNames,
-  checkOptions,
-  RateLimitError,
-} from "../core/errors.js";
+import { RateLimitError } from "../core/errors.js";
 import type { Decision, WaitOptions } from "../core/limiter.js";
 import { optionNames } from "../core/option-names.js";
 import { checkWaitOptions, timerDelay } from "../core/wait.js";
 import { WaitList, type WaitListNode } from "../core/wait-list.js";
-import {
-  concurrencyDenial,
-  DEFAULT_CONCURRENCY_RETRY_MS,
-  DEFAULT_MAX_QUEUE,
-  MAX_CONCURRENCY,
-  optionalInteger,
-} from "./options.js";
+import { checkConcurrency, concurrencyDenial, isChecked } from "./options.js";
 import { HeldPermit, type Permit, type PermitOwner } from "./permit.js";
 
 /** Options of {@link ConcurrencyLimiter}. */
@@ -101,22 +89,13 @@ export class ConcurrencyLimiter implements PermitOwner {
   private readonly link: ConcurrencyLink | undefined;
 
   constructor(options: ConcurrencyLimiterOptions, link?: ConcurrencyLink) {
-    const where = "ConcurrencyLimiter";
-    const o = checkOptions<ConcurrencyLimiterOptions>(where, options);
-    checkOptionNames(where, o, OPTIONS, HINTS);
-    this.limit = checkInteger(where, "limit", o.limit, 1, MAX_CONCURRENCY);
-    this.maxQueue = optionalInteger(
-      where,
-      "maxQueue",
-      o.maxQueue,
-      DEFAULT_MAX_QUEUE,
-      0,
-      MAX_CONCURRENCY,
-    );
-    this.retryAfterMs =
-      o.retryAfterMs === undefined
-        ? DEFAULT_CONCURRENCY_RETRY_MS
-        : checkNumber(where, "retryAfterMs", o.retryAfterMs, 0, true);
+    // A key's limiter gets its keyed limiter's settings, checked once for every key.
+    const o = isChecked(options)
+      ? options
+      : checkConcurrency("ConcurrencyLimiter", options, OPTIONS, HINTS);
+    this.limit = o.limit;
+    this.maxQueue = o.maxQueue;
+    this.retryAfterMs = o.retryAfterMs;
     this.link = link;
   }
 
@@ -154,25 +133,21 @@ export class ConcurrencyLimiter implements PermitOwner {
   acquire(options?: WaitOptions): Promise<Permit> {
     return new Promise<Permit>((resolve, reject) => {
       const where = "ConcurrencyLimiter.acquire";
-      const { signal, maxWaitMs } = checkWaitOptions(where, options);
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
+      const { signal, maxWaitMs } = checkWaitOptions(where, options); // throws: rejects
+      if (signal?.aborted) throw signal.reason;
       const permit = this.tryAcquire();
       if (permit !== null) {
         resolve(permit);
         return;
       }
-      if (maxWaitMs === 0) {
-        reject(this.refusal(`${where}: no permit free (limit ${this.limit}) and maxWaitMs is 0`));
-        return;
-      }
-      if (this.queue.size >= this.maxQueue || (this.link !== undefined && !this.link.enqueue())) {
-        reject(
-          this.refusal(`${where}: no permit free (limit ${this.limit}) and the queue is full`),
-        );
-        return;
+      const refused =
+        maxWaitMs === 0
+          ? "maxWaitMs is 0"
+          : this.queue.size >= this.maxQueue || (this.link !== undefined && !this.link.enqueue())
+            ? "the queue is full"
+            : undefined;
+      if (refused !== undefined) {
+        throw this.refusal(`${where}: no permit free (limit ${this.limit}) and ${refused}`);
       }
       const waiter: Waiter = {
         resolve,

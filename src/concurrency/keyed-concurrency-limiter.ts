@@ -2,23 +2,15 @@
  * `KeyedConcurrencyLimiter`: a {@link ConcurrencyLimiter} per key, bounded like `KeyedLimiter`.
  * @module
  */
-import {
-  checkInteger,
-  checkNumber,
-  checkOptionNames,
-  checkOptions,
-  describe,
-  RateLimitError,
-} from "../core/errors.js";
+import { mustBe, RateLimitError } from "../core/errors.js";
 import type { WaitOptions } from "../core/limiter.js";
 import { optionNames } from "../core/option-names.js";
 import { ConcurrencyLimiter, type ConcurrencyLink } from "./concurrency-limiter.js";
 import {
+  type ConcurrencySettings,
+  checkConcurrency,
   concurrencyDenial,
-  DEFAULT_CONCURRENCY_RETRY_MS,
-  DEFAULT_MAX_QUEUE,
   MAX_CONCURRENCY,
-  optionalInteger,
 } from "./options.js";
 import type { Permit } from "./permit.js";
 
@@ -90,39 +82,22 @@ export class KeyedConcurrencyLimiter {
   /** @internal New keys refused because `maxKeys` were kept. */
   private refusedKeys = 0;
 
+  /** @internal The checked options, handed to each key's limiter (not checked again). */
+  private readonly settings: ConcurrencySettings;
+
   constructor(options: KeyedConcurrencyLimiterOptions) {
-    const o = checkOptions<KeyedConcurrencyLimiterOptions>(WHERE, options);
-    checkOptionNames(WHERE, o, OPTIONS, HINTS);
-    this.limit = checkInteger(WHERE, "limit", o.limit, 1, MAX_CONCURRENCY);
-    this.maxQueue = optionalInteger(
-      WHERE,
-      "maxQueue",
-      o.maxQueue,
-      DEFAULT_MAX_QUEUE,
-      0,
-      MAX_CONCURRENCY,
-    );
-    this.maxKeys = optionalInteger(
-      WHERE,
-      "maxKeys",
-      o.maxKeys,
-      DEFAULT_CONCURRENCY_MAX_KEYS,
-      1,
-      2 ** 28,
-    );
-    this.maxWaiters = optionalInteger(
-      WHERE,
-      "maxWaiters",
-      o.maxWaiters,
-      10_000,
-      0,
-      MAX_CONCURRENCY,
-    );
-    this.maxKeyLength = optionalInteger(WHERE, "maxKeyLength", o.maxKeyLength, 512, 1, 16_383);
-    this.retryAfterMs =
-      o.retryAfterMs === undefined
-        ? DEFAULT_CONCURRENCY_RETRY_MS
-        : checkNumber(WHERE, "retryAfterMs", o.retryAfterMs, 0, true);
+    const o = checkConcurrency(WHERE, options, OPTIONS, HINTS, {
+      maxKeys: [DEFAULT_CONCURRENCY_MAX_KEYS, 1, 2 ** 28],
+      maxWaiters: [10_000, 0, MAX_CONCURRENCY],
+      maxKeyLength: [512, 1, 16_383],
+    });
+    this.settings = o;
+    this.limit = o.limit;
+    this.maxQueue = o.maxQueue;
+    this.maxKeys = o.maxKeys;
+    this.maxWaiters = o.maxWaiters;
+    this.maxKeyLength = o.maxKeyLength;
+    this.retryAfterMs = o.retryAfterMs;
   }
 
   /** Keys kept now: those holding a permit or with a waiter. */
@@ -170,25 +145,21 @@ export class KeyedConcurrencyLimiter {
    * `maxKeys` keys are kept, or `maxWaiters` calls of all keys are pending.
    */
   acquire(key: string, options?: WaitOptions): Promise<Permit> {
-    let limiter: ConcurrencyLimiter | undefined;
-    let k: string;
     try {
-      k = this.checkKey(key);
-      limiter = this.limiterOf(k);
+      const k = this.checkKey(key);
+      const limiter = this.limiterOf(k);
+      if (limiter === undefined) {
+        throw new RateLimitError(
+          `${WHERE}.acquire: maxKeys (${this.maxKeys}) keys hold permits; a new key is refused`,
+          concurrencyDenial(this.limit, this.retryAfterMs),
+        );
+      }
+      const pending = limiter.acquire(options); // never throws: a problem is a rejection
+      this.forgetIfIdle(k, limiter); // refused at once (a bad option, a full queue): nothing kept
+      return pending;
     } catch (error) {
       return Promise.reject(error);
     }
-    if (limiter === undefined) {
-      return Promise.reject(
-        new RateLimitError(
-          `${WHERE}.acquire: maxKeys (${this.maxKeys}) keys hold permits; a new key is refused`,
-          concurrencyDenial(this.limit, this.retryAfterMs),
-        ),
-      );
-    }
-    const pending = limiter.acquire(options);
-    this.forgetIfIdle(k, limiter); // refused at once (a bad option, a full queue): nothing kept
-    return pending;
   }
 
   /** @internal The key's limiter, created when there is room; `undefined` when full. */
@@ -201,25 +172,13 @@ export class KeyedConcurrencyLimiter {
     }
     const link: ConcurrencyLink = {
       idle: () => this.forgetIfIdle(key, limiter!),
-      enqueue: () => {
-        if (this.queued >= this.maxWaiters) return false;
-        this.queued++;
-        return true;
-      },
-      dequeue: () => {
-        this.queued--;
-      },
-      acquired: () => {
-        this.held++;
-      },
-      released: () => {
-        this.held--;
-      },
+      // A waiter takes a place in the budget all keys share, when one is left.
+      enqueue: () => this.queued < this.maxWaiters && ++this.queued > 0,
+      dequeue: () => this.queued--,
+      acquired: () => this.held++,
+      released: () => this.held--,
     };
-    limiter = new ConcurrencyLimiter(
-      { limit: this.limit, maxQueue: this.maxQueue, retryAfterMs: this.retryAfterMs },
-      link,
-    );
+    limiter = new ConcurrencyLimiter(this.settings, link);
     this.keys.set(key, limiter);
     return limiter;
   }
@@ -233,14 +192,11 @@ export class KeyedConcurrencyLimiter {
 
   /** @internal */
   private checkKey(key: unknown): string {
-    if (typeof key !== "string") {
-      throw new TypeError(`${WHERE}: key must be a string, got ${describe(key)}`);
+    if (typeof key !== "string") throw mustBe(WHERE, "key", "a string", key, TypeError);
+    if (key.length > this.maxKeyLength) {
+      const range = `at most maxKeyLength (${this.maxKeyLength}) UTF-16 code units`;
+      throw mustBe(WHERE, "key", range, key.length);
     }
-    if ((key as string).length > this.maxKeyLength) {
-      throw new RangeError(
-        `${WHERE}: key must be at most maxKeyLength (${this.maxKeyLength}) UTF-16 code units, got ${(key as string).length}`,
-      );
-    }
-    return key as string;
+    return key;
   }
 }

@@ -68,15 +68,11 @@ const MAX_REFRESH_MS = 2 ** 31 - 1;
 export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
   const o = checkOptions<CoarseClockOptions>(WHERE, options);
   checkOptionNames(WHERE, o, COARSE_CLOCK_OPTIONS);
-  const refreshMs =
-    o.refreshMs === undefined ? 1 : checkNumber(WHERE, "refreshMs", o.refreshMs, 1, true);
+  const refreshMs = checkNumber(WHERE, "refreshMs", o.refreshMs, 1, true, 1);
   if (refreshMs > MAX_REFRESH_MS) {
     throw mustBe(WHERE, "refreshMs", `a finite number >= 1 and <= ${MAX_REFRESH_MS}`, refreshMs);
   }
-  const maxReads =
-    o.maxReads === undefined
-      ? 1024
-      : checkInteger(WHERE, "maxReads", o.maxReads, 1, MAX_READS_LIMIT);
+  const maxReads = checkInteger(WHERE, "maxReads", o.maxReads, 1, MAX_READS_LIMIT, 1024);
   const source = checkClock(WHERE, o.source, systemClock, "source");
 
   /** The cached time: the latest source reading (never lower than an earlier one). */

@@ -51,13 +51,19 @@ export function formatMs(ms: number): string {
   return String(Number(ms.toFixed(3)) + 0);
 }
 
+/** True for an object (not null) whose properties `names` are all functions. */
+export function hasMethods(value: unknown, ...names: string[]): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  return names.every((name) => typeof (value as Record<string, unknown>)[name] === "function");
+}
+
 /**
  * Checks that `options` is an object (or undefined when `optional`) and returns it.
  * @throws {TypeError} `Where: options must be an object, got …`
  */
 export function checkOptions<T extends object>(where: string, options: unknown): T {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new TypeError(`${where}: options must be an object, got ${describe(options)}`);
+    throw mustBe(where, "options", "an object", options, TypeError);
   }
   return options as T;
 }
@@ -177,16 +183,23 @@ function editDistance(a: string, b: string): number {
 
 /**
  * The error of a value out of its range: `Where: name must be <range>, got <value>`, a
- * `TypeError` for a value that is not a number, a `RangeError` for a number (NaN included).
+ * `TypeError` for a value that is not a number, a `RangeError` for a number (NaN included),
+ * unless `Type` says which.
  */
-export function mustBe(where: string, name: string, range: string, value: unknown): Error {
-  const message = `${where}: ${name} must be ${range}, got ${describe(value)}`;
-  return typeof value === "number" ? new RangeError(message) : new TypeError(message);
+export function mustBe(
+  where: string,
+  name: string,
+  range: string,
+  value: unknown,
+  Type: new (message: string) => Error = typeof value === "number" ? RangeError : TypeError,
+): Error {
+  return new Type(`${where}: ${name} must be ${range}, got ${describe(value)}`);
 }
 
 /**
  * Checks a numeric option: a number (else `TypeError`), finite and above `min`
  * (or at least `min` when `inclusive`), else `RangeError`. NaN is a `RangeError`.
+ * With `fallback`, an undefined value is optional and reads as `fallback`.
  * Message: `TokenBucket: capacity must be a finite number > 0, got 0`.
  */
 export function checkNumber(
@@ -195,14 +208,16 @@ export function checkNumber(
   value: unknown,
   min: number,
   inclusive: boolean,
+  fallback?: number,
 ): number {
   const finite = typeof value === "number" && Number.isFinite(value);
   if (finite && (inclusive ? value >= min : value > min)) return value;
+  if (value === undefined && fallback !== undefined) return fallback;
   throw mustBe(where, name, `a finite number ${inclusive ? ">=" : ">"} ${min}`, value);
 }
 
 /**
- * Checks an integer option in `[min, max]`.
+ * Checks an integer option in `[min, max]`; with `fallback`, an undefined value reads as it.
  * @throws {TypeError} for a non-number; {RangeError} for a non-integer or out of range.
  */
 export function checkInteger(
@@ -211,9 +226,11 @@ export function checkInteger(
   value: unknown,
   min: number,
   max: number,
+  fallback?: number,
 ): number {
   const integer = typeof value === "number" && Number.isInteger(value);
   if (integer && value >= min && value <= max) return value;
+  if (value === undefined && fallback !== undefined) return fallback;
   throw mustBe(where, name, `an integer from ${min} to ${max}`, value);
 }
 
@@ -225,9 +242,7 @@ export function checkInteger(
 export function checkClock<T>(where: string, value: unknown, fallback: T, name = "clock"): T {
   if (value === undefined) return fallback;
   if (typeof value !== "function") {
-    throw new TypeError(
-      `${where}: ${name} must be a function returning milliseconds, got ${describe(value)}`,
-    );
+    throw mustBe(where, name, "a function returning milliseconds", value, TypeError);
   }
   return value as T;
 }

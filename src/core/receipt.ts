@@ -1,4 +1,4 @@
-import { checkCost, describe } from "./errors.js";
+import { checkCost, mustBe } from "./errors.js";
 import type { Decision, Receipt } from "./limiter.js";
 
 /**
@@ -106,9 +106,7 @@ export function checkReceipt(
   units: unknown,
 ): { receipt: ChargeReceipt; units: number } {
   if (!(receipt instanceof ChargeReceipt)) {
-    throw new TypeError(
-      `${where}: receipt must be what this limiter's charge() returned, got ${describe(receipt)}`,
-    );
+    throw mustBe(where, "receipt", "what this limiter's charge() returned", receipt, TypeError);
   }
   if (receipt.owner !== owner) {
     throw new TypeError(`${where}: the receipt is another limiter's: refund it through that one`);

@@ -1,4 +1,4 @@
-import { checkOptionNames, checkOptions } from "./errors.js";
+import { checkOptionNames, checkOptions, hasMethods } from "./errors.js";
 
 /**
  * The shared rules of `reconfigure`: which options may change (the algorithm's numbers,
@@ -24,11 +24,7 @@ export interface Reconfigurable {
 
 /** True when `limiter` can plan a reconfiguration (a built-in algorithm or an `allOf`). */
 export function isReconfigurable(limiter: unknown): limiter is Reconfigurable {
-  return (
-    typeof limiter === "object" &&
-    limiter !== null &&
-    typeof (limiter as { planReconfigure?: unknown }).planReconfigure === "function"
-  );
+  return hasMethods(limiter, "planReconfigure");
 }
 
 /** Why `clock` is refused: readings of two clocks cannot be compared. */

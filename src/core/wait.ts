@@ -3,8 +3,8 @@ import {
   checkNumber,
   checkOptionNames,
   checkOptions,
-  describe,
   formatMs,
+  mustBe,
   RateLimitError,
 } from "./errors.js";
 import { type Clock, type Decision, systemClock, type WaitOptions } from "./limiter.js";
@@ -146,31 +146,22 @@ export class WaitQueue {
 
   /** See {@link Limiter.wait}. Never throws: every problem is a rejection. */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
+    // A throw in here (a bad argument, a limiter's or clock's error) rejects, as a refusal does.
     return new Promise<Decision>((resolve, reject) => {
       const where = `${this.where}.wait`;
       const c = checkCost(where, cost);
       const { signal, maxWaitMs } = checkWaitOptions(where, options);
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
+      if (signal?.aborted) throw signal.reason;
       const d = this.limiter.peek(c);
       if (d.retryAfterMs === Number.POSITIVE_INFINITY && c > d.limit) {
-        reject(new RangeError(`${where}: cost ${c} exceeds limit ${d.limit}`));
-        return;
+        throw new RangeError(`${where}: cost ${c} exceeds limit ${d.limit}`);
       }
       if (this.list.size === 0 && d.allowed) {
         resolve(this.limiter.consume(c));
         return;
       }
-      if (d.retryAfterMs === Number.POSITIVE_INFINITY) {
-        reject(neverError(where, c, d));
-        return;
-      }
-      if (d.retryAfterMs > maxWaitMs) {
-        reject(maxWaitError(where, c, d.retryAfterMs, maxWaitMs, d));
-        return;
-      }
+      if (d.retryAfterMs === Number.POSITIVE_INFINITY) throw neverError(where, c, d);
+      if (d.retryAfterMs > maxWaitMs) throw maxWaitError(where, c, d.retryAfterMs, maxWaitMs, d);
       const deadlineMs =
         maxWaitMs === Number.POSITIVE_INFINITY ? maxWaitMs : this.now() + maxWaitMs;
       const waiter: Waiter = {
@@ -435,7 +426,7 @@ export function checkWaitOptions(
   const { signal, maxWaitMs, jitterMs } = checkOptions<WaitOptions>(where, options);
   checkOptionNames(where, options, WAIT_OPTIONS, WAIT_HINTS);
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TypeError(`${where}: signal must be an AbortSignal, got ${describe(signal)}`);
+    throw mustBe(where, "signal", "an AbortSignal", signal, TypeError);
   }
   if (jitterMs !== undefined) checkNumber(where, "jitterMs", jitterMs, 0, true);
   const max =

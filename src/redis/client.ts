@@ -1,5 +1,5 @@
 import { Buffer } from "node:buffer";
-import { describe } from "../core/errors.js";
+import { describe, hasMethods } from "../core/errors.js";
 import { hashSlot } from "./hash-slot.js";
 
 /**
@@ -66,11 +66,9 @@ export interface NodeRedisClientLike {
  * `evalSha` and `EVALSHA`; an adapter made by this module has `evalSha` and `evalScript`.
  */
 export function clientKind(client: unknown): "ioredis" | "node-redis" | "adapter" | undefined {
-  if (typeof client !== "object" || client === null) return undefined;
-  const c = client as Record<string, unknown>;
-  if (typeof c["evalSha"] === "function" && typeof c["evalScript"] === "function") return "adapter";
-  if (typeof c["evalSha"] === "function" && typeof c["EVALSHA"] === "function") return "node-redis";
-  if (typeof c["evalsha"] === "function" && typeof c["eval"] === "function") return "ioredis";
+  if (hasMethods(client, "evalSha", "evalScript")) return "adapter";
+  if (hasMethods(client, "evalSha", "EVALSHA")) return "node-redis";
+  if (hasMethods(client, "evalsha", "eval")) return "ioredis";
   return undefined;
 }
 
@@ -104,13 +102,10 @@ function wrongClient(where: string, client: unknown, wanted: "ioredis" | "node-r
  * const limiter = new RedisTokenBucket({ client: fromIoredis(new Redis(url)), capacity: 10, refillPerSecond: 1 })
  */
 export function fromIoredis(client: IoredisClientLike): RedisLike {
-  const c = client as unknown as Record<string, unknown> | null;
-  const accepted =
-    typeof c === "object" &&
-    c !== null &&
-    typeof c["evalsha"] === "function" &&
-    typeof c["eval"] === "function";
-  if (!accepted) throw new TypeError(wrongClient("fromIoredis", client, "ioredis"));
+  if (!hasMethods(client, "evalsha", "eval")) {
+    throw new TypeError(wrongClient("fromIoredis", client, "ioredis"));
+  }
+  const c = client as unknown as Record<string, unknown>;
   const adapter: RedisLike = {
     evalSha: (sha1, keys, args) => client.evalsha(sha1, keys.length, ...keys, ...args),
     evalScript: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
@@ -141,14 +136,10 @@ export function fromIoredis(client: IoredisClientLike): RedisLike {
  *   would fail every call) is named as such, with the wrapper to use, `fromIoredis`.
  */
 export function fromNodeRedis(client: NodeRedisClientLike): RedisLike {
-  const c = client as unknown as Record<string, unknown> | null;
-  const accepted =
-    typeof c === "object" &&
-    c !== null &&
-    typeof c["evalSha"] === "function" &&
-    typeof c["eval"] === "function" &&
-    typeof c["evalScript"] !== "function";
-  if (!accepted) throw new TypeError(wrongClient("fromNodeRedis", client, "node-redis"));
+  if (!hasMethods(client, "evalSha", "eval") || hasMethods(client, "evalScript")) {
+    throw new TypeError(wrongClient("fromNodeRedis", client, "node-redis"));
+  }
+  const c = client as unknown as Record<string, unknown>;
   const adapter: RedisLike = {
     evalSha: (sha1, keys, args) => client.evalSha(sha1, { keys: [...keys], arguments: [...args] }),
     evalScript: (script, keys, args) =>

@@ -1,4 +1,4 @@
-import { describe } from "../core/errors.js";
+import { mustBe } from "../core/errors.js";
 
 /**
  * The key layout of the Redis limiters: `<prefix><keyspace>:<key>`, where the keyspace is,
@@ -87,7 +87,7 @@ export function fingerprint(source: KeyspaceSource): string {
 export function checkKeyspace(where: string, value: unknown, source: KeyspaceSource): string {
   if (value === undefined) return fingerprint(source);
   if (typeof value !== "string") {
-    throw new TypeError(`${where}: keyspace must be a non-empty string, got ${describe(value)}`);
+    throw mustBe(where, "keyspace", "a non-empty string", value, TypeError);
   }
   if (value === "") {
     throw new RangeError(`${where}: keyspace must be a non-empty string, got ""`);

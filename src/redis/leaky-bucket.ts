@@ -33,12 +33,9 @@ export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
 
 const WHERE = "RedisLeakyBucket";
 /** The option names of {@link RedisLeakyBucketOptions}, checked by the constructor. */
-const OPTIONS = optionNames<RedisLeakyBucketOptions>()([
-  "capacity",
-  "leakPerSecond",
-  "initialLevel",
-  ...REDIS_OPTIONS,
-]);
+/** The ones `reconfigure` may change. */
+const TUNABLE = ["capacity", "leakPerSecond", "initialLevel"] as const;
+const OPTIONS = optionNames<RedisLeakyBucketOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 const HINTS = { ...bucketHints(WHERE, "leakPerSecond", "refillPerSecond"), ...REDIS_HINTS };
 const REQUIRED = bucketRequired(WHERE, "leakPerSecond");
 
@@ -59,11 +56,11 @@ const REQUIRED = bucketRequired(WHERE, "leakPerSecond");
  */
 export class RedisLeakyBucket extends RedisLimiter {
   /** Most units a bucket holds. */
-  readonly capacity: number;
+  readonly capacity!: number;
   /** Units drained per second. */
-  readonly leakPerSecond: number;
+  readonly leakPerSecond!: number;
   /** The level of a key's new bucket: 0 unless given. */
-  readonly initialLevel: number;
+  readonly initialLevel!: number;
   /** @internal */
   protected readonly where = WHERE;
   /** @internal */
@@ -81,16 +78,23 @@ export class RedisLeakyBucket extends RedisLimiter {
     const initialLevel = checkInitial(WHERE, "initialLevel", o.initialLevel, capacity) ?? 0;
     // Above 0 it is part of the state's definition (and so of the default keyspace).
     const initial = initialLevel === 0 ? {} : { initialLevel };
-    super(
-      checkRedisOptions(WHERE, o, "leaky-bucket", { capacity, leakPerSecond, ...initial }),
+    super(checkRedisOptions(WHERE, o, "leaky-bucket", { capacity, leakPerSecond, ...initial }));
+    this.tune(capacity, leakPerSecond, initialLevel);
+  }
+
+  /** @internal Takes checked numbers, for the constructor and {@link reconfigure}. */
+  private tune(capacity: number, leakPerSecond: number, initialLevel: number): void {
+    const initial = initialLevel === 0 ? {} : { initialLevel };
+    this.retune(
       capacity,
       [capacity, leakPerSecond],
       localTwin(LeakyBucket, { capacity, leakPerSecond, ...initial }),
       initialLevel === 0 ? [] : [capacity - initialLevel],
     );
-    this.capacity = capacity;
-    this.leakPerSecond = leakPerSecond;
-    this.initialLevel = initialLevel;
+    const self = this as { capacity: number; leakPerSecond: number; initialLevel: number };
+    self.capacity = capacity;
+    self.leakPerSecond = leakPerSecond;
+    self.initialLevel = initialLevel;
   }
 
   /**
@@ -105,37 +109,11 @@ export class RedisLeakyBucket extends RedisLimiter {
   reconfigure(
     options: Partial<Pick<RedisLeakyBucketOptions, "capacity" | "leakPerSecond" | "initialLevel">>,
   ): void {
-    const o = checkReconfigureOptions<RedisLeakyBucketOptions>(
-      WHERE,
-      options,
-      ["capacity", "leakPerSecond", "initialLevel"],
-      HINTS,
-    );
-    const capacity =
-      o.capacity === undefined
-        ? this.capacity
-        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
-    const leakPerSecond =
-      o.leakPerSecond === undefined
-        ? this.leakPerSecond
-        : checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
-    const initialLevel = checkInitial(
-      WHERE,
-      "initialLevel",
-      o.initialLevel ?? this.initialLevel,
-      capacity,
-    )!;
-    const initial = initialLevel === 0 ? {} : { initialLevel };
-    this.retune(
-      capacity,
-      [capacity, leakPerSecond],
-      localTwin(LeakyBucket, { capacity, leakPerSecond, ...initial }),
-      initialLevel === 0 ? [] : [capacity - initialLevel],
-    );
-    const self = this as { capacity: number; leakPerSecond: number; initialLevel: number };
-    self.capacity = capacity;
-    self.leakPerSecond = leakPerSecond;
-    self.initialLevel = initialLevel;
+    const o = checkReconfigureOptions<RedisLeakyBucketOptions>(WHERE, options, TUNABLE, HINTS);
+    const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false, this.capacity);
+    const rate = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true, this.leakPerSecond);
+    const level = o.initialLevel ?? this.initialLevel;
+    this.tune(capacity, rate, checkInitial(WHERE, "initialLevel", level, capacity)!);
   }
 
   /** @internal */

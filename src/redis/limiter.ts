@@ -3,7 +3,7 @@ import { readClock } from "../algorithms/time.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
 import { checkReceipt } from "../core/receipt.js";
-import { markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
+import { blockedDenial, markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
@@ -59,37 +59,24 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /** @internal The algorithm's block script. */
   protected abstract readonly blockScript: Script;
   /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
-  protected config: readonly string[];
+  protected config: readonly string[] = [];
   /** @internal ARGV after maxTtlMs, before the deadline: a bucket's initial units. */
-  private extra: readonly string[];
+  private extra: readonly string[] = [];
   /** @internal The in-memory twin, for `'local'`. */
-  local: LocalTwin;
+  local!: LocalTwin;
 
   /**
-   * @internal
+   * @internal The subclass's constructor then gives its numbers to {@link retune}.
    * @param common The validated common options.
-   * @param size `limit` or `capacity`.
-   * @param config The algorithm's validated numeric options, in the script's ARGV order.
-   * @param extra Numbers the scripts read after maxTtlMs (`ARGV[7]`): a bucket's initial units.
-   * @param local The in-memory class and options, for the `'local'` failure policy.
    */
-  protected constructor(
-    common: Common,
-    size: number,
-    config: readonly number[],
-    local: LocalTwin,
-    extra: readonly number[] = [],
-  ) {
-    super("redis", "Redis", common, size);
+  protected constructor(common: Common) {
+    super("redis", "Redis", common, 0);
     this.client = common.client;
     this.prefix = common.prefix;
     this.keyspace = common.keyspace;
     this.keyPrefix = `${common.prefix}${common.keyspace}:`;
     this.maxTtlMs = common.maxTtlMs;
     this.clock = common.clock;
-    this.config = config.map(String);
-    this.extra = extra.map(String);
-    this.local = local;
   }
 
   /** @internal The `'local'` policy's limiter: the in-memory twin on the explicit clock, if any. */
@@ -257,10 +244,12 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   }
 
   /**
-   * @internal For `reconfigure`: the algorithm's new validated numbers (in the script's ARGV
-   * order), its `limit` or `capacity`, and its in-memory twin. The keyspace stays: the same
-   * keys are read with the new numbers from the next call. The `'local'` policy's limiter,
-   * if built, is reconfigured keeping its state; one built later takes the new options.
+   * @internal For the constructor and `reconfigure`: the algorithm's validated numbers (in
+   * the script's ARGV order), its `limit` or `capacity`, its in-memory twin (for the
+   * `'local'` failure policy), and the numbers the scripts read after maxTtlMs (`ARGV[7]`: a
+   * bucket's initial units). The keyspace stays: the same keys are read with the new numbers
+   * from the next call. The `'local'` policy's limiter, if built, is reconfigured keeping its
+   * state; one built later takes the new options.
    */
   protected retune(
     size: number,
@@ -293,9 +282,6 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   protected prepareReset(key: RedisKey): () => Promise<unknown> {
     return () => runDecision(this.client, RESET_SCRIPT, [key], [], this.timeoutMs);
   }
-
-  /** @internal Builds the decision from the script's reply. @throws {TypeError} on a malformed reply. */
-  protected abstract override decode(reply: unknown, cost: number): Decision;
 
   /**
    * Changes the algorithm's numbers live, from the next call (each class documents its
@@ -353,14 +339,5 @@ export function blockedDecision(
   const state = decide(cost);
   const reset = state.allowed ? decide(0).resetAfterMs : state.resetAfterMs;
   // Marked: the limiter records the block (one another process set) in its own table.
-  return markBlocked(
-    {
-      allowed: false,
-      limit: state.limit,
-      remaining: 0,
-      retryAfterMs: state.retryAfterMs > leftMs ? state.retryAfterMs : leftMs,
-      resetAfterMs: reset > leftMs ? reset : leftMs,
-    },
-    leftMs,
-  );
+  return markBlocked(blockedDenial(state.limit, state.retryAfterMs, reset, leftMs), leftMs);
 }

@@ -1,4 +1,4 @@
-import { checkClock, checkNumber, describe } from "../core/errors.js";
+import { checkClock, checkNumber, hasMethods, mustBe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 import {
   checkStoreOptions,
@@ -128,28 +128,17 @@ export function checkRedisOptions(
   state: Readonly<Record<string, number>>,
 ): Common {
   const client = o.client as unknown;
-  if (
-    typeof client !== "object" ||
-    client === null ||
-    typeof (client as RedisLike).evalSha !== "function" ||
-    typeof (client as RedisLike).evalScript !== "function"
-  ) {
+  if (!hasMethods(client, "evalSha", "evalScript"))
     throw new TypeError(notRedisLike(where, client));
-  }
   const prefix = o.prefix === undefined ? `tollgate:${codeOf(algorithm)}:` : o.prefix;
-  if (typeof prefix !== "string") {
-    throw new TypeError(`${where}: prefix must be a string, got ${describe(prefix)}`);
-  }
+  if (typeof prefix !== "string") throw mustBe(where, "prefix", "a string", prefix, TypeError);
   const keyspace = checkKeyspace(where, o.keyspace, {
     algorithm,
     state,
     clock: o.clock === undefined ? "server" : "caller",
   });
   const store = checkStoreOptions(where, o);
-  const maxTtlMs =
-    o.maxTtlMs === undefined
-      ? DEFAULT_MAX_TTL_MS
-      : checkNumber(where, "maxTtlMs", o.maxTtlMs, 0, false);
+  const maxTtlMs = checkNumber(where, "maxTtlMs", o.maxTtlMs, 0, false, DEFAULT_MAX_TTL_MS);
   const clock = checkClock<Clock | undefined>(where, o.clock, undefined);
   return {
     client: client as RedisLike,

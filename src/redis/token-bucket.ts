@@ -36,12 +36,9 @@ export interface RedisTokenBucketOptions extends RedisLimiterOptions {
 
 const WHERE = "RedisTokenBucket";
 /** The option names of {@link RedisTokenBucketOptions}, checked by the constructor. */
-const OPTIONS = optionNames<RedisTokenBucketOptions>()([
-  "capacity",
-  "refillPerSecond",
-  "initialTokens",
-  ...REDIS_OPTIONS,
-]);
+/** The ones `reconfigure` may change. */
+const TUNABLE = ["capacity", "refillPerSecond", "initialTokens"] as const;
+const OPTIONS = optionNames<RedisTokenBucketOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...REDIS_HINTS };
 const REQUIRED = bucketRequired(WHERE, "refillPerSecond");
 
@@ -62,11 +59,11 @@ const REQUIRED = bucketRequired(WHERE, "refillPerSecond");
  */
 export class RedisTokenBucket extends RedisLimiter {
   /** Most tokens a bucket holds. */
-  readonly capacity: number;
+  readonly capacity!: number;
   /** Tokens added per second. */
-  readonly refillPerSecond: number;
+  readonly refillPerSecond!: number;
   /** Tokens a key's new bucket holds: `capacity` unless given. */
-  readonly initialTokens: number;
+  readonly initialTokens!: number;
   /** @internal */
   protected readonly where = WHERE;
   /** @internal */
@@ -86,21 +83,31 @@ export class RedisTokenBucket extends RedisLimiter {
     // it is the default's.
     const initial =
       initialTokens === undefined || initialTokens === capacity ? {} : { initialTokens };
-    super(
-      checkRedisOptions(WHERE, o, "token-bucket", { capacity, refillPerSecond, ...initial }),
-      capacity,
-      [capacity, refillPerSecond],
-      localTwin(TokenBucket, { capacity, refillPerSecond, ...initial }),
-      "initialTokens" in initial ? [initial.initialTokens] : [],
-    );
-    this.capacity = capacity;
-    this.refillPerSecond = refillPerSecond;
-    this.initialTokens = initialTokens ?? capacity;
+    super(checkRedisOptions(WHERE, o, "token-bucket", { capacity, refillPerSecond, ...initial }));
+    this.tune(capacity, refillPerSecond, initial.initialTokens);
     this.initialGiven = initialTokens !== undefined;
   }
 
   /** @internal Whether `initialTokens` was given, or follows `capacity`. */
   private initialGiven: boolean;
+
+  /**
+   * @internal Takes checked numbers, for the constructor and {@link reconfigure}:
+   * `initialTokens` is sent (and given to the `'local'` policy's twin) unless undefined.
+   */
+  private tune(capacity: number, refillPerSecond: number, initialTokens: number | undefined): void {
+    const initial = initialTokens === undefined ? {} : { initialTokens };
+    this.retune(
+      capacity,
+      [capacity, refillPerSecond],
+      localTwin(TokenBucket, { capacity, refillPerSecond, ...initial }),
+      initialTokens === undefined ? [] : [initialTokens],
+    );
+    const self = this as { capacity: number; refillPerSecond: number; initialTokens: number };
+    self.capacity = capacity;
+    self.refillPerSecond = refillPerSecond;
+    self.initialTokens = initialTokens ?? capacity;
+  }
 
   /**
    * Changes `capacity`, `refillPerSecond` and/or `initialTokens` (for keys new from then)
@@ -116,35 +123,21 @@ export class RedisTokenBucket extends RedisLimiter {
       Pick<RedisTokenBucketOptions, "capacity" | "refillPerSecond" | "initialTokens">
     >,
   ): void {
-    const o = checkReconfigureOptions<RedisTokenBucketOptions>(
+    const o = checkReconfigureOptions<RedisTokenBucketOptions>(WHERE, options, TUNABLE, HINTS);
+    const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false, this.capacity);
+    const rate = checkNumber(
       WHERE,
-      options,
-      ["capacity", "refillPerSecond", "initialTokens"],
-      HINTS,
+      "refillPerSecond",
+      o.refillPerSecond,
+      0,
+      true,
+      this.refillPerSecond,
     );
-    const capacity =
-      o.capacity === undefined
-        ? this.capacity
-        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
-    const refillPerSecond =
-      o.refillPerSecond === undefined
-        ? this.refillPerSecond
-        : checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const given = o.initialTokens !== undefined || this.initialGiven;
     const initialTokens = given
       ? checkInitial(WHERE, "initialTokens", o.initialTokens ?? this.initialTokens, capacity)!
       : undefined;
-    const initial = initialTokens === undefined ? {} : { initialTokens };
-    this.retune(
-      capacity,
-      [capacity, refillPerSecond],
-      localTwin(TokenBucket, { capacity, refillPerSecond, ...initial }),
-      initialTokens === undefined ? [] : [initialTokens],
-    );
-    const self = this as { capacity: number; refillPerSecond: number; initialTokens: number };
-    self.capacity = capacity;
-    self.refillPerSecond = refillPerSecond;
-    self.initialTokens = initialTokens ?? capacity;
+    this.tune(capacity, rate, initialTokens);
     this.initialGiven = given;
   }
 

@@ -1,10 +1,10 @@
 import { checkWindowClock, checkWindowSize, windowClockBoundMs } from "../algorithms/time.js";
-import { checkOptionNames, checkOptions } from "../core/errors.js";
+import { checkOptionNames, checkOptions, mustBe } from "../core/errors.js";
 import type { Clock } from "../core/limiter.js";
 import { optionNames, windowHints, windowRequired } from "../core/option-names.js";
 import { checkReconfigureOptions } from "../core/reconfigure.js";
 import type { LocalClass } from "../store/local.js";
-import { localTwin, RedisLimiter } from "./limiter.js";
+import { type LocalTwin, RedisLimiter } from "./limiter.js";
 import {
   checkRedisOptions,
   REDIS_HINTS,
@@ -24,7 +24,9 @@ export interface RedisWindowOptions extends RedisLimiterOptions {
 }
 
 /** The option names of every window limiter, checked by the constructor. */
-const OPTIONS = optionNames<RedisWindowOptions>()(["limit", "windowMs", ...REDIS_OPTIONS]);
+/** The ones `reconfigure` may change. */
+const TUNABLE = ["limit", "windowMs"] as const;
+const OPTIONS = optionNames<RedisWindowOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 
 /**
  * The shortest window on Redis's clock: `TIME` counts whole microseconds, so a shorter
@@ -45,9 +47,9 @@ export const MIN_SERVER_WINDOW_MS = 0.001;
  */
 export abstract class RedisWindowLimiter extends RedisLimiter {
   /** Most units per window and key. */
-  readonly limit: number;
+  readonly limit!: number;
   /** Window length in milliseconds. */
-  readonly windowMs: number;
+  readonly windowMs!: number;
 
   /**
    * @internal
@@ -65,26 +67,29 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     Local: LocalClass<{ limit: number; windowMs: number }>,
   ) {
     const o = checkOptions<RedisWindowOptions>(where, options);
-    checkOptionNames(
-      where,
-      o,
-      OPTIONS,
-      { ...windowHints(where), ...REDIS_HINTS },
-      windowRequired(where),
-    );
+    const hints = { ...windowHints(where), ...REDIS_HINTS };
+    checkOptionNames(where, o, OPTIONS, hints, windowRequired(where));
     const { limit, windowMs } = checkWindowSize(where, o);
     checkServerWindow(where, o.clock, windowMs);
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
     const length = { windowMs };
     const clock = common.clock && checkedWindowClock(where, common.clock, length);
-    super({ ...common, clock }, limit, [limit, windowMs], localTwin(Local, { limit, windowMs }));
-    this.limit = limit;
-    this.windowMs = windowMs;
+    super({ ...common, clock });
     this.length = length;
+    this.tune(limit, windowMs, Local);
   }
 
   /** @internal The window length the explicit clock's check reads. */
   private readonly length: { windowMs: number };
+
+  /** @internal Takes checked numbers, for the constructor and {@link reconfigure}. */
+  private tune(limit: number, windowMs: number, Class: LocalTwin["Class"]): void {
+    this.retune(limit, [limit, windowMs], { Class, options: { limit, windowMs } });
+    this.length.windowMs = windowMs;
+    const self = this as { limit: number; windowMs: number };
+    self.limit = limit;
+    self.windowMs = windowMs;
+  }
 
   /**
    * Changes `limit` and/or `windowMs` live, from the next call, for every key: the keyspace
@@ -96,32 +101,22 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
    * @throws {RangeError} As the constructor, for an option out of range.
    */
   reconfigure(options: Partial<Pick<RedisWindowOptions, "limit" | "windowMs">>): void {
-    const o = checkReconfigureOptions<RedisWindowOptions>(
-      this.where,
-      options,
-      ["limit", "windowMs"],
-      windowHints(this.where),
-    );
+    const hints = windowHints(this.where);
+    const o = checkReconfigureOptions<RedisWindowOptions>(this.where, options, TUNABLE, hints);
     const { limit, windowMs } = checkWindowSize(this.where, {
       limit: o.limit === undefined ? this.limit : o.limit,
       windowMs: o.windowMs === undefined ? this.windowMs : o.windowMs,
     });
     checkServerWindow(this.where, this.clock, windowMs);
-    this.retune(limit, [limit, windowMs], { ...this.local, options: { limit, windowMs } });
-    this.length.windowMs = windowMs;
-    const self = this as { limit: number; windowMs: number };
-    self.limit = limit;
-    self.windowMs = windowMs;
+    this.tune(limit, windowMs, this.local.Class);
   }
 }
 
 /** Without an explicit clock, a window shorter than {@link MIN_SERVER_WINDOW_MS} throws. */
 function checkServerWindow(where: string, clock: unknown, windowMs: number): void {
   if (clock === undefined && windowMs < MIN_SERVER_WINDOW_MS) {
-    throw new RangeError(
-      `${where}: windowMs must be a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock ` +
-        `(TIME counts whole microseconds; pass a clock for shorter windows), got ${windowMs}`,
-    );
+    const range = `a finite number >= ${MIN_SERVER_WINDOW_MS} on Redis's clock (TIME counts whole microseconds; pass a clock for shorter windows)`;
+    throw mustBe(where, "windowMs", range, windowMs);
   }
 }
 

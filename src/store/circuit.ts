@@ -109,17 +109,13 @@ export class Circuit {
    */
   failed(probe: boolean): boolean {
     this.consecutiveFailures++;
-    if (probe && this.state === "half-open") {
-      this.state = "open";
-      this.openedAtMs = this.settings.clock();
-      return false;
-    }
-    if (this.state === "closed" && this.consecutiveFailures >= this.settings.failuresToOpen) {
-      this.state = "open";
-      this.openedAtMs = this.settings.clock();
-      return true;
-    }
-    return false;
+    const reopened = probe && this.state === "half-open";
+    const opened =
+      this.state === "closed" && this.consecutiveFailures >= this.settings.failuresToOpen;
+    if (!reopened && !opened) return false;
+    this.state = "open";
+    this.openedAtMs = this.settings.clock();
+    return opened;
   }
 
   /** The circuit as plain data. */

@@ -1,5 +1,5 @@
 import { BlockTable } from "../core/blocks.js";
-import { checkCost, describe } from "../core/errors.js";
+import { checkCost, describe, mustBe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { wholeUnits } from "../core/numeric.js";
 import { ChargeReceipt } from "../core/receipt.js";
@@ -12,7 +12,6 @@ import {
   type FailureOutcome,
   type FailurePolicy,
   type StoreDecision,
-  type StoreFailureEvent,
   type StoreOperation,
   type StoreReceipt,
 } from "./policy.js";
@@ -20,34 +19,13 @@ import {
 /** Most circuits kept by node; past it, keys of a new node share the client's circuit. */
 export const MAX_NODE_CIRCUITS = 1024;
 
-/** @internal */
-class StoreChargeReceipt<Store extends string>
-  extends ChargeReceipt
-  implements StoreReceipt<Store>
-{
-  constructor(
-    decision: StoreDecision<Store>,
-    key: string,
-    units: number,
-    atMs: number,
-    untilMs: number,
-    owner: object,
-    epoch: number,
-    mark: number,
-    /** What else the store's refund through this receipt checks (its state's ledger), or "". */
-    readonly ledger: string,
-    readonly source = decision.source,
-  ) {
-    super(decision, key, units, atMs, untilMs, owner, epoch, mark, 0, undefined);
-  }
-}
-
 /**
- * The ledger a store receipt carries (what {@link markCharge} was given), `""` for none.
+ * The ledger a store receipt carries (what {@link markCharge} was given: what else the
+ * store's refund through it checks), `""` for none.
  * @internal
  */
 export function receiptLedger(receipt: ChargeReceipt): string {
-  return receipt instanceof StoreChargeReceipt ? receipt.ledger : "";
+  return (receipt as { ledger?: string }).ledger ?? "";
 }
 
 /**
@@ -83,6 +61,20 @@ const chargeMarks = new WeakMap<
   Decision,
   { mark: number; atMs: number; untilMs: number; ledger: string }
 >();
+
+/**
+ * The denial of a key blocked `leftMs` more, as `KeyedLimiter` denies one: nothing
+ * remaining, `retryAfterMs` and `resetAfterMs` (what the state alone says) at least `leftMs`.
+ */
+export function blockedDenial(limit: number, retryMs: number, resetMs: number, leftMs: number) {
+  return {
+    allowed: false,
+    limit,
+    remaining: 0,
+    retryAfterMs: retryMs > leftMs ? retryMs : leftMs,
+    resetAfterMs: resetMs > leftMs ? resetMs : leftMs,
+  };
+}
 
 /**
  * The store-neutral half of a limiter whose state lives in a shared store: the key and
@@ -277,7 +269,8 @@ export abstract class StoreLimiter<Store extends string, Key> {
       const opened = circuit.failed(admission === "probe");
       circuit.answeredByPolicy();
       const error = this.storeError(where, cause);
-      if (opened) this.opened(operation, key, error, "throw", circuit);
+      const node = circuit.node; // a circuit that opened is reported (onError), once
+      if (opened) this.common.onError?.({ error, operation, key, outcome: "throw", node });
       throw error;
     }
     this.answered(operation, circuit);
@@ -307,9 +300,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
 
   /** @internal */
   protected checkKey(where: string, key: unknown): Key {
-    if (typeof key !== "string") {
-      throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
-    }
+    if (typeof key !== "string") throw mustBe(where, "key", "a string", key, TypeError);
     return this.storeKey(key);
   }
 
@@ -401,15 +392,19 @@ export abstract class StoreLimiter<Store extends string, Key> {
    */
   async charge(key: string, cost?: number): Promise<StoreReceipt<Store>> {
     const decision = await this.call("consume", key, cost, true, true);
-    const marks = chargeMarks.get(decision);
     const c = cost === undefined ? 1 : cost;
-    if (marks === undefined || !decision.allowed || c === 0 || decision.source !== this.store) {
-      const atMs = marks?.atMs ?? this.blockNow();
-      return new StoreChargeReceipt(decision, key, 0, atMs, atMs, this, this.receiptEpoch, 0, "");
-    }
-    const { mark, atMs, untilMs, ledger } = marks;
+    const marks = chargeMarks.get(decision);
+    const atMs = marks?.atMs ?? this.blockNow();
     const epoch = this.receiptEpoch;
-    return new StoreChargeReceipt(decision, key, c, atMs, untilMs, this, epoch, mark, ledger);
+    const m = decision.allowed && c !== 0 && decision.source === this.store ? marks : undefined;
+    const receipt =
+      m === undefined
+        ? new ChargeReceipt(decision, key, 0, atMs, atMs, this, epoch, 0, 0, undefined)
+        : new ChargeReceipt(decision, key, c, atMs, m.untilMs, this, epoch, m.mark, 0, undefined);
+    return Object.assign(receipt, {
+      ledger: m === undefined ? "" : m.ledger,
+      source: decision.source,
+    });
   }
 
   /** @internal Moved by `reconfigure`: receipts from before give nothing back. */
@@ -421,16 +416,9 @@ export abstract class StoreLimiter<Store extends string, Key> {
    * (`source: 'local'`: the table decided).
    */
   private blockedHere(state: Decision | undefined, leftMs: number): StoreDecision<Store> {
-    const retry = state === undefined ? 0 : state.retryAfterMs;
-    const reset = state === undefined ? 0 : state.resetAfterMs;
-    return {
-      allowed: false,
-      limit: state?.limit ?? this.size,
-      remaining: 0,
-      retryAfterMs: retry > leftMs ? retry : leftMs,
-      resetAfterMs: reset > leftMs ? reset : leftMs,
-      source: "local",
-    };
+    const limit = state?.limit ?? this.size;
+    const d = blockedDenial(limit, state?.retryAfterMs ?? 0, state?.resetAfterMs ?? 0, leftMs);
+    return { ...d, source: "local" };
   }
 
   /**
@@ -499,18 +487,6 @@ export abstract class StoreLimiter<Store extends string, Key> {
     this.common.onRecover?.({ operation, failedCalls, node: circuit.node });
   }
 
-  /** @internal Reports a circuit's opening. */
-  private opened(
-    operation: StoreOperation,
-    key: string,
-    error: RateLimitStoreError,
-    outcome: FailureOutcome,
-    circuit: Circuit,
-  ): void {
-    const event: StoreFailureEvent = { error, operation, key, outcome, node: circuit.node };
-    this.common.onError?.(event);
-  }
-
   /** @internal The policy's answer for a call the store did not answer. */
   private answer(
     operation: "allow" | "consume" | "peek",
@@ -526,31 +502,20 @@ export abstract class StoreLimiter<Store extends string, Key> {
     const blockedLeft = this.blocks.size === 0 ? 0 : this.blocks.blockedMs(key, this.blockNow());
     if (opened || policy === "throw") {
       const error = this.storeError(`${this.where}.${operation}`, cause());
-      if (opened) this.opened(operation, key, error, outcome, circuit);
+      if (opened) this.common.onError?.({ error, operation, key, outcome, node: circuit.node });
       if (policy === "throw") throw error;
     }
-    // A known block denies under every policy ('open' included): nothing is taken.
-    if (blockedLeft > 0 && (policy === "closed" || policy === "open")) {
-      return this.blockedHere(undefined, blockedLeft);
-    }
-    if (policy === "open") {
+    if (policy === "open" || policy === "closed") {
+      // A known block denies under every policy ('open' included): nothing is taken.
+      if (blockedLeft > 0) return this.blockedHere(undefined, blockedLeft);
+      const open = policy === "open";
       return {
-        allowed: true,
+        allowed: open,
         limit: this.size,
-        remaining: wholeUnits(this.size - cost, this.size),
-        retryAfterMs: 0,
+        remaining: open ? wholeUnits(this.size - cost, this.size) : 0,
+        retryAfterMs: open ? 0 : FAIL_CLOSED_RETRY_AFTER_MS,
         resetAfterMs: 0,
-        source: "open",
-      };
-    }
-    if (policy === "closed") {
-      return {
-        allowed: false,
-        limit: this.size,
-        remaining: 0,
-        retryAfterMs: FAIL_CLOSED_RETRY_AFTER_MS,
-        resetAfterMs: 0,
-        source: "closed",
+        source: policy,
       };
     }
     const local = typeof policy === "object" ? policy : (this.localLimiter ??= this.makeLocal());

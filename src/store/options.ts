@@ -1,9 +1,12 @@
 import {
+  checkClock,
   checkInteger,
   checkNumber,
   checkOptionNames,
   checkOptions,
   describe,
+  hasMethods,
+  mustBe,
 } from "../core/errors.js";
 import type { CircuitSettings } from "./circuit.js";
 import type {
@@ -68,14 +71,6 @@ const CIRCUIT_OPTIONS = [
   "clock",
 ] as const satisfies readonly (keyof CircuitOptions)[];
 
-/** Defaults of {@link CircuitOptions}. */
-export const DEFAULT_FAILURES_TO_OPEN = 5;
-/** Default {@link CircuitOptions.coolDownMs}. */
-export const DEFAULT_COOL_DOWN_MS = 1000;
-/** Default {@link CircuitOptions.maxPendingCalls}. */
-export const DEFAULT_MAX_PENDING_CALLS = 1000;
-/** Default {@link StoreLimiterOptions.timeoutMs}. */
-export const DEFAULT_TIMEOUT_MS = 1000;
 /** setTimeout's largest delay. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const MAX_COUNT = 2 ** 31 - 1;
@@ -95,13 +90,9 @@ export interface StoreCommon {
  *   number out of range or an unknown policy name.
  */
 export function checkStoreOptions(where: string, o: StoreLimiterOptions): StoreCommon {
-  const timeoutMs =
-    o.timeoutMs === undefined
-      ? DEFAULT_TIMEOUT_MS
-      : checkNumber(where, "timeoutMs", o.timeoutMs, 0, false);
-  if (timeoutMs > MAX_TIMER_MS) {
-    throw new RangeError(`${where}: timeoutMs must be at most ${MAX_TIMER_MS}, got ${timeoutMs}`);
-  }
+  const timeoutMs = checkNumber(where, "timeoutMs", o.timeoutMs, 0, false, 1000);
+  if (timeoutMs > MAX_TIMER_MS)
+    throw mustBe(where, "timeoutMs", `at most ${MAX_TIMER_MS}`, timeoutMs);
   const failure = checkFailure(where, o.failure);
   const onError = checkHook<(event: StoreFailureEvent) => void>(where, "onError", o.onError);
   const onRecover = checkHook<(event: StoreRecoveryEvent) => void>(where, "onRecover", o.onRecover);
@@ -112,25 +103,12 @@ function checkCircuit(where: string, options: CircuitOptions | undefined): Circu
   const at = `${where}: circuit`;
   const o = options === undefined ? {} : checkOptions<CircuitOptions>(at, options);
   checkOptionNames(at, o, CIRCUIT_OPTIONS);
-  const failuresToOpen =
-    o.failuresToOpen === undefined
-      ? DEFAULT_FAILURES_TO_OPEN
-      : checkInteger(at, "failuresToOpen", o.failuresToOpen, 1, MAX_COUNT);
-  const coolDownMs =
-    o.coolDownMs === undefined
-      ? DEFAULT_COOL_DOWN_MS
-      : checkNumber(at, "coolDownMs", o.coolDownMs, 0, true);
-  const maxPendingCalls =
-    o.maxPendingCalls === undefined
-      ? DEFAULT_MAX_PENDING_CALLS
-      : checkInteger(at, "maxPendingCalls", o.maxPendingCalls, 1, MAX_COUNT);
-  const clock = o.clock === undefined ? monotonicNow : o.clock;
-  if (typeof clock !== "function") {
-    throw new TypeError(
-      `${at}: clock must be a function returning milliseconds, got ${describe(clock)}`,
-    );
-  }
-  return { failuresToOpen, coolDownMs, maxPendingCalls, clock };
+  return {
+    failuresToOpen: checkInteger(at, "failuresToOpen", o.failuresToOpen, 1, MAX_COUNT, 5),
+    coolDownMs: checkNumber(at, "coolDownMs", o.coolDownMs, 0, true, 1000),
+    maxPendingCalls: checkInteger(at, "maxPendingCalls", o.maxPendingCalls, 1, MAX_COUNT, 1000),
+    clock: checkClock(at, o.clock, monotonicNow),
+  };
 }
 
 /** `performance.now()`: monotonic, unaffected by wall-clock steps. */
@@ -147,15 +125,7 @@ export function checkFailure(where: string, failure: unknown): FailurePolicy {
   if (failure === "local" || failure === "open" || failure === "closed" || failure === "throw") {
     return failure;
   }
-  if (
-    typeof failure === "object" &&
-    failure !== null &&
-    typeof (failure as FallbackLimiter).consume === "function" &&
-    typeof (failure as FallbackLimiter).peek === "function" &&
-    typeof (failure as FallbackLimiter).reset === "function"
-  ) {
-    return failure as FallbackLimiter;
-  }
+  if (hasMethods(failure, "consume", "peek", "reset")) return failure as FallbackLimiter;
   const message = `${where}: failure must be 'local', 'open', 'closed', 'throw' or a fallback limiter (consume, peek, reset), got ${describe(failure)}`;
   throw typeof failure === "string" ? new RangeError(message) : new TypeError(message);
 }
@@ -163,5 +133,5 @@ export function checkFailure(where: string, failure: unknown): FailurePolicy {
 /** Checks an optional hook. @throws {TypeError} for a non-function. */
 export function checkHook<T>(where: string, name: string, hook: unknown): T | undefined {
   if (hook === undefined || typeof hook === "function") return hook as T | undefined;
-  throw new TypeError(`${where}: ${name} must be a function, got ${describe(hook)}`);
+  throw mustBe(where, name, "a function", hook, TypeError);
 }

@@ -1,5 +1,5 @@
 import { Script } from "../script.js";
-import { LUA_COMMON, luaArgs } from "./common.js";
+import { indent, LUA_COMMON, luaArgs } from "./common.js";
 import { LUA_REFUND_RECORD, recorded } from "./refund.js";
 
 /**
@@ -40,6 +40,15 @@ export const LOG_CHUNKS_DELETED_PER_CALL = 4;
 //   offset suffices; only for a limit near 1e-9, where that fails, are the few entries left
 //   (at most 129) rewritten;
 // - retryAfter's binary search: O(log n) reads, each O(1) (a chunk is read once a call).
+
+/** Lua setting the new local `before` to the running total before entry `s` (`base` at the head). */
+const LUA_BEFORE = `
+local before = base
+if s > head then
+  local _, t = entry(s - 1)
+  before = t
+end
+`;
 
 /**
  * The head both log scripts share, after the ARGV head: reads the meta (converting the
@@ -131,11 +140,7 @@ end
 -- True when entry s (head <= s < tail) holds no units (a tombstone: LogRing.refund).
 local function empty(s)
   local _, total = entry(s)
-  local before = base
-  if s > head then
-    local _, t = entry(s - 1)
-    before = t
-  end
+  ${indent(LUA_BEFORE, "  ")}
   return total == before
 end
 -- LogRing.pushTombstone: an entry of no units at the tail, leaving at gone (a slot a
@@ -342,11 +347,7 @@ if string.sub(ARGV[4], 1, 1) == 'r' then
     while s < tail and raw(s) < mark do s = s + 1 end
     if s < tail then
       local _, total = entry(s)
-      local before = base
-      if s > head then
-        local _, t = entry(s - 1)
-        before = t
-      end
+      ${indent(LUA_BEFORE, "      ")}
       local own = total - before
       local give = asked
       if own < asked then give = own end
@@ -403,11 +404,7 @@ if cost > 0 then
   while tail > head do
     local s = tail - 1
     local leave, total = entry(s)
-    local before = base
-    if s > head then
-      local _, t = entry(s - 1)
-      before = t
-    end
+    ${indent(LUA_BEFORE, "    ")}
     local own = total - before
     if own == 0 then
       if leave > gone then gone = leave end
