@@ -50,4 +50,34 @@ describe("fastifyConcurrencyLimit on a real Fastify 5 app", () => {
       await app.close();
     }
   });
+
+  test("a permit taken before a later hook answers is released; one answered before takes none", async () => {
+    const limiter = new ConcurrencyLimiter({ limit: 2 });
+    const app = Fastify();
+    try {
+      app.addHook("onRequest", async (request, reply) => {
+        if (request.url === "/early") return reply.code(403).send("no");
+      });
+      app.addHook("onRequest", fastifyConcurrencyLimit({ limiter, policy: "inflight" }));
+      app.addHook("onRequest", async (request, reply) => {
+        if (request.url === "/late") return reply.code(401).send("who");
+      });
+      app.get("/early", async () => "unreached");
+      app.get("/late", async () => "unreached");
+      app.get("/ok", async () => "ok");
+      for (let i = 0; i < 5; i++) {
+        const early = await app.inject("/early");
+        expect(early.statusCode).toBe(403);
+        expect(early.headers.ratelimit).toBeUndefined();
+        const late = await app.inject("/late");
+        expect(late.statusCode).toBe(401);
+        expect(late.headers.ratelimit).toBe('"inflight";r=1');
+        expect(limiter.inUse).toBe(0);
+      }
+      expect((await app.inject("/ok")).statusCode).toBe(200);
+      expect(limiter.inUse).toBe(0);
+    } finally {
+      await app.close();
+    }
+  });
 });
