@@ -183,15 +183,25 @@ const FLAG_HINTS: Readonly<Record<string, string>> = {
   input: "the log file as a plain argument, or - for standard input",
 };
 
+/** The `-ms` flag meant by a flag in seconds (`window-seconds`, `rtt-s`), if there is one. */
+function inSeconds(kebab: string): string | undefined {
+  const stem = /^(.+?)-?(?:s|secs?|seconds?)$/.exec(kebab)?.[1];
+  const ms = `${stem}-ms`;
+  return stem !== undefined && REPLAY_OPTION_NAMES.includes(ms) ? ms : undefined;
+}
+
 /** "did you mean" for an unknown long flag `name` (without `--`), or "" when nothing is close. */
 function flagSuggestion(name: string): string {
   const kebab = name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
   const close = meant(kebab, REPLAY_OPTION_NAMES);
+  const ms = inSeconds(kebab);
   const hint = Object.hasOwn(FLAG_HINTS, kebab)
     ? FLAG_HINTS[kebab]
-    : close.length > 0
-      ? close.map((n) => `--${n}`).join(" or ")
-      : undefined;
+    : ms !== undefined
+      ? `--${ms} (milliseconds: seconds times 1000)`
+      : close.length > 0
+        ? close.map((n) => `--${n}`).join(" or ")
+        : undefined;
   return hint === undefined ? "" : ` (did you mean ${hint}?)`;
 }
 

@@ -305,6 +305,18 @@ describe("parseCommand", () => {
         /^unknown option --rate \(did you mean --refill-per-second or --leak-per-second\?\)\nsee tollgate replay --help$/,
     },
     {
+      name: "a window in seconds",
+      argv: ["replay", "a.log", "--window-seconds", "60"],
+      message:
+        /^unknown option --window-seconds \(did you mean --window-ms \(milliseconds: seconds times 1000\)\?\)\nsee tollgate replay --help$/,
+    },
+    {
+      name: "a round trip in seconds, camelCase",
+      argv: ["replay", "a.log", "--rttSec", "1"],
+      message:
+        /^unknown option --rttSec \(did you mean --rtt-ms \(milliseconds: seconds times 1000\)\?\)/,
+    },
+    {
       name: "option without value",
       argv: ["replay", "a.log", "--capacity"],
       message: /^--capacity needs a value\nsee tollgate replay --help$/,
