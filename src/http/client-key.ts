@@ -283,8 +283,8 @@ export interface ForwardedRequest {
  * Warns once, in one line, that a forwarding header (`X-Forwarded-For` or `Forwarded`)
  * reached a middleware that trusts no proxy: if a proxy sent it, every client behind that
  * proxy is keyed by the proxy's address and shares one budget. (express-rate-limit warns
- * the same way; tollgate does not inherit Express's `trust proxy`, which may be `true`,
- * trust-everything, so the warning says when the app sets it.)
+ * the same way; tollgate does not inherit Express's `trust proxy` or Koa's `app.proxy`,
+ * which may trust every client, so the warning says when the app sets one.)
  *
  * Cheap on the request path: until the warning has fired, a check reads the two header
  * names and nothing else (a fetch check, only every {@link FETCH_CHECK_EVERY}th request);
@@ -311,12 +311,15 @@ export class UntrustedProxyWarning {
     private readonly warn: (line: string) => void = (line) => console.warn(line),
   ) {}
 
-  /** Checks a node:http or Express request (`req.headers`, lower-case names). */
-  checkNode(req: ForwardedRequest): void {
+  /**
+   * Checks a node:http or Express request (`req.headers`, lower-case names); `app` is the
+   * framework's application when the request does not carry it (Koa's `ctx.app`).
+   */
+  checkNode(req: ForwardedRequest, app: unknown = req.app): void {
     if (this.done) return;
     const headers = req.headers;
     const xff = headers["x-forwarded-for"] !== undefined;
-    if (xff || headers.forwarded !== undefined) this.fire(xff, req.socket?.remoteAddress, req.app);
+    if (xff || headers.forwarded !== undefined) this.fire(xff, req.socket?.remoteAddress, app);
   }
 
   /**
@@ -345,7 +348,9 @@ export class UntrustedProxyWarning {
       `if the peer is a proxy, every client behind it shares one key: set trustProxy to the proxy's addresses (trustProxy: [${example}])` +
       (expressTrustsProxies(app)
         ? `. This Express app sets "trust proxy", which tollgate does not inherit (it may trust every client)`
-        : "") +
+        : (app as { proxy?: unknown } | undefined)?.proxy === true
+          ? ". This Koa app sets app.proxy, which tollgate does not inherit (it trusts X-Forwarded-For from every peer)"
+          : "") +
       ". This warning is written once.";
     try {
       this.warn(line);

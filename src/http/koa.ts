@@ -85,7 +85,8 @@ const WHERE = "koaRateLimit";
 export const KOA_SOURCE: ClientSource<KoaContextLike, undefined> = {
   peer: (ctx) => NODE_SOURCE.peer(ctx.req, undefined),
   header: (ctx, name) => NODE_SOURCE.header(ctx.req, name, undefined),
-  untrusted: (ctx, _extra, _peer, warning) => warning.checkNode(ctx.req),
+  untrusted: (ctx, _extra, _peer, warning) =>
+    warning.checkNode(ctx.req, (ctx as { readonly app?: unknown }).app),
 };
 
 /**

@@ -36,6 +36,38 @@ async function start(options: KoaRateLimitOptions<Koa.Context>): Promise<string>
 describeWiring("koaRateLimit", start);
 
 describe("koaRateLimit on a real Koa 3 server", () => {
+  test("the X-Forwarded-For warning says when the Koa app sets app.proxy, which is not inherited", async () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const lines = async (proxy: boolean) => {
+        warn.mockClear();
+        const app = new Koa();
+        app.proxy = proxy;
+        const limiter = new TokenBucket({ capacity: 10, refillPerSecond: 1 });
+        app.use(koaRateLimit({ limiter }));
+        app.use((ctx) => {
+          ctx.body = ctx.ip; // Koa's own reading, which trusts the header under app.proxy
+        });
+        const server = createServer(app.callback());
+        servers.push(server);
+        const url = await listen(server);
+        const response = await fetch(url, { headers: { "x-forwarded-for": "6.6.6.6" } });
+        return { ip: await response.text(), lines: warn.mock.calls.map(([line]) => String(line)) };
+      };
+      const trusting = await lines(true);
+      expect(trusting.ip).toBe("6.6.6.6");
+      expect(trusting.lines).toHaveLength(1);
+      expect(trusting.lines[0]).toContain(
+        "This Koa app sets app.proxy, which tollgate does not inherit (it trusts X-Forwarded-For from every peer).",
+      );
+      const plain = await lines(false);
+      expect(plain.lines).toHaveLength(1);
+      expect(plain.lines[0]).not.toContain("Koa");
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   test("allowed requests carry the headers; the limit gives a 429 with Retry-After and a problem body", async () => {
     const clock = manualClock();
     const limiter = new RecordingLimiter(1, 1, clock);
