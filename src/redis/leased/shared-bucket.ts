@@ -184,15 +184,13 @@ export interface KeyExchange extends LeaseGrant {
  * 1. refill (the anchor never moves back); the part of the refill above zero is set aside
  *    for the contenders, each its max-min fair share of `refillPerSecond` by their demands,
  *    up to what each may have set aside; the rest is free;
- * 2. take back `give` (never above capacity);
- * 3. take `charge` whatever the bucket holds (it may go below zero: later refills repay it
- *    before anything is set aside or granted);
+ * 2. take back `give` (never above capacity); 3. take `charge` whatever the bucket holds
+ *    (it may go below zero: later refills repay it before anything is set aside or granted);
  * 4. when `want` > 0: up to `want` of what is set aside for it plus what is free, when
  *    `need` fits, else nothing; one that got less than it wanted is (or stays) a contender.
- * `waitMs`: until this process could get `need` (0: now): a debt at the whole refill, then
- * its share plus the unclaimed part, or until the bucket is full, whichever is sooner.
- * A request that asks anything is recorded as call `sequence` until `keepUntilMs` (its
- * deadline), for {@link repeated}, which the caller asks first.
+ * `waitMs`: until this process could get `need` (0: now; a debt at the whole refill, then
+ * its share plus the unclaimed part, or until full). A request that asks anything is kept
+ * as call `sequence` until `keepUntilMs`, for {@link repeated}, which the caller asks first.
  */
 export function exchangeKey(
   state: BucketState,
