@@ -12,6 +12,14 @@ group("describe", () => {
     { name: "null", value: null, text: "null" },
     { name: "undefined", value: undefined, text: "undefined" },
     { name: "function", value: () => 1, text: "a function" },
+    { name: "plain function", value: function f() {}, text: "a function" },
+    // A class given where an instance was meant (`allOf(TokenBucket, ...)`, `limiter:
+    // TokenBucket`) read "a function", which did not say what was wrong.
+    {
+      name: "class",
+      value: class TokenBucket {},
+      text: "the class TokenBucket, not an instance (new TokenBucket({ ... }))",
+    },
     { name: "array", value: [1], text: "an array" },
     { name: "object", value: { valueOf: () => 1 }, text: "an object" },
     { name: "boolean", value: true, text: "true (boolean)" },

@@ -18,14 +18,18 @@ export class RateLimitError extends Error {
 
 /**
  * Formats a received value for an error message: `0`, `NaN`, `"10" (string)`,
- * `1n (bigint)`, `undefined`.
+ * `1n (bigint)`, `undefined`; a class, where an instance was likely meant, by name.
  */
 export function describe(value: unknown): string {
   if (typeof value === "number") return String(value);
   if (typeof value === "bigint") return `${value}n (bigint)`;
   if (typeof value === "string") return `${JSON.stringify(value)} (string)`;
   if (value === null || value === undefined) return String(value);
-  if (typeof value === "function") return "a function";
+  if (typeof value === "function") {
+    if (!/^class\b/.test(Function.prototype.toString.call(value))) return "a function";
+    const name = value.name || "(anonymous)";
+    return `the class ${name}, not an instance (new ${name}({ ... }))`;
+  }
   if (Array.isArray(value)) return "an array";
   return typeof value === "object" ? "an object" : `${String(value)} (${typeof value})`;
 }
