@@ -180,6 +180,29 @@ describe("unknown options are a TypeError naming them", () => {
         'unknown option "duration" (use "windowMs" (milliseconds; rate-limiter-flexible\'s duration is seconds))',
     },
     {
+      name: "a window in seconds",
+      make: () => new FixedWindow({ limit: 10, windowSeconds: 60 } as never),
+      message: [
+        "FixedWindow: 2 problems with the options:",
+        '  - unknown option "windowSeconds" (use "windowMs" (milliseconds: seconds x 1000))',
+        '  - missing option "windowMs"',
+        "  known options: limit, windowMs, clock",
+        "  for example: new FixedWindow({ limit: 100, windowMs: 60_000 })",
+      ].join("\n"),
+    },
+    {
+      name: "a rate per millisecond, and per minute",
+      make: () => new TokenBucket({ capacity: 10, refillPerMs: 0.001 } as never),
+      message:
+        'unknown option "refillPerMs" (use "refillPerSecond" (units per second: per millisecond x 1000))',
+    },
+    {
+      name: "a leak per minute",
+      make: () => new LeakyBucket({ capacity: 10, leakPerMinute: 60 } as never),
+      message:
+        'unknown option "leakPerMinute" (use "leakPerSecond" (units per second: per minute / 60))',
+    },
+    {
       name: "a window on a bucket",
       make: () => new TokenBucket({ capacity: 5, windowMs: 1000 } as never),
       message: [
