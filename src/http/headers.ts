@@ -205,10 +205,16 @@ export function policyWindowSeconds(
   if (windowSeconds === undefined || windowSeconds === derived) return derived ?? windowSeconds;
   const windowMs = limiterWindowMs(limiter);
   if (windowMs === undefined) return windowSeconds; // a bucket, a function policy: nothing to check
+  // The same number twice: the limiter's window was most likely given in seconds.
+  const units =
+    windowMs === windowSeconds
+      ? `. windowMs is in milliseconds: for ${windowSeconds} s the limiter needs windowMs: ${windowSeconds * 1000}`
+      : "";
   throw new RangeError(
-    derived === undefined
+    (derived === undefined
       ? `${where}: windowSeconds is ${windowSeconds} but the limiter's window (windowMs ${windowMs}) is not a whole number of seconds, so no w= can state it; leave windowSeconds out (w= is then omitted)`
-      : `${where}: windowSeconds is ${windowSeconds} but the limiter's window is ${derived} s (windowMs ${windowMs}); leave windowSeconds out to send the limiter's own`,
+      : `${where}: windowSeconds is ${windowSeconds} but the limiter's window is ${derived} s (windowMs ${windowMs}); leave windowSeconds out to send the limiter's own`) +
+      units,
   );
 }
 
