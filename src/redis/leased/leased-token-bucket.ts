@@ -938,7 +938,6 @@ export class LeasedTokenBucket {
       return { ...local, source: "local" };
     }
     let share = e.fallback;
-    let ahead = 0;
     if (share === undefined) {
       const n = this.fallbackProcesses;
       if (n === undefined) {
@@ -962,14 +961,15 @@ export class LeasedTokenBucket {
         e.fallback = share;
         e.pausedShare = undefined;
         this.table.settle(e);
-      } else ahead = cost; // a peek: what the new bucket would hold after it
+      }
     }
     if (share.take(cost, now, take)) {
       if (take) {
         e.charge += cost;
         e.admitted += cost;
       }
-      return this.shape(true, 0, share.available(now) - ahead, "local");
+      // A peek answers what the consume would: what is left after the cost.
+      return this.shape(true, 0, share.available(now) - (take ? 0 : cost), "local");
     }
     return this.denied(share.waitMs(cost, now), share.available(now), "local");
   }
