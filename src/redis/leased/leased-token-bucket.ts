@@ -805,7 +805,7 @@ export class LeasedTokenBucket {
     }
     if (cost === 0 || fits(cost, e.tokens)) {
       if (take && cost > 0) this.spend(e, cost, now);
-      return this.granted(e, "lease");
+      return this.granted(e, "lease", take ? 0 : cost);
     }
     if (take) {
       e.lastUsedMs = now;
@@ -819,7 +819,7 @@ export class LeasedTokenBucket {
         this.counters.creditAdmitted += cost;
         this.request(e, cost);
       }
-      return this.granted(e, "credit");
+      return this.granted(e, "credit", take ? 0 : cost);
     }
     if (this.down.size > 0 && this.down.has(this.nodeOf(e.group, e.key))) {
       return this.failed(e, cost, now, take); // its node is down
@@ -976,10 +976,11 @@ export class LeasedTokenBucket {
 
   /**
    * @internal An allowed decision from the lease or credit: what is left after it, the
-   * lease plus the shared bucket's last count, less what this process still owes it.
+   * lease plus the shared bucket's last count, less what this process still owes it, less
+   * `ahead` (a peek's cost, not taken: what its consume would leave).
    */
-  private granted(e: LeaseEntry, source: LeasedSource): LeasedDecision {
-    return this.shape(true, 0, e.tokens + e.shared - e.charge - e.sentCharge, source);
+  private granted(e: LeaseEntry, source: LeasedSource, ahead = 0): LeasedDecision {
+    return this.shape(true, 0, e.tokens + e.shared - e.charge - e.sentCharge - ahead, source);
   }
 
   /** @internal */

@@ -699,4 +699,20 @@ describe("peek of a key on its local fallback bucket", () => {
     expect(peeked).toMatchObject({ allowed: true, remaining: 6, source: "local" });
     expect(limiter.consume("k", 3)).toEqual(peeked);
   });
+
+  test("a peek on the lease or on credit subtracts the cost, as its consume would", async () => {
+    const w = world(100, 0);
+    const limiter = w.limiter({ initialCredit: 3 });
+    // On credit: no lease yet. Before: the peek's remaining did not take off its cost.
+    expect(limiter.consume("k")).toMatchObject({ source: "credit", remaining: 99 });
+    const onCredit = limiter.peek("k", 2);
+    expect(onCredit).toMatchObject({ allowed: true, source: "credit", remaining: 97 });
+    expect(limiter.consume("k", 2)).toEqual(onCredit);
+    await w.timers.advance(100); // the lease arrives
+    const onLease = limiter.peek("k", 3);
+    expect(onLease).toMatchObject({ allowed: true, source: "lease" });
+    const taken = limiter.consume("k", 3);
+    expect(taken.source).toBe("lease");
+    expect(onLease).toEqual(taken);
+  });
 });
