@@ -389,6 +389,28 @@ describe("tampered snapshots are refused before anything changes", () => {
     expect(fresh.size).toBe(0);
   });
 
+  test("a window's latest time past its clock's resolution is refused, not kept to throw on every call", () => {
+    const clock = manualClock(1000);
+    for (const latestMs of ["Infinity", 1e300] as const) {
+      const windows = [
+        new FixedWindow({ limit: 2, windowMs: 1000, clock }),
+        new SlidingWindowCounter({ limit: 2, windowMs: 1000, clock }),
+        new SlidingWindowLog({ limit: 2, windowMs: 1000, clock }),
+        allOf(
+          new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }),
+          new FixedWindow({ limit: 2, windowMs: 1000, clock }),
+        ),
+      ];
+      for (const limiter of windows) {
+        // Before: restored, then every allow threw this RangeError (KeyedLimiter refused it).
+        expect(() => limiter.restore({ ...limiter.snapshot(), latestMs })).toThrow(
+          /windowMs 1000 is below the clock's resolution/,
+        );
+        expect([limiter.allow(), limiter.allow(), limiter.allow()]).toEqual([true, true, false]);
+      }
+    }
+  });
+
   test("a log whose running total falls is refused, not a burst past the limit", () => {
     const clock = manualClock(1000);
     const log = new SlidingWindowLog({ limit: 5, windowMs: 1000, clock });
