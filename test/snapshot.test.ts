@@ -341,6 +341,76 @@ describe("tampered snapshots are refused before anything changes", () => {
     expect(admitted).toBe(5);
   });
 
+  test("a state array with a hole is refused, not a bucket that admits everything", () => {
+    // A hole (a sparse array, as structuredClone or code may hand over) was skipped by the
+    // decoding and became NaN tokens: every request admitted. Now it is a missing number.
+    const clock = manualClock(1000);
+    const bucket = new TokenBucket({ capacity: 5, refillPerSecond: 0.001, clock });
+    const keyed = new KeyedLimiter(new TokenBucket({ capacity: 5, refillPerSecond: 0.001, clock }));
+    const snap = bucket.snapshot();
+    const holes: (number | undefined)[] = new Array(snap.state.length);
+    holes[1] = 1000; // state[0], the tokens, left out
+    const state = holes as LimiterSnapshot["state"];
+    const holed = { ...snap, state };
+    expect(() => bucket.restore(holed)).toThrow(TypeError);
+    expect(() => keyed.restore("k", holed)).toThrow(TypeError);
+    const all = { ...keyed.snapshotAll(), keys: ["k"], state };
+    expect(() => keyed.restoreAll(all)).toThrow(TypeError);
+    // Nothing changed: each admits exactly its capacity.
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (bucket.allow()) admitted++;
+    expect(admitted).toBe(5);
+    admitted = 0;
+    for (let i = 0; i < 100; i++) if (keyed.allow("k")) admitted++;
+    expect(admitted).toBe(5);
+  });
+
+  test("a trace table with holes is refused, not read as NaN entries", () => {
+    const clock = manualClock(1000);
+    const keyed = new KeyedLimiter(
+      new TokenBucket({ capacity: 2, refillPerSecond: 0.001, clock }),
+      {
+        maxKeys: 1,
+      },
+    );
+    keyed.allow("a");
+    keyed.allow("a");
+    keyed.allow("b"); // "a" pushed out while limited: its trace is kept
+    const all = keyed.snapshotAll();
+    const trace = all.trace!;
+    const entries = new Array(trace.entries.length) as typeof trace.entries;
+    const fresh = new KeyedLimiter(
+      new TokenBucket({ capacity: 2, refillPerSecond: 0.001, clock }),
+      {
+        maxKeys: 1,
+      },
+    );
+    expect(() => fresh.restoreAll({ ...all, trace: { ...trace, entries } })).toThrow(TypeError);
+    expect(fresh.size).toBe(0);
+  });
+
+  test("a window's latest time past its clock's resolution is refused, not kept to throw on every call", () => {
+    const clock = manualClock(1000);
+    for (const latestMs of ["Infinity", 1e300] as const) {
+      const windows = [
+        new FixedWindow({ limit: 2, windowMs: 1000, clock }),
+        new SlidingWindowCounter({ limit: 2, windowMs: 1000, clock }),
+        new SlidingWindowLog({ limit: 2, windowMs: 1000, clock }),
+        allOf(
+          new TokenBucket({ capacity: 5, refillPerSecond: 1, clock }),
+          new FixedWindow({ limit: 2, windowMs: 1000, clock }),
+        ),
+      ];
+      for (const limiter of windows) {
+        // Before: restored, then every allow threw this RangeError (KeyedLimiter refused it).
+        expect(() => limiter.restore({ ...limiter.snapshot(), latestMs })).toThrow(
+          /windowMs 1000 is below the clock's resolution/,
+        );
+        expect([limiter.allow(), limiter.allow(), limiter.allow()]).toEqual([true, true, false]);
+      }
+    }
+  });
+
   test("a log whose running total falls is refused, not a burst past the limit", () => {
     const clock = manualClock(1000);
     const log = new SlidingWindowLog({ limit: 5, windowMs: 1000, clock });

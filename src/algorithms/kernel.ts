@@ -408,6 +408,9 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
     const kernel = this.makeKernel();
     const probe = new Float64Array(this.state.length);
     checkStateAt(where, () => kernel.loadSlot(probe, 0, -1, state)); // its shape
+    // A latest time a window cannot decide at is refused here, as KeyedLimiter refuses it,
+    // not kept to make every later call throw.
+    if (latestMs > this.seenMs) this.timeAt(latestMs);
     return () => {
       this.kernel.loadSlot(this.state, 0, 0, state);
       if (latestMs > this.seenMs) this.seenMs = latestMs;

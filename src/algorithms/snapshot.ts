@@ -214,7 +214,8 @@ export function checkSnapshot(
     throw new TypeError(`${where}: snapshot.state must be an array, got ${describe(s.state)}`);
   }
   return {
-    state: s.state.map((v) => decodeNumber(where, v)),
+    // Array.from visits a sparse array's holes (map skips them, leaving NaN in the state).
+    state: Array.from(s.state as unknown[], (v) => decodeNumber(where, v)),
     latestMs: decodeNumber(where, s.latestMs),
   };
 }

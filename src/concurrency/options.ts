@@ -57,7 +57,8 @@ export function checkConcurrency<K extends string = never>(
     true,
     DEFAULT_CONCURRENCY_RETRY_MS,
   );
-  checked.add(s);
+  // Frozen: every key's limiter of a keyed one takes these unchecked, so none may change them.
+  checked.add(Object.freeze(s));
   return s as ConcurrencySettings & Record<K, number>;
 }
 

@@ -791,7 +791,9 @@ export class SlabEngine extends KeyCounters {
    */
   checkTrace(where: string, t: NonNullable<RegistrySnapshot["trace"]>): Trace {
     const untilMs = decodeNumber(where, t.untilMs);
-    const entries = Array.isArray(t.entries) ? t.entries.map((v) => decodeNumber(where, v)) : [];
+    const entries = Array.isArray(t.entries)
+      ? Array.from(t.entries as unknown[], (v) => decodeNumber(where, v))
+      : [];
     const n = this.traceBytes / 8;
     const seed = t.seed;
     const word = (x: unknown) => typeof x === "number" && Number.isInteger(x);

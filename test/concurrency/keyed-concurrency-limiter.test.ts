@@ -85,3 +85,19 @@ describe("KeyedConcurrencyLimiter", () => {
     );
   });
 });
+
+describe("the settings a KeyedConcurrencyLimiter hands each key's limiter, unchecked", () => {
+  it("cannot be changed after the check: a new key still gets the checked limit", () => {
+    // Every key's limiter skips the option check for these settings (checked once), so a
+    // change to the shared object would reach new keys unchecked (NaN refuses forever,
+    // Infinity admits all). Frozen, the change is refused.
+    const keyed = new KeyedConcurrencyLimiter({ limit: 1 });
+    const settings = (keyed as unknown as { settings: { limit: number } }).settings;
+    expect(Object.isFrozen(settings)).toBe(true);
+    expect(() => {
+      settings.limit = Number.POSITIVE_INFINITY;
+    }).toThrow(TypeError);
+    expect(keyed.tryAcquire("new")).not.toBeNull();
+    expect(keyed.tryAcquire("new")).toBeNull();
+  });
+});

@@ -3,10 +3,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FixedWindow } from "../../src/algorithms/fixed-window.js";
+import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { rateLimit } from "../../src/http/index.js";
 import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
 import { NearLimitKeys } from "../../src/metrics/near-limit-keys.js";
+import { metricsText } from "../../src/metrics/prometheus.js";
 import { MeteredLimiter, withMetrics } from "../../src/metrics/with-metrics.js";
 
 const manual = () => {
@@ -120,6 +122,19 @@ describe("withMetrics on an unkeyed limiter", () => {
     m.reset();
     expect(m.isIdle()).toBe(true);
     expect(() => rateLimit({ limiter: m })).not.toThrow();
+  });
+
+  it("an unkeyed SlidingWindowLog reports no keys: its log's entry count is not keys", () => {
+    // A private `size` getter of the log (its entries) was read as `keys`, and sent as
+    // tollgate_keys; `keys` is a keyed limiter's (docs/metrics.md).
+    const { clock } = manual();
+    const m = withMetrics(new SlidingWindowLog({ limit: 3, windowMs: 1000, clock }), {
+      name: "log",
+    });
+    m.consume();
+    m.consume();
+    expect(m.metrics().keys).toBeUndefined();
+    expect(metricsText([m])).not.toContain("tollgate_keys");
   });
 });
 

@@ -805,7 +805,7 @@ export class LeasedTokenBucket {
     }
     if (cost === 0 || fits(cost, e.tokens)) {
       if (take && cost > 0) this.spend(e, cost, now);
-      return this.granted(e, "lease");
+      return this.granted(e, "lease", take ? 0 : cost);
     }
     if (take) {
       e.lastUsedMs = now;
@@ -819,7 +819,7 @@ export class LeasedTokenBucket {
         this.counters.creditAdmitted += cost;
         this.request(e, cost);
       }
-      return this.granted(e, "credit");
+      return this.granted(e, "credit", take ? 0 : cost);
     }
     if (this.down.size > 0 && this.down.has(this.nodeOf(e.group, e.key))) {
       return this.failed(e, cost, now, take); // its node is down
@@ -938,7 +938,6 @@ export class LeasedTokenBucket {
       return { ...local, source: "local" };
     }
     let share = e.fallback;
-    let ahead = 0;
     if (share === undefined) {
       const n = this.fallbackProcesses;
       if (n === undefined) {
@@ -962,24 +961,26 @@ export class LeasedTokenBucket {
         e.fallback = share;
         e.pausedShare = undefined;
         this.table.settle(e);
-      } else ahead = cost; // a peek: what the new bucket would hold after it
+      }
     }
     if (share.take(cost, now, take)) {
       if (take) {
         e.charge += cost;
         e.admitted += cost;
       }
-      return this.shape(true, 0, share.available(now) - ahead, "local");
+      // A peek answers what the consume would: what is left after the cost.
+      return this.shape(true, 0, share.available(now) - (take ? 0 : cost), "local");
     }
     return this.denied(share.waitMs(cost, now), share.available(now), "local");
   }
 
   /**
    * @internal An allowed decision from the lease or credit: what is left after it, the
-   * lease plus the shared bucket's last count, less what this process still owes it.
+   * lease plus the shared bucket's last count, less what this process still owes it, less
+   * `ahead` (a peek's cost, not taken: what its consume would leave).
    */
-  private granted(e: LeaseEntry, source: LeasedSource): LeasedDecision {
-    return this.shape(true, 0, e.tokens + e.shared - e.charge - e.sentCharge, source);
+  private granted(e: LeaseEntry, source: LeasedSource, ahead = 0): LeasedDecision {
+    return this.shape(true, 0, e.tokens + e.shared - e.charge - e.sentCharge - ahead, source);
   }
 
   /** @internal */

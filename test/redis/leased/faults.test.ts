@@ -682,3 +682,37 @@ describe("efficiency", () => {
     });
   });
 });
+
+describe("peek of a key on its local fallback bucket", () => {
+  test("a peek of an existing local fallback bucket subtracts the cost, as its consume would", async () => {
+    // No refill, one process: the local bucket is the whole capacity, 10.
+    const w = world(10, 0);
+    w.store.mode = "down";
+    const limiter = w.limiter({ expectedProcesses: 1, initialCredit: 0 });
+    expect(limiter.consume("k")).toMatchObject({ allowed: false, source: "pending" });
+    await w.timers.advance(10); // the lease call failed: the key falls back
+    // Before its local bucket exists: what a first consume would answer, the cost taken.
+    expect(limiter.peek("k", 3)).toMatchObject({ allowed: true, remaining: 7, source: "local" });
+    expect(limiter.consume("k", 1)).toMatchObject({ allowed: true, remaining: 9, source: "local" });
+    // Once it exists, the same: 9 - 3. Before: 9, as if the peek cost nothing.
+    const peeked = limiter.peek("k", 3);
+    expect(peeked).toMatchObject({ allowed: true, remaining: 6, source: "local" });
+    expect(limiter.consume("k", 3)).toEqual(peeked);
+  });
+
+  test("a peek on the lease or on credit subtracts the cost, as its consume would", async () => {
+    const w = world(100, 0);
+    const limiter = w.limiter({ initialCredit: 3 });
+    // On credit: no lease yet. Before: the peek's remaining did not take off its cost.
+    expect(limiter.consume("k")).toMatchObject({ source: "credit", remaining: 99 });
+    const onCredit = limiter.peek("k", 2);
+    expect(onCredit).toMatchObject({ allowed: true, source: "credit", remaining: 97 });
+    expect(limiter.consume("k", 2)).toEqual(onCredit);
+    await w.timers.advance(100); // the lease arrives
+    const onLease = limiter.peek("k", 3);
+    expect(onLease).toMatchObject({ allowed: true, source: "lease" });
+    const taken = limiter.consume("k", 3);
+    expect(taken.source).toBe("lease");
+    expect(onLease).toEqual(taken);
+  });
+});
