@@ -3,6 +3,27 @@
  * docs/semantics.md#blocks.
  * @module
  */
+import type { Decision } from "./limiter.js";
+
+/**
+ * The denial of a key blocked `leftMs` more, on every path that keeps blocks (keyed, store,
+ * Redis): nothing remaining, and `retryAfterMs` and `resetAfterMs` at least `leftMs`, or what
+ * the key's state alone says (`retryMs`, `resetMs`: its usage without the cost) when longer.
+ */
+export function blockedDenial(
+  limit: number,
+  retryMs: number,
+  resetMs: number,
+  leftMs: number,
+): Decision {
+  return {
+    allowed: false,
+    limit,
+    remaining: 0,
+    retryAfterMs: retryMs > leftMs ? retryMs : leftMs,
+    resetAfterMs: resetMs > leftMs ? resetMs : leftMs,
+  };
+}
 
 /**
  * Accounted bytes of the entry of `key`: the key (2 per UTF-16 code unit and a 24-byte

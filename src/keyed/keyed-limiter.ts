@@ -15,6 +15,7 @@ import {
 } from "../algorithms/snapshot.js";
 import { checkTimeMs } from "../algorithms/time.js";
 import { isLimiter } from "../composite/all-of.js";
+import { blockedDenial } from "../core/blocks.js";
 import {
   checkCost,
   checkInteger,
@@ -33,7 +34,7 @@ import { checkWaitOptions, jittered } from "../core/wait.js";
 import { BLOCKED, SlabEngine } from "./engine.js";
 import { KeyWaiters } from "./key-waiters.js";
 import { type BucketWaiting, joinSlabs, type Slab, slabOf } from "./layouts/index.js";
-import { blockedDecision, LimiterMap } from "./limiter-map.js";
+import { LimiterMap } from "./limiter-map.js";
 import {
   armSweepTimer,
   checkedFactory,
@@ -1136,7 +1137,7 @@ export class KeyedLimiter {
           ? this.decideWithoutSlot(key, 0, now).resetAfterMs
           : e.layout.decideAt(e.state, slot * e.stride, slot, now, 0, false).resetAfterMs;
     }
-    return blockedDecision(state, resetAfterMs, decisionMs(blockMs));
+    return blockedDenial(state.limit, state.retryAfterMs, resetAfterMs, decisionMs(blockMs));
   }
 
   /** @internal The denial of a new key the full registry could not keep (`whenFull: "refuse"`). */

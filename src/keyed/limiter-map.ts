@@ -1,3 +1,4 @@
+import { blockedDenial } from "../core/blocks.js";
 import { RateLimitError } from "../core/errors.js";
 import type { Receipt } from "../core/limiter.js";
 import {
@@ -216,7 +217,7 @@ export class LimiterMap extends KeyCounters {
     const limiter = this.map.get(key)!;
     const state = decide(limiter, cost, false, atMs);
     const reset = state.allowed ? decide(limiter, 0, false, atMs).resetAfterMs : state.resetAfterMs;
-    return blockedDecision(state, reset, ms);
+    return blockedDenial(state.limit, state.retryAfterMs, reset, ms);
   }
 
   /**
@@ -419,22 +420,6 @@ export class LimiterMap extends KeyCounters {
     this.dropIdle(IDLE_SCAN);
     return this.hasRoom(key, extra);
   }
-}
-
-/**
- * The denial of a key blocked for `ms` more (either path), from its state's peeked decision
- * `state` and `reset`, when its usage without the cost is over: nothing is usable until both
- * the block and the usage allow.
- * @internal
- */
-export function blockedDecision(state: Decision, reset: number, ms: number): Decision {
-  return {
-    allowed: false,
-    limit: state.limit,
-    remaining: 0,
-    retryAfterMs: state.retryAfterMs > ms ? state.retryAfterMs : ms,
-    resetAfterMs: reset > ms ? reset : ms,
-  };
 }
 
 /** The clock a key's limiter decides on: its `clock` when it has one, else `performance.now()`. */

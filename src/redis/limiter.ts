@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { readClock } from "../algorithms/time.js";
+import { blockedDenial } from "../core/blocks.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
 import { checkReceipt } from "../core/receipt.js";
-import { blockedDenial, markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
+import { markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";

@@ -1,4 +1,4 @@
-import { BlockTable } from "../core/blocks.js";
+import { BlockTable, blockedDenial } from "../core/blocks.js";
 import { checkCost, describe, mustBe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { wholeUnits } from "../core/numeric.js";
@@ -61,20 +61,6 @@ const chargeMarks = new WeakMap<
   Decision,
   { mark: number; atMs: number; untilMs: number; ledger: string }
 >();
-
-/**
- * The denial of a key blocked `leftMs` more, as `KeyedLimiter` denies one: nothing
- * remaining, `retryAfterMs` and `resetAfterMs` (what the state alone says) at least `leftMs`.
- */
-export function blockedDenial(limit: number, retryMs: number, resetMs: number, leftMs: number) {
-  return {
-    allowed: false,
-    limit,
-    remaining: 0,
-    retryAfterMs: retryMs > leftMs ? retryMs : leftMs,
-    resetAfterMs: resetMs > leftMs ? resetMs : leftMs,
-  };
-}
 
 /**
  * The store-neutral half of a limiter whose state lives in a shared store: the key and
