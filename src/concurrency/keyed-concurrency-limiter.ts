@@ -173,7 +173,11 @@ export class KeyedConcurrencyLimiter {
     const link: ConcurrencyLink = {
       idle: () => this.forgetIfIdle(key, limiter!),
       // A waiter takes a place in the budget all keys share, when one is left.
-      enqueue: () => this.queued < this.maxWaiters && ++this.queued > 0,
+      enqueue: () => {
+        if (this.queued >= this.maxWaiters) return false;
+        this.queued++;
+        return true;
+      },
       dequeue: () => this.queued--,
       acquired: () => this.held++,
       released: () => this.held--,
