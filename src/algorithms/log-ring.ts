@@ -7,9 +7,10 @@ import { logDecision, logLeaveAt, NEXT_UP } from "./window-math.js";
 export const INITIAL_ENTRIES = 1;
 /** Doubles of a ring in its owner's slot: head, size, base. */
 export const RING_DOUBLES = 3;
-const HEAD = 0;
-const SIZE = 1;
-const BASE = 2;
+/** Offsets of a ring's head, size and base in its owner's slot (`st[s + HEAD]` ...). */
+export const HEAD = 0;
+export const SIZE = 1;
+export const BASE = 2;
 
 /**
  * The log of a sliding window log and the decisions made on it: a ring of `[leaveAtMs,

@@ -2,7 +2,7 @@ import type { Decision } from "../core/limiter.js";
 import { fits, TOLERANCE } from "../core/numeric.js";
 import type { Kernel } from "./kernel.js";
 import { LogArena } from "./log-arena.js";
-import { checkSavedLog, LogRing, RING_DOUBLES } from "./log-ring.js";
+import { BASE, checkSavedLog, HEAD, LogRing, RING_DOUBLES, SIZE } from "./log-ring.js";
 import { logExactEntries } from "./window-math.js";
 
 /** Where a layout accounts the bytes its logs gain or lose: the slab engine. */
@@ -300,6 +300,37 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
+    // A limited client's denial (the ring holds entries, none has left by now, and the
+    // cost does not fit beside them) read in place, as `LogRing.decide` denies: no cursor,
+    // no call. Anything else (an admission, an expiry) the long way, in a call of its own,
+    // so this body stays small enough for V8 to inline into every `allow` (written out
+    // here: behind a function of its own, V8 did not inline it and `allow` ran 1.5x slower).
+    const size = st[s + SIZE]!;
+    if (size !== 0 && cost !== 0) {
+      const arena = slot < 0 ? this.scratch : this.arena;
+      const r = slot < 0 ? 0 : 2 * slot;
+      const rows = arena.rows;
+      const off = rows[r]!;
+      const data = arena.data;
+      const head = st[s + HEAD]!;
+      if (data[off + 2 * head]! > now) {
+        const n = rows[r + 1]!;
+        const p = head + size - 1;
+        const sum = data[off + 2 * (p < n ? p : p - n) + 1]! - st[s + BASE]!;
+        if (!fits(cost, this.limit - sum)) return false;
+      }
+    }
+    return this.allowLogged(st, s, slot, now, cost);
+  }
+
+  /** {@link allowAt} the long way: expires the ring, then logs `cost` when it fits. */
+  private allowLogged(
+    st: Float64Array,
+    s: number,
+    slot: number,
+    now: number,
+    cost: number,
+  ): boolean {
     const ring = this.ringAt(st, s, slot);
     // SlidingWindowLog.allow's steps on the ring, written out (V8 inlines them).
     const slots = ring.slotCount;

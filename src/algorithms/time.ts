@@ -96,7 +96,7 @@ export function checkWindowClock(
 }
 
 /** The error of {@link checkWindowClock}, apart: every decision inlines the check, not this. */
-function windowClockError(where: string, nowMs: number, windowMs: number): RangeError {
+export function windowClockError(where: string, nowMs: number, windowMs: number): RangeError {
   return new RangeError(
     `${where}: windowMs ${windowMs} is below the clock's resolution at ${nowMs} ms ` +
       `(a float step of ${floatStep(nowMs)} ms); use a larger windowMs or a clock with a smaller origin`,
