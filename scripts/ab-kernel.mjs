@@ -20,6 +20,9 @@ const ALGORITHMS = {
   "leaky-bucket": (m, clock) => new m.LeakyBucket({ capacity: 1e9, leakPerSecond: 1e9, clock }),
   "fixed-window": (m, clock) => new m.FixedWindow({ limit: 1e12, windowMs: 1000, clock }),
   "sliding-window-log": (m, clock) => new m.SlidingWindowLog({ limit: 1e9, windowMs: 1000, clock }),
+  // The bench's log: full after 1000 checks, so a hot key's checks are denials.
+  "sliding-window-log-full": (m, clock) =>
+    new m.SlidingWindowLog({ limit: 1000, windowMs: 1e9, clock }),
   "sliding-window-counter": (m, clock) =>
     new m.SlidingWindowCounter({ limit: 1e12, windowMs: 1000, clock }),
 };
