@@ -80,9 +80,9 @@ export class SlidingWindowLogKernel implements Kernel {
 
   /** Expired to now; a longer window moves every entry out by the difference (as the class). */
   retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void {
-    this.isIdle(st, s, slot, now); // expires the ring to now
+    const ring = this.expired(st, s, slot, now);
     const grow = (next as SlidingWindowLogKernel).windowMs - this.windowMs;
-    if (grow > 0) this.ringAt(st, s, slot).extend(grow);
+    if (grow > 0) ring.extend(grow);
   }
 
   /** `[idleAtMs, sum]`: a longer window moves the time out by the difference; the sum is kept. */
@@ -115,12 +115,16 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   isIdle(st: Float64Array, s: number, slot: number, now: number): boolean {
+    return this.expired(st, s, slot, now).size === 0;
+  }
+
+  /** The slot's ring expired to `now` (a cursor), the bytes of a block that shrank given back. */
+  private expired(st: Float64Array, s: number, slot: number, now: number): LogRing {
     const ring = this.ringAt(st, s, slot);
-    if (ring.size === 0) return true;
     const slots = ring.slotCount;
     ring.expire(now, this.limit);
     if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
-    return ring.size === 0;
+    return ring;
   }
 
   /** When the newest entry leaves (then the log is empty), a float step or so later. */
@@ -131,8 +135,7 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   usage(st: Float64Array, s: number, slot: number, now: number): number {
-    this.isIdle(st, s, slot, now); // expires the ring to now
-    return this.ringAt(st, s, slot).sum() / this.limit;
+    return this.expired(st, s, slot, now).sum() / this.limit;
   }
 
   /** The time the log is empty, then the units it holds: each bound grows with use. */
@@ -229,13 +232,7 @@ export class SlidingWindowLogKernel implements Kernel {
 
   /** True when `cost` fits the log now (after expiring it), as `allowAt` would answer. */
   fitsAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
-    if (cost === 0) return true;
-    const ring = this.ringAt(st, s, slot);
-    if (ring.size === 0) return fits(cost, this.limit);
-    const slots = ring.slotCount;
-    ring.expire(now, this.limit);
-    if (ring.slotCount !== slots) this.account(slot, slots, ring.slotCount);
-    return fits(cost, this.limit - ring.sum());
+    return cost === 0 || fits(cost, this.limit - this.expired(st, s, slot, now).sum());
   }
 
   /** Logs `cost` (> 0) now, unchecked: `allOf` checked every part with {@link fitsAt}. */
