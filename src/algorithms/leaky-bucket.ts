@@ -16,7 +16,7 @@ import {
   type WaitOptions,
 } from "../core/limiter.js";
 import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
-import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
+import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { BucketBase, checkInitial } from "./bucket-base.js";
 
 /** Options of {@link LeakyBucket}. */
@@ -149,20 +149,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
 
   /** @internal Checks `options` and reads the clock; the returned function applies them. */
   planReconfigure(options: unknown): ApplyReconfigure {
-    const o = checkReconfigureOptions<LeakyBucketOptions>(
-      WHERE,
-      options,
-      LEAKY_BUCKET_OPTIONS,
-      HINTS,
-    );
-    const capacity =
-      o.capacity === undefined
-        ? this.capacity
-        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
-    const rate =
-      o.leakPerSecond === undefined
-        ? this.leakPerSecond
-        : checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
+    const [o, capacity, rate] = this.checkRetune(options, HINTS, "leakPerSecond");
     const initial = checkInitial(
       WHERE,
       "initialLevel",
