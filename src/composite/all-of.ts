@@ -336,15 +336,10 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   refund(cost?: number): number;
   refund(cost?: number | Receipt, units?: number): number {
     const where = `${WHERE}.refund`;
-    let receipt: ChargeReceipt | undefined;
-    let u: number;
-    if (typeof cost === "object" && cost !== null) {
-      const r = checkReceipt(where, cost, this, units);
-      receipt = r.receipt;
-      u = r.units;
-    } else {
-      u = cost === undefined ? 1 : checkCost(where, cost);
-    }
+    const viaReceipt = typeof cost === "object" && cost !== null;
+    const r = viaReceipt ? checkReceipt(where, cost, this, units) : undefined;
+    const receipt = r?.receipt;
+    const u = r !== undefined ? r.units : cost === undefined ? 1 : checkCost(where, cost);
     const leaves = this.leaves;
     const drivers = this.drivers;
     const times = this.timesMs;
