@@ -90,14 +90,13 @@ export class TokenBucket extends BucketBase implements Limiter {
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const initialTokens = checkInitial(WHERE, "initialTokens", o.initialTokens, capacity);
-    const clock = checkClock(WHERE, o.clock, systemClock);
     // Not shaping: a cost that does not fit goes into debt (Go's `rate.Limiter`).
     super(SPEC, false);
     this.capacity = capacity;
     this.refillPerSecond = refillPerSecond;
     this.initialTokens = initialTokens ?? capacity;
     this.initialGiven = initialTokens !== undefined;
-    this.clock = clock;
+    this.clock = checkClock(WHERE, o.clock, systemClock);
     this.startUnits();
   }
 
