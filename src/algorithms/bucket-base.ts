@@ -15,20 +15,6 @@ import {
 } from "./kernel.js";
 import { readClock } from "./time.js";
 
-/**
- * The state and mechanics shared by {@link TokenBucket} and {@link LeakyBucket}, which
- * are one bucket seen from two sides: the token bucket's tokens are the leaky bucket's
- * free room (`capacity - level`). Internal: not exported from the package index; each
- * subclass keeps its own constructor (validation, messages), public fields, docs,
- * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic),
- * and declares each public method with its own docs (the API report lists only a class's
- * own members), its body a call to a method here.
- * A bucket is a shell over one slot of its {@link BucketKernel}: with nothing held for
- * waiters or reservations the kernel decides; while units are held, its {@link HeldBucket}
- * over the same slot (as for the keyed registry's waiting keys).
- * @module
- */
-
 /** Scratch for the units one refund gave back (calls are synchronous). */
 const GIVEN = new Float64Array(1);
 
@@ -50,10 +36,15 @@ export function checkInitial(
 }
 
 /**
- * Base of the two bucket classes: units (tokens, or free room) exact at an anchor time,
- * the clock high-water mark, and the lazily made {@link HeldBucket} behind `wait`/`reserve`.
- * Not exported from the package; its members are marked internal, so the published types
- * show none of them.
+ * Base of {@link TokenBucket} and {@link LeakyBucket}, one bucket seen from two sides: the
+ * token bucket's tokens are the leaky bucket's free room (`capacity - level`). A shell over
+ * one slot of its {@link BucketKernel}: with nothing held for waiters or reservations the
+ * kernel decides; while units are held, its {@link HeldBucket} over the same slot (as for the
+ * keyed registry's waiting keys). Not exported from the package; its members are marked
+ * internal, so the published types show none of them. Each subclass keeps its constructor
+ * (validation, messages), public fields, docs, `clone()` and `allow()` (the hot path, written
+ * out per class so it stays monomorphic), and declares each public method with its own docs
+ * (the API report lists only a class's own members), its body a call to a method here.
  */
 export abstract class BucketBase extends KernelShell {
   /** Most units the bucket holds. */
