@@ -9,7 +9,7 @@ import {
   type SnapshotNumber,
 } from "../algorithms/snapshot.js";
 import { checkTimeMs } from "../algorithms/time.js";
-import { checkCost, describe } from "../core/errors.js";
+import { checkCost, describe, mustBe } from "../core/errors.js";
 import type { Receipt } from "../core/limiter.js";
 import {
   type Clock,
@@ -78,9 +78,8 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
    */
   constructor(parts: readonly Limiter[]) {
     super();
-    if (!Array.isArray(parts)) {
-      throw new TypeError(`${WHERE}: parts must be an array of limiters, got ${describe(parts)}`);
-    }
+    if (!Array.isArray(parts))
+      throw mustBe(WHERE, "parts", "an array of limiters", parts, TypeError);
     if (parts.length === 0) {
       throw new RangeError(`${WHERE}: needs at least one limiter, got none`);
     }
