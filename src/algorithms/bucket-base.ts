@@ -1,8 +1,8 @@
-import { badClock, mustBe } from "../core/errors.js";
+import { badClock, checkNumber, mustBe } from "../core/errors.js";
 import type { Clock, Decision, WaitOptions } from "../core/limiter.js";
 import { fits } from "../core/numeric.js";
 import { ChargeReceipt, deniedReceipt } from "../core/receipt.js";
-import type { ApplyReconfigure } from "../core/reconfigure.js";
+import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
 import { jittered } from "../core/wait.js";
 import { BucketKernel, HeldBucket } from "./bucket-kernel.js";
 import type { BucketLedger } from "./bucket-ledger.js";
@@ -14,20 +14,6 @@ import {
   type ShellSpec,
 } from "./kernel.js";
 import { readClock } from "./time.js";
-
-/**
- * The state and mechanics shared by {@link TokenBucket} and {@link LeakyBucket}, which
- * are one bucket seen from two sides: the token bucket's tokens are the leaky bucket's
- * free room (`capacity - level`). Internal: not exported from the package index; each
- * subclass keeps its own constructor (validation, messages), public fields, docs,
- * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic),
- * and declares each public method with its own docs (the API report lists only a class's
- * own members), its body a call to a method here.
- * A bucket is a shell over one slot of its {@link BucketKernel}: with nothing held for
- * waiters or reservations the kernel decides; while units are held, its {@link HeldBucket}
- * over the same slot (as for the keyed registry's waiting keys).
- * @module
- */
 
 /** Scratch for the units one refund gave back (calls are synchronous). */
 const GIVEN = new Float64Array(1);
@@ -50,10 +36,15 @@ export function checkInitial(
 }
 
 /**
- * Base of the two bucket classes: units (tokens, or free room) exact at an anchor time,
- * the clock high-water mark, and the lazily made {@link HeldBucket} behind `wait`/`reserve`.
- * Not exported from the package; its members are marked internal, so the published types
- * show none of them.
+ * Base of {@link TokenBucket} and {@link LeakyBucket}, one bucket seen from two sides: the
+ * token bucket's tokens are the leaky bucket's free room (`capacity - level`). A shell over
+ * one slot of its {@link BucketKernel}: with nothing held for waiters or reservations the
+ * kernel decides; while units are held, its {@link HeldBucket} over the same slot (as for the
+ * keyed registry's waiting keys). Not exported from the package; its members are marked
+ * internal, so the published types show none of them. Each subclass keeps its constructor
+ * (validation, messages), public fields, docs, `clone()` and `allow()` (the hot path, written
+ * out per class so it stays monomorphic), and declares each public method with its own docs
+ * (the API report lists only a class's own members), its body a call to a method here.
  */
 export abstract class BucketBase extends KernelShell {
   /** Most units the bucket holds. */
@@ -81,7 +72,7 @@ export abstract class BucketBase extends KernelShell {
   protected waiting: HeldBucket | undefined;
   /**
    * @internal Units every refund gave back so far: a receipt subtracts what came back since
-   * its charge from the refill it may still count on (see {@link refundReceiptAt}).
+   * its charge from the refill it may still count on (see {@link refundAt}).
    */
   protected credited = 0;
 
@@ -136,8 +127,7 @@ export abstract class BucketBase extends KernelShell {
    * (waiters are then served first-in, first-out: a refund lets no one jump the queue).
    * Returns the units given back.
    */
-  protected refundUnits(cost: number, now = this.now()): number {
-    if (now > this.seenMs) this.seenMs = now;
+  protected refundUnits(cost: number, now: number): number {
     if (!(cost > 0)) return 0;
     // The kernel's refund: a bucket full again is written exactly full (isIdle, traces).
     const given =
@@ -170,26 +160,6 @@ export abstract class BucketBase extends KernelShell {
       this.credited,
       undefined,
     );
-  }
-
-  /**
-   * @internal
-   * A refund through a receipt at `now` of checked `units` (at most what it still holds;
-   * docs/semantics.md#refunds): at most what the refill has not yet repaid of them,
-   * `rate * (fullAt - now)`, less the units refunds credited since the charge (they
-   * refilled the bucket too), then as {@link refundUnits} allows. Nothing after a reset or
-   * reconfigure since the charge.
-   */
-  protected refundReceiptAt(now: number, receipt: ChargeReceipt, units: number): number {
-    if (now > this.seenMs) this.seenMs = now;
-    if (!(units > 0) || receipt.epoch !== this.receiptEpoch) return 0;
-    // Refunds since the charge (this receipt's own included: they took back part of its
-    // refill time) count as refill.
-    const give = this.kernel.receiptBound(receipt.a, now, units, this.credited - receipt.b);
-    if (!(give > 0)) return 0;
-    const given = this.refundUnits(give, now);
-    receipt.refunded += given;
-    return given;
   }
 
   /** @internal True when the bucket is at capacity and nothing is pending. */
@@ -229,6 +199,22 @@ export abstract class BucketBase extends KernelShell {
       })(this.where, this.shaping);
     }
     return this.waiting.ledger;
+  }
+
+  /**
+   * @internal `reconfigure`'s `options` checked as the constructor checks them (`hints` its
+   * option hints), with `capacity` and the rate option `rate` as they will be: each the
+   * current one when left out.
+   */
+  protected checkRetune(
+    options: unknown,
+    hints: Readonly<Record<string, string>>,
+    rate: string,
+  ): [Readonly<Record<string, unknown>>, number, number] {
+    const { where, options: names } = this.spec;
+    const o = checkReconfigureOptions<Record<string, unknown>>(where, options, names, hints);
+    const capacity = checkNumber(where, "capacity", o.capacity, 0, false, this.capacity);
+    return [o, capacity, checkNumber(where, rate, o[rate], 0, true, this.ratePerSecond)];
   }
 
   /**
@@ -336,11 +322,23 @@ export abstract class BucketBase extends KernelShell {
     else w.take(w.unitsAt(now), cost, now);
   }
 
-  /** @internal See {@link KernelPart.refundAt}. */
+  /**
+   * @internal See {@link KernelPart.refundAt}. Through a receipt (docs/semantics.md#refunds):
+   * at most what the refill has not yet repaid of `units`, `rate * (fullAt - now)`, less the
+   * units refunds credited since the charge (they refilled the bucket too), then as
+   * {@link refundUnits} allows; nothing after a reset or reconfigure since the charge.
+   */
   override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
-    return receipt === undefined
-      ? this.refundUnits(units, now)
-      : this.refundReceiptAt(now, receipt, units);
+    if (now > this.seenMs) this.seenMs = now;
+    if (receipt === undefined) return this.refundUnits(units, now);
+    if (!(units > 0) || receipt.epoch !== this.receiptEpoch) return 0;
+    // Refunds since the charge (this receipt's own included: they took back part of its
+    // refill time) count as refill.
+    const give = this.kernel.receiptBound(receipt.a, now, units, this.credited - receipt.b);
+    if (!(give > 0)) return 0;
+    const given = this.refundUnits(give, now);
+    receipt.refunded += given;
+    return given;
   }
 
   /** @internal See {@link KernelPart.timeAt}. */

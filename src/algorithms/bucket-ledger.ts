@@ -519,18 +519,13 @@ export class BucketLedger {
         return [e, new RangeError(message)];
       }
       const waitMs = msToRefill(e.threshold - (this.total - ahead) - units, h.ratePerSecond);
-      if (waitMs === Number.POSITIVE_INFINITY) {
-        return [e, neverError(e.where, e.cost, this.decision(false, units, waitMs))];
-      }
+      const never = waitMs === Number.POSITIVE_INFINITY;
       // A few float steps of slack: an unchanged plan must not be refused by rounding.
-      if (now + waitMs > e.deadlineMs + Math.abs(e.deadlineMs) * 2 ** -48 + 1e-9) {
-        const error = maxWaitError(
-          e.where,
-          e.cost,
-          waitMs,
-          e.maxWaitMs,
-          this.decision(false, units, waitMs),
-        );
+      if (never || now + waitMs > e.deadlineMs + Math.abs(e.deadlineMs) * 2 ** -48 + 1e-9) {
+        const denied = this.decision(false, units, waitMs);
+        const error = never
+          ? neverError(e.where, e.cost, denied)
+          : maxWaitError(e.where, e.cost, waitMs, e.maxWaitMs, denied);
         return [e, error];
       }
     }

@@ -59,25 +59,18 @@ export function bucketDecision(
   capacity: number,
   refillPerSecond: number,
 ): Decision {
-  if (fits(cost, tokens) || cost === 0) {
-    const left = tokensAfter(tokens, cost);
-    return {
-      allowed: true,
-      limit: capacity,
-      remaining: wholeUnits(left, capacity),
-      retryAfterMs: 0,
-      resetAfterMs: decisionMs(msToRefill(capacity - left, refillPerSecond)),
-    };
-  }
-  const never = !fits(cost, capacity) || refillPerSecond === 0;
+  const allowed = fits(cost, tokens) || cost === 0;
+  const left = allowed ? tokensAfter(tokens, cost) : tokens;
   return {
-    allowed: false,
+    allowed,
     limit: capacity,
-    remaining: wholeUnits(tokens, capacity),
-    retryAfterMs: never
-      ? Number.POSITIVE_INFINITY
-      : decisionMs(msToRefill(cost - tokens, refillPerSecond)),
-    resetAfterMs: decisionMs(msToRefill(capacity - tokens, refillPerSecond)),
+    remaining: wholeUnits(left, capacity),
+    retryAfterMs: allowed
+      ? 0
+      : !fits(cost, capacity) || refillPerSecond === 0
+        ? Number.POSITIVE_INFINITY
+        : decisionMs(msToRefill(cost - tokens, refillPerSecond)),
+    resetAfterMs: decisionMs(msToRefill(capacity - left, refillPerSecond)),
   };
 }
 

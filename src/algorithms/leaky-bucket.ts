@@ -16,7 +16,7 @@ import {
   type WaitOptions,
 } from "../core/limiter.js";
 import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
-import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
+import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { BucketBase, checkInitial } from "./bucket-base.js";
 
 /** Options of {@link LeakyBucket}. */
@@ -89,13 +89,12 @@ export class LeakyBucket extends BucketBase implements Limiter {
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
     const initialLevel = checkInitial(WHERE, "initialLevel", o.initialLevel, capacity) ?? 0;
-    const clock = checkClock(WHERE, o.clock, systemClock);
     // Shaping: delay by the level, refuse when the queue is full (see the class doc).
     super(SPEC, true);
     this.capacity = capacity;
     this.leakPerSecond = leakPerSecond;
     this.initialLevel = initialLevel;
-    this.clock = clock;
+    this.clock = checkClock(WHERE, o.clock, systemClock);
     // The units are the free room, `capacity - level`: a TokenBucket's tokens.
     this.startUnits();
   }
@@ -149,26 +148,9 @@ export class LeakyBucket extends BucketBase implements Limiter {
 
   /** @internal Checks `options` and reads the clock; the returned function applies them. */
   planReconfigure(options: unknown): ApplyReconfigure {
-    const o = checkReconfigureOptions<LeakyBucketOptions>(
-      WHERE,
-      options,
-      LEAKY_BUCKET_OPTIONS,
-      HINTS,
-    );
-    const capacity =
-      o.capacity === undefined
-        ? this.capacity
-        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
-    const rate =
-      o.leakPerSecond === undefined
-        ? this.leakPerSecond
-        : checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);
-    const initial = checkInitial(
-      WHERE,
-      "initialLevel",
-      o.initialLevel ?? this.initialLevel,
-      capacity,
-    )!;
+    const [o, capacity, rate] = this.checkRetune(options, HINTS, "leakPerSecond");
+    const level = o.initialLevel ?? this.initialLevel;
+    const initial = checkInitial(WHERE, "initialLevel", level, capacity)!;
     return this.planBucket(capacity, () => {
       const self = this as { capacity: number; leakPerSecond: number; initialLevel: number };
       self.capacity = capacity;

@@ -1,4 +1,4 @@
-import { describe } from "../core/errors.js";
+import { describe, mustBe } from "../core/errors.js";
 
 /**
  * Snapshots: a limiter's state (its kernel slot) as plain, JSON-safe data, so that it can
@@ -155,14 +155,14 @@ export function checkSnapshot(
   keepsBlocks = false,
 ): { state: number[]; latestMs: number } {
   const shape = () => snapshotShape(algorithm, options, kind);
-  const mustBe = `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned`;
+  const expected = `${where}: snapshot must be the object ${kind === "all" ? "snapshotAll()" : "snapshot()"} returned`;
   if (typeof snapshot === "string") {
     throw new TypeError(
-      `${mustBe}, got a string; if you stored it as JSON, pass JSON.parse(text). A snapshot looks like ${shape()}`,
+      `${expected}, got a string; if you stored it as JSON, pass JSON.parse(text). A snapshot looks like ${shape()}`,
     );
   }
   if (typeof snapshot !== "object" || snapshot === null || Array.isArray(snapshot)) {
-    throw new TypeError(`${mustBe}, ${shape()}, got ${describe(snapshot)}`);
+    throw new TypeError(`${expected}, ${shape()}, got ${describe(snapshot)}`);
   }
   const s = snapshot as Partial<RegistrySnapshot>;
   const whole = Array.isArray(s.keys);
@@ -181,7 +181,7 @@ export function checkSnapshot(
   if (kind === "all" && !whole) missing.push("keys");
   if (missing.length > 0 && (missing.length > 1 || missing[0] === "version")) {
     throw new TypeError(
-      `${mustBe}, ${shape()}; got ${describe(snapshot)}, which has no ${missing.join(", ")}`,
+      `${expected}, ${shape()}; got ${describe(snapshot)}, which has no ${missing.join(", ")}`,
     );
   }
   // The header against the limiter restoring it: the first thing that differs.
@@ -210,9 +210,8 @@ export function checkSnapshot(
       `${where}: the snapshot is of format version 1, which carries no blocks, yet holds some`,
     );
   }
-  if (!Array.isArray(s.state)) {
-    throw new TypeError(`${where}: snapshot.state must be an array, got ${describe(s.state)}`);
-  }
+  if (!Array.isArray(s.state))
+    throw mustBe(where, "snapshot.state", "an array", s.state, TypeError);
   return {
     // Array.from visits a sparse array's holes (map skips them, leaving NaN in the state).
     state: Array.from(s.state as unknown[], (v) => decodeNumber(where, v)),

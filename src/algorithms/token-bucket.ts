@@ -16,7 +16,7 @@ import {
   type WaitOptions,
 } from "../core/limiter.js";
 import { bucketHints, bucketRequired, optionNames } from "../core/option-names.js";
-import { type ApplyReconfigure, checkReconfigureOptions } from "../core/reconfigure.js";
+import type { ApplyReconfigure } from "../core/reconfigure.js";
 import { BucketBase, checkInitial } from "./bucket-base.js";
 
 /** Options of {@link TokenBucket}. */
@@ -90,14 +90,13 @@ export class TokenBucket extends BucketBase implements Limiter {
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const initialTokens = checkInitial(WHERE, "initialTokens", o.initialTokens, capacity);
-    const clock = checkClock(WHERE, o.clock, systemClock);
     // Not shaping: a cost that does not fit goes into debt (Go's `rate.Limiter`).
     super(SPEC, false);
     this.capacity = capacity;
     this.refillPerSecond = refillPerSecond;
     this.initialTokens = initialTokens ?? capacity;
     this.initialGiven = initialTokens !== undefined;
-    this.clock = clock;
+    this.clock = checkClock(WHERE, o.clock, systemClock);
     this.startUnits();
   }
 
@@ -149,20 +148,7 @@ export class TokenBucket extends BucketBase implements Limiter {
 
   /** @internal Checks `options` and reads the clock; the returned function applies them. */
   planReconfigure(options: unknown): ApplyReconfigure {
-    const o = checkReconfigureOptions<TokenBucketOptions>(
-      WHERE,
-      options,
-      TOKEN_BUCKET_OPTIONS,
-      HINTS,
-    );
-    const capacity =
-      o.capacity === undefined
-        ? this.capacity
-        : checkNumber(WHERE, "capacity", o.capacity, 0, false);
-    const rate =
-      o.refillPerSecond === undefined
-        ? this.refillPerSecond
-        : checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
+    const [o, capacity, rate] = this.checkRetune(options, HINTS, "refillPerSecond");
     const given = o.initialTokens !== undefined || this.initialGiven;
     const initial = given
       ? checkInitial(WHERE, "initialTokens", o.initialTokens ?? this.initialTokens, capacity)!

@@ -23,16 +23,6 @@ import {
   windowClockError,
 } from "./time.js";
 
-/**
- * What the three window classes (`FixedWindow`, `SlidingWindowLog`,
- * `SlidingWindowCounter`) share: each is a shell over one slot of its own kernel, and the
- * clock, receipts, waiting and reconfiguring around it are the same. Internal: not
- * exported from the package index; each class keeps its constructor (validation), public
- * fields, docs, `clone()` and `allow()` (the hot path, written out per class so it stays
- * monomorphic).
- * @module
- */
-
 /** Scratch for one receipt's mark, the units asked and given back (calls are synchronous). */
 const MARKS = new Float64Array(1);
 const ASKED = new Float64Array(1);
@@ -56,8 +46,12 @@ export function windowSpec(
 }
 
 /**
- * Base of the window classes: the kernel and its one slot, the latest time seen, the
- * float-step bound, the receipt epoch and the wait queue.
+ * Base of the three window classes (`FixedWindow`, `SlidingWindowLog`,
+ * `SlidingWindowCounter`): each is a shell over one slot of its own kernel, and the clock
+ * (with its float-step bound), receipts, waiting and reconfiguring around it are the same.
+ * Not exported from the package; each class keeps its constructor (validation), public
+ * fields, docs, `clone()` and `allow()` (the hot path, written out per class so it stays
+ * monomorphic).
  */
 export abstract class WindowBase extends KernelShell {
   /** Most units allowed in a window. */

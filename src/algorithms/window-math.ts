@@ -43,22 +43,14 @@ export function fixedWindowDecision(
   endsInMs: number,
   limit: number,
 ): Decision {
-  if (cost === 0 || fits(cost, limit - used)) {
-    const after = used + cost;
-    return {
-      allowed: true,
-      limit,
-      remaining: wholeUnits(limit - after, limit),
-      retryAfterMs: 0,
-      resetAfterMs: after > 0 ? decisionMs(endsInMs) : 0,
-    };
-  }
+  const allowed = cost === 0 || fits(cost, limit - used);
+  const after = allowed ? used + cost : used;
   return {
-    allowed: false,
+    allowed,
     limit,
-    remaining: wholeUnits(limit - used, limit),
-    retryAfterMs: fits(cost, limit) ? decisionMs(endsInMs) : Number.POSITIVE_INFINITY,
-    resetAfterMs: used > 0 ? decisionMs(endsInMs) : 0,
+    remaining: wholeUnits(limit - after, limit),
+    retryAfterMs: allowed ? 0 : fits(cost, limit) ? decisionMs(endsInMs) : Number.POSITIVE_INFINITY,
+    resetAfterMs: after > 0 ? decisionMs(endsInMs) : 0,
   };
 }
 
@@ -122,25 +114,23 @@ export function logDecision(
   newestLeaveAtMs: number,
   retryLeaveAtMs: number,
 ): Decision {
-  if (cost === 0 || fits(cost, available)) {
-    return {
-      allowed: true,
-      limit,
-      remaining: wholeUnits(available - cost, limit),
-      retryAfterMs: 0,
-      resetAfterMs: decisionMs(
-        cost > 0
-          ? logLeaveAt(nowMs, size, windowMs, exactEntries) - nowMs
-          : logLeavesInMs(newestLeaveAtMs, nowMs),
-      ),
-    };
-  }
+  const allowed = cost === 0 || fits(cost, available);
   return {
-    allowed: false,
+    allowed,
     limit,
-    remaining: wholeUnits(available, limit),
-    retryAfterMs: fits(cost, limit) ? msUntil(retryLeaveAtMs, nowMs) : Number.POSITIVE_INFINITY,
-    resetAfterMs: decisionMs(logLeavesInMs(newestLeaveAtMs, nowMs)),
+    remaining: wholeUnits(allowed ? available - cost : available, limit),
+    retryAfterMs: allowed
+      ? 0
+      : fits(cost, limit)
+        ? msUntil(retryLeaveAtMs, nowMs)
+        : Number.POSITIVE_INFINITY,
+    resetAfterMs: decisionMs(
+      allowed && cost > 0
+        ? logLeaveAt(nowMs, size, windowMs, exactEntries) - nowMs
+        : newestLeaveAtMs === Number.NEGATIVE_INFINITY
+          ? 0
+          : newestLeaveAtMs - nowMs,
+    ),
   };
 }
 
@@ -155,11 +145,6 @@ function msUntil(atMs: number, nowMs: number): number {
   while (nowMs + ms < atMs)
     ms += ms * Number.EPSILON > Number.MIN_VALUE ? ms * Number.EPSILON : Number.MIN_VALUE;
   return ms;
-}
-
-/** Milliseconds from `nowMs` until an entry leaves at `leaveAtMs`; 0 when there is none (`-Infinity`). */
-function logLeavesInMs(leaveAtMs: number, nowMs: number): number {
-  return leaveAtMs === Number.NEGATIVE_INFINITY ? 0 : leaveAtMs - nowMs;
 }
 
 /**
@@ -237,23 +222,18 @@ export function counterDecision(
   const endMs = (index + 1) * windowMs;
   const available = limit - counterEstimate(prev, curr, endMs, nowMs, windowMs);
   const endsInMs = endMs - nowMs;
-  if (cost === 0 || fits(cost, available)) {
-    return {
-      allowed: true,
-      limit,
-      remaining: wholeUnits(available - cost, limit),
-      retryAfterMs: 0,
-      resetAfterMs: decisionMs(counterResetMs(endsInMs, prev, curr + cost, windowMs)),
-    };
-  }
+  const allowed = cost === 0 || fits(cost, available);
+  const taken = allowed ? cost : 0;
   return {
-    allowed: false,
+    allowed,
     limit,
-    remaining: wholeUnits(available, limit),
-    retryAfterMs: fits(cost, limit)
-      ? decisionMs(counterRetryMs(cost, index, prev, curr, nowMs, limit, windowMs))
-      : Number.POSITIVE_INFINITY,
-    resetAfterMs: decisionMs(counterResetMs(endsInMs, prev, curr, windowMs)),
+    remaining: wholeUnits(available - taken, limit),
+    retryAfterMs: allowed
+      ? 0
+      : fits(cost, limit)
+        ? decisionMs(counterRetryMs(cost, index, prev, curr, nowMs, limit, windowMs))
+        : Number.POSITIVE_INFINITY,
+    resetAfterMs: decisionMs(counterResetMs(endsInMs, prev, curr + taken, windowMs)),
   };
 }
 

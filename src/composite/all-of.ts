@@ -9,7 +9,7 @@ import {
   type SnapshotNumber,
 } from "../algorithms/snapshot.js";
 import { checkTimeMs } from "../algorithms/time.js";
-import { checkCost, describe } from "../core/errors.js";
+import { checkCost, describe, mustBe } from "../core/errors.js";
 import type { Receipt } from "../core/limiter.js";
 import {
   type Clock,
@@ -78,9 +78,8 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
    */
   constructor(parts: readonly Limiter[]) {
     super();
-    if (!Array.isArray(parts)) {
-      throw new TypeError(`${WHERE}: parts must be an array of limiters, got ${describe(parts)}`);
-    }
+    if (!Array.isArray(parts))
+      throw mustBe(WHERE, "parts", "an array of limiters", parts, TypeError);
     if (parts.length === 0) {
       throw new RangeError(`${WHERE}: needs at least one limiter, got none`);
     }
@@ -336,15 +335,10 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   refund(cost?: number): number;
   refund(cost?: number | Receipt, units?: number): number {
     const where = `${WHERE}.refund`;
-    let receipt: ChargeReceipt | undefined;
-    let u: number;
-    if (typeof cost === "object" && cost !== null) {
-      const r = checkReceipt(where, cost, this, units);
-      receipt = r.receipt;
-      u = r.units;
-    } else {
-      u = cost === undefined ? 1 : checkCost(where, cost);
-    }
+    const viaReceipt = typeof cost === "object" && cost !== null;
+    const r = viaReceipt ? checkReceipt(where, cost, this, units) : undefined;
+    const receipt = r?.receipt;
+    const u = r !== undefined ? r.units : cost === undefined ? 1 : checkCost(where, cost);
     const leaves = this.leaves;
     const drivers = this.drivers;
     const times = this.timesMs;
