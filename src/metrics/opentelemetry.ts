@@ -3,6 +3,7 @@
  * given by the application, typed structurally, so tollgate needs no `@opentelemetry/api`.
  * @module
  */
+import { hasMethods } from "../core/errors.js";
 import { FAMILIES } from "./prometheus.js";
 import type { MetricsSource } from "./with-metrics.js";
 
@@ -101,12 +102,7 @@ const INSTRUMENTS: readonly {
  * const stop = observeMetrics(metrics.getMeter("my-app"), [api]);
  */
 export function observeMetrics(meter: MeterLike, sources: Iterable<MetricsSource>): () => void {
-  if (
-    typeof meter !== "object" ||
-    meter === null ||
-    typeof meter.createObservableCounter !== "function" ||
-    typeof meter.createObservableGauge !== "function"
-  ) {
+  if (!hasMethods(meter, "createObservableCounter", "createObservableGauge")) {
     throw new TypeError(
       "observeMetrics: meter must be an OpenTelemetry Meter (createObservableCounter, createObservableGauge)",
     );
