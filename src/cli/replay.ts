@@ -357,17 +357,12 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
 }
 
 /**
- * The leased simulation of `options.nodes`, on the one policy's bucket.
- * @throws {UsageError} Unless there is exactly one policy and it is a token bucket.
+ * The leased simulation of `options.nodes`, on the one policy's bucket (parseCommand
+ * takes `--nodes` with one token bucket only).
  */
 function nodesOf(options: ReplayOptions, lanes: readonly Lane[]): NodesSimulation | undefined {
   if (options.nodes === undefined) return undefined;
-  const spec = lanes.length === 1 ? lanes[0]!.spec : undefined;
-  if (spec === undefined || spec.algorithm !== "token-bucket") {
-    throw new UsageError(
-      `--nodes simulates LeasedTokenBucket, a token bucket: use it with --algorithm token-bucket and without --compare, got ${lanes.map((l) => l.spec.algorithm).join(", ")}`,
-    );
-  }
+  const spec = lanes[0]!.spec;
   return new NodesSimulation({
     ...options.nodes,
     capacity: spec.options["capacity"]!,
