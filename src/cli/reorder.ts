@@ -5,13 +5,9 @@ import { checkNumber } from "../core/errors.js";
  * order they went in), in parallel arrays: no object per item.
  */
 export class TimeHeap<T> {
-  /** @internal */
   private readonly times: number[] = [];
-  /** @internal */
   private readonly seqs: number[] = [];
-  /** @internal */
   private readonly items: T[] = [];
-  /** @internal */
   private seq = 0;
 
   /** Items held. */
@@ -73,12 +69,10 @@ export class TimeHeap<T> {
     this.times.length = this.seqs.length = this.items.length = 0;
   }
 
-  /** @internal */
   private move(from: number, to: number): void {
     this.set(to, this.times[from]!, this.seqs[from]!, this.items[from]!);
   }
 
-  /** @internal */
   private set(i: number, t: number, s: number, item: T): void {
     this.times[i] = t;
     this.seqs[i] = s;
@@ -113,11 +107,8 @@ export class ReorderBuffer<T> extends TimeHeap<T> {
   /** Most items held at once. */
   peakSize = 0;
 
-  /** @internal */
   private readonly emit: (timeMs: number, item: T) => void;
-  /** @internal */
   private latestMs = Number.NEGATIVE_INFINITY;
-  /** @internal */
   private releasedMs = Number.NEGATIVE_INFINITY;
 
   /**
@@ -158,7 +149,6 @@ export class ReorderBuffer<T> extends TimeHeap<T> {
     while (this.size > 0) this.release();
   }
 
-  /** @internal */
   private release(): void {
     const timeMs = this.firstMs;
     const item = this.pop();

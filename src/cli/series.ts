@@ -54,13 +54,10 @@ export function bucketText(minutes: number): string {
  * folded into its bucket (by maximum) when the next minute starts.
  */
 export class SeriesBuilder {
-  /** @internal */
   private bucketMinutes = 1;
-  /** @internal Bucket index (minute / bucketMinutes) → [requests, busiest client, denials…]. */
+  /** Bucket index (minute / bucketMinutes) → [requests, busiest client, denials…]. */
   private buckets = new Map<number, Float64Array>();
-  /** @internal */
   private minute = Number.NaN;
-  /** @internal */
   private readonly current: Float64Array;
 
   /**
@@ -121,7 +118,7 @@ export class SeriesBuilder {
     };
   }
 
-  /** @internal Moves the current minute into its bucket, coarsening first when none is free. */
+  /** Moves the current minute into its bucket, coarsening first when none is free. */
   private fold(): void {
     if (Number.isNaN(this.minute)) return;
     let index = Math.floor(this.minute / this.bucketMinutes);
@@ -136,7 +133,7 @@ export class SeriesBuilder {
     maxInto(bucket, this.current);
   }
 
-  /** @internal The next bucket size; each bucket goes into the coarser one that holds it. */
+  /** The next bucket size; each bucket goes into the coarser one that holds it. */
   private coarsen(): void {
     const from = this.bucketMinutes;
     const at = BUCKET_MINUTES.indexOf(from);
