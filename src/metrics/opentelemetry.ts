@@ -64,33 +64,21 @@ const INSTRUMENTS: readonly {
     unit: "{request}",
     description: "Allowed decisions that left remaining at or below the near-limit share.",
   },
-  {
-    family: "tollgate_keys",
-    name: "tollgate.keys",
-    unit: "{key}",
-  },
+  { family: "tollgate_keys", name: "tollgate.keys", unit: "{key}" },
   {
     family: "tollgate_keys_evicted_total",
     name: "tollgate.keys.evicted",
     unit: "{key}",
     description: "Keys dropped, by tollgate.reason: idle (lossless) or lossy (in use).",
   },
-  {
-    family: "tollgate_keys_refused_total",
-    name: "tollgate.keys.refused",
-    unit: "{request}",
-  },
+  { family: "tollgate_keys_refused_total", name: "tollgate.keys.refused", unit: "{request}" },
   {
     family: "tollgate_store_failures_total",
     name: "tollgate.store.failures",
     unit: "{call}",
     description: "Store calls that failed.",
   },
-  {
-    family: "tollgate_store_circuit_state",
-    name: "tollgate.store.circuit.state",
-    unit: "1",
-  },
+  { family: "tollgate_store_circuit_state", name: "tollgate.store.circuit.state", unit: "1" },
 ];
 
 /**

@@ -165,7 +165,6 @@ function snapshot(config: MetricsConfig, counts: Counts, limiter: object): Limit
           failures: counts.storeFailures,
           circuits: circuits().map(({ node, state }) => ({ node: node ?? "", state })),
         });
-  const size = (limiter as { size?: unknown }).size;
   const stats = (limiter as { stats?: unknown }).stats as
     | { evictedIdle?: unknown; evictedLossy?: unknown; refused?: unknown }
     | undefined;
@@ -175,7 +174,7 @@ function snapshot(config: MetricsConfig, counts: Counts, limiter: object): Limit
     denied: counts.denied,
     nearLimit: counts.nearLimit,
     nearLimitShare: config.share,
-    keys: numberOrUndefined(size),
+    keys: numberOrUndefined((limiter as { size?: unknown }).size),
     evictedIdle: numberOrUndefined(stats?.evictedIdle),
     evictedLossy: numberOrUndefined(stats?.evictedLossy),
     refused: numberOrUndefined(stats?.refused),
