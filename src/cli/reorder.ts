@@ -106,10 +106,10 @@ export class ReorderBuffer<T> extends TimeHeap<T> {
   late = 0;
   /** Most items held at once. */
   peakSize = 0;
+  /** The time of the last released item (-Infinity before the first). */
+  lastReleasedMs = Number.NEGATIVE_INFINITY;
 
-  private readonly emit: (timeMs: number, item: T) => void;
   private latestMs = Number.NEGATIVE_INFINITY;
-  private releasedMs = Number.NEGATIVE_INFINITY;
 
   /**
    * @param windowMs How long (log time, ms) an item may trail the latest one and still be
@@ -118,22 +118,19 @@ export class ReorderBuffer<T> extends TimeHeap<T> {
    * @throws {TypeError} If `windowMs` is not a number.
    * @throws {RangeError} If `windowMs` is not a finite number >= 0.
    */
-  constructor(windowMs: number, emit: (timeMs: number, item: T) => void) {
+  constructor(
+    windowMs: number,
+    private readonly emit: (timeMs: number, item: T) => void,
+  ) {
     super();
     this.windowMs = checkNumber("ReorderBuffer", "windowMs", windowMs, 0, true);
-    this.emit = emit;
-  }
-
-  /** The time of the last released item (-Infinity before the first). */
-  get lastReleasedMs(): number {
-    return this.releasedMs;
   }
 
   /** Adds an item with its time (ms); releases every item that is now `windowMs` behind. */
   override push(timeMs: number, item: T): void {
-    if (timeMs < this.releasedMs) {
+    if (timeMs < this.lastReleasedMs) {
       this.late++;
-      this.emit(this.releasedMs, item);
+      this.emit(this.lastReleasedMs, item);
       return;
     }
     if (timeMs < this.latestMs) this.reordered++;
@@ -152,7 +149,7 @@ export class ReorderBuffer<T> extends TimeHeap<T> {
   private release(): void {
     const timeMs = this.firstMs;
     const item = this.pop();
-    this.releasedMs = timeMs;
+    this.lastReleasedMs = timeMs;
     this.emit(timeMs, item);
   }
 }

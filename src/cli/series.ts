@@ -54,8 +54,9 @@ export function bucketText(minutes: number): string {
  * folded into its bucket (by maximum) when the next minute starts.
  */
 export class SeriesBuilder {
-  private bucketMinutes = 1;
-  /** Bucket index (minute / bucketMinutes) → [requests, busiest client, denials…]. */
+  /** Minutes per bucket now. */
+  minutesPerBucket = 1;
+  /** Bucket index (minute / minutesPerBucket) → [requests, busiest client, denials…]. */
   private buckets = new Map<number, Float64Array>();
   private minute = Number.NaN;
   private readonly current: Float64Array;
@@ -79,11 +80,6 @@ export class SeriesBuilder {
   /** Buckets held now (at most `maxBuckets`; the minute being counted is one more array). */
   get size(): number {
     return this.buckets.size;
-  }
-
-  /** Minutes per bucket now. */
-  get minutesPerBucket(): number {
-    return this.bucketMinutes;
   }
 
   /**
@@ -110,8 +106,8 @@ export class SeriesBuilder {
     const indexes = [...this.buckets.keys()].sort((a, b) => a - b);
     const column = (i: number) => indexes.map((b) => this.buckets.get(b)![i]!);
     return {
-      minuteMs: indexes.map((b) => b * this.bucketMinutes * MINUTE_MS),
-      bucketMinutes: this.bucketMinutes,
+      minuteMs: indexes.map((b) => b * this.minutesPerBucket * MINUTE_MS),
+      bucketMinutes: this.minutesPerBucket,
       requests: column(0),
       busiestClient: column(1),
       denied: Array.from({ length: this.policies }, (_, i) => column(2 + i)),
@@ -121,10 +117,10 @@ export class SeriesBuilder {
   /** Moves the current minute into its bucket, coarsening first when none is free. */
   private fold(): void {
     if (Number.isNaN(this.minute)) return;
-    let index = Math.floor(this.minute / this.bucketMinutes);
+    let index = Math.floor(this.minute / this.minutesPerBucket);
     while (!this.buckets.has(index) && this.buckets.size >= this.maxBuckets) {
       this.coarsen();
-      index = Math.floor(this.minute / this.bucketMinutes);
+      index = Math.floor(this.minute / this.minutesPerBucket);
     }
     let bucket = this.buckets.get(index);
     if (bucket === undefined) {
@@ -135,7 +131,7 @@ export class SeriesBuilder {
 
   /** The next bucket size; each bucket goes into the coarser one that holds it. */
   private coarsen(): void {
-    const from = this.bucketMinutes;
+    const from = this.minutesPerBucket;
     const at = BUCKET_MINUTES.indexOf(from);
     const to = at >= 0 && at < BUCKET_MINUTES.length - 1 ? BUCKET_MINUTES[at + 1]! : from * 2;
     const coarser = new Map<number, Float64Array>();
@@ -146,7 +142,7 @@ export class SeriesBuilder {
       else maxInto(bucket, values);
     }
     this.buckets = coarser;
-    this.bucketMinutes = to;
+    this.minutesPerBucket = to;
   }
 }
 
