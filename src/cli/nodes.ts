@@ -148,7 +148,6 @@ export class NodesSimulation {
   private nowMs = Number.NEGATIVE_INFINITY;
   /** Pending timers, by time, then creation order. */
   private readonly timers = new TimeHeap<Timer>();
-  private store: MemoryLeaseStore | undefined;
   private limiters: LeasedTokenBucket[] = [];
   private readonly draw: () => number;
   private sequence = 0;
@@ -203,24 +202,21 @@ export class NodesSimulation {
   /** The nodes, made at the first request's time (their timers start then). */
   private start(timeMs: number): LeasedTokenBucket[] {
     this.nowMs = timeMs;
-    const clock = () => this.nowMs;
     const o = this.options;
-    this.store = new MemoryLeaseStore({
+    // The shared bucket and every node: one bucket, one clock, one scheduler.
+    const shared = {
       capacity: o.capacity,
       refillPerSecond: o.refillPerSecond,
-      clock,
-      latencyMs: o.rttMs,
+      clock: () => this.nowMs,
       scheduler: this.schedule,
-    });
+    };
+    const store = new MemoryLeaseStore({ ...shared, latencyMs: o.rttMs });
     this.limiters = Array.from(
       { length: o.nodes },
       () =>
         new LeasedTokenBucket({
-          store: this.store,
-          capacity: o.capacity,
-          refillPerSecond: o.refillPerSecond,
-          clock,
-          scheduler: this.schedule,
+          ...shared,
+          store,
           initialCredit: o.initialCredit,
           // The live count only sizes the fallback when the store fails, which the simulation
           // does not model: a heartbeat every 20 min keeps days of log time cheap.

@@ -28,10 +28,7 @@ const BUCKET_MINUTES = [1, 5, 15, 60, 360, 1440, 10_080];
 export interface MinuteSeries {
   /** Start of each bucket, epoch ms. */
   readonly minuteMs: readonly number[];
-  /**
-   * Minutes per bucket: 1, 5, 15, 60, 360, 1440, 10080, then doublings of 10080.
-   * @default 1
-   */
+  /** Minutes per bucket: 1, 5, 15, 60, 360, 1440, 10080, then doublings of 10080. @default 1 */
   readonly bucketMinutes?: number | undefined;
   /** Requests of all clients in the busiest minute of the bucket. */
   readonly requests: readonly number[];
