@@ -335,11 +335,9 @@ function numberOption(name: string, v: Readonly<Record<string, unknown>>): numbe
 
 /** `--nodes` and its settings, or undefined; a setting without `--nodes` is an error. */
 function nodesOption(v: Readonly<Record<string, string | undefined>>): ReplayCommand["nodes"] {
-  const settings = ["rtt-ms", "spread", "seed", "initial-credit"].filter((f) => v[f] !== undefined);
   if (v["nodes"] === undefined) {
-    if (settings.length > 0) {
-      throw new UsageError(`--${settings[0]} applies with --nodes only`);
-    }
+    const setting = ["rtt-ms", "spread", "seed", "initial-credit"].find((f) => v[f] !== undefined);
+    if (setting !== undefined) throw new UsageError(`--${setting} applies with --nodes only`);
     return undefined;
   }
   const spread = v["spread"] ?? "random";

@@ -6,9 +6,7 @@
  * counts use linear counting, as in the paper.
  */
 export class DistinctEstimate {
-  /** @internal */
   private static readonly BITS = 14;
-  /** @internal */
   private readonly registers = new Uint8Array(1 << DistinctEstimate.BITS);
 
   /** Adds one string (its UTF-16 code units are hashed). */

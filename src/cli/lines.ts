@@ -40,11 +40,11 @@ export interface LineSink {
  * byte occurs in no multi-byte character.
  */
 export class LineSplitter {
-  /** @internal Byte slices of the current line that are not yet delivered (it spans chunks). */
+  /** Byte slices of the current line that are not yet delivered (it spans chunks). */
   private parts: Buffer[] = [];
-  /** @internal Bytes of the current line seen so far, kept or dropped. */
+  /** Bytes of the current line seen so far, kept or dropped. */
   private lineBytes = 0;
-  /** @internal The first bytes of the current line once it is known to be overlong; undefined before. */
+  /** The first bytes of the current line once it is known to be overlong; undefined before. */
   private head: Buffer | undefined;
 
   /**
@@ -83,7 +83,6 @@ export class LineSplitter {
     if (this.lineBytes > 0) this.endLine();
   }
 
-  /** @internal */
   private take(bytes: Buffer, start: number, end: number): void {
     const n = end - start;
     if (n === 0) return;
@@ -102,7 +101,6 @@ export class LineSplitter {
     this.parts.push(slice);
   }
 
-  /** @internal */
   private endLine(): void {
     if (this.head !== undefined) {
       this.sink.overlong(this.head.toString("utf8"), this.lineBytes);

@@ -145,41 +145,26 @@ async function settle(): Promise<void> {
  * time order, each at its own time.
  */
 export class NodesSimulation {
-  /** @internal */
   private nowMs = Number.NEGATIVE_INFINITY;
-  /** @internal Pending timers, by time, then creation order. */
+  /** Pending timers, by time, then creation order. */
   private readonly timers = new TimeHeap<Timer>();
-  /** @internal */
-  private store: MemoryLeaseStore | undefined;
-  /** @internal */
   private limiters: LeasedTokenBucket[] = [];
-  /** @internal */
   private readonly draw: () => number;
-  /** @internal */
   private sequence = 0;
-  /**
-   * @internal Per key: exact admitted, leased admitted, the first request's time, and for
-   * the window bound the least `i - 1 - r x t_i` over the leased admissions so far.
-   */
+  /** Each key's {@link KeyCounts}, for the first `maxKeys` keys. */
   private readonly perKey = new Map<string, KeyCounts>();
-  /** @internal */
   private worstRunExcess = Number.NEGATIVE_INFINITY;
-  /** @internal */
   private worstWindowExcess = Number.NEGATIVE_INFINITY;
-  /** @internal */
   private perKeyExact = true;
-  /** @internal */
   private admitted = 0;
-  /** @internal */
   private exactAdmitted = 0;
-  /** @internal */
   private readonly sources = new Map<string, number>();
 
   constructor(readonly options: NodesOptions) {
     this.draw = generator(options.seed);
   }
 
-  /** @internal The manual scheduler: timers run only in {@link advanceTo}. */
+  /** The manual scheduler: timers run only in {@link advanceTo}. */
   private readonly schedule: Scheduler = (run, delayMs) => {
     const timer: Timer = { run };
     this.timers.push(this.nowMs + Math.max(0, delayMs), timer);
@@ -189,7 +174,7 @@ export class NodesSimulation {
   };
 
   /**
-   * @internal Runs the timers due by `timeMs` in time order, each at its time: those due at
+   * Runs the timers due by `timeMs` in time order, each at its time: those due at
    * one instant together, in creation order, then what their answers set off. The promise
    * callbacks settle once per instant, not once per timer: the nodes' periodic sweeps all
    * fall on the same instants, and a log of days holds millions of them.
@@ -214,27 +199,24 @@ export class NodesSimulation {
     if (timeMs > this.nowMs) this.nowMs = timeMs;
   }
 
-  /** @internal The nodes, made at the first request's time (their timers start then). */
+  /** The nodes, made at the first request's time (their timers start then). */
   private start(timeMs: number): LeasedTokenBucket[] {
     this.nowMs = timeMs;
-    const clock = () => this.nowMs;
     const o = this.options;
-    this.store = new MemoryLeaseStore({
+    // The shared bucket and every node: one bucket, one clock, one scheduler.
+    const shared = {
       capacity: o.capacity,
       refillPerSecond: o.refillPerSecond,
-      clock,
-      latencyMs: o.rttMs,
+      clock: () => this.nowMs,
       scheduler: this.schedule,
-    });
+    };
+    const store = new MemoryLeaseStore({ ...shared, latencyMs: o.rttMs });
     this.limiters = Array.from(
       { length: o.nodes },
       () =>
         new LeasedTokenBucket({
-          store: this.store,
-          capacity: o.capacity,
-          refillPerSecond: o.refillPerSecond,
-          clock,
-          scheduler: this.schedule,
+          ...shared,
+          store,
           initialCredit: o.initialCredit,
           // The live count only sizes the fallback when the store fails, which the simulation
           // does not model: a heartbeat every 20 min keeps days of log time cheap.
@@ -245,7 +227,7 @@ export class NodesSimulation {
     return this.limiters;
   }
 
-  /** @internal The node of the next request of `key`. */
+  /** The node of the next request of `key`. */
   private nodeOf(key: string): number {
     const n = this.options.nodes;
     const i = this.sequence++;

@@ -46,18 +46,10 @@ const MONTHS: Readonly<Record<string, number>> = Object.fromEntries(
   "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(" ").map((name, i) => [name, i]),
 );
 
-const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-
-/** Days in `month` (0-11) of `year`, Gregorian. */
-function daysInMonth(year: number, month: number): number {
-  if (month !== 1) return DAYS_IN_MONTH[month]!;
-  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
-}
-
 /**
  * Days from 1970-01-01 to `year`-`month` (0-11)-`day`, proleptic Gregorian, for any
- * year (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms", `days_from_civil`).
- * Not `Date.UTC`: it takes years 0-99 as 1900-1999.
+ * year (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms", `days_from_civil`);
+ * `month` 12 is January of the next year. Not `Date.UTC`: it takes years 0-99 as 1900-1999.
  */
 export function daysFromCivil(year: number, month: number, day: number): number {
   const y = month < 2 ? year - 1 : year;
@@ -90,10 +82,12 @@ export function parseClfTime(text: string): number {
   const zoneMinutes = Number(m[10]);
   if (month === undefined || hour > 23 || minute > 59 || second > 60) return Number.NaN;
   if (zoneHours > 23 || zoneMinutes > 59) return Number.NaN;
-  if (day < 1 || day > daysInMonth(year, month)) return Number.NaN;
+  const days = daysFromCivil(year, month, 1);
+  // Past the month's last day (31 Feb): the days to the next month's first.
+  if (day < 1 || day > daysFromCivil(year, month + 1, 1) - days) return Number.NaN;
   const fractionMs = m[7] === undefined ? 0 : Number(m[7]) * 1000;
   const offsetMs = (m[8] === "-" ? -1 : 1) * (zoneHours * 60 + zoneMinutes) * 60_000;
-  const seconds = daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+  const seconds = (days + day - 1) * 86_400 + hour * 3600 + minute * 60 + second;
   const timeMs = seconds * 1000 + fractionMs - offsetMs;
   return Math.abs(timeMs) <= MAX_TIME_MS ? timeMs : Number.NaN;
 }

@@ -62,7 +62,7 @@ function optionsOf(algorithm: AlgorithmName): readonly PolicyOptionName[] {
 
 /** The options of `algorithm` that may be left out (`initialTokens`). */
 function optionalOf(algorithm: AlgorithmName): readonly string[] {
-  return (descriptor(algorithm).cli as { optional?: readonly string[] }).optional ?? [];
+  return descriptor(algorithm).cli.optional ?? [];
 }
 
 /** The options of `algorithm` that must be given, in its flags' order. */

@@ -5,13 +5,9 @@ import { checkNumber } from "../core/errors.js";
  * order they went in), in parallel arrays: no object per item.
  */
 export class TimeHeap<T> {
-  /** @internal */
   private readonly times: number[] = [];
-  /** @internal */
   private readonly seqs: number[] = [];
-  /** @internal */
   private readonly items: T[] = [];
-  /** @internal */
   private seq = 0;
 
   /** Items held. */
@@ -73,12 +69,10 @@ export class TimeHeap<T> {
     this.times.length = this.seqs.length = this.items.length = 0;
   }
 
-  /** @internal */
   private move(from: number, to: number): void {
     this.set(to, this.times[from]!, this.seqs[from]!, this.items[from]!);
   }
 
-  /** @internal */
   private set(i: number, t: number, s: number, item: T): void {
     this.times[i] = t;
     this.seqs[i] = s;
@@ -112,13 +106,10 @@ export class ReorderBuffer<T> extends TimeHeap<T> {
   late = 0;
   /** Most items held at once. */
   peakSize = 0;
+  /** The time of the last released item (-Infinity before the first). */
+  lastReleasedMs = Number.NEGATIVE_INFINITY;
 
-  /** @internal */
-  private readonly emit: (timeMs: number, item: T) => void;
-  /** @internal */
   private latestMs = Number.NEGATIVE_INFINITY;
-  /** @internal */
-  private releasedMs = Number.NEGATIVE_INFINITY;
 
   /**
    * @param windowMs How long (log time, ms) an item may trail the latest one and still be
@@ -127,22 +118,19 @@ export class ReorderBuffer<T> extends TimeHeap<T> {
    * @throws {TypeError} If `windowMs` is not a number.
    * @throws {RangeError} If `windowMs` is not a finite number >= 0.
    */
-  constructor(windowMs: number, emit: (timeMs: number, item: T) => void) {
+  constructor(
+    windowMs: number,
+    private readonly emit: (timeMs: number, item: T) => void,
+  ) {
     super();
     this.windowMs = checkNumber("ReorderBuffer", "windowMs", windowMs, 0, true);
-    this.emit = emit;
-  }
-
-  /** The time of the last released item (-Infinity before the first). */
-  get lastReleasedMs(): number {
-    return this.releasedMs;
   }
 
   /** Adds an item with its time (ms); releases every item that is now `windowMs` behind. */
   override push(timeMs: number, item: T): void {
-    if (timeMs < this.releasedMs) {
+    if (timeMs < this.lastReleasedMs) {
       this.late++;
-      this.emit(this.releasedMs, item);
+      this.emit(this.lastReleasedMs, item);
       return;
     }
     if (timeMs < this.latestMs) this.reordered++;
@@ -158,11 +146,10 @@ export class ReorderBuffer<T> extends TimeHeap<T> {
     while (this.size > 0) this.release();
   }
 
-  /** @internal */
   private release(): void {
     const timeMs = this.firstMs;
     const item = this.pop();
-    this.releasedMs = timeMs;
+    this.lastReleasedMs = timeMs;
     this.emit(timeMs, item);
   }
 }

@@ -19,27 +19,15 @@ import { ClientTally, type KeyReport } from "./tally.js";
 export interface ReplayOptions {
   /** The policies to run side by side on the same lines (one, or five for `--compare`). */
   readonly policies: readonly PolicySpec[];
-  /**
-   * The line format; `auto` guesses it from the first non-blank line (see `detectFormat`).
-   * @default "auto"
-   */
+  /** The line format; `auto` guesses it from the first non-blank line. @default "auto" */
   readonly format?: LogFormat | "auto" | undefined;
   /** JSON lines: the time field (default: the first of time, timestamp, @timestamp, ts). */
   readonly timeField?: string | undefined;
-  /**
-   * How lines are grouped into clients.
-   * @default "ip"
-   */
+  /** How lines are grouped into clients. @default "ip" */
   readonly key?: KeySpec | undefined;
-  /**
-   * How far (log time, ms) a line may trail the latest one and still be put in order.
-   * @default 60_000
-   */
+  /** How far (log time, ms) a line may trail the latest one and be put in order. @default 60_000 */
   readonly reorderWindowMs?: number | undefined;
-  /**
-   * Keys listed in `top`, by denials.
-   * @default 10
-   */
+  /** Keys listed in `top`, by denials. @default 10 */
   readonly topN?: number | undefined;
   /** Collect requests and each policy's denials per minute (for the chart). */
   readonly series?: boolean | undefined;
@@ -63,10 +51,7 @@ export interface ReplayOptions {
    * @default 1_048_576 (1 MiB)
    */
   readonly maxLineBytes?: number | undefined;
-  /**
-   * Skipped lines kept as examples, with line number and reason.
-   * @default 5
-   */
+  /** Skipped lines kept as examples, with line number and reason. @default 5 */
   readonly badLineSamples?: number | undefined;
   /**
    * Also simulate N processes sharing the (one, token-bucket) policy through
@@ -357,17 +342,12 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
 }
 
 /**
- * The leased simulation of `options.nodes`, on the one policy's bucket.
- * @throws {UsageError} Unless there is exactly one policy and it is a token bucket.
+ * The leased simulation of `options.nodes`, on the one policy's bucket (parseCommand
+ * takes `--nodes` with one token bucket only).
  */
 function nodesOf(options: ReplayOptions, lanes: readonly Lane[]): NodesSimulation | undefined {
   if (options.nodes === undefined) return undefined;
-  const spec = lanes.length === 1 ? lanes[0]!.spec : undefined;
-  if (spec === undefined || spec.algorithm !== "token-bucket") {
-    throw new UsageError(
-      `--nodes simulates LeasedTokenBucket, a token bucket: use it with --algorithm token-bucket and without --compare, got ${lanes.map((l) => l.spec.algorithm).join(", ")}`,
-    );
-  }
+  const spec = lanes[0]!.spec;
   return new NodesSimulation({
     ...options.nodes,
     capacity: spec.options["capacity"]!,

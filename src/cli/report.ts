@@ -183,17 +183,12 @@ function nodesLines(n: NodesReport): string[] {
 export function jsonReport(report: ReplayReport, source: string): string {
   const ratio = (part: number, whole: number) =>
     whole === 0 ? 0 : Math.round((part * 10_000) / whole) / 100;
+  const { samples, ...counts } = report.lines; // read, parsed, skipped, unkeyed
   const json = {
     source,
     format: report.format,
     key: report.key,
-    lines: {
-      read: report.lines.read,
-      parsed: report.lines.parsed,
-      skipped: report.lines.skipped,
-      unkeyed: report.lines.unkeyed,
-      skippedSamples: report.lines.samples,
-    },
+    lines: { ...counts, skippedSamples: samples },
     time:
       report.firstMs === undefined || report.lastMs === undefined
         ? null
@@ -219,16 +214,13 @@ export function jsonReport(report: ReplayReport, source: string): string {
       lossyEvictions: r.lossyEvictions,
     })),
     ...(report.nodes === undefined ? {} : { nodes: report.nodes }),
+    // Each KeyReport as is (its fields in their order), its denials by algorithm.
     top: report.top.map((k) => ({
-      key: k.key,
-      requests: k.requests,
-      peakPerMinute: k.peakPerMinute,
+      ...k,
       denied: Object.fromEntries([
         ...report.results.map((r, i) => [r.algorithm, k.denied[i]]),
         ...(report.nodes === undefined ? [] : [["leased", k.denied[report.results.length]]]),
       ]),
-      approximate: k.approximate,
-      deniedErrorMax: k.deniedErrorMax,
     })),
   };
   return `${asciiSafeJson(JSON.stringify(json, null, 2))}\n`;

@@ -63,17 +63,10 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
   let report: ReplayReport;
   try {
     report = await replay(stream, {
-      policies: command.policies,
-      format: command.format,
-      timeField: command.timeField,
-      key: command.key,
-      reorderWindowMs: command.reorderWindowMs,
+      ...command, // policies, format, timeField, key, reorderWindowMs, maxKeys, maxLineBytes, nodes
       // The chart draws the ten most limited clients whatever --top is.
       topN: command.svg === undefined ? command.top : Math.max(command.top, 10),
       series: command.svg !== undefined,
-      maxKeys: command.maxKeys,
-      maxLineBytes: command.maxLineBytes,
-      nodes: command.nodes,
       onProgress: tty
         ? (lines) => {
             const read = (stream as { bytesRead?: number }).bytesRead;

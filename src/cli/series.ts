@@ -28,10 +28,7 @@ const BUCKET_MINUTES = [1, 5, 15, 60, 360, 1440, 10_080];
 export interface MinuteSeries {
   /** Start of each bucket, epoch ms. */
   readonly minuteMs: readonly number[];
-  /**
-   * Minutes per bucket: 1, 5, 15, 60, 360, 1440, 10080, then doublings of 10080.
-   * @default 1
-   */
+  /** Minutes per bucket: 1, 5, 15, 60, 360, 1440, 10080, then doublings of 10080. @default 1 */
   readonly bucketMinutes?: number | undefined;
   /** Requests of all clients in the busiest minute of the bucket. */
   readonly requests: readonly number[];
@@ -54,13 +51,11 @@ export function bucketText(minutes: number): string {
  * folded into its bucket (by maximum) when the next minute starts.
  */
 export class SeriesBuilder {
-  /** @internal */
-  private bucketMinutes = 1;
-  /** @internal Bucket index (minute / bucketMinutes) → [requests, busiest client, denials…]. */
+  /** Minutes per bucket now. */
+  minutesPerBucket = 1;
+  /** Bucket index (minute / minutesPerBucket) → [requests, busiest client, denials…]. */
   private buckets = new Map<number, Float64Array>();
-  /** @internal */
   private minute = Number.NaN;
-  /** @internal */
   private readonly current: Float64Array;
 
   /**
@@ -82,11 +77,6 @@ export class SeriesBuilder {
   /** Buckets held now (at most `maxBuckets`; the minute being counted is one more array). */
   get size(): number {
     return this.buckets.size;
-  }
-
-  /** Minutes per bucket now. */
-  get minutesPerBucket(): number {
-    return this.bucketMinutes;
   }
 
   /**
@@ -113,21 +103,21 @@ export class SeriesBuilder {
     const indexes = [...this.buckets.keys()].sort((a, b) => a - b);
     const column = (i: number) => indexes.map((b) => this.buckets.get(b)![i]!);
     return {
-      minuteMs: indexes.map((b) => b * this.bucketMinutes * MINUTE_MS),
-      bucketMinutes: this.bucketMinutes,
+      minuteMs: indexes.map((b) => b * this.minutesPerBucket * MINUTE_MS),
+      bucketMinutes: this.minutesPerBucket,
       requests: column(0),
       busiestClient: column(1),
       denied: Array.from({ length: this.policies }, (_, i) => column(2 + i)),
     };
   }
 
-  /** @internal Moves the current minute into its bucket, coarsening first when none is free. */
+  /** Moves the current minute into its bucket, coarsening first when none is free. */
   private fold(): void {
     if (Number.isNaN(this.minute)) return;
-    let index = Math.floor(this.minute / this.bucketMinutes);
+    let index = Math.floor(this.minute / this.minutesPerBucket);
     while (!this.buckets.has(index) && this.buckets.size >= this.maxBuckets) {
       this.coarsen();
-      index = Math.floor(this.minute / this.bucketMinutes);
+      index = Math.floor(this.minute / this.minutesPerBucket);
     }
     let bucket = this.buckets.get(index);
     if (bucket === undefined) {
@@ -136,9 +126,9 @@ export class SeriesBuilder {
     maxInto(bucket, this.current);
   }
 
-  /** @internal The next bucket size; each bucket goes into the coarser one that holds it. */
+  /** The next bucket size; each bucket goes into the coarser one that holds it. */
   private coarsen(): void {
-    const from = this.bucketMinutes;
+    const from = this.minutesPerBucket;
     const at = BUCKET_MINUTES.indexOf(from);
     const to = at >= 0 && at < BUCKET_MINUTES.length - 1 ? BUCKET_MINUTES[at + 1]! : from * 2;
     const coarser = new Map<number, Float64Array>();
@@ -149,7 +139,7 @@ export class SeriesBuilder {
       else maxInto(bucket, values);
     }
     this.buckets = coarser;
-    this.bucketMinutes = to;
+    this.minutesPerBucket = to;
   }
 }
 

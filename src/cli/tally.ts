@@ -37,31 +37,19 @@ export class ClientTally {
   /** Requests not counted per key: allowed requests of keys not held once full. */
   untallied = 0;
 
-  /** @internal */
   private readonly slots = new Map<string, number>();
-  /** @internal */
   private keys: string[] = [];
-  /** @internal */
   private requests = new Float64Array(0);
-  /** @internal */
   private minute = new Float64Array(0);
-  /** @internal */
   private inMinute = new Float64Array(0);
-  /** @internal */
   private peak = new Float64Array(0);
-  /** @internal */
   private denied = new Float64Array(0);
-  /** @internal */
   private deniedTotal = new Float64Array(0);
-  /** @internal */
   private error = new Float64Array(0);
-  /** @internal */
   private late = new Uint8Array(0);
-  /** @internal Min-heap of slots by deniedTotal + error, built when the tally fills. */
+  /** Min-heap of slots by deniedTotal + error, built when the tally fills. */
   private heap: Int32Array | undefined;
-  /** @internal */
   private heapIndex: Int32Array | undefined;
-  /** @internal */
   private estimate: DistinctEstimate | undefined;
 
   /**
@@ -153,7 +141,7 @@ export class ClientTally {
     }));
   }
 
-  /** @internal A slot for a key not held: a new one, the least-denied one's (when `denied`), or -1. */
+  /** A slot for a key not held: a new one, the least-denied one's (when `denied`), or -1. */
   private admit(key: string, denied: boolean): number {
     const size = this.slots.size;
     if (size < this.capacity) {
@@ -186,7 +174,6 @@ export class ClientTally {
     return slot;
   }
 
-  /** @internal */
   private grow(): void {
     const n = Math.min(this.capacity, Math.max(1024, this.requests.length * 2));
     const more = <T extends Float64Array | Uint8Array>(old: T, factor = 1): T => {
@@ -205,12 +192,10 @@ export class ClientTally {
     // `keys` grows by push; its length is the slots in use.
   }
 
-  /** @internal */
   private weight(slot: number): number {
     return this.deniedTotal[slot]! + this.error[slot]!;
   }
 
-  /** @internal */
   private buildHeap(): void {
     const n = this.keys.length;
     this.heap = new Int32Array(n);
@@ -222,7 +207,7 @@ export class ClientTally {
     for (let i = (n >> 1) - 1; i >= 0; i--) this.siftDown(i);
   }
 
-  /** @internal Restores the heap below position `at`, whose weight grew. */
+  /** Restores the heap below position `at`, whose weight grew. */
   private siftDown(at: number): void {
     const heap = this.heap!;
     const index = this.heapIndex!;

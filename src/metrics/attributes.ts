@@ -3,7 +3,7 @@
  * OpenTelemetry-shaped, with no dependency on OpenTelemetry (docs/metrics.md#tracing-spans).
  * @module
  */
-import { checkCost, checkOptionNames, checkOptions, describe } from "../core/errors.js";
+import { checkCost, checkOptionNames, checkOptions, mustBe } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { optionNames } from "../core/option-names.js";
 
@@ -43,9 +43,8 @@ export function decisionAttributes(
   options?: DecisionAttributesOptions,
 ): Record<string, DecisionAttributeValue> {
   if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
-    throw new TypeError(
-      `${WHERE}: decision must be a Decision (an object with a boolean allowed), got ${describe(decision)}`,
-    );
+    const range = "a Decision (an object with a boolean allowed)";
+    throw mustBe(WHERE, "decision", range, decision, TypeError);
   }
   const o = options === undefined ? {} : checkOptions<DecisionAttributesOptions>(WHERE, options);
   checkOptionNames(WHERE, o, OPTIONS);
@@ -72,5 +71,5 @@ export function decisionAttributes(
 
 function checkString(name: string, value: unknown): string {
   if (typeof value === "string") return value;
-  throw new TypeError(`${WHERE}: ${name} must be a string, got ${describe(value)}`);
+  throw mustBe(WHERE, name, "a string", value, TypeError);
 }

@@ -3,6 +3,7 @@
  * given by the application, typed structurally, so tollgate needs no `@opentelemetry/api`.
  * @module
  */
+import { hasMethods } from "../core/errors.js";
 import { FAMILIES } from "./prometheus.js";
 import type { MetricsSource } from "./with-metrics.js";
 
@@ -63,33 +64,21 @@ const INSTRUMENTS: readonly {
     unit: "{request}",
     description: "Allowed decisions that left remaining at or below the near-limit share.",
   },
-  {
-    family: "tollgate_keys",
-    name: "tollgate.keys",
-    unit: "{key}",
-  },
+  { family: "tollgate_keys", name: "tollgate.keys", unit: "{key}" },
   {
     family: "tollgate_keys_evicted_total",
     name: "tollgate.keys.evicted",
     unit: "{key}",
     description: "Keys dropped, by tollgate.reason: idle (lossless) or lossy (in use).",
   },
-  {
-    family: "tollgate_keys_refused_total",
-    name: "tollgate.keys.refused",
-    unit: "{request}",
-  },
+  { family: "tollgate_keys_refused_total", name: "tollgate.keys.refused", unit: "{request}" },
   {
     family: "tollgate_store_failures_total",
     name: "tollgate.store.failures",
     unit: "{call}",
     description: "Store calls that failed.",
   },
-  {
-    family: "tollgate_store_circuit_state",
-    name: "tollgate.store.circuit.state",
-    unit: "1",
-  },
+  { family: "tollgate_store_circuit_state", name: "tollgate.store.circuit.state", unit: "1" },
 ];
 
 /**
@@ -101,12 +90,7 @@ const INSTRUMENTS: readonly {
  * const stop = observeMetrics(metrics.getMeter("my-app"), [api]);
  */
 export function observeMetrics(meter: MeterLike, sources: Iterable<MetricsSource>): () => void {
-  if (
-    typeof meter !== "object" ||
-    meter === null ||
-    typeof meter.createObservableCounter !== "function" ||
-    typeof meter.createObservableGauge !== "function"
-  ) {
+  if (!hasMethods(meter, "createObservableCounter", "createObservableGauge")) {
     throw new TypeError(
       "observeMetrics: meter must be an OpenTelemetry Meter (createObservableCounter, createObservableGauge)",
     );

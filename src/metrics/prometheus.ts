@@ -16,9 +16,8 @@ export function escapeLabelValue(value: string): string {
 
 /** A sample value as the text format writes it: `+Inf`, `-Inf`, `NaN`, else the number. */
 function sampleValue(value: number): string {
-  if (value === Number.POSITIVE_INFINITY) return "+Inf";
-  if (value === Number.NEGATIVE_INFINITY) return "-Inf";
-  return Number.isNaN(value) ? "NaN" : String(value);
+  if (Number.isFinite(value)) return String(value);
+  return value > 0 ? "+Inf" : value < 0 ? "-Inf" : "NaN";
 }
 
 /** One metric family: its samples come from every source's snapshot. @internal */

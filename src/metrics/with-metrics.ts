@@ -9,7 +9,7 @@ import {
   checkNumber,
   checkOptionNames,
   checkOptions,
-  describe,
+  hasMethods,
   mustBe,
 } from "../core/errors.js";
 import {
@@ -127,9 +127,8 @@ function checkMetricsOptions(where: string, limiter: object, options: unknown): 
   checkOptionNames(where, o, OPTIONS, HINTS);
   const name = o.name ?? "default";
   if (typeof name !== "string" || name.length < 1 || name.length > 128) {
-    throw new (typeof name === "string" ? RangeError : TypeError)(
-      `${where}: name must be a string of 1 to 128 code units, got ${describe(name)}`,
-    );
+    const Type = typeof name === "string" ? RangeError : TypeError;
+    throw mustBe(where, "name", "a string of 1 to 128 code units", name, Type);
   }
   const share =
     o.nearLimitShare === undefined
@@ -141,9 +140,7 @@ function checkMetricsOptions(where: string, limiter: object, options: unknown): 
       ? 0
       : checkInteger(where, "nearLimitKeys", o.nearLimitKeys, 0, MAX_NEAR_LIMIT_KEYS);
   if (o.store !== undefined && typeof o.store !== "function") {
-    throw new TypeError(
-      `${where}: store must be a function () => StoreHealth, got ${describe(o.store)}`,
-    );
+    throw mustBe(where, "store", "a function () => StoreHealth", o.store, TypeError);
   }
   const own = (limiter as { storeHealth?: unknown }).storeHealth;
   const store =
@@ -168,7 +165,6 @@ function snapshot(config: MetricsConfig, counts: Counts, limiter: object): Limit
           failures: counts.storeFailures,
           circuits: circuits().map(({ node, state }) => ({ node: node ?? "", state })),
         });
-  const size = (limiter as { size?: unknown }).size;
   const stats = (limiter as { stats?: unknown }).stats as
     | { evictedIdle?: unknown; evictedLossy?: unknown; refused?: unknown }
     | undefined;
@@ -178,7 +174,7 @@ function snapshot(config: MetricsConfig, counts: Counts, limiter: object): Limit
     denied: counts.denied,
     nearLimit: counts.nearLimit,
     nearLimitShare: config.share,
-    keys: numberOrUndefined(size),
+    keys: numberOrUndefined((limiter as { size?: unknown }).size),
     evictedIdle: numberOrUndefined(stats?.evictedIdle),
     evictedLossy: numberOrUndefined(stats?.evictedLossy),
     refused: numberOrUndefined(stats?.refused),
@@ -500,14 +496,9 @@ export function withMetrics(
   options?: MetricsOptions,
 ): MeteredLimiter | MeteredKeyedLimiter {
   if (isUnkeyedLimiter(limiter)) return new MeteredLimiter(limiter, options);
-  if (
-    typeof limiter !== "object" ||
-    limiter === null ||
-    typeof (limiter as { consume?: unknown }).consume !== "function"
-  ) {
-    throw new TypeError(
-      `withMetrics: limiter must be a tollgate limiter or an object with consume(key, cost), got ${describe(limiter)}`,
-    );
+  if (!hasMethods(limiter, "consume")) {
+    const range = "a tollgate limiter or an object with consume(key, cost)";
+    throw mustBe("withMetrics", "limiter", range, limiter, TypeError);
   }
   return new MeteredKeyedLimiter(limiter as KeyedDecider, options);
 }
