@@ -3,7 +3,7 @@ import {
   checkInteger,
   checkNumber,
   checkOptionNames,
-  describe,
+  hasMethods,
   mustBe,
   type RequiredOptions,
 } from "../../core/errors.js";
@@ -216,40 +216,22 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
   const maxKeys = integer("maxKeys", 100_000, 2 ** 30);
   const maxKeyLength = integer("maxKeyLength", 512, 16_383);
   if (o.record !== undefined && typeof o.record !== "boolean") {
-    throw new TypeError(`${WHERE}: record must be a boolean, got ${describe(o.record)}`);
+    throw mustBe(WHERE, "record", "a boolean", o.record, TypeError);
   }
   const store = o.store as unknown;
-  if (
-    store !== undefined &&
-    (typeof store !== "object" ||
-      store === null ||
-      typeof (store as LeaseStore).exchange !== "function" ||
-      typeof (store as LeaseStore).heartbeat !== "function" ||
-      typeof (store as LeaseStore).groupOf !== "function")
-  ) {
-    throw new TypeError(
-      `${WHERE}: store must be a LeaseStore (groupOf, exchange, heartbeat), got ${describe(store)}`,
-    );
+  if (store !== undefined && !hasMethods(store, "groupOf", "exchange", "heartbeat")) {
+    throw mustBe(WHERE, "store", "a LeaseStore (groupOf, exchange, heartbeat)", store, TypeError);
   }
   const scheduler = checkHook<Scheduler>(WHERE, "scheduler", o.scheduler) ?? timerScheduler;
   if (store !== undefined && o.client !== undefined) {
     throw new TypeError(`${WHERE}: give either client or store, not both`);
   }
   // The common Redis options, with the lease policy, hooks and the process clock checked here.
+  const { failure, clock, onError, onRecover, ...common } = o;
+  const state = { capacity, refillPerSecond };
   const redis =
     store === undefined
-      ? checkRedisOptions(
-          WHERE,
-          {
-            ...o,
-            failure: undefined,
-            clock: undefined,
-            onError: undefined,
-            onRecover: undefined,
-          } as RedisLimiterOptions,
-          "leased-token-bucket",
-          { capacity, refillPerSecond },
-        )
+      ? checkRedisOptions(WHERE, common as RedisLimiterOptions, "leased-token-bucket", state)
       : undefined;
   // The lease policy, hooks and the process clock: checked in this order.
   return {
@@ -268,11 +250,11 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
     maxKeys,
     maxKeyLength,
     record: o.record === true,
-    failure: checkFailure(WHERE, o.failure),
-    onError: checkHook<(event: LeaseFailureEvent) => void>(WHERE, "onError", o.onError),
-    onRecover: checkHook<(event: LeaseRecoveryEvent) => void>(WHERE, "onRecover", o.onRecover),
+    failure: checkFailure(WHERE, failure),
+    onError: checkHook<(event: LeaseFailureEvent) => void>(WHERE, "onError", onError),
+    onRecover: checkHook<(event: LeaseRecoveryEvent) => void>(WHERE, "onRecover", onRecover),
     onTableFull: checkHook<(e: LeaseTableFullEvent) => void>(WHERE, "onTableFull", o.onTableFull),
-    clock: checkClock<Clock>(WHERE, o.clock, systemClock),
+    clock: checkClock<Clock>(WHERE, clock, systemClock),
     scheduler,
     /** The Redis options, when no `store` was given. */
     redis,
