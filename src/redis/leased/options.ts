@@ -190,14 +190,9 @@ export type LeaseConfig = ReturnType<typeof checkLeaseOptions>;
  */
 export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
   checkOptionNames(WHERE, o, OPTIONS, HINTS, o.store === undefined ? REQUIRED : REQUIRED_STORE);
-  // An optional number > 0 (>= 0 when `inclusive`), or integer from 1 to `max`.
-  const number = (name: keyof LeasedTokenBucketOptions, fallback: number, inclusive = false) =>
-    o[name] === undefined ? fallback : checkNumber(WHERE, name, o[name], 0, inclusive);
-  const integer = <T>(name: keyof LeasedTokenBucketOptions, fallback: T, max: number) =>
-    o[name] === undefined ? fallback : checkInteger(WHERE, name, o[name], 1, max);
   const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
   const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
-  const initialCredit = number("initialCredit", 1, true);
+  const initialCredit = checkNumber(WHERE, "initialCredit", o.initialCredit, 0, true, 1);
   // Infinity (the default) for no cap of its own.
   const maxLeaseTokens: unknown =
     o.maxLeaseTokens === undefined ? Number.POSITIVE_INFINITY : o.maxLeaseTokens;
@@ -206,15 +201,18 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
     throw mustBe(WHERE, "maxLeaseTokens", range, maxLeaseTokens);
   }
   const maxLeaseShare = share("maxLeaseShare", o.maxLeaseShare, 0.2, "capacity", true);
-  const leaseHorizonMs = number("leaseHorizonMs", 1000);
-  const batchWindowMs = number("batchWindowMs", 5);
+  const leaseHorizonMs = checkNumber(WHERE, "leaseHorizonMs", o.leaseHorizonMs, 0, false, 1000);
+  const batchWindowMs = checkNumber(WHERE, "batchWindowMs", o.batchWindowMs, 0, false, 5);
   const lowWaterShare = share("lowWaterShare", o.lowWaterShare, 0.25, "the lease", false);
-  const idleAfterMs = number("idleAfterMs", 2000);
-  const leaseTtlMs = number("leaseTtlMs", 10_000);
-  const heartbeatTtlMs = number("heartbeatTtlMs", 10_000);
-  const expectedProcesses = integer("expectedProcesses", undefined, 2 ** 20);
-  const maxKeys = integer("maxKeys", 100_000, 2 ** 30);
-  const maxKeyLength = integer("maxKeyLength", 512, 16_383);
+  const idleAfterMs = checkNumber(WHERE, "idleAfterMs", o.idleAfterMs, 0, false, 2000);
+  const leaseTtlMs = checkNumber(WHERE, "leaseTtlMs", o.leaseTtlMs, 0, false, 10_000);
+  const heartbeatTtlMs = checkNumber(WHERE, "heartbeatTtlMs", o.heartbeatTtlMs, 0, false, 10_000);
+  const expectedProcesses =
+    o.expectedProcesses === undefined
+      ? undefined
+      : checkInteger(WHERE, "expectedProcesses", o.expectedProcesses, 1, 2 ** 20);
+  const maxKeys = checkInteger(WHERE, "maxKeys", o.maxKeys, 1, 2 ** 30, 100_000);
+  const maxKeyLength = checkInteger(WHERE, "maxKeyLength", o.maxKeyLength, 1, 16_383, 512);
   if (o.record !== undefined && typeof o.record !== "boolean") {
     throw mustBe(WHERE, "record", "a boolean", o.record, TypeError);
   }
