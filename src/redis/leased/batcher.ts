@@ -40,13 +40,6 @@ export class Batcher {
     }
   }
 
-  /** Keys waiting for the next batch. */
-  get pending(): number {
-    let n = 0;
-    for (const keys of this.queue.values()) n += keys.length;
-    return n;
-  }
-
   /** Sends every queued key now. */
   flush(): void {
     this.stop();

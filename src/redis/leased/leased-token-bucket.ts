@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { BlockTable } from "../../core/blocks.js";
-import { checkCost, checkNumber, checkOptions, describe } from "../../core/errors.js";
+import { checkCost, checkNumber, checkOptions, describe, mustBe } from "../../core/errors.js";
 import type { Decision, Receipt } from "../../core/limiter.js";
 import { fits, wholeUnits } from "../../core/numeric.js";
 import { checkReceipt } from "../../core/receipt.js";
@@ -601,9 +601,7 @@ export class LeasedTokenBucket {
 
   /** @internal */
   private checkKey(where: string, key: unknown): string {
-    if (typeof key !== "string") {
-      throw new TypeError(`${where}: key must be a string, got ${describe(key)}`);
-    }
+    if (typeof key !== "string") throw mustBe(where, "key", "a string", key, TypeError);
     if (key.length > this.config.maxKeyLength) {
       throw new RangeError(
         `${where}: key must be at most ${this.config.maxKeyLength} UTF-16 code units long (maxKeyLength), got ${key.length}`,
@@ -771,7 +769,7 @@ export class LeasedTokenBucket {
 
   /** @internal The slow path: no lease covers the cost. */
   private decide(key: string, cost: number, now: number, take: boolean): LeasedDecision {
-    if (this.closed) return this.denied(Number.POSITIVE_INFINITY, 0, "stopped");
+    if (this.closed) return this.shape(false, Number.POSITIVE_INFINITY, 0, "stopped");
     let e = this.table.entries.get(key);
     if (e === undefined) {
       if (!take) {
@@ -824,10 +822,10 @@ export class LeasedTokenBucket {
     if (this.down.size > 0 && this.down.has(this.nodeOf(e.group, e.key))) {
       return this.failed(e, cost, now, take); // its node is down
     }
-    if (cost > this.capacity) return this.denied(Number.POSITIVE_INFINITY, e.shared, "lease");
+    if (cost > this.capacity) return this.shape(false, Number.POSITIVE_INFINITY, e.shared, "lease");
     if (now < e.deniedUntilMs) {
       const retryAfterMs = e.endless ? Number.POSITIVE_INFINITY : e.deniedUntilMs - now;
-      return this.denied(retryAfterMs, e.shared, "lease");
+      return this.shape(false, retryAfterMs, e.shared, "lease");
     }
     if (take) this.request(e, cost);
     return this.pending();
@@ -835,7 +833,7 @@ export class LeasedTokenBucket {
 
   /** @internal Denied until a lease arrives: nothing here to admit with, 0 left now. */
   private pending(): LeasedDecision {
-    return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), 0, "pending");
+    return this.shape(false, Math.max(NO_LEASE_RETRY_FLOOR_MS, this.leaseDelayMs), 0, "pending");
   }
 
   /**
@@ -857,14 +855,10 @@ export class LeasedTokenBucket {
     }
     if (!this.full) {
       this.full = true;
-      this.config.onTableFull?.({
-        key,
-        keys: this.table.size,
-        pinned: this.table.pinned,
-        retryAfterMs,
-      });
+      const { size: keys, pinned } = this.table;
+      this.config.onTableFull?.({ key, keys, pinned, retryAfterMs });
     }
-    return this.denied(retryAfterMs, 0, "full");
+    return this.shape(false, retryAfterMs, 0, "full");
   }
 
   /** @internal Queues a lease request covering `cost`. */
@@ -926,7 +920,7 @@ export class LeasedTokenBucket {
     }
     const policy = this.config.failure;
     if (policy === "open") return this.shape(true, 0, this.capacity - cost, "open");
-    if (policy === "closed") return this.denied(FAIL_CLOSED_RETRY_AFTER_MS, 0, "closed");
+    if (policy === "closed") return this.shape(false, FAIL_CLOSED_RETRY_AFTER_MS, 0, "closed");
     if (policy === "throw") {
       const operation = `${WHERE}.${take ? "consume" : "peek"}`;
       const message = `${operation}: Redis failed and the lease of this key ran out`;
@@ -945,7 +939,7 @@ export class LeasedTokenBucket {
         // until the store is tried again (its node's back-off, or the next heartbeat).
         const mark = this.down.get(this.nodeOf(e.group, e.key));
         const ms = mark === undefined ? this.heartbeat.intervalMs : mark.retryAtMs - now;
-        return this.denied(Math.max(NO_LEASE_RETRY_FLOOR_MS, ms), 0, "local");
+        return this.shape(false, Math.max(NO_LEASE_RETRY_FLOOR_MS, ms), 0, "local");
       }
       let start = this.estimate(e, now) / n;
       const paused = e.pausedShare;
@@ -971,7 +965,7 @@ export class LeasedTokenBucket {
       // A peek answers what the consume would: what is left after the cost.
       return this.shape(true, 0, share.available(now) - (take ? 0 : cost), "local");
     }
-    return this.denied(share.waitMs(cost, now), share.available(now), "local");
+    return this.shape(false, share.waitMs(cost, now), share.available(now), "local");
   }
 
   /**
@@ -981,11 +975,6 @@ export class LeasedTokenBucket {
    */
   private granted(e: LeaseEntry, source: LeasedSource, ahead = 0): LeasedDecision {
     return this.shape(true, 0, e.tokens + e.shared - e.charge - e.sentCharge - ahead, source);
-  }
-
-  /** @internal */
-  private denied(retryAfterMs: number, available: number, source: LeasedSource): LeasedDecision {
-    return this.shape(false, retryAfterMs, available, source);
   }
 
   /** @internal Builds a decision; `available` is this process's view of the tokens left. */

@@ -81,10 +81,11 @@ export class MemoryLeaseStore implements LeaseStore {
   roundTrips = 0;
   /** @internal */
   private readonly buckets = new Map<string, Bucket>();
-  /** @internal */
-  private readonly live = new Map<string, number>();
-  /** @internal The heartbeat that made each live process live, by its sequence number. */
-  private readonly joins = new Map<string, number>();
+  /**
+   * @internal Live processes: when each lapses, and the sequence number of the heartbeat
+   * that made it live.
+   */
+  private readonly live = new Map<string, { untilMs: number; join: number }>();
   /** @internal */
   private readonly clock: Clock;
   /** @internal */
@@ -111,11 +112,9 @@ export class MemoryLeaseStore implements LeaseStore {
     this.capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     this.refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     this.clock = checkClock(WHERE, o.clock, systemClock);
-    this.latencyMs =
-      o.latencyMs === undefined ? 0 : checkNumber(WHERE, "latencyMs", o.latencyMs, 0, true);
+    this.latencyMs = checkNumber(WHERE, "latencyMs", o.latencyMs, 0, true, 0);
     this.scheduler = checkHook<Scheduler>(WHERE, "scheduler", o.scheduler) ?? timerScheduler;
-    const staleMs =
-      o.staleMs === undefined ? 2000 : checkNumber(WHERE, "staleMs", o.staleMs, 0, true);
+    const staleMs = checkNumber(WHERE, "staleMs", o.staleMs, 0, true, 2000);
     this.bucket = { capacity: this.capacity, refillPerSecond: this.refillPerSecond, staleMs };
   }
 
@@ -151,7 +150,6 @@ export class MemoryLeaseStore implements LeaseStore {
   flush(): void {
     this.buckets.clear();
     this.live.clear();
-    this.joins.clear();
   }
 
   /**
@@ -198,21 +196,13 @@ export class MemoryLeaseStore implements LeaseStore {
   ): Promise<HeartbeatAnswer> {
     return this.answer(() => {
       const now = this.clock();
-      for (const [id, until] of this.live) {
-        if (until < now) {
-          this.live.delete(id);
-          this.joins.delete(id);
-        }
-      }
-      let joined = !leave && !this.live.has(processId);
-      if (leave) {
-        this.live.delete(processId);
-        this.joins.delete(processId);
-      } else {
-        this.live.set(processId, now + ttlMs);
-        if (joined) this.joins.set(processId, sequence);
-        else joined = this.joins.get(processId) === sequence;
-      }
+      for (const [id, m] of this.live) if (m.untilMs < now) this.live.delete(id);
+      const member = this.live.get(processId);
+      if (leave) this.live.delete(processId);
+      else if (member === undefined)
+        this.live.set(processId, { untilMs: now + ttlMs, join: sequence });
+      else member.untilMs = now + ttlMs;
+      const joined = !leave && (member === undefined || member.join === sequence);
       return { live: this.live.size, joined };
     });
   }

@@ -3,7 +3,7 @@ import {
   checkInteger,
   checkNumber,
   checkOptionNames,
-  describe,
+  hasMethods,
   mustBe,
   type RequiredOptions,
 } from "../../core/errors.js";
@@ -190,14 +190,9 @@ export type LeaseConfig = ReturnType<typeof checkLeaseOptions>;
  */
 export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
   checkOptionNames(WHERE, o, OPTIONS, HINTS, o.store === undefined ? REQUIRED : REQUIRED_STORE);
-  // An optional number > 0 (>= 0 when `inclusive`), or integer from 1 to `max`.
-  const number = (name: keyof LeasedTokenBucketOptions, fallback: number, inclusive = false) =>
-    o[name] === undefined ? fallback : checkNumber(WHERE, name, o[name], 0, inclusive);
-  const integer = <T>(name: keyof LeasedTokenBucketOptions, fallback: T, max: number) =>
-    o[name] === undefined ? fallback : checkInteger(WHERE, name, o[name], 1, max);
   const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
   const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
-  const initialCredit = number("initialCredit", 1, true);
+  const initialCredit = checkNumber(WHERE, "initialCredit", o.initialCredit, 0, true, 1);
   // Infinity (the default) for no cap of its own.
   const maxLeaseTokens: unknown =
     o.maxLeaseTokens === undefined ? Number.POSITIVE_INFINITY : o.maxLeaseTokens;
@@ -206,50 +201,35 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
     throw mustBe(WHERE, "maxLeaseTokens", range, maxLeaseTokens);
   }
   const maxLeaseShare = share("maxLeaseShare", o.maxLeaseShare, 0.2, "capacity", true);
-  const leaseHorizonMs = number("leaseHorizonMs", 1000);
-  const batchWindowMs = number("batchWindowMs", 5);
+  const leaseHorizonMs = checkNumber(WHERE, "leaseHorizonMs", o.leaseHorizonMs, 0, false, 1000);
+  const batchWindowMs = checkNumber(WHERE, "batchWindowMs", o.batchWindowMs, 0, false, 5);
   const lowWaterShare = share("lowWaterShare", o.lowWaterShare, 0.25, "the lease", false);
-  const idleAfterMs = number("idleAfterMs", 2000);
-  const leaseTtlMs = number("leaseTtlMs", 10_000);
-  const heartbeatTtlMs = number("heartbeatTtlMs", 10_000);
-  const expectedProcesses = integer("expectedProcesses", undefined, 2 ** 20);
-  const maxKeys = integer("maxKeys", 100_000, 2 ** 30);
-  const maxKeyLength = integer("maxKeyLength", 512, 16_383);
+  const idleAfterMs = checkNumber(WHERE, "idleAfterMs", o.idleAfterMs, 0, false, 2000);
+  const leaseTtlMs = checkNumber(WHERE, "leaseTtlMs", o.leaseTtlMs, 0, false, 10_000);
+  const heartbeatTtlMs = checkNumber(WHERE, "heartbeatTtlMs", o.heartbeatTtlMs, 0, false, 10_000);
+  const expectedProcesses =
+    o.expectedProcesses === undefined
+      ? undefined
+      : checkInteger(WHERE, "expectedProcesses", o.expectedProcesses, 1, 2 ** 20);
+  const maxKeys = checkInteger(WHERE, "maxKeys", o.maxKeys, 1, 2 ** 30, 100_000);
+  const maxKeyLength = checkInteger(WHERE, "maxKeyLength", o.maxKeyLength, 1, 16_383, 512);
   if (o.record !== undefined && typeof o.record !== "boolean") {
-    throw new TypeError(`${WHERE}: record must be a boolean, got ${describe(o.record)}`);
+    throw mustBe(WHERE, "record", "a boolean", o.record, TypeError);
   }
   const store = o.store as unknown;
-  if (
-    store !== undefined &&
-    (typeof store !== "object" ||
-      store === null ||
-      typeof (store as LeaseStore).exchange !== "function" ||
-      typeof (store as LeaseStore).heartbeat !== "function" ||
-      typeof (store as LeaseStore).groupOf !== "function")
-  ) {
-    throw new TypeError(
-      `${WHERE}: store must be a LeaseStore (groupOf, exchange, heartbeat), got ${describe(store)}`,
-    );
+  if (store !== undefined && !hasMethods(store, "groupOf", "exchange", "heartbeat")) {
+    throw mustBe(WHERE, "store", "a LeaseStore (groupOf, exchange, heartbeat)", store, TypeError);
   }
   const scheduler = checkHook<Scheduler>(WHERE, "scheduler", o.scheduler) ?? timerScheduler;
   if (store !== undefined && o.client !== undefined) {
     throw new TypeError(`${WHERE}: give either client or store, not both`);
   }
   // The common Redis options, with the lease policy, hooks and the process clock checked here.
+  const { failure, clock, onError, onRecover, ...common } = o;
+  const state = { capacity, refillPerSecond };
   const redis =
     store === undefined
-      ? checkRedisOptions(
-          WHERE,
-          {
-            ...o,
-            failure: undefined,
-            clock: undefined,
-            onError: undefined,
-            onRecover: undefined,
-          } as RedisLimiterOptions,
-          "leased-token-bucket",
-          { capacity, refillPerSecond },
-        )
+      ? checkRedisOptions(WHERE, common as RedisLimiterOptions, "leased-token-bucket", state)
       : undefined;
   // The lease policy, hooks and the process clock: checked in this order.
   return {
@@ -268,11 +248,11 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
     maxKeys,
     maxKeyLength,
     record: o.record === true,
-    failure: checkFailure(WHERE, o.failure),
-    onError: checkHook<(event: LeaseFailureEvent) => void>(WHERE, "onError", o.onError),
-    onRecover: checkHook<(event: LeaseRecoveryEvent) => void>(WHERE, "onRecover", o.onRecover),
+    failure: checkFailure(WHERE, failure),
+    onError: checkHook<(event: LeaseFailureEvent) => void>(WHERE, "onError", onError),
+    onRecover: checkHook<(event: LeaseRecoveryEvent) => void>(WHERE, "onRecover", onRecover),
     onTableFull: checkHook<(e: LeaseTableFullEvent) => void>(WHERE, "onTableFull", o.onTableFull),
-    clock: checkClock<Clock>(WHERE, o.clock, systemClock),
+    clock: checkClock<Clock>(WHERE, clock, systemClock),
     scheduler,
     /** The Redis options, when no `store` was given. */
     redis,

@@ -186,16 +186,7 @@ export class RedisLeaseStore implements LeaseStore {
     const { timeoutMs, scheduler } = this.config;
     return new Promise((resolve, reject) => {
       const cancel = scheduler(() => reject(new StoreTimeoutError(timeoutMs)), timeoutMs);
-      call.then(
-        (value) => {
-          cancel();
-          resolve(value);
-        },
-        (error: unknown) => {
-          cancel();
-          reject(error);
-        },
-      );
+      call.finally(cancel).then(resolve, reject);
     });
   }
 

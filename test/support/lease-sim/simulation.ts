@@ -146,14 +146,14 @@ interface Proc extends Observed {
 /** Internals of a process's limiter, for a violation's message. */
 function debugOf(p: { limiter: LeasedTokenBucket }): string {
   const x = p.limiter as unknown as {
-    batcher: { pending: number; cancel: unknown };
+    batcher: { queue: Map<string, string[]>; cancel: unknown };
     down: Map<string, unknown>;
     inFlight: Set<unknown>;
   };
   const hb = (
     p.limiter as unknown as { heartbeat: { failingSinceMs?: number; lastOkAtMs: number } }
   ).heartbeat;
-  return `heartbeat failing since ${hb.failingSinceMs}, last answered ${hb.lastOkAtMs}; process ${p.limiter.processId.slice(0, 4)}, batcher ${x.batcher.pending} keys (timer ${x.batcher.cancel !== undefined}), down ${JSON.stringify([...x.down])}, calls in flight ${x.inFlight.size}`;
+  return `heartbeat failing since ${hb.failingSinceMs}, last answered ${hb.lastOkAtMs}; process ${p.limiter.processId.slice(0, 4)}, batcher ${[...x.batcher.queue.values()].flat().length} keys (timer ${x.batcher.cancel !== undefined}), down ${JSON.stringify([...x.down])}, calls in flight ${x.inFlight.size}`;
 }
 
 /**
