@@ -97,23 +97,14 @@ export function drawHashSeed(): number {
 /** A trace table as {@link SlabEngine.checkTrace} decodes it from a snapshot. */
 type Trace = { seed: readonly [number, number]; untilMs: number; entries: readonly number[] };
 
-/** What an engine is built with. */
-export interface EngineOptions {
-  readonly layout: Kernel;
-  readonly clock: Clock;
+/** What an engine is built with: the policy's slab (its layout, clock and bounds), and the registry's. */
+export interface EngineOptions extends Omit<Slab, "bucket"> {
   readonly maxKeys: number;
   readonly maxBytes: number;
   /** Longest key, in UTF-16 code units (for the smallest `maxBytes` that holds a few). */
   readonly maxKeyLength: number;
   /** At the bound: drop a key in use (leaving a trace) or refuse new keys. */
   readonly whenFull: "evict" | "refuse";
-  /**
-   * The policy's class and its smallest window (ms), when a reading must stay within the
-   * window's float-step bound (see `checkWindowClock`); `Infinity` for the buckets.
-   */
-  readonly clockBoundMs: number;
-  readonly clockWhere: string;
-  readonly windowMs: number;
 }
 
 /**

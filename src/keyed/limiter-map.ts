@@ -21,8 +21,8 @@ const IDLE_SCAN = 32;
 const CHUNK = 8;
 /** Accounted bytes of one limiter object of a policy function or a subclass: an estimate. */
 export const LIMITER_BYTES = 256;
-/** `retryAfterMs` of a new key refused by a full map (no key there is idle yet). */
-const REFUSED_RETRY_MS = 1000;
+/** `retryAfterMs` of a new key a full registry refuses with no key idle soonest to point to. */
+export const REFUSED_RETRY_MS = 1000;
 
 /**
  * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key,
@@ -33,8 +33,7 @@ const REFUSED_RETRY_MS = 1000;
  * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per
  * limiter) idle keys go first; a key in use is never dropped (an arbitrary limiter's state
  * cannot be bounded), so a new key that would take units is refused (`stats.refused`).
- * `make` must not call the registry for a key it does not hold: such a call throws a
- * `TypeError` naming the key and changes nothing (it used to lose a decision).
+ * `make` must not call the registry for a key it does not hold (see {@link create}).
  * @internal
  */
 export class LimiterMap extends KeyCounters {
