@@ -141,27 +141,17 @@ export class SlabEngine extends KeyCounters {
   /** The last key found and its slot: a hot key's repeated calls skip the Map. */
   lastKey: string | undefined;
   lastSlot = 0;
-  /** @internal */
   private readonly clock: Clock;
-  /** @internal */
   private readonly maxKeys: number;
-  /** @internal */
   private readonly maxBytes: number;
-  /** @internal */
   private readonly refuse: boolean;
-  /** @internal */
   private clockBoundMs: number;
-  /** @internal */
   private clockWhere: string;
-  /** @internal */
   private windowMs: number;
-  /** @internal */
   private slots: number;
   /** @internal Slots ever handed out: slots at or above it were never used. */
   private highWater = 0;
-  /** @internal */
   private free = -1;
-  /** @internal */
   private count = 0;
   /**
    * Slots with a flag (waiters, {@link PINNED}, or a block, {@link BLOCKED}): while 0, no
@@ -185,9 +175,7 @@ export class SlabEngine extends KeyCounters {
   private readonly blockTraceSlots: number;
   /** @internal The latest time in the block trace: at or after it, no entry applies. */
   private blockTraceUntil = Number.NEGATIVE_INFINITY;
-  /** @internal */
   private cursor = 0;
-  /** @internal */
   private countdown = SWEEP_EVERY;
   /** @internal Accounted bytes of the keys kept and of their logs (slots and table apart). */
   private keyBytesKept = 0;
@@ -196,20 +184,17 @@ export class SlabEngine extends KeyCounters {
    * entries by seeded hash of a key.
    */
   trace: Float64Array = EMPTY_TRACE;
-  /** @internal */
   private readonly traceWidth: number;
   /** @internal The table's bytes, accounted before it is made. */
   private readonly traceBytes: number;
   /** @internal One entry's worth, for the trace of a key being dropped. */
   private readonly traceScratch: Float64Array;
-  /** @internal */
   private readonly traceMask: number;
   /**
    * @internal The 64-bit seed of the trace tables' hash: the index's first seed, kept when
    * the index reseeds (the traces' entries stay where their keys' hashes put them).
    */
   private traceK0: number;
-  /** @internal */
   private traceK1: number;
   /**
    * @internal The hash keys were drawn from `Math.random` (crypto refused, as in workerd's
@@ -930,7 +915,6 @@ export class SlabEngine extends KeyCounters {
     );
   }
 
-  /** @internal */
   private drop(slot: number): void {
     const key = this.keys[slot];
     this.index.remove(slot);

@@ -38,13 +38,10 @@ interface Entry {
  * @internal
  */
 export class KeyWaiters {
-  /** @internal */
   private readonly byKey = new Map<string, Entry>();
-  /** @internal */
   private readonly bySlot = new Map<number, Entry>();
   /** @internal Pending waits, against `maxWaiters`. */
   private pending = 0;
-  /** @internal */
   private bucket: BucketWaiting | undefined;
   /** A plan registry's bucket numbers, by plan id (see {@link usePlans}); else undefined. */
   private planBuckets: (BucketWaiting | undefined)[] | undefined;

@@ -37,15 +37,11 @@ export const REFUSED_RETRY_MS = 1000;
  * @internal
  */
 export class LimiterMap extends KeyCounters {
-  /** @internal */
   private readonly map = new Map<string, Limiter>();
   /** @internal Keys with `wait` calls not yet settled, and how many: never dropped. */
   private readonly waits = new Map<string, number>();
-  /** @internal */
   private iter: MapIterator<[string, Limiter]> | undefined;
-  /** @internal */
   private countdown = SWEEP_EVERY;
-  /** @internal */
   private bytes = 0;
   /**
    * @internal Blocked keys and when their block ends, on their limiter's clock (its `clock`, an allOf's first part's,

@@ -57,13 +57,10 @@ export class PlanTable {
   readonly layout: PlanLayout;
   /** The engine, once made (its keys tell the plan of a slot). */
   engine: SlabEngine | undefined;
-  /** @internal */
   private readonly ids = new Map<string, number>();
-  /** @internal */
   private readonly planOf: (key: string) => unknown;
   /** @internal The key last asked about, and its plan id: a call asks once. */
   private lastKey: string | undefined;
-  /** @internal */
   private lastId = 0;
 
   constructor(
