@@ -42,26 +42,24 @@ const ANY_KEY = -1;
 const MAX_BLOCK_TRACE_SLOTS = 2 ** 16;
 
 /**
- * Bytes a key costs in a `Map`-indexed registry (the generic path), as accounted: the key
- * string (2 bytes per UTF-16 code unit, an upper bound of both V8 string kinds, plus a
- * 24-byte header), its `Map` entry with its share of the hash buckets (32) and a pointer (8).
- */
-export function keyBytes(key: string): number {
-  return 2 * key.length + KEY_OVERHEAD_BYTES;
-}
-/** See {@link keyBytes}. */
-export const KEY_OVERHEAD_BYTES = 24 + 32 + 8;
-
-/**
  * Bytes a key costs in the slab engine beyond its slot, as accounted: the key string alone
- * (2 bytes per UTF-16 code unit and a 24-byte header). Its pointer, its hash and its share
- * of the index's table are the slot's (see `slotBytes`, {@link KeyIndex}).
+ * (2 bytes per UTF-16 code unit, an upper bound of both V8 string kinds, and a 24-byte
+ * header). Its pointer, its hash and its share of the index's table are the slot's (see
+ * `slotBytes`, {@link KeyIndex}).
  */
 export function slabKeyBytes(key: string): number {
   return 2 * key.length + STRING_HEADER_BYTES;
 }
 /** See {@link slabKeyBytes}. */
 export const STRING_HEADER_BYTES = 24;
+
+/**
+ * Bytes a key costs in a `Map`-indexed registry (the generic path), as accounted: its string
+ * ({@link slabKeyBytes}), its `Map` entry with its share of the hash buckets (32) and a pointer (8).
+ */
+export function keyBytes(key: string): number {
+  return slabKeyBytes(key) + 32 + 8;
+}
 
 /**
  * Where each engine's hash keys come from, 32 random bits a call (two per key of its index,
