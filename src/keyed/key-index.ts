@@ -243,10 +243,9 @@ export class KeyIndex {
 
   /** Forgets every key, with `slots` slots. */
   clear(slots: number): void {
-    this.keys = new Array<string | undefined>(slots).fill(undefined);
-    this.hashes = new Int32Array(slots);
+    this.keys = [];
     this.size = 0;
-    this.rebuild(tableEntriesFor(slots), false);
+    this.resize(slots);
   }
 
   /** Rebuilds under a new seed (every key hashed again). */
