@@ -42,26 +42,24 @@ const ANY_KEY = -1;
 const MAX_BLOCK_TRACE_SLOTS = 2 ** 16;
 
 /**
- * Bytes a key costs in a `Map`-indexed registry (the generic path), as accounted: the key
- * string (2 bytes per UTF-16 code unit, an upper bound of both V8 string kinds, plus a
- * 24-byte header), its `Map` entry with its share of the hash buckets (32) and a pointer (8).
- */
-export function keyBytes(key: string): number {
-  return 2 * key.length + KEY_OVERHEAD_BYTES;
-}
-/** See {@link keyBytes}. */
-export const KEY_OVERHEAD_BYTES = 24 + 32 + 8;
-
-/**
  * Bytes a key costs in the slab engine beyond its slot, as accounted: the key string alone
- * (2 bytes per UTF-16 code unit and a 24-byte header). Its pointer, its hash and its share
- * of the index's table are the slot's (see `slotBytes`, {@link KeyIndex}).
+ * (2 bytes per UTF-16 code unit, an upper bound of both V8 string kinds, and a 24-byte
+ * header). Its pointer, its hash and its share of the index's table are the slot's (see
+ * `slotBytes`, {@link KeyIndex}).
  */
 export function slabKeyBytes(key: string): number {
   return 2 * key.length + STRING_HEADER_BYTES;
 }
 /** See {@link slabKeyBytes}. */
 export const STRING_HEADER_BYTES = 24;
+
+/**
+ * Bytes a key costs in a `Map`-indexed registry (the generic path), as accounted: its string
+ * ({@link slabKeyBytes}), its `Map` entry with its share of the hash buckets (32) and a pointer (8).
+ */
+export function keyBytes(key: string): number {
+  return slabKeyBytes(key) + 32 + 8;
+}
 
 /**
  * Where each engine's hash keys come from, 32 random bits a call (two per key of its index,
@@ -97,23 +95,14 @@ export function drawHashSeed(): number {
 /** A trace table as {@link SlabEngine.checkTrace} decodes it from a snapshot. */
 type Trace = { seed: readonly [number, number]; untilMs: number; entries: readonly number[] };
 
-/** What an engine is built with. */
-export interface EngineOptions {
-  readonly layout: Kernel;
-  readonly clock: Clock;
+/** What an engine is built with: the policy's slab (its layout, clock and bounds), and the registry's. */
+export interface EngineOptions extends Omit<Slab, "bucket"> {
   readonly maxKeys: number;
   readonly maxBytes: number;
   /** Longest key, in UTF-16 code units (for the smallest `maxBytes` that holds a few). */
   readonly maxKeyLength: number;
   /** At the bound: drop a key in use (leaving a trace) or refuse new keys. */
   readonly whenFull: "evict" | "refuse";
-  /**
-   * The policy's class and its smallest window (ms), when a reading must stay within the
-   * window's float-step bound (see `checkWindowClock`); `Infinity` for the buckets.
-   */
-  readonly clockBoundMs: number;
-  readonly clockWhere: string;
-  readonly windowMs: number;
 }
 
 /**
@@ -150,27 +139,17 @@ export class SlabEngine extends KeyCounters {
   /** The last key found and its slot: a hot key's repeated calls skip the Map. */
   lastKey: string | undefined;
   lastSlot = 0;
-  /** @internal */
   private readonly clock: Clock;
-  /** @internal */
   private readonly maxKeys: number;
-  /** @internal */
   private readonly maxBytes: number;
-  /** @internal */
   private readonly refuse: boolean;
-  /** @internal */
   private clockBoundMs: number;
-  /** @internal */
   private clockWhere: string;
-  /** @internal */
   private windowMs: number;
-  /** @internal */
   private slots: number;
   /** @internal Slots ever handed out: slots at or above it were never used. */
   private highWater = 0;
-  /** @internal */
   private free = -1;
-  /** @internal */
   private count = 0;
   /**
    * Slots with a flag (waiters, {@link PINNED}, or a block, {@link BLOCKED}): while 0, no
@@ -194,9 +173,7 @@ export class SlabEngine extends KeyCounters {
   private readonly blockTraceSlots: number;
   /** @internal The latest time in the block trace: at or after it, no entry applies. */
   private blockTraceUntil = Number.NEGATIVE_INFINITY;
-  /** @internal */
   private cursor = 0;
-  /** @internal */
   private countdown = SWEEP_EVERY;
   /** @internal Accounted bytes of the keys kept and of their logs (slots and table apart). */
   private keyBytesKept = 0;
@@ -205,20 +182,17 @@ export class SlabEngine extends KeyCounters {
    * entries by seeded hash of a key.
    */
   trace: Float64Array = EMPTY_TRACE;
-  /** @internal */
   private readonly traceWidth: number;
   /** @internal The table's bytes, accounted before it is made. */
   private readonly traceBytes: number;
   /** @internal One entry's worth, for the trace of a key being dropped. */
   private readonly traceScratch: Float64Array;
-  /** @internal */
   private readonly traceMask: number;
   /**
    * @internal The 64-bit seed of the trace tables' hash: the index's first seed, kept when
    * the index reseeds (the traces' entries stay where their keys' hashes put them).
    */
   private traceK0: number;
-  /** @internal */
   private traceK1: number;
   /**
    * @internal The hash keys were drawn from `Math.random` (crypto refused, as in workerd's
@@ -939,7 +913,6 @@ export class SlabEngine extends KeyCounters {
     );
   }
 
-  /** @internal */
   private drop(slot: number): void {
     const key = this.keys[slot];
     this.index.remove(slot);

@@ -46,25 +46,10 @@ export function hashKey(key: string, k0: number, k1: number): number {
     v2 = (v2 << 16) | (v2 >>> 16);
     v0 ^= m;
   }
+  // The last word, then three finalization rounds: one round absorbs it, as the loop's do.
   const m = (n << 16) | (end === n ? 0 : key.charCodeAt(end));
   v3 ^= m;
-  v0 = (v0 + v1) | 0;
-  v1 = (v1 << 5) | (v1 >>> 27);
-  v1 ^= v0;
-  v0 = (v0 << 16) | (v0 >>> 16);
-  v2 = (v2 + v3) | 0;
-  v3 = (v3 << 8) | (v3 >>> 24);
-  v3 ^= v2;
-  v0 = (v0 + v3) | 0;
-  v3 = (v3 << 7) | (v3 >>> 25);
-  v3 ^= v0;
-  v2 = (v2 + v1) | 0;
-  v1 = (v1 << 13) | (v1 >>> 19);
-  v1 ^= v2;
-  v2 = (v2 << 16) | (v2 >>> 16);
-  v0 ^= m;
-  v2 ^= 0xff;
-  for (let r = 0; r < 3; r++) {
+  for (let r = 0; r < 4; r++) {
     v0 = (v0 + v1) | 0;
     v1 = (v1 << 5) | (v1 >>> 27);
     v1 ^= v0;
@@ -79,6 +64,10 @@ export function hashKey(key: string, k0: number, k1: number): number {
     v1 = (v1 << 13) | (v1 >>> 19);
     v1 ^= v2;
     v2 = (v2 << 16) | (v2 >>> 16);
+    if (r === 0) {
+      v0 ^= m;
+      v2 ^= 0xff;
+    }
   }
   return v1 ^ v3;
 }
@@ -254,10 +243,9 @@ export class KeyIndex {
 
   /** Forgets every key, with `slots` slots. */
   clear(slots: number): void {
-    this.keys = new Array<string | undefined>(slots).fill(undefined);
-    this.hashes = new Int32Array(slots);
+    this.keys = [];
     this.size = 0;
-    this.rebuild(tableEntriesFor(slots), false);
+    this.resize(slots);
   }
 
   /** Rebuilds under a new seed (every key hashed again). */

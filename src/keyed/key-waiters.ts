@@ -3,20 +3,14 @@ import { RateLimitError } from "../core/errors.js";
 import type { Decision, WaitOptions } from "../core/limiter.js";
 import { WaitQueue } from "../core/wait.js";
 import type { SlabEngine } from "./engine.js";
-import type { Slab } from "./layouts/index.js";
+import type { BucketWaiting, Slab } from "./layouts/index.js";
 import { WHERE } from "./options.js";
+import type { PlanTable } from "./plans.js";
 
 /** The part of the registry a waiting key's queue drives. */
 interface Registry {
   consume(key: string, cost: number): Decision;
   peek(key: string, cost: number): Decision;
-}
-
-/** A bucket policy's numbers, for its keys' ledgers. */
-interface BucketPolicy {
-  readonly capacity: number;
-  readonly ratePerSecond: number;
-  readonly shaping: boolean;
 }
 
 /** A key with pending waits: its slot (pinned meanwhile) and what serves them. */
@@ -44,16 +38,13 @@ interface Entry {
  * @internal
  */
 export class KeyWaiters {
-  /** @internal */
   private readonly byKey = new Map<string, Entry>();
-  /** @internal */
   private readonly bySlot = new Map<number, Entry>();
   /** @internal Pending waits, against `maxWaiters`. */
   private pending = 0;
-  /** @internal */
-  private bucket: BucketPolicy | undefined;
+  private bucket: BucketWaiting | undefined;
   /** A plan registry's bucket numbers, by plan id (see {@link usePlans}); else undefined. */
-  private planBuckets: (BucketPolicy | undefined)[] | undefined;
+  private planBuckets: (BucketWaiting | undefined)[] | undefined;
   /** @internal The plan id of a slot, for {@link planBuckets}. */
   private planOf: (slot: number) => number = () => 0;
   /** Most keys with waiters: half of `maxKeys`, so evicting always finds a key to push out. */
@@ -68,17 +59,14 @@ export class KeyWaiters {
     this.maxPinned = Math.max(1, Math.floor(registry.maxKeys / 2));
   }
 
-  /**
-   * For a plan registry: each plan's bucket numbers by plan id, and the plan of a slot;
-   * a slot's waiters then wait by its plan's numbers.
-   */
-  usePlans(buckets: (BucketPolicy | undefined)[], planOf: (slot: number) => number): void {
-    this.planBuckets = buckets;
-    this.planOf = planOf;
+  /** For a plan registry: a slot's waiters then wait by its plan's bucket numbers. */
+  usePlans(plans: PlanTable): void {
+    this.planBuckets = plans.slabs.map((s) => s.bucket);
+    this.planOf = (slot) => plans.layout.plans[slot]!;
   }
 
   /** @internal The bucket numbers `slot`'s waiters wait by; `undefined` for a window. */
-  private bucketAt(slot: number): BucketPolicy | undefined {
+  private bucketAt(slot: number): BucketWaiting | undefined {
     return this.planBuckets === undefined ? this.bucket : this.planBuckets[this.planOf(slot)];
   }
 
@@ -238,7 +226,7 @@ export class KeyWaiters {
    * `next` at `now` (its units without the held ones, as `BucketBase.planBucket` does), and
    * takes the new numbers; of a plan registry, those of plan id `plan` only. Then {@link replan}, once the engine has its new numbers too.
    */
-  retune(next: BucketPolicy | undefined, now: number, plan = -1): void {
+  retune(next: BucketWaiting | undefined, now: number, plan = -1): void {
     if (next === undefined) return;
     for (const { bucket, slot } of this.byKey.values()) {
       if (bucket === undefined || (plan >= 0 && this.planOf(slot) !== plan)) continue;

@@ -23,6 +23,7 @@ import {
   checkOptionNames,
   checkOptions,
   describe,
+  mustBe,
   RateLimitError,
 } from "../core/errors.js";
 import type { Decision, Limiter, Receipt, WaitOptions } from "../core/limiter.js";
@@ -34,7 +35,7 @@ import { checkWaitOptions, jittered } from "../core/wait.js";
 import { BLOCKED, SlabEngine } from "./engine.js";
 import { KeyWaiters } from "./key-waiters.js";
 import { type BucketWaiting, joinSlabs, type Slab, slabOf } from "./layouts/index.js";
-import { LimiterMap } from "./limiter-map.js";
+import { LimiterMap, REFUSED_RETRY_MS } from "./limiter-map.js";
 import {
   armSweepTimer,
   checkedFactory,
@@ -127,11 +128,6 @@ export const DEFAULT_MAX_KEY_LENGTH = 512;
 export const MAX_KEY_LENGTH_LIMIT = 16_383;
 /** Default {@link KeyedLimiterOptions.maxWaiters}. */
 export const DEFAULT_MAX_WAITERS = 10_000;
-/**
- * `retryAfterMs` of a new key refused while every key kept is waiting (no key is idle
- * soonest to point to): a second.
- */
-const REFUSED_RETRY_MS = 1000;
 
 /** The limiter each registry's keys copy, for registries built from one (not a function). */
 const policies = new WeakMap<object, CloneableLimiter>();
@@ -197,13 +193,15 @@ export class KeyedLimiter {
     options?: KeyedLimiterOptions,
   ) {
     const plans = isPlans(policy) ? checkPlans(policy) : undefined;
-    const slab = plans !== undefined ? plans.slab() : slabOf(policy);
+    const slab = plans !== undefined ? joinSlabs(plans.layout, plans.slabs) : slabOf(policy);
     const o = options === undefined ? {} : checkOptions<KeyedLimiterOptions>(WHERE, options);
     checkOptionNames(WHERE, o, KEYED_OPTIONS, KEYED_HINTS);
-    this.maxKeys = option(o, "maxKeys", DEFAULT_MAX_KEYS, 1, MAX_KEYS_LIMIT);
-    this.maxBytes = option(o, "maxBytes", DEFAULT_MAX_BYTES, 2 ** 16, 2 ** 53 - 1);
-    this.maxKeyLength = option(o, "maxKeyLength", DEFAULT_MAX_KEY_LENGTH, 1, MAX_KEY_LENGTH_LIMIT);
-    this.maxWaiters = option(o, "maxWaiters", DEFAULT_MAX_WAITERS, 0, 2 ** 31 - 1);
+    const int = (name: keyof KeyedLimiterOptions, min: number, max: number, fallback: number) =>
+      checkInteger(WHERE, name, o[name], min, max, fallback);
+    this.maxKeys = int("maxKeys", 1, MAX_KEYS_LIMIT, DEFAULT_MAX_KEYS);
+    this.maxBytes = int("maxBytes", 2 ** 16, 2 ** 53 - 1, DEFAULT_MAX_BYTES);
+    this.maxKeyLength = int("maxKeyLength", 1, MAX_KEY_LENGTH_LIMIT, DEFAULT_MAX_KEY_LENGTH);
+    this.maxWaiters = int("maxWaiters", 0, 2 ** 31 - 1, DEFAULT_MAX_WAITERS);
     this.whenFull = checkWhenFull(o.whenFull);
     const { maxKeys, maxBytes } = this;
     const sweepIntervalMs = checkSweepInterval(o.sweepIntervalMs);
@@ -221,7 +219,7 @@ export class KeyedLimiter {
       if (plans !== undefined) {
         this.plans = plans;
         plans.engine = this.engine;
-        this.waiters.usePlans(plans.buckets(), (slot) => plans.layout.plans[slot]!);
+        this.waiters.usePlans(plans);
       }
     } else if (
       typeof policy === "function" &&
@@ -486,9 +484,7 @@ export class KeyedLimiter {
     const { state, latestMs } = checkSnapshot(where, snapshot, algorithm, options, "all", true);
     const keys = (snapshot as { keys?: unknown }).keys;
     if (!Array.isArray(keys))
-      throw new TypeError(
-        `${where}: snapshot.keys must be an array of keys, got ${describe(keys)}`,
-      );
+      throw mustBe(where, "snapshot.keys", "an array of keys", keys, TypeError);
     const e = this.engine!;
     const width = e.layout.savedWidth;
     if (snapshot.width !== width) {
@@ -1169,20 +1165,12 @@ function reconfigured(policy: CloneableLimiter, what: string, options: unknown):
   return next;
 }
 
-/** The integer option `name` of `o` in `[min, max]`; `fallback` when undefined. */
-function option(o: object, name: string, fallback: number, min: number, max: number): number {
-  const value = (o as Record<string, unknown>)[name];
-  return value === undefined ? fallback : checkInteger(WHERE, name, value, min, max);
-}
-
 /** Checks `whenFull`. @throws {TypeError} For anything but "evict" or "refuse". */
 function checkWhenFull(value: unknown): "evict" | "refuse" {
   if (value === undefined) return "evict";
   if (value === "evict" || value === "refuse") return value;
-  const hint =
-    typeof value === "string" && ["evict", "refuse"].includes(value.toLowerCase())
-      ? ` (did you mean "${value.toLowerCase()}"?)`
-      : "";
+  const lower = typeof value === "string" ? value.toLowerCase() : "";
+  const hint = lower === "evict" || lower === "refuse" ? ` (did you mean "${lower}"?)` : "";
   throw new TypeError(
     `${WHERE}: whenFull must be "evict" or "refuse", got ${describe(value)}${hint}`,
   );

@@ -21,8 +21,8 @@ const IDLE_SCAN = 32;
 const CHUNK = 8;
 /** Accounted bytes of one limiter object of a policy function or a subclass: an estimate. */
 export const LIMITER_BYTES = 256;
-/** `retryAfterMs` of a new key refused by a full map (no key there is idle yet). */
-const REFUSED_RETRY_MS = 1000;
+/** `retryAfterMs` of a new key a full registry refuses with no key idle soonest to point to. */
+export const REFUSED_RETRY_MS = 1000;
 
 /**
  * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key,
@@ -33,20 +33,15 @@ const REFUSED_RETRY_MS = 1000;
  * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per
  * limiter) idle keys go first; a key in use is never dropped (an arbitrary limiter's state
  * cannot be bounded), so a new key that would take units is refused (`stats.refused`).
- * `make` must not call the registry for a key it does not hold: such a call throws a
- * `TypeError` naming the key and changes nothing (it used to lose a decision).
+ * `make` must not call the registry for a key it does not hold (see {@link create}).
  * @internal
  */
 export class LimiterMap extends KeyCounters {
-  /** @internal */
   private readonly map = new Map<string, Limiter>();
   /** @internal Keys with `wait` calls not yet settled, and how many: never dropped. */
   private readonly waits = new Map<string, number>();
-  /** @internal */
   private iter: MapIterator<[string, Limiter]> | undefined;
-  /** @internal */
   private countdown = SWEEP_EVERY;
-  /** @internal */
   private bytes = 0;
   /**
    * @internal Blocked keys and when their block ends, on their limiter's clock (its `clock`, an allOf's first part's,
@@ -175,7 +170,7 @@ export class LimiterMap extends KeyCounters {
     let limiter = this.map.get(key);
     if (limiter === undefined) {
       const fresh = this.create(key);
-      if (!this.hasRoom(key, BLOCK_BYTES) && !this.makeRoom(key, BLOCK_BYTES)) {
+      if (!this.makeRoom(key, BLOCK_BYTES)) {
         this.refused++;
         throw new RangeError(
           `${WHERE}.block: the registry is full (maxKeys or maxBytes) of keys in use and cannot keep this key`,
@@ -253,7 +248,7 @@ export class LimiterMap extends KeyCounters {
       if (decision.retryAfterMs === Number.POSITIVE_INFINITY && cost > decision.limit) {
         return fresh.wait(cost, options);
       }
-      if (!this.hasRoom(key) && !this.makeRoom(key)) {
+      if (!this.makeRoom(key)) {
         this.refused++;
         return Promise.reject(
           new RateLimitError(`${WHERE}.wait: the registry is full and cannot keep this key`, {
@@ -355,16 +350,11 @@ export class LimiterMap extends KeyCounters {
     );
   }
 
+  /** Drops every idle key: the live iterator's next `size` entries are all of them. */
   sweep(): number {
-    let dropped = 0;
-    for (const [key, limiter] of this.map) {
-      if (this.droppable(key, limiter)) {
-        this.delete(key);
-        dropped++;
-      }
-    }
-    this.evictedIdle += dropped;
-    return dropped;
+    const before = this.evictedIdle;
+    this.dropIdle(this.map.size);
+    return this.evictedIdle - before;
   }
 
   /** @internal The next entry of the live sweep iterator, starting over at the end. */
@@ -400,7 +390,7 @@ export class LimiterMap extends KeyCounters {
   private insert(key: string, limiter: Limiter): void {
     // A denied or free first request that left state (a policy that counts denials) is
     // kept only when there is room: it took nothing, so dropping it grants nothing.
-    if (!this.hasRoom(key) && !this.makeRoom(key)) return;
+    if (!this.makeRoom(key)) return;
     this.insertKept(key, limiter);
   }
 
@@ -412,11 +402,12 @@ export class LimiterMap extends KeyCounters {
   }
 
   /**
-   * @internal
-   * Drops every idle limiter among the next {@link IDLE_SCAN} entries, skipping keys with
-   * pending waits; true when a new `key` then fits. A key in use is never dropped.
+   * @internal True when a new `key` (and `extra` bytes) fits, after dropping, when it does
+   * not, every idle limiter among the next {@link IDLE_SCAN} entries (skipping keys with
+   * pending waits). A key in use is never dropped.
    */
   private makeRoom(key: string, extra = 0): boolean {
+    if (this.hasRoom(key, extra)) return true;
     this.dropIdle(IDLE_SCAN);
     return this.hasRoom(key, extra);
   }

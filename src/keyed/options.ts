@@ -19,9 +19,7 @@ export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
  * @throws {TypeError} `KeyedLimiter: key must be a string, got 42`.
  */
 export function checkKey(key: unknown): string {
-  if (typeof key !== "string") {
-    throw new TypeError(`${WHERE}: key must be a string, got ${describe(key)}`);
-  }
+  if (typeof key !== "string") throw mustBe(WHERE, "key", "a string", key, TypeError);
   return key;
 }
 

@@ -3,7 +3,7 @@ import { AllOf } from "../composite/all-of.js";
 import { checkOptionNames, describe } from "../core/errors.js";
 import type { Limiter } from "../core/limiter.js";
 import { PINNED, type SlabEngine } from "./engine.js";
-import { type BucketWaiting, joinSlabs, leavesOf, type Slab, slabOf } from "./layouts/index.js";
+import { leavesOf, type Slab, slabOf } from "./layouts/index.js";
 import { PlanLayout } from "./layouts/plans.js";
 import { WHERE } from "./options.js";
 import type { KeyedPlans } from "./plan-options.js";
@@ -57,13 +57,10 @@ export class PlanTable {
   readonly layout: PlanLayout;
   /** The engine, once made (its keys tell the plan of a slot). */
   engine: SlabEngine | undefined;
-  /** @internal */
   private readonly ids = new Map<string, number>();
-  /** @internal */
   private readonly planOf: (key: string) => unknown;
   /** @internal The key last asked about, and its plan id: a call asks once. */
   private lastKey: string | undefined;
-  /** @internal */
   private lastId = 0;
 
   constructor(
@@ -88,21 +85,11 @@ export class PlanTable {
     );
   }
 
-  /** The slab the engine is made with: the plans' layout, the tightest clock bound. */
-  slab(): Slab {
-    return joinSlabs(this.layout, this.slabs);
-  }
-
   /** Keys kept now per plan, by name. */
   sizes(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const [id, name] of this.names.entries()) out[name] = this.layout.sizes[id]!;
     return out;
-  }
-
-  /** Each plan's bucket numbers, by id (for waiting). */
-  buckets(): (BucketWaiting | undefined)[] {
-    return this.slabs.map((s) => s.bucket);
   }
 
   /**

@@ -15,7 +15,6 @@ import { ChargeReceipt } from "../core/receipt.js";
 export class ReceiptGuard {
   /** Moved by `reconfigure` and `clear` (and a reset the table cannot record). */
   epoch = 0;
-  /** @internal */
   private readonly entries = new Map<string, GuardEntry>();
 
   constructor(private readonly maxEntries: number) {}

@@ -27,9 +27,7 @@ export class AllOfLayout extends KernelGroup implements Kernel {
   private st: Float64Array = NO_SLOT;
   /** @internal See {@link st}: its offset, slot and time. */
   private s = 0;
-  /** @internal */
   private slot = 0;
-  /** @internal */
   private now = 0;
 
   /** @param parts The kernels of the parts, in order (the group's). */
