@@ -178,10 +178,7 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
   own: readonly string[],
 ) {
   const o = checkOptions<O>(where, options);
-  const maxHoldMs =
-    o.maxHoldMs === undefined
-      ? DEFAULT_MAX_HOLD_MS
-      : checkNumber(where, "maxHoldMs", o.maxHoldMs, 0, false);
+  const maxHoldMs = checkNumber(where, "maxHoldMs", o.maxHoldMs, 0, false, DEFAULT_MAX_HOLD_MS);
   if ((o as { windowSeconds?: unknown }).windowSeconds !== undefined) {
     throw new TypeError(
       `${where}: windowSeconds is not an option: a concurrency limit has no window (RateLimit-Policy states qu="${CONCURRENT_REQUESTS}" instead)`,
