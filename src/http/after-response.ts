@@ -248,18 +248,13 @@ export class AfterResponse<Handle extends object> {
     const receipted = typeof limiter.charge === "function";
     const result = receipted ? limiter.charge!(ticket.key, u) : limiter.consume(ticket.key, u);
     const taken = (decision: Decision) => {
-      if (!decision.allowed) return;
-      ticket.taken += u;
-      if (receipted) ticket.receipts.push(decision as Receipt);
+      if (decision.allowed) {
+        ticket.taken += u;
+        if (receipted) ticket.receipts.push(decision as Receipt);
+      }
+      return decision;
     };
-    if (isThenable(result)) {
-      return Promise.resolve(result).then((decision) => {
-        taken(decision);
-        return decision;
-      });
-    }
-    taken(result);
-    return result;
+    return isThenable(result) ? Promise.resolve(result).then(taken) : taken(result);
   }
 
   /**
@@ -313,19 +308,15 @@ export function watchNodeResponse(
   done: (status: number, aborted: boolean) => void,
 ): void {
   let called = false;
-  const finish = () => {
-    if (called) return;
-    called = true;
-    res.off("close", close);
-    done(res.statusCode, false);
-  };
-  const close = () => {
+  const over = (aborted: boolean) => {
     if (called) return;
     called = true;
     res.off("finish", finish);
-    const aborted = !res.writableFinished;
+    res.off("close", close);
     done(aborted ? ABORTED_STATUS : res.statusCode, aborted);
   };
+  const finish = () => over(false);
+  const close = () => over(!res.writableFinished);
   res.once("finish", finish);
   res.once("close", close);
 }

@@ -5,6 +5,7 @@
  * others, in core.ts.
  * @module
  */
+import { blockedDenial } from "../core/blocks.js";
 import type { Decision } from "../core/limiter.js";
 import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./core.js";
 
@@ -72,11 +73,5 @@ export function blockOnLimit(
  */
 function blockedFor(decision: Decision, left: unknown, durationMs: number): Decision {
   const ms = typeof left === "number" && left > 0 ? left : durationMs;
-  return {
-    allowed: false,
-    limit: decision.limit,
-    remaining: 0,
-    retryAfterMs: decision.retryAfterMs > ms ? decision.retryAfterMs : ms,
-    resetAfterMs: decision.resetAfterMs > ms ? decision.resetAfterMs : ms,
-  };
+  return blockedDenial(decision.limit, decision.retryAfterMs, decision.resetAfterMs, ms);
 }

@@ -1,4 +1,4 @@
-import { checkInteger, describe } from "../core/errors.js";
+import { checkInteger, describe, mustBe } from "../core/errors.js";
 import { parseForwarded } from "./forwarded.js";
 import {
   DEFAULT_IPV6_PREFIX,
@@ -96,9 +96,7 @@ export function checkClientKeyOptions(
   const ranges: IpRange[] = [];
   if (typeof trustProxy === "number") {
     if (!Number.isInteger(trustProxy) || trustProxy < 0) {
-      throw new RangeError(
-        `${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`,
-      );
+      throw mustBe(where, "trustProxy", trustRange, trustProxy);
     }
     if (trustProxy > MAX_TRUSTED_HOPS) {
       throw new RangeError(
@@ -134,7 +132,7 @@ export function checkClientKeyOptions(
       `${where}: trustProxy must not be true (trust every hop): every client could pick its key; ${LIST_PROXIES}`,
     );
   } else if (trustProxy !== undefined && trustProxy !== false) {
-    throw new TypeError(`${where}: trustProxy must be ${trustRange}, got ${describe(trustProxy)}`);
+    throw mustBe(where, "trustProxy", trustRange, trustProxy);
   }
 
   const header = proxyHeader === undefined ? "x-forwarded-for" : proxyHeader;
@@ -144,10 +142,7 @@ export function checkClientKeyOptions(
     );
   }
 
-  const prefix =
-    ipv6Prefix === undefined
-      ? DEFAULT_IPV6_PREFIX
-      : checkInteger(where, "ipv6Prefix", ipv6Prefix, 1, 128);
+  const prefix = checkInteger(where, "ipv6Prefix", ipv6Prefix, 1, 128, DEFAULT_IPV6_PREFIX);
   return { hops, ranges, header, ipv6Prefix: prefix };
 }
 

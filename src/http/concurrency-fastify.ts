@@ -40,7 +40,6 @@ export interface FastifyConcurrencyOptions<
 }
 
 const WHERE = "fastifyConcurrencyLimit";
-const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
 
 /** The client's address on Fastify: the node request's (`request.raw`). */
 const SOURCE: ClientSource<FastifyConcurrencyRequestLike, undefined> = {
@@ -64,7 +63,7 @@ export function fastifyConcurrencyLimit<
 >(
   options: FastifyConcurrencyOptions<Request>,
 ): (request: Request, reply: Reply, done: () => void) => void {
-  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options);
   const pipeline = new Pipeline<Request>(WHERE, config, hooks, SOURCE);
   const route: Route = { pipeline: pipeline as never, onLimited: undefined, after: undefined };
   return (request, reply, done) => {

@@ -24,7 +24,6 @@ export interface KoaConcurrencyOptions<Ctx extends KoaContextLike = KoaContextLi
 }
 
 const WHERE = "koaConcurrencyLimit";
-const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
 
 /**
  * A Koa middleware (`app.use(koaConcurrencyLimit({ limiter }))`) that lets at most
@@ -42,7 +41,7 @@ const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
 export function koaConcurrencyLimit<Ctx extends KoaContextLike = KoaContextLike>(
   options: KoaConcurrencyOptions<Ctx>,
 ): (ctx: Ctx, next: () => Promise<unknown>) => Promise<void> {
-  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options);
   const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, KOA_SOURCE);
   return async (ctx, next) => {
     const outcome = pipeline.run(ctx, undefined) as Outcome; // the consumer is synchronous

@@ -30,7 +30,6 @@ export interface ConcurrencyLimitOptions<Req extends IncomingMessage = IncomingM
 }
 
 const WHERE = "concurrencyLimit";
-const OWN_OPTIONS = ["key", "skip", "maxHoldMs"] as const;
 
 /**
  * A connect-style middleware for node:http and Express that lets at most `limiter.limit`
@@ -47,7 +46,7 @@ export function concurrencyLimit<
   Req extends IncomingMessage = IncomingMessage,
   Res extends ServerResponse = ServerResponse,
 >(options: ConcurrencyLimitOptions<Req>): RateLimitMiddleware<Req, Res> {
-  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options, OWN_OPTIONS);
+  const { config, hooks, maxHoldMs } = checkConcurrencyOptions(WHERE, options);
   const pipeline = new Pipeline<Req>(WHERE, config, hooks, NODE_SOURCE);
   return (req, res, next) => {
     // The consumer answers synchronously: the outcome is never a promise.

@@ -168,20 +168,18 @@ function permitConsumer(
 
 /**
  * Validates a concurrency middleware's options: the shared ones (as the rate middlewares
- * check them, `windowSeconds` refused) and the adapter's `own` hooks.
+ * check them, `windowSeconds` refused) and the adapter's `own` options (by default `key`,
+ * `skip` and `maxHoldMs`).
  * @throws {TypeError} For a limiter that is not a concurrency limiter, an unknown option
  *   or a hook that is not a function; {RangeError} for a bad value.
  */
 export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & AdapterHookOptions>(
   where: string,
   options: O,
-  own: readonly string[],
+  own: readonly string[] = ["key", "skip", "maxHoldMs"],
 ) {
   const o = checkOptions<O>(where, options);
-  const maxHoldMs =
-    o.maxHoldMs === undefined
-      ? DEFAULT_MAX_HOLD_MS
-      : checkNumber(where, "maxHoldMs", o.maxHoldMs, 0, false);
+  const maxHoldMs = checkNumber(where, "maxHoldMs", o.maxHoldMs, 0, false, DEFAULT_MAX_HOLD_MS);
   if ((o as { windowSeconds?: unknown }).windowSeconds !== undefined) {
     throw new TypeError(
       `${where}: windowSeconds is not an option: a concurrency limit has no window (RateLimit-Policy states qu="${CONCURRENT_REQUESTS}" instead)`,

@@ -13,6 +13,7 @@ import {
   checkPolicyName,
   checkWallClock,
   checkWindowSeconds,
+  type HeaderSettings,
   HeaderText,
   policyWindowSeconds,
   QuotaExceededJson,
@@ -218,32 +219,16 @@ export interface CommonRateLimitOptions {
   readonly nearLimitShare?: number | undefined;
 }
 
-/** {@link CommonRateLimitOptions} after validation. */
-export interface CommonConfig {
+/** {@link CommonRateLimitOptions} after validation (the header settings as `HeaderSettings`). */
+export interface CommonConfig extends HeaderSettings {
   /** The limiter as called: an unkeyed one is wrapped to ignore the key. */
   readonly limiter: KeyedConsumer;
   readonly policy: string;
-  /**
-   * The `windowSeconds` given (checked against the limiter's window when it was created,
-   * see `policyWindowSeconds`). The `w=` sent is read per response: the limiter's live
-   * window when it has one, else this (see `shapeWindowSeconds`).
-   */
-  readonly windowSeconds: number | undefined;
-  /**
-   * The limiter as the user gave it, read per response for its live window and a bucket's
-   * rate (`shapeWindowSeconds`, `shapeRatePerSecond`): a wrapped unkeyed limiter no
-   * longer shows them.
-   */
-  readonly source: unknown;
   /** `nearLimitShare`: an admitted request with `remaining <= nearLimitShare * limit` is near. */
   readonly nearLimitShare: number;
-  readonly draft: boolean;
-  readonly legacy: boolean;
   readonly failure: FailureMode;
   readonly onError: (error: unknown, info: FailureInfo) => void;
   readonly client: ClientKeyConfig;
-  /** The header text with its constant parts precomputed (see {@link HeaderText}). */
-  readonly text: HeaderText;
   /** The 429 body text around the retry seconds (see {@link QuotaExceededJson}). */
   readonly quotaJson: QuotaExceededJson;
   /** `blockDurationMs`, or `undefined` for none. */
@@ -284,7 +269,7 @@ function checkBlockDuration(
 /** Validates an optional function option. */
 export function checkFunction<T>(where: string, name: string, value: unknown): T | undefined {
   if (value === undefined || typeof value === "function") return value as T | undefined;
-  throw new TypeError(`${where}: ${name} must be a function, got ${describe(value)}`);
+  throw mustBe(where, name, "a function", value, TypeError);
 }
 
 /** Validates a string option against its allowed values. */
@@ -399,12 +384,11 @@ function limiterExample(where: string, given: Readonly<Record<string, unknown>>)
 function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
   if (isUnkeyedLimiter(limiter)) {
     const { refund, charge } = limiter;
-    if (typeof refund !== "function") {
-      return { consume: (_key: string, cost?: number) => limiter.consume(cost) };
-    }
+    const consume = (_key: string, cost?: number) => limiter.consume(cost);
+    if (typeof refund !== "function") return { consume };
     const give = refund as (cost: number | Receipt, units?: number) => number;
     return {
-      consume: (_key: string, cost?: number) => limiter.consume(cost),
+      consume,
       ...(typeof charge === "function"
         ? { charge: (_key: string, cost?: number) => charge.call(limiter, cost) }
         : {}),
@@ -425,67 +409,6 @@ function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
     );
   }
   return limiter as KeyedConsumer;
-}
-
-/**
- * Validates the shared options, in the order they are documented, and that `options`
- * names nothing but them and `own` (the factory's own option names). `unit` is the quota
- * unit `RateLimit-Policy` states (`qu`), if any.
- * @throws {TypeError} for a missing limiter, a wrong type or an unknown option name;
- *   {RangeError} for a bad value.
- */
-export function checkCommonOptions(
-  where: string,
-  options: unknown,
-  own: readonly string[] = [],
-  unit?: string,
-): CommonConfig {
-  const o = checkOptions<CommonRateLimitOptions>(where, options);
-  checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, {
-    names: ["limiter"],
-    example: (given) => limiterExample(where, given),
-  });
-  const limiter = checkLimiter(where, o.limiter);
-  const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
-  // The limiter as the user gave it: a wrapped unkeyed one no longer shows its windowMs.
-  const windowSeconds = policyWindowSeconds(
-    where,
-    o.limiter,
-    checkWindowSeconds(where, o.windowSeconds),
-  );
-  const headers = checkChoice<HeaderMode>(
-    where,
-    "headers",
-    o.headers,
-    ["draft-10", "legacy", "both", "none"],
-    "draft-10",
-  );
-  const wallClock = checkWallClock(where, o.wallClock);
-  const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
-  const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
-  const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
-  const nearLimitShare = checkShare(where, o.nearLimitShare);
-  const blockDurationMs = checkBlockDuration(
-    where,
-    o.blockDurationMs,
-    o.limiter,
-    isUnkeyedLimiter(o.limiter),
-  );
-  return {
-    limiter,
-    policy,
-    windowSeconds,
-    source: o.limiter,
-    nearLimitShare,
-    draft: headers === "draft-10" || headers === "both",
-    legacy: headers === "legacy" || headers === "both",
-    failure,
-    onError: onError ?? defaultOnError(where),
-    client,
-    text: new HeaderText(sfString(policy), wallClock, unit),
-    quotaJson: new QuotaExceededJson(policy),
-    blockDurationMs,
-  };
 }
 
 /**
@@ -522,14 +445,15 @@ export const FETCH_HOOK_OPTIONS = [
 ];
 
 /**
- * Validates an adapter's options, once, when the middleware is created: the shared ones
- * and the names (see {@link checkCommonOptions}, `unit` as there), then its hooks, each an
- * optional function. Returns the config, the request hooks for its `Pipeline`, `onLimited`,
- * and `remoteAddress`, `refundIf` and `refundAborted` (`undefined`, or false, unless `own`
- * names them).
- * @throws {TypeError} as {@link checkCommonOptions} does, or for a hook that is not a
- *   function (`withRateLimit: key must be a function, got "ip"`); {RangeError} for a bad
- *   value of a shared option.
+ * Validates an adapter's options, once, when the middleware is created: the shared ones, in
+ * the order they are documented, that `options` names nothing but them and `own` (the
+ * adapter's own option names), then its hooks, each an optional function. `unit` is the
+ * quota unit `RateLimit-Policy` states (`qu`), if any. Returns the config, the request hooks
+ * for its `Pipeline`, `onLimited`, and `remoteAddress`, `refundIf` and `refundAborted`
+ * (`undefined`, or false, unless `own` names them).
+ * @throws {TypeError} for a missing limiter, a wrong type, an unknown option name or a hook
+ *   that is not a function (`withRateLimit: key must be a function, got "ip"`);
+ *   {RangeError} for a bad value of a shared option.
  */
 export function checkAdapterOptions<O extends AdapterHookOptions>(
   where: string,
@@ -537,7 +461,52 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   own: readonly string[],
   unit?: string,
 ) {
-  const config = checkCommonOptions(where, options, own, unit);
+  const o = checkOptions<CommonRateLimitOptions>(where, options);
+  checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, {
+    names: ["limiter"],
+    example: (given) => limiterExample(where, given),
+  });
+  const limiter = checkLimiter(where, o.limiter);
+  const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
+  // The limiter as the user gave it: a wrapped unkeyed one no longer shows its windowMs.
+  const windowSeconds = policyWindowSeconds(
+    where,
+    o.limiter,
+    checkWindowSeconds(where, o.windowSeconds),
+  );
+  const headers = checkChoice<HeaderMode>(
+    where,
+    "headers",
+    o.headers,
+    ["draft-10", "legacy", "both", "none"],
+    "draft-10",
+  );
+  const wallClock = checkWallClock(where, o.wallClock);
+  const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
+  const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
+  const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
+  const nearLimitShare = checkShare(where, o.nearLimitShare);
+  const blockDurationMs = checkBlockDuration(
+    where,
+    o.blockDurationMs,
+    o.limiter,
+    isUnkeyedLimiter(o.limiter),
+  );
+  const config: CommonConfig = {
+    limiter,
+    policy,
+    windowSeconds,
+    source: o.limiter,
+    nearLimitShare,
+    draft: headers === "draft-10" || headers === "both",
+    legacy: headers === "legacy" || headers === "both",
+    failure,
+    onError: onError ?? defaultOnError(where),
+    client,
+    text: new HeaderText(sfString(policy), wallClock, unit),
+    quotaJson: new QuotaExceededJson(policy),
+    blockDurationMs,
+  };
   const remoteAddress = own.includes("remoteAddress")
     ? checkFunction<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)
     : undefined;

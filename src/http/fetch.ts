@@ -165,15 +165,8 @@ export function withRateLimit<
         const headers = headerRecord(config, outcome);
         if (!after.open(request, outcome))
           return withHeaders(await handler(request, ...args), headers);
-        let response: Result;
-        try {
-          response = await handler(request, ...args);
-        } catch (error) {
-          after.settle(request, 500); // the runtime answers a throw with 500
-          throw error;
-        }
-        settleFetch(after, request, request, response);
-        return withHeaders(response, headers);
+        const run = () => handler(request, ...args);
+        return withHeaders(await settled(after, request, request, run, (r) => r), headers);
       }
       default: // answered here: "limited", "unavailable", "error"
         return answer(pipeline, outcome, onLimited, request);
@@ -183,18 +176,30 @@ export function withRateLimit<
 }
 
 /**
- * Tells `after` how the answer to `request` (its handle `handle`) ended: with `response`'s
- * status, or aborted when `request.signal` aborted first or there is no response (the
- * client went away: `refundIf` is asked only with `refundAborted`, and sees 499).
+ * Runs the handler (`run`) of `request` (its handle `handle`) and tells `after` how its
+ * answer ended: 500 when it throws (what the runtime answers; the error propagates), else
+ * the status of the response `responseOf` finds, or aborted when `request.signal` aborted
+ * first or there is no response (the client went away: `refundIf` is asked only with
+ * `refundAborted`, and sees 499).
  */
-export function settleFetch<Handle extends object>(
+export async function settled<Handle extends object, R>(
   after: AfterResponse<Handle>,
   handle: Handle,
   request: Request,
-  response: Response | undefined,
-): void {
+  run: () => R | Promise<R>,
+  responseOf: (result: R) => Response | undefined,
+): Promise<R> {
+  let result: R;
+  try {
+    result = await run();
+  } catch (error) {
+    after.settle(handle, 500);
+    throw error;
+  }
+  const response = responseOf(result);
   const aborted = request.signal?.aborted === true || response === undefined || response === null;
   after.settle(handle, aborted ? ABORTED_STATUS : response.status, aborted);
+  return result;
 }
 
 /**

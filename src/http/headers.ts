@@ -375,14 +375,12 @@ export function rateLimitHeaders(
   const limiter = options.limiter;
   const declared =
     limiter === undefined ? windowSeconds : policyWindowSeconds(WHERE, limiter, windowSeconds);
-  const shape = describing(limiter);
-  const n = new HeaderNumbers();
-  n.windowSeconds = shapeWindowSeconds(shape, declared);
-  readDecision(decision, n, shapeRatePerSecond(shape));
   const text = new HeaderText(sfString(policy), wallClock);
-  if (n.reset >= 0 && legacyWanted(n, draft, legacy)) n.resetText = text.resetEpoch(n.resetMs);
+  const settings = { draft, legacy, text, source: limiter, windowSeconds: declared };
+  const n = new HeaderNumbers();
+  readDecision(decision, n, settings);
   const headers: Record<string, string> = {};
-  writeHeaders({ draft, legacy, text }, n, headers, setRecord);
+  writeHeaders(settings, n, headers, setRecord);
   return headers;
 }
 
@@ -459,21 +457,23 @@ export class HeaderNumbers {
 
 /**
  * Checks `decision` and writes its header numbers into `out` (see {@link rateLimitHeaders}
- * for the rules); `ratePerSecond` is a bucket's rate ({@link shapeRatePerSecond}), for `t`.
- * Throws exactly as {@link rateLimitHeaders} does for a malformed decision, before
- * anything is written to a response.
+ * for the rules), with the `w=` and a bucket's rate read now on `config.source` (so a
+ * `reconfigure` shows in the next response) and the `X-RateLimit-Reset` text when it is
+ * sent. Throws exactly as {@link rateLimitHeaders} does for a malformed decision or a wall
+ * clock that reads NaN, before anything is written to a response.
  */
-export function readDecision(decision: Decision, out: HeaderNumbers, ratePerSecond?: number): void {
+export function readDecision(decision: Decision, out: HeaderNumbers, config: HeaderSettings): void {
   if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
     throw new TypeError(
       `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
     );
   }
+  const shape = describing(config.source);
   const limit = sfCount(checkNonNegative("limit", decision.limit));
   const left = sfCount(checkField("remaining", decision.remaining));
   checkNonNegative("resetAfterMs", decision.resetAfterMs);
   const retryAfter = retryAfterSeconds(decision);
-  const resetMs = resetMsOf(decision, ratePerSecond);
+  const resetMs = resetMsOf(decision, shapeRatePerSecond(shape));
   out.limit = limit;
   out.remaining = left < limit ? left : limit; // more left than the quota is not possible
   out.retryAfter = retryAfter === undefined ? -1 : retryAfter;
@@ -486,6 +486,10 @@ export function readDecision(decision: Decision, out: HeaderNumbers, ratePerSeco
         : ceilSeconds(resetMs);
   out.resetMs = resetMs;
   out.never = !decision.allowed && retryAfter === undefined;
+  out.windowSeconds = shapeWindowSeconds(shape, config.windowSeconds);
+  if (out.reset >= 0 && legacyWanted(out, config.draft, config.legacy)) {
+    out.resetText = config.text.resetEpoch(resetMs);
+  }
 }
 
 /**
@@ -600,11 +604,22 @@ export function legacyWanted(n: HeaderNumbers, draft: boolean, legacy: boolean):
   return legacy || (draft && n.retryAfter >= 0);
 }
 
-/** What {@link writeHeaders} reads of a middleware's settings (a `CommonConfig`). */
+/** What {@link readDecision} and {@link writeHeaders} read of a middleware's `CommonConfig`. */
 export interface HeaderSettings {
   readonly draft: boolean;
   readonly legacy: boolean;
+  /** The header text with its constant parts precomputed (see {@link HeaderText}). */
   readonly text: HeaderText;
+  /**
+   * The limiter as the user gave it, read per response for its live window and a bucket's
+   * rate ({@link describing}): a wrapped unkeyed limiter no longer shows them.
+   */
+  readonly source: unknown;
+  /**
+   * The `windowSeconds` given (checked against the limiter's window when it was created,
+   * see {@link policyWindowSeconds}): the `w=` sent when the limiter has no live window.
+   */
+  readonly windowSeconds: number | undefined;
 }
 
 /** Sets one header on an adapter's response; `list` marks a List field (append, not replace). */

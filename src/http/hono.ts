@@ -6,7 +6,7 @@
 import type { Decision } from "../core/limiter.js";
 import { AfterResponse, type RequestCharges, requestCharges } from "./after-response.js";
 import { type CommonRateLimitOptions, checkAdapterOptions, FETCH_HOOK_OPTIONS } from "./core.js";
-import { answer, runtimeAddress, settleFetch, withHeaders } from "./fetch.js";
+import { answer, runtimeAddress, settled, withHeaders } from "./fetch.js";
 import { type ClientSource, headerRecord, Outcome, Pipeline } from "./pipeline.js";
 
 /** The members of a Hono `Context` that the middleware uses (Hono 4). */
@@ -144,15 +144,8 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
         await next();
         return undefined;
       case "pass": {
-        if (after.open(c, outcome)) {
-          try {
-            await next();
-          } catch (error) {
-            after.settle(c, 500);
-            throw error;
-          }
-          settleFetch(after, c, c.req.raw, c.res);
-        } else await next();
+        if (after.open(c, outcome)) await settled(after, c, c.req.raw, next, () => c.res);
+        else await next();
         if (outcome.decision !== undefined) {
           const response = withHeaders(c.res, headerRecord(config, outcome));
           if (response !== c.res) c.res = response; // the handler's headers were immutable

@@ -12,15 +12,11 @@ import { blockOnLimit, overLimit } from "./block.js";
 import { clientKey, OVERSIZED_KEY, PeerKeyCache, UntrustedProxyWarning } from "./client-key.js";
 import { type CommonConfig, checkHookCost, checkHookKey, isThenable, report } from "./core.js";
 import {
-  describing,
   HeaderNumbers,
-  legacyWanted,
   quotaExceededProblem,
   readDecision,
   refusalStatus,
   setRecord,
-  shapeRatePerSecond,
-  shapeWindowSeconds,
   writeHeaders,
 } from "./headers.js";
 
@@ -228,16 +224,9 @@ export class Pipeline<Req, Extra = undefined> {
     const outcome = new Outcome("pass", key);
     const config = this.config;
     try {
-      // The limiter's window and rate are read now, not at creation: a reconfigure shows
-      // in the next response.
-      const shape = describing(config.source);
-      readDecision(decision, outcome, shapeRatePerSecond(shape)); // throws for a malformed decision
-      outcome.windowSeconds = shapeWindowSeconds(shape, config.windowSeconds);
-      // Read here, once, so every adapter sends the same text, and a wall clock that
-      // reads NaN (a RangeError) is a 500 before anything is written.
-      if (outcome.reset >= 0 && legacyWanted(outcome, config.draft, config.legacy)) {
-        outcome.resetText = config.text.resetEpoch(outcome.resetMs);
-      }
+      // Read here, once, so every adapter sends the same text, and a malformed decision or
+      // a wall clock that reads NaN (a RangeError) is a 500 before anything is written.
+      readDecision(decision, outcome, config);
     } catch (error) {
       return this.refuse(error, key); // invalid limiter output is a bug, not an outage
     }
