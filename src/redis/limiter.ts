@@ -49,16 +49,18 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /** The explicit clock, if any (tests and replays); otherwise Redis's `TIME` decides. */
   readonly clock: Clock | undefined;
 
+  /** @internal The class name, for messages. */
+  protected readonly where: string;
   /** @internal `prefix + keyspace + ":"`, before every caller's key. */
   private readonly keyPrefix: string;
   /** @internal */
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal The algorithm's one decision script. */
-  protected abstract readonly script: Script;
+  private readonly script: Script;
   /** @internal The algorithm's refund script. */
-  protected abstract readonly refundScript: Script;
+  private readonly refundScript: Script;
   /** @internal The algorithm's block script. */
-  protected abstract readonly blockScript: Script;
+  private readonly blockScript: Script;
   /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
   protected config: readonly string[] = [];
   /** @internal ARGV after maxTtlMs, before the deadline: a bucket's initial units. */
@@ -69,9 +71,13 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /**
    * @internal The subclass's constructor then gives its numbers to {@link retune}.
    * @param common The validated common options.
+   * @param where The class name, for messages.
+   * @param scripts The algorithm's decision, refund and block scripts.
    */
-  protected constructor(common: Common) {
+  protected constructor(common: Common, where: string, scripts: readonly [Script, Script, Script]) {
     super("redis", "Redis", common, 0);
+    this.where = where;
+    [this.script, this.refundScript, this.blockScript] = scripts;
     this.client = common.client;
     this.prefix = common.prefix;
     this.keyspace = common.keyspace;

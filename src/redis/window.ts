@@ -11,6 +11,7 @@ import {
   REDIS_OPTIONS,
   type RedisLimiterOptions,
 } from "./options.js";
+import type { Script } from "./script.js";
 
 /** The options the three Redis window limiters share: their algorithm's, then the Redis ones. */
 export interface RedisWindowOptions extends RedisLimiterOptions {
@@ -56,6 +57,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
    * @param where The class name, for messages.
    * @param algorithm The algorithm, for the default prefix and the keyspace fingerprint.
    * @param Local The in-memory class of the same algorithm, for the `'local'` failure policy.
+   * @param scripts The algorithm's decision, refund and block scripts.
    * @throws {TypeError} If `options` is not an object or an option has the wrong type.
    * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs`
    *   is below 0.001 without a `clock`, or a Redis option is out of range.
@@ -65,6 +67,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     options: RedisWindowOptions,
     algorithm: string,
     Local: LocalClass<{ limit: number; windowMs: number }>,
+    scripts: readonly [Script, Script, Script],
   ) {
     const o = checkOptions<RedisWindowOptions>(where, options);
     const hints = { ...windowHints(where), ...REDIS_HINTS };
@@ -74,7 +77,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
     const length = { windowMs };
     const clock = common.clock && checkedWindowClock(where, common.clock, length);
-    super({ ...common, clock });
+    super({ ...common, clock }, where, scripts);
     this.length = length;
     this.tune(limit, windowMs, Local);
   }
