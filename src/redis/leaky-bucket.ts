@@ -33,8 +33,7 @@ export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
 
 const WHERE = "RedisLeakyBucket";
 const SCRIPTS = [LEAKY_BUCKET_SCRIPT, LEAKY_BUCKET_REFUND_SCRIPT, BUCKET_BLOCK_SCRIPT] as const;
-/** The option names of {@link RedisLeakyBucketOptions}, checked by the constructor. */
-/** The ones `reconfigure` may change. */
+/** The options `reconfigure` may change; `OPTIONS`, every one the constructor takes. */
 const TUNABLE = ["capacity", "leakPerSecond", "initialLevel"] as const;
 const OPTIONS = optionNames<RedisLeakyBucketOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 const HINTS = { ...bucketHints(WHERE, "leakPerSecond", "refillPerSecond"), ...REDIS_HINTS };

@@ -36,8 +36,7 @@ export interface RedisTokenBucketOptions extends RedisLimiterOptions {
 
 const WHERE = "RedisTokenBucket";
 const SCRIPTS = [TOKEN_BUCKET_SCRIPT, TOKEN_BUCKET_REFUND_SCRIPT, BUCKET_BLOCK_SCRIPT] as const;
-/** The option names of {@link RedisTokenBucketOptions}, checked by the constructor. */
-/** The ones `reconfigure` may change. */
+/** The options `reconfigure` may change; `OPTIONS`, every one the constructor takes. */
 const TUNABLE = ["capacity", "refillPerSecond", "initialTokens"] as const;
 const OPTIONS = optionNames<RedisTokenBucketOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...REDIS_HINTS };

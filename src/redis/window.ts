@@ -24,8 +24,7 @@ export interface RedisWindowOptions extends RedisLimiterOptions {
   readonly windowMs: number;
 }
 
-/** The option names of every window limiter, checked by the constructor. */
-/** The ones `reconfigure` may change. */
+/** The options `reconfigure` may change; `OPTIONS`, every one the constructor takes. */
 const TUNABLE = ["limit", "windowMs"] as const;
 const OPTIONS = optionNames<RedisWindowOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 
