@@ -1,3 +1,4 @@
+import { systemClock } from "../core/limiter.js";
 import type { RedisKey, RedisLike } from "./client.js";
 import { StoreTimeoutError } from "./errors.js";
 import { replyArray, replyNumber } from "./reply.js";
@@ -31,11 +32,6 @@ export const SAMPLE_BUCKET_MS = 10_000;
  */
 export const DEADLINE_MARGIN_SHARE = 0.25;
 
-/** The local clock: monotonic milliseconds (`performance.now()`), immune to wall-clock steps. */
-export function localNowMs(): number {
-  return performance.now();
-}
-
 /** One client's estimate of its offset to the server's clock. */
 export class ServerClock {
   /** @internal Largest sample of the current bucket. */
@@ -47,8 +43,8 @@ export class ServerClock {
   /** @internal The offset probe in flight, shared by the calls that wait for it. */
   private probing: Promise<void> | undefined;
 
-  /** @param now The local clock, in ms (monotonic). */
-  constructor(readonly now: () => number = localNowMs) {}
+  /** @param now The local clock, in ms (monotonic: `performance.now()` by default). */
+  constructor(readonly now: () => number = systemClock) {}
 
   /** @internal Starts a new bucket when the current one is over. */
   private roll(at: number): void {
