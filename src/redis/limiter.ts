@@ -4,7 +4,7 @@ import { blockedDenial } from "../core/blocks.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
 import { checkReceipt } from "../core/receipt.js";
-import { markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
+import { markBlocked, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
@@ -160,7 +160,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       if (r.units === 0 || c.epoch !== this.receiptEpoch) return 0;
       const k = this.checkKey(where, c.key);
       const args = this.args(where, r.units, false);
-      const ledger = receiptLedger(c);
+      const ledger = (c as { ledger?: string }).ledger ?? ""; // markCharge's, set by charge()
       args[this.config.length + 1] = `r${String(c.a)}${ledger === "" ? "" : `,${ledger}`}`;
       // The units asked are held on the receipt while Redis answers, so that a second
       // refund of it sent meanwhile asks only what is left, not the same units again.

@@ -20,15 +20,6 @@ import {
 export const MAX_NODE_CIRCUITS = 1024;
 
 /**
- * The ledger a store receipt carries (what {@link markCharge} was given: what else the
- * store's refund through it checks), `""` for none.
- * @internal
- */
-export function receiptLedger(receipt: ChargeReceipt): string {
-  return (receipt as { ledger?: string }).ledger ?? "";
-}
-
-/**
  * Marks `decision` as the store's denial of a blocked key, `leftMs` from now: the store
  * limiter then records the block in its own table, so that its failure policies deny the
  * key too (a block another process set is learned this way).
