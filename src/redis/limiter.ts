@@ -318,11 +318,9 @@ function refundRecordKey(key: RedisKey): RedisKey[] {
 
 /**
  * `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread)
- * unless past the deadline (ARGV[1], server-clock ms), as a decision
- * (src/redis/lua/common.ts `luaArgs`): ioredis sends a call whose reply a lost connection
- * did not bring again on its next connection, however late, and a reset run then would
- * delete what other processes used since. Reply: `{keys deleted, serverNowMs}`, or `{-1,
- * serverNowMs}` past the deadline.
+ * unless past the deadline (ARGV[1], server-clock ms), as a decision (`luaArgs`): a call
+ * resent late (src/redis/lua/refund.ts `LUA_REFUND_RECORD`) would delete what other
+ * processes used since. Reply: `{keys deleted, serverNowMs}`, or `{-1, serverNowMs}`.
  */
 export const RESET_SCRIPT = new Script(
   "reset",
