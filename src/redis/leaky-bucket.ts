@@ -84,10 +84,7 @@ export class RedisLeakyBucket extends RedisLimiter {
       localTwin(LeakyBucket, { capacity, leakPerSecond, ...initial }),
       initialLevel === 0 ? [] : [capacity - initialLevel],
     );
-    const self = this as { capacity: number; leakPerSecond: number; initialLevel: number };
-    self.capacity = capacity;
-    self.leakPerSecond = leakPerSecond;
-    self.initialLevel = initialLevel;
+    Object.assign(this, { capacity, leakPerSecond, initialLevel });
   }
 
   /**

@@ -96,10 +96,7 @@ export class RedisTokenBucket extends RedisLimiter {
       localTwin(TokenBucket, { capacity, refillPerSecond, ...initial }),
       initialTokens === undefined ? [] : [initialTokens],
     );
-    const self = this as { capacity: number; refillPerSecond: number; initialTokens: number };
-    self.capacity = capacity;
-    self.refillPerSecond = refillPerSecond;
-    self.initialTokens = initialTokens ?? capacity;
+    Object.assign(this, { capacity, refillPerSecond, initialTokens: initialTokens ?? capacity });
   }
 
   /**

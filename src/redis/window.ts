@@ -88,9 +88,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
   private tune(limit: number, windowMs: number, Class: LocalTwin["Class"]): void {
     this.retune(limit, [limit, windowMs], { Class, options: { limit, windowMs } });
     this.length.windowMs = windowMs;
-    const self = this as { limit: number; windowMs: number };
-    self.limit = limit;
-    self.windowMs = windowMs;
+    Object.assign(this, { limit, windowMs });
   }
 
   /**
