@@ -220,11 +220,9 @@ export abstract class StoreLimiter<Store extends string, Key> {
   }
 
   /**
-   * @internal
-   * Sends one write that is not a decision (a reset, a refund, a block) through the key's
-   * circuit, with the timeout, once: when the store fails, times out or the circuit is open
-   * it rejects with {@link RateLimitStoreError}, whatever the policy (a write that did not
-   * happen must not pass silently, and is never sent again: it may have run).
+   * @internal Sends one write that is not a decision (a reset, a refund, a block) through the
+   * key's circuit, with the timeout, once (never again: it may have run), rejecting as
+   * {@link reset} says whatever the policy.
    */
   protected async write(
     operation: "reset" | "refund" | "block",
