@@ -47,9 +47,6 @@ const HINTS: Readonly<Record<string, string>> = {
     "a full KeyedConcurrencyLimiter always refuses new keys: every key kept holds a permit or has a waiter, so none can go without losing one",
 };
 
-/** Default {@link KeyedConcurrencyLimiterOptions.maxKeys}. */
-export const DEFAULT_CONCURRENCY_MAX_KEYS = 100_000;
-
 /**
  * A {@link ConcurrencyLimiter} per key (an API key, a client address): at most `limit`
  * permits per key at once. A key with no permit held and no waiter is forgotten at once, so
@@ -87,7 +84,7 @@ export class KeyedConcurrencyLimiter {
 
   constructor(options: KeyedConcurrencyLimiterOptions) {
     const o = checkConcurrency(WHERE, options, OPTIONS, HINTS, {
-      maxKeys: [DEFAULT_CONCURRENCY_MAX_KEYS, 1, 2 ** 28],
+      maxKeys: [100_000, 1, 2 ** 28],
       maxWaiters: [10_000, 0, MAX_CONCURRENCY],
       maxKeyLength: [512, 1, 16_383],
     });

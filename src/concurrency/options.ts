@@ -5,10 +5,6 @@
 import { checkInteger, checkNumber, checkOptionNames, checkOptions } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 
-/** Default `maxQueue`: no queue, `acquire` rejects at once when no permit is free. */
-export const DEFAULT_MAX_QUEUE = 0;
-/** Default `retryAfterMs`: the hint a denial carries, one second. */
-export const DEFAULT_CONCURRENCY_RETRY_MS = 1000;
 /** Largest `limit` and `maxQueue`: 2^31 - 1. */
 export const MAX_CONCURRENCY = 2 ** 31 - 1;
 
@@ -29,8 +25,8 @@ export function isChecked(options: object): options is ConcurrencySettings {
 
 /**
  * Checks the options of `where`: an object naming only `names` (`hints` for others), then
- * `limit`, `maxQueue`, the integer options of `more` (`[default, min, max]` each) and
- * `retryAfterMs`, in that order.
+ * `limit`, `maxQueue` (default 0: no queue), the integer options of `more` (`[default, min,
+ * max]` each) and `retryAfterMs` (default 1000: the hint a denial carries), in that order.
  * @throws {TypeError} For an unknown or mistyped option; {RangeError} for one out of range.
  */
 export function checkConcurrency<K extends string = never>(
@@ -42,21 +38,16 @@ export function checkConcurrency<K extends string = never>(
 ): ConcurrencySettings & Readonly<Record<K, number>> {
   const o = checkOptions<Record<string, unknown>>(where, options);
   checkOptionNames(where, o, names, hints);
-  const s: Record<string, number> = {
-    limit: checkInteger(where, "limit", o["limit"], 1, MAX_CONCURRENCY),
-    maxQueue: checkInteger(where, "maxQueue", o["maxQueue"], 0, MAX_CONCURRENCY, DEFAULT_MAX_QUEUE),
+  const ranges: Record<string, readonly [number | undefined, number, number]> = {
+    limit: [undefined, 1, MAX_CONCURRENCY],
+    maxQueue: [0, 0, MAX_CONCURRENCY],
+    ...more,
   };
-  for (const [name, range] of Object.entries<readonly [number, number, number]>(more)) {
-    s[name] = checkInteger(where, name, o[name], range[1], range[2], range[0]);
+  const s: Record<string, number> = {};
+  for (const [name, [fallback, min, max]] of Object.entries(ranges)) {
+    s[name] = checkInteger(where, name, o[name], min, max, fallback);
   }
-  s["retryAfterMs"] = checkNumber(
-    where,
-    "retryAfterMs",
-    o["retryAfterMs"],
-    0,
-    true,
-    DEFAULT_CONCURRENCY_RETRY_MS,
-  );
+  s["retryAfterMs"] = checkNumber(where, "retryAfterMs", o["retryAfterMs"], 0, true, 1000);
   // Frozen: every key's limiter of a keyed one takes these unchecked, so none may change them.
   checked.add(Object.freeze(s));
   return s as ConcurrencySettings & Record<K, number>;

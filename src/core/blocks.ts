@@ -26,30 +26,6 @@ export function blockedDenial(
 }
 
 /**
- * Accounted bytes of the entry of `key`: the key (2 per UTF-16 code unit and a 24-byte
- * header), and 80 for its `Map` entry, its end time and its node in the heap of ends.
- */
-function entryBytes(key: string): number {
-  return 2 * key.length + 24 + 80;
-}
-
-/** Counters of a {@link BlockTable} since it was made. */
-export interface BlockTableStats {
-  /** Keys blocked now (entries kept, ended ones not yet dropped included). */
-  readonly blocked: number;
-  /** Blocks set (a block that extends one in place counts too). */
-  readonly set: number;
-  /** Blocks lifted by `unblock` or `reset`. */
-  readonly lifted: number;
-  /** Blocks dropped once their time had come. */
-  readonly expired: number;
-  /** Blocks of new keys refused because the table was full. */
-  readonly refused: number;
-  /** Accounted bytes of the entries (keys and times). */
-  readonly bytes: number;
-}
-
-/**
  * Blocked keys and when each block ends, on the owner's clock (ms): bounded (at most
  * `maxKeys` keys; a block of one more is refused and counted, never one in place dropped),
  * counted ({@link stats}), expiring (an ended block is dropped when next looked at, or when
@@ -72,7 +48,7 @@ export class BlockTable {
   /** @internal */
   private heapEnds: number[] = [];
   /** @internal */
-  private counts = { set: 0, lifted: 0, expired: 0, refused: 0, bytes: 0 };
+  private refused = 0;
 
   /** @param maxKeys Most keys blocked at once. */
   constructor(readonly maxKeys: number) {}
@@ -82,9 +58,9 @@ export class BlockTable {
     return this.until.size;
   }
 
-  /** Counters since the table was made. */
-  get stats(): BlockTableStats {
-    return { blocked: this.until.size, ...this.counts };
+  /** Blocks of new keys refused because the table was full, since it was made. */
+  get stats(): { readonly refused: number } {
+    return { refused: this.refused };
   }
 
   /**
@@ -97,26 +73,21 @@ export class BlockTable {
     if (had === Number.NEGATIVE_INFINITY) {
       if (this.until.size >= this.maxKeys) this.sweep(nowMs);
       if (this.until.size >= this.maxKeys) {
-        this.counts.refused++;
+        this.refused++;
         return false;
       }
-      this.counts.bytes += entryBytes(key);
     }
     if (untilMs > had) {
       this.until.set(key, untilMs);
       this.push(key, untilMs);
     }
-    this.counts.set++;
     return true;
   }
 
   /** Lifts the block of `key`; true when it was blocked (its block had not ended at `nowMs`). */
   unblock(key: string, nowMs: number): boolean {
     const blocked = this.untilOf(key, nowMs) > nowMs;
-    if (this.until.delete(key)) {
-      this.counts.bytes -= entryBytes(key);
-      if (blocked) this.counts.lifted++;
-    }
+    this.until.delete(key);
     return blocked;
   }
 
@@ -126,7 +97,7 @@ export class BlockTable {
     const until = this.until.get(key);
     if (until === undefined) return Number.NEGATIVE_INFINITY;
     if (until > nowMs) return until;
-    this.drop(key);
+    this.until.delete(key);
     return Number.NEGATIVE_INFINITY;
   }
 
@@ -137,11 +108,10 @@ export class BlockTable {
   }
 
   /**
-   * Drops every ended block; returns how many. O(1) when the earliest block has not ended,
-   * else O(log n) per block dropped (or stale node passed).
+   * Drops every ended block. O(1) when the earliest block has not ended, else O(log n) per
+   * block dropped (or stale node passed).
    */
-  sweep(nowMs: number): number {
-    let dropped = 0;
+  sweep(nowMs: number): void {
     const keys = this.heapKeys;
     const ends = this.heapEnds;
     while (ends.length > 0 && (ends[0] as number) <= nowMs) {
@@ -149,28 +119,8 @@ export class BlockTable {
       const end = ends[0] as number;
       this.pop();
       // A stale node (the key was lifted, or its block extended): its entry is not this one.
-      if (this.until.get(key) === end) {
-        this.drop(key);
-        dropped++;
-      }
+      if (this.until.get(key) === end) this.until.delete(key);
     }
-    return dropped;
-  }
-
-  /** Lifts every block (`clear()` of the owner). */
-  clear(): void {
-    this.counts.lifted += this.until.size;
-    this.until.clear();
-    this.heapKeys = [];
-    this.heapEnds = [];
-    this.counts.bytes = 0;
-  }
-
-  /** @internal */
-  private drop(key: string): void {
-    this.until.delete(key);
-    this.counts.bytes -= entryBytes(key);
-    this.counts.expired++;
   }
 
   /** @internal Adds a node for `key` ending at `end`; rebuilds the heap once stale nodes are half of it. */

@@ -116,20 +116,14 @@ export function coarseClock(options: CoarseClockOptions = {}): CoarseClock {
     }
     return refresh();
   };
-  const clock = (() => (--left > 0 ? time : slow())) as CoarseClock & {
-    refreshMs: number;
-    maxReads: number;
-    stop(): void;
-  };
-  clock.refreshMs = refreshMs;
-  clock.maxReads = maxReads;
-  clock.stop = () => {
+  const stop = (): void => {
     stopped = true;
     left = 0;
     if (timer !== undefined) clearInterval(timer);
     timer = undefined;
   };
-  return Object.freeze(clock);
+  const clock = () => (--left > 0 ? time : slow());
+  return Object.freeze(Object.assign(clock, { refreshMs, maxReads, stop }));
 }
 
 /** Keeps a timer from holding the process open: Node and Bun's `unref`, Deno's `unrefTimer`. */

@@ -62,7 +62,7 @@ export function hasMethods(value: unknown, ...names: string[]): boolean {
 }
 
 /**
- * Checks that `options` is an object (or undefined when `optional`) and returns it.
+ * Checks that `options` is an object and returns it.
  * @throws {TypeError} `Where: options must be an object, got …`
  */
 export function checkOptions<T extends object>(where: string, options: unknown): T {

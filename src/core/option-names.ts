@@ -99,9 +99,15 @@ export function windowHints(where: string): Readonly<Record<string, string>> {
   };
 }
 
-/** `client: fromIoredis(redis), ` for a Redis twin's example, else nothing. */
-const clientOf = (where: string) =>
-  where.startsWith("Redis") ? "client: fromIoredis(redis), " : "";
+/**
+ * The required options of `where`, the names of `example` (and `client` first for a Redis
+ * twin), with the one-line call a missing one is shown: `new Where({ capacity: 10, ... })`.
+ */
+function required(where: string, example: Readonly<Record<string, string>>): RequiredOptions {
+  const all = where.startsWith("Redis") ? { client: "fromIoredis(redis)", ...example } : example;
+  const given = Object.entries(all).map(([name, value]) => `${name}: ${value}`);
+  return { names: Object.keys(all), example: `new ${where}({ ${given.join(", ")} })` };
+}
 
 /**
  * The required options of a bucket class (`TokenBucket`, `LeakyBucket` and their Redis
@@ -112,20 +118,12 @@ export function bucketRequired(
   where: string,
   rate: "refillPerSecond" | "leakPerSecond",
 ): RequiredOptions {
-  const client = clientOf(where);
-  return {
-    names: [...(client === "" ? [] : ["client"]), "capacity", rate],
-    example: `new ${where}({ ${client}capacity: 10, ${rate}: 5 })`,
-  };
+  return required(where, { capacity: "10", [rate]: "5" });
 }
 
 /** The required options of a window class, as {@link bucketRequired}. */
 export function windowRequired(where: string): RequiredOptions {
-  const client = clientOf(where);
-  return {
-    names: [...(client === "" ? [] : ["client"]), "limit", "windowMs"],
-    example: `new ${where}({ ${client}limit: 100, windowMs: 60_000 })`,
-  };
+  return required(where, { limit: "100", windowMs: "60_000" });
 }
 
 /** Names of {@link WaitOptions}. */

@@ -19,6 +19,11 @@ export interface RedisFixedWindowOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisFixedWindow";
+const SCRIPTS = [
+  FIXED_WINDOW_SCRIPT,
+  FIXED_WINDOW_REFUND_SCRIPT,
+  FIXED_WINDOW_BLOCK_SCRIPT,
+] as const;
 
 /**
  * A `FixedWindow` per key, shared through Redis: at most `limit` units per key in each
@@ -36,19 +41,11 @@ const WHERE = "RedisFixedWindow";
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisFixedWindow extends RedisWindowLimiter {
-  /** @internal */
-  protected readonly where = WHERE;
-  /** @internal */
-  protected readonly script = FIXED_WINDOW_SCRIPT;
-  /** @internal */
-  protected readonly refundScript = FIXED_WINDOW_REFUND_SCRIPT;
-  /** @internal */
-  protected readonly blockScript = FIXED_WINDOW_BLOCK_SCRIPT;
   /** @internal A fixed window refunds only through receipts. */
   protected override readonly refundsWithoutReceipt = false;
 
   constructor(options: RedisFixedWindowOptions) {
-    super(WHERE, options, "fixed-window", FixedWindow);
+    super(WHERE, options, "fixed-window", FixedWindow, SCRIPTS);
   }
 
   /** @internal */

@@ -8,30 +8,20 @@ import { mustBe } from "../core/errors.js";
  */
 
 /**
- * The version of the state layout the scripts keep under a key, part of every
+ * The version of the state layout each algorithm's scripts keep under a key, part of every
  * fingerprint: a release that changes what a script stores changes it, so new code never
- * reads old state it would misread.
+ * reads old state it would misread. 1 at first; the sliding log's list became a hash of
+ * chunks (2), its meta may carry a block (3); the buckets store the capacity they were
+ * counted with, the fixed window its end, the counter its window length, and each may carry
+ * a block after its state (2).
  */
-export const STATE_LAYOUT_VERSION = 1;
-
-/**
- * The algorithms whose state layout has changed since {@link STATE_LAYOUT_VERSION}, with
- * their own version: the sliding log's list became a hash of chunks (2), its meta may carry a block (3); the buckets store the
- * capacity they were counted with, the fixed window its end, the counter its window length,
- * and each may carry a block after its state (2).
- */
-const ALGORITHM_LAYOUT_VERSIONS: Readonly<Record<string, number>> = {
+const STATE_LAYOUT_VERSIONS: Readonly<Record<string, number>> = {
   "sliding-window-log": 3,
   "token-bucket": 2,
   "leaky-bucket": 2,
   "fixed-window": 2,
   "sliding-window-counter": 2,
 };
-
-/** The state layout version of `algorithm`, part of its fingerprint. */
-export function stateLayoutVersion(algorithm: string): number {
-  return ALGORITHM_LAYOUT_VERSIONS[algorithm] ?? STATE_LAYOUT_VERSION;
-}
 
 /** What a limiter's fingerprint is computed from. */
 export interface KeyspaceSource {
@@ -44,15 +34,16 @@ export interface KeyspaceSource {
 }
 
 /**
- * The canonical text a fingerprint hashes: `tollgate/1 token-bucket capacity=10
- * refillPerSecond=5 clock=server` (the number is {@link stateLayoutVersion}). Numbers are written as JavaScript writes them (the
- * shortest text that reads back as the same double), so every runtime and process that
- * was given the same numbers writes the same text; the options appear in a fixed order.
+ * The canonical text a fingerprint hashes: `tollgate/2 token-bucket capacity=10
+ * refillPerSecond=5 clock=server` (the number is the state layout's version). Numbers are
+ * written as JavaScript writes them (the shortest text that reads back as the same double),
+ * so every runtime and process that was given the same numbers writes the same text; the
+ * options appear in a fixed order.
  */
 export function canonicalText(source: KeyspaceSource): string {
   const state = Object.entries(source.state).map(([name, value]) => `${name}=${String(value)}`);
   return [
-    `tollgate/${stateLayoutVersion(source.algorithm)}`,
+    `tollgate/${STATE_LAYOUT_VERSIONS[source.algorithm] ?? 1}`,
     source.algorithm,
     ...state,
     `clock=${source.clock}`,

@@ -32,8 +32,8 @@ export interface RedisLeakyBucketOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisLeakyBucket";
-/** The option names of {@link RedisLeakyBucketOptions}, checked by the constructor. */
-/** The ones `reconfigure` may change. */
+const SCRIPTS = [LEAKY_BUCKET_SCRIPT, LEAKY_BUCKET_REFUND_SCRIPT, BUCKET_BLOCK_SCRIPT] as const;
+/** The options `reconfigure` may change; `OPTIONS`, every one the constructor takes. */
 const TUNABLE = ["capacity", "leakPerSecond", "initialLevel"] as const;
 const OPTIONS = optionNames<RedisLeakyBucketOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 const HINTS = { ...bucketHints(WHERE, "leakPerSecond", "refillPerSecond"), ...REDIS_HINTS };
@@ -61,14 +61,6 @@ export class RedisLeakyBucket extends RedisLimiter {
   readonly leakPerSecond!: number;
   /** The level of a key's new bucket: 0 unless given. */
   readonly initialLevel!: number;
-  /** @internal */
-  protected readonly where = WHERE;
-  /** @internal */
-  protected readonly script = LEAKY_BUCKET_SCRIPT;
-  /** @internal */
-  protected readonly refundScript = LEAKY_BUCKET_REFUND_SCRIPT;
-  /** @internal */
-  protected readonly blockScript = BUCKET_BLOCK_SCRIPT;
 
   constructor(options: RedisLeakyBucketOptions) {
     const o = checkOptions<RedisLeakyBucketOptions>(WHERE, options);
@@ -78,7 +70,8 @@ export class RedisLeakyBucket extends RedisLimiter {
     const initialLevel = checkInitial(WHERE, "initialLevel", o.initialLevel, capacity) ?? 0;
     // Above 0 it is part of the state's definition (and so of the default keyspace).
     const initial = initialLevel === 0 ? {} : { initialLevel };
-    super(checkRedisOptions(WHERE, o, "leaky-bucket", { capacity, leakPerSecond, ...initial }));
+    const state = { capacity, leakPerSecond, ...initial };
+    super(checkRedisOptions(WHERE, o, "leaky-bucket", state), WHERE, SCRIPTS);
     this.tune(capacity, leakPerSecond, initialLevel);
   }
 
@@ -91,10 +84,7 @@ export class RedisLeakyBucket extends RedisLimiter {
       localTwin(LeakyBucket, { capacity, leakPerSecond, ...initial }),
       initialLevel === 0 ? [] : [capacity - initialLevel],
     );
-    const self = this as { capacity: number; leakPerSecond: number; initialLevel: number };
-    self.capacity = capacity;
-    self.leakPerSecond = leakPerSecond;
-    self.initialLevel = initialLevel;
+    Object.assign(this, { capacity, leakPerSecond, initialLevel });
   }
 
   /**

@@ -4,7 +4,7 @@ import { blockedDenial } from "../core/blocks.js";
 import { checkCost, checkNumber } from "../core/errors.js";
 import { type Clock, type Decision, type Receipt, systemClock } from "../core/limiter.js";
 import { checkReceipt } from "../core/receipt.js";
-import { markBlocked, receiptLedger, StoreLimiter } from "../store/limiter.js";
+import { markBlocked, StoreLimiter } from "../store/limiter.js";
 import { type LocalClass, type LocalLimiter, localLimiter } from "../store/local.js";
 import { type RedisKey, type RedisLike, redisKey } from "./client.js";
 import { checkEvictionPolicy } from "./maxmemory.js";
@@ -49,16 +49,18 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /** The explicit clock, if any (tests and replays); otherwise Redis's `TIME` decides. */
   readonly clock: Clock | undefined;
 
+  /** @internal The class name, for messages. */
+  protected readonly where: string;
   /** @internal `prefix + keyspace + ":"`, before every caller's key. */
   private readonly keyPrefix: string;
   /** @internal */
   private seenMs = Number.NEGATIVE_INFINITY;
   /** @internal The algorithm's one decision script. */
-  protected abstract readonly script: Script;
+  private readonly script: Script;
   /** @internal The algorithm's refund script. */
-  protected abstract readonly refundScript: Script;
+  private readonly refundScript: Script;
   /** @internal The algorithm's block script. */
-  protected abstract readonly blockScript: Script;
+  private readonly blockScript: Script;
   /** @internal The script's arguments before `cost, take, now, maxTtl`: the algorithm's options. */
   protected config: readonly string[] = [];
   /** @internal ARGV after maxTtlMs, before the deadline: a bucket's initial units. */
@@ -69,9 +71,13 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /**
    * @internal The subclass's constructor then gives its numbers to {@link retune}.
    * @param common The validated common options.
+   * @param where The class name, for messages.
+   * @param scripts The algorithm's decision, refund and block scripts.
    */
-  protected constructor(common: Common) {
+  protected constructor(common: Common, where: string, scripts: readonly [Script, Script, Script]) {
     super("redis", "Redis", common, 0);
+    this.where = where;
+    [this.script, this.refundScript, this.blockScript] = scripts;
     this.client = common.client;
     this.prefix = common.prefix;
     this.keyspace = common.keyspace;
@@ -154,7 +160,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
       if (r.units === 0 || c.epoch !== this.receiptEpoch) return 0;
       const k = this.checkKey(where, c.key);
       const args = this.args(where, r.units, false);
-      const ledger = receiptLedger(c);
+      const ledger = (c as { ledger?: string }).ledger ?? ""; // markCharge's, set by charge()
       args[this.config.length + 1] = `r${String(c.a)}${ledger === "" ? "" : `,${ledger}`}`;
       // The units asked are held on the receipt while Redis answers, so that a second
       // refund of it sent meanwhile asks only what is left, not the same units again.
@@ -312,11 +318,9 @@ function refundRecordKey(key: RedisKey): RedisKey[] {
 
 /**
  * `reset`: deletes the key (UNLINK: a large sliding log is freed off Redis's main thread)
- * unless past the deadline (ARGV[1], server-clock ms), as a decision
- * (src/redis/lua/common.ts `luaArgs`): ioredis sends a call whose reply a lost connection
- * did not bring again on its next connection, however late, and a reset run then would
- * delete what other processes used since. Reply: `{keys deleted, serverNowMs}`, or `{-1,
- * serverNowMs}` past the deadline.
+ * unless past the deadline (ARGV[1], server-clock ms), as a decision (`luaArgs`): a call
+ * resent late (src/redis/lua/refund.ts `LUA_REFUND_RECORD`) would delete what other
+ * processes used since. Reply: `{keys deleted, serverNowMs}`, or `{-1, serverNowMs}`.
  */
 export const RESET_SCRIPT = new Script(
   "reset",

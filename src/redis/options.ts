@@ -92,10 +92,7 @@ export const REDIS_HINTS: Readonly<Record<string, string>> = {
  * that no two twins share one.
  */
 function codeOf(algorithm: string): string {
-  return algorithm
-    .split("-")
-    .map((word) => word.charAt(0))
-    .join("");
+  return algorithm.replace(/(^|-)(.)[^-]*/g, "$2");
 }
 
 /**

@@ -15,11 +15,8 @@ export function replyNumber(value: unknown): number {
 }
 
 /**
- * Reads the float a decision script sent as two integers (`luaFloats` in
- * src/redis/lua/common.ts), `value[at]` and `value[at + 1]`: `a = hi * 4096 + (e + 1100)` and
- * `b`, where `hi * 2^26 + b` is the `math.frexp` mantissa scaled by 2^53 and `e` its
- * exponent. The same double bit for bit: every step is exact (integers below 2^53, then a
- * division and a scaling by powers of two).
+ * Reads the float a decision script sent as two integers, `value[at]` and `value[at + 1]`
+ * (`luaFloats` in src/redis/lua/common.ts says how): the same double bit for bit.
  * @throws {TypeError} For elements that are not two such integers.
  */
 export function replyFloat(value: readonly unknown[], at: number): number {

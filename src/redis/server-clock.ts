@@ -1,3 +1,4 @@
+import { systemClock } from "../core/limiter.js";
 import type { RedisKey, RedisLike } from "./client.js";
 import { StoreTimeoutError } from "./errors.js";
 import { replyArray, replyNumber } from "./reply.js";
@@ -31,11 +32,6 @@ export const SAMPLE_BUCKET_MS = 10_000;
  */
 export const DEADLINE_MARGIN_SHARE = 0.25;
 
-/** The local clock: monotonic milliseconds (`performance.now()`), immune to wall-clock steps. */
-export function localNowMs(): number {
-  return performance.now();
-}
-
 /** One client's estimate of its offset to the server's clock. */
 export class ServerClock {
   /** @internal Largest sample of the current bucket. */
@@ -47,8 +43,8 @@ export class ServerClock {
   /** @internal The offset probe in flight, shared by the calls that wait for it. */
   private probing: Promise<void> | undefined;
 
-  /** @param now The local clock, in ms (monotonic). */
-  constructor(readonly now: () => number = localNowMs) {}
+  /** @param now The local clock, in ms (monotonic: `performance.now()` by default). */
+  constructor(readonly now: () => number = systemClock) {}
 
   /** @internal Starts a new bucket when the current one is over. */
   private roll(at: number): void {
@@ -153,20 +149,6 @@ export class DeadlinePassedError extends StoreTimeoutError {
 export const PROBE_DEADLINE = "0";
 
 /**
- * Reads a decision script's reply: observes its last element (the server's now) and
- * returns the reply, or throws for `{-1, serverNowMs}` (the deadline had passed when Redis
- * ran the call: nothing was written).
- * @throws {StoreTimeoutError} Past the deadline. {TypeError} For a malformed reply.
- */
-function settle(clock: ServerClock, reply: unknown, timeoutMs: number): unknown {
-  const receivedAt = clock.now();
-  const items = replyArray(reply, 2);
-  clock.observe(replyNumber(items[items.length - 1]), receivedAt);
-  if (replyNumber(items[0]) === -1) throw new DeadlinePassedError(timeoutMs);
-  return reply;
-}
-
-/**
  * Runs a decision script with a deadline: `args` are the script's ARGV before `deadlineMs`,
  * which is appended. Without an offset to the server's clock (the client's first call, or
  * none for 10 to 20 s) the same script first runs with a deadline long past (it replies
@@ -200,5 +182,11 @@ export async function runDecision(
     if (deadline === undefined) throw new TypeError("no server time in the clock probe's reply");
   }
   const reply = await runScript(client, script, keys, [...args, deadline]);
-  return settle(clock, reply, timeoutMs);
+  // The reply's last element is the server's now; `{-1, serverNowMs}`: Redis ran the call
+  // past its deadline and wrote nothing.
+  const receivedAt = clock.now();
+  const items = replyArray(reply, 2);
+  clock.observe(replyNumber(items[items.length - 1]), receivedAt);
+  if (replyNumber(items[0]) === -1) throw new DeadlinePassedError(timeoutMs);
+  return reply;
 }

@@ -22,6 +22,11 @@ export interface RedisSlidingWindowCounterOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisSlidingWindowCounter";
+const SCRIPTS = [
+  SLIDING_WINDOW_COUNTER_SCRIPT,
+  SLIDING_WINDOW_COUNTER_REFUND_SCRIPT,
+  SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT,
+] as const;
 
 /**
  * A `SlidingWindowCounter` per key, shared through Redis: allowed when
@@ -39,17 +44,8 @@ const WHERE = "RedisSlidingWindowCounter";
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisSlidingWindowCounter extends RedisWindowLimiter {
-  /** @internal */
-  protected readonly where = WHERE;
-  /** @internal */
-  protected readonly script = SLIDING_WINDOW_COUNTER_SCRIPT;
-  /** @internal */
-  protected readonly refundScript = SLIDING_WINDOW_COUNTER_REFUND_SCRIPT;
-  /** @internal */
-  protected readonly blockScript = SLIDING_WINDOW_COUNTER_BLOCK_SCRIPT;
-
   constructor(options: RedisSlidingWindowCounterOptions) {
-    super(WHERE, options, "sliding-window-counter", SlidingWindowCounter);
+    super(WHERE, options, "sliding-window-counter", SlidingWindowCounter, SCRIPTS);
   }
 
   /** @internal */

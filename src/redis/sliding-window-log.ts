@@ -24,6 +24,11 @@ export interface RedisSlidingWindowLogOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisSlidingWindowLog";
+const SCRIPTS = [
+  SLIDING_WINDOW_LOG_SCRIPT,
+  SLIDING_WINDOW_LOG_REFUND_SCRIPT,
+  SLIDING_WINDOW_LOG_BLOCK_SCRIPT,
+] as const;
 
 /**
  * A `SlidingWindowLog` per key, shared through Redis: allowed when the units logged in the
@@ -41,19 +46,11 @@ const WHERE = "RedisSlidingWindowLog";
  * @throws {TypeError} For an unknown or mistyped option: see docs/semantics.md#options.
  */
 export class RedisSlidingWindowLog extends RedisWindowLimiter {
-  /** @internal */
-  protected readonly where = WHERE;
-  /** @internal */
-  protected readonly script = SLIDING_WINDOW_LOG_SCRIPT;
-  /** @internal */
-  protected readonly refundScript = SLIDING_WINDOW_LOG_REFUND_SCRIPT;
-  /** @internal */
-  protected readonly blockScript = SLIDING_WINDOW_LOG_BLOCK_SCRIPT;
   /** @internal Entries kept at their exact time (`logExactEntries(limit)`), as in memory. */
   private exactEntries: number;
 
   constructor(options: RedisSlidingWindowLogOptions) {
-    super(WHERE, options, "sliding-window-log", SlidingWindowLog);
+    super(WHERE, options, "sliding-window-log", SlidingWindowLog, SCRIPTS);
     this.exactEntries = logExactEntries(this.limit);
   }
 

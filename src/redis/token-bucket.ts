@@ -35,8 +35,8 @@ export interface RedisTokenBucketOptions extends RedisLimiterOptions {
 }
 
 const WHERE = "RedisTokenBucket";
-/** The option names of {@link RedisTokenBucketOptions}, checked by the constructor. */
-/** The ones `reconfigure` may change. */
+const SCRIPTS = [TOKEN_BUCKET_SCRIPT, TOKEN_BUCKET_REFUND_SCRIPT, BUCKET_BLOCK_SCRIPT] as const;
+/** The options `reconfigure` may change; `OPTIONS`, every one the constructor takes. */
 const TUNABLE = ["capacity", "refillPerSecond", "initialTokens"] as const;
 const OPTIONS = optionNames<RedisTokenBucketOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 const HINTS = { ...bucketHints(WHERE, "refillPerSecond", "leakPerSecond"), ...REDIS_HINTS };
@@ -64,14 +64,6 @@ export class RedisTokenBucket extends RedisLimiter {
   readonly refillPerSecond!: number;
   /** Tokens a key's new bucket holds: `capacity` unless given. */
   readonly initialTokens!: number;
-  /** @internal */
-  protected readonly where = WHERE;
-  /** @internal */
-  protected readonly script = TOKEN_BUCKET_SCRIPT;
-  /** @internal */
-  protected readonly refundScript = TOKEN_BUCKET_REFUND_SCRIPT;
-  /** @internal */
-  protected readonly blockScript = BUCKET_BLOCK_SCRIPT;
 
   constructor(options: RedisTokenBucketOptions) {
     const o = checkOptions<RedisTokenBucketOptions>(WHERE, options);
@@ -83,7 +75,8 @@ export class RedisTokenBucket extends RedisLimiter {
     // it is the default's.
     const initial =
       initialTokens === undefined || initialTokens === capacity ? {} : { initialTokens };
-    super(checkRedisOptions(WHERE, o, "token-bucket", { capacity, refillPerSecond, ...initial }));
+    const state = { capacity, refillPerSecond, ...initial };
+    super(checkRedisOptions(WHERE, o, "token-bucket", state), WHERE, SCRIPTS);
     this.tune(capacity, refillPerSecond, initial.initialTokens);
     this.initialGiven = initialTokens !== undefined;
   }
@@ -103,10 +96,7 @@ export class RedisTokenBucket extends RedisLimiter {
       localTwin(TokenBucket, { capacity, refillPerSecond, ...initial }),
       initialTokens === undefined ? [] : [initialTokens],
     );
-    const self = this as { capacity: number; refillPerSecond: number; initialTokens: number };
-    self.capacity = capacity;
-    self.refillPerSecond = refillPerSecond;
-    self.initialTokens = initialTokens ?? capacity;
+    Object.assign(this, { capacity, refillPerSecond, initialTokens: initialTokens ?? capacity });
   }
 
   /**

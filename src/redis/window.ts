@@ -11,6 +11,7 @@ import {
   REDIS_OPTIONS,
   type RedisLimiterOptions,
 } from "./options.js";
+import type { Script } from "./script.js";
 
 /** The options the three Redis window limiters share: their algorithm's, then the Redis ones. */
 export interface RedisWindowOptions extends RedisLimiterOptions {
@@ -23,8 +24,7 @@ export interface RedisWindowOptions extends RedisLimiterOptions {
   readonly windowMs: number;
 }
 
-/** The option names of every window limiter, checked by the constructor. */
-/** The ones `reconfigure` may change. */
+/** The options `reconfigure` may change; `OPTIONS`, every one the constructor takes. */
 const TUNABLE = ["limit", "windowMs"] as const;
 const OPTIONS = optionNames<RedisWindowOptions>()([...TUNABLE, ...REDIS_OPTIONS]);
 
@@ -56,6 +56,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
    * @param where The class name, for messages.
    * @param algorithm The algorithm, for the default prefix and the keyspace fingerprint.
    * @param Local The in-memory class of the same algorithm, for the `'local'` failure policy.
+   * @param scripts The algorithm's decision, refund and block scripts.
    * @throws {TypeError} If `options` is not an object or an option has the wrong type.
    * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs`
    *   is below 0.001 without a `clock`, or a Redis option is out of range.
@@ -65,6 +66,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     options: RedisWindowOptions,
     algorithm: string,
     Local: LocalClass<{ limit: number; windowMs: number }>,
+    scripts: readonly [Script, Script, Script],
   ) {
     const o = checkOptions<RedisWindowOptions>(where, options);
     const hints = { ...windowHints(where), ...REDIS_HINTS };
@@ -74,7 +76,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
     const length = { windowMs };
     const clock = common.clock && checkedWindowClock(where, common.clock, length);
-    super({ ...common, clock });
+    super({ ...common, clock }, where, scripts);
     this.length = length;
     this.tune(limit, windowMs, Local);
   }
@@ -86,9 +88,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
   private tune(limit: number, windowMs: number, Class: LocalTwin["Class"]): void {
     this.retune(limit, [limit, windowMs], { Class, options: { limit, windowMs } });
     this.length.windowMs = windowMs;
-    const self = this as { limit: number; windowMs: number };
-    self.limit = limit;
-    self.windowMs = windowMs;
+    Object.assign(this, { limit, windowMs });
   }
 
   /**

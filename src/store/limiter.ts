@@ -20,15 +20,6 @@ import {
 export const MAX_NODE_CIRCUITS = 1024;
 
 /**
- * The ledger a store receipt carries (what {@link markCharge} was given: what else the
- * store's refund through it checks), `""` for none.
- * @internal
- */
-export function receiptLedger(receipt: ChargeReceipt): string {
-  return (receipt as { ledger?: string }).ledger ?? "";
-}
-
-/**
  * Marks `decision` as the store's denial of a blocked key, `leftMs` from now: the store
  * limiter then records the block in its own table, so that its failure policies deny the
  * key too (a block another process set is learned this way).
@@ -229,11 +220,9 @@ export abstract class StoreLimiter<Store extends string, Key> {
   }
 
   /**
-   * @internal
-   * Sends one write that is not a decision (a reset, a refund, a block) through the key's
-   * circuit, with the timeout, once: when the store fails, times out or the circuit is open
-   * it rejects with {@link RateLimitStoreError}, whatever the policy (a write that did not
-   * happen must not pass silently, and is never sent again: it may have run).
+   * @internal Sends one write that is not a decision (a reset, a refund, a block) through the
+   * key's circuit, with the timeout, once (never again: it may have run), rejecting as
+   * {@link reset} says whatever the policy.
    */
   protected async write(
     operation: "reset" | "refund" | "block",

@@ -8,6 +8,7 @@ import {
   hasMethods,
   mustBe,
 } from "../core/errors.js";
+import { systemClock } from "../core/limiter.js";
 import type { CircuitSettings } from "./circuit.js";
 import type {
   FailurePolicy,
@@ -107,13 +108,8 @@ function checkCircuit(where: string, options: CircuitOptions | undefined): Circu
     failuresToOpen: checkInteger(at, "failuresToOpen", o.failuresToOpen, 1, MAX_COUNT, 5),
     coolDownMs: checkNumber(at, "coolDownMs", o.coolDownMs, 0, true, 1000),
     maxPendingCalls: checkInteger(at, "maxPendingCalls", o.maxPendingCalls, 1, MAX_COUNT, 1000),
-    clock: checkClock(at, o.clock, monotonicNow),
+    clock: checkClock(at, o.clock, systemClock),
   };
-}
-
-/** `performance.now()`: monotonic, unaffected by wall-clock steps. */
-function monotonicNow(): number {
-  return performance.now();
 }
 
 /**

@@ -2,21 +2,17 @@ import { DEFAULT_MAX_TTL_MS } from "../options.js";
 
 /**
  * Lua shared by the decision scripts, as fragments: each script takes only the helpers it
- * calls (a `local function` statement builds a closure on every call, so an unused one is
- * pure cost). Every script gets `ARGV = [...config, cost, take, now, maxTtlMs, ...extra,
- * deadlineMs]` (`extra`: a bucket's initial units, see `RedisLimiter`);
- * the helpers mirror `src/core/numeric.ts` and `src/algorithms/time.ts` operation for operation,
- * so Lua and TypeScript decide bit for bit alike (Lua numbers are IEEE doubles, as
- * JavaScript's).
+ * calls (see the costs below). Every script gets `ARGV = [...config, cost, take, now,
+ * maxTtlMs, ...extra, deadlineMs]` (`extra`: a bucket's initial units, see `RedisLimiter`);
+ * the helpers mirror `src/core/numeric.ts` and `src/algorithms/time.ts` operation for
+ * operation, so Lua and TypeScript decide bit for bit alike (Lua numbers are IEEE doubles).
  *
- Replies: the refund and block scripts and the sliding log send an integral number as a
+ * Replies: the refund and block scripts and the sliding log send an integral number as a
  * Redis integer (exact below 2^53) and any other float as a `%.17g` string (Redis truncates
  * Lua numbers in replies to integers), which round-trips every double; infinity prints as
- * `inf`. The hot decision scripts (buckets, fixed window, sliding counter) send each float
- * as two integers instead, {@link luaFloats}: `%.17g` goes through glibc's multi-precision
- * printf, several thousand instructions a number. Every reply ends with the server's now in
- * whole ms (`TIME`, truncated), for the caller's offset to the server's clock
- * (src/redis/server-clock.ts).
+ * `inf`. The hot decision scripts send each float as two integers instead ({@link luaFloats}).
+ * Every reply ends with the server's now in whole ms (`TIME`, truncated), for the caller's
+ * offset to the server's clock (src/redis/server-clock.ts).
  *
  * What a call costs on the server (profiled under callgrind, instructions per EVALSHA,
  * Redis 7.0): a `local function` statement builds a closure on every call (about 1,300
@@ -154,7 +150,8 @@ end`;
  * integers near 2^53), and `replyFloat` (src/redis/reply.ts) turns back into the same double:
  * with `m, e = math.frexp(x)` and `q = m * 2^53` (an integer, `|q| < 2^53`), `q = hi * 2^26 +
  * b` (`0 <= b < 2^26`) and `a = hi * 4096 + (e + 1100)`; every step is exact in doubles. This
- * spares the server `%.17g`, which goes through glibc's multi-precision printf. A float that
+ * spares the server `%.17g`, which goes through glibc's multi-precision printf (several
+ * thousand instructions a number). A float that
  * is not finite would not survive Redis's conversion to an integer: the script replies an
  * error instead (a store failure, never a wrong number). `head` holds integral numbers (a
  * flag); wrapped in `do ... end`, so it may end any block.

@@ -265,6 +265,7 @@ for i = 1, #KEYS do
   if charge > 0 then charged = charged + charge end
   taken = taken + granted
   given = given + back
+  local answer = { f(granted), f(waitMs), f(tokens), f(back), f(blockedMs), f(liftedAgo) }
   if not dirty then
     -- A probe (nothing given, charged or wanted): nothing to write.
   elseif tokens >= capacity and #live == 0 and holdMs == 0 then
@@ -294,16 +295,10 @@ for i = 1, #KEYS do
     end
     if keepCall then
       fields[#fields + 1] = mark
-      fields[#fields + 1] = ARGV[7] .. ' ' .. f(keepUntil) .. ' ' .. f(granted) .. ' ' .. f(waitMs) .. ' ' ..
-        f(tokens) .. ' ' .. f(back) .. ' ' .. f(blockedMs) .. ' ' .. f(liftedAgo)
+      fields[#fields + 1] = ARGV[7] .. ' ' .. f(keepUntil) .. ' ' .. table.concat(answer, ' ')
     end
     if record then
-      fields[#fields + 1] = 'taken'
-      fields[#fields + 1] = f(taken)
-      fields[#fields + 1] = 'given'
-      fields[#fields + 1] = f(given)
-      fields[#fields + 1] = 'charged'
-      fields[#fields + 1] = f(charged)
+      for _, v in ipairs({ 'taken', f(taken), 'given', f(given), 'charged', f(charged) }) do fields[#fields + 1] = v end
     end
     if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
     redis.call('HSET', key, unpack(fields))
@@ -327,12 +322,7 @@ for i = 1, #KEYS do
       expire(key, fullMs, t + fullMs, false, maxTtl)
     end
   end
-  out[#out + 1] = f(granted)
-  out[#out + 1] = f(waitMs)
-  out[#out + 1] = f(tokens)
-  out[#out + 1] = f(back)
-  out[#out + 1] = f(blockedMs)
-  out[#out + 1] = f(liftedAgo)
+  for _, v in ipairs(answer) do out[#out + 1] = v end
   end
 end
 out[#out + 1] = f(now)
