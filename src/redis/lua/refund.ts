@@ -82,7 +82,7 @@ end
  * holds the ledger the charge saw (the same id), at most `rate * (fullAt - now) / 1000 -
  * (credited - credited at the charge)` (the refill not yet repaid of the charge, less what
  * refunds of the key gave back since: they repaid the oldest units first), all of it at a
- * rate of 0, as `BucketBase.refundReceiptAt`. Every refund adds what it gave back to the
+ * rate of 0, as `BucketBase.refundAt`. Every refund adds what it gave back to the
  * ledger's `credited`.
  */
 function bucketRefund(name: string, leaky: boolean): Script {
