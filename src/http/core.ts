@@ -23,12 +23,11 @@ import {
 /**
  * Anything that decides per key: a `KeyedLimiter`, a Redis limiter, or your own object.
  * `consume` may answer synchronously or with a promise; it may throw or reject (a store
- * outage), which the middleware handles according to `failure`. A `TypeError` or
- * `RangeError` (thrown or as a rejection), or a `Decision` that `rateLimitHeaders`
- * rejects (a missing or NaN field, a negative `limit` or `resetAfterMs`, a denial with a
- * negative `retryAfterMs`), is a programming error instead: answered 500. The whole
- * `Decision` is needed in every `headers` mode, `"none"` included (a denial still sends
- * `Retry-After`, and `onLimited` receives it).
+ * outage), which the middleware handles according to `failure`. A `TypeError` or `RangeError`
+ * (thrown or as a rejection), or a `Decision` that `rateLimitHeaders` rejects (a missing or NaN
+ * field, a negative `limit` or `resetAfterMs`, a denial with a negative `retryAfterMs`), is a
+ * programming error instead: answered 500. The whole `Decision` is needed in every `headers`
+ * mode, `"none"` included (a denial still sends `Retry-After`, and `onLimited` receives it).
  */
 export interface KeyedConsumer {
   consume(key: string, cost?: number): Decision | PromiseLike<Decision>;
@@ -71,15 +70,15 @@ export type FailureMode = "open" | "closed";
  * - `'outage'`: the limiter threw or rejected with anything but a `TypeError` or a
  *   `RangeError` (a store that is down, a timeout). Not the client's fault and maybe not
  *   yours: `failure` decides (`'open'` passes, `'closed'` answers 503).
- * - `'programming'`: your code broke the contract, so the request cannot be checked: a
- *   hook (`key`, `cost`, `skip`, `remoteAddress`, `onLimited`) threw, `key` returned a
- *   non-string or `cost` something other than a finite number >= 0, the limiter threw or
- *   rejected with a `TypeError` or `RangeError` (a wrong argument: tollgate's limiters
- *   throw nothing else for bad input; one from another realm, a `vm` context or a worker,
- *   counts too, by its name), or it returned an invalid `Decision`. Always
- *   answered `500` (problem+json), whatever `failure` says: passing it would switch rate
- *   limiting off for exactly the requests that trigger the bug (a `cost` of `NaN`, a `key`
- *   hook that throws on a missing body, a limiter that cannot take a key).
+ * - `'programming'`: your code broke the contract, so the request cannot be checked: a hook
+ *   (`key`, `cost`, `skip`, `remoteAddress`, `onLimited`) threw, `key` returned a non-string or
+ *   `cost` something other than a finite number >= 0, the limiter threw or rejected with a
+ *   `TypeError` or `RangeError` (a wrong argument: tollgate's limiters throw nothing else for
+ *   bad input; one from another realm, a `vm` context or a worker, counts too, by its name), or
+ *   it returned an invalid `Decision`. Always answered `500` (problem+json), whatever `failure`
+ *   says: passing it would switch rate limiting off for exactly the requests that trigger the
+ *   bug (a `cost` of `NaN`, a `key` hook that throws on a missing body, a limiter that cannot
+ *   take a key).
  */
 export type FailureKind = "outage" | "programming";
 
@@ -107,8 +106,7 @@ export interface FailureInfo {
   readonly kind: FailureKind;
   /**
    * The configured failure mode. For an `'outage'` it is what happened to the request: let
-   * through (`'open'`) or refused with 503 (`'closed'`); a `'programming'` error is always
-   * answered 500.
+   * through (`'open'`) or refused with 503 (`'closed'`); a `'programming'` error is a 500.
    */
   readonly failure: FailureMode;
   /** The key being checked, when it was computed before the failure. */
@@ -119,11 +117,11 @@ export interface FailureInfo {
 export interface CommonRateLimitOptions {
   /**
    * Decides each request. Required. Either an object with `consume(key, cost)` (see
-   * {@link KeyedConsumer}: a `KeyedLimiter` for per-client limits, a Redis limiter), or
-   * one unkeyed tollgate limiter (`TokenBucket`, `LeakyBucket`, `FixedWindow`,
-   * `SlidingWindowLog`, `SlidingWindowCounter` or an `allOf` of them, made by any copy of
-   * tollgate: the CommonJS build's are recognised by the ESM middleware and the other way
-   * round), which is then ONE global limit that every request shares, whatever its key.
+   * {@link KeyedConsumer}: a `KeyedLimiter` for per-client limits, a Redis limiter), or one
+   * unkeyed tollgate limiter (`TokenBucket`, `LeakyBucket`, `FixedWindow`, `SlidingWindowLog`,
+   * `SlidingWindowCounter` or an `allOf` of them, made by any copy of tollgate: the CommonJS
+   * build's are recognised by the ESM middleware and the other way round), which is then ONE
+   * global limit that every request shares, whatever its key.
    */
   readonly limiter: KeyedConsumer | Limiter;
   /**
@@ -134,29 +132,27 @@ export interface CommonRateLimitOptions {
   /**
    * The policy's window in whole seconds (an integer >= 1), sent as the `w=` of
    * `RateLimit-Policy`. A limiter with a window (`FixedWindow`, `SlidingWindowLog`,
-   * `SlidingWindowCounter`, their Redis counterparts, a `KeyedLimiter` of one of them)
-   * states its own, and `windowSeconds` given for it must agree (see `windowSecondsOf`).
-   * For a limiter without one (a token or leaky bucket, an `allOf`), it is sent as given.
+   * `SlidingWindowCounter`, their Redis counterparts, a `KeyedLimiter` of one of them) states
+   * its own, and `windowSeconds` given for it must agree (see `windowSecondsOf`). For a
+   * limiter without one (a token or leaky bucket, an `allOf`), it is sent as given.
    * @default the limiter's window (see `windowSecondsOf`); `w=` omitted when it has none
    * @throws {RangeError} at creation when it disagrees with the limiter's window, or the
    *   limiter's window is not a whole number of seconds.
    */
   readonly windowSeconds?: number | undefined;
   /**
-   * Which rate-limit headers to send on every checked response. `Retry-After` is sent on
-   * a 429 in every mode (it is part of the 429, RFC 6585 section 4); in every mode but
-   * `"none"` a 429 also carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
-   * `X-RateLimit-Reset`, the only fields GitHub-style clients (Octokit) read
-   * (docs/http.md#headers).
+   * Which rate-limit headers to send on every checked response. `Retry-After` is sent on a 429
+   * in every mode (it is part of the 429, RFC 6585 section 4); in every mode but `"none"` a 429
+   * also carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`, the only
+   * fields GitHub-style clients (Octokit) read (docs/http.md#headers).
    * @default "draft-10"
    */
   readonly headers?: HeaderMode | undefined;
   /**
    * The wall clock `X-RateLimit-Reset` (a Unix time in whole seconds) is counted on:
-   * milliseconds since the Unix epoch. Separate from the limiter's clock (monotonic, with
-   * any origin); read once per response with legacy headers, never for the draft-10
-   * fields. A reading that is not a finite number >= 0 (NaN) is a programming error: the
-   * request is answered 500 (`kind: 'programming'`), never passed.
+   * milliseconds since the Unix epoch. Separate from the limiter's clock (monotonic, with any
+   * origin); read once per response with legacy headers, never for the draft-10 fields. A
+   * reading that is not a finite number >= 0 (NaN) is a programming error: a 500, never a pass.
    * @default Date.now
    */
   readonly wallClock?: (() => number) | undefined;
@@ -167,21 +163,21 @@ export interface CommonRateLimitOptions {
    */
   readonly failure?: FailureMode | undefined;
   /**
-   * Told of every failure: a limiter outage, or a programming error (see
-   * {@link FailureKind}; `info.kind` says which), once per failed request, so it can count
-   * them. Errors it throws are ignored. The default logs each distinct programming error
-   * once (by class and message; see `defaultOnError`) and an outage at most once per 10
-   * seconds, so an outage cannot flood the log nor hide a programming error.
+   * Told of every failure: a limiter outage, or a programming error (see {@link FailureKind};
+   * `info.kind` says which), once per failed request, so it can count them. Errors it throws
+   * are ignored. The default logs each distinct programming error once (by class and message;
+   * see `defaultOnError`) and an outage at most once per 10 seconds, so an outage cannot flood
+   * the log nor hide a programming error.
    */
   readonly onError?: ((error: unknown, info: FailureInfo) => void) | undefined;
   /**
    * Which proxies may name the client in a forwarding header; see {@link TrustProxy}.
-   * Trust-everything is refused with a `RangeError`: `true`, more than `MAX_TRUSTED_HOPS`
-   * (4) hops, or a list whose ranges cover every public IPv4 address or all of `2000::/3`.
-   * A hop count is safe only when clients cannot reach the server but through those
-   * proxies; prefer a list of the proxies' addresses. When no proxy is trusted and a
-   * request carries `X-Forwarded-For` or `Forwarded`, the middleware writes one
-   * `console.warn` line, once (see `UntrustedProxyWarning`).
+   * Trust-everything is refused with a `RangeError`: `true`, more than `MAX_TRUSTED_HOPS` (4)
+   * hops, or a list whose ranges cover every public IPv4 address or all of `2000::/3`. A hop
+   * count is safe only when clients cannot reach the server but through those proxies; prefer
+   * a list of the proxies' addresses. When no proxy is trusted and a request carries
+   * `X-Forwarded-For` or `Forwarded`, one `console.warn` line is written, once
+   * (`UntrustedProxyWarning`).
    * @default 0 (none: the socket's peer address is the client)
    */
   readonly trustProxy?: TrustProxy;
@@ -192,28 +188,26 @@ export interface CommonRateLimitOptions {
    */
   readonly proxyHeader?: ProxyHeader | undefined;
   /**
-   * IPv6 clients are keyed by this many leading bits (1-128): 56 gives one budget per
-   * customer network (a common ISP assignment), where a /64 key would give a /56
-   * customer 256 budgets.
+   * IPv6 clients are keyed by this many leading bits (1-128): 56 gives one budget per customer
+   * network (a common ISP assignment), where a /64 key would give a /56 customer 256 budgets.
    * @default 56 (`DEFAULT_IPV6_PREFIX`)
    */
   readonly ipv6Prefix?: number | undefined;
   /**
    * Blocks a client for this many milliseconds once it hits its limit (rate-limiter-flexible's
-   * `blockDuration`): the denied request and every request of that key until then get 429
-   * with `Retry-After` the block (`KeyedLimiter.block`, docs/keyed.md#blocking); requests
-   * during the block do not extend it. Needs a `KeyedLimiter` (a finite number > 0).
+   * `blockDuration`): the denied request and every request of that key until then get 429 with
+   * `Retry-After` the block (`KeyedLimiter.block`, docs/keyed.md#blocking); requests during the
+   * block do not extend it. Needs a `KeyedLimiter` (a finite number > 0).
    * @default undefined (no block: a limited client may retry once its limit allows)
    * @throws {TypeError} at creation for a limiter without `block(key, durationMs)` (one
    *   unkeyed limiter, whose limit is global).
    */
   readonly blockDurationMs?: number | undefined;
   /**
-   * When an admitted request counts as near its limit, for `onNearLimit`: when the
-   * decision's `remaining` (whole units left after it) is at most `nearLimitShare * limit`
-   * (a share from 0 to 1; the same rule and default as `withMetrics`). 0 means "only the
-   * request that took the last unit"; 1 means every admitted request, as
-   * @fastify/rate-limit's `onExceeding`.
+   * When an admitted request counts as near its limit, for `onNearLimit`: when the decision's
+   * `remaining` (whole units left after it) is at most `nearLimitShare * limit` (a share from 0
+   * to 1; the same rule and default as `withMetrics`). 0 means "only the request that took the
+   * last unit"; 1 means every admitted request, as @fastify/rate-limit's `onExceeding`.
    * @default 0.1
    */
   readonly nearLimitShare?: number | undefined;
@@ -235,10 +229,7 @@ export interface CommonConfig extends HeaderSettings {
   readonly blockDurationMs: number | undefined;
 }
 
-/**
- * Checks `nearLimitShare`: a finite number from 0 to 1 (the same rule as `withMetrics`).
- * @throws {TypeError} for a non-number; {RangeError} for NaN or a number outside [0, 1].
- */
+/** Checks `nearLimitShare` (default 0.1): a finite number from 0 to 1. */
 function checkShare(where: string, value: unknown): number {
   if (value === undefined) return 0.1;
   if (typeof value === "number" && value >= 0 && value <= 1) return value;
@@ -246,9 +237,8 @@ function checkShare(where: string, value: unknown): number {
 }
 
 /**
- * Validates `blockDurationMs`: undefined, or a finite number > 0 with a limiter that can
- * block a key (`block(key, durationMs)`, a `KeyedLimiter`).
- * @throws {TypeError} for a non-number, or a limiter without `block`; {RangeError} out of range.
+ * Validates `blockDurationMs`: undefined, or a finite number > 0 with a limiter that can block
+ * a key (`block(key, durationMs)`); a TypeError for a limiter without it.
  */
 function checkBlockDuration(
   where: string,
@@ -354,9 +344,9 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
 };
 
 /**
- * The one-line example of a middleware's options that a missing `limiter` is shown: with
- * express-rate-limit's or @fastify/rate-limit's `max` and `windowMs`/`timeWindow` (numbers)
- * carried over into the fixed window those libraries count with, else a token bucket.
+ * The one-line example of options shown for a missing `limiter`: with express-rate-limit's or
+ * @fastify/rate-limit's `max` and `windowMs`/`timeWindow` (numbers) carried over into the
+ * fixed window those libraries count with, else a token bucket.
  */
 function limiterExample(where: string, given: Readonly<Record<string, unknown>>): string {
   const number = (value: unknown) => (typeof value === "number" ? value : undefined);
@@ -374,11 +364,11 @@ function limiterExample(where: string, given: Readonly<Record<string, unknown>>)
 
 /**
  * Checks the `limiter` option. An unkeyed tollgate limiter becomes one global limit: its
- * `consume(cost)` is called for every request, the key ignored. It is recognised by its
- * brand (see `isUnkeyedLimiter`), not `instanceof`, so one made by another copy of
- * tollgate (the CommonJS build, when this is the ESM one) is recognised too. It is accepted rather than
- * refused because it is the natural first try of a global limit; calling it as a keyed
- * limiter (`consume(key, cost)`) would throw on every request instead.
+ * `consume(cost)` is called for every request, the key ignored. It is recognised by its brand
+ * (`isUnkeyedLimiter`), not `instanceof`, so one made by another copy of tollgate (the
+ * CommonJS build, when this is the ESM one) is too. It is accepted, not refused, because it is
+ * the natural first try of a global limit; calling it as a keyed limiter would throw on every
+ * request instead.
  * @throws {TypeError} for anything else without a `consume` method.
  */
 function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
@@ -445,12 +435,12 @@ export const FETCH_HOOK_OPTIONS = [
 ];
 
 /**
- * Validates an adapter's options, once, when the middleware is created: the shared ones, in
- * the order they are documented, that `options` names nothing but them and `own` (the
- * adapter's own option names), then its hooks, each an optional function. `unit` is the
- * quota unit `RateLimit-Policy` states (`qu`), if any. Returns the config, the request hooks
- * for its `Pipeline`, `onLimited`, and `remoteAddress`, `refundIf` and `refundAborted`
- * (`undefined`, or false, unless `own` names them).
+ * Validates an adapter's options, once, when the middleware is created: the shared ones, in the
+ * order they are documented, that `options` names nothing but them and `own` (the adapter's own
+ * option names), then its hooks, each an optional function. `unit` is the quota unit
+ * `RateLimit-Policy` states (`qu`), if any. Returns the config, the request hooks for its
+ * `Pipeline`, `onLimited`, and `remoteAddress`, `refundIf` and `refundAborted` (`undefined`,
+ * or false, unless `own` names them).
  * @throws {TypeError} for a missing limiter, a wrong type, an unknown option name or a hook
  *   that is not a function (`withRateLimit: key must be a function, got "ip"`);
  *   {RangeError} for a bad value of a shared option.
@@ -468,7 +458,6 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   });
   const limiter = checkLimiter(where, o.limiter);
   const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
-  // The limiter as the user gave it: a wrapped unkeyed one no longer shows its windowMs.
   const windowSeconds = policyWindowSeconds(
     where,
     o.limiter,
@@ -530,11 +519,11 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
 export const MAX_REMEMBERED_ERRORS = 64;
 
 /**
- * The default `onError`. A programming error is logged once per distinct error (its class
- * and message: the same bug on every request is one line, a second bug still shows);
- * after {@link MAX_REMEMBERED_ERRORS} distinct ones it falls back to one line per 10 s,
- * so memory stays bounded. An outage is logged at most once per 10 s (a token bucket of
- * 1 refilled at 0.1/s), with the count of those it left out.
+ * The default `onError`. A programming error is logged once per distinct error (its class and
+ * message: the same bug on every request is one line, a second bug still shows); after
+ * {@link MAX_REMEMBERED_ERRORS} distinct ones it falls back to one line per 10 s, so memory
+ * stays bounded. An outage is logged at most once per 10 s (a token bucket of 1 refilled at
+ * 0.1/s), with the count of those it left out.
  */
 export function defaultOnError(where: string): CommonConfig["onError"] {
   const outages = new TokenBucket({ capacity: 1, refillPerSecond: 0.1 });

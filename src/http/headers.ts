@@ -43,8 +43,7 @@ export interface RateLimitHeadersOptions {
   readonly legacy?: boolean | undefined;
   /**
    * The wall clock `X-RateLimit-Reset` is counted on: milliseconds since the Unix epoch.
-   * Separate from a limiter's clock (which is monotonic and starts anywhere); inject it in
-   * tests.
+   * Separate from a limiter's clock (monotonic, any origin); inject it in tests.
    * @default Date.now
    */
   readonly wallClock?: (() => number) | undefined;
@@ -102,12 +101,11 @@ export function checkWindowSeconds(where: string, value: unknown): number | unde
 }
 
 /**
- * The window, in milliseconds, of a limiter that has one: its own `windowMs` (a
- * `FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`, their Redis counterparts, or
- * any object with a finite `windowMs` > 0), or that of the policy a `KeyedLimiter` copies
- * per key. `undefined` for a limiter without a window (a token or leaky bucket), an
- * `allOf` (several windows), and a `KeyedLimiter` built from a function (its keys may
- * differ).
+ * The window, in milliseconds, of a limiter that has one: its own `windowMs` (a `FixedWindow`,
+ * `SlidingWindowLog`, `SlidingWindowCounter`, their Redis counterparts, or any object with a
+ * finite `windowMs` > 0), or that of the policy a `KeyedLimiter` copies per key. `undefined`
+ * for a limiter without a window (a token or leaky bucket), an `allOf` (several windows), and
+ * a `KeyedLimiter` built from a function (its keys may differ).
  */
 export function limiterWindowMs(limiter: unknown): number | undefined {
   return positive((describing(limiter) as { windowMs?: unknown } | undefined)?.windowMs);
@@ -115,11 +113,11 @@ export function limiterWindowMs(limiter: unknown): number | undefined {
 
 /**
  * The rate, in units per second, at which a bucket gives units back, read on the object
- * {@link describing} found for it: the `refillPerSecond` of a `TokenBucket` (or
- * `leakPerSecond` of a `LeakyBucket`), their Redis counterparts, a `LeasedTokenBucket`, a
- * `KeyedLimiter` copying one, or any object with such a finite number > 0. `undefined` for
- * the windows, an `allOf`, a `KeyedLimiter` built from a function, and a bucket that never
- * refills (a rate of 0). Read per response, so a `reconfigure` shows at once.
+ * {@link describing} found for it: the `refillPerSecond` of a `TokenBucket` (or `leakPerSecond`
+ * of a `LeakyBucket`), their Redis counterparts, a `LeasedTokenBucket`, a `KeyedLimiter`
+ * copying one, or any object with such a finite number > 0. `undefined` for the windows, an
+ * `allOf`, a `KeyedLimiter` built from a function, and a bucket that never refills (rate 0).
+ * Read per response, so a `reconfigure` shows at once.
  */
 export function shapeRatePerSecond(shape: object | undefined): number | undefined {
   const s = shape as { refillPerSecond?: unknown; leakPerSecond?: unknown } | undefined;
@@ -153,13 +151,12 @@ function positive(value: unknown): number | undefined {
 }
 
 /**
- * The `w=` of `RateLimit-Policy` a limiter states by itself: its window
- * ({@link limiterWindowMs}) in seconds, when that is a whole number from 1 to
- * {@link MAX_SF_INTEGER} (within the relative 1e-9 of {@link ceilSeconds}, so float noise
- * does not count). `undefined` when it has no window, or a window that is not whole
- * seconds (500 ms, 1.5 s): `w` is an Integer (draft-10 section 3.1.3), and a rounded one
- * would misstate the quota's rate (`q=10;w=1` for 10 per 1.5 s says 10 per second), so it
- * is left out.
+ * The `w=` of `RateLimit-Policy` a limiter states by itself: its window ({@link limiterWindowMs})
+ * in seconds, when that is a whole number from 1 to {@link MAX_SF_INTEGER} (within the relative
+ * 1e-9 of {@link ceilSeconds}, so float noise does not count). `undefined` when it has no
+ * window, or one that is not whole seconds (500 ms, 1.5 s): `w` is an Integer (draft-10 section
+ * 3.1.3), and a rounded one would misstate the rate (`q=10;w=1` for 10 per 1.5 s says 10 per
+ * second).
  */
 export function windowSecondsOf(limiter: unknown): number | undefined {
   return shapeWindowSeconds(describing(limiter), undefined);
@@ -167,9 +164,8 @@ export function windowSecondsOf(limiter: unknown): number | undefined {
 
 /**
  * The `w=` sent for a response now, read on the object {@link describing} found for the
- * limiter: its own window ({@link windowSecondsOf}, `undefined` when it is not whole
- * seconds) when it has one, read live so that a `reconfigure({ windowMs })` shows in the
- * next response; else `declared` (the `windowSeconds` option, for a bucket or an `allOf`).
+ * limiter: its own window as {@link windowSecondsOf} (live, so a `reconfigure({ windowMs })`
+ * shows in the next response), else `declared` (`windowSeconds`, for a bucket or an `allOf`).
  */
 export function shapeWindowSeconds(
   shape: object | undefined,
@@ -188,10 +184,9 @@ function wholeWindowSeconds(windowMs: number): number | undefined {
 }
 
 /**
- * The `w=` a middleware sends: `windowSeconds` (already checked by
- * {@link checkWindowSeconds}) when given, else {@link windowSecondsOf} the limiter. When
- * both exist they must agree, so the header cannot state a window the limiter does not
- * enforce.
+ * The `w=` a middleware sends: `windowSeconds` (already checked by {@link checkWindowSeconds})
+ * when given, else {@link windowSecondsOf} the limiter. When both exist they must agree, so the
+ * header cannot state a window the limiter does not enforce.
  * @throws {RangeError} If `windowSeconds` is given and the limiter's window is another
  *   (`rateLimit: windowSeconds is 60 but the limiter's window is 30 s (windowMs 30000)`),
  *   or is not whole seconds, so no `w` can state it.
@@ -232,14 +227,13 @@ export function checkWallClock(where: string, value: unknown): () => number {
 }
 
 /**
- * The value of `X-RateLimit-Reset`: the Unix time, in whole seconds, of the moment
- * `resetMs` (the unrounded time `t` stands for: when the request can pass, or more quota
- * comes) after the wall-clock reading `nowMs`, rounded once, down:
- * `floor((nowMs + resetMs) / 1000)`, the Unix second in which that moment falls. Down,
- * because the clients that read it add a second of their own: GitHub's documentation says
- * to retry "after" it, and Octokit's throttling plugin waits
- * `ceil((reset * 1000 - now) / 1000) + 1` seconds, which lands after the moment and at most
- * a second after `Retry-After`; rounded up, that was up to two seconds more.
+ * The value of `X-RateLimit-Reset`: the Unix time, in whole seconds, of the moment `resetMs`
+ * (the unrounded time `t` stands for: when the request can pass, or more quota comes) after
+ * the wall-clock reading `nowMs`, rounded once, down: `floor((nowMs + resetMs) / 1000)`, the
+ * Unix second in which that moment falls. Down, because the clients that read it add a second
+ * of their own: GitHub's documentation says to retry "after" it, and Octokit's throttling
+ * plugin waits `ceil((reset * 1000 - now) / 1000) + 1` seconds, which lands after the moment
+ * and at most a second after `Retry-After` (rounded up: up to two seconds more).
  * At most {@link MAX_SF_INTEGER}.
  * @throws {RangeError} If `nowMs` is not a finite number >= 0 (a broken `wallClock`).
  */
@@ -285,15 +279,13 @@ function checkNonNegative(name: string, value: unknown, when = ""): number {
  * The unrounded ms of `t`: until more quota comes (draft-10 section 4.1.2), the effective
  * window within which to use no more than `r` (draft-11 section 4.1.2). `Infinity` for none:
  * - a denial that can pass later: `retryAfterMs`, as `Retry-After` (section 6 of both);
- * - a bucket below capacity (`ratePerSecond` its refill or leak rate): the time to its
- *   next whole unit, `resetAfterMs - (limit - remaining - 1) * 1000 / ratePerSecond` (it
- *   holds `limit - resetAfterMs * rate / 1000` now); until full when less than a unit is
- *   missing;
- * - else `resetAfterMs`: a fixed window's end, a sliding window's time until empty (an
- *   upper bound: a client under-uses, never over-uses), the time until fresh for an
- *   `allOf` or an unknown rate; `Infinity` for
- *   a quota that never refills (no `t`, as the draft's example "that has no time window
- *   reset"). docs/http.md#headers.
+ * - a bucket below capacity (`ratePerSecond` its refill or leak rate): the time to its next
+ *   whole unit, `resetAfterMs - (limit - remaining - 1) * 1000 / ratePerSecond` (it holds
+ *   `limit - resetAfterMs * rate / 1000` now); until full when less than a unit is missing;
+ * - else `resetAfterMs`: a fixed window's end, a sliding window's time until empty (an upper
+ *   bound: a client under-uses, never over-uses), the time until fresh for an `allOf` or an
+ *   unknown rate; `Infinity` for a quota that never refills (no `t`, as the draft's example
+ *   "that has no time window reset"). docs/http.md#headers.
  */
 export function resetMsOf(decision: Decision, ratePerSecond: number | undefined): number {
   if (!decision.allowed && decision.retryAfterMs < Number.POSITIVE_INFINITY) {
@@ -310,15 +302,14 @@ export function resetMsOf(decision: Decision, ratePerSecond: number | undefined)
 }
 
 /**
- * The status of a refusal: 429 when the request can pass later; when it never can at its
- * cost (`retryAfterMs: Infinity`), a status no retrying client repeats: 413 (Content Too
- * Large) when the cost is above the limit, 403 (Forbidden) when the quota is spent and
- * never comes back (a rate of 0). A 429 without `Retry-After` is retried by ky, got,
- * undici's `RetryAgent` and axios-retry anyway (axios-retry at once, 13 times in 3 s);
- * none of them retries a 403 or a 413 that has no `Retry-After`
- * (docs/http.md#what-http-clients-do-with-these-answers). A closed limiter's denial
- * (`source: 'stopped'`, a `LeasedTokenBucket` after `close()`) is 503: it says nothing
- * of the client's quota, as the middleware answers it.
+ * The status of a refusal: 429 when the request can pass later; when it never can at its cost
+ * (`retryAfterMs: Infinity`), a status no retrying client repeats: 413 (Content Too Large) when
+ * the cost is above the limit, 403 (Forbidden) when the quota is spent and never comes back (a
+ * rate of 0). A 429 without `Retry-After` is retried by ky, got, undici's `RetryAgent` and
+ * axios-retry anyway (axios-retry at once, 13 times in 3 s); none of them retries a 403 or a
+ * 413 that has no `Retry-After` (docs/http.md#what-http-clients-do-with-these-answers). A
+ * closed limiter's denial (`source: 'stopped'`, a `LeasedTokenBucket` after `close()`) is 503:
+ * it says nothing of the client's quota, as the middleware answers it.
  */
 export function refusalStatus(decision: Decision, cost: number): 429 | 403 | 413 | 503 {
   if ((decision as { source?: unknown }).source === "stopped" && !decision.allowed) return 503;
@@ -327,10 +318,9 @@ export function refusalStatus(decision: Decision, cost: number): 429 | 403 | 413
 }
 
 /**
- * The value of `Retry-After` (delay-seconds, RFC 9110 section 10.2.3) for a denied
- * decision: `ceil(retryAfterMs / 1000)` as {@link ceilSeconds}, at least 1 (a client told
- * 0 would retry at once); `undefined` when the decision is allowed or the retry is
- * `Infinity` (waiting cannot help: do not invite a retry).
+ * The value of `Retry-After` (delay-seconds, RFC 9110 section 10.2.3) for a denied decision:
+ * `ceil(retryAfterMs / 1000)` as {@link ceilSeconds}, at least 1 (a client told 0 would retry
+ * at once); `undefined` when allowed or the retry is `Infinity` (do not invite a retry).
  * @throws {TypeError} If a denial's `retryAfterMs` is not a number.
  * @throws {RangeError} If a denial's `retryAfterMs` is NaN or negative: invalid limiter
  *   output, which the middleware answers with 500 (`kind: 'programming'`).
@@ -346,9 +336,9 @@ export function retryAfterSeconds(decision: Decision): number | undefined {
 
 /**
  * The rate-limit headers for one {@link Decision}: `RateLimit-Policy` and `RateLimit` of
- * draft-10 and draft-11 (the same rules; no `pk`, section 6.1), `Retry-After` on a denial
- * that can pass later, and the `X-RateLimit-*` trio with `legacy` or on such a denial. Numbers are whole and clamped
- * (`r` to `[0, limit]`, all to {@link MAX_SF_INTEGER}); a denial's status is
+ * draft-10 and draft-11 (the same rules; no `pk`, section 6.1), `Retry-After` on a denial that
+ * can pass later, and the `X-RateLimit-*` trio with `legacy` or on such a denial. Numbers are
+ * whole and clamped (`r` to `[0, limit]`, all to {@link MAX_SF_INTEGER}); a denial's status is
  * {@link refusalStatus}: docs/http.md#headers.
  * @example
  * const allowed = { allowed: true, limit: 10, remaining: 7, retryAfterMs: 0, resetAfterMs: 2500 }
@@ -410,8 +400,7 @@ const HEADERS_HINTS: Readonly<Record<string, string>> = {
 
 /**
  * Checks an optional boolean option (of {@link rateLimitHeaders}, `refundAborted`): `true`,
- * `false` or undefined (`fallback`). `"yes"` or `0` would otherwise read as one or the other
- * silently.
+ * `false` or undefined (`fallback`), so `"yes"` or `0` cannot silently read as either.
  * @throws {TypeError} `rateLimitHeaders: legacy must be a boolean, got "yes" (string)`.
  */
 export function checkBoolean(
@@ -439,28 +428,20 @@ export class HeaderNumbers {
   retryAfter = -1;
   /** Reset seconds (`t`), or -1 when left out (`Infinity`). */
   reset = -1;
-  /**
-   * The unrounded milliseconds `t` stands for ({@link resetMsOf}), from which
-   * `X-RateLimit-Reset` is rounded once; `Infinity` when `t` is left out.
-   */
+  /** The unrounded ms `t` stands for ({@link resetMsOf}); `Infinity` when `t` is left out. */
   resetMs = Number.POSITIVE_INFINITY;
   /** True for a denial that can never pass at its cost (`retryAfterMs: Infinity`). */
   never = false;
   /** The `w=` of `RateLimit-Policy`, read from the limiter with the decision; none when undefined. */
   windowSeconds: number | undefined = undefined;
-  /**
-   * The `X-RateLimit-Reset` text (a Unix time, read on the wall clock when the decision
-   * was checked), or `""` when it is not sent (no legacy headers, or no reset).
-   */
+  /** The `X-RateLimit-Reset` text (a Unix time), or `""` when it is not sent. */
   resetText = "";
 }
 
 /**
- * Checks `decision` and writes its header numbers into `out` (see {@link rateLimitHeaders}
- * for the rules), with the `w=` and a bucket's rate read now on `config.source` (so a
- * `reconfigure` shows in the next response) and the `X-RateLimit-Reset` text when it is
- * sent. Throws exactly as {@link rateLimitHeaders} does for a malformed decision or a wall
- * clock that reads NaN, before anything is written to a response.
+ * Checks `decision` and writes its header numbers into `out` (rules: {@link rateLimitHeaders}),
+ * with the `w=` and a bucket's rate read now on `config.source` and the `X-RateLimit-Reset`
+ * text when it is sent. Throws as {@link rateLimitHeaders} does.
  */
 export function readDecision(decision: Decision, out: HeaderNumbers, config: HeaderSettings): void {
   if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
@@ -493,11 +474,11 @@ export function readDecision(decision: Decision, out: HeaderNumbers, config: Hea
 }
 
 /**
- * Decimal text of a whole number from 0 to {@link MAX_SF_INTEGER}, as `String(value)`.
- * Numbers from 2^30 up are not small integers to V8, and their generic double-to-text
- * conversion costs about 0.14 µs; two small-integer conversions (the high digits, and the
- * low eight digits padded by adding 1e8) cost about half. Counts that large are usual for
- * an "effectively unlimited" quota, so this is on the per-request path.
+ * Decimal text of a whole number from 0 to {@link MAX_SF_INTEGER}, as `String(value)`. Numbers
+ * from 2^30 up are not small integers to V8, and their generic double-to-text conversion costs
+ * about 0.14 µs; two small-integer conversions (the high digits, and the low eight padded by
+ * adding 1e8) cost about half. Counts that large are usual for an "effectively unlimited"
+ * quota, so this is on the per-request path.
  */
 export function wholeText(value: number): string {
   if (value < 1_073_741_824) return String(value);
@@ -507,11 +488,10 @@ export function wholeText(value: number): string {
 
 /**
  * The header text of one middleware, with its constant parts joined once at construction:
- * `"<policy>";q=` for `RateLimit-Policy` (whose whole value is also kept for the last
- * `limit` and window seen, since a limiter's limit and window rarely change), and
- * `"<policy>";r=` for `RateLimit` (whose last value is kept too), and the last
- * `X-RateLimit-Reset` text (a Unix time: it changes once a second for a steady `t`).
- * Produces exactly the strings of {@link rateLimitHeaders}; with a quota `unit`,
+ * `"<policy>";q=` for `RateLimit-Policy` (whose whole value is also kept for the last `limit`
+ * and window seen: they rarely change), `"<policy>";r=` for `RateLimit` (its last value kept
+ * too), and the last `X-RateLimit-Reset` text (a Unix time: it changes once a second for a
+ * steady `t`). Produces exactly the strings of {@link rateLimitHeaders}; with a quota `unit`,
  * `RateLimit-Policy` ends in `;qu="<unit>"` (the concurrency middlewares').
  */
 export class HeaderText {
@@ -579,9 +559,8 @@ export class HeaderText {
   }
 
   /**
-   * The `RateLimit` value; `reset` -1 leaves `t` out. The last value is kept: every client
-   * that is well under its limit gets the same `r` and `t` (a full bucket less one
-   * request), so most requests reuse it.
+   * The `RateLimit` value; `reset` -1 leaves `t` out. The last value is kept: every client well
+   * under its limit gets the same `r` and `t` (a full bucket less one), so most reuse it.
    */
   rate(remaining: number, reset: number): string {
     if (remaining !== this.lastRemaining || reset !== this.lastReset) {
@@ -615,10 +594,7 @@ export interface HeaderSettings {
    * rate ({@link describing}): a wrapped unkeyed limiter no longer shows them.
    */
   readonly source: unknown;
-  /**
-   * The `windowSeconds` given (checked against the limiter's window when it was created,
-   * see {@link policyWindowSeconds}): the `w=` sent when the limiter has no live window.
-   */
+  /** The `w=` sent when the limiter has no live window (see {@link policyWindowSeconds}). */
   readonly windowSeconds: number | undefined;
 }
 
@@ -632,9 +608,8 @@ export type SetHeader<Target> = (
 
 /**
  * Writes the rate-limit headers of checked numbers, in the order of `rateLimitHeaders`:
- * `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*` (with `legacy`, or on a refusal that can
- * pass later), `Retry-After`. The text comes from the precomputed parts of `settings.text`;
- * nothing is built per header. A denial that can never pass carries neither
+ * `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*` ({@link legacyWanted}), `Retry-After`, from
+ * the precomputed parts of `settings.text`. A denial that can never pass carries neither
  * `X-RateLimit-Remaining` nor `X-RateLimit-Reset`: GitHub-style clients take
  * `X-RateLimit-Remaining: 0` as "wait for the reset, then retry", and ky retries a 413 at
  * `X-RateLimit-Reset`.
@@ -665,10 +640,9 @@ export function setRecord(target: Record<string, string>, name: string, value: s
 }
 
 /**
- * The default refusal body: an RFC 9457 problem (`application/problem+json`) of the
- * draft's `quota-exceeded` type, naming the violated policy, its `status` that of
- * {@link refusalStatus}. When `retryAfterMs` is `Infinity` the detail says that the
- * request can never succeed at this cost, so no retry helps.
+ * The default refusal body: an RFC 9457 problem (`application/problem+json`) of the draft's
+ * `quota-exceeded` type, naming the violated policy, its `status` that of {@link refusalStatus}.
+ * When `retryAfterMs` is `Infinity` the detail says that no retry helps.
  */
 export function quotaExceededProblem(
   decision: Decision,
@@ -695,12 +669,11 @@ function problemOf(policy: string, detail: string, status = 429): Record<string,
 }
 
 /**
- * The JSON text of {@link quotaExceededProblem} for a finite retry, with the parts around
- * the number serialized once per middleware: `text(n)` equals
- * `JSON.stringify(quotaExceededProblem(decision, policy, cost))` whenever
- * `retryAfterSeconds(decision)` is `n` (the detail of a finite retry does not depend on
- * `cost`). The object is built by the same code and cut at a placeholder detail, so the
- * two cannot drift apart.
+ * The JSON text of {@link quotaExceededProblem} for a finite retry, with the parts around the
+ * number serialized once per middleware: `text(n)` equals `JSON.stringify(quotaExceededProblem(
+ * decision, policy, cost))` whenever `retryAfterSeconds(decision)` is `n` (a finite retry's
+ * detail does not depend on `cost`). Built by the same code and cut at a placeholder detail,
+ * so the two cannot drift apart.
  */
 export class QuotaExceededJson {
   /** @internal */

@@ -1,9 +1,9 @@
 /**
- * The framework-neutral request pipeline of `tollgate/http`: skip → key → cost → decide →
- * one {@link Outcome}. It holds every rule about what a failure means (an outage, which
- * `failure` decides, against a programming error, which is always a 500), so that each
- * framework adapter (node:http/Express, fetch, Fastify, Hono, Koa) only renders the
- * outcome in its own terms. Synchronous when the limiter is: no promise, no microtask.
+ * The framework-neutral request pipeline of `tollgate/http`: skip → key → cost → decide → one
+ * {@link Outcome}. It holds every rule about what a failure means (an outage, which `failure`
+ * decides, against a programming error, which is always a 500), so that each framework adapter
+ * (node:http/Express, fetch, Fastify, Hono, Koa) only renders the outcome in its own terms.
+ * Synchronous when the limiter is: no promise, no microtask.
  * @module
  */
 import type { Decision, Receipt } from "../core/limiter.js";
@@ -34,9 +34,8 @@ import {
 export type OutcomeKind = "skip" | "pass" | "limited" | "unavailable" | "error";
 
 /**
- * One request's outcome. The header numbers (`limit`, `remaining`, `retryAfter`, `reset`,
- * as {@link HeaderNumbers}) are valid when `decision` is set. One shape for every kind,
- * so the adapters' reads stay monomorphic.
+ * One request's outcome. The header numbers ({@link HeaderNumbers}) are valid when `decision`
+ * is set. One shape for every kind, so the adapters' reads stay monomorphic.
  */
 export class Outcome extends HeaderNumbers {
   kind: OutcomeKind;
@@ -48,10 +47,7 @@ export class Outcome extends HeaderNumbers {
   decision: Decision | undefined = undefined;
   /** The decision as a receipt, when the limiter charged through `charge` (for refunds). */
   receipt: Receipt | undefined = undefined;
-  /**
-   * The status to answer: for `'limited'` 429, or 403/413 when it can never pass; 503 for
-   * `'unavailable'`, 500 for `'error'`.
-   */
+  /** The status to answer: for `'limited'` 429 (403/413 if it never can pass), else 503 or 500. */
   status = 429;
 
   constructor(kind: OutcomeKind, key: string | undefined) {
@@ -72,17 +68,16 @@ export interface RequestHooks<Req> {
 }
 
 /**
- * How an adapter reads the client's address from its request: the connection's peer
- * address, and the text of a (lower-case) request header. Either may throw: a
- * user-supplied `remoteAddress` hook that throws is a programming error like any hook.
+ * How an adapter reads the client's address from its request: the connection's peer address,
+ * and the text of a (lower-case) request header. Either may throw: a user-supplied
+ * `remoteAddress` hook that throws is a programming error like any hook.
  */
 export interface ClientSource<Req, Extra> {
   peer(req: Req, extra: Extra): string | undefined;
   header(req: Req, name: string, extra: Extra): string | null | undefined;
   /**
-   * Shows the request to `warning` (`checkNode` on a node request, `checkFetch` on a
-   * fetch `Request`'s headers with `peer`). Called only while no proxy is trusted and the
-   * warning has not fired.
+   * Shows the request to `warning` (`checkNode`, or `checkFetch` with `peer`); called only
+   * while no proxy is trusted and the warning has not fired.
    */
   untrusted(req: Req, extra: Extra, peer: string | undefined, warning: UntrustedProxyWarning): void;
 }
@@ -105,9 +100,8 @@ export class Pipeline<Req, Extra = undefined> {
   private readonly charging: boolean;
 
   /**
-   * `proxyWarning` is the middleware's one {@link UntrustedProxyWarning}, for pipelines
-   * that share it (a Fastify plugin's routes); by default each pipeline has its own. It
-   * is not used when `config` trusts a proxy.
+   * `proxyWarning`: one {@link UntrustedProxyWarning} shared by pipelines (a Fastify plugin's
+   * routes); by default each has its own. Unused when `config` trusts a proxy.
    */
   constructor(
     readonly where: string,
@@ -171,11 +165,7 @@ export class Pipeline<Req, Extra = undefined> {
     return this.decided(result, checked, cost, req);
   }
 
-  /**
-   * @internal
-   * The key of a request when no proxy is trusted: its peer's (cached), after showing the
-   * request to the forwarding-header warning until that has fired.
-   */
+  /** @internal The key when no proxy is trusted: the peer's (cached), shown to the warning. */
   private peerKey(req: Req, extra: Extra): string {
     const source = this.source;
     const peer = source.peer(req, extra);
@@ -217,8 +207,7 @@ export class Pipeline<Req, Extra = undefined> {
       said.allowed === false &&
       said.source === "stopped"
     ) {
-      // A closed limiter (a LeasedTokenBucket after close()) decides nothing: 503, not a
-      // refusal that says the client's quota is spent for good.
+      // A closed limiter decides nothing: 503 (see refusalStatus).
       return this.undecided("unavailable", key, cost);
     }
     const outcome = new Outcome("pass", key);
@@ -246,10 +235,8 @@ export class Pipeline<Req, Extra = undefined> {
   }
 
   /**
-   * @internal
-   * Calls `onNearLimit` for an admitted request. A throw is a programming error (500, like
-   * every hook's); a promise it returns is not waited for, and its rejection is reported
-   * to `onError` (the request has gone on by then).
+   * @internal Calls `onNearLimit`: a throw is a 500; a returned promise is not waited for,
+   * its rejection reported to `onError` (the request has gone on by then).
    */
   private nearLimit(
     hook: NonNullable<RequestHooks<Req>["onNearLimit"]>,
@@ -273,11 +260,8 @@ export class Pipeline<Req, Extra = undefined> {
   }
 
   /**
-   * @internal
-   * The limiter threw or rejected. A `TypeError` or `RangeError` (of any realm, see
-   * {@link isArgumentError}) is a wrong argument (a limiter that cannot take this key or
-   * cost), so a programming error; anything else is an outage, reported, then passed
-   * without headers (`'open'`) or `'unavailable'`.
+   * @internal The limiter threw or rejected: a programming error when {@link isArgumentError},
+   * else an outage, reported, then passed without headers (`'open'`) or `'unavailable'`.
    */
   private failed(error: unknown, key: string, cost: number): Outcome {
     if (isArgumentError(error)) return this.refuse(error, key);
@@ -305,9 +289,8 @@ export function headerRecord(config: CommonConfig, outcome: Outcome): Record<str
 export const LIST_FIELDS: ReadonlySet<string> = new Set(["RateLimit-Policy", "RateLimit"]);
 
 /**
- * The body of an outcome the middleware answers itself, with `outcome.status`, as JSON
- * text: for `'limited'` the `quota-exceeded` problem (from precomputed parts when the retry
- * is finite; its `status` is the outcome's), else the 503 or 500 body.
+ * The JSON body of an outcome the middleware answers itself: for `'limited'` the
+ * `quota-exceeded` problem (precomputed when the retry is finite), else the 503 or 500 body.
  */
 export function answerBody(config: CommonConfig, outcome: Outcome): string {
   if (outcome.kind !== "limited") {
@@ -327,8 +310,7 @@ const UNAVAILABLE_BODY = JSON.stringify({
 });
 
 /**
- * The 500 body sent for a programming error (a hook that throws or returns an invalid
- * key or cost, an invalid `Decision`): RFC 9457, `about:blank`. Says nothing about the
+ * The 500 body sent for a programming error (RFC 9457, `about:blank`). Says nothing about the
  * cause; `onError` gets the error.
  */
 export const INTERNAL_ERROR_BODY = JSON.stringify({
@@ -342,12 +324,12 @@ export const INTERNAL_ERROR_BODY = JSON.stringify({
 export const PROBLEM_JSON = "application/problem+json";
 
 /**
- * True when a limiter's error is a wrong argument, so a programming error (answered 500)
- * rather than an outage (passed under `failure: 'open'`): a `TypeError` or `RangeError` of
- * this realm, or of another one (a `vm` context, a worker's structured clone: `instanceof`
- * fails there), recognised by its `name` or its constructor's. An object whose `name` or
- * `constructor` cannot be read (a throwing getter, a revoked proxy) counts as one too: when
- * in doubt, refusing is the safe side, since passing would switch rate limiting off.
+ * True when a limiter's error is a wrong argument, so a programming error (answered 500) rather
+ * than an outage (passed under `failure: 'open'`): a `TypeError` or `RangeError` of this realm,
+ * or of another one (a `vm` context, a worker's structured clone: `instanceof` fails there),
+ * recognised by its `name` or its constructor's. An object whose `name` or `constructor` cannot
+ * be read (a throwing getter, a revoked proxy) counts as one too: when in doubt, refusing is
+ * the safe side, since passing would switch rate limiting off.
  */
 export function isArgumentError(error: unknown): boolean {
   if (error instanceof TypeError || error instanceof RangeError) return true;
