@@ -1,14 +1,13 @@
 /**
  * After the response: what the middleware does once a checked request's outcome is known.
  * - `refundIf(status, request)`: gives back the units the request took when it says so
- *   (express-rate-limit's `skipSuccessfulRequests` is `(status) => status < 400`); a request
- *   whose client went away first stays charged unless `refundAborted` is set;
+ *   (express-rate-limit's `skipSuccessfulRequests` is `(status) => status < 400`);
  * - `refund(request, units?)` and `charge(request, units)`: the per-request handle on each
  *   middleware, for a cost known only at the end (an LLM's tokens).
- * Refunds go through the receipts of the charges (docs/semantics.md#refunds), so a slow
- * request that fails after its window ended gives nothing back to the next one. The
- * adapters only say when the status is known (a node response's `finish`, or its `close`
- * first: an aborted request). The rules: docs/http.md#refunds-and-charges-after-the-response.
+ * Refunds go through the receipts of the charges (docs/semantics.md#refunds), so a slow request
+ * that fails after its window ended gives nothing back to the next one. The adapters only say
+ * when the status is known (a node response's `finish`, or its `close` first: an aborted
+ * request). The rules: docs/http.md#refunds-and-charges-after-the-response.
  * @module
  */
 import type { ServerResponse } from "node:http";
@@ -18,27 +17,24 @@ import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./cor
 import type { Outcome } from "./pipeline.js";
 
 /**
- * The status `refundIf` sees, with `refundAborted`, for a request whose connection closed
- * before its response was complete (the client went away, or the handler destroyed it):
- * nginx's 499 "client closed request".
+ * The status `refundIf` sees, with `refundAborted`, for a request whose connection closed before
+ * its response was complete (the client went away, or the handler destroyed it): nginx's 499.
  */
 export const ABORTED_STATUS = 499;
 
-/**
- * The after-response options every adapter has, typed on its request (or context).
- */
+/** The after-response options every adapter has, typed on its request (or context). */
 export interface AfterResponseOptions<Req> {
   /**
-   * Called once the response is over, for each request the limiter charged: true gives
-   * back what the request took (its cost, plus what `charge` added, less what `refund` gave
-   * back already), through the receipts of those charges, so units of a window that has
-   * ended are not given back to the next one. `status` is the response's status code. A
-   * request whose client went away before its response was complete is not asked about:
-   * it stays charged (its handler ran, and a client that hangs up must not get its requests
-   * free), unless `refundAborted` is set. The rate-limit headers already sent stay as sent.
-   * It needs a limiter with `refund` (a `KeyedLimiter`, a Redis limiter, or one unkeyed
-   * tollgate limiter). If it throws, that is a programming error, reported to `onError`;
-   * nothing is refunded. See docs/http.md#refunds-and-charges-after-the-response.
+   * Called once the response is over, for each request the limiter charged: true gives back
+   * what the request took (its cost, plus what `charge` added, less what `refund` gave back
+   * already), through the receipts of those charges, so units of a window that has ended are
+   * not given back to the next one. `status` is the response's status code. A request whose
+   * client went away before its response was complete is not asked about: it stays charged
+   * (its handler ran, and a client that hangs up must not get its requests free), unless
+   * `refundAborted` is set. The rate-limit headers already sent stay as sent. It needs a limiter
+   * with `refund` (a `KeyedLimiter`, a Redis limiter, or one unkeyed tollgate limiter). A throw
+   * is a programming error, reported to `onError`; nothing is refunded. See
+   * docs/http.md#refunds-and-charges-after-the-response.
    * @example
    * refundIf: (status) => status < 400 // count only failed logins
    */
@@ -56,12 +52,11 @@ export interface AfterResponseOptions<Req> {
 /** The per-request handle of a middleware: what a handler may do once it knows the real cost. */
 export interface RequestCharges<Handle> {
   /**
-   * Gives back `units` (default: all that is left) of what the request took, at most what
-   * it took (its cost plus what {@link charge} added, less what was given back already), so
-   * a handler cannot give back other requests' units; through the receipts of its charges
-   * (newest first), so nothing comes back for a window that has ended. A request the
-   * middleware did not charge (skipped, limited, or let through while the limiter failed)
-   * gives back nothing.
+   * Gives back `units` (default: all that is left) of what the request took, at most what it
+   * took (its cost plus what {@link charge} added, less what was given back already), so a
+   * handler cannot give back other requests' units; through the receipts of its charges (newest
+   * first), so nothing comes back for a window that has ended. A request the middleware did not
+   * charge (skipped, limited, or let through while the limiter failed) gives back nothing.
    * @throws {TypeError} If `units` is not a number, or the limiter has no `refund`.
    * @throws {RangeError} If `units` is NaN, negative or infinite.
    */
@@ -90,13 +85,13 @@ export interface RequestCharges<Handle> {
 const hasOwn = Object.prototype.hasOwnProperty;
 
 /**
- * A value kept for each request handle (the request, or the framework's context) as long as
- * the handle lives: on the handle, under a symbol of this slot's own, or, for a handle that
- * takes no new property (frozen, sealed, or a host object that refuses), in a `WeakMap`.
- * Not a `WeakMap` for every request: an entry per request makes the garbage collector trace
- * an ephemeron per request, which cost node:http about 1 µs of CPU a request, and in some
- * processes put it on a path about 3 µs slower for good; a property of one name is one
- * hidden-class transition that every request shares.
+ * A value kept for each request handle (the request, or the framework's context) as long as the
+ * handle lives: on the handle, under a symbol of this slot's own, or, for a handle that takes
+ * no new property (frozen, sealed, or a host object that refuses), in a `WeakMap`. Not a
+ * `WeakMap` for every request: an entry per request makes the garbage collector trace an
+ * ephemeron per request (about 1 µs of CPU a request on node:http, and in some processes a
+ * path about 3 µs slower for good); a property of one name is one hidden-class transition
+ * that every request shares.
  */
 export class HandleSlot<T> {
   /** @internal */
@@ -157,10 +152,7 @@ interface Ticket {
   settled: boolean;
 }
 
-/**
- * The after-response side of one middleware: the tickets of the requests it charged (held
- * weakly by their handle), `refundIf`, and the per-request handle.
- */
+/** One middleware's after-response side: the tickets of its charged requests, by handle. */
 export class AfterResponse<Handle extends object> {
   /** @internal */
   private readonly tickets = new HandleSlot<Ticket>("tollgate ticket");
@@ -182,9 +174,8 @@ export class AfterResponse<Handle extends object> {
   }
 
   /**
-   * Keeps the ticket of a request the limiter charged (`'pass'` with a decision); true
-   * when the adapter must report its status (`refundIf` is set). Given the node response
-   * `res`, it watches for that status itself ({@link watchNodeResponse}).
+   * Keeps the ticket of a request the limiter charged (`'pass'` with a decision); true when
+   * `refundIf` is set, so its status is needed (given the node response `res`, it watches it).
    */
   open(handle: Handle, outcome: Outcome, res?: ServerResponse): boolean {
     if (outcome.decision === undefined || outcome.key === undefined) return false;
@@ -197,10 +188,9 @@ export class AfterResponse<Handle extends object> {
   }
 
   /**
-   * The response of `handle` is over with `status`; `aborted` when the connection closed
-   * before it was complete. Asks `refundIf`, once, and gives back what the request still
-   * holds when it says so; an aborted request is not asked (it stays charged) unless
-   * `refundAborted`, then with {@link ABORTED_STATUS}.
+   * The response of `handle` is over with `status` (`aborted`: the connection closed first).
+   * Asks `refundIf`, once, and gives back what the request still holds when it says so; an
+   * aborted request is asked only with `refundAborted`, then with {@link ABORTED_STATUS}.
    */
   settle(handle: Handle, status: number, aborted = false): void {
     const ticket = this.tickets.get(handle);
@@ -258,9 +248,8 @@ export class AfterResponse<Handle extends object> {
   }
 
   /**
-   * @internal Gives back `units` (> 0, at most what the ticket holds): through its
-   * receipts, newest first, each at most what it still holds; without receipts, by a
-   * refund of the key. A failure is reported.
+   * @internal Gives back `units` (> 0, at most what the ticket holds): through its receipts,
+   * newest first, each at most what it still holds; else by a refund of the key.
    */
   private giveBack(ticket: Ticket, units: number): void {
     if (!(units > 0)) return;
@@ -299,9 +288,8 @@ export class AfterResponse<Handle extends object> {
 }
 
 /**
- * Calls `done` once with a node response's status when it is over: its `finish` (all of it
- * handed to the OS), or its `close` first (the connection went away, or the response was
- * destroyed: `aborted`).
+ * Calls `done` once with a node response's status when it is over: its `finish` (all handed to
+ * the OS), or its `close` first (the connection went away, or it was destroyed: `aborted`).
  */
 export function watchNodeResponse(
   res: ServerResponse,
@@ -322,9 +310,9 @@ export function watchNodeResponse(
 }
 
 /**
- * The per-request handle of middleware `where`, bound to its {@link AfterResponse}, or to
- * the one `after` finds for a request (a Fastify route's). The units are checked (a finite
- * number >= 0) for every request, charged or not, so that a bad call never goes unseen.
+ * The per-request handle of middleware `where`, bound to its {@link AfterResponse}, or to the
+ * one `after` finds for a request (a Fastify route's). The units are checked (a finite number
+ * >= 0) for every request, charged or not, so that a bad call never goes unseen.
  */
 export function requestCharges<Handle extends object>(
   where: string,

@@ -37,19 +37,19 @@ export type ProxyHeader = "x-forwarded-for" | "forwarded";
 export const UNKNOWN_CLIENT_KEY = "unknown";
 
 /**
- * The key shared by every request whose trusted forwarding header is malformed: a
- * `Forwarded` field that does not parse (RFC 7239) or names no element, or an
- * `X-Forwarded-For` entry that is neither an IP address nor `unknown`. Such a request is
- * keyed neither as the proxy (whose own requests, a health check, must keep their budget)
- * nor as anything the client wrote: all of them share this one budget.
+ * The key shared by every request whose trusted forwarding header is malformed: a `Forwarded`
+ * field that does not parse (RFC 7239) or names no element, or an `X-Forwarded-For` entry that
+ * is neither an IP address nor `unknown`. Such a request is keyed neither as the proxy (whose
+ * own requests, a health check, must keep their budget) nor as anything the client wrote: all
+ * of them share this one budget.
  */
 export const MALFORMED_FORWARDED_KEY = "malformed-forwarded";
 
 /**
- * The key shared by every request whose key (from the client address or a `key` hook,
- * often a header the client wrote) is longer than the limiter's `maxKeyLength` (512 for a
- * limiter without one): one budget for all of them, so a client's header length never
- * decides memory and a long key is not a way around the limit. See docs/http.md#client-keys.
+ * The key shared by every request whose key (from the client address or a `key` hook, often a
+ * header the client wrote) is longer than the limiter's `maxKeyLength` (512 for a limiter
+ * without one): one budget for all of them, so a client's header length never decides memory
+ * and a long key is not a way around the limit. See docs/http.md#client-keys.
  */
 export const OVERSIZED_KEY = "oversized-key";
 
@@ -75,13 +75,11 @@ const LIST_PROXIES =
   'list your proxies\' addresses or CIDR ranges instead (trustProxy: ["10.0.0.5", "10.1.0.0/16"])';
 
 /**
- * Validates `trustProxy`, `proxyHeader` and `ipv6Prefix` (default
- * {@link DEFAULT_IPV6_PREFIX}, 56).
- *
- * Configurations that trust every client are refused with a `RangeError`: `true`, a hop
- * count above {@link MAX_TRUSTED_HOPS}, and a list whose ranges (alone or together) cover
- * every public IPv4 address or all of `2000::/3` (see {@link trustedFamilyOf}):
- * `["0.0.0.0/0"]`, `["::/0"]`, `["0.0.0.0/1", "128.0.0.0/1"]`, `["::ffff:0:0/96"]`.
+ * Validates `trustProxy`, `proxyHeader` and `ipv6Prefix` (default {@link DEFAULT_IPV6_PREFIX}).
+ * Configurations that trust every client are refused with a `RangeError`: `true`, a hop count
+ * above {@link MAX_TRUSTED_HOPS}, and a list whose ranges (alone or together) cover every
+ * public IPv4 address or all of `2000::/3` (see {@link trustedFamilyOf}): `["0.0.0.0/0"]`,
+ * `["::/0"]`, `["0.0.0.0/1", "128.0.0.0/1"]`, `["::ffff:0:0/96"]`.
  * @throws {TypeError} for a wrong type; {RangeError} for a bad hop count, address or prefix,
  *   or a configuration that trusts every client.
  */
@@ -106,8 +104,7 @@ export function checkClientKeyOptions(
     hops = trustProxy;
   } else if (Array.isArray(trustProxy)) {
     hops = -1;
-    // An index loop, not map: map skips the holes of a sparse array ([, "10.0.0.0/8"]),
-    // which then surfaced as undefined entries.
+    // An index loop, not map: map skips the holes of a sparse array ([, "10.0.0.0/8"]).
     for (let i = 0; i < trustProxy.length; i++) {
       const entry: unknown = trustProxy[i];
       const range = typeof entry === "string" ? parseRange(entry.trim()) : undefined;
@@ -134,26 +131,23 @@ export function checkClientKeyOptions(
   } else if (trustProxy !== undefined && trustProxy !== false) {
     throw mustBe(where, "trustProxy", trustRange, trustProxy);
   }
-
   const header = proxyHeader === undefined ? "x-forwarded-for" : proxyHeader;
   if (header !== "x-forwarded-for" && header !== "forwarded") {
     throw new (typeof header === "string" ? RangeError : TypeError)(
       `${where}: proxyHeader must be "x-forwarded-for" or "forwarded", got ${describe(header)}`,
     );
   }
-
   const prefix = checkInteger(where, "ipv6Prefix", ipv6Prefix, 1, 128, DEFAULT_IPV6_PREFIX);
   return { hops, ranges, header, ipv6Prefix: prefix };
 }
 
 /**
- * The hops listed in a forwarding header, client first, or `undefined` when the header
- * does not parse (then none of it may be trusted). `X-Forwarded-For: client, proxy1` gives
- * `["client", "proxy1"]` as written (trimmed later); for `Forwarded` (RFC 7239) each
- * element's unquoted `for=` value (`""` for an element without one), parsed strictly by
- * {@link parseForwarded}: an unterminated quote or other malformed syntax gives
- * `undefined`, so a client's open quote cannot swallow the element its proxy appended.
- * `X-Forwarded-For` has no quoting: a comma always separates, so it always parses.
+ * The hops listed in a forwarding header, client first, or `undefined` when the header does
+ * not parse (then none of it may be trusted). `X-Forwarded-For: client, proxy1` gives
+ * `["client", "proxy1"]` as written (trimmed later: it has no quoting, so it always parses);
+ * for `Forwarded` (RFC 7239) each element's unquoted `for=` value (`""` for an element without
+ * one), parsed strictly by {@link parseForwarded}, so a client's open quote cannot swallow the
+ * element its proxy appended.
  */
 export function forwardedHops(value: string, header: ProxyHeader): string[] | undefined {
   return header === "x-forwarded-for" ? value.split(",") : parseForwarded(value);
@@ -172,10 +166,9 @@ function trusted(ip: ParsedIp, ranges: readonly IpRange[]): boolean {
 const UNDISCLOSED_NODE = /^(?:unknown|_[a-z0-9._-]+)(?::(?:\d{1,5}|_[a-z0-9._-]+))?$/i;
 
 /**
- * The address of one hop as a trusted proxy wrote it, or why there is none:
- * `"unknown"` for what a proxy writes when it will not tell (RFC 7239 section 6: `unknown`,
- * an obfuscated `_name`, either with an optional port, or an element without `for=`; in
- * `X-Forwarded-For`, `unknown`), `"malformed"` for anything else that is not an address.
+ * The address of one hop as a trusted proxy wrote it, or why there is none: `"unknown"` for
+ * what a proxy writes when it will not tell ({@link UNDISCLOSED_NODE}, an element without
+ * `for=`, `unknown` in `X-Forwarded-For`), `"malformed"` for anything else that is no address.
  */
 function hopAddress(text: string, header: ProxyHeader): ParsedIp | "unknown" | "malformed" {
   if (header === "x-forwarded-for") {
@@ -189,19 +182,18 @@ function hopAddress(text: string, header: ProxyHeader): ParsedIp | "unknown" | "
 }
 
 /**
- * The default rate-limit key of a request: its client address formatted by `formatKey`
- * (IPv6 grouped by `ipv6Prefix`). That address is the socket peer, or (only with
- * `trustProxy`) a hop of the forwarding header chosen as {@link TrustProxy} says, counted
- * from the right (the end trusted proxies append to, so no prefix a client writes can move
- * it); with a list of ranges the header is read only when the peer is in one of them.
+ * The default rate-limit key of a request: its client address formatted by `formatKey` (IPv6
+ * grouped by `ipv6Prefix`). That address is the socket peer, or (only with `trustProxy`) a hop
+ * of the forwarding header chosen as {@link TrustProxy} says, counted from the right (the end
+ * trusted proxies append to, so no prefix a client writes can move it); with a list of ranges
+ * the header is read only when the peer is in one of them.
  *
- * {@link UNKNOWN_CLIENT_KEY} when there is no address to be had: no peer (a Unix socket),
- * or the hop is what a proxy writes when it will not tell (`unknown`, `_name`, no `for=`).
- * {@link MALFORMED_FORWARDED_KEY} when the trusted header is broken (a `Forwarded` field
- * that does not parse, a hop that is no address): keyed neither as the peer nor by any
- * address in it, since a client broke it. All requests without an address, and all with a
- * broken header, share one key each, which limits them together rather than not at all.
- * See docs/http.md#client-keys.
+ * {@link UNKNOWN_CLIENT_KEY} when there is no address to be had: no peer (a Unix socket), or
+ * the hop is what a proxy writes when it will not tell (`unknown`, `_name`, no `for=`).
+ * {@link MALFORMED_FORWARDED_KEY} when the trusted header is broken: keyed neither as the peer
+ * nor by any address in it, since a client broke it. All requests without an address, and all
+ * with a broken header, share one key each, which limits them together rather than not at
+ * all. See docs/http.md#client-keys.
  */
 export function clientKey(
   peer: string | undefined,
@@ -235,14 +227,13 @@ export function clientKey(
 export const PEER_KEY_CACHE_SIZE = 1024;
 
 /**
- * The default key of a request that carries no trusted forwarding header, remembered per
- * raw socket address: `key(peer)` is always `clientKey(peer, undefined, config)`, but an
- * IPv6 peer (about 0.6 µs to parse and group) or an IPv4-mapped one (`::ffff:a.b.c.d`,
- * what a server listening on `::` sees for IPv4 clients) is normalized once, not on every
- * request of its keep-alive connection. Bounded: after {@link PEER_KEY_CACHE_SIZE}
- * distinct addresses it is cleared, so a client cycling through the addresses of its
- * network cannot grow it.
- * The mapping is a pure function of the address, so a stale entry cannot exist.
+ * The default key of a request that carries no trusted forwarding header, remembered per raw
+ * socket address: `key(peer)` is always `clientKey(peer, undefined, config)`, but an IPv6 peer
+ * (about 0.6 µs to parse and group) or an IPv4-mapped one (`::ffff:a.b.c.d`, what a server
+ * listening on `::` sees for IPv4 clients) is normalized once, not on every request of its
+ * keep-alive connection. Bounded: after {@link PEER_KEY_CACHE_SIZE} distinct addresses it is
+ * cleared, so a client cycling through its network's addresses cannot grow it. The mapping is
+ * a pure function of the address, so a stale entry cannot exist.
  */
 export class PeerKeyCache {
   /** @internal */
@@ -275,16 +266,15 @@ export interface ForwardedRequest {
 }
 
 /**
- * Warns once, in one line, that a forwarding header (`X-Forwarded-For` or `Forwarded`)
- * reached a middleware that trusts no proxy: if a proxy sent it, every client behind that
- * proxy is keyed by the proxy's address and shares one budget. (express-rate-limit warns
- * the same way; tollgate does not inherit Express's `trust proxy` or Koa's `app.proxy`,
- * which may trust every client, so the warning says when the app sets one.)
+ * Warns once, in one line, that a forwarding header (`X-Forwarded-For` or `Forwarded`) reached
+ * a middleware that trusts no proxy: if a proxy sent it, every client behind that proxy is
+ * keyed by the proxy's address and shares one budget. (express-rate-limit warns the same way;
+ * tollgate does not inherit Express's `trust proxy` or Koa's `app.proxy`, which may trust
+ * every client, so the warning says when the app sets one.)
  *
- * Cheap on the request path: until the warning has fired, a check reads the two header
- * names and nothing else (a fetch check, only every {@link FETCH_CHECK_EVERY}th request);
- * after it, a check reads nothing. A client can make it
- * fire by sending the header itself: one line per middleware, never more.
+ * Cheap on the request path: until the warning has fired, a check reads the two header names
+ * and nothing else (a fetch check, only every {@link FETCH_CHECK_EVERY}th request); after it,
+ * nothing. A client can make it fire by sending the header itself: one line per middleware.
  */
 export class UntrustedProxyWarning {
   /** True once the warning was written; from then on the checks read nothing. */
@@ -318,11 +308,10 @@ export class UntrustedProxyWarning {
   }
 
   /**
-   * Checks a fetch `Request`'s headers; `peer` is its peer address, when known. A lookup
-   * in a `Headers` costs about 0.1 µs in Node (against a few ns for node's plain header
-   * object), so only the first request and then every {@link FETCH_CHECK_EVERY}th one are
-   * looked at: behind a proxy every request carries the header, so the warning comes
-   * within that many requests, at a sixteenth of the cost.
+   * Checks a fetch `Request`'s headers; `peer` is its peer address, when known. A lookup in a
+   * `Headers` costs about 0.1 µs in Node (a few ns for node's plain header object), so only the
+   * first request and then every {@link FETCH_CHECK_EVERY}th one are looked at: behind a proxy
+   * every request carries the header, so the warning comes within that many requests.
    */
   checkFetch(headers: Headers, peer: string | undefined): void {
     if (this.done || this.seen++ % FETCH_CHECK_EVERY !== 0) return;

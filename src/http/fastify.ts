@@ -87,19 +87,16 @@ export interface FastifyRateLimitOptions<
   /** Return true to let a request through unchecked (no cost, no headers). */
   skip?(request: Request): boolean;
   /**
-   * Answers a limited request instead of the default body: the status is already set (429,
-   * or 403/413 when it can never pass) and the rate-limit headers are set on `reply`. Either send with `reply` yourself, or
-   * return (or resolve with) the payload to send. If it throws or rejects, that is a
-   * programming error: 500, and `onError` is told with `kind: 'programming'`.
+   * Answers a limited request instead of the default body: the status (429, or 403/413 when it
+   * can never pass) and the rate-limit headers are already set on `reply`. Either send with
+   * `reply` yourself, or return (or resolve with) the payload to send. A throw or rejection is
+   * a programming error: 500, and `onError` is told with `kind: 'programming'`.
    */
   onLimited?(request: Request, reply: Reply, decision: Decision): unknown;
   /**
-   * Called for each admitted request that is near its limit: its decision's `remaining`
-   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
-   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
-   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
-   * throws, that is a programming error: 500, and `onError` is told (`kind:
-   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   * Called for each admitted request near its limit (see `nearLimitShare`), before it goes on:
+   * for logging, alerts or a tracing span (`decisionAttributes`). A throw is a programming error
+   * (500, `onError` told); a returned promise is not waited for (a rejection goes to `onError`).
    */
   onNearLimit?(request: Request, decision: Decision, key: string): unknown;
   /**
@@ -262,11 +259,10 @@ export const fastifyRateLimit: <
   ): void {
     let plugin: Route;
     let shared: FastifyRateLimitOptions;
-    // One warning for the plugin and all its routes: they identify clients alike.
+    // One warning and one default logger for the plugin and all its routes.
     const warning = new UntrustedProxyWarning(WHERE);
     try {
       const o = checkOptions<FastifyRateLimitOptions>(WHERE, options);
-      // One default logger for the plugin and all its routes.
       shared = o.onError === undefined ? { ...o, onError: defaultOnError(WHERE) } : { ...o };
       plugin = build(WHERE, shared, warning);
     } catch (error) {

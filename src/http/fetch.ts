@@ -40,9 +40,8 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
    */
   readonly key?: ((request: Request, clientKey: string) => string) | undefined;
   /**
-   * Units this request costs (a finite number >= 0). Any other result (`NaN`, `-1`, `"5"`)
-   * is a programming error: the request gets 500 and `onError` is told (`kind:
-   * 'programming'`), never a pass.
+   * Units this request costs (a finite number >= 0). Any other result (`NaN`, `-1`, `"5"`) is
+   * a programming error: a 500 and `onError` told (`kind: 'programming'`), never a pass.
    * @default 1
    */
   readonly cost?: ((request: Request) => number) | undefined;
@@ -57,12 +56,9 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
     | ((request: Request, decision: Decision) => Response | Promise<Response>)
     | undefined;
   /**
-   * Called for each admitted request that is near its limit: its decision's `remaining`
-   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
-   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
-   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
-   * throws, that is a programming error: 500, and `onError` is told (`kind:
-   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   * Called for each admitted request near its limit (see `nearLimitShare`), before it goes on:
+   * for logging, alerts or a tracing span (`decisionAttributes`). A throw is a programming error
+   * (500, `onError` told); a returned promise is not waited for (a rejection goes to `onError`).
    */
   readonly onNearLimit?:
     | ((request: Request, decision: Decision, key: string) => unknown)
@@ -80,10 +76,8 @@ export interface FetchRateLimitOptions<Args extends unknown[] = unknown[]>
 const WHERE = "withRateLimit";
 
 /**
- * The peer address as Deno, Bun or @hono/node-server hands it to a fetch handler in its
- * first extra argument (`context`): Deno's `info.remoteAddr.hostname`, Bun's
- * `server.requestIP(request).address`, `@hono/node-server`'s
- * `env.incoming.socket.remoteAddress`; `undefined` when none is there.
+ * The peer address as Deno, Bun or @hono/node-server hands it to a fetch handler in its first
+ * extra argument (`context`), as the `remoteAddress` option lists; `undefined` when none is.
  */
 export function runtimeAddress(request: Request, context: unknown): string | undefined {
   const c = context as
@@ -153,7 +147,6 @@ export function withRateLimit<
   );
   const after = new AfterResponse<Request>(WHERE, config, refundIf, refundAborted);
   const pipeline = new Pipeline(WHERE, config, hooks, fetchSource(remoteAddress));
-
   const limited = async (request: Request, ...args: Args): Promise<Result | Response> => {
     const result = pipeline.run(request, args);
     const outcome = result instanceof Outcome ? result : await result;
@@ -176,11 +169,10 @@ export function withRateLimit<
 }
 
 /**
- * Runs the handler (`run`) of `request` (its handle `handle`) and tells `after` how its
- * answer ended: 500 when it throws (what the runtime answers; the error propagates), else
- * the status of the response `responseOf` finds, or aborted when `request.signal` aborted
- * first or there is no response (the client went away: `refundIf` is asked only with
- * `refundAborted`, and sees 499).
+ * Runs the handler (`run`) of `request` (its handle `handle`) and tells `after` how its answer
+ * ended: 500 when it throws (what the runtime answers; the error propagates), else the status
+ * of the response `responseOf` finds, or aborted when `request.signal` aborted first or there
+ * is no response (the client went away).
  */
 export async function settled<Handle extends object, R>(
   after: AfterResponse<Handle>,
@@ -203,9 +195,8 @@ export async function settled<Handle extends object, R>(
 }
 
 /**
- * The response to an outcome the middleware answers itself (`'limited'`, `'unavailable'`,
- * `'error'`), with the rate-limit headers: the problem body, or for `'limited'` what
- * `onLimited(handle, decision)` returns, when given.
+ * The response, with the rate-limit headers, to an outcome the middleware answers itself: the
+ * problem body, or for `'limited'` what `onLimited(handle, decision)` returns, when given.
  */
 export function answer<Handle>(
   pipeline: Pick<Pipeline<never, never>, "refuse" | "config">,
@@ -221,9 +212,8 @@ export function answer<Handle>(
 }
 
 /**
- * The response `onLimited` gives, with the rate-limit `headers` added. If it throws or
- * rejects, that is a programming error, not a pass: reported through `pipeline.refuse`,
- * answered 500 without the headers.
+ * The response `onLimited` gives, with the rate-limit `headers` added. A throw or rejection is
+ * a programming error (`pipeline.refuse`): answered 500 without the headers.
  */
 async function limitedAnswer<Handle>(
   pipeline: Pick<Pipeline<never, never>, "refuse">,

@@ -66,8 +66,7 @@ function skipOws(text: string, i: number): number {
  */
 export function parseForwarded(value: string): string[] | undefined {
   const hops: string[] = [];
-  // One set, cleared per element: a lookup per parameter keeps a field linear in its
-  // length (an array's `includes` made one element of N distinct names cost O(N²)).
+  // One set, cleared per element: a lookup per name keeps a field linear in its length.
   const names = new Set<string>();
   const n = value.length;
   let i = 0;

@@ -49,23 +49,19 @@ export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextL
    */
   onLimited?(c: Ctx, decision: Decision): Response | Promise<Response>;
   /**
-   * Called for each admitted request that is near its limit: its decision's `remaining`
-   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
-   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
-   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
-   * throws, that is a programming error: 500, and `onError` is told (`kind:
-   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   * Called for each admitted request near its limit (see `nearLimitShare`), before it goes on:
+   * for logging, alerts or a tracing span (`decisionAttributes`). A throw is a programming error
+   * (500, `onError` told); a returned promise is not waited for (a rejection goes to `onError`).
    */
   onNearLimit?(c: Ctx, decision: Decision, key: string): unknown;
   /**
    * The peer address of the connection. Hono has no runtime-neutral way to ask (its
-   * `getConnInfo` is a different import per runtime), so the default asks the runtime
-   * through `c.env`: `@hono/node-server`'s `c.env.incoming.socket.remoteAddress` (or
-   * `c.env.server.incoming…`, as its `getConnInfo` reads), Bun's
-   * `c.env.requestIP(request)`, Deno's `c.env.remoteAddr.hostname`. When it finds none (a
-   * Worker, a test calling `app.request`), the key is `"unknown"`, shared by every such
-   * request, so they are limited together, never each on its own, and a warning is
-   * logged once. On Workers pass
+   * `getConnInfo` is a different import per runtime), so the default asks the runtime through
+   * `c.env`: `@hono/node-server`'s `c.env.incoming.socket.remoteAddress` (or
+   * `c.env.server.incoming…`, as its `getConnInfo` reads), Bun's `c.env.requestIP(request)`,
+   * Deno's `c.env.remoteAddr.hostname`. When it finds none (a Worker, a test calling
+   * `app.request`), the key is `"unknown"`, shared by every such request, so they are limited
+   * together, never each on its own, and a warning is logged once. On Workers pass
    * `(c) => c.req.raw.headers.get("cf-connecting-ip") ?? undefined`.
    */
   remoteAddress?(c: Ctx): string | undefined;
@@ -90,11 +86,11 @@ export interface HonoRateLimitOptions<Ctx extends HonoContextLike = HonoContextL
 const WHERE = "honoRateLimit";
 
 /**
- * A Hono middleware: `app.use(honoRateLimit(options))`, with the options, headers, 429
- * body, failure modes and client keys of `rateLimit` (see {@link HonoRateLimitOptions}
- * for how the client's address is found). An allowed request goes on to `next()` and its
- * response gets the rate-limit headers; a limited one is answered 429 and the handler is
- * not called. Errors thrown by later handlers are not caught.
+ * A Hono middleware: `app.use(honoRateLimit(options))`, with the options, headers, 429 body,
+ * failure modes and client keys of `rateLimit` (see {@link HonoRateLimitOptions} for how the
+ * client's address is found). An allowed request goes on to `next()` and its response gets
+ * the rate-limit headers; a limited one is answered 429 and the handler is not called. Errors
+ * thrown by later handlers are not caught.
  * @throws {TypeError} If an option has the wrong type or an unknown name.
  * @throws {RangeError} If an option is out of range (as for `rateLimit`).
  * @example
@@ -135,7 +131,6 @@ export function honoRateLimit<Ctx extends HonoContextLike = HonoContextLike>(
     untrusted: (c, _extra, peer, warning) => warning.checkFetch(c.req.raw.headers, peer),
   };
   const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, source);
-
   const middleware = async (c: Ctx, next: () => Promise<void>): Promise<Response | undefined> => {
     const result = pipeline.run(c, undefined);
     const outcome = result instanceof Outcome ? result : await result;

@@ -203,11 +203,9 @@ export function formatKey(ip: ParsedIp, ipv6Prefix: number): string {
 export const DEFAULT_IPV6_PREFIX = 56;
 
 /**
- * The rate-limit key of an address: IPv4 (and IPv4-mapped IPv6) as dotted quad, IPv6
- * grouped by its first `ipv6Prefix` bits (default {@link DEFAULT_IPV6_PREFIX}, 56: one key
- * per customer network, so a customer cannot multiply its budget by moving through the
- * /64s of its /56). `undefined` when `address` is not an IP address.
- *
+ * The rate-limit key of an address: IPv4 (and IPv4-mapped IPv6) as dotted quad, IPv6 grouped
+ * by its first `ipv6Prefix` bits (default {@link DEFAULT_IPV6_PREFIX}: one key per customer
+ * network). `undefined` when `address` is not an IP address.
  * @example
  * ipKey("::ffff:203.0.113.7")       //=> "203.0.113.7"
  * ipKey("2001:db8:1:2aa::1")        //=> "2001:db8:1:200::/56"
@@ -315,13 +313,13 @@ function rangeBlock(range: IpRange, bits: number): [bigint, bigint] {
 }
 
 /**
- * Which address family `ranges` trust entirely, as far as clients on the internet go:
- * `"IPv4"` when their union covers every public IPv4 address (every address outside the
- * special-purpose blocks of RFC 6890 and multicast), `"IPv6"` when it covers all of
- * `2000::/3` (global unicast, where every public IPv6 address is allocated), else
- * `undefined`. Unions count (`0.0.0.0/1` with `128.0.0.0/1` is all of IPv4), and so do
- * IPv4-mapped ranges (`::ffff:0:0/96` is held as `0.0.0.0/0`, see {@link parseRange}).
- * Trusting such a list lets every client write its own address into the forwarding header.
+ * Which address family `ranges` trust entirely, as far as clients on the internet go: `"IPv4"`
+ * when their union covers every public IPv4 address (every address outside the special-purpose
+ * blocks of RFC 6890 and multicast), `"IPv6"` when it covers all of `2000::/3` (global
+ * unicast, where every public IPv6 address is allocated), else `undefined`. Unions count
+ * (`0.0.0.0/1` with `128.0.0.0/1` is all of IPv4), and so do IPv4-mapped ranges
+ * (`::ffff:0:0/96` is held as `0.0.0.0/0`, see {@link parseRange}). Trusting such a list lets
+ * every client write its own address into the forwarding header.
  */
 export function trustedFamilyOf(ranges: readonly IpRange[]): "IPv4" | "IPv6" | undefined {
   const v4: Array<[bigint, bigint]> = NON_PUBLIC_V4.map((text) =>

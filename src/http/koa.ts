@@ -47,18 +47,15 @@ export interface KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike
   /** Return true to let a request through unchecked (no cost, no headers). */
   skip?(ctx: Ctx): boolean;
   /**
-   * Answers a limited request instead of the default body: `ctx.status` is already 429
-   * (or 403/413 when it can never pass) and the headers are set; set `ctx.body` (and maybe `ctx.status`). If it throws or
-   * rejects, that is a programming error: 500, and `onError` is told.
+   * Answers a limited request instead of the default body: `ctx.status` is already 429 (or
+   * 403/413 when it can never pass) and the headers are set; set `ctx.body` (and maybe
+   * `ctx.status`). A throw or rejection is a programming error: 500, and `onError` is told.
    */
   onLimited?(ctx: Ctx, decision: Decision): unknown;
   /**
-   * Called for each admitted request that is near its limit: its decision's `remaining`
-   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
-   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
-   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
-   * throws, that is a programming error: 500, and `onError` is told (`kind:
-   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   * Called for each admitted request near its limit (see `nearLimitShare`), before it goes on:
+   * for logging, alerts or a tracing span (`decisionAttributes`). A throw is a programming error
+   * (500, `onError` told); a returned promise is not waited for (a rejection goes to `onError`).
    */
   onNearLimit?(ctx: Ctx, decision: Decision, key: string): unknown;
   /**
@@ -109,7 +106,6 @@ export function koaRateLimit<Ctx extends KoaContextLike = KoaContextLike>(
   );
   const pipeline = new Pipeline<Ctx>(WHERE, config, hooks, KOA_SOURCE);
   const after = new AfterResponse<Ctx>(WHERE, config, refundIf, refundAborted);
-
   const middleware = async (ctx: Ctx, next: () => Promise<unknown>): Promise<void> => {
     const result = pipeline.run(ctx, undefined);
     const outcome = result instanceof Outcome ? result : await result;

@@ -45,31 +45,26 @@ export interface RateLimitOptions<
    */
   readonly key?: ((req: Req, clientKey: string) => string) | undefined;
   /**
-   * Units this request costs (a finite number >= 0). Any other result (`NaN`, `-1`, `"5"`)
-   * is a programming error: the request gets 500 and `onError` is told (`kind:
-   * 'programming'`), never a pass.
+   * Units this request costs (a finite number >= 0). Any other result (`NaN`, `-1`, `"5"`) is
+   * a programming error: a 500 and `onError` told (`kind: 'programming'`), never a pass.
    * @default 1
    */
   readonly cost?: ((req: Req) => number) | undefined;
   /** Return true to let a request through unchecked (no cost, no headers). */
   readonly skip?: ((req: Req) => boolean) | undefined;
   /**
-   * Answers a limited request instead of the default 429. The rate-limit headers
-   * (and `Retry-After`) are already set on `res`; call `next()` to let it through anyway.
-   * If it throws, or returns a promise that rejects, that is a programming error: the
-   * request gets 500 (or is cut off, when the response was already started) and
-   * `onError` is told with `kind: 'programming'`.
+   * Answers a limited request instead of the default 429. The rate-limit headers (and
+   * `Retry-After`) are already set on `res`; call `next()` to let it through anyway. If it
+   * throws, or returns a promise that rejects, that is a programming error: the request gets
+   * 500 (or is cut off, when the response was already started) and `onError` is told.
    */
   readonly onLimited?:
     | ((req: Req, res: Res, next: NextFunction, decision: Decision) => void)
     | undefined;
   /**
-   * Called for each admitted request that is near its limit: its decision's `remaining`
-   * (whole units left after it) is at most `nearLimitShare * limit` (default 0.1; 1 for
-   * every admitted request, as @fastify/rate-limit's `onExceeding`). For logging, alerts
-   * or a tracing span (`decisionAttributes`); called before the request goes on. If it
-   * throws, that is a programming error: 500, and `onError` is told (`kind:
-   * 'programming'`); a promise it returns is not waited for (a rejection goes to `onError`).
+   * Called for each admitted request near its limit (see `nearLimitShare`), before it goes on:
+   * for logging, alerts or a tracing span (`decisionAttributes`). A throw is a programming error
+   * (500, `onError` told); a returned promise is not waited for (a rejection goes to `onError`).
    */
   readonly onNearLimit?: ((req: Req, decision: Decision, key: string) => unknown) | undefined;
 }
@@ -115,9 +110,8 @@ export function rateLimit<
 }
 
 /**
- * The client's address on node:http: the socket's peer, and the forwarding header; with
- * no proxy trusted, the request is shown to the warning (which reads Express's
- * `req.app.get("trust proxy")` when it fires).
+ * The client's address on node:http: the socket's peer, and the forwarding header; with no
+ * proxy trusted, the request is shown to the warning (which reads Express's `trust proxy`).
  */
 export const NODE_SOURCE: ClientSource<IncomingMessage, unknown> = {
   peer: (req) => req.socket?.remoteAddress,
@@ -181,10 +175,10 @@ function render<Req extends IncomingMessage, Res extends ServerResponse>(
 }
 
 /**
- * Calls `onLimited`. If it throws (or returns a promise that rejects), that is a
- * programming error: answered 500, unless it had already passed the request on with
- * `next` (then only reported), so the request ends in exactly one answer either way and a
- * throw never escapes into a promise chain (an unhandled rejection exits the process).
+ * Calls `onLimited`. A throw or rejection is a programming error: answered 500, unless it had
+ * already passed the request on with `next` (then only reported), so the request ends in
+ * exactly one answer and a throw never escapes into a promise chain (an unhandled rejection
+ * exits the process).
  */
 function limited<Req extends IncomingMessage, Res extends ServerResponse>(
   pipeline: Pipeline<Req>,
