@@ -44,9 +44,8 @@ interface Waiter extends WaitListNode<Waiter> {
 }
 
 /**
- * The seam a `KeyedConcurrencyLimiter` keeps each key's limiter on: told when the limiter
- * holds nothing and has no waiters (so the key can be forgotten), and asked before a waiter
- * queues (a budget shared by every key).
+ * The seam a `KeyedConcurrencyLimiter` keeps each key's limiter on: told when the limiter holds
+ * nothing and has no waiters (so the key can be forgotten), and asked before a waiter queues.
  */
 export interface ConcurrencyLink {
   /** The limiter holds no permit and has no waiter. */
@@ -114,9 +113,7 @@ export class ConcurrencyLimiter implements PermitOwner {
     return this.limit - this.held;
   }
 
-  /**
-   * A permit when one is free and nobody waits (waiters are never overtaken), else `null`.
-   */
+  /** A permit when one is free and nobody waits (waiters are never overtaken), else `null`. */
   tryAcquire(): Permit | null {
     if (this.held >= this.limit || this.queue.size > 0) return null;
     this.held++;

@@ -78,7 +78,6 @@ export class KeyedConcurrencyLimiter {
   private held = 0;
   /** @internal New keys refused because `maxKeys` were kept. */
   private refusedKeys = 0;
-
   /** @internal The checked options, handed to each key's limiter (not checked again). */
   private readonly settings: ConcurrencySettings;
 

@@ -55,10 +55,10 @@ export function releasingBody(
 
 /**
  * Wraps a fetch handler so that at most `limiter.limit` handlers (per key, for a
- * `KeyedConcurrencyLimiter`) run at once. A permit is held while the handler runs (an abort
- * of `request.signal` meanwhile shortens that to `maxHoldMs`), then until the response body
- * ends, is cancelled or `request.signal` aborts, released once; one past the limit gets 429
- * with `qu="concurrent-requests"`. See docs/http.md#concurrency-limits.
+ * `KeyedConcurrencyLimiter`) run at once. A permit is held while the handler runs (an abort of
+ * `request.signal` meanwhile shortens that to `maxHoldMs`), then until the response body ends,
+ * is cancelled or `request.signal` aborts, released once; one past the limit gets 429 with
+ * `qu="concurrent-requests"`. See docs/http.md#concurrency-limits.
  * @throws {TypeError} For a handler that is not a function, a bad limiter, an unknown option.
  */
 export function withConcurrencyLimit<
@@ -77,7 +77,6 @@ export function withConcurrencyLimit<
     OWN_OPTIONS,
   );
   const pipeline = new Pipeline(WHERE, config, hooks, fetchSource(remoteAddress));
-
   return async (request, ...args) => {
     const outcome = pipeline.run(request, args) as Outcome; // the consumer is synchronous
     switch (outcome.kind) {
@@ -101,10 +100,9 @@ export function withConcurrencyLimit<
 }
 
 /**
- * Runs the handler holding `permit`, then hands the permit to the response body. An abort
- * of `request.signal` releases it only once the handler has settled (a client that goes
- * away does not free a permit while the work it started still runs), or `maxHoldMs` after
- * the abort, whichever comes first.
+ * Runs the handler holding `permit`, then hands the permit to the response body. An abort of
+ * `request.signal` releases it only once the handler has settled (a client that goes away does
+ * not free a permit while its work still runs), or `maxHoldMs` after the abort, if sooner.
  */
 async function held<Result extends Response | undefined>(
   permit: Permit,

@@ -4,7 +4,6 @@
  * text with the quota unit `concurrent-requests` (draft-ietf-httpapi-ratelimit-headers-10).
  * @module
  */
-
 import type { ServerResponse } from "node:http";
 import type { ConcurrencyLimiter } from "../concurrency/concurrency-limiter.js";
 import type { KeyedConcurrencyLimiter } from "../concurrency/keyed-concurrency-limiter.js";
@@ -23,10 +22,7 @@ import {
 /** The quota unit a concurrency policy states in `RateLimit-Policy` (`qu`). */
 export const CONCURRENT_REQUESTS = "concurrent-requests";
 
-/**
- * Default `maxHoldMs`: how long a request whose client went away keeps its permit, at most,
- * while its handler has not ended the response (one minute).
- */
+/** Default `maxHoldMs` (one minute): see that option of {@link CommonConcurrencyOptions}. */
 export const DEFAULT_MAX_HOLD_MS = 60_000;
 
 /** Options every concurrency middleware shares (the rate middlewares' minus `windowSeconds`). */
@@ -50,12 +46,12 @@ export interface CommonConcurrencyOptions
 }
 
 /**
- * Holds `permit` until the handler is done with `res`: it ends it (`end()`, which a
- * framework calls for the handler too, even once the client has gone), destroys it, or
- * `res` finishes. When the connection closes first, the handler still counts as running:
- * the permit is released when it ends the response, or `maxHoldMs` after the close,
- * whichever comes first. Released exactly once; at once when `res` is already ended.
- * `afterwards` (Koa) holds it also until that promise settles.
+ * Holds `permit` until the handler is done with `res`: it ends it (`end()`, which a framework
+ * calls for the handler too, even once the client has gone), destroys it, or `res` finishes.
+ * When the connection closes first, the handler still counts as running: the permit is
+ * released when it ends the response, or `maxHoldMs` after the close, whichever comes first.
+ * Released exactly once; at once when `res` is already ended. `afterwards` (Koa) holds it also
+ * until that promise settles.
  * @internal
  */
 export function holdUntilHandled(
@@ -167,9 +163,8 @@ function permitConsumer(
 }
 
 /**
- * Validates a concurrency middleware's options: the shared ones (as the rate middlewares
- * check them, `windowSeconds` refused) and the adapter's `own` options (by default `key`,
- * `skip` and `maxHoldMs`).
+ * Validates a concurrency middleware's options: the shared ones (as the rate middlewares check
+ * them, `windowSeconds` refused) and the adapter's `own` (default `key`, `skip`, `maxHoldMs`).
  * @throws {TypeError} For a limiter that is not a concurrency limiter, an unknown option
  *   or a hook that is not a function; {RangeError} for a bad value.
  */
@@ -186,7 +181,6 @@ export function checkConcurrencyOptions<O extends CommonConcurrencyOptions & Ada
     );
   }
   const consumer = permitConsumer(where, o.limiter);
-  // `RateLimit-Policy` states qu="concurrent-requests" after the quota (the consumer has no window).
   const { config, hooks, remoteAddress } = checkAdapterOptions<O>(
     where,
     { ...o, limiter: consumer } as unknown as O,
