@@ -139,10 +139,8 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * `charge`: `consume` of a checked `cost` at `now` with its receipt. The receipt keeps
-   * when the bucket would be full again with no further traffic (`now + resetAfterMs`) and
-   * the units credited so far.
+   * @internal `charge` of a checked `cost` at `now`: the receipt keeps when the bucket is full
+   * again with no further traffic (`now + resetAfterMs`) and the units credited so far.
    */
   chargeAt(now: number, cost: number): ChargeReceipt {
     const decision = this.decideAt(now, cost, true);
@@ -218,13 +216,10 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * Reads the clock and returns what moves the bucket to `capacity` and `ratePerSecond` at
-   * that reading (`assign` sets the subclass's fields): the units accrued up to then at the
-   * old rate are kept (`retunedUnits`: tokens clamped to the new capacity, a leaky bucket's
-   * level as it is; a full bucket with nothing held stays full), the new rate applies from then
-   * on, and waiters are re-planned (`BucketLedger.replan`). Reservations keep their units
-   * and their time to act. See docs/semantics.md#changing-limits-live.
+   * @internal Reads the clock; the result moves the bucket to `capacity` and the rate at that
+   * reading (`assign` sets the subclass's fields), carrying the units over (`retunedUnits`;
+   * full stays full) and re-planning waiters (`BucketLedger.replan`). See
+   * docs/semantics.md#changing-limits-live.
    */
   protected planBucket(capacity: number, assign: () => void): ApplyReconfigure {
     const now = this.now();
@@ -248,8 +243,7 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
+   * @internal `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
    * bucket's clock, at least `seenMs`): the kernel's, unless a ledger ever held units.
    */
   override decideAt(now: number, cost: number, take: boolean): Decision {
@@ -325,15 +319,13 @@ export abstract class BucketBase extends KernelShell {
   /**
    * @internal See {@link KernelPart.refundAt}. Through a receipt (docs/semantics.md#refunds):
    * at most what the refill has not yet repaid of `units`, `rate * (fullAt - now)`, less the
-   * units refunds credited since the charge (they refilled the bucket too), then as
-   * {@link refundUnits} allows; nothing after a reset or reconfigure since the charge.
+   * units refunds credited since the charge (this receipt's own too: they refilled the bucket),
+   * then as {@link refundUnits} allows; nothing after a reset or reconfigure since the charge.
    */
   override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
     if (now > this.seenMs) this.seenMs = now;
     if (receipt === undefined) return this.refundUnits(units, now);
     if (!(units > 0) || receipt.epoch !== this.receiptEpoch) return 0;
-    // Refunds since the charge (this receipt's own included: they took back part of its
-    // refill time) count as refill.
     const give = this.kernel.receiptBound(receipt.a, now, units, this.credited - receipt.b);
     if (!(give > 0)) return 0;
     const given = this.refundUnits(give, now);

@@ -261,11 +261,10 @@ export class BucketLedger {
 
   /**
    * Removes every due entry at `now` and returns the bucket's units at `now`: waiters are
-   * granted; a reservation's units are spent once the clock has passed its time to act
-   * (until then a due reservation is kept, in its place, so that `cancel()` can still give
-   * its units back; holding or spending them changes no one's units). A reservation past
-   * its time to act is spent even if the units say it is not due: a plain request took
-   * units after it was due (a leaky bucket's level then counts that water ahead of it).
+   * granted; a reservation is spent once the clock has passed its turn (until then a due one
+   * is kept in its place, changing no one's units: see `Entry.actAtMs`), even if the units
+   * say it is not due: a plain request took units after it was due (a leaky bucket's level
+   * then counts that water).
    */
   settle(now: number): number {
     const h = this.host;
@@ -334,13 +333,9 @@ export class BucketLedger {
     }
     if (!e.queued) return;
     const held = e.units;
-    // What has already left cannot come back: units kept for an entry withdrawn ahead of
-    // the first pending entry (a reservation) were due from that entry's time on, so by now
-    // part of them may be repaid (token) or drained (leaky). Then the bucket as if nothing
-    // were held holds more than its capacity (`ahead` below 0); that excess is spent, and
-    // giving it back, or keeping it behind the waiters, would make them overdue: they
-    // would act too soon. Due reservations kept ahead of `e` (until their time to act)
-    // count as spent: their units are repaid already.
+    // What has already left cannot come back (see the module doc): with `e` first, the
+    // excess over capacity (`ahead` below 0) is spent. Due reservations kept ahead of `e`
+    // (until their time to act) count as spent: their units are repaid already.
     let first = true;
     let keptAhead = 0;
     for (let f = this.list.head; f !== e && f !== undefined; f = f.next) {
@@ -383,11 +378,9 @@ export class BucketLedger {
 
   /**
    * The units that may come back at `now` (the bucket's `units` then) without making a
-   * pending reservation due before its time to act: the least slack of the reservations
-   * acting later than now (behind `after`, when given; else all of them), where a
-   * reservation's slack is `held up to and including it + its threshold - base units at its
-   * time to act` (see the module doc); `Infinity` when there is none. A refund of the
-   * bucket is bounded by it too: a reservation's time was fixed counting those units.
+   * pending reservation due before its time to act: the least slack (see the module doc) of
+   * the reservations acting later than now, behind `after` when given; `Infinity` for none.
+   * A refund of the bucket is bounded by it too: a reservation's time counted those units.
    */
   slack(units: number, now: number, after?: Entry): number {
     const rate = this.host.ratePerSecond;
@@ -411,9 +404,8 @@ export class BucketLedger {
 
   /**
    * @internal After a `reconfigure`: a faster rate (or a smaller leaky capacity) would let a
-   * pending reservation fall due before its time to act, which it keeps; so the units that
-   * would (the least slack, below 0) are held ahead of the first reservation acting later
-   * than now, as units a cancel keeps are, and spent with it.
+   * reservation fall due before its time to act; the units that would (the least slack, below
+   * 0) are held ahead of the first reservation acting later than now, as a cancel keeps them.
    */
   private keepLate(): void {
     if (this.fixedEntries === 0) return;
@@ -449,11 +441,7 @@ export class BucketLedger {
     );
   }
 
-  /**
-   * @internal
-   * Moves the turn (see `Entry.turnMs`) of the reservations from `from` on to when the
-   * ledger says they are due, given the bucket's units at `now`.
-   */
+  /** @internal Moves the turn (`Entry.turnMs`) of the reservations from `from` on to when due. */
   private markEarly(from: Entry | undefined, now: number): void {
     if (from === undefined) return;
     const units = this.host.unitsAt(now);

@@ -207,12 +207,10 @@ export interface KeyedForm {
 }
 
 /**
- * A built-in limiter as {@link allOf} (src/composite/all-of.ts) drives it: its kernel over its own
- * slot, at a time of the caller's choosing, so that `allOf` reads every part's clock first
- * (a reading that throws leaves every part as it was), then checks every part, then
- * charges every part: all or nothing. The same steps back each class's public methods and
- * their explicit-time forms (`allowAt`, `consumeAt`, `peekAt`). `nowMs` is always a value
- * `timeOf` returned; `cost` is already checked.
+ * A built-in limiter as `allOf` (src/composite/all-of.ts) drives it: its kernel over its own
+ * slot at a time of the caller's choosing, so that `allOf` reads every clock, then checks
+ * every part, then charges all (see `AllOf.allow`). The same steps back each class's public
+ * methods and their `…At` forms. `nowMs` is always a value `timeOf` returned; `cost` is checked.
  * @internal
  */
 export interface KernelPart {
@@ -317,10 +315,7 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
     return this.decideAt(this.seenMs, c, false);
   }
 
-  /**
-   * @internal Checks the explicit time and cost of `method`, keeps the time as the latest
-   * seen when it is later (`seenMs`, checked as a reading is), and returns the cost.
-   */
+  /** @internal Checks `method`'s arguments, keeps a later time in `seenMs`, returns the cost. */
   protected keepAt(method: string, timeMs: number, cost: number | undefined): number {
     const where = `${this.where}.${method}`;
     const t = checkTimeMs(where, timeMs);

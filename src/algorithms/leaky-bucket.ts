@@ -95,7 +95,6 @@ export class LeakyBucket extends BucketBase implements Limiter {
     this.leakPerSecond = leakPerSecond;
     this.initialLevel = initialLevel;
     this.clock = checkClock(WHERE, o.clock, systemClock);
-    // The units are the free room, `capacity - level`: a TokenBucket's tokens.
     this.startUnits();
   }
 

@@ -55,10 +55,9 @@ export class SlidingWindowLogKernel implements Kernel {
   /** `logExactEntries(limit)`: entries kept at their exact time (see `logLeaveAt`). */
   private exactEntries: number;
   /**
-   * Units of the one entry of a restored state ({@link restoreUntil}):
-   * `limit` plus twice the most a log can go over it (the cost tolerance of `fits` lets a
-   * log hold up to `limit + TOLERANCE * max(1, cost)`), so it is at least any log's sum and
-   * admits no cost > 0 while it counts.
+   * The most units of a restored state's one entry: `limit` plus twice the most a log can go
+   * over it (`fits` lets a log hold up to `limit + TOLERANCE * max(1, cost)`), so it is at
+   * least any log's sum and admits no cost > 0 while it counts.
    */
   private boundUnits: number;
   /** The entries of every slot's ring (owner: the slot). */
@@ -297,11 +296,10 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
-    // A limited client's denial (the ring holds entries, none has left by now, and the
-    // cost does not fit beside them) read in place, as `LogRing.decide` denies: no cursor,
-    // no call. Anything else (an admission, an expiry) the long way, in a call of its own,
-    // so this body stays small enough for V8 to inline into every `allow` (written out
-    // here: behind a function of its own, V8 did not inline it and `allow` ran 1.5x slower).
+    // A limited client's denial (entries, none left by now, the cost not fitting beside them)
+    // read in place, as `LogRing.decide` denies: no cursor, no call. Anything else the long
+    // way, in a call of its own, so this body stays small enough for V8 to inline into every
+    // `allow` (behind a function of its own it was not inlined: `allow` ran 1.5x slower).
     const size = st[s + SIZE]!;
     if (size !== 0 && cost !== 0) {
       const arena = slot < 0 ? this.scratch : this.arena;

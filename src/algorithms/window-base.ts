@@ -186,9 +186,8 @@ export abstract class WindowBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * Reads the clock and keeps the reading; a reading behind the latest time counts as the
-   * latest. A reading where `windowMs` is below the clock's float step throws and is not kept.
+   * @internal Reads the clock and keeps the reading (one behind the latest counts as it); one
+   * where `windowMs` is below the clock's float step throws and is not kept.
    */
   protected override now(): number {
     // `timeOf`'s steps written out, with no call but the clock on the way: every request
@@ -238,7 +237,6 @@ export abstract class WindowBase extends KernelShell {
   chargeAt(now: number, cost: number): ChargeReceipt {
     const decision = this.decideAt(now, cost, true);
     if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
-    // The kernel's mark of what the charge went into, and until when it gives back.
     const end = this.kernel.markReceipt(this.state, 0, 0, now, MARKS, 0);
     const mark = MARKS[0]!;
     const epoch = this.receiptEpoch;

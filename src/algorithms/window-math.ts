@@ -16,7 +16,7 @@ import { granuleEnd, windowEnd, windowIndex } from "./time.js";
 /**
  * `FixedWindow`'s units used at `nowMs`, from its state `count` taken in the window
  * ending at `endMs` (`-Infinity` when unused): `count` while `nowMs` is in that window,
- * else 0 (a new window). Shared by `FixedWindow` and the keyed registry's slab.
+ * else 0 (a new window).
  */
 export function fixedWindowUsed(count: number, endMs: number, nowMs: number): number {
   return nowMs < endMs ? count : 0;
@@ -149,8 +149,7 @@ function msUntil(atMs: number, nowMs: number): number {
 
 /**
  * A sliding counter's previous count once rolled from window `index` (with `curr` units)
- * to window `k >= index`: `curr` when `k` is the next window, else 0. Shared by
- * `SlidingWindowCounter` and the keyed registry's slab.
+ * to window `k >= index`: `curr` when `k` is the next window, else 0.
  */
 export function counterRolledPrev(index: number, curr: number, k: number): number {
   return k === index + 1 ? curr : 0;

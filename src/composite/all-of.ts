@@ -43,12 +43,10 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
    */
   private readonly drivers: readonly (KernelPart | undefined)[];
   /**
-   * @internal `timeOf` of each built-in leaf (and `fitsAt`, `takeAt` below), called
-   * through these references rather than as methods: `allow` then calls each part's code
-   * as a function optimized on its own, with its kernel inlined there. Called as methods
-   * of three or more classes, the optimizing compiler inlined every part's kernel into the
-   * caller, ran past its inlining budget midway and boxed the numbers at the calls it left
-   * (16 to 96 bytes a call; none this way).
+   * @internal `timeOf` of each built-in leaf (and `fitsAt`, `takeAt` below), called through
+   * these references, not as methods, so each part's code is optimized on its own with its
+   * kernel inlined. As methods of three or more classes, V8 inlined every kernel into `allow`,
+   * ran out of inlining budget and boxed the numbers at the calls left (16 to 96 bytes a call).
    */
   private readonly timeOfs: readonly (KernelPart["timeOf"] | undefined)[];
   /** @internal See {@link timeOfs}. */
@@ -83,9 +81,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     if (parts.length === 0) {
       throw new RangeError(`${WHERE}: needs at least one limiter, got none`);
     }
-    // Every limiter in the tree of parts (nested AllOf parts included), with the index of
-    // the top-level part it came from: one limiter twice would be charged twice after one
-    // check, and all-or-nothing would break.
+    // Each limiter in the tree of parts, with the top-level part it came from (see @throws).
     const seen = new Map<Limiter, number>();
     parts.forEach((part, i) => {
       if (!isLimiter(part)) {
@@ -219,11 +215,8 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * @internal
-   * Checks and charges the custom parts (not one of the five algorithms) through their
-   * public methods: every one but the last peeked, then the last charged (its denial, or
-   * its throw, charges nothing), then the others. False when one denies; from the second
-   * charge on, the custom parts charged before it stay charged (there is no refund).
+   * @internal Checks and charges the custom leaves through their public methods, by the rule
+   * of {@link decideAll} (those charged before a denial stay charged); false when one denies.
    */
   private allowCustom(c: number): boolean {
     const leaves = this.leaves;
@@ -517,10 +510,9 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * @internal Leaf `i`'s `consume` (`take`) or `peek` for {@link decideAll}: a built-in leaf
-   * at its time for the call, a custom one through its public methods. Taking for a
-   * `charge`, a built-in leaf by its own `charge`; a custom one gets a receipt of the
-   * composite's, which only counts what was given back.
+   * @internal Leaf `i`'s `consume` (`take`) or `peek` for {@link decideAll}. Taking for a
+   * `charge`, a built-in leaf charges; a custom one gets a receipt of the composite's, which
+   * only counts what was given back.
    */
   decidePart(i: number, cost: number, take: boolean): Decision {
     const d = this.drivers[i];
@@ -537,10 +529,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 }
 
-/**
- * Parts that decide together by {@link decideAll}: `AllOf`'s leaves, the keyed `AllOfLayout`'s kernels.
- * @internal
- */
+/** Parts deciding by {@link decideAll}: `AllOf`'s leaves, `AllOfLayout`'s kernels. @internal */
 export interface PartGroup {
   /** The part decided after the others, taking only when they all allow; -1 for none. */
   readonly final: number;
@@ -656,10 +645,7 @@ export function isLimiter(value: unknown): value is Limiter {
   );
 }
 
-/**
- * What to do instead, for the two likely mistakes: an array of limiters given as one
- * argument (`allOf([a, b])`), and an options object (allOf has none).
- */
+/** What to do instead, for an array of limiters given as one argument or an options object. */
 function notLimiterHint(part: unknown): string {
   if (Array.isArray(part))
     return "; pass the limiters as arguments: allOf(a, b), not allOf([a, b])";
