@@ -60,10 +60,9 @@ export abstract class BucketBase extends KernelShell {
   protected abstract get initialUnits(): number;
 
   /**
-   * @internal
-   * The bucket's slot of its kernel, `[units, anchorMs]`: units (tokens, or free room) at
-   * `anchorMs` (`-Infinity` while full and unused; never moves back), as if units held for
-   * waiters had not been taken (see {@link HeldBucket}).
+   * @internal The bucket's slot of its kernel, `[units, anchorMs]`: units (tokens, or free room) at
+   * `anchorMs` (`-Infinity` while full and unused; never moves back), as if units held for waiters
+   * had not been taken (see {@link HeldBucket}).
    */
   protected readonly state = new Float64Array(2);
   /** @internal The kernel deciding `state` while nothing is held; set by the subclass's constructor. */
@@ -102,8 +101,7 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * The fresh state: `initialUnits` from now (from the constructor's clock reading, for a
+   * @internal The fresh state: `initialUnits` from now (from the constructor's clock reading, for a
    * new bucket), refilling from then; a bucket that starts full is full for good until used
    * (`anchorMs` of `-Infinity`), and reads no clock. See docs/semantics.md#initial-tokens.
    */
@@ -121,11 +119,10 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never above
-   * the fresh state, nor, while units are held, past what {@link HeldBucket.refundAt} allows
-   * (waiters are then served first-in, first-out: a refund lets no one jump the queue).
-   * Returns the units given back.
+   * @internal Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never
+   * above the fresh state, nor, while units are held, past what {@link HeldBucket.refundAt} allows
+   * (waiters are then served first-in, first-out: a refund lets no one jump the queue). Returns the
+   * units given back.
    */
   protected refundUnits(cost: number, now: number): number {
     if (!(cost > 0)) return 0;

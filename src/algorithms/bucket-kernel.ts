@@ -377,10 +377,9 @@ export abstract class HeldBucket {
   }
 
   /**
-   * `reconfigure` to `capacity` at `now`, before the numbers change (due entries settled
-   * first): the units accrued at the old rate are carried over by `retunedUnits`, the held
-   * ones kept; a full slot with nothing held stays full. Then `ledger.replan()`, once the
-   * new numbers are read.
+   * `reconfigure` to `capacity` at `now`, before the numbers change (due entries settled first):
+   * the units accrued at the old rate are carried over by `retunedUnits`, the held ones kept; a
+   * full slot with nothing held stays full. Then `ledger.replan()`, once the new numbers are read.
    */
   retune(now: number, capacity: number): void {
     const held = this.held;

@@ -15,47 +15,44 @@ import type { HeldBucket } from "./bucket-kernel.js";
 import { msToRefill } from "./bucket-math.js";
 
 /**
- * Reservations and waiting for the two buckets: a ledger of pending claims on one
- * bucket, in first-in, first-out order, served by at most one timer.
+ * Reservations and waiting for the two buckets: a ledger of pending claims on one bucket, in
+ * first-in, first-out order, served by at most one timer.
  *
- * Units. The bucket's `units` are its tokens (`TokenBucket`) or its free room
- * `capacity - level` (`LeakyBucket`). A pending entry (a `wait` or a `reserve` whose
- * time has not come) has already taken its units: they are *held*, the bucket may be in
- * debt (tokens below 0), and a plain `consume` is denied until the entries are served.
+ * Units. The bucket's `units` are its tokens (`TokenBucket`) or its free room `capacity - level`
+ * (`LeakyBucket`). A pending entry (a `wait` or a `reserve` whose time has not come) has already
+ * taken its units: they are *held*, the bucket may be in debt (tokens below 0), and a plain
+ * `consume` is denied until the entries are served.
  *
- * When an entry is due. With `behind` the units held by the entries after it, an entry
- * is due once `units(now) + behind >= threshold`, where the threshold is 0 for a token
- * bucket (the debt up to and including it is repaid) and `capacity - cost` for a leaky
- * bucket (the water ahead of it has drained: `level - (its cost + behind) <= 0`). Both
- * sides only grow with time and the thresholds are ordered along the queue, so entries
- * fall due in order and only the head needs checking.
+ * When an entry is due. With `behind` the units held by the entries after it, an entry is due once
+ * `units(now) + behind >= threshold`, where the threshold is 0 for a token bucket (the debt up to
+ * and including it is repaid) and `capacity - cost` for a leaky bucket (the water ahead of it has
+ * drained: `level - (its cost + behind) <= 0`). Both sides only grow with time and the thresholds
+ * are ordered along the queue, so entries fall due in order and only the head needs checking.
  *
- * Giving back (abort, `cancel`, refund). A reservation's time to act is fixed when it is
- * made, counting every unit held ahead of it; the bucket then places new requests behind
- * every held unit. That is sound only while no pending reservation is due *before* its
- * time to act: were it due earlier, a later request could be placed to act together with
- * it (a burst). So units come back only as far as every reservation behind the entry that
- * acts later than now stays due no sooner than its time to act: its *slack*, the units that
- * may leave before it, `held up to and including it + threshold - base units at its time
- * to act` (the base projected at the rate, as if nothing were held). A reservation made by
- * the ledger has no slack (it is due exactly at its time to act), so an entry with such a
- * reservation behind it gives nothing back at once. What is not given back stays held,
- * attached to the first such reservation behind it, until that one is cancelled in turn
- * (then it is given back with it, by the same rule) or acts (then it was spent). With no
- * reservation behind acting later than now, everything comes back, less what has already
- * left (units kept ahead of a reservation fall due from its time on, so part of them may
- * be repaid into a full bucket: the bucket as if nothing were held is above its capacity;
- * that excess is spent, never given back nor moved behind waiters).
- * Waiters behind are not counted: they are re-checked and move up at once, still behind
- * every reservation ahead of them. So cancelling every reservation, in any order, before
- * its time gives back exactly what was reserved; the arithmetic is on units (never
- * units -> ms -> units), so it is exact. A refund (`refund`) that finds reservations
- * pending is bounded by the same slack (see {@link BucketLedger.slack}).
+ * Giving back (abort, `cancel`, refund). A reservation's time to act is fixed when it is made,
+ * counting every unit held ahead of it; the bucket then places new requests behind every held unit.
+ * That is sound only while no pending reservation is due *before* its time to act: were it due
+ * earlier, a later request could be placed to act together with it (a burst). So units come back
+ * only as far as every reservation behind the entry that acts later than now stays due no sooner
+ * than its time to act: its *slack*, the units that may leave before it,
+ * `held up to and including it + threshold - base units at its time to act` (the base projected at
+ * the rate, as if nothing were held). A reservation made by the ledger has no slack (it is due
+ * exactly at its time to act), so an entry with such a reservation behind it gives nothing back at
+ * once. What is not given back stays held, attached to the first such reservation behind it, until
+ * that one is cancelled in turn (then it is given back with it, by the same rule) or acts (then it
+ * was spent). With no reservation behind acting later than now, everything comes back, less what
+ * has already left (units kept ahead of a reservation fall due from its time on, so part of them
+ * may be repaid into a full bucket: the bucket as if nothing were held is above its capacity; that
+ * excess is spent, never given back nor moved behind waiters). Waiters behind are not counted: they
+ * are re-checked and move up at once, still behind every reservation ahead of them. So cancelling
+ * every reservation, in any order, before its time gives back exactly what was reserved; the
+ * arithmetic is on units (never units -> ms -> units), so it is exact. A refund (`refund`) that
+ * finds reservations pending is bounded by the same slack (see {@link BucketLedger.slack}).
  *
- * This replaces Go's `x/time/rate` rule (give back `cost - units reserved later`), which
- * counted the units kept for a reservation cancelled ahead but not that reservation's own:
- * two reservations cancelled at one instant in reverse order let a third one, made after
- * them, act half a second before one made before them (3 units in 500 ms where 2.5 fit).
+ * This replaces Go's `x/time/rate` rule (give back `cost - units reserved later`), which counted
+ * the units kept for a reservation cancelled ahead but not that reservation's own: two reservations
+ * cancelled at one instant in reverse order let a third one, made after them, act half a second
+ * before one made before them (3 units in 500 ms where 2.5 fit).
  * @module
  */
 
@@ -125,8 +122,7 @@ export class BucketLedger {
   }
 
   /**
-   * @internal
-   * The delay in ms before `cost` may act given `units` now, or `FULL` (a leaky queue
+   * @internal The delay in ms before `cost` may act given `units` now, or `FULL` (a leaky queue
    * without room) or `TOO_BIG` (above capacity); `Infinity` when it never can.
    */
   private plan(cost: number, units: number): number {
@@ -260,11 +256,10 @@ export class BucketLedger {
   }
 
   /**
-   * Removes every due entry at `now` and returns the bucket's units at `now`: waiters are
-   * granted; a reservation is spent once the clock has passed its turn (until then a due one
-   * is kept in its place, changing no one's units: see `Entry.actAtMs`), even if the units
-   * say it is not due: a plain request took units after it was due (a leaky bucket's level
-   * then counts that water).
+   * Removes every due entry at `now` and returns the bucket's units at `now`: waiters are granted;
+   * a reservation is spent once the clock has passed its turn (until then a due one is kept in its
+   * place, changing no one's units: see `Entry.actAtMs`), even if the units say it is not due: a
+   * plain request took units after it was due (a leaky bucket's level then counts that water).
    */
   settle(now: number): number {
     const h = this.host;
@@ -295,9 +290,8 @@ export class BucketLedger {
   }
 
   /**
-   * @internal With nothing pending, nothing is held: a float residue the host's count kept
-   * (its sums and the ledger's differ in the last bit) would deny forever what a fresh
-   * bucket allows.
+   * @internal With nothing pending, nothing is held: a float residue the host's count kept (its
+   * sums and the ledger's differ in the last bit) would deny forever what a fresh bucket allows.
    */
   private sync(now: number): void {
     const h = this.host;

@@ -12,15 +12,14 @@ import {
 import { checkTimeMs } from "./time.js";
 
 /**
- * An algorithm's kernel, the one seam between its rules and its state: one limiter's state
- * in a slot of a `Float64Array` (`doubles` from offset `s`; a log also keeps a ring by
- * `slot`, its bytes accounted through {@link bind}), and the rules at an explicit time
- * (decide, take, refund with receipt marks, retune, trace, idle). One per algorithm, beside
- * its class, with the algorithm's free functions. The class is a shell over one slot of its
- * own kernel, `allOf` drives its parts' kernels and `KeyedLimiter` runs the same kernels over
- * the slab engine, so the three decide alike by construction. Every `now` is at least every
- * earlier one for the slot. The trace methods let the engine drop a key in use without
- * granting it anything: docs/keyed.md#bounds.
+ * An algorithm's kernel, the one seam between its rules and its state: one limiter's state in a
+ * slot of a `Float64Array` (`doubles` from offset `s`; a log also keeps a ring by `slot`, its bytes
+ * accounted through {@link bind}), and the rules at an explicit time (decide, take, refund with
+ * receipt marks, retune, trace, idle). One per algorithm, beside its class, with the algorithm's
+ * free functions. The class is a shell over one slot of its own kernel, `allOf` drives its parts'
+ * kernels and `KeyedLimiter` runs the same kernels over the slab engine, so the three decide alike
+ * by construction. Every `now` is at least every earlier one for the slot. The trace methods let
+ * the engine drop a key in use without granting it anything: docs/keyed.md#bounds.
  * @internal
  */
 export interface Kernel {
@@ -158,11 +157,10 @@ export interface Kernel {
    */
   retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void;
   /**
-   * `reconfigure`: rewrites the trace entry at `table[o ..]` so that, read with the numbers
-   * of `next`, it bounds what the keys that wrote it would hold had they been kept (each
-   * carried over as {@link retuneSlot} does; the carry-over is monotone, so the entry still
-   * bounds every one of them: never fresher); an entry that no longer applies is cleared.
-   * Before {@link adopt}.
+   * `reconfigure`: rewrites the trace entry at `table[o ..]` so that, read with the numbers of
+   * `next`, it bounds what the keys that wrote it would hold had they been kept (each carried over
+   * as {@link retuneSlot} does; the carry-over is monotone, so the entry still bounds every one of
+   * them: never fresher); an entry that no longer applies is cleared. Before {@link adopt}.
    */
   retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void;
   /** `reconfigure`: takes the numbers of `next` (same class); every state was retuned first. */

@@ -359,15 +359,14 @@ export class LogRing {
   }
 
   /**
-   * Gives back up to `cost` (> 0) units of the entry a charge at `leaveAtMs` went into (a
-   * refund through a receipt): the first entry leaving at or after it (an entry may have
-   * been stamped later since, when later charges merged into it, never earlier). Takes at
-   * most what that entry still holds: other refunds (through receipts of charges merged
-   * into it, or {@link refund}, which leaves a tombstone where whole entries went) took
-   * theirs first, so a receipt never gives back a later charge's units. An entry wholly
-   * given back stays, empty, until it leaves (its other receipts find it so); the newest
-   * becomes the tail's one tombstone. Returns the units given back: 0 when the entry has
-   * left or holds nothing.
+   * Gives back up to `cost` (> 0) units of the entry a charge at `leaveAtMs` went into (a refund
+   * through a receipt): the first entry leaving at or after it (an entry may have been stamped
+   * later since, when later charges merged into it, never earlier). Takes at most what that entry
+   * still holds: other refunds (through receipts of charges merged into it, or {@link refund},
+   * which leaves a tombstone where whole entries went) took theirs first, so a receipt never gives
+   * back a later charge's units. An entry wholly given back stays, empty, until it leaves (its
+   * other receipts find it so); the newest becomes the tail's one tombstone. Returns the units
+   * given back: 0 when the entry has left or holds nothing.
    */
   refundEntry(leaveAtMs: number, cost: number): number {
     const data = this.arena.data;

@@ -46,12 +46,11 @@ export function windowSpec(
 }
 
 /**
- * Base of the three window classes (`FixedWindow`, `SlidingWindowLog`,
- * `SlidingWindowCounter`): each is a shell over one slot of its own kernel, and the clock
- * (with its float-step bound), receipts, waiting and reconfiguring around it are the same.
- * Not exported from the package; each class keeps its constructor (validation), public
- * fields, docs, `clone()` and `allow()` (the hot path, written out per class so it stays
- * monomorphic).
+ * Base of the three window classes (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`):
+ * each is a shell over one slot of its own kernel, and the clock (with its float-step bound),
+ * receipts, waiting and reconfiguring around it are the same. Not exported from the package; each
+ * class keeps its constructor (validation), public fields, docs, `clone()` and `allow()` (the hot
+ * path, written out per class so it stays monomorphic).
  */
 export abstract class WindowBase extends KernelShell {
   /** Most units allowed in a window. */
@@ -125,9 +124,8 @@ export abstract class WindowBase extends KernelShell {
   }
 
   /**
-   * `consume(cost)` with a {@link Receipt}: the decision, and what the charge went into
-   * (a window, a log entry), for a refund through it later; its `refundableUntilMs` says
-   * until when.
+   * `consume(cost)` with a {@link Receipt}: the decision, and what the charge went into (a window,
+   * a log entry), for a refund through it later; its `refundableUntilMs` says until when.
    * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
    */
   charge(cost?: number): Receipt {

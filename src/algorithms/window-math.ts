@@ -3,13 +3,12 @@ import { cleanMs, decisionMs, fits, retryNotEarly, wholeUnits } from "../core/nu
 import { granuleEnd, windowEnd, windowIndex } from "./time.js";
 
 /**
- * The decision arithmetic of the three window algorithms as free functions, shared by
- * the in-memory classes (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`)
- * and their Redis twins, which rebuild the decision from
- * the state their Lua script returns. So the `Decision` of each algorithm is built in
- * one place, and both stores answer bit for bit alike (as `bucket-math.ts` does for
- * the buckets). Times are milliseconds on the limiter's clock; a state is read at
- * `nowMs`, after the caller has rolled or expired it to `nowMs`.
+ * The decision arithmetic of the three window algorithms as free functions, shared by the in-memory
+ * classes (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`) and their Redis twins, which
+ * rebuild the decision from the state their Lua script returns. So the `Decision` of each algorithm
+ * is built in one place, and both stores answer bit for bit alike (as `bucket-math.ts` does for the
+ * buckets). Times are milliseconds on the limiter's clock; a state is read at `nowMs`, after the
+ * caller has rolled or expired it to `nowMs`.
  * @module
  */
 
@@ -32,10 +31,9 @@ export function fixedWindowEndAt(endMs: number, nowMs: number, windowMs: number)
 }
 
 /**
- * `FixedWindow`'s decision for `cost` with `used` units already taken in the window
- * holding now, which ends `endsInMs` ms from now (as `consume` answers: after the cost
- * when it fits; the caller takes it). A denied request retries when the window ends, or
- * never for a cost above `limit`.
+ * `FixedWindow`'s decision for `cost` with `used` units already taken in the window holding now,
+ * which ends `endsInMs` ms from now (as `consume` answers: after the cost when it fits; the caller
+ * takes it). A denied request retries when the window ends, or never for a cost above `limit`.
  */
 export function fixedWindowDecision(
   cost: number,

@@ -24,17 +24,14 @@ import { jittered, WaitQueue } from "../core/wait.js";
 
 const WHERE = "allOf";
 
-/**
- * A limiter made of several parts, all of which must allow: see {@link allOf}.
- */
+/** A limiter made of several parts, all of which must allow: see {@link allOf}. */
 export class AllOf extends UnkeyedLimiterBase implements Limiter {
   /** The parts, in the order given. */
   readonly parts: readonly Limiter[];
   /**
-   * @internal
-   * The limiters that decide, in order: the parts, with every exact `AllOf` part replaced
-   * by its own leaves (a subclass of `AllOf` is one leaf). Deciding over the leaves gives
-   * the same {@link combine}d decision as deciding over the parts.
+   * @internal The limiters that decide, in order: the parts, with every exact `AllOf` part replaced
+   * by its own leaves (a subclass of `AllOf` is one leaf). Deciding over the leaves gives the same
+   * {@link combine}d decision as deciding over the parts.
    */
   private readonly leaves: readonly Limiter[];
   /**
@@ -168,13 +165,12 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * `consume(cost).allowed` as of `timeMs` (milliseconds, every part deciding at the later
-   * of it and the latest time it has seen), Go's `AllowN(t, n)`: see
-   * docs/semantics.md#explicit-time. A custom part must have `allowAt`, `consumeAt` and
-   * `peekAt` of its own.
-   * @throws {TypeError} If `timeMs` or `cost` is not a number, or a custom part cannot
-   *   decide at an explicit time. {RangeError} If either is NaN or infinite, `cost`
-   *   negative, or `timeMs` past a window part's float-step bound.
+   * `consume(cost).allowed` as of `timeMs` (milliseconds, every part deciding at the later of it
+   * and the latest time it has seen), Go's `AllowN(t, n)`: see docs/semantics.md#explicit-time. A
+   * custom part must have `allowAt`, `consumeAt` and `peekAt` of its own.
+   * @throws {TypeError} If `timeMs` or `cost` is not a number, or a custom part cannot decide at an
+   *   explicit time. {RangeError} If either is NaN or infinite, `cost` negative, or `timeMs` past a
+   *   window part's float-step bound.
    */
   allowAt(timeMs: number, cost?: number): boolean {
     const c = this.startAt("allowAt", timeMs, cost);
@@ -239,19 +235,18 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * Changes the parts' options live, all or none: `options[i]` is what `parts[i].reconfigure`
-   * takes (an array again for a nested `allOf`), or `undefined` to keep part `i` as it is.
-   * Every entry is checked (and every clock read) before any part changes, so a bad option
-   * anywhere throws and changes nothing. Each part carries its state over by its own rule
-   * (docs/semantics.md#changing-limits-live); waiters on the composite are re-planned: one
-   * whose cost is now above a part's limit is rejected with the `RangeError` a fresh `wait`
-   * gets.
+   * Changes the parts' options live, all or none: `options[i]` is what `parts[i].reconfigure` takes
+   * (an array again for a nested `allOf`), or `undefined` to keep part `i` as it is. Every entry is
+   * checked (and every clock read) before any part changes, so a bad option anywhere throws and
+   * changes nothing. Each part carries its state over by its own rule
+   * (docs/semantics.md#changing-limits-live); waiters on the composite are re-planned: one whose
+   * cost is now above a part's limit is rejected with the `RangeError` a fresh `wait` gets.
    * @example
    * const both = allOf([perSecond, perDay])
    * both.reconfigure([undefined, { limit: 20_000 }]) // only the daily quota changes
-   * @throws {TypeError} If `options` is not an array of one entry per part, or names options
-   *   for a part that cannot be reconfigured (a custom limiter), or as the part's own
-   *   `reconfigure` throws; nothing changes.
+   * @throws {TypeError} If `options` is not an array of one entry per part, or names options for a
+   *   part that cannot be reconfigured (a custom limiter), or as the part's own `reconfigure`
+   *   throws; nothing changes.
    * @throws {RangeError} As the part's own `reconfigure`; nothing changes.
    */
   reconfigure(options: readonly (object | undefined)[]): void {
@@ -454,14 +449,13 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * Waits first-in, first-out until every part allows `cost` at once, then takes it from
-   * all (one timer for the composite, polling the head's `retryAfterMs`). Waiting holds
-   * nothing, so a plain `consume` may take free units meanwhile (the head then waits
-   * longer), and the parts decide as meters: a `TokenBucket` part does not go into debt
-   * and a `LeakyBucket` part does not shape (wait on the bucket itself for that).
-   * `maxWaitMs` refuses at once a wait the head would already exceed; a waiter queued
-   * behind others is rejected with a `RateLimitError` if not granted `maxWaitMs` after the
-   * call (on the first part's clock). See {@link Limiter.wait}.
+   * Waits first-in, first-out until every part allows `cost` at once, then takes it from all (one
+   * timer for the composite, polling the head's `retryAfterMs`). Waiting holds nothing, so a plain
+   * `consume` may take free units meanwhile (the head then waits longer), and the parts decide as
+   * meters: a `TokenBucket` part does not go into debt and a `LeakyBucket` part does not shape
+   * (wait on the bucket itself for that). `maxWaitMs` refuses at once a wait the head would already
+   * exceed; a waiter queued behind others is rejected with a `RateLimitError` if not granted
+   * `maxWaitMs` after the call (on the first part's clock). See {@link Limiter.wait}.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     try {
