@@ -36,15 +36,13 @@ export function checkInitial(
 }
 
 /**
- * Base of {@link TokenBucket} and {@link LeakyBucket}, one bucket seen from two sides: the
- * token bucket's tokens are the leaky bucket's free room (`capacity - level`). A shell over
- * one slot of its {@link BucketKernel}: with nothing held for waiters or reservations the
- * kernel decides; while units are held, its {@link HeldBucket} over the same slot (as for the
- * keyed registry's waiting keys). Not exported from the package; its members are marked
- * internal, so the published types show none of them. Each subclass keeps its constructor
- * (validation, messages), public fields, docs, `clone()` and `allow()` (the hot path, written
- * out per class so it stays monomorphic), and declares each public method with its own docs
- * (the API report lists only a class's own members), its body a call to a method here.
+ * Base of {@link TokenBucket} and {@link LeakyBucket}, one bucket seen from two sides: the token
+ * bucket's tokens are the leaky bucket's free room (`capacity - level`). A shell over one slot of
+ * its {@link BucketKernel}: with nothing held for waiters or reservations the kernel decides; while
+ * units are held, its {@link HeldBucket} over the same slot (as for the keyed registry's waiting
+ * keys). Not exported from the package; its members are marked internal. Each subclass keeps
+ * what {@link KernelShell} says, and declares each public method with its own docs (the API
+ * report lists only a class's own members), its body a call to a method here.
  */
 export abstract class BucketBase extends KernelShell {
   /** Most units the bucket holds. */

@@ -15,8 +15,7 @@ const INITIAL = 2;
  * The slot of a `TokenBucket` or `LeakyBucket` key (as a meter a leaky bucket's free room
  * is a token bucket's tokens): `[tokens, anchorMs]`, decided by `bucket-math.ts` as the
  * classes are. A full slot is `[capacity, -Infinity]`; a new key's is that, or, with fewer
- * initial units, `[initial, its first use]` (docs/semantics.md#initial-tokens).
- * @internal
+ * initial units, `[initial, its first use]` (docs/semantics.md#initial-tokens). @internal
  */
 export class BucketKernel extends DoublesKernel implements Kernel {
   readonly doubles = DOUBLES;
@@ -250,8 +249,7 @@ export class BucketKernel extends DoublesKernel implements Kernel {
  * one per waiting key of a `KeyedLimiter` bucket policy, so both wait by the same rules.
  * Held units count as taken, yet the slot keeps its units as if they were not: the units
  * are `min(capacity + held, units + refill) - held`, so giving held units back restores the
- * balance bit for bit. With nothing held the slot is exactly the kernel's.
- * @internal
+ * balance bit for bit. With nothing held the slot is exactly the kernel's. @internal
  */
 export abstract class HeldBucket {
   /** Units held for the ledger's entries (its total, up to float rounding). */

@@ -101,10 +101,7 @@ const FREE_NOW: Reservation = Object.freeze({ ok: true, delayMs: 0, cancel() {} 
 const FULL = -1;
 const TOO_BIG = -2;
 
-/**
- * The pending reservations and waiters of one bucket (see the module doc).
- * @internal
- */
+/** The pending reservations and waiters of one bucket (see the module doc). @internal */
 export class BucketLedger {
   /** @internal */
   private readonly list = new WaitList<Entry>((e, reason) => this.withdraw(e, reason));

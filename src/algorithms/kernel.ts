@@ -19,8 +19,7 @@ import { checkTimeMs } from "./time.js";
  * free functions. The class is a shell over one slot of its own kernel, `allOf` drives its parts'
  * kernels and `KeyedLimiter` runs the same kernels over the slab engine, so the three decide alike
  * by construction. Every `now` is at least every earlier one for the slot. The trace methods let
- * the engine drop a key in use without granting it anything: docs/keyed.md#bounds.
- * @internal
+ * the engine drop a key in use without granting it anything: docs/keyed.md#bounds. @internal
  */
 export interface Kernel {
   /** Doubles per slot. */
@@ -190,8 +189,7 @@ export interface Kernel {
  * How a `KeyedLimiter` keeps the keys of a built-in class on its slab: a kernel with the
  * class's numbers, how clock readings are checked (a window's float-step bound; `Infinity`
  * for buckets, with the class named in the error), and for a bucket how its keys wait.
- * Each class says it (`keyedForm()`), so a new algorithm adds no row in the keyed engine.
- * @internal
+ * Each class says it (`keyedForm()`), so a new algorithm adds no row in the keyed engine. @internal
  */
 export interface KeyedForm {
   readonly kernel: Kernel;
@@ -254,9 +252,10 @@ export interface ShellSpec {
 
 /**
  * What the algorithm classes (through `BucketBase` and `WindowBase`) share around their
- * {@link KernelPart} steps over one slot of their kernel: the latest time seen, deciding at
- * an explicit time, the receipt epoch and snapshots. Not exported from the package; its
- * internal members are marked so.
+ * {@link KernelPart} steps over one slot of their kernel: the latest time seen, deciding at an
+ * explicit time, the receipt epoch and snapshots. Not exported from the package; its internal
+ * members are marked so. Each class keeps its constructor (validation), public fields, docs,
+ * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
  */
 export abstract class KernelShell extends UnkeyedLimiterBase {
   /** @internal Latest time seen (clock readings and explicit times); earlier ones count as it. */
@@ -420,8 +419,7 @@ const DRIVEN_METHODS = ["allow", "consume", "peek"] as const;
  * `limiter` as a {@link KernelPart} when it is exactly one of the built-in classes (an
  * instance whose prototype's prototype is `base`, the window or bucket base, which only
  * the built-in classes extend: a user's subclass, whose overrides the kernel would bypass,
- * is not) without an `allow`, `consume` or `peek` of its own (a spy or a patch).
- * @internal
+ * is not) without an `allow`, `consume` or `peek` of its own (a spy or a patch). @internal
  */
 export function exactPart(limiter: KernelPart, base: object): KernelPart | undefined {
   // (Typed as a KernelPart, so the classes that pass themselves are checked to be one: their
@@ -436,8 +434,7 @@ export function exactPart(limiter: KernelPart, base: object): KernelPart | undef
  * window, the sliding counter): its numbers in `params` as raw doubles (V8 keeps the
  * arithmetic unboxed), the first its `limit`, taken from `next` by `adopt`; its snapshot the
  * slot's doubles as they are; its trace entry the slot's state itself (rolled to now by
- * {@link roll}), restored exactly; nothing kept beyond the slot.
- * @internal
+ * {@link roll}), restored exactly; nothing kept beyond the slot. @internal
  */
 export abstract class DoublesKernel {
   abstract readonly doubles: number;

@@ -43,8 +43,7 @@ const UNBOUND: ByteSink = { addBytes: unbound, reserve: unbound };
  *
  * Bytes: each key is charged {@link LOG_RING_BYTES} up front (`keyExtraBytes`); a ring's entries
  * ({@link logEntryBytes}) are added and taken back through the sink given to {@link bind} as the
- * block grows, shrinks and is released.
- * @internal
+ * block grows, shrinks and is released. @internal
  */
 export class SlidingWindowLogKernel implements Kernel {
   readonly doubles = RING_DOUBLES;
@@ -97,10 +96,6 @@ export class SlidingWindowLogKernel implements Kernel {
     this.boundUnits = n.boundUnits;
   }
 
-  /**
-   * Gives the layout the engine whose slots it serves, where the rings' bytes are
-   * accounted: call it once, right after the engine is made and before its first request.
-   */
   bind(sink: ByteSink): void {
     this.sink = sink;
   }
@@ -233,7 +228,6 @@ export class SlidingWindowLogKernel implements Kernel {
     return cost === 0 || fits(cost, this.limit - this.expired(st, s, slot, now).sum());
   }
 
-  /** Logs `cost` (> 0) now, unchecked: `allOf` checked every part with {@link fitsAt}. */
   takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
     if (cost === 0) return;
     const ring = this.ringAt(st, s, slot);
@@ -382,7 +376,6 @@ export class SlidingWindowLogKernel implements Kernel {
     this.account(slot, 0, ring.slotCount);
   }
 
-  /** Frees the slot's block and gives its entries' bytes back. */
   release(slot: number, bytes: ByteSink): void {
     // Not through a cursor: a slot is released while another's ring is in use (making room).
     const n = this.arena.release(slot);

@@ -48,9 +48,8 @@ export function windowSpec(
 /**
  * Base of the three window classes (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`):
  * each is a shell over one slot of its own kernel, and the clock (with its float-step bound),
- * receipts, waiting and reconfiguring around it are the same. Not exported from the package; each
- * class keeps its constructor (validation), public fields, docs, `clone()` and `allow()` (the hot
- * path, written out per class so it stays monomorphic).
+ * receipts, waiting and reconfiguring around it are the same. Not exported from the package;
+ * what each class keeps: see {@link KernelShell}.
  */
 export abstract class WindowBase extends KernelShell {
   /** Most units allowed in a window. */

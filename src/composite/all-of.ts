@@ -538,8 +538,7 @@ export interface PartGroup {
  * parts peeked but `final`, which then decides, taking only when all others allow (its
  * denial or throw takes nothing); then, when all allow and `take`, the others take in
  * `takeOrder` until one denies (a custom part: those before it stay taken). When denied,
- * parts that would allow answer without the cost, as {@link combine} needs.
- * @internal
+ * parts that would allow answer without the cost, as {@link combine} needs. @internal
  */
 export function decideAll(group: PartGroup, n: number, cost: number, take: boolean): Decision {
   const decisions: Decision[] = new Array(n);
@@ -569,8 +568,7 @@ export function decideAll(group: PartGroup, n: number, cost: number, take: boole
  * The composite {@link Decision} of the parts' decisions, field by field: least remaining
  * (and the limit of that part, the first on a tie), largest retryAfterMs and resetAfterMs.
  * Denied parts' decisions are as peeked; when the composite is denied, allowed parts'
- * decisions must be taken without the cost (`peek(0)`). Shared with the keyed slab store.
- * @internal
+ * decisions must be taken without the cost (`peek(0)`). Shared with the keyed slab store. @internal
  */
 export function combine(allowed: boolean, decisions: readonly Decision[]): Decision {
   let least = decisions[0]!;
