@@ -42,10 +42,7 @@ export interface Kernel {
    * soon, the least used is pushed out, so its trace costs a colliding key the least.
    */
   usage(st: Float64Array, s: number, slot: number, now: number): number;
-  /**
-   * Numbers per trace-table entry: 1 for a bucket or a window, 2 for a log (units and
-   * time), the sum of the parts' for an `allOf` (each part keeps its own).
-   */
+  /** Numbers per trace-table entry: `doubles` (a bucket, a window), 2 (a log), the parts' sum. */
   readonly traceWidth: number;
   /**
    * What the trace table keeps for a key in use that is dropped, written to

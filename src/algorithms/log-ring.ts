@@ -203,12 +203,8 @@ export class LogRing {
   }
 
   /**
-   * Logs `cost` (> 0) at `nowMs`, leaving at {@link logLeaveAt}. Entries at the same stamp
-   * share one. While the log holds fewer than `exactEntries` entries the stamp is `nowMs`;
-   * beyond that (only fractional costs get there) it is `nowMs` rounded up to the end of
-   * its granule of `g = windowMs / exactEntries`: at most `windowMs / g + 1` granules fit
-   * in a window, so the log never holds more than `2 * exactEntries + 1` entries, and each
-   * such entry counts at most `g` ms longer than it should, never shorter.
+   * Logs `cost` (> 0) at `nowMs`, leaving at {@link logLeaveAt} (whose stamps bound the log to
+   * `2 * exactEntries + 1` entries). Entries at the same stamp share one.
    */
   append(nowMs: number, cost: number, windowMs: number, exactEntries: number): void {
     // The ring's fields read once (this is every logged request's path).

@@ -37,9 +37,8 @@ const UNBOUND: ByteSink = { addBytes: unbound, reserve: unbound };
 /**
  * The slot of a `SlidingWindowLog`: its ring's head, size and base (the engine threads its free
  * list through the first of a free slot), its entries in a block of the kernel's {@link LogArena}
- * (owner: the slot), made at the first logged entry and decided by {@link LogRing}: the class (one
- * slot), its `allOf` parts and every key of a keyed registry decide by this one rule text. A slot
- * without a block is an empty log. No object or array per key.
+ * (owner: the slot), made at the first logged entry and decided by {@link LogRing} (the one rule
+ * text). A slot without a block is an empty log. No object or array per key.
  *
  * Bytes: each key is charged {@link LOG_RING_BYTES} up front (`keyExtraBytes`); a ring's entries
  * ({@link logEntryBytes}) are added and taken back through the sink given to {@link bind} as the

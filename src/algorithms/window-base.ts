@@ -240,10 +240,7 @@ export abstract class WindowBase extends KernelShell {
     return new ChargeReceipt(decision, undefined, cost, now, end, this, epoch, mark, 0, undefined);
   }
 
-  /**
-   * @internal A refund at `now` of checked `units`: through `receipt` (by its mark, while
-   * what it charged still counts), or without one (by the kernel's rule).
-   */
+  /** @internal See {@link KernelPart.refundAt}: by the receipt's mark, or the kernel's rule. */
   override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
     if (now > this.seenMs) this.seenMs = now;
     if (!(units > 0)) return 0;

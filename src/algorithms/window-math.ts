@@ -62,10 +62,11 @@ export function logExactEntries(limit: number): number {
 }
 
 /**
- * When an entry logged at `nowMs` leaves a sliding log that holds `size` entries: its
- * stamp plus `windowMs`, never earlier. The stamp is `nowMs` while `size < exactEntries`,
- * else `nowMs` rounded up to the end of its granule of `windowMs / exactEntries` ms, so
- * the log never holds more than `2 * exactEntries + 1` entries.
+ * When an entry logged at `nowMs` leaves a sliding log that holds `size` entries: its stamp plus
+ * `windowMs`, never earlier. The stamp is `nowMs` while `size < exactEntries`, else (fractional
+ * costs only) `nowMs` rounded up to the end of its granule of `g = windowMs / exactEntries` ms:
+ * at most `windowMs / g + 1` granules fit in a window, so the log holds at most
+ * `2 * exactEntries + 1` entries, each counting at most `g` ms longer, never shorter.
  *
  * Where the float sum `stamp + windowMs` rounds down (7.2 + 2 is 9.2, below the exact
  * 9.2000000000000002; 2^53 - 1 + 2 is 2^53), the entry would leave before a full window

@@ -34,10 +34,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
    * {@link combine}d decision as deciding over the parts.
    */
   private readonly leaves: readonly Limiter[];
-  /**
-   * @internal Each leaf that is a built-in algorithm as a {@link KernelPart} (its kernel over
-   * its own slot); undefined for a custom leaf, driven through its public methods.
-   */
+  /** @internal Each built-in leaf as a {@link KernelPart}; undefined for a custom leaf. */
   private readonly drivers: readonly (KernelPart | undefined)[];
   /**
    * @internal `timeOf` of each built-in leaf (and `fitsAt`, `takeAt` below), called through
