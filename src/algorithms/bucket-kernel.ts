@@ -24,8 +24,7 @@ export class BucketKernel extends DoublesKernel implements Kernel {
    * @param ratePerSecond `refillPerSecond` of a token bucket, `leakPerSecond` of a leaky one.
    * @param keepsLevel True for a leaky bucket: `reconfigure` keeps its level, not its free
    *   room (see `retunedUnits`).
-   * @param initialUnits The units of a new key: a token bucket's `initialTokens`, a leaky
-   *   bucket's `capacity - initialLevel`.
+   * @param initialUnits The units of a new key (`BucketBase.initialUnits`).
    */
   constructor(
     capacity: number,
