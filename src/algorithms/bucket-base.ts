@@ -67,10 +67,7 @@ export abstract class BucketBase extends KernelShell {
   protected kernel!: BucketKernel;
   /** @internal Units held for waiters and reservations, and their ledger: made at the first of them. */
   protected waiting: HeldBucket | undefined;
-  /**
-   * @internal Units every refund gave back so far: a receipt subtracts what came back since
-   * its charge from the refill it may still count on (see {@link refundAt}).
-   */
+  /** @internal Units refunds gave back so far: receipts count them as refill ({@link refundAt}). */
   protected credited = 0;
 
   /** @internal The class's name, catalog id and option names. */

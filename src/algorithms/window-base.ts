@@ -69,10 +69,7 @@ export abstract class WindowBase extends KernelShell {
   /** @internal */
   protected readonly spec: WindowSpec;
 
-  /**
-   * @internal Checks the class's `options` (an object of its option names, `limit` then
-   * `windowMs`, then `clock`) as its constructor documents.
-   */
+  /** @internal Checks `options` (`limit`, `windowMs`, `clock`) as each class documents them. */
   constructor(spec: WindowSpec, options: unknown) {
     super();
     const where = spec.where;
