@@ -36,15 +36,13 @@ export function checkInitial(
 }
 
 /**
- * Base of {@link TokenBucket} and {@link LeakyBucket}, one bucket seen from two sides: the
- * token bucket's tokens are the leaky bucket's free room (`capacity - level`). A shell over
- * one slot of its {@link BucketKernel}: with nothing held for waiters or reservations the
- * kernel decides; while units are held, its {@link HeldBucket} over the same slot (as for the
- * keyed registry's waiting keys). Not exported from the package; its members are marked
- * internal, so the published types show none of them. Each subclass keeps its constructor
- * (validation, messages), public fields, docs, `clone()` and `allow()` (the hot path, written
- * out per class so it stays monomorphic), and declares each public method with its own docs
- * (the API report lists only a class's own members), its body a call to a method here.
+ * Base of {@link TokenBucket} and {@link LeakyBucket}, one bucket seen from two sides: the token
+ * bucket's tokens are the leaky bucket's free room (`capacity - level`). A shell over one slot of
+ * its {@link BucketKernel}: with nothing held for waiters or reservations the kernel decides; while
+ * units are held, its {@link HeldBucket} over the same slot (as for the keyed registry's waiting
+ * keys). Not exported from the package; its members are marked internal. Each subclass keeps
+ * what {@link KernelShell} says, and declares each public method with its own docs (the API
+ * report lists only a class's own members), its body a call to a method here.
  */
 export abstract class BucketBase extends KernelShell {
   /** Most units the bucket holds. */
@@ -60,20 +58,16 @@ export abstract class BucketBase extends KernelShell {
   protected abstract get initialUnits(): number;
 
   /**
-   * @internal
-   * The bucket's slot of its kernel, `[units, anchorMs]`: units (tokens, or free room) at
-   * `anchorMs` (`-Infinity` while full and unused; never moves back), as if units held for
-   * waiters had not been taken (see {@link HeldBucket}).
+   * @internal The bucket's slot of its kernel, `[units, anchorMs]`: units (tokens, or free room) at
+   * `anchorMs` (`-Infinity` while full and unused; never moves back), as if units held for waiters
+   * had not been taken (see {@link HeldBucket}).
    */
   protected readonly state = new Float64Array(2);
   /** @internal The kernel deciding `state` while nothing is held; set by the subclass's constructor. */
   protected kernel!: BucketKernel;
   /** @internal Units held for waiters and reservations, and their ledger: made at the first of them. */
   protected waiting: HeldBucket | undefined;
-  /**
-   * @internal Units every refund gave back so far: a receipt subtracts what came back since
-   * its charge from the refill it may still count on (see {@link refundAt}).
-   */
+  /** @internal Units refunds gave back so far: receipts count them as refill ({@link refundAt}). */
   protected credited = 0;
 
   /** @internal The class's name, catalog id and option names. */
@@ -102,8 +96,7 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * The fresh state: `initialUnits` from now (from the constructor's clock reading, for a
+   * @internal The fresh state: `initialUnits` from now (from the constructor's clock reading, for a
    * new bucket), refilling from then; a bucket that starts full is full for good until used
    * (`anchorMs` of `-Infinity`), and reads no clock. See docs/semantics.md#initial-tokens.
    */
@@ -121,11 +114,10 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never above
-   * the fresh state, nor, while units are held, past what {@link HeldBucket.refundAt} allows
-   * (waiters are then served first-in, first-out: a refund lets no one jump the queue).
-   * Returns the units given back.
+   * @internal Gives back a checked `cost` taken earlier, at now: the units rise by `cost`, never
+   * above the fresh state, nor, while units are held, past what {@link HeldBucket.refundAt} allows
+   * (waiters are then served first-in, first-out: a refund lets no one jump the queue). Returns the
+   * units given back.
    */
   protected refundUnits(cost: number, now: number): number {
     if (!(cost > 0)) return 0;
@@ -139,10 +131,8 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * `charge`: `consume` of a checked `cost` at `now` with its receipt. The receipt keeps
-   * when the bucket would be full again with no further traffic (`now + resetAfterMs`) and
-   * the units credited so far.
+   * @internal `charge` of a checked `cost` at `now`: the receipt keeps when the bucket is full
+   * again with no further traffic (`now + resetAfterMs`) and the units credited so far.
    */
   chargeAt(now: number, cost: number): ChargeReceipt {
     const decision = this.decideAt(now, cost, true);
@@ -218,13 +208,10 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * Reads the clock and returns what moves the bucket to `capacity` and `ratePerSecond` at
-   * that reading (`assign` sets the subclass's fields): the units accrued up to then at the
-   * old rate are kept (`retunedUnits`: tokens clamped to the new capacity, a leaky bucket's
-   * level as it is; a full bucket with nothing held stays full), the new rate applies from then
-   * on, and waiters are re-planned (`BucketLedger.replan`). Reservations keep their units
-   * and their time to act. See docs/semantics.md#changing-limits-live.
+   * @internal Reads the clock; the result moves the bucket to `capacity` and the rate at that
+   * reading (`assign` sets the subclass's fields), carrying the units over (`retunedUnits`;
+   * full stays full) and re-planning waiters (`BucketLedger.replan`). See
+   * docs/semantics.md#changing-limits-live.
    */
   protected planBucket(capacity: number, assign: () => void): ApplyReconfigure {
     const now = this.now();
@@ -248,8 +235,7 @@ export abstract class BucketBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
+   * @internal `consume` (`take` true) or `peek` of a checked `cost` at `now` (a reading of the
    * bucket's clock, at least `seenMs`): the kernel's, unless a ledger ever held units.
    */
   override decideAt(now: number, cost: number, take: boolean): Decision {
@@ -325,15 +311,13 @@ export abstract class BucketBase extends KernelShell {
   /**
    * @internal See {@link KernelPart.refundAt}. Through a receipt (docs/semantics.md#refunds):
    * at most what the refill has not yet repaid of `units`, `rate * (fullAt - now)`, less the
-   * units refunds credited since the charge (they refilled the bucket too), then as
-   * {@link refundUnits} allows; nothing after a reset or reconfigure since the charge.
+   * units refunds credited since the charge (this receipt's own too: they refilled the bucket),
+   * then as {@link refundUnits} allows; nothing after a reset or reconfigure since the charge.
    */
   override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
     if (now > this.seenMs) this.seenMs = now;
     if (receipt === undefined) return this.refundUnits(units, now);
     if (!(units > 0) || receipt.epoch !== this.receiptEpoch) return 0;
-    // Refunds since the charge (this receipt's own included: they took back part of its
-    // refill time) count as refill.
     const give = this.kernel.receiptBound(receipt.a, now, units, this.credited - receipt.b);
     if (!(give > 0)) return 0;
     const given = this.refundUnits(give, now);

@@ -15,8 +15,7 @@ const INITIAL = 2;
  * The slot of a `TokenBucket` or `LeakyBucket` key (as a meter a leaky bucket's free room
  * is a token bucket's tokens): `[tokens, anchorMs]`, decided by `bucket-math.ts` as the
  * classes are. A full slot is `[capacity, -Infinity]`; a new key's is that, or, with fewer
- * initial units, `[initial, its first use]` (docs/semantics.md#initial-tokens).
- * @internal
+ * initial units, `[initial, its first use]` (docs/semantics.md#initial-tokens). @internal
  */
 export class BucketKernel extends DoublesKernel implements Kernel {
   readonly doubles = DOUBLES;
@@ -25,8 +24,7 @@ export class BucketKernel extends DoublesKernel implements Kernel {
    * @param ratePerSecond `refillPerSecond` of a token bucket, `leakPerSecond` of a leaky one.
    * @param keepsLevel True for a leaky bucket: `reconfigure` keeps its level, not its free
    *   room (see `retunedUnits`).
-   * @param initialUnits The units of a new key: a token bucket's `initialTokens`, a leaky
-   *   bucket's `capacity - initialLevel`.
+   * @param initialUnits The units of a new key (`BucketBase.initialUnits`).
    */
   constructor(
     capacity: number,
@@ -250,8 +248,7 @@ export class BucketKernel extends DoublesKernel implements Kernel {
  * one per waiting key of a `KeyedLimiter` bucket policy, so both wait by the same rules.
  * Held units count as taken, yet the slot keeps its units as if they were not: the units
  * are `min(capacity + held, units + refill) - held`, so giving held units back restores the
- * balance bit for bit. With nothing held the slot is exactly the kernel's.
- * @internal
+ * balance bit for bit. With nothing held the slot is exactly the kernel's. @internal
  */
 export abstract class HeldBucket {
   /** Units held for the ledger's entries (its total, up to float rounding). */
@@ -377,10 +374,9 @@ export abstract class HeldBucket {
   }
 
   /**
-   * `reconfigure` to `capacity` at `now`, before the numbers change (due entries settled
-   * first): the units accrued at the old rate are carried over by `retunedUnits`, the held
-   * ones kept; a full slot with nothing held stays full. Then `ledger.replan()`, once the
-   * new numbers are read.
+   * `reconfigure` to `capacity` at `now`, before the numbers change (due entries settled first):
+   * the units accrued at the old rate are carried over by `retunedUnits`, the held ones kept; a
+   * full slot with nothing held stays full. Then `ledger.replan()`, once the new numbers are read.
    */
   retune(now: number, capacity: number): void {
     const held = this.held;

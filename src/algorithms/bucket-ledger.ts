@@ -15,47 +15,44 @@ import type { HeldBucket } from "./bucket-kernel.js";
 import { msToRefill } from "./bucket-math.js";
 
 /**
- * Reservations and waiting for the two buckets: a ledger of pending claims on one
- * bucket, in first-in, first-out order, served by at most one timer.
+ * Reservations and waiting for the two buckets: a ledger of pending claims on one bucket, in
+ * first-in, first-out order, served by at most one timer.
  *
- * Units. The bucket's `units` are its tokens (`TokenBucket`) or its free room
- * `capacity - level` (`LeakyBucket`). A pending entry (a `wait` or a `reserve` whose
- * time has not come) has already taken its units: they are *held*, the bucket may be in
- * debt (tokens below 0), and a plain `consume` is denied until the entries are served.
+ * Units. The bucket's `units` are its tokens (`TokenBucket`) or its free room `capacity - level`
+ * (`LeakyBucket`). A pending entry (a `wait` or a `reserve` whose time has not come) has already
+ * taken its units: they are *held*, the bucket may be in debt (tokens below 0), and a plain
+ * `consume` is denied until the entries are served.
  *
- * When an entry is due. With `behind` the units held by the entries after it, an entry
- * is due once `units(now) + behind >= threshold`, where the threshold is 0 for a token
- * bucket (the debt up to and including it is repaid) and `capacity - cost` for a leaky
- * bucket (the water ahead of it has drained: `level - (its cost + behind) <= 0`). Both
- * sides only grow with time and the thresholds are ordered along the queue, so entries
- * fall due in order and only the head needs checking.
+ * When an entry is due. With `behind` the units held by the entries after it, an entry is due once
+ * `units(now) + behind >= threshold`, where the threshold is 0 for a token bucket (the debt up to
+ * and including it is repaid) and `capacity - cost` for a leaky bucket (the water ahead of it has
+ * drained: `level - (its cost + behind) <= 0`). Both sides only grow with time and the thresholds
+ * are ordered along the queue, so entries fall due in order and only the head needs checking.
  *
- * Giving back (abort, `cancel`, refund). A reservation's time to act is fixed when it is
- * made, counting every unit held ahead of it; the bucket then places new requests behind
- * every held unit. That is sound only while no pending reservation is due *before* its
- * time to act: were it due earlier, a later request could be placed to act together with
- * it (a burst). So units come back only as far as every reservation behind the entry that
- * acts later than now stays due no sooner than its time to act: its *slack*, the units that
- * may leave before it, `held up to and including it + threshold - base units at its time
- * to act` (the base projected at the rate, as if nothing were held). A reservation made by
- * the ledger has no slack (it is due exactly at its time to act), so an entry with such a
- * reservation behind it gives nothing back at once. What is not given back stays held,
- * attached to the first such reservation behind it, until that one is cancelled in turn
- * (then it is given back with it, by the same rule) or acts (then it was spent). With no
- * reservation behind acting later than now, everything comes back, less what has already
- * left (units kept ahead of a reservation fall due from its time on, so part of them may
- * be repaid into a full bucket: the bucket as if nothing were held is above its capacity;
- * that excess is spent, never given back nor moved behind waiters).
- * Waiters behind are not counted: they are re-checked and move up at once, still behind
- * every reservation ahead of them. So cancelling every reservation, in any order, before
- * its time gives back exactly what was reserved; the arithmetic is on units (never
- * units -> ms -> units), so it is exact. A refund (`refund`) that finds reservations
- * pending is bounded by the same slack (see {@link BucketLedger.slack}).
+ * Giving back (abort, `cancel`, refund). A reservation's time to act is fixed when it is made,
+ * counting every unit held ahead of it; the bucket then places new requests behind every held unit.
+ * That is sound only while no pending reservation is due *before* its time to act: were it due
+ * earlier, a later request could be placed to act together with it (a burst). So units come back
+ * only as far as every reservation behind the entry that acts later than now stays due no sooner
+ * than its time to act: its *slack*, the units that may leave before it,
+ * `held up to and including it + threshold - base units at its time to act` (the base projected at
+ * the rate, as if nothing were held). A reservation made by the ledger has no slack (it is due
+ * exactly at its time to act), so an entry with such a reservation behind it gives nothing back at
+ * once. What is not given back stays held, attached to the first such reservation behind it, until
+ * that one is cancelled in turn (then it is given back with it, by the same rule) or acts (then it
+ * was spent). With no reservation behind acting later than now, everything comes back, less what
+ * has already left (units kept ahead of a reservation fall due from its time on, so part of them
+ * may be repaid into a full bucket: the bucket as if nothing were held is above its capacity; that
+ * excess is spent, never given back nor moved behind waiters). Waiters behind are not counted: they
+ * are re-checked and move up at once, still behind every reservation ahead of them. So cancelling
+ * every reservation, in any order, before its time gives back exactly what was reserved; the
+ * arithmetic is on units (never units -> ms -> units), so it is exact. A refund (`refund`) that
+ * finds reservations pending is bounded by the same slack (see {@link BucketLedger.slack}).
  *
- * This replaces Go's `x/time/rate` rule (give back `cost - units reserved later`), which
- * counted the units kept for a reservation cancelled ahead but not that reservation's own:
- * two reservations cancelled at one instant in reverse order let a third one, made after
- * them, act half a second before one made before them (3 units in 500 ms where 2.5 fit).
+ * This replaces Go's `x/time/rate` rule (give back `cost - units reserved later`), which counted
+ * the units kept for a reservation cancelled ahead but not that reservation's own: two reservations
+ * cancelled at one instant in reverse order let a third one, made after them, act half a second
+ * before one made before them (3 units in 500 ms where 2.5 fit).
  * @module
  */
 
@@ -104,10 +101,7 @@ const FREE_NOW: Reservation = Object.freeze({ ok: true, delayMs: 0, cancel() {} 
 const FULL = -1;
 const TOO_BIG = -2;
 
-/**
- * The pending reservations and waiters of one bucket (see the module doc).
- * @internal
- */
+/** The pending reservations and waiters of one bucket (see the module doc). @internal */
 export class BucketLedger {
   /** @internal */
   private readonly list = new WaitList<Entry>((e, reason) => this.withdraw(e, reason));
@@ -125,8 +119,7 @@ export class BucketLedger {
   }
 
   /**
-   * @internal
-   * The delay in ms before `cost` may act given `units` now, or `FULL` (a leaky queue
+   * @internal The delay in ms before `cost` may act given `units` now, or `FULL` (a leaky queue
    * without room) or `TOO_BIG` (above capacity); `Infinity` when it never can.
    */
   private plan(cost: number, units: number): number {
@@ -260,12 +253,10 @@ export class BucketLedger {
   }
 
   /**
-   * Removes every due entry at `now` and returns the bucket's units at `now`: waiters are
-   * granted; a reservation's units are spent once the clock has passed its time to act
-   * (until then a due reservation is kept, in its place, so that `cancel()` can still give
-   * its units back; holding or spending them changes no one's units). A reservation past
-   * its time to act is spent even if the units say it is not due: a plain request took
-   * units after it was due (a leaky bucket's level then counts that water ahead of it).
+   * Removes every due entry at `now` and returns the bucket's units at `now`: waiters are granted;
+   * a reservation is spent once the clock has passed its turn (until then a due one is kept in its
+   * place, changing no one's units: see `Entry.actAtMs`), even if the units say it is not due: a
+   * plain request took units after it was due (a leaky bucket's level then counts that water).
    */
   settle(now: number): number {
     const h = this.host;
@@ -296,9 +287,8 @@ export class BucketLedger {
   }
 
   /**
-   * @internal With nothing pending, nothing is held: a float residue the host's count kept
-   * (its sums and the ledger's differ in the last bit) would deny forever what a fresh
-   * bucket allows.
+   * @internal With nothing pending, nothing is held: a float residue the host's count kept (its
+   * sums and the ledger's differ in the last bit) would deny forever what a fresh bucket allows.
    */
   private sync(now: number): void {
     const h = this.host;
@@ -334,13 +324,9 @@ export class BucketLedger {
     }
     if (!e.queued) return;
     const held = e.units;
-    // What has already left cannot come back: units kept for an entry withdrawn ahead of
-    // the first pending entry (a reservation) were due from that entry's time on, so by now
-    // part of them may be repaid (token) or drained (leaky). Then the bucket as if nothing
-    // were held holds more than its capacity (`ahead` below 0); that excess is spent, and
-    // giving it back, or keeping it behind the waiters, would make them overdue: they
-    // would act too soon. Due reservations kept ahead of `e` (until their time to act)
-    // count as spent: their units are repaid already.
+    // What has already left cannot come back (see the module doc): with `e` first, the
+    // excess over capacity (`ahead` below 0) is spent. Due reservations kept ahead of `e`
+    // (until their time to act) count as spent: their units are repaid already.
     let first = true;
     let keptAhead = 0;
     for (let f = this.list.head; f !== e && f !== undefined; f = f.next) {
@@ -383,11 +369,9 @@ export class BucketLedger {
 
   /**
    * The units that may come back at `now` (the bucket's `units` then) without making a
-   * pending reservation due before its time to act: the least slack of the reservations
-   * acting later than now (behind `after`, when given; else all of them), where a
-   * reservation's slack is `held up to and including it + its threshold - base units at its
-   * time to act` (see the module doc); `Infinity` when there is none. A refund of the
-   * bucket is bounded by it too: a reservation's time was fixed counting those units.
+   * pending reservation due before its time to act: the least slack (see the module doc) of
+   * the reservations acting later than now, behind `after` when given; `Infinity` for none.
+   * A refund of the bucket is bounded by it too: a reservation's time counted those units.
    */
   slack(units: number, now: number, after?: Entry): number {
     const rate = this.host.ratePerSecond;
@@ -411,9 +395,8 @@ export class BucketLedger {
 
   /**
    * @internal After a `reconfigure`: a faster rate (or a smaller leaky capacity) would let a
-   * pending reservation fall due before its time to act, which it keeps; so the units that
-   * would (the least slack, below 0) are held ahead of the first reservation acting later
-   * than now, as units a cancel keeps are, and spent with it.
+   * reservation fall due before its time to act; the units that would (the least slack, below
+   * 0) are held ahead of the first reservation acting later than now, as a cancel keeps them.
    */
   private keepLate(): void {
     if (this.fixedEntries === 0) return;
@@ -449,11 +432,7 @@ export class BucketLedger {
     );
   }
 
-  /**
-   * @internal
-   * Moves the turn (see `Entry.turnMs`) of the reservations from `from` on to when the
-   * ledger says they are due, given the bucket's units at `now`.
-   */
+  /** @internal Moves the turn (`Entry.turnMs`) of the reservations from `from` on to when due. */
   private markEarly(from: Entry | undefined, now: number): void {
     if (from === undefined) return;
     const units = this.host.unitsAt(now);

@@ -2,10 +2,9 @@ import type { Decision } from "../core/limiter.js";
 import { cleanMs, decisionMs, fits, wholeUnits } from "../core/numeric.js";
 
 /**
- * The token-bucket arithmetic as free functions, shared by {@link TokenBucket} (one
- * state) and the keyed registry's slab store (one pair of numbers per key), so both
- * decide bit for bit alike. State is `tokens` exact at `anchorMs`; an `anchorMs` of
- * `-Infinity` means never used (full).
+ * The token-bucket arithmetic as free functions, shared by {@link TokenBucket} (one state) and the
+ * keyed registry's slab store (one pair of numbers per key), so both decide bit for bit alike.
+ * State is `tokens` exact at `anchorMs`; an `anchorMs` of `-Infinity` means never used (full).
  * @module
  */
 

@@ -15,8 +15,7 @@ const WINDOW_MS = 1;
 /**
  * The slot of a `FixedWindow` key: `[count, endMs]` (units taken in the window ending at
  * `endMs`; `-Infinity` while unused), decided by `window-math.ts` as the class is.
- * Windows are aligned to the clock's zero, so every key shares their ends.
- * @internal
+ * Windows are aligned to the clock's zero, so every key shares their ends. @internal
  */
 export class FixedWindowKernel extends DoublesKernel implements Kernel {
   readonly doubles = 2;

@@ -90,17 +90,16 @@ export class FixedWindow extends WindowBase implements Limiter {
   }
 
   /**
-   * Gives back, through the receipt of a {@link charge}, `units` of what it took (default:
-   * all it still holds), and returns how many came back: the window's count falls by them,
-   * but only while the window charged is the current one (units of a window that has
-   * ended are gone), never below 0. Waiters that then fit are granted first-in, first-out.
-   * See docs/semantics.md#refunds.
+   * Gives back, through the receipt of a {@link charge}, `units` of what it took (default: all it
+   * still holds), and returns how many came back: the window's count falls by them, but only while
+   * the window charged is the current one (units of a window that has ended are gone), never
+   * below 0. Waiters that then fit are granted first-in, first-out. See docs/semantics.md#refunds.
    *
-   * Without a receipt it refuses: a fixed window cannot tell which window units were
-   * charged in, and giving back in the current window what an earlier one took would let
-   * more than `limit` pass in it.
-   * @throws {TypeError} Without a receipt, for another limiter's receipt, or a non-number
-   *   `units`. {RangeError} If `units` is NaN, negative or infinite.
+   * Without a receipt it refuses: a fixed window cannot tell which window units were charged in,
+   * and giving back in the current window what an earlier one took would let more than `limit` pass
+   * in it.
+   * @throws {TypeError} Without a receipt, for another limiter's receipt, or a non-number `units`.
+   *   {RangeError} If `units` is NaN, negative or infinite.
    */
   override refund(receipt: Receipt, units?: number): number;
   /** @deprecated A fixed window refunds only through a receipt: this throws a `TypeError`. */

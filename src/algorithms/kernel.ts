@@ -12,16 +12,14 @@ import {
 import { checkTimeMs } from "./time.js";
 
 /**
- * An algorithm's kernel, the one seam between its rules and its state: one limiter's state
- * in a slot of a `Float64Array` (`doubles` from offset `s`; a log also keeps a ring by
- * `slot`, its bytes accounted through {@link bind}), and the rules at an explicit time
- * (decide, take, refund with receipt marks, retune, trace, idle). One per algorithm, beside
- * its class, with the algorithm's free functions. The class is a shell over one slot of its
- * own kernel, `allOf` drives its parts' kernels and `KeyedLimiter` runs the same kernels over
- * the slab engine, so the three decide alike by construction. Every `now` is at least every
- * earlier one for the slot. The trace methods let the engine drop a key in use without
- * granting it anything: docs/keyed.md#bounds.
- * @internal
+ * An algorithm's kernel, the one seam between its rules and its state: one limiter's state in a
+ * slot of a `Float64Array` (`doubles` from offset `s`; a log also keeps a ring by `slot`, its bytes
+ * accounted through {@link bind}), and the rules at an explicit time (decide, take, refund with
+ * receipt marks, retune, trace, idle). One per algorithm, beside its class, with the algorithm's
+ * free functions. The class is a shell over one slot of its own kernel, `allOf` drives its parts'
+ * kernels and `KeyedLimiter` runs the same kernels over the slab engine, so the three decide alike
+ * by construction. Every `now` is at least every earlier one for the slot. The trace methods let
+ * the engine drop a key in use without granting it anything: docs/keyed.md#bounds. @internal
  */
 export interface Kernel {
   /** Doubles per slot. */
@@ -44,10 +42,7 @@ export interface Kernel {
    * soon, the least used is pushed out, so its trace costs a colliding key the least.
    */
   usage(st: Float64Array, s: number, slot: number, now: number): number;
-  /**
-   * Numbers per trace-table entry: 1 for a bucket or a window, 2 for a log (units and
-   * time), the sum of the parts' for an `allOf` (each part keeps its own).
-   */
+  /** Numbers per trace-table entry: `doubles` (a bucket, a window), 2 (a log), the parts' sum. */
   readonly traceWidth: number;
   /**
    * What the trace table keeps for a key in use that is dropped, written to
@@ -158,11 +153,10 @@ export interface Kernel {
    */
   retuneSlot(next: Kernel, st: Float64Array, s: number, slot: number, now: number): void;
   /**
-   * `reconfigure`: rewrites the trace entry at `table[o ..]` so that, read with the numbers
-   * of `next`, it bounds what the keys that wrote it would hold had they been kept (each
-   * carried over as {@link retuneSlot} does; the carry-over is monotone, so the entry still
-   * bounds every one of them: never fresher); an entry that no longer applies is cleared.
-   * Before {@link adopt}.
+   * `reconfigure`: rewrites the trace entry at `table[o ..]` so that, read with the numbers of
+   * `next`, it bounds what the keys that wrote it would hold had they been kept (each carried over
+   * as {@link retuneSlot} does; the carry-over is monotone, so the entry still bounds every one of
+   * them: never fresher); an entry that no longer applies is cleared. Before {@link adopt}.
    */
   retuneTrace(next: Kernel, table: Float64Array, o: number, now: number): void;
   /** `reconfigure`: takes the numbers of `next` (same class); every state was retuned first. */
@@ -192,8 +186,7 @@ export interface Kernel {
  * How a `KeyedLimiter` keeps the keys of a built-in class on its slab: a kernel with the
  * class's numbers, how clock readings are checked (a window's float-step bound; `Infinity`
  * for buckets, with the class named in the error), and for a bucket how its keys wait.
- * Each class says it (`keyedForm()`), so a new algorithm adds no row in the keyed engine.
- * @internal
+ * Each class says it (`keyedForm()`), so a new algorithm adds no row in the keyed engine. @internal
  */
 export interface KeyedForm {
   readonly kernel: Kernel;
@@ -207,12 +200,10 @@ export interface KeyedForm {
 }
 
 /**
- * A built-in limiter as {@link allOf} (src/composite/all-of.ts) drives it: its kernel over its own
- * slot, at a time of the caller's choosing, so that `allOf` reads every part's clock first
- * (a reading that throws leaves every part as it was), then checks every part, then
- * charges every part: all or nothing. The same steps back each class's public methods and
- * their explicit-time forms (`allowAt`, `consumeAt`, `peekAt`). `nowMs` is always a value
- * `timeOf` returned; `cost` is already checked.
+ * A built-in limiter as `allOf` (src/composite/all-of.ts) drives it: its kernel over its own
+ * slot at a time of the caller's choosing, so that `allOf` reads every clock, then checks
+ * every part, then charges all (see `AllOf.allow`). The same steps back each class's public
+ * methods and their `…At` forms. `nowMs` is always a value `timeOf` returned; `cost` is checked.
  * @internal
  */
 export interface KernelPart {
@@ -258,9 +249,10 @@ export interface ShellSpec {
 
 /**
  * What the algorithm classes (through `BucketBase` and `WindowBase`) share around their
- * {@link KernelPart} steps over one slot of their kernel: the latest time seen, deciding at
- * an explicit time, the receipt epoch and snapshots. Not exported from the package; its
- * internal members are marked so.
+ * {@link KernelPart} steps over one slot of their kernel: the latest time seen, deciding at an
+ * explicit time, the receipt epoch and snapshots. Not exported from the package; its internal
+ * members are marked so. Each class keeps its constructor (validation), public fields, docs,
+ * `clone()` and `allow()` (the hot path, written out per class so it stays monomorphic).
  */
 export abstract class KernelShell extends UnkeyedLimiterBase {
   /** @internal Latest time seen (clock readings and explicit times); earlier ones count as it. */
@@ -317,10 +309,7 @@ export abstract class KernelShell extends UnkeyedLimiterBase {
     return this.decideAt(this.seenMs, c, false);
   }
 
-  /**
-   * @internal Checks the explicit time and cost of `method`, keeps the time as the latest
-   * seen when it is later (`seenMs`, checked as a reading is), and returns the cost.
-   */
+  /** @internal Checks `method`'s arguments, keeps a later time in `seenMs`, returns the cost. */
   protected keepAt(method: string, timeMs: number, cost: number | undefined): number {
     const where = `${this.where}.${method}`;
     const t = checkTimeMs(where, timeMs);
@@ -427,8 +416,7 @@ const DRIVEN_METHODS = ["allow", "consume", "peek"] as const;
  * `limiter` as a {@link KernelPart} when it is exactly one of the built-in classes (an
  * instance whose prototype's prototype is `base`, the window or bucket base, which only
  * the built-in classes extend: a user's subclass, whose overrides the kernel would bypass,
- * is not) without an `allow`, `consume` or `peek` of its own (a spy or a patch).
- * @internal
+ * is not) without an `allow`, `consume` or `peek` of its own (a spy or a patch). @internal
  */
 export function exactPart(limiter: KernelPart, base: object): KernelPart | undefined {
   // (Typed as a KernelPart, so the classes that pass themselves are checked to be one: their
@@ -443,8 +431,7 @@ export function exactPart(limiter: KernelPart, base: object): KernelPart | undef
  * window, the sliding counter): its numbers in `params` as raw doubles (V8 keeps the
  * arithmetic unboxed), the first its `limit`, taken from `next` by `adopt`; its snapshot the
  * slot's doubles as they are; its trace entry the slot's state itself (rolled to now by
- * {@link roll}), restored exactly; nothing kept beyond the slot.
- * @internal
+ * {@link roll}), restored exactly; nothing kept beyond the slot. @internal
  */
 export abstract class DoublesKernel {
   abstract readonly doubles: number;

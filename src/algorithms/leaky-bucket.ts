@@ -95,7 +95,6 @@ export class LeakyBucket extends BucketBase implements Limiter {
     this.leakPerSecond = leakPerSecond;
     this.initialLevel = initialLevel;
     this.clock = checkClock(WHERE, o.clock, systemClock);
-    // The units are the free room, `capacity - level`: a TokenBucket's tokens.
     this.startUnits();
   }
 
@@ -126,20 +125,19 @@ export class LeakyBucket extends BucketBase implements Limiter {
   }
 
   /**
-   * Changes `capacity` and/or `leakPerSecond` live, as Go's `SetBurst`/`SetLimit`: the
-   * level, drained up to now at the old rate, is kept as it is (above a smaller capacity
-   * too: nothing fits until it has drained below it; an empty bucket stays empty), and the
-   * new rate drains it from now on. Waiters are re-planned:
-   * one whose cost is now above `capacity`, whose wait would never end or would now pass
-   * its `maxWaitMs` is rejected as a fresh `wait` would be. Reservations keep their
-   * water and their time to act. `initialLevel` applies from the next fresh state (a
+   * Changes `capacity` and/or `leakPerSecond` live, as Go's `SetBurst`/`SetLimit`: the level,
+   * drained up to now at the old rate, is kept as it is (above a smaller capacity too: nothing fits
+   * until it has drained below it; an empty bucket stays empty), and the new rate drains it from
+   * now on. Waiters are re-planned: one whose cost is now above `capacity`, whose wait would never
+   * end or would now pass its `maxWaitMs` is rejected as a fresh `wait` would be. Reservations keep
+   * their water and their time to act. `initialLevel` applies from the next fresh state (a
    * `reset()`, a new key) and must fit the new capacity. See
    * docs/semantics.md#changing-limits-live.
    * @example
    * const bucket = new LeakyBucket({ capacity: 10, leakPerSecond: 1 })
    * bucket.reconfigure({ leakPerSecond: 5 })
-   * @throws {TypeError} If `options` is not an object, names an unknown option or the
-   *   clock, or an option is not a number; nothing changes.
+   * @throws {TypeError} If `options` is not an object, names an unknown option or the clock, or an
+   *   option is not a number; nothing changes.
    * @throws {RangeError} As the constructor, for an option out of range; nothing changes.
    */
   reconfigure(options: LeakyBucketReconfigure): void {
@@ -190,9 +188,8 @@ export class LeakyBucket extends BucketBase implements Limiter {
   }
 
   /**
-   * `consume(cost)` with a {@link Receipt}: the decision, and when the bucket would be empty
-   * again with no further traffic (the receipt's `refundableUntilMs`), for a refund through
-   * it later.
+   * `consume(cost)` with a {@link Receipt}: the decision, and when the bucket would be empty again
+   * with no further traffic (the receipt's `refundableUntilMs`), for a refund through it later.
    * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
    */
   charge(cost?: number): Receipt {
@@ -228,14 +225,13 @@ export class LeakyBucket extends BucketBase implements Limiter {
 
   /**
    * Shapes: resolves with the granting decision when this request may leave the queue,
-   * `level * 1000 / leakPerSecond` ms after the call (the level before it), so requests
-   * leave at the constant leak rate, first-in, first-out.
+   * `level * 1000 / leakPerSecond` ms after the call (the level before it), so requests leave at
+   * the constant leak rate, first-in, first-out.
    *
-   * Rejects (never throws), taking nothing, for a bad cost or option (`TypeError`/
-   * `RangeError`), a cost above `capacity` (`RangeError`), a full queue
-   * (`level + cost > capacity`) or a wait beyond `maxWaitMs` or endless (`RateLimitError`);
-   * on abort, with `signal.reason`, removing its water as {@link LeakyBucket.reserve}'s
-   * `cancel()` does. See docs/waiting.md.
+   * Rejects (never throws), taking nothing, for a bad cost or option (`TypeError`/`RangeError`), a
+   * cost above `capacity` (`RangeError`), a full queue (`level + cost > capacity`) or a wait beyond
+   * `maxWaitMs` or endless (`RateLimitError`); on abort, with `signal.reason`, removing its water
+   * as {@link LeakyBucket.reserve}'s `cancel()` does. See docs/waiting.md.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     return this.waitUnits(cost, options);

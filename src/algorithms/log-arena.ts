@@ -12,8 +12,7 @@ const EMPTY = new Float64Array(0);
  * the array over twice its live doubles. So its length is at most `2 *` live: the slack is at
  * most the live blocks, and an owner that accounts each entry twice has `maxBytes` bound the
  * whole array. A rebuild copies O(live) doubles after at least a quarter of that was
- * allocated or freed: O(1) amortized per entry.
- * @internal
+ * allocated or freed: O(1) amortized per entry. @internal
  */
 export class LogArena {
   /** The entries: owner `w`'s block starts at `rows[2w]`, entry `i` at `2i, 2i + 1` from it. */

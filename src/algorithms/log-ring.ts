@@ -203,12 +203,8 @@ export class LogRing {
   }
 
   /**
-   * Logs `cost` (> 0) at `nowMs`, leaving at {@link logLeaveAt}. Entries at the same stamp
-   * share one. While the log holds fewer than `exactEntries` entries the stamp is `nowMs`;
-   * beyond that (only fractional costs get there) it is `nowMs` rounded up to the end of
-   * its granule of `g = windowMs / exactEntries`: at most `windowMs / g + 1` granules fit
-   * in a window, so the log never holds more than `2 * exactEntries + 1` entries, and each
-   * such entry counts at most `g` ms longer than it should, never shorter.
+   * Logs `cost` (> 0) at `nowMs`, leaving at {@link logLeaveAt} (whose stamps bound the log to
+   * `2 * exactEntries + 1` entries). Entries at the same stamp share one.
    */
   append(nowMs: number, cost: number, windowMs: number, exactEntries: number): void {
     // The ring's fields read once (this is every logged request's path).
@@ -359,15 +355,14 @@ export class LogRing {
   }
 
   /**
-   * Gives back up to `cost` (> 0) units of the entry a charge at `leaveAtMs` went into (a
-   * refund through a receipt): the first entry leaving at or after it (an entry may have
-   * been stamped later since, when later charges merged into it, never earlier). Takes at
-   * most what that entry still holds: other refunds (through receipts of charges merged
-   * into it, or {@link refund}, which leaves a tombstone where whole entries went) took
-   * theirs first, so a receipt never gives back a later charge's units. An entry wholly
-   * given back stays, empty, until it leaves (its other receipts find it so); the newest
-   * becomes the tail's one tombstone. Returns the units given back: 0 when the entry has
-   * left or holds nothing.
+   * Gives back up to `cost` (> 0) units of the entry a charge at `leaveAtMs` went into (a refund
+   * through a receipt): the first entry leaving at or after it (an entry may have been stamped
+   * later since, when later charges merged into it, never earlier). Takes at most what that entry
+   * still holds: other refunds (through receipts of charges merged into it, or {@link refund},
+   * which leaves a tombstone where whole entries went) took theirs first, so a receipt never gives
+   * back a later charge's units. An entry wholly given back stays, empty, until it leaves (its
+   * other receipts find it so); the newest becomes the tail's one tombstone. Returns the units
+   * given back: 0 when the entry has left or holds nothing.
    */
   refundEntry(leaveAtMs: number, cost: number): number {
     const data = this.arena.data;

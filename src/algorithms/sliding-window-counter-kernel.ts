@@ -19,8 +19,7 @@ const WINDOW_MS = 1;
  * The slot of a `SlidingWindowCounter` key: `[prev, curr, index]` (the counts of windows
  * `index - 1` and `index`), rolled to the window holding now as the class rolls itself
  * (`counterRolledPrev`; a roll changes no decision) and decided by `counterEstimate` and
- * `counterDecision`, as the class is.
- * @internal
+ * `counterDecision`, as the class is. @internal
  */
 export class SlidingWindowCounterKernel extends DoublesKernel implements Kernel {
   readonly doubles = 3;

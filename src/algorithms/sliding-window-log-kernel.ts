@@ -35,17 +35,14 @@ const unbound = (): never => {
 const UNBOUND: ByteSink = { addBytes: unbound, reserve: unbound };
 
 /**
- * The slot of a `SlidingWindowLog`: its ring's head, size and base (the engine threads its
- * free list through the first of a free slot), its entries in a block of the kernel's
- * {@link LogArena} (owner: the slot), made at the first logged entry and decided by
- * {@link LogRing}: the class (one slot), its `allOf` parts and every key of a keyed
- * registry decide by this one rule text. A slot without a block is an empty log. No object
- * or array per key.
+ * The slot of a `SlidingWindowLog`: its ring's head, size and base (the engine threads its free
+ * list through the first of a free slot), its entries in a block of the kernel's {@link LogArena}
+ * (owner: the slot), made at the first logged entry and decided by {@link LogRing} (the one rule
+ * text). A slot without a block is an empty log. No object or array per key.
  *
- * Bytes: each key is charged {@link LOG_RING_BYTES} up front (`keyExtraBytes`); a ring's
- * entries ({@link logEntryBytes}) are added and taken back through the sink given to
- * {@link bind} as the block grows, shrinks and is released.
- * @internal
+ * Bytes: each key is charged {@link LOG_RING_BYTES} up front (`keyExtraBytes`); a ring's entries
+ * ({@link logEntryBytes}) are added and taken back through the sink given to {@link bind} as the
+ * block grows, shrinks and is released. @internal
  */
 export class SlidingWindowLogKernel implements Kernel {
   readonly doubles = RING_DOUBLES;
@@ -55,10 +52,9 @@ export class SlidingWindowLogKernel implements Kernel {
   /** `logExactEntries(limit)`: entries kept at their exact time (see `logLeaveAt`). */
   private exactEntries: number;
   /**
-   * Units of the one entry of a restored state ({@link restoreUntil}):
-   * `limit` plus twice the most a log can go over it (the cost tolerance of `fits` lets a
-   * log hold up to `limit + TOLERANCE * max(1, cost)`), so it is at least any log's sum and
-   * admits no cost > 0 while it counts.
+   * The most units of a restored state's one entry: `limit` plus twice the most a log can go
+   * over it (`fits` lets a log hold up to `limit + TOLERANCE * max(1, cost)`), so it is at
+   * least any log's sum and admits no cost > 0 while it counts.
    */
   private boundUnits: number;
   /** The entries of every slot's ring (owner: the slot). */
@@ -99,10 +95,6 @@ export class SlidingWindowLogKernel implements Kernel {
     this.boundUnits = n.boundUnits;
   }
 
-  /**
-   * Gives the layout the engine whose slots it serves, where the rings' bytes are
-   * accounted: call it once, right after the engine is made and before its first request.
-   */
   bind(sink: ByteSink): void {
     this.sink = sink;
   }
@@ -235,7 +227,6 @@ export class SlidingWindowLogKernel implements Kernel {
     return cost === 0 || fits(cost, this.limit - this.expired(st, s, slot, now).sum());
   }
 
-  /** Logs `cost` (> 0) now, unchecked: `allOf` checked every part with {@link fitsAt}. */
   takeAt(st: Float64Array, s: number, slot: number, now: number, cost: number): void {
     if (cost === 0) return;
     const ring = this.ringAt(st, s, slot);
@@ -297,11 +288,10 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
-    // A limited client's denial (the ring holds entries, none has left by now, and the
-    // cost does not fit beside them) read in place, as `LogRing.decide` denies: no cursor,
-    // no call. Anything else (an admission, an expiry) the long way, in a call of its own,
-    // so this body stays small enough for V8 to inline into every `allow` (written out
-    // here: behind a function of its own, V8 did not inline it and `allow` ran 1.5x slower).
+    // A limited client's denial (entries, none left by now, the cost not fitting beside them)
+    // read in place, as `LogRing.decide` denies: no cursor, no call. Anything else the long
+    // way, in a call of its own, so this body stays small enough for V8 to inline into every
+    // `allow` (behind a function of its own it was not inlined: `allow` ran 1.5x slower).
     const size = st[s + SIZE]!;
     if (size !== 0 && cost !== 0) {
       const arena = slot < 0 ? this.scratch : this.arena;
@@ -385,7 +375,6 @@ export class SlidingWindowLogKernel implements Kernel {
     this.account(slot, 0, ring.slotCount);
   }
 
-  /** Frees the slot's block and gives its entries' bytes back. */
   release(slot: number, bytes: ByteSink): void {
     // Not through a cursor: a slot is released while another's ring is in use (making room).
     const n = this.arena.release(slot);

@@ -88,9 +88,8 @@ export interface RegistrySnapshot extends LimiterSnapshot {
     readonly entries: readonly SnapshotNumber[];
   };
   /**
-   * The blocked keys and when each block ends, in ms on the registry's clock (as
-   * `latestMs`), each after `latestMs`; absent when no key is blocked (the snapshot is then
-   * of version 1).
+   * The blocked keys and when each block ends, in ms on the registry's clock (as `latestMs`), each
+   * after `latestMs`; absent when no key is blocked (the snapshot is then of version 1).
    */
   readonly blocks?: {
     readonly keys: readonly string[];

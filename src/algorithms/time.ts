@@ -8,9 +8,8 @@ import type { Clock } from "../core/limiter.js";
  */
 
 /**
- * Checks the size options every window algorithm has, in their documented order (the
- * in-memory classes and their Redis twins alike): `limit` then `windowMs`, each a finite
- * number > 0.
+ * Checks the size options every window algorithm has, in their documented order (the in-memory
+ * classes and their Redis twins alike): `limit` then `windowMs`, each a finite number > 0.
  * @throws {TypeError} If either is not a number.
  * @throws {RangeError} If either is NaN, infinite or not above 0.
  */
@@ -136,10 +135,9 @@ export function granuleEnd(nowMs: number, granuleMs: number): number {
 }
 
 /**
- * The window size after `reconfigure(o)`: each of `limit` and `windowMs` checked as the
- * constructor checks it when given, else the current one; with the new window's clock
- * bound ({@link windowClockBoundMs}), which `nowMs` (the reading the change applies at)
- * must be within.
+ * The window size after `reconfigure(o)`: each of `limit` and `windowMs` checked as the constructor
+ * checks it when given, else the current one; with the new window's clock bound
+ * ({@link windowClockBoundMs}), which `nowMs` (the reading the change applies at) must be within.
  * @throws {TypeError} If a given option is not a number.
  * @throws {RangeError} If one is out of range, or `nowMs` is past the new window's bound.
  */

@@ -127,19 +127,18 @@ export class TokenBucket extends BucketBase implements Limiter {
   }
 
   /**
-   * Changes `capacity` and/or `refillPerSecond` live, as Go's `SetBurst`/`SetLimit`: the
-   * tokens accrued up to now at the old rate are kept, clamped to a smaller capacity (a
-   * full bucket stays full), and the new rate applies from now on. Waiters are re-planned:
-   * one whose cost is now above `capacity`, whose wait would never end or would now pass
-   * its `maxWaitMs` is rejected as a fresh `wait` would be. Reservations keep their
-   * tokens and their time to act. `initialTokens` applies from the next fresh state (a
-   * `reset()`, a new key); one given must fit the new capacity. See
-   * docs/semantics.md#changing-limits-live.
+   * Changes `capacity` and/or `refillPerSecond` live, as Go's `SetBurst`/`SetLimit`: the tokens
+   * accrued up to now at the old rate are kept, clamped to a smaller capacity (a full bucket stays
+   * full), and the new rate applies from now on. Waiters are re-planned: one whose cost is now
+   * above `capacity`, whose wait would never end or would now pass its `maxWaitMs` is rejected as a
+   * fresh `wait` would be. Reservations keep their tokens and their time to act. `initialTokens`
+   * applies from the next fresh state (a `reset()`, a new key); one given must fit the new
+   * capacity. See docs/semantics.md#changing-limits-live.
    * @example
    * const bucket = new TokenBucket({ capacity: 10, refillPerSecond: 1 })
    * bucket.reconfigure({ refillPerSecond: 5 })
-   * @throws {TypeError} If `options` is not an object, names an unknown option or the
-   *   clock, or an option is not a number; nothing changes.
+   * @throws {TypeError} If `options` is not an object, names an unknown option or the clock, or an
+   *   option is not a number; nothing changes.
    * @throws {RangeError} As the constructor, for an option out of range; nothing changes.
    */
   reconfigure(options: TokenBucketReconfigure): void {
@@ -193,9 +192,8 @@ export class TokenBucket extends BucketBase implements Limiter {
   }
 
   /**
-   * `consume(cost)` with a {@link Receipt}: the decision, and when the bucket would be full
-   * again with no further traffic (the receipt's `refundableUntilMs`), for a refund through
-   * it later.
+   * `consume(cost)` with a {@link Receipt}: the decision, and when the bucket would be full again
+   * with no further traffic (the receipt's `refundableUntilMs`), for a refund through it later.
    * @example
    * const receipt = bucket.charge(1000) // the most an LLM answer may cost
    * bucket.refund(receipt, 800) // it cost 200: up to 800 back

@@ -46,12 +46,10 @@ export function windowSpec(
 }
 
 /**
- * Base of the three window classes (`FixedWindow`, `SlidingWindowLog`,
- * `SlidingWindowCounter`): each is a shell over one slot of its own kernel, and the clock
- * (with its float-step bound), receipts, waiting and reconfiguring around it are the same.
- * Not exported from the package; each class keeps its constructor (validation), public
- * fields, docs, `clone()` and `allow()` (the hot path, written out per class so it stays
- * monomorphic).
+ * Base of the three window classes (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`):
+ * each is a shell over one slot of its own kernel, and the clock (with its float-step bound),
+ * receipts, waiting and reconfiguring around it are the same. Not exported from the package;
+ * what each class keeps: see {@link KernelShell}.
  */
 export abstract class WindowBase extends KernelShell {
   /** Most units allowed in a window. */
@@ -71,10 +69,7 @@ export abstract class WindowBase extends KernelShell {
   /** @internal */
   protected readonly spec: WindowSpec;
 
-  /**
-   * @internal Checks the class's `options` (an object of its option names, `limit` then
-   * `windowMs`, then `clock`) as its constructor documents.
-   */
+  /** @internal Checks `options` (`limit`, `windowMs`, `clock`) as each class documents them. */
   constructor(spec: WindowSpec, options: unknown) {
     super();
     const where = spec.where;
@@ -125,9 +120,8 @@ export abstract class WindowBase extends KernelShell {
   }
 
   /**
-   * `consume(cost)` with a {@link Receipt}: the decision, and what the charge went into
-   * (a window, a log entry), for a refund through it later; its `refundableUntilMs` says
-   * until when.
+   * `consume(cost)` with a {@link Receipt}: the decision, and what the charge went into (a window,
+   * a log entry), for a refund through it later; its `refundableUntilMs` says until when.
    * @throws {TypeError} If `cost` is not a number. {RangeError} If it is NaN, negative or infinite.
    */
   charge(cost?: number): Receipt {
@@ -186,9 +180,8 @@ export abstract class WindowBase extends KernelShell {
   }
 
   /**
-   * @internal
-   * Reads the clock and keeps the reading; a reading behind the latest time counts as the
-   * latest. A reading where `windowMs` is below the clock's float step throws and is not kept.
+   * @internal Reads the clock and keeps the reading (one behind the latest counts as it); one
+   * where `windowMs` is below the clock's float step throws and is not kept.
    */
   protected override now(): number {
     // `timeOf`'s steps written out, with no call but the clock on the way: every request
@@ -238,17 +231,13 @@ export abstract class WindowBase extends KernelShell {
   chargeAt(now: number, cost: number): ChargeReceipt {
     const decision = this.decideAt(now, cost, true);
     if (!decision.allowed || cost === 0) return deniedReceipt(decision, undefined, now, this);
-    // The kernel's mark of what the charge went into, and until when it gives back.
     const end = this.kernel.markReceipt(this.state, 0, 0, now, MARKS, 0);
     const mark = MARKS[0]!;
     const epoch = this.receiptEpoch;
     return new ChargeReceipt(decision, undefined, cost, now, end, this, epoch, mark, 0, undefined);
   }
 
-  /**
-   * @internal A refund at `now` of checked `units`: through `receipt` (by its mark, while
-   * what it charged still counts), or without one (by the kernel's rule).
-   */
+  /** @internal See {@link KernelPart.refundAt}: by the receipt's mark, or the kernel's rule. */
   override refundAt(now: number, units: number, receipt: ChargeReceipt | undefined): number {
     if (now > this.seenMs) this.seenMs = now;
     if (!(units > 0)) return 0;

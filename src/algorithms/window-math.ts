@@ -3,20 +3,19 @@ import { cleanMs, decisionMs, fits, retryNotEarly, wholeUnits } from "../core/nu
 import { granuleEnd, windowEnd, windowIndex } from "./time.js";
 
 /**
- * The decision arithmetic of the three window algorithms as free functions, shared by
- * the in-memory classes (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`)
- * and their Redis twins, which rebuild the decision from
- * the state their Lua script returns. So the `Decision` of each algorithm is built in
- * one place, and both stores answer bit for bit alike (as `bucket-math.ts` does for
- * the buckets). Times are milliseconds on the limiter's clock; a state is read at
- * `nowMs`, after the caller has rolled or expired it to `nowMs`.
+ * The decision arithmetic of the three window algorithms as free functions, shared by the in-memory
+ * classes (`FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter`) and their Redis twins, which
+ * rebuild the decision from the state their Lua script returns. So the `Decision` of each algorithm
+ * is built in one place, and both stores answer bit for bit alike (as `bucket-math.ts` does for the
+ * buckets). Times are milliseconds on the limiter's clock; a state is read at `nowMs`, after the
+ * caller has rolled or expired it to `nowMs`.
  * @module
  */
 
 /**
  * `FixedWindow`'s units used at `nowMs`, from its state `count` taken in the window
  * ending at `endMs` (`-Infinity` when unused): `count` while `nowMs` is in that window,
- * else 0 (a new window). Shared by `FixedWindow` and the keyed registry's slab.
+ * else 0 (a new window).
  */
 export function fixedWindowUsed(count: number, endMs: number, nowMs: number): number {
   return nowMs < endMs ? count : 0;
@@ -32,10 +31,9 @@ export function fixedWindowEndAt(endMs: number, nowMs: number, windowMs: number)
 }
 
 /**
- * `FixedWindow`'s decision for `cost` with `used` units already taken in the window
- * holding now, which ends `endsInMs` ms from now (as `consume` answers: after the cost
- * when it fits; the caller takes it). A denied request retries when the window ends, or
- * never for a cost above `limit`.
+ * `FixedWindow`'s decision for `cost` with `used` units already taken in the window holding now,
+ * which ends `endsInMs` ms from now (as `consume` answers: after the cost when it fits; the caller
+ * takes it). A denied request retries when the window ends, or never for a cost above `limit`.
  */
 export function fixedWindowDecision(
   cost: number,
@@ -64,10 +62,11 @@ export function logExactEntries(limit: number): number {
 }
 
 /**
- * When an entry logged at `nowMs` leaves a sliding log that holds `size` entries: its
- * stamp plus `windowMs`, never earlier. The stamp is `nowMs` while `size < exactEntries`,
- * else `nowMs` rounded up to the end of its granule of `windowMs / exactEntries` ms, so
- * the log never holds more than `2 * exactEntries + 1` entries.
+ * When an entry logged at `nowMs` leaves a sliding log that holds `size` entries: its stamp plus
+ * `windowMs`, never earlier. The stamp is `nowMs` while `size < exactEntries`, else (fractional
+ * costs only) `nowMs` rounded up to the end of its granule of `g = windowMs / exactEntries` ms:
+ * at most `windowMs / g + 1` granules fit in a window, so the log holds at most
+ * `2 * exactEntries + 1` entries, each counting at most `g` ms longer, never shorter.
  *
  * Where the float sum `stamp + windowMs` rounds down (7.2 + 2 is 9.2, below the exact
  * 9.2000000000000002; 2^53 - 1 + 2 is 2^53), the entry would leave before a full window
@@ -149,8 +148,7 @@ function msUntil(atMs: number, nowMs: number): number {
 
 /**
  * A sliding counter's previous count once rolled from window `index` (with `curr` units)
- * to window `k >= index`: `curr` when `k` is the next window, else 0. Shared by
- * `SlidingWindowCounter` and the keyed registry's slab.
+ * to window `k >= index`: `curr` when `k` is the next window, else 0.
  */
 export function counterRolledPrev(index: number, curr: number, k: number): number {
   return k === index + 1 ? curr : 0;

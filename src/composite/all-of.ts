@@ -24,31 +24,23 @@ import { jittered, WaitQueue } from "../core/wait.js";
 
 const WHERE = "allOf";
 
-/**
- * A limiter made of several parts, all of which must allow: see {@link allOf}.
- */
+/** A limiter made of several parts, all of which must allow: see {@link allOf}. */
 export class AllOf extends UnkeyedLimiterBase implements Limiter {
   /** The parts, in the order given. */
   readonly parts: readonly Limiter[];
   /**
-   * @internal
-   * The limiters that decide, in order: the parts, with every exact `AllOf` part replaced
-   * by its own leaves (a subclass of `AllOf` is one leaf). Deciding over the leaves gives
-   * the same {@link combine}d decision as deciding over the parts.
+   * @internal The limiters that decide, in order: the parts, with every exact `AllOf` part replaced
+   * by its own leaves (a subclass of `AllOf` is one leaf). Deciding over the leaves gives the same
+   * {@link combine}d decision as deciding over the parts.
    */
   private readonly leaves: readonly Limiter[];
-  /**
-   * @internal Each leaf that is a built-in algorithm as a {@link KernelPart} (its kernel over
-   * its own slot); undefined for a custom leaf, driven through its public methods.
-   */
+  /** @internal Each built-in leaf as a {@link KernelPart}; undefined for a custom leaf. */
   private readonly drivers: readonly (KernelPart | undefined)[];
   /**
-   * @internal `timeOf` of each built-in leaf (and `fitsAt`, `takeAt` below), called
-   * through these references rather than as methods: `allow` then calls each part's code
-   * as a function optimized on its own, with its kernel inlined there. Called as methods
-   * of three or more classes, the optimizing compiler inlined every part's kernel into the
-   * caller, ran past its inlining budget midway and boxed the numbers at the calls it left
-   * (16 to 96 bytes a call; none this way).
+   * @internal `timeOf` of each built-in leaf (and `fitsAt`, `takeAt` below), called through
+   * these references, not as methods, so each part's code is optimized on its own with its
+   * kernel inlined. As methods of three or more classes, V8 inlined every kernel into `allow`,
+   * ran out of inlining budget and boxed the numbers at the calls left (16 to 96 bytes a call).
    */
   private readonly timeOfs: readonly (KernelPart["timeOf"] | undefined)[];
   /** @internal See {@link timeOfs}. */
@@ -83,9 +75,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
     if (parts.length === 0) {
       throw new RangeError(`${WHERE}: needs at least one limiter, got none`);
     }
-    // Every limiter in the tree of parts (nested AllOf parts included), with the index of
-    // the top-level part it came from: one limiter twice would be charged twice after one
-    // check, and all-or-nothing would break.
+    // Each limiter in the tree of parts, with the top-level part it came from (see @throws).
     const seen = new Map<Limiter, number>();
     parts.forEach((part, i) => {
       if (!isLimiter(part)) {
@@ -172,13 +162,12 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * `consume(cost).allowed` as of `timeMs` (milliseconds, every part deciding at the later
-   * of it and the latest time it has seen), Go's `AllowN(t, n)`: see
-   * docs/semantics.md#explicit-time. A custom part must have `allowAt`, `consumeAt` and
-   * `peekAt` of its own.
-   * @throws {TypeError} If `timeMs` or `cost` is not a number, or a custom part cannot
-   *   decide at an explicit time. {RangeError} If either is NaN or infinite, `cost`
-   *   negative, or `timeMs` past a window part's float-step bound.
+   * `consume(cost).allowed` as of `timeMs` (milliseconds, every part deciding at the later of it
+   * and the latest time it has seen), Go's `AllowN(t, n)`: see docs/semantics.md#explicit-time. A
+   * custom part must have `allowAt`, `consumeAt` and `peekAt` of its own.
+   * @throws {TypeError} If `timeMs` or `cost` is not a number, or a custom part cannot decide at an
+   *   explicit time. {RangeError} If either is NaN or infinite, `cost` negative, or `timeMs` past a
+   *   window part's float-step bound.
    */
   allowAt(timeMs: number, cost?: number): boolean {
     const c = this.startAt("allowAt", timeMs, cost);
@@ -219,11 +208,8 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * @internal
-   * Checks and charges the custom parts (not one of the five algorithms) through their
-   * public methods: every one but the last peeked, then the last charged (its denial, or
-   * its throw, charges nothing), then the others. False when one denies; from the second
-   * charge on, the custom parts charged before it stay charged (there is no refund).
+   * @internal Checks and charges the custom leaves through their public methods, by the rule
+   * of {@link decideAll} (those charged before a denial stay charged); false when one denies.
    */
   private allowCustom(c: number): boolean {
     const leaves = this.leaves;
@@ -246,19 +232,18 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * Changes the parts' options live, all or none: `options[i]` is what `parts[i].reconfigure`
-   * takes (an array again for a nested `allOf`), or `undefined` to keep part `i` as it is.
-   * Every entry is checked (and every clock read) before any part changes, so a bad option
-   * anywhere throws and changes nothing. Each part carries its state over by its own rule
-   * (docs/semantics.md#changing-limits-live); waiters on the composite are re-planned: one
-   * whose cost is now above a part's limit is rejected with the `RangeError` a fresh `wait`
-   * gets.
+   * Changes the parts' options live, all or none: `options[i]` is what `parts[i].reconfigure` takes
+   * (an array again for a nested `allOf`), or `undefined` to keep part `i` as it is. Every entry is
+   * checked (and every clock read) before any part changes, so a bad option anywhere throws and
+   * changes nothing. Each part carries its state over by its own rule
+   * (docs/semantics.md#changing-limits-live); waiters on the composite are re-planned: one whose
+   * cost is now above a part's limit is rejected with the `RangeError` a fresh `wait` gets.
    * @example
    * const both = allOf([perSecond, perDay])
    * both.reconfigure([undefined, { limit: 20_000 }]) // only the daily quota changes
-   * @throws {TypeError} If `options` is not an array of one entry per part, or names options
-   *   for a part that cannot be reconfigured (a custom limiter), or as the part's own
-   *   `reconfigure` throws; nothing changes.
+   * @throws {TypeError} If `options` is not an array of one entry per part, or names options for a
+   *   part that cannot be reconfigured (a custom limiter), or as the part's own `reconfigure`
+   *   throws; nothing changes.
    * @throws {RangeError} As the part's own `reconfigure`; nothing changes.
    */
   reconfigure(options: readonly (object | undefined)[]): void {
@@ -461,14 +446,13 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * Waits first-in, first-out until every part allows `cost` at once, then takes it from
-   * all (one timer for the composite, polling the head's `retryAfterMs`). Waiting holds
-   * nothing, so a plain `consume` may take free units meanwhile (the head then waits
-   * longer), and the parts decide as meters: a `TokenBucket` part does not go into debt
-   * and a `LeakyBucket` part does not shape (wait on the bucket itself for that).
-   * `maxWaitMs` refuses at once a wait the head would already exceed; a waiter queued
-   * behind others is rejected with a `RateLimitError` if not granted `maxWaitMs` after the
-   * call (on the first part's clock). See {@link Limiter.wait}.
+   * Waits first-in, first-out until every part allows `cost` at once, then takes it from all (one
+   * timer for the composite, polling the head's `retryAfterMs`). Waiting holds nothing, so a plain
+   * `consume` may take free units meanwhile (the head then waits longer), and the parts decide as
+   * meters: a `TokenBucket` part does not go into debt and a `LeakyBucket` part does not shape
+   * (wait on the bucket itself for that). `maxWaitMs` refuses at once a wait the head would already
+   * exceed; a waiter queued behind others is rejected with a `RateLimitError` if not granted
+   * `maxWaitMs` after the call (on the first part's clock). See {@link Limiter.wait}.
    */
   wait(cost?: number, options?: WaitOptions): Promise<Decision> {
     try {
@@ -517,10 +501,9 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 
   /**
-   * @internal Leaf `i`'s `consume` (`take`) or `peek` for {@link decideAll}: a built-in leaf
-   * at its time for the call, a custom one through its public methods. Taking for a
-   * `charge`, a built-in leaf by its own `charge`; a custom one gets a receipt of the
-   * composite's, which only counts what was given back.
+   * @internal Leaf `i`'s `consume` (`take`) or `peek` for {@link decideAll}. Taking for a
+   * `charge`, a built-in leaf charges; a custom one gets a receipt of the composite's, which
+   * only counts what was given back.
    */
   decidePart(i: number, cost: number, take: boolean): Decision {
     const d = this.drivers[i];
@@ -537,10 +520,7 @@ export class AllOf extends UnkeyedLimiterBase implements Limiter {
   }
 }
 
-/**
- * Parts that decide together by {@link decideAll}: `AllOf`'s leaves, the keyed `AllOfLayout`'s kernels.
- * @internal
- */
+/** Parts deciding by {@link decideAll}: `AllOf`'s leaves, `AllOfLayout`'s kernels. @internal */
 export interface PartGroup {
   /** The part decided after the others, taking only when they all allow; -1 for none. */
   readonly final: number;
@@ -555,8 +535,7 @@ export interface PartGroup {
  * parts peeked but `final`, which then decides, taking only when all others allow (its
  * denial or throw takes nothing); then, when all allow and `take`, the others take in
  * `takeOrder` until one denies (a custom part: those before it stay taken). When denied,
- * parts that would allow answer without the cost, as {@link combine} needs.
- * @internal
+ * parts that would allow answer without the cost, as {@link combine} needs. @internal
  */
 export function decideAll(group: PartGroup, n: number, cost: number, take: boolean): Decision {
   const decisions: Decision[] = new Array(n);
@@ -586,8 +565,7 @@ export function decideAll(group: PartGroup, n: number, cost: number, take: boole
  * The composite {@link Decision} of the parts' decisions, field by field: least remaining
  * (and the limit of that part, the first on a tie), largest retryAfterMs and resetAfterMs.
  * Denied parts' decisions are as peeked; when the composite is denied, allowed parts'
- * decisions must be taken without the cost (`peek(0)`). Shared with the keyed slab store.
- * @internal
+ * decisions must be taken without the cost (`peek(0)`). Shared with the keyed slab store. @internal
  */
 export function combine(allowed: boolean, decisions: readonly Decision[]): Decision {
   let least = decisions[0]!;
@@ -656,10 +634,7 @@ export function isLimiter(value: unknown): value is Limiter {
   );
 }
 
-/**
- * What to do instead, for the two likely mistakes: an array of limiters given as one
- * argument (`allOf([a, b])`), and an options object (allOf has none).
- */
+/** What to do instead, for an array of limiters given as one argument or an options object. */
 function notLimiterHint(part: unknown): string {
   if (Array.isArray(part))
     return "; pass the limiters as arguments: allOf(a, b), not allOf([a, b])";
