@@ -133,19 +133,18 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   }
 
   /**
-   * Gives back units taken earlier, atomically in Redis, and resolves with how many came
-   * back (docs/semantics.md#refunds). Through the receipt of a {@link charge}: `units` of
-   * what it took (default: all it still holds), by the algorithm's receipt rule, decided in
-   * Redis from the key's ledger (a fixed window's only while its window lasts, a counter's
-   * while its window is current or previous, a bucket's at most the refill not yet repaid
-   * less the key's refunds since, a sliding log's out of its own entry), nothing after a
-   * `reconfigure` since the charge, nor (buckets, fixed window) a `reset(key)`. Without
-   * one: `cost` units (default 1) of `key` by the rule without a receipt (a fixed window
-   * refuses: it cannot tell which window the units came from); the `'local'` policy's
-   * limiter, if built, is refunded too. Never past the fresh state; a key without state is
-   * left as it is. Sent once with the call's deadline: when Redis fails, times out or the
-   * circuit is open it rejects with {@link RateLimitStoreError} whatever the policy, and a
-   * refund that timed out was not applied late (docs/redis.md#refunds-and-blocks).
+   * Gives back units taken earlier, atomically in Redis, and resolves with how many came back
+   * (docs/semantics.md#refunds). Through the receipt of a {@link charge}: `units` of what it took
+   * (default: all it still holds), by the algorithm's receipt rule, decided in Redis from the key's
+   * ledger (a fixed window's only while its window lasts, a counter's while its window is current
+   * or previous, a bucket's at most the refill not yet repaid less the key's refunds since, a
+   * sliding log's out of its own entry), nothing after a `reconfigure` since the charge, nor
+   * (buckets, fixed window) a `reset(key)`. Without one: `cost` units (default 1) of `key` by the
+   * rule without a receipt (a fixed window refuses: it cannot tell which window the units came
+   * from); the `'local'` policy's limiter, if built, is refunded too. Never past the fresh state; a
+   * key without state is left as it is. Sent once with the call's deadline: when Redis fails, times
+   * out or the circuit is open it rejects with {@link RateLimitStoreError} whatever the policy, and
+   * a refund that timed out was not applied late (docs/redis.md#refunds-and-blocks).
    * @throws {TypeError} (rejects) For a non-string key, a non-number cost or units, another
    *   limiter's receipt, or a fixed window's refund without a receipt.
    * @throws {RangeError} (rejects) For NaN, a negative or an infinite cost.

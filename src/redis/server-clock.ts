@@ -149,14 +149,13 @@ export class DeadlinePassedError extends StoreTimeoutError {
 export const PROBE_DEADLINE = "0";
 
 /**
- * Runs a decision script with a deadline: `args` are the script's ARGV before `deadlineMs`,
- * which is appended. Without an offset to the server's clock (the client's first call, or
- * none for 10 to 20 s) the same script first runs with a deadline long past (it replies
- * `{-1, serverNowMs}` and touches nothing) to measure it; so every call that can write
- * carries a deadline. The caller (`StoreLimiter`) bounds the whole, probe included, by
- * `timeoutMs`, its timer started when this is called. Rejects like `runScript`, with a
- * {@link DeadlinePassedError} when Redis ran the call past its deadline, and a `TypeError`
- * for a malformed reply.
+ * Runs a decision script with a deadline: `args` are the script's ARGV before `deadlineMs`, which
+ * is appended. Without an offset to the server's clock (the client's first call, or none for 10 to
+ * 20 s) the same script first runs with a deadline long past (it replies `{-1, serverNowMs}` and
+ * touches nothing) to measure it; so every call that can write carries a deadline. The caller
+ * (`StoreLimiter`) bounds the whole, probe included, by `timeoutMs`, its timer started when this is
+ * called. Rejects like `runScript`, with a {@link DeadlinePassedError} when Redis ran the call past
+ * its deadline, and a `TypeError` for a malformed reply.
  */
 export async function runDecision(
   client: RedisLike,

@@ -124,13 +124,12 @@ interface LeaseTrace {
 const TRACE_LOOKS = 8;
 
 /**
- * The local lease table: at most `maxKeys` entries. Entries that are not pinned (no call,
- * charge or fallback bucket: {@link LeaseEntry.pinned}) wait in a set in the order they
- * settled, so a full table finds one to push out at its head, whatever the table holds
- * (its unused tokens go to `onEvict`, to go back). An entry the caller would rather keep
- * (its key would get a budget again if it came back) moves to the back instead; after
- * {@link MAKE_ROOM_LOOKS} of those, the first of them goes when `force` allows, else the
- * new key is refused.
+ * The local lease table: at most `maxKeys` entries. Entries that are not pinned (no call, charge or
+ * fallback bucket: {@link LeaseEntry.pinned}) wait in a set in the order they settled, so a full
+ * table finds one to push out at its head, whatever the table holds (its unused tokens go to
+ * `onEvict`, to go back). An entry the caller would rather keep (its key would get a budget again
+ * if it came back) moves to the back instead; after {@link MAKE_ROOM_LOOKS} of those, the first of
+ * them goes when `force` allows, else the new key is refused.
  */
 export class LeaseTable {
   readonly entries = new Map<string, LeaseEntry>();

@@ -22,15 +22,14 @@ import type { LeaseFailureEvent, LeaseRecoveryEvent, LeaseTableFullEvent } from 
 import { type LeaseStore, type Scheduler, timerScheduler } from "./exchange.js";
 
 /**
- * What a {@link LeasedTokenBucket} does for a key whose lease ran out while Redis cannot
- * answer (an outage, a timeout, or a refused write such as `OOM` or `READONLY`):
- * - `'local'` (default): a local token bucket per key of `capacity / N` and
- *   `refillPerSecond / N`, starting at this process's share of what the shared bucket held
- *   when last seen (a drained key stays drained), N the processes counted by the heartbeats
- *   or `expectedProcesses`; a process the others may not have counted yet denies
- *   (`source: 'local'`). What it admits is charged to the shared bucket once Redis answers;
- * - `'open'` / `'closed'`: allow / deny (`source: 'open'` / `'closed'`; `'open'` is not
- *   charged);
+ * What a {@link LeasedTokenBucket} does for a key whose lease ran out while Redis cannot answer (an
+ * outage, a timeout, or a refused write such as `OOM` or `READONLY`):
+ * - `'local'` (default): a local token bucket per key of `capacity / N` and `refillPerSecond / N`,
+ *   starting at this process's share of what the shared bucket held when last seen (a drained key
+ *   stays drained), N the processes counted by the heartbeats or `expectedProcesses`; a process the
+ *   others may not have counted yet denies (`source: 'local'`). What it admits is charged to the
+ *   shared bucket once Redis answers;
+ * - `'open'` / `'closed'`: allow / deny (`source: 'open'` / `'closed'`; `'open'` is not charged);
  * - `'throw'`: the decision throws a `RateLimitStoreError`;
  * - a {@link FallbackLimiter}: decide with it (`source: 'local'`, not charged).
  */
