@@ -68,12 +68,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /** @internal The in-memory twin, for `'local'`. */
   local!: LocalTwin;
 
-  /**
-   * @internal The subclass's constructor then gives its numbers to {@link retune}.
-   * @param common The validated common options.
-   * @param where The class name, for messages.
-   * @param scripts The algorithm's decision, refund and block scripts.
-   */
+  /** @internal The subclass's constructor then gives its numbers to {@link retune}. */
   protected constructor(common: Common, where: string, scripts: readonly [Script, Script, Script]) {
     super("redis", "Redis", common, 0);
     this.where = where;
@@ -217,9 +212,8 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     const where = `${this.where}.${keep ? "blockOnce" : "block"}`;
     const k = this.checkKey(where, key);
     const ms = checkNumber(where, "durationMs", durationMs, 0, false);
-    // Recorded here at once, before the store is asked: every path of this limiter denies
-    // the key from now on, the store healthy or not (docs/semantics.md#blocks). `blockOnce`
-    // keeps a block in place as it is.
+    // Recorded here at once, before the store is asked: every path of this limiter denies the
+    // key from now on, the store healthy or not (docs/semantics.md#blocks).
     if (!(keep && this.blockedMs(key) > 0)) this.recordBlock(key, ms);
     const left = await this.send("block", key, k, this.args(where, ms, keep));
     if (left > 0) this.recordBlock(key, left); // the block in place, as the store has it
@@ -342,6 +336,5 @@ export function blockedDecision(
 ): Decision {
   const state = decide(cost);
   const reset = state.allowed ? decide(0).resetAfterMs : state.resetAfterMs;
-  // Marked: the limiter records the block (one another process set) in its own table.
   return markBlocked(blockedDenial(state.limit, state.retryAfterMs, reset, leftMs), leftMs);
 }

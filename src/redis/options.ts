@@ -10,8 +10,9 @@ import { notRedisLike, type RedisLike } from "./client.js";
 import { checkKeyspace } from "./keyspace.js";
 
 /**
- * Options every Redis limiter takes besides its algorithm's own: the store-neutral ones ({@link
- * StoreLimiterOptions}: `timeoutMs`, `failure`, `onError`, `onRecover`, `circuit`) and Redis's.
+ * Options every Redis limiter takes besides its algorithm's own: the store-neutral ones
+ * ({@link StoreLimiterOptions}: `timeoutMs`, `failure`, `onError`, `onRecover`, `circuit`),
+ * and Redis's.
  */
 export interface RedisLimiterOptions extends StoreLimiterOptions {
   /** The connection, through an adapter: `fromIoredis(client)`, `fromNodeRedis(client)`. */

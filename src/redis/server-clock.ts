@@ -181,8 +181,7 @@ export async function runDecision(
     if (deadline === undefined) throw new TypeError("no server time in the clock probe's reply");
   }
   const reply = await runScript(client, script, keys, [...args, deadline]);
-  // The reply's last element is the server's now; `{-1, serverNowMs}`: Redis ran the call
-  // past its deadline and wrote nothing.
+  // The last element is the server's now; `{-1, serverNowMs}`: past the deadline, nothing written.
   const receivedAt = clock.now();
   const items = replyArray(reply, 2);
   clock.observe(replyNumber(items[items.length - 1]), receivedAt);

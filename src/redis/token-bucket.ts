@@ -71,8 +71,7 @@ export class RedisTokenBucket extends RedisLimiter {
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const initialTokens = checkInitial(WHERE, "initialTokens", o.initialTokens, capacity);
-    // Given, it is part of the state's definition (and so of the default keyspace), unless
-    // it is the default's.
+    // Given and not the default, it is part of the state's definition (and the default keyspace).
     const initial =
       initialTokens === undefined || initialTokens === capacity ? {} : { initialTokens };
     const state = { capacity, refillPerSecond, ...initial };

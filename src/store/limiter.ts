@@ -87,10 +87,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
   private readonly mainCircuit: Circuit;
   /** @internal Circuits by node. */
   private readonly nodeCircuits = new Map<string, Circuit>();
-  /**
-   * @internal The client's circuit serves the nodes past {@link MAX_NODE_CIRCUITS}: it stays
-   * in {@link circuits} from then.
-   */
+  /** @internal mainCircuit serves nodes past {@link MAX_NODE_CIRCUITS}: circuits() keeps it. */
   private mainSharedWithNodes = false;
   /**
    * @internal The one table of this limiter's blocks (docs/semantics.md#blocks): every block
@@ -106,13 +103,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
    */
   private readonly emptyUntil = new Map<string, number>();
 
-  /**
-   * @internal
-   * @param store The store's name as a decision source (`'redis'`).
-   * @param label The store's name in messages (`'Redis'`).
-   * @param common The validated store options.
-   * @param size `limit` or `capacity`.
-   */
+  /** @internal Each argument fills the field of its name (`common`: the validated options). */
   protected constructor(store: Store, label: string, common: StoreCommon, size: number) {
     this.store = store;
     this.label = label;
@@ -392,10 +383,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
     return { ...d, source: "local" };
   }
 
-  /**
-   * @internal The store no longer has a block this process set or saw: sets it again (a
-   * `blockOnce` of the time left), in the background; a failure is only reported.
-   */
+  /** @internal Sets again a block this process set or saw that the store lost (RedisLimiter). */
   protected reassertBlock(_key: string, _k: Key, _leftMs: number): void {}
 
   /**

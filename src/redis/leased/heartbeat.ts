@@ -71,10 +71,9 @@ export class Heartbeat {
   }
 
   /**
-   * True when the last count is a safe divisor at `nowMs`: this process has been counted
-   * for at least a beat interval and a quarter, its next heartbeat was sent within as long
-   * of its last answer (or `nowMs` is within it, none sent yet), and the store did not
-   * answer its exchanges after its heartbeats began to fail.
+   * Whether the last count is a safe divisor at `nowMs` (see the class doc): counted for an
+   * interval and a quarter, the next beat sent (or due) within as long of the last answer, and
+   * no exchange answered while the heartbeats failed.
    */
   counted(nowMs: number): boolean {
     const lateMs = this.intervalMs * LATE_INTERVALS;
@@ -85,10 +84,8 @@ export class Heartbeat {
   }
 
   /**
-   * The most live processes an answer counted within `ttlMs` of the last one (>= 1): the
-   * fallback's divisor. A process counted then may be live still (its membership lasts
-   * `ttlMs`), though a Redis that restarted or was flushed since forgot it until its next
-   * heartbeat: the first answers after that count too few.
+   * The most live processes an answer counted within `ttlMs` of the last one (>= 1): each may be
+   * live still (a membership lasts `ttlMs`); a Redis restarted or flushed since counts too few.
    */
   get peak(): number {
     let most = this.live;
@@ -96,11 +93,7 @@ export class Heartbeat {
     return most;
   }
 
-  /**
-   * The store answered an exchange of this process at `nowMs`: if the heartbeats were
-   * failing before, the store did not fail for everyone, and the count is not safe until a
-   * heartbeat answers again.
-   */
+  /** The store answered an exchange at `nowMs`: if the heartbeats fail, the count is not safe. */
   exchangeAnswered(nowMs: number): void {
     const since = this.failingSinceMs;
     if (since !== undefined && nowMs > since) this.answeredWhileFailing = true;

@@ -192,7 +192,6 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
   const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
   const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
   const initialCredit = checkNumber(WHERE, "initialCredit", o.initialCredit, 0, true, 1);
-  // Infinity (the default) for no cap of its own.
   const maxLeaseTokens: unknown =
     o.maxLeaseTokens === undefined ? Number.POSITIVE_INFINITY : o.maxLeaseTokens;
   if (!(typeof maxLeaseTokens === "number" && maxLeaseTokens > 0)) {
@@ -230,7 +229,6 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
     store === undefined
       ? checkRedisOptions(WHERE, common as RedisLimiterOptions, "leased-token-bucket", state)
       : undefined;
-  // The lease policy, hooks and the process clock: checked in this order.
   return {
     capacity,
     refillPerSecond,

@@ -187,9 +187,9 @@ end
 `;
 
 /**
- * Every helper, for a script that wants them all (the sliding log);
- * self-contained, so it may precede {@link luaArgs}. The lean scripts take the fragments
- * instead, after the head ({@link luaStore} reads the head's locals).
+ * Every helper, for a script that wants them all (the sliding log); self-contained, so it may
+ * precede {@link luaArgs}. The lean scripts take the fragments instead, after the head
+ * ({@link luaStore} reads the head's locals).
  */
 export const LUA_COMMON = `${LUA_FORMAT}${LUA_FITS}${LUA_CLEAN_MS}${LUA_WINDOW_INDEX}${LUA_EXPIRE}`;
 
