@@ -1,10 +1,5 @@
 import type { RedisLike } from "./client.js";
 
-/**
- * The one warning about a server whose `maxmemory-policy` may evict limiter keys.
- * @module
- */
-
 /** Clients whose server's policy was asked for (or cannot be asked), so each is asked once. */
 const asked = new WeakSet<RedisLike>();
 

@@ -83,10 +83,7 @@ export class RedisTokenBucket extends RedisLimiter {
   /** @internal Whether `initialTokens` was given, or follows `capacity`. */
   private initialGiven: boolean;
 
-  /**
-   * @internal Takes checked numbers, for the constructor and {@link reconfigure}:
-   * `initialTokens` is sent (and given to the `'local'` policy's twin) unless undefined.
-   */
+  /** @internal Takes checked numbers, for the constructor and {@link reconfigure}. */
   private tune(capacity: number, refillPerSecond: number, initialTokens: number | undefined): void {
     const initial = initialTokens === undefined ? {} : { initialTokens };
     this.retune(

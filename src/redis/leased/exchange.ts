@@ -148,10 +148,8 @@ export const timerScheduler: Scheduler = (run, delayMs) => {
 };
 
 /**
- * The call timeouts' {@link Scheduler} by default: `setTimeout` (unref'd) whose run waits
- * one more turn of the event loop (`setImmediate`): after a blocked event loop the timer
- * phase runs before sockets are read, so a reply already there would otherwise lose to the
- * timer, and a call Redis answered would count as failed.
+ * The call timeouts' {@link Scheduler} by default: `setTimeout` (unref'd) whose run waits one more
+ * turn of the event loop (`setImmediate`), for the reason `StoreLimiter.timed` gives.
  */
 export const deferredTimerScheduler: Scheduler = (run, delayMs) => {
   let cancelled = false;

@@ -205,8 +205,6 @@ export class LeaseTable {
     const fullAtMs = this.fullAtOf(entry);
     if (!(fullAtMs > now)) return;
     if (this.traces.size >= this.maxKeys) {
-      // The least telling of the next few in turn goes: the one full again soonest (or
-      // this one); the others go to the back.
       let drop: LeaseTrace | undefined;
       let dropAtMs = fullAtMs;
       const looked: LeaseTrace[] = [];
