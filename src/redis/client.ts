@@ -10,17 +10,16 @@ import { hashSlot } from "./hash-slot.js";
 export type RedisKey = string | Buffer;
 
 /**
- * The only thing the Redis limiters need from a client: run a Lua script by its SHA1
- * digest (`EVALSHA`) or by its source (`EVAL`), resolving with the script's reply
- * (integers as numbers, bulk strings as strings or `Buffer`s, arrays as arrays).
+ * The only thing the Redis limiters need from a client: run a Lua script by its SHA1 digest
+ * (`EVALSHA`) or by its source (`EVAL`), resolving with the script's reply (integers as numbers,
+ * bulk strings as strings or `Buffer`s, arrays as arrays).
  *
- * The method names are deliberately not those of any client library, so passing a
- * raw ioredis or node-redis client by mistake fails validation at once instead of
- * sending malformed commands: wrap it with {@link fromIoredis} or {@link fromNodeRedis},
- * or write the two methods for any other client (Valkey GLIDE, a cluster client,
- * a test double). A rejected promise is a store failure; a `NOSCRIPT` rejection from
- * `evalSha` (its message starting with `NOSCRIPT`) makes the limiter retry with
- * `evalScript`, which also loads the script into the server's cache.
+ * The method names are deliberately not those of any client library, so passing a raw ioredis or
+ * node-redis client by mistake fails validation at once instead of sending malformed commands: wrap
+ * it with {@link fromIoredis} or {@link fromNodeRedis}, or write the two methods for any other
+ * client (Valkey GLIDE, a cluster client, a test double). A rejected promise is a store failure; a
+ * `NOSCRIPT` rejection from `evalSha` (its message starting with `NOSCRIPT`) makes the limiter
+ * retry with `evalScript`, which also loads the script into the server's cache.
  */
 export interface RedisLike {
   /** `EVALSHA sha1 numkeys ...keys ...args`. */

@@ -1,6 +1,2 @@
-/**
- * The store errors, kept under their `tollgate/redis` path: the classes live in
- * src/store/errors.ts, shared by every store.
- * @module
- */
+/** The store errors (src/store/errors.ts, shared by every store) under `tollgate/redis`. @module */
 export { RateLimitStoreError, StoreTimeoutError, StoreUnavailableError } from "../store/errors.js";

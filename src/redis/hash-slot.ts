@@ -46,12 +46,11 @@ function bytesSlot(bytes: Uint8Array): number {
 }
 
 /**
- * The Redis Cluster hash slot of `key`, in `[0, 16384)`: CRC16 (XMODEM) of its bytes
- * modulo 16384. With a hash tag (the bytes between the first `{` and the first `}` after
- * it, when not empty) only the tag is hashed, so `user:{42}:a` and `user:{42}:b` share a
- * slot; `{}` (an empty tag) and a `{` without a `}` hash the whole key, as in Redis. A
- * string is hashed as its UTF-8 bytes, as a client sends it; a `Buffer` as its raw bytes.
- * Equals the server's `CLUSTER KEYSLOT key`.
+ * The Redis Cluster hash slot of `key`, in `[0, 16384)`: CRC16 (XMODEM) of its bytes modulo 16384.
+ * With a hash tag (the bytes between the first `{` and the first `}` after it, when not empty) only
+ * the tag is hashed, so `user:{42}:a` and `user:{42}:b` share a slot; `{}` (an empty tag) and a `{`
+ * without a `}` hash the whole key, as in Redis. A string is hashed as its UTF-8 bytes, as a client
+ * sends it; a `Buffer` as its raw bytes. Equals the server's `CLUSTER KEYSLOT key`.
  */
 export function hashSlot(key: RedisKey): number {
   if (typeof key !== "string") return bytesSlot(key);

@@ -9,11 +9,10 @@ import { mustBe } from "../core/errors.js";
 
 /**
  * The version of the state layout each algorithm's scripts keep under a key, part of every
- * fingerprint: a release that changes what a script stores changes it, so new code never
- * reads old state it would misread. 1 at first; the sliding log's list became a hash of
- * chunks (2), its meta may carry a block (3); the buckets store the capacity they were
- * counted with, the fixed window its end, the counter its window length, and each may carry
- * a block after its state (2).
+ * fingerprint: a release that changes what a script stores changes it, so new code never reads old
+ * state it would misread. 1 at first; the sliding log's list became a hash of chunks (2), its meta
+ * may carry a block (3); the buckets store the capacity they were counted with, the fixed window
+ * its end, the counter its window length, and each may carry a block after its state (2).
  */
 const STATE_LAYOUT_VERSIONS: Readonly<Record<string, number>> = {
   "sliding-window-log": 3,

@@ -88,11 +88,10 @@ export class RedisLeakyBucket extends RedisLimiter {
   }
 
   /**
-   * Changes `capacity`, `leakPerSecond` and/or `initialLevel` (for keys new from then)
-   * live, from the next call, for every key: the
-   * keyspace stays, so each key's stored state is judged by the new numbers
-   * (docs/redis.md#changing-limits-live). The `'local'` policy's limiter follows. Checked
-   * first, with the constructor's messages; a throw changes nothing.
+   * Changes `capacity`, `leakPerSecond` and/or `initialLevel` (for keys new from then) live, from
+   * the next call, for every key: the keyspace stays, so each key's stored state is judged by the
+   * new numbers (docs/redis.md#changing-limits-live). The `'local'` policy's limiter follows.
+   * Checked first, with the constructor's messages; a throw changes nothing.
    * @throws {TypeError} For an unknown option (the Redis options and `clock` cannot change).
    * @throws {RangeError} As the constructor, for an option out of range.
    */

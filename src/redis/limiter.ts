@@ -68,12 +68,7 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   /** @internal The in-memory twin, for `'local'`. */
   local!: LocalTwin;
 
-  /**
-   * @internal The subclass's constructor then gives its numbers to {@link retune}.
-   * @param common The validated common options.
-   * @param where The class name, for messages.
-   * @param scripts The algorithm's decision, refund and block scripts.
-   */
+  /** @internal The subclass's constructor then gives its numbers to {@link retune}. */
   protected constructor(common: Common, where: string, scripts: readonly [Script, Script, Script]) {
     super("redis", "Redis", common, 0);
     this.where = where;
@@ -133,19 +128,18 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
   }
 
   /**
-   * Gives back units taken earlier, atomically in Redis, and resolves with how many came
-   * back (docs/semantics.md#refunds). Through the receipt of a {@link charge}: `units` of
-   * what it took (default: all it still holds), by the algorithm's receipt rule, decided in
-   * Redis from the key's ledger (a fixed window's only while its window lasts, a counter's
-   * while its window is current or previous, a bucket's at most the refill not yet repaid
-   * less the key's refunds since, a sliding log's out of its own entry), nothing after a
-   * `reconfigure` since the charge, nor (buckets, fixed window) a `reset(key)`. Without
-   * one: `cost` units (default 1) of `key` by the rule without a receipt (a fixed window
-   * refuses: it cannot tell which window the units came from); the `'local'` policy's
-   * limiter, if built, is refunded too. Never past the fresh state; a key without state is
-   * left as it is. Sent once with the call's deadline: when Redis fails, times out or the
-   * circuit is open it rejects with {@link RateLimitStoreError} whatever the policy, and a
-   * refund that timed out was not applied late (docs/redis.md#refunds-and-blocks).
+   * Gives back units taken earlier, atomically in Redis, and resolves with how many came back
+   * (docs/semantics.md#refunds). Through the receipt of a {@link charge}: `units` of what it took
+   * (default: all it still holds), by the algorithm's receipt rule, decided in Redis from the key's
+   * ledger (a fixed window's only while its window lasts, a counter's while its window is current
+   * or previous, a bucket's at most the refill not yet repaid less the key's refunds since, a
+   * sliding log's out of its own entry), nothing after a `reconfigure` since the charge, nor
+   * (buckets, fixed window) a `reset(key)`. Without one: `cost` units (default 1) of `key` by the
+   * rule without a receipt (a fixed window refuses: it cannot tell which window the units came
+   * from); the `'local'` policy's limiter, if built, is refunded too. Never past the fresh state; a
+   * key without state is left as it is. Sent once with the call's deadline: when Redis fails, times
+   * out or the circuit is open it rejects with {@link RateLimitStoreError} whatever the policy, and
+   * a refund that timed out was not applied late (docs/redis.md#refunds-and-blocks).
    * @throws {TypeError} (rejects) For a non-string key, a non-number cost or units, another
    *   limiter's receipt, or a fixed window's refund without a receipt.
    * @throws {RangeError} (rejects) For NaN, a negative or an infinite cost.
@@ -218,9 +212,8 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
     const where = `${this.where}.${keep ? "blockOnce" : "block"}`;
     const k = this.checkKey(where, key);
     const ms = checkNumber(where, "durationMs", durationMs, 0, false);
-    // Recorded here at once, before the store is asked: every path of this limiter denies
-    // the key from now on, the store healthy or not (docs/semantics.md#blocks). `blockOnce`
-    // keeps a block in place as it is.
+    // Recorded here at once, before the store is asked: every path of this limiter denies the
+    // key from now on, the store healthy or not (docs/semantics.md#blocks).
     if (!(keep && this.blockedMs(key) > 0)) this.recordBlock(key, ms);
     const left = await this.send("block", key, k, this.args(where, ms, keep));
     if (left > 0) this.recordBlock(key, left); // the block in place, as the store has it
@@ -343,6 +336,5 @@ export function blockedDecision(
 ): Decision {
   const state = decide(cost);
   const reset = state.allowed ? decide(0).resetAfterMs : state.resetAfterMs;
-  // Marked: the limiter records the block (one another process set) in its own table.
   return markBlocked(blockedDenial(state.limit, state.retryAfterMs, reset, leftMs), leftMs);
 }

@@ -1,10 +1,5 @@
 import type { RedisLike } from "./client.js";
 
-/**
- * The one warning about a server whose `maxmemory-policy` may evict limiter keys.
- * @module
- */
-
 /** Clients whose server's policy was asked for (or cannot be asked), so each is asked once. */
 const asked = new WeakSet<RedisLike>();
 
@@ -31,11 +26,10 @@ export function policyOfReply(reply: unknown): string | undefined {
 }
 
 /**
- * Asks the server behind `client`, once per client and only when it has `command`, for
- * its `maxmemory-policy`, and emits one process warning (`TOLLGATE_MAXMEMORY_POLICY`)
- * when the policy would evict limiter keys. Says nothing when the command is refused
- * (managed services often rename or deny `CONFIG`) or the reply is not understood. Never
- * rejects and never delays a decision.
+ * Asks the server behind `client`, once per client and only when it has `command`, for its
+ * `maxmemory-policy`, and emits one process warning (`TOLLGATE_MAXMEMORY_POLICY`) when the policy
+ * would evict limiter keys. Says nothing when the command is refused (managed services often rename
+ * or deny `CONFIG`) or the reply is not understood. Never rejects and never delays a decision.
  */
 export function checkEvictionPolicy(client: RedisLike): void {
   if (asked.has(client)) return;

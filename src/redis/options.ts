@@ -11,7 +11,7 @@ import { checkKeyspace } from "./keyspace.js";
 
 /**
  * Options every Redis limiter takes besides its algorithm's own: the store-neutral ones
- * ({@link StoreLimiterOptions}: `timeoutMs`, `failure`, `onError`, `onRecover`, `circuit`)
+ * ({@link StoreLimiterOptions}: `timeoutMs`, `failure`, `onError`, `onRecover`, `circuit`),
  * and Redis's.
  */
 export interface RedisLimiterOptions extends StoreLimiterOptions {
@@ -26,15 +26,14 @@ export interface RedisLimiterOptions extends StoreLimiterOptions {
    */
   readonly prefix?: string | undefined;
   /**
-   * The part of the key between the prefix and the caller's key. By default a fingerprint
-   * of the algorithm and the options that define its state (8 hex digits of FNV-1a over
-   * the algorithm, `capacity` and the rate, or `limit` and `windowMs`, and whether
-   * Redis's or an explicit clock stamps the state): processes whose limiters have the same
-   * algorithm and options share keys, and limiters that differ do not. Pin it (any
-   * non-empty string) to keep the state when the options change on purpose, such as a
-   * deploy that raises `capacity`: the new limiter then reads the old state with the new
-   * options (a bucket's stored level is kept and capped at the new capacity, a window's
-   * count is judged against the new limit). Only pin it for the same algorithm.
+   * The part of the key between the prefix and the caller's key. By default a fingerprint of the
+   * algorithm and the options that define its state (8 hex digits of FNV-1a over the algorithm,
+   * `capacity` and the rate, or `limit` and `windowMs`, and whether Redis's or an explicit clock
+   * stamps the state): processes whose limiters have the same algorithm and options share keys, and
+   * limiters that differ do not. Pin it (any non-empty string) to keep the state when the options
+   * change on purpose, such as a deploy that raises `capacity`: the new limiter then reads the old
+   * state with the new options (a bucket's stored level is kept and capped at the new capacity, a
+   * window's count is judged against the new limit). Only pin it for the same algorithm.
    * @default the fingerprint, e.g. `'3f9a0c1e'`
    */
   readonly keyspace?: string | undefined;
@@ -48,12 +47,11 @@ export interface RedisLimiterOptions extends StoreLimiterOptions {
    */
   readonly maxTtlMs?: number | undefined;
   /**
-   * Explicit time in milliseconds, sent to the script instead of the server's `TIME`.
-   * For tests and replays only: with it, each caller's clock decides, and since Redis
-   * cannot tell when that clock makes a key idle, a key lives until its state is fresh
-   * counted on the server's clock from its last write, at least 60 s (so a test's frozen
-   * clock keeps its state), at most `maxTtlMs`. Leave it unset in production (all callers
-   * then share Redis's clock).
+   * Explicit time in milliseconds, sent to the script instead of the server's `TIME`. For tests and
+   * replays only: with it, each caller's clock decides, and since Redis cannot tell when that clock
+   * makes a key idle, a key lives until its state is fresh counted on the server's clock from its
+   * last write, at least 60 s (so a test's frozen clock keeps its state), at most `maxTtlMs`. Leave
+   * it unset in production (all callers then share Redis's clock).
    * @default undefined (the Redis server's clock)
    */
   readonly clock?: Clock | undefined;

@@ -4,10 +4,7 @@ import type {
   StoreReceipt,
 } from "../store/policy.js";
 
-/**
- * The Redis names of the store-neutral failure vocabulary (src/store/policy.ts).
- * @module
- */
+/** The Redis names of the store-neutral failure vocabulary (src/store/policy.ts). @module */
 
 export {
   FAIL_CLOSED_RETRY_AFTER_MS,

@@ -26,11 +26,10 @@ export function isNoScript(error: unknown): boolean {
 }
 
 /**
- * Runs `script` by digest, falling back to its source once when the server's script
- * cache lacks it (after `SCRIPT FLUSH`, a restart or a failover); `EVAL` caches it
- * again. Rejects with the client's error. Untimed: the caller times the call
- * (`StoreLimiter` counts it in flight until the client settles it; the lease store has
- * its scheduler's timer).
+ * Runs `script` by digest, falling back to its source once when the server's script cache lacks it
+ * (after `SCRIPT FLUSH`, a restart or a failover); `EVAL` caches it again. Rejects with the
+ * client's error. Untimed: the caller times the call (`StoreLimiter` counts it in flight until the
+ * client settles it; the lease store has its scheduler's timer).
  */
 export async function runScript(
   client: RedisLike,

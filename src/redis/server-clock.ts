@@ -149,14 +149,13 @@ export class DeadlinePassedError extends StoreTimeoutError {
 export const PROBE_DEADLINE = "0";
 
 /**
- * Runs a decision script with a deadline: `args` are the script's ARGV before `deadlineMs`,
- * which is appended. Without an offset to the server's clock (the client's first call, or
- * none for 10 to 20 s) the same script first runs with a deadline long past (it replies
- * `{-1, serverNowMs}` and touches nothing) to measure it; so every call that can write
- * carries a deadline. The caller (`StoreLimiter`) bounds the whole, probe included, by
- * `timeoutMs`, its timer started when this is called. Rejects like `runScript`, with a
- * {@link DeadlinePassedError} when Redis ran the call past its deadline, and a `TypeError`
- * for a malformed reply.
+ * Runs a decision script with a deadline: `args` are the script's ARGV before `deadlineMs`, which
+ * is appended. Without an offset to the server's clock (the client's first call, or none for 10 to
+ * 20 s) the same script first runs with a deadline long past (it replies `{-1, serverNowMs}` and
+ * touches nothing) to measure it; so every call that can write carries a deadline. The caller
+ * (`StoreLimiter`) bounds the whole, probe included, by `timeoutMs`, its timer started when this is
+ * called. Rejects like `runScript`, with a {@link DeadlinePassedError} when Redis ran the call past
+ * its deadline, and a `TypeError` for a malformed reply.
  */
 export async function runDecision(
   client: RedisLike,
@@ -182,8 +181,7 @@ export async function runDecision(
     if (deadline === undefined) throw new TypeError("no server time in the clock probe's reply");
   }
   const reply = await runScript(client, script, keys, [...args, deadline]);
-  // The reply's last element is the server's now; `{-1, serverNowMs}`: Redis ran the call
-  // past its deadline and wrote nothing.
+  // The last element is the server's now; `{-1, serverNowMs}`: past the deadline, nothing written.
   const receivedAt = clock.now();
   const items = replyArray(reply, 2);
   clock.observe(replyNumber(items[items.length - 1]), receivedAt);

@@ -71,8 +71,7 @@ export class RedisTokenBucket extends RedisLimiter {
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
     const initialTokens = checkInitial(WHERE, "initialTokens", o.initialTokens, capacity);
-    // Given, it is part of the state's definition (and so of the default keyspace), unless
-    // it is the default's.
+    // Given and not the default, it is part of the state's definition (and the default keyspace).
     const initial =
       initialTokens === undefined || initialTokens === capacity ? {} : { initialTokens };
     const state = { capacity, refillPerSecond, ...initial };
@@ -84,10 +83,7 @@ export class RedisTokenBucket extends RedisLimiter {
   /** @internal Whether `initialTokens` was given, or follows `capacity`. */
   private initialGiven: boolean;
 
-  /**
-   * @internal Takes checked numbers, for the constructor and {@link reconfigure}:
-   * `initialTokens` is sent (and given to the `'local'` policy's twin) unless undefined.
-   */
+  /** @internal Takes checked numbers, for the constructor and {@link reconfigure}. */
   private tune(capacity: number, refillPerSecond: number, initialTokens: number | undefined): void {
     const initial = initialTokens === undefined ? {} : { initialTokens };
     this.retune(
@@ -100,11 +96,10 @@ export class RedisTokenBucket extends RedisLimiter {
   }
 
   /**
-   * Changes `capacity`, `refillPerSecond` and/or `initialTokens` (for keys new from then)
-   * live, from the next call, for every key: the
-   * keyspace stays, so each key's stored state is judged by the new numbers
-   * (docs/redis.md#changing-limits-live). The `'local'` policy's limiter follows. Checked
-   * first, with the constructor's messages; a throw changes nothing.
+   * Changes `capacity`, `refillPerSecond` and/or `initialTokens` (for keys new from then) live,
+   * from the next call, for every key: the keyspace stays, so each key's stored state is judged by
+   * the new numbers (docs/redis.md#changing-limits-live). The `'local'` policy's limiter follows.
+   * Checked first, with the constructor's messages; a throw changes nothing.
    * @throws {TypeError} For an unknown option (the Redis options and `clock` cannot change).
    * @throws {RangeError} As the constructor, for an option out of range.
    */

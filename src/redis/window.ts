@@ -52,14 +52,11 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
   readonly windowMs!: number;
 
   /**
-   * @internal
-   * @param where The class name, for messages.
-   * @param algorithm The algorithm, for the default prefix and the keyspace fingerprint.
-   * @param Local The in-memory class of the same algorithm, for the `'local'` failure policy.
-   * @param scripts The algorithm's decision, refund and block scripts.
+   * @internal `algorithm` names the default prefix and the keyspace fingerprint; `Local` is the
+   * in-memory class of the same algorithm, for `'local'`.
    * @throws {TypeError} If `options` is not an object or an option has the wrong type.
-   * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs`
-   *   is below 0.001 without a `clock`, or a Redis option is out of range.
+   * @throws {RangeError} If `limit` or `windowMs` is not a finite number > 0, `windowMs` is below
+   *   0.001 without a `clock`, or a Redis option is out of range.
    */
   protected constructor(
     where: string,

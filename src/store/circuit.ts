@@ -11,15 +11,11 @@
 /** The state of a {@link Circuit}. */
 export type CircuitState = "closed" | "open" | "half-open";
 
-/** The validated settings of the circuits of one limiter. */
+/** The validated `CircuitOptions` (src/store/options.ts) of one limiter, defaults applied. */
 export interface CircuitSettings {
-  /** Consecutive failures that open a circuit (an integer >= 1, or Infinity: never). */
   readonly failuresToOpen: number;
-  /** How long an open circuit answers by the policy before a probe, in milliseconds. */
   readonly coolDownMs: number;
-  /** Most calls in flight per circuit (an integer >= 1, or Infinity). */
   readonly maxPendingCalls: number;
-  /** A monotonic clock in milliseconds (`performance.now` by default). */
   readonly clock: () => number;
 }
 
@@ -44,15 +40,11 @@ export type Admission = "send" | "probe" | "circuit-open" | "pending-cap";
 
 /** One node's circuit. Not thread-aware: one event loop drives it. */
 export class Circuit {
-  /** The current state. */
+  /** As in {@link CircuitSnapshot} (`openedAtMs` kept while closed, and unused then). */
   state: CircuitState = "closed";
-  /** Failures in a row since the last answer. */
   consecutiveFailures = 0;
-  /** Calls sent and not settled by the store. */
   pendingCalls = 0;
-  /** Calls answered by the policy since the store's last answer. */
   failedCalls = 0;
-  /** When it last opened (circuit clock, ms). */
   openedAtMs = 0;
 
   constructor(

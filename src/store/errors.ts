@@ -28,10 +28,7 @@ export class StoreTimeoutError extends Error {
   /** The timeout that passed, in milliseconds. */
   readonly timeoutMs: number;
 
-  /**
-   * @param timeoutMs The timeout that passed, in milliseconds.
-   * @param store The store's name for the message (`Redis`).
-   */
+  /** @param store The store's name for the message (`Redis`). */
   constructor(timeoutMs: number, store = "Redis") {
     super(`${store} did not answer within ${timeoutMs} ms`);
     this.timeoutMs = timeoutMs;

@@ -31,12 +31,11 @@ export function markBlocked<D extends Decision>(decision: D, leftMs: number): D 
 const blockedLeftMs = new WeakMap<Decision, number>();
 
 /**
- * Marks `decision` as the store's answer to a charge it took: `mark` is what a refund
- * through its receipt sends back (a bucket's full time, a window's end or index, a log
- * entry's leave time), `atMs` the time it was decided at, `untilMs` when its units stop
- * counting, `ledger` what else the refund sends for the store to check (the state's
- * incarnation and, for a bucket, the units credited at the charge; `""` for none).
- * {@link StoreLimiter.charge} turns it into the receipt.
+ * Marks `decision` as the store's answer to a charge it took: `mark` is what a refund through its
+ * receipt sends back (a bucket's full time, a window's end or index, a log entry's leave time),
+ * `atMs` the time it was decided at, `untilMs` when its units stop counting, `ledger` what else the
+ * refund sends for the store to check (the state's incarnation and, for a bucket, the units
+ * credited at the charge; `""` for none). {@link StoreLimiter.charge} turns it into the receipt.
  */
 export function markCharge<D extends Decision>(
   decision: D,
@@ -88,10 +87,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
   private readonly mainCircuit: Circuit;
   /** @internal Circuits by node. */
   private readonly nodeCircuits = new Map<string, Circuit>();
-  /**
-   * @internal The client's circuit serves the nodes past {@link MAX_NODE_CIRCUITS}: it stays
-   * in {@link circuits} from then.
-   */
+  /** @internal mainCircuit serves nodes past {@link MAX_NODE_CIRCUITS}: circuits() keeps it. */
   private mainSharedWithNodes = false;
   /**
    * @internal The one table of this limiter's blocks (docs/semantics.md#blocks): every block
@@ -107,13 +103,7 @@ export abstract class StoreLimiter<Store extends string, Key> {
    */
   private readonly emptyUntil = new Map<string, number>();
 
-  /**
-   * @internal
-   * @param store The store's name as a decision source (`'redis'`).
-   * @param label The store's name in messages (`'Redis'`).
-   * @param common The validated store options.
-   * @param size `limit` or `capacity`.
-   */
+  /** @internal Each argument fills the field of its name (`common`: the validated options). */
   protected constructor(store: Store, label: string, common: StoreCommon, size: number) {
     this.store = store;
     this.label = label;
@@ -184,11 +174,10 @@ export abstract class StoreLimiter<Store extends string, Key> {
   }
 
   /**
-   * Takes `cost` units from `key`'s shared state when they are available, atomically
-   * in the store, and resolves with the decision; a denied request changes nothing.
-   * Rejects with `TypeError` for a non-string key or a non-number cost, `RangeError`
-   * for NaN, a negative or an infinite cost, and {@link RateLimitStoreError} when the
-   * store cannot answer and the policy is `'throw'`.
+   * Takes `cost` units from `key`'s shared state when they are available, atomically in the store,
+   * and resolves with the decision; a denied request changes nothing. Rejects with `TypeError` for
+   * a non-string key or a non-number cost, `RangeError` for NaN, a negative or an infinite cost,
+   * and {@link RateLimitStoreError} when the store cannot answer and the policy is `'throw'`.
    */
   consume(key: string, cost?: number): Promise<StoreDecision<Store>> {
     return this.call("consume", key, cost, true);
@@ -203,10 +192,9 @@ export abstract class StoreLimiter<Store extends string, Key> {
   }
 
   /**
-   * Deletes `key`'s state: back to fresh. Also resets the key in the local limiter
-   * (`'local'` or a fallback). Rejects with {@link RateLimitStoreError} when the store
-   * fails or the key's circuit is open, whatever the policy (a reset that did not happen
-   * must not pass silently).
+   * Deletes `key`'s state: back to fresh. Also resets the key in the local limiter (`'local'` or a
+   * fallback). Rejects with {@link RateLimitStoreError} when the store fails or the key's circuit
+   * is open, whatever the policy (a reset that did not happen must not pass silently).
    */
   async reset(key: string): Promise<void> {
     const where = `${this.where}.reset`;
@@ -254,11 +242,10 @@ export abstract class StoreLimiter<Store extends string, Key> {
 
   /**
    * The circuits as plain data, for metrics and health checks: the client's one circuit
-   * (`node: undefined`) first, then one per node seen. On a cluster the client's circuit
-   * serves only the calls made while the slot table was unknown; once node circuits exist it
-   * is left out while it is closed with no call pending and no failure counted (so metrics
-   * show no `node=""` beside the nodes), unless it serves the nodes past
-   * {@link MAX_NODE_CIRCUITS}.
+   * (`node: undefined`) first, then one per node seen. On a cluster the client's circuit serves
+   * only the calls made while the slot table was unknown; once node circuits exist it is left out
+   * while it is closed with no call pending and no failure counted (so metrics show no `node=""`
+   * beside the nodes), unless it serves the nodes past {@link MAX_NODE_CIRCUITS}.
    */
   circuits(): CircuitSnapshot[] {
     const main = this.mainCircuit;
@@ -396,19 +383,15 @@ export abstract class StoreLimiter<Store extends string, Key> {
     return { ...d, source: "local" };
   }
 
-  /**
-   * @internal The store no longer has a block this process set or saw: sets it again (a
-   * `blockOnce` of the time left), in the background; a failure is only reported.
-   */
+  /** @internal Sets again a block this process set or saw that the store lost (RedisLimiter). */
   protected reassertBlock(_key: string, _k: Key, _leftMs: number): void {}
 
   /**
-   * @internal The store's promise, rejected with a {@link StoreTimeoutError} after
-   * `timeoutMs`; the circuit counts the call pending until the store itself settles it.
-   * The timer's rejection waits one turn of the event loop (`setImmediate`): after a
-   * blocked event loop the timer phase runs before the poll phase, so a reply already in
-   * the socket would otherwise lose to the timer, and a call Redis answered (and charged)
-   * would be answered again by the policy.
+   * @internal The store's promise, rejected with a {@link StoreTimeoutError} after `timeoutMs`; the
+   * circuit counts the call pending until the store itself settles it. The timer's rejection waits
+   * one turn of the event loop (`setImmediate`): after a blocked event loop the timer phase runs
+   * before the poll phase, so a reply already in the socket would otherwise lose to the timer, and
+   * a call Redis answered (and charged) would be answered again by the policy.
    */
   private timed(call: Promise<unknown>, circuit: Circuit): Promise<unknown> {
     const timeoutMs = this.timeoutMs;

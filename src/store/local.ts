@@ -3,12 +3,6 @@ import type { Clock } from "../core/limiter.js";
 import { type CloneableLimiter, KeyedLimiter } from "../keyed/keyed-limiter.js";
 import type { FallbackLimiter } from "./policy.js";
 
-/**
- * The `'local'` failure policy's limiter: the store's algorithm with the same options in
- * process memory, one state per key in a bounded `KeyedLimiter`.
- * @module
- */
-
 /** Most keys the local limiter keeps; past it the key idle soonest is evicted (its trace kept). */
 export const LOCAL_MAX_KEYS = 100_000;
 /** Longest key kept as it is; a longer one is kept as its prefix and a SHA-256 digest. */

@@ -33,9 +33,7 @@ export interface CircuitOptions {
    * @default 1000
    */
   readonly maxPendingCalls?: number | undefined;
-  /**
-   * The circuit's monotonic clock in milliseconds, for tests. @default performance.now
-   */
+  /** The circuit's monotonic clock in milliseconds, for tests. @default performance.now */
   readonly clock?: (() => number) | undefined;
 }
 

@@ -78,9 +78,8 @@ export type StoreOperation = "allow" | "consume" | "peek" | "reset" | "refund" |
 export type FailureOutcome = PolicySource | "throw";
 
 /**
- * What `onError` receives: once when a circuit opens (after `failuresToOpen`
- * consecutive failures), not for every failed call; the fields describe the call whose
- * failure opened it.
+ * What `onError` receives: once when a circuit opens (after `failuresToOpen` consecutive failures),
+ * not for every failed call; the fields describe the call whose failure opened it.
  */
 export interface StoreFailureEvent {
   /** The failure; `error.cause` is the client's error or a timeout. */

@@ -10,12 +10,11 @@ export interface BatchCall {
 }
 
 /**
- * Collects the keys that need an exchange and hands them over once per batch window, all
- * at once: grouped (one group per hash slot in a cluster, one in all on a standalone
- * server) and cut into calls of at most {@link MAX_BATCH_KEYS} keys, so that the caller can
- * send the calls of one node back to back (one round trip per node per window). Keeping at
- * most one exchange in flight per key is the caller's part (a key is added only when it has
- * none).
+ * Collects the keys that need an exchange and hands them over once per batch window, all at once:
+ * grouped (one group per hash slot in a cluster, one in all on a standalone server) and cut into
+ * calls of at most {@link MAX_BATCH_KEYS} keys, so that the caller can send the calls of one node
+ * back to back (one round trip per node per window). Keeping at most one exchange in flight per key
+ * is the caller's part (a key is added only when it has none).
  */
 export class Batcher {
   private readonly queue = new Map<string, string[]>();

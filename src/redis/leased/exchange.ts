@@ -81,11 +81,10 @@ export interface LeaseStore {
    */
   groupOf(key: string): string;
   /**
-   * Optional: the server that serves `key` now (a cluster's master of its slot, as
-   * `host:port`), or undefined when unknown. The calls of one node in one batch window go
-   * out back to back (one round trip per node), and a failed call backs off every group of
-   * its node, not just its own. Absent or undefined: each group is a node of its own. Must
-   * be cheap and must not throw.
+   * Optional: the server that serves `key` now (a cluster's master of its slot, as `host:port`), or
+   * undefined when unknown. The calls of one node in one batch window go out back to back (one
+   * round trip per node), and a failed call backs off every group of its node, not just its own.
+   * Absent or undefined: each group is a node of its own. Must be cheap and must not throw.
    */
   nodeOf?(key: string): string | undefined;
   /**
@@ -137,8 +136,7 @@ export interface HeartbeatAnswer {
 
 /**
  * Schedules `run` after `delayMs` and returns a function that cancels it. The default uses
- * `setTimeout` with `unref()` (a limiter never holds a process open); a simulation passes
- * its own.
+ * `setTimeout` with `unref()` (a limiter never holds a process open); a simulation passes its own.
  */
 export type Scheduler = (run: () => void, delayMs: number) => () => void;
 
@@ -150,10 +148,8 @@ export const timerScheduler: Scheduler = (run, delayMs) => {
 };
 
 /**
- * The call timeouts' {@link Scheduler} by default: `setTimeout` (unref'd) whose run waits
- * one more turn of the event loop (`setImmediate`): after a blocked event loop the timer
- * phase runs before sockets are read, so a reply already there would otherwise lose to the
- * timer, and a call Redis answered would count as failed.
+ * The call timeouts' {@link Scheduler} by default: `setTimeout` (unref'd) whose run waits one more
+ * turn of the event loop (`setImmediate`), for the reason `StoreLimiter.timed` gives.
  */
 export const deferredTimerScheduler: Scheduler = (run, delayMs) => {
   let cancelled = false;

@@ -5,10 +5,9 @@ const FIRST_RETRY_MS = 100;
 /** The longest wait between failed heartbeats (ms), or the beat interval if shorter. */
 const MAX_RETRY_MS = 1000;
 /**
- * How late, in beat intervals after the last answer, the next heartbeat may be sent for the
- * count to stay safe (a timer fires late on a busy event loop; a stopped process sends
- * none); a process is counted after as long a membership, so that every other process beat
- * meanwhile.
+ * How late, in beat intervals after the last answer, the next heartbeat may be sent for the count
+ * to stay safe (a timer fires late on a busy event loop; a stopped process sends none); a process
+ * is counted after as long a membership, so that every other process beat meanwhile.
  */
 const LATE_INTERVALS = 1.25;
 /**
@@ -20,18 +19,17 @@ const LATE_INTERVALS = 1.25;
 const EARLY_TIMER_MS = 2;
 
 /**
- * This process's heartbeat: announces it as live every third of `ttlMs` (after a failure
- * sooner, from 100 ms doubling up to 1 s) and keeps the number of live processes from the
- * answers of the last `ttlMs`, the largest of which ({@link peak}) the `'local'` fallback
- * divides the limit by.
+ * This process's heartbeat: announces it as live every third of `ttlMs` (after a failure sooner,
+ * from 100 ms doubling up to 1 s) and keeps the number of live processes from the answers of the
+ * last `ttlMs`, the largest of which ({@link peak}) the `'local'` fallback divides the limit by.
  *
- * That count is a safe divisor only when the others counted this process and it counted
- * them: it has been live for an interval and a quarter (each other process beat meanwhile)
- * and beat on time until the store failed (a stopped process sent nothing while the others
- * counted on). A membership the store forgot (a restart, `FLUSHALL`: `joined`) or that a
- * failed call may have renewed unseen (its answer lost) starts that wait again; a store that
- * answers exchanges after the heartbeats began to fail may answer the others too, whose
- * counts go on. {@link counted} says whether all that holds (docs/distributed.md).
+ * That count is a safe divisor only when the others counted this process and it counted them: it
+ * has been live for an interval and a quarter (each other process beat meanwhile) and beat on time
+ * until the store failed (a stopped process sent nothing while the others counted on). A membership
+ * the store forgot (a restart, `FLUSHALL`: `joined`) or that a failed call may have renewed unseen
+ * (its answer lost) starts that wait again; a store that answers exchanges after the heartbeats
+ * began to fail may answer the others too, whose counts go on. {@link counted} says whether all
+ * that holds (docs/distributed.md).
  */
 export class Heartbeat {
   /** Live processes, this one included, as last counted (>= 1; 1 until an answer). */
@@ -73,10 +71,9 @@ export class Heartbeat {
   }
 
   /**
-   * True when the last count is a safe divisor at `nowMs`: this process has been counted
-   * for at least a beat interval and a quarter, its next heartbeat was sent within as long
-   * of its last answer (or `nowMs` is within it, none sent yet), and the store did not
-   * answer its exchanges after its heartbeats began to fail.
+   * Whether the last count is a safe divisor at `nowMs` (see the class doc): counted for an
+   * interval and a quarter, the next beat sent (or due) within as long of the last answer, and
+   * no exchange answered while the heartbeats failed.
    */
   counted(nowMs: number): boolean {
     const lateMs = this.intervalMs * LATE_INTERVALS;
@@ -87,10 +84,8 @@ export class Heartbeat {
   }
 
   /**
-   * The most live processes an answer counted within `ttlMs` of the last one (>= 1): the
-   * fallback's divisor. A process counted then may be live still (its membership lasts
-   * `ttlMs`), though a Redis that restarted or was flushed since forgot it until its next
-   * heartbeat: the first answers after that count too few.
+   * The most live processes an answer counted within `ttlMs` of the last one (>= 1): each may be
+   * live still (a membership lasts `ttlMs`); a Redis restarted or flushed since counts too few.
    */
   get peak(): number {
     let most = this.live;
@@ -98,11 +93,7 @@ export class Heartbeat {
     return most;
   }
 
-  /**
-   * The store answered an exchange of this process at `nowMs`: if the heartbeats were
-   * failing before, the store did not fail for everyone, and the count is not safe until a
-   * heartbeat answers again.
-   */
+  /** The store answered an exchange at `nowMs`: if the heartbeats fail, the count is not safe. */
   exchangeAnswered(nowMs: number): void {
     const since = this.failingSinceMs;
     if (since !== undefined && nowMs > since) this.answeredWhileFailing = true;

@@ -124,10 +124,9 @@ export class LeaseBlocks {
   }
 
   /**
-   * The store's answer for `key` (`carried`: the change its request carried): records a
-   * block the store holds; lifts one here that the store says was lifted since; sends
-   * again one the store lost (a `FLUSHALL`, an eviction, a restart). Returns
-   * {@link BLOCKED} and {@link SEND} flags.
+   * The store's answer for `key` (`carried`: the change its request carried): records a block the
+   * store holds; lifts one here that the store says was lifted since; sends again one the store
+   * lost (a `FLUSHALL`, an eviction, a restart). Returns {@link BLOCKED} and {@link SEND} flags.
    */
   answered(
     key: string,

@@ -14,11 +14,9 @@ export class LeaseChargeReceipt extends ChargeReceipt {
   readonly source: LeasedSource;
 
   /**
-   * @param entry The key's entry at the charge (undefined: nothing was taken).
-   * @param epoch The entry's epoch at the charge (a `reset(key)` moves it).
-   * @param share The `'local'` fallback bucket that admitted it, if it did.
-   * @param refundedBefore The entry's `refunded` at the charge: refunds of the key since
-   *   then were repaid by the refill first, so they come off what this one may give.
+   * `entry`: the key's entry at the charge (undefined: nothing was taken), `epoch` its epoch then;
+   * `share`: the `'local'` fallback bucket that admitted it, if it did; `refundedBefore`: the
+   * entry's `refunded` then (refunds since were repaid by the refill first: see refundReceipt).
    */
   constructor(
     decision: LeasedDecision,

@@ -124,13 +124,12 @@ interface LeaseTrace {
 const TRACE_LOOKS = 8;
 
 /**
- * The local lease table: at most `maxKeys` entries. Entries that are not pinned (no call,
- * charge or fallback bucket: {@link LeaseEntry.pinned}) wait in a set in the order they
- * settled, so a full table finds one to push out at its head, whatever the table holds
- * (its unused tokens go to `onEvict`, to go back). An entry the caller would rather keep
- * (its key would get a budget again if it came back) moves to the back instead; after
- * {@link MAKE_ROOM_LOOKS} of those, the first of them goes when `force` allows, else the
- * new key is refused.
+ * The local lease table: at most `maxKeys` entries. Entries that are not pinned (no call, charge or
+ * fallback bucket: {@link LeaseEntry.pinned}) wait in a set in the order they settled, so a full
+ * table finds one to push out at its head, whatever the table holds (its unused tokens go to
+ * `onEvict`, to go back). An entry the caller would rather keep (its key would get a budget again
+ * if it came back) moves to the back instead; after {@link MAKE_ROOM_LOOKS} of those, the first of
+ * them goes when `force` allows, else the new key is refused.
  */
 export class LeaseTable {
   readonly entries = new Map<string, LeaseEntry>();
@@ -206,8 +205,6 @@ export class LeaseTable {
     const fullAtMs = this.fullAtOf(entry);
     if (!(fullAtMs > now)) return;
     if (this.traces.size >= this.maxKeys) {
-      // The least telling of the next few in turn goes: the one full again soonest (or
-      // this one); the others go to the back.
       let drop: LeaseTrace | undefined;
       let dropAtMs = fullAtMs;
       const looked: LeaseTrace[] = [];

@@ -31,17 +31,16 @@ import { RedisLeaseStore } from "./redis-store.js";
 import { LeaseSizing } from "./sizing.js";
 
 /**
- * Who decided a {@link LeasedDecision}: `'lease'` (this process's lease of the shared
- * bucket, or the cached answer that the shared bucket has nothing for this process until
- * `retryAfterMs`), `'credit'` (a key with no lease yet, admitted on `initialCredit`),
- * `'pending'` (denied: no lease covers the cost and one is on its way; `remaining` is 0,
- * `retryAfterMs` about one batch window), `'full'` (denied: a new key, and the lease table
- * is full of entries that cannot go yet; `retryAfterMs` until the next exchange window or
- * the next try of a failed store), `'stopped'` (denied: after {@link LeasedTokenBucket.close};
- * `retryAfterMs` Infinity), `'blocked'` (denied: the key is blocked, here or in another
- * process; `retryAfterMs` and `resetAfterMs` at least the time left, `remaining` 0),
- * `'local'` (Redis failed and the key's lease ran out: the `'local'` fallback bucket or a
- * fallback limiter), `'open'`, `'closed'` (the same, with those policies).
+ * Who decided a {@link LeasedDecision}: `'lease'` (this process's lease of the shared bucket, or
+ * the cached answer that the shared bucket has nothing for this process until `retryAfterMs`),
+ * `'credit'` (a key with no lease yet, admitted on `initialCredit`), `'pending'` (denied: no lease
+ * covers the cost and one is on its way; `remaining` is 0, `retryAfterMs` about one batch window),
+ * `'full'` (denied: a new key, and the lease table is full of entries that cannot go yet;
+ * `retryAfterMs` until the next exchange window or the next try of a failed store), `'stopped'`
+ * (denied: after {@link LeasedTokenBucket.close}; `retryAfterMs` Infinity), `'blocked'` (denied:
+ * the key is blocked, here or in another process; `retryAfterMs` and `resetAfterMs` at least the
+ * time left, `remaining` 0), `'local'` (Redis failed and the key's lease ran out: the `'local'`
+ * fallback bucket or a fallback limiter), `'open'`, `'closed'` (the same, with those policies).
  */
 export type LeasedSource =
   | "lease"
@@ -85,9 +84,8 @@ export interface LeasedTokenBucketStats {
    */
   readonly exchanges: number;
   /**
-   * Round trips of exchanges: per batch window, one per node that got a call (the calls of
-   * one node are sent back to back, without waiting for each other). On one server, equal
-   * to `exchanges`.
+   * Round trips of exchanges: per batch window, one per node that got a call (the calls of one node
+   * are sent back to back, without waiting for each other). On one server, equal to `exchanges`.
    */
   readonly roundTrips: number;
   /** Heartbeat calls made. */
@@ -327,13 +325,12 @@ export class LeasedTokenBucket {
   }
 
   /**
-   * The N the `'local'` fallback divides the limit by now: `expectedProcesses` or the
-   * heartbeats' count (the largest answered within `heartbeatTtlMs` of the last answer: a
-   * Redis that restarted or was flushed counts too few until every process beat again),
-   * whichever is larger; undefined when there is no `expectedProcesses`
-   * and the others may not have counted this process yet (the fallback then denies). A
-   * count not yet safe may lack processes, but those it has were live: with
-   * `expectedProcesses` it is still a floor.
+   * The N the `'local'` fallback divides the limit by now: `expectedProcesses` or the heartbeats'
+   * count (the largest answered within `heartbeatTtlMs` of the last answer: a Redis that restarted
+   * or was flushed counts too few until every process beat again), whichever is larger; undefined
+   * when there is no `expectedProcesses` and the others may not have counted this process yet (the
+   * fallback then denies). A count not yet safe may lack processes, but those it has were live:
+   * with `expectedProcesses` it is still a floor.
    */
   get fallbackProcesses(): number | undefined {
     const expected = this.config.expectedProcesses;
@@ -417,22 +414,21 @@ export class LeasedTokenBucket {
 
   /**
    * Gives back units taken earlier and returns how many came back
-   * (docs/redis.md#refunds-and-receipts-of-a-lease). Through the receipt of a
-   * {@link charge}: `units` of what it took (default: all it still holds; a receipt gives
-   * back at most its units in all), at most what the shared bucket's refill has not yet
-   * repaid of them (`refillPerSecond x (refundableUntilMs - now) / 1000`, less the key's
-   * refunds since the charge; all of it at a rate of 0), back where they came from: a
-   * lease's into this process's lease (never above the lease cap, none while the key is
-   * blocked; the rest to the shared bucket with the next batch, which takes it up to its
-   * capacity); credit's and the `'local'` fallback's off the charge still owed (back into
-   * the credit or the fallback bucket that admitted them), the rest as tokens as a lease's.
-   * Nothing after a `reset(key)` since the charge, once the key's entry went (idle, or
-   * pushed out of a full table: its lease went back), nor after {@link close}. Without a
-   * receipt: `cost` units (default 1), at most what the key's entry admitted and was not
-   * given back, into its fallback bucket while it has one (never past its capacity), else
-   * into its lease as above; a key without local state is left as it is (0).
-   * @throws {TypeError} For a non-string key, a non-number cost or units, or another
-   *   limiter's receipt. {RangeError} For NaN, a negative or an infinite cost or units.
+   * (docs/redis.md#refunds-and-receipts-of-a-lease). Through the receipt of a {@link charge}:
+   * `units` of what it took (default: all it still holds; a receipt gives back at most its units in
+   * all), at most what the shared bucket's refill has not yet repaid of them
+   * (`refillPerSecond x (refundableUntilMs - now) / 1000`, less the key's refunds since the charge;
+   * all of it at a rate of 0), back where they came from: a lease's into this process's lease
+   * (never above the lease cap, none while the key is blocked; the rest to the shared bucket with
+   * the next batch, which takes it up to its capacity); credit's and the `'local'` fallback's off
+   * the charge still owed (back into the credit or the fallback bucket that admitted them), the
+   * rest as tokens as a lease's. Nothing after a `reset(key)` since the charge, once the key's
+   * entry went (idle, or pushed out of a full table: its lease went back), nor after {@link close}.
+   * Without a receipt: `cost` units (default 1), at most what the key's entry admitted and was not
+   * given back, into its fallback bucket while it has one (never past its capacity), else into its
+   * lease as above; a key without local state is left as it is (0).
+   * @throws {TypeError} For a non-string key, a non-number cost or units, or another limiter's
+   *   receipt. {RangeError} For NaN, a negative or an infinite cost or units.
    */
   refund(receipt: Receipt, units?: number): number;
   refund(key: string, cost?: number): number;
@@ -466,13 +462,12 @@ export class LeasedTokenBucket {
   }
 
   /**
-   * Blocks `key` for `durationMs` from now (a ban after abuse), in this process at once
-   * and, with the next batch, in the store for every process (each learns it at its next
-   * exchange of the key: docs/redis.md#blocks-shared-by-every-process). Every decision of the
-   * key is denied until then (`source: 'blocked'`), whatever its lease, the store or the
-   * failure policy; its lease goes back. A block that ends later already in place stays.
-   * Returns the ms the key is blocked here from now (0 when the block table is full: the
-   * store gets the block all the same).
+   * Blocks `key` for `durationMs` from now (a ban after abuse), in this process at once and, with
+   * the next batch, in the store for every process (each learns it at its next exchange of the key:
+   * docs/redis.md#blocks-shared-by-every-process). Every decision of the key is denied until then
+   * (`source: 'blocked'`), whatever its lease, the store or the failure policy; its lease goes
+   * back. A block that ends later already in place stays. Returns the ms the key is blocked here
+   * from now (0 when the block table is full: the store gets the block all the same).
    * @throws {TypeError} For a non-string key or a non-number duration.
    * @throws {RangeError} If `durationMs` is not a finite number > 0, or the key is too long.
    */
@@ -481,10 +476,9 @@ export class LeasedTokenBucket {
   }
 
   /**
-   * {@link block}, except that a block in place is kept as it is (neither extended nor
-   * shortened), here and in the store: what the HTTP middleware's `blockDurationMs` calls,
-   * so that requests during a block do not extend it. Returns the ms left of the block in
-   * place, or of the new one.
+   * {@link block}, except that a block in place is kept as it is (neither extended nor shortened),
+   * here and in the store: what the HTTP middleware's `blockDurationMs` calls, so that requests
+   * during a block do not extend it. Returns the ms left of the block in place, or of the new one.
    */
   blockOnce(key: string, durationMs: number): number {
     return this.setBlock(`${WHERE}.blockOnce`, key, durationMs, true);
@@ -534,10 +528,9 @@ export class LeasedTokenBucket {
   }
 
   /**
-   * Forgets `key`'s local state: its unused tokens go back with the next batch, its
-   * receipts give nothing back from now, and its block is lifted as by {@link unblock}. A
-   * charge still owed is sent all the same (a reset must not hand out credit again). The
-   * shared bucket is not reset.
+   * Forgets `key`'s local state: its unused tokens go back with the next batch, its receipts give
+   * nothing back from now, and its block is lifted as by {@link unblock}. A charge still owed is
+   * sent all the same (a reset must not hand out credit again). The shared bucket is not reset.
    */
   reset(key: string): void {
     const where = `${WHERE}.reset`;
@@ -1220,12 +1213,11 @@ export class LeasedTokenBucket {
     this.lastError = error;
     const now = this.now(WHERE);
     const mark = this.down.get(node);
-    // A late answer is an answer: the node is up, only the deadline was wrong, and this
-    // answer set right the offset to the node's clock it was made of (a process clock that
-    // went back, a failover to a server whose clock is ahead). The first in a row ends any
-    // mark and its keys go again with the next batch window, with no back-off and no
-    // fallback; another right after it says the offset was not the cause: the back-off
-    // starts over, as for a failure.
+    // A late answer is an answer: the node is up, only the deadline was wrong, and this answer set
+    // right the offset to the node's clock it was made of (a process clock that went back, a
+    // failover to a server whose clock is ahead). The first in a row ends any mark and its keys go
+    // again with the next batch window, with no back-off and no fallback; another right after it
+    // says the offset was not the cause: the back-off starts over, as for a failure.
     const again = late && !this.lateNodes.has(node);
     if (late) this.lateNodes.add(node);
     if (again) this.up(node);

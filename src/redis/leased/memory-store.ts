@@ -81,10 +81,7 @@ export class MemoryLeaseStore implements LeaseStore {
   roundTrips = 0;
   /** @internal */
   private readonly buckets = new Map<string, Bucket>();
-  /**
-   * @internal Live processes: when each lapses, and the sequence number of the heartbeat
-   * that made it live.
-   */
+  /** @internal Live processes: when each lapses, and the heartbeat (sequence) that made it live. */
   private readonly live = new Map<string, { untilMs: number; join: number }>();
   /** @internal */
   private readonly clock: Clock;
@@ -101,9 +98,8 @@ export class MemoryLeaseStore implements LeaseStore {
   readonly refillPerSecond: number;
 
   /**
-   * `new MemoryLeaseStore({ capacity, refillPerSecond, clock, latencyMs?, scheduler? })`.
-   * @throws {TypeError} For options that are not an object, an unknown option or a wrong
-   *   type; {RangeError} for a number out of range
+   * @throws {TypeError} For options that are not an object, an unknown option or a wrong type;
+   *   {RangeError} for a number out of range
    *   (`MemoryLeaseStore: capacity must be a finite number > 0, got 0`).
    */
   constructor(options: MemoryLeaseStoreOptions) {

@@ -22,15 +22,14 @@ import type { LeaseFailureEvent, LeaseRecoveryEvent, LeaseTableFullEvent } from 
 import { type LeaseStore, type Scheduler, timerScheduler } from "./exchange.js";
 
 /**
- * What a {@link LeasedTokenBucket} does for a key whose lease ran out while Redis cannot
- * answer (an outage, a timeout, or a refused write such as `OOM` or `READONLY`):
- * - `'local'` (default): a local token bucket per key of `capacity / N` and
- *   `refillPerSecond / N`, starting at this process's share of what the shared bucket held
- *   when last seen (a drained key stays drained), N the processes counted by the heartbeats
- *   or `expectedProcesses`; a process the others may not have counted yet denies
- *   (`source: 'local'`). What it admits is charged to the shared bucket once Redis answers;
- * - `'open'` / `'closed'`: allow / deny (`source: 'open'` / `'closed'`; `'open'` is not
- *   charged);
+ * What a {@link LeasedTokenBucket} does for a key whose lease ran out while Redis cannot answer (an
+ * outage, a timeout, or a refused write such as `OOM` or `READONLY`):
+ * - `'local'` (default): a local token bucket per key of `capacity / N` and `refillPerSecond / N`,
+ *   starting at this process's share of what the shared bucket held when last seen (a drained key
+ *   stays drained), N the processes counted by the heartbeats or `expectedProcesses`; a process the
+ *   others may not have counted yet denies (`source: 'local'`). What it admits is charged to the
+ *   shared bucket once Redis answers;
+ * - `'open'` / `'closed'`: allow / deny (`source: 'open'` / `'closed'`; `'open'` is not charged);
  * - `'throw'`: the decision throws a `RateLimitStoreError`;
  * - a {@link FallbackLimiter}: decide with it (`source: 'local'`, not charged).
  */
@@ -193,7 +192,6 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
   const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
   const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);
   const initialCredit = checkNumber(WHERE, "initialCredit", o.initialCredit, 0, true, 1);
-  // Infinity (the default) for no cap of its own.
   const maxLeaseTokens: unknown =
     o.maxLeaseTokens === undefined ? Number.POSITIVE_INFINITY : o.maxLeaseTokens;
   if (!(typeof maxLeaseTokens === "number" && maxLeaseTokens > 0)) {
@@ -231,7 +229,6 @@ export function checkLeaseOptions(o: LeasedTokenBucketOptions) {
     store === undefined
       ? checkRedisOptions(WHERE, common as RedisLimiterOptions, "leased-token-bucket", state)
       : undefined;
-  // The lease policy, hooks and the process clock: checked in this order.
   return {
     capacity,
     refillPerSecond,

@@ -2,15 +2,14 @@ import { Script } from "../script.js";
 import { LUA_NUMBER, luaArgs } from "./common.js";
 
 /**
- * The block scripts, one per state shape: a block lives in the key's own value, after the
- * state (`struct.pack('<d', blockedUntilMs)`), so every decision script sees it in the
- * `GET` it makes anyway (no extra command, the same key and so the same cluster slot).
- * ARGV: the algorithm's two options, durationMs (as the cost), keep (1: a block in place is
- * kept as it is, the middleware's `blockDurationMs`; 0: the later end wins), now ('' =
- * server TIME), maxTtlMs, a bucket's initial units (optional), deadlineMs. A key without
- * state gets the fresh state; a ledger after the block slot is kept. The key
- * lives at least until the block ends (`PX`, the longer of its time to live and the
- * block's). Reply: `{ms the key is blocked from now, serverNowMs}` (or `{-1, serverNowMs}`
+ * The block scripts, one per state shape: a block lives in the key's own value, after the state
+ * (`struct.pack('<d', blockedUntilMs)`), so every decision script sees it in the `GET` it makes
+ * anyway (no extra command, the same key and so the same cluster slot). ARGV: the algorithm's two
+ * options, durationMs (as the cost), keep (1: a block in place is kept as it is, the middleware's
+ * `blockDurationMs`; 0: the later end wins), now ('' = server TIME), maxTtlMs, a bucket's initial
+ * units (optional), deadlineMs. A key without state gets the fresh state; a ledger after the block
+ * slot is kept. The key lives at least until the block ends (`PX`, the longer of its time to live
+ * and the block's). Reply: `{ms the key is blocked from now, serverNowMs}` (or `{-1, serverNowMs}`
  * past the deadline).
  * @module
  */

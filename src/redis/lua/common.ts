@@ -146,15 +146,14 @@ end`;
 
 /**
  * Inline Lua that replies `{head..., floats..., serverNow}`, each float as two integers `a, b`
- * below 2^40 in magnitude, which every client reads exactly (ioredis's RESP decoder rounds
- * integers near 2^53), and `replyFloat` (src/redis/reply.ts) turns back into the same double:
- * with `m, e = math.frexp(x)` and `q = m * 2^53` (an integer, `|q| < 2^53`), `q = hi * 2^26 +
- * b` (`0 <= b < 2^26`) and `a = hi * 4096 + (e + 1100)`; every step is exact in doubles. This
- * spares the server `%.17g`, which goes through glibc's multi-precision printf (several
- * thousand instructions a number). A float that
- * is not finite would not survive Redis's conversion to an integer: the script replies an
- * error instead (a store failure, never a wrong number). `head` holds integral numbers (a
- * flag); wrapped in `do ... end`, so it may end any block.
+ * below 2^40 in magnitude, which every client reads exactly (ioredis's RESP decoder rounds integers
+ * near 2^53), and `replyFloat` (src/redis/reply.ts) turns back into the same double: with
+ * `m, e = math.frexp(x)` and `q = m * 2^53` (an integer, `|q| < 2^53`), `q = hi * 2^26 + b`
+ * (`0 <= b < 2^26`) and `a = hi * 4096 + (e + 1100)`; every step is exact in doubles. This spares
+ * the server `%.17g`, which goes through glibc's multi-precision printf (several thousand
+ * instructions a number). A float that is not finite would not survive Redis's conversion to an
+ * integer: the script replies an error instead (a store failure, never a wrong number). `head`
+ * holds integral numbers (a flag); wrapped in `do ... end`, so it may end any block.
  */
 export function luaFloats(head: readonly string[], floats: readonly string[]): string {
   const lines = floats.map(
@@ -188,9 +187,9 @@ end
 `;
 
 /**
- * Every helper, for a script that wants them all (the sliding log);
- * self-contained, so it may precede {@link luaArgs}. The lean scripts take the fragments
- * instead, after the head ({@link luaStore} reads the head's locals).
+ * Every helper, for a script that wants them all (the sliding log); self-contained, so it may
+ * precede {@link luaArgs}. The lean scripts take the fragments instead, after the head
+ * ({@link luaStore} reads the head's locals).
  */
 export const LUA_COMMON = `${LUA_FORMAT}${LUA_FITS}${LUA_CLEAN_MS}${LUA_WINDOW_INDEX}${LUA_EXPIRE}`;
 
@@ -233,18 +232,17 @@ export function indent(text: string, by: string): string {
 }
 
 /**
- * The head of every decision script, first in its source: reads the server's `TIME` before
- * anything else and, past the caller's deadline (the last ARGV, server-clock ms; `''` =
- * none), returns `{-1, serverNow}` having read and written nothing, so a call its client
- * already answered by the failure policy never takes units when Redis runs it late. Then
- * reads `KEYS[1]` and `ARGV = [first, second, cost, take, now, maxTtlMs, ...extra,
- * deadlineMs]` (`ARGV[7]` is a bucket's initial units when its limiter sends them) into the
- * locals `key`, `first`, `second` (the algorithm's two options, under the names given),
- * `cost`, `take` (`ARGV[4]`, or false for `'0'`: `'1'` a consume, `'c'` a charge, whose
- * reply also carries the state's ledger; a refund's mark, a block's keep flag), `explicit` (an
- * explicit time was sent), `now` (that time, else the
- * server's), `maxTtl` (`''`: the default) and `serverNow` (ms, microsecond resolution), which
- * every reply ends with. Numbers are read by coercion (`s + 0`), and `cost` 1 not at all.
+ * The head of every decision script, first in its source: reads the server's `TIME` before anything
+ * else and, past the caller's deadline (the last ARGV, server-clock ms; `''` = none), returns
+ * `{-1, serverNow}` having read and written nothing, so a call its client already answered by the
+ * failure policy never takes units when Redis runs it late. Then reads `KEYS[1]` and
+ * `ARGV = [first, second, cost, take, now, maxTtlMs, ...extra, deadlineMs]` (`ARGV[7]` is a
+ * bucket's initial units when its limiter sends them) into the locals `key`, `first`, `second` (the
+ * algorithm's two options, under the names given), `cost`, `take` (`ARGV[4]`, or false for `'0'`:
+ * `'1'` a consume, `'c'` a charge, whose reply also carries the state's ledger; a refund's mark, a
+ * block's keep flag), `explicit` (an explicit time was sent), `now` (that time, else the server's),
+ * `maxTtl` (`''`: the default) and `serverNow` (ms, microsecond resolution), which every reply ends
+ * with. Numbers are read by coercion (`s + 0`), and `cost` 1 not at all.
  */
 export function luaArgs(first: string, second: string): string {
   return `
@@ -268,11 +266,10 @@ if ARGV[6] ~= '' then maxTtl = ARGV[6] + 0 end
 }
 
 /**
- * The sliding counter's state counted with window length `w`, turned into one of
- * `windowMs` at `now`, inline (it reads and sets the locals `index`, `prev`, `curr`): rolled
- * to now's window of length `w`, then, as `counterRetuned` (window-math.ts), its estimate
- * becomes the count of now's window of the new length. Runs only after a `reconfigure`
- * changed `windowMs`.
+ * The sliding counter's state counted with window length `w`, turned into one of `windowMs` at
+ * `now`, inline (it reads and sets the locals `index`, `prev`, `curr`): rolled to now's window of
+ * length `w`, then, as `counterRetuned` (window-math.ts), its estimate becomes the count of now's
+ * window of the new length. Runs only after a `reconfigure` changed `windowMs`.
  */
 export const LUA_COUNTER_RETUNE = `
 local k0 = windowIndex(now, w)

@@ -3,19 +3,18 @@ import { Script } from "../script.js";
 import { LUA_COMMON } from "./common.js";
 
 /**
- * The lease exchange of `LeasedTokenBucket`, batched over keys (of one hash slot in a
- * cluster), on the server's clock; src/redis/leased/shared-bucket.ts is its model, operation
- * for operation. A key is a hash: `tokens` and `anchor` (absent: full), `c:<process>` per
- * contender (`demand entitled most until`), `block`, `lift` (`at kept`), `s:<process>` (its
- * last call and answer, until that call's deadline: a call run twice is answered from it,
- * an older one changes nothing) and with `record` the totals `taken`, `given`, `charged`;
- * it lives `maxTtlMs` after a write (recorded) or until full, at least until its block,
- * lift's mark and call records lapse. KEYS: bucket keys. ARGV: capacity, refillPerSecond,
- * maxTtlMs, record (1/0), staleMs, the process's tag, the call's sequence number, per key
- * give, charge, want, need, demand, block change (`''`, `b<ms>`, `o<ms>`, `l<ms>`), then
- * the deadline (server ms, '' = none, no record). Past it: `{-1, serverNowMs}`, no write.
- * Else per key granted, waitMs, tokens left, accepted back, blockedMs, liftedAgoMs; last
- * the server's now. Floats as `%.17g` strings.
+ * The lease exchange of `LeasedTokenBucket`, batched over keys (of one hash slot in a cluster), on
+ * the server's clock; src/redis/leased/shared-bucket.ts is its model, operation for operation. A
+ * key is a hash: `tokens` and `anchor` (absent: full), `c:<process>` per contender
+ * (`demand entitled most until`), `block`, `lift` (`at kept`), `s:<process>` (its last call and
+ * answer, until that call's deadline: a call run twice is answered from it, an older one changes
+ * nothing) and with `record` the totals `taken`, `given`, `charged`; it lives `maxTtlMs` after a
+ * write (recorded) or until full, at least until its block, lift's mark and call records lapse.
+ * KEYS: bucket keys. ARGV: capacity, refillPerSecond, maxTtlMs, record (1/0), staleMs, the
+ * process's tag, the call's sequence number, per key give, charge, want, need, demand, block change
+ * (`''`, `b<ms>`, `o<ms>`, `l<ms>`), then the deadline (server ms, '' = none, no record). Past it:
+ * `{-1, serverNowMs}`, no write. Else per key granted, waitMs, tokens left, accepted back,
+ * blockedMs, liftedAgoMs; last the server's now. Floats as `%.17g` strings.
  */
 export const LEASE_SCRIPT = new Script(
   "lease",
@@ -331,18 +330,17 @@ return out
 );
 
 /**
- * The heartbeat of `LeasedTokenBucket`: one sorted set per limiter keyspace holds each
- * live process's id, scored by the server-clock ms at which its heartbeat lapses. The
- * script drops lapsed members, adds or refreshes `id` (or removes it when `leave` is 1)
- * and answers `{live processes, serverNowMs, joined}` (joined: 1 when `id` was not live
- * before); the set expires when its last member lapses. KEYS: the set. ARGV: id, ttlMs,
- * leave, the call's sequence number.
+ * The heartbeat of `LeasedTokenBucket`: one sorted set per limiter keyspace holds each live
+ * process's id, scored by the server-clock ms at which its heartbeat lapses. The script drops
+ * lapsed members, adds or refreshes `id` (or removes it when `leave` is 1) and answers
+ * `{live processes, serverNowMs, joined}` (joined: 1 when `id` was not live before); the set
+ * expires when its last member lapses. KEYS: the set. ARGV: id, ttlMs, leave, the call's sequence
+ * number.
  *
- * A heartbeat that made its process live leaves a mark, `j:<id>:<sequence>` scored minus
- * the time it lapses with the membership (negative scores are marks, never counted), so
- * that the same call run twice (a client that resends what a lost connection left
- * unanswered) answers joined again.
- * It takes no tokens, so it carries no deadline.
+ * A heartbeat that made its process live leaves a mark, `j:<id>:<sequence>` scored minus the time
+ * it lapses with the membership (negative scores are marks, never counted), so that the same call
+ * run twice (a client that resends what a lost connection left unanswered) answers joined again. It
+ * takes no tokens, so it carries no deadline.
  */
 export const HEARTBEAT_SCRIPT = new Script(
   "lease-heartbeat",

@@ -126,12 +126,11 @@ export const TOKEN_BUCKET_REFUND_SCRIPT = bucketRefund("token-bucket", false);
 export const LEAKY_BUCKET_REFUND_SCRIPT = bucketRefund("leaky-bucket", true);
 
 /**
- * A fixed window's refund through a receipt: while the window it charged (its end is the
- * mark) is the current one and the key holds the ledger the charge saw (the same id: not
- * reset since), the count becomes `max(0, count - cost)`; else nothing. Without a receipt
- * nothing is given back (`RedisFixedWindow.refund` refuses before sending it). A count
- * given back to 0 beside a ledger stays as an ended window with its ledger, so that a
- * later charge of the same window keeps the id.
+ * A fixed window's refund through a receipt: while the window it charged (its end is the mark) is
+ * the current one and the key holds the ledger the charge saw (the same id: not reset since), the
+ * count becomes `max(0, count - cost)`; else nothing. Without a receipt nothing is given back
+ * (`RedisFixedWindow.refund` refuses before sending it). A count given back to 0 beside a ledger
+ * stays as an ended window with its ledger, so that a later charge of the same window keeps the id.
  */
 export const FIXED_WINDOW_REFUND_SCRIPT = new Script(
   "fixed-window-refund",

@@ -3,10 +3,9 @@ import { indent, LUA_COMMON, luaArgs } from "./common.js";
 import { LUA_REFUND_RECORD, recorded } from "./refund.js";
 
 /**
- * Entries per chunk of a log whose limiter keeps at most 64 exact entries (`limit <= 64`):
- * a chunk is then at most 56 bytes and a full log at most 45 chunks, so Redis keeps the
- * whole hash as one small listpack (`hash-max-listpack-value` 64,
- * `hash-max-listpack-entries` 128 by default).
+ * Entries per chunk of a log whose limiter keeps at most 64 exact entries (`limit <= 64`): a chunk
+ * is then at most 56 bytes and a full log at most 45 chunks, so Redis keeps the whole hash as one
+ * small listpack (`hash-max-listpack-value` 64, `hash-max-listpack-entries` 128 by default).
  */
 export const SMALL_LOG_CHUNK_ENTRIES = 3;
 /**
@@ -17,28 +16,27 @@ export const LARGE_LOG_CHUNK_ENTRIES = 255;
 /** Dead chunks (every entry left) a call deletes at most, oldest first. */
 export const LOG_CHUNKS_DELETED_PER_CALL = 4;
 
-// Layout: one hash per key. Field `m` is the meta, struct.pack('<dddddddd', head, tail,
-// base, at, rebaseSeq, rebaseBy, clean, chunkEntries): entries are numbered (`head` the
-// oldest live, `tail` one past the newest, from 0 in each new key), and entry `s` lives in
-// field `floor(s / chunkEntries)` (decimal), a chunk: struct.pack('<d', maxLeave), then up to
-// `chunkEntries` entries struct.pack('<dd', leaveAtMs, runningTotal). `maxLeave` is the
-// latest leave time of any entry up to the chunk's end, nondecreasing from chunk to chunk
-// (the leave times need not be: an entry stamped at its time may follow one stamped at the
-// end of its granule). `base` is the running total gone, `at` the time of the last append,
-// `clean` the oldest chunk not yet deleted, `chunkEntries` fixed when the key is made.
+// Layout: one hash per key. Field `m` is the meta, struct.pack('<dddddddd', head, tail, base, at,
+// rebaseSeq, rebaseBy, clean, chunkEntries): entries are numbered (`head` the oldest live, `tail`
+// one past the newest, from 0 in each new key), and entry `s` lives in field
+// `floor(s / chunkEntries)` (decimal), a chunk: struct.pack('<d', maxLeave), then up to
+// `chunkEntries` entries struct.pack('<dd', leaveAtMs, runningTotal). `maxLeave` is the latest
+// leave time of any entry up to the chunk's end, nondecreasing from chunk to chunk (the leave times
+// need not be: an entry stamped at its time may follow one stamped at the end of its granule).
+// `base` is the running total gone, `at` the time of the last append, `clean` the oldest chunk not
+// yet deleted, `chunkEntries` fixed when the key is made.
 //
 // Bounded steps, each mirroring SlidingWindowLog's result bit for bit:
-// - expiry: a binary search over the chunks' maxLeave, then a scan inside one chunk (memory
-//   pops the same entries one by one);
-// - dead chunks: deleted LOG_CHUNKS_DELETED_PER_CALL a call at most; every append deletes one
-//   while any is dead, so the hash holds at most 2 * exactEntries + 1 live entries plus
-//   chunkEntries - 1 dead ones; a log that empties is UNLINKed (freed off the main thread);
+// - expiry: a binary search over the chunks' maxLeave, then a scan inside one chunk (memory pops
+//   the same entries one by one);
+// - dead chunks: deleted LOG_CHUNKS_DELETED_PER_CALL a call at most; every append deletes one while
+//   any is dead, so the hash holds at most 2 * exactEntries + 1 live entries plus chunkEntries - 1
+//   dead ones; a log that empties is UNLINKed (freed off the main thread);
 // - the rebase above 2 * limit is lazy: entries below rebaseSeq keep their totals and read as
-//   total - rebaseBy, the float operation memory applies to each. An entry outlives at most
-//   one rebase (on the new scale the entries older than the last one total at most
-//   limit + 1e-9 * max(1, limit), below 2 * limit, so they leave before the next), so one
-//   offset suffices; only for a limit near 1e-9, where that fails, are the few entries left
-//   (at most 129) rewritten;
+//   total - rebaseBy, the float operation memory applies to each. An entry outlives at most one
+//   rebase (on the new scale the entries older than the last one total at most limit + 1e-9 *
+//   max(1, limit), below 2 * limit, so they leave before the next), so one offset suffices; only
+//   for a limit near 1e-9, where that fails, are the few entries left (at most 129) rewritten;
 // - retryAfter's binary search: O(log n) reads, each O(1) (a chunk is read once a call).
 
 /** Lua setting the new local `before` to the running total before entry `s` (`base` at the head). */
@@ -313,19 +311,18 @@ return { allowed and 1 or 0, f(available), f(liveLeave), f(now), f(retryLeave), 
 );
 
 /**
- * The sliding log's refund (see {@link SLIDING_WINDOW_LOG_SCRIPT} for the layout): after
- * dropping the entries that left, as `SlidingWindowLog.refund`, the newest entries go first
- * (an entry whose cost fits in what is left leaves the log, the next one is cut by the
- * rest), bit for bit as in memory, and the entries that went leave one tombstone (an
- * entry of no units) at the tail until they would have left. Through a receipt (`ARGV[4]` =
- * `r` and the leave time of the entry it charged), as `LogRing.refundEntry`: out of the
- * first entry that leaves at or after that time (its own, while it is in the window), at
- * most what it still holds, found by a binary search over the chunks' `maxLeave`; the
- * entry keeps its place (emptied or cut), the newer totals drop by the units, empty ones
- * at the tail become one tombstone. Work: amortized O(1) per logged entry without a
- * receipt; through one O(1) for the newest entry, else O(the newer entries), each chunk
- * rewritten once. ARGV as the decision's; reply `{units given back, serverNowMs}` (or
- * `{-1, serverNowMs}` past the deadline).
+ * The sliding log's refund (see {@link SLIDING_WINDOW_LOG_SCRIPT} for the layout): after dropping
+ * the entries that left, as `SlidingWindowLog.refund`, the newest entries go first (an entry whose
+ * cost fits in what is left leaves the log, the next one is cut by the rest), bit for bit as in
+ * memory, and the entries that went leave one tombstone (an entry of no units) at the tail until
+ * they would have left. Through a receipt (`ARGV[4]` = `r` and the leave time of the entry it
+ * charged), as `LogRing.refundEntry`: out of the first entry that leaves at or after that time (its
+ * own, while it is in the window), at most what it still holds, found by a binary search over the
+ * chunks' `maxLeave`; the entry keeps its place (emptied or cut), the newer totals drop by the
+ * units, empty ones at the tail become one tombstone. Work: amortized O(1) per logged entry without
+ * a receipt; through one O(1) for the newest entry, else O(the newer entries), each chunk rewritten
+ * once. ARGV as the decision's; reply `{units given back, serverNowMs}` (or `{-1, serverNowMs}`
+ * past the deadline).
  */
 export const SLIDING_WINDOW_LOG_REFUND_SCRIPT = new Script(
   "sliding-window-log-refund",

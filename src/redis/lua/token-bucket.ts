@@ -31,11 +31,10 @@ export const LEAKY_BUCKET_SCRIPT = bucketScript("leaky-bucket", true);
 
 /**
  * Reads a bucket's state (the local `state`, not nil) into `tokens` at `now` (clamped to the
- * anchor) under today's `capacity`: as `BucketBase.unitsAt`, and, for a state written with
- * another capacity (`reconfigure`), as `planBucket` at this call: a bucket full under its
- * old capacity is fresh (full at the new one); else a token bucket's tokens are clamped to
- * the new capacity, a leaky bucket's level is kept as it is (even above a smaller capacity),
- * as `retunedUnits` does.
+ * anchor) under today's `capacity`: as `BucketBase.unitsAt`, and, for a state written with another
+ * capacity (`reconfigure`), as `planBucket` at this call: a bucket full under its old capacity is
+ * fresh (full at the new one); else a token bucket's tokens are clamped to the new capacity, a
+ * leaky bucket's level is kept as it is (even above a smaller capacity), as `retunedUnits` does.
  */
 export function luaBucketRead(leaky: boolean): string {
   return `
