@@ -221,12 +221,11 @@ interface TimeLayout {
 }
 
 /**
- * Lays the buckets out (minutes, unless the series was kept coarser: see
- * {@link MinuteSeries}). A log whose buckets with requests are few and far apart (a
- * sample of one minute an hour, a night of silence) is drawn with only those buckets,
- * side by side (the idle time between them left out, and said so); any other is drawn on
- * continuous time, in bins of whole buckets when it has more than `maxBars`, each bar the
- * busiest minute of its bin. The caption says what a bar is.
+ * Lays the buckets out (minutes, unless the series was kept coarser: see {@link MinuteSeries}). A
+ * log whose buckets with requests are few and far apart (a sample of one minute an hour, a night of
+ * silence) is drawn with only those buckets, side by side (the idle time between them left out, and
+ * said so); any other is drawn on continuous time, in bins of whole buckets when it has more than
+ * `maxBars`, each bar the busiest minute of its bin. The caption says what a bar is.
  */
 function layOut(
   series: MinuteSeries,

@@ -7,9 +7,7 @@ import type { ReserveOptions, WaitOptions } from "./limiter.js";
  * @module
  */
 
-/**
- * The option names not listed in `N`: `never` when the list covers the interface `T`.
- */
+/** The option names not listed in `N`: `never` when the list covers the interface `T`. */
 type Unlisted<T, N extends readonly PropertyKey[]> = Exclude<keyof T, N[number]>;
 
 /**

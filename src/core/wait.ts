@@ -28,10 +28,9 @@ export interface Waitable {
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * The delay to arm a timer with, for something due in `ms`: rounded up to a whole
- * millisecond (a timer never fires before it is due), at least 1, and at most
- * {@link MAX_TIMER_MS}: a longer wait re-arms when the piece ends, until it is due
- * (`setTimeout` would fire a longer delay after 1 ms).
+ * The delay to arm a timer with, for something due in `ms`: rounded up to a whole millisecond (a
+ * timer never fires before it is due), at least 1, and at most {@link MAX_TIMER_MS}: a longer wait
+ * re-arms when the piece ends, until it is due (`setTimeout` would fire a longer delay after 1 ms).
  */
 export function timerDelay(ms: number): number {
   if (!(ms > 1)) return 1;
@@ -184,10 +183,9 @@ export class WaitQueue {
   }
 
   /**
-   * The limiter's options changed (`reconfigure`): rejects every waiter whose cost is now
-   * above the limit, with the `RangeError` a fresh `wait` gets, then re-plans the rest
-   * (those that fit are granted in order; one that can never be is rejected; the timer is
-   * re-armed for the head).
+   * The limiter's options changed (`reconfigure`): rejects every waiter whose cost is now above the
+   * limit, with the `RangeError` a fresh `wait` gets, then re-plans the rest (those that fit are
+   * granted in order; one that can never be is rejected; the timer is re-armed for the head).
    */
   replan(): void {
     const where = `${this.where}.wait`;
@@ -353,11 +351,10 @@ export function neverError(where: string, cost: number, decision: Decision): Rat
 export const jitterSource: { next: () => number } = { next: () => Math.random() };
 
 /**
- * `wait` with `options.jitterMs` (see `WaitOptions.jitterMs`): `wait()` as is, but a wait
- * that did not resolve at once is released a random time after its grant, below
- * `jitterMs`; aborted meanwhile, it rejects with the signal's reason and `giveBack()`
- * returns its units. Without a valid `jitterMs` above 0, `wait()` alone (its own checks
- * reject a bad one).
+ * `wait` with `options.jitterMs` (see `WaitOptions.jitterMs`): `wait()` as is, but a wait that did
+ * not resolve at once is released a random time after its grant, below `jitterMs`; aborted
+ * meanwhile, it rejects with the signal's reason and `giveBack()` returns its units. Without a
+ * valid `jitterMs` above 0, `wait()` alone (its own checks reject a bad one).
  * @internal
  */
 export function jittered(

@@ -122,12 +122,11 @@ export class KeyWaiters {
   }
 
   /**
-   * Gives back `cost` (> 0) to a waiting key at `now`, as the policy's own `refund` does
-   * with waiters: a bucket's units rise, never above capacity plus what its ledger holds,
-   * and the ledger serves who is due, in order; a window's slot gives back by its rule and
-   * its queue re-checks the head. Writes what each leaf gave back into `given`; returns what
-   * the key is credited (a bucket's units given back), or -1 when the slot has no waiters
-   * (the slot decides).
+   * Gives back `cost` (> 0) to a waiting key at `now`, as the policy's own `refund` does with
+   * waiters: a bucket's units rise, never above capacity plus what its ledger holds, and the ledger
+   * serves who is due, in order; a window's slot gives back by its rule and its queue re-checks the
+   * head. Writes what each leaf gave back into `given`; returns what the key is credited (a
+   * bucket's units given back), or -1 when the slot has no waiters (the slot decides).
    */
   refund(slot: number, cost: number, now: number, given: Float64Array): number {
     const entry = this.bySlot.get(slot);

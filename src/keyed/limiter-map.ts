@@ -25,15 +25,14 @@ export const LIMITER_BYTES = 256;
 export const REFUSED_RETRY_MS = 1000;
 
 /**
- * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key,
- * made by `make(key)` (a policy function, or the policy's `clone()`). A key is kept only
- * when its limiter is not idle after the call that created it; one live Map iterator walks
- * the incremental sweep.
+ * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key, made by
+ * `make(key)` (a policy function, or the policy's `clone()`). A key is kept only when its limiter
+ * is not idle after the call that created it; one live Map iterator walks the incremental sweep.
  *
- * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per
- * limiter) idle keys go first; a key in use is never dropped (an arbitrary limiter's state
- * cannot be bounded), so a new key that would take units is refused (`stats.refused`).
- * `make` must not call the registry for a key it does not hold (see {@link create}).
+ * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per limiter)
+ * idle keys go first; a key in use is never dropped (an arbitrary limiter's state cannot be
+ * bounded), so a new key that would take units is refused (`stats.refused`). `make` must not call
+ * the registry for a key it does not hold (see {@link create}).
  * @internal
  */
 export class LimiterMap extends KeyCounters {

@@ -1,6 +1,4 @@
-/**
- * Counters of a {@link KeyedLimiter}, since it was created (`clear()` keeps them).
- */
+/** Counters of a {@link KeyedLimiter}, since it was created (`clear()` keeps them). */
 export interface KeyedLimiterStats {
   /** Keys whose state was created (a key dropped and used again counts again). */
   readonly created: number;

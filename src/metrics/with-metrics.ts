@@ -397,9 +397,8 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
 }
 
 /**
- * An unkeyed limiter that counts its decisions (every method forwards; `peek` counts
- * nothing). A limiter itself: `tollgate/http` takes it as one global limit. Made by
- * {@link withMetrics}.
+ * An unkeyed limiter that counts its decisions (every method forwards; `peek` counts nothing). A
+ * limiter itself: `tollgate/http` takes it as one global limit. Made by {@link withMetrics}.
  */
 export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, MetricsSource {
   /** @internal Always 0: an unkeyed limiter has no store. */
