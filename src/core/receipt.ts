@@ -10,8 +10,7 @@ import type { Decision, Receipt } from "./limiter.js";
 
 /**
  * The one {@link Receipt} class. Its internal fields say who issued it and what the issuer
- * needs to judge a refund; they mean something only to that issuer.
- * @internal
+ * needs to judge a refund; they mean something only to that issuer. @internal
  */
 export class ChargeReceipt implements Receipt {
   readonly allowed: boolean;
@@ -79,10 +78,7 @@ export class ChargeReceipt implements Receipt {
   }
 }
 
-/**
- * A denied charge's receipt: nothing taken, nothing to give back.
- * @internal
- */
+/** A denied charge's receipt: nothing taken, nothing to give back. @internal */
 export function deniedReceipt(
   decision: Decision,
   key: string | undefined,

@@ -16,8 +16,7 @@ export type ApplyReconfigure = () => void;
 export interface Reconfigurable {
   /**
    * Checks `options` against the current ones and reads the clock; returns what applies
-   * them at that reading. Throws, changing nothing, for a bad option.
-   * @internal
+   * them at that reading. Throws, changing nothing, for a bad option. @internal
    */
   planReconfigure(options: unknown): ApplyReconfigure;
 }

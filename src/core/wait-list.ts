@@ -63,8 +63,7 @@ export interface WaitListNode<N> {
 
 /**
  * Waiters in arrival order. Walk it with `for (let n = list.head; n !== undefined; n = next)`,
- * reading `next` before removing `n`.
- * @internal
+ * reading `next` before removing `n`. @internal
  */
 export class WaitList<N extends WaitListNode<N>> {
   /** @internal */

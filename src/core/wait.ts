@@ -213,8 +213,7 @@ export class WaitQueue {
   }
 
   /**
-   * @internal
-   * Rejects waiters past their deadline, grants every head waiter that fits now, then
+   * @internal Rejects waiters past their deadline, grants every head waiter that fits now, then
    * arms the one timer for the head's retry or the earliest deadline.
    */
   private serve(): void {
@@ -345,8 +344,7 @@ export function neverError(where: string, cost: number, decision: Decision): Rat
 
 /**
  * Where `wait`'s jitter draws from: uniform in [0, 1), `Math.random` by default. The tests
- * replace it (test/support/seeds.ts), so that jittered times are the same in every run.
- * @internal
+ * replace it (test/support/seeds.ts), so that jittered times are the same in every run. @internal
  */
 export const jitterSource: { next: () => number } = { next: () => Math.random() };
 
@@ -354,8 +352,7 @@ export const jitterSource: { next: () => number } = { next: () => Math.random() 
  * `wait` with `options.jitterMs` (see `WaitOptions.jitterMs`): `wait()` as is, but a wait that did
  * not resolve at once is released a random time after its grant, below `jitterMs`; aborted
  * meanwhile, it rejects with the signal's reason and `giveBack()` returns its units. Without a
- * valid `jitterMs` above 0, `wait()` alone (its own checks reject a bad one).
- * @internal
+ * valid `jitterMs` above 0, `wait()` alone (its own checks reject a bad one). @internal
  */
 export function jittered(
   options: WaitOptions | undefined,

@@ -65,8 +65,7 @@ export function keyBytes(key: string): number {
  * which its trace tables share): from `crypto.getRandomValues` where the runtime has it (Node,
  * Bun, Deno, workerd), else `Math.random`, so that no client can choose keys that collide in
  * its index or trace tables. The tests fix it (through test/support/seeds.ts), so that which
- * keys share a trace entry is the same in every run.
- * @internal
+ * keys share a trace entry is the same in every run. @internal
  */
 export const hashSeeds: { next: () => number; fallbacks: number } = {
   next: () => drawHashSeed(),
@@ -115,8 +114,7 @@ export interface EngineOptions extends Omit<Slab, "bucket"> {
  * At the bound idle keys go first; then (`whenFull: "evict"`) the key of {@link EVICT_SCAN} looked
  * at that is idle soonest goes, its trace kept under a seeded hash of its key, and a new key whose
  * entry still applies starts from the state it bounds (`restore`), never fresher; with `"refuse"`
- * the new key is refused. Pinned keys (waiters) never go. See docs/keyed.md#bounds.
- * @internal
+ * the new key is refused. Pinned keys (waiters) never go. See docs/keyed.md#bounds. @internal
  */
 export class SlabEngine extends KeyCounters {
   readonly layout: Kernel;
@@ -839,8 +837,7 @@ export class SlabEngine extends KeyCounters {
   }
 
   /**
-   * @internal
-   * Makes room for a key of `need` bytes: drops the idle keys among the next
+   * @internal Makes room for a key of `need` bytes: drops the idle keys among the next
    * {@link EVICT_SCAN} kept ones; while still full, drops the one of them idle soonest,
    * leaving its trace (`"evict"`), or gives up (`"refuse"`). False when no room was made.
    */

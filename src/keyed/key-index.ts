@@ -88,8 +88,7 @@ export function tableEntriesFor(slots: number): number {
  * registry), so without them keys collide no more than random ones. Someone who knows them
  * can pile keys on one run: past {@link MAX_PROBES} entries a key goes to an overflow `Map`
  * and the index rebuilds under new bits (at most once per `size / 2` insertions: O(1)
- * amortized). A lookup costs at most {@link MAX_PROBES} table reads and one `Map.get`.
- * @internal
+ * amortized). A lookup costs at most {@link MAX_PROBES} table reads and one `Map.get`. @internal
  */
 export class KeyIndex {
   /** Slot to key; `undefined` marks a free slot. */

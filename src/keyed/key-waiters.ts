@@ -34,8 +34,7 @@ interface Entry {
  *   bucket of its own with those waiters would;
  * - any other policy: a {@link WaitQueue} polling the registry's `peek` for the key.
  * At most `maxWaiters` waits are pending per registry; an aborted or expired wait leaves
- * at once, and the key's entry goes when its last wait settles.
- * @internal
+ * at once, and the key's entry goes when its last wait settles. @internal
  */
 export class KeyWaiters {
   private readonly byKey = new Map<string, Entry>();

@@ -32,8 +32,7 @@ export const REFUSED_RETRY_MS = 1000;
  * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per limiter)
  * idle keys go first; a key in use is never dropped (an arbitrary limiter's state cannot be
  * bounded), so a new key that would take units is refused (`stats.refused`). `make` must not call
- * the registry for a key it does not hold (see {@link create}).
- * @internal
+ * the registry for a key it does not hold (see {@link create}). @internal
  */
 export class LimiterMap extends KeyCounters {
   private readonly map = new Map<string, Limiter>();
@@ -96,8 +95,7 @@ export class LimiterMap extends KeyCounters {
   }
 
   /**
-   * @internal
-   * `consume` for a key without a limiter: a fresh one decides; it is kept when the call
+   * @internal `consume` for a key without a limiter: a fresh one decides; it is kept when the call
    * left it in use, for which a full map must first make room (or refuse: nothing kept).
    */
   private decideNew(key: string, cost: number, atMs: number | undefined): Decision {
@@ -273,8 +271,7 @@ export class LimiterMap extends KeyCounters {
   }
 
   /**
-   * @internal
-   * `make(key)`, refusing a call made from inside `make` itself (a policy function that
+   * @internal `make(key)`, refusing a call made from inside `make` itself (a policy function that
    * calls the registry for a key it does not hold): that call throws before it changes
    * anything, so the registry is as it was.
    * @throws {TypeError} `KeyedLimiter: the policy function called the registry re-entrantly for key "x"`.

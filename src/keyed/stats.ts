@@ -39,8 +39,7 @@ export const EVICT_SCAN = 8;
 
 /**
  * The counters of {@link KeyedLimiterStats} that both paths keep (the slab engine, the
- * generic path's map), since creation.
- * @internal
+ * generic path's map), since creation. @internal
  */
 export abstract class KeyCounters {
   protected created = 0;

@@ -56,8 +56,7 @@ export abstract class KernelGroup {
 
 /**
  * Where each kernel's region starts when each takes `width(kernel)` numbers side by side,
- * and, one past the last, their sum.
- * @internal
+ * and, one past the last, their sum. @internal
  */
 export function sideBySide(
   kernels: readonly Kernel[],
