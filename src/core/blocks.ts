@@ -1,7 +1,6 @@
 /**
  * The one table of blocked keys (a ban after abuse) that every path of a limiter consults:
- * docs/semantics.md#blocks.
- * @module
+ * docs/semantics.md#blocks. @module
  */
 import type { Decision } from "./limiter.js";
 

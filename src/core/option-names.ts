@@ -3,8 +3,7 @@ import type { ReserveOptions, WaitOptions } from "./limiter.js";
 
 /**
  * The option names each constructor and method accepts, as runtime lists for
- * `checkOptionNames`, with the hints for names users bring from other libraries.
- * @module
+ * `checkOptionNames`, with the hints for names users bring from other libraries. @module
  */
 
 /** The option names not listed in `N`: `never` when the list covers the interface `T`. */

@@ -4,8 +4,7 @@ import type { Decision, Receipt } from "./limiter.js";
 /**
  * Receipts: what a charge took, and when, so that a refund can hand back exactly that and
  * no more (Go's `rate.Reservation` for units already taken). `Receipt`, the public shape, is
- * in limiter.ts beside `Decision`; the rules are in one place, docs/semantics.md#refunds.
- * @module
+ * in limiter.ts beside `Decision`; the rules are in one place, docs/semantics.md#refunds. @module
  */
 
 /**

@@ -7,8 +7,7 @@
  *
  * The waiters that share one `AbortSignal` share one listener on it (see {@link listen}): a signal
  * given to many waits (a shutdown signal, a request's) set off Node's MaxListenersExceededWarning
- * at the eleventh, though nothing leaked.
- * @module
+ * at the eleventh, though nothing leaked. @module
  */
 
 /** The waiters' abort callbacks on one signal, in the order they were added, and its one listener. */

@@ -14,8 +14,7 @@ import { listen, unlisten, WaitList, type WaitListNode } from "./wait-list.js";
 /**
  * Waiting for a limiter that cannot hold units for its waiters (the three windows,
  * `allOf`, the keyed generic path): a first-in, first-out queue that polls `peek` for its
- * head, with one timer per limiter; and the timer helpers the buckets' ledger shares.
- * @module
+ * head, with one timer per limiter; and the timer helpers the buckets' ledger shares. @module
  */
 
 /** The part of a limiter a {@link WaitQueue} drives. */

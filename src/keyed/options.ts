@@ -2,10 +2,7 @@ import { isLimiter } from "../composite/all-of.js";
 import { describe, mustBe } from "../core/errors.js";
 import type { Limiter } from "../core/limiter.js";
 
-/**
- * Validation and timer helpers of {@link KeyedLimiter}.
- * @module
- */
+/** Validation and timer helpers of {@link KeyedLimiter}. @module */
 
 /** The name in every `KeyedLimiter` error message. */
 export const WHERE = "KeyedLimiter";

@@ -1,8 +1,7 @@
 /**
  * `withMetrics(limiter, options)`: a wrapper that counts a limiter's decisions. Counting
  * lives in a wrapper, not in the limiters, so a limiter without it pays nothing: the
- * fast paths of `KeyedLimiter` are untouched (docs/metrics.md#where-the-counters-live).
- * @module
+ * fast paths of `KeyedLimiter` are untouched (docs/metrics.md#where-the-counters-live). @module
  */
 import {
   checkInteger,
