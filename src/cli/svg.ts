@@ -324,8 +324,7 @@ function layOut(
 }
 
 /**
- * The replay chart, a standalone SVG document (no scripts, no external resources), in
- * three panels:
+ * The replay chart, a standalone SVG document (no scripts, no external resources), in three panels:
  *
  * 1. requests per minute of all clients (grey bars), the busiest client's requests in
  *    that minute (a dark mark on each bar) and each policy's long-run limit per client (a
