@@ -47,10 +47,7 @@ export interface ChartOptions {
     | undefined;
   /** @default 1000 */
   readonly width?: number | undefined;
-  /**
-   * Most bars drawn; longer spans put several minutes in one bar (the busiest minute).
-   * @default 440
-   */
+  /** Most bars drawn; a longer span puts several minutes in one bar (its busiest). @default 440 */
   readonly maxBars?: number | undefined;
 }
 

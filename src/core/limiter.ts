@@ -78,8 +78,7 @@ export interface WaitOptions {
    * longer rejects at once with a `RateLimitError`, taking nothing. The buckets know the
    * exact delay when `wait` is called; for the windows and `allOf` a waiter queued behind
    * others (whose delay depends on traffic to come) is also rejected if it is not granted
-   * `maxWaitMs` after the call, on the limiter's clock.
-   * @default Infinity
+   * `maxWaitMs` after the call, on the limiter's clock. @default Infinity
    */
   readonly maxWaitMs?: number | undefined;
   /**
@@ -88,8 +87,7 @@ export interface WaitOptions {
    * granted in the queue's order and at its time, as without it, so the limit holds; the caller is
    * released `u * jitterMs` ms later, `u` uniform in [0, 1), and so may finish up to `jitterMs`
    * past `maxWaitMs`. A wait granted at once is not delayed. Aborted in that time, the wait rejects
-   * with the signal's reason and gives its units back. See docs/waiting.md#jitter.
-   * @default 0
+   * with the signal's reason and gives its units back. See docs/waiting.md#jitter. @default 0
    */
   readonly jitterMs?: number | undefined;
 }
@@ -98,8 +96,7 @@ export interface WaitOptions {
 export interface ReserveOptions {
   /**
    * The longest delay accepted, in milliseconds (>= 0); a longer one gives
-   * `ok: false` and reserves nothing.
-   * @default Infinity
+   * `ok: false` and reserves nothing. @default Infinity
    */
   readonly maxWaitMs?: number | undefined;
 }

@@ -837,9 +837,8 @@ export class SlabEngine extends KeyCounters {
   }
 
   /**
-   * @internal Makes room for a key of `need` bytes: drops the idle keys among the next
-   * {@link EVICT_SCAN} kept ones; while still full, drops the one of them idle soonest,
-   * leaving its trace (`"evict"`), or gives up (`"refuse"`). False when no room was made.
+   * @internal Makes room for a key of `need` bytes by {@link scan}s; while still full, pushes out
+   * the key a scan picks (`"evict"`, its trace kept) or gives up (`"refuse"`); false without room.
    */
   private makeRoom(now: number, need: number): boolean {
     for (let round = 0; ; round++) {

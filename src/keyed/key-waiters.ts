@@ -79,7 +79,6 @@ export class KeyWaiters {
     }
     let entry = this.byKey.get(key);
     if (entry === undefined) {
-      // At most half the slots wait: the other half stays free to push out for new keys.
       if (this.engine.waitingSlots >= this.maxPinned) {
         const why = `half of maxKeys (${this.maxPinned} keys) already wait; a new key may not`;
         return this.refuse(why, key, cost);

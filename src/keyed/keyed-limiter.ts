@@ -72,8 +72,7 @@ export interface KeyedLimiterOptions {
   /**
    * Longest key, in UTF-16 code units (1 to 16,383; V8 hashes longer strings by their
    * length alone, which would make every lookup a scan): a longer key throws a `RangeError`
-   * and changes nothing (`tollgate/http` folds such keys into one shared key instead).
-   * @default 512
+   * and changes nothing (`tollgate/http` folds such keys into one shared key instead). @default 512
    */
   readonly maxKeyLength?: number | undefined;
   /** Most pending `wait` calls (0 to 2^31 - 1); a `wait` past it rejects at once. @default 10_000 */

@@ -11,10 +11,7 @@ export const MAX_KEYS_LIMIT = 2 ** 28;
 /** Default period of the quiet-period sweep, in milliseconds. */
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 
-/**
- * Checks a key.
- * @throws {TypeError} `KeyedLimiter: key must be a string, got 42`.
- */
+/** Checks a key. @throws {TypeError} `KeyedLimiter: key must be a string, got 42`. */
 export function checkKey(key: unknown): string {
   if (typeof key !== "string") throw mustBe(WHERE, "key", "a string", key, TypeError);
   return key;

@@ -1,10 +1,9 @@
 import type { Kernel } from "../../algorithms/kernel.js";
 
 /**
- * What a layout over several kernels shares (`AllOfLayout`: one per part, `PlanLayout`:
- * one per plan): each kernel keeps its own region of a trace entry, side by side, and
- * `reconfigure` retunes and adopts kernel by kernel, skipping those `next` keeps as they are.
- * @internal
+ * What a layout over several kernels shares (`AllOfLayout`: one per part, `PlanLayout`: one per
+ * plan): each kernel keeps its own region of a trace entry, side by side, and `reconfigure` retunes
+ * and adopts kernel by kernel, skipping those `next` keeps as they are. @internal
  */
 export abstract class KernelGroup {
   /** Where each kernel's trace numbers start in an entry (and, last, where they end). */
