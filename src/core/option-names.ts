@@ -67,10 +67,7 @@ export function bucketHints(
   };
 }
 
-/**
- * Hints for the window algorithms (`FixedWindow`, `SlidingWindowLog`,
- * `SlidingWindowCounter` and their Redis twins).
- */
+/** Hints for `FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter` and their Redis twins. */
 export function windowHints(where: string): Readonly<Record<string, string>> {
   const limit = use("limit", ", the most units per window");
   const window = use("windowMs", " (milliseconds)");

@@ -1077,10 +1077,7 @@ export class KeyedLimiter {
     return this.engine!.layout.decideAt(this.unkept(key, now), 0, -1, now, cost, false);
   }
 
-  /**
-   * @internal The scratch slot holding the state of `key`, which has no slot (selected
-   * first in a plan registry): a fresh state, or the one its trace gives.
-   */
+  /** @internal The scratch slot, holding the state of slotless `key` (its plan selected first). */
   private unkept(key: string, now: number): Float64Array {
     const e = this.engine!;
     this.plans?.select(key);
