@@ -380,8 +380,7 @@ export function parseCommand(argv: readonly string[]): Command {
   try {
     parsed = parseArgs({
       args: joinNumericValues(rest),
-      // The policy options first: a fixed option keeps its definition (no policy flag takes
-      // one's name, which test/catalog.test.ts checks).
+      // The policy options first: a fixed option keeps its definition (see REPLAY_OPTION_NAMES).
       options: { ...POLICY_OPTIONS, ...OPTIONS } as typeof OPTIONS,
       allowPositionals: true,
       strict: true,

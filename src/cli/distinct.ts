@@ -1,9 +1,8 @@
 /**
- * An estimate of how many distinct strings were added, in constant memory: HyperLogLog
- * (Flajolet, Fusy, Gandouet, Meunier, "HyperLogLog: the analysis of a near-optimal
- * cardinality estimation algorithm", 2007) with 2^14 one-byte registers (16 KiB) and a
- * 64-bit hash, so the standard error is 1.04 / sqrt(16384) ≈ 0.8% at any count; small
- * counts use linear counting, as in the paper.
+ * An estimate of how many distinct strings were added, in constant memory: HyperLogLog (Flajolet,
+ * Fusy, Gandouet, Meunier, "HyperLogLog: the analysis of a near-optimal cardinality estimation
+ * algorithm", 2007) with 2^14 one-byte registers (16 KiB) and a 64-bit hash, so the standard error
+ * is 1.04 / sqrt(16384) ≈ 0.8% at any count; small counts use linear counting, as in the paper.
  */
 export class DistinctEstimate {
   private static readonly BITS = 14;

@@ -1,7 +1,6 @@
 /**
- * The `tollgate` bin: `tollgate replay <file|-> --algorithm <name> …` (see `--help`).
- * Runs from source with `node --import tsx src/cli/index.ts`; the package's bin is the
- * built `dist/cli.js`.
+ * The `tollgate` bin: `tollgate replay <file|-> --algorithm <name> …` (see `--help`). Runs from
+ * source with `node --import tsx src/cli/index.ts`; the package's bin is the built `dist/cli.js`.
  */
 import { run } from "./run.js";
 

@@ -33,11 +33,10 @@ export interface LineSink {
 }
 
 /**
- * Cuts UTF-8 bytes into lines at `\n` (a `\r` before it is dropped too; a lone `\r` is
- * part of the line). The last line needs no newline; an input ending in a newline has no
- * empty last line (as `readline`). Memory held: at most `maxLineBytes` of the current
- * line plus the chunk it is cut from. Cutting at byte 10 is safe in UTF-8, where that
- * byte occurs in no multi-byte character.
+ * Cuts UTF-8 bytes into lines at `\n` (a `\r` before it is dropped too; a lone `\r` is part of the
+ * line). The last line needs no newline; an input ending in a newline has no empty last line (as
+ * `readline`). Memory held: at most `maxLineBytes` of the current line plus the chunk it is cut
+ * from. Cutting at byte 10 is safe in UTF-8, where that byte occurs in no multi-byte character.
  */
 export class LineSplitter {
   /** Byte slices of the current line that are not yet delivered (it spans chunks). */

@@ -137,12 +137,11 @@ async function settle(): Promise<void> {
 }
 
 /**
- * N processes sharing one leased limit, simulated on the log's clock: N real
- * `LeasedTokenBucket`s (the library's lease logic, unchanged) on one `MemoryLeaseStore` (the
- * lease script's semantics in memory) with a manual clock and scheduler, so a run is
- * deterministic. Time only moves forward, to each request's log time; the timers due by
- * then (batch windows, store answers after `rttMs`, heartbeats, idle sweeps) run first, in
- * time order, each at its own time.
+ * N processes sharing one leased limit, simulated on the log's clock: N real `LeasedTokenBucket`s
+ * (the library's lease logic, unchanged) on one `MemoryLeaseStore` (the lease script's semantics in
+ * memory) with a manual clock and scheduler, so a run is deterministic. Time only moves forward, to
+ * each request's log time; the timers due by then (batch windows, store answers after `rttMs`,
+ * heartbeats, idle sweeps) run first, in time order, each at its own time.
  */
 export class NodesSimulation {
   private nowMs = Number.NEGATIVE_INFINITY;

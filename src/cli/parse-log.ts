@@ -7,10 +7,9 @@
  * - common:   `host ident user [dd/Mon/yyyy:HH:MM:SS +hhmm] "request" status bytes`
  * - combined: common followed by ` "referer" "user-agent"`, then optionally more
  *   fields (nginx and Apache setups often append some); they are ignored.
- * Quoted fields may hold spaces and escaped quotes (`\"`, Apache's escaping). A request
- * line that itself holds a raw quote (attack traffic) is read up to the quote that is
- * followed by a status and a size. The time may carry a fraction of a second
- * (`10:05:03.123`).
+ * Quoted fields may hold spaces and escaped quotes (`\"`, Apache's escaping). A request line that
+ * itself holds a raw quote (attack traffic) is read up to the quote that is followed by a status
+ * and a size. The time may carry a fraction of a second (`10:05:03.123`).
  */
 
 /** One parsed line: what the replay needs from it. */

@@ -159,15 +159,14 @@ export function singlePolicy(algorithm: AlgorithmName, raw: RawPolicyOptions): P
 }
 
 /**
- * The policies of `--compare`, one per algorithm in catalog order, equivalent in burst and
- * long-run rate (each algorithm's {@link Measure}):
- * a bucket of `capacity` C refilled (or leaking) at R per second matches windows of
- * `limit` L = C requests per `windowMs` W = C * 1000 / R, and the other way round
- * (C = L, R = L * 1000 / W). Both admit C at once and R per second over time; the
- * windows differ at their edges (a fixed window admits up to 2L across a boundary).
- * Given bucket options (`--capacity` with `--refill-per-second` and/or
- * `--leak-per-second`, one rate standing for both), the windows are derived; given
- * window options, the buckets are; given both, each algorithm takes its own.
+ * The policies of `--compare`, one per algorithm in catalog order, equivalent in burst and long-run
+ * rate (each algorithm's {@link Measure}): a bucket of `capacity` C refilled (or leaking) at R per
+ * second matches windows of `limit` L = C requests per `windowMs` W = C * 1000 / R, and the other
+ * way round (C = L, R = L * 1000 / W). Both admit C at once and R per second over time; the windows
+ * differ at their edges (a fixed window admits up to 2L across a boundary). Given bucket options
+ * (`--capacity` with `--refill-per-second` and/or `--leak-per-second`, one rate standing for both),
+ * the windows are derived; given window options, the buckets are; given both, each algorithm takes
+ * its own.
  * @throws {UsageError} When neither side is given, or an option is invalid.
  */
 export function comparePolicies(raw: RawPolicyOptions): PolicySpec[] {

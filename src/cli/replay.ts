@@ -38,10 +38,9 @@ export interface ReplayOptions {
    */
   readonly maxSeriesBuckets?: number | undefined;
   /**
-   * Bound of each registry (`KeyedLimiter` `maxKeys`); a replay that reaches it evicts
-   * keys in use, which changes decisions (counted in `lossyEvictions`). It bounds the
-   * per-client tallies of the top list too ({@link ClientTally}: exact up to this many
-   * distinct keys, approximate beyond).
+   * Bound of each registry (`KeyedLimiter` `maxKeys`); a replay that reaches it evicts keys in use,
+   * which changes decisions (counted in `lossyEvictions`). It bounds the per-client tallies of the
+   * top list too ({@link ClientTally}: exact up to this many distinct keys, approximate beyond).
    * @default 1_000_000
    */
   readonly maxKeys?: number | undefined;
@@ -54,10 +53,9 @@ export interface ReplayOptions {
   /** Skipped lines kept as examples, with line number and reason. @default 5 */
   readonly badLineSamples?: number | undefined;
   /**
-   * Also simulate N processes sharing the (one, token-bucket) policy through
-   * `LeasedTokenBucket` leases (see {@link NodesSimulation}); its decisions are a second lane
-   * of the tally and the series, after the policy's. Everything except the capacity and
-   * refill, which are the policy's.
+   * Also simulate N processes sharing the (one, token-bucket) policy through `LeasedTokenBucket`
+   * leases (see {@link NodesSimulation}); its decisions are a second lane of the tally and the
+   * series, after the policy's. Everything except the capacity and refill, which are the policy's.
    */
   readonly nodes?: Omit<NodesOptions, "capacity" | "refillPerSecond" | "maxKeys"> | undefined;
   /** Called every `progressEvery` lines (for a progress display). */

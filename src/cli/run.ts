@@ -166,12 +166,11 @@ function noKeyReason(command: ReplayCommand, report: ReplayReport): string {
 }
 
 /**
- * Runs the `tollgate` command line and resolves with its exit code: 0 done; 2 bad usage,
- * an invalid policy option (the constructor's message), an unreadable input or unwritable
- * `--svg` path (checked before reading), an input of which no line parsed (an empty input
- * included; the report is still printed), or one of which no parsed line had a key (no
- * request replayed; the report is still printed);
- * 1 an unexpected error (a bug).
+ * Runs the `tollgate` command line and resolves with its exit code: 0 done; 2 bad usage, an invalid
+ * policy option (the constructor's message), an unreadable input or unwritable `--svg` path
+ * (checked before reading), an input of which no line parsed (an empty input included; the report
+ * is still printed), or one of which no parsed line had a key (no request replayed; the report is
+ * still printed); 1 an unexpected error (a bug).
  */
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   try {

@@ -1,8 +1,7 @@
 /**
- * Requests and denials over time for the replay chart, in memory bounded by a constant
- * whatever the span of the log: at most {@link MAX_SERIES_BUCKETS} buckets, which grow
- * coarser (1 minute, 5, 15, 1 h, 6 h, 1 day, 1 week, then doubling) when a log has more
- * minutes with requests than that.
+ * Requests and denials over time for the replay chart, in memory bounded by a constant whatever the
+ * span of the log: at most {@link MAX_SERIES_BUCKETS} buckets, which grow coarser (1 minute, 5, 15,
+ * 1 h, 6 h, 1 day, 1 week, then doubling) when a log has more minutes with requests than that.
  */
 
 /** A minute, in ms. */
@@ -19,11 +18,10 @@ export const MAX_SERIES_BUCKETS = 4096;
 const BUCKET_MINUTES = [1, 5, 15, 60, 360, 1440, 10_080];
 
 /**
- * Requests and denials per minute, sorted by time, only buckets with requests. Each entry
- * is a bucket of `bucketMinutes` minutes (1 unless the log had more than
- * {@link MAX_SERIES_BUCKETS} minutes with requests) and holds per-minute values: the most
- * requests of any one minute in it, and so on, so the values read as "per minute" at any
- * bucket size.
+ * Requests and denials per minute, sorted by time, only buckets with requests. Each entry is a
+ * bucket of `bucketMinutes` minutes (1 unless the log had more than {@link MAX_SERIES_BUCKETS}
+ * minutes with requests) and holds per-minute values: the most requests of any one minute in it,
+ * and so on, so the values read as "per minute" at any bucket size.
  */
 export interface MinuteSeries {
   /** Start of each bucket, epoch ms. */
@@ -80,9 +78,8 @@ export class SeriesBuilder {
   }
 
   /**
-   * Counts one request in calendar minute `minute` (epoch ms / 60,000, floored);
-   * `clientInMinute` is its client's requests in that minute so far, `denied[i]` is 1 when
-   * policy `i` denied it.
+   * Counts one request in calendar minute `minute` (epoch ms / 60,000, floored); `clientInMinute`
+   * is its client's requests in that minute so far, `denied[i]` is 1 when policy `i` denied it.
    */
   add(minute: number, clientInMinute: number, denied: Uint8Array): void {
     const c = this.current;

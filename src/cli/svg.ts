@@ -47,10 +47,7 @@ export interface ChartOptions {
     | undefined;
   /** @default 1000 */
   readonly width?: number | undefined;
-  /**
-   * Most bars drawn; longer spans put several minutes in one bar (the busiest minute).
-   * @default 440
-   */
+  /** Most bars drawn; a longer span puts several minutes in one bar (its busiest). @default 440 */
   readonly maxBars?: number | undefined;
 }
 
@@ -221,12 +218,11 @@ interface TimeLayout {
 }
 
 /**
- * Lays the buckets out (minutes, unless the series was kept coarser: see
- * {@link MinuteSeries}). A log whose buckets with requests are few and far apart (a
- * sample of one minute an hour, a night of silence) is drawn with only those buckets,
- * side by side (the idle time between them left out, and said so); any other is drawn on
- * continuous time, in bins of whole buckets when it has more than `maxBars`, each bar the
- * busiest minute of its bin. The caption says what a bar is.
+ * Lays the buckets out (minutes, unless the series was kept coarser: see {@link MinuteSeries}). A
+ * log whose buckets with requests are few and far apart (a sample of one minute an hour, a night of
+ * silence) is drawn with only those buckets, side by side (the idle time between them left out, and
+ * said so); any other is drawn on continuous time, in bins of whole buckets when it has more than
+ * `maxBars`, each bar the busiest minute of its bin. The caption says what a bar is.
  */
 function layOut(
   series: MinuteSeries,
@@ -325,8 +321,7 @@ function layOut(
 }
 
 /**
- * The replay chart, a standalone SVG document (no scripts, no external resources), in
- * three panels:
+ * The replay chart, a standalone SVG document (no scripts, no external resources), in three panels:
  *
  * 1. requests per minute of all clients (grey bars), the busiest client's requests in
  *    that minute (a dark mark on each bar) and each policy's long-run limit per client (a

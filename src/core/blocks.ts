@@ -1,7 +1,6 @@
 /**
  * The one table of blocked keys (a ban after abuse) that every path of a limiter consults:
- * docs/semantics.md#blocks.
- * @module
+ * docs/semantics.md#blocks. @module
  */
 import type { Decision } from "./limiter.js";
 
@@ -37,8 +36,7 @@ export function blockedDenial(
  * so a full table refuses one more in O(1) while its earliest block has not ended.
  *
  * Shared by the paths of one limiter (a Redis limiter records a block here at once, so its
- * fallbacks and its healthy path all deny the key, whatever the store remembers).
- * @internal
+ * fallbacks and its healthy path all deny the key, whatever the store remembers). @internal
  */
 export class BlockTable {
   /** @internal */

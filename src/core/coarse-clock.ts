@@ -33,9 +33,9 @@ export interface CoarseClockOptions {
    */
   readonly refreshMs?: number;
   /**
-   * The source is read at least once every `maxReads` reads, whatever the timer did (the
-   * reads in between answer the cached time): bounds staleness in a synchronous loop that never lets the timer run (1M
-   * checks in one loop advance the clock every `maxReads` checks). An integer from 1
+   * The source is read at least once every `maxReads` reads, whatever the timer did (the reads in
+   * between answer the cached time): bounds staleness in a synchronous loop that never lets the
+   * timer run (1M checks in one loop advance the clock every `maxReads` checks). An integer from 1
    * (every read reads the source) to 2^30. @default 1024
    */
   readonly maxReads?: number;

@@ -44,13 +44,12 @@ export interface Decision {
 }
 
 /**
- * The answer to one `charge`: its {@link Decision}, plus what it took and when. Give it to
- * the same limiter's `refund(receipt, units?)` to hand units back: never more than it took
- * (less what refunds through it gave back already), and nothing once those units no longer
- * count: the fixed window they were charged in has ended, the sliding log entry has left,
- * the counter's window is two windows back, the bucket has refilled past them. A `reset` or
- * `reconfigure` of the limiter since the charge leaves nothing to give back.
- * See docs/semantics.md#refunds.
+ * The answer to one `charge`: its {@link Decision}, plus what it took and when. Give it to the same
+ * limiter's `refund(receipt, units?)` to hand units back: never more than it took (less what
+ * refunds through it gave back already), and nothing once those units no longer count: the fixed
+ * window they were charged in has ended, the sliding log entry has left, the counter's window is
+ * two windows back, the bucket has refilled past them. A `reset` or `reconfigure` of the limiter
+ * since the charge leaves nothing to give back. See docs/semantics.md#refunds.
  */
 export interface Receipt extends Decision {
   /** The key charged (`KeyedLimiter`, the Redis limiters); `undefined` for an unkeyed limiter. */
@@ -79,19 +78,16 @@ export interface WaitOptions {
    * longer rejects at once with a `RateLimitError`, taking nothing. The buckets know the
    * exact delay when `wait` is called; for the windows and `allOf` a waiter queued behind
    * others (whose delay depends on traffic to come) is also rejected if it is not granted
-   * `maxWaitMs` after the call, on the limiter's clock.
-   * @default Infinity
+   * `maxWaitMs` after the call, on the limiter's clock. @default Infinity
    */
   readonly maxWaitMs?: number | undefined;
   /**
-   * Up to this many milliseconds (>= 0) added at random to a wait that had to wait, so that
-   * callers waiting for the same moment do not all go at once (governor's `Jitter::up_to`).
-   * Its units are granted in the queue's order and at its time, as without it, so the limit
-   * holds; the caller is released `u * jitterMs` ms later, `u` uniform in [0, 1), and so may
-   * finish up to `jitterMs` past `maxWaitMs`. A wait granted at once is not delayed. Aborted
-   * in that time, the wait rejects with the signal's reason and gives its units back.
-   * See docs/waiting.md#jitter.
-   * @default 0
+   * Up to this many milliseconds (>= 0) added at random to a wait that had to wait, so that callers
+   * waiting for the same moment do not all go at once (governor's `Jitter::up_to`). Its units are
+   * granted in the queue's order and at its time, as without it, so the limit holds; the caller is
+   * released `u * jitterMs` ms later, `u` uniform in [0, 1), and so may finish up to `jitterMs`
+   * past `maxWaitMs`. A wait granted at once is not delayed. Aborted in that time, the wait rejects
+   * with the signal's reason and gives its units back. See docs/waiting.md#jitter. @default 0
    */
   readonly jitterMs?: number | undefined;
 }
@@ -100,8 +96,7 @@ export interface WaitOptions {
 export interface ReserveOptions {
   /**
    * The longest delay accepted, in milliseconds (>= 0); a longer one gives
-   * `ok: false` and reserves nothing.
-   * @default Infinity
+   * `ok: false` and reserves nothing. @default Infinity
    */
   readonly maxWaitMs?: number | undefined;
 }
@@ -177,22 +172,20 @@ export interface Limiter {
 }
 
 /**
- * The brand of tollgate's unkeyed limiters (the five algorithms and `allOf`), on the
- * prototype of {@link UnkeyedLimiterBase}, which they extend. A registered symbol
- * (`Symbol.for`), so every copy of tollgate in a process (the ESM and CommonJS builds, two
- * installed versions) shares it: `tollgate/http` recognises a `TokenBucket` made by
- * `require("tollgate")` as unkeyed, where `instanceof` against its own build's classes would
- * not, and would call it as a keyed limiter (`consume(key, cost)`). Internal: not exported
- * by the package.
+ * The brand of tollgate's unkeyed limiters (the five algorithms and `allOf`), on the prototype of
+ * {@link UnkeyedLimiterBase}, which they extend. A registered symbol (`Symbol.for`), so every copy
+ * of tollgate in a process (the ESM and CommonJS builds, two installed versions) shares it:
+ * `tollgate/http` recognises a `TokenBucket` made by `require("tollgate")` as unkeyed, where
+ * `instanceof` against its own build's classes would not, and would call it as a keyed limiter
+ * (`consume(key, cost)`). Internal: not exported by the package.
  */
 const UNKEYED_LIMITER: unique symbol = Symbol.for("tollgate.unkeyedLimiter");
 
 /**
- * The base class of tollgate's unkeyed limiters: it holds nothing but the
- * {@link UNKEYED_LIMITER} brand (non-enumerable, on its prototype), which every subclass
- * inherits. A base class rather than a top-level call branding each class, so that a
- * bundler still drops the classes an application does not import. Internal: not exported by
- * the package.
+ * The base class of tollgate's unkeyed limiters: it holds nothing but the {@link UNKEYED_LIMITER}
+ * brand (non-enumerable, on its prototype), which every subclass inherits. A base class rather than
+ * a top-level call branding each class, so that a bundler still drops the classes an application
+ * does not import. Internal: not exported by the package.
  */
 export abstract class UnkeyedLimiterBase {}
 Object.defineProperty(UnkeyedLimiterBase.prototype, UNKEYED_LIMITER, { value: true });

@@ -1,8 +1,7 @@
 /**
  * Floating-point tolerance shared by every algorithm: a cost fits when
- * `cost <= available + TOLERANCE * max(1, cost)`, so a request at the exact instant
- * it fits is allowed even when float arithmetic lands one ulp short.
- * See docs/semantics.md#float-tolerance.
+ * `cost <= available + TOLERANCE * max(1, cost)`, so a request at the exact instant it fits is
+ * allowed even when float arithmetic lands one ulp short. See docs/semantics.md#float-tolerance.
  */
 export const TOLERANCE = 1e-9;
 
@@ -30,14 +29,13 @@ export function cleanMs(ms: number): number {
 }
 
 /**
- * A duration as a decision states it (`retryAfterMs`, `resetAfterMs`), without the float
- * noise that falls short of a whole microsecond: a value below a whole microsecond by at
- * most a relative 1e-9 is raised to it (`99.99999999999999` reads `100`,
- * `51.59899999999999` reads `51.599`). Never lowered, so a client waiting that long is never
- * early: a value just above a microsecond is kept (a sliding log's entry that leaves at the
- * double after 9.2 says `2.000000000000001` from 7.2; at 9.2 it still counts), as is any
- * other (`1000 / 3` stays `333.3333333333333`; a window or a refill below a microsecond keeps
- * its figure). 0, negatives (as 0) and `Infinity` are as they are.
+ * A duration as a decision states it (`retryAfterMs`, `resetAfterMs`), without the float noise that
+ * falls short of a whole microsecond: a value below a whole microsecond by at most a relative 1e-9
+ * is raised to it (`99.99999999999999` reads `100`, `51.59899999999999` reads `51.599`). Never
+ * lowered, so a client waiting that long is never early: a value just above a microsecond is kept
+ * (a sliding log's entry that leaves at the double after 9.2 says `2.000000000000001` from 7.2; at
+ * 9.2 it still counts), as is any other (`1000 / 3` stays `333.3333333333333`; a window or a refill
+ * below a microsecond keeps its figure). 0, negatives (as 0) and `Infinity` are as they are.
  * docs/semantics.md#milliseconds.
  */
 export function decisionMs(ms: number): number {

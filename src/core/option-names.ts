@@ -3,13 +3,10 @@ import type { ReserveOptions, WaitOptions } from "./limiter.js";
 
 /**
  * The option names each constructor and method accepts, as runtime lists for
- * `checkOptionNames`, with the hints for names users bring from other libraries.
- * @module
+ * `checkOptionNames`, with the hints for names users bring from other libraries. @module
  */
 
-/**
- * The option names not listed in `N`: `never` when the list covers the interface `T`.
- */
+/** The option names not listed in `N`: `never` when the list covers the interface `T`. */
 type Unlisted<T, N extends readonly PropertyKey[]> = Exclude<keyof T, N[number]>;
 
 /**
@@ -70,10 +67,7 @@ export function bucketHints(
   };
 }
 
-/**
- * Hints for the window algorithms (`FixedWindow`, `SlidingWindowLog`,
- * `SlidingWindowCounter` and their Redis twins).
- */
+/** Hints for `FixedWindow`, `SlidingWindowLog`, `SlidingWindowCounter` and their Redis twins. */
 export function windowHints(where: string): Readonly<Record<string, string>> {
   const limit = use("limit", ", the most units per window");
   const window = use("windowMs", " (milliseconds)");

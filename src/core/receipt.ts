@@ -4,14 +4,12 @@ import type { Decision, Receipt } from "./limiter.js";
 /**
  * Receipts: what a charge took, and when, so that a refund can hand back exactly that and
  * no more (Go's `rate.Reservation` for units already taken). `Receipt`, the public shape, is
- * in limiter.ts beside `Decision`; the rules are in one place, docs/semantics.md#refunds.
- * @module
+ * in limiter.ts beside `Decision`; the rules are in one place, docs/semantics.md#refunds. @module
  */
 
 /**
  * The one {@link Receipt} class. Its internal fields say who issued it and what the issuer
- * needs to judge a refund; they mean something only to that issuer.
- * @internal
+ * needs to judge a refund; they mean something only to that issuer. @internal
  */
 export class ChargeReceipt implements Receipt {
   readonly allowed: boolean;
@@ -79,10 +77,7 @@ export class ChargeReceipt implements Receipt {
   }
 }
 
-/**
- * A denied charge's receipt: nothing taken, nothing to give back.
- * @internal
- */
+/** A denied charge's receipt: nothing taken, nothing to give back. @internal */
 export function deniedReceipt(
   decision: Decision,
   key: string | undefined,

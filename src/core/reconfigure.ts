@@ -5,8 +5,7 @@ import { checkOptionNames, checkOptions, hasMethods } from "./errors.js";
  * never the clock), how they are checked (the constructor's messages, unknown names are a
  * `TypeError`), and the two-step shape that lets `allOf` and `KeyedLimiter` check every
  * part before changing any: `plan` checks and reads the clock, the returned `apply` cannot
- * throw. See docs/semantics.md#changing-limits-live.
- * @module
+ * throw. See docs/semantics.md#changing-limits-live. @module
  */
 
 /** Applies a checked reconfiguration; never throws. */
@@ -16,8 +15,7 @@ export type ApplyReconfigure = () => void;
 export interface Reconfigurable {
   /**
    * Checks `options` against the current ones and reads the clock; returns what applies
-   * them at that reading. Throws, changing nothing, for a bad option.
-   * @internal
+   * them at that reading. Throws, changing nothing, for a bad option. @internal
    */
   planReconfigure(options: unknown): ApplyReconfigure;
 }

@@ -3,8 +3,7 @@ import type { Decision, Receipt } from "./limiter.js";
 
 /**
  * Charge the most a request can cost up front, settle the difference when the real cost is
- * known: docs/semantics.md#charge-up-front-settle-after.
- * @module
+ * known: docs/semantics.md#charge-up-front-settle-after. @module
  */
 
 /** What {@link settle} did. */

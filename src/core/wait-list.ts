@@ -1,15 +1,13 @@
 /**
  * The first-in, first-out list of pending waiters that both waiting mechanisms keep: the
  * {@link WaitQueue} of the windows and `allOf` (wait.ts) and the buckets' ledger
- * (algorithms/bucket-ledger.ts). A doubly linked list through the waiters themselves (no
- * allocation per waiter beyond its abort listener), with each waiter's abort listener
- * added on `push` and removed on `remove`. What a waiter waits for, and when it is
- * served, is the owner's.
+ * (algorithms/bucket-ledger.ts). A doubly linked list through the waiters themselves (no allocation
+ * per waiter beyond its abort listener), with each waiter's abort listener added on `push` and
+ * removed on `remove`. What a waiter waits for, and when it is served, is the owner's.
  *
- * The waiters that share one `AbortSignal` share one listener on it (see {@link listen}):
- * a signal given to many waits (a shutdown signal, a request's) set off Node's
- * MaxListenersExceededWarning at the eleventh, though nothing leaked.
- * @module
+ * The waiters that share one `AbortSignal` share one listener on it (see {@link listen}): a signal
+ * given to many waits (a shutdown signal, a request's) set off Node's MaxListenersExceededWarning
+ * at the eleventh, though nothing leaked. @module
  */
 
 /** The waiters' abort callbacks on one signal, in the order they were added, and its one listener. */
@@ -64,8 +62,7 @@ export interface WaitListNode<N> {
 
 /**
  * Waiters in arrival order. Walk it with `for (let n = list.head; n !== undefined; n = next)`,
- * reading `next` before removing `n`.
- * @internal
+ * reading `next` before removing `n`. @internal
  */
 export class WaitList<N extends WaitListNode<N>> {
   /** @internal */

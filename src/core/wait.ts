@@ -14,8 +14,7 @@ import { listen, unlisten, WaitList, type WaitListNode } from "./wait-list.js";
 /**
  * Waiting for a limiter that cannot hold units for its waiters (the three windows,
  * `allOf`, the keyed generic path): a first-in, first-out queue that polls `peek` for its
- * head, with one timer per limiter; and the timer helpers the buckets' ledger shares.
- * @module
+ * head, with one timer per limiter; and the timer helpers the buckets' ledger shares. @module
  */
 
 /** The part of a limiter a {@link WaitQueue} drives. */
@@ -28,10 +27,9 @@ export interface Waitable {
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * The delay to arm a timer with, for something due in `ms`: rounded up to a whole
- * millisecond (a timer never fires before it is due), at least 1, and at most
- * {@link MAX_TIMER_MS}: a longer wait re-arms when the piece ends, until it is due
- * (`setTimeout` would fire a longer delay after 1 ms).
+ * The delay to arm a timer with, for something due in `ms`: rounded up to a whole millisecond (a
+ * timer never fires before it is due), at least 1, and at most {@link MAX_TIMER_MS}: a longer wait
+ * re-arms when the piece ends, until it is due (`setTimeout` would fire a longer delay after 1 ms).
  */
 export function timerDelay(ms: number): number {
   if (!(ms > 1)) return 1;
@@ -184,10 +182,9 @@ export class WaitQueue {
   }
 
   /**
-   * The limiter's options changed (`reconfigure`): rejects every waiter whose cost is now
-   * above the limit, with the `RangeError` a fresh `wait` gets, then re-plans the rest
-   * (those that fit are granted in order; one that can never be is rejected; the timer is
-   * re-armed for the head).
+   * The limiter's options changed (`reconfigure`): rejects every waiter whose cost is now above the
+   * limit, with the `RangeError` a fresh `wait` gets, then re-plans the rest (those that fit are
+   * granted in order; one that can never be is rejected; the timer is re-armed for the head).
    */
   replan(): void {
     const where = `${this.where}.wait`;
@@ -215,8 +212,7 @@ export class WaitQueue {
   }
 
   /**
-   * @internal
-   * Rejects waiters past their deadline, grants every head waiter that fits now, then
+   * @internal Rejects waiters past their deadline, grants every head waiter that fits now, then
    * arms the one timer for the head's retry or the earliest deadline.
    */
   private serve(): void {
@@ -347,18 +343,15 @@ export function neverError(where: string, cost: number, decision: Decision): Rat
 
 /**
  * Where `wait`'s jitter draws from: uniform in [0, 1), `Math.random` by default. The tests
- * replace it (test/support/seeds.ts), so that jittered times are the same in every run.
- * @internal
+ * replace it (test/support/seeds.ts), so that jittered times are the same in every run. @internal
  */
 export const jitterSource: { next: () => number } = { next: () => Math.random() };
 
 /**
- * `wait` with `options.jitterMs` (see `WaitOptions.jitterMs`): `wait()` as is, but a wait
- * that did not resolve at once is released a random time after its grant, below
- * `jitterMs`; aborted meanwhile, it rejects with the signal's reason and `giveBack()`
- * returns its units. Without a valid `jitterMs` above 0, `wait()` alone (its own checks
- * reject a bad one).
- * @internal
+ * `wait` with `options.jitterMs` (see `WaitOptions.jitterMs`): `wait()` as is, but a wait that did
+ * not resolve at once is released a random time after its grant, below `jitterMs`; aborted
+ * meanwhile, it rejects with the signal's reason and `giveBack()` returns its units. Without a
+ * valid `jitterMs` above 0, `wait()` alone (its own checks reject a bad one). @internal
  */
 export function jittered(
   options: WaitOptions | undefined,

@@ -42,10 +42,9 @@ const ANY_KEY = -1;
 const MAX_BLOCK_TRACE_SLOTS = 2 ** 16;
 
 /**
- * Bytes a key costs in the slab engine beyond its slot, as accounted: the key string alone
- * (2 bytes per UTF-16 code unit, an upper bound of both V8 string kinds, and a 24-byte
- * header). Its pointer, its hash and its share of the index's table are the slot's (see
- * `slotBytes`, {@link KeyIndex}).
+ * Bytes a key costs in the slab engine beyond its slot, as accounted: the key string alone (2 bytes
+ * per UTF-16 code unit, an upper bound of both V8 string kinds, and a 24-byte header). Its pointer,
+ * its hash and its share of the index's table are the slot's (see `slotBytes`, {@link KeyIndex}).
  */
 export function slabKeyBytes(key: string): number {
   return 2 * key.length + STRING_HEADER_BYTES;
@@ -66,8 +65,7 @@ export function keyBytes(key: string): number {
  * which its trace tables share): from `crypto.getRandomValues` where the runtime has it (Node,
  * Bun, Deno, workerd), else `Math.random`, so that no client can choose keys that collide in
  * its index or trace tables. The tests fix it (through test/support/seeds.ts), so that which
- * keys share a trace entry is the same in every run.
- * @internal
+ * keys share a trace entry is the same in every run. @internal
  */
 export const hashSeeds: { next: () => number; fallbacks: number } = {
   next: () => drawHashSeed(),
@@ -108,17 +106,15 @@ export interface EngineOptions extends Omit<Slab, "bucket"> {
 /**
  * The one slab engine of {@link KeyedLimiter}'s fast path, for every built-in policy: the
  * key-to-slot index, the slab of state doubles (it grows by doubling, never shrinks but on
- * `clear`), the free list threaded through it, the last-key cache, the incremental idle
- * sweep ({@link SWEEP_CHUNK} slots every {@link SWEEP_EVERY} calls), the bound (`maxKeys`,
- * `maxBytes`) and the trace table. A slot's content and decisions are its
- * {@link Kernel}'s. One clock reading per call, one high-water mark for the registry.
+ * `clear`), the free list threaded through it, the last-key cache, the incremental idle sweep
+ * ({@link SWEEP_CHUNK} slots every {@link SWEEP_EVERY} calls), the bound (`maxKeys`, `maxBytes`)
+ * and the trace table. A slot's content and decisions are its {@link Kernel}'s. One clock reading
+ * per call, one high-water mark for the registry.
  *
- * At the bound idle keys go first; then (`whenFull: "evict"`) the key of {@link EVICT_SCAN}
- * looked at that is idle soonest goes, its trace kept under a seeded hash of its key, and a
- * new key whose entry still applies starts from the state it bounds (`restore`), never
- * fresher; with `"refuse"` the new key is refused. Pinned keys (waiters) never go.
- * See docs/keyed.md#bounds.
- * @internal
+ * At the bound idle keys go first; then (`whenFull: "evict"`) the key of {@link EVICT_SCAN} looked
+ * at that is idle soonest goes, its trace kept under a seeded hash of its key, and a new key whose
+ * entry still applies starts from the state it bounds (`restore`), never fresher; with `"refuse"`
+ * the new key is refused. Pinned keys (waiters) never go. See docs/keyed.md#bounds. @internal
  */
 export class SlabEngine extends KeyCounters {
   readonly layout: Kernel;
@@ -648,12 +644,11 @@ export class SlabEngine extends KeyCounters {
   }
 
   /**
-   * `reconfigure`: carries every kept key's state over to the numbers of `next` (the slab of
-   * the reconfigured policy, of the same kind) at `now`, the trace table's entries too (so a
-   * key pushed out comes back as it would be had it been kept, never fresher), then takes its
-   * numbers and window bound; keys created later start from them. `skip(slot)` is true for a
-   * slot whose state another owner carries over (a bucket key with waiters). O(slots +
-   * trace entries).
+   * `reconfigure`: carries every kept key's state over to the numbers of `next` (the slab of the
+   * reconfigured policy, of the same kind) at `now`, the trace table's entries too (so a key pushed
+   * out comes back as it would be had it been kept, never fresher), then takes its numbers and
+   * window bound; keys created later start from them. `skip(slot)` is true for a slot whose state
+   * another owner carries over (a bucket key with waiters). O(slots + trace entries).
    */
   retune(next: Slab, now: number, skip: (slot: number) => boolean): void {
     const layout = this.layout;
@@ -757,11 +752,10 @@ export class SlabEngine extends KeyCounters {
   }
 
   /**
-   * A snapshot's trace table, decoded and checked against this registry's: one of as many
-   * entries, into a registry that has kept no trace of its own (its seed then becomes the
-   * saved one).
-   * @throws {TypeError} For one of another size or shape. {RangeError} When this registry
-   *   has traces of its own.
+   * A snapshot's trace table, decoded and checked against this registry's: one of as many entries,
+   * into a registry that has kept no trace of its own (its seed then becomes the saved one).
+   * @throws {TypeError} For one of another size or shape. {RangeError} When this registry has
+   *   traces of its own.
    */
   checkTrace(where: string, t: NonNullable<RegistrySnapshot["trace"]>): Trace {
     const untilMs = decodeNumber(where, t.untilMs);
@@ -843,10 +837,8 @@ export class SlabEngine extends KeyCounters {
   }
 
   /**
-   * @internal
-   * Makes room for a key of `need` bytes: drops the idle keys among the next
-   * {@link EVICT_SCAN} kept ones; while still full, drops the one of them idle soonest,
-   * leaving its trace (`"evict"`), or gives up (`"refuse"`). False when no room was made.
+   * @internal Makes room for a key of `need` bytes by {@link scan}s; while still full, pushes out
+   * the key a scan picks (`"evict"`, its trace kept) or gives up (`"refuse"`); false without room.
    */
   private makeRoom(now: number, need: number): boolean {
     for (let round = 0; ; round++) {

@@ -13,12 +13,11 @@ const DISTANCE_BITS = 7;
 const MAX_SLOT_BITS_WITH_DISTANCE = 32 - DISTANCE_BITS - 2;
 
 /**
- * HalfSipHash-1-3 (Aumasson and Bernstein's SipHash on 32-bit words, as Linux's `hsiphash`)
- * of `key`'s UTF-16 code units, two to a word, under the 64-bit key `k0, k1`: a keyed
- * pseudo-random function, so that without the key no one can choose strings that collide
- * (unlike FNV or V8's own hash of array-index strings, which is their value). The last
- * word holds the length (mod 2^16) and an odd last unit: the encoding is injective.
- * Returns an int32.
+ * HalfSipHash-1-3 (Aumasson and Bernstein's SipHash on 32-bit words, as Linux's `hsiphash`) of
+ * `key`'s UTF-16 code units, two to a word, under the 64-bit key `k0, k1`: a keyed pseudo-random
+ * function, so that without the key no one can choose strings that collide (unlike FNV or V8's own
+ * hash of array-index strings, which is their value). The last word holds the length (mod 2^16) and
+ * an odd last unit: the encoding is injective. Returns an int32.
  */
 export function hashKey(key: string, k0: number, k1: number): number {
   let v0 = k0 | 0;
@@ -89,8 +88,7 @@ export function tableEntriesFor(slots: number): number {
  * registry), so without them keys collide no more than random ones. Someone who knows them
  * can pile keys on one run: past {@link MAX_PROBES} entries a key goes to an overflow `Map`
  * and the index rebuilds under new bits (at most once per `size / 2` insertions: O(1)
- * amortized). A lookup costs at most {@link MAX_PROBES} table reads and one `Map.get`.
- * @internal
+ * amortized). A lookup costs at most {@link MAX_PROBES} table reads and one `Map.get`. @internal
  */
 export class KeyIndex {
   /** Slot to key; `undefined` marks a free slot. */

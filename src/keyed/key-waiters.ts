@@ -34,8 +34,7 @@ interface Entry {
  *   bucket of its own with those waiters would;
  * - any other policy: a {@link WaitQueue} polling the registry's `peek` for the key.
  * At most `maxWaiters` waits are pending per registry; an aborted or expired wait leaves
- * at once, and the key's entry goes when its last wait settles.
- * @internal
+ * at once, and the key's entry goes when its last wait settles. @internal
  */
 export class KeyWaiters {
   private readonly byKey = new Map<string, Entry>();
@@ -80,7 +79,6 @@ export class KeyWaiters {
     }
     let entry = this.byKey.get(key);
     if (entry === undefined) {
-      // At most half the slots wait: the other half stays free to push out for new keys.
       if (this.engine.waitingSlots >= this.maxPinned) {
         const why = `half of maxKeys (${this.maxPinned} keys) already wait; a new key may not`;
         return this.refuse(why, key, cost);
@@ -122,12 +120,11 @@ export class KeyWaiters {
   }
 
   /**
-   * Gives back `cost` (> 0) to a waiting key at `now`, as the policy's own `refund` does
-   * with waiters: a bucket's units rise, never above capacity plus what its ledger holds,
-   * and the ledger serves who is due, in order; a window's slot gives back by its rule and
-   * its queue re-checks the head. Writes what each leaf gave back into `given`; returns what
-   * the key is credited (a bucket's units given back), or -1 when the slot has no waiters
-   * (the slot decides).
+   * Gives back `cost` (> 0) to a waiting key at `now`, as the policy's own `refund` does with
+   * waiters: a bucket's units rise, never above capacity plus what its ledger holds, and the ledger
+   * serves who is due, in order; a window's slot gives back by its rule and its queue re-checks the
+   * head. Writes what each leaf gave back into `given`; returns what the key is credited (a
+   * bucket's units given back), or -1 when the slot has no waiters (the slot decides).
    */
   refund(slot: number, cost: number, now: number, given: Float64Array): number {
     const entry = this.bySlot.get(slot);

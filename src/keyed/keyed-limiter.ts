@@ -72,8 +72,7 @@ export interface KeyedLimiterOptions {
   /**
    * Longest key, in UTF-16 code units (1 to 16,383; V8 hashes longer strings by their
    * length alone, which would make every lookup a scan): a longer key throws a `RangeError`
-   * and changes nothing (`tollgate/http` folds such keys into one shared key instead).
-   * @default 512
+   * and changes nothing (`tollgate/http` folds such keys into one shared key instead). @default 512
    */
   readonly maxKeyLength?: number | undefined;
   /** Most pending `wait` calls (0 to 2^31 - 1); a `wait` past it rejects at once. @default 10_000 */
@@ -469,14 +468,13 @@ export class KeyedLimiter {
   }
 
   /**
-   * Restores every key of a {@link snapshotAll} of a registry with the same algorithm and
-   * options (a key held here takes the snapshot's state; others stay as they are), and its
-   * blocks (a block already in place here is never shortened). All are checked before any
-   * changes.
-   * @throws {TypeError} For something that is not such a snapshot (naming what differs), a
-   *   bad or repeated key in it, or on the generic path. {RangeError} When the keys would not fit within
-   *   `maxKeys`, or a block's end is not a finite time after `latestMs`, nothing changing; or
-   *   a log key's entries would not fit within `maxBytes`, the keys before it restored.
+   * Restores every key of a {@link snapshotAll} of a registry with the same algorithm and options
+   * (a key held here takes the snapshot's state; others stay as they are), and its blocks (a block
+   * already in place here is never shortened). All are checked before any changes.
+   * @throws {TypeError} For something that is not such a snapshot (naming what differs), a bad or
+   *   repeated key in it, or on the generic path. {RangeError} When the keys would not fit within
+   *   `maxKeys`, or a block's end is not a finite time after `latestMs`, nothing changing; or a log
+   *   key's entries would not fit within `maxBytes`, the keys before it restored.
    */
   restoreAll(snapshot: RegistrySnapshot): void {
     const where = `${WHERE}.restoreAll`;
@@ -625,11 +623,10 @@ export class KeyedLimiter {
   }
 
   /**
-   * Resolves once `cost` units of the key were taken, first-in, first-out behind the key's
-   * earlier waiters, with the policy's own waiting (docs/waiting.md). A key with waiters
-   * is never swept or evicted and counts toward the bounds. Rejects (never throws) for a
-   * bad key, cost or option, with a `RateLimitError` at once past `maxWaiters` or when a
-   * full registry cannot keep the key.
+   * Resolves once `cost` units of the key were taken, first-in, first-out behind the key's earlier
+   * waiters, with the policy's own waiting (docs/waiting.md). A key with waiters is never swept or
+   * evicted and counts toward the bounds. Rejects (never throws) for a bad key, cost or option,
+   * with a `RateLimitError` at once past `maxWaiters` or when a full registry cannot keep the key.
    */
   wait(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
     return jittered(
@@ -811,19 +808,18 @@ export class KeyedLimiter {
 
   /**
    * Gives back units a key took earlier and returns how many came back (docs/semantics.md#refunds).
-   * Through the receipt of a {@link charge}: `units` of what it took (default: all it still
-   * holds), by the policy's receipt rule (nothing once those units no longer count, nor
-   * after a `reset` of the key, a `clear` or a `reconfigure` since the charge). Without one:
-   * `cost` units (default 1) of `key`, by the policy's refund rule, never past the fresh
-   * state (a `FixedWindow` policy, or an `allOf` with one, refuses: it cannot tell which
-   * window the units came from). Waiters of the key that then fit are served first-in,
-   * first-out. A key the registry does not hold (never used, idle and dropped, or pushed
-   * out) is left as it is: a refund never creates state.
-   * @throws {TypeError} If `key` is not a string, `cost` or `units` not a number, the
-   *   receipt is another limiter's, a refund without receipt is refused, or (generic path)
-   *   the key's limiter has no `refund()`.
-   * @throws {RangeError} If `key` is longer than `maxKeyLength`, or `cost` or `units` is
-   *   NaN, negative or infinite.
+   * Through the receipt of a {@link charge}: `units` of what it took (default: all it still holds),
+   * by the policy's receipt rule (nothing once those units no longer count, nor after a `reset` of
+   * the key, a `clear` or a `reconfigure` since the charge). Without one: `cost` units (default 1)
+   * of `key`, by the policy's refund rule, never past the fresh state (a `FixedWindow` policy, or
+   * an `allOf` with one, refuses: it cannot tell which window the units came from). Waiters of the
+   * key that then fit are served first-in, first-out. A key the registry does not hold (never used,
+   * idle and dropped, or pushed out) is left as it is: a refund never creates state.
+   * @throws {TypeError} If `key` is not a string, `cost` or `units` not a number, the receipt is
+   *   another limiter's, a refund without receipt is refused, or (generic path) the key's limiter
+   *   has no `refund()`.
+   * @throws {RangeError} If `key` is longer than `maxKeyLength`, or `cost` or `units` is NaN,
+   *   negative or infinite.
    */
   refund(receipt: Receipt, units?: number): number;
   refund(key: string, cost?: number): number;
@@ -1081,10 +1077,7 @@ export class KeyedLimiter {
     return this.engine!.layout.decideAt(this.unkept(key, now), 0, -1, now, cost, false);
   }
 
-  /**
-   * @internal The scratch slot holding the state of `key`, which has no slot (selected
-   * first in a plan registry): a fresh state, or the one its trace gives.
-   */
+  /** @internal The scratch slot, holding the state of slotless `key` (its plan selected first). */
   private unkept(key: string, now: number): Float64Array {
     const e = this.engine!;
     this.plans?.select(key);

@@ -25,16 +25,14 @@ export const LIMITER_BYTES = 256;
 export const REFUSED_RETRY_MS = 1000;
 
 /**
- * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key,
- * made by `make(key)` (a policy function, or the policy's `clone()`). A key is kept only
- * when its limiter is not idle after the call that created it; one live Map iterator walks
- * the incremental sweep.
+ * The generic path of {@link KeyedLimiter}: a `Map<string, Limiter>`, one limiter per key, made by
+ * `make(key)` (a policy function, or the policy's `clone()`). A key is kept only when its limiter
+ * is not idle after the call that created it; one live Map iterator walks the incremental sweep.
  *
- * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per
- * limiter) idle keys go first; a key in use is never dropped (an arbitrary limiter's state
- * cannot be bounded), so a new key that would take units is refused (`stats.refused`).
- * `make` must not call the registry for a key it does not hold (see {@link create}).
- * @internal
+ * At the bound (`maxKeys`, or `maxBytes` counting each key and {@link LIMITER_BYTES} per limiter)
+ * idle keys go first; a key in use is never dropped (an arbitrary limiter's state cannot be
+ * bounded), so a new key that would take units is refused (`stats.refused`). `make` must not call
+ * the registry for a key it does not hold (see {@link create}). @internal
  */
 export class LimiterMap extends KeyCounters {
   private readonly map = new Map<string, Limiter>();
@@ -44,19 +42,14 @@ export class LimiterMap extends KeyCounters {
   private countdown = SWEEP_EVERY;
   private bytes = 0;
   /**
-   * @internal Blocked keys and when their block ends, on their limiter's clock (its `clock`, an allOf's first part's,
-   * else `performance.now()`): each also holds its limiter, kept while blocked.
+   * @internal Blocked keys and when their block ends, on their limiter's clock (its `clock`, an
+   * allOf's first part's, else `performance.now()`): each also keeps its limiter while blocked.
    */
   private readonly blocks = new Map<string, number>();
   /** @internal The key whose limiter `make` is making right now (the re-entrancy guard), else undefined. */
   private making: string | undefined = undefined;
 
-  /**
-   * @param make Makes a key's limiter.
-   * @param maxKeys Most keys kept.
-   * @param maker What `make` is, for the re-entrancy error: "the policy function" or
-   *   "policy.clone()".
-   */
+  /** `maker` names `make` in the re-entrancy error: "the policy function" or "policy.clone()". */
   constructor(
     private readonly make: (key: string) => Limiter,
     private readonly maxKeys: number,
@@ -97,9 +90,8 @@ export class LimiterMap extends KeyCounters {
   }
 
   /**
-   * @internal
-   * `consume` for a key without a limiter: a fresh one decides; it is kept when the call
-   * left it in use, for which a full map must first make room (or refuse: nothing kept).
+   * @internal `consume` for a key without a limiter: a fresh one decides; it is kept when the
+   * call left it in use, for which a full map must first make room (or refuse: nothing kept).
    */
   private decideNew(key: string, cost: number, atMs: number | undefined): Decision {
     const fresh = this.create(key);
@@ -274,11 +266,9 @@ export class LimiterMap extends KeyCounters {
   }
 
   /**
-   * @internal
-   * `make(key)`, refusing a call made from inside `make` itself (a policy function that
-   * calls the registry for a key it does not hold): that call throws before it changes
-   * anything, so the registry is as it was.
-   * @throws {TypeError} `KeyedLimiter: the policy function called the registry re-entrantly for key "x"`.
+   * @internal `make(key)`, refusing a call made from inside `make` itself (a policy function
+   * that calls the registry for a key it does not hold): that call throws a TypeError before it
+   * changes anything, so the registry is as it was.
    */
   private create(key: string): Limiter {
     const making = this.making;
@@ -402,9 +392,8 @@ export class LimiterMap extends KeyCounters {
   }
 
   /**
-   * @internal True when a new `key` (and `extra` bytes) fits, after dropping, when it does
-   * not, every idle limiter among the next {@link IDLE_SCAN} entries (skipping keys with
-   * pending waits). A key in use is never dropped.
+   * @internal True when a new `key` (and `extra` bytes) fits, after dropping, when it does not,
+   * every idle limiter among the next {@link IDLE_SCAN} entries (skipping keys with pending waits).
    */
   private makeRoom(key: string, extra = 0): boolean {
     if (this.hasRoom(key, extra)) return true;
@@ -428,10 +417,7 @@ interface TimedLimiter extends Limiter {
   peekAt(timeMs: number, cost?: number): Decision;
 }
 
-/**
- * `limiter` as one that decides at an explicit time.
- * @throws {TypeError} For a custom limiter without `allowAt`, `consumeAt` and `peekAt`.
- */
+/** `limiter` as one that decides at an explicit time; a TypeError for one without the `…At`s. */
 function timed(limiter: Limiter): TimedLimiter {
   const t = limiter as Partial<TimedLimiter>;
   if (

@@ -2,10 +2,7 @@ import { isLimiter } from "../composite/all-of.js";
 import { describe, mustBe } from "../core/errors.js";
 import type { Limiter } from "../core/limiter.js";
 
-/**
- * Validation and timer helpers of {@link KeyedLimiter}.
- * @module
- */
+/** Validation and timer helpers of {@link KeyedLimiter}. @module */
 
 /** The name in every `KeyedLimiter` error message. */
 export const WHERE = "KeyedLimiter";
@@ -14,10 +11,7 @@ export const MAX_KEYS_LIMIT = 2 ** 28;
 /** Default period of the quiet-period sweep, in milliseconds. */
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 
-/**
- * Checks a key.
- * @throws {TypeError} `KeyedLimiter: key must be a string, got 42`.
- */
+/** Checks a key. @throws {TypeError} `KeyedLimiter: key must be a string, got 42`. */
 export function checkKey(key: unknown): string {
   if (typeof key !== "string") throw mustBe(WHERE, "key", "a string", key, TypeError);
   return key;

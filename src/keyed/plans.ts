@@ -45,8 +45,7 @@ function shapeOf(policy: Limiter): string {
 
 /**
  * The plans of a plan registry, checked: names, policies, each plan's slab, the plan
- * function, and the shared slab (a {@link PlanLayout} over the plans' layouts).
- * @internal
+ * function, and the shared slab (a {@link PlanLayout} over the plans' layouts). @internal
  */
 export class PlanTable {
   readonly names: readonly string[];

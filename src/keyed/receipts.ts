@@ -9,8 +9,7 @@ import { ChargeReceipt } from "../core/receipt.js";
  * (receipts of a bucket count them as refill). Nothing is kept until the first receipt is
  * issued; an entry lives until every receipt it could concern has passed its
  * `refundableUntilMs`, and at most `maxEntries` live at once (past that, a reset moves the
- * registry's epoch, and a credit that cannot be recorded gives nothing back).
- * @internal
+ * registry's epoch, and a credit that cannot be recorded gives nothing back). @internal
  */
 export class ReceiptGuard {
   /** Moved by `reconfigure` and `clear` (and a reset the table cannot record). */
@@ -103,8 +102,7 @@ export interface GuardEntry {
 
 /**
  * A receipt of `KeyedLimiter`'s fast path: per leaf of the policy, the mark its refund
- * needs and what it gave back; the guard entry and credit at the charge.
- * @internal
+ * needs and what it gave back; the guard entry and credit at the charge. @internal
  */
 export class KeyedReceipt extends ChargeReceipt {
   /**

@@ -1,6 +1,4 @@
-/**
- * Counters of a {@link KeyedLimiter}, since it was created (`clear()` keeps them).
- */
+/** Counters of a {@link KeyedLimiter}, since it was created (`clear()` keeps them). */
 export interface KeyedLimiterStats {
   /** Keys whose state was created (a key dropped and used again counts again). */
   readonly created: number;
@@ -41,8 +39,7 @@ export const EVICT_SCAN = 8;
 
 /**
  * The counters of {@link KeyedLimiterStats} that both paths keep (the slab engine, the
- * generic path's map), since creation.
- * @internal
+ * generic path's map), since creation. @internal
  */
 export abstract class KeyCounters {
   protected created = 0;

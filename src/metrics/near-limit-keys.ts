@@ -1,8 +1,7 @@
 /**
  * The keys seen near their limit most often, at most N of them (the Space-Saving
  * algorithm of Metwally, Agrawal and El Abbadi, 2005): a bounded top-N, so a client that
- * sends a new key per request cannot grow the table or the metrics' series.
- * @module
+ * sends a new key per request cannot grow the table or the metrics' series. @module
  */
 
 /** One kept key and its near-limit hits (an overestimate by at most `error`). */

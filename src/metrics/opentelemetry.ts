@@ -1,7 +1,6 @@
 /**
  * The OpenTelemetry adapter of {@link MetricsSource}s: observable instruments on a `Meter`
- * given by the application, typed structurally, so tollgate needs no `@opentelemetry/api`.
- * @module
+ * given by the application, typed structurally, so tollgate needs no `@opentelemetry/api`. @module
  */
 import { hasMethods } from "../core/errors.js";
 import { FAMILIES } from "./prometheus.js";

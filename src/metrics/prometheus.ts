@@ -1,7 +1,6 @@
 /**
  * The Prometheus text exposition format (version 0.0.4) of {@link MetricsSource}s:
- * `metricsText` and a tiny node:http handler. No dependency.
- * @module
+ * `metricsText` and a tiny node:http handler. No dependency. @module
  */
 import { CIRCUIT_STATES } from "./store-health.js";
 import type { LimiterMetrics, MetricsSource } from "./with-metrics.js";

@@ -1,7 +1,6 @@
 /**
  * The seam a store-backed limiter (the `tollgate/redis` limiters) feeds metrics through:
- * its failure count and the state of each circuit.
- * @module
+ * its failure count and the state of each circuit. @module
  */
 
 import type { CircuitState } from "../store/circuit.js";

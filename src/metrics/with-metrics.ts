@@ -1,8 +1,7 @@
 /**
  * `withMetrics(limiter, options)`: a wrapper that counts a limiter's decisions. Counting
  * lives in a wrapper, not in the limiters, so a limiter without it pays nothing: the
- * fast paths of `KeyedLimiter` are untouched (docs/metrics.md#where-the-counters-live).
- * @module
+ * fast paths of `KeyedLimiter` are untouched (docs/metrics.md#where-the-counters-live). @module
  */
 import {
   checkInteger,
@@ -397,9 +396,8 @@ export class MeteredKeyedLimiter<L extends KeyedDecider = KeyedDecider> implemen
 }
 
 /**
- * An unkeyed limiter that counts its decisions (every method forwards; `peek` counts
- * nothing). A limiter itself: `tollgate/http` takes it as one global limit. Made by
- * {@link withMetrics}.
+ * An unkeyed limiter that counts its decisions (every method forwards; `peek` counts nothing). A
+ * limiter itself: `tollgate/http` takes it as one global limit. Made by {@link withMetrics}.
  */
 export class MeteredLimiter extends UnkeyedLimiterBase implements Limiter, MetricsSource {
   /** @internal Always 0: an unkeyed limiter has no store. */

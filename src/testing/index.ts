@@ -4,8 +4,7 @@ import type { Clock } from "../core/limiter.js";
 /**
  * The `tollgate/testing` entry point: a clock for tests, so that a test of code that uses
  * a limiter decides at the times it says, not at the machine's speed. Loaded only when
- * imported; nothing of it reaches `tollgate`.
- * @module
+ * imported; nothing of it reaches `tollgate`. @module
  */
 
 /**

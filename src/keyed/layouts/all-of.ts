@@ -8,8 +8,7 @@ const NO_SLOT = /* @__PURE__ */ new Float64Array(0);
 
 /**
  * The slot of an `allOf` key: each part's slot side by side (part `i` at offset
- * `offsets[i]`), decided as `AllOf` decides, by the one rule they share (`decideAll`).
- * @internal
+ * `offsets[i]`), decided as `AllOf` decides, by the one rule they share (`decideAll`). @internal
  */
 export class AllOfLayout extends KernelGroup implements Kernel {
   readonly doubles: number;

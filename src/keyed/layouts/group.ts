@@ -1,10 +1,9 @@
 import type { Kernel } from "../../algorithms/kernel.js";
 
 /**
- * What a layout over several kernels shares (`AllOfLayout`: one per part, `PlanLayout`:
- * one per plan): each kernel keeps its own region of a trace entry, side by side, and
- * `reconfigure` retunes and adopts kernel by kernel, skipping those `next` keeps as they are.
- * @internal
+ * What a layout over several kernels shares (`AllOfLayout`: one per part, `PlanLayout`: one per
+ * plan): each kernel keeps its own region of a trace entry, side by side, and `reconfigure` retunes
+ * and adopts kernel by kernel, skipping those `next` keeps as they are. @internal
  */
 export abstract class KernelGroup {
   /** Where each kernel's trace numbers start in an entry (and, last, where they end). */
@@ -56,8 +55,7 @@ export abstract class KernelGroup {
 
 /**
  * Where each kernel's region starts when each takes `width(kernel)` numbers side by side,
- * and, one past the last, their sum.
- * @internal
+ * and, one past the last, their sum. @internal
  */
 export function sideBySide(
   kernels: readonly Kernel[],

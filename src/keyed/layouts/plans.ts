@@ -14,8 +14,7 @@ const PLAN_ID_BYTES = 1;
  *
  * The trace table keeps one region per plan side by side (as `AllOfLayout` keeps one per
  * part): a key pushed out leaves its trace in its own plan's region, and a new key starts
- * from its own plan's region only, so no plan's numbers are ever read with another's.
- * @internal
+ * from its own plan's region only, so no plan's numbers are ever read with another's. @internal
  */
 export class PlanLayout extends KernelGroup implements Kernel {
   readonly doubles: number;
