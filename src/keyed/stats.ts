@@ -5,8 +5,10 @@ export interface KeyedLimiterStats {
   /** Keys dropped because their state was fresh again: lossless, no decision changed. */
   readonly evictedIdle: number;
   /**
-   * Keys dropped while still in use, because `maxKeys` was reached and none of the
-   * keys looked at was idle: the one closest to idle went. Its next request starts fresh.
+   * Keys pushed out while still in use (`whenFull: "evict"`), because `maxKeys` or `maxBytes`
+   * was reached and none of the keys looked at was idle: the one idle soonest went, leaving a
+   * trace, so its next request is decided no fresher than had it been kept
+   * (docs/keyed.md#the-trace-table). Always 0 on the generic path, which refuses instead.
    */
   readonly evictedLossy: number;
   /** Slots allocated in the fast path's state slab (it never shrinks); 0 on the generic path. */
