@@ -340,11 +340,20 @@ export class LimiterMap extends KeyCounters {
     );
   }
 
-  /** Drops every idle key: the live iterator's next `size` entries are all of them. */
+  /**
+   * Drops every idle key, in a pass of its own: the incremental sweep's iterator stays where
+   * it was (walking it here would move where the next incremental step begins).
+   */
   sweep(): number {
-    const before = this.evictedIdle;
-    this.dropIdle(this.map.size);
-    return this.evictedIdle - before;
+    let dropped = 0;
+    for (const [key, limiter] of this.map) {
+      if (this.droppable(key, limiter)) {
+        this.delete(key);
+        dropped++;
+      }
+    }
+    this.evictedIdle += dropped;
+    return dropped;
   }
 
   /** @internal The next entry of the live sweep iterator, starting over at the end. */

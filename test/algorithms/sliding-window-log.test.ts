@@ -592,3 +592,144 @@ describe("a charge after reconfigure shortened the window keeps leave times in o
     expect(keyed.consume("b").allowed).toBe(false);
   });
 });
+
+describe("allow() reads a denial in place: it answers and keeps state as consume()", () => {
+  // `SlidingWindowLogKernel.allowAt` decides a denial from the ring's head, size and base
+  // before the long path. Twins fed the same calls, one deciding by allow and one by
+  // consume, must answer and hold alike over wrapped rings, granules, tombstones,
+  // receipts, reconfigure, restore and explicit times; and a keyed registry at maxBytes
+  // (rings that may not grow merge) likewise.
+  const cost = fc.oneof(
+    fc.constantFrom(0, 1, 1, 2, 0.3, 0.7, 0.01, 1e-9, 9, 200),
+    fc.double({ min: 0, max: 3, noNaN: true }),
+  );
+  const call = fc.oneof(
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        k: fc.constant("dt" as const),
+        ms: fc.oneof(
+          fc.integer({ min: -5, max: 40 }),
+          fc.double({ min: -5, max: 40, noNaN: true }),
+        ),
+      }),
+    },
+    { weight: 8, arbitrary: fc.record({ k: fc.constant("allow" as const), cost, key: fc.nat(2) }) },
+    {
+      weight: 2,
+      arbitrary: fc.record({ k: fc.constant("charge" as const), cost, key: fc.nat(2) }),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.record({ k: fc.constant("refund" as const), cost, key: fc.nat(2) }),
+    },
+    { weight: 2, arbitrary: fc.record({ k: fc.constant("receipt" as const), i: fc.nat(30) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        k: fc.constant("reconfigure" as const),
+        limit: fc.constantFrom(1, 3, 8, 70),
+        windowMs: fc.constantFrom(10, 100, 400),
+      }),
+    },
+    { weight: 1, arbitrary: fc.record({ k: fc.constant("restore" as const) }) },
+  );
+  const limits = fc.constantFrom(1, 2.5, 8, 64, 70);
+
+  test("the class", () => {
+    fc.assert(
+      fc.property(
+        limits,
+        fc.constantFrom(10, 50, 100, 1000),
+        fc.array(call, { minLength: 150, maxLength: 400 }),
+        (limit, windowMs, calls) => {
+          const clock = manualClock();
+          const twins = [0, 1].map(() => new SlidingWindowLog({ limit, windowMs, clock }));
+          const receipts: Receipt[][] = [[], []];
+          for (const c of calls) {
+            if (c.k === "dt") {
+              clock.advance(c.ms);
+              continue;
+            }
+            const out = twins.map((log, t) => {
+              switch (c.k) {
+                case "allow":
+                  return t === 0 ? log.allow(c.cost) : log.consume(c.cost).allowed;
+                case "charge":
+                  receipts[t]!.push(log.charge(c.cost));
+                  return receipts[t]!.at(-1)!.allowed;
+                case "refund":
+                  return log.refund(c.cost);
+                case "receipt": {
+                  const r = receipts[t]![c.i % Math.max(1, receipts[t]!.length)];
+                  return r === undefined ? 0 : log.refund(r);
+                }
+                case "reconfigure":
+                  log.reconfigure({ limit: c.limit, windowMs: c.windowMs });
+                  return 0;
+                default:
+                  log.restore(JSON.parse(JSON.stringify(log.snapshot())));
+                  return 0;
+              }
+            });
+            expect(out[0]).toEqual(out[1]);
+            expect(twins[0]!.snapshot()).toEqual(twins[1]!.snapshot());
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  test("a keyed registry at maxBytes, rings that may not grow merging", () => {
+    fc.assert(
+      fc.property(limits, fc.array(call, { minLength: 100, maxLength: 300 }), (limit, calls) => {
+        const clock = manualClock();
+        const twins = [0, 1].map(
+          () =>
+            new KeyedLimiter(new SlidingWindowLog({ limit, windowMs: 1000, clock }), {
+              maxBytes: 2 ** 16,
+              whenFull: "refuse",
+            }),
+        );
+        // Keys that fill the bytes: their rings are full when the calls begin.
+        // (One latest time serves the registry: the keys' entries are logged in turns.)
+        for (const keyed of twins) {
+          for (let j = 0; j < 80; j++) {
+            for (let i = 0; i < 24; i++) keyed.allowAt(`held-${i}`, j * 12, 0.001);
+          }
+        }
+        for (const c of calls) {
+          if (c.k === "dt") {
+            clock.advance(c.ms);
+            continue;
+          }
+          const out = twins.map((keyed, t) => {
+            const key = c.k === "receipt" ? "" : `held-${"key" in c ? c.key : 0}`;
+            switch (c.k) {
+              case "allow":
+                return t === 0 ? keyed.allow(key, c.cost) : keyed.consume(key, c.cost).allowed;
+              case "charge":
+                return keyed.charge(key, c.cost).allowed;
+              case "refund":
+                return keyed.refund(key, c.cost);
+              case "reconfigure":
+                keyed.reconfigure({ limit: c.limit, windowMs: c.windowMs });
+                return 0;
+              case "restore":
+                keyed.restore("held-1", keyed.snapshot("held-0"));
+                return 0;
+              default:
+                return 0;
+            }
+          });
+          expect(out[0]).toEqual(out[1]);
+        }
+        expect(twins[0]!.snapshotAll().keys).toEqual(twins[1]!.snapshotAll().keys);
+        expect(twins[0]!.stats).toEqual(twins[1]!.stats);
+        expect(twins[0]!.stats.evictedLossy).toBe(0);
+      }),
+      { numRuns: 60 },
+    );
+  });
+});

@@ -313,3 +313,33 @@ describe("window limiters over clock magnitudes (windowMs below the float step)"
     });
   }
 });
+
+describe("window limiters call their clock unbound", () => {
+  // As `readClock` calls it: a clock is a function, never a method of the limiter. Called
+  // as one, `performance.now` passed bare failed with "Received an instance of
+  // SlidingWindowLog", and a clock reading `this` saw the limiter.
+  const seen = (): { clock: Clock; thisValues: unknown[] } => {
+    const thisValues: unknown[] = [];
+    const clock = function (this: unknown): number {
+      thisValues.push(this);
+      return 5;
+    };
+    return { clock, thisValues };
+  };
+  test.each([
+    ["FixedWindow", (clock: Clock) => new FixedWindow({ limit: 2, windowMs: 10, clock })],
+    ["SlidingWindowLog", (clock: Clock) => new SlidingWindowLog({ limit: 2, windowMs: 10, clock })],
+    [
+      "SlidingWindowCounter",
+      (clock: Clock) => new SlidingWindowCounter({ limit: 2, windowMs: 10, clock }),
+    ],
+  ])("%s: allow, consume and peek read the clock with no this", (_name, make) => {
+    const { clock, thisValues } = seen();
+    const limiter = make(clock) as Limiter & { allow(): boolean };
+    expect(limiter.allow()).toBe(true);
+    expect(limiter.consume().allowed).toBe(true);
+    expect(limiter.peek().allowed).toBe(false);
+    expect(thisValues.length).toBeGreaterThanOrEqual(3);
+    expect(thisValues.every((t) => t === undefined)).toBe(true);
+  });
+});

@@ -1,7 +1,9 @@
 import { describe, expect, test } from "vitest";
+import { FixedWindow } from "../../src/algorithms/fixed-window.js";
 import { SlidingWindowLog } from "../../src/algorithms/sliding-window-log.js";
 import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
+import { SWEEP_EVERY } from "../../src/keyed/stats.js";
 import { manualClock } from "../support/manual-clock.js";
 
 // The Map-of-limiters store is reached through KeyedLimiter with any other policy.
@@ -16,6 +18,22 @@ describe("LimiterMap (KeyedLimiter generic path)", () => {
     expect(keyed.allow("b")).toBe(true);
     clock.set(1000);
     expect(keyed.sweep()).toBe(2);
+  });
+
+  test("sweep() leaves the incremental sweep where it was: it goes on with the oldest keys", () => {
+    // A full pass of its own, as at e296783: when sweep() walked the incremental sweep's
+    // iterator instead, the next incremental step began after the keys sweep() had just
+    // passed, at keys added since (in use), and left the oldest idle keys kept longer.
+    const clock = manualClock();
+    const keyed = new KeyedLimiter(() => new FixedWindow({ limit: 1, windowMs: 10, clock }));
+    for (let i = 0; i < 20; i++) expect(keyed.allow(`old-${i}`)).toBe(true);
+    expect(keyed.sweep()).toBe(0); // all 20 in use
+    clock.set(10); // their window ended: all idle
+    // The calls up to the incremental step, each on a new key (in use from then on).
+    for (let i = 0; i < SWEEP_EVERY - 20; i++) expect(keyed.allow(`new-${i}`)).toBe(true);
+    // The step drops the idle keys among the first 8 it looks at: the oldest.
+    expect(keyed.stats.evictedIdle).toBe(8);
+    expect(keyed.size).toBe(SWEEP_EVERY - 8);
   });
 
   test("when full and nothing is idle, a new key is refused and no key in use is dropped", () => {
