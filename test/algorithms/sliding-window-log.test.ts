@@ -636,6 +636,25 @@ describe("allow() reads a denial in place: it answers and keeps state as consume
   );
   const limits = fc.constantFrom(1, 2.5, 8, 64, 70);
 
+  test("at the instant the oldest entry leaves, allow admits: it is not read as still in", () => {
+    const clock = manualClock();
+    const single = new SlidingWindowLog({ limit: 2, windowMs: 1000, clock });
+    const keyed = new KeyedLimiter(new SlidingWindowLog({ limit: 2, windowMs: 1000, clock }));
+    const steps: [number, boolean][] = [
+      [0, true],
+      [10, true],
+      [999, false], // full: the in-place denial
+      [1000, true], // the entry at 0 leaves at 1000: the long path admits
+      [1009, false],
+      [1010, true], // the entry at 10 leaves at 1010
+    ];
+    for (const [atMs, allowed] of steps) {
+      clock.set(atMs);
+      expect(single.allow(), `class at ${atMs}`).toBe(allowed);
+      expect(keyed.allow("k"), `keyed at ${atMs}`).toBe(allowed);
+    }
+  });
+
   test("the class", () => {
     fc.assert(
       fc.property(
