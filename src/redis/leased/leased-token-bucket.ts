@@ -119,6 +119,11 @@ const NO_LEASE_RETRY_FLOOR_MS = 1;
 /** The first back-off after a failed exchange (ms); it doubles up to {@link MAX_BACKOFF_MS}. */
 const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 250;
+/**
+ * Most rounds of exchanges close() waits for: rounds whose calls came back late (Redis up,
+ * the deadline wrong) go on past a failing store's three, this far.
+ */
+const CLOSE_ROUNDS = 8;
 
 /**
  * A node whose last exchange failed: no exchange until its back-off has passed (timed by the
@@ -184,6 +189,8 @@ export class LeasedTokenBucket {
   private readonly down = new Map<string, DownMark>();
   /** @internal Nodes whose last answer came late (past its deadline), until one is on time. */
   private readonly lateNodes = new Set<string>();
+  /** @internal Exchange calls that came back late (among `failedExchanges`). */
+  private lateAnswers = 0;
   /** @internal */
   private readonly counters = {
     exchanges: 0,
@@ -581,12 +588,20 @@ export class LeasedTokenBucket {
     }
     // Blocks and lifts not sent yet still reach the store.
     for (const key of this.blocks.pendingKeys()) this.batcher.add(this.store.groupOf(key), key);
-    // Three rounds: what went out, what came back in the meantime (grants of calls under
-    // way go straight back), and a last one; a failing store does not hold close() longer.
-    for (let round = 0; round < 3; round++) {
+    // Rounds until nothing is under way: what went out, what came back in the meantime
+    // (grants of calls under way go straight back), and what a failed call owes again. A
+    // failing store does not hold close() longer than three rounds with a failure; a late
+    // answer is no failure of the store (Redis answered, and the reply set right the offset
+    // to its clock), so the charges it sends back go again, up to CLOSE_ROUNDS in all
+    // (three rounds in all dropped the charge of a unit admitted on credit whose calls came
+    // back late three times in a row: admitted, never charged).
+    let failedRounds = 0;
+    for (let round = 0; round < CLOSE_ROUNDS && failedRounds < 3; round++) {
       this.batcher.flush();
       if (this.inFlight.size === 0) break;
+      const failedBefore = this.counters.failedExchanges - this.lateAnswers;
       await Promise.all([...this.inFlight]);
+      if (this.counters.failedExchanges - this.lateAnswers > failedBefore) failedRounds++;
     }
     this.batcher.stop();
     await this.heartbeat.stop();
@@ -1136,6 +1151,7 @@ export class LeasedTokenBucket {
     const now = this.now(WHERE);
     this.heartbeat.exchangeAnswered(now);
     if (exchange.late) {
+      this.lateAnswers++;
       this.lost(node, requests, new Error("the lease call reached Redis after its deadline"), true);
       return;
     }

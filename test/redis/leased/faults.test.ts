@@ -21,6 +21,8 @@ class FaultyStore implements LeaseStore {
   exchanges = 0;
   heartbeats = 0;
   keysSent = 0;
+  /** The next this many exchange calls come back late (nothing written), whatever `mode`. */
+  lateCalls = 0;
 
   constructor(
     readonly inner: MemoryLeaseStore,
@@ -37,6 +39,10 @@ class FaultyStore implements LeaseStore {
     if (this.mode === "down") return Promise.reject(new Error("connect ECONNREFUSED"));
     if (this.mode === "oom") {
       return Promise.reject(new Error("OOM command not allowed when used memory > 'maxmemory'."));
+    }
+    if (this.lateCalls > 0) {
+      this.lateCalls--;
+      return new Promise((resolve) => this.timers.schedule(() => resolve({ late: true }), 1));
     }
     if (this.mode === "late-once") {
       // The call reached Redis after its deadline (the process clock went back since the
@@ -213,6 +219,37 @@ describe("a late answer", () => {
       expect(w.memory.tokens("a")).toBe(98); // all but the two admitted, not more
     },
   );
+
+  test("a credit's charge whose calls come back late three times at close() is still charged", async () => {
+    // On a loaded machine the offset to the server's clock was off by a second, and the
+    // thousand calls close() sent at once came back late, some three times in a row: close()
+    // stopped after three rounds and dropped the charge of a unit admitted on credit.
+    const w = world(10, 2);
+    const limiter = w.limiter({ initialCredit: 1, batchWindowMs: 5 });
+    await w.timers.advance(20);
+    expect(limiter.consume("a")).toMatchObject({ allowed: true, source: "credit" });
+    w.store.lateCalls = 3;
+    const closed = limiter.close();
+    await w.timers.advance(200);
+    await closed;
+    expect(limiter.stats.failedExchanges).toBe(3);
+    expect(w.memory.record("a").charged).toBe(1);
+  });
+
+  test("a store that always answers late does not hold close() forever", async () => {
+    const w = world(10, 2);
+    const limiter = w.limiter({ initialCredit: 1, batchWindowMs: 5 });
+    await w.timers.advance(20);
+    limiter.consume("a");
+    w.store.lateCalls = Number.POSITIVE_INFINITY;
+    let done = false;
+    void limiter.close().then(() => {
+      done = true;
+    });
+    await w.timers.advance(200);
+    expect(done).toBe(true);
+    expect(limiter.stats.failedExchanges).toBe(8);
+  });
 
   test("late answers in a row back off as failures do", async () => {
     const w = world(100, 10);
