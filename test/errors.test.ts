@@ -20,6 +20,13 @@ group("describe", () => {
       value: class TokenBucket {},
       text: "the class TokenBucket, not an instance (new TokenBucket({ ... }))",
     },
+    // `rateLimit({ limiter: KeyedLimiter })` was told `new KeyedLimiter({ ... })`, which
+    // fails next: a registry takes a limiter, not options.
+    {
+      name: "the registry class",
+      value: class KeyedLimiter {},
+      text: "the class KeyedLimiter, not an instance (new KeyedLimiter(new TokenBucket({ ... })))",
+    },
     { name: "array", value: [1], text: "an array" },
     { name: "object", value: { valueOf: () => 1 }, text: "an object" },
     { name: "boolean", value: true, text: "true (boolean)" },

@@ -197,6 +197,11 @@ describe("unknown options are a TypeError naming them", () => {
         'unknown option "refillPerMs" (use "refillPerSecond" (units per second: per millisecond x 1000))',
     },
     {
+      name: "a leak rate, a name of no peer in particular",
+      make: () => new LeakyBucket({ capacity: 10, leakRate: 20 } as never),
+      message: 'unknown option "leakRate" (use "leakPerSecond" (units per second))',
+    },
+    {
       name: "a leak per minute",
       make: () => new LeakyBucket({ capacity: 10, leakPerMinute: 60 } as never),
       message:

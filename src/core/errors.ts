@@ -18,7 +18,8 @@ export class RateLimitError extends Error {
 
 /**
  * Formats a received value for an error message: `0`, `NaN`, `"10" (string)`,
- * `1n (bigint)`, `undefined`; a class, where an instance was likely meant, by name.
+ * `1n (bigint)`, `undefined`; a class, where an instance was likely meant, by name (with
+ * what its constructor takes: `KeyedLimiter` a limiter, the others options).
  */
 export function describe(value: unknown): string {
   if (typeof value === "number") return String(value);
@@ -28,7 +29,9 @@ export function describe(value: unknown): string {
   if (typeof value === "function") {
     if (!/^class\b/.test(Function.prototype.toString.call(value))) return "a function";
     const name = value.name || "(anonymous)";
-    return `the class ${name}, not an instance (new ${name}({ ... }))`;
+    // A registry is made from a limiter, not from options.
+    const args = name === "KeyedLimiter" ? "new TokenBucket({ ... })" : "{ ... }";
+    return `the class ${name}, not an instance (new ${name}(${args}))`;
   }
   if (Array.isArray(value)) return "an array";
   return typeof value === "object" ? "an object" : `${String(value)} (${typeof value})`;

@@ -54,6 +54,7 @@ export function bucketHints(
     size,
     rate: perSecond,
     refillRate: perSecond,
+    leakRate: perSecond,
     tokensPerInterval: `${perSecond}: tokensPerInterval / interval in seconds`,
     interval: `${perSecond}: tokensPerInterval / interval in seconds`,
     tokensPerSecond: perSecond,

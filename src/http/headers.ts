@@ -200,10 +200,12 @@ export function policyWindowSeconds(
   if (windowSeconds === undefined || windowSeconds === derived) return derived ?? windowSeconds;
   const windowMs = limiterWindowMs(limiter);
   if (windowMs === undefined) return windowSeconds; // a bucket, a function policy: nothing to check
-  // The same number twice: the limiter's window was most likely given in seconds.
+  // The same number twice: one of them was given in the other's unit. Say both ways out
+  // (windowSeconds in milliseconds, or windowMs in seconds).
+  const fix = derived === undefined ? "" : `windowSeconds: ${derived} states its ${derived} s, or `;
   const units =
     windowMs === windowSeconds
-      ? `. windowMs is in milliseconds: for ${windowSeconds} s the limiter needs windowMs: ${windowSeconds * 1000}`
+      ? `. windowMs is in milliseconds, windowSeconds in seconds: ${fix}windowMs: ${windowSeconds * 1000} makes the limiter's window ${windowSeconds} s`
       : "";
   throw new RangeError(
     (derived === undefined

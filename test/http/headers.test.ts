@@ -932,14 +932,14 @@ describe("the w= of RateLimit-Policy comes from the limiter's window", () => {
     );
   });
 
-  test("a limiter window in seconds (windowMs equal to windowSeconds) is pointed at milliseconds", () => {
+  test("the same number as windowMs and windowSeconds: the message names both fixes", () => {
     expect(() => policyWindowSeconds("rateLimit", window(60), 60)).toThrow(
       new RangeError(
-        "rateLimit: windowSeconds is 60 but the limiter's window (windowMs 60) is not a whole number of seconds, so no w= can state it; leave windowSeconds out (w= is then omitted). windowMs is in milliseconds: for 60 s the limiter needs windowMs: 60000",
+        "rateLimit: windowSeconds is 60 but the limiter's window (windowMs 60) is not a whole number of seconds, so no w= can state it; leave windowSeconds out (w= is then omitted). windowMs is in milliseconds, windowSeconds in seconds: windowMs: 60000 makes the limiter's window 60 s",
       ),
     );
     expect(() => policyWindowSeconds("rateLimit", window(3000), 3000)).toThrow(
-      /window is 3 s \(windowMs 3000\); leave windowSeconds out to send the limiter's own\. windowMs is in milliseconds: for 3000 s the limiter needs windowMs: 3000000$/,
+      /window is 3 s \(windowMs 3000\); leave windowSeconds out to send the limiter's own\. windowMs is in milliseconds, windowSeconds in seconds: windowSeconds: 3 states its 3 s, or windowMs: 3000000 makes the limiter's window 3000 s$/,
     );
   });
 
