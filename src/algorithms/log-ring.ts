@@ -121,8 +121,14 @@ export class LogRing {
 
   /** Costs of the entries in the window. */
   sum(): number {
-    const size = this.st[this.s + SIZE]!;
-    return size === 0 ? 0 : this.arena.data[this.o(size - 1) + 1]! - this.st[this.s + BASE]!;
+    const st = this.st;
+    const s = this.s;
+    const size = st[s + SIZE]!;
+    if (size === 0) return 0;
+    const rows = this.arena.rows;
+    const n = rows[2 * this.owner + 1]!;
+    const p = st[s + HEAD]! + size - 1;
+    return this.arena.data[rows[2 * this.owner]! + 2 * (p < n ? p : p - n) + 1]! - st[s + BASE]!;
   }
 
   /** When the newest entry leaves (a tombstone too); `-Infinity` for an empty log. */
@@ -207,7 +213,34 @@ export class LogRing {
    * `2 * exactEntries + 1` entries). Entries at the same stamp share one.
    */
   append(nowMs: number, cost: number, windowMs: number, exactEntries: number): void {
-    // The ring's fields read once (this is every logged request's path).
+    // The common case, a new newest entry in a block with room, written out small enough
+    // for V8 to inline into every decision; anything else is a call of its own.
+    const st = this.st;
+    const s = this.s;
+    const size = st[s + SIZE]!;
+    const rows = this.arena.rows;
+    const r = 2 * this.owner;
+    const n = rows[r + 1]!;
+    if (size !== 0 && size < n && size < 2 * exactEntries + 1) {
+      const leaveAtMs = logLeaveAt(nowMs, size, windowMs, exactEntries);
+      const data = this.arena.data;
+      const off = rows[r]!;
+      const p = st[s + HEAD]! + size - 1;
+      const q = p < n ? p : p - n;
+      const newest = off + 2 * q;
+      if (data[newest]! < leaveAtMs) {
+        const o = q + 1 === n ? off : newest + 2;
+        data[o] = leaveAtMs;
+        data[o + 1] = data[newest + 1]! + cost;
+        st[s + SIZE] = size + 1;
+        return;
+      }
+    }
+    this.appendAny(nowMs, cost, windowMs, exactEntries);
+  }
+
+  /** {@link append} in every case: merges, a tombstone at the tail, a block to grow. */
+  private appendAny(nowMs: number, cost: number, windowMs: number, exactEntries: number): void {
     const st = this.st;
     const s = this.s;
     const r = 2 * this.owner;

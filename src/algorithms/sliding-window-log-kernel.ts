@@ -288,10 +288,9 @@ export class SlidingWindowLogKernel implements Kernel {
   }
 
   allowAt(st: Float64Array, s: number, slot: number, now: number, cost: number): boolean {
-    // A limited client's denial (entries, none left by now, the cost not fitting beside them)
-    // read in place, as `LogRing.decide` denies: no cursor, no call. Anything else the long
-    // way, in a call of its own, so this body stays small enough for V8 to inline into every
-    // `allow` (behind a function of its own it was not inlined: `allow` ran 1.5x slower).
+    // Every request's path, read in place (no cursor until the log changes) and small enough
+    // for V8 to inline into `allow` with the ring's common append: an empty log, a cost of 0,
+    // an entry to expire or a block that must grow take the long way, a call of their own.
     const size = st[s + SIZE]!;
     if (size !== 0 && cost !== 0) {
       const arena = slot < 0 ? this.scratch : this.arena;
@@ -305,6 +304,10 @@ export class SlidingWindowLogKernel implements Kernel {
         const p = head + size - 1;
         const sum = data[off + 2 * (p < n ? p : p - n) + 1]! - st[s + BASE]!;
         if (!fits(cost, this.limit - sum)) return false;
+        if (size !== n) {
+          this.ringAt(st, s, slot).append(now, cost, this.windowMs, this.exactEntries);
+          return true;
+        }
       }
     }
     return this.allowLogged(st, s, slot, now, cost);
