@@ -5,7 +5,14 @@ import { afterEach, describe, expect, test, vi } from "vitest";
 import { parseCommand, type ReplayCommand } from "../src/cli/args.js";
 import { UsageError } from "../src/cli/policy.js";
 import { rateLimit } from "../src/http/index.js";
-import { KeyedLimiter, LeakyBucket, RateLimitError, TokenBucket } from "../src/index.js";
+import {
+  KeyedLimiter,
+  LeakyBucket,
+  RateLimitError,
+  SlidingWindowLog,
+  TokenBucket,
+} from "../src/index.js";
+import { fromIoredis } from "../src/redis/index.js";
 import { manualClock } from "./support/manual-clock.js";
 import { timerClock } from "./support/timer-clock.js";
 
@@ -48,6 +55,24 @@ describe("option errors list every problem in one message", () => {
       make: () => new TokenBucket({ capacity: 5 } as never),
       message:
         'TokenBucket: missing option "refillPerSecond"; for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })',
+    },
+    {
+      name: "regression: new TokenBucket() said options must be an object, with no example",
+      make: () => new (TokenBucket as new () => TokenBucket)(),
+      message:
+        "TokenBucket: options must be an object, got undefined; for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })",
+    },
+    {
+      name: "regression: new SlidingWindowLog() said options must be an object, with no example",
+      make: () => new (SlidingWindowLog as new () => SlidingWindowLog)(),
+      message:
+        "SlidingWindowLog: options must be an object, got undefined; for example: new SlidingWindowLog({ limit: 100, windowMs: 60_000 })",
+    },
+    {
+      name: 'regression: an object that is no ioredis client said "must be a ioredis client"',
+      make: () => fromIoredis({} as never),
+      message:
+        "fromIoredis: client must be an ioredis client (new Redis(url) or new Cluster(nodes)) with evalsha and eval methods, got an object",
     },
   ])("$name", ({ make, message }) => {
     expect(make).toThrow(new TypeError(message));

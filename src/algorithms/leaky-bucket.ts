@@ -84,7 +84,7 @@ export class LeakyBucket extends BucketBase implements Limiter {
   override readonly clock: Clock;
 
   constructor(options: LeakyBucketOptions) {
-    const o = checkOptions<LeakyBucketOptions>(WHERE, options);
+    const o = checkOptions<LeakyBucketOptions>(WHERE, options, REQUIRED);
     checkOptionNames(WHERE, o, LEAKY_BUCKET_OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);

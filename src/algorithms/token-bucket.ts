@@ -85,7 +85,7 @@ export class TokenBucket extends BucketBase implements Limiter {
   private initialGiven: boolean;
 
   constructor(options: TokenBucketOptions) {
-    const o = checkOptions<TokenBucketOptions>(WHERE, options);
+    const o = checkOptions<TokenBucketOptions>(WHERE, options, REQUIRED);
     checkOptionNames(WHERE, o, TOKEN_BUCKET_OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);

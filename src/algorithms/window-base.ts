@@ -73,7 +73,7 @@ export abstract class WindowBase extends KernelShell {
   constructor(spec: WindowSpec, options: unknown) {
     super();
     const where = spec.where;
-    const o = checkOptions<Record<string, unknown>>(where, options);
+    const o = checkOptions<Record<string, unknown>>(where, options, spec.required);
     checkOptionNames(where, o, spec.options, spec.hints, spec.required);
     const { limit, windowMs } = checkWindowSize(where, o);
     this.clock = checkClock(where, o.clock, systemClock);

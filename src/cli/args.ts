@@ -86,6 +86,9 @@ function algorithmSuggestion(name: string): string {
   return names.length === 0 ? "" : `did you mean ${names.join(" or ")}? `;
 }
 
+/** What `tollgate` takes first, for the "did you mean" of an unknown command. */
+const COMMANDS = ["replay", "--version", "--help"];
+
 /** The help of `tollgate` and `tollgate replay`. */
 export const HELP = `Usage: tollgate replay <file|-> --algorithm <name> [policy options] [options]
        tollgate --version | --help
@@ -371,8 +374,10 @@ export function parseCommand(argv: readonly string[]): Command {
     return { kind: "version" };
   }
   if (command !== "replay") {
+    const close = command === undefined ? undefined : closestName(command, COMMANDS);
+    const hint = close === undefined ? "" : `did you mean ${close}? `;
     throw new CommandUsageError(
-      `unknown command ${JSON.stringify(command)} (the command is replay; see tollgate --help)`,
+      `unknown command ${JSON.stringify(command)} (${hint}the command is replay; see tollgate --help)`,
     );
   }
   checkFlags(rest);

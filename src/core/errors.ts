@@ -65,12 +65,22 @@ export function hasMethods(value: unknown, ...names: string[]): boolean {
 }
 
 /**
- * Checks that `options` is an object and returns it.
- * @throws {TypeError} `Where: options must be an object, got …`
+ * Checks that `options` is an object and returns it; with `required`, the message ends with
+ * its example call.
+ * @throws {TypeError} `Where: options must be an object, got …[; for example: …]`
  */
-export function checkOptions<T extends object>(where: string, options: unknown): T {
+export function checkOptions<T extends object>(
+  where: string,
+  options: unknown,
+  required?: RequiredOptions,
+): T {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw mustBe(where, "options", "an object", options, TypeError);
+    const error = mustBe(where, "options", "an object", options, TypeError);
+    if (required === undefined) throw error;
+    const example = required.example;
+    throw new TypeError(
+      `${error.message}; for example: ${typeof example === "string" ? example : example({})}`,
+    );
   }
   return options as T;
 }

@@ -88,7 +88,7 @@ function wrongClient(where: string, client: unknown, wanted: "ioredis" | "node-r
       ? "new Redis(url) or new Cluster(nodes)"
       : "createClient({ url }) or createCluster(...)";
   const methods = wanted === "ioredis" ? "evalsha and eval" : "evalSha and eval";
-  return `${where}: client must be a ${wanted} client (${example}) with ${methods} methods, got ${describe(client)}`;
+  return `${where}: client must be ${wanted === "ioredis" ? "an" : "a"} ${wanted} client (${example}) with ${methods} methods, got ${describe(client)}`;
 }
 
 /**

@@ -233,13 +233,15 @@ describe("TokenBucket validation", () => {
       name: "no options",
       options: undefined,
       error: TypeError,
-      message: "TokenBucket: options must be an object, got undefined",
+      message:
+        "TokenBucket: options must be an object, got undefined; for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })",
     },
     {
       name: "null options",
       options: null,
       error: TypeError,
-      message: "TokenBucket: options must be an object, got null",
+      message:
+        "TokenBucket: options must be an object, got null; for example: new TokenBucket({ capacity: 10, refillPerSecond: 5 })",
     },
     {
       name: "capacity missing",

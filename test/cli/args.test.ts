@@ -292,6 +292,18 @@ describe("parseCommand", () => {
       argv: ["simulate"],
       message: /^unknown command "simulate" \(the command is replay; see tollgate --help\)$/,
     },
+    {
+      name: "regression: a misspelt --version got no suggestion",
+      argv: ["--versoin"],
+      message:
+        /^unknown command "--versoin" \(did you mean --version\? the command is replay; see tollgate --help\)$/,
+    },
+    {
+      name: "a misspelt replay",
+      argv: ["reply", "a.log"],
+      message:
+        /^unknown command "reply" \(did you mean replay\? the command is replay; see tollgate --help\)$/,
+    },
     { name: "no file", argv: ["replay", "-a", "token-bucket"], message: /^missing the log file/ },
     {
       name: "two files",
