@@ -168,13 +168,15 @@ describe("LeakyBucket validation", () => {
       name: "no options",
       options: undefined,
       error: TypeError,
-      message: "options must be an object, got undefined",
+      message:
+        "options must be an object, got undefined; for example: new LeakyBucket({ capacity: 10, leakPerSecond: 5 })",
     },
     {
       name: "null options",
       options: null,
       error: TypeError,
-      message: "options must be an object, got null",
+      message:
+        "options must be an object, got null; for example: new LeakyBucket({ capacity: 10, leakPerSecond: 5 })",
     },
     {
       name: "capacity missing",
