@@ -1,5 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { optionNames } from "../src/core/option-names.js";
+import { rateLimit } from "../src/http/index.js";
 import {
   allOf,
   FixedWindow,
@@ -268,9 +269,44 @@ describe("unknown options are a TypeError naming them", () => {
       message: 'RedisSlidingWindowCounter: unknown option "nameSpace" (use "prefix")',
     },
     {
-      name: "rate-limiter-flexible's blockDuration",
+      name: "regression: rate-limiter-flexible's blockDuration was told tollgate has no lockout, though block() is one",
       make: () => new RedisSlidingWindowLog({ client, ...window, blockDuration: 60 } as never),
-      message: 'unknown option "blockDuration" (tollgate has no lockout',
+      message:
+        'unknown option "blockDuration" (a lockout is a block, not a limiter option: limiter.block(key, ms), or blockDurationMs on rateLimit',
+    },
+    {
+      name: "regression: blockDuration on an in-process window was told tollgate has no lockout",
+      make: () => new FixedWindow({ limit: 1, windowMs: 1000, blockDuration: 1 } as never),
+      message:
+        'unknown option "blockDuration" (a lockout is a block, not a limiter option: keyed.block(key, ms) on a KeyedLimiter, or blockDurationMs on rateLimit',
+    },
+    {
+      name: "rate-limiter-flexible's inMemoryBlockOnConsumed and keyPrefix on a FixedWindow",
+      make: () =>
+        new FixedWindow({
+          limit: 1,
+          windowMs: 1000,
+          inMemoryBlockOnConsumed: 5,
+          keyPrefix: "x",
+        } as never),
+      message:
+        'unknown option "keyPrefix" (keys are the strings you pass to KeyedLimiter.allow(key): prefix them yourself',
+    },
+    {
+      name: "blockDurationMs on KeyedLimiter points to block(key, ms)",
+      make: () => new KeyedLimiter(new TokenBucket(bucket), { blockDurationMs: 1000 } as never),
+      message:
+        'KeyedLimiter: unknown option "blockDurationMs" (a block is a call, not an option: keyed.block(key, ms)',
+    },
+    {
+      name: "express-rate-limit's validate and requestPropertyName on rateLimit",
+      make: () =>
+        rateLimit({
+          limiter: new KeyedLimiter(new TokenBucket(bucket)),
+          validate: false,
+          requestPropertyName: "rl",
+        } as never),
+      message: 'unknown option "validate" (there is nothing to turn off',
     },
     {
       name: "a window on a Redis bucket names the Redis windows",

@@ -26,9 +26,14 @@ export function optionNames<T extends object>() {
 /** `use "name"` plus an optional reason, for a hint. */
 const use = (name: string, why = "") => `use ${JSON.stringify(name)}${why}`;
 
-/** rate-limiter-flexible's lockout, which tollgate does not have. */
-const LOCKOUT =
-  "tollgate has no lockout: a SlidingWindowLog of limit N over windowMs T refuses a key until its oldest attempt in the window is T old";
+/** rate-limiter-flexible's lockout options: a block, a call on the keyed limiter or a middleware option. */
+const lockout = (family: string) =>
+  `a lockout is a block, not a limiter option: ${family === "" ? "keyed.block(key, ms) on a KeyedLimiter" : "limiter.block(key, ms)"}, or blockDurationMs on rateLimit (blocks a client at its first denial)`;
+/** rate-limiter-flexible's `keyPrefix`: a keyed registry's keys are the caller's strings. */
+const KEY_PREFIX =
+  "keys are the strings you pass to KeyedLimiter.allow(key): prefix them yourself (a tollgate/redis limiter takes prefix)";
+/** rate-limiter-flexible's `execEvenly`: a queue that paces requests. */
+const EVENLY = "a LeakyBucket with wait() spaces requests evenly";
 
 /**
  * Hints for the bucket algorithms (`TokenBucket`, `LeakyBucket` and their Redis twins):
@@ -63,8 +68,11 @@ export function bucketHints(
     [rate.replace("Second", "Minute")]: use(rate, " (units per second: per minute / 60)"),
     windowMs: noWindow,
     duration: noWindow,
-    blockDuration: LOCKOUT,
-    execEvenly: "a LeakyBucket with wait() spaces requests evenly",
+    blockDuration: lockout(family),
+    inMemoryBlockOnConsumed: lockout(family),
+    inMemoryBlockDuration: lockout(family),
+    keyPrefix: family === "" ? KEY_PREFIX : use("prefix"),
+    execEvenly: EVENLY,
   };
 }
 
@@ -90,7 +98,11 @@ export function windowHints(where: string): Readonly<Record<string, string>> {
     rate: noRate,
     refillPerSecond: noRate,
     leakPerSecond: noRate,
-    blockDuration: LOCKOUT,
+    blockDuration: lockout(family),
+    inMemoryBlockOnConsumed: lockout(family),
+    inMemoryBlockDuration: lockout(family),
+    keyPrefix: family === "" ? KEY_PREFIX : use("prefix"),
+    execEvenly: EVENLY,
   };
 }
 

@@ -341,6 +341,10 @@ export const PEER_OPTION_HINTS: Readonly<Record<string, string>> = {
   ban: "use blockDurationMs: a client that hits its limit is blocked for that many milliseconds",
   blockDuration: "use blockDurationMs (milliseconds, not seconds)",
   requestWasSuccessful: "use refundIf: (status, request) => boolean (true gives the units back)",
+  validate: "there is nothing to turn off: every option is checked once, when rateLimit is called",
+  requestPropertyName:
+    "the decision is not put on the request: read it in onLimited, or call the limiter yourself for its Decision",
+  hook: "fastifyRateLimit runs in onRequest; for another point, call the limiter in your own hook",
 };
 
 /**

@@ -115,6 +115,8 @@ const KEYED_HINTS: Readonly<Record<string, string>> = {
   idleTimeoutMs: NO_TTL,
   cleanupIntervalMs: 'use "sweepIntervalMs" (milliseconds)',
   sweepInterval: 'use "sweepIntervalMs" (milliseconds)',
+  blockDuration: "a block is a call, not an option: keyed.block(key, ms) blocks one key for ms",
+  blockDurationMs: "a block is a call, not an option: keyed.block(key, ms) blocks one key for ms",
 };
 
 /** Default {@link KeyedLimiterOptions.maxKeys}. */
