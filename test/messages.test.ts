@@ -196,6 +196,32 @@ describe("tollgate replay's flags", () => {
   });
 });
 
+describe("options passed where the cost goes", () => {
+  test("regression: queue.wait({ maxWaitMs }) said only that cost must be a number", async () => {
+    const queue = new LeakyBucket({ capacity: 1, leakPerSecond: 1 });
+    await expect(queue.wait({ maxWaitMs: 100 } as never)).rejects.toThrow(
+      new TypeError(
+        "LeakyBucket.wait: cost must be a finite number >= 0, got an object; the options come after the cost: wait(1, { maxWaitMs: 100 })",
+      ),
+    );
+  });
+
+  test("the keyed wait and a reservation say where the options go", async () => {
+    const keyed = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1 }));
+    await expect(keyed.wait("k", { maxWaitMs: 100 } as never)).rejects.toThrow(
+      "; the options come after the cost: wait(key, 1, { maxWaitMs: 100 })",
+    );
+    const bucket = new TokenBucket({ capacity: 1, refillPerSecond: 1 });
+    expect(() => bucket.reserve({ maxWaitMs: 100 } as never)).toThrow(
+      "; the options come after the cost: reserve(1, { maxWaitMs: 100 })",
+    );
+    // A cost that is no object keeps the plain message.
+    expect(() => bucket.consume("1" as never)).toThrow(
+      new TypeError('TokenBucket: cost must be a finite number >= 0, got "1" (string)'),
+    );
+  });
+});
+
 describe("wait refusals print their numbers without float noise", () => {
   afterEach(() => {
     vi.useRealTimers();

@@ -177,7 +177,7 @@ export class BucketLedger {
   /** See `TokenBucket.reserve`. Throws for bad arguments. */
   reserve(cost: number | undefined, options: ReserveOptions | undefined): Reservation {
     const where = `${this.host.where}.reserve`;
-    const c = checkCost(where, cost);
+    const c = checkCost(where, cost, "reserve(1, { maxWaitMs: 100 })");
     let maxWaitMs = Number.POSITIVE_INFINITY;
     if (options !== undefined) {
       const m = checkOptions<ReserveOptions>(where, options).maxWaitMs;
@@ -211,7 +211,7 @@ export class BucketLedger {
   ): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
       const h = this.host;
-      const c = checkCost(where, cost);
+      const c = checkCost(where, cost, "wait(1, { maxWaitMs: 100 })");
       const { signal, maxWaitMs } = checkWaitOptions(where, options);
       // A throw here rejects the promise, as a bad cost or option does.
       if (signal?.aborted) throw signal.reason;

@@ -265,13 +265,21 @@ export function checkClock<T>(where: string, value: unknown, fallback: T, name =
 }
 
 /**
- * Checks a cost: undefined means 1; otherwise a finite number >= 0.
+ * Checks a cost: undefined means 1; otherwise a finite number >= 0. `call`, for a method
+ * that takes options after the cost, is the call shown when an object is given as the cost.
  * @throws {TypeError} for a non-number; {RangeError} for NaN, a negative or infinite cost.
  */
-export function checkCost(where: string, cost: unknown): number {
+export function checkCost(where: string, cost: unknown, call?: string): number {
   if (cost === undefined) return 1;
   if (typeof cost === "number" && cost >= 0 && cost !== Number.POSITIVE_INFINITY) return cost;
-  throw mustBe(where, "cost", "a finite number >= 0", cost);
+  throw badCost(where, cost, call);
+}
+
+/** {@link checkCost}'s error: for options passed where the cost goes, where they go. */
+function badCost(where: string, cost: unknown, call: string | undefined): Error {
+  const error = mustBe(where, "cost", "a finite number >= 0", cost);
+  if (call === undefined || typeof cost !== "object" || cost === null) return error;
+  return new TypeError(`${error.message}; the options come after the cost: ${call}`);
 }
 
 /**

@@ -147,7 +147,7 @@ export class WaitQueue {
     // A throw in here (a bad argument, a limiter's or clock's error) rejects, as a refusal does.
     return new Promise<Decision>((resolve, reject) => {
       const where = `${this.where}.wait`;
-      const c = checkCost(where, cost);
+      const c = checkCost(where, cost, "wait(1, { maxWaitMs: 100 })");
       const { signal, maxWaitMs } = checkWaitOptions(where, options);
       if (signal?.aborted) throw signal.reason;
       const d = this.limiter.peek(c);

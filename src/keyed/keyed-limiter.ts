@@ -642,7 +642,7 @@ export class KeyedLimiter {
   private waitNow(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
     try {
       const k = this.checkKey(key);
-      const c = checkCost(`${WHERE}.wait`, cost);
+      const c = checkCost(`${WHERE}.wait`, cost, "wait(key, 1, { maxWaitMs: 100 })");
       const { signal } = checkWaitOptions(`${WHERE}.wait`, options);
       if (this.map !== undefined) {
         if (signal?.aborted) return Promise.reject(signal.reason);
