@@ -847,8 +847,10 @@ export class KeyedLimiter {
     let credit = e.flags[slot] !== 0 ? this.waiters!.refund(slot, c, now, given) : -1;
     if (credit < 0) credit = e.layout.refundAt(e.state, s, slot, now, c, given, 0);
     if (guard !== undefined && credit > 0) guard.credit(k, now, idleAt, credit);
-    let least = c;
-    for (let i = 0; i < given.length; i++) if (given[i]! < least) least = given[i]!;
+    // The least any part gave back, as AllOf.refund and the key's own limiter answer: not
+    // capped at `c` (a log's or counter's refund may give back a float step more).
+    let least = given[0]!;
+    for (let i = 1; i < given.length; i++) if (given[i]! < least) least = given[i]!;
     return least;
   }
 

@@ -11,7 +11,11 @@ import { TokenBucket } from "../../src/algorithms/token-bucket.js";
 import { AllOf, allOf } from "../../src/composite/all-of.js";
 import { RateLimitError } from "../../src/core/errors.js";
 import type { Clock, Limiter } from "../../src/core/limiter.js";
-import { DEFAULT_MAX_KEYS, KeyedLimiter } from "../../src/keyed/keyed-limiter.js";
+import {
+  type CloneableLimiter,
+  DEFAULT_MAX_KEYS,
+  KeyedLimiter,
+} from "../../src/keyed/keyed-limiter.js";
 import { repoRoot } from "../support/access-log.js";
 import { bundle } from "../support/bundle.js";
 import { MapOfLimiters } from "../support/keyed-model.js";
@@ -827,6 +831,47 @@ describe.each(algorithms)("eviction changes no decision: $name", ({ policy }) =>
         { numRuns: 150 },
       );
       expect(evicted, "the timelines did evict idle keys").toBeGreaterThan(0);
+    },
+  );
+});
+
+describe("KeyedLimiter.refund(key, cost)", () => {
+  // A log's or counter's refund may give back a float step more than `cost` (an entry of
+  // 1.0000000000000002 units fits in 1): the registry used to cap its answer at `cost`, so
+  // a key answered otherwise than its own limiter (and the generic path, and AllOf.refund).
+  const policies: [string, (clock: Clock) => CloneableLimiter, number, number][] = [
+    ["SlidingWindowLog", (clock) => new SlidingWindowLog({ limit: 3, windowMs: 1, clock }), 0.1, 1],
+    [
+      "SlidingWindowCounter",
+      (clock) => new SlidingWindowCounter({ limit: 10, windowMs: 1000, clock }),
+      0.1,
+      0.1,
+    ],
+    [
+      "allOf(SlidingWindowLog)",
+      (clock) => allOf(new SlidingWindowLog({ limit: 3, windowMs: 1, clock })),
+      0.1,
+      1,
+    ],
+  ];
+  test.each(policies)(
+    "gives back what the key's own %s gives back, a float step over the cost too",
+    (_name, make, charged, cost) => {
+      const clock = manualClock(0);
+      const own = make(clock);
+      const keyed = new KeyedLimiter(make(clock), { sweepIntervalMs: Number.POSITIVE_INFINITY });
+      const generic = new KeyedLimiter(() => make(clock), {
+        sweepIntervalMs: Number.POSITIVE_INFINITY,
+      });
+      for (let i = 0; i < 15; i++) {
+        clock.advance(1e-7);
+        expect(keyed.allow("a", charged)).toBe(own.allow(charged));
+        generic.allow("a", charged);
+      }
+      const given = own.refund!(cost);
+      expect(given, "this case gives back a float step over the cost").toBeGreaterThan(cost);
+      expect(keyed.refund("a", cost)).toBe(given);
+      expect(generic.refund("a", cost)).toBe(given);
     },
   );
 });
