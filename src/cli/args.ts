@@ -87,7 +87,7 @@ function algorithmSuggestion(name: string): string {
 }
 
 /** What `tollgate` takes first, for the "did you mean" of an unknown command. */
-const COMMANDS = ["replay", "--version", "--help"];
+const COMMANDS = ["replay", "--version", "--help", "version", "help"];
 
 /** The help of `tollgate` and `tollgate replay`. */
 export const HELP = `Usage: tollgate replay <file|-> --algorithm <name> [policy options] [options]
@@ -375,9 +375,14 @@ export function parseCommand(argv: readonly string[]): Command {
   }
   if (command !== "replay") {
     const close = command === undefined ? undefined : closestName(command, COMMANDS);
-    const hint = close === undefined ? "" : `did you mean ${close}? `;
+    const hint =
+      close === undefined
+        ? "the command is replay"
+        : close === "replay"
+          ? "did you mean replay?"
+          : `did you mean ${close}? the command is replay`;
     throw new CommandUsageError(
-      `unknown command ${JSON.stringify(command)} (${hint}the command is replay; see tollgate --help)`,
+      `unknown command ${JSON.stringify(command)} (${hint}; see tollgate --help)`,
     );
   }
   checkFlags(rest);

@@ -63,7 +63,7 @@ export class RedisLeakyBucket extends RedisLimiter {
   readonly initialLevel!: number;
 
   constructor(options: RedisLeakyBucketOptions) {
-    const o = checkOptions<RedisLeakyBucketOptions>(WHERE, options);
+    const o = checkOptions<RedisLeakyBucketOptions>(WHERE, options, REQUIRED);
     checkOptionNames(WHERE, o, OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const leakPerSecond = checkNumber(WHERE, "leakPerSecond", o.leakPerSecond, 0, true);

@@ -66,7 +66,7 @@ export class RedisTokenBucket extends RedisLimiter {
   readonly initialTokens!: number;
 
   constructor(options: RedisTokenBucketOptions) {
-    const o = checkOptions<RedisTokenBucketOptions>(WHERE, options);
+    const o = checkOptions<RedisTokenBucketOptions>(WHERE, options, REQUIRED);
     checkOptionNames(WHERE, o, OPTIONS, HINTS, REQUIRED);
     const capacity = checkNumber(WHERE, "capacity", o.capacity, 0, false);
     const refillPerSecond = checkNumber(WHERE, "refillPerSecond", o.refillPerSecond, 0, true);

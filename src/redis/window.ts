@@ -65,7 +65,7 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     Local: LocalClass<{ limit: number; windowMs: number }>,
     scripts: readonly [Script, Script, Script],
   ) {
-    const o = checkOptions<RedisWindowOptions>(where, options);
+    const o = checkOptions<RedisWindowOptions>(where, options, windowRequired(where));
     const hints = { ...windowHints(where), ...REDIS_HINTS };
     checkOptionNames(where, o, OPTIONS, hints, windowRequired(where));
     const { limit, windowMs } = checkWindowSize(where, o);

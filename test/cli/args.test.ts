@@ -301,8 +301,13 @@ describe("parseCommand", () => {
     {
       name: "a misspelt replay",
       argv: ["reply", "a.log"],
+      message: /^unknown command "reply" \(did you mean replay\?; see tollgate --help\)$/,
+    },
+    {
+      name: "a misspelt version, without dashes",
+      argv: ["versoin"],
       message:
-        /^unknown command "reply" \(did you mean replay\? the command is replay; see tollgate --help\)$/,
+        /^unknown command "versoin" \(did you mean version\? the command is replay; see tollgate --help\)$/,
     },
     { name: "no file", argv: ["replay", "-a", "token-bucket"], message: /^missing the log file/ },
     {

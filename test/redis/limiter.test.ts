@@ -67,7 +67,8 @@ describe("constructor validation", () => {
       name: "options null",
       make: () => new RedisTokenBucket(null as never),
       error: TypeError,
-      message: "RedisTokenBucket: options must be an object, got null",
+      message:
+        "RedisTokenBucket: options must be an object, got null; for example: new RedisTokenBucket({ client: fromIoredis(redis), capacity: 10, refillPerSecond: 5 })",
     },
     {
       name: "capacity a string",
