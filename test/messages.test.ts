@@ -69,6 +69,18 @@ describe("option errors list every problem in one message", () => {
         "SlidingWindowLog: options must be an object, got undefined; for example: new SlidingWindowLog({ limit: 100, windowMs: 60_000 })",
     },
     {
+      name: "regression: new KeyedLimiter() gave no example",
+      make: () => new (KeyedLimiter as new () => KeyedLimiter)(),
+      message:
+        "KeyedLimiter: policy must be a limiter with clone() or a function (key) => Limiter, got undefined; for example: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 5 }))",
+    },
+    {
+      name: "regression: rateLimit() gave no example",
+      make: () => (rateLimit as () => unknown)(),
+      message:
+        "rateLimit: options must be an object, got undefined; for example: rateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 })) })",
+    },
+    {
       name: 'regression: an object that is no ioredis client said "must be a ioredis client"',
       make: () => fromIoredis({} as never),
       message:

@@ -455,11 +455,12 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   own: readonly string[],
   unit?: string,
 ) {
-  const o = checkOptions<CommonRateLimitOptions>(where, options);
-  checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, {
+  const required = {
     names: ["limiter"],
-    example: (given) => limiterExample(where, given),
-  });
+    example: (given: Readonly<Record<string, unknown>>) => limiterExample(where, given),
+  };
+  const o = checkOptions<CommonRateLimitOptions>(where, options, required);
+  checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, required);
   const limiter = checkLimiter(where, o.limiter);
   const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
   const windowSeconds = policyWindowSeconds(

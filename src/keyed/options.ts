@@ -27,7 +27,10 @@ export function checkKey(key: unknown): string {
  * tollgate's own constructor options, and `KeyedLimiter`'s options (`keyedOptions`) given first.
  */
 export function policyHint(policy: unknown, keyedOptions: readonly string[]): string {
-  if (typeof policy !== "object" || policy === null || Array.isArray(policy)) return "";
+  if (policy === undefined || policy === null) {
+    return "; for example: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 5 }))";
+  }
+  if (typeof policy !== "object" || Array.isArray(policy)) return "";
   const o = policy as Readonly<Record<string, unknown>>;
   const keys = Object.keys(o);
   if (keys.length === 0) return "";

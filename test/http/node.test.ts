@@ -786,7 +786,9 @@ describe("rateLimit options", () => {
     {
       name: "no options",
       options: undefined,
-      error: new TypeError("rateLimit: options must be an object, got undefined"),
+      error: new TypeError(
+        "rateLimit: options must be an object, got undefined; for example: rateLimit({ limiter: new KeyedLimiter(new TokenBucket({ capacity: 100, refillPerSecond: 100 / 60 })) })",
+      ),
     },
     {
       name: "no limiter",
