@@ -91,6 +91,8 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
     io.stdout,
     command.json ? jsonReport(shown, command.file) : textReport(shown, command.file),
   );
+  const short = shortDurations(command);
+  if (short !== "") await write(io.stderr, short);
   if (command.svg !== undefined && report.series !== undefined) {
     const first = report.results[0]!;
     const many = report.results.length > 1;
@@ -151,6 +153,25 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
     return 2;
   }
   return 0;
+}
+
+/**
+ * A note for each duration flag given under a second (`--window-ms 60`): a legal value, but
+ * more often seconds written where milliseconds are meant. "" when there is none.
+ */
+function shortDurations(command: ReplayCommand): string {
+  const notes = new Set<string>();
+  for (const policy of command.policies) {
+    if (policy.derived) continue;
+    for (const [name, value] of Object.entries(policy.options)) {
+      if (!name.endsWith("Ms") || !(value < 1000)) continue;
+      const flag = `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+      notes.add(
+        `tollgate replay: note: ${flag} ${value} is ${value} milliseconds; for ${value} seconds, ${flag} ${value * 1000}\n`,
+      );
+    }
+  }
+  return [...notes].join("");
 }
 
 /** Why none of the parsed lines had a key, in the words of `--key`. */
