@@ -107,7 +107,7 @@ Options:
       --key <k>              client key: ip (default), ip24 (IPv4 /24, IPv6 /64),
                              ip64 (IPv6 /64), user, or a field name (jsonl only)
       --format <f>           combined, common or jsonl (default: guessed from the
-                             first line); a .gz file is decompressed
+                             first line); gzip input is decompressed
       --time-field <name>    jsonl: the time field, ISO 8601 with a zone or epoch ms
                              (default: time, timestamp, @timestamp or ts)
       --reorder-window-ms <n>  how far a line may trail the latest time and still be

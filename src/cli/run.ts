@@ -22,9 +22,47 @@ class InputError extends Error {
   override readonly name = "InputError";
 }
 
-/** Opens the log: `-` is standard input; a `.gz` path is decompressed. */
+/** True for the first bytes of a gzip stream (its magic number, RFC 1952). */
+function isGzip(head: unknown): boolean {
+  return head instanceof Uint8Array && head[0] === 0x1f && head[1] === 0x8b;
+}
+
+/**
+ * `input` decompressed. A pipeline, not pipe: when gunzip fails (bad data) the input is
+ * destroyed too, closing a file's descriptor; a read error of the input reaches gunzip,
+ * which the replay reads.
+ */
+function gunzipped(input: Readable): Readable {
+  const gunzip = createGunzip();
+  pipeline(input, gunzip, () => {});
+  return gunzip;
+}
+
+/** Standard input, decompressed when its first chunk starts as gzip does. */
+async function sniffed(input: Readable): Promise<Readable> {
+  const head = await new Promise<unknown>((resolve, reject) => {
+    const done = (value: unknown) => {
+      input.off("readable", onReadable).off("end", onEnd).off("error", reject);
+      resolve(value);
+    };
+    // Put back at once, before the stream can end: a peek.
+    const onReadable = () => {
+      const chunk: unknown = input.read();
+      if (chunk !== null) input.unshift(chunk as Buffer);
+      done(chunk);
+    };
+    const onEnd = () => done(null);
+    input.once("readable", onReadable).once("end", onEnd).once("error", reject);
+  });
+  return isGzip(head) ? gunzipped(input) : input;
+}
+
+/**
+ * Opens the log: `-` is standard input; input that starts as gzip does (a `.gz` path, or any
+ * file or standard input whose first bytes are gzip's) is decompressed.
+ */
 async function openInput(file: string, io: CliIo): Promise<{ stream: Readable; size: number }> {
-  if (file === "-") return { stream: io.stdin, size: 0 };
+  if (file === "-") return { stream: await sniffedInput(io.stdin, file), size: 0 };
   let handle: Awaited<ReturnType<typeof open>>;
   try {
     handle = await open(file, "r");
@@ -37,12 +75,18 @@ async function openInput(file: string, io: CliIo): Promise<{ stream: Readable; s
     throw new InputError(`cannot read ${file}: it is a directory`);
   }
   const raw = handle.createReadStream();
-  if (!file.endsWith(".gz")) return { stream: raw, size: stat.size };
-  // pipeline, not pipe: when gunzip fails (bad data) the file stream is destroyed too,
-  // closing its descriptor; a read error of the file reaches gunzip, which the replay reads.
-  const gunzip = createGunzip();
-  pipeline(raw, gunzip, () => {});
-  return { stream: gunzip, size: 0 };
+  if (file.endsWith(".gz")) return { stream: gunzipped(raw), size: 0 };
+  const stream = await sniffedInput(raw, file);
+  return { stream, size: stream === raw ? stat.size : 0 };
+}
+
+/** {@link sniffed}, a read error as the input's fault. */
+async function sniffedInput(input: Readable, file: string): Promise<Readable> {
+  try {
+    return await sniffed(input);
+  } catch (error) {
+    throw new InputError(`cannot read ${file}: ${(error as Error).message}`);
+  }
 }
 
 function write(stream: Writable, text: string): Promise<void> {

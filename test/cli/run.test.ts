@@ -27,7 +27,7 @@ const dir = mkdtempSync(join(tmpdir(), "tollgate-replay-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Runs the CLI in this process; resolves with the exit code and what it wrote. */
-async function cli(argv: string[], stdin = "") {
+async function cli(argv: string[], stdin: string | Buffer = "") {
   const capture = () => {
     const stream = new PassThrough();
     let text = "";
@@ -356,6 +356,19 @@ describe("run (in process)", () => {
     const packed = await cli(["replay", gz, ...TB, "--json"]);
     expect(packed.code).toBe(0);
     expect({ ...JSON.parse(packed.stdout), source: excerptPath }).toEqual(JSON.parse(plain.stdout));
+  });
+
+  test("regression: gzip without a .gz name was read as text (no line parsed, check --format)", async () => {
+    const packedBytes = gzipSync(readFileSync(excerptPath));
+    const named = join(dir, "access-gzipped.log");
+    writeFileSync(named, packedBytes);
+    const plain = JSON.parse((await cli(["replay", excerptPath, ...TB, "--json"])).stdout);
+    const file = await cli(["replay", named, ...TB, "--json"]);
+    expect(file.code).toBe(0);
+    expect({ ...JSON.parse(file.stdout), source: excerptPath }).toEqual(plain);
+    const piped = await cli(["replay", "-", ...TB, "--json"], packedBytes);
+    expect(piped.code).toBe(0);
+    expect({ ...JSON.parse(piped.stdout), source: excerptPath }).toEqual(plain);
   });
 
   test.each([
