@@ -38,11 +38,11 @@ function gunzipped(input: Readable): Readable {
   return gunzip;
 }
 
-/** Standard input, decompressed when its first chunk starts as gzip does. */
-async function sniffed(input: Readable): Promise<Readable> {
+/** `input` (a file or standard input), decompressed when its first chunk starts as gzip's. */
+async function sniffed(input: Readable, file: string): Promise<Readable> {
   const head = await new Promise<unknown>((resolve, reject) => {
     const done = (value: unknown) => {
-      input.off("readable", onReadable).off("end", onEnd).off("error", reject);
+      input.off("readable", onReadable).off("end", onEnd).off("error", onError);
       resolve(value);
     };
     // Put back at once, before the stream can end: a peek.
@@ -52,7 +52,9 @@ async function sniffed(input: Readable): Promise<Readable> {
       done(chunk);
     };
     const onEnd = () => done(null);
-    input.once("readable", onReadable).once("end", onEnd).once("error", reject);
+    const onError = (error: Error) =>
+      reject(new InputError(`cannot read ${file}: ${error.message}`));
+    input.once("readable", onReadable).once("end", onEnd).once("error", onError);
   });
   return isGzip(head) ? gunzipped(input) : input;
 }
@@ -62,7 +64,7 @@ async function sniffed(input: Readable): Promise<Readable> {
  * file or standard input whose first bytes are gzip's) is decompressed.
  */
 async function openInput(file: string, io: CliIo): Promise<{ stream: Readable; size: number }> {
-  if (file === "-") return { stream: await sniffedInput(io.stdin, file), size: 0 };
+  if (file === "-") return { stream: await sniffed(io.stdin, file), size: 0 };
   let handle: Awaited<ReturnType<typeof open>>;
   try {
     handle = await open(file, "r");
@@ -76,17 +78,8 @@ async function openInput(file: string, io: CliIo): Promise<{ stream: Readable; s
   }
   const raw = handle.createReadStream();
   if (file.endsWith(".gz")) return { stream: gunzipped(raw), size: 0 };
-  const stream = await sniffedInput(raw, file);
+  const stream = await sniffed(raw, file);
   return { stream, size: stream === raw ? stat.size : 0 };
-}
-
-/** {@link sniffed}, a read error as the input's fault. */
-async function sniffedInput(input: Readable, file: string): Promise<Readable> {
-  try {
-    return await sniffed(input);
-  } catch (error) {
-    throw new InputError(`cannot read ${file}: ${(error as Error).message}`);
-  }
 }
 
 function write(stream: Writable, text: string): Promise<void> {
