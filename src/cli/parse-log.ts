@@ -71,14 +71,10 @@ const CLF_TIME =
 export function parseClfTime(text: string): number {
   const m = CLF_TIME.exec(text);
   if (m === null) return Number.NaN;
-  const day = Number(m[1]);
   const month = MONTHS[m[2]!];
-  const year = Number(m[3]);
-  const hour = Number(m[4]);
-  const minute = Number(m[5]);
-  const second = Number(m[6]);
-  const zoneHours = Number(m[9]);
-  const zoneMinutes = Number(m[10]);
+  const [day, year, hour, minute, second, zoneHours, zoneMinutes] = [1, 3, 4, 5, 6, 9, 10].map(
+    (i) => Number(m[i]),
+  ) as [number, number, number, number, number, number, number];
   if (month === undefined || hour > 23 || minute > 59 || second > 60) return Number.NaN;
   if (zoneHours > 23 || zoneMinutes > 59) return Number.NaN;
   const days = daysFromCivil(year, month, 1);
@@ -193,10 +189,9 @@ function parseClf(line: string, combined: boolean): LogRecord | string {
     return afterStatus !== -1;
   });
   if (requestClose === -1) {
-    if (closingQuote(line, timeEnd + 2, () => true) === -1) {
-      return unclosed("request", timeEnd + 2);
-    }
-    return 'expected a quoted "request" followed by status and size';
+    return closingQuote(line, timeEnd + 2, () => true) === -1
+      ? unclosed("request", timeEnd + 2)
+      : 'expected a quoted "request" followed by status and size';
   }
   if (combined) {
     const afterReferer = quotedEnd(line, afterStatus);

@@ -308,9 +308,7 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
 
   function finish(): ReplayReport {
     const results: PolicyResult[] = lanes.map((lane) => ({
-      algorithm: lane.spec.algorithm,
-      options: lane.spec.options,
-      derived: lane.spec.derived,
+      ...lane.spec,
       allowed: lane.allowed,
       denied: lane.denied,
       peakLiveKeys: lane.peakLiveKeys,

@@ -55,14 +55,13 @@ function requestsOf(result: PolicyResult): number {
  * {@link printable}, so control characters and bidi overrides show as escapes.
  */
 export function textReport(report: ReplayReport, source: string): string {
-  const out: string[] = [];
   const { lines, reorder } = report;
-  out.push(`tollgate replay ${printable(source)}`);
-  out.push(`  format ${report.format}, key ${report.key}`);
-  out.push(
+  const out = [
+    `tollgate replay ${printable(source)}`,
+    `  format ${report.format}, key ${report.key}`,
     `  lines     ${lines.read} read, ${lines.parsed} parsed, ${lines.skipped} skipped` +
       (lines.unkeyed > 0 ? `, ${lines.unkeyed} without a ${report.key} (not replayed)` : ""),
-  );
+  ];
   if (report.firstMs !== undefined && report.lastMs !== undefined) {
     out.push(
       `  time      ${isoTime(report.firstMs)} .. ${isoTime(report.lastMs)} (${humanDuration(report.lastMs - report.firstMs)})`,
@@ -71,13 +70,11 @@ export function textReport(report: ReplayReport, source: string): string {
   out.push(
     `  reorder   window ${reorder.windowMs} ms: ${reorder.reordered} lines put back in order, ` +
       `${reorder.late} too late (decided at the latest time)`,
-  );
-  out.push(
     report.distinctKeysExact
       ? `  keys      ${report.distinctKeys} distinct`
       : `  keys      about ${report.distinctKeys} distinct (estimated: more than --max-keys; the top list is approximate)`,
+    "",
   );
-  out.push("");
 
   const rows = [["algorithm", "options", "requests", "allowed", "denied", "peak live keys"]];
   for (const r of report.results) {

@@ -22,11 +22,6 @@ class InputError extends Error {
   override readonly name = "InputError";
 }
 
-/** True for the first bytes of a gzip stream (its magic number, RFC 1952). */
-function isGzip(head: unknown): boolean {
-  return head instanceof Uint8Array && head[0] === 0x1f && head[1] === 0x8b;
-}
-
 /**
  * `input` decompressed. A pipeline, not pipe: when gunzip fails (bad data) the input is
  * destroyed too, closing a file's descriptor; a read error of the input reaches gunzip,
@@ -52,11 +47,17 @@ async function sniffed(input: Readable, file: string): Promise<Readable> {
       done(chunk);
     };
     const onEnd = () => done(null);
-    const onError = (error: Error) =>
-      reject(new InputError(`cannot read ${file}: ${error.message}`));
+    const onError = (error: Error) => reject(cannotRead(file, error));
     input.once("readable", onReadable).once("end", onEnd).once("error", onError);
   });
-  return isGzip(head) ? gunzipped(input) : input;
+  // A gzip stream's magic number (RFC 1952).
+  const gzip = head instanceof Uint8Array && head[0] === 0x1f && head[1] === 0x8b;
+  return gzip ? gunzipped(input) : input;
+}
+
+/** The {@link InputError} of an unreadable `file`. */
+function cannotRead(file: string, error: Error): InputError {
+  return new InputError(`cannot read ${file}: ${error.message}`);
 }
 
 /**
@@ -65,12 +66,9 @@ async function sniffed(input: Readable, file: string): Promise<Readable> {
  */
 async function openInput(file: string, io: CliIo): Promise<{ stream: Readable; size: number }> {
   if (file === "-") return { stream: await sniffed(io.stdin, file), size: 0 };
-  let handle: Awaited<ReturnType<typeof open>>;
-  try {
-    handle = await open(file, "r");
-  } catch (error) {
-    throw new InputError(`cannot read ${file}: ${(error as Error).message}`);
-  }
+  const handle = await open(file, "r").catch((error: Error) => {
+    throw cannotRead(file, error);
+  });
   const stat = await handle.stat();
   if (stat.isDirectory()) {
     await handle.close();
@@ -117,7 +115,7 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
     // A system or zlib error (ENOENT, EISDIR, EIO, Z_DATA_ERROR…) is the input's fault;
     // anything else is a bug and exits 1.
     if (typeof (error as { code?: unknown }).code !== "string") throw error;
-    throw new InputError(`cannot read ${command.file}: ${(error as Error).message}`);
+    throw cannotRead(command.file, error as Error);
   }
   if (tty) {
     const seconds = ((performance.now() - started) / 1000).toFixed(2);
@@ -165,11 +163,9 @@ async function runReplay(command: ReplayCommand, io: CliIo): Promise<number> {
       top: report.top,
       keyName: report.key,
     });
-    try {
-      await writeFile(command.svg, svg);
-    } catch (error) {
-      throw new InputError(`cannot write ${command.svg}: ${(error as Error).message}`);
-    }
+    await writeFile(command.svg, svg).catch((error: Error) => {
+      throw new InputError(`cannot write ${command.svg}: ${error.message}`);
+    });
   }
   if (report.lines.parsed === 0) {
     // Nothing was replayed: a mistake (wrong file, wrong format, an empty pipe), not a result.

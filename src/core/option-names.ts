@@ -26,14 +26,19 @@ export function optionNames<T extends object>() {
 /** `use "name"` plus an optional reason, for a hint. */
 const use = (name: string, why = "") => `use ${JSON.stringify(name)}${why}`;
 
-/** rate-limiter-flexible's lockout options: a block, a call on the keyed limiter or a middleware option. */
-const lockout = (family: string) =>
-  `a lockout is a block, not a limiter option: ${family === "" ? "keyed.block(key, ms) on a KeyedLimiter" : "limiter.block(key, ms)"}, or blockDurationMs on rateLimit (blocks a client at its first denial)`;
-/** rate-limiter-flexible's `keyPrefix`: a keyed registry's keys are the caller's strings. */
-const KEY_PREFIX =
-  "keys are the strings you pass to KeyedLimiter.allow(key): prefix them yourself (a tollgate/redis limiter takes prefix)";
-/** rate-limiter-flexible's `execEvenly`: a queue that paces requests. */
-const EVENLY = "a LeakyBucket with wait() spaces requests evenly";
+/** Hints for rate-limiter-flexible's lockout, `keyPrefix` and `execEvenly`; `family` is "Redis" or "". */
+function flexibleHints(family: string): Readonly<Record<string, string>> {
+  const lockout = `a lockout is a block, not a limiter option: ${family === "" ? "keyed.block(key, ms) on a KeyedLimiter" : "limiter.block(key, ms)"}, or blockDurationMs on rateLimit (blocks a client at its first denial)`;
+  const prefix =
+    "keys are the strings you pass to KeyedLimiter.allow(key): prefix them yourself (a tollgate/redis limiter takes prefix)";
+  return {
+    blockDuration: lockout,
+    inMemoryBlockOnConsumed: lockout,
+    inMemoryBlockDuration: lockout,
+    keyPrefix: family === "" ? prefix : use("prefix"),
+    execEvenly: "a LeakyBucket with wait() spaces requests evenly",
+  };
+}
 
 /**
  * Hints for the bucket algorithms (`TokenBucket`, `LeakyBucket` and their Redis twins):
@@ -68,11 +73,7 @@ export function bucketHints(
     [rate.replace("Second", "Minute")]: use(rate, " (units per second: per minute / 60)"),
     windowMs: noWindow,
     duration: noWindow,
-    blockDuration: lockout(family),
-    inMemoryBlockOnConsumed: lockout(family),
-    inMemoryBlockDuration: lockout(family),
-    keyPrefix: family === "" ? KEY_PREFIX : use("prefix"),
-    execEvenly: EVENLY,
+    ...flexibleHints(family),
   };
 }
 
@@ -98,11 +99,7 @@ export function windowHints(where: string): Readonly<Record<string, string>> {
     rate: noRate,
     refillPerSecond: noRate,
     leakPerSecond: noRate,
-    blockDuration: lockout(family),
-    inMemoryBlockOnConsumed: lockout(family),
-    inMemoryBlockDuration: lockout(family),
-    keyPrefix: family === "" ? KEY_PREFIX : use("prefix"),
-    execEvenly: EVENLY,
+    ...flexibleHints(family),
   };
 }
 
