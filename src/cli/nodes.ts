@@ -1,7 +1,7 @@
+import { TimeHeap } from "../core/time-heap.js";
 import type { Scheduler } from "../redis/leased/exchange.js";
 import { LeasedTokenBucket } from "../redis/leased/leased-token-bucket.js";
 import { MemoryLeaseStore } from "../redis/leased/memory-store.js";
-import { TimeHeap } from "./reorder.js";
 
 /**
  * How `tollgate replay --nodes N` spreads requests over the simulated processes:

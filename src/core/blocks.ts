@@ -3,6 +3,7 @@
  * docs/semantics.md#blocks. @module
  */
 import type { Decision } from "./limiter.js";
+import { TimeHeap } from "./time-heap.js";
 
 /**
  * The denial of a key blocked `leftMs` more, on every path that keeps blocks (keyed, store,
@@ -41,10 +42,8 @@ export function blockedDenial(
 export class BlockTable {
   /** @internal */
   private readonly until = new Map<string, number>();
-  /** @internal The min-heap of ends: `heapEnds[i]` is the end of `heapKeys[i]` when set (stale once the key's end moved). */
-  private heapKeys: string[] = [];
-  /** @internal */
-  private heapEnds: number[] = [];
+  /** @internal The ends, a key per node (stale once the key's end moved or it was lifted). */
+  private readonly ends = new TimeHeap<string>();
   /** @internal */
   private refused = 0;
 
@@ -110,12 +109,10 @@ export class BlockTable {
    * block dropped (or stale node passed).
    */
   sweep(nowMs: number): void {
-    const keys = this.heapKeys;
-    const ends = this.heapEnds;
-    while (ends.length > 0 && (ends[0] as number) <= nowMs) {
-      const key = keys[0] as string;
-      const end = ends[0] as number;
-      this.pop();
+    const ends = this.ends;
+    while (ends.size > 0 && ends.firstMs <= nowMs) {
+      const end = ends.firstMs;
+      const key = ends.pop();
       // A stale node (the key was lifted, or its block extended): its entry is not this one.
       if (this.until.get(key) === end) this.until.delete(key);
     }
@@ -123,53 +120,12 @@ export class BlockTable {
 
   /** @internal Adds a node for `key` ending at `end`; rebuilds the heap once stale nodes are half of it. */
   private push(key: string, end: number): void {
-    const keys = this.heapKeys;
-    const ends = this.heapEnds;
-    if (ends.length >= 2 * this.until.size + 32) {
-      this.rebuild();
-      return; // the rebuild took the entry as it is now
+    if (this.ends.size < 2 * this.until.size + 32) {
+      this.ends.push(end, key);
+      return;
     }
-    let i = ends.length;
-    keys.push(key);
-    ends.push(end);
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      const up = ends[parent] as number;
-      if (up <= end) break;
-      keys[i] = keys[parent] as string;
-      ends[i] = up;
-      i = parent;
-    }
-    keys[i] = key;
-    ends[i] = end;
-  }
-
-  /** @internal Removes the heap's top. */
-  private pop(): void {
-    const keys = this.heapKeys;
-    const ends = this.heapEnds;
-    const lastKey = keys.pop() as string;
-    const lastEnd = ends.pop() as number;
-    const n = ends.length;
-    if (n === 0) return;
-    let i = 0;
-    for (;;) {
-      let child = 2 * i + 1;
-      if (child >= n) break;
-      if (child + 1 < n && (ends[child + 1] as number) < (ends[child] as number)) child++;
-      if ((ends[child] as number) >= lastEnd) break;
-      keys[i] = keys[child] as string;
-      ends[i] = ends[child] as number;
-      i = child;
-    }
-    keys[i] = lastKey;
-    ends[i] = lastEnd;
-  }
-
-  /** @internal One node per entry, in heap order (O(n log n), once per as many pushes). */
-  private rebuild(): void {
-    const entries = [...this.until].sort((a, b) => a[1] - b[1]); // a sorted array is a heap
-    this.heapKeys = entries.map((e) => e[0]);
-    this.heapEnds = entries.map((e) => e[1]);
+    // One node per entry (O(n log n), once per as many pushes); the entry as it is now.
+    this.ends.clear();
+    for (const [k, e] of [...this.until].sort((a, b) => a[1] - b[1])) this.ends.push(e, k);
   }
 }
