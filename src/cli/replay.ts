@@ -284,13 +284,12 @@ export function replay(input: Readable, options: ReplayOptions): Promise<ReplayR
   const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const splitter = new LineSplitter(maxLineBytes, {
     line: onLine,
-    overlong: (head, bytes) => {
+    overlong: (head, bytes) =>
       skip(
         nextLine(),
         `line of ${bytes} bytes, longer than ${maxLineBytes} (--max-line-bytes)`,
         head,
-      );
-    },
+      ),
   });
 
   // `for await` destroys the input when the loop throws (a bug in a later stage), and

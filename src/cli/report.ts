@@ -95,12 +95,10 @@ export function textReport(report: ReplayReport, source: string): string {
     );
   }
   if (report.nodes !== undefined) out.push(...nodesLines(report.nodes));
-  for (const r of report.results) {
-    if (r.lossyEvictions > 0) {
-      out.push(
-        `  warning: ${r.algorithm} evicted ${r.lossyEvictions} keys in use at --max-keys; raise it for exact results`,
-      );
-    }
+  for (const r of report.results.filter((r) => r.lossyEvictions > 0)) {
+    out.push(
+      `  warning: ${r.algorithm} evicted ${r.lossyEvictions} keys in use at --max-keys; raise it for exact results`,
+    );
   }
 
   if (report.top.length > 0) {
