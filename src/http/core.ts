@@ -2,6 +2,7 @@ import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions, describe, mustBe } from "../core/errors.js";
 import type { Receipt } from "../core/limiter.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../core/limiter.js";
+import { checkHook } from "../store/options.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,
@@ -256,12 +257,6 @@ function checkBlockDuration(
   return ms;
 }
 
-/** Validates an optional function option. */
-export function checkFunction<T>(where: string, name: string, value: unknown): T | undefined {
-  if (value === undefined || typeof value === "function") return value as T | undefined;
-  throw mustBe(where, name, "a function", value, TypeError);
-}
-
 /** Validates a string option against its allowed values. */
 function checkChoice<T extends string>(
   where: string,
@@ -477,7 +472,7 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   );
   const wallClock = checkWallClock(where, o.wallClock);
   const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
-  const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
+  const onError = checkHook<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
   const nearLimitShare = checkShare(where, o.nearLimitShare);
   const blockDurationMs = checkBlockDuration(
@@ -502,17 +497,17 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
     blockDurationMs,
   };
   const remoteAddress = own.includes("remoteAddress")
-    ? checkFunction<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)
+    ? checkHook<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)
     : undefined;
   const hooks = {
-    key: checkFunction<O["key"]>(where, "key", options.key),
-    cost: checkFunction<O["cost"]>(where, "cost", options.cost),
-    skip: checkFunction<O["skip"]>(where, "skip", options.skip),
-    onNearLimit: checkFunction<O["onNearLimit"]>(where, "onNearLimit", options.onNearLimit),
+    key: checkHook<O["key"]>(where, "key", options.key),
+    cost: checkHook<O["cost"]>(where, "cost", options.cost),
+    skip: checkHook<O["skip"]>(where, "skip", options.skip),
+    onNearLimit: checkHook<O["onNearLimit"]>(where, "onNearLimit", options.onNearLimit),
   };
-  const onLimited = checkFunction<O["onLimited"]>(where, "onLimited", options.onLimited);
+  const onLimited = checkHook<O["onLimited"]>(where, "onLimited", options.onLimited);
   const refundIf = own.includes("refundIf")
-    ? checkFunction<O["refundIf"]>(where, "refundIf", options.refundIf)
+    ? checkHook<O["refundIf"]>(where, "refundIf", options.refundIf)
     : undefined;
   const refundAborted =
     own.includes("refundAborted") &&
@@ -569,15 +564,9 @@ export function report(
   kind: FailureKind,
 ): void {
   try {
-    const outcome: HttpFailureOutcome = kind === "programming" ? "error" : config.failure;
-    config.onError(error, {
-      error,
-      operation: "consume",
-      outcome,
-      kind,
-      failure: config.failure,
-      key,
-    });
+    const failure = config.failure;
+    const outcome: HttpFailureOutcome = kind === "programming" ? "error" : failure;
+    config.onError(error, { error, operation: "consume", outcome, kind, failure, key });
   } catch {
     // The hook is for logging; it must not turn an outage into a crash.
   }

@@ -101,23 +101,19 @@ export function checkWindowSeconds(where: string, value: unknown): number | unde
 }
 
 /**
- * The window, in milliseconds, of a limiter that has one: its own `windowMs` (a `FixedWindow`,
- * `SlidingWindowLog`, `SlidingWindowCounter`, their Redis counterparts, or any object with a
- * finite `windowMs` > 0), or that of the policy a `KeyedLimiter` copies per key. `undefined`
- * for a limiter without a window (a token or leaky bucket), an `allOf` (several windows), and
- * a `KeyedLimiter` built from a function (its keys may differ).
+ * The window, in milliseconds, of a limiter that has one (a finite `windowMs` > 0 on the object
+ * {@link describing} finds). `undefined` for a token or leaky bucket, an `allOf` (several
+ * windows), and a `KeyedLimiter` built from a function (its keys may differ).
  */
 export function limiterWindowMs(limiter: unknown): number | undefined {
   return positive((describing(limiter) as { windowMs?: unknown } | undefined)?.windowMs);
 }
 
 /**
- * The rate, in units per second, at which a bucket gives units back, read on the object
- * {@link describing} found for it: the `refillPerSecond` of a `TokenBucket` (or `leakPerSecond`
- * of a `LeakyBucket`), their Redis counterparts, a `LeasedTokenBucket`, a `KeyedLimiter`
- * copying one, or any object with such a finite number > 0. `undefined` for the windows, an
- * `allOf`, a `KeyedLimiter` built from a function, and a bucket that never refills (rate 0).
- * Read per response, so a `reconfigure` shows at once.
+ * The rate, in units per second, at which a bucket gives units back: a finite `refillPerSecond`
+ * (or `leakPerSecond`) > 0 on the object {@link describing} found. `undefined` for the windows,
+ * an `allOf`, a function-built `KeyedLimiter`, and a bucket that never refills (rate 0). Read
+ * per response, so a `reconfigure` shows at once.
  */
 export function shapeRatePerSecond(shape: object | undefined): number | undefined {
   const s = shape as { refillPerSecond?: unknown; leakPerSecond?: unknown } | undefined;
@@ -163,9 +159,9 @@ export function windowSecondsOf(limiter: unknown): number | undefined {
 }
 
 /**
- * The `w=` sent for a response now, read on the object {@link describing} found for the
- * limiter: its own window as {@link windowSecondsOf} (live, so a `reconfigure({ windowMs })`
- * shows in the next response), else `declared` (`windowSeconds`, for a bucket or an `allOf`).
+ * The `w=` sent for a response now: the window of `shape` ({@link describing}) as
+ * {@link windowSecondsOf} (live: a `reconfigure({ windowMs })` shows in the next response), else
+ * `declared` (`windowSeconds`, for a bucket or an `allOf`).
  */
 export function shapeWindowSeconds(
   shape: object | undefined,
@@ -356,7 +352,7 @@ export function rateLimitHeaders(
   options: RateLimitHeadersOptions,
 ): Record<string, string> {
   if (typeof options !== "object" || options === null) {
-    throw new TypeError(`rateLimitHeaders: options must be an object, got ${describe(options)}`);
+    throw mustBe(WHERE, "options", "an object", options, TypeError);
   }
   checkOptionNames(WHERE, options, HEADERS_OPTIONS, HEADERS_HINTS);
   const policy = checkPolicyName(WHERE, options.policy);
@@ -413,7 +409,7 @@ export function checkBoolean(
 ): boolean {
   if (value === undefined) return fallback;
   if (typeof value === "boolean") return value;
-  throw new TypeError(`${where}: ${name} must be a boolean, got ${describe(value)}`);
+  throw mustBe(where, name, "a boolean", value, TypeError);
 }
 
 /**
@@ -447,9 +443,7 @@ export class HeaderNumbers {
  */
 export function readDecision(decision: Decision, out: HeaderNumbers, config: HeaderSettings): void {
   if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
-    throw new TypeError(
-      `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
-    );
+    throw mustBe(WHERE, "decision", "an object with a boolean allowed", decision, TypeError);
   }
   const shape = describing(config.source);
   const limit = sfCount(checkNonNegative("limit", decision.limit));
