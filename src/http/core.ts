@@ -362,12 +362,10 @@ function limiterExample(where: string, given: Readonly<Record<string, unknown>>)
 }
 
 /**
- * Checks the `limiter` option. An unkeyed tollgate limiter becomes one global limit: its
- * `consume(cost)` is called for every request, the key ignored. It is recognised by its brand
- * (`isUnkeyedLimiter`), not `instanceof`, so one made by another copy of tollgate (the
- * CommonJS build, when this is the ESM one) is too. It is accepted, not refused, because it is
- * the natural first try of a global limit; calling it as a keyed limiter would throw on every
- * request instead.
+ * Checks the `limiter` option. An unkeyed tollgate limiter (the natural first try of a global
+ * limit) becomes one global limit: its `consume(cost)` is called for every request, the key
+ * ignored. It is recognised by its brand (`isUnkeyedLimiter`), not `instanceof`, so one made
+ * by another copy of tollgate (the CommonJS build, when this is the ESM one) is too.
  * @throws {TypeError} for anything else without a `consume` method.
  */
 function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
@@ -434,12 +432,11 @@ export const FETCH_HOOK_OPTIONS = [
 ];
 
 /**
- * Validates an adapter's options, once, when the middleware is created: the shared ones, in the
- * order they are documented, that `options` names nothing but them and `own` (the adapter's own
- * option names), then its hooks, each an optional function. `unit` is the quota unit
- * `RateLimit-Policy` states (`qu`), if any. Returns the config, the request hooks for its
- * `Pipeline`, `onLimited`, and `remoteAddress`, `refundIf` and `refundAborted` (`undefined`,
- * or false, unless `own` names them).
+ * Validates an adapter's options once, when the middleware is created: the shared ones in the
+ * order they are documented, no names but those and `own` (the adapter's), then its hooks.
+ * `unit` is the quota unit `RateLimit-Policy` states (`qu`), if any. Returns the config, the
+ * `Pipeline`'s hooks, `onLimited`, and `remoteAddress`, `refundIf` and `refundAborted`
+ * (`undefined`, or false, unless `own` names them).
  * @throws {TypeError} for a missing limiter, a wrong type, an unknown option name or a hook
  *   that is not a function (`withRateLimit: key must be a function, got "ip"`);
  *   {RangeError} for a bad value of a shared option.

@@ -148,11 +148,9 @@ function positive(value: unknown): number | undefined {
 
 /**
  * The `w=` of `RateLimit-Policy` a limiter states by itself: its window ({@link limiterWindowMs})
- * in seconds, when that is a whole number from 1 to {@link MAX_SF_INTEGER} (within the relative
- * 1e-9 of {@link ceilSeconds}, so float noise does not count). `undefined` when it has no
- * window, or one that is not whole seconds (500 ms, 1.5 s): `w` is an Integer (draft-10 section
- * 3.1.3), and a rounded one would misstate the rate (`q=10;w=1` for 10 per 1.5 s says 10 per
- * second).
+ * in whole seconds, 1 to {@link MAX_SF_INTEGER} (within a relative 1e-9). `undefined` without a
+ * window, or for one that is not whole seconds (500 ms, 1.5 s): `w` is an Integer (draft-10
+ * section 3.1.3), and a rounded one would misstate the rate (`q=10;w=1` for 10 per 1.5 s).
  */
 export function windowSecondsOf(limiter: unknown): number | undefined {
   return shapeWindowSeconds(describing(limiter), undefined);
@@ -470,11 +468,10 @@ export function readDecision(decision: Decision, out: HeaderNumbers, config: Hea
 }
 
 /**
- * Decimal text of a whole number from 0 to {@link MAX_SF_INTEGER}, as `String(value)`. Numbers
- * from 2^30 up are not small integers to V8, and their generic double-to-text conversion costs
- * about 0.14 µs; two small-integer conversions (the high digits, and the low eight padded by
- * adding 1e8) cost about half. Counts that large are usual for an "effectively unlimited"
- * quota, so this is on the per-request path.
+ * Decimal text of a whole number from 0 to {@link MAX_SF_INTEGER}, as `String(value)`: from
+ * 2^30 up (not a small integer to V8; usual for an "effectively unlimited" quota) two
+ * small-integer conversions, the high digits and the low eight padded by adding 1e8, cost
+ * about half the generic 0.14 µs.
  */
 export function wholeText(value: number): string {
   if (value < 1_073_741_824) return String(value);
