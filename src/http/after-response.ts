@@ -268,10 +268,8 @@ export class AfterResponse<Handle extends object> {
   /** @internal One refund call (of the key, or through a receipt); a failure is reported. */
   private send(ticket: Ticket, target: string | Receipt, units: number): void {
     try {
-      const result = (this.limiter.refund as (t: string | Receipt, u: number) => unknown)(
-        target,
-        units,
-      );
+      const refund = this.limiter.refund as (t: string | Receipt, u: number) => unknown;
+      const result = refund.call(this.limiter, target, units);
       if (isThenable(result)) {
         Promise.resolve(result).then(undefined, (error: unknown) =>
           report(this.config, error, ticket.key, "outage"),

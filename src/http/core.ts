@@ -57,6 +57,7 @@ export interface KeyedConsumer {
 
 /** Which rate-limit headers to send: the draft-10 fields, the `X-RateLimit-*` ones, both, or none. */
 export type HeaderMode = "draft-10" | "legacy" | "both" | "none";
+const HEADER_MODES: readonly HeaderMode[] = ["draft-10", "legacy", "both", "none"];
 
 /**
  * What to do with a request when the limiter throws or rejects: `'open'` lets it through
@@ -241,15 +242,10 @@ function checkShare(where: string, value: unknown): number {
  * Validates `blockDurationMs`: undefined, or a finite number > 0 with a limiter that can block
  * a key (`block(key, durationMs)`); a TypeError for a limiter without it.
  */
-function checkBlockDuration(
-  where: string,
-  value: unknown,
-  limiter: unknown,
-  unkeyed: boolean,
-): number | undefined {
+function checkBlockDuration(where: string, value: unknown, limiter: unknown): number | undefined {
   if (value === undefined) return undefined;
   const ms = checkNumber(where, "blockDurationMs", value, 0, false);
-  if (unkeyed || typeof (limiter as KeyedConsumer).block !== "function") {
+  if (isUnkeyedLimiter(limiter) || typeof (limiter as KeyedConsumer).block !== "function") {
     throw new TypeError(
       `${where}: blockDurationMs needs a limiter that blocks one client, with block(key, durationMs) (a KeyedLimiter), got ${describe(limiter)}`,
     );
@@ -455,29 +451,15 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, required);
   const limiter = checkLimiter(where, o.limiter);
   const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
-  const windowSeconds = policyWindowSeconds(
-    where,
-    o.limiter,
-    checkWindowSeconds(where, o.windowSeconds),
-  );
-  const headers = checkChoice<HeaderMode>(
-    where,
-    "headers",
-    o.headers,
-    ["draft-10", "legacy", "both", "none"],
-    "draft-10",
-  );
+  const declared = checkWindowSeconds(where, o.windowSeconds);
+  const windowSeconds = policyWindowSeconds(where, o.limiter, declared);
+  const headers = checkChoice<HeaderMode>(where, "headers", o.headers, HEADER_MODES, "draft-10");
   const wallClock = checkWallClock(where, o.wallClock);
   const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
   const onError = checkHook<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
   const nearLimitShare = checkShare(where, o.nearLimitShare);
-  const blockDurationMs = checkBlockDuration(
-    where,
-    o.blockDurationMs,
-    o.limiter,
-    isUnkeyedLimiter(o.limiter),
-  );
+  const blockDurationMs = checkBlockDuration(where, o.blockDurationMs, o.limiter);
   const config: CommonConfig = {
     limiter,
     policy,
