@@ -1,13 +1,9 @@
 /**
- * After the response: what the middleware does once a checked request's outcome is known.
- * - `refundIf(status, request)`: gives back the units the request took when it says so
- *   (express-rate-limit's `skipSuccessfulRequests` is `(status) => status < 400`);
- * - `refund(request, units?)` and `charge(request, units)`: the per-request handle on each
- *   middleware, for a cost known only at the end (an LLM's tokens).
- * Refunds go through the receipts of the charges (docs/semantics.md#refunds), so a slow request
- * that fails after its window ended gives nothing back to the next one. The adapters only say
- * when the status is known (a node response's `finish`, or its `close` first: an aborted
- * request). The rules: docs/http.md#refunds-and-charges-after-the-response.
+ * After the response: `refundIf(status, request)` and the per-request handle (`refund`,
+ * `charge`, `settle`) of every middleware, refunding through the receipts of the charges
+ * (docs/semantics.md#refunds). The adapters only say when the status is known (a node
+ * response's `finish`, or its `close` first: an aborted request). The rules:
+ * docs/http.md#refunds-and-charges-after-the-response.
  * @module
  */
 import type { ServerResponse } from "node:http";
@@ -272,10 +268,8 @@ export class AfterResponse<Handle extends object> {
   /** @internal One refund call (of the key, or through a receipt); a failure is reported. */
   private send(ticket: Ticket, target: string | Receipt, units: number): void {
     try {
-      const result = (this.limiter.refund as (t: string | Receipt, u: number) => unknown)(
-        target,
-        units,
-      );
+      const refund = this.limiter.refund as (t: string | Receipt, u: number) => unknown;
+      const result = refund.call(this.limiter, target, units);
       if (isThenable(result)) {
         Promise.resolve(result).then(undefined, (error: unknown) =>
           report(this.config, error, ticket.key, "outage"),

@@ -1,8 +1,6 @@
 /**
- * `blockDurationMs` at decision time: a client that hits its limit is blocked for that
- * long, and the denial sent says so. It runs in the pipeline, before any response is
- * written (docs/http.md#blocking-a-client-after-abuse); the option is checked with the
- * others, in core.ts.
+ * `blockDurationMs` at decision time, in the pipeline before any response is written
+ * (docs/http.md#blocking-a-client-after-abuse); the option is checked in core.ts.
  * @module
  */
 import { blockedDenial } from "../core/blocks.js";
@@ -17,10 +15,9 @@ import { type CommonConfig, isThenable, type KeyedConsumer, report } from "./cor
 const NOT_OVER_LIMIT: ReadonlySet<string> = new Set(["pending", "full", "stopped", "closed"]);
 
 /**
- * True when a denial says the client went over its limit (what `blockDurationMs` blocks
- * for): any denial but those whose `source` is a lease on its way, a full table, a closed
- * limiter or a store that failed closed (an outage must not block every client that asked
- * during it, for `blockDurationMs` after it ended).
+ * True when a denial says the client went over its limit (what `blockDurationMs` blocks for):
+ * its `source` is none of {@link NOT_OVER_LIMIT} (an outage must not block every client that
+ * asked during it, for `blockDurationMs` after it ended).
  */
 export function overLimit(decision: Decision): boolean {
   const source = (decision as { source?: unknown }).source;

@@ -188,12 +188,9 @@ function hopAddress(text: string, header: ProxyHeader): ParsedIp | "unknown" | "
  * trusted proxies append to, so no prefix a client writes can move it); with a list of ranges
  * the header is read only when the peer is in one of them.
  *
- * {@link UNKNOWN_CLIENT_KEY} when there is no address to be had: no peer (a Unix socket), or
- * the hop is what a proxy writes when it will not tell (`unknown`, `_name`, no `for=`).
- * {@link MALFORMED_FORWARDED_KEY} when the trusted header is broken: keyed neither as the peer
- * nor by any address in it, since a client broke it. All requests without an address, and all
- * with a broken header, share one key each, which limits them together rather than not at
- * all. See docs/http.md#client-keys.
+ * {@link UNKNOWN_CLIENT_KEY} when there is no address to be had (no peer: a Unix socket; or a
+ * hop a proxy wrote without telling: `unknown`, `_name`, no `for=`), and
+ * {@link MALFORMED_FORWARDED_KEY} when the trusted header is broken. See docs/http.md#client-keys.
  */
 export function clientKey(
   peer: string | undefined,

@@ -85,13 +85,8 @@ export function withConcurrencyLimit<
       case "pass": {
         const permit = permitOf(outcome.decision);
         if (permit === undefined) return handler(request, ...args);
-        return held(
-          permit,
-          request,
-          () => handler(request, ...args),
-          headerRecord(config, outcome),
-          maxHoldMs,
-        );
+        const run = () => handler(request, ...args);
+        return held(permit, request, run, headerRecord(config, outcome), maxHoldMs);
       }
       default: // answered here: "limited", "unavailable", "error"
         return answer(pipeline, outcome, undefined, request);

@@ -9,7 +9,7 @@ import type { ConcurrencyLimiter } from "../concurrency/concurrency-limiter.js";
 import type { KeyedConcurrencyLimiter } from "../concurrency/keyed-concurrency-limiter.js";
 import { concurrencyDenial } from "../concurrency/options.js";
 import type { Permit } from "../concurrency/permit.js";
-import { checkNumber, checkOptions, describe } from "../core/errors.js";
+import { checkNumber, checkOptions, describe, hasMethods } from "../core/errors.js";
 import type { Decision } from "../core/limiter.js";
 import { timerDelay } from "../core/wait.js";
 import {
@@ -126,13 +126,8 @@ function permitConsumer(
   where: string,
   limiter: unknown,
 ): KeyedConsumer & { readonly maxKeyLength: number | undefined } {
-  const l = limiter as Record<string, unknown> | null;
-  if (
-    typeof l !== "object" ||
-    l === null ||
-    typeof l.tryAcquire !== "function" ||
-    typeof l.limit !== "number"
-  ) {
+  const l = limiter as Record<string, unknown>;
+  if (!hasMethods(limiter, "tryAcquire") || typeof l.limit !== "number") {
     throw new TypeError(
       `${where}: limiter must be a ConcurrencyLimiter or a KeyedConcurrencyLimiter, got ${describe(limiter)}`,
     );

@@ -2,6 +2,7 @@ import { TokenBucket } from "../algorithms/token-bucket.js";
 import { checkNumber, checkOptionNames, checkOptions, describe, mustBe } from "../core/errors.js";
 import type { Receipt } from "../core/limiter.js";
 import { type Decision, isUnkeyedLimiter, type Limiter } from "../core/limiter.js";
+import { checkHook } from "../store/options.js";
 import {
   type ClientKeyConfig,
   checkClientKeyOptions,
@@ -56,6 +57,7 @@ export interface KeyedConsumer {
 
 /** Which rate-limit headers to send: the draft-10 fields, the `X-RateLimit-*` ones, both, or none. */
 export type HeaderMode = "draft-10" | "legacy" | "both" | "none";
+const HEADER_MODES: readonly HeaderMode[] = ["draft-10", "legacy", "both", "none"];
 
 /**
  * What to do with a request when the limiter throws or rejects: `'open'` lets it through
@@ -240,26 +242,15 @@ function checkShare(where: string, value: unknown): number {
  * Validates `blockDurationMs`: undefined, or a finite number > 0 with a limiter that can block
  * a key (`block(key, durationMs)`); a TypeError for a limiter without it.
  */
-function checkBlockDuration(
-  where: string,
-  value: unknown,
-  limiter: unknown,
-  unkeyed: boolean,
-): number | undefined {
+function checkBlockDuration(where: string, value: unknown, limiter: unknown): number | undefined {
   if (value === undefined) return undefined;
   const ms = checkNumber(where, "blockDurationMs", value, 0, false);
-  if (unkeyed || typeof (limiter as KeyedConsumer).block !== "function") {
+  if (isUnkeyedLimiter(limiter) || typeof (limiter as KeyedConsumer).block !== "function") {
     throw new TypeError(
       `${where}: blockDurationMs needs a limiter that blocks one client, with block(key, durationMs) (a KeyedLimiter), got ${describe(limiter)}`,
     );
   }
   return ms;
-}
-
-/** Validates an optional function option. */
-export function checkFunction<T>(where: string, name: string, value: unknown): T | undefined {
-  if (value === undefined || typeof value === "function") return value as T | undefined;
-  throw mustBe(where, name, "a function", value, TypeError);
 }
 
 /** Validates a string option against its allowed values. */
@@ -367,12 +358,10 @@ function limiterExample(where: string, given: Readonly<Record<string, unknown>>)
 }
 
 /**
- * Checks the `limiter` option. An unkeyed tollgate limiter becomes one global limit: its
- * `consume(cost)` is called for every request, the key ignored. It is recognised by its brand
- * (`isUnkeyedLimiter`), not `instanceof`, so one made by another copy of tollgate (the
- * CommonJS build, when this is the ESM one) is too. It is accepted, not refused, because it is
- * the natural first try of a global limit; calling it as a keyed limiter would throw on every
- * request instead.
+ * Checks the `limiter` option. An unkeyed tollgate limiter (the natural first try of a global
+ * limit) becomes one global limit: its `consume(cost)` is called for every request, the key
+ * ignored. It is recognised by its brand (`isUnkeyedLimiter`), not `instanceof`, so one made
+ * by another copy of tollgate (the CommonJS build, when this is the ESM one) is too.
  * @throws {TypeError} for anything else without a `consume` method.
  */
 function checkLimiter(where: string, limiter: unknown): KeyedConsumer {
@@ -439,12 +428,11 @@ export const FETCH_HOOK_OPTIONS = [
 ];
 
 /**
- * Validates an adapter's options, once, when the middleware is created: the shared ones, in the
- * order they are documented, that `options` names nothing but them and `own` (the adapter's own
- * option names), then its hooks, each an optional function. `unit` is the quota unit
- * `RateLimit-Policy` states (`qu`), if any. Returns the config, the request hooks for its
- * `Pipeline`, `onLimited`, and `remoteAddress`, `refundIf` and `refundAborted` (`undefined`,
- * or false, unless `own` names them).
+ * Validates an adapter's options once, when the middleware is created: the shared ones in the
+ * order they are documented, no names but those and `own` (the adapter's), then its hooks.
+ * `unit` is the quota unit `RateLimit-Policy` states (`qu`), if any. Returns the config, the
+ * `Pipeline`'s hooks, `onLimited`, and `remoteAddress`, `refundIf` and `refundAborted`
+ * (`undefined`, or false, unless `own` names them).
  * @throws {TypeError} for a missing limiter, a wrong type, an unknown option name or a hook
  *   that is not a function (`withRateLimit: key must be a function, got "ip"`);
  *   {RangeError} for a bad value of a shared option.
@@ -463,29 +451,15 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
   checkOptionNames(where, o, [...COMMON_OPTION_NAMES, ...own], PEER_OPTION_HINTS, required);
   const limiter = checkLimiter(where, o.limiter);
   const policy = o.policy === undefined ? "default" : checkPolicyName(where, o.policy);
-  const windowSeconds = policyWindowSeconds(
-    where,
-    o.limiter,
-    checkWindowSeconds(where, o.windowSeconds),
-  );
-  const headers = checkChoice<HeaderMode>(
-    where,
-    "headers",
-    o.headers,
-    ["draft-10", "legacy", "both", "none"],
-    "draft-10",
-  );
+  const declared = checkWindowSeconds(where, o.windowSeconds);
+  const windowSeconds = policyWindowSeconds(where, o.limiter, declared);
+  const headers = checkChoice<HeaderMode>(where, "headers", o.headers, HEADER_MODES, "draft-10");
   const wallClock = checkWallClock(where, o.wallClock);
   const failure = checkChoice<FailureMode>(where, "failure", o.failure, ["open", "closed"], "open");
-  const onError = checkFunction<CommonConfig["onError"]>(where, "onError", o.onError);
+  const onError = checkHook<CommonConfig["onError"]>(where, "onError", o.onError);
   const client = checkClientKeyOptions(where, o.trustProxy, o.proxyHeader, o.ipv6Prefix);
   const nearLimitShare = checkShare(where, o.nearLimitShare);
-  const blockDurationMs = checkBlockDuration(
-    where,
-    o.blockDurationMs,
-    o.limiter,
-    isUnkeyedLimiter(o.limiter),
-  );
+  const blockDurationMs = checkBlockDuration(where, o.blockDurationMs, o.limiter);
   const config: CommonConfig = {
     limiter,
     policy,
@@ -502,17 +476,17 @@ export function checkAdapterOptions<O extends AdapterHookOptions>(
     blockDurationMs,
   };
   const remoteAddress = own.includes("remoteAddress")
-    ? checkFunction<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)
+    ? checkHook<O["remoteAddress"]>(where, "remoteAddress", options.remoteAddress)
     : undefined;
   const hooks = {
-    key: checkFunction<O["key"]>(where, "key", options.key),
-    cost: checkFunction<O["cost"]>(where, "cost", options.cost),
-    skip: checkFunction<O["skip"]>(where, "skip", options.skip),
-    onNearLimit: checkFunction<O["onNearLimit"]>(where, "onNearLimit", options.onNearLimit),
+    key: checkHook<O["key"]>(where, "key", options.key),
+    cost: checkHook<O["cost"]>(where, "cost", options.cost),
+    skip: checkHook<O["skip"]>(where, "skip", options.skip),
+    onNearLimit: checkHook<O["onNearLimit"]>(where, "onNearLimit", options.onNearLimit),
   };
-  const onLimited = checkFunction<O["onLimited"]>(where, "onLimited", options.onLimited);
+  const onLimited = checkHook<O["onLimited"]>(where, "onLimited", options.onLimited);
   const refundIf = own.includes("refundIf")
-    ? checkFunction<O["refundIf"]>(where, "refundIf", options.refundIf)
+    ? checkHook<O["refundIf"]>(where, "refundIf", options.refundIf)
     : undefined;
   const refundAborted =
     own.includes("refundAborted") &&
@@ -569,15 +543,9 @@ export function report(
   kind: FailureKind,
 ): void {
   try {
-    const outcome: HttpFailureOutcome = kind === "programming" ? "error" : config.failure;
-    config.onError(error, {
-      error,
-      operation: "consume",
-      outcome,
-      kind,
-      failure: config.failure,
-      key,
-    });
+    const failure = config.failure;
+    const outcome: HttpFailureOutcome = kind === "programming" ? "error" : failure;
+    config.onError(error, { error, operation: "consume", outcome, kind, failure, key });
   } catch {
     // The hook is for logging; it must not turn an outage into a crash.
   }

@@ -101,23 +101,19 @@ export function checkWindowSeconds(where: string, value: unknown): number | unde
 }
 
 /**
- * The window, in milliseconds, of a limiter that has one: its own `windowMs` (a `FixedWindow`,
- * `SlidingWindowLog`, `SlidingWindowCounter`, their Redis counterparts, or any object with a
- * finite `windowMs` > 0), or that of the policy a `KeyedLimiter` copies per key. `undefined`
- * for a limiter without a window (a token or leaky bucket), an `allOf` (several windows), and
- * a `KeyedLimiter` built from a function (its keys may differ).
+ * The window, in milliseconds, of a limiter that has one (a finite `windowMs` > 0 on the object
+ * {@link describing} finds). `undefined` for a token or leaky bucket, an `allOf` (several
+ * windows), and a `KeyedLimiter` built from a function (its keys may differ).
  */
 export function limiterWindowMs(limiter: unknown): number | undefined {
   return positive((describing(limiter) as { windowMs?: unknown } | undefined)?.windowMs);
 }
 
 /**
- * The rate, in units per second, at which a bucket gives units back, read on the object
- * {@link describing} found for it: the `refillPerSecond` of a `TokenBucket` (or `leakPerSecond`
- * of a `LeakyBucket`), their Redis counterparts, a `LeasedTokenBucket`, a `KeyedLimiter`
- * copying one, or any object with such a finite number > 0. `undefined` for the windows, an
- * `allOf`, a `KeyedLimiter` built from a function, and a bucket that never refills (rate 0).
- * Read per response, so a `reconfigure` shows at once.
+ * The rate, in units per second, at which a bucket gives units back: a finite `refillPerSecond`
+ * (or `leakPerSecond`) > 0 on the object {@link describing} found. `undefined` for the windows,
+ * an `allOf`, a function-built `KeyedLimiter`, and a bucket that never refills (rate 0). Read
+ * per response, so a `reconfigure` shows at once.
  */
 export function shapeRatePerSecond(shape: object | undefined): number | undefined {
   const s = shape as { refillPerSecond?: unknown; leakPerSecond?: unknown } | undefined;
@@ -152,20 +148,18 @@ function positive(value: unknown): number | undefined {
 
 /**
  * The `w=` of `RateLimit-Policy` a limiter states by itself: its window ({@link limiterWindowMs})
- * in seconds, when that is a whole number from 1 to {@link MAX_SF_INTEGER} (within the relative
- * 1e-9 of {@link ceilSeconds}, so float noise does not count). `undefined` when it has no
- * window, or one that is not whole seconds (500 ms, 1.5 s): `w` is an Integer (draft-10 section
- * 3.1.3), and a rounded one would misstate the rate (`q=10;w=1` for 10 per 1.5 s says 10 per
- * second).
+ * in whole seconds, 1 to {@link MAX_SF_INTEGER} (within a relative 1e-9). `undefined` without a
+ * window, or for one that is not whole seconds (500 ms, 1.5 s): `w` is an Integer (draft-10
+ * section 3.1.3), and a rounded one would misstate the rate (`q=10;w=1` for 10 per 1.5 s).
  */
 export function windowSecondsOf(limiter: unknown): number | undefined {
   return shapeWindowSeconds(describing(limiter), undefined);
 }
 
 /**
- * The `w=` sent for a response now, read on the object {@link describing} found for the
- * limiter: its own window as {@link windowSecondsOf} (live, so a `reconfigure({ windowMs })`
- * shows in the next response), else `declared` (`windowSeconds`, for a bucket or an `allOf`).
+ * The `w=` sent for a response now: the window of `shape` ({@link describing}) as
+ * {@link windowSecondsOf} (live: a `reconfigure({ windowMs })` shows in the next response), else
+ * `declared` (`windowSeconds`, for a bucket or an `allOf`).
  */
 export function shapeWindowSeconds(
   shape: object | undefined,
@@ -356,7 +350,7 @@ export function rateLimitHeaders(
   options: RateLimitHeadersOptions,
 ): Record<string, string> {
   if (typeof options !== "object" || options === null) {
-    throw new TypeError(`rateLimitHeaders: options must be an object, got ${describe(options)}`);
+    throw mustBe(WHERE, "options", "an object", options, TypeError);
   }
   checkOptionNames(WHERE, options, HEADERS_OPTIONS, HEADERS_HINTS);
   const policy = checkPolicyName(WHERE, options.policy);
@@ -413,7 +407,7 @@ export function checkBoolean(
 ): boolean {
   if (value === undefined) return fallback;
   if (typeof value === "boolean") return value;
-  throw new TypeError(`${where}: ${name} must be a boolean, got ${describe(value)}`);
+  throw mustBe(where, name, "a boolean", value, TypeError);
 }
 
 /**
@@ -447,9 +441,7 @@ export class HeaderNumbers {
  */
 export function readDecision(decision: Decision, out: HeaderNumbers, config: HeaderSettings): void {
   if (typeof decision !== "object" || decision === null || typeof decision.allowed !== "boolean") {
-    throw new TypeError(
-      `rateLimitHeaders: decision must be an object with a boolean allowed, got ${describe(decision)}`,
-    );
+    throw mustBe(WHERE, "decision", "an object with a boolean allowed", decision, TypeError);
   }
   const shape = describing(config.source);
   const limit = sfCount(checkNonNegative("limit", decision.limit));
@@ -476,11 +468,10 @@ export function readDecision(decision: Decision, out: HeaderNumbers, config: Hea
 }
 
 /**
- * Decimal text of a whole number from 0 to {@link MAX_SF_INTEGER}, as `String(value)`. Numbers
- * from 2^30 up are not small integers to V8, and their generic double-to-text conversion costs
- * about 0.14 µs; two small-integer conversions (the high digits, and the low eight padded by
- * adding 1e8) cost about half. Counts that large are usual for an "effectively unlimited"
- * quota, so this is on the per-request path.
+ * Decimal text of a whole number from 0 to {@link MAX_SF_INTEGER}, as `String(value)`: from
+ * 2^30 up (not a small integer to V8; usual for an "effectively unlimited" quota) two
+ * small-integer conversions, the high digits and the low eight padded by adding 1e8, cost
+ * about half the generic 0.14 µs.
  */
 export function wholeText(value: number): string {
   if (value < 1_073_741_824) return String(value);

@@ -323,6 +323,9 @@ export const INTERNAL_ERROR_BODY = JSON.stringify({
 /** The media type of every body the middleware sends (RFC 9457). */
 export const PROBLEM_JSON = "application/problem+json";
 
+/** The error names {@link isArgumentError} looks for. */
+const ARGUMENT_ERRORS: ReadonlySet<unknown> = new Set(["TypeError", "RangeError"]);
+
 /**
  * True when a limiter's error is a wrong argument, so a programming error (answered 500) rather
  * than an outage (passed under `failure: 'open'`): a `TypeError` or `RangeError` of this realm,
@@ -337,12 +340,7 @@ export function isArgumentError(error: unknown): boolean {
   try {
     const { name, constructor: Class } = error as { name?: unknown; constructor?: unknown };
     const className = typeof Class === "function" ? Class.name : undefined;
-    return (
-      name === "TypeError" ||
-      name === "RangeError" ||
-      className === "TypeError" ||
-      className === "RangeError"
-    );
+    return ARGUMENT_ERRORS.has(name) || ARGUMENT_ERRORS.has(className);
   } catch {
     return true;
   }

@@ -363,10 +363,8 @@ export abstract class StoreLimiter<Store extends string, Key> {
       m === undefined
         ? new ChargeReceipt(decision, key, 0, atMs, atMs, this, epoch, 0, 0, undefined)
         : new ChargeReceipt(decision, key, c, atMs, m.untilMs, this, epoch, m.mark, 0, undefined);
-    return Object.assign(receipt, {
-      ledger: m === undefined ? "" : m.ledger,
-      source: decision.source,
-    });
+    const ledger = m === undefined ? "" : m.ledger;
+    return Object.assign(receipt, { ledger, source: decision.source });
   }
 
   /** @internal Moved by `reconfigure`: receipts from before give nothing back. */
