@@ -78,6 +78,12 @@ export class LeaseEntry {
     this.demand = new RateWindow(nowMs, windowMs);
   }
 
+  /** Its unspent tokens go back with the next exchange. */
+  giveAll(): void {
+    this.give += this.tokens;
+    this.tokens = 0;
+  }
+
   /** True while the entry holds a call, a charge or a fallback bucket: it must not go. */
   get pinned(): boolean {
     return (
@@ -303,11 +309,8 @@ export class LeaseTable {
 
   private evict(entry: LeaseEntry, nowMs: number, idleAfterMs: number): void {
     this.remove(entry);
-    if (entry.isFree(nowMs) || nowMs - entry.lastUsedMs >= idleAfterMs) {
-      this.counts.evictedIdle++;
-    } else {
-      this.counts.evictedLossy++;
-    }
+    const idle = entry.isFree(nowMs) || nowMs - entry.lastUsedMs >= idleAfterMs;
+    this.counts[idle ? "evictedIdle" : "evictedLossy"]++;
     this.onEvict(entry);
   }
 
