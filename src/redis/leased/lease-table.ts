@@ -230,15 +230,9 @@ export class LeaseTable {
       this.compact();
       if (drop === undefined) return;
     }
-    const trace: LeaseTrace = {
-      key: entry.key,
-      shared: entry.shared,
-      sharedAtMs: entry.sharedAtMs,
-      pausedShare: entry.pausedShare,
-      pausedAtMs: entry.pausedAtMs,
-      fullAtMs,
-    };
-    this.traces.set(entry.key, trace);
+    const { key, shared, sharedAtMs, pausedShare, pausedAtMs } = entry;
+    const trace: LeaseTrace = { key, shared, sharedAtMs, pausedShare, pausedAtMs, fullAtMs };
+    this.traces.set(key, trace);
     this.order.push(trace);
     this.compact();
   }

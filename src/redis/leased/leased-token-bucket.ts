@@ -343,9 +343,7 @@ export class LeasedTokenBucket {
   get fallbackProcesses(): number | undefined {
     const expected = this.config.expectedProcesses;
     const live = this.heartbeat.peak;
-    if (expected === undefined) {
-      return this.heartbeat.counted(this.now(WHERE)) ? live : undefined;
-    }
+    if (expected === undefined) return this.heartbeat.counted(this.now(WHERE)) ? live : undefined;
     return live > expected ? live : expected;
   }
 
@@ -448,8 +446,7 @@ export class LeasedTokenBucket {
     const now = this.now(where);
     const e = this.table.entries.get(k);
     if (this.closed || e === undefined || !(c > 0)) return 0;
-    // Never more than the entry admitted and was not given back: what was never taken
-    // cannot come back.
+    // At most what the entry admitted and did not give back: what was never taken cannot come back.
     const left = e.admitted - e.refunded;
     const units = c < left ? c : left;
     if (!(units > 0)) return 0;
@@ -1231,12 +1228,8 @@ export class LeasedTokenBucket {
         mark === undefined || late
           ? Math.max(FIRST_BACKOFF_MS, this.config.batchWindowMs)
           : Math.min(MAX_BACKOFF_MS, mark.backoffMs * 2);
-      const next: DownMark = {
-        retryAtMs: now + backoffMs,
-        backoffMs,
-        ready: false,
-        waiting: mark?.waiting ?? new Map(),
-      };
+      const waiting = mark?.waiting ?? new Map<string, Set<string>>();
+      const next: DownMark = { retryAtMs: now + backoffMs, backoffMs, ready: false, waiting };
       this.down.set(node, next);
       // Once it passed, the keys that waited go with the next batch (unless a later mark took over).
       this.config.scheduler(() => {
