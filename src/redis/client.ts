@@ -202,13 +202,7 @@ export function redisKey(prefix: string, key: string): RedisKey {
     if (cp < 0x80) bytes.push(cp);
     else if (cp < 0x800) bytes.push(0xc0 | (cp >> 6), 0x80 | (cp & 63));
     else if (cp < 0x10000) bytes.push(0xe0 | (cp >> 12), 0x80 | ((cp >> 6) & 63), 0x80 | (cp & 63));
-    else
-      bytes.push(
-        0xf0 | (cp >> 18),
-        0x80 | ((cp >> 12) & 63),
-        0x80 | ((cp >> 6) & 63),
-        0x80 | (cp & 63),
-      );
+    else bytes.push(...Buffer.from(ch)); // a surrogate pair: its UTF-8 is its WTF-8
   }
   return Buffer.from(bytes);
 }

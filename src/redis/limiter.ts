@@ -300,13 +300,9 @@ export abstract class RedisLimiter extends StoreLimiter<"redis", RedisKey> {
 function refundRecordKey(key: RedisKey): RedisKey[] {
   if (typeof key !== "string") return [];
   const open = key.indexOf("{");
-  if (open !== -1) {
-    const close = key.indexOf("}", open + 1);
-    if (close > open + 1)
-      return [`{${key.slice(open + 1, close)}}:tollgate-refund:${randomUUID()}`];
-  }
-  if (key.includes("}")) return [];
-  return [`{${key}}:tollgate-refund:${randomUUID()}`];
+  const close = open === -1 ? -1 : key.indexOf("}", open + 1);
+  const tag = close > open + 1 ? key.slice(open + 1, close) : key.includes("}") ? undefined : key;
+  return tag === undefined ? [] : [`{${tag}}:tollgate-refund:${randomUUID()}`];
 }
 
 /**

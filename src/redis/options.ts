@@ -127,11 +127,8 @@ export function checkRedisOptions(
     throw new TypeError(notRedisLike(where, client));
   const prefix = o.prefix === undefined ? `tollgate:${codeOf(algorithm)}:` : o.prefix;
   if (typeof prefix !== "string") throw mustBe(where, "prefix", "a string", prefix, TypeError);
-  const keyspace = checkKeyspace(where, o.keyspace, {
-    algorithm,
-    state,
-    clock: o.clock === undefined ? "server" : "caller",
-  });
+  const stamp = o.clock === undefined ? "server" : "caller";
+  const keyspace = checkKeyspace(where, o.keyspace, { algorithm, state, clock: stamp });
   const store = checkStoreOptions(where, o);
   const maxTtlMs = checkNumber(where, "maxTtlMs", o.maxTtlMs, 0, false, DEFAULT_MAX_TTL_MS);
   const clock = checkClock<Clock | undefined>(where, o.clock, undefined);

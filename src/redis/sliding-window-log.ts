@@ -81,7 +81,6 @@ export class RedisSlidingWindowLog extends RedisWindowLimiter {
     if (replyNumber(allowed) === 2) return blockedDecision(decide, cost, replyNumber(left));
     // A receipt's mark: the leave time of the entry the charge went into, as the script
     // stamped it (just after a tombstone's, or an entry's it merged into).
-    const leave = newest;
-    return markCharge(checkAgreement(decide(cost), allowed), leave, t, leave);
+    return markCharge(checkAgreement(decide(cost), allowed), newest, t, newest);
   }
 }

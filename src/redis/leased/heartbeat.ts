@@ -153,9 +153,7 @@ export class Heartbeat {
           if (live >= 1) {
             this.live = live;
             const recent = this.recent;
-            while (recent.length > 0 && (recent[0] as { atMs: number }).atMs < now - this.ttlMs) {
-              recent.shift();
-            }
+            while ((recent[0]?.atMs ?? now) < now - this.ttlMs) recent.shift();
             recent.push({ atMs: now, live });
           }
           this.onResult(undefined);

@@ -78,6 +78,12 @@ export class LeaseEntry {
     this.demand = new RateWindow(nowMs, windowMs);
   }
 
+  /** Its unspent tokens go back with the next exchange. */
+  giveAll(): void {
+    this.give += this.tokens;
+    this.tokens = 0;
+  }
+
   /** True while the entry holds a call, a charge or a fallback bucket: it must not go. */
   get pinned(): boolean {
     return (
@@ -224,15 +230,9 @@ export class LeaseTable {
       this.compact();
       if (drop === undefined) return;
     }
-    const trace: LeaseTrace = {
-      key: entry.key,
-      shared: entry.shared,
-      sharedAtMs: entry.sharedAtMs,
-      pausedShare: entry.pausedShare,
-      pausedAtMs: entry.pausedAtMs,
-      fullAtMs,
-    };
-    this.traces.set(entry.key, trace);
+    const { key, shared, sharedAtMs, pausedShare, pausedAtMs } = entry;
+    const trace: LeaseTrace = { key, shared, sharedAtMs, pausedShare, pausedAtMs, fullAtMs };
+    this.traces.set(key, trace);
     this.order.push(trace);
     this.compact();
   }
@@ -303,11 +303,8 @@ export class LeaseTable {
 
   private evict(entry: LeaseEntry, nowMs: number, idleAfterMs: number): void {
     this.remove(entry);
-    if (entry.isFree(nowMs) || nowMs - entry.lastUsedMs >= idleAfterMs) {
-      this.counts.evictedIdle++;
-    } else {
-      this.counts.evictedLossy++;
-    }
+    const idle = entry.isFree(nowMs) || nowMs - entry.lastUsedMs >= idleAfterMs;
+    this.counts[idle ? "evictedIdle" : "evictedLossy"]++;
     this.onEvict(entry);
   }
 

@@ -121,7 +121,8 @@ const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 250;
 /**
  * Most rounds of exchanges close() waits for: rounds whose calls came back late (Redis up,
- * the deadline wrong) go on past a failing store's three, this far.
+ * the deadline wrong) go on past a failing store's three, this far, so that a charge whose
+ * calls came back late three times in a row is still sent (else: admitted, never charged).
  */
 const CLOSE_ROUNDS = 8;
 
@@ -342,9 +343,7 @@ export class LeasedTokenBucket {
   get fallbackProcesses(): number | undefined {
     const expected = this.config.expectedProcesses;
     const live = this.heartbeat.peak;
-    if (expected === undefined) {
-      return this.heartbeat.counted(this.now(WHERE)) ? live : undefined;
-    }
+    if (expected === undefined) return this.heartbeat.counted(this.now(WHERE)) ? live : undefined;
     return live > expected ? live : expected;
   }
 
@@ -447,8 +446,7 @@ export class LeasedTokenBucket {
     const now = this.now(where);
     const e = this.table.entries.get(k);
     if (this.closed || e === undefined || !(c > 0)) return 0;
-    // Never more than the entry admitted and was not given back: what was never taken
-    // cannot come back.
+    // At most what the entry admitted and did not give back: what was never taken cannot come back.
     const left = e.admitted - e.refunded;
     const units = c < left ? c : left;
     if (!(units > 0)) return 0;
@@ -553,8 +551,7 @@ export class LeasedTokenBucket {
       e.epoch++;
       e.admitted = 0;
       e.refunded = 0;
-      e.give += e.tokens;
-      e.tokens = 0;
+      e.giveAll();
       return;
     }
     this.table.remove(e, false);
@@ -581,20 +578,16 @@ export class LeasedTokenBucket {
     this.cancelSweep?.();
     for (const mark of this.down.values()) this.release(mark);
     for (const e of this.table.entries.values()) {
-      e.give += e.tokens;
-      e.tokens = 0;
+      e.giveAll();
       e.wants = false;
       if ((e.give > 0 || e.charge > 0) && !e.queued && !e.inFlight) this.enqueue(e);
     }
     // Blocks and lifts not sent yet still reach the store.
     for (const key of this.blocks.pendingKeys()) this.batcher.add(this.store.groupOf(key), key);
-    // Rounds until nothing is under way: what went out, what came back in the meantime
-    // (grants of calls under way go straight back), and what a failed call owes again. A
-    // failing store does not hold close() longer than three rounds with a failure; a late
-    // answer is no failure of the store (Redis answered, and the reply set right the offset
-    // to its clock), so the charges it sends back go again, up to CLOSE_ROUNDS in all
-    // (three rounds in all dropped the charge of a unit admitted on credit whose calls came
-    // back late three times in a row: admitted, never charged).
+    // Rounds until nothing is under way: what went out, what came back meanwhile (grants of
+    // calls under way go straight back), and what a failed call owes again. A failing store
+    // holds close() at most three rounds with a failure; a late answer is no store failure
+    // (Redis answered; the reply set right the offset to its clock): see CLOSE_ROUNDS.
     let failedRounds = 0;
     for (let round = 0; round < CLOSE_ROUNDS && failedRounds < 3; round++) {
       this.batcher.flush();
@@ -610,12 +603,9 @@ export class LeasedTokenBucket {
   /** @internal */
   private checkKey(where: string, key: unknown): string {
     if (typeof key !== "string") throw mustBe(where, "key", "a string", key, TypeError);
-    if (key.length > this.config.maxKeyLength) {
-      throw new RangeError(
-        `${where}: key must be at most ${this.config.maxKeyLength} UTF-16 code units long (maxKeyLength), got ${key.length}`,
-      );
-    }
-    return key;
+    if (key.length <= this.config.maxKeyLength) return key;
+    const range = `at most ${this.config.maxKeyLength} UTF-16 code units long (maxKeyLength)`;
+    throw mustBe(where, "key", range, key.length);
   }
 
   /** @internal The clock, held at its high-water mark. */
@@ -701,8 +691,7 @@ export class LeasedTokenBucket {
     if (e === undefined) return;
     e.wants = false;
     if (!(e.tokens > 0)) return;
-    e.give += e.tokens;
-    e.tokens = 0;
+    e.giveAll();
     if (!e.queued && !e.inFlight && !this.closed) this.enqueue(e);
   }
 
@@ -1205,10 +1194,7 @@ export class LeasedTokenBucket {
         const waitMs = e.endless ? this.config.idleAfterMs : grant.waitMs;
         e.deniedUntilMs = waitMs > 0 ? now + waitMs : Number.NEGATIVE_INFINITY;
       }
-      if ((this.closed || flags & BLOCKED) && e.tokens > 0) {
-        e.give += e.tokens;
-        e.tokens = 0;
-      }
+      if ((this.closed || flags & BLOCKED) && e.tokens > 0) e.giveAll();
       // What came meanwhile (a charge, tokens a refund or a block gave back) goes next.
       if (e.charge > 0 || e.give > 0) this.enqueue(e);
       else this.table.settle(e);
@@ -1242,12 +1228,8 @@ export class LeasedTokenBucket {
         mark === undefined || late
           ? Math.max(FIRST_BACKOFF_MS, this.config.batchWindowMs)
           : Math.min(MAX_BACKOFF_MS, mark.backoffMs * 2);
-      const next: DownMark = {
-        retryAtMs: now + backoffMs,
-        backoffMs,
-        ready: false,
-        waiting: mark?.waiting ?? new Map(),
-      };
+      const waiting = mark?.waiting ?? new Map<string, Set<string>>();
+      const next: DownMark = { retryAtMs: now + backoffMs, backoffMs, ready: false, waiting };
       this.down.set(node, next);
       // Once it passed, the keys that waited go with the next batch (unless a later mark took over).
       this.config.scheduler(() => {
@@ -1353,8 +1335,7 @@ export class LeasedTokenBucket {
       }
       if (e.tokens <= 0) continue;
       if (idle) {
-        e.give += e.tokens;
-        e.tokens = 0;
+        e.giveAll();
         this.enqueue(e);
       } else if (now - e.grantedAtMs >= leaseTtlMs) {
         // An expired lease keeps what the key's current rate needs; the rest goes back.

@@ -65,14 +65,12 @@ export interface LeaseRecord {
 }
 
 /**
- * A {@link LeaseStore} in memory, with the lease script's semantics (src/redis/leased/shared-bucket.ts:
- * the key's block first, give back never above capacity, charge whatever the bucket holds,
- * then take up to `want` of this process's fair share when `need` fits, else the time until
- * it does; nothing for a blocked key), on an
- * injected clock: the shared bucket of a deterministic simulation (N limiters on one store,
- * a manual clock and scheduler) and of the tests. With `latencyMs`, answers arrive that
- * long after the call through `scheduler`; `failing` makes every call reject; `flush()`
- * forgets every bucket (as `FLUSHALL`). Options: {@link MemoryLeaseStoreOptions}.
+ * A {@link LeaseStore} in memory, with the lease script's semantics (its model, `exchangeKey`
+ * in src/redis/leased/shared-bucket.ts), on an injected clock: the shared bucket of a
+ * deterministic simulation (N limiters on one store, a manual clock and scheduler) and of the
+ * tests. With `latencyMs`, answers arrive that long after the call through `scheduler`;
+ * `failing` makes every call reject; `flush()` forgets every bucket (as `FLUSHALL`). Options:
+ * {@link MemoryLeaseStoreOptions}.
  */
 export class MemoryLeaseStore implements LeaseStore {
   /** Every call rejects while true. */

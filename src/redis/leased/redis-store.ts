@@ -164,14 +164,8 @@ export class RedisLeaseStore implements LeaseStore {
     const c = this.config;
     const sentMs = c.clock();
     this.roundTrips++;
-    const reply = await this.timed(
-      runScript(
-        c.client,
-        HEARTBEAT_SCRIPT,
-        [c.heartbeatKey],
-        [processId, String(ttlMs), leave ? "1" : "0", String(sequence)],
-      ),
-    );
+    const args = [processId, String(ttlMs), leave ? "1" : "0", String(sequence)];
+    const reply = await this.timed(runScript(c.client, HEARTBEAT_SCRIPT, [c.heartbeatKey], args));
     const [live, now, joined] = replyArray(reply, 3);
     this.observe(sentMs, now);
     return { live: replyNumber(live), joined: replyNumber(joined) === 1 };

@@ -204,12 +204,8 @@ export function exchangeKey(
   const { capacity, refillPerSecond: rate } = config;
   const t = nowMs > state.anchorMs ? nowMs : state.anchorMs;
   const blockedMs = applyBlock(state, request.block, t);
-  const liftedAgoMs =
-    state.liftedAtMs > Number.NEGATIVE_INFINITY
-      ? t > state.liftedAtMs
-        ? t - state.liftedAtMs
-        : 0
-      : Number.POSITIVE_INFINITY;
+  // Infinity when no lift is marked (liftedAtMs -Infinity, t finite).
+  const liftedAgoMs = t > state.liftedAtMs ? t - state.liftedAtMs : 0;
   // A blocked key takes nothing: no lease for a key no process may admit.
   const want = blockedMs > 0 ? 0 : request.want;
   const need = blockedMs > 0 ? 0 : request.need;
@@ -242,14 +238,8 @@ export function exchangeKey(
   }
   if (request.charge > 0) tokens -= request.charge;
   // What is set aside never exceeds what the bucket holds.
-  let reserved = 0;
-  for (const c of contenders.values()) reserved += c.entitled;
   const holds = tokens > 0 ? tokens : 0;
-  if (reserved > holds) {
-    const scale = holds / reserved;
-    for (const c of contenders.values()) c.entitled *= scale;
-    reserved = holds;
-  }
+  const reserved = fitEntitled(contenders, holds);
   let granted = 0;
   let waitMs = 0;
   if (want > 0) {
@@ -263,13 +253,7 @@ export function exchangeKey(
       tokens -= granted;
       if (mine !== undefined) mine.entitled = own > granted ? own - granted : 0;
       // Taken from a full bucket beyond its own part: the others' parts shrink to fit.
-      const left = tokens > 0 ? tokens : 0;
-      let kept = 0;
-      for (const c of contenders.values()) kept += c.entitled;
-      if (kept > left) {
-        const scale = left / kept;
-        for (const c of contenders.values()) c.entitled *= scale;
-      }
+      fitEntitled(contenders, tokens > 0 ? tokens : 0);
     }
     if (granted < want && rate > 0) {
       if (mine === undefined) {
@@ -312,6 +296,16 @@ export function exchangeKey(
     state.calls.set(processId, { sequence, untilMs: keepUntilMs, answer });
   }
   return answer;
+}
+
+/** Scales what is set aside down to at most `holds` in all; returns the total set aside. */
+function fitEntitled(contenders: Map<string, Contender>, holds: number): number {
+  let reserved = 0;
+  for (const c of contenders.values()) reserved += c.entitled;
+  if (!(reserved > holds)) return reserved;
+  const scale = holds / reserved;
+  for (const c of contenders.values()) c.entitled *= scale;
+  return holds;
 }
 
 /**
