@@ -72,9 +72,14 @@ export function parseClfTime(text: string): number {
   const m = CLF_TIME.exec(text);
   if (m === null) return Number.NaN;
   const month = MONTHS[m[2]!];
-  const [day, year, hour, minute, second, zoneHours, zoneMinutes] = [1, 3, 4, 5, 6, 9, 10].map(
-    (i) => Number(m[i]),
-  ) as [number, number, number, number, number, number, number];
+  // Field by field, not through a mapped array: this runs once per log line.
+  const day = Number(m[1]);
+  const year = Number(m[3]);
+  const hour = Number(m[4]);
+  const minute = Number(m[5]);
+  const second = Number(m[6]);
+  const zoneHours = Number(m[9]);
+  const zoneMinutes = Number(m[10]);
   if (month === undefined || hour > 23 || minute > 59 || second > 60) return Number.NaN;
   if (zoneHours > 23 || zoneMinutes > 59) return Number.NaN;
   const days = daysFromCivil(year, month, 1);

@@ -4,7 +4,13 @@ import { createGunzip } from "node:zlib";
 import { parseCommand, type ReplayCommand } from "./args.js";
 import { keySpecName } from "./keys.js";
 import { outputProblem } from "./output.js";
-import { CommandUsageError, describeOptions, limitPerMinute, UsageError } from "./policy.js";
+import {
+  CommandUsageError,
+  describeOptions,
+  descriptor,
+  limitPerMinute,
+  UsageError,
+} from "./policy.js";
 import { type ReplayReport, replay } from "./replay.js";
 import { isoTime, jsonReport, textReport } from "./report.js";
 import { replayChart } from "./svg.js";
@@ -196,9 +202,10 @@ function shortDurations(command: ReplayCommand): string {
   const notes = new Set<string>();
   for (const policy of command.policies) {
     if (policy.derived) continue;
+    const flags: Readonly<Record<string, string>> = descriptor(policy.algorithm).cli.flags;
     for (const [name, value] of Object.entries(policy.options)) {
-      if (!name.endsWith("Ms") || !(value < 1000)) continue;
-      const flag = `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+      const flag = flags[name];
+      if (flag === undefined || !name.endsWith("Ms") || !(value < 1000)) continue;
       notes.add(
         `tollgate replay: note: ${flag} ${value} is ${value} milliseconds; for ${value} seconds, ${flag} ${value * 1000}\n`,
       );
