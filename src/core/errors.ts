@@ -77,10 +77,7 @@ export function checkOptions<T extends object>(
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
     const error = mustBe(where, "options", "an object", options, TypeError);
     if (required === undefined) throw error;
-    const example = required.example;
-    throw new TypeError(
-      `${error.message}; for example: ${typeof example === "string" ? example : example({})}`,
-    );
+    throw new TypeError(`${error.message}; for example: ${exampleCall(required, {})}`);
   }
   return options as T;
 }
@@ -97,6 +94,12 @@ export interface RequiredOptions {
    * or a function making one from the options given (to carry a peer's values over).
    */
   readonly example: string | ((options: Readonly<Record<string, unknown>>) => string);
+}
+
+/** The one-line call of `required`, made from the options `given` when it is a function. */
+function exampleCall(required: RequiredOptions, given: Readonly<Record<string, unknown>>): string {
+  const example = required.example;
+  return typeof example === "string" ? example : example(given);
 }
 
 /**
@@ -149,8 +152,7 @@ export function checkOptionNames(
   const tail: string[] = [];
   if (unknown > 0) tail.push(`known options: ${known.join(", ")}`);
   if (missing.length > 0) {
-    const example = required!.example;
-    tail.push(`for example: ${typeof example === "string" ? example : example(values)}`);
+    tail.push(`for example: ${exampleCall(required!, values)}`);
   }
   throw new TypeError(
     problems.length === 1

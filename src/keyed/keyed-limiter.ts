@@ -101,6 +101,8 @@ const KEYED_OPTIONS = optionNames<KeyedLimiterOptions>()([
 ]);
 const NO_TTL =
   "keys have no time to live: a key is dropped once idle (a fresh limiter would decide the same), by the incremental sweep or the one of sweepIntervalMs";
+const NO_BLOCK_OPTION =
+  "a block is a call, not an option: keyed.block(key, ms) blocks one key for ms";
 /** Hints for names from caches and other limiters' stores. */
 const KEYED_HINTS: Readonly<Record<string, string>> = {
   max: 'use "maxKeys" (the most keys kept at once)',
@@ -115,8 +117,8 @@ const KEYED_HINTS: Readonly<Record<string, string>> = {
   idleTimeoutMs: NO_TTL,
   cleanupIntervalMs: 'use "sweepIntervalMs" (milliseconds)',
   sweepInterval: 'use "sweepIntervalMs" (milliseconds)',
-  blockDuration: "a block is a call, not an option: keyed.block(key, ms) blocks one key for ms",
-  blockDurationMs: "a block is a call, not an option: keyed.block(key, ms) blocks one key for ms",
+  blockDuration: NO_BLOCK_OPTION,
+  blockDurationMs: NO_BLOCK_OPTION,
 };
 
 /** Default {@link KeyedLimiterOptions.maxKeys}. */

@@ -1,6 +1,7 @@
 import { isLimiter } from "../composite/all-of.js";
 import { describe, mustBe } from "../core/errors.js";
 import type { Limiter } from "../core/limiter.js";
+import { bucketRequired } from "../core/option-names.js";
 
 /** Validation and timer helpers of {@link KeyedLimiter}. @module */
 
@@ -28,7 +29,7 @@ export function checkKey(key: unknown): string {
  */
 export function policyHint(policy: unknown, keyedOptions: readonly string[]): string {
   if (policy === undefined || policy === null) {
-    return "; for example: new KeyedLimiter(new TokenBucket({ capacity: 10, refillPerSecond: 5 }))";
+    return `; for example: new KeyedLimiter(${bucketRequired("TokenBucket", "refillPerSecond").example})`;
   }
   if (typeof policy !== "object" || Array.isArray(policy)) return "";
   const o = policy as Readonly<Record<string, unknown>>;
