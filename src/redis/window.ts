@@ -65,9 +65,10 @@ export abstract class RedisWindowLimiter extends RedisLimiter {
     Local: LocalClass<{ limit: number; windowMs: number }>,
     scripts: readonly [Script, Script, Script],
   ) {
-    const o = checkOptions<RedisWindowOptions>(where, options, windowRequired(where));
+    const required = windowRequired(where);
+    const o = checkOptions<RedisWindowOptions>(where, options, required);
     const hints = { ...windowHints(where), ...REDIS_HINTS };
-    checkOptionNames(where, o, OPTIONS, hints, windowRequired(where));
+    checkOptionNames(where, o, OPTIONS, hints, required);
     const { limit, windowMs } = checkWindowSize(where, o);
     checkServerWindow(where, o.clock, windowMs);
     const common = checkRedisOptions(where, o, algorithm, { limit, windowMs });
