@@ -121,6 +121,7 @@ export class LogRing {
 
   /** Costs of the entries in the window. */
   sum(): number {
+    // Addressed in place, not through o(): a decision's inlining budget must hold it.
     const st = this.st;
     const s = this.s;
     const size = st[s + SIZE]!;
