@@ -218,6 +218,19 @@ describe("options passed where the cost goes", () => {
     );
   });
 
+  test("regression: queue.wait(1, 100) said options must be an object, with no call to write", async () => {
+    const queue = new LeakyBucket({ capacity: 1, leakPerSecond: 1 });
+    await expect(queue.wait(1, 100 as never)).rejects.toThrow(
+      new TypeError(
+        "LeakyBucket.wait: options must be an object, got 100; for example: wait(1, { maxWaitMs: 100 })",
+      ),
+    );
+    const keyed = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1 }));
+    await expect(keyed.wait("k", 1, 100 as never)).rejects.toThrow(
+      "options must be an object, got 100; for example: wait(key, 1, { maxWaitMs: 100 })",
+    );
+  });
+
   test("the keyed wait and a reservation say where the options go", async () => {
     const keyed = new KeyedLimiter(new TokenBucket({ capacity: 1, refillPerSecond: 1 }));
     await expect(keyed.wait("k", { maxWaitMs: 100 } as never)).rejects.toThrow(

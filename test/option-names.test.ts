@@ -281,6 +281,18 @@ describe("unknown options are a TypeError naming them", () => {
         'unknown option "blockDuration" (a lockout is a block, not a limiter option: keyed.block(key, ms) on a KeyedLimiter, or blockDurationMs on rateLimit',
     },
     {
+      name: "regression: blockDuration on a limiter did not say block takes milliseconds (rate-limiter-flexible's is seconds)",
+      make: () => new TokenBucket({ ...bucket, blockDuration: 60 } as never),
+      message:
+        "or blockDurationMs on rateLimit (blocks a client at its first denial); block takes milliseconds (seconds x 1000))",
+    },
+    {
+      name: "regression: blockDurationMs on a limiter got no hint",
+      make: () => new FixedWindow({ limit: 1, windowMs: 1000, blockDurationMs: 60_000 } as never),
+      message:
+        'unknown option "blockDurationMs" (a lockout is a block, not a limiter option: keyed.block(key, ms) on a KeyedLimiter',
+    },
+    {
       name: "rate-limiter-flexible's inMemoryBlockOnConsumed and keyPrefix on a FixedWindow",
       make: () =>
         new FixedWindow({

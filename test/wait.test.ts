@@ -184,13 +184,13 @@ describe("argument errors are rejections, never throws", () => {
       what: "an array as options",
       args: [1, []],
       error: TypeError,
-      message: "options must be an object, got an array",
+      message: "options must be an object, got an array; for example: wait(1, { maxWaitMs: 100 })",
     },
     {
       what: "null options",
       args: [1, null],
       error: TypeError,
-      message: "options must be an object, got null",
+      message: "options must be an object, got null; for example: wait(1, { maxWaitMs: 100 })",
     },
     {
       what: "a bad signal",

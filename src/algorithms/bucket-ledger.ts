@@ -9,7 +9,7 @@ import {
 import type { Decision, Reservation, ReserveOptions, WaitOptions } from "../core/limiter.js";
 import { decisionMs, fits, wholeUnits } from "../core/numeric.js";
 import { RESERVE_HINTS, RESERVE_OPTIONS } from "../core/option-names.js";
-import { checkWaitOptions, maxWaitError, neverError, OneTimer } from "../core/wait.js";
+import { checkWaitOptions, maxWaitError, neverError, OneTimer, WAIT_CALL } from "../core/wait.js";
 import { WaitList, type WaitListNode } from "../core/wait-list.js";
 import type { HeldBucket } from "./bucket-kernel.js";
 import { msToRefill } from "./bucket-math.js";
@@ -211,8 +211,8 @@ export class BucketLedger {
   ): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
       const h = this.host;
-      const c = checkCost(where, cost, "wait(1, { maxWaitMs: 100 })");
-      const { signal, maxWaitMs } = checkWaitOptions(where, options);
+      const c = checkCost(where, cost, WAIT_CALL);
+      const { signal, maxWaitMs } = checkWaitOptions(where, options, WAIT_CALL);
       // A throw here rejects the promise, as a bad cost or option does.
       if (signal?.aborted) throw signal.reason;
       const now = h.now();

@@ -31,10 +31,13 @@ function flexibleHints(family: string): Readonly<Record<string, string>> {
   const lockout = `a lockout is a block, not a limiter option: ${family === "" ? "keyed.block(key, ms) on a KeyedLimiter" : "limiter.block(key, ms)"}, or blockDurationMs on rateLimit (blocks a client at its first denial)`;
   const prefix =
     "keys are the strings you pass to KeyedLimiter.allow(key): prefix them yourself (a tollgate/redis limiter takes prefix)";
+  // rate-limiter-flexible's block durations are seconds; tollgate's, milliseconds.
+  const seconds = `${lockout}; block takes milliseconds (seconds x 1000)`;
   return {
-    blockDuration: lockout,
+    blockDuration: seconds,
+    blockDurationMs: lockout,
     inMemoryBlockOnConsumed: lockout,
-    inMemoryBlockDuration: lockout,
+    inMemoryBlockDuration: seconds,
     keyPrefix: family === "" ? prefix : use("prefix"),
     execEvenly: "a LeakyBucket with wait() spaces requests evenly",
   };

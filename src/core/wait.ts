@@ -147,8 +147,8 @@ export class WaitQueue {
     // A throw in here (a bad argument, a limiter's or clock's error) rejects, as a refusal does.
     return new Promise<Decision>((resolve, reject) => {
       const where = `${this.where}.wait`;
-      const c = checkCost(where, cost, "wait(1, { maxWaitMs: 100 })");
-      const { signal, maxWaitMs } = checkWaitOptions(where, options);
+      const c = checkCost(where, cost, WAIT_CALL);
+      const { signal, maxWaitMs } = checkWaitOptions(where, options, WAIT_CALL);
       if (signal?.aborted) throw signal.reason;
       const d = this.limiter.peek(c);
       if (d.retryAfterMs === Number.POSITIVE_INFINITY && c > d.limit) {
@@ -405,8 +405,12 @@ function release(
   });
 }
 
+/** The call a wait's error shows for a cost or options out of place. */
+export const WAIT_CALL = "wait(1, { maxWaitMs: 100 })";
+
 /**
- * Validates `wait` options.
+ * Validates `wait` options; `call`, when given, is the call shown for options that are no
+ * object (`wait(1, 100)`).
  * @throws {TypeError} when options is not an object, names an unknown option, or signal
  *   is not an AbortSignal.
  * @throws {RangeError} when maxWaitMs or jitterMs is not a number >= 0.
@@ -414,9 +418,11 @@ function release(
 export function checkWaitOptions(
   where: string,
   options: WaitOptions | undefined,
+  call?: string,
 ): { signal: AbortSignal | undefined; maxWaitMs: number } {
   if (options === undefined) return { signal: undefined, maxWaitMs: Number.POSITIVE_INFINITY };
-  const { signal, maxWaitMs, jitterMs } = checkOptions<WaitOptions>(where, options);
+  const example = call === undefined ? undefined : { names: [], example: call };
+  const { signal, maxWaitMs, jitterMs } = checkOptions<WaitOptions>(where, options, example);
   checkOptionNames(where, options, WAIT_OPTIONS, WAIT_HINTS);
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw mustBe(where, "signal", "an AbortSignal", signal, TypeError);

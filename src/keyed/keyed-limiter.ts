@@ -644,8 +644,9 @@ export class KeyedLimiter {
   private waitNow(key: string, cost?: number, options?: WaitOptions): Promise<Decision> {
     try {
       const k = this.checkKey(key);
-      const c = checkCost(`${WHERE}.wait`, cost, "wait(key, 1, { maxWaitMs: 100 })");
-      const { signal } = checkWaitOptions(`${WHERE}.wait`, options);
+      const call = "wait(key, 1, { maxWaitMs: 100 })";
+      const c = checkCost(`${WHERE}.wait`, cost, call);
+      const { signal } = checkWaitOptions(`${WHERE}.wait`, options, call);
       if (this.map !== undefined) {
         if (signal?.aborted) return Promise.reject(signal.reason);
         return this.map.wait(k, c, options);
