@@ -42,8 +42,11 @@ function gunzipped(input: Readable): Readable {
 /** `input` (a file or standard input), decompressed when its first chunk starts as gzip's. */
 async function sniffed(input: Readable, file: string): Promise<Readable> {
   const head = await new Promise<unknown>((resolve, reject) => {
+    // The error listener stays: an error that the peek's read() set off comes a tick later,
+    // before the replay listens, and would be thrown as unhandled; the replay still meets it
+    // (the stream is errored).
     const done = (value: unknown) => {
-      input.off("readable", onReadable).off("end", onEnd).off("error", onError);
+      input.off("readable", onReadable).off("end", onEnd);
       resolve(value);
     };
     // Put back at once, before the stream can end: a peek.
@@ -53,7 +56,11 @@ async function sniffed(input: Readable, file: string): Promise<Readable> {
       done(chunk);
     };
     const onEnd = () => done(null);
-    const onError = (error: Error) => reject(cannotRead(file, error));
+    // As the replay's read errors: a system error is the input's fault, anything else a bug.
+    const onError = (error: Error) =>
+      reject(
+        typeof (error as { code?: unknown }).code === "string" ? cannotRead(file, error) : error,
+      );
     input.once("readable", onReadable).once("end", onEnd).once("error", onError);
   });
   // A gzip stream's magic number (RFC 1952).
