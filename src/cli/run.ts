@@ -39,7 +39,7 @@ function gunzipped(input: Readable): Readable {
   return gunzip;
 }
 
-/** `input` (a file or standard input), decompressed when its first chunk starts as gzip's. */
+/** `input` (a file or standard input), decompressed when its first two bytes are gzip's. */
 async function sniffed(input: Readable, file: string): Promise<Readable> {
   const head = await new Promise<unknown>((resolve, reject) => {
     // The error listener stays: an error that the peek's read() set off comes a tick later,
@@ -49,10 +49,12 @@ async function sniffed(input: Readable, file: string): Promise<Readable> {
       input.off("readable", onReadable).off("end", onEnd);
       resolve(value);
     };
-    // Put back at once, before the stream can end: a peek.
+    // Two bytes (fewer only at the end), put back at once, before the stream can end: a
+    // peek. A first chunk of one byte (a slow pipe) waits for the next.
     const onReadable = () => {
-      const chunk: unknown = input.read();
-      if (chunk !== null) input.unshift(chunk as Buffer);
+      const chunk: unknown = input.read(2);
+      if (chunk === null) return; // more to come, or the end
+      input.unshift(chunk as Buffer);
       done(chunk);
     };
     const onEnd = () => done(null);
@@ -61,7 +63,7 @@ async function sniffed(input: Readable, file: string): Promise<Readable> {
       reject(
         typeof (error as { code?: unknown }).code === "string" ? cannotRead(file, error) : error,
       );
-    input.once("readable", onReadable).once("end", onEnd).once("error", onError);
+    input.on("readable", onReadable).once("end", onEnd).once("error", onError);
   });
   // A gzip stream's magic number (RFC 1952).
   const gzip = head instanceof Uint8Array && head[0] === 0x1f && head[1] === 0x8b;

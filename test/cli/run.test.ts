@@ -717,7 +717,7 @@ function linked(path: string): string {
 }
 
 // Regression: `--svg /nonexistent-dir/x.svg` replayed the whole log before failing.
-describe("read errors of standard input met by the gzip peek", () => {
+describe("the gzip peek of standard input", () => {
   /** Runs `replay -` on `stdin`; an 'error' it emits with no listener is kept, not thrown. */
   async function replayStdin(stdin: Readable) {
     const unheard: unknown[] = [];
@@ -760,6 +760,26 @@ describe("read errors of standard input met by the gzip peek", () => {
       expect(r.text).toBe("tollgate replay: cannot read -: EIO: i/o error, read\n");
     },
   );
+
+  // Regression: the peek read the first chunk only, so gzip whose first chunk was one byte
+  // (a slow pipe) was read as text: no line parsed, "check --format".
+  test("gzip on standard input whose first chunk is one byte is decompressed", async () => {
+    const packed = gzipSync(readFileSync(excerptPath));
+    let reads = 0;
+    const stdin = new Readable({
+      read() {
+        reads++;
+        if (reads === 1) this.push(packed.subarray(0, 1));
+        // The rest a turn of the event loop later, as a slow pipe's next chunk comes.
+        else if (reads === 2) setImmediate(() => this.push(packed.subarray(1)));
+        else this.push(null);
+      },
+    });
+    const r = await replayStdin(stdin);
+    const plain = await cli(["replay", "-", ...TB], readFileSync(excerptPath));
+    expect(r.code).toBe(0);
+    expect(r.text).toBe(plain.stdout);
+  });
 
   // Regression: an error without a system code, met by the gzip peek, was reported as the
   // input's (exit 2) where met later it is a bug (exit 1).
