@@ -39,22 +39,31 @@ function gunzipped(input: Readable): Readable {
   return gunzip;
 }
 
-/** `input` (a file or standard input), decompressed when its first chunk starts as gzip's. */
+/** `input` (a file or standard input), decompressed when its first two bytes are gzip's. */
 async function sniffed(input: Readable, file: string): Promise<Readable> {
   const head = await new Promise<unknown>((resolve, reject) => {
+    // The error listener stays: an error that the peek's read() set off comes a tick later,
+    // before the replay listens, and would be thrown as unhandled; the replay still meets it
+    // (the stream is errored).
     const done = (value: unknown) => {
-      input.off("readable", onReadable).off("end", onEnd).off("error", onError);
+      input.off("readable", onReadable).off("end", onEnd);
       resolve(value);
     };
-    // Put back at once, before the stream can end: a peek.
+    // Two bytes (fewer only at the end), put back at once, before the stream can end: a
+    // peek. A first chunk of one byte (a slow pipe) waits for the next.
     const onReadable = () => {
-      const chunk: unknown = input.read();
-      if (chunk !== null) input.unshift(chunk as Buffer);
+      const chunk: unknown = input.read(2);
+      if (chunk === null) return; // more to come, or the end
+      input.unshift(chunk as Buffer);
       done(chunk);
     };
     const onEnd = () => done(null);
-    const onError = (error: Error) => reject(cannotRead(file, error));
-    input.once("readable", onReadable).once("end", onEnd).once("error", onError);
+    // As the replay's read errors: a system error is the input's fault, anything else a bug.
+    const onError = (error: Error) =>
+      reject(
+        typeof (error as { code?: unknown }).code === "string" ? cannotRead(file, error) : error,
+      );
+    input.on("readable", onReadable).once("end", onEnd).once("error", onError);
   });
   // A gzip stream's magic number (RFC 1952).
   const gzip = head instanceof Uint8Array && head[0] === 0x1f && head[1] === 0x8b;

@@ -717,6 +717,84 @@ function linked(path: string): string {
 }
 
 // Regression: `--svg /nonexistent-dir/x.svg` replayed the whole log before failing.
+describe("the gzip peek of standard input", () => {
+  /** Runs `replay -` on `stdin`; an 'error' it emits with no listener is kept, not thrown. */
+  async function replayStdin(stdin: Readable) {
+    const unheard: unknown[] = [];
+    const emit = stdin.emit.bind(stdin);
+    stdin.emit = ((event: string | symbol, ...args: unknown[]) => {
+      if (event === "error" && stdin.listenerCount("error") === 0) {
+        unheard.push(args[0]);
+        return false;
+      }
+      return emit(event, ...args);
+    }) as typeof stdin.emit;
+    let text = "";
+    const sink = new PassThrough();
+    sink.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+    });
+    const code = await run(["replay", "-", ...TB], { stdin, stdout: sink, stderr: sink });
+    return { code, text, unheard };
+  }
+
+  // Regression: the gzip peek's read() set off the next read, whose error came a tick later,
+  // after the peek stopped listening and before the replay did: an unhandled 'error' event,
+  // which ends the process.
+  test.each([
+    { name: "text", first: "203.0.113.9 - - " },
+    { name: "gzip", first: gzipSync("203.0.113.9 - - ").subarray(0, 8) },
+  ])(
+    "a read error of standard input just after its first chunk is heard: $name",
+    async ({ first }) => {
+      let reads = 0;
+      const stdin = new Readable({
+        read() {
+          if (reads++ === 0) this.push(Buffer.from(first));
+          else this.destroy(Object.assign(new Error("EIO: i/o error, read"), { code: "EIO" }));
+        },
+      });
+      const r = await replayStdin(stdin);
+      expect(r.unheard).toEqual([]);
+      expect(r.code).toBe(2);
+      expect(r.text).toBe("tollgate replay: cannot read -: EIO: i/o error, read\n");
+    },
+  );
+
+  // Regression: the peek read the first chunk only, so gzip whose first chunk was one byte
+  // (a slow pipe) was read as text: no line parsed, "check --format".
+  test("gzip on standard input whose first chunk is one byte is decompressed", async () => {
+    const packed = gzipSync(readFileSync(excerptPath));
+    let reads = 0;
+    const stdin = new Readable({
+      read() {
+        reads++;
+        if (reads === 1) this.push(packed.subarray(0, 1));
+        // The rest a turn of the event loop later, as a slow pipe's next chunk comes.
+        else if (reads === 2) setImmediate(() => this.push(packed.subarray(1)));
+        else this.push(null);
+      },
+    });
+    const r = await replayStdin(stdin);
+    const plain = await cli(["replay", "-", ...TB], readFileSync(excerptPath));
+    expect(r.code).toBe(0);
+    expect(r.text).toBe(plain.stdout);
+  });
+
+  // Regression: an error without a system code, met by the gzip peek, was reported as the
+  // input's (exit 2) where met later it is a bug (exit 1).
+  test("an error of standard input without a code is a bug, from its first read", async () => {
+    const stdin = new Readable({
+      read() {
+        this.destroy(new Error("boom"));
+      },
+    });
+    const r = await replayStdin(stdin);
+    expect(r.code).toBe(1);
+    expect(r.text.startsWith("tollgate: unexpected error: Error: boom")).toBe(true);
+  });
+});
+
 describe("an unwritable --svg path fails before the log is read", () => {
   const file = join(dir, "a-file");
   writeFileSync(file, "");
