@@ -99,21 +99,34 @@ describe.skipIf(!canStartRedis())("a stalled Redis charges nothing late", () => 
     // left it to the policy ('closed'), and the warm-up is not what the test measures.
     if (warm) expect((await warm.consume(key)).source).toBe("redis");
     const calls: Promise<RedisDecision>[] = [];
-    const stop = (async () => {
-      await sleep(20);
-      process.kill(server.pid, "SIGSTOP");
-      try {
-        await sleep(STALL_MS);
-      } finally {
-        process.kill(server.pid, "SIGCONT");
+    // The server stops with no call in flight: one stopped after running a script and before
+    // its reply went out holds a unit its client then answers by the policy, which no
+    // deadline can undo (docs/redis.md#the-circuit-breaker); this test is about the
+    // commands run late. (Stopped at any instant, it failed once in a clean-clone CI run:
+    // one unit held beyond the calls Redis answered.)
+    let paused = false;
+    let stall: Promise<void> | undefined;
+    const resume = () => {
+      if (!paused) return;
+      paused = false;
+      process.kill(server.pid, "SIGCONT");
+    };
+    try {
+      const start = Date.now();
+      while (Date.now() - start < STALL_MS + 40) {
+        if (stall === undefined && Date.now() - start >= 20) {
+          await Promise.all(calls);
+          process.kill(server.pid, "SIGSTOP");
+          paused = true;
+          stall = sleep(STALL_MS).then(resume);
+        }
+        calls.push(limiter.consume(key));
+        await sleep(EVERY_MS);
       }
-    })();
-    const start = Date.now();
-    while (Date.now() - start < STALL_MS + 40) {
-      calls.push(limiter.consume(key));
-      await sleep(EVERY_MS);
+      await stall;
+    } finally {
+      resume();
     }
-    await stop;
     const decisions = await Promise.all(calls);
     const answeredByRedis = decisions.filter((d) => d.source === "redis").length + (warm ? 1 : 0);
     const answeredByPolicy = decisions.filter((d) => d.source !== "redis").length;
